@@ -1,0 +1,138 @@
+/**
+ * The credit ledger: every movement is one row with a unique cause key, written in the same
+ * transaction as the balance change, so a retry can never move credits twice ("never charged
+ * twice" is the unique constraint). Other features spend through holdCredits / chargeHold /
+ * releaseHold inside their own transactions.
+ */
+import type { Db, Sql } from '../db/sql.js';
+import type { CreditBalance, CreditMovement, CreditMovementKind } from '../domain/credits.js';
+import { ApiError } from '../domain/errors.js';
+
+export interface CreditHold {
+  id: string;
+  workspace_id: string;
+  amount: number;
+  charged: number;
+  status: 'held' | 'charged' | 'released';
+  cause_key: string;
+  expires_at: Date;
+}
+
+async function recordMovement(
+  tx: Db,
+  m: { workspaceId: string; kind: CreditMovementKind; amount: number; causeKey: string; holdId?: string; note?: string },
+): Promise<boolean> {
+  const rows = await tx`
+    insert into credit_ledger (workspace_id, hold_id, kind, amount, cause_key, note)
+    values (${m.workspaceId}, ${m.holdId ?? null}, ${m.kind}, ${m.amount}, ${m.causeKey}, ${m.note ?? null})
+    on conflict (workspace_id, cause_key) do nothing returning id`;
+  return rows.length === 1;
+}
+
+export async function getBalance(db: Db, workspaceId: string): Promise<CreditBalance> {
+  const [row] = await db<CreditBalance[]>`
+    select available, held, spent from credit_balances where workspace_id = ${workspaceId}`;
+  return row ?? { available: 0, held: 0, spent: 0 };
+}
+
+/** Adds credits once per cause key; a repeated cause is a no-op that returns the balance. */
+export async function grantCredits(
+  sql: Sql,
+  input: { workspaceId: string; amount: number; causeKey: string; note?: string },
+): Promise<CreditBalance> {
+  if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A grant is a positive whole number of credits.');
+  return sql.begin(async (tx) => {
+    if (await recordMovement(tx, { ...input, kind: 'grant' })) {
+      await tx`
+        insert into credit_balances (workspace_id, available) values (${input.workspaceId}, ${input.amount})
+        on conflict (workspace_id) do update
+          set available = credit_balances.available + excluded.available, updated_at = now()`;
+    }
+    return getBalance(tx, input.workspaceId);
+  }) as Promise<CreditBalance>;
+}
+
+/**
+ * Sets credits aside for an operation. Idempotent by cause key (the same cause returns the same
+ * hold). Refused, with nothing written, when the available balance would go below zero.
+ */
+export async function holdCredits(
+  tx: Db,
+  input: { workspaceId: string; amount: number; causeKey: string; ttlSeconds: number },
+): Promise<CreditHold> {
+  const [existing] = await tx<CreditHold[]>`
+    select * from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey}`;
+  if (existing) return existing;
+  const taken = await tx`
+    update credit_balances set available = available - ${input.amount}, held = held + ${input.amount}, updated_at = now()
+    where workspace_id = ${input.workspaceId} and available >= ${input.amount} returning workspace_id`;
+  if (taken.length === 0) {
+    const balance = await getBalance(tx, input.workspaceId);
+    throw new ApiError('insufficient_credits', `This needs ${input.amount} credits and the workspace has ${balance.available} available.`);
+  }
+  const [hold] = await tx<CreditHold[]>`
+    insert into credit_holds (workspace_id, amount, cause_key, expires_at)
+    values (${input.workspaceId}, ${input.amount}, ${input.causeKey}, now() + ${input.ttlSeconds} * interval '1 second')
+    returning *`;
+  await recordMovement(tx, { workspaceId: input.workspaceId, kind: 'hold', amount: input.amount, causeKey: `hold:${input.causeKey}`, holdId: hold!.id });
+  return hold!;
+}
+
+/**
+ * Ends a hold: `charge` spends `amount` (at most the hold) and returns the rest; `release`
+ * returns it all. Compare-and-set on status: only a held hold settles, so a second settle of any
+ * kind changes nothing and answers the hold as it stands.
+ */
+async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
+  const [hold] = await tx<CreditHold[]>`
+    update credit_holds set status = ${outcome}, charged = least(${charge}, amount), settled_at = now()
+    where id = ${holdId} and status = 'held' returning *`;
+  if (!hold) {
+    const [current] = await tx<CreditHold[]>`select * from credit_holds where id = ${holdId}`;
+    return current;
+  }
+  const returned = hold.amount - hold.charged;
+  await tx`
+    update credit_balances set held = held - ${hold.amount}, available = available + ${returned},
+      spent = spent + ${hold.charged}, updated_at = now()
+    where workspace_id = ${hold.workspace_id}`;
+  if (hold.charged > 0) {
+    await recordMovement(tx, { workspaceId: hold.workspace_id, kind: 'charge', amount: hold.charged, causeKey: `charge:${hold.id}`, holdId: hold.id });
+  }
+  if (returned > 0) {
+    await recordMovement(tx, { workspaceId: hold.workspace_id, kind: 'release', amount: returned, causeKey: `release:${hold.id}`, holdId: hold.id });
+  }
+  return hold;
+}
+
+export const chargeHold = (tx: Db, holdId: string, amount?: number) => settleHold(tx, holdId, 'charged', amount ?? Number.MAX_SAFE_INTEGER);
+export const releaseHold = (tx: Db, holdId: string) => settleHold(tx, holdId, 'released', 0);
+
+interface MovementRow extends Omit<CreditMovement, 'created_at'> {
+  created_at: Date;
+}
+
+export async function listMovements(db: Db, workspaceId: string, limit: number, beforeId?: number) {
+  const rows = await db<MovementRow[]>`
+    select id, kind, amount, hold_id, cause_key, note, created_at from credit_ledger
+    where workspace_id = ${workspaceId} ${beforeId ? db`and id < ${beforeId}` : db``}
+    order by id desc limit ${limit + 1}`;
+  const page = rows.slice(0, limit).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+  return { movements: page, next_before_id: rows.length > limit ? page[page.length - 1]!.id : null };
+}
+
+/** Activities of the credit-hold workflow. */
+export function createCreditActivities({ sql }: { sql: Sql }) {
+  return {
+    /** Releases a hold nobody settled before it expired; a settled hold is left as it is. */
+    async releaseExpiredHold({ holdId }: { holdId: string }): Promise<CreditHold['status'] | 'missing'> {
+      const hold = await sql.begin((tx) => releaseHold(tx, holdId));
+      return hold?.status ?? 'missing';
+    },
+    async readHoldStatus({ holdId }: { holdId: string }): Promise<CreditHold['status'] | 'missing'> {
+      const [row] = await sql<{ status: CreditHold['status'] }[]>`select status from credit_holds where id = ${holdId}`;
+      return row?.status ?? 'missing';
+    },
+  };
+}
+export type CreditActivities = ReturnType<typeof createCreditActivities>;

@@ -1,0 +1,11 @@
+import type { Sql } from '../db/sql.js';
+import { createCreditActivities } from './credits.js';
+
+export interface ActivityDeps {
+  sql: Sql;
+}
+
+/** Every activity of the service, bound to its dependencies. */
+export function createActivities(deps: ActivityDeps) {
+  return { ...createCreditActivities(deps) };
+}

@@ -1,0 +1,39 @@
+/** Builds the Fastify app from its dependencies. Never listens: the caller (start, tests) does. */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { randomUUID } from 'node:crypto';
+import type { AppDeps } from './deps.js';
+import { registerAuth } from './plugins/auth.js';
+import { registerErrorHandling } from './plugins/errors.js';
+import { registerOpenApi } from './plugins/openapi.js';
+import { RateLimiter } from './rate-limit.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { healthRoutes } from './routes/health.js';
+import { workspaceRoutes } from './routes/workspace.js';
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...(typeof deps.logger === 'object' ? { loggerInstance: deps.logger } : { logger: deps.logger ?? false }),
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
+    },
+    requestIdHeader: false,
+    bodyLimit: 10 * 1024 * 1024,
+    return503OnClosing: true,
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  registerErrorHandling(app);
+  await registerOpenApi(app);
+  registerAuth(app, { sql: deps.sql, verifyToken: deps.verifyToken, rateLimiter: new RateLimiter(deps.rateLimit) });
+
+  await app.register(healthRoutes(deps));
+  await app.register(apiKeyRoutes(deps));
+  await app.register(workspaceRoutes(deps));
+  return app;
+}

@@ -1,0 +1,133 @@
+/**
+ * Authentication (spec 5) and authorisation. Every route says what it needs in its config:
+ * `access` is `public`, `read` or `write` (default: read for GET/HEAD, write otherwise) and `role`
+ * may demand `admin`. Missing or invalid credentials answer 401 with one message, whatever the
+ * reason (unknown, deleted, expired), so a caller learns nothing about other keys.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Sql } from '../../db/sql.js';
+import type { Scope } from '../../domain/api-keys.js';
+import type { Plan, Role } from '../../domain/common.js';
+import { ApiError } from '../../domain/errors.js';
+import { isWellFormedApiKey } from '../api-key-secret.js';
+import { findLiveKey, touchKeyLastUsed } from '../api-keys-store.js';
+import type { RateLimiter } from '../rate-limit.js';
+import type { TokenVerifier } from '../tokens.js';
+
+export interface Principal {
+  workspaceId: string;
+  plan: Plan;
+  /** The member acting (a bearer user, or the member who created the key); null for orphaned keys. */
+  memberId: string | null;
+  role: Role;
+  scope: Scope;
+  via: 'api_key' | 'bearer';
+  apiKeyId: string | null;
+}
+
+export type Access = 'public' | 'read' | 'write';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: Access;
+    role?: Role;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+}
+
+export interface AuthDeps {
+  sql: Sql;
+  verifyToken: TokenVerifier;
+  rateLimiter: RateLimiter;
+}
+
+const unauthenticated = () =>
+  new ApiError('unauthorized', 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.');
+
+/** The access a route needs: declared, or derived from its method. */
+export function routeAccess(method: string, declared?: Access): Access {
+  return declared ?? (method === 'GET' || method === 'HEAD' ? 'read' : 'write');
+}
+
+/** Writes last_used_at at most once a minute per key per process; the SQL guard covers the rest. */
+function createLastUsedRecorder(sql: Sql, log: FastifyInstance['log']) {
+  const lastMinute = new Map<string, number>();
+  return (keyId: string) => {
+    const minute = Math.floor(Date.now() / 60_000);
+    if (lastMinute.get(keyId) === minute) return;
+    lastMinute.set(keyId, minute);
+    if (lastMinute.size > 50_000) lastMinute.clear();
+    touchKeyLastUsed(sql, keyId).catch((err) => log.warn({ err }, 'could not record last_used_at'));
+  };
+}
+
+async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: (id: string) => void): Promise<Principal> {
+  const apiKey = request.headers['x-api-key'];
+  const authorization = request.headers.authorization;
+  if (typeof apiKey === 'string' && apiKey.length > 0) {
+    if (!isWellFormedApiKey(apiKey)) throw unauthenticated();
+    const key = await findLiveKey(deps.sql, apiKey);
+    if (!key) throw unauthenticated();
+    recordUse(key.id);
+    return {
+      workspaceId: key.workspace_id,
+      plan: key.plan,
+      memberId: key.member_id,
+      role: key.role ?? 'member',
+      scope: key.scope,
+      via: 'api_key',
+      apiKeyId: key.id,
+    };
+  }
+  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  if (!bearer) throw unauthenticated();
+  const claims = await deps.verifyToken(bearer);
+  if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
+  const [member] = await deps.sql<{ id: string; role: Role; plan: Plan }[]>`
+    select m.id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id
+    where m.workspace_id = ${claims.org_id} and m.idp_user_id = ${claims.sub}`;
+  if (!member) throw new ApiError('forbidden', 'This user is not a member of the workspace named in the token.');
+  return {
+    workspaceId: claims.org_id,
+    plan: member.plan,
+    memberId: member.id,
+    role: member.role,
+    scope: 'write',
+    via: 'bearer',
+    apiKeyId: null,
+  };
+}
+
+export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
+  const recordUse = createLastUsedRecorder(deps.sql, app.log);
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (request) => {
+    const config = request.routeOptions.config;
+    // Unmatched routes (404/308) and public routes need no credential.
+    if (!request.routeOptions.url) return;
+    const access = routeAccess(request.method, config.access);
+    if (access === 'public') return;
+    const principal = await authenticate(deps, request, recordUse);
+    request.principal = principal;
+    const limited = deps.rateLimiter.take(principal.apiKeyId ? `key:${principal.apiKeyId}` : `user:${principal.memberId}`);
+    if (!limited.allowed) {
+      throw new ApiError('rate_limited', `Too many requests; retry in ${limited.retryAfterSeconds} s.`, {
+        'retry-after': String(limited.retryAfterSeconds),
+      });
+    }
+    if (access === 'write' && principal.scope !== 'write') {
+      throw new ApiError('forbidden', 'This API key has read scope; this operation needs a write key.');
+    }
+    if (config.role === 'admin' && principal.role !== 'admin') {
+      throw new ApiError('forbidden', 'Only a workspace admin may do this.');
+    }
+  });
+}
+
+/** The authenticated caller of a non-public route. */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new ApiError('unauthorized', 'Authentication required.');
+  return request.principal;
+}

@@ -1,0 +1,64 @@
+/**
+ * The OpenAPI 3.1.0 document, generated from the same zod schemas the routes validate with.
+ * Every route gets the spec's error responses added here, so no route can forget one and the
+ * document always says what a client may receive.
+ */
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { DetailBodySchema, ValidationBodySchema } from '../../domain/common.js';
+import { routeAccess } from './auth.js';
+
+export const apiVersion = '0.0';
+export const securitySchemes = {
+  ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+  BearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+} as const;
+
+const errorDescriptions: Record<number, string> = {
+  401: 'Missing or invalid credentials',
+  403: 'The credential may not do this (scope, role or plan)',
+  404: 'Not found in this workspace',
+  422: 'Invalid request',
+  429: 'Too many requests; see Retry-After',
+  500: 'Internal error',
+  503: 'A dependency (Postgres or Temporal) is unavailable',
+};
+
+function withErrorResponses(route: RouteOptions) {
+  // The reference page and its assets are public, like the document itself.
+  if (route.url.startsWith('/docs')) route.config = { ...route.config, access: 'public' };
+  const schema = (route.schema ??= {});
+  if (schema.hide) return;
+  const response = ((schema.response as Record<number, unknown> | undefined) ??= {});
+  const isPublic = routeAccess(String(route.method), route.config?.access) === 'public';
+  const codes = isPublic ? [500, 503] : [401, 403, 422, 429, 500, 503];
+  if (!isPublic && route.url.includes(':')) codes.push(404);
+  for (const code of codes) {
+    response[code] ??= (code === 422 ? ValidationBodySchema : DetailBodySchema).describe(errorDescriptions[code]!);
+  }
+  // Both schemes on every operation; public ones accept either or none.
+  schema.security ??= isPublic
+    ? [{ ApiKeyAuth: [] }, { BearerAuth: [] }, {}]
+    : [{ ApiKeyAuth: [] }, { BearerAuth: [] }];
+}
+
+export async function registerOpenApi(app: FastifyInstance) {
+  app.addHook('onRoute', withErrorResponses);
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Outreach and Data Workspace Service',
+        version: apiVersion,
+        description: 'Workspace-scoped sales data and outreach. Paths end with a slash; an unslashed path is redirected (308).',
+      },
+      components: { securitySchemes: securitySchemes as never },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { docExpansion: 'list' } });
+  app.get('/openapi.json', { schema: { hide: true }, config: { access: 'public' } }, async () => app.swagger());
+}

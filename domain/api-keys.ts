@@ -1,0 +1,54 @@
+/** Spec 2.13: API keys. */
+import { z } from 'zod';
+import { TimestampSchema, UuidSchema, type Plan } from './common.js';
+
+export const ScopeSchema = z.enum(['read', 'write']).meta({ id: 'Scope' });
+export type Scope = z.infer<typeof ScopeSchema>;
+
+const NameSchema = z.string().min(1).max(255);
+
+export const ApiKeyCreateSchema = z
+  .object({
+    name: NameSchema,
+    expire_at: TimestampSchema.nullable().optional(),
+    scope: ScopeSchema.nullable().optional(),
+  })
+  .meta({ id: 'ApiKeyCreate' });
+export type ApiKeyCreate = z.infer<typeof ApiKeyCreateSchema>;
+
+export const ApiKeyUpdateSchema = z
+  .object({ name: NameSchema.optional(), expire_at: TimestampSchema.nullable().optional() })
+  .meta({ id: 'ApiKeyUpdate' });
+export type ApiKeyUpdate = z.infer<typeof ApiKeyUpdateSchema>;
+
+export const ApiKeySchema = z
+  .object({
+    id: UuidSchema,
+    org_id: z.string(),
+    name: z.string(),
+    scope: ScopeSchema,
+    key_prefix: z.string(),
+    created_at: TimestampSchema,
+    updated_at: TimestampSchema,
+    expire_at: TimestampSchema.nullable(),
+    last_used_at: TimestampSchema.nullable(),
+  })
+  .meta({ id: 'ApiKey' });
+export type ApiKey = z.infer<typeof ApiKeySchema>;
+
+export const ApiKeyCreatedSchema = ApiKeySchema.extend({
+  key: z.string().describe('The secret. Returned only in this response; only its hash is stored.'),
+}).meta({ id: 'ApiKeyCreated' });
+
+export const ApiKeyListSchema = z.object({ api_keys: z.array(ApiKeySchema) }).meta({ id: 'ApiKeyList' });
+export const ApiKeyCountSchema = z.object({ count: z.int() }).meta({ id: 'ApiKeyCount' });
+export const ApiKeyScopesSchema = z.object({ scopes: z.array(ScopeSchema) }).meta({ id: 'ApiKeyScopes' });
+
+/** Free workspaces mint read keys only; the default is the most the plan allows. */
+export function scopesForPlan(plan: Plan): Scope[] {
+  return plan === 'paid' ? ['read', 'write'] : ['read'];
+}
+
+export function defaultScope(plan: Plan): Scope {
+  return plan === 'paid' ? 'write' : 'read';
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+
+/** Spec 7: the body of 401, 403, 404, 409, 429, 500, 502 and 503. */
+export const DetailBodySchema = z
+  .object({ detail: z.string() })
+  .meta({ id: 'DetailBody', description: 'An error a person can read.' });
+export type DetailBody = z.infer<typeof DetailBodySchema>;
+
+export const IssueLocationSchema = z.enum(['body', 'query', 'path', 'header']);
+
+export const ValidationIssueSchema = z
+  .object({
+    loc: z.array(z.string()).min(1).max(2),
+    msg: z.string(),
+    type: z.string(),
+    input: z.unknown(),
+  })
+  .meta({ id: 'ValidationIssue' });
+export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
+
+/** Spec 7: the body of 422. */
+export const ValidationBodySchema = z
+  .object({ detail: z.string(), issues: z.array(ValidationIssueSchema) })
+  .meta({ id: 'ValidationBody', description: 'The request was understood but some values are not acceptable.' });
+export type ValidationBody = z.infer<typeof ValidationBodySchema>;
+
+export const UuidSchema = z.uuid();
+export const TimestampSchema = z.iso.datetime({ offset: true });
+
+export const PlanSchema = z.enum(['free', 'paid']);
+export type Plan = z.infer<typeof PlanSchema>;
+export const RoleSchema = z.enum(['admin', 'member']);
+export type Role = z.infer<typeof RoleSchema>;

@@ -1,0 +1,38 @@
+/**
+ * The one error table. Routes, activities and workflows refuse with a code from this list; the
+ * API maps it to a status and a `detail` body (spec 7). Workflow business refusals carry the code
+ * as their ApplicationFailure type, so the same table maps them too.
+ */
+export const errorStatus = {
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  unprocessable: 422,
+  insufficient_credits: 409,
+  rate_limited: 429,
+  internal: 500,
+  bad_gateway: 502,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorStatus, value);
+}
+
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail);
+    this.status = errorStatus[code];
+  }
+}
+
+export const notFound = (what: string) => new ApiError('not_found', `${what} not found.`);

@@ -1,0 +1,15 @@
+/**
+ * Custom search attributes the service's workflows set, so operators can filter in the
+ * Temporal Web UI. The local stack registers them at start; temporal-docker registers the same.
+ */
+export const searchAttributes = {
+  WorkspaceId: 'Keyword',
+  SenderAccountId: 'Keyword',
+  StepKind: 'Keyword',
+  StepStatus: 'Keyword',
+  SequenceId: 'Keyword',
+  ContactId: 'Keyword',
+  CreditHoldStatus: 'Keyword',
+} as const;
+
+export type SearchAttributeName = keyof typeof searchAttributes;

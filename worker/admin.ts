@@ -1,0 +1,113 @@
+/**
+ * The operator command line (a contract used by scripts and tests):
+ *   create-workspace --name NAME --plan free|paid [--email E]
+ *   add-member --workspace ID --email E --role admin|member
+ *   grant-credits --workspace ID --amount N
+ * It works against the database the service uses: DATABASE_URL, else the running local stack's
+ * (DATA_DIR/stack.json), else it starts the embedded Postgres of DATA_DIR for the one command.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { migrate } from '../db/migrate.js';
+import { createSql, type Sql } from '../db/sql.js';
+import { PlanSchema, RoleSchema } from '../domain/common.js';
+import { ApiError } from '../domain/errors.js';
+import { readConfig } from './config.js';
+import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { addWorkspaceMember, createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
+import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
+
+const commands = {
+  'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional() }),
+  'add-member': z.object({ workspace: z.uuid(), email: z.email(), role: RoleSchema }),
+  'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
+};
+
+const usage = `usage: npm run --silent admin -- <command> [options]
+  create-workspace --name NAME --plan free|paid [--email E]
+  add-member --workspace ID --email E --role admin|member
+  grant-credits --workspace ID --amount N`;
+
+async function withDatabase<T>(run: (sql: Sql) => Promise<T>): Promise<T> {
+  const config = readConfig();
+  let url = config.databaseUrl;
+  let stop: (() => Promise<void>) | undefined;
+  const stackFile = stackFilePath(config.dataDir);
+  if (!url && existsSync(stackFile)) {
+    const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as StackFile;
+    if (isAlive(stack.pid)) url = stack.database_url;
+  }
+  if (!url) {
+    const pg = await startEmbeddedPostgres({ dataDir: join(config.dataDir, 'postgres') });
+    stop = pg.stop;
+    await ensureDatabase(pg.url('postgres'), databaseName);
+    url = pg.url(databaseName);
+  }
+  const sql = createSql(url, { max: 2 });
+  try {
+    await migrate(sql);
+    return await run(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+    await stop?.();
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (!command || !(command in commands)) throw new UsageError(command ? `unknown command "${command}"` : 'no command');
+  const { values } = parseArgs({
+    args: rest,
+    options: { name: { type: 'string' }, plan: { type: 'string' }, email: { type: 'string' }, workspace: { type: 'string' }, role: { type: 'string' }, amount: { type: 'string' } },
+    strict: true,
+  });
+  const parsed = commands[command as keyof typeof commands].safeParse(values);
+  if (!parsed.success) {
+    throw new UsageError(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; '));
+  }
+  const result = await withDatabase(async (sql) => {
+    switch (command) {
+      case 'create-workspace': {
+        const o = parsed.data as z.infer<(typeof commands)['create-workspace']>;
+        return createWorkspaceWithAdmin(sql, { name: o.name, plan: o.plan, email: o.email });
+      }
+      case 'add-member': {
+        const o = parsed.data as z.infer<(typeof commands)['add-member']>;
+        await requireWorkspace(sql, o.workspace);
+        return addWorkspaceMember(sql, { workspaceId: o.workspace, email: o.email, role: o.role });
+      }
+      default: {
+        const o = parsed.data as z.infer<(typeof commands)['grant-credits']>;
+        await requireWorkspace(sql, o.workspace);
+        return (await grantWorkspaceCredits(sql, { workspaceId: o.workspace, amount: o.amount })).available;
+      }
+    }
+  });
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+async function requireWorkspace(sql: Sql, id: string) {
+  const [row] = await sql`select 1 from workspaces where id = ${id}`;
+  if (!row) throw new ApiError('not_found', `Workspace ${id} not found.`);
+}
+
+class UsageError extends Error {}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError) process.stderr.write(`${error.message}\n${usage}\n`);
+  else if (error instanceof ApiError) process.stderr.write(`${error.detail}\n`);
+  else if ((error as { code?: string }).code === '23505') process.stderr.write(`Already exists: ${(error as Error).message}\n`);
+  else process.stderr.write(`admin failed: ${(error as Error).message}\n`);
+  process.exit(error instanceof UsageError ? 2 : 1);
+});

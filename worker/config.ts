@@ -1,0 +1,41 @@
+/** Environment of the service, read once. Every setting has an embedded default. */
+import { resolve } from 'node:path';
+import { projectRoot } from './tools.js';
+
+export interface ServiceConfig {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  temporalAddress: string | undefined;
+  temporalNamespace: string;
+  taskQueue: string;
+  rateLimitPerMinute: number;
+  role: 'all' | 'api' | 'worker';
+  logLevel: string;
+}
+
+function intFrom(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number, not "${raw}".`);
+  return value;
+}
+
+export function readConfig(env = process.env): ServiceConfig {
+  const role = env.SERVICE_ROLE ?? 'all';
+  if (role !== 'all' && role !== 'api' && role !== 'worker') throw new Error(`SERVICE_ROLE must be all, api or worker, not "${role}".`);
+  return {
+    port: intFrom('PORT', 3000),
+    host: env.HOST ?? '127.0.0.1',
+    dataDir: resolve(projectRoot, env.DATA_DIR ?? '.data'),
+    databaseUrl: env.DATABASE_URL || undefined,
+    temporalAddress: env.TEMPORAL_ADDRESS || undefined,
+    temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
+    taskQueue: env.TEMPORAL_TASK_QUEUE ?? 'outreach',
+    rateLimitPerMinute: intFrom('RATE_LIMIT_PER_MINUTE', 1200),
+    role,
+    logLevel: env.LOG_LEVEL ?? 'info',
+  };
+}

@@ -1,0 +1,53 @@
+/** Creating workspaces and members from the operator's side (admin command line, local stack). */
+import { randomUUID } from 'node:crypto';
+import { grantCredits } from '../activities/credits.js';
+import { createApiKey } from '../api/api-keys-store.js';
+import { mintAccessToken } from '../api/tokens.js';
+import { addMember, createWorkspace } from '../api/workspaces-store.js';
+import type { Sql } from '../db/sql.js';
+import { defaultScope } from '../domain/api-keys.js';
+import type { Plan, Role } from '../domain/common.js';
+import { signingSecret } from './auth-config.js';
+
+async function tokenFor(sql: Sql, userId: string, workspaceId: string): Promise<string | null> {
+  const secret = await signingSecret(sql);
+  return secret ? mintAccessToken(secret, { sub: userId, org_id: workspaceId }) : null;
+}
+
+function nameFromEmail(email: string): string {
+  return email.split('@')[0]!.replace(/[._-]+/g, ' ').trim() || email;
+}
+
+/** A workspace, its first admin and an API key of the plan's default scope. */
+export async function createWorkspaceWithAdmin(sql: Sql, input: { name: string; plan: Plan; email?: string }) {
+  const userId = randomUUID();
+  const email = input.email ?? `admin+${userId.slice(0, 8)}@localhost`;
+  const { workspace, key } = await sql.begin(async (tx) => {
+    const workspace = await createWorkspace(tx, { name: input.name, plan: input.plan });
+    const member = await addMember(tx, { workspaceId: workspace.id, idpUserId: userId, displayName: nameFromEmail(email), email, role: 'admin' });
+    const key = await createApiKey(tx, {
+      workspaceId: workspace.id,
+      createdBy: member.id,
+      name: 'Admin key',
+      scope: defaultScope(input.plan),
+      expireAt: null,
+    });
+    return { workspace, key };
+  });
+  return { workspace_id: workspace.id, user_id: userId, api_key: key.key, access_token: await tokenFor(sql, userId, workspace.id) };
+}
+
+export async function addWorkspaceMember(sql: Sql, input: { workspaceId: string; email: string; role: Role }) {
+  const userId = randomUUID();
+  await addMember(sql, { workspaceId: input.workspaceId, idpUserId: userId, displayName: nameFromEmail(input.email), email: input.email, role: input.role });
+  return { user_id: userId, access_token: await tokenFor(sql, userId, input.workspaceId) };
+}
+
+export async function grantWorkspaceCredits(sql: Sql, input: { workspaceId: string; amount: number; causeKey?: string }) {
+  return grantCredits(sql, {
+    workspaceId: input.workspaceId,
+    amount: input.amount,
+    causeKey: input.causeKey ?? `admin-grant:${randomUUID()}`,
+    note: 'granted from the admin command line',
+  });
+}

@@ -1,0 +1,147 @@
+/**
+ * The whole service in one process tree: Postgres (DATABASE_URL or embedded), Temporal
+ * (TEMPORAL_ADDRESS or the dev server), migrations, the worker and the API. Stopping it drains
+ * the API, lets the worker finish its tasks, then stops Temporal and Postgres.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { Runtime } from '@temporalio/worker';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pino from 'pino';
+import { buildApp } from '../api/app.js';
+import { findLiveKey } from '../api/api-keys-store.js';
+import { createTokenVerifier } from '../api/tokens.js';
+import { migrate } from '../db/migrate.js';
+import { createSql, type Sql } from '../db/sql.js';
+import { resolveTokenConfig } from './auth-config.js';
+import type { ServiceConfig } from './config.js';
+import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
+import { startTemporalDevServer } from './temporal-dev-server.js';
+import { createServiceWorker } from './worker.js';
+
+export const databaseName = 'outreach';
+
+/** What a running stack tells the admin command line (written to DATA_DIR/stack.json). */
+export interface StackFile {
+  pid: number;
+  database_url: string;
+  temporal_address: string;
+  api_url: string | null;
+}
+
+export function stackFilePath(dataDir: string) {
+  return join(dataDir, 'stack.json');
+}
+
+export async function ensureDatabase(adminUrl: string, name: string) {
+  const admin = createSql(adminUrl, { max: 1 });
+  try {
+    const [exists] = await admin`select 1 from pg_database where datname = ${name}`;
+    if (!exists) await admin`create database ${admin(name)}`;
+  } finally {
+    await admin.end();
+  }
+}
+
+/** The development key survives restarts in a local file (only its hash is in the database). */
+async function ensureDevCredentials(sql: Sql, dataDir: string) {
+  const file = join(dataDir, 'dev-credentials.json');
+  if (existsSync(file)) {
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { api_key: string; workspace_id: string };
+    if (await findLiveKey(sql, saved.api_key)) return saved;
+  }
+  const created = await createWorkspaceWithAdmin(sql, { name: 'Development', plan: 'paid', email: 'dev@localhost' });
+  await grantWorkspaceCredits(sql, { workspaceId: created.workspace_id, amount: 1000, causeKey: 'dev-stack-welcome' });
+  writeFileSync(file, JSON.stringify({ workspace_id: created.workspace_id, api_key: created.api_key }, null, 2));
+  chmodSync(file, 0o600);
+  return created;
+}
+
+export interface RunningStack {
+  apiUrl: string | null;
+  docsUrl: string | null;
+  temporalUiUrl: string | null;
+  temporalAddress: string;
+  databaseUrl: string;
+  devApiKey: string;
+  stop: () => Promise<void>;
+}
+
+export async function startStack(config: ServiceConfig): Promise<RunningStack> {
+  // The stack orders its own shutdown (API, worker, Temporal, Postgres) instead of the SDK's.
+  Runtime.install({ shutdownSignals: [] });
+  const log = pino({ level: config.logLevel });
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'stop failed'));
+  };
+  try {
+    mkdirSync(config.dataDir, { recursive: true });
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      log.info('starting embedded Postgres');
+      const pg = await startEmbeddedPostgres({ dataDir: join(config.dataDir, 'postgres'), avoidPorts: [config.port] });
+      stops.push(pg.stop);
+      await ensureDatabase(pg.url('postgres'), databaseName);
+      databaseUrl = pg.url(databaseName);
+    }
+    let temporalAddress = config.temporalAddress;
+    let temporalUiUrl: string | null = null;
+    if (!temporalAddress) {
+      log.info('starting the Temporal dev server');
+      const temporal = await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port] });
+      stops.push(temporal.stop);
+      temporalAddress = temporal.address;
+      temporalUiUrl = temporal.uiUrl;
+    }
+    const sql = createSql(databaseUrl);
+    stops.push(() => sql.end({ timeout: 5 }));
+    const applied = await migrate(sql);
+    if (applied.length) log.info({ applied }, 'migrations applied');
+
+    if (config.role !== 'api') {
+      const { worker, connection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue });
+      const running = worker.run();
+      stops.push(async () => {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await running;
+        await connection.close();
+      });
+    }
+
+    let apiUrl: string | null = null;
+    if (config.role !== 'worker') {
+      const connection = await Connection.connect({ address: temporalAddress });
+      stops.push(() => connection.close());
+      const app = await buildApp({
+        sql,
+        temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue },
+        verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
+        rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
+        logger: log,
+      });
+      await app.listen({ port: config.port, host: config.host });
+      stops.push(() => app.close());
+      apiUrl = `http://${config.host}:${config.port}`;
+    }
+
+    const dev = await ensureDevCredentials(sql, config.dataDir);
+    const stackFile: StackFile = { pid: process.pid, database_url: databaseUrl, temporal_address: temporalAddress, api_url: apiUrl };
+    writeFileSync(stackFilePath(config.dataDir), JSON.stringify(stackFile, null, 2));
+    stops.push(async () => rmSync(stackFilePath(config.dataDir), { force: true }));
+
+    return {
+      apiUrl,
+      docsUrl: apiUrl && `${apiUrl}/docs/`,
+      temporalUiUrl,
+      temporalAddress,
+      databaseUrl,
+      devApiKey: dev.api_key,
+      stop: stopAll,
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

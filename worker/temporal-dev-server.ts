@@ -1,0 +1,93 @@
+/**
+ * `temporal server start-dev` for the local stack and the tests: SQLite under the data folder
+ * (or in memory), the Web UI, and our search attributes registered at launch.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Connection } from '@temporalio/client';
+import { searchAttributes } from '../domain/search-attributes.js';
+import { freePort } from './ports.js';
+import { resolveTool, temporalCli } from './tools.js';
+
+export interface TemporalDevServerHandle {
+  address: string;
+  uiUrl: string | null;
+  stop: () => Promise<void>;
+}
+
+function stopStaleServer(pidFile: string) {
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, 'utf8'));
+  try {
+    if (Number.isInteger(pid) && pid > 0) process.kill(pid, 'SIGTERM');
+  } catch {
+    // already gone
+  }
+  rmSync(pidFile, { force: true });
+}
+
+async function waitForFrontend(address: string, child: ChildProcess, output: () => string) {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`The Temporal dev server exited (code ${child.exitCode}):\n${output()}`);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      await connection.workflowService.getSystemInfo({});
+      await connection.close();
+      return;
+    } catch {
+      await sleep(250);
+    }
+  }
+  throw new Error(`The Temporal dev server did not answer on ${address} within 60 s:\n${output()}`);
+}
+
+export async function startTemporalDevServer(options: {
+  /** Folder for its SQLite file and pid file; omitted keeps everything in memory. */
+  dataDir?: string;
+  preferredPort?: number;
+  ui?: boolean;
+  avoidPorts?: number[];
+}): Promise<TemporalDevServerHandle> {
+  const cli = resolveTool(temporalCli);
+  const port = await freePort(options.preferredPort ?? 7233, options.avoidPorts);
+  const uiPort = options.ui === false ? null : await freePort(port + 1000, [port, ...(options.avoidPorts ?? [])]);
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error'];
+  args.push(...(uiPort ? ['--ui-port', String(uiPort)] : ['--headless']));
+  if (options.dataDir) args.push('--db-filename', join(options.dataDir, 'temporal.sqlite'));
+  for (const [name, type] of Object.entries(searchAttributes)) args.push('--search-attribute', `${name}=${type}`);
+  const pidFile = options.dataDir ? join(options.dataDir, 'temporal.pid') : undefined;
+  if (pidFile) stopStaleServer(pidFile);
+
+  const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-4000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  if (pidFile) writeFileSync(pidFile, String(child.pid));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const address = `127.0.0.1:${port}`;
+  try {
+    await waitForFrontend(address, child, () => output);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  return {
+    address,
+    uiUrl: uiPort ? `http://127.0.0.1:${uiPort}` : null,
+    stop: async () => {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        const killed = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+        if (!killed) child.kill('SIGKILL');
+        await exited;
+      }
+      if (pidFile) rmSync(pidFile, { force: true });
+    },
+  };
+}

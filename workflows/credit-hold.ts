@@ -1,0 +1,57 @@
+/**
+ * A credit hold's watchdog: whoever holds credits settles the hold in SQL and signals here; if
+ * nobody does before the hold expires (the process that held them crashed, a browser never
+ * reported), the workflow releases it, so credits are never kept for nothing.
+ */
+import {
+  condition,
+  defineQuery,
+  defineSignal,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { CreditActivities } from '../activities/credits.js';
+import { CreditHoldStatusKey } from './search-attributes.js';
+
+export interface CreditHoldInput {
+  holdId: string;
+  workspaceId: string;
+  /** ISO timestamp of the hold's expiry. */
+  expiresAt: string;
+}
+
+export type CreditHoldOutcome = 'charged' | 'released';
+export interface CreditHoldView {
+  holdId: string;
+  status: 'held' | CreditHoldOutcome | 'missing';
+  expiresAt: string;
+  releasedByWatchdog: boolean;
+}
+
+export const creditHoldSettledSignal = defineSignal<[{ outcome: CreditHoldOutcome }]>('creditHoldSettled');
+export const creditHoldStateQuery = defineQuery<CreditHoldView>('creditHoldState');
+export const creditHoldWorkflowId = (holdId: string) => `credit-hold/${holdId}`;
+
+const { releaseExpiredHold } = proxyActivities<CreditActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2 },
+});
+
+export async function creditHoldWorkflow(input: CreditHoldInput): Promise<CreditHoldView> {
+  const view: CreditHoldView = { holdId: input.holdId, status: 'held', expiresAt: input.expiresAt, releasedByWatchdog: false };
+  setHandler(creditHoldSettledSignal, ({ outcome }) => {
+    view.status = outcome;
+  });
+  setHandler(creditHoldStateQuery, () => view);
+
+  // Date.now() is the workflow's deterministic clock (time of the current task).
+  const remainingMs = Math.max(0, Date.parse(input.expiresAt) - Date.now());
+  const settled = await condition(() => view.status !== 'held', remainingMs);
+  if (!settled) {
+    view.status = await releaseExpiredHold({ holdId: input.holdId });
+    view.releasedByWatchdog = view.status === 'released';
+  }
+  upsertSearchAttributes([{ key: CreditHoldStatusKey, value: view.status }]);
+  return view;
+}

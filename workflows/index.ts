@@ -1,0 +1,2 @@
+/** What the worker bundles: every workflow of the service. */
+export { creditHoldWorkflow } from './credit-hold.js';

@@ -1,0 +1,5 @@
+/** Typed keys of the search attributes in domain/search-attributes.ts, for workflows and the client. */
+import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
+
+export const WorkspaceIdKey = defineSearchAttributeKey('WorkspaceId', SearchAttributeType.KEYWORD);
+export const CreditHoldStatusKey = defineSearchAttributeKey('CreditHoldStatus', SearchAttributeType.KEYWORD);
