@@ -1,0 +1,97 @@
+/**
+ * The real service for one test file: its own database, a real worker on its own task queue,
+ * the real app (driven with app.inject) and helpers to provision workspaces as an operator would.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { inject } from 'vitest';
+import { createActivities } from '../../activities/index.js';
+import { buildApp } from '../../api/app.js';
+import { createTokenVerifier, mintAccessToken } from '../../api/tokens.js';
+import type { Sql } from '../../db/sql.js';
+import type { Plan, Role } from '../../domain/common.js';
+import { resolveTokenConfig, signingSecret } from '../../worker/auth-config.js';
+import { addWorkspaceMember, createWorkspaceWithAdmin } from '../../worker/provisioning.js';
+import { createTestDatabase } from './database.js';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+export interface TestWorkspace {
+  workspaceId: string;
+  userId: string;
+  apiKey: string;
+  accessToken: string;
+}
+
+export interface TestStack {
+  app: FastifyInstance;
+  sql: Sql;
+  databaseUrl: string;
+  client: Client;
+  taskQueue: string;
+  createWorkspace: (plan?: Plan) => Promise<TestWorkspace>;
+  addMember: (workspaceId: string, role: Role) => Promise<{ userId: string; accessToken: string }>;
+  mintToken: (claims: { sub: string; org_id: string }) => Promise<string>;
+  close: () => Promise<void>;
+}
+
+export interface TestStackOptions {
+  rateLimit?: number;
+  /** Add routes (for example a route that throws) before the app is made ready. */
+  extendApp?: (app: FastifyInstance) => void;
+}
+
+export async function startTestStack(options: TestStackOptions = {}): Promise<TestStack> {
+  const db = await createTestDatabase();
+  const taskQueue = `test-${randomBytes(4).toString('hex')}`;
+  const address = inject('temporalAddress');
+  const nativeConnection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({
+    connection: nativeConnection,
+    taskQueue,
+    workflowBundle: { codePath: inject('workflowBundlePath') },
+    activities: createActivities({ sql: db.sql }),
+  });
+  const running = worker.run();
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const app = await buildApp({
+    sql: db.sql,
+    temporal: { client, taskQueue },
+    verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
+    rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60 },
+  });
+  options.extendApp?.(app);
+  await app.ready();
+  const secret = (await signingSecret(db.sql, {}))!;
+  return {
+    app,
+    sql: db.sql,
+    databaseUrl: db.url,
+    client,
+    taskQueue,
+    async createWorkspace(plan = 'paid') {
+      const created = await createWorkspaceWithAdmin(db.sql, { name: `Workspace ${randomBytes(3).toString('hex')}`, plan });
+      return { workspaceId: created.workspace_id, userId: created.user_id, apiKey: created.api_key, accessToken: created.access_token! };
+    },
+    async addMember(workspaceId, role) {
+      const email = `${role}-${randomBytes(3).toString('hex')}@example.com`;
+      const added = await addWorkspaceMember(db.sql, { workspaceId, email, role });
+      return { userId: added.user_id, accessToken: added.access_token! };
+    },
+    mintToken: (claims) => mintAccessToken(secret, claims),
+    async close() {
+      await app.close();
+      worker.shutdown();
+      await running;
+      await nativeConnection.close();
+      await connection.close();
+      await db.drop();
+    },
+  };
+}
+
+export const withKey = (apiKey: string) => ({ 'x-api-key': apiKey });
+export const withToken = (token: string) => ({ authorization: `Bearer ${token}` });

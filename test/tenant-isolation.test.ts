@@ -1,0 +1,29 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expectTenantIsolation } from './support/tenant-isolation.js';
+import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
+
+let stack: TestStack;
+beforeAll(async () => {
+  stack = await startTestStack();
+});
+afterAll(() => stack?.close());
+
+it('answers 404 to every id-bearing route called with another workspace ids, and changes nothing', async () => {
+  const owner = await stack.createWorkspace('paid');
+  const intruder = await stack.createWorkspace('paid');
+  const key = (await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(owner.apiKey), payload: { name: 'owned' } })).json();
+  const [member] = (await stack.app.inject({ method: 'GET', url: '/workspace/members/', headers: withKey(owner.apiKey) })).json().members;
+
+  const checked = await expectTenantIsolation({
+    app: stack.app,
+    intruderHeaders: withKey(intruder.apiKey),
+    ids: { key_id: key.id, member_id: member.id },
+    bodies: { updateApiKey: { name: 'stolen' } },
+  });
+  expect(checked.map((o) => o.operationId).sort()).toEqual(['deleteApiKey', 'readApiKey', 'readMember', 'updateApiKey']);
+
+  const after = await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(owner.apiKey) });
+  expect(after.statusCode).toBe(200);
+  expect(after.json().name).toBe('owned');
+  expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withKey(key.key) })).statusCode).toBe(200);
+});

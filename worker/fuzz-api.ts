@@ -1,0 +1,101 @@
+/**
+ * `npm run fuzz:api`: Schemathesis fuzzes every operation of the OpenAPI document, with every
+ * check on, against the real stack (embedded Postgres, the Temporal dev server, the worker and
+ * the API) started in a throwaway DATA_DIR. With FUZZ_BASE_URL and FUZZ_API_KEY it fuzzes that
+ * running service instead and starts nothing. FUZZ_MAX_EXAMPLES (default 100) bounds the cases
+ * per operation. Exits with Schemathesis's code: 0 when it found no failure.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readConfig } from './config.js';
+import { freePort } from './ports.js';
+import { startStack } from './stack.js';
+import { ToolMissingError, projectRoot, toolsDir } from './tools.js';
+
+const target = join(toolsDir, 'schemathesis');
+
+/** Schemathesis in `.tools/schemathesis`, installed from PyPI with python3's pip the first time. */
+function ensureSchemathesis() {
+  if (existsSync(join(target, 'schemathesis', '__init__.py'))) return;
+  if (spawnSync('python3', ['-m', 'pip', '--version'], { stdio: 'ignore' }).status !== 0) {
+    throw new ToolMissingError(
+      'Cannot fuzz the API: Schemathesis is not under .tools/schemathesis and there is no python3 with ' +
+        'pip to install it with. Install Python 3 with pip (for example "apt-get install python3-pip") and run again.',
+    );
+  }
+  mkdirSync(target, { recursive: true });
+  process.stdout.write('Installing Schemathesis into .tools/schemathesis...\n');
+  try {
+    execFileSync('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', target, 'schemathesis'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+  } catch (error) {
+    rmSync(target, { recursive: true, force: true }); // a half install would pass the check above next time
+    const stderr = String((error as { stderr?: Buffer }).stderr ?? '').trim().split('\n').slice(-3).join(' ');
+    throw new ToolMissingError(
+      `Cannot install Schemathesis: "python3 -m pip install --target .tools/schemathesis schemathesis" failed ` +
+        `(${stderr || 'no output'}). Check that PyPI is reachable and run again.`,
+    );
+  }
+}
+
+function runSchemathesis(apiUrl: string, apiKey: string): Promise<number> {
+  const args = [
+    '-m', 'schemathesis.cli', 'run', `${apiUrl}/openapi.json`,
+    '--url', apiUrl,
+    '--header', `X-API-Key: ${apiKey}`,
+    '--checks', 'all',
+    '--max-examples', process.env.FUZZ_MAX_EXAMPLES || '100',
+    // Hypothesis would otherwise keep an example database in .hypothesis/ of the working folder.
+    '--generation-database', 'none',
+  ];
+  process.stdout.write(`\n$ python3 ${args.join(' ').replace(apiKey, '<dev key>')}\n\n`);
+  const child = spawn('python3', args, {
+    cwd: projectRoot,
+    stdio: 'inherit',
+    env: { ...process.env, PYTHONPATH: target },
+  });
+  // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
+  // child ends, and the caller's finally stops the stack instead of Node dying with it running.
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  process.on('SIGINT', forward).on('SIGTERM', forward);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve(code ?? 1));
+  });
+}
+
+async function main(): Promise<number> {
+  ensureSchemathesis();
+  const { FUZZ_BASE_URL: baseUrl, FUZZ_API_KEY: key } = process.env;
+  if (baseUrl && key) return runSchemathesis(baseUrl.replace(/\/+$/, ''), key);
+
+  const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
+  // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
+  chmodSync(dataDir, 0o711);
+  process.env.DATA_DIR = dataDir;
+  process.env.PORT = String(await freePort(3100));
+  // Schemathesis sends thousands of requests with one key: the per-key limit would answer 429s
+  // that say nothing about the API, so it is off for this stack.
+  process.env.RATE_LIMIT_PER_MINUTE = '0';
+  // Only unhandled errors (the 500s a failure report needs explained) reach the terminal.
+  process.env.LOG_LEVEL ??= 'error';
+  let stack: Awaited<ReturnType<typeof startStack>> | undefined;
+  try {
+    stack = await startStack(readConfig());
+    return await runSchemathesis(stack.apiUrl!, stack.devApiKey);
+  } finally {
+    await stack?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(error instanceof ToolMissingError ? `\n${error.message}\n\n` : `fuzz:api failed: ${(error as Error).stack}\n`);
+    process.exit(1);
+  },
+);
