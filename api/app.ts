@@ -6,6 +6,7 @@ import type { AppDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
+import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './rate-limit.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
@@ -29,6 +30,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   registerErrorHandling(app);
+  registerRouting(app);
   await registerOpenApi(app);
   registerAuth(app, { sql: deps.sql, verifyToken: deps.verifyToken, rateLimiter: new RateLimiter(deps.rateLimit) });
 

@@ -5,19 +5,29 @@ import { TimestampSchema, UuidSchema, type Plan } from './common.js';
 export const ScopeSchema = z.enum(['read', 'write']).meta({ id: 'Scope' });
 export type Scope = z.infer<typeof ScopeSchema>;
 
-const NameSchema = z.string().min(1).max(255);
+const NameSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+
+/** An expiry Postgres and every client can store: years 1970 to 9999. */
+const ExpireAtSchema = TimestampSchema.refine((value) => {
+  const at = Date.parse(value);
+  return at >= Date.UTC(1970, 0, 1) && at <= Date.UTC(9999, 11, 31);
+}, 'must be between 1970 and 9999');
 
 export const ApiKeyCreateSchema = z
   .object({
     name: NameSchema,
-    expire_at: TimestampSchema.nullable().optional(),
+    expire_at: ExpireAtSchema.nullable().optional(),
     scope: ScopeSchema.nullable().optional(),
   })
   .meta({ id: 'ApiKeyCreate' });
 export type ApiKeyCreate = z.infer<typeof ApiKeyCreateSchema>;
 
 export const ApiKeyUpdateSchema = z
-  .object({ name: NameSchema.optional(), expire_at: TimestampSchema.nullable().optional() })
+  .object({ name: NameSchema.optional(), expire_at: ExpireAtSchema.nullable().optional() })
   .meta({ id: 'ApiKeyUpdate' });
 export type ApiKeyUpdate = z.infer<typeof ApiKeyUpdateSchema>;
 

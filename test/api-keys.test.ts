@@ -117,6 +117,19 @@ describe('API keys (2.13)', () => {
     expect((await stack.app.inject({ method: 'DELETE', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) })).statusCode).toBe(404);
   });
 
+  it('refuses expiry dates outside 1970 to 9999 and names with control characters, storing nothing', async () => {
+    const ws = await stack.createWorkspace('paid');
+    expect((await post(ws, { name: 'edge', expire_at: '9999-12-30T00:00:00Z' })).statusCode).toBe(201);
+    for (const expire_at of ['0020-02-29T00:00:00Z', '0000-01-01T00:00:00Z', '9999-12-31T23:59:59-01:00']) {
+      const res = await post(ws, { name: `bad ${expire_at}`, expire_at });
+      expect(res.statusCode).toBe(422);
+      expect(res.json().issues[0]).toMatchObject({ loc: ['body', 'expire_at'], input: expire_at });
+    }
+    expect((await post(ws, { name: 'nul\u0000name' })).statusCode).toBe(422);
+    const list = (await stack.app.inject({ method: 'GET', url: '/api-keys/', headers: withKey(ws.apiKey) })).json();
+    expect(list.api_keys.map((k: { name: string }) => k.name).sort()).toEqual(['Admin key', 'edge']);
+  });
+
   it('answers 422 with a path issue for a malformed key id', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/api-keys/not-a-uuid/', headers: withKey(paid.apiKey) });
     expect(res.statusCode).toBe(422);

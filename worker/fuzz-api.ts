@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { readConfig } from './config.js';
 import { freePort } from './ports.js';
 import { startStack } from './stack.js';
-import { ToolMissingError, projectRoot, toolsDir } from './tools.js';
+import { ToolMissingError, toolsDir } from './tools.js';
 
 const target = join(toolsDir, 'schemathesis');
 
@@ -48,12 +48,13 @@ function runSchemathesis(apiUrl: string, apiKey: string): Promise<number> {
     '--header', `X-API-Key: ${apiKey}`,
     '--checks', 'all',
     '--max-examples', process.env.FUZZ_MAX_EXAMPLES || '100',
-    // Hypothesis would otherwise keep an example database in .hypothesis/ of the working folder.
-    '--generation-database', 'none',
   ];
-  process.stdout.write(`\n$ python3 ${args.join(' ').replace(apiKey, '<dev key>')}\n\n`);
+  const shown = args.map((arg) => (/\s/.test(arg) ? `'${arg}'` : arg)).join(' ').replace(apiKey, '<key>');
+  process.stdout.write(`\n$ python3 ${shown}\n\n`);
+  // Schemathesis keeps its crash cache (failures replayed first next run) in .schemathesis/ and
+  // Hypothesis its data in .hypothesis/ of the working folder: .tools/ is ignored by git.
   const child = spawn('python3', args, {
-    cwd: projectRoot,
+    cwd: toolsDir,
     stdio: 'inherit',
     env: { ...process.env, PYTHONPATH: target },
   });
@@ -67,10 +68,26 @@ function runSchemathesis(apiUrl: string, apiKey: string): Promise<number> {
   });
 }
 
+/**
+ * Schemathesis feeds the ids of keys it created itself into PATCH and DELETE /api-keys/{key_id}/,
+ * never the ids from GET /api-keys/ (the dependency analysis ties key_id to ApiKeyCreated only), so
+ * it cannot expire or delete the key it authenticates with. Should that change, every later
+ * request would be a 401, which the document allows, and the run would pass having tested nothing:
+ * so the key is checked afterwards and a dead key fails the run.
+ */
+async function fuzz(apiUrl: string, apiKey: string): Promise<number> {
+  const authenticates = async () => (await fetch(`${apiUrl}/workspace/`, { headers: { 'X-API-Key': apiKey } })).status !== 401;
+  if (!(await authenticates())) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
+  const code = await runSchemathesis(apiUrl, apiKey);
+  if (await authenticates()) return code;
+  process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
+  return code || 1;
+}
+
 async function main(): Promise<number> {
   ensureSchemathesis();
   const { FUZZ_BASE_URL: baseUrl, FUZZ_API_KEY: key } = process.env;
-  if (baseUrl && key) return runSchemathesis(baseUrl.replace(/\/+$/, ''), key);
+  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
@@ -85,7 +102,7 @@ async function main(): Promise<number> {
   let stack: Awaited<ReturnType<typeof startStack>> | undefined;
   try {
     stack = await startStack(readConfig());
-    return await runSchemathesis(stack.apiUrl!, stack.devApiKey);
+    return await fuzz(stack.apiUrl!, stack.devApiKey);
   } finally {
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -95,7 +112,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(error instanceof ToolMissingError ? `\n${error.message}\n\n` : `fuzz:api failed: ${(error as Error).stack}\n`);
+    process.stderr.write(error instanceof ToolMissingError ? `\n${error.message}\n\n` : `fuzz:api failed: ${(error as Error).message}\n`);
     process.exit(1);
   },
 );

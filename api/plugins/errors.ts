@@ -72,6 +72,12 @@ function isDatabaseUnavailable(error: unknown): boolean {
   return pgUnavailableCodes.has(code) || code.startsWith('08') || /^57P0[1-3]$/.test(code);
 }
 
+/** Values the schemas let through but Postgres cannot store: a last line of defence, not the rule. */
+function isDatabaseInputError(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && ['22007', '22008', '22009', '22021', '22P05'].includes(code);
+}
+
 function isTemporalUnavailable(error: unknown): boolean {
   const name = (error as { name?: string }).name;
   const grpc = (error as { code?: number; cause?: { code?: number } });
@@ -102,6 +108,11 @@ export function registerErrorHandling(app: FastifyInstance) {
     }
     const refusal = applicationRefusal(error);
     if (refusal) return sendError(reply, refusal);
+    if (isDatabaseInputError(error)) {
+      return reply.code(422).send(
+        validationBody([{ loc: ['body'], msg: 'A value is outside what can be stored (date range or a NUL character)', type: 'value_error', input: {} }]),
+      );
+    }
     if (isDatabaseUnavailable(error)) {
       request.log.error({ err: error }, 'database unavailable');
       return sendError(reply, new ApiError('unavailable', 'The database is unavailable. Try again shortly.'));
@@ -123,19 +134,4 @@ export function registerErrorHandling(app: FastifyInstance) {
     request.log.error({ err: error }, 'unhandled error');
     return reply.code(500).send({ detail: 'Internal server error. The request id is ' + request.id + '.' });
   });
-
-  // Paths end with a slash (spec 7): the unslashed form is redirected, not answered 404.
-  app.setNotFoundHandler((request, reply) => {
-    const [path, query] = splitUrl(request.url);
-    if (!path.endsWith('/')) {
-      return reply.code(308).header('location', `${path}/${query}`).send({ detail: `Moved to ${path}/` });
-    }
-    return reply.code(404).send({ detail: `No route ${request.method} ${path}.` });
-  });
 }
-
-function splitUrl(url: string): [string, string] {
-  const at = url.indexOf('?');
-  return at === -1 ? [url, ''] : [url.slice(0, at), url.slice(at)];
-}
-

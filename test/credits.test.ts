@@ -1,0 +1,136 @@
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { chargeHold, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../activities/credits.js';
+import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/credit-hold.js';
+import { resolveTool, temporalTestServer } from '../worker/tools.js';
+import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
+
+let stack: TestStack;
+beforeAll(async () => {
+  stack = await startTestStack();
+});
+afterAll(() => stack?.close());
+
+const ledger = (workspaceId: string) =>
+  stack.sql<{ kind: string; amount: number; cause_key: string }[]>`
+    select kind, amount, cause_key from credit_ledger where workspace_id = ${workspaceId} order by id`;
+
+describe('the credit ledger', () => {
+  it('grants once per cause key, however often the grant is retried', async () => {
+    const ws = await stack.createWorkspace();
+    for (let i = 0; i < 3; i += 1) await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 50, causeKey: 'promo-1' });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 50, held: 0, spent: 0 });
+    expect(await ledger(ws.workspaceId)).toEqual([{ kind: 'grant', amount: 50, cause_key: 'promo-1' }]);
+  });
+
+  it('refuses a hold that would take the balance below zero, writing nothing', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const exact = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }));
+    expect(exact.status).toBe('held');
+    await expect(
+      stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 1, causeKey: 'op-2', ttlSeconds: 60 })),
+    ).rejects.toMatchObject({ code: 'insufficient_credits', status: 409 });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 0, held: 10, spent: 0 });
+    expect((await ledger(ws.workspaceId)).map((r) => r.kind)).toEqual(['grant', 'hold']);
+  });
+
+  it('charges a hold once: a retried charge or a late release changes nothing', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 20, causeKey: 'g' });
+    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 8, causeKey: 'step-1', ttlSeconds: 60 }));
+    const again = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 8, causeKey: 'step-1', ttlSeconds: 60 }));
+    expect(again.id).toBe(hold.id);
+    await stack.sql.begin((tx) => chargeHold(tx, hold.id, 5));
+    await stack.sql.begin((tx) => chargeHold(tx, hold.id, 5));
+    await stack.sql.begin((tx) => releaseHold(tx, hold.id));
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 15, held: 0, spent: 5 });
+    expect(await ledger(ws.workspaceId)).toEqual([
+      { kind: 'grant', amount: 20, cause_key: 'g' },
+      { kind: 'hold', amount: 8, cause_key: 'hold:step-1' },
+      { kind: 'charge', amount: 5, cause_key: `charge:${hold.id}` },
+      { kind: 'release', amount: 3, cause_key: `release:${hold.id}` },
+    ]);
+  });
+
+  it('lets only one of two concurrent holds take the last credits', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 5, causeKey: 'g' });
+    const attempts = await Promise.allSettled(
+      ['a', 'b'].map((cause) => stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 5, causeKey: cause, ttlSeconds: 60 }))),
+    );
+    expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(1);
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 0, held: 5, spent: 0 });
+  });
+
+  it('shows the balance and the ledger newest first, paged, through the API', async () => {
+    const ws = await stack.createWorkspace();
+    for (const cause of ['g1', 'g2', 'g3']) await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 1, causeKey: cause });
+    expect((await stack.app.inject({ method: 'GET', url: '/credits/', headers: withKey(ws.apiKey) })).json()).toEqual({ available: 3, held: 0, spent: 0 });
+    const first = (await stack.app.inject({ method: 'GET', url: '/credits/ledger/?limit=2', headers: withKey(ws.apiKey) })).json();
+    expect(first.movements.map((m: { cause_key: string }) => m.cause_key)).toEqual(['g3', 'g2']);
+    const second = (await stack.app.inject({ method: 'GET', url: `/credits/ledger/?limit=2&before_id=${first.next_before_id}`, headers: withKey(ws.apiKey) })).json();
+    expect(second.movements.map((m: { cause_key: string }) => m.cause_key)).toEqual(['g1']);
+    expect(second.next_before_id).toBeNull();
+  });
+});
+
+describe('the credit-hold workflow', () => {
+  let env: TestWorkflowEnvironment;
+  let worker: Worker;
+  let running: Promise<void>;
+  const taskQueue = 'credit-hold-test';
+
+  beforeAll(async () => {
+    env = await TestWorkflowEnvironment.createTimeSkipping({
+      server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
+    });
+    worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: { codePath: inject('workflowBundlePath') },
+      activities: createCreditActivities({ sql: stack.sql }),
+    });
+    running = worker.run();
+  });
+  afterAll(async () => {
+    worker?.shutdown();
+    await running;
+    await env?.teardown();
+  });
+
+  async function heldHold(amount: number) {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 100, causeKey: 'g' });
+    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount, causeKey: 'op', ttlSeconds: 24 * 3600 }));
+    return { ws, hold };
+  }
+
+  it('releases a hold nobody settled once it expires, a day later in workflow time', async () => {
+    const { ws, hold } = await heldHold(30);
+    const handle = await env.client.workflow.start(creditHoldWorkflow, {
+      taskQueue,
+      workflowId: creditHoldWorkflowId(hold.id),
+      args: [{ holdId: hold.id, workspaceId: ws.workspaceId, expiresAt: hold.expires_at.toISOString() }],
+    });
+    expect(await handle.query(creditHoldStateQuery)).toMatchObject({ status: 'held' });
+    const result = await handle.result();
+    expect(result).toMatchObject({ status: 'released', releasedByWatchdog: true });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
+  });
+
+  it('leaves a hold alone once its owner charged it and signalled', async () => {
+    const { ws, hold } = await heldHold(30);
+    const handle = await env.client.workflow.start(creditHoldWorkflow, {
+      taskQueue,
+      workflowId: creditHoldWorkflowId(hold.id),
+      args: [{ holdId: hold.id, workspaceId: ws.workspaceId, expiresAt: hold.expires_at.toISOString() }],
+    });
+    await stack.sql.begin((tx) => chargeHold(tx, hold.id));
+    await handle.signal(creditHoldSettledSignal, { outcome: 'charged' });
+    expect(await handle.result()).toMatchObject({ status: 'charged', releasedByWatchdog: false });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 70, held: 0, spent: 30 });
+  });
+});
