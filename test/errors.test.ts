@@ -82,6 +82,9 @@ describe('error shapes (spec 7)', () => {
     const byId = await stack.app.inject({ method: 'POST', url: '/api-keys/00000000-0000-4000-8000-000000000000/', headers: withKey(ws.apiKey) });
     expect(byId.statusCode).toBe(405);
     expect(byId.headers.allow).toBe('DELETE, GET, HEAD, PATCH');
+    const staticBesideParam = await stack.app.inject({ method: 'PATCH', url: '/api-keys/count/', headers: withKey(ws.apiKey) });
+    expect(staticBesideParam.statusCode).toBe(405);
+    expect(staticBesideParam.headers.allow).toBe('GET, HEAD');
   });
 
   it('answers 500 with a generic detail that leaks no stack or message', async () => {

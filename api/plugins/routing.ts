@@ -24,9 +24,13 @@ export function registerRouting(app: FastifyInstance) {
   });
 
   app.addHook('onRequest', async (request, reply) => {
-    if (request.routeOptions.url) return;
     const [path] = splitUrl(request.url);
-    const allowed = new Set(routes.filter((r) => r.pattern.test(path)).flatMap((r) => [...r.methods]));
+    const matching = routes.filter((r) => r.pattern.test(path));
+    // A static path (/api-keys/count/) also matches a parametric one (/api-keys/:key_id/);
+    // the static route's methods are the answer, not a 422 about a malformed id.
+    const exact = matching.find((r) => !r.pattern.source.includes('[^/]+'));
+    if (request.routeOptions.url && (!exact || exact.methods.has(request.method))) return;
+    const allowed = new Set((exact ? [exact] : matching).flatMap((r) => [...r.methods]));
     if (allowed.size === 0) return;
     const allow = [...allowed].sort().join(', ');
     return reply.code(405).header('allow', allow).send({ detail: `${request.method} is not allowed on ${path}; use ${allow}.` });

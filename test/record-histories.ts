@@ -1,0 +1,42 @@
+/**
+ * Records representative workflow histories into test/histories/ for the replay test. Run it
+ * after a deliberate workflow change that ships behind patched(): `npm run record:histories`.
+ */
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
+import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
+import { workflowsPath } from '../worker/worker.js';
+
+const env = await TestWorkflowEnvironment.createTimeSkipping({
+  server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
+});
+const taskQueue = 'record-histories';
+// The activities answer as the real ones would, without a database.
+const worker = await Worker.create({
+  connection: env.nativeConnection,
+  taskQueue,
+  workflowsPath,
+  activities: { releaseExpiredHold: async () => 'released', readHoldStatus: async () => 'held' },
+});
+const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
+await worker.runUntil(async () => {
+  const expired = await env.client.workflow.start(creditHoldWorkflow, {
+    taskQueue, workflowId: 'credit-hold/expired', args: [{ holdId: '00000000-0000-4000-8000-000000000001', workspaceId: 'w', expiresAt }],
+  });
+  await expired.result();
+  const settled = await env.client.workflow.start(creditHoldWorkflow, {
+    taskQueue, workflowId: 'credit-hold/settled', args: [{ holdId: '00000000-0000-4000-8000-000000000002', workspaceId: 'w', expiresAt }],
+  });
+  await settled.signal(creditHoldSettledSignal, { outcome: 'charged' });
+  await settled.result();
+  for (const [name, handle] of [['credit-hold-expired', expired], ['credit-hold-settled', settled]] as const) {
+    const history = await handle.fetchHistory();
+    writeFileSync(join(projectRoot, 'test', 'histories', `${name}.json`), historyToJSON(history));
+  }
+});
+await env.teardown();
+console.log('recorded test/histories/credit-hold-expired.json and credit-hold-settled.json');
