@@ -29,7 +29,8 @@ export function registerRouting(app: FastifyInstance) {
     // A static path (/api-keys/count/) also matches a parametric one (/api-keys/:key_id/);
     // the static route's methods are the answer, not a 422 about a malformed id.
     const exact = matching.find((r) => !r.pattern.source.includes('[^/]+'));
-    if (request.routeOptions.url && (!exact || exact.methods.has(request.method))) return;
+    const matched = request.routeOptions.url;
+    if (matched && (!matched.includes(':') || !exact || exact.methods.has(request.method))) return;
     const allowed = new Set((exact ? [exact] : matching).flatMap((r) => [...r.methods]));
     if (allowed.size === 0) return;
     const allow = [...allowed].sort().join(', ');
