@@ -12,7 +12,7 @@ beforeAll(async () => {
 afterAll(() => stack?.close());
 
 async function admin(...args: string[]) {
-  const env = { ...process.env, DATABASE_URL: stack.databaseUrl };
+  const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: stack.databaseUrl };
   delete env.AUTH_JWT_SECRET;
   try {
     const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: projectRoot, env });

@@ -155,3 +155,44 @@ describe('rate limits', () => {
     }
   });
 });
+
+describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
+  it('verifies RS256 tokens against the provider JWKS, with its issuer and audience', async () => {
+    const { SignJWT, exportJWK, generateKeyPair } = await import('jose');
+    const { createServer } = await import('node:http');
+    const { buildApp } = await import('../api/app.js');
+    const { createTokenVerifier } = await import('../api/tokens.js');
+    const provider = await generateKeyPair('RS256');
+    const stranger = await generateKeyPair('RS256');
+    const jwk = { ...(await exportJWK(provider.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/.well-known/jwks.json`;
+    const app = await buildApp({
+      sql: stack.sql,
+      temporal: { client: stack.client, taskQueue: stack.taskQueue },
+      verifyToken: createTokenVerifier({ kind: 'jwks', url, issuer: 'https://idp.test/', audience: 'outreach' }),
+      rateLimit: { limit: 0, windowSeconds: 60 },
+    });
+    const sign = (key: CryptoKey, claims: { iss?: string; aud?: string } = {}) =>
+      new SignJWT({ org_id: paid.workspaceId })
+        .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+        .setSubject(paid.userId)
+        .setIssuer(claims.iss ?? 'https://idp.test/')
+        .setAudience(claims.aud ?? 'outreach')
+        .setExpirationTime('5m')
+        .sign(key);
+    try {
+      const call = async (token: string) => (await app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) })).statusCode;
+      expect(await call(await sign(provider.privateKey))).toBe(200);
+      expect(await call(await sign(stranger.privateKey))).toBe(401);
+      expect(await call(await sign(provider.privateKey, { iss: 'https://evil.test/' }))).toBe(401);
+      expect(await call(await sign(provider.privateKey, { aud: 'someone-else' }))).toBe(401);
+      // The development HS256 token is not accepted once an identity provider is configured.
+      expect(await call(paid.accessToken)).toBe(401);
+    } finally {
+      await app.close();
+      server.close();
+    }
+  });
+});

@@ -97,7 +97,7 @@ describe('error shapes (spec 7)', () => {
 });
 
 describe('dependencies down', () => {
-  it('answers 503 with a detail body when Postgres is unreachable, and health says which one', async () => {
+  it('answers 503 with a detail body when Postgres or Temporal is unreachable, and health says which one', async () => {
     const closedPort = await freePort(59000);
     const sql = createSql(`postgres://nobody:x@127.0.0.1:${closedPort}/none`, { max: 1 });
     const deadTemporal = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${closedPort}` }) });
@@ -107,7 +107,11 @@ describe('dependencies down', () => {
       verifyToken: async () => undefined,
       rateLimit: { limit: 0, windowSeconds: 60 },
     });
+    app.get('/test-only/workflow/', { config: { access: 'public' } }, async () => deadTemporal.workflow.getHandle('credit-hold/x').describe());
     try {
+      const workflowDown = await app.inject({ method: 'GET', url: '/test-only/workflow/' });
+      expect(workflowDown.statusCode).toBe(503);
+      expect(workflowDown.json()).toEqual({ detail: 'The workflow service is unavailable. Try again shortly.' });
       const res = await app.inject({ method: 'GET', url: '/workspace/', headers: withKey(ws.apiKey) });
       expect(res.statusCode).toBe(503);
       expect(res.json()).toEqual({ detail: 'The database is unavailable. Try again shortly.' });

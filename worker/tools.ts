@@ -10,7 +10,8 @@ import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-export const toolsDir = join(projectRoot, '.tools');
+/** Where downloaded tools live; TOOLS_DIR moves it (a shared cache, or a test's empty folder). */
+export const toolsDir = process.env.TOOLS_DIR ? resolve(process.env.TOOLS_DIR) : join(projectRoot, '.tools');
 
 interface ToolSpec {
   /** What a person reads in an error. */
