@@ -1,16 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { displayedPrefix, generateApiKeySecret, hashApiKey, isWellFormedApiKey } from '../api/api-key-secret.js';
-import { startTestStack, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
+const ctx = useStackWithWorkspaces();
 let stack: TestStack;
 let paid: TestWorkspace;
 let free: TestWorkspace;
-beforeAll(async () => {
-  stack = await startTestStack();
-  paid = await stack.createWorkspace('paid');
-  free = await stack.createWorkspace('free');
-});
-afterAll(() => stack?.close());
+beforeAll(() => void ({ stack, paid, free } = ctx));
 
 const post = (ws: TestWorkspace, payload: unknown) =>
   stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(ws.apiKey), payload: payload as object });

@@ -1,17 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKeySecret } from '../api/api-key-secret.js';
-import { startTestStack, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { startTestStack, useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
+const ctx = useStackWithWorkspaces();
 let stack: TestStack;
 let paid: TestWorkspace;
 let free: TestWorkspace;
-
-beforeAll(async () => {
-  stack = await startTestStack();
-  paid = await stack.createWorkspace('paid');
-  free = await stack.createWorkspace('free');
-});
-afterAll(() => stack?.close());
+beforeAll(() => void ({ stack, paid, free } = ctx));
 
 const unauthorizedDetail = 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.';
 

@@ -5,6 +5,8 @@ import { inject } from 'vitest';
 import { chargeHold, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../activities/credits.js';
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/credit-hold.js';
 import { resolveTool, temporalTestServer } from '../worker/tools.js';
+import { watchCreditHold } from '../activities/credit-hold-watchdog.js';
+import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
 import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
 
 let stack: TestStack;
@@ -101,20 +103,21 @@ describe('the credit-hold workflow', () => {
     await env?.teardown();
   });
 
-  async function heldHold(amount: number) {
+  /** 30 of 100 credits held for a day, watched by the workflow on the time-skipping server. */
+  async function watchedHold() {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 100, causeKey: 'g' });
-    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount, causeKey: 'op', ttlSeconds: 24 * 3600 }));
-    return { ws, hold };
-  }
-
-  it('releases a hold nobody settled once it expires, a day later in workflow time', async () => {
-    const { ws, hold } = await heldHold(30);
+    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 30, causeKey: 'op', ttlSeconds: 24 * 3600 }));
     const handle = await env.client.workflow.start(creditHoldWorkflow, {
       taskQueue,
       workflowId: creditHoldWorkflowId(hold.id),
       args: [{ holdId: hold.id, workspaceId: ws.workspaceId, expiresAt: hold.expires_at.toISOString() }],
     });
+    return { ws, hold, handle };
+  }
+
+  it('releases a hold nobody settled once it expires, a day later in workflow time', async () => {
+    const { ws, handle } = await watchedHold();
     expect(await handle.query(creditHoldStateQuery)).toMatchObject({ status: 'held' });
     const result = await handle.result();
     expect(result).toMatchObject({ status: 'released', releasedByWatchdog: true });
@@ -122,15 +125,26 @@ describe('the credit-hold workflow', () => {
   });
 
   it('leaves a hold alone once its owner charged it and signalled', async () => {
-    const { ws, hold } = await heldHold(30);
-    const handle = await env.client.workflow.start(creditHoldWorkflow, {
-      taskQueue,
-      workflowId: creditHoldWorkflowId(hold.id),
-      args: [{ holdId: hold.id, workspaceId: ws.workspaceId, expiresAt: hold.expires_at.toISOString() }],
-    });
+    const { ws, hold, handle } = await watchedHold();
     await stack.sql.begin((tx) => chargeHold(tx, hold.id));
     await handle.signal(creditHoldSettledSignal, { outcome: 'charged' });
     expect(await handle.result()).toMatchObject({ status: 'charged', releasedByWatchdog: false });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 70, held: 0, spent: 30 });
+  });
+});
+
+describe('watchCreditHold on the real Temporal server', () => {
+  it('starts one watchdog per hold, which releases it at expiry and shows its status to operators', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 1 }));
+    await watchCreditHold(stack.client, stack.taskQueue, hold);
+    await watchCreditHold(stack.client, stack.taskQueue, hold); // a retried caller: no second workflow
+    const handle = stack.client.workflow.getHandle(creditHoldWorkflowId(hold.id));
+    expect(await handle.result()).toMatchObject({ status: 'released', releasedByWatchdog: true });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
+    const described = await handle.describe();
+    expect(described.typedSearchAttributes.get(WorkspaceIdKey)).toBe(ws.workspaceId);
+    expect(described.typedSearchAttributes.get(CreditHoldStatusKey)).toBe('released');
   });
 });

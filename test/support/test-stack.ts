@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { buildApp } from '../../api/app.js';
 import { createTokenVerifier, mintAccessToken } from '../../api/tokens.js';
@@ -95,3 +95,18 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
 
 export const withKey = (apiKey: string) => ({ 'x-api-key': apiKey });
 export const withToken = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/**
+ * The usual file setup: a stack with one paid and one free workspace, closed after the file.
+ * Read the fields inside tests (they are filled in beforeAll).
+ */
+export function useStackWithWorkspaces(options: TestStackOptions = {}) {
+  const ctx = {} as { stack: TestStack; paid: TestWorkspace; free: TestWorkspace };
+  beforeAll(async () => {
+    ctx.stack = await startTestStack(options);
+    ctx.paid = await ctx.stack.createWorkspace('paid');
+    ctx.free = await ctx.stack.createWorkspace('free');
+  });
+  afterAll(() => ctx.stack?.close());
+  return ctx;
+}
