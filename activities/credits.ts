@@ -5,7 +5,7 @@
  * releaseHold inside their own transactions.
  */
 import type { Db, Sql } from '../db/sql.js';
-import type { CreditBalance, CreditMovement, CreditMovementKind } from '../domain/credits.js';
+import { defaultHoldTtlSeconds, type CreditBalance, type CreditMovement, type CreditMovementKind } from '../domain/credits.js';
 import { ApiError } from '../domain/errors.js';
 
 export interface CreditHold {
@@ -58,8 +58,9 @@ export async function grantCredits(
  */
 export async function holdCredits(
   tx: Db,
-  input: { workspaceId: string; amount: number; causeKey: string; ttlSeconds: number },
+  input: { workspaceId: string; amount: number; causeKey: string; ttlSeconds?: number },
 ): Promise<CreditHold> {
+  if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
   const [existing] = await tx<CreditHold[]>`
     select * from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey}`;
   if (existing) return existing;
@@ -72,7 +73,7 @@ export async function holdCredits(
   }
   const [hold] = await tx<CreditHold[]>`
     insert into credit_holds (workspace_id, amount, cause_key, expires_at)
-    values (${input.workspaceId}, ${input.amount}, ${input.causeKey}, now() + ${input.ttlSeconds} * interval '1 second')
+    values (${input.workspaceId}, ${input.amount}, ${input.causeKey}, now() + ${input.ttlSeconds ?? defaultHoldTtlSeconds} * interval '1 second')
     returning *`;
   await recordMovement(tx, { workspaceId: input.workspaceId, kind: 'hold', amount: input.amount, causeKey: `hold:${input.causeKey}`, holdId: hold!.id });
   return hold!;

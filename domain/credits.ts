@@ -18,7 +18,7 @@ export const CreditMovementSchema = z
   .object({
     id: z.int(),
     kind: CreditMovementKindSchema,
-    amount: z.int().describe('Effect on the available balance'),
+    amount: z.int().describe('Credits moved, always positive; the kind says where (grant: into available, hold: available to held, charge: held to spent, release: held to available)'),
     hold_id: UuidSchema.nullable(),
     cause_key: z.string(),
     note: z.string().nullable(),

@@ -102,7 +102,7 @@ async function main(): Promise<number> {
   let stack: Awaited<ReturnType<typeof startStack>> | undefined;
   try {
     stack = await startStack(readConfig());
-    return await fuzz(stack.apiUrl!, stack.devApiKey);
+    return await fuzz(stack.apiUrl!, stack.devApiKey!);
   } finally {
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });

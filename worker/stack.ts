@@ -64,7 +64,7 @@ export interface RunningStack {
   temporalUiUrl: string | null;
   temporalAddress: string;
   databaseUrl: string;
-  devApiKey: string;
+  devApiKey: string | null;
   stop: () => Promise<void>;
 }
 
@@ -126,7 +126,9 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
       apiUrl = `http://${config.host}:${config.port}`;
     }
 
-    const dev = await ensureDevCredentials(sql, config.dataDir);
+    // Only the embedded local stack mints a development workspace; a real database gets its
+    // workspaces from the admin command line.
+    const dev = config.databaseUrl ? null : await ensureDevCredentials(sql, config.dataDir);
     const stackFile: StackFile = { pid: process.pid, database_url: databaseUrl, temporal_address: temporalAddress, api_url: apiUrl };
     writeFileSync(stackFilePath(config.dataDir), JSON.stringify(stackFile, null, 2));
     stops.push(async () => rmSync(stackFilePath(config.dataDir), { force: true }));
@@ -137,7 +139,7 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
       temporalUiUrl,
       temporalAddress,
       databaseUrl,
-      devApiKey: dev.api_key,
+      devApiKey: dev?.api_key ?? null,
       stop: stopAll,
     };
   } catch (error) {

@@ -18,8 +18,10 @@ async function main() {
     stack.apiUrl && `  API:              ${stack.apiUrl}/`,
     stack.docsUrl && `  API docs:         ${stack.docsUrl}   (OpenAPI: ${stack.apiUrl}/openapi.json)`,
     `  Temporal UI:      ${stack.temporalUiUrl ?? `(external Temporal at ${stack.temporalAddress})`}`,
-    `  Development key:  ${stack.devApiKey}`,
-    `  Try:              curl -H 'X-API-Key: ${stack.devApiKey}' ${stack.apiUrl ?? ''}/workspace/`,
+    stack.devApiKey
+      ? `  Development key:  ${stack.devApiKey}`
+      : '  API keys:         npm run --silent admin -- create-workspace --name NAME --plan paid',
+    stack.devApiKey && stack.apiUrl && `  Try:              curl -H 'X-API-Key: ${stack.devApiKey}' ${stack.apiUrl}/workspace/`,
     'Press Ctrl-C to stop.',
     '',
   ].filter(Boolean);

@@ -46,9 +46,9 @@ create table credit_ledger (
   workspace_id uuid not null references workspaces (id) on delete cascade,
   hold_id uuid,
   kind text not null check (kind in ('grant', 'hold', 'charge', 'release')),
-  -- Signed effect on the available balance: grant +, hold -, release +, charge 0
-  -- (a charge converts a hold into spend; the hold already took the credits off).
-  amount bigint not null,
+  -- Credits moved, always positive; the kind says where: grant into available, hold from
+  -- available to held, charge from held to spent, release from held back to available.
+  amount bigint not null check (amount > 0),
   cause_key text not null,
   note text,
   created_at timestamptz not null default now(),
