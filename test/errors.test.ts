@@ -130,3 +130,35 @@ describe('dependencies down', () => {
     expect(res.json()).toMatchObject({ status: 'ok', postgres: { ok: true }, temporal: { ok: true } });
   });
 });
+
+describe('structured logs', () => {
+  it('logs each request as JSON with its request id, echoed to the caller in x-request-id', async () => {
+    const { default: pino } = await import('pino');
+    const { Writable } = await import('node:stream');
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    const app = await buildApp({
+      sql: stack.sql,
+      temporal: { client: stack.client, taskQueue: stack.taskQueue },
+      verifyToken: async () => undefined,
+      rateLimit: { limit: 0, windowSeconds: 60 },
+      logger: pino({ level: 'info' }, sink),
+    });
+    try {
+      const given = await app.inject({ method: 'GET', url: '/credits/', headers: { ...withKey(ws.apiKey), 'x-request-id': 'trace-abc.1' } });
+      expect(given.headers['x-request-id']).toBe('trace-abc.1');
+      const minted = await app.inject({ method: 'GET', url: '/credits/', headers: withKey(ws.apiKey) });
+      expect(minted.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+      await new Promise((r) => setImmediate(r));
+      expect(lines.filter((l) => l.reqId === 'trace-abc.1').map((l) => l.msg)).toEqual(['incoming request', 'request completed']);
+      expect(lines.some((l) => l.reqId === minted.headers['x-request-id'])).toBe(true);
+    } finally {
+      await app.close();
+    }
+  });
+});
