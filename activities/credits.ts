@@ -130,10 +130,6 @@ export function createCreditActivities({ sql }: { sql: Sql }) {
       const hold = await sql.begin((tx) => releaseHold(tx, holdId));
       return hold?.status ?? 'missing';
     },
-    async readHoldStatus({ holdId }: { holdId: string }): Promise<CreditHold['status'] | 'missing'> {
-      const [row] = await sql<{ status: CreditHold['status'] }[]>`select status from credit_holds where id = ${holdId}`;
-      return row?.status ?? 'missing';
-    },
   };
 }
 export type CreditActivities = ReturnType<typeof createCreditActivities>;

@@ -6,8 +6,6 @@ export const DetailBodySchema = z
   .meta({ id: 'DetailBody', description: 'An error a person can read.' });
 export type DetailBody = z.infer<typeof DetailBodySchema>;
 
-export const IssueLocationSchema = z.enum(['body', 'query', 'path', 'header']);
-
 export const ValidationIssueSchema = z
   .object({
     loc: z.array(z.string()).min(1).max(2),

@@ -20,7 +20,7 @@ const worker = await Worker.create({
   connection: env.nativeConnection,
   taskQueue,
   workflowsPath,
-  activities: { releaseExpiredHold: async () => 'released', readHoldStatus: async () => 'held' },
+  activities: { releaseExpiredHold: async () => 'released' },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
 await worker.runUntil(async () => {
