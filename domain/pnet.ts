@@ -1,0 +1,316 @@
+/**
+ * The professional-network (`pnet`) channel's contract: sender profiles, the channel account and
+ * its limits (2.10), browser action steps (2.2) and their statuses (3.1). Shared by the API, the
+ * workflows and the tests.
+ */
+import { z } from 'zod';
+import { TimestampSchema, UuidSchema } from './common.js';
+
+// ---------------------------------------------------------------------------------------------
+// Action kinds and the limit each one counts against
+
+export const ActionKindSchema = z
+  .enum([
+    'profile_view',
+    'connection_request',
+    'send_message',
+    'inmail',
+    'withdraw_connection_request',
+    'follow_contact',
+    'like_latest_post',
+    'check_sent_invitations',
+    'check_connections',
+    'check_inbox',
+    'read_conversation',
+  ])
+  .meta({ id: 'ActionKind' });
+export type ActionKind = z.infer<typeof ActionKindSchema>;
+
+/** Free housekeeping: reads of the account's own lists. A lapsed claim of one simply requeues. */
+export const housekeepingKinds: ReadonlySet<ActionKind> = new Set([
+  'check_sent_invitations',
+  'check_connections',
+  'check_inbox',
+  'read_conversation',
+]);
+
+export const limitKinds = [
+  'check_connections',
+  'check_inbox',
+  'check_sent_invitations',
+  'connection_request',
+  'follow',
+  'like_post',
+  'profile_view',
+  'read_conversation',
+  'send_message',
+  'withdraw',
+] as const;
+export type LimitKind = (typeof limitKinds)[number];
+
+/** The ceiling each action kind counts against (an InMail is a message). */
+export const limitKindOf: Record<ActionKind, LimitKind> = {
+  profile_view: 'profile_view',
+  connection_request: 'connection_request',
+  send_message: 'send_message',
+  inmail: 'send_message',
+  withdraw_connection_request: 'withdraw',
+  follow_contact: 'follow',
+  like_latest_post: 'like_post',
+  check_sent_invitations: 'check_sent_invitations',
+  check_connections: 'check_connections',
+  check_inbox: 'check_inbox',
+  read_conversation: 'read_conversation',
+};
+
+// ---------------------------------------------------------------------------------------------
+// Limits (2.10): daily_limit_<kind>, weekly_limit_<kind>, weekly_connection_request_cap
+
+export const dailyKey = (kind: LimitKind) => `daily_limit_${kind}` as const;
+export const weeklyKey = (kind: LimitKind) =>
+  (kind === 'connection_request' ? 'weekly_connection_request_cap' : `weekly_limit_${kind}`) as `weekly_${string}`;
+
+type Ceilings = Record<LimitKind, { daily: number; weekly: number }>;
+
+/**
+ * Defaults follow what the cautious tools ship (20 invitations a day and 100 a week, 20 messages,
+ * 20 profile views); housekeeping reads are cheap but still paced.
+ */
+export const defaultCeilings: Ceilings = {
+  check_connections: { daily: 12, weekly: 84 },
+  check_inbox: { daily: 24, weekly: 168 },
+  check_sent_invitations: { daily: 2, weekly: 14 },
+  connection_request: { daily: 20, weekly: 100 },
+  follow: { daily: 20, weekly: 100 },
+  like_post: { daily: 20, weekly: 100 },
+  profile_view: { daily: 20, weekly: 100 },
+  read_conversation: { daily: 50, weekly: 350 },
+  send_message: { daily: 20, weekly: 100 },
+  withdraw: { daily: 10, weekly: 50 },
+};
+
+/** The most a person may set: past these an account risks restriction. */
+export const maximumCeilings: Ceilings = {
+  check_connections: { daily: 48, weekly: 336 },
+  check_inbox: { daily: 96, weekly: 672 },
+  check_sent_invitations: { daily: 12, weekly: 84 },
+  connection_request: { daily: 40, weekly: 200 },
+  follow: { daily: 100, weekly: 500 },
+  like_post: { daily: 100, weekly: 500 },
+  profile_view: { daily: 150, weekly: 750 },
+  read_conversation: { daily: 200, weekly: 1400 },
+  send_message: { daily: 100, weekly: 500 },
+  withdraw: { daily: 50, weekly: 250 },
+};
+
+export type Limits = Record<string, number>;
+
+export function limitsFromCeilings(ceilings: Ceilings): Limits {
+  const limits: Limits = {};
+  for (const kind of limitKinds) {
+    limits[dailyKey(kind)] = ceilings[kind].daily;
+    limits[weeklyKey(kind)] = ceilings[kind].weekly;
+  }
+  return limits;
+}
+
+export const defaultLimits = limitsFromCeilings(defaultCeilings);
+export const limitMaximums = limitsFromCeilings(maximumCeilings);
+
+const limitShape = Object.fromEntries(
+  Object.entries(limitMaximums).map(([key, max]) => [key, z.int().min(0).max(max)]),
+) as Record<string, z.ZodInt>;
+
+export const LimitsSchema = z.object(limitShape).meta({ id: 'PnetLimits' });
+
+/**
+ * A new account ramps up: its ceilings are a share of the configured ones for the first weeks,
+ * so a fresh account never jumps to full volume. Day 0 is the day it connected.
+ */
+export const warmUpRamp = [
+  { untilDay: 7, share: 0.25 },
+  { untilDay: 14, share: 0.5 },
+  { untilDay: 21, share: 0.75 },
+] as const;
+
+export function warmUpShare(daysSinceConnected: number | null): number {
+  if (daysSinceConnected === null) return warmUpRamp[0].share;
+  return warmUpRamp.find((stage) => daysSinceConnected < stage.untilDay)?.share ?? 1;
+}
+
+/** The ceiling in force: the configured limit scaled by the warm-up share, at least 1 when set. */
+export function effectiveLimit(configured: number, share: number): number {
+  return configured === 0 ? 0 : Math.max(1, Math.floor(configured * share));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender profiles and the account's settings
+
+export const RunModeSchema = z.enum(['manual', 'automatic']).meta({ id: 'RunMode' });
+export type RunMode = z.infer<typeof RunModeSchema>;
+
+export function isTimeZone(value: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: value });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const TimeZoneSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine(isTimeZone, 'must be an IANA time zone such as Europe/Berlin')
+  .meta({ description: 'IANA time zone of the sender; daily usage resets at 00:00 there' });
+
+const ClockTimeSchema = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (24-hour)');
+
+export const WorkingHoursSchema = z
+  .object({
+    start: ClockTimeSchema,
+    end: ClockTimeSchema,
+    days: z
+      .array(z.int().min(1).max(7))
+      .min(1)
+      .max(7)
+      .refine((days) => new Set(days).size === days.length, 'must not repeat a day')
+      .describe('ISO weekdays, 1 = Monday'),
+  })
+  .refine((hours) => hours.start < hours.end, { message: 'start must be before end', path: ['end'] })
+  .meta({ id: 'WorkingHours', description: "When metered steps may run, in the sender's time zone" });
+export type WorkingHours = z.infer<typeof WorkingHoursSchema>;
+
+export const defaultWorkingHours: WorkingHours = { start: '09:00', end: '18:00', days: [1, 2, 3, 4, 5] };
+
+/** Seconds between metered steps; the floor keeps an account from looking automated. */
+export const minActionIntervalBounds = { min: 30, max: 3600, default: 90 } as const;
+
+export const SenderProfileCreateSchema = z
+  .object({
+    name: z.string().min(1).max(255),
+    timezone: TimeZoneSchema.default('UTC'),
+  })
+  .meta({ id: 'SenderProfileCreate' });
+
+export const SenderProfileSchema = z
+  .object({
+    id: UuidSchema,
+    name: z.string(),
+    timezone: z.string(),
+    created_at: TimestampSchema,
+    updated_at: TimestampSchema,
+  })
+  .meta({ id: 'SenderProfile' });
+export type SenderProfile = z.infer<typeof SenderProfileSchema>;
+
+export const SenderProfileListSchema = z.object({ sender_profiles: z.array(SenderProfileSchema) }).meta({ id: 'SenderProfileList' });
+
+export const PnetSettingsSchema = z
+  .object({
+    timezone: z.string(),
+    working_hours: WorkingHoursSchema,
+    min_action_interval_seconds: z.int(),
+    run_mode: RunModeSchema,
+    limits: LimitsSchema,
+    limit_maximums: LimitsSchema,
+  })
+  .meta({ id: 'PnetSettings' });
+
+export const PnetSettingsUpdateSchema = z
+  .object({
+    timezone: TimeZoneSchema.optional(),
+    working_hours: WorkingHoursSchema.optional(),
+    min_action_interval_seconds: z.int().min(minActionIntervalBounds.min).max(minActionIntervalBounds.max).optional(),
+    run_mode: RunModeSchema.optional(),
+    limits: LimitsSchema.partial().strict().optional(),
+  })
+  .meta({ id: 'PnetSettingsUpdate' });
+export type PnetSettingsUpdate = z.infer<typeof PnetSettingsUpdateSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// The account wrapper (endpoint 8, 2.10)
+
+export const PresenceSchema = z.enum(['active', 'idle', 'offline']).meta({ id: 'Presence' });
+export const AccountStatusSchema = z.enum(['pending', 'connected', 'disconnected']).meta({ id: 'PnetAccountStatus' });
+export const CheckpointStatusSchema = z.enum(['ok', 'checkpoint', 'restricted']).meta({ id: 'CheckpointStatus' });
+export const WaitReasonSchema = z
+  .enum(['not_connected', 'no_browser', 'paused', 'outside_working_hours', 'daily_cap', 'weekly_cap', 'gap', 'checkpoint', 'running'])
+  .meta({ id: 'WaitReason' });
+
+export const UsageSchema = z
+  .object({
+    kind: z.enum(limitKinds),
+    used_today: z.int(),
+    daily_limit: z.int().describe('The ceiling in force today (warm-up included)'),
+    used_this_week: z.int(),
+    weekly_limit: z.int(),
+  })
+  .meta({ id: 'PnetUsage' });
+export type Usage = z.infer<typeof UsageSchema>;
+
+export const WaitSchema = z
+  .object({ next_at: TimestampSchema.nullable(), reason: WaitReasonSchema, resets_at: TimestampSchema.nullable() })
+  .meta({ id: 'PnetWait' });
+
+export const SessionSchema = z
+  .object({
+    id: UuidSchema,
+    browser_label: z.string(),
+    extension_version: z.string(),
+    connected_at: TimestampSchema,
+    last_seen_at: TimestampSchema,
+    presence: PresenceSchema,
+  })
+  .meta({ id: 'PnetSession' });
+
+export const PnetAccountSchema = z
+  .object({
+    id: UuidSchema,
+    sender_profile_id: UuidSchema,
+    created_at: TimestampSchema,
+    updated_at: TimestampSchema,
+    display_name: z.string().nullable(),
+    headline: z.string().nullable(),
+    photo_url: z.string().nullable(),
+    vanity_name: z.string().nullable(),
+    member_urn: z.string().nullable(),
+    last_seen_at: TimestampSchema.nullable(),
+    online: z.boolean(),
+    presence: PresenceSchema,
+    status: AccountStatusSchema,
+    checkpoint_status: CheckpointStatusSchema,
+    run_mode: RunModeSchema,
+    effective_run_mode: RunModeSchema,
+    min_action_interval_seconds: z.int(),
+    approvals_waiting: z.int(),
+    queued_count: z.int(),
+    connection_token: z.string(),
+    usage: z.array(UsageSchema),
+    usage_resets_at: TimestampSchema,
+    wait: WaitSchema.nullable(),
+    sessions: z.array(SessionSchema),
+    replies_check: z.object({ failing: z.boolean(), last_read_at: TimestampSchema.nullable(), holding: z.boolean() }),
+    connection_checks: z.object({
+      awaiting: z.int(),
+      last_checked_at: TimestampSchema.nullable(),
+      next_check_at: TimestampSchema.nullable(),
+      watched_since: TimestampSchema.nullable(),
+      supported: z.boolean(),
+      problem: z.string().nullable(),
+      gaps: z.array(z.object({ started_at: TimestampSchema, ended_at: TimestampSchema.nullable(), problem: z.string() })),
+    }),
+  })
+  .extend(Object.fromEntries(Object.keys(limitMaximums).map((key) => [key, z.int()])) as Record<string, z.ZodInt>)
+  .extend({ limit_maximums: LimitsSchema })
+  .meta({ id: 'PnetAccount' });
+export type PnetAccount = z.infer<typeof PnetAccountSchema>;
+
+export const PnetAccountWrapperSchema = z
+  .object({
+    account: PnetAccountSchema.optional(),
+    connected: z.boolean(),
+    connection_token: z.string().describe('Paste into the extension; the same token connects a second browser'),
+  })
+  .meta({ id: 'PnetAccountWrapper' });

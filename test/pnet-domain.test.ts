@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ActionKindSchema,
+  LimitsSchema,
+  PnetSettingsUpdateSchema,
+  defaultLimits,
+  effectiveLimit,
+  limitKindOf,
+  limitKinds,
+  limitMaximums,
+  warmUpShare,
+} from '../domain/pnet.js';
+import { localWeekStart, nextLocalMidnight, formatLocalDate } from '../domain/zoned-time.js';
+
+describe('pnet limits', () => {
+  it('has a daily and a weekly key per ceiling kind, connection requests using the weekly cap name', () => {
+    expect(Object.keys(defaultLimits)).toHaveLength(20);
+    expect(defaultLimits).toHaveProperty('weekly_connection_request_cap', 100);
+    expect(defaultLimits).not.toHaveProperty('weekly_limit_connection_request');
+    expect(defaultLimits).toMatchObject({ daily_limit_connection_request: 20, daily_limit_send_message: 20, daily_limit_profile_view: 20 });
+    expect(Object.keys(limitMaximums).sort()).toEqual(Object.keys(defaultLimits).sort());
+  });
+
+  it('keeps every default within its maximum and maps every action kind to a ceiling', () => {
+    for (const [key, value] of Object.entries(defaultLimits)) expect(value).toBeLessThanOrEqual(limitMaximums[key]!);
+    for (const kind of ActionKindSchema.options) expect(limitKinds).toContain(limitKindOf[kind]);
+    expect(LimitsSchema.safeParse(defaultLimits).success).toBe(true);
+  });
+
+  it('accepts a limit at its maximum and refuses one past it', () => {
+    const max = limitMaximums.daily_limit_connection_request!;
+    expect(PnetSettingsUpdateSchema.safeParse({ limits: { daily_limit_connection_request: max } }).success).toBe(true);
+    const past = PnetSettingsUpdateSchema.safeParse({ limits: { daily_limit_connection_request: max + 1 } });
+    expect(past.success).toBe(false);
+    expect(PnetSettingsUpdateSchema.safeParse({ limits: { daily_limit_unknown: 1 } }).success).toBe(false);
+    expect(PnetSettingsUpdateSchema.safeParse({ min_action_interval_seconds: 30 }).success).toBe(true);
+    expect(PnetSettingsUpdateSchema.safeParse({ min_action_interval_seconds: 29 }).success).toBe(false);
+    expect(PnetSettingsUpdateSchema.safeParse({ timezone: 'Mars/Olympus' }).success).toBe(false);
+    expect(PnetSettingsUpdateSchema.safeParse({ working_hours: { start: '18:00', end: '09:00', days: [1] } }).success).toBe(false);
+  });
+
+  it('ramps a new account up over three weeks', () => {
+    expect([0, 6, 7, 13, 14, 20, 21, 90].map((day) => warmUpShare(day))).toEqual([0.25, 0.25, 0.5, 0.5, 0.75, 0.75, 1, 1]);
+    expect(effectiveLimit(20, 0.25)).toBe(5);
+    expect(effectiveLimit(2, 0.25)).toBe(1);
+    expect(effectiveLimit(0, 1)).toBe(0);
+  });
+});
+
+describe('zoned time', () => {
+  it('finds the next local midnight across a daylight-saving change', () => {
+    // Berlin springs forward on 2026-03-29: that day has 23 hours.
+    const beforeChange = new Date('2026-03-28T12:00:00Z');
+    expect(nextLocalMidnight(beforeChange, 'Europe/Berlin').toISOString()).toBe('2026-03-28T23:00:00.000Z');
+    const onChangeDay = new Date('2026-03-29T12:00:00Z');
+    expect(nextLocalMidnight(onChangeDay, 'Europe/Berlin').toISOString()).toBe('2026-03-29T22:00:00.000Z');
+    // New York falls back on 2026-11-01: that day has 25 hours.
+    expect(nextLocalMidnight(new Date('2026-11-01T03:30:00Z'), 'America/New_York').toISOString()).toBe('2026-11-01T04:00:00.000Z');
+    expect(nextLocalMidnight(new Date('2026-11-01T12:00:00Z'), 'America/New_York').toISOString()).toBe('2026-11-02T05:00:00.000Z');
+  });
+
+  it('starts the local week on Monday in the sender time zone', () => {
+    // Sunday 23:30 in Tokyo is already Monday there.
+    expect(formatLocalDate(localWeekStart(new Date('2026-11-22T15:30:00Z'), 'Asia/Tokyo'))).toBe('2026-11-23');
+    expect(formatLocalDate(localWeekStart(new Date('2026-11-22T15:30:00Z'), 'UTC'))).toBe('2026-11-16');
+  });
+});
