@@ -66,9 +66,14 @@ export const limitKindOf: Record<ActionKind, LimitKind> = {
 // ---------------------------------------------------------------------------------------------
 // Limits (2.10): daily_limit_<kind>, weekly_limit_<kind>, weekly_connection_request_cap
 
-export const dailyKey = (kind: LimitKind) => `daily_limit_${kind}` as const;
-export const weeklyKey = (kind: LimitKind) =>
-  (kind === 'connection_request' ? 'weekly_connection_request_cap' : `weekly_limit_${kind}`) as `weekly_${string}`;
+export type LimitKey =
+  | `daily_limit_${LimitKind}`
+  | `weekly_limit_${Exclude<LimitKind, 'connection_request'>}`
+  | 'weekly_connection_request_cap';
+
+export const dailyKey = (kind: LimitKind): LimitKey => `daily_limit_${kind}`;
+export const weeklyKey = (kind: LimitKind): LimitKey =>
+  kind === 'connection_request' ? 'weekly_connection_request_cap' : `weekly_limit_${kind}`;
 
 type Ceilings = Record<LimitKind, { daily: number; weekly: number }>;
 
@@ -103,10 +108,10 @@ export const maximumCeilings: Ceilings = {
   withdraw: { daily: 50, weekly: 250 },
 };
 
-export type Limits = Record<string, number>;
+export type Limits = Record<LimitKey, number>;
 
 export function limitsFromCeilings(ceilings: Ceilings): Limits {
-  const limits: Limits = {};
+  const limits = {} as Limits;
   for (const kind of limitKinds) {
     limits[dailyKey(kind)] = ceilings[kind].daily;
     limits[weeklyKey(kind)] = ceilings[kind].weekly;
@@ -119,7 +124,7 @@ export const limitMaximums = limitsFromCeilings(maximumCeilings);
 
 const limitShape = Object.fromEntries(
   Object.entries(limitMaximums).map(([key, max]) => [key, z.int().min(0).max(max)]),
-) as Record<string, z.ZodInt>;
+) as Record<LimitKey, z.ZodInt>;
 
 export const LimitsSchema = z.object(limitShape).meta({ id: 'PnetLimits' });
 
@@ -149,37 +154,30 @@ export function effectiveLimit(configured: number, share: number): number {
 export const RunModeSchema = z.enum(['manual', 'automatic']).meta({ id: 'RunMode' });
 export type RunMode = z.infer<typeof RunModeSchema>;
 
-export function isTimeZone(value: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: value });
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** Canonical IANA zones this runtime knows, as an enum so the OpenAPI document lists them. */
+export const timeZones = [...new Set(['UTC', ...Intl.supportedValuesOf('timeZone')])] as [string, ...string[]];
 
 export const TimeZoneSchema = z
-  .string()
-  .min(1)
-  .max(64)
-  .refine(isTimeZone, 'must be an IANA time zone such as Europe/Berlin')
-  .meta({ description: 'IANA time zone of the sender; daily usage resets at 00:00 there' });
+  .enum(timeZones)
+  .meta({ id: 'TimeZone', description: 'IANA time zone of the sender; daily usage resets at 00:00 there' });
 
 const ClockTimeSchema = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (24-hour)');
+
+const workingHoursDescription =
+  "When metered steps may run, in the sender's time zone. An end at or before the start runs past midnight; equal start and end is the whole day.";
 
 export const WorkingHoursSchema = z
   .object({
     start: ClockTimeSchema,
     end: ClockTimeSchema,
-    days: z
-      .array(z.int().min(1).max(7))
-      .min(1)
-      .max(7)
-      .refine((days) => new Set(days).size === days.length, 'must not repeat a day')
-      .describe('ISO weekdays, 1 = Monday'),
+    days: z.array(z.int().min(1).max(7)).min(1).max(7).describe('ISO weekdays the window starts on, 1 = Monday'),
   })
-  .refine((hours) => hours.start < hours.end, { message: 'start must be before end', path: ['end'] })
-  .meta({ id: 'WorkingHours', description: "When metered steps may run, in the sender's time zone" });
+  .meta({ id: 'WorkingHours', description: workingHoursDescription });
+
+/** As a request: a repeated day means nothing more, so each is kept once, in order. */
+const WorkingHoursInputSchema = WorkingHoursSchema.extend({
+  days: WorkingHoursSchema.shape.days.transform((days) => [...new Set(days)].sort()),
+}).meta({ id: 'WorkingHoursRequest', description: workingHoursDescription });
 export type WorkingHours = z.infer<typeof WorkingHoursSchema>;
 
 export const defaultWorkingHours: WorkingHours = { start: '09:00', end: '18:00', days: [1, 2, 3, 4, 5] };
@@ -221,7 +219,7 @@ export const PnetSettingsSchema = z
 export const PnetSettingsUpdateSchema = z
   .object({
     timezone: TimeZoneSchema.optional(),
-    working_hours: WorkingHoursSchema.optional(),
+    working_hours: WorkingHoursInputSchema.optional(),
     min_action_interval_seconds: z.int().min(minActionIntervalBounds.min).max(minActionIntervalBounds.max).optional(),
     run_mode: RunModeSchema.optional(),
     limits: LimitsSchema.partial().strict().optional(),
@@ -302,7 +300,7 @@ export const PnetAccountSchema = z
       gaps: z.array(z.object({ started_at: TimestampSchema, ended_at: TimestampSchema.nullable(), problem: z.string() })),
     }),
   })
-  .extend(Object.fromEntries(Object.keys(limitMaximums).map((key) => [key, z.int()])) as Record<string, z.ZodInt>)
+  .extend(limitShape)
   .extend({ limit_maximums: LimitsSchema })
   .meta({ id: 'PnetAccount' });
 export type PnetAccount = z.infer<typeof PnetAccountSchema>;

@@ -9,6 +9,7 @@ import {
   limitKinds,
   limitMaximums,
   warmUpShare,
+  type LimitKey,
 } from '../domain/pnet.js';
 import { localWeekStart, nextLocalMidnight, formatLocalDate } from '../domain/zoned-time.js';
 
@@ -22,7 +23,7 @@ describe('pnet limits', () => {
   });
 
   it('keeps every default within its maximum and maps every action kind to a ceiling', () => {
-    for (const [key, value] of Object.entries(defaultLimits)) expect(value).toBeLessThanOrEqual(limitMaximums[key]!);
+    for (const [key, value] of Object.entries(defaultLimits)) expect(value).toBeLessThanOrEqual(limitMaximums[key as LimitKey]);
     for (const kind of ActionKindSchema.options) expect(limitKinds).toContain(limitKindOf[kind]);
     expect(LimitsSchema.safeParse(defaultLimits).success).toBe(true);
   });
@@ -36,7 +37,9 @@ describe('pnet limits', () => {
     expect(PnetSettingsUpdateSchema.safeParse({ min_action_interval_seconds: 30 }).success).toBe(true);
     expect(PnetSettingsUpdateSchema.safeParse({ min_action_interval_seconds: 29 }).success).toBe(false);
     expect(PnetSettingsUpdateSchema.safeParse({ timezone: 'Mars/Olympus' }).success).toBe(false);
-    expect(PnetSettingsUpdateSchema.safeParse({ working_hours: { start: '18:00', end: '09:00', days: [1] } }).success).toBe(false);
+    expect(PnetSettingsUpdateSchema.safeParse({ timezone: 'Europe/Berlin' }).success).toBe(true);
+    expect(PnetSettingsUpdateSchema.safeParse({ working_hours: { start: '24:00', end: '09:00', days: [1] } }).success).toBe(false);
+    expect(PnetSettingsUpdateSchema.parse({ working_hours: { start: '09:00', end: '18:00', days: [3, 1, 1] } }).working_hours?.days).toEqual([1, 3]);
   });
 
   it('ramps a new account up over three weeks', () => {

@@ -13,17 +13,31 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const intruder = await stack.createWorkspace('paid');
   const key = (await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(owner.apiKey), payload: { name: 'owned' } })).json();
   const [member] = (await stack.app.inject({ method: 'GET', url: '/workspace/members/', headers: withKey(owner.apiKey) })).json().members;
+  const profile = (
+    await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(owner.apiKey), payload: { name: 'Owned sender' } })
+  ).json();
 
   const checked = await expectTenantIsolation({
     app: stack.app,
     intruderHeaders: withKey(intruder.apiKey),
-    ids: { key_id: key.id, member_id: member.id },
-    bodies: { updateApiKey: { name: 'stolen' } },
+    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id },
+    bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' } },
   });
-  expect(checked.map((o) => o.operationId).sort()).toEqual(['deleteApiKey', 'readApiKey', 'readMember', 'updateApiKey']);
+  expect(checked.map((o) => o.operationId).sort()).toEqual([
+    'deleteApiKey',
+    'readApiKey',
+    'readMember',
+    'readPnetSettings',
+    'readSenderPnetAccount',
+    'readSenderProfile',
+    'updateApiKey',
+    'updatePnetSettings',
+  ]);
 
   const after = await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(owner.apiKey) });
   expect(after.statusCode).toBe(200);
   expect(after.json().name).toBe('owned');
   expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withKey(key.key) })).statusCode).toBe(200);
+  const settings = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers: withKey(owner.apiKey) })).json();
+  expect(settings.run_mode).toBe('manual');
 });

@@ -3,16 +3,11 @@
  * AUTH_JWT_SECRET, else a development secret generated once and kept in the database, so the
  * service and the admin command line (which mints tokens) agree without any setup.
  */
-import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db/sql.js';
+import { serviceSecret } from '../api/service-secrets.js';
 import type { TokenConfig } from '../api/tokens.js';
 
-export async function developmentSecret(sql: Sql): Promise<string> {
-  const fresh = randomBytes(32).toString('base64url');
-  await sql`insert into service_settings (key, value) values ('dev_jwt_secret', ${fresh}) on conflict (key) do nothing`;
-  const [row] = await sql<{ value: string }[]>`select value from service_settings where key = 'dev_jwt_secret'`;
-  return row!.value;
-}
+export const developmentSecret = (sql: Sql) => serviceSecret(sql, 'dev_jwt_secret');
 
 export async function resolveTokenConfig(sql: Sql, env = process.env): Promise<TokenConfig> {
   const issuer = env.AUTH_JWT_ISSUER || undefined;

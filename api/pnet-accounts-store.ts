@@ -1,0 +1,241 @@
+/** Queries of sender profiles and their pnet account (2.10). */
+import { createHash, createHmac } from 'node:crypto';
+import type { Db, Sql } from '../db/sql.js';
+import { ApiError } from '../domain/errors.js';
+import {
+  defaultLimits,
+  defaultWorkingHours,
+  effectiveLimit,
+  limitKinds,
+  limitMaximums,
+  dailyKey,
+  minActionIntervalBounds,
+  warmUpShare,
+  weeklyKey,
+  type Limits,
+  type PnetAccount,
+  type PnetSettingsUpdate,
+  type RunMode,
+  type SenderProfile,
+  type Usage,
+  type WorkingHours,
+} from '../domain/pnet.js';
+import { addDays, formatLocalDate, localDate, localWeekStart, nextLocalMidnight } from '../domain/zoned-time.js';
+import { serviceSecret } from './service-secrets.js';
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+interface ProfileRow {
+  id: string;
+  name: string;
+  timezone: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const toProfile = (r: ProfileRow): SenderProfile => ({
+  id: r.id,
+  name: r.name,
+  timezone: r.timezone,
+  created_at: r.created_at.toISOString(),
+  updated_at: r.updated_at.toISOString(),
+});
+
+/** `opc_` + an HMAC of the account id: re-derivable on every read, only its hash is stored. */
+export async function connectionToken(sql: Sql, accountId: string, version: number): Promise<string> {
+  const secret = await serviceSecret(sql, 'connection_token_secret');
+  return `opc_${createHmac('sha256', secret).update(`${accountId}:${version}`).digest('base64url')}`;
+}
+
+export const hashConnectionToken = (token: string) => createHash('sha256').update(token).digest();
+
+export async function createSenderProfile(sql: Sql, workspaceId: string, input: { name: string; timezone: string }): Promise<SenderProfile> {
+  const accountId = crypto.randomUUID();
+  const token = await connectionToken(sql, accountId, 1);
+  try {
+    return await sql.begin(async (tx) => {
+      const [profile] = await tx<ProfileRow[]>`
+        insert into sender_profiles (workspace_id, name, timezone) values (${workspaceId}, ${input.name}, ${input.timezone})
+        returning id, name, timezone, created_at, updated_at`;
+      await tx`
+        insert into pnet_accounts (id, workspace_id, sender_profile_id, working_hours, limits, connection_token_hash, min_action_interval_seconds)
+        values (${accountId}, ${workspaceId}, ${profile!.id}, ${tx.json(defaultWorkingHours)}, ${tx.json(defaultLimits)},
+                ${hashConnectionToken(token)}, ${minActionIntervalBounds.default})`;
+      return toProfile(profile!);
+    });
+  } catch (error) {
+    if ((error as { code?: string }).code === '23505') {
+      throw new ApiError('conflict', `A sender profile named "${input.name}" already exists in this workspace.`);
+    }
+    throw error;
+  }
+}
+
+export async function listSenderProfiles(db: Db, workspaceId: string): Promise<SenderProfile[]> {
+  const rows = await db<ProfileRow[]>`
+    select id, name, timezone, created_at, updated_at from sender_profiles where workspace_id = ${workspaceId} order by created_at, id`;
+  return rows.map(toProfile);
+}
+
+export async function getSenderProfile(db: Db, workspaceId: string, id: string): Promise<SenderProfile | undefined> {
+  const [row] = await db<ProfileRow[]>`
+    select id, name, timezone, created_at, updated_at from sender_profiles where workspace_id = ${workspaceId} and id = ${id}`;
+  return row && toProfile(row);
+}
+
+interface AccountRow {
+  id: string;
+  sender_profile_id: string;
+  timezone: string;
+  status: PnetAccount['status'];
+  checkpoint_status: PnetAccount['checkpoint_status'];
+  display_name: string | null;
+  headline: string | null;
+  photo_url: string | null;
+  vanity_name: string | null;
+  member_urn: string | null;
+  run_mode: RunMode;
+  min_action_interval_seconds: number;
+  working_hours: WorkingHours;
+  limits: Limits;
+  connection_token_version: number;
+  connected_at: Date | null;
+  last_seen_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+async function accountOfProfile(db: Db, workspaceId: string, profileId: string): Promise<AccountRow | undefined> {
+  const [row] = await db<AccountRow[]>`
+    select a.*, p.timezone from pnet_accounts a join sender_profiles p on p.id = a.sender_profile_id
+    where a.workspace_id = ${workspaceId} and a.sender_profile_id = ${profileId}`;
+  return row;
+}
+
+function settingsOf(row: AccountRow) {
+  return {
+    timezone: row.timezone,
+    working_hours: row.working_hours,
+    min_action_interval_seconds: row.min_action_interval_seconds,
+    run_mode: row.run_mode,
+    limits: { ...defaultLimits, ...row.limits },
+    limit_maximums: limitMaximums,
+  };
+}
+
+export async function getPnetSettings(db: Db, workspaceId: string, profileId: string) {
+  const row = await accountOfProfile(db, workspaceId, profileId);
+  return row && settingsOf(row);
+}
+
+/** Partial update: a field left out keeps its value; limits merge key by key. */
+export async function updatePnetSettings(sql: Sql, workspaceId: string, profileId: string, patch: PnetSettingsUpdate) {
+  return sql.begin(async (tx) => {
+    const row = await accountOfProfile(tx, workspaceId, profileId);
+    if (!row) return undefined;
+    if (patch.timezone) {
+      await tx`update sender_profiles set timezone = ${patch.timezone}, updated_at = now() where id = ${profileId}`;
+    }
+    await tx`
+      update pnet_accounts set
+        working_hours = ${tx.json(patch.working_hours ?? row.working_hours)},
+        min_action_interval_seconds = ${patch.min_action_interval_seconds ?? row.min_action_interval_seconds},
+        run_mode = ${patch.run_mode ?? row.run_mode},
+        limits = ${tx.json({ ...defaultLimits, ...row.limits, ...patch.limits })},
+        updated_at = now()
+      where id = ${row.id}`;
+    return settingsOf((await accountOfProfile(tx, workspaceId, profileId))!);
+  });
+}
+
+/** A browser reads as active while it checks in; idle after a minute; offline after ten. */
+export function presenceOf(lastSeenAt: Date, now: Date): 'active' | 'idle' | 'offline' {
+  const age = now.getTime() - lastSeenAt.getTime();
+  return age <= 60_000 ? 'active' : age <= 600_000 ? 'idle' : 'offline';
+}
+
+async function usageOf(db: Db, row: AccountRow, now: Date): Promise<Usage[]> {
+  const today = formatLocalDate(localDate(now, row.timezone));
+  const weekStart = localWeekStart(now, row.timezone);
+  const weekEnd = formatLocalDate(addDays(weekStart, 6));
+  const counts = await db<{ limit_kind: string; today: number; week: number }[]>`
+    select limit_kind,
+      coalesce(sum(used) filter (where local_date = ${today}::date), 0)::int as today,
+      sum(used)::int as week
+    from pnet_usage
+    where account_id = ${row.id} and local_date between ${formatLocalDate(weekStart)}::date and ${weekEnd}::date
+    group by limit_kind`;
+  const byKind = new Map(counts.map((c) => [c.limit_kind, c]));
+  const days = row.connected_at ? Math.floor((now.getTime() - row.connected_at.getTime()) / 86_400_000) : null;
+  const share = warmUpShare(days);
+  const limits = { ...defaultLimits, ...row.limits };
+  return limitKinds.map((kind) => ({
+    kind,
+    used_today: byKind.get(kind)?.today ?? 0,
+    daily_limit: effectiveLimit(limits[dailyKey(kind)]!, share),
+    used_this_week: byKind.get(kind)?.week ?? 0,
+    weekly_limit: effectiveLimit(limits[weeklyKey(kind)]!, share),
+  }));
+}
+
+/** Endpoint 8: the wrapper, with the live account once a browser has connected. */
+export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: string, now = new Date()) {
+  const row = await accountOfProfile(sql, workspaceId, profileId);
+  if (!row) return undefined;
+  const token = await connectionToken(sql, row.id, row.connection_token_version);
+  if (row.status !== 'connected') return { connected: false, connection_token: token };
+
+  const sessions = await sql<{ id: string; browser_label: string; extension_version: string; connected_at: Date; last_seen_at: Date }[]>`
+    select id, browser_label, extension_version, connected_at, last_seen_at from pnet_sessions
+    where account_id = ${row.id} order by last_seen_at desc`;
+  const presences = sessions.map((s) => presenceOf(s.last_seen_at, now));
+  const presence = presences.includes('active') ? 'active' : presences.includes('idle') ? 'idle' : 'offline';
+  const limits = { ...defaultLimits, ...row.limits };
+  const account: PnetAccount = {
+    id: row.id,
+    sender_profile_id: row.sender_profile_id,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    display_name: row.display_name,
+    headline: row.headline,
+    photo_url: row.photo_url,
+    vanity_name: row.vanity_name,
+    member_urn: row.member_urn,
+    last_seen_at: iso(row.last_seen_at),
+    online: presence === 'active',
+    presence,
+    status: row.status,
+    checkpoint_status: row.checkpoint_status,
+    run_mode: row.run_mode,
+    effective_run_mode: row.run_mode,
+    min_action_interval_seconds: row.min_action_interval_seconds,
+    // Steps arrive with the step lifecycle; until then nothing can wait or be queued.
+    approvals_waiting: 0,
+    queued_count: 0,
+    connection_token: token,
+    usage: await usageOf(sql, row, now),
+    usage_resets_at: nextLocalMidnight(now, row.timezone).toISOString(),
+    wait: null,
+    sessions: sessions.map((s, i) => ({
+      id: s.id,
+      browser_label: s.browser_label,
+      extension_version: s.extension_version,
+      connected_at: s.connected_at.toISOString(),
+      last_seen_at: s.last_seen_at.toISOString(),
+      presence: presences[i]!,
+    })),
+    replies_check: { failing: false, last_read_at: null, holding: false },
+    connection_checks: {
+      awaiting: 0,
+      last_checked_at: null,
+      next_check_at: null,
+      watched_since: iso(row.connected_at),
+      supported: true,
+      problem: null,
+      gaps: [],
+    },
+    ...limits,
+    limit_maximums: limitMaximums,
+  };
+  return { connected: true, connection_token: token, account };
+}

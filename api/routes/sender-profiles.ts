@@ -1,0 +1,116 @@
+/** Sender profiles and their pnet account: endpoint 8 and the account's settings and limits. */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
+import { notFound } from '../../domain/errors.js';
+import {
+  PnetAccountWrapperSchema,
+  PnetSettingsSchema,
+  PnetSettingsUpdateSchema,
+  SenderProfileCreateSchema,
+  SenderProfileListSchema,
+  SenderProfileSchema,
+} from '../../domain/pnet.js';
+import type { AppDeps } from '../deps.js';
+import { principalOf } from '../plugins/auth.js';
+import {
+  createSenderProfile,
+  getPnetSettings,
+  getSenderProfile,
+  listSenderProfiles,
+  readPnetWrapper,
+  updatePnetSettings,
+} from '../pnet-accounts-store.js';
+
+const ProfileParamsSchema = z.object({ profile_id: UuidSchema });
+const tags = ['sender-profiles'];
+
+export const senderProfileRoutes =
+  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.post(
+      '/sender-profiles/',
+      {
+        schema: {
+          operationId: 'createSenderProfile',
+          tags,
+          summary: 'Create a sender profile (a person or brand who sends) with its pnet account',
+          body: SenderProfileCreateSchema,
+          response: { 201: SenderProfileSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await createSenderProfile(sql, principalOf(request).workspaceId, request.body)),
+    );
+
+    app.get(
+      '/sender-profiles/',
+      { schema: { operationId: 'listSenderProfiles', tags, summary: 'List sender profiles, oldest first', response: { 200: SenderProfileListSchema } } },
+      async (request) => ({ sender_profiles: await listSenderProfiles(sql, principalOf(request).workspaceId) }),
+    );
+
+    app.get(
+      '/sender-profiles/:profile_id/',
+      { schema: { operationId: 'readSenderProfile', tags, summary: 'Read a sender profile', params: ProfileParamsSchema, response: { 200: SenderProfileSchema } } },
+      async (request) => {
+        const profile = await getSenderProfile(sql, principalOf(request).workspaceId, request.params.profile_id);
+        if (!profile) throw notFound('Sender profile');
+        return profile;
+      },
+    );
+
+    app.get(
+      '/sender-profiles/:profile_id/pnet/',
+      {
+        schema: {
+          operationId: 'readSenderPnetAccount',
+          tags,
+          summary: "The sender's pnet account: connection token, and the live account once connected (endpoint 8)",
+          description: 'Not connected is a normal state, not a 404. The connection token is present either way and connects a second browser too.',
+          params: ProfileParamsSchema,
+          response: { 200: PnetAccountWrapperSchema },
+        },
+      },
+      async (request) => {
+        const wrapper = await readPnetWrapper(sql, principalOf(request).workspaceId, request.params.profile_id);
+        if (!wrapper) throw notFound('Sender profile');
+        return wrapper;
+      },
+    );
+
+    app.get(
+      '/sender-profiles/:profile_id/pnet/settings/',
+      {
+        schema: {
+          operationId: 'readPnetSettings',
+          tags,
+          summary: "The account's limits, their maximums, time zone, working hours, pacing and run mode",
+          params: ProfileParamsSchema,
+          response: { 200: PnetSettingsSchema },
+        },
+      },
+      async (request) => {
+        const settings = await getPnetSettings(sql, principalOf(request).workspaceId, request.params.profile_id);
+        if (!settings) throw notFound('Sender profile');
+        return settings;
+      },
+    );
+
+    app.patch(
+      '/sender-profiles/:profile_id/pnet/settings/',
+      {
+        schema: {
+          operationId: 'updatePnetSettings',
+          tags,
+          summary: 'Change limits (each at most its maximum), time zone, working hours, pacing or run mode',
+          params: ProfileParamsSchema,
+          body: PnetSettingsUpdateSchema,
+          response: { 200: PnetSettingsSchema },
+        },
+      },
+      async (request) => {
+        const settings = await updatePnetSettings(sql, principalOf(request).workspaceId, request.params.profile_id, request.body);
+        if (!settings) throw notFound('Sender profile');
+        return settings;
+      },
+    );
+  };
