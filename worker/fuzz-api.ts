@@ -112,7 +112,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(error instanceof ToolMissingError ? `\n${error.message}\n\n` : `fuzz:api failed: ${(error as Error).message}\n`);
+    process.stderr.write(error instanceof ToolMissingError ? `\n${error.message}\n\n` : `fuzz:api failed: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);
   },
 );

@@ -41,6 +41,6 @@ async function main() {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`The service could not start: ${(error as Error).message}\n`);
+  process.stderr.write(`The service could not start: ${error instanceof Error ? error.message : String(error)}\n`);
   process.exit(1);
 });

@@ -51,9 +51,27 @@ export async function startTemporalDevServer(options: {
   ui?: boolean;
   avoidPorts?: number[];
 }): Promise<TemporalDevServerHandle> {
+  // Another process may take a probed port before the server binds it: retry on fresh ports.
+  const avoid = [...(options.avoidPorts ?? [])];
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startOnce(options, avoid);
+    } catch (error) {
+      if (attempt >= 3 || !(error instanceof PortRaceError)) throw error;
+    }
+  }
+}
+
+class PortRaceError extends Error {}
+
+async function startOnce(
+  options: { dataDir?: string; preferredPort?: number; ui?: boolean },
+  avoid: number[],
+): Promise<TemporalDevServerHandle> {
   const cli = resolveTool(temporalCli);
-  const port = await freePort(options.preferredPort ?? 7233, options.avoidPorts);
-  const uiPort = options.ui === false ? null : await freePort(port + 1000, [port, ...(options.avoidPorts ?? [])]);
+  const port = await freePort(options.preferredPort ?? 7233, avoid);
+  const uiPort = options.ui === false ? null : await freePort(port + 1000, [port, ...avoid]);
+  avoid.push(port, ...(uiPort ? [uiPort] : []));
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error'];
   args.push(...(uiPort ? ['--ui-port', String(uiPort)] : ['--headless']));
   if (options.dataDir) args.push('--db-filename', join(options.dataDir, 'temporal.sqlite'));
@@ -62,19 +80,28 @@ export async function startTemporalDevServer(options: {
   if (pidFile) stopStaleServer(pidFile);
 
   const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
+  // A Go panic puts its reason first and pages of stack after it: keep both ends.
+  let head = '';
+  let tail = '';
+  let portTaken = false;
   const keep = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-4000);
+    const text = chunk.toString();
+    if (/address already in use/i.test(text)) portTaken = true;
+    if (head.length < 3000) head += text.slice(0, 3000 - head.length);
+    tail = (tail + text).slice(-3000);
   };
+  const output = () => (head.length < 3000 ? head : `${head}\n...\n${tail}`);
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   if (pidFile) writeFileSync(pidFile, String(child.pid));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const address = `127.0.0.1:${port}`;
   try {
-    await waitForFrontend(address, child, () => output);
+    await waitForFrontend(address, child, output);
   } catch (error) {
     child.kill('SIGKILL');
+    await exited;
+    if (portTaken) throw new PortRaceError((error as Error).message);
     throw error;
   }
   return {
