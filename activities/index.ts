@@ -1,5 +1,6 @@
 import type { Sql } from '../db/sql.js';
 import { createCreditActivities } from './credits.js';
+import { createPnetStepActivities } from './pnet-steps.js';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -7,5 +8,5 @@ export interface ActivityDeps {
 
 /** Every activity of the service, bound to its dependencies. */
 export function createActivities(deps: ActivityDeps) {
-  return { ...createCreditActivities(deps) };
+  return { ...createCreditActivities(deps), ...createPnetStepActivities(deps) };
 }

@@ -10,6 +10,7 @@ import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './rate-limit.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
+import { pnetStepRoutes } from './routes/pnet-steps.js';
 import { senderProfileRoutes } from './routes/sender-profiles.js';
 import { workspaceRoutes } from './routes/workspace.js';
 
@@ -39,5 +40,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(apiKeyRoutes(deps));
   await app.register(workspaceRoutes(deps));
   await app.register(senderProfileRoutes(deps));
+  await app.register(pnetStepRoutes(deps));
   return app;
 }

@@ -414,3 +414,31 @@ export type BrowserStep = z.infer<typeof BrowserStepSchema>;
 export function recordStatus(stored: Exclude<StoredStepStatus, 'awaiting_approval'>): StepStatus {
   return stored === 'cancelled' ? 'failed' : stored;
 }
+
+export const TaskSchema = z
+  .object({
+    id: UuidSchema,
+    account_id: UuidSchema,
+    kind: ActionKindSchema,
+    params: z.record(z.string(), z.unknown()),
+    contact_key: z.string().nullable(),
+    created_at: TimestampSchema,
+    held: z.boolean(),
+  })
+  .meta({ id: 'PnetTask', description: 'A step waiting on the Tasks page for a person to approve or reject it' });
+
+export const TaskListSchema = z.object({ tasks: z.array(TaskSchema) }).meta({ id: 'PnetTaskList' });
+export const StepListSchema = z.object({ steps: z.array(BrowserStepSchema), next_before: TimestampSchema.nullable() }).meta({ id: 'BrowserStepList' });
+
+export const StepListQuerySchema = z.object({
+  status: StepStatusSchema.optional(),
+  kind: ActionKindSchema.optional(),
+  account_id: UuidSchema.optional(),
+  held: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  before: TimestampSchema.optional().describe('Steps created before this time (the previous page’s next_before)'),
+});
+
+export const TaskRejectSchema = z
+  .object({ reason: textSchema(0, 200).nullable().default(null) })
+  .meta({ id: 'PnetTaskReject' });

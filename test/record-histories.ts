@@ -7,6 +7,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate } from '../workflows/browser-step.js';
 import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
@@ -20,7 +21,12 @@ const worker = await Worker.create({
   connection: env.nativeConnection,
   taskQueue,
   workflowsPath,
-  activities: { releaseExpiredHold: async () => 'released' },
+  activities: {
+    releaseExpiredHold: async () => 'released',
+    approveStep: async () => ({ step: { status: 'queued' } }),
+    rejectStep: async () => ({ step: { status: 'rejected' } }),
+    cancelStep: async () => ({ step: { status: 'failed' } }),
+  },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
 await worker.runUntil(async () => {
@@ -33,10 +39,23 @@ await worker.runUntil(async () => {
   });
   await settled.signal(creditHoldSettledSignal, { outcome: 'charged' });
   await settled.result();
-  for (const [name, handle] of [['credit-hold-expired', expired], ['credit-hold-settled', settled]] as const) {
+  const step = await env.client.workflow.start(browserStepWorkflow, {
+    taskQueue,
+    workflowId: 'browser-step/approved-then-cancelled',
+    args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval' }],
+  });
+  await step.executeUpdate(approveStepUpdate);
+  await step.executeUpdate(cancelStepUpdate);
+  await step.result();
+  const histories = [
+    ['credit-hold-expired', expired],
+    ['credit-hold-settled', settled],
+    ['browser-step-approved-then-cancelled', step],
+  ] as const;
+  for (const [name, handle] of histories) {
     const history = await handle.fetchHistory();
     writeFileSync(join(projectRoot, 'test', 'histories', `${name}.json`), historyToJSON(history));
   }
 });
 await env.teardown();
-console.log('recorded test/histories/credit-hold-expired.json and credit-hold-settled.json');
+console.log('recorded the histories in test/histories/');

@@ -17,19 +17,29 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(owner.apiKey), payload: { name: 'Owned sender' } })
   ).json();
 
+  const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+  const queueStep = (payload: object) =>
+    stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(owner.apiKey), payload: { account_id: account!.id, ...payload } });
+  const task = (await queueStep({ params: { kind: 'check_inbox' } })).json();
+  const step = (await queueStep({ params: { kind: 'check_inbox' }, test: true })).json();
+
   const checked = await expectTenantIsolation({
     app: stack.app,
     intruderHeaders: withKey(intruder.apiKey),
-    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id },
+    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id },
     bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' } },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
+    'approveTask',
+    'cancelStep',
     'deleteApiKey',
     'readApiKey',
     'readMember',
     'readPnetSettings',
     'readSenderPnetAccount',
     'readSenderProfile',
+    'readStep',
+    'rejectTask',
     'updateApiKey',
     'updatePnetSettings',
   ]);
@@ -40,4 +50,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withKey(key.key) })).statusCode).toBe(200);
   const settings = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers: withKey(owner.apiKey) })).json();
   expect(settings.run_mode).toBe('manual');
+  const tasks = (await stack.app.inject({ method: 'GET', url: '/pnet/tasks/', headers: withKey(owner.apiKey) })).json().tasks;
+  expect(tasks.map((t: { id: string }) => t.id)).toEqual([task.id]);
+  expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(owner.apiKey) })).json().status).toBe('queued');
 });

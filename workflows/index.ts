@@ -1,2 +1,3 @@
 /** What the worker bundles: every workflow of the service. */
 export { creditHoldWorkflow } from './credit-hold.js';
+export { browserStepWorkflow } from './browser-step.js';

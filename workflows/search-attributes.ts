@@ -3,3 +3,6 @@ import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/commo
 
 export const WorkspaceIdKey = defineSearchAttributeKey('WorkspaceId', SearchAttributeType.KEYWORD);
 export const CreditHoldStatusKey = defineSearchAttributeKey('CreditHoldStatus', SearchAttributeType.KEYWORD);
+export const SenderAccountIdKey = defineSearchAttributeKey('SenderAccountId', SearchAttributeType.KEYWORD);
+export const StepKindKey = defineSearchAttributeKey('StepKind', SearchAttributeType.KEYWORD);
+export const StepStatusKey = defineSearchAttributeKey('StepStatus', SearchAttributeType.KEYWORD);

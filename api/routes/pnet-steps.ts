@@ -1,0 +1,180 @@
+/**
+ * Person-side operations on browser steps (2.2): queue, list, read, cancel, and the Tasks page's
+ * approve and reject. Transitions are Updates of the step's workflow with a stable update id, so
+ * a retried request is answered once; a step already past the transition answers 409.
+ */
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow, type StepTransitionResult } from '../../activities/pnet-steps.js';
+import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
+import { ApiError, notFound } from '../../domain/errors.js';
+import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../domain/pnet.js';
+import {
+  approveStepUpdate,
+  browserStepWorkflow,
+  browserStepWorkflowId,
+  cancelStepUpdate,
+  rejectStepUpdate,
+  type BrowserStepInput,
+} from '../../workflows/browser-step.js';
+import { SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/search-attributes.js';
+import type { AppDeps } from '../deps.js';
+import { principalOf } from '../plugins/auth.js';
+import { accountRunMode, insertStep, listSteps, listTasks } from '../pnet-steps-store.js';
+
+const tags = ['pnet-steps'];
+const StepParamsSchema = z.object({ step_id: UuidSchema });
+const TaskParamsSchema = z.object({ task_id: UuidSchema });
+
+function startOptions(taskQueue: string, row: StepRow) {
+  const input: BrowserStepInput = { stepId: row.id, workspaceId: row.workspace_id, accountId: row.account_id, kind: row.kind, status: row.status };
+  return {
+    taskQueue,
+    workflowId: browserStepWorkflowId(row.id),
+    args: [input] as [BrowserStepInput],
+    workflowIdConflictPolicy: 'USE_EXISTING' as const,
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: row.workspace_id },
+      { key: SenderAccountIdKey, value: row.account_id },
+      { key: StepKindKey, value: row.kind },
+      { key: StepStatusKey, value: row.status },
+    ],
+  };
+}
+
+/**
+ * Update-with-start: the step's workflow normally runs since the step was queued, and if that
+ * start was lost (Temporal unreachable at the time) the first person-side action starts it.
+ */
+function updateStep<Args extends unknown[]>(
+  client: Client,
+  taskQueue: string,
+  row: StepRow,
+  update: UpdateDefinition<StepTransitionResult, Args>,
+  updateId: string,
+  args: Args,
+): Promise<StepTransitionResult> {
+  const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(taskQueue, row));
+  return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
+}
+
+export const pnetStepRoutes =
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    /** The row, or 404; a settled step is refused here without a workflow round trip. */
+    async function liveStep(workspaceId: string, id: string, what: string): Promise<StepRow> {
+      const row = await findStep(sql, id, workspaceId);
+      if (!row) throw notFound(what);
+      if (terminalStatuses.has(row.status)) {
+        throw new ApiError('conflict', `The step is already ${row.status}; nothing changed.`);
+      }
+      return row;
+    }
+
+    app.post(
+      '/pnet/steps/',
+      {
+        schema: {
+          operationId: 'queueStep',
+          tags,
+          summary: 'Queue a step for a contact; in manual mode it waits on the Tasks page first',
+          description: 'Answers 201 with the queued step, or 202 with the task when the account runs in manual mode. A test step (`test: true`) is unmetered and skips the Tasks page.',
+          body: StepQueueSchema,
+          response: { 201: BrowserStepSchema, 202: TaskSchema, 404: DetailBodySchema },
+        },
+      },
+      async (request, reply) => {
+        const { workspaceId } = principalOf(request);
+        const runMode = await accountRunMode(sql, workspaceId, request.body.account_id);
+        if (!runMode) throw notFound('Account');
+        const row = await insertStep(sql, workspaceId, request.body, runMode);
+        // The row is committed first; a start lost here is made good by the next update-with-start.
+        await temporal.client.workflow.start(browserStepWorkflow, startOptions(temporal.taskQueue, row));
+        return row.status === 'awaiting_approval' ? reply.code(202).send(toTask(row)) : reply.code(201).send(toBrowserStep(row));
+      },
+    );
+
+    app.get(
+      '/pnet/steps/',
+      {
+        schema: {
+          operationId: 'listSteps',
+          tags,
+          summary: 'Steps, newest first, filtered by status, kind, account and held',
+          querystring: StepListQuerySchema,
+          response: { 200: StepListSchema },
+        },
+      },
+      async (request) => listSteps(sql, principalOf(request).workspaceId, request.query),
+    );
+
+    app.get(
+      '/pnet/steps/:step_id/',
+      { schema: { operationId: 'readStep', tags, summary: 'Read a step', params: StepParamsSchema, response: { 200: BrowserStepSchema } } },
+      async (request) => {
+        const row = await findStep(sql, request.params.step_id, principalOf(request).workspaceId);
+        if (!row || row.status === 'awaiting_approval') throw notFound('Step');
+        return toBrowserStep(row);
+      },
+    );
+
+    app.post(
+      '/pnet/steps/:step_id/cancel/',
+      {
+        schema: {
+          operationId: 'cancelStep',
+          tags,
+          summary: 'Cancel a step before a browser claims it; it settles failed with error_code cancelled',
+          params: StepParamsSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const row = await liveStep(principalOf(request).workspaceId, request.params.step_id, 'Step');
+        return (await updateStep(temporal.client, temporal.taskQueue, row, cancelStepUpdate, `cancel:${row.id}`, [])).step;
+      },
+    );
+
+    app.get(
+      '/pnet/tasks/',
+      { schema: { operationId: 'listTasks', tags, summary: 'Steps waiting for a person (the Tasks page), oldest first', response: { 200: TaskListSchema } } },
+      async (request) => ({ tasks: await listTasks(sql, principalOf(request).workspaceId) }),
+    );
+
+    app.post(
+      '/pnet/tasks/:task_id/approve/',
+      {
+        schema: {
+          operationId: 'approveTask',
+          tags,
+          summary: 'Approve a task: the step is queued for a browser',
+          params: TaskParamsSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
+        return (await updateStep(temporal.client, temporal.taskQueue, row, approveStepUpdate, `approve:${row.id}`, [])).step;
+      },
+    );
+
+    app.post(
+      '/pnet/tasks/:task_id/reject/',
+      {
+        schema: {
+          operationId: 'rejectTask',
+          tags,
+          summary: 'Reject a task with an optional reason (at most 200 characters)',
+          params: TaskParamsSchema,
+          body: TaskRejectSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
+        return (await updateStep(temporal.client, temporal.taskQueue, row, rejectStepUpdate, `reject:${row.id}`, [{ reason: request.body.reason }])).step;
+      },
+    );
+  };
