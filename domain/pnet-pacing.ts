@@ -1,0 +1,100 @@
+/**
+ * Pacing rules of a sender account, pure and deterministic (workflows, the API and the tests
+ * share them): working hours, daily and weekly ceilings, the gap between metered steps, what
+ * the next step waits on, and how soon a browser should check in again.
+ */
+import type { WorkingHours } from './pnet.js';
+import { addDays, localDate, zonedInstant, type LocalDate } from './zoned-time.js';
+
+const minutesOf = (clock: string) => Number(clock.slice(0, 2)) * 60 + Number(clock.slice(3, 5));
+
+/** The open window (if any) of one local day: [open, close) as instants. */
+function windowOn(day: LocalDate, isoWeekday: number, hours: WorkingHours, timeZone: string): [Date, Date] | undefined {
+  if (!hours.days.includes(isoWeekday)) return undefined;
+  const start = minutesOf(hours.start);
+  const end = minutesOf(hours.end);
+  const open = zonedInstant(day, Math.floor(start / 60), start % 60, timeZone);
+  // An end at or before the start runs past midnight; equal start and end is the whole day.
+  const closeDay = end <= start ? addDays(day, 1) : day;
+  const close = zonedInstant(closeDay, Math.floor(end / 60), end % 60, timeZone);
+  return [open, close];
+}
+
+function isoWeekdayOf(day: LocalDate): number {
+  const weekday = new Date(Date.UTC(day.year, day.month - 1, day.day)).getUTCDay();
+  return weekday === 0 ? 7 : weekday;
+}
+
+/** Whether metered work may run now, and if not, when the next window opens. */
+export function workingWindow(now: Date, hours: WorkingHours, timeZone: string): { open: true; closesAt: Date } | { open: false; opensAt: Date } {
+  const today = localDate(now, timeZone);
+  // Yesterday's window may still be open past midnight.
+  for (const offset of [-1, 0]) {
+    const day = addDays(today, offset);
+    const window = windowOn(day, isoWeekdayOf(day), hours, timeZone);
+    if (window && now >= window[0] && now < window[1]) return { open: true, closesAt: window[1] };
+  }
+  for (let offset = 0; offset <= 7; offset += 1) {
+    const day = addDays(today, offset);
+    const window = windowOn(day, isoWeekdayOf(day), hours, timeZone);
+    if (window && window[0] > now) return { open: false, opensAt: window[0] };
+  }
+  // Unreachable with at least one day: a window opens within a week.
+  throw new Error('working hours name no day');
+}
+
+export type WaitReason =
+  | 'not_connected'
+  | 'no_browser'
+  | 'paused'
+  | 'outside_working_hours'
+  | 'daily_cap'
+  | 'weekly_cap'
+  | 'gap'
+  | 'checkpoint'
+  | 'running';
+
+export interface Wait {
+  next_at: string | null;
+  reason: WaitReason;
+  resets_at: string | null;
+}
+
+export interface PacingInput {
+  now: Date;
+  timeZone: string;
+  workingHours: WorkingHours;
+  minActionIntervalSeconds: number;
+  /** When the last metered step was handed out. */
+  lastMeteredClaimAt: Date | null;
+  /** Jitter in [0, 1) added to the gap as a share of it, drawn by the caller. */
+  jitter: number;
+}
+
+/** When the next metered step may be handed out as far as gap and working hours go. */
+export function nextMeteredAt(input: PacingInput): { at: Date; reason: 'gap' | 'outside_working_hours' | null } {
+  const gapMs = input.minActionIntervalSeconds * 1000 * (1 + input.jitter * 0.5);
+  const afterGap = input.lastMeteredClaimAt ? new Date(input.lastMeteredClaimAt.getTime() + gapMs) : input.now;
+  const candidate = afterGap > input.now ? afterGap : input.now;
+  const window = workingWindow(candidate, input.workingHours, input.timeZone);
+  if (!window.open) return { at: window.opensAt, reason: 'outside_working_hours' };
+  return { at: candidate, reason: afterGap > input.now ? 'gap' : null };
+}
+
+/** A browser reads as active while it checks in at least this often. */
+export const activeWithinSeconds = 60;
+
+/**
+ * Time before the next check-in: the account's own gap at most, never so long that the browser
+ * stops reading as active, and at most 15 s while work is about to run.
+ */
+export function pollAfterSeconds(input: { minActionIntervalSeconds: number; workSoonAt: Date | null; now: Date }): number {
+  let seconds = Math.min(input.minActionIntervalSeconds, activeWithinSeconds - 15);
+  if (input.workSoonAt && input.workSoonAt.getTime() - input.now.getTime() <= 60_000) seconds = Math.min(seconds, 15);
+  if (input.workSoonAt) {
+    const untilWork = Math.ceil((input.workSoonAt.getTime() - input.now.getTime()) / 1000);
+    if (untilWork > 0) seconds = Math.min(seconds, Math.max(untilWork, 1));
+    else seconds = Math.min(seconds, 5);
+  }
+  return Math.max(1, seconds);
+}
