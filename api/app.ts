@@ -10,6 +10,7 @@ import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './rate-limit.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
+import { pnetAgentRoutes } from './routes/pnet-agent.js';
 import { pnetStepRoutes } from './routes/pnet-steps.js';
 import { senderProfileRoutes } from './routes/sender-profiles.js';
 import { workspaceRoutes } from './routes/workspace.js';
@@ -24,6 +25,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     bodyLimit: 10 * 1024 * 1024,
     return503OnClosing: true,
+    // A `__proto__` or `constructor` key is dropped rather than the whole body refused: it is
+    // never a field of ours, and clients that echo arbitrary objects should not be punished.
+    onProtoPoisoning: 'remove',
+    onConstructorPoisoning: 'remove',
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -41,5 +46,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(workspaceRoutes(deps));
   await app.register(senderProfileRoutes(deps));
   await app.register(pnetStepRoutes(deps));
+  await app.register(pnetAgentRoutes(deps));
   return app;
 }

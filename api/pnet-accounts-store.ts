@@ -41,10 +41,12 @@ const toProfile = (r: ProfileRow): SenderProfile => ({
   updated_at: r.updated_at.toISOString(),
 });
 
+export const connectionTokenPrefix = 'opc_';
+
 /** `opc_` + an HMAC of the account id: re-derivable on every read, only its hash is stored. */
 export async function connectionToken(sql: Sql, accountId: string, version: number): Promise<string> {
   const secret = await serviceSecret(sql, 'connection_token_secret');
-  return `opc_${createHmac('sha256', secret).update(`${accountId}:${version}`).digest('base64url')}`;
+  return `${connectionTokenPrefix}${createHmac('sha256', secret).update(`${accountId}:${version}`).digest('base64url')}`;
 }
 
 export const hashConnectionToken = (token: string) => createHash('sha256').update(token).digest();
@@ -83,7 +85,7 @@ export async function getSenderProfile(db: Db, workspaceId: string, id: string):
   return row && toProfile(row);
 }
 
-interface AccountRow {
+export interface AccountRow {
   id: string;
   sender_profile_id: string;
   timezone: string;
@@ -101,8 +103,18 @@ interface AccountRow {
   connection_token_version: number;
   connected_at: Date | null;
   last_seen_at: Date | null;
+  lease_session_id: string | null;
+  lease_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** An account with its sender's time zone, locked for update when inside a transaction that asks. */
+export async function loadAccount(db: Db, accountId: string, forUpdate = false): Promise<AccountRow | undefined> {
+  const [row] = await db<AccountRow[]>`
+    select a.*, p.timezone from pnet_accounts a join sender_profiles p on p.id = a.sender_profile_id
+    where a.id = ${accountId} ${forUpdate ? db`for update of a` : db``}`;
+  return row;
 }
 
 async function accountOfProfile(db: Db, workspaceId: string, profileId: string): Promise<AccountRow | undefined> {
@@ -154,7 +166,7 @@ export function presenceOf(lastSeenAt: Date, now: Date): 'active' | 'idle' | 'of
   return age <= 60_000 ? 'active' : age <= 600_000 ? 'idle' : 'offline';
 }
 
-async function usageOf(db: Db, row: AccountRow, now: Date): Promise<Usage[]> {
+export async function usageOf(db: Db, row: AccountRow, now: Date): Promise<Usage[]> {
   const today = formatLocalDate(localDate(now, row.timezone));
   const weekStart = localWeekStart(now, row.timezone);
   const weekEnd = formatLocalDate(addDays(weekStart, 6));

@@ -44,8 +44,8 @@ export function workingWindow(now: Date, hours: WorkingHours, timeZone: string):
 }
 
 export type WaitReason =
+  | 'ready'
   | 'not_connected'
-  | 'no_browser'
   | 'paused'
   | 'outside_working_hours'
   | 'daily_cap'

@@ -234,7 +234,7 @@ export const PresenceSchema = z.enum(['active', 'idle', 'offline']).meta({ id: '
 export const AccountStatusSchema = z.enum(['pending', 'connected', 'disconnected']).meta({ id: 'PnetAccountStatus' });
 export const CheckpointStatusSchema = z.enum(['ok', 'checkpoint', 'restricted']).meta({ id: 'CheckpointStatus' });
 export const WaitReasonSchema = z
-  .enum(['not_connected', 'no_browser', 'paused', 'outside_working_hours', 'daily_cap', 'weekly_cap', 'gap', 'checkpoint', 'running'])
+  .enum(['ready', 'not_connected', 'paused', 'outside_working_hours', 'daily_cap', 'weekly_cap', 'gap', 'checkpoint', 'running'])
   .meta({ id: 'WaitReason' });
 
 export const UsageSchema = z
@@ -442,3 +442,69 @@ export const StepListQuerySchema = z.object({
 export const TaskRejectSchema = z
   .object({ reason: textSchema(0, 200).nullable().default(null) })
   .meta({ id: 'PnetTaskReject' });
+
+// ---------------------------------------------------------------------------------------------
+// The extension protocol (2.4): heartbeat, set state, and the agent state every check-in answers
+
+/** The selector and pacing config's version; a browser on any other version fetches it again. */
+export const configVersion = 1;
+/** How long a lease outlives its holder's last check-in. */
+export const leaseSeconds = 45;
+
+const LeaseNonceSchema = z.string().min(8).max(64);
+
+export const AgentIdentitySchema = z
+  .object({
+    member_urn: NameSchema,
+    vanity_name: NameSchema.nullable().default(null),
+    display_name: NameSchema.nullable().default(null),
+    headline: textSchema(0, 500).nullable().default(null),
+    photo_url: z.url({ protocol: /^https?$/ }).max(2048).nullable().default(null),
+  })
+  .meta({ id: 'AgentIdentity', description: 'Who the browser is signed in as on the network' });
+
+export const AgentHeartbeatSchema = z
+  .object({
+    browser_id: UuidSchema.describe('Generated once by the extension for its browser profile'),
+    browser_label: NameSchema.max(100),
+    extension_version: z.string().regex(/^[0-9A-Za-z.+-]{1,32}$/),
+    identity: AgentIdentitySchema.nullable().default(null),
+    lease_nonce: LeaseNonceSchema.nullable().default(null),
+    running: z
+      .object({ action_id: UuidSchema, claimed_at: TimestampSchema })
+      .nullable()
+      .default(null)
+      .describe('The step this browser is running, naming its claim'),
+  })
+  .meta({ id: 'AgentHeartbeat' });
+export type AgentHeartbeat = z.infer<typeof AgentHeartbeatSchema>;
+
+export const AgentSetStateSchema = z
+  .object({
+    browser_id: UuidSchema,
+    lease_nonce: LeaseNonceSchema.nullable().default(null),
+    run_mode: RunModeSchema.optional(),
+  })
+  .meta({ id: 'AgentSetState' });
+
+export const AgentStateSchema = z
+  .object({
+    run_mode: RunModeSchema,
+    checkpoint: z.boolean(),
+    lease_granted: z.boolean(),
+    lease_holder_label: z.string().nullable(),
+    account_mismatch: z.boolean(),
+    queued_count: z.int(),
+    approvals_waiting: z.int(),
+    poll_after_seconds: z.int(),
+    config_version: z.int(),
+    attempts_enabled: z.boolean(),
+    resume_enabled: z.boolean(),
+    running_claim: z.enum(['renewed', 'lost']).nullable(),
+    unpaced_waiting: z.boolean(),
+    usage: z.array(UsageSchema),
+    usage_resets_at: TimestampSchema.nullable(),
+    wait: WaitSchema.nullable(),
+  })
+  .meta({ id: 'AgentState' });
+export type AgentState = z.infer<typeof AgentStateSchema>;

@@ -20,7 +20,7 @@ export const CallerSchema = z
   .object({
     workspace: WorkspaceSchema,
     member: MemberSchema.nullable().describe('The member acting; for an API key, the member who created it'),
-    via: z.enum(['api_key', 'bearer']),
+    via: z.enum(['api_key', 'bearer', 'connection_token']),
     scope: z.enum(['read', 'write']),
   })
   .meta({ id: 'Caller' });

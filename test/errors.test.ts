@@ -65,6 +65,18 @@ describe('error shapes (spec 7)', () => {
     }
   });
 
+  it('drops a __proto__ key instead of refusing the body or polluting anything', async () => {
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/api-keys/',
+      headers: { ...withKey(ws.apiKey), 'content-type': 'application/json' },
+      payload: '{"name": "proto-safe", "__proto__": {"scope": "admin"}}',
+    });
+    expect(res.statusCode).toBe(201);
+    expect(res.json()).toMatchObject({ name: 'proto-safe', scope: 'write' });
+    expect(({} as Record<string, unknown>).scope).toBeUndefined();
+  });
+
   it('redirects an unslashed path with 308, keeping the query, and answers 404 with detail otherwise', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/credits/ledger?limit=5', headers: withKey(ws.apiKey) });
     expect(res.statusCode).toBe(308);

@@ -49,7 +49,7 @@ describe('endpoint 8: the pnet account wrapper', () => {
       update pnet_accounts set status = 'connected', connected_at = now() - interval '30 days', display_name = 'Ada L.',
         last_seen_at = now()
       where sender_profile_id = ${profile.id} returning id`;
-    await stack.sql`insert into pnet_sessions (account_id, browser_label, extension_version) values (${account!.id}, 'Chrome on Mac', '1.4.0')`;
+    await stack.sql`insert into pnet_sessions (account_id, browser_id, browser_label, extension_version) values (${account!.id}, gen_random_uuid(), 'Chrome on Mac', '1.4.0')`;
     await stack.sql`
       insert into pnet_usage (account_id, local_date, limit_kind, used)
       values (${account!.id}, (now() at time zone 'America/New_York')::date, 'connection_request', 3)`;

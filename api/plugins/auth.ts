@@ -11,6 +11,8 @@ import type { Plan, Role } from '../../domain/common.js';
 import { ApiError } from '../../domain/errors.js';
 import { isWellFormedApiKey } from '../api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../api-keys-store.js';
+import { findAccountByToken } from '../pnet-agent-store.js';
+import { connectionTokenPrefix } from '../pnet-accounts-store.js';
 import type { RateLimiter } from '../rate-limit.js';
 import type { TokenVerifier } from '../tokens.js';
 
@@ -21,11 +23,14 @@ export interface Principal {
   memberId: string | null;
   role: Role;
   scope: Scope;
-  via: 'api_key' | 'bearer';
+  via: 'api_key' | 'bearer' | 'connection_token';
   apiKeyId: string | null;
+  /** The pnet account a browser extension's connection token stands for. */
+  accountId: string | null;
 }
 
-export type Access = 'public' | 'read' | 'write';
+/** `extension` routes take only a connection token, and a connection token reaches nothing else. */
+export type Access = 'public' | 'read' | 'write' | 'extension';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -63,9 +68,26 @@ function createLastUsedRecorder(sql: Sql, log: FastifyInstance['log']) {
   };
 }
 
+/** A browser extension sends its account's connection token in either header. */
+async function connectionTokenPrincipal(deps: AuthDeps, token: string): Promise<Principal> {
+  const account = await findAccountByToken(deps.sql, token);
+  if (!account) throw unauthenticated();
+  return {
+    workspaceId: account.workspace_id,
+    plan: account.plan,
+    memberId: null,
+    role: 'member',
+    scope: 'write',
+    via: 'connection_token',
+    apiKeyId: null,
+    accountId: account.id,
+  };
+}
+
 async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: (id: string) => void): Promise<Principal> {
   const apiKey = request.headers['x-api-key'];
   const authorization = request.headers.authorization;
+  if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, apiKey);
   if (typeof apiKey === 'string' && apiKey.length > 0) {
     if (!isWellFormedApiKey(apiKey)) throw unauthenticated();
     const key = await findLiveKey(deps.sql, apiKey);
@@ -79,10 +101,12 @@ async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: 
       scope: key.scope,
       via: 'api_key',
       apiKeyId: key.id,
+      accountId: null,
     };
   }
   const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
   if (!bearer) throw unauthenticated();
+  if (bearer.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, bearer);
   const claims = await deps.verifyToken(bearer);
   if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
   const [member] = await deps.sql<{ id: string; role: Role; plan: Plan }[]>`
@@ -97,6 +121,7 @@ async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: 
     scope: 'write',
     via: 'bearer',
     apiKeyId: null,
+    accountId: null,
   };
 }
 
@@ -111,7 +136,16 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
     if (access === 'public') return;
     const principal = await authenticate(deps, request, recordUse);
     request.principal = principal;
-    const limited = deps.rateLimiter.take(principal.apiKeyId ? `key:${principal.apiKeyId}` : `user:${principal.memberId}`);
+    if ((access === 'extension') !== (principal.via === 'connection_token')) {
+      throw new ApiError(
+        'forbidden',
+        access === 'extension'
+          ? 'Extension routes take the connection token of a sender account.'
+          : 'A connection token reaches only the extension routes.',
+      );
+    }
+    const rateKey = principal.apiKeyId ? `key:${principal.apiKeyId}` : principal.accountId ? `account:${principal.accountId}` : `user:${principal.memberId}`;
+    const limited = deps.rateLimiter.take(rateKey);
     if (!limited.allowed) {
       throw new ApiError('rate_limited', `Too many requests; retry in ${limited.retryAfterSeconds} s.`, {
         'retry-after': String(limited.retryAfterSeconds),

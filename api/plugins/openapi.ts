@@ -12,8 +12,17 @@ import { routeAccess } from './auth.js';
 
 export const apiVersion = '0.0';
 export const securitySchemes = {
-  ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-  BearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+  ApiKeyAuth: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-API-Key',
+    description: 'An API key (owk_…); on the extension routes, the account connection token (opc_…)',
+  },
+  BearerAuth: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'A JWT of the identity provider; on the extension routes, the account connection token (opc_…)',
+  },
 } as const;
 
 const errorDescriptions: Record<number, string> = {
@@ -32,7 +41,8 @@ function withErrorResponses(route: RouteOptions) {
   const schema = (route.schema ??= {});
   if (schema.hide) return;
   const response = ((schema.response as Record<number, unknown> | undefined) ??= {});
-  const isPublic = routeAccess(String(route.method), route.config?.access) === 'public';
+  const access = routeAccess(String(route.method), route.config?.access);
+  const isPublic = access === 'public';
   const codes = isPublic ? [500, 503] : [401, 403, 422, 429, 500, 503];
   if (!isPublic && route.url.includes(':')) codes.push(404);
   for (const code of codes) {

@@ -32,6 +32,10 @@ create table pnet_accounts (
   connection_token_version integer not null default 1,
   connected_at timestamptz,
   last_seen_at timestamptz,
+  -- One browser holds the lease; it lapses when the holder stops checking in.
+  lease_session_id uuid,
+  lease_nonce text,
+  lease_expires_at timestamptz,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now()
 );
@@ -41,12 +45,14 @@ create index pnet_accounts_workspace on pnet_accounts (workspace_id);
 create table pnet_sessions (
   id uuid primary key default gen_random_uuid(),
   account_id uuid not null references pnet_accounts (id) on delete cascade,
+  -- The id the extension generated for its browser profile.
+  browser_id uuid not null,
   browser_label text not null,
   extension_version text not null,
   connected_at timestamptz not null default now(),
   last_seen_at timestamptz not null default now()
 );
-create index pnet_sessions_account on pnet_sessions (account_id, last_seen_at desc);
+create unique index pnet_sessions_browser on pnet_sessions (account_id, browser_id);
 
 -- Usage per account, local date and ceiling kind; consumed with a conditional upsert, so the
 -- count "resets" at local midnight simply by a new date and no reset job exists.

@@ -1,0 +1,164 @@
+import { randomUUID } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
+
+const ctx = useStackWithWorkspaces();
+let stack: TestStack;
+let paid: TestWorkspace;
+beforeAll(() => void ({ stack, paid } = ctx));
+
+const identity = { member_urn: 'urn:li:member:1001', display_name: 'Ada Lovelace', vanity_name: 'ada', headline: 'Analyst' };
+
+async function sender(runMode: 'manual' | 'automatic' = 'automatic') {
+  const headers = withKey(paid.apiKey);
+  const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
+  await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers, payload: { run_mode: runMode } });
+  const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json();
+  const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+  return { profileId: profile.id as string, accountId: account!.id, token: wrapper.connection_token as string };
+}
+
+function browser(token: string, label = 'Chrome on Mac') {
+  const browserId = randomUUID();
+  return {
+    browserId,
+    heartbeat: (body: object = {}) =>
+      stack.app.inject({
+        method: 'POST',
+        url: '/pnet/agent/heartbeat/',
+        headers: withToken(token),
+        payload: { browser_id: browserId, browser_label: label, extension_version: '1.4.0', identity, ...body },
+      }),
+  };
+}
+
+describe('extension authentication', () => {
+  it('takes the connection token as a bearer or in X-API-Key, and reaches nothing else with it', async () => {
+    const { token } = await sender();
+    const body = { browser_id: randomUUID(), browser_label: 'B', extension_version: '1.0' };
+    const viaBearer = await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: withToken(token), payload: body });
+    expect(viaBearer.statusCode).toBe(200);
+    const viaKey = await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: { 'x-api-key': token }, payload: body });
+    expect(viaKey.statusCode).toBe(200);
+    expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) })).statusCode).toBe(403);
+    expect((await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: withKey(paid.apiKey), payload: body })).statusCode).toBe(403);
+    const unknown = await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: withToken(`opc_${'x'.repeat(43)}`), payload: body });
+    expect(unknown.statusCode).toBe(401);
+  });
+});
+
+describe('heartbeat', () => {
+  it('connects the account on the first identity and answers every AgentState field', async () => {
+    const { token, profileId } = await sender();
+    const res = await browser(token).heartbeat();
+    expect(res.statusCode).toBe(200);
+    const state = res.json();
+    expect(state).toMatchObject({
+      run_mode: 'automatic',
+      checkpoint: false,
+      lease_granted: true,
+      lease_holder_label: null,
+      account_mismatch: false,
+      queued_count: 0,
+      approvals_waiting: 0,
+      config_version: 1,
+      attempts_enabled: false,
+      resume_enabled: false,
+      running_claim: null,
+      unpaced_waiting: false,
+      wait: null,
+    });
+    expect(state.usage).toHaveLength(10);
+    expect(Date.parse(state.usage_resets_at)).toBeGreaterThan(Date.now());
+    expect(state.poll_after_seconds).toBeLessThanOrEqual(45);
+
+    const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profileId}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    expect(wrapper.connected).toBe(true);
+    expect(wrapper.account).toMatchObject({ display_name: 'Ada Lovelace', member_urn: identity.member_urn, status: 'connected', presence: 'active' });
+    expect(wrapper.account.sessions).toHaveLength(1);
+  });
+
+  it('stops a browser signed in as another identity (account_mismatch), without the lease', async () => {
+    const { token } = await sender();
+    await browser(token).heartbeat();
+    const other = await browser(token, 'Firefox').heartbeat({ identity: { member_urn: 'urn:li:member:2002' }, lease_nonce: 'nonce-other' });
+    expect(other.json()).toMatchObject({ account_mismatch: true, lease_granted: false });
+  });
+
+  it('gives the lease to one browser; another reads the holder label until the lease lapses', async () => {
+    const { token, accountId } = await sender();
+    const a = browser(token, 'Chrome at work');
+    const b = browser(token, 'Chrome at home');
+    expect((await a.heartbeat({ lease_nonce: 'aaaaaaaa' })).json().lease_granted).toBe(true);
+    const refused = (await b.heartbeat({ lease_nonce: 'b'.repeat(64) })).json();
+    expect(refused).toMatchObject({ lease_granted: false, lease_holder_label: 'Chrome at work' });
+    expect((await a.heartbeat({ lease_nonce: 'aaaaaaaa' })).json().lease_granted).toBe(true);
+    await stack.sql`update pnet_accounts set lease_expires_at = now() - interval '1 second' where id = ${accountId}`;
+    expect((await b.heartbeat({ lease_nonce: 'b'.repeat(64) })).json()).toMatchObject({ lease_granted: true, lease_holder_label: null });
+    expect((await a.heartbeat({ lease_nonce: 'aaaaaaaa' })).json()).toMatchObject({ lease_granted: false, lease_holder_label: 'Chrome at home' });
+  });
+
+  it('bounds lease_nonce to 8 to 64 characters', async () => {
+    const { token } = await sender();
+    const b = browser(token);
+    expect((await b.heartbeat({ lease_nonce: '12345678' })).statusCode).toBe(200);
+    expect((await b.heartbeat({ lease_nonce: '1234567' })).statusCode).toBe(422);
+    expect((await b.heartbeat({ lease_nonce: 'n'.repeat(65) })).json().issues[0].loc).toEqual(['body', 'lease_nonce']);
+  });
+
+  it('counts the line, reports unpaced work and checks in within 15 s while work is about to run', async () => {
+    const { token, accountId } = await sender('manual');
+    const b = browser(token);
+    await b.heartbeat();
+    const queue = (params: object, test = false) =>
+      stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params, test } });
+    await queue({ kind: 'check_inbox' });
+    await queue({ kind: 'check_connections' }, true);
+    const state = (await b.heartbeat()).json();
+    expect(state).toMatchObject({ queued_count: 1, approvals_waiting: 1, unpaced_waiting: true, wait: { reason: 'ready' } });
+    expect(state.poll_after_seconds).toBeLessThanOrEqual(15);
+  });
+
+  it('holds a kind at its daily cap until local midnight, the reason on the answer', async () => {
+    const { token, accountId } = await sender();
+    const b = browser(token);
+    await b.heartbeat();
+    await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers: withKey(paid.apiKey),
+      payload: { account_id: accountId, params: { kind: 'connection_request', profile_url: 'https://pnet.example/in/x' } },
+    });
+    // A new account is in its first warm-up week: 20 a day ramps to 5.
+    await stack.sql`
+      insert into pnet_usage (account_id, local_date, limit_kind, used) values (${accountId}, (now() at time zone 'UTC')::date, 'connection_request', 5)`;
+    const state = (await b.heartbeat()).json();
+    expect(state.usage.find((u: { kind: string }) => u.kind === 'connection_request')).toMatchObject({ used_today: 5, daily_limit: 5 });
+    expect(state.wait).toEqual({ reason: 'daily_cap', next_at: state.usage_resets_at, resets_at: state.usage_resets_at });
+  });
+
+  it('answers a running claim renewed when it is current and lost otherwise', async () => {
+    const { token, accountId } = await sender();
+    const b = browser(token);
+    await b.heartbeat();
+    const step = (
+      await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params: { kind: 'check_inbox' } } })
+    ).json();
+    const [claimed] = await stack.sql<{ claimed_at: Date }[]>`
+      update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()) where id = ${step.id} returning claimed_at`;
+    const renewed = await b.heartbeat({ running: { action_id: step.id, claimed_at: claimed!.claimed_at.toISOString() } });
+    expect(renewed.json()).toMatchObject({ running_claim: 'renewed', wait: null });
+    const stale = await b.heartbeat({ running: { action_id: step.id, claimed_at: new Date(claimed!.claimed_at.getTime() - 60_000).toISOString() } });
+    expect(stale.json().running_claim).toBe('lost');
+  });
+
+  it('sets the run mode from the extension', async () => {
+    const { token, profileId } = await sender('manual');
+    const b = browser(token);
+    await b.heartbeat();
+    const res = await stack.app.inject({ method: 'POST', url: '/pnet/agent/state/', headers: withToken(token), payload: { browser_id: b.browserId, run_mode: 'automatic', lease_nonce: 'nonce-123' } });
+    expect(res.json()).toMatchObject({ run_mode: 'automatic', lease_granted: true });
+    const settings = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey) })).json();
+    expect(settings.run_mode).toBe('automatic');
+  });
+});
