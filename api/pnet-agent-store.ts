@@ -16,7 +16,8 @@ import {
   type Usage,
 } from '../domain/pnet.js';
 import { localWeekStart, addDays, nextLocalMidnight, zonedInstant } from '../domain/zoned-time.js';
-import { hashConnectionToken, loadAccount, usageOf, type AccountRow } from './pnet-accounts-store.js';
+import { loadAccount, usageOf, type AccountRow } from '../activities/pnet-accounts.js';
+import { hashConnectionToken } from './pnet-accounts-store.js';
 
 export async function findAccountByToken(db: Db, token: string) {
   const [row] = await db<{ id: string; workspace_id: string; plan: 'free' | 'paid' }[]>`

@@ -508,3 +508,62 @@ export const AgentStateSchema = z
   })
   .meta({ id: 'AgentState' });
 export type AgentState = z.infer<typeof AgentStateSchema>;
+
+// Claims and results
+
+/** How long a claim lives without a check-in from the browser running it. */
+export const claimLeaseSeconds = 90;
+
+export const AgentClaimSchema = z
+  .object({
+    browser_id: UuidSchema,
+    verify_first: z.boolean().default(false).describe('This build checks before acting (resume:v1): it may take a resuming step'),
+    unmetered_only: z.boolean().default(false).describe('Ask only for an unpaced test step'),
+  })
+  .meta({ id: 'AgentClaim' });
+
+export const AgentClaimResponseSchema = z
+  .object({
+    step: BrowserStepSchema.nullable(),
+    reason: WaitReasonSchema.nullable().describe('Why nothing was handed out'),
+    wait: WaitSchema.nullable(),
+  })
+  .meta({ id: 'AgentClaimResponse' });
+
+export const ResultStatusSchema = z.enum(['succeeded', 'failed', 'skipped']);
+
+export const OutcomeSchema = z
+  .object({
+    kind: ActionKindSchema.optional(),
+    already_connected: z.boolean().optional(),
+    already_following: z.boolean().optional(),
+    can_send_message: z.boolean().optional(),
+    invitation_pending: z.boolean().optional(),
+    member_urn: NameSchema.optional(),
+    member_urns: z.array(NameSchema).max(1000).optional(),
+    open_profile: z.boolean().nullable().optional(),
+    page_loaded: z.boolean().optional(),
+    profile_resolved: z.boolean().optional(),
+    vanity: NameSchema.optional(),
+  })
+  .meta({ id: 'StepOutcome' });
+
+/** 2.3: the result report body of endpoint 2. */
+export const ResultReportSchema = z
+  .object({
+    status: ResultStatusSchema,
+    claimed_at: TimestampSchema.nullable().default(null),
+    diagnostic: z.unknown().optional().describe('Page-report summary; never changes how the step settles, dropped when unreadable'),
+    duration_ms: z.int().min(0).max(86_400_000).nullable().default(null),
+    error_code: StepErrorCodeSchema.nullable().default(null),
+    error_message: textSchema(0, 2000).nullable().default(null),
+    outcome: OutcomeSchema.nullable().default(null),
+  })
+  .meta({ id: 'ResultReport' });
+export type ResultReport = z.infer<typeof ResultReportSchema>;
+
+export const DiagnosticSchema = z.object({
+  checkpoint: z.string().max(200).optional(),
+  before_commit: z.boolean().default(false),
+  config_version: z.int().optional(),
+});

@@ -36,6 +36,8 @@ create table pnet_accounts (
   lease_session_id uuid,
   lease_nonce text,
   lease_expires_at timestamptz,
+  -- The earliest the next metered step may be handed out: the last claim plus the gap and its jitter.
+  next_metered_at timestamptz,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now()
 );

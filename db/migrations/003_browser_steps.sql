@@ -22,6 +22,11 @@ create table browser_steps (
   error_message text,
   outcome jsonb,
   acted_at timestamptz,
+  -- The browser session holding the current claim, and the usage row the claim consumed (so a
+  -- failure or a lapse returns exactly that unit, whatever the date is when it settles).
+  claim_session_id uuid,
+  usage_date date,
+  usage_kind text,
   updated_at timestamptz not null default now()
 );
 -- A browser's line: an account's waiting steps, unmetered first, oldest first.

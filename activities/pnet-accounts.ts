@@ -1,0 +1,76 @@
+/**
+ * A pnet account as the workflows' activities and the API both read it: the row with its
+ * sender's time zone, and today's and this week's usage against the ceilings in force.
+ */
+import type { Db } from '../db/sql.js';
+import {
+  dailyKey,
+  defaultLimits,
+  effectiveLimit,
+  limitKinds,
+  warmUpShare,
+  weeklyKey,
+  type Limits,
+  type PnetAccount,
+  type RunMode,
+  type Usage,
+  type WorkingHours,
+} from '../domain/pnet.js';
+import { addDays, formatLocalDate, localDate, localWeekStart } from '../domain/zoned-time.js';
+
+export interface AccountRow {
+  id: string;
+  sender_profile_id: string;
+  timezone: string;
+  status: PnetAccount['status'];
+  checkpoint_status: PnetAccount['checkpoint_status'];
+  display_name: string | null;
+  headline: string | null;
+  photo_url: string | null;
+  vanity_name: string | null;
+  member_urn: string | null;
+  run_mode: RunMode;
+  min_action_interval_seconds: number;
+  working_hours: WorkingHours;
+  limits: Limits;
+  connection_token_version: number;
+  connected_at: Date | null;
+  last_seen_at: Date | null;
+  lease_session_id: string | null;
+  lease_expires_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** An account with its sender's time zone, locked for update when inside a transaction that asks. */
+export async function loadAccount(db: Db, accountId: string, forUpdate = false): Promise<AccountRow | undefined> {
+  const [row] = await db<AccountRow[]>`
+    select a.*, p.timezone from pnet_accounts a join sender_profiles p on p.id = a.sender_profile_id
+    where a.id = ${accountId} ${forUpdate ? db`for update of a` : db``}`;
+  return row;
+}
+
+export async function usageOf(db: Db, row: AccountRow, now: Date): Promise<Usage[]> {
+  const today = formatLocalDate(localDate(now, row.timezone));
+  const weekStart = localWeekStart(now, row.timezone);
+  const weekEnd = formatLocalDate(addDays(weekStart, 6));
+  const counts = await db<{ limit_kind: string; today: number; week: number }[]>`
+    select limit_kind,
+      coalesce(sum(used) filter (where local_date = ${today}::date), 0)::int as today,
+      sum(used)::int as week
+    from pnet_usage
+    where account_id = ${row.id} and local_date between ${formatLocalDate(weekStart)}::date and ${weekEnd}::date
+    group by limit_kind`;
+  const byKind = new Map(counts.map((c) => [c.limit_kind, c]));
+  const days = row.connected_at ? Math.floor((now.getTime() - row.connected_at.getTime()) / 86_400_000) : null;
+  const share = warmUpShare(days);
+  const limits = { ...defaultLimits, ...row.limits };
+  return limitKinds.map((kind) => ({
+    kind,
+    used_today: byKind.get(kind)?.today ?? 0,
+    daily_limit: effectiveLimit(limits[dailyKey(kind)]!, share),
+    used_this_week: byKind.get(kind)?.week ?? 0,
+    weekly_limit: effectiveLimit(limits[weeklyKey(kind)]!, share),
+  }));
+}
+
