@@ -38,6 +38,7 @@ export interface AccountRow {
   last_seen_at: Date | null;
   lease_session_id: string | null;
   lease_expires_at: Date | null;
+  next_metered_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }

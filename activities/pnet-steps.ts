@@ -6,7 +6,19 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db, Sql } from '../db/sql.js';
 import type { ActionKind, BrowserStep, StepErrorCode, StoredStepStatus } from '../domain/pnet.js';
-import { recordStatus } from '../domain/pnet.js';
+import { housekeepingKinds, limitKindOf, recordStatus } from '../domain/pnet.js';
+import { workingWindow } from '../domain/pnet-pacing.js';
+import { formatLocalDate, localDate } from '../domain/zoned-time.js';
+import { loadAccount, usageOf } from './pnet-accounts.js';
+
+export interface SettleReport {
+  status: 'succeeded' | 'failed' | 'skipped';
+  claimed_at: string | null;
+  duration_ms: number | null;
+  error_code: StepErrorCode | null;
+  error_message: string | null;
+  outcome: Record<string, unknown> | null;
+}
 
 export interface StepRow {
   id: string;
@@ -28,6 +40,9 @@ export interface StepRow {
   error_message: string | null;
   outcome: Record<string, unknown> | null;
   acted_at: Date | null;
+  claim_session_id: string | null;
+  usage_date: Date | null;
+  usage_kind: string | null;
 }
 
 export const terminalStatuses: ReadonlySet<StoredStepStatus> = new Set(['succeeded', 'failed', 'rejected', 'skipped', 'cancelled']);
@@ -104,8 +119,125 @@ async function transition(
   throw refusal(await findStep(sql, stepId), wanted);
 }
 
-export function createPnetStepActivities({ sql }: { sql: Sql }) {
+const conflict = (message: string) => ApplicationFailure.nonRetryable(message, 'conflict');
+
+/**
+ * The guarded claim, in one transaction with the account row locked: one running step per
+ * account, only a waiting and unheld step, only a resuming one to a browser that verifies first,
+ * and for metered work the working hours, the gap and the day's and week's ceilings, the usage
+ * unit consumed by a conditional upsert. Any refusal writes nothing.
+ */
+async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<{ step: BrowserStep }> {
+  return sql.begin(async (tx) => {
+    const account = await loadAccount(tx, input.accountId, true);
+    if (!account) throw ApplicationFailure.nonRetryable('Account not found.', 'not_found');
+    if (account.status !== 'connected') throw conflict('The account is not connected.');
+    if (account.checkpoint_status !== 'ok') throw conflict('The account is held at a checkpoint.');
+    const [running] = await tx`select id from browser_steps where account_id = ${input.accountId} and status = 'claimed'`;
+    if (running) throw conflict('Another step of this account is running.');
+    const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${input.stepId} for update`;
+    if (!step || step.held || !(step.status === 'queued' || (step.status === 'resuming' && input.verifyFirst))) {
+      throw conflict('The step is not waiting for this browser.');
+    }
+    const now = new Date();
+    let usageDate: string | null = null;
+    const usageKind = limitKindOf[step.kind];
+    if (step.metered) {
+      const window = workingWindow(now, account.working_hours, account.timezone);
+      if (!window.open) throw conflict('Outside working hours.');
+      if (account.next_metered_at && account.next_metered_at > now) throw conflict('The gap since the last step has not passed.');
+      const ceiling = (await usageOf(tx, account, now)).find((u) => u.kind === usageKind)!;
+      if (ceiling.used_this_week >= ceiling.weekly_limit) throw conflict(`The weekly ceiling of ${usageKind} is reached.`);
+      usageDate = formatLocalDate(localDate(now, account.timezone));
+      const consumed = await tx`
+        insert into pnet_usage (account_id, local_date, limit_kind, used) values (${account.id}, ${usageDate}, ${usageKind}, 1)
+        on conflict (account_id, local_date, limit_kind) do update set used = pnet_usage.used + 1
+          where pnet_usage.used < ${ceiling.daily_limit}
+        returning used`;
+      if (consumed.length === 0 || ceiling.daily_limit === 0) throw conflict(`The daily ceiling of ${usageKind} is reached.`);
+      const gapMs = account.min_action_interval_seconds * 1000 * (1 + random() * 0.5);
+      await tx`update pnet_accounts set next_metered_at = ${new Date(now.getTime() + gapMs)} where id = ${account.id}`;
+    }
+    const [claimed] = await tx<StepRow[]>`
+      update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()), claim_session_id = ${input.sessionId},
+        usage_date = ${usageDate}, usage_kind = ${step.metered ? usageKind : null}, updated_at = now()
+      where id = ${step.id} returning *`;
+    return { step: toBrowserStep(claimed!) };
+  });
+}
+
+/** Gives back the usage unit a claim consumed (a failure, a skip or a lapse acted on nothing). */
+async function returnUsageUnit(tx: Db, step: StepRow) {
+  if (!step.usage_kind) return;
+  // The date is read in SQL, not round-tripped through a JS Date and a time zone.
+  await tx`
+    update pnet_usage u set used = u.used - 1
+    from browser_steps s
+    where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date
+      and u.limit_kind = s.usage_kind and u.used > 0`;
+}
+
+export interface ClaimInput {
+  stepId: string;
+  accountId: string;
+  sessionId: string;
+  verifyFirst: boolean;
+}
+
+export function createPnetStepActivities({ sql, random = Math.random }: { sql: Sql; random?: () => number }) {
   return {
+    claimStep: (input: ClaimInput) => claim(sql, input, random),
+
+    /**
+     * Settles the current claim with the browser's result (3.1). A result naming an earlier
+     * claim is refused, unless it is a success for a step not settled since (it did run).
+     */
+    async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<{ step: BrowserStep }> {
+      return sql.begin(async (tx) => {
+        const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
+        if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
+        const namesCurrentClaim = step.status === 'claimed' && (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
+        const lateSuccess = report.status === 'succeeded' && (step.status === 'queued' || step.status === 'resuming') && step.claimed_at !== null;
+        if (!namesCurrentClaim && !lateSuccess) throw conflict(`The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`);
+        const [settled] = await tx<StepRow[]>`
+          update browser_steps set status = ${report.status}, finished_at = now(), duration_ms = ${report.duration_ms},
+            error_code = ${report.error_code}, error_message = ${report.error_message},
+            outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
+            acted_at = ${report.status === 'succeeded' ? tx`now()` : tx`acted_at`}, updated_at = now()
+          where id = ${stepId} returning *`;
+        if (report.status !== 'succeeded' && namesCurrentClaim) await returnUsageUnit(tx, step);
+        // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
+        if (lateSuccess && step.usage_kind) {
+          await tx`
+            update pnet_usage u set used = u.used + 1 from browser_steps s
+            where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
+        }
+        return { step: toBrowserStep(settled!) };
+      });
+    },
+
+    /**
+     * A claim whose browser went silent: a housekeeping read goes back in line (it acted on
+     * nothing), anything else may have acted and fails with claim_expired for a person to retry.
+     */
+    async expireClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ status: StoredStepStatus }> {
+      return sql.begin(async (tx) => {
+        const [step] = await tx<StepRow[]>`
+          select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
+        if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
+        const requeue = housekeepingKinds.has(step.kind);
+        await tx`
+          update browser_steps set
+            status = ${requeue ? 'queued' : 'failed'},
+            error_code = ${requeue ? null : 'claim_expired'},
+            finished_at = ${requeue ? null : tx`now()`},
+            queued_at = ${requeue ? tx`now()` : tx`queued_at`}, updated_at = now()
+          where id = ${stepId}`;
+        if (requeue) await returnUsageUnit(tx, step);
+        return { status: requeue ? 'queued' : 'failed' };
+      });
+    },
+
     async approveStep({ stepId }: { stepId: string }) {
       return transition(sql, stepId, 'approved', (db) => db<StepRow[]>`
         update browser_steps set status = 'queued', queued_at = now(), updated_at = now()

@@ -4,7 +4,9 @@
  * no workflow waits on most of them (DESIGN.md, "Hot paths").
  */
 import type { Db, Sql } from '../db/sql.js';
-import { nextMeteredAt, pollAfterSeconds, type Wait } from '../domain/pnet-pacing.js';
+import type { StepRow } from '../activities/pnet-steps.js';
+import { ApiError } from '../domain/errors.js';
+import { pollAfterSeconds, workingWindow, type Wait } from '../domain/pnet-pacing.js';
 import {
   configVersion,
   leaseSeconds,
@@ -32,7 +34,6 @@ interface Line {
   unmetered: number;
   running: boolean;
   oldestMeteredKind: ActionKind | null;
-  lastMeteredClaimAt: Date | null;
 }
 
 async function lineOf(db: Db, accountId: string): Promise<Line> {
@@ -43,42 +44,47 @@ async function lineOf(db: Db, accountId: string): Promise<Line> {
       count(*) filter (where status = 'queued' and not held and not metered)::int as unmetered,
       count(*) filter (where status = 'claimed')::int as running,
       (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
-        order by queued_at, id limit 1) as "oldestMeteredKind",
-      (select max(claimed_at) from browser_steps where account_id = ${accountId} and metered and claimed_at is not null) as "lastMeteredClaimAt"
+        order by queued_at, id limit 1) as "oldestMeteredKind"
     from browser_steps where account_id = ${accountId}`;
   return { ...row!, running: row!.running > 0 };
+}
+
+const waitFor = (reason: Wait['reason'], next: Date | null, resets: Date | null = null): Wait => ({
+  reason,
+  next_at: next?.toISOString() ?? null,
+  resets_at: resets?.toISOString() ?? null,
+});
+
+/** What holds metered work now: working hours, then the gap the last claim set (with jitter). */
+function pacingWait(account: AccountRow, now: Date): Wait | null {
+  const hours = workingWindow(now, account.working_hours, account.timezone);
+  if (!hours.open) return waitFor('outside_working_hours', hours.opensAt);
+  if (account.next_metered_at && account.next_metered_at > now) return waitFor('gap', account.next_metered_at);
+  return null;
+}
+
+/** A kind at its daily ceiling waits for local midnight, at its weekly one for Monday's. */
+function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKind, now: Date): Wait | null {
+  const ceiling = usage.find((u) => u.kind === limitKindOf[kind])!;
+  if (ceiling.used_today >= ceiling.daily_limit) {
+    const midnight = nextLocalMidnight(now, account.timezone);
+    return waitFor('daily_cap', midnight, midnight);
+  }
+  if (ceiling.used_this_week >= ceiling.weekly_limit) {
+    const monday = zonedInstant(addDays(localWeekStart(now, account.timezone), 7), 0, 0, account.timezone);
+    return waitFor('weekly_cap', monday, monday);
+  }
+  return null;
 }
 
 /** What the next step waits on and until when; null while nothing is queued. */
 export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date): Wait | null {
   if (line.queued === 0) return null;
-  const at = (reason: Wait['reason'], next: Date | null, resets: Date | null = null): Wait => ({
-    reason,
-    next_at: next?.toISOString() ?? null,
-    resets_at: resets?.toISOString() ?? null,
-  });
-  if (account.status !== 'connected') return at('not_connected', null);
-  if (account.checkpoint_status !== 'ok') return at('checkpoint', null);
-  if (line.running) return at('running', null);
-  if (line.unmetered > 0 || !line.oldestMeteredKind) return at('ready', now);
-  const ceiling = usage.find((u) => u.kind === limitKindOf[line.oldestMeteredKind!])!;
-  if (ceiling.used_today >= ceiling.daily_limit) {
-    const midnight = nextLocalMidnight(now, account.timezone);
-    return at('daily_cap', midnight, midnight);
-  }
-  if (ceiling.used_this_week >= ceiling.weekly_limit) {
-    const monday = zonedInstant(addDays(localWeekStart(now, account.timezone), 7), 0, 0, account.timezone);
-    return at('weekly_cap', monday, monday);
-  }
-  const next = nextMeteredAt({
-    now,
-    timeZone: account.timezone,
-    workingHours: account.working_hours,
-    minActionIntervalSeconds: account.min_action_interval_seconds,
-    lastMeteredClaimAt: line.lastMeteredClaimAt,
-    jitter: 0,
-  });
-  return at(next.reason ?? 'ready', next.at);
+  if (account.status !== 'connected') return waitFor('not_connected', null);
+  if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', null);
+  if (line.running) return waitFor('running', null);
+  if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
+  return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? pacingWait(account, now) ?? waitFor('ready', now);
 }
 
 interface CheckIn {
@@ -167,4 +173,46 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
       wait,
     };
   });
+}
+
+/**
+ * The step a claim would hand out, picked in Postgres (the step's workflow then claims it under
+ * the account lock): unmetered first, then oldest first; a kind at its ceiling is passed over
+ * with the reason kept; gap and working hours stop metered work.
+ */
+export async function pickClaimCandidate(
+  sql: Sql,
+  accountId: string,
+  request: { browser_id: string; verify_first: boolean; unmetered_only: boolean },
+  now = new Date(),
+): Promise<{ step: StepRow | null; sessionId: string; wait: Wait | null }> {
+  const account = (await loadAccount(sql, accountId))!;
+  const [session] = await sql<{ id: string }[]>`
+    select id from pnet_sessions where account_id = ${accountId} and browser_id = ${request.browser_id}`;
+  if (!session) throw new ApiError('conflict', 'Check in (heartbeat) before claiming.');
+  const leaseHeld = account.lease_session_id && account.lease_expires_at && account.lease_expires_at > now;
+  if (leaseHeld && account.lease_session_id !== session.id) throw new ApiError('conflict', 'Another browser holds the lease of this account.');
+  const blocked = (reason: Wait['reason']) => ({ step: null, sessionId: session.id, wait: waitFor(reason, null) });
+  if (account.status !== 'connected') return blocked('not_connected');
+  if (account.checkpoint_status !== 'ok') return blocked('checkpoint');
+  const [running] = await sql`select 1 from browser_steps where account_id = ${accountId} and status = 'claimed'`;
+  if (running) return blocked('running');
+
+  const candidates = await sql<StepRow[]>`
+    select * from browser_steps
+    where account_id = ${accountId} and not held
+      and (status = 'queued' ${request.verify_first ? sql`or status = 'resuming'` : sql``})
+      ${request.unmetered_only ? sql`and not metered` : sql``}
+    order by metered, queued_at, id limit 50`;
+  const usage = await usageOf(sql, account, now);
+  let capped: Wait | null = null;
+  for (const step of candidates) {
+    if (!step.metered) return { step, sessionId: session.id, wait: null };
+    const paced = pacingWait(account, now);
+    if (paced) return { step: null, sessionId: session.id, wait: paced };
+    const ceiling = ceilingWait(account, usage, step.kind, now);
+    if (!ceiling) return { step, sessionId: session.id, wait: null };
+    capped ??= ceiling;
+  }
+  return { step: null, sessionId: session.id, wait: capped };
 }

@@ -60,27 +60,6 @@ export interface Wait {
   resets_at: string | null;
 }
 
-export interface PacingInput {
-  now: Date;
-  timeZone: string;
-  workingHours: WorkingHours;
-  minActionIntervalSeconds: number;
-  /** When the last metered step was handed out. */
-  lastMeteredClaimAt: Date | null;
-  /** Jitter in [0, 1) added to the gap as a share of it, drawn by the caller. */
-  jitter: number;
-}
-
-/** When the next metered step may be handed out as far as gap and working hours go. */
-export function nextMeteredAt(input: PacingInput): { at: Date; reason: 'gap' | 'outside_working_hours' | null } {
-  const gapMs = input.minActionIntervalSeconds * 1000 * (1 + input.jitter * 0.5);
-  const afterGap = input.lastMeteredClaimAt ? new Date(input.lastMeteredClaimAt.getTime() + gapMs) : input.now;
-  const candidate = afterGap > input.now ? afterGap : input.now;
-  const window = workingWindow(candidate, input.workingHours, input.timeZone);
-  if (!window.open) return { at: window.opensAt, reason: 'outside_working_hours' };
-  return { at: candidate, reason: afterGap > input.now ? 'gap' : null };
-}
-
 /** A browser reads as active while it checks in at least this often. */
 export const activeWithinSeconds = 60;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nextMeteredAt, pollAfterSeconds, workingWindow } from '../domain/pnet-pacing.js';
+import { pollAfterSeconds, workingWindow } from '../domain/pnet-pacing.js';
 
 const weekdays9to18 = { start: '09:00', end: '18:00', days: [1, 2, 3, 4, 5] };
 
@@ -42,24 +42,6 @@ describe('working hours', () => {
       open: false,
       opensAt: new Date('2026-10-23T07:00:00Z'),
     });
-  });
-});
-
-describe('the gap between metered steps', () => {
-  const base = { timeZone: 'UTC', workingHours: { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] }, minActionIntervalSeconds: 90 };
-
-  it('waits at least the interval after the last metered claim, plus jitter', () => {
-    const now = new Date('2026-11-18T10:00:30Z');
-    const last = new Date('2026-11-18T10:00:00Z');
-    expect(nextMeteredAt({ ...base, now, lastMeteredClaimAt: last, jitter: 0 })).toEqual({ at: new Date('2026-11-18T10:01:30Z'), reason: 'gap' });
-    expect(nextMeteredAt({ ...base, now, lastMeteredClaimAt: last, jitter: 0.999 }).at.getTime()).toBeGreaterThan(Date.parse('2026-11-18T10:02:14Z'));
-    expect(nextMeteredAt({ ...base, now, lastMeteredClaimAt: null, jitter: 0 })).toEqual({ at: now, reason: null });
-  });
-
-  it('moves a step due after hours to the next opening', () => {
-    const now = new Date('2026-11-18T17:59:30Z');
-    const result = nextMeteredAt({ ...base, workingHours: weekdays9to18, now, lastMeteredClaimAt: new Date('2026-11-18T17:59:00Z'), jitter: 0 });
-    expect(result).toEqual({ at: new Date('2026-11-19T09:00:00Z'), reason: 'outside_working_hours' });
   });
 });
 

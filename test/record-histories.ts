@@ -7,7 +7,14 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate } from '../workflows/browser-step.js';
+import {
+  approveStepUpdate,
+  browserStepWorkflow,
+  cancelStepUpdate,
+  claimRenewedSignal,
+  claimStepUpdate,
+  reportResultUpdate,
+} from '../workflows/browser-step.js';
 import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
@@ -26,6 +33,9 @@ const worker = await Worker.create({
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
     cancelStep: async () => ({ step: { status: 'failed' } }),
+    claimStep: async () => ({ step: { status: 'claimed', claimed_at: '2026-01-01T00:00:00.000Z' } }),
+    settleStep: async () => ({ step: { status: 'succeeded' } }),
+    expireClaim: async () => ({ status: 'queued' }),
   },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
@@ -47,7 +57,21 @@ await worker.runUntil(async () => {
   await step.executeUpdate(approveStepUpdate);
   await step.executeUpdate(cancelStepUpdate);
   await step.result();
+  const claimed = await env.client.workflow.start(browserStepWorkflow, {
+    taskQueue,
+    workflowId: 'browser-step/claimed-lapsed-then-settled',
+    args: [{ stepId: '00000000-0000-4000-8000-000000000004', workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
+  });
+  await claimed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
+  await claimed.signal(claimRenewedSignal, { claimedAt: '2026-01-01T00:00:00.000Z' });
+  await env.sleep('200 seconds'); // the lease lapses: the read goes back in line
+  await claimed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
+  await claimed.executeUpdate(reportResultUpdate, {
+    args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
+  });
+  await claimed.result();
   const histories = [
+    ['browser-step-claimed-lapsed-then-settled', claimed],
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
     ['browser-step-approved-then-cancelled', step],

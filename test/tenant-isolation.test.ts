@@ -23,11 +23,19 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const task = (await queueStep({ params: { kind: 'check_inbox' } })).json();
   const step = (await queueStep({ params: { kind: 'check_inbox' }, test: true })).json();
 
+  const intruderProfile = (
+    await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(intruder.apiKey), payload: { name: 'Intruder' } })
+  ).json();
+  const intruderToken = (
+    await stack.app.inject({ method: 'GET', url: `/sender-profiles/${intruderProfile.id}/pnet/`, headers: withKey(intruder.apiKey) })
+  ).json().connection_token;
+
   const checked = await expectTenantIsolation({
     app: stack.app,
     intruderHeaders: withKey(intruder.apiKey),
-    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id },
-    bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' } },
+    intruderExtensionHeaders: { authorization: `Bearer ${intruderToken}` },
+    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id, action_id: step.id },
+    bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' }, reportStepResult: { status: 'succeeded' } },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
     'approveTask',
@@ -40,6 +48,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readSenderProfile',
     'readStep',
     'rejectTask',
+    'reportStepResult',
     'updateApiKey',
     'updatePnetSettings',
   ]);

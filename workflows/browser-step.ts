@@ -9,14 +9,15 @@ import {
   allHandlersFinished,
   condition,
   defineQuery,
+  defineSignal,
   defineUpdate,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { PnetStepActivities, StepTransitionResult } from '../activities/pnet-steps.js';
-import type { ActionKind, StoredStepStatus } from '../domain/pnet.js';
+import type { PnetStepActivities, SettleReport, StepTransitionResult } from '../activities/pnet-steps.js';
+import { claimLeaseSeconds, type ActionKind, type StoredStepStatus } from '../domain/pnet.js';
 import { StepStatusKey } from './search-attributes.js';
 
 export interface BrowserStepInput {
@@ -31,8 +32,21 @@ export interface BrowserStepInput {
 export interface BrowserStepView {
   stepId: string;
   status: StoredStepStatus;
+  /** The current claim and when its lease lapses without a check-in. */
+  claimedAt: string | null;
+  leaseExpiresAt: string | null;
+  claims: number;
 }
 
+export interface ClaimRequest {
+  sessionId: string;
+  verifyFirst: boolean;
+}
+
+export const claimStepUpdate = defineUpdate<StepTransitionResult, [ClaimRequest]>('claimStep');
+export const reportResultUpdate = defineUpdate<StepTransitionResult, [SettleReport]>('reportResult');
+/** Sent by a heartbeat naming this step's current claim: the browser is still running it. */
+export const claimRenewedSignal = defineSignal<[{ claimedAt: string }]>('claimRenewed');
 export const approveStepUpdate = defineUpdate<StepTransitionResult>('approveStep');
 export const rejectStepUpdate = defineUpdate<StepTransitionResult, [{ reason: string | null }]>('rejectStep');
 export const cancelStepUpdate = defineUpdate<StepTransitionResult>('cancelStep');
@@ -54,7 +68,8 @@ function refuse(view: BrowserStepView, allowed: StoredStepStatus[], action: stri
 }
 
 export async function browserStepWorkflow(input: BrowserStepInput): Promise<BrowserStepView> {
-  const view: BrowserStepView = { stepId: input.stepId, status: input.status };
+  const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, leaseExpiresAt: null, claims: 0 };
+  let renewedAt = 0;
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
   const settle = (result: StepTransitionResult, status: StoredStepStatus) => {
     view.status = status;
@@ -63,6 +78,29 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   };
 
   setHandler(browserStepStateQuery, () => view);
+  setHandler(
+    claimStepUpdate,
+    async ({ sessionId, verifyFirst }) => {
+      const result = await steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst });
+      view.claimedAt = result.step.claimed_at;
+      view.claims += 1;
+      renewedAt = Date.now();
+      return settle(result, 'claimed');
+    },
+    { validator: (_request: ClaimRequest) => refuse(view, ['queued', 'resuming'], 'claimed') },
+  );
+  setHandler(
+    reportResultUpdate,
+    async (report) => {
+      const result = await steps.settleStep({ stepId: input.stepId, report });
+      return settle(result, result.step.status);
+    },
+    // A late success for a step put back in line is accepted (it ran); the activity decides.
+    { validator: (report: SettleReport) => refuse(view, report.status === 'succeeded' ? ['claimed', 'queued', 'resuming'] : ['claimed'], 'settled by this result') },
+  );
+  setHandler(claimRenewedSignal, ({ claimedAt }) => {
+    if (view.status === 'claimed' && claimedAt === view.claimedAt) renewedAt = Date.now();
+  });
   setHandler(
     approveStepUpdate,
     async () => settle(await steps.approveStep({ stepId: input.stepId }), 'queued'),
@@ -79,7 +117,21 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
     { validator: () => refuse(view, ['awaiting_approval', 'queued', 'resuming'], 'cancelled') },
   );
 
-  await condition(() => terminal.has(view.status));
+  while (!terminal.has(view.status)) {
+    await condition(() => terminal.has(view.status) || view.status === 'claimed');
+    // The claim's lease: it lives while the running browser checks in, and lapses otherwise.
+    while (view.status === 'claimed') {
+      const deadline = renewedAt + claimLeaseSeconds * 1000;
+      view.leaseExpiresAt = new Date(deadline).toISOString();
+      const changed = await condition(() => view.status !== 'claimed' || renewedAt + claimLeaseSeconds * 1000 > deadline, Math.max(deadline - Date.now(), 1));
+      if (!changed) {
+        const expired = await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! });
+        view.status = expired.status;
+        if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: expired.status }]);
+      }
+    }
+    view.leaseExpiresAt = null;
+  }
   // Let an update that just settled the step deliver its answer before the run closes.
   await condition(allHandlersFinished);
   return view;

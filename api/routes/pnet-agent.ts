@@ -3,17 +3,33 @@
  * `Authorization: Bearer` or `X-API-Key`). The spec leaves these paths open; they live beside
  * endpoint 2 under /pnet/agent/.
  */
+import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { AgentHeartbeatSchema, AgentSetStateSchema, AgentStateSchema } from '../../domain/pnet.js';
+import { findStep, terminalStatuses, toBrowserStep } from '../../activities/pnet-steps.js';
+import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
+import { ApiError, notFound } from '../../domain/errors.js';
+import {
+  AgentClaimResponseSchema,
+  AgentClaimSchema,
+  AgentHeartbeatSchema,
+  AgentSetStateSchema,
+  AgentStateSchema,
+  BrowserStepSchema,
+  DiagnosticSchema,
+  ResultReportSchema,
+  recordStatus,
+} from '../../domain/pnet.js';
+import { browserStepWorkflowId, claimRenewedSignal, claimStepUpdate, reportResultUpdate } from '../../workflows/browser-step.js';
+import { updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
-import { checkIn } from '../pnet-agent-store.js';
+import { checkIn, pickClaimCandidate } from '../pnet-agent-store.js';
 
 const tags = ['pnet-agent'];
 const config = { access: 'extension' as const };
 
 export const pnetAgentRoutes =
-  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/pnet/agent/heartbeat/',
@@ -32,7 +48,7 @@ export const pnetAgentRoutes =
       },
       async (request) => {
         const b = request.body;
-        return checkIn(sql, principalOf(request).accountId!, {
+        const state = await checkIn(sql, principalOf(request).accountId!, {
           browserId: b.browser_id,
           label: b.browser_label,
           version: b.extension_version,
@@ -40,6 +56,14 @@ export const pnetAgentRoutes =
           identity: b.identity,
           running: b.running,
         });
+        // Only a check-in naming a running claim reaches Temporal: that workflow's lease waits on it.
+        if (state.running_claim === 'renewed' && b.running) {
+          await temporal.client.workflow
+            .getHandle(browserStepWorkflowId(b.running.action_id))
+            .signal(claimRenewedSignal, { claimedAt: b.running.claimed_at })
+            .catch((err: unknown) => request.log.warn({ err }, 'could not renew the claim lease'));
+        }
+        return state;
       },
     );
 
@@ -66,6 +90,88 @@ export const pnetAgentRoutes =
           leaseNonce: request.body.lease_nonce,
           runMode: request.body.run_mode,
         });
+      },
+    );
+
+    app.post(
+      '/pnet/agent/claim/',
+      {
+        config,
+        schema: {
+          operationId: 'agentClaim',
+          tags,
+          summary: 'Hand this browser the next step of its account, if one may run now',
+          description:
+            'Order: unmetered test steps, then queued steps oldest first; never a held step; a resuming step only to a browser that verifies first. ' +
+            'A kind at its daily or weekly ceiling stays queued and the reason travels on the answer; metered steps wait for the gap and working hours. ' +
+            'At most one step per account runs at a time, and only the browser holding the lease claims.',
+          body: AgentClaimSchema,
+          response: { 200: AgentClaimResponseSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const accountId = principalOf(request).accountId!;
+        const pick = await pickClaimCandidate(sql, accountId, request.body);
+        if (!pick.step) return { step: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
+        const claimed = await updateStep(
+          temporal.client,
+          temporal.taskQueue,
+          pick.step,
+          claimStepUpdate,
+          `claim:${pick.step.id}:${pick.sessionId}:${pick.step.queued_at?.toISOString()}`,
+          [{ sessionId: pick.sessionId, verifyFirst: request.body.verify_first }],
+        );
+        return { step: claimed.step, reason: null, wait: null };
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/result/',
+      {
+        config,
+        schema: {
+          operationId: 'reportStepResult',
+          tags,
+          summary: 'Settle a step the browser has finished with (endpoint 2)',
+          description:
+            'Only the current claim settles: a step already settled, cancelled, skipped or given up on answers 409 with nothing changed, ' +
+            'as does a result naming an earlier claim, unless it is a success for a step not settled since or the same result again (200). ' +
+            '`failed` and `skipped` return the daily budget unit. `diagnostic` never changes how a step settles; an unreadable one is dropped.',
+          params: z.object({ action_id: UuidSchema }),
+          body: ResultReportSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const report = request.body;
+        const step = await findStep(sql, request.params.action_id, principal.workspaceId);
+        if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+        if (report.diagnostic !== undefined && !DiagnosticSchema.safeParse(report.diagnostic).success) {
+          request.log.info({ stepId: step.id }, 'unreadable diagnostic dropped');
+        }
+        if (terminalStatuses.has(step.status)) {
+          const sameAgain =
+            step.status !== 'cancelled' &&
+            recordStatus(step.status) === report.status &&
+            (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
+          if (sameAgain) return toBrowserStep(step);
+          if (step.status === 'failed' && report.status === 'succeeded') {
+            // It acted after all: the step stays failed and a retry checks first.
+            await sql`update browser_steps set acted_at = coalesce(acted_at, now()), updated_at = now() where id = ${step.id}`;
+          }
+          throw new ApiError('conflict', `The step is already ${step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status)}; nothing changed.`);
+        }
+        const { diagnostic: _dropped, ...settle } = report;
+        const result = await updateStep(
+          temporal.client,
+          temporal.taskQueue,
+          step,
+          reportResultUpdate,
+          `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
+          [settle],
+        );
+        return result.step;
       },
     );
   };

@@ -3,23 +3,14 @@
  * approve and reject. Transitions are Updates of the step's workflow with a stable update id, so
  * a retried request is answered once; a step already past the transition answers 409.
  */
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import type { UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow, type StepTransitionResult } from '../../activities/pnet-steps.js';
+import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow } from '../../activities/pnet-steps.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
 import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../domain/pnet.js';
-import {
-  approveStepUpdate,
-  browserStepWorkflow,
-  browserStepWorkflowId,
-  cancelStepUpdate,
-  rejectStepUpdate,
-  type BrowserStepInput,
-} from '../../workflows/browser-step.js';
-import { SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/search-attributes.js';
+import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate, rejectStepUpdate } from '../../workflows/browser-step.js';
+import { startOptions, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import { accountRunMode, insertStep, listSteps, listTasks } from '../pnet-steps-store.js';
@@ -27,38 +18,6 @@ import { accountRunMode, insertStep, listSteps, listTasks } from '../pnet-steps-
 const tags = ['pnet-steps'];
 const StepParamsSchema = z.object({ step_id: UuidSchema });
 const TaskParamsSchema = z.object({ task_id: UuidSchema });
-
-function startOptions(taskQueue: string, row: StepRow) {
-  const input: BrowserStepInput = { stepId: row.id, workspaceId: row.workspace_id, accountId: row.account_id, kind: row.kind, status: row.status };
-  return {
-    taskQueue,
-    workflowId: browserStepWorkflowId(row.id),
-    args: [input] as [BrowserStepInput],
-    workflowIdConflictPolicy: 'USE_EXISTING' as const,
-    typedSearchAttributes: [
-      { key: WorkspaceIdKey, value: row.workspace_id },
-      { key: SenderAccountIdKey, value: row.account_id },
-      { key: StepKindKey, value: row.kind },
-      { key: StepStatusKey, value: row.status },
-    ],
-  };
-}
-
-/**
- * Update-with-start: the step's workflow normally runs since the step was queued, and if that
- * start was lost (Temporal unreachable at the time) the first person-side action starts it.
- */
-function updateStep<Args extends unknown[]>(
-  client: Client,
-  taskQueue: string,
-  row: StepRow,
-  update: UpdateDefinition<StepTransitionResult, Args>,
-  updateId: string,
-  args: Args,
-): Promise<StepTransitionResult> {
-  const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(taskQueue, row));
-  return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
-}
 
 export const pnetStepRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>

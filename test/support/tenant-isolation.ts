@@ -11,15 +11,19 @@ interface Operation {
   method: string;
   path: string;
   operationId: string;
+  tags: string[];
 }
+
+/** Operations the browser extension calls with its connection token rather than a key. */
+const extensionTag = 'pnet-agent';
 
 export async function operationsWithIds(app: FastifyInstance): Promise<Operation[]> {
   const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
-    paths: Record<string, Record<string, { operationId: string }>>;
+    paths: Record<string, Record<string, { operationId: string; tags?: string[] }>>;
   };
   return Object.entries(doc.paths).flatMap(([path, methods]) =>
     path.includes('{')
-      ? Object.entries(methods).map(([method, op]) => ({ method: method.toUpperCase(), path, operationId: op.operationId }))
+      ? Object.entries(methods).map(([method, op]) => ({ method: method.toUpperCase(), path, operationId: op.operationId, tags: op.tags ?? [] }))
       : [],
   );
 }
@@ -28,6 +32,8 @@ export async function expectTenantIsolation(options: {
   app: FastifyInstance;
   /** Headers of a write-capable admin of the other workspace. */
   intruderHeaders: Record<string, string>;
+  /** Headers of a browser extension of the other workspace (its connection token). */
+  intruderExtensionHeaders: Record<string, string>;
   /** Ids of the owner's resources, by path parameter name. */
   ids: Record<string, string>;
   /** A valid body per operationId, for operations that validate one before looking the id up. */
@@ -43,7 +49,7 @@ export async function expectTenantIsolation(options: {
     const res = await options.app.inject({
       method: op.method as 'GET',
       url,
-      headers: options.intruderHeaders,
+      headers: op.tags.includes(extensionTag) ? options.intruderExtensionHeaders : options.intruderHeaders,
       ...(['POST', 'PUT', 'PATCH'].includes(op.method) ? { payload: (options.bodies?.[op.operationId] ?? {}) as object } : {}),
     });
     expect({ op: `${op.method} ${op.path}`, status: res.statusCode }).toEqual({ op: `${op.method} ${op.path}`, status: 404 });

@@ -1,0 +1,39 @@
+/** Starting and updating a step's workflow from the API, shared by the person and extension routes. */
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
+import type { StepRow, StepTransitionResult } from '../activities/pnet-steps.js';
+import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../workflows/browser-step.js';
+import { SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
+
+export function startOptions(taskQueue: string, row: StepRow) {
+  const input: BrowserStepInput = { stepId: row.id, workspaceId: row.workspace_id, accountId: row.account_id, kind: row.kind, status: row.status };
+  return {
+    taskQueue,
+    workflowId: browserStepWorkflowId(row.id),
+    args: [input] as [BrowserStepInput],
+    workflowIdConflictPolicy: 'USE_EXISTING' as const,
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: row.workspace_id },
+      { key: SenderAccountIdKey, value: row.account_id },
+      { key: StepKindKey, value: row.kind },
+      { key: StepStatusKey, value: row.status },
+    ],
+  };
+}
+
+/**
+ * Update-with-start: the step's workflow normally runs since the step was queued, and if that
+ * start was lost (Temporal unreachable at the time) the first person-side action starts it.
+ */
+export function updateStep<Args extends unknown[]>(
+  client: Client,
+  taskQueue: string,
+  row: StepRow,
+  update: UpdateDefinition<StepTransitionResult, Args>,
+  updateId: string,
+  args: Args,
+): Promise<StepTransitionResult> {
+  const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(taskQueue, row));
+  return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
+}
+

@@ -1,0 +1,182 @@
+/** Claims and results (endpoint 2, the 3.1 table) through the real API, worker and Temporal. */
+import { randomUUID } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
+
+const ctx = useStackWithWorkspaces();
+let stack: TestStack;
+let paid: TestWorkspace;
+beforeAll(() => void ({ stack, paid } = ctx));
+
+const url = 'https://pnet.example/in/grace-hopper';
+
+/** A connected automatic account open all week, with one browser holding the lease. */
+async function connectedAccount(settings: object = {}) {
+  const headers = withKey(paid.apiKey);
+  const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
+  await stack.app.inject({
+    method: 'PATCH',
+    url: `/sender-profiles/${profile.id}/pnet/settings/`,
+    headers,
+    payload: { run_mode: 'automatic', working_hours: { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] }, ...settings },
+  });
+  const token = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json().connection_token as string;
+  const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+  const browserId = randomUUID();
+  const agent = (path: string, payload: object) => stack.app.inject({ method: 'POST', url: path, headers: withToken(token), payload });
+  await agent('/pnet/agent/heartbeat/', {
+    browser_id: browserId,
+    browser_label: 'Chrome',
+    extension_version: '2.0.0',
+    identity: { member_urn: `urn:li:member:${randomUUID()}` },
+    lease_nonce: 'lease-nonce-1',
+  });
+  const queue = async (params: object, extra: object = {}) =>
+    (await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers, payload: { account_id: account!.id, params, ...extra } })).json();
+  const claim = async (body: object = {}) => agent('/pnet/agent/claim/', { browser_id: browserId, ...body });
+  const report = (stepId: string, body: object) => agent(`/pnet/agent/actions/${stepId}/result/`, body);
+  return { accountId: account!.id, token, browserId, agent, queue, claim, report };
+}
+
+describe('claiming', () => {
+  it('hands out unmetered test steps first, then queued steps oldest first, one at a time', async () => {
+    const a = await connectedAccount();
+    const first = await a.queue({ kind: 'profile_view', profile_url: url });
+    await a.queue({ kind: 'follow_contact', profile_url: url });
+    const test = await a.queue({ kind: 'check_inbox' }, { test: true });
+    const claimed = await a.claim();
+    expect(claimed.statusCode).toBe(200);
+    expect(claimed.json().step).toMatchObject({ id: test.id, status: 'claimed', metered: false });
+    // One running step per account: nothing more until it settles.
+    expect((await a.claim()).json()).toMatchObject({ step: null, reason: 'running' });
+    await a.report(test.id, { status: 'succeeded' });
+    const next = (await a.claim()).json();
+    expect(next.step).toMatchObject({ id: first.id, status: 'claimed' });
+    expect(next.step.claimed_at).not.toBeNull();
+  });
+
+  it('never hands out a held step, and refuses a browser that does not hold the lease', async () => {
+    const a = await connectedAccount();
+    const held = await a.queue({ kind: 'check_inbox' });
+    await stack.sql`update browser_steps set held = true where id = ${held.id}`;
+    expect((await a.claim()).json()).toEqual({ step: null, reason: null, wait: null });
+    await stack.sql`update browser_steps set held = false where id = ${held.id}`;
+    const other = randomUUID();
+    await a.agent('/pnet/agent/heartbeat/', { browser_id: other, browser_label: 'Firefox', extension_version: '2.0.0', lease_nonce: 'lease-nonce-2' });
+    const refused = await a.agent('/pnet/agent/claim/', { browser_id: other });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().detail).toMatch(/lease/);
+  });
+
+  it('passes over a kind at its daily ceiling, telling why, and keeps the gap between metered steps', async () => {
+    const a = await connectedAccount({ min_action_interval_seconds: 600 });
+    const capped = await a.queue({ kind: 'connection_request', profile_url: url });
+    const other = await a.queue({ kind: 'profile_view', profile_url: url });
+    // First warm-up week: 20 invitations a day ramp to 5.
+    await stack.sql`insert into pnet_usage (account_id, local_date, limit_kind, used) values (${a.accountId}, (now() at time zone 'UTC')::date, 'connection_request', 5)`;
+    const claimed = (await a.claim()).json();
+    expect(claimed.step.id).toBe(other.id);
+    await a.report(other.id, { status: 'succeeded' });
+    const usage = await stack.sql<{ used: number }[]>`select used from pnet_usage where account_id = ${a.accountId} and limit_kind = 'profile_view'`;
+    expect(usage[0]!.used).toBe(1);
+    const gap = (await a.claim()).json();
+    expect(gap).toMatchObject({ step: null, reason: 'gap' });
+    expect(Date.parse(gap.wait.next_at) - Date.now()).toBeGreaterThan(590_000);
+    await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    const stillCapped = (await a.claim()).json();
+    expect(stillCapped).toMatchObject({ step: null, reason: 'daily_cap' });
+    expect(stillCapped.wait.resets_at).toBe(stillCapped.wait.next_at);
+    expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${capped.id}/`, headers: withKey(paid.apiKey) })).json().status).toBe('queued');
+  });
+
+  it('hands out nothing metered outside working hours', async () => {
+    const now = new Date();
+    const closedDay = ((now.getUTCDay() + 3) % 7) + 1; // a weekday that is not today or tomorrow
+    const a = await connectedAccount({ working_hours: { start: '09:00', end: '10:00', days: [closedDay] } });
+    await a.queue({ kind: 'profile_view', profile_url: url });
+    expect((await a.claim()).json()).toMatchObject({ step: null, reason: 'outside_working_hours' });
+  });
+});
+
+describe('endpoint 2: the result report', () => {
+  it('settles the current claim; the same result again is 200, another is 409 with nothing changed', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'profile_view', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    const body = { status: 'succeeded', claimed_at: claimed.claimed_at, duration_ms: 4200, outcome: { kind: 'profile_view', page_loaded: true, member_urn: 'urn:li:member:7' } };
+    const settled = await a.report(step.id, body);
+    expect(settled.statusCode).toBe(200);
+    expect(settled.json()).toMatchObject({ id: step.id, status: 'succeeded', duration_ms: 4200, outcome: { page_loaded: true } });
+    expect(settled.json().finished_at).not.toBeNull();
+    const again = await a.report(step.id, body);
+    expect(again.statusCode).toBe(200);
+    expect(again.json()).toEqual(settled.json());
+    const contrary = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
+    expect(contrary.statusCode).toBe(409);
+    expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(paid.apiKey) })).json().status).toBe('succeeded');
+  });
+
+  it('returns the daily budget unit on failed and skipped', async () => {
+    const a = await connectedAccount();
+    const used = async () =>
+      (await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`)[0]!.used;
+    for (const status of ['failed', 'skipped'] as const) {
+      const step = await a.queue({ kind: 'like_latest_post', profile_url: url });
+      await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+      const claimed = (await a.claim()).json().step;
+      expect(claimed.id).toBe(step.id);
+      expect(await used()).toBe(1);
+      const res = await a.report(step.id, { status, claimed_at: claimed.claimed_at, error_code: status === 'failed' ? 'selector_missing' : 'not_applicable' });
+      expect(res.json()).toMatchObject({ status });
+      expect(await used()).toBe(0);
+    }
+  });
+
+  it('refuses a result naming an earlier claim, a cancelled step, and a code outside the closed list', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'check_connections' });
+    const claimed = (await a.claim()).json().step;
+    const earlier = new Date(Date.parse(claimed.claimed_at) - 1000).toISOString();
+    const stale = await a.report(step.id, { status: 'failed', claimed_at: earlier, error_code: 'tab_lost' });
+    expect(stale.statusCode).toBe(409);
+    const badCode = await a.report(step.id, { status: 'failed', error_code: 'gremlins' });
+    expect(badCode.statusCode).toBe(422);
+    expect(badCode.json().issues[0].loc).toEqual(['body', 'error_code']);
+    expect((await a.report(step.id, { status: 'failed', error_message: 'e'.repeat(2001) })).statusCode).toBe(422);
+    expect((await a.report(step.id, { status: 'failed', error_message: 'e'.repeat(2000), error_code: 'tab_lost' })).statusCode).toBe(200);
+
+    const cancelled = await a.queue({ kind: 'check_inbox' });
+    await stack.app.inject({ method: 'POST', url: `/pnet/steps/${cancelled.id}/cancel/`, headers: withKey(paid.apiKey) });
+    const late = await a.report(cancelled.id, { status: 'succeeded' });
+    expect(late.statusCode).toBe(409);
+    expect(late.json().detail).toMatch(/cancelled/);
+  });
+
+  it('keeps a failed step failed when a late result says it acted, recording acted_at', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'send_message', profile_url: url, body: 'Hello' });
+    const claimed = (await a.claim()).json().step;
+    await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
+    const late = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at });
+    expect(late.statusCode).toBe(409);
+    const read = (await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(paid.apiKey) })).json();
+    expect(read).toMatchObject({ status: 'failed', error_code: 'timed_out' });
+    expect(read.acted_at).not.toBeNull();
+  });
+
+  it('drops an unreadable diagnostic without refusing the result', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'check_inbox' });
+    const claimed = (await a.claim()).json().step;
+    const res = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at, diagnostic: 'not an object' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().status).toBe('succeeded');
+  });
+
+  it('answers 404 for a step of another account', async () => {
+    const a = await connectedAccount();
+    const b = await connectedAccount();
+    const step = await a.queue({ kind: 'check_inbox' });
+    expect((await b.report(step.id, { status: 'succeeded' })).statusCode).toBe(404);
+  });
+});
