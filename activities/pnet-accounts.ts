@@ -20,6 +20,7 @@ import { addDays, formatLocalDate, localDate, localWeekStart } from '../domain/z
 
 export interface AccountRow {
   id: string;
+  workspace_id: string;
   sender_profile_id: string;
   timezone: string;
   status: PnetAccount['status'];

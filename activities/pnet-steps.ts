@@ -9,6 +9,7 @@ import type { ActionKind, BrowserStep, StepErrorCode, StoredStepStatus } from '.
 import { housekeepingKinds, limitKindOf, recordStatus } from '../domain/pnet.js';
 import { workingWindow } from '../domain/pnet-pacing.js';
 import { formatLocalDate, localDate } from '../domain/zoned-time.js';
+import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './pnet-accounts.js';
 
 export interface SettleReport {
@@ -143,6 +144,7 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
     let usageDate: string | null = null;
     const usageKind = limitKindOf[step.kind];
     if (step.metered) {
+      if (await sendingStopped(tx, account.workspace_id)) throw conflict('Unattended sending is paused.');
       const window = workingWindow(now, account.working_hours, account.timezone);
       if (!window.open) throw conflict('Outside working hours.');
       if (account.next_metered_at && account.next_metered_at > now) throw conflict('The gap since the last step has not passed.');

@@ -8,6 +8,7 @@ import { registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './rate-limit.js';
+import { agentSendingRoutes } from './routes/agent-sending.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { pnetAgentRoutes } from './routes/pnet-agent.js';
@@ -47,5 +48,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(senderProfileRoutes(deps));
   await app.register(pnetStepRoutes(deps));
   await app.register(pnetAgentRoutes(deps));
+  await app.register(agentSendingRoutes(deps));
   return app;
 }

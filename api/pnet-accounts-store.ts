@@ -13,6 +13,7 @@ import {
 } from '../domain/pnet.js';
 import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { usageOf, type AccountRow } from '../activities/pnet-accounts.js';
+import { sendingStopped } from '../activities/agent-sending.js';
 import { serviceSecret } from './service-secrets.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -155,7 +156,7 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
     status: row.status,
     checkpoint_status: row.checkpoint_status,
     run_mode: row.run_mode,
-    effective_run_mode: row.run_mode,
+    effective_run_mode: (await sendingStopped(sql, row.workspace_id)) ? 'manual' : row.run_mode,
     min_action_interval_seconds: row.min_action_interval_seconds,
     // Steps arrive with the step lifecycle; until then nothing can wait or be queued.
     approvals_waiting: 0,

@@ -5,6 +5,7 @@
  */
 import type { Db, Sql } from '../db/sql.js';
 import type { StepRow } from '../activities/pnet-steps.js';
+import { sendingStopped } from '../activities/agent-sending.js';
 import { ApiError } from '../domain/errors.js';
 import { pollAfterSeconds, workingWindow, type Wait } from '../domain/pnet-pacing.js';
 import {
@@ -78,12 +79,13 @@ function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKind, now:
 }
 
 /** What the next step waits on and until when; null while nothing is queued. */
-export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date): Wait | null {
+export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
   if (line.queued === 0) return null;
   if (account.status !== 'connected') return waitFor('not_connected', null);
   if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', null);
   if (line.running) return waitFor('running', null);
   if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
+  if (sendingStopped) return waitFor('paused', null);
   return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? pacingWait(account, now) ?? waitFor('ready', now);
 }
 
@@ -149,9 +151,10 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
       : await tx<{ browser_label: string }[]>`select browser_label from pnet_sessions where id = ${current.lease_session_id}`;
     const line = await lineOf(tx, accountId);
     const usage = await usageOf(tx, current, now);
-    const wait = waitOf(current, line, usage, now);
+    const stopped = await sendingStopped(tx, current.workspace_id);
+    const wait = waitOf(current, line, usage, now, stopped);
     return {
-      run_mode: current.run_mode,
+      run_mode: stopped ? 'manual' : current.run_mode,
       checkpoint: current.checkpoint_status !== 'ok',
       lease_granted: leaseGranted,
       lease_holder_label: holder?.browser_label ?? null,
@@ -205,9 +208,11 @@ export async function pickClaimCandidate(
       ${request.unmetered_only ? sql`and not metered` : sql``}
     order by metered, queued_at, id limit 50`;
   const usage = await usageOf(sql, account, now);
+  const stopped = await sendingStopped(sql, account.workspace_id);
   let capped: Wait | null = null;
   for (const step of candidates) {
     if (!step.metered) return { step, sessionId: session.id, wait: null };
+    if (stopped) return { step: null, sessionId: session.id, wait: waitFor('paused', null) };
     const paced = pacingWait(account, now);
     if (paced) return { step: null, sessionId: session.id, wait: paced };
     const ceiling = ceilingWait(account, usage, step.kind, now);

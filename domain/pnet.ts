@@ -567,3 +567,30 @@ export const DiagnosticSchema = z.object({
   before_commit: z.boolean().default(false),
   config_version: z.int().optional(),
 });
+
+// The agent sending switch (2.4)
+
+export const AgentSendingSchema = z
+  .object({
+    paused: z.boolean().describe("This workspace paused the agent's own sends; replies it writes still wait in Needs approval"),
+    paused_everywhere: z.boolean().describe('The operator paused unattended sending for all workspaces'),
+    changed_by: z.string().nullable().describe('Identity-provider user id of who last changed it'),
+    changed_at: TimestampSchema.nullable(),
+  })
+  .meta({ id: 'AgentSendingRead' });
+export type AgentSending = z.infer<typeof AgentSendingSchema>;
+
+export const AgentSendingUpdateSchema = z
+  .object({
+    paused: z.boolean().describe('Unpausing is for admins only'),
+    reason: textSchema(0, 500).nullable().default(null),
+  })
+  .meta({ id: 'AgentSendingUpdate' });
+
+export const AgentSendingHistorySchema = z
+  .object({
+    changes: z.array(
+      z.object({ paused: z.boolean(), reason: z.string().nullable(), changed_by: z.string().nullable(), changed_at: TimestampSchema }),
+    ),
+  })
+  .meta({ id: 'AgentSendingHistory' });

@@ -56,6 +56,17 @@ describe('the admin command line', () => {
     expect(balance.json()).toEqual({ available: 300, held: 0, spent: 0 });
   });
 
+  it('pauses unattended sending everywhere and resumes it', async () => {
+    const on = await admin('pause-everywhere', '--paused', 'true');
+    expect(JSON.parse(on.stdout)).toEqual({ paused_everywhere: true });
+    const ws = await stack.createWorkspace('paid');
+    const read = async () => (await stack.app.inject({ method: 'GET', url: '/pnet/agent-sending/', headers: withKey(ws.apiKey) })).json();
+    expect((await read()).paused_everywhere).toBe(true);
+    expect(JSON.parse((await admin('pause-everywhere', '--paused', 'false')).stdout)).toEqual({ paused_everywhere: false });
+    expect((await read()).paused_everywhere).toBe(false);
+    expect((await admin('pause-everywhere', '--paused', 'maybe')).code).toBe(2);
+  });
+
   it('refuses bad input with a message and a non-zero exit, writing nothing', async () => {
     const before = (await stack.sql`select count(*)::int as n from workspaces`)[0]!.n;
     const badPlan = await admin('create-workspace', '--name', 'X', '--plan', 'gold');

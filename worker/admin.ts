@@ -3,6 +3,7 @@
  *   create-workspace --name NAME --plan free|paid [--email E]
  *   add-member --workspace ID --email E --role admin|member
  *   grant-credits --workspace ID --amount N
+ *   pause-everywhere --paused true|false   (stops all unattended sending, every workspace)
  * It works against the database the service uses: DATABASE_URL, else the running local stack's
  * (DATA_DIR/stack.json), else it starts the embedded Postgres of DATA_DIR for the one command.
  */
@@ -10,6 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { setPausedEverywhere } from '../activities/agent-sending.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
 import { PlanSchema, RoleSchema } from '../domain/common.js';
@@ -23,12 +25,14 @@ const commands = {
   'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional() }),
   'add-member': z.object({ workspace: z.uuid(), email: z.email(), role: RoleSchema }),
   'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
+  'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
 };
 
 const usage = `usage: npm run --silent admin -- <command> [options]
   create-workspace --name NAME --plan free|paid [--email E]
   add-member --workspace ID --email E --role admin|member
-  grant-credits --workspace ID --amount N`;
+  grant-credits --workspace ID --amount N
+  pause-everywhere --paused true|false`;
 
 async function withDatabase<T>(run: (sql: Sql) => Promise<T>): Promise<T> {
   const config = readConfig();
@@ -69,7 +73,15 @@ async function main(argv: string[]): Promise<void> {
   if (!command || !(command in commands)) throw new UsageError(command ? `unknown command "${command}"` : 'no command');
   const { values } = parseArgs({
     args: rest,
-    options: { name: { type: 'string' }, plan: { type: 'string' }, email: { type: 'string' }, workspace: { type: 'string' }, role: { type: 'string' }, amount: { type: 'string' } },
+    options: {
+      name: { type: 'string' },
+      plan: { type: 'string' },
+      email: { type: 'string' },
+      workspace: { type: 'string' },
+      role: { type: 'string' },
+      amount: { type: 'string' },
+      paused: { type: 'string' },
+    },
     strict: true,
   });
   const parsed = commands[command as keyof typeof commands].safeParse(values);
@@ -86,6 +98,11 @@ async function main(argv: string[]): Promise<void> {
         const o = parsed.data as z.infer<(typeof commands)['add-member']>;
         await requireWorkspace(sql, o.workspace);
         return addWorkspaceMember(sql, { workspaceId: o.workspace, email: o.email, role: o.role });
+      }
+      case 'pause-everywhere': {
+        const o = parsed.data as z.infer<(typeof commands)['pause-everywhere']>;
+        await setPausedEverywhere(sql, o.paused === 'true');
+        return { paused_everywhere: o.paused === 'true' };
       }
       default: {
         const o = parsed.data as z.infer<(typeof commands)['grant-credits']>;
