@@ -46,6 +46,17 @@ export interface StepRow {
   usage_kind: string | null;
 }
 
+/** Failures that may have come after the step acted: a retry of one checks before acting. */
+export const mayHaveActedCodes: ReadonlySet<StepErrorCode> = new Set([
+  'timed_out',
+  'tab_lost',
+  'agent_restarted',
+  'navigation_failed',
+  'linkedin_error',
+  'claim_expired',
+  'interrupted_repeatedly',
+]);
+
 export const terminalStatuses: ReadonlySet<StoredStepStatus> = new Set(['succeeded', 'failed', 'rejected', 'skipped', 'cancelled']);
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -216,6 +227,24 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
         }
         return { step: toBrowserStep(settled!) };
       });
+    },
+
+    /**
+     * Puts a failed step back in line. One that may have acted (it said so late, or it was cut
+     * off mid-run) comes back `resuming`, handed only to a browser that looks before acting, so
+     * a retry never sends twice; a read, or a failure known to have done nothing, is queued.
+     */
+    async retryStep({ stepId }: { stepId: string }): Promise<{ step: BrowserStep }> {
+      const [row] = await sql<StepRow[]>`
+        update browser_steps set
+          status = case when kind in ${sql([...housekeepingKinds])} then 'queued'
+                        when acted_at is not null or error_code is null or error_code in ${sql([...mayHaveActedCodes])} then 'resuming'
+                        else 'queued' end,
+          error_code = null, error_message = null, outcome = null, finished_at = null, duration_ms = null,
+          queued_at = now(), updated_at = now()
+        where id = ${stepId} and status = 'failed' returning *`;
+      if (row) return { step: toBrowserStep(row) };
+      throw conflict(`The step is ${(await findStep(sql, stepId))?.status ?? 'gone'}; only a failed step can be retried.`);
     },
 
     /**

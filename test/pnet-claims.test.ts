@@ -180,3 +180,39 @@ describe('endpoint 2: the result report', () => {
     expect((await b.report(step.id, { status: 'succeeded' })).statusCode).toBe(404);
   });
 });
+
+describe('retrying a failed step', () => {
+  it('brings back a step that may have acted as resuming, handed only to a browser that verifies first', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'send_message', profile_url: url, body: 'Hello again' });
+    const claimed = (await a.claim()).json().step;
+    await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
+    const retry = () => stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
+    const retried = await retry();
+    expect(retried.statusCode).toBe(200);
+    expect(retried.json()).toMatchObject({ status: 'resuming', error_code: null, finished_at: null });
+    // It is back in line: a second retry has nothing to retry.
+    expect((await retry()).statusCode).toBe(409);
+    await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    expect((await a.claim()).json()).toEqual({ step: null, reason: null, wait: null });
+    const verifying = (await a.claim({ verify_first: true })).json();
+    expect(verifying.step).toMatchObject({ id: step.id, status: 'claimed' });
+    const done = await a.report(step.id, { status: 'succeeded', claimed_at: verifying.step.claimed_at });
+    expect(done.json().status).toBe('succeeded');
+  });
+
+  it('queues again a step whose failure did nothing, and refuses to retry one that succeeded', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'follow_contact', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'selector_missing' });
+    const retried = await stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
+    expect(retried.json()).toMatchObject({ status: 'queued' });
+    await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    const again = (await a.claim()).json().step;
+    await a.report(step.id, { status: 'succeeded', claimed_at: again.claimed_at });
+    const refused = await stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().detail).toMatch(/only a failed step/);
+  });
+});

@@ -1,11 +1,12 @@
 /**
- * Records representative workflow histories into test/histories/ for the replay test. Run it
- * after a deliberate workflow change that ships behind patched(): `npm run record:histories`.
+ * Records representative workflow histories into test/histories/ for the replay test:
+ * `npm run record:histories` adds the ones not recorded yet; existing files are never rewritten
+ * (without --force), since replaying them against new code is the point.
  */
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   approveStepUpdate,
@@ -14,6 +15,7 @@ import {
   claimRenewedSignal,
   claimStepUpdate,
   reportResultUpdate,
+  retryStepUpdate,
 } from '../workflows/browser-step.js';
 import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
@@ -36,6 +38,7 @@ const worker = await Worker.create({
     claimStep: async () => ({ step: { status: 'claimed', claimed_at: '2026-01-01T00:00:00.000Z' } }),
     settleStep: async () => ({ step: { status: 'succeeded' } }),
     expireClaim: async () => ({ status: 'queued' }),
+    retryStep: async () => ({ step: { status: 'resuming' } }),
   },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
@@ -70,16 +73,29 @@ await worker.runUntil(async () => {
     args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
   });
   await claimed.result();
+  // A retried failure: the step's run closes when it fails, and the retry starts the next run.
+  const failed = await env.client.workflow.start(browserStepWorkflow, {
+    taskQueue,
+    workflowId: 'browser-step/retried',
+    args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed' }],
+  });
+  await failed.executeUpdate(retryStepUpdate);
+  await failed.executeUpdate(cancelStepUpdate);
+  await failed.result();
   const histories = [
+    ['browser-step-retried-then-cancelled', failed],
     ['browser-step-claimed-lapsed-then-settled', claimed],
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
     ['browser-step-approved-then-cancelled', step],
   ] as const;
+  // Histories already recorded stay as they are: they are the archive that today's code must
+  // still replay. Only new ones are written (or all with --force).
   for (const [name, handle] of histories) {
-    const history = await handle.fetchHistory();
-    writeFileSync(join(projectRoot, 'test', 'histories', `${name}.json`), historyToJSON(history));
+    const file = join(projectRoot, 'test', 'histories', `${name}.json`);
+    if (existsSync(file) && !process.argv.includes('--force')) continue;
+    writeFileSync(file, historyToJSON(await handle.fetchHistory()));
+    console.log(`recorded ${file}`);
   }
 });
 await env.teardown();
-console.log('recorded the histories in test/histories/');

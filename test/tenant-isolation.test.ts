@@ -49,6 +49,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readStep',
     'rejectTask',
     'reportStepResult',
+    'retryStep',
     'updateApiKey',
     'updatePnetSettings',
   ]);

@@ -48,6 +48,8 @@ export const reportResultUpdate = defineUpdate<StepTransitionResult, [SettleRepo
 /** Sent by a heartbeat naming this step's current claim: the browser is still running it. */
 export const claimRenewedSignal = defineSignal<[{ claimedAt: string }]>('claimRenewed');
 export const approveStepUpdate = defineUpdate<StepTransitionResult>('approveStep');
+/** A person retries a failed step: one that may have acted comes back `resuming` (verify first). */
+export const retryStepUpdate = defineUpdate<StepTransitionResult>('retryStep');
 export const rejectStepUpdate = defineUpdate<StepTransitionResult, [{ reason: string | null }]>('rejectStep');
 export const cancelStepUpdate = defineUpdate<StepTransitionResult>('cancelStep');
 export const browserStepStateQuery = defineQuery<BrowserStepView>('browserStepState');
@@ -98,6 +100,15 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
     // A late success for a step put back in line is accepted (it ran); the activity decides.
     { validator: (report: SettleReport) => refuse(view, report.status === 'succeeded' ? ['claimed', 'queued', 'resuming'] : ['claimed'], 'settled by this result') },
   );
+  setHandler(
+    retryStepUpdate,
+    async () => {
+      const result = await steps.retryStep({ stepId: input.stepId });
+      view.claimedAt = null;
+      return settle(result, result.step.status);
+    },
+    { validator: () => refuse(view, ['failed'], 'retried') },
+  );
   setHandler(claimRenewedSignal, ({ claimedAt }) => {
     if (view.status === 'claimed' && claimedAt === view.claimedAt) renewedAt = Date.now();
   });
@@ -117,22 +128,25 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
     { validator: () => refuse(view, ['awaiting_approval', 'queued', 'resuming'], 'cancelled') },
   );
 
-  while (!terminal.has(view.status)) {
-    await condition(() => terminal.has(view.status) || view.status === 'claimed');
-    // The claim's lease: it lives while the running browser checks in, and lapses otherwise.
-    while (view.status === 'claimed') {
-      const deadline = renewedAt + claimLeaseSeconds * 1000;
-      view.leaseExpiresAt = new Date(deadline).toISOString();
-      const changed = await condition(() => view.status !== 'claimed' || renewedAt + claimLeaseSeconds * 1000 > deadline, Math.max(deadline - Date.now(), 1));
-      if (!changed) {
-        const expired = await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! });
-        view.status = expired.status;
-        if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: expired.status }]);
+  // A retry reopens a settled step, so the run closes only when it is settled and idle.
+  do {
+    while (!terminal.has(view.status)) {
+      await condition(() => terminal.has(view.status) || view.status === 'claimed');
+      // The claim's lease: it lives while the running browser checks in, and lapses otherwise.
+      while (view.status === 'claimed') {
+        const deadline = renewedAt + claimLeaseSeconds * 1000;
+        view.leaseExpiresAt = new Date(deadline).toISOString();
+        const changed = await condition(() => view.status !== 'claimed' || renewedAt + claimLeaseSeconds * 1000 > deadline, Math.max(deadline - Date.now(), 1));
+        if (!changed) {
+          const expired = await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! });
+          view.status = expired.status;
+          if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: expired.status }]);
+        }
       }
+      view.leaseExpiresAt = null;
     }
-    view.leaseExpiresAt = null;
-  }
-  // Let an update that just settled the step deliver its answer before the run closes.
-  await condition(allHandlersFinished);
+    // Let an update that just settled the step deliver its answer before the run closes.
+    await condition(allHandlersFinished);
+  } while (!terminal.has(view.status));
   return view;
 }

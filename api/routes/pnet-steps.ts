@@ -9,7 +9,7 @@ import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow } from 
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
 import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../domain/pnet.js';
-import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate, rejectStepUpdate } from '../../workflows/browser-step.js';
+import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../workflows/browser-step.js';
 import { startOptions, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
@@ -93,6 +93,27 @@ export const pnetStepRoutes =
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.step_id, 'Step');
         return (await updateStep(temporal.client, temporal.taskQueue, row, cancelStepUpdate, `cancel:${row.id}`, [])).step;
+      },
+    );
+
+    app.post(
+      '/pnet/steps/:step_id/retry/',
+      {
+        schema: {
+          operationId: 'retryStep',
+          tags,
+          summary: 'Retry a failed step; one that may have acted comes back resuming and is handed only to a browser that checks first',
+          params: StepParamsSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const row = await findStep(sql, request.params.step_id, principalOf(request).workspaceId);
+        if (!row || row.status === 'awaiting_approval') throw notFound('Step');
+        if (row.status !== 'failed') throw new ApiError('conflict', `The step is ${row.status}; only a failed step can be retried.`);
+        // One retry per failure: the finish time names it, so requests racing on it are answered once.
+        const updateId = `retry:${row.id}:${row.finished_at?.toISOString()}`;
+        return (await updateStep(temporal.client, temporal.taskQueue, row, retryStepUpdate, updateId, [])).step;
       },
     );
 
