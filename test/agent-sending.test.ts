@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { setPausedEverywhere } from '../activities/agent-sending.js';
+import { connectedAccount } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
@@ -33,34 +33,24 @@ describe('the agent sending switch', () => {
   });
 
   it('stops metered steps from reaching a browser while paused here or everywhere; test steps still run', async () => {
-    const headers = withKey(paid.apiKey);
-    const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
-    await stack.app.inject({
-      method: 'PATCH',
-      url: `/sender-profiles/${profile.id}/pnet/settings/`,
-      headers,
-      payload: { run_mode: 'automatic', working_hours: { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] } },
-    });
-    const token = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json().connection_token;
-    const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
-    const browserId = randomUUID();
-    const agent = (path: string, payload: object) => stack.app.inject({ method: 'POST', url: path, headers: withToken(token), payload });
-    const heartbeat = () => agent('/pnet/agent/heartbeat/', { browser_id: browserId, browser_label: 'B', extension_version: '1', identity: { member_urn: randomUUID() } });
-    await heartbeat();
-    const queue = (extra: object) => stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers, payload: { account_id: account!.id, params: { kind: 'check_inbox' }, ...extra } });
+    const a = await connectedAccount(stack, paid);
+    const { agent, browserId } = a;
+    const heartbeat = () => a.heartbeat();
+    const queue = (extra: object) => a.queue({ kind: 'check_inbox' }, extra);
     await queue({});
 
     await patch(withToken(paid.accessToken), { paused: true, reason: 'hold on' });
     expect((await agent('/pnet/agent/claim/', { browser_id: browserId })).json()).toMatchObject({ step: null, reason: 'paused' });
     expect((await heartbeat()).json()).toMatchObject({ run_mode: 'manual', wait: { reason: 'paused' } });
-    const test = (await queue({ test: true })).json();
+    const test = await queue({ test: true });
     expect((await agent('/pnet/agent/claim/', { browser_id: browserId })).json().step.id).toBe(test.id);
     await agent(`/pnet/agent/actions/${test.id}/result/`, { status: 'succeeded' });
 
     await patch(withToken(paid.accessToken), { paused: false });
     await setPausedEverywhere(stack.sql, true);
     try {
-      expect((await stack.app.inject({ method: 'GET', url: '/pnet/agent-sending/', headers })).json()).toMatchObject({ paused: false, paused_everywhere: true });
+      const read = await stack.app.inject({ method: 'GET', url: '/pnet/agent-sending/', headers: withKey(paid.apiKey) });
+      expect(read.json()).toMatchObject({ paused: false, paused_everywhere: true });
       expect((await agent('/pnet/agent/claim/', { browser_id: browserId })).json()).toMatchObject({ step: null, reason: 'paused' });
     } finally {
       await setPausedEverywhere(stack.sql, false);

@@ -1,13 +1,11 @@
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import { chargeHold, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../activities/credits.js';
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/credit-hold.js';
-import { resolveTool, temporalTestServer } from '../worker/tools.js';
 import { watchCreditHold } from '../activities/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
 import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
+import { useTimeSkippingWorker } from './support/time-skipping.js';
 
 let stack: TestStack;
 beforeAll(async () => {
@@ -80,28 +78,10 @@ describe('the credit ledger', () => {
 });
 
 describe('the credit-hold workflow', () => {
-  let env: TestWorkflowEnvironment;
-  let worker: Worker;
-  let running: Promise<void>;
   const taskQueue = 'credit-hold-test';
-
-  beforeAll(async () => {
-    env = await TestWorkflowEnvironment.createTimeSkipping({
-      server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
-    });
-    worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue,
-      workflowBundle: { codePath: inject('workflowBundlePath') },
-      activities: createCreditActivities({ sql: stack.sql }),
-    });
-    running = worker.run();
-  });
-  afterAll(async () => {
-    worker?.shutdown();
-    await running;
-    await env?.teardown();
-  });
+  const temporal = useTimeSkippingWorker(taskQueue, () => createCreditActivities({ sql: stack.sql }));
+  let env: TestWorkflowEnvironment;
+  beforeAll(() => void ({ env } = temporal));
 
   /** 30 of 100 credits held for a day, watched by the workflow on the time-skipping server. */
   async function watchedHold() {

@@ -1,38 +1,20 @@
 /** Claim leases on the time-skipping server: a silent browser's claim lapses; check-ins keep it. */
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
 import { claimLeaseSeconds } from '../domain/pnet.js';
 import { browserStepStateQuery, browserStepWorkflow, claimRenewedSignal, claimStepUpdate } from '../workflows/browser-step.js';
-import { resolveTool, temporalTestServer } from '../worker/tools.js';
+import { useTimeSkippingWorker } from './support/time-skipping.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
+const taskQueue = 'claim-expiry-test';
+const temporal = useTimeSkippingWorker(taskQueue, () => createActivities({ sql: ctx.stack.sql }));
 let stack: TestStack;
 let paid: TestWorkspace;
 let env: TestWorkflowEnvironment;
-let worker: Worker;
-let running: Promise<void>;
-const taskQueue = 'claim-expiry-test';
-
-beforeAll(async () => {
-  ({ stack, paid } = ctx);
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } } });
-  worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: { codePath: inject('workflowBundlePath') },
-    activities: createActivities({ sql: stack.sql }),
-  });
-  running = worker.run();
-});
-afterAll(async () => {
-  worker?.shutdown();
-  await running;
-  await env?.teardown();
-});
+beforeAll(() => void ({ stack, paid } = ctx, { env } = temporal));
 
 /** A connected account with a session, and a claimed step of the given kind. */
 async function claimedStep(kind: 'check_inbox' | 'send_message') {

@@ -1,7 +1,8 @@
 /** Claims and results (endpoint 2, the 3.1 table) through the real API, worker and Temporal. */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { connectedAccount as connected } from './support/pnet.js';
+import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
 let stack: TestStack;
@@ -10,33 +11,7 @@ beforeAll(() => void ({ stack, paid } = ctx));
 
 const url = 'https://pnet.example/in/grace-hopper';
 
-/** A connected automatic account open all week, with one browser holding the lease. */
-async function connectedAccount(settings: object = {}) {
-  const headers = withKey(paid.apiKey);
-  const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
-  await stack.app.inject({
-    method: 'PATCH',
-    url: `/sender-profiles/${profile.id}/pnet/settings/`,
-    headers,
-    payload: { run_mode: 'automatic', working_hours: { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] }, ...settings },
-  });
-  const token = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json().connection_token as string;
-  const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
-  const browserId = randomUUID();
-  const agent = (path: string, payload: object) => stack.app.inject({ method: 'POST', url: path, headers: withToken(token), payload });
-  await agent('/pnet/agent/heartbeat/', {
-    browser_id: browserId,
-    browser_label: 'Chrome',
-    extension_version: '2.0.0',
-    identity: { member_urn: `urn:li:member:${randomUUID()}` },
-    lease_nonce: 'lease-nonce-1',
-  });
-  const queue = async (params: object, extra: object = {}) =>
-    (await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers, payload: { account_id: account!.id, params, ...extra } })).json();
-  const claim = async (body: object = {}) => agent('/pnet/agent/claim/', { browser_id: browserId, ...body });
-  const report = (stepId: string, body: object) => agent(`/pnet/agent/actions/${stepId}/result/`, body);
-  return { accountId: account!.id, token, browserId, agent, queue, claim, report };
-}
+const connectedAccount = (settings: object = {}) => connected(stack, paid, settings);
 
 describe('claiming', () => {
   it('hands out unmetered test steps first, then queued steps oldest first, one at a time', async () => {
