@@ -32,9 +32,8 @@ export interface BrowserStepInput {
 export interface BrowserStepView {
   stepId: string;
   status: StoredStepStatus;
-  /** The current claim and when its lease lapses without a check-in. */
+  /** The current claim, and how many claims the step has had. */
   claimedAt: string | null;
-  leaseExpiresAt: string | null;
   claims: number;
 }
 
@@ -70,8 +69,8 @@ function refuse(view: BrowserStepView, allowed: StoredStepStatus[], action: stri
 }
 
 export async function browserStepWorkflow(input: BrowserStepInput): Promise<BrowserStepView> {
-  const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, leaseExpiresAt: null, claims: 0 };
-  let renewedAt = 0;
+  const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
+  let renewed = false;
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
   const settle = (result: StepTransitionResult, status: StoredStepStatus) => {
     view.status = status;
@@ -86,7 +85,6 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
       const result = await steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst });
       view.claimedAt = result.step.claimed_at;
       view.claims += 1;
-      renewedAt = Date.now();
       return settle(result, 'claimed');
     },
     { validator: (_request: ClaimRequest) => refuse(view, ['queued', 'resuming'], 'claimed') },
@@ -110,7 +108,7 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
     { validator: () => refuse(view, ['failed'], 'retried') },
   );
   setHandler(claimRenewedSignal, ({ claimedAt }) => {
-    if (view.status === 'claimed' && claimedAt === view.claimedAt) renewedAt = Date.now();
+    if (view.status === 'claimed' && claimedAt === view.claimedAt) renewed = true;
   });
   setHandler(
     approveStepUpdate,
@@ -132,18 +130,17 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   do {
     while (!terminal.has(view.status)) {
       await condition(() => terminal.has(view.status) || view.status === 'claimed');
-      // The claim's lease: it lives while the running browser checks in, and lapses otherwise.
+      // The claim's lease: every check-in of the running browser starts it afresh; silence for a
+      // whole lease lapses the claim.
       while (view.status === 'claimed') {
-        const deadline = renewedAt + claimLeaseSeconds * 1000;
-        view.leaseExpiresAt = new Date(deadline).toISOString();
-        const changed = await condition(() => view.status !== 'claimed' || renewedAt + claimLeaseSeconds * 1000 > deadline, Math.max(deadline - Date.now(), 1));
+        renewed = false;
+        const changed = await condition(() => view.status !== 'claimed' || renewed, `${claimLeaseSeconds} seconds`);
         if (!changed) {
           const expired = await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! });
           view.status = expired.status;
           if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: expired.status }]);
         }
       }
-      view.leaseExpiresAt = null;
     }
     // Let an update that just settled the step deliver its answer before the run closes.
     await condition(allHandlersFinished);
