@@ -230,6 +230,23 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
     },
 
     /**
+     * The browser gives its claim back (it verified the action is absent, or the page to reopen is
+     * paused): the step goes back in line and the usage unit is returned; it counts for nothing.
+     */
+    async releaseClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ step: BrowserStep }> {
+      return sql.begin(async (tx) => {
+        const [step] = await tx<StepRow[]>`
+          select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
+        if (!step) throw conflict('The step is not claimed under that claim any more.');
+        await returnUsageUnit(tx, step);
+        const [released] = await tx<StepRow[]>`
+          update browser_steps set status = 'queued', queued_at = now(), usage_date = null, usage_kind = null, updated_at = now()
+          where id = ${stepId} returning *`;
+        return { step: toBrowserStep(released!) };
+      });
+    },
+
+    /**
      * Puts a failed step back in line. One that may have acted (it said so late, or it was cut
      * off mid-run) comes back `resuming`, handed only to a browser that looks before acting, so
      * a retry never sends twice; a read, or a failure known to have done nothing, is queued.

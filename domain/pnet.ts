@@ -594,3 +594,11 @@ export const AgentSendingHistorySchema = z
     ),
   })
   .meta({ id: 'AgentSendingHistory' });
+
+/** 2.4 Release: the browser gives its claim back; it never counts against the step. */
+export const AgentReleaseSchema = z
+  .object({
+    claimed_at: TimestampSchema,
+    reason: z.enum(['verified_absent', 'reopen_paused']),
+  })
+  .meta({ id: 'AgentRelease' });

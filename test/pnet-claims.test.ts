@@ -191,3 +191,23 @@ describe('retrying a failed step', () => {
     expect(refused.json().detail).toMatch(/only a failed step/);
   });
 });
+
+describe('releasing a claim', () => {
+  it('puts the step back in line and returns its unit; a stale or absent claim is 409', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'connection_request', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    const release = (body: object) => a.agent(`/pnet/agent/actions/${step.id}/release/`, body);
+    const stale = await release({ claimed_at: new Date(Date.parse(claimed.claimed_at) - 5000).toISOString(), reason: 'verified_absent' });
+    expect(stale.statusCode).toBe(409);
+    expect((await release({ claimed_at: claimed.claimed_at, reason: 'gone_fishing' })).statusCode).toBe(422);
+    const released = await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' });
+    expect(released.statusCode).toBe(200);
+    expect(released.json()).toMatchObject({ id: step.id, status: 'queued' });
+    const used = await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
+    expect(used[0]!.used).toBe(0);
+    expect((await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' })).statusCode).toBe(409);
+    await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
+  });
+});

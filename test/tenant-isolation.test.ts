@@ -35,7 +35,9 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     intruderHeaders: withKey(intruder.apiKey),
     intruderExtensionHeaders: { authorization: `Bearer ${intruderToken}` },
     ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id, action_id: step.id },
-    bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' }, reportStepResult: { status: 'succeeded' } },
+    bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' }, reportStepResult: { status: 'succeeded' },
+      releaseStepClaim: { claimed_at: new Date().toISOString(), reason: 'verified_absent' },
+    },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
     'approveTask',
@@ -48,6 +50,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readSenderProfile',
     'readStep',
     'rejectTask',
+    'releaseStepClaim',
     'reportStepResult',
     'retryStep',
     'updateApiKey',

@@ -47,6 +47,7 @@ export const reportResultUpdate = defineUpdate<StepTransitionResult, [SettleRepo
 /** Sent by a heartbeat naming this step's current claim: the browser is still running it. */
 export const claimRenewedSignal = defineSignal<[{ claimedAt: string }]>('claimRenewed');
 export const approveStepUpdate = defineUpdate<StepTransitionResult>('approveStep');
+export const releaseClaimUpdate = defineUpdate<StepTransitionResult, [{ claimedAt: string }]>('releaseClaim');
 /** A person retries a failed step: one that may have acted comes back `resuming` (verify first). */
 export const retryStepUpdate = defineUpdate<StepTransitionResult>('retryStep');
 export const rejectStepUpdate = defineUpdate<StepTransitionResult, [{ reason: string | null }]>('rejectStep');
@@ -106,6 +107,11 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
       return settle(result, result.step.status);
     },
     { validator: () => refuse(view, ['failed'], 'retried') },
+  );
+  setHandler(
+    releaseClaimUpdate,
+    async ({ claimedAt }) => settle(await steps.releaseClaim({ stepId: input.stepId, claimedAt }), 'queued'),
+    { validator: (_release: { claimedAt: string }) => refuse(view, ['claimed'], 'released') },
   );
   setHandler(claimRenewedSignal, ({ claimedAt }) => {
     if (view.status === 'claimed' && claimedAt === view.claimedAt) renewed = true;

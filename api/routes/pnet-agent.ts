@@ -12,6 +12,7 @@ import {
   AgentClaimResponseSchema,
   AgentClaimSchema,
   AgentHeartbeatSchema,
+  AgentReleaseSchema,
   AgentSetStateSchema,
   AgentStateSchema,
   BrowserStepSchema,
@@ -19,7 +20,7 @@ import {
   ResultReportSchema,
   recordStatus,
 } from '../../domain/pnet.js';
-import { browserStepWorkflowId, claimRenewedSignal, claimStepUpdate, reportResultUpdate } from '../../workflows/browser-step.js';
+import { browserStepWorkflowId, claimRenewedSignal, claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../workflows/browser-step.js';
 import { updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
@@ -171,6 +172,32 @@ export const pnetAgentRoutes =
           `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
           [settle],
         );
+        return result.step;
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/release/',
+      {
+        config,
+        schema: {
+          operationId: 'releaseStepClaim',
+          tags,
+          summary: 'Give a claim back: the step returns to the line and the release never counts against it',
+          description: '`verified_absent`: the browser looked and the action is not done; `reopen_paused`: the page it needs is paused.',
+          params: z.object({ action_id: UuidSchema }),
+          body: AgentReleaseSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const step = await findStep(sql, request.params.action_id, principal.workspaceId);
+        if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+        if (step.status !== 'claimed') throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
+        const { claimed_at: claimedAt, reason } = request.body;
+        request.log.info({ stepId: step.id, reason }, 'claim released');
+        const result = await updateStep(temporal.client, temporal.taskQueue, step, releaseClaimUpdate, `release:${step.id}:${claimedAt}`, [{ claimedAt }]);
         return result.step;
       },
     );
