@@ -14,6 +14,7 @@ import {
 import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { usageOf, type AccountRow } from '../activities/pnet-accounts.js';
 import { sendingStopped } from '../activities/agent-sending.js';
+import { lineOf, waitOf } from './pnet-line.js';
 import { serviceSecret } from './service-secrets.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -140,6 +141,7 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
   const presences = sessions.map((s) => presenceOf(s.last_seen_at, now));
   const presence = presences.includes('active') ? 'active' : presences.includes('idle') ? 'idle' : 'offline';
   const limits = { ...defaultLimits, ...row.limits };
+  const [line, usage, stopped] = await Promise.all([lineOf(sql, row.id), usageOf(sql, row, now), sendingStopped(sql, row.workspace_id)]);
   const account: PnetAccount = {
     id: row.id,
     sender_profile_id: row.sender_profile_id,
@@ -156,15 +158,14 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
     status: row.status,
     checkpoint_status: row.checkpoint_status,
     run_mode: row.run_mode,
-    effective_run_mode: (await sendingStopped(sql, row.workspace_id)) ? 'manual' : row.run_mode,
+    effective_run_mode: stopped ? 'manual' : row.run_mode,
     min_action_interval_seconds: row.min_action_interval_seconds,
-    // Steps arrive with the step lifecycle; until then nothing can wait or be queued.
-    approvals_waiting: 0,
-    queued_count: 0,
+    approvals_waiting: line.approvals,
+    queued_count: line.queued,
     connection_token: token,
-    usage: await usageOf(sql, row, now),
+    usage,
     usage_resets_at: nextLocalMidnight(now, row.timezone).toISOString(),
-    wait: null,
+    wait: waitOf(row, line, usage, now, stopped),
     sessions: sessions.map((s, i) => ({
       id: s.id,
       browser_label: s.browser_label,

@@ -6,87 +6,19 @@
 import type { Db, Sql } from '../db/sql.js';
 import type { StepRow } from '../activities/pnet-steps.js';
 import { sendingStopped } from '../activities/agent-sending.js';
+import { loadAccount, usageOf } from '../activities/pnet-accounts.js';
 import { ApiError } from '../domain/errors.js';
-import { pollAfterSeconds, workingWindow, type Wait } from '../domain/pnet-pacing.js';
-import {
-  configVersion,
-  leaseSeconds,
-  limitKindOf,
-  type ActionKind,
-  type AgentHeartbeat,
-  type AgentState,
-  type RunMode,
-  type Usage,
-} from '../domain/pnet.js';
-import { localWeekStart, addDays, nextLocalMidnight, zonedInstant } from '../domain/zoned-time.js';
-import { loadAccount, usageOf, type AccountRow } from '../activities/pnet-accounts.js';
+import { pollAfterSeconds, type Wait } from '../domain/pnet-pacing.js';
+import { configVersion, leaseSeconds, type AgentHeartbeat, type AgentState, type RunMode } from '../domain/pnet.js';
+import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { hashConnectionToken } from './pnet-accounts-store.js';
+import { ceilingWait, lineOf, pacingWait, waitFor, waitOf } from './pnet-line.js';
 
 export async function findAccountByToken(db: Db, token: string) {
   const [row] = await db<{ id: string; workspace_id: string; plan: 'free' | 'paid' }[]>`
     select a.id, a.workspace_id, w.plan from pnet_accounts a join workspaces w on w.id = a.workspace_id
     where a.connection_token_hash = ${hashConnectionToken(token)}`;
   return row;
-}
-
-interface Line {
-  queued: number;
-  approvals: number;
-  unmetered: number;
-  running: boolean;
-  oldestMeteredKind: ActionKind | null;
-}
-
-async function lineOf(db: Db, accountId: string): Promise<Line> {
-  const [row] = await db<(Omit<Line, 'running'> & { running: number })[]>`
-    select
-      count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
-      count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
-      count(*) filter (where status = 'queued' and not held and not metered)::int as unmetered,
-      count(*) filter (where status = 'claimed')::int as running,
-      (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
-        order by queued_at, id limit 1) as "oldestMeteredKind"
-    from browser_steps where account_id = ${accountId}`;
-  return { ...row!, running: row!.running > 0 };
-}
-
-const waitFor = (reason: Wait['reason'], next: Date | null, resets: Date | null = null): Wait => ({
-  reason,
-  next_at: next?.toISOString() ?? null,
-  resets_at: resets?.toISOString() ?? null,
-});
-
-/** What holds metered work now: working hours, then the gap the last claim set (with jitter). */
-function pacingWait(account: AccountRow, now: Date): Wait | null {
-  const hours = workingWindow(now, account.working_hours, account.timezone);
-  if (!hours.open) return waitFor('outside_working_hours', hours.opensAt);
-  if (account.next_metered_at && account.next_metered_at > now) return waitFor('gap', account.next_metered_at);
-  return null;
-}
-
-/** A kind at its daily ceiling waits for local midnight, at its weekly one for Monday's. */
-function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKind, now: Date): Wait | null {
-  const ceiling = usage.find((u) => u.kind === limitKindOf[kind])!;
-  if (ceiling.used_today >= ceiling.daily_limit) {
-    const midnight = nextLocalMidnight(now, account.timezone);
-    return waitFor('daily_cap', midnight, midnight);
-  }
-  if (ceiling.used_this_week >= ceiling.weekly_limit) {
-    const monday = zonedInstant(addDays(localWeekStart(now, account.timezone), 7), 0, 0, account.timezone);
-    return waitFor('weekly_cap', monday, monday);
-  }
-  return null;
-}
-
-/** What the next step waits on and until when; null while nothing is queued. */
-export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
-  if (line.queued === 0) return null;
-  if (account.status !== 'connected') return waitFor('not_connected', null);
-  if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', null);
-  if (line.running) return waitFor('running', null);
-  if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
-  if (sendingStopped) return waitFor('paused', null);
-  return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? pacingWait(account, now) ?? waitFor('ready', now);
 }
 
 interface CheckIn {

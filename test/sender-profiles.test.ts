@@ -79,6 +79,13 @@ describe('endpoint 8: the pnet account wrapper', () => {
       weekly_limit: 100,
     });
     expect(Date.parse(body.account.usage_resets_at)).toBeGreaterThan(Date.now());
+    expect(body.account).toMatchObject({ queued_count: 0, approvals_waiting: 0, wait: null });
+
+    // Queued work shows on the account: manual mode puts this step on the Tasks page.
+    await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: account!.id, params: { kind: 'check_inbox' } } });
+    await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: account!.id, params: { kind: 'check_inbox' }, test: true } });
+    const live = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    expect(live.account).toMatchObject({ queued_count: 1, approvals_waiting: 1, wait: { reason: 'ready' } });
   });
 
   it('ramps a newly connected account to a quarter of its ceilings', async () => {

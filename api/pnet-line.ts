@@ -1,0 +1,70 @@
+/**
+ * An account's line of steps and what its next step waits on, read by the heartbeat, the claim
+ * and the account wrapper (endpoint 8) alike.
+ */
+import type { Db } from '../db/sql.js';
+import type { AccountRow } from '../activities/pnet-accounts.js';
+import { workingWindow, type Wait } from '../domain/pnet-pacing.js';
+import { limitKindOf, type ActionKind, type Usage } from '../domain/pnet.js';
+import { addDays, localWeekStart, nextLocalMidnight, zonedInstant } from '../domain/zoned-time.js';
+
+export interface Line {
+  queued: number;
+  approvals: number;
+  unmetered: number;
+  running: boolean;
+  oldestMeteredKind: ActionKind | null;
+}
+
+export async function lineOf(db: Db, accountId: string): Promise<Line> {
+  const [row] = await db<(Omit<Line, 'running'> & { running: number })[]>`
+    select
+      count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
+      count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
+      count(*) filter (where status = 'queued' and not held and not metered)::int as unmetered,
+      count(*) filter (where status = 'claimed')::int as running,
+      (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
+        order by queued_at, id limit 1) as "oldestMeteredKind"
+    from browser_steps where account_id = ${accountId}`;
+  return { ...row!, running: row!.running > 0 };
+}
+
+export const waitFor = (reason: Wait['reason'], next: Date | null, resets: Date | null = null): Wait => ({
+  reason,
+  next_at: next?.toISOString() ?? null,
+  resets_at: resets?.toISOString() ?? null,
+});
+
+/** What holds metered work now: working hours, then the gap the last claim set (with jitter). */
+export function pacingWait(account: AccountRow, now: Date): Wait | null {
+  const hours = workingWindow(now, account.working_hours, account.timezone);
+  if (!hours.open) return waitFor('outside_working_hours', hours.opensAt);
+  if (account.next_metered_at && account.next_metered_at > now) return waitFor('gap', account.next_metered_at);
+  return null;
+}
+
+/** A kind at its daily ceiling waits for local midnight, at its weekly one for Monday's. */
+export function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKind, now: Date): Wait | null {
+  const ceiling = usage.find((u) => u.kind === limitKindOf[kind])!;
+  if (ceiling.used_today >= ceiling.daily_limit) {
+    const midnight = nextLocalMidnight(now, account.timezone);
+    return waitFor('daily_cap', midnight, midnight);
+  }
+  if (ceiling.used_this_week >= ceiling.weekly_limit) {
+    const monday = zonedInstant(addDays(localWeekStart(now, account.timezone), 7), 0, 0, account.timezone);
+    return waitFor('weekly_cap', monday, monday);
+  }
+  return null;
+}
+
+/** What the next step waits on and until when; null while nothing is queued. */
+export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
+  if (line.queued === 0) return null;
+  if (account.status !== 'connected') return waitFor('not_connected', null);
+  if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', null);
+  if (line.running) return waitFor('running', null);
+  if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
+  if (sendingStopped) return waitFor('paused', null);
+  return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? pacingWait(account, now) ?? waitFor('ready', now);
+}
+
