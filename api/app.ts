@@ -9,6 +9,7 @@ import { registerOpenApi } from './plugins/openapi.js';
 import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './rate-limit.js';
 import { agentSendingRoutes } from './routes/agent-sending.js';
+import { agentToolRoutes } from './routes/agent-tools.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { pnetAgentRoutes } from './routes/pnet-agent.js';
@@ -49,5 +50,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pnetStepRoutes(deps));
   await app.register(pnetAgentRoutes(deps));
   await app.register(agentSendingRoutes(deps));
+  await app.register(agentToolRoutes(deps));
   return app;
 }

@@ -602,3 +602,21 @@ export const AgentReleaseSchema = z
     reason: z.enum(['verified_absent', 'reopen_paused']),
   })
   .meta({ id: 'AgentRelease' });
+
+// Agent tool availability (2.4)
+
+export const AgentToolKeySchema = z.enum(['find_work_email', 'read_pnet_profile']).meta({ id: 'AgentToolKey' });
+export type AgentToolKey = z.infer<typeof AgentToolKeySchema>;
+
+export const AgentToolSchema = z
+  .object({
+    key: AgentToolKeySchema,
+    available: z.boolean().describe('Whether something in this environment supplies the tool; switching on is refused when false'),
+    enabled: z.boolean(),
+    unavailable_reason: z.string().nullable(),
+  })
+  .meta({ id: 'AgentTool' });
+export type AgentTool = z.infer<typeof AgentToolSchema>;
+
+export const AgentToolListSchema = z.object({ tools: z.array(AgentToolSchema) }).meta({ id: 'AgentToolList' });
+export const AgentToolUpdateSchema = z.object({ enabled: z.boolean() }).meta({ id: 'AgentToolUpdate' });

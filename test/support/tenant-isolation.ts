@@ -19,12 +19,15 @@ const extensionTag = 'pnet-agent';
 
 export async function operationsWithIds(app: FastifyInstance): Promise<Operation[]> {
   const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
-    paths: Record<string, Record<string, { operationId: string; tags?: string[] }>>;
+    paths: Record<string, Record<string, { operationId: string; tags?: string[]; parameters?: { in: string; schema?: { format?: string } }[] }>>;
   };
+  // An id is a uuid path parameter; an enum in the path (a tool's key) names no workspace's resource.
+  const hasId = (op: { parameters?: { in: string; schema?: { format?: string } }[] }) =>
+    (op.parameters ?? []).some((p) => p.in === 'path' && p.schema?.format === 'uuid');
   return Object.entries(doc.paths).flatMap(([path, methods]) =>
-    path.includes('{')
-      ? Object.entries(methods).map(([method, op]) => ({ method: method.toUpperCase(), path, operationId: op.operationId, tags: op.tags ?? [] }))
-      : [],
+    Object.entries(methods)
+      .filter(([, op]) => hasId(op))
+      .map(([method, op]) => ({ method: method.toUpperCase(), path, operationId: op.operationId, tags: op.tags ?? [] })),
   );
 }
 
