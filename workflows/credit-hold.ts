@@ -46,8 +46,8 @@ export async function creditHoldWorkflow(input: CreditHoldInput): Promise<Credit
   });
   setHandler(creditHoldStateQuery, () => view);
 
-  // Date.now() is the workflow's deterministic clock (time of the current task).
-  const remainingMs = Math.max(0, Date.parse(input.expiresAt) - Date.now());
+  // Measured from the run's start as recorded in its history, so a replay waits the same.
+  const remainingMs = Math.max(0, Date.parse(input.expiresAt) - workflowInfo().runStartTime.getTime());
   const settled = await condition(() => view.status !== 'held', remainingMs);
   if (!settled) {
     view.status = await releaseExpiredHold({ holdId: input.holdId });
