@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { findStep, terminalStatuses, toBrowserStep } from '../../activities/pnet-steps.js';
+import { findStep, terminalStatuses, toBrowserStep, type StepRow } from '../../activities/pnet-steps.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
 import {
@@ -19,11 +19,12 @@ import {
   DiagnosticSchema,
   ResultReportSchema,
   recordStatus,
+  type StoredStepStatus,
 } from '../../domain/pnet.js';
 import { browserStepWorkflowId, claimRenewedSignal, claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../workflows/browser-step.js';
 import { updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
-import { principalOf } from '../plugins/auth.js';
+import { principalOf, type Principal } from '../plugins/auth.js';
 import { checkIn, pickClaimCandidate } from '../pnet-agent-store.js';
 
 const tags = ['pnet-agent'];
@@ -32,6 +33,13 @@ const config = { access: 'extension' as const };
 export const pnetAgentRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    /** A step of the calling browser's own account; any other answers 404. */
+    async function accountStep(principal: Principal, stepId: string): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
+      const step = await findStep(sql, stepId, principal.workspaceId);
+      if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+      return step as StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> };
+    }
+
     app.post(
       '/pnet/agent/heartbeat/',
       {
@@ -146,8 +154,7 @@ export const pnetAgentRoutes =
       async (request) => {
         const principal = principalOf(request);
         const report = request.body;
-        const step = await findStep(sql, request.params.action_id, principal.workspaceId);
-        if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+        const step = await accountStep(principal, request.params.action_id);
         if (report.diagnostic !== undefined && !DiagnosticSchema.safeParse(report.diagnostic).success) {
           request.log.info({ stepId: step.id }, 'unreadable diagnostic dropped');
         }
@@ -192,8 +199,7 @@ export const pnetAgentRoutes =
       },
       async (request) => {
         const principal = principalOf(request);
-        const step = await findStep(sql, request.params.action_id, principal.workspaceId);
-        if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+        const step = await accountStep(principal, request.params.action_id);
         if (step.status !== 'claimed') throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
         const { claimed_at: claimedAt, reason } = request.body;
         request.log.info({ stepId: step.id, reason }, 'claim released');
