@@ -40,6 +40,15 @@ export interface AccountRow {
   lease_session_id: string | null;
   lease_expires_at: Date | null;
   next_metered_at: Date | null;
+  resume_enabled: boolean;
+  attempts_enabled: boolean;
+  checkpoint_until: Date | null;
+  checkpoints_reported: number;
+  replies_failing: boolean;
+  replies_last_read_at: Date | null;
+  connections_last_checked_at: Date | null;
+  connections_next_check_at: Date | null;
+  inbox_next_check_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }

@@ -5,8 +5,12 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db, Sql } from '../db/sql.js';
-import type { ActionKind, BrowserStep, StepErrorCode, StoredStepStatus } from '../domain/pnet.js';
-import { housekeepingKinds, limitKindOf, recordStatus } from '../domain/pnet.js';
+import { ApiError } from '../domain/errors.js';
+import type { ActionKind, AgentVerification, BrowserStep, StepErrorCode, StoredStepStatus } from '../domain/pnet.js';
+import { housekeepingKinds, limitKindOf, maxCutOffs, messageKinds, recordStatus, stepPrices } from '../domain/pnet.js';
+import { chargeHold, holdCredits, releaseHold } from './credits.js';
+import { recordCheck } from './pnet-checks.js';
+import { holdAtCheckpoint } from './sender-account.js';
 import { workingWindow } from '../domain/pnet-pacing.js';
 import { formatLocalDate, localDate } from '../domain/zoned-time.js';
 import { sendingStopped } from './agent-sending.js';
@@ -28,6 +32,7 @@ export interface StepRow {
   kind: ActionKind;
   params: Record<string, unknown>;
   contact_key: string | null;
+  sequence_id: string | null;
   status: StoredStepStatus;
   metered: boolean;
   held: boolean;
@@ -44,6 +49,11 @@ export interface StepRow {
   claim_session_id: string | null;
   usage_date: Date | null;
   usage_kind: string | null;
+  cut_offs: number;
+  commit_granted_at: Date | null;
+  credit_round: number;
+  credit_hold_id: string | null;
+  running_wait: Record<string, unknown> | null;
 }
 
 /** Failures that may have come after the step acted: a retry of one checks before acting. */
@@ -71,6 +81,7 @@ export function toBrowserStep(row: StepRow): BrowserStep {
     params: row.params,
     status: recordStatus(row.status),
     contact_key: row.contact_key,
+    sequence_id: row.sequence_id,
     queued_at: iso(row.queued_at),
     claimed_at: iso(row.claimed_at),
     finished_at: iso(row.finished_at),
@@ -117,11 +128,36 @@ const wantedFrom: Record<string, string> = {
   cancelled: 'before a browser claims it',
 };
 
-/** The record after a transition: a step record, or the task it still is. */
-export type StepTransitionResult = { step: BrowserStep };
+/** The record after a transition; a claim of a `resuming` step says how to verify it. */
+export type StepTransitionResult = { step: BrowserStep; verification?: AgentVerification | null; checkpoint?: boolean };
+
+/**
+ * Sets the step's price aside for its current queue round (a retry is a new round, so a new
+ * hold); a free kind holds nothing. Too few credits refuses the queueing with nothing written.
+ */
+export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>): Promise<string | null> {
+  const price = stepPrices[step.kind];
+  if (price === 0) return null;
+  try {
+    // The step's workflow settles the hold, so it never lapses on its own while the step waits.
+    const hold = await holdCredits(tx, { workspaceId: step.workspace_id, amount: price, causeKey: `pnet-step:${step.id}:${step.credit_round}`, ttlSeconds: 365 * 86_400 });
+    await tx`update browser_steps set credit_hold_id = ${hold.id} where id = ${step.id}`;
+    return hold.id;
+  } catch (error) {
+    if (error instanceof ApiError) throw ApplicationFailure.nonRetryable(error.message, error.code);
+    throw error;
+  }
+}
+
+/** Ends the round's hold: charged once for a success, returned for anything else. */
+async function settleStepCredits(tx: Db, step: StepRow, charge: boolean) {
+  if (!step.credit_hold_id) return;
+  if (charge) await chargeHold(tx, step.credit_hold_id);
+  else await releaseHold(tx, step.credit_hold_id);
+}
 
 async function transition(
-  sql: Sql,
+  sql: Db,
   stepId: string,
   wanted: keyof typeof wantedFrom,
   run: (tx: Db) => Promise<StepRow[]>,
@@ -139,7 +175,7 @@ const conflict = (message: string) => ApplicationFailure.nonRetryable(message, '
  * and for metered work the working hours, the gap and the day's and week's ceilings, the usage
  * unit consumed by a conditional upsert. Any refusal writes nothing.
  */
-async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<{ step: BrowserStep }> {
+async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<StepTransitionResult> {
   return sql.begin(async (tx) => {
     const account = await loadAccount(tx, input.accountId, true);
     if (!account) throw ApplicationFailure.nonRetryable('Account not found.', 'not_found');
@@ -151,6 +187,7 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
     if (!step || step.held || !(step.status === 'queued' || (step.status === 'resuming' && input.verifyFirst))) {
       throw conflict('The step is not waiting for this browser.');
     }
+    if (account.replies_failing && messageKinds.has(step.kind)) throw conflict('The inbox read is failing; a reply may have come in unseen.');
     const now = new Date();
     let usageDate: string | null = null;
     const usageKind = limitKindOf[step.kind];
@@ -173,9 +210,15 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
     }
     const [claimed] = await tx<StepRow[]>`
       update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()), claim_session_id = ${input.sessionId},
-        usage_date = ${usageDate}, usage_kind = ${step.metered ? usageKind : null}, updated_at = now()
+        usage_date = ${usageDate}, usage_kind = ${step.metered ? usageKind : null}, commit_granted_at = null, running_wait = null,
+        updated_at = now()
       where id = ${step.id} returning *`;
-    return { step: toBrowserStep(claimed!) };
+    // The earlier run was let past the point of no return: it likely acted, so only look.
+    const verification: AgentVerification | null =
+      step.status === 'resuming'
+        ? { mode: step.commit_granted_at ? 'verify_only' : 'verify_then_act', commit_granted_at: iso(step.commit_granted_at) }
+        : null;
+    return { step: toBrowserStep(claimed!), verification };
   });
 }
 
@@ -205,7 +248,7 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
      * Settles the current claim with the browser's result (3.1). A result naming an earlier
      * claim is refused, unless it is a success for a step not settled since (it did run).
      */
-    async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<{ step: BrowserStep }> {
+    async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
       return sql.begin(async (tx) => {
         const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
         if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
@@ -219,13 +262,16 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
             acted_at = ${report.status === 'succeeded' ? tx`now()` : tx`acted_at`}, updated_at = now()
           where id = ${stepId} returning *`;
         if (report.status !== 'succeeded' && namesCurrentClaim) await returnUsageUnit(tx, step);
+        await settleStepCredits(tx, step, report.status === 'succeeded');
+        if (housekeepingKinds.has(step.kind)) await recordCheck(tx, step, report);
+        if (report.error_code === 'blocked_checkpoint' && namesCurrentClaim) await holdAtCheckpoint(tx, step.account_id);
         // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
         if (lateSuccess && step.usage_kind) {
           await tx`
             update pnet_usage u set used = u.used + 1 from browser_steps s
             where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
         }
-        return { step: toBrowserStep(settled!) };
+        return { step: toBrowserStep(settled!), checkpoint: report.error_code === 'blocked_checkpoint' };
       });
     },
 
@@ -251,45 +297,67 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
      * off mid-run) comes back `resuming`, handed only to a browser that looks before acting, so
      * a retry never sends twice; a read, or a failure known to have done nothing, is queued.
      */
-    async retryStep({ stepId }: { stepId: string }): Promise<{ step: BrowserStep }> {
-      const [row] = await sql<StepRow[]>`
-        update browser_steps set
-          status = case when kind in ${sql([...housekeepingKinds])} then 'queued'
-                        when acted_at is not null or error_code is null or error_code in ${sql([...mayHaveActedCodes])} then 'resuming'
-                        else 'queued' end,
-          error_code = null, error_message = null, outcome = null, finished_at = null, duration_ms = null,
-          queued_at = now(), updated_at = now()
-        where id = ${stepId} and status = 'failed' returning *`;
-      if (row) return { step: toBrowserStep(row) };
-      throw conflict(`The step is ${(await findStep(sql, stepId))?.status ?? 'gone'}; only a failed step can be retried.`);
+    async retryStep({ stepId }: { stepId: string }): Promise<StepTransitionResult> {
+      return sql.begin(async (tx) => {
+        const [row] = await tx<StepRow[]>`
+          update browser_steps set
+            status = case when kind in ${tx([...housekeepingKinds])} then 'queued'
+                          when acted_at is not null or error_code is null or error_code in ${tx([...mayHaveActedCodes])} then 'resuming'
+                          else 'queued' end,
+            error_code = null, error_message = null, outcome = null, finished_at = null, duration_ms = null,
+            cut_offs = 0, credit_round = credit_round + 1, credit_hold_id = null,
+            held = pnet_step_held(workspace_id, contact_key, sequence_id),
+            queued_at = now(), updated_at = now()
+          where id = ${stepId} and status = 'failed' returning *`;
+        if (!row) throw conflict(`The step is ${(await findStep(tx, stepId))?.status ?? 'gone'}; only a failed step can be retried.`);
+        row.credit_hold_id = await holdStepCredits(tx, row);
+        return { step: toBrowserStep(row) };
+      });
     },
 
     /**
-     * A claim whose browser went silent: a housekeeping read goes back in line (it acted on
-     * nothing), anything else may have acted and fails with claim_expired for a person to retry.
+     * A claim whose browser went silent. A housekeeping read goes back in line (it acted on
+     * nothing). Anything else may have acted: with resume on it comes back `resuming` (handed only
+     * to a browser that looks first), else it fails with claim_expired for a person to retry; the
+     * third cut-off ends it as interrupted_repeatedly. A failure returns the credit hold.
      */
     async expireClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ status: StoredStepStatus }> {
       return sql.begin(async (tx) => {
         const [step] = await tx<StepRow[]>`
           select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
         if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
-        const requeue = housekeepingKinds.has(step.kind);
+        const [account] = await tx<{ resume_enabled: boolean }[]>`select resume_enabled from pnet_accounts where id = ${step.account_id}`;
+        const cutOffs = step.cut_offs + 1;
+        const [status, errorCode]: [StoredStepStatus, StepErrorCode | null] = housekeepingKinds.has(step.kind)
+          ? ['queued', null]
+          : cutOffs >= maxCutOffs
+            ? ['failed', 'interrupted_repeatedly']
+            : account?.resume_enabled
+              ? ['resuming', null]
+              : ['failed', 'claim_expired'];
+        const back = status !== 'failed';
         await tx`
-          update browser_steps set
-            status = ${requeue ? 'queued' : 'failed'},
-            error_code = ${requeue ? null : 'claim_expired'},
-            finished_at = ${requeue ? null : tx`now()`},
-            queued_at = ${requeue ? tx`now()` : tx`queued_at`}, updated_at = now()
+          update browser_steps set status = ${status}, error_code = ${errorCode}, cut_offs = ${cutOffs},
+            finished_at = ${back ? null : tx`now()`},
+            queued_at = ${back ? tx`now()` : tx`queued_at`}, updated_at = now()
           where id = ${stepId}`;
-        if (requeue) await returnUsageUnit(tx, step);
-        return { status: requeue ? 'queued' : 'failed' };
+        // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
+        if (status === 'queued') await returnUsageUnit(tx, step);
+        if (!back) await settleStepCredits(tx, step, false);
+        return { status };
       });
     },
 
     async approveStep({ stepId }: { stepId: string }) {
-      return transition(sql, stepId, 'approved', (db) => db<StepRow[]>`
-        update browser_steps set status = 'queued', queued_at = now(), updated_at = now()
-        where id = ${stepId} and status = 'awaiting_approval' returning *`);
+      return sql.begin((tx) =>
+        transition(tx, stepId, 'approved', async (db) => {
+          const rows = await db<StepRow[]>`
+            update browser_steps set status = 'queued', queued_at = now(), updated_at = now()
+            where id = ${stepId} and status = 'awaiting_approval' returning *`;
+          if (rows[0]) rows[0].credit_hold_id = await holdStepCredits(db, rows[0]);
+          return rows;
+        }),
+      );
     },
     async rejectStep({ stepId, reason }: { stepId: string; reason: string | null }) {
       return transition(sql, stepId, 'rejected', (db) => db<StepRow[]>`
@@ -299,9 +367,15 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
     },
     /** A running step is the browser's until it reports: only a waiting step can be cancelled. */
     async cancelStep({ stepId }: { stepId: string }) {
-      return transition(sql, stepId, 'cancelled', (db) => db<StepRow[]>`
-        update browser_steps set status = 'cancelled', error_code = 'cancelled', finished_at = now(), updated_at = now()
-        where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`);
+      return sql.begin((tx) =>
+        transition(tx, stepId, 'cancelled', async (db) => {
+          const rows = await db<StepRow[]>`
+            update browser_steps set status = 'cancelled', error_code = 'cancelled', finished_at = now(), updated_at = now()
+            where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
+          if (rows[0]) await settleStepCredits(db, rows[0], false);
+          return rows;
+        }),
+      );
     },
   };
 }

@@ -13,6 +13,7 @@ import { agentToolRoutes } from './routes/agent-tools.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { pnetAgentRoutes } from './routes/pnet-agent.js';
+import { pnetHoldRoutes } from './routes/pnet-holds.js';
 import { pnetStepRoutes } from './routes/pnet-steps.js';
 import { senderProfileRoutes } from './routes/sender-profiles.js';
 import { workspaceRoutes } from './routes/workspace.js';
@@ -48,6 +49,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(workspaceRoutes(deps));
   await app.register(senderProfileRoutes(deps));
   await app.register(pnetStepRoutes(deps));
+  await app.register(pnetHoldRoutes(deps));
   await app.register(pnetAgentRoutes(deps));
   await app.register(agentSendingRoutes(deps));
   await app.register(agentToolRoutes(deps));

@@ -3,6 +3,7 @@ import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { StepRow, StepTransitionResult } from '../activities/pnet-steps.js';
 import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../workflows/browser-step.js';
+import { accountChangedSignal, senderAccountWorkflow, senderAccountWorkflowId } from '../workflows/sender-account.js';
 import { SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
@@ -37,3 +38,25 @@ export function updateStep<Args extends unknown[]>(
   return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
 }
 
+
+/** Starts a step's workflow; one already running is left as it is. */
+export async function startStepWorkflow(client: Client, taskQueue: string, row: StepRow): Promise<void> {
+  await client.workflow.start(browserStepWorkflow, startOptions(taskQueue, row));
+}
+
+/**
+ * Wakes the account's own workflow (starting it if it is not running): its settings changed, a
+ * checkpoint was reported, or it was just created.
+ */
+export async function signalSenderAccount(client: Client, taskQueue: string, account: { id: string; workspace_id: string }): Promise<void> {
+  await client.workflow.signalWithStart(senderAccountWorkflow, {
+    taskQueue,
+    workflowId: senderAccountWorkflowId(account.id),
+    args: [{ accountId: account.id, workspaceId: account.workspace_id }],
+    signal: accountChangedSignal,
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: account.workspace_id },
+      { key: SenderAccountIdKey, value: account.id },
+    ],
+  });
+}

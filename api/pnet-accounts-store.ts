@@ -1,4 +1,5 @@
 /** Queries of sender profiles and their pnet account (2.10). */
+import { connectionChecksOf, repliesCheckOf } from '../activities/pnet-checks.js';
 import { createHash, createHmac } from 'node:crypto';
 import type { Db, Sql } from '../db/sql.js';
 import { ApiError } from '../domain/errors.js';
@@ -92,6 +93,8 @@ function settingsOf(row: AccountRow) {
     working_hours: row.working_hours,
     min_action_interval_seconds: row.min_action_interval_seconds,
     run_mode: row.run_mode,
+    resume_enabled: row.resume_enabled,
+    attempts_enabled: row.attempts_enabled,
     limits: { ...defaultLimits, ...row.limits },
     limit_maximums: limitMaximums,
   };
@@ -115,6 +118,8 @@ export async function updatePnetSettings(sql: Sql, workspaceId: string, profileI
         working_hours = ${tx.json(patch.working_hours ?? row.working_hours)},
         min_action_interval_seconds = ${patch.min_action_interval_seconds ?? row.min_action_interval_seconds},
         run_mode = ${patch.run_mode ?? row.run_mode},
+        resume_enabled = ${patch.resume_enabled ?? row.resume_enabled},
+        attempts_enabled = ${patch.attempts_enabled ?? row.attempts_enabled},
         limits = ${tx.json({ ...defaultLimits, ...row.limits, ...patch.limits })},
         updated_at = now()
       where id = ${row.id}`;
@@ -174,16 +179,8 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
       last_seen_at: s.last_seen_at.toISOString(),
       presence: presences[i]!,
     })),
-    replies_check: { failing: false, last_read_at: null, holding: false },
-    connection_checks: {
-      awaiting: 0,
-      last_checked_at: null,
-      next_check_at: null,
-      watched_since: iso(row.connected_at),
-      supported: true,
-      problem: null,
-      gaps: [],
-    },
+    replies_check: repliesCheckOf(row),
+    connection_checks: await connectionChecksOf(sql, row, sessions),
     ...limits,
     limit_maximums: limitMaximums,
   };

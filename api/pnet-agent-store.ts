@@ -12,7 +12,7 @@ import { pollAfterSeconds, type Wait } from '../domain/pnet-pacing.js';
 import { configVersion, leaseSeconds, type AgentHeartbeat, type AgentState, type RunMode } from '../domain/pnet.js';
 import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { hashConnectionToken } from './pnet-accounts-store.js';
-import { ceilingWait, lineOf, pacingWait, waitFor, waitOf } from './pnet-line.js';
+import { ceilingWait, lineOf, pacingWait, repliesWait, waitFor, waitOf } from './pnet-line.js';
 
 export async function findAccountByToken(db: Db, token: string) {
   const [row] = await db<{ id: string; workspace_id: string; plan: 'free' | 'paid' }[]>`
@@ -99,8 +99,8 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
         now,
       }),
       config_version: configVersion,
-      attempts_enabled: false,
-      resume_enabled: false,
+      attempts_enabled: current.attempts_enabled,
+      resume_enabled: current.resume_enabled,
       running_claim: runningClaim,
       unpaced_waiting: line.unmetered > 0,
       usage,
@@ -147,7 +147,7 @@ export async function pickClaimCandidate(
     if (stopped) return { step: null, sessionId: session.id, wait: waitFor('paused', null) };
     const paced = pacingWait(account, now);
     if (paced) return { step: null, sessionId: session.id, wait: paced };
-    const ceiling = ceilingWait(account, usage, step.kind, now);
+    const ceiling = ceilingWait(account, usage, step.kind, now) ?? repliesWait(account, step.kind);
     if (!ceiling) return { step, sessionId: session.id, wait: null };
     capped ??= ceiling;
   }

@@ -5,7 +5,7 @@
 import type { Db } from '../db/sql.js';
 import type { AccountRow } from '../activities/pnet-accounts.js';
 import { workingWindow, type Wait } from '../domain/pnet-pacing.js';
-import { limitKindOf, type ActionKind, type Usage } from '../domain/pnet.js';
+import { limitKindOf, messageKinds, type ActionKind, type Usage } from '../domain/pnet.js';
 import { addDays, localWeekStart, nextLocalMidnight, zonedInstant } from '../domain/zoned-time.js';
 
 export interface Line {
@@ -57,6 +57,11 @@ export function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKin
   return null;
 }
 
+/** A message waits while the inbox read fails: the contact may have replied unseen. */
+export function repliesWait(account: AccountRow, kind: ActionKind): Wait | null {
+  return account.replies_failing && messageKinds.has(kind) ? waitFor('replies_check_failing', account.inbox_next_check_at) : null;
+}
+
 /** What the next step waits on and until when; null while nothing is queued. */
 export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
   if (line.queued === 0) return null;
@@ -65,6 +70,6 @@ export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Dat
   if (line.running) return waitFor('running', null);
   if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
   if (sendingStopped) return waitFor('paused', null);
-  return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? pacingWait(account, now) ?? waitFor('ready', now);
+  return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? repliesWait(account, line.oldestMeteredKind) ?? pacingWait(account, now) ?? waitFor('ready', now);
 }
 

@@ -1,7 +1,7 @@
 /** Queries of browser steps for the person-side routes; transitions go through the workflow. */
 import type { Db, Sql } from '../db/sql.js';
 import type { StepQueue, StepStatus, StoredStepStatus } from '../domain/pnet.js';
-import { toBrowserStep, toTask, type StepRow } from '../activities/pnet-steps.js';
+import { holdStepCredits, toBrowserStep, toTask, type StepRow } from '../activities/pnet-steps.js';
 
 /** The stored statuses a spec status covers: a cancelled step reads as failed. */
 const storedFor: Record<StepStatus, StoredStepStatus[]> = {
@@ -23,12 +23,17 @@ export async function accountRunMode(db: Db, workspaceId: string, accountId: str
 /** Manual mode puts a step on the Tasks page first; automatic mode and operator tests queue it. */
 export async function insertStep(sql: Sql, workspaceId: string, input: StepQueue, runMode: 'manual' | 'automatic'): Promise<StepRow> {
   const awaiting = runMode === 'manual' && !input.test;
-  const [row] = await sql<StepRow[]>`
-    insert into browser_steps (workspace_id, account_id, kind, params, contact_key, status, metered, queued_at)
-    values (${workspaceId}, ${input.account_id}, ${input.params.kind}, ${sql.json(input.params)}, ${input.contact_key},
-            ${awaiting ? 'awaiting_approval' : 'queued'}, ${!input.test}, ${awaiting ? null : sql`now()`})
-    returning *`;
-  return row!;
+  return sql.begin(async (tx) => {
+    const [row] = await tx<StepRow[]>`
+      insert into browser_steps (workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held)
+      values (${workspaceId}, ${input.account_id}, ${input.params.kind}, ${tx.json(input.params)}, ${input.contact_key},
+              ${input.sequence_id}, ${awaiting ? 'awaiting_approval' : 'queued'}, ${!input.test}, ${awaiting ? null : tx`now()`},
+              pnet_step_held(${workspaceId}, ${input.contact_key}, ${input.sequence_id}))
+      returning *`;
+    // A queued step has its price set aside now; a task only once a person approves it.
+    if (!awaiting) row!.credit_hold_id = await holdStepCredits(tx, row!);
+    return row!;
+  }) as Promise<StepRow>;
 }
 
 export async function listSteps(

@@ -52,7 +52,8 @@ export type WaitReason =
   | 'weekly_cap'
   | 'gap'
   | 'checkpoint'
-  | 'running';
+  | 'running'
+  | 'replies_check_failing';
 
 export interface Wait {
   next_at: string | null;

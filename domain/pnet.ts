@@ -34,6 +34,30 @@ export const housekeepingKinds: ReadonlySet<ActionKind> = new Set([
   'read_conversation',
 ]);
 
+/**
+ * Credits a step costs, held when it is queued and charged only when it succeeds: a failure, a
+ * skip, a cancel or a rejection returns the hold. Reads of the account's own lists are free.
+ */
+export const stepPrices: Record<ActionKind, number> = {
+  profile_view: 1,
+  connection_request: 2,
+  send_message: 2,
+  inmail: 3,
+  withdraw_connection_request: 1,
+  follow_contact: 1,
+  like_latest_post: 1,
+  check_sent_invitations: 0,
+  check_connections: 0,
+  check_inbox: 0,
+  read_conversation: 0,
+};
+
+/** Kinds that write to another member: a reply-check failure holds them back. */
+export const messageKinds: ReadonlySet<ActionKind> = new Set(['send_message', 'inmail']);
+
+/** Claims lapsing with the browser silent this many times end the step (interrupted_repeatedly). */
+export const maxCutOffs = 3;
+
 export const limitKinds = [
   'check_connections',
   'check_inbox',
@@ -211,6 +235,8 @@ export const PnetSettingsSchema = z
     working_hours: WorkingHoursSchema,
     min_action_interval_seconds: z.int(),
     run_mode: RunModeSchema,
+    resume_enabled: z.boolean(),
+    attempts_enabled: z.boolean(),
     limits: LimitsSchema,
     limit_maximums: LimitsSchema,
   })
@@ -222,6 +248,11 @@ export const PnetSettingsUpdateSchema = z
     working_hours: WorkingHoursInputSchema.optional(),
     min_action_interval_seconds: z.int().min(minActionIntervalBounds.min).max(minActionIntervalBounds.max).optional(),
     run_mode: RunModeSchema.optional(),
+    resume_enabled: z
+      .boolean()
+      .optional()
+      .describe('A step cut off mid-run goes back in line as `resuming` (verify first) instead of failing with `claim_expired`'),
+    attempts_enabled: z.boolean().optional().describe('Builds that report attempts report a run cut off without an error to the attempts endpoint'),
     limits: LimitsSchema.partial().strict().optional(),
   })
   .meta({ id: 'PnetSettingsUpdate' });
@@ -234,7 +265,18 @@ export const PresenceSchema = z.enum(['active', 'idle', 'offline']).meta({ id: '
 export const AccountStatusSchema = z.enum(['pending', 'connected', 'disconnected']).meta({ id: 'PnetAccountStatus' });
 export const CheckpointStatusSchema = z.enum(['ok', 'checkpoint', 'restricted']).meta({ id: 'CheckpointStatus' });
 export const WaitReasonSchema = z
-  .enum(['ready', 'not_connected', 'paused', 'outside_working_hours', 'daily_cap', 'weekly_cap', 'gap', 'checkpoint', 'running'])
+  .enum([
+    'ready',
+    'not_connected',
+    'paused',
+    'outside_working_hours',
+    'daily_cap',
+    'weekly_cap',
+    'gap',
+    'checkpoint',
+    'running',
+    'replies_check_failing',
+  ])
   .meta({ id: 'WaitReason' });
 
 export const UsageSchema = z
@@ -377,6 +419,7 @@ export const StepQueueSchema = z
     account_id: UuidSchema,
     params: StepParamsSchema,
     contact_key: NameSchema.nullable().default(null).describe('The contact the step is for, as the caller keys it'),
+    sequence_id: UuidSchema.nullable().default(null).describe('The sequence that queued the step, if any'),
     test: z.boolean().default(false).describe('A test fired by the operator: unmetered, goes first, skips the Tasks page'),
   })
   .meta({ id: 'StepQueue' });
@@ -390,6 +433,7 @@ export const BrowserStepSchema = z
     params: z.record(z.string(), z.unknown()),
     status: StepStatusSchema,
     contact_key: z.string().nullable(),
+    sequence_id: UuidSchema.nullable(),
     queued_at: TimestampSchema.nullable(),
     claimed_at: TimestampSchema.nullable(),
     finished_at: TimestampSchema.nullable(),
@@ -522,9 +566,23 @@ export const AgentClaimSchema = z
   })
   .meta({ id: 'AgentClaim' });
 
+/**
+ * How a browser takes a `resuming` step: the earlier run may have acted. `verify_only` when it was
+ * granted the commit (it likely pressed): look, report success if done, else release it
+ * `verified_absent`; `verify_then_act` when it never got that far: look first, finish if not done.
+ */
+export const AgentVerificationSchema = z
+  .object({
+    mode: z.enum(['verify_then_act', 'verify_only']),
+    commit_granted_at: TimestampSchema.nullable().describe('When the earlier run was let past the point of no return'),
+  })
+  .meta({ id: 'AgentVerification' });
+export type AgentVerification = z.infer<typeof AgentVerificationSchema>;
+
 export const AgentClaimResponseSchema = z
   .object({
     step: BrowserStepSchema.nullable(),
+    verification: AgentVerificationSchema.nullable().describe('Set when the step handed out is `resuming`: check before acting'),
     reason: WaitReasonSchema.nullable().describe('Why nothing was handed out'),
     wait: WaitSchema.nullable(),
   })
@@ -620,3 +678,90 @@ export type AgentTool = z.infer<typeof AgentToolSchema>;
 
 export const AgentToolListSchema = z.object({ tools: z.array(AgentToolSchema) }).meta({ id: 'AgentToolList' });
 export const AgentToolUpdateSchema = z.object({ enabled: z.boolean() }).meta({ id: 'AgentToolUpdate' });
+
+// ---------------------------------------------------------------------------------------------
+// The rest of the extension protocol: commit, attempts, running waits, config
+
+export const AgentCommitSchema = z
+  .object({ claimed_at: TimestampSchema.describe('The claim the browser is running') })
+  .meta({ id: 'AgentCommit', description: 'Ask leave to press the irreversible button of a step' });
+
+export const AgentCommitGrantSchema = z
+  .object({ commit_granted_at: TimestampSchema })
+  .meta({ id: 'AgentCommitGrant' });
+
+export const AttemptReasonSchema = z
+  .enum(['cut_off', 'verified_absent', 'reopen_paused'])
+  .meta({ id: 'AttemptReason', description: '`cut_off`: the run stopped without an error (tab closed, browser restarted)' });
+
+export const AgentAttemptSchema = z
+  .object({
+    claimed_at: TimestampSchema,
+    reason: AttemptReasonSchema,
+    detail: textSchema(0, 500).nullable().default(null),
+  })
+  .meta({ id: 'AgentAttempt' });
+
+export const StepAttemptSchema = z
+  .object({ claimed_at: TimestampSchema, reason: AttemptReasonSchema, detail: z.string().nullable(), created_at: TimestampSchema })
+  .meta({ id: 'StepAttempt' });
+export const StepAttemptListSchema = z.object({ attempts: z.array(StepAttemptSchema) }).meta({ id: 'StepAttemptList' });
+
+/** 2.4 Running wait: the running step waits inside the page (the nested waits, outermost first). */
+export const AgentRunningWaitSchema = z
+  .object({
+    claimed_at: TimestampSchema.nullable().default(null).describe('The claim the browser is running; when given it must be current'),
+    site: textSchema(1, 200),
+    awake_seconds: z.int().min(0).max(86_400),
+    tab_discarded: z.boolean().nullable().default(null),
+    tab_frozen: z.boolean().nullable().default(null),
+    tab_status: z.string().max(16).nullable().default(null),
+  })
+  .meta({ id: 'AgentRunningWait' });
+
+export const RunningWaitAnswerSchema = z
+  .object({ running_claim: z.enum(['renewed', 'lost']) })
+  .meta({ id: 'AgentRunningWaitAnswer', description: '`lost`: stop the step before changing anything more' });
+
+/** The selector and pacing config the extension runs with; `config_version` names it. */
+export const AgentConfigSchema = z
+  .object({
+    config_version: z.int(),
+    selectors: z.record(z.string(), z.string()),
+    pacing: z.object({
+      lease_seconds: z.int(),
+      claim_lease_seconds: z.int(),
+      max_poll_after_seconds: z.int(),
+      typing_ms_per_char: z.object({ min: z.int(), max: z.int() }),
+      page_settle_ms: z.object({ min: z.int(), max: z.int() }),
+    }),
+  })
+  .meta({ id: 'AgentConfig' });
+export type AgentConfig = z.infer<typeof AgentConfigSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Holds: a paused contact or sequence keeps its steps out of every browser's line
+
+const holdReason = textSchema(0, 500).nullable().default(null);
+export const StepHoldCreateSchema = z
+  .union([
+    z.strictObject({ contact_key: NameSchema, reason: holdReason }),
+    z.strictObject({ sequence_id: UuidSchema, reason: holdReason }),
+  ])
+  .meta({ id: 'PnetStepHoldCreate', description: 'Pause one contact (`contact_key`) or one sequence (`sequence_id`)' });
+export type StepHoldCreate = z.infer<typeof StepHoldCreateSchema>;
+
+export const StepHoldSchema = z
+  .object({
+    id: UuidSchema,
+    contact_key: z.string().nullable(),
+    sequence_id: UuidSchema.nullable(),
+    reason: z.string().nullable(),
+    created_at: TimestampSchema,
+    held_steps: z.int().describe('Steps of this contact or sequence held now'),
+  })
+  .meta({ id: 'PnetStepHold' });
+export const StepHoldListSchema = z.object({ holds: z.array(StepHoldSchema) }).meta({ id: 'PnetStepHoldList' });
+export const StepHoldReleaseSchema = z
+  .object({ resumed_steps: z.int().describe('Steps back in line (or on the Tasks page); others may stay held by another hold') })
+  .meta({ id: 'PnetStepHoldRelease' });

@@ -3,41 +3,52 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
+import { holdStepCredits, type StepRow } from '../activities/pnet-steps.js';
+import { startOptions } from '../api/browser-step-client.js';
 import { claimLeaseSeconds } from '../domain/pnet.js';
+import { holdAtCheckpoint } from '../activities/sender-account.js';
+import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../workflows/sender-account.js';
 import { browserStepStateQuery, browserStepWorkflow, claimRenewedSignal, claimStepUpdate } from '../workflows/browser-step.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
 const taskQueue = 'claim-expiry-test';
-const temporal = useTimeSkippingWorker(taskQueue, () => createActivities({ sql: ctx.stack.sql }));
+// The time-skipping server has no custom search attributes: steps start without them here.
+const temporal = useTimeSkippingWorker(taskQueue, (env) =>
+  createActivities({
+    sql: ctx.stack.sql,
+    startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
+  }),
+);
 let stack: TestStack;
 let paid: TestWorkspace;
 let env: TestWorkflowEnvironment;
 beforeAll(() => void ({ stack, paid } = ctx, { env } = temporal));
 
 /** A connected account with a session, and a claimed step of the given kind. */
-async function claimedStep(kind: 'check_inbox' | 'send_message') {
+async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false) {
   const profile = (
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
   ).json();
   const [account] = await stack.sql<{ id: string }[]>`
-    update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()},
+    update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()}, resume_enabled = ${resume},
       working_hours = ${stack.sql.json({ start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] })}
     where sender_profile_id = ${profile.id} returning id`;
   const [session] = await stack.sql<{ id: string }[]>`
     insert into pnet_sessions (account_id, browser_id, browser_label, extension_version) values (${account!.id}, gen_random_uuid(), 'B', '1') returning id`;
   const params = kind === 'check_inbox' ? { kind } : { kind, profile_url: 'https://pnet.example/in/x', body: 'Hi' };
-  const [step] = await stack.sql<{ id: string }[]>`
+  const [step] = await stack.sql<StepRow[]>`
     insert into browser_steps (workspace_id, account_id, kind, params, status, queued_at)
-    values (${paid.workspaceId}, ${account!.id}, ${kind}, ${stack.sql.json(params)}, 'queued', now()) returning id`;
+    values (${paid.workspaceId}, ${account!.id}, ${kind}, ${stack.sql.json(params)}, 'queued', now()) returning *`;
+  await stack.sql.begin((tx) => holdStepCredits(tx, step!));
   const handle = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
     workflowId: `browser-step/${step!.id}`,
     args: [{ stepId: step!.id, workspaceId: paid.workspaceId, accountId: account!.id, kind, status: 'queued' }],
   });
   const claimed = await handle.executeUpdate(claimStepUpdate, { args: [{ sessionId: session!.id, verifyFirst: false }] });
-  return { handle, stepId: step!.id, accountId: account!.id, claimedAt: claimed.step.claimed_at! };
+  return { handle, stepId: step!.id, accountId: account!.id, sessionId: session!.id, claimedAt: claimed.step.claimed_at! };
 }
 
 const stepRow = async (id: string) =>
@@ -72,5 +83,87 @@ describe('claim expiry', () => {
     expect(await stepRow(stepId)).toEqual({ status: 'claimed', error_code: null });
     await env.sleep(`${claimLeaseSeconds + 5} seconds`);
     expect(await stepRow(stepId)).toEqual({ status: 'failed', error_code: 'claim_expired' });
+  });
+});
+
+const openHolds = async () =>
+  (await stack.sql<{ held: number }[]>`select coalesce(sum(amount), 0)::int as held from credit_holds where workspace_id = ${paid.workspaceId} and status = 'held'`)[0]!.held;
+
+describe('claim expiry with resume on', () => {
+  it('puts a cut-off step back as resuming for a verifying browser, and the third cut-off ends it', async () => {
+    const heldBefore = await openHolds();
+    const { handle, stepId, sessionId } = await claimedStep('send_message', true);
+    expect(await openHolds()).toBe(heldBefore + 2);
+    for (const cutOff of [1, 2]) {
+      await env.sleep(`${claimLeaseSeconds + 5} seconds`);
+      expect(await stepRow(stepId)).toEqual({ status: 'resuming', error_code: null });
+      // The hold stays: the step may still succeed.
+      expect(await openHolds()).toBe(heldBefore + 2);
+      await stack.sql`update pnet_accounts set next_metered_at = null`;
+      await expect(handle.executeUpdate(claimStepUpdate, { args: [{ sessionId, verifyFirst: false }] })).rejects.toThrow();
+      const again = await handle.executeUpdate(claimStepUpdate, { args: [{ sessionId, verifyFirst: true }] });
+      expect(again.verification).toEqual({ mode: 'verify_then_act', commit_granted_at: null });
+      expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'claimed', claims: cutOff + 1 });
+    }
+    await env.sleep(`${claimLeaseSeconds + 5} seconds`);
+    expect(await stepRow(stepId)).toEqual({ status: 'failed', error_code: 'interrupted_repeatedly' });
+    expect(await openHolds()).toBe(heldBefore);
+    expect(await handle.result()).toMatchObject({ status: 'failed', claims: 3 });
+  });
+});
+
+describe('the sender-account workflow', () => {
+  async function connectedAccount() {
+    const profile = (
+      await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
+    ).json();
+    const [account] = await stack.sql<{ id: string }[]>`
+      update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()}
+      where sender_profile_id = ${profile.id} returning id`;
+    const handle = await env.client.workflow.start(senderAccountWorkflow, {
+      taskQueue,
+      workflowId: `sender-account/${account!.id}`,
+      args: [{ accountId: account!.id, workspaceId: paid.workspaceId }],
+    });
+    return { accountId: account!.id, handle };
+  }
+  const reads = async (accountId: string) =>
+    stack.sql<{ id: string; kind: string; status: string }[]>`
+      select id, kind, status from browser_steps where account_id = ${accountId} order by created_at, kind`;
+
+  it('schedules the housekeeping reads, one waiting read of a kind at a time, each with its workflow', async () => {
+    const { accountId, handle } = await connectedAccount();
+    await env.sleep('1 second');
+    const first = await reads(accountId);
+    expect(first.map((r) => r.kind).sort()).toEqual(['check_connections', 'check_inbox', 'check_sent_invitations']);
+    for (const read of first) {
+      const described = await env.client.workflow.getHandle(`browser-step/${read.id}`).describe();
+      expect(described.status.name).toBe('RUNNING');
+    }
+    // Half an hour on, the inbox read is still waiting: no second one is queued beside it.
+    await env.sleep('31 minutes');
+    expect(await reads(accountId)).toHaveLength(3);
+    const inbox = first.find((r) => r.kind === 'check_inbox')!;
+    await stack.sql`update browser_steps set status = 'succeeded', finished_at = now() where id = ${inbox.id}`;
+    await env.sleep('31 minutes');
+    const after = await reads(accountId);
+    expect(after.filter((r) => r.kind === 'check_inbox')).toHaveLength(2);
+    const clock = await handle.query(senderAccountStateQuery);
+    expect(clock?.connected).toBe(true);
+    await handle.terminate();
+  });
+
+  it('ends a checkpoint back-off after an hour on its own', async () => {
+    const { accountId, handle } = await connectedAccount();
+    await stack.sql.begin((tx) => holdAtCheckpoint(tx, accountId));
+    // The back-off is measured on the workflow's clock, which earlier skips moved ahead.
+    await stack.sql`update pnet_accounts set checkpoint_until = ${new Date((await env.currentTimeMs()) + 3_600_000)} where id = ${accountId}`;
+    await handle.signal(accountChangedSignal);
+    await env.sleep('30 minutes');
+    const status = async () => (await stack.sql<{ checkpoint_status: string }[]>`select checkpoint_status from pnet_accounts where id = ${accountId}`)[0]!.checkpoint_status;
+    expect(await status()).toBe('checkpoint');
+    await env.sleep('31 minutes');
+    expect(await status()).toBe('ok');
+    await handle.terminate();
   });
 });

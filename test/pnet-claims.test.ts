@@ -34,7 +34,7 @@ describe('claiming', () => {
     const a = await connectedAccount();
     const held = await a.queue({ kind: 'check_inbox' });
     await stack.sql`update browser_steps set held = true where id = ${held.id}`;
-    expect((await a.claim()).json()).toEqual({ step: null, reason: null, wait: null });
+    expect((await a.claim()).json()).toEqual({ step: null, verification: null, reason: null, wait: null });
     await stack.sql`update browser_steps set held = false where id = ${held.id}`;
     const other = randomUUID();
     await a.agent('/pnet/agent/heartbeat/', { browser_id: other, browser_label: 'Firefox', extension_version: '2.0.0', lease_nonce: 'lease-nonce-2' });
@@ -169,7 +169,7 @@ describe('retrying a failed step', () => {
     // It is back in line: a second retry has nothing to retry.
     expect((await retry()).statusCode).toBe(409);
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
-    expect((await a.claim()).json()).toEqual({ step: null, reason: null, wait: null });
+    expect((await a.claim()).json()).toEqual({ step: null, verification: null, reason: null, wait: null });
     const verifying = (await a.claim({ verify_first: true })).json();
     expect(verifying.step).toMatchObject({ id: step.id, status: 'claimed' });
     const done = await a.report(step.id, { status: 'succeeded', claimed_at: verifying.step.claimed_at });

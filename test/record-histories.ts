@@ -18,6 +18,7 @@ import {
   retryStepUpdate,
 } from '../workflows/browser-step.js';
 import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
+import { accountChangedSignal, senderAccountWorkflow } from '../workflows/sender-account.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
 
@@ -39,6 +40,7 @@ const worker = await Worker.create({
     settleStep: async () => ({ step: { status: 'succeeded' } }),
     expireClaim: async () => ({ status: 'queued' }),
     retryStep: async () => ({ step: { status: 'resuming' } }),
+    tickSenderAccount: async () => ({ connected: true, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }),
   },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
@@ -82,7 +84,17 @@ await worker.runUntil(async () => {
   await failed.executeUpdate(retryStepUpdate);
   await failed.executeUpdate(cancelStepUpdate);
   await failed.result();
+  // An account's clock: ticks on its timer and on a signal, still running when recorded.
+  const account = await env.client.workflow.start(senderAccountWorkflow, {
+    taskQueue,
+    workflowId: 'sender-account/ticking',
+    args: [{ accountId: '00000000-0000-4000-8000-000000000006', workspaceId: 'w' }],
+  });
+  await env.sleep('40 minutes');
+  await account.signal(accountChangedSignal);
+  await env.sleep('1 minute');
   const histories = [
+    ['sender-account-ticking', account],
     ['browser-step-retried-then-cancelled', failed],
     ['browser-step-claimed-lapsed-then-settled', claimed],
     ['credit-hold-expired', expired],
@@ -97,5 +109,6 @@ await worker.runUntil(async () => {
     writeFileSync(file, historyToJSON(await handle.fetchHistory()));
     console.log(`recorded ${file}`);
   }
+  await account.terminate();
 });
 await env.teardown();

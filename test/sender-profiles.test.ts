@@ -106,6 +106,8 @@ describe('pnet settings and limits', () => {
       working_hours: { start: '09:00', end: '18:00', days: [1, 2, 3, 4, 5] },
       min_action_interval_seconds: 90,
       run_mode: 'manual',
+      resume_enabled: false,
+      attempts_enabled: false,
       limits: defaultLimits,
       limit_maximums: limitMaximums,
     });

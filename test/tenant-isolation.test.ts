@@ -22,6 +22,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(owner.apiKey), payload: { account_id: account!.id, ...payload } });
   const task = (await queueStep({ params: { kind: 'check_inbox' } })).json();
   const step = (await queueStep({ params: { kind: 'check_inbox' }, test: true })).json();
+  const hold = (await stack.app.inject({ method: 'POST', url: '/pnet/holds/', headers: withKey(owner.apiKey), payload: { contact_key: 'c-1' } })).json();
 
   const intruderProfile = (
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(intruder.apiKey), payload: { name: 'Intruder' } })
@@ -34,15 +35,20 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     app: stack.app,
     intruderHeaders: withKey(intruder.apiKey),
     intruderExtensionHeaders: { authorization: `Bearer ${intruderToken}` },
-    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id, action_id: step.id },
+    ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id, action_id: step.id, hold_id: hold.id },
     bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' }, reportStepResult: { status: 'succeeded' },
       releaseStepClaim: { claimed_at: new Date().toISOString(), reason: 'verified_absent' },
+      grantStepCommit: { claimed_at: new Date().toISOString() },
+      reportStepAttempt: { claimed_at: new Date().toISOString(), reason: 'cut_off' },
+      reportRunningWait: { site: 'page', awake_seconds: 1 },
     },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
     'approveTask',
     'cancelStep',
     'deleteApiKey',
+    'grantStepCommit',
+    'listStepAttempts',
     'readApiKey',
     'readMember',
     'readPnetSettings',
@@ -51,6 +57,9 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readStep',
     'rejectTask',
     'releaseStepClaim',
+    'releaseStepHold',
+    'reportRunningWait',
+    'reportStepAttempt',
     'reportStepResult',
     'retryStep',
     'updateApiKey',
@@ -66,4 +75,5 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const tasks = (await stack.app.inject({ method: 'GET', url: '/pnet/tasks/', headers: withKey(owner.apiKey) })).json().tasks;
   expect(tasks.map((t: { id: string }) => t.id)).toEqual([task.id]);
   expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(owner.apiKey) })).json().status).toBe('queued');
+  expect((await stack.app.inject({ method: 'GET', url: '/pnet/holds/', headers: withKey(owner.apiKey) })).json().holds).toHaveLength(1);
 });

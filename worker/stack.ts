@@ -101,12 +101,13 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     if (applied.length) log.info({ applied }, 'migrations applied');
 
     if (config.role !== 'api') {
-      const { worker, connection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue });
+      const { worker, connection, clientConnection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue });
       const running = worker.run();
       stops.push(async () => {
         if (worker.getState() === 'RUNNING') worker.shutdown();
         await running;
         await connection.close();
+        await clientConnection.close();
       });
     }
 

@@ -1,7 +1,10 @@
 /** The Temporal worker: every workflow (bundled) and every activity, bound to real dependencies. */
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
+import type { StepRow } from '../activities/pnet-steps.js';
+import { startStepWorkflow } from '../api/browser-step-client.js';
 import type { Sql } from '../db/sql.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -16,16 +19,20 @@ export async function createServiceWorker(options: {
   namespace: string;
   taskQueue: string;
   bundle?: WorkflowBundleWithSourceMap;
-}): Promise<{ worker: Worker; connection: NativeConnection }> {
+}): Promise<{ worker: Worker; connection: NativeConnection; clientConnection: Connection }> {
   const connection = await NativeConnection.connect({ address: options.address });
+  // Activities that start workflows (the account's housekeeping reads) use a client of their own.
+  const clientConnection = await Connection.connect({ address: options.address });
+  const client = new Client({ connection: clientConnection, namespace: options.namespace });
+  const startStep = (row: StepRow) => startStepWorkflow(client, options.taskQueue, row);
   const worker = await Worker.create({
     connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     workflowBundle: options.bundle ?? (await bundleWorkflows()),
-    activities: createActivities({ sql: options.sql }),
+    activities: createActivities({ sql: options.sql, startStep }),
     // Let running activities finish on shutdown before they are cancelled.
     shutdownGraceTime: '20 seconds',
   });
-  return { worker, connection };
+  return { worker, connection, clientConnection };
 }

@@ -8,7 +8,15 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { findStep, terminalStatuses, toBrowserStep, type StepRow } from '../../activities/pnet-steps.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
+import { agentConfig } from '../../domain/pnet-agent-config.js';
 import {
+  AgentAttemptSchema,
+  AgentCommitGrantSchema,
+  AgentCommitSchema,
+  AgentConfigSchema,
+  AgentRunningWaitSchema,
+  RunningWaitAnswerSchema,
+  StepAttemptSchema,
   AgentClaimResponseSchema,
   AgentClaimSchema,
   AgentHeartbeatSchema,
@@ -22,12 +30,14 @@ import {
   type StoredStepStatus,
 } from '../../domain/pnet.js';
 import { browserStepWorkflowId, claimRenewedSignal, claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../workflows/browser-step.js';
-import { updateStep } from '../browser-step-client.js';
+import { signalSenderAccount, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf, type Principal } from '../plugins/auth.js';
 import { checkIn, pickClaimCandidate } from '../pnet-agent-store.js';
+import { grantCommit, recordAttempt, recordRunningWait } from '../pnet-running-store.js';
 
 const tags = ['pnet-agent'];
+const ActionParamsSchema = z.object({ action_id: UuidSchema });
 const config = { access: 'extension' as const };
 
 export const pnetAgentRoutes =
@@ -121,7 +131,7 @@ export const pnetAgentRoutes =
       async (request) => {
         const accountId = principalOf(request).accountId!;
         const pick = await pickClaimCandidate(sql, accountId, request.body);
-        if (!pick.step) return { step: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
+        if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
         const claimed = await updateStep(
           temporal.client,
           temporal.taskQueue,
@@ -130,7 +140,7 @@ export const pnetAgentRoutes =
           `claim:${pick.step.id}:${pick.sessionId}:${pick.step.queued_at?.toISOString()}`,
           [{ sessionId: pick.sessionId, verifyFirst: request.body.verify_first }],
         );
-        return { step: claimed.step, reason: null, wait: null };
+        return { step: claimed.step, verification: claimed.verification ?? null, reason: null, wait: null };
       },
     );
 
@@ -146,7 +156,7 @@ export const pnetAgentRoutes =
             'Only the current claim settles: a step already settled, cancelled, skipped or given up on answers 409 with nothing changed, ' +
             'as does a result naming an earlier claim, unless it is a success for a step not settled since or the same result again (200). ' +
             '`failed` and `skipped` return the daily budget unit. `diagnostic` never changes how a step settles; an unreadable one is dropped.',
-          params: z.object({ action_id: UuidSchema }),
+          params: ActionParamsSchema,
           body: ResultReportSchema,
           response: { 200: BrowserStepSchema, 409: DetailBodySchema },
         },
@@ -179,6 +189,12 @@ export const pnetAgentRoutes =
           `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
           [settle],
         );
+        // The account is held from this settle on; its workflow owns the end of the back-off.
+        if (result.checkpoint) {
+          await signalSenderAccount(temporal.client, temporal.taskQueue, { id: step.account_id, workspace_id: step.workspace_id }).catch((err: unknown) =>
+            request.log.warn({ err }, 'could not wake the account workflow'),
+          );
+        }
         return result.step;
       },
     );
@@ -192,7 +208,7 @@ export const pnetAgentRoutes =
           tags,
           summary: 'Give a claim back: the step returns to the line and the release never counts against it',
           description: '`verified_absent`: the browser looked and the action is not done; `reopen_paused`: the page it needs is paused.',
-          params: z.object({ action_id: UuidSchema }),
+          params: ActionParamsSchema,
           body: AgentReleaseSchema,
           response: { 200: BrowserStepSchema, 409: DetailBodySchema },
         },
@@ -207,4 +223,86 @@ export const pnetAgentRoutes =
         return result.step;
       },
     );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/commit/',
+      {
+        config,
+        schema: {
+          operationId: 'grantStepCommit',
+          tags,
+          summary: 'Ask leave to press the irreversible button of the running step',
+          description:
+            'Granted only while the claim is current and nothing stopped the step since it was handed out (a paused contact or sequence, paused sending, a failing inbox read); ' +
+            'otherwise 409 and the browser stops without acting. A resuming step whose earlier run was granted the commit is handed out `verify_only`.',
+          params: ActionParamsSchema,
+          body: AgentCommitSchema,
+          response: { 200: AgentCommitGrantSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const step = await accountStep(principalOf(request), request.params.action_id);
+        return grantCommit(sql, step.id, request.body.claimed_at);
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/attempts/',
+      {
+        config,
+        schema: {
+          operationId: 'reportStepAttempt',
+          tags,
+          summary: 'Report a run cut off without an error, or given back; it never counts against the step',
+          params: ActionParamsSchema,
+          body: AgentAttemptSchema,
+          response: { 200: StepAttemptSchema },
+        },
+      },
+      async (request) => {
+        const step = await accountStep(principalOf(request), request.params.action_id);
+        return recordAttempt(sql, step.id, request.body);
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/running-wait/',
+      {
+        config,
+        schema: {
+          operationId: 'reportRunningWait',
+          tags,
+          summary: 'The running step waits inside the page: where, for how long awake, and the tab’s state',
+          description: 'Renews the claim’s lease like a check-in naming it. `running_claim: lost` means the browser must stop the step before changing anything more.',
+          params: ActionParamsSchema,
+          body: AgentRunningWaitSchema,
+          response: { 200: RunningWaitAnswerSchema },
+        },
+      },
+      async (request) => {
+        const step = await accountStep(principalOf(request), request.params.action_id);
+        const { claimedAt } = await recordRunningWait(sql, step.id, request.body);
+        if (!claimedAt) return { running_claim: 'lost' as const };
+        await temporal.client.workflow
+          .getHandle(browserStepWorkflowId(step.id))
+          .signal(claimRenewedSignal, { claimedAt })
+          .catch((err: unknown) => request.log.warn({ err }, 'could not renew the claim lease'));
+        return { running_claim: 'renewed' as const };
+      },
+    );
+
+    app.get(
+      '/pnet/agent/config/',
+      {
+        config,
+        schema: {
+          operationId: 'readAgentConfig',
+          tags,
+          summary: 'The selector and pacing config; fetch again whenever a check-in names another `config_version`',
+          response: { 200: AgentConfigSchema },
+        },
+      },
+      async () => agentConfig,
+    );
   };
+

@@ -8,11 +8,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow } from '../../activities/pnet-steps.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
-import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../domain/pnet.js';
+import { BrowserStepSchema, StepAttemptListSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../domain/pnet.js';
 import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../workflows/browser-step.js';
 import { startOptions, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
+import { listAttempts } from '../pnet-running-store.js';
 import { accountRunMode, insertStep, listSteps, listTasks } from '../pnet-steps-store.js';
 
 const tags = ['pnet-steps'];
@@ -76,6 +77,24 @@ export const pnetStepRoutes =
         const row = await findStep(sql, request.params.step_id, principalOf(request).workspaceId);
         if (!row || row.status === 'awaiting_approval') throw notFound('Step');
         return toBrowserStep(row);
+      },
+    );
+
+    app.get(
+      '/pnet/steps/:step_id/attempts/',
+      {
+        schema: {
+          operationId: 'listStepAttempts',
+          tags,
+          summary: 'Runs of a step cut off without an error or given back by the browser; none counted against it',
+          params: StepParamsSchema,
+          response: { 200: StepAttemptListSchema },
+        },
+      },
+      async (request) => {
+        const row = await findStep(sql, request.params.step_id, principalOf(request).workspaceId);
+        if (!row || row.status === 'awaiting_approval') throw notFound('Step');
+        return { attempts: await listAttempts(sql, row.id) };
       },
     );
 

@@ -11,6 +11,7 @@ import {
   SenderProfileListSchema,
   SenderProfileSchema,
 } from '../../domain/pnet.js';
+import { signalSenderAccount } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import {
@@ -26,8 +27,15 @@ const ProfileParamsSchema = z.object({ profile_id: UuidSchema });
 const tags = ['sender-profiles'];
 
 export const senderProfileRoutes =
-  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    /** The account's own workflow starts with its profile and re-reads its settings on a change. */
+    async function wakeAccount(profileId: string) {
+      const [account] = await sql<{ id: string; workspace_id: string }[]>`
+        select id, workspace_id from pnet_accounts where sender_profile_id = ${profileId}`;
+      await signalSenderAccount(temporal.client, temporal.taskQueue, account!);
+    }
+
     app.post(
       '/sender-profiles/',
       {
@@ -39,7 +47,12 @@ export const senderProfileRoutes =
           response: { 201: SenderProfileSchema, 409: DetailBodySchema },
         },
       },
-      async (request, reply) => reply.code(201).send(await createSenderProfile(sql, principalOf(request).workspaceId, request.body)),
+      async (request, reply) => {
+        const profile = await createSenderProfile(sql, principalOf(request).workspaceId, request.body);
+        // The profile is committed; a start lost here is made good by the next settings change.
+        await wakeAccount(profile.id).catch((err: unknown) => request.log.warn({ err }, 'could not start the account workflow'));
+        return reply.code(201).send(profile);
+      },
     );
 
     app.get(
@@ -110,6 +123,7 @@ export const senderProfileRoutes =
       async (request) => {
         const settings = await updatePnetSettings(sql, principalOf(request).workspaceId, request.params.profile_id, request.body);
         if (!settings) throw notFound('Sender profile');
+        await wakeAccount(request.params.profile_id);
         return settings;
       },
     );

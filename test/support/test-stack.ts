@@ -8,6 +8,8 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { createActivities } from '../../activities/index.js';
+import { startStepWorkflow } from '../../api/browser-step-client.js';
+import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { buildApp } from '../../api/app.js';
 import { createTokenVerifier, mintAccessToken } from '../../api/tokens.js';
 import type { Sql } from '../../db/sql.js';
@@ -48,15 +50,16 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const taskQueue = `test-${randomBytes(4).toString('hex')}`;
   const address = inject('temporalAddress');
   const nativeConnection = await NativeConnection.connect({ address });
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
   const worker = await Worker.create({
     connection: nativeConnection,
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
-    activities: createActivities({ sql: db.sql }),
+    // Tests drive each account's line by hand: no housekeeping reads of its own.
+    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow(client, taskQueue, row), housekeeping: {} }),
   });
   const running = worker.run();
-  const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
   const app = await buildApp({
     sql: db.sql,
     temporal: { client, taskQueue },
@@ -106,6 +109,10 @@ export function useStackWithWorkspaces(options: TestStackOptions = {}) {
     ctx.stack = await startTestStack(options);
     ctx.paid = await ctx.stack.createWorkspace('paid');
     ctx.free = await ctx.stack.createWorkspace('free');
+    // Enough for every priced step a test queues; credit tests make workspaces of their own.
+    for (const ws of [ctx.paid, ctx.free]) {
+      await grantWorkspaceCredits(ctx.stack.sql, { workspaceId: ws.workspaceId, amount: 100_000, causeKey: 'test-fixture' });
+    }
   });
   afterAll(() => ctx.stack?.close());
   return ctx;

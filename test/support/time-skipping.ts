@@ -8,7 +8,7 @@ import { resolveTool, temporalTestServer } from '../../worker/tools.js';
  * Registers the environment and a worker with the shared workflow bundle; `activities` is read
  * in beforeAll (after the file's stack exists). Read `env` inside tests.
  */
-export function useTimeSkippingWorker(taskQueue: string, activities: () => object) {
+export function useTimeSkippingWorker(taskQueue: string, activities: (env: TestWorkflowEnvironment) => object) {
   const ctx = {} as { env: TestWorkflowEnvironment };
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
@@ -20,7 +20,7 @@ export function useTimeSkippingWorker(taskQueue: string, activities: () => objec
       connection: ctx.env.nativeConnection,
       taskQueue,
       workflowBundle: { codePath: inject('workflowBundlePath') },
-      activities: activities(),
+      activities: activities(ctx.env),
     });
     running = worker.run();
   });
