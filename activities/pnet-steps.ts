@@ -54,6 +54,7 @@ export interface StepRow {
   credit_round: number;
   credit_hold_id: string | null;
   running_wait: Record<string, unknown> | null;
+  run_before: Date | null;
 }
 
 /** Failures that may have come after the step acted: a retry of one checks before acting. */
@@ -348,6 +349,17 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
       });
     },
 
+    /** The step's deadline passed while it still waited: it fails missed_window, its credits returned. */
+    async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus }> {
+      return sql.begin(async (tx) => {
+        const [row] = await tx<StepRow[]>`
+          update browser_steps set status = 'failed', error_code = 'missed_window', finished_at = now(), updated_at = now()
+          where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
+        if (row) await settleStepCredits(tx, row, false);
+        return { status: row?.status ?? ((await findStep(tx, stepId))?.status as StoredStepStatus) };
+      });
+    },
+
     async approveStep({ stepId }: { stepId: string }) {
       return sql.begin((tx) =>
         transition(tx, stepId, 'approved', async (db) => {
@@ -366,11 +378,11 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
         where id = ${stepId} and status = 'awaiting_approval' returning *`);
     },
     /** A running step is the browser's until it reports: only a waiting step can be cancelled. */
-    async cancelStep({ stepId }: { stepId: string }) {
+    async cancelStep({ stepId, errorCode = 'cancelled' }: { stepId: string; errorCode?: 'cancelled' | 'sender_changed' }) {
       return sql.begin((tx) =>
         transition(tx, stepId, 'cancelled', async (db) => {
           const rows = await db<StepRow[]>`
-            update browser_steps set status = 'cancelled', error_code = 'cancelled', finished_at = now(), updated_at = now()
+            update browser_steps set status = 'cancelled', error_code = ${errorCode}, finished_at = now(), updated_at = now()
             where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
           if (rows[0]) await settleStepCredits(db, rows[0], false);
           return rows;

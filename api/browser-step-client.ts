@@ -7,7 +7,14 @@ import { accountChangedSignal, senderAccountWorkflow, senderAccountWorkflowId } 
 import { SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
-  const input: BrowserStepInput = { stepId: row.id, workspaceId: row.workspace_id, accountId: row.account_id, kind: row.kind, status: row.status };
+  const input: BrowserStepInput = {
+    stepId: row.id,
+    workspaceId: row.workspace_id,
+    accountId: row.account_id,
+    kind: row.kind,
+    status: row.status,
+    ...(row.run_before ? { runBefore: row.run_before.toISOString() } : {}),
+  };
   return {
     taskQueue,
     workflowId: browserStepWorkflowId(row.id),

@@ -14,6 +14,7 @@ import {
 } from '../domain/pnet.js';
 import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { usageOf, type AccountRow } from '../activities/pnet-accounts.js';
+import type { StepRow } from '../activities/pnet-steps.js';
 import { sendingStopped } from '../activities/agent-sending.js';
 import { lineOf, waitOf } from './pnet-line.js';
 import { serviceSecret } from './service-secrets.js';
@@ -185,4 +186,25 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
     limit_maximums: limitMaximums,
   };
   return { connected: true, connection_token: token, account };
+}
+
+/**
+ * Disconnects the account so another identity can connect: the identity, sessions and lease go,
+ * and the connection token is replaced, so the old browsers can no longer check in. Answers the
+ * steps still waiting, which were meant for the old sender (the caller ends them `sender_changed`).
+ */
+export async function disconnectAccount(sql: Sql, workspaceId: string, profileId: string) {
+  const row = await accountOfProfile(sql, workspaceId, profileId);
+  if (!row) return undefined;
+  const token = await connectionToken(sql, row.id, row.connection_token_version + 1);
+  return sql.begin(async (tx) => {
+    await tx`
+      update pnet_accounts set status = 'pending', member_urn = null, vanity_name = null, display_name = null, headline = null,
+        photo_url = null, connected_at = null, lease_session_id = null, lease_nonce = null, lease_expires_at = null,
+        connection_token_version = connection_token_version + 1, connection_token_hash = ${hashConnectionToken(token)}, updated_at = now()
+      where id = ${row.id}`;
+    await tx`delete from pnet_sessions where account_id = ${row.id}`;
+    return tx<StepRow[]>`
+      select * from browser_steps where account_id = ${row.id} and status in ('awaiting_approval', 'queued', 'resuming') order by created_at`;
+  }) as Promise<StepRow[]>;
 }

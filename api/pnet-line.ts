@@ -66,7 +66,7 @@ export function repliesWait(account: AccountRow, kind: ActionKind): Wait | null 
 export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
   if (line.queued === 0) return null;
   if (account.status !== 'connected') return waitFor('not_connected', null);
-  if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', null);
+  if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', account.checkpoint_until);
   if (line.running) return waitFor('running', null);
   if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
   if (sendingStopped) return waitFor('paused', null);

@@ -25,9 +25,9 @@ export async function insertStep(sql: Sql, workspaceId: string, input: StepQueue
   const awaiting = runMode === 'manual' && !input.test;
   return sql.begin(async (tx) => {
     const [row] = await tx<StepRow[]>`
-      insert into browser_steps (workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held)
+      insert into browser_steps (workspace_id, account_id, kind, params, contact_key, sequence_id, run_before, status, metered, queued_at, held)
       values (${workspaceId}, ${input.account_id}, ${input.params.kind}, ${tx.json(input.params)}, ${input.contact_key},
-              ${input.sequence_id}, ${awaiting ? 'awaiting_approval' : 'queued'}, ${!input.test}, ${awaiting ? null : tx`now()`},
+              ${input.sequence_id}, ${input.run_before}, ${awaiting ? 'awaiting_approval' : 'queued'}, ${!input.test}, ${awaiting ? null : tx`now()`},
               pnet_step_held(${workspaceId}, ${input.contact_key}, ${input.sequence_id}))
       returning *`;
     // A queued step has its price set aside now; a task only once a person approves it.

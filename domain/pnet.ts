@@ -420,6 +420,9 @@ export const StepQueueSchema = z
     params: StepParamsSchema,
     contact_key: NameSchema.nullable().default(null).describe('The contact the step is for, as the caller keys it'),
     sequence_id: UuidSchema.nullable().default(null).describe('The sequence that queued the step, if any'),
+    run_before: TimestampSchema.nullable()
+      .default(null)
+      .describe('A step still waiting (or on the Tasks page) at this time fails with `missed_window`, its credits returned'),
     test: z.boolean().default(false).describe('A test fired by the operator: unmetered, goes first, skips the Tasks page'),
   })
   .meta({ id: 'StepQueue' });

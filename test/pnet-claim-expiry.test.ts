@@ -167,3 +167,26 @@ describe('the sender-account workflow', () => {
     await handle.terminate();
   });
 });
+
+describe('a deadline', () => {
+  it('fails a step still waiting at run_before with missed_window and returns its credits', async () => {
+    const heldBefore = await openHolds();
+    const profile = (
+      await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
+    ).json();
+    const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+    const runBefore = new Date((await env.currentTimeMs()) + 3_600_000);
+    const [step] = await stack.sql<StepRow[]>`
+      insert into browser_steps (workspace_id, account_id, kind, params, status, queued_at, run_before)
+      values (${paid.workspaceId}, ${account!.id}, 'follow_contact', ${stack.sql.json({ kind: 'follow_contact', profile_url: 'https://pnet.example/in/x' })},
+              'queued', now(), ${runBefore}) returning *`;
+    await stack.sql.begin((tx) => holdStepCredits(tx, step!));
+    const handle = await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, step!), typedSearchAttributes: [] });
+    await env.sleep('59 minutes');
+    expect(await stepRow(step!.id)).toEqual({ status: 'queued', error_code: null });
+    await env.sleep('2 minutes');
+    expect(await stepRow(step!.id)).toEqual({ status: 'failed', error_code: 'missed_window' });
+    expect(await openHolds()).toBe(heldBefore);
+    expect(await handle.result()).toMatchObject({ status: 'failed' });
+  });
+});

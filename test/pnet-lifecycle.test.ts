@@ -280,3 +280,22 @@ describe("the account's own checks", () => {
     expect(account!.checkpoint_until.getTime() - Date.now()).toBeGreaterThan(55 * 60_000);
   });
 });
+
+describe('disconnecting the account', () => {
+  it('ends the waiting steps sender_changed with their credits back, and the old token stops working', async () => {
+    const { ws, a, balance } = await fundedAccount(10);
+    const waiting = await a.queue(message);
+    const running = await a.queue({ kind: 'check_inbox' }, { test: true });
+    const claimed = (await a.claim()).json().step;
+    expect(claimed.id).toBe(running.id);
+    const answer = await api(ws, 'POST', `/sender-profiles/${a.profileId}/pnet/disconnect/`);
+    expect(answer.statusCode).toBe(200);
+    expect(answer.json().connected).toBe(false);
+    expect(answer.json().connection_token).not.toBe(a.token);
+    expect((await api(ws, 'GET', `/pnet/steps/${waiting.id}/`)).json()).toMatchObject({ status: 'failed', error_code: 'sender_changed' });
+    // The running step is the old browser's until it reports or its claim lapses.
+    expect((await api(ws, 'GET', `/pnet/steps/${running.id}/`)).json().status).toBe('claimed');
+    expect(await balance()).toEqual({ available: 10, held: 0, spent: 0 });
+    expect((await a.heartbeat()).statusCode).toBe(401);
+  });
+});

@@ -60,7 +60,7 @@ await worker.runUntil(async () => {
     args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval' }],
   });
   await step.executeUpdate(approveStepUpdate);
-  await step.executeUpdate(cancelStepUpdate);
+  await step.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
   await step.result();
   const claimed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
@@ -82,7 +82,7 @@ await worker.runUntil(async () => {
     args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed' }],
   });
   await failed.executeUpdate(retryStepUpdate);
-  await failed.executeUpdate(cancelStepUpdate);
+  await failed.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
   await failed.result();
   // An account's clock: ticks on its timer and on a signal, still running when recorded.
   const account = await env.client.workflow.start(senderAccountWorkflow, {

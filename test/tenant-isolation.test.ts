@@ -47,6 +47,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'approveTask',
     'cancelStep',
     'deleteApiKey',
+    'disconnectSenderPnetAccount',
     'grantStepCommit',
     'listStepAttempts',
     'readApiKey',

@@ -27,6 +27,8 @@ export interface BrowserStepInput {
   kind: ActionKind;
   /** The status the row had when the workflow started (a retried start reads it again). */
   status: StoredStepStatus;
+  /** A step still waiting at this time fails with missed_window. */
+  runBefore?: string;
 }
 
 export interface BrowserStepView {
@@ -35,6 +37,10 @@ export interface BrowserStepView {
   /** The current claim, and how many claims the step has had. */
   claimedAt: string | null;
   claims: number;
+}
+
+export interface CancelRequest {
+  errorCode: 'cancelled' | 'sender_changed';
 }
 
 export interface ClaimRequest {
@@ -51,7 +57,8 @@ export const releaseClaimUpdate = defineUpdate<StepTransitionResult, [{ claimedA
 /** A person retries a failed step: one that may have acted comes back `resuming` (verify first). */
 export const retryStepUpdate = defineUpdate<StepTransitionResult>('retryStep');
 export const rejectStepUpdate = defineUpdate<StepTransitionResult, [{ reason: string | null }]>('rejectStep');
-export const cancelStepUpdate = defineUpdate<StepTransitionResult>('cancelStep');
+/** A person cancels; the backend cancels with `sender_changed` when the account is disconnected. */
+export const cancelStepUpdate = defineUpdate<StepTransitionResult, [CancelRequest]>('cancelStep');
 export const browserStepStateQuery = defineQuery<BrowserStepView>('browserStepState');
 export const browserStepWorkflowId = (stepId: string) => `browser-step/${stepId}`;
 
@@ -73,9 +80,12 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
   let renewed = false;
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
-  const settle = (result: StepTransitionResult, status: StoredStepStatus) => {
+  const moveTo = (status: StoredStepStatus) => {
     view.status = status;
     if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: status }]);
+  };
+  const settle = (result: StepTransitionResult, status: StoredStepStatus) => {
+    moveTo(status);
     return result;
   };
 
@@ -128,23 +138,27 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   );
   setHandler(
     cancelStepUpdate,
-    async () => settle(await steps.cancelStep({ stepId: input.stepId }), 'cancelled'),
-    { validator: () => refuse(view, ['awaiting_approval', 'queued', 'resuming'], 'cancelled') },
+    // Histories recorded before the request existed carry no argument.
+    async (request: CancelRequest | undefined) => settle(await steps.cancelStep({ stepId: input.stepId, errorCode: request?.errorCode ?? 'cancelled' }), 'cancelled'),
+    { validator: (_request: CancelRequest | undefined) => refuse(view, ['awaiting_approval', 'queued', 'resuming'], 'cancelled') },
   );
 
   // A retry reopens a settled step, so the run closes only when it is settled and idle.
   do {
     while (!terminal.has(view.status)) {
-      await condition(() => terminal.has(view.status) || view.status === 'claimed');
+      const waited = () => terminal.has(view.status) || view.status === 'claimed';
+      if (input.runBefore === undefined) await condition(waited);
+      else if (!(await condition(waited, Math.max(1, Date.parse(input.runBefore) - Date.now())))) {
+        // Past its deadline while still waiting (a claim or a settle in flight wins the race in SQL).
+        moveTo((await steps.missWindow({ stepId: input.stepId })).status);
+      }
       // The claim's lease: every check-in of the running browser starts it afresh; silence for a
       // whole lease lapses the claim.
       while (view.status === 'claimed') {
         renewed = false;
         const changed = await condition(() => view.status !== 'claimed' || renewed, `${claimLeaseSeconds} seconds`);
         if (!changed) {
-          const expired = await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! });
-          view.status = expired.status;
-          if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: expired.status }]);
+          moveTo((await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! })).status);
         }
       }
     }

@@ -111,7 +111,7 @@ export const pnetStepRoutes =
       },
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.step_id, 'Step');
-        return (await updateStep(temporal.client, temporal.taskQueue, row, cancelStepUpdate, `cancel:${row.id}`, [])).step;
+        return (await updateStep(temporal.client, temporal.taskQueue, row, cancelStepUpdate, `cancel:${row.id}`, [{ errorCode: 'cancelled' }])).step;
       },
     );
 

@@ -11,11 +11,14 @@ import {
   SenderProfileListSchema,
   SenderProfileSchema,
 } from '../../domain/pnet.js';
-import { signalSenderAccount } from '../browser-step-client.js';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { cancelStepUpdate } from '../../workflows/browser-step.js';
+import { signalSenderAccount, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import {
   createSenderProfile,
+  disconnectAccount,
   getPnetSettings,
   getSenderProfile,
   listSenderProfiles,
@@ -87,6 +90,37 @@ export const senderProfileRoutes =
         const wrapper = await readPnetWrapper(sql, principalOf(request).workspaceId, request.params.profile_id);
         if (!wrapper) throw notFound('Sender profile');
         return wrapper;
+      },
+    );
+
+    app.post(
+      '/sender-profiles/:profile_id/pnet/disconnect/',
+      {
+        schema: {
+          operationId: 'disconnectSenderPnetAccount',
+          tags,
+          summary: 'Disconnect the account so another identity can connect; waiting steps end `sender_changed`',
+          description:
+            'The identity, browser sessions and lease are dropped and the connection token is replaced (the old browsers can no longer check in). ' +
+            'Steps still waiting or on the Tasks page were meant for the old sender: they settle failed with `sender_changed` and their credits are returned. ' +
+            'A step already running finishes or lapses as usual.',
+          params: ProfileParamsSchema,
+          response: { 200: PnetAccountWrapperSchema },
+        },
+      },
+      async (request) => {
+        const { workspaceId } = principalOf(request);
+        const waiting = await disconnectAccount(sql, workspaceId, request.params.profile_id);
+        if (!waiting) throw notFound('Sender profile');
+        for (const step of waiting) {
+          await updateStep(temporal.client, temporal.taskQueue, step, cancelStepUpdate, `sender-changed:${step.id}`, [{ errorCode: 'sender_changed' }]).catch(
+            (error: unknown) => {
+              // A step claimed or settled meanwhile is refused by its workflow: it ends its own way.
+              if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+            },
+          );
+        }
+        return (await readPnetWrapper(sql, workspaceId, request.params.profile_id))!;
       },
     );
 

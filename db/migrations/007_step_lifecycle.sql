@@ -23,7 +23,9 @@ alter table browser_steps
   -- How the step's current queue round is paid for: one hold per round (a retry opens a new one).
   add column credit_round integer not null default 0,
   add column credit_hold_id uuid references credit_holds (id),
-  add column running_wait jsonb;
+  add column running_wait jsonb,
+  -- A step still waiting then fails with missed_window; its workflow owns the timer.
+  add column run_before timestamptz;
 
 create index browser_steps_contact on browser_steps (workspace_id, contact_key) where contact_key is not null;
 create index browser_steps_sequence on browser_steps (workspace_id, sequence_id) where sequence_id is not null;
