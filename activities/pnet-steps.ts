@@ -189,7 +189,8 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
       throw conflict('The step is not waiting for this browser.');
     }
     if (account.replies_failing && messageKinds.has(step.kind)) throw conflict('The inbox read is failing; a reply may have come in unseen.');
-    const now = new Date();
+    // The workflow's clock: the same as the database's in service; a time-skipping test moves it.
+    const now = input.now ? new Date(input.now) : new Date();
     let usageDate: string | null = null;
     const usageKind = limitKindOf[step.kind];
     if (step.metered) {
@@ -239,6 +240,8 @@ export interface ClaimInput {
   accountId: string;
   sessionId: string;
   verifyFirst: boolean;
+  /** When the claim is made, for working hours, the gap and the day's and week's ceilings. */
+  now?: string;
 }
 
 export function createPnetStepActivities({ sql, random = Math.random }: { sql: Sql; random?: () => number }) {

@@ -93,7 +93,7 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   setHandler(
     claimStepUpdate,
     async ({ sessionId, verifyFirst }) => {
-      const result = await steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst });
+      const result = await steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst, now: new Date().toISOString() });
       view.claimedAt = result.step.claimed_at;
       view.claims += 1;
       return settle(result, 'claimed');
