@@ -325,7 +325,7 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
      * to a browser that looks first), else it fails with claim_expired for a person to retry; the
      * third cut-off ends it as interrupted_repeatedly. A failure returns the credit hold.
      */
-    async expireClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ status: StoredStepStatus }> {
+    async expireClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
       return sql.begin(async (tx) => {
         const [step] = await tx<StepRow[]>`
           select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
@@ -348,18 +348,19 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
         // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
         if (status === 'queued') await returnUsageUnit(tx, step);
         if (!back) await settleStepCredits(tx, step, false);
-        return { status };
+        return { status, errorCode };
       });
     },
 
     /** The step's deadline passed while it still waited: it fails missed_window, its credits returned. */
-    async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus }> {
+    async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
       return sql.begin(async (tx) => {
         const [row] = await tx<StepRow[]>`
           update browser_steps set status = 'failed', error_code = 'missed_window', finished_at = now(), updated_at = now()
           where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
         if (row) await settleStepCredits(tx, row, false);
-        return { status: row?.status ?? ((await findStep(tx, stepId))?.status as StoredStepStatus) };
+        if (row) return { status: row.status, errorCode: row.error_code };
+        return { status: (await findStep(tx, stepId))?.status as StoredStepStatus };
       });
     },
 

@@ -4,7 +4,7 @@ import type { UpdateDefinition } from '@temporalio/common';
 import type { StepRow, StepTransitionResult } from '../activities/pnet-steps.js';
 import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../workflows/browser-step.js';
 import { accountChangedSignal, senderAccountWorkflow, senderAccountWorkflowId } from '../workflows/sender-account.js';
-import { SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
+import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
   const input: BrowserStepInput = {
@@ -25,6 +25,8 @@ export function startOptions(taskQueue: string, row: StepRow) {
       { key: SenderAccountIdKey, value: row.account_id },
       { key: StepKindKey, value: row.kind },
       { key: StepStatusKey, value: row.status },
+      ...(row.sequence_id ? [{ key: SequenceIdKey, value: row.sequence_id }] : []),
+      ...(row.contact_key ? [{ key: ContactIdKey, value: row.contact_key }] : []),
     ],
   };
 }

@@ -10,6 +10,8 @@ export const searchAttributes = {
   SequenceId: 'Keyword',
   ContactId: 'Keyword',
   CreditHoldStatus: 'Keyword',
+  /** Why a step ended without succeeding (the failure vocabulary), to find every claim_expired, say. */
+  StepErrorCode: 'Keyword',
 } as const;
 
 export type SearchAttributeName = keyof typeof searchAttributes;

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { browserStepWorkflowId } from '../workflows/browser-step.js';
-import { StepStatusKey } from '../workflows/search-attributes.js';
+import { StepErrorCodeKey, StepStatusKey } from '../workflows/search-attributes.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
@@ -129,7 +129,9 @@ describe('the browser-step workflow', () => {
     expect(described.status.name).toBe('RUNNING');
     await post(`/pnet/steps/${task.id}/cancel/`);
     await handle.result();
-    expect((await handle.describe()).typedSearchAttributes.get(StepStatusKey)).toBe('cancelled');
+    const settled = (await handle.describe()).typedSearchAttributes;
+    expect(settled.get(StepStatusKey)).toBe('cancelled');
+    expect(settled.get(StepErrorCodeKey)).toBe('cancelled');
   });
 
   it('starts a lost workflow on the first person-side action (update-with-start)', async () => {

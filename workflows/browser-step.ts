@@ -11,6 +11,7 @@ import {
   defineQuery,
   defineSignal,
   defineUpdate,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -18,7 +19,7 @@ import {
 } from '@temporalio/workflow';
 import type { PnetStepActivities, SettleReport, StepTransitionResult } from '../activities/pnet-steps.js';
 import { claimLeaseSeconds, type ActionKind, type StoredStepStatus } from '../domain/pnet.js';
-import { StepStatusKey } from './search-attributes.js';
+import { StepErrorCodeKey, StepStatusKey } from './search-attributes.js';
 
 export interface BrowserStepInput {
   stepId: string;
@@ -80,12 +81,15 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
   let renewed = false;
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
-  const moveTo = (status: StoredStepStatus) => {
+  const moveTo = (status: StoredStepStatus, errorCode: string | null = null) => {
     view.status = status;
-    if (tracked) upsertSearchAttributes([{ key: StepStatusKey, value: status }]);
+    if (!tracked) return;
+    // Operators find every step that ended one way (claim_expired, say) by its error code.
+    const withCode = errorCode !== null && patched('step-error-code-attribute');
+    upsertSearchAttributes([{ key: StepStatusKey, value: status }, ...(withCode ? [{ key: StepErrorCodeKey, value: errorCode }] : [])]);
   };
   const settle = (result: StepTransitionResult, status: StoredStepStatus) => {
-    moveTo(status);
+    moveTo(status, result.step.error_code);
     return result;
   };
 
@@ -150,7 +154,8 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
       if (input.runBefore === undefined) await condition(waited);
       else if (!(await condition(waited, Math.max(1, Date.parse(input.runBefore) - Date.now())))) {
         // Past its deadline while still waiting (a claim or a settle in flight wins the race in SQL).
-        moveTo((await steps.missWindow({ stepId: input.stepId })).status);
+        const missed = await steps.missWindow({ stepId: input.stepId });
+        moveTo(missed.status, missed.errorCode ?? null);
       }
       // The claim's lease: every check-in of the running browser starts it afresh; silence for a
       // whole lease lapses the claim.
@@ -158,7 +163,8 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
         renewed = false;
         const changed = await condition(() => view.status !== 'claimed' || renewed, `${claimLeaseSeconds} seconds`);
         if (!changed) {
-          moveTo((await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! })).status);
+          const expired = await steps.expireClaim({ stepId: input.stepId, claimedAt: view.claimedAt! });
+          moveTo(expired.status, expired.errorCode ?? null);
         }
       }
     }

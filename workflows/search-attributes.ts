@@ -6,3 +6,6 @@ export const CreditHoldStatusKey = defineSearchAttributeKey('CreditHoldStatus', 
 export const SenderAccountIdKey = defineSearchAttributeKey('SenderAccountId', SearchAttributeType.KEYWORD);
 export const StepKindKey = defineSearchAttributeKey('StepKind', SearchAttributeType.KEYWORD);
 export const StepStatusKey = defineSearchAttributeKey('StepStatus', SearchAttributeType.KEYWORD);
+export const StepErrorCodeKey = defineSearchAttributeKey('StepErrorCode', SearchAttributeType.KEYWORD);
+export const SequenceIdKey = defineSearchAttributeKey('SequenceId', SearchAttributeType.KEYWORD);
+export const ContactIdKey = defineSearchAttributeKey('ContactId', SearchAttributeType.KEYWORD);
