@@ -16,6 +16,10 @@ import { pnetAgentRoutes } from './routes/pnet-agent.js';
 import { pnetHoldRoutes } from './routes/pnet-holds.js';
 import { pnetStepRoutes } from './routes/pnet-steps.js';
 import { senderProfileRoutes } from './routes/sender-profiles.js';
+import { tableColumnRoutes } from './routes/table-columns.js';
+import { tableRowRoutes } from './routes/table-rows.js';
+import { tableViewRoutes } from './routes/table-views.js';
+import { tableRoutes } from './routes/tables.js';
 import { workspaceRoutes } from './routes/workspace.js';
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -53,5 +57,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(pnetAgentRoutes(deps));
   await app.register(agentSendingRoutes(deps));
   await app.register(agentToolRoutes(deps));
+  await app.register(tableRoutes(deps));
+  await app.register(tableColumnRoutes(deps));
+  await app.register(tableRowRoutes(deps));
+  await app.register(tableViewRoutes(deps));
   return app;
 }

@@ -16,7 +16,8 @@ export function migrationFiles(): string[] {
     .sort();
 }
 
-export async function migrate(sql: Sql): Promise<string[]> {
+/** `before` stops at the first file whose name sorts at or after it (a test's pre-migration state). */
+export async function migrate(sql: Sql, options: { before?: string } = {}): Promise<string[]> {
   const applied: string[] = [];
   await sql.reserve().then(async (conn) => {
     try {
@@ -24,6 +25,7 @@ export async function migrate(sql: Sql): Promise<string[]> {
       await conn`create table if not exists schema_migrations (name text primary key, applied_at timestamptz not null default now())`;
       const done = new Set((await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name));
       for (const name of migrationFiles()) {
+        if (options.before !== undefined && name >= options.before) break;
         if (done.has(name)) continue;
         const text = readFileSync(join(migrationsDir, name), 'utf8');
         await conn`begin`;

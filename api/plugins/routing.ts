@@ -26,13 +26,15 @@ export function registerRouting(app: FastifyInstance) {
   app.addHook('onRequest', async (request, reply) => {
     const [path] = splitUrl(request.url);
     const matching = routes.filter((r) => r.pattern.test(path));
-    // A static path (/api-keys/count/) also matches a parametric one (/api-keys/:key_id/);
-    // the static route's methods are the answer, not a 422 about a malformed id.
-    const exact = matching.find((r) => !r.pattern.source.includes('[^/]+'));
+    if (matching.length === 0) return;
+    // A path with fewer parameters (/api-keys/count/, /tables/:id/rows/bulk/) also matches one with
+    // more (/api-keys/:key_id/, /tables/:id/rows/:row_id/); the most specific path's methods are
+    // the answer, not a 422 about a malformed id.
+    const parameters = (r: { pattern: RegExp }) => r.pattern.source.split('[^/]+').length - 1;
+    const fewest = Math.min(...matching.map(parameters));
+    const allowed = new Set(matching.filter((r) => parameters(r) === fewest).flatMap((r) => [...r.methods]));
     const matched = request.routeOptions.url;
-    if (matched && (!matched.includes(':') || !exact || exact.methods.has(request.method))) return;
-    const allowed = new Set((exact ? [exact] : matching).flatMap((r) => [...r.methods]));
-    if (allowed.size === 0) return;
+    if (matched && (!matched.includes(':') || allowed.has(request.method))) return;
     const allow = [...allowed].sort().join(', ');
     return reply.code(405).header('allow', allow).send({ detail: `${request.method} is not allowed on ${path}; use ${allow}.` });
   });

@@ -1,0 +1,326 @@
+/**
+ * Formula columns: an expression over the row's other cells, parsed and evaluated by mathjs,
+ * never by `eval`. A person writes column references as `{Column name}` (`\}` and `\\` escape a
+ * brace or backslash inside); they are stored by column id (`{<uuid>}`), so renaming a column
+ * never rewrites a formula. Only a whitelist of node types and functions is accepted: mathjs can
+ * also build matrices and ranges (`1:1e9` would exhaust memory) and define functions, so a
+ * formula that uses anything else is refused before it is compiled. Nothing here throws at a
+ * caller: a formula that cannot be used, or a row it fails on, is a cell error.
+ */
+import { all, create, type EvalFunction, type MathNode } from 'mathjs';
+import { cellTextMax, displayValue, type CellValue } from './tables.js';
+
+const math = create(all!, { number: 'number' });
+const builtin = { equal: math.equal, larger: math.larger, smaller: math.smaller, largerEq: math.largerEq, smallerEq: math.smallerEq };
+
+const text = (v: unknown) => displayValue(v as CellValue);
+const isNullish = (v: unknown) => v === null || v === undefined;
+/** Ordering: two texts compare as text; an empty side is never larger or smaller. */
+const ordering =
+  (name: 'larger' | 'smaller' | 'largerEq' | 'smallerEq', holds: (order: number) => boolean) =>
+  (a: unknown, b: unknown) => {
+    if (isNullish(a) || isNullish(b)) return false;
+    if (typeof a === 'string' && typeof b === 'string') return holds(a < b ? -1 : a > b ? 1 : 0);
+    return builtin[name](a as never, b as never);
+  };
+
+/** Empty equals only empty; next to text, a value compares by the text a person sees. */
+function equalCells(a: unknown, b: unknown): boolean {
+  if (isNullish(a) || isNullish(b)) return isNullish(a) && isNullish(b);
+  if (typeof a === 'string' || typeof b === 'string') return text(a) === text(b);
+  return Boolean(builtin.equal(a as never, b as never));
+}
+
+// Text is compared as text (mathjs would read "Ada" == "Ada" as numbers and fail), and a
+// spreadsheet's text helpers are added under their usual names.
+math.import(
+  {
+    equal: (a: unknown, b: unknown) => equalCells(a, b),
+    unequal: (a: unknown, b: unknown) => !equalCells(a, b),
+    larger: ordering('larger', (o) => o > 0),
+    smaller: ordering('smaller', (o) => o < 0),
+    largerEq: ordering('largerEq', (o) => o >= 0),
+    smallerEq: ordering('smallerEq', (o) => o <= 0),
+    concat: (...parts: unknown[]) => parts.map(text).join(''),
+    text,
+    lower: (v: unknown) => text(v).toLowerCase(),
+    upper: (v: unknown) => text(v).toUpperCase(),
+    trim: (v: unknown) => text(v).trim(),
+    len: (v: unknown) => text(v).length,
+    contains: (v: unknown, part: unknown) => text(v).toLowerCase().includes(text(part).toLowerCase()),
+    startsWith: (v: unknown, part: unknown) => text(v).toLowerCase().startsWith(text(part).toLowerCase()),
+    endsWith: (v: unknown, part: unknown) => text(v).toLowerCase().endsWith(text(part).toLowerCase()),
+    left: (v: unknown, n: unknown) => text(v).slice(0, Math.max(0, Number(n))),
+    right: (v: unknown, n: unknown) => (Number(n) > 0 ? text(v).slice(-Number(n)) : ''),
+    replace: (v: unknown, find: unknown, by: unknown) => (text(find) === '' ? text(v) : text(v).split(text(find)).join(text(by))),
+    isEmpty: (v: unknown) => isNullish(v) || v === '',
+    coalesce: (...values: unknown[]) => values.find((v) => !isNullish(v) && v !== '') ?? null,
+  },
+  { override: true },
+);
+
+const allowedFunctions = new Set([
+  'abs', 'ceil', 'floor', 'round', 'fix', 'sqrt', 'cbrt', 'exp', 'log', 'log10', 'log2', 'pow', 'mod', 'sign', 'min', 'max',
+  'number', 'string', 'text', 'concat', 'lower', 'upper', 'trim', 'len', 'contains', 'startsWith', 'endsWith', 'left', 'right',
+  'replace', 'isEmpty', 'coalesce',
+]);
+const allowedOperators = new Set([
+  'add', 'subtract', 'multiply', 'divide', 'unaryMinus', 'unaryPlus', 'pow', 'mod',
+  'equal', 'unequal', 'smaller', 'larger', 'smallerEq', 'largerEq', 'and', 'or', 'not', 'xor',
+]);
+const allowedConstants = new Set(['pi', 'e']);
+
+/** The functions a formula may call, for the column documentation. */
+export const formulaFunctions = [...allowedFunctions].sort();
+
+// ---------------------------------------------------------------------------------------------
+// References
+
+type Piece = { text: string } | { ref: string };
+
+/** Splits a formula into expression text and `{...}` references, leaving string literals alone. */
+function splitReferences(formula: string): Piece[] | { error: string } {
+  const pieces: Piece[] = [];
+  let textRun = '';
+  for (let i = 0; i < formula.length; i += 1) {
+    const c = formula[i]!;
+    if (c === '"' || c === "'") {
+      let j = i + 1;
+      while (j < formula.length && formula[j] !== c) j += formula[j] === '\\' ? 2 : 1;
+      textRun += formula.slice(i, j + 1);
+      i = j;
+    } else if (c === '{') {
+      let name = '';
+      let j = i + 1;
+      for (; j < formula.length && formula[j] !== '}'; j += 1) {
+        if (formula[j] === '\\' && j + 1 < formula.length) j += 1;
+        name += formula[j];
+      }
+      if (j >= formula.length) return { error: `A column reference opened at character ${i + 1} is never closed with "}".` };
+      if (textRun) pieces.push({ text: textRun });
+      textRun = '';
+      pieces.push({ ref: name });
+      i = j;
+    } else {
+      textRun += c;
+    }
+  }
+  if (textRun) pieces.push({ text: textRun });
+  return pieces;
+}
+
+const escapeName = (name: string) => name.replace(/[\\}]/g, (c) => `\\${c}`);
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The stored form of a formula a person wrote: each `{Name}` naming a column becomes `{<id>}`;
+ * a name no column has is kept as written, and the column reports it.
+ */
+export function storeFormula(formula: string, idOfName: (name: string) => string | undefined): string {
+  const pieces = splitReferences(formula);
+  if ('error' in pieces) return formula;
+  return pieces.map((p) => ('text' in p ? p.text : `{${idOfName(p.ref.trim()) ?? escapeName(p.ref)}}`)).join('');
+}
+
+/** The form a person reads: ids back to the columns' current names. */
+export function displayFormula(stored: string, nameOfId: (id: string) => string | undefined): string {
+  const pieces = splitReferences(stored);
+  if ('error' in pieces) return stored;
+  return pieces.map((p) => ('text' in p ? p.text : `{${escapeName((uuidPattern.test(p.ref) && nameOfId(p.ref.toLowerCase())) || p.ref)}}`)).join('');
+}
+
+/** Column ids a stored formula refers to (names no column has are left out). */
+export function formulaReferences(stored: string): string[] {
+  const pieces = splitReferences(stored);
+  if ('error' in pieces) return [];
+  return [...new Set(pieces.flatMap((p) => ('ref' in p && uuidPattern.test(p.ref) ? [p.ref.toLowerCase()] : [])))];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiling and evaluating
+
+export type FormulaOutcome = { state: 'done'; value: CellValue } | { state: 'error'; error: string };
+
+export interface CompiledFormula {
+  /** Column ids read, in the order `evaluate` takes their values. */
+  refs: string[];
+  /** Why no row can be computed (syntax, an unknown column, a refused function); else null. */
+  error: string | null;
+  evaluate: (values: CellValue[]) => FormulaOutcome;
+}
+
+function refusal(node: MathNode, symbols: Set<string>): string | null {
+  switch (node.type) {
+    case 'ConstantNode':
+      return null;
+    case 'SymbolNode': {
+      const name = (node as MathNode & { name: string }).name;
+      return symbols.has(name) || allowedConstants.has(name) ? null : `Unknown name "${name}": refer to a column as {Column name}.`;
+    }
+    case 'ParenthesisNode':
+      return refusal((node as MathNode & { content: MathNode }).content, symbols);
+    case 'ConditionalNode': {
+      const n = node as MathNode & { condition: MathNode; trueExpr: MathNode; falseExpr: MathNode };
+      return refusal(n.condition, symbols) ?? refusal(n.trueExpr, symbols) ?? refusal(n.falseExpr, symbols);
+    }
+    case 'OperatorNode': {
+      const n = node as MathNode & { fn: string; op: string; args: MathNode[] };
+      if (!allowedOperators.has(n.fn)) return `The operator "${n.op}" is not available in formulas.`;
+      return n.args.map((a) => refusal(a, symbols)).find((r) => r !== null) ?? null;
+    }
+    case 'FunctionNode': {
+      const n = node as MathNode & { fn: MathNode & { name?: string }; args: MathNode[] };
+      if (n.fn.type !== 'SymbolNode' || !allowedFunctions.has(n.fn.name!)) {
+        return `The function "${n.fn.name ?? n.fn.toString()}" is not available in formulas; use one of ${formulaFunctions.join(', ')}.`;
+      }
+      return n.args.map((a) => refusal(a, symbols)).find((r) => r !== null) ?? null;
+    }
+    default:
+      return `Formulas cannot use ${node.type.replace(/Node$/, '').toLowerCase()} expressions.`;
+  }
+}
+
+/** A cell value the grid can hold: a finite number, text up to the cell limit, true/false or empty. */
+function asCellValue(result: unknown): FormulaOutcome {
+  if (result === null || result === undefined) return { state: 'done', value: null };
+  if (typeof result === 'boolean') return { state: 'done', value: result };
+  if (typeof result === 'number') {
+    return Number.isFinite(result) ? { state: 'done', value: result } : { state: 'error', error: 'The result is not a finite number.' };
+  }
+  if (typeof result === 'string') {
+    return result.length <= cellTextMax ? { state: 'done', value: result } : { state: 'error', error: `The result is longer than ${cellTextMax} characters.` };
+  }
+  return { state: 'error', error: 'The result is not a number, text or true/false.' };
+}
+
+const brief = (message: string) => (message.length > 500 ? `${message.slice(0, 497)}...` : message);
+
+/** Compiles a stored formula; `columnExists` says which referenced ids are columns of the table. */
+export function compileFormula(stored: string, columnExists: (id: string) => boolean): CompiledFormula {
+  const failed = (error: string): CompiledFormula => ({ refs: [], error, evaluate: () => ({ state: 'error', error }) });
+  const pieces = splitReferences(stored);
+  if ('error' in pieces) return failed(pieces.error);
+  const refs: string[] = [];
+  let expression = '';
+  for (const piece of pieces) {
+    if ('text' in piece) {
+      expression += piece.text;
+      continue;
+    }
+    const id = piece.ref.toLowerCase();
+    if (!uuidPattern.test(id) || !columnExists(id)) return failed(`No column named "${piece.ref}".`);
+    if (!refs.includes(id)) refs.push(id);
+    expression += ` ref_${refs.indexOf(id)} `;
+  }
+  if (expression.trim() === '') return failed('The formula is empty.');
+  let node: MathNode;
+  try {
+    node = math.parse(expression);
+  } catch (error) {
+    return failed(brief(`The formula cannot be read: ${(error as Error).message}`));
+  }
+  const symbols = new Set(refs.map((_, i) => `ref_${i}`));
+  const refused = refusal(node, symbols);
+  if (refused) return failed(refused);
+  let code: EvalFunction;
+  try {
+    code = node.compile();
+  } catch (error) {
+    return failed(brief(`The formula cannot be read: ${(error as Error).message}`));
+  }
+  return {
+    refs,
+    error: null,
+    evaluate(values) {
+      const scope: Record<string, CellValue> = {};
+      values.forEach((value, i) => (scope[`ref_${i}`] = value));
+      try {
+        return asCellValue(code.evaluate(scope));
+      } catch (error) {
+        return { state: 'error', error: brief((error as Error).message) };
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A table's formulas together: the order to compute them in, and what each row gets
+
+export interface PlannedColumn {
+  id: string;
+  name: string;
+  /** Computed kinds other than formula are read from their stored cells. */
+  kind: string;
+  /** The stored formula of a formula column; null otherwise. */
+  formula: string | null;
+}
+
+export interface FormulaPlan {
+  /** Formula columns in an order where each comes after every formula it reads. */
+  order: { id: string; compiled: CompiledFormula }[];
+  /** Why a formula column cannot be computed for any row (its compile error, or a loop). */
+  errors: Map<string, string>;
+  names: Map<string, string>;
+}
+
+export function planFormulas(columns: PlannedColumn[]): FormulaPlan {
+  const ids = new Set(columns.map((c) => c.id));
+  const names = new Map(columns.map((c) => [c.id, c.name]));
+  const compiled = new Map(
+    columns.filter((c) => c.kind === 'formula').map((c) => [c.id, compileFormula(c.formula ?? '', (id) => ids.has(id))]),
+  );
+  const errors = new Map<string, string>();
+  for (const [id, c] of compiled) if (c.error) errors.set(id, c.error);
+
+  // Depth-first: a formula reached again while its own references are being followed is a loop.
+  const order: FormulaPlan['order'] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (id: string, trail: string[]) => {
+    if (state.get(id) === 'done') return;
+    if (state.get(id) === 'visiting') {
+      const loop = trail.slice(trail.indexOf(id)).concat(id);
+      const message = `Circular reference: ${loop.map((c) => `{${names.get(c)}}`).join(' → ')}.`;
+      for (const member of loop) if (!errors.has(member)) errors.set(member, message);
+      return;
+    }
+    state.set(id, 'visiting');
+    for (const ref of compiled.get(id)!.refs) if (compiled.has(ref)) visit(ref, [...trail, id]);
+    state.set(id, 'done');
+    order.push({ id, compiled: compiled.get(id)! });
+  };
+  for (const id of compiled.keys()) visit(id, []);
+  return { order, errors, names };
+}
+
+/**
+ * Every formula cell of one row. `read` gives the value of an input or other computed column
+ * (null when empty or not done). A formula reading a formula cell in error is in error too.
+ */
+export function evaluateRow(plan: FormulaPlan, read: (columnId: string) => CellValue): Map<string, FormulaOutcome> {
+  const outcomes = new Map<string, FormulaOutcome>();
+  for (const { id, compiled } of plan.order) {
+    const planned = plan.errors.get(id);
+    if (planned) {
+      outcomes.set(id, { state: 'error', error: planned });
+      continue;
+    }
+    let failed: string | undefined;
+    const values = compiled.refs.map((ref) => {
+      const outcome = outcomes.get(ref);
+      if (!outcome) return read(ref);
+      if (outcome.state === 'error') failed ??= ref;
+      return outcome.state === 'done' ? outcome.value : null;
+    });
+    outcomes.set(id, failed ? { state: 'error', error: `{${plan.names.get(failed)}} has an error.` } : compiled.evaluate(values));
+  }
+  return outcomes;
+}
+
+/** The formula columns that must be computed again when these columns change (themselves included). */
+export function dependentsOf(plan: FormulaPlan, changed: Iterable<string>): Set<string> {
+  const affected = new Set(changed);
+  for (const { id, compiled } of plan.order) {
+    if (compiled.refs.some((ref) => affected.has(ref))) affected.add(id);
+  }
+  return affected;
+}
