@@ -182,9 +182,17 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
     if (!account) throw ApplicationFailure.nonRetryable('Account not found.', 'not_found');
     if (account.status !== 'connected') throw conflict('The account is not connected.');
     if (account.checkpoint_status !== 'ok') throw conflict('The account is held at a checkpoint.');
+    const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${input.stepId} for update`;
+    // Temporal retries an attempt whose worker died after it committed: a claim of this step by this
+    // very session is that attempt's (a second claim from one session shares the update id and is
+    // deduplicated before it gets here). Answer it instead of refusing the account's own running step.
+    // Whether it was resuming is no longer known, so a step that may have acted is handed out to look only.
+    if (step?.status === 'claimed' && step.claim_session_id === input.sessionId) {
+      const mayHaveActed = step.acted_at !== null || step.cut_offs > 0 || step.credit_round > 0;
+      return { step: toBrowserStep(step), verification: mayHaveActed ? { mode: 'verify_only', commit_granted_at: null } : null };
+    }
     const [running] = await tx`select id from browser_steps where account_id = ${input.accountId} and status = 'claimed'`;
     if (running) throw conflict('Another step of this account is running.');
-    const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${input.stepId} for update`;
     if (!step || step.held || !(step.status === 'queued' || (step.status === 'resuming' && input.verifyFirst))) {
       throw conflict('The step is not waiting for this browser.');
     }
@@ -256,6 +264,11 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
       return sql.begin(async (tx) => {
         const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
         if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
+        // The same result again (an attempt retried after the first one committed): the record as it stands.
+        const sameAgain =
+          step.status !== 'cancelled' && terminalStatuses.has(step.status) && recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>) === report.status &&
+          (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
+        if (sameAgain) return { step: toBrowserStep(step), checkpoint: false };
         const namesCurrentClaim = step.status === 'claimed' && (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
         const lateSuccess = report.status === 'succeeded' && (step.status === 'queued' || step.status === 'resuming') && step.claimed_at !== null;
         if (!namesCurrentClaim && !lateSuccess) throw conflict(`The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`);

@@ -16,8 +16,10 @@ export interface Line {
   oldestMeteredKind: ActionKind | null;
 }
 
-export async function lineOf(db: Db, accountId: string): Promise<Line> {
-  const [row] = await db<(Omit<Line, 'running'> & { running: number })[]>`
+type LineRow = Omit<Line, 'running'> & { running: number };
+
+/** The line's counts as one row; a fragment too, so the heartbeat reads it inside its own statement. */
+export const lineSql = (db: Db, accountId: string) => db<LineRow[]>`
     select
       count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
@@ -25,8 +27,15 @@ export async function lineOf(db: Db, accountId: string): Promise<Line> {
       count(*) filter (where status = 'claimed')::int as running,
       (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
         order by queued_at, id limit 1) as "oldestMeteredKind"
-    from browser_steps where account_id = ${accountId}`;
-  return { ...row!, running: row!.running > 0 };
+    from browser_steps
+    -- Only live steps count; naming them lets the partial index browser_steps_live serve the read.
+    where account_id = ${accountId} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
+
+export const toLine = (row: LineRow): Line => ({ ...row, running: row.running > 0 });
+
+export async function lineOf(db: Db, accountId: string): Promise<Line> {
+  const [row] = await lineSql(db, accountId);
+  return toLine(row!);
 }
 
 export const waitFor = (reason: Wait['reason'], next: Date | null, resets: Date | null = null): Wait => ({

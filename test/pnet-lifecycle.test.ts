@@ -299,3 +299,38 @@ describe('disconnecting the account', () => {
     expect((await a.heartbeat()).statusCode).toBe(401);
   });
 });
+
+describe('retried attempts and lost answers', () => {
+  it('answers a claim or a settle retried after it committed with the record, not a refusal', async () => {
+    const { createPnetStepActivities } = await import('../activities/pnet-steps.js');
+    const a = await connected(stack, paid);
+    const step = await a.queue({ kind: 'check_inbox' }, { test: true });
+    const [session] = await stack.sql<{ id: string }[]>`select id from pnet_sessions where account_id = ${a.accountId}`;
+    const steps = createPnetStepActivities({ sql: stack.sql });
+    const input = { stepId: step.id, accountId: a.accountId, sessionId: session!.id, verifyFirst: false };
+    const first = await steps.claimStep(input);
+    expect((await steps.claimStep(input)).step).toEqual(first.step);
+    const report = { status: 'succeeded' as const, claimed_at: first.step.claimed_at, duration_ms: 10, error_code: null, error_message: null, outcome: null };
+    const settled = await steps.settleStep({ stepId: step.id, report });
+    expect((await steps.settleStep({ stepId: step.id, report })).step).toEqual(settled.step);
+  });
+
+  it('hands a browser its own running claim again, verify_only once it was granted the commit', async () => {
+    const a = await connected(stack, paid);
+    const step = await a.queue(message);
+    const claimed = (await a.claim()).json().step;
+    expect((await a.claim()).json()).toMatchObject({ step: { id: step.id, claimed_at: claimed.claimed_at }, verification: null });
+    const grant = (await a.agent(`/pnet/agent/actions/${step.id}/commit/`, { claimed_at: claimed.claimed_at })).json();
+    expect((await a.claim()).json().verification).toEqual({ mode: 'verify_only', commit_granted_at: grant.commit_granted_at });
+  });
+
+  it('lets the inbox read through while a failing read holds an unmetered message back', async () => {
+    const a = await connected(stack, paid);
+    const failed = await a.queue({ kind: 'check_inbox' }, { test: true });
+    const claimed = (await a.claim()).json().step;
+    await a.report(failed.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'navigation_failed' });
+    await a.queue(message, { test: true });
+    const reread = await a.queue({ kind: 'check_inbox' }, { test: true });
+    expect((await a.claim()).json().step.id).toBe(reread.id);
+  });
+});

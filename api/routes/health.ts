@@ -7,6 +7,7 @@ const HealthSchema = z
   .object({ status: z.enum(['ok', 'degraded']), postgres: ComponentSchema, temporal: ComponentSchema })
   .meta({ id: 'Health' });
 const UnhealthySchema = HealthSchema.extend({ detail: z.string() }).meta({ id: 'Unhealthy' });
+const PostgresHealthSchema = z.object({ postgres: z.literal('ok') }).meta({ id: 'PostgresHealth' });
 
 async function probe(check: () => Promise<unknown>, timeoutMs = 2000): Promise<z.infer<typeof ComponentSchema>> {
   const started = performance.now();
@@ -49,6 +50,26 @@ export const healthRoutes =
         if (postgres.ok && temporal.ok) return { status: 'ok' as const, postgres, temporal };
         const down = [!postgres.ok && 'Postgres', !temporal.ok && 'Temporal'].filter(Boolean).join(' and ');
         return reply.code(503).send({ status: 'degraded' as const, postgres, temporal, detail: `${down} unreachable.` });
+      },
+    );
+
+    // Exactly one Postgres round trip and nothing else: a balancer's probe of this process, and
+    // the baseline the pnet benchmark compares the heartbeat with.
+    app.get(
+      '/health/postgres/',
+      {
+        config: { access: 'public' },
+        schema: {
+          operationId: 'getPostgresHealth',
+          tags: ['platform'],
+          summary: 'Whether this API process reaches Postgres (one `select 1`)',
+          description: 'Answers 503 when Postgres is unreachable; says nothing about Temporal.',
+          response: { 200: PostgresHealthSchema },
+        },
+      },
+      async () => {
+        await deps.sql`select 1`;
+        return { postgres: 'ok' as const };
       },
     );
   };

@@ -123,7 +123,8 @@ export const pnetAgentRoutes =
           description:
             'Order: unmetered test steps, then queued steps oldest first; never a held step; a resuming step only to a browser that verifies first. ' +
             'A kind at its daily or weekly ceiling stays queued and the reason travels on the answer; metered steps wait for the gap and working hours. ' +
-            'At most one step per account runs at a time, and only the browser holding the lease claims.',
+            'At most one step per account runs at a time, and only the browser holding the lease claims. ' +
+            'A browser asking while its own claim runs gets that claim back (its answer may have been lost), `verify_only` if it was granted the commit.',
           body: AgentClaimSchema,
           response: { 200: AgentClaimResponseSchema, 409: DetailBodySchema },
         },
@@ -131,6 +132,12 @@ export const pnetAgentRoutes =
       async (request) => {
         const accountId = principalOf(request).accountId!;
         const pick = await pickClaimCandidate(sql, accountId, request.body);
+        if (pick.yours) {
+          // Granted the commit under this claim, it may have pressed: it looks before anything else.
+          const granted = pick.yours.commit_granted_at?.toISOString() ?? null;
+          const verification = granted ? { mode: 'verify_only' as const, commit_granted_at: granted } : null;
+          return { step: toBrowserStep(pick.yours), verification, reason: null, wait: null };
+        }
         if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
         const claimed = await updateStep(
           temporal.client,

@@ -1,0 +1,588 @@
+/**
+ * `npm run chaos:pnet -- [--steps 1000] [--accounts 50] [--seconds 900]`: the pnet channel under
+ * faults. Real Postgres and a Temporal dev server (its SQLite file kept across a restart), the
+ * worker and the API as child processes; simulated browsers work through the steps while the
+ * worker is SIGKILLed and restarted every few seconds, the API is restarted once and Temporal
+ * once, and results are posted up to 5 times at once, some naming stale claims. At the end it
+ * checks the invariants (chaos-checks.ts), prints the counts, and exits 1 on any violation.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { migrate } from '../db/migrate.js';
+import { createSql, type Sql } from '../db/sql.js';
+import { claimLeaseSeconds, type ActionKind } from '../domain/pnet.js';
+import { startEmbeddedPostgres } from '../worker/embedded-postgres.js';
+import { freePort } from '../worker/ports.js';
+import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
+import { startTemporalDevServer, type TemporalDevServerHandle } from '../worker/temporal-dev-server.js';
+import { projectRoot } from '../worker/tools.js';
+import { bundleWorkflows } from '../worker/worker.js';
+import { AgentClient } from './agent-client.js';
+import { SimBrowser, formatCounters, sumCounters } from './browser.js';
+import { checkExpiredClaims, checkLedger, checkLine, checkNoOverlap, checkSettles, terminalStatuses, type CheckResult, type StepRowLite } from './chaos-checks.js';
+import { ClaimObserver } from './claim-observer.js';
+import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';
+import { ServiceProcess } from './service-process.js';
+import { SimLog } from './sim-log.js';
+
+const usage = `Usage: npm run chaos:pnet -- [options]
+
+  --steps N              steps to queue (default 1000)
+  --accounts N           sender accounts (default 50)
+  --browsers N           simulated browsers per account (default 2)
+  --seconds S            give up waiting for the steps after S seconds (default 1200)
+  --kill-every S         SIGKILL the worker about every S seconds (default 5; 0: never)
+  --max-kills N          stop killing after N kills (default: keep killing until the steps settle)
+  --metered N            metered steps per account, the rest unmetered tests (default 2; the gap is 30 s)
+  --fail-rate R          (default 0.1)     --skip-rate R       (default 0.05)
+  --duplicate-rate R     results posted 2 to 5 times at once (default 0.5)
+  --stale-rate R         results also posted naming an earlier claim (default 0.2)
+  --late-rate R          results posted after going silent past the claim lease (default 0.01)
+  --silence-rate R       steps abandoned mid-run by a silent browser (default 0.01)
+  --release-rate R       steps given back after looking (default 0.02)
+  --run-ms MIN-MAX       how long running a step takes (default 100-1500)
+  --no-api-restart       --no-temporal-restart
+  --data-dir DIR         where Postgres, Temporal's SQLite and the logs go (default $DATA_DIR/chaos-pnet; wiped first)
+  --database-url URL     use this (migrated or empty) database instead of starting Postgres
+  --workflow-bundle FILE a prebuilt workflow bundle instead of building one
+  --seed N               repeatable randomness`;
+
+const allKinds: ActionKind[] = [
+  'profile_view',
+  'connection_request',
+  'send_message',
+  'inmail',
+  'withdraw_connection_request',
+  'follow_contact',
+  'like_latest_post',
+  'check_sent_invitations',
+  'check_connections',
+  'check_inbox',
+  'read_conversation',
+];
+/** Metered kinds whose first-week (warm-up) daily ceiling leaves room for a few each. */
+const meteredKinds: ActionKind[] = ['profile_view', 'follow_contact', 'like_latest_post', 'send_message', 'connection_request', 'check_inbox', 'read_conversation'];
+const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
+
+function paramsFor(kind: ActionKind, n: number): Record<string, unknown> {
+  const profile_url = `https://pnet.example/in/chaos-contact-${n}`;
+  switch (kind) {
+    case 'connection_request':
+      return { kind, profile_url, note: null };
+    case 'send_message':
+      return { kind, profile_url, body: `Hello ${n}` };
+    case 'inmail':
+      return { kind, profile_url, subject: 'Hello', body: `Hello ${n}` };
+    case 'read_conversation':
+      return { kind, thread_url: `https://pnet.example/messaging/thread/${n}` };
+    case 'check_sent_invitations':
+    case 'check_connections':
+    case 'check_inbox':
+      return { kind };
+    default:
+      return { kind, profile_url };
+  }
+}
+
+interface Options {
+  steps: number;
+  accounts: number;
+  browsers: number;
+  seconds: number;
+  killEvery: number;
+  maxKills: number;
+  metered: number;
+  failRate: number;
+  skipRate: number;
+  duplicateRate: number;
+  staleRate: number;
+  lateRate: number;
+  silenceRate: number;
+  releaseRate: number;
+  runMs: [number, number];
+  apiRestart: boolean;
+  temporalRestart: boolean;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  workflowBundle: string | undefined;
+  seed: number;
+}
+
+function readOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      steps: { type: 'string' },
+      accounts: { type: 'string' },
+      browsers: { type: 'string' },
+      seconds: { type: 'string' },
+      'kill-every': { type: 'string' },
+      'max-kills': { type: 'string' },
+      metered: { type: 'string' },
+      'fail-rate': { type: 'string' },
+      'skip-rate': { type: 'string' },
+      'duplicate-rate': { type: 'string' },
+      'stale-rate': { type: 'string' },
+      'late-rate': { type: 'string' },
+      'silence-rate': { type: 'string' },
+      'release-rate': { type: 'string' },
+      'run-ms': { type: 'string' },
+      'no-api-restart': { type: 'boolean' },
+      'no-temporal-restart': { type: 'boolean' },
+      'data-dir': { type: 'string' },
+      'database-url': { type: 'string' },
+      'workflow-bundle': { type: 'string' },
+      seed: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${usage}\n`);
+    process.exit(0);
+  }
+  const rate = (name: string, fallback: number) => numberFlag(values, name, fallback, { min: 0, max: 1 });
+  const accounts = numberFlag(values, 'accounts', 50, { min: 1, max: 1000 });
+  return {
+    steps: numberFlag(values, 'steps', 1000, { min: 1, max: 100_000 }),
+    accounts,
+    browsers: numberFlag(values, 'browsers', 2, { min: 1, max: 10 }),
+    seconds: numberFlag(values, 'seconds', 1200, { min: 10 }),
+    killEvery: numberFlag(values, 'kill-every', 5, { min: 0 }),
+    maxKills: numberFlag(values, 'max-kills', Infinity, { min: 0 }),
+    metered: numberFlag(values, 'metered', 2, { min: 0, max: meteredKinds.length }),
+    failRate: rate('fail-rate', 0.1),
+    skipRate: rate('skip-rate', 0.05),
+    duplicateRate: rate('duplicate-rate', 0.5),
+    staleRate: rate('stale-rate', 0.2),
+    lateRate: rate('late-rate', 0.01),
+    silenceRate: rate('silence-rate', 0.01),
+    releaseRate: rate('release-rate', 0.02),
+    runMs: rangeFlag(values, 'run-ms', [100, 1500]),
+    apiRestart: !values['no-api-restart'],
+    temporalRestart: !values['no-temporal-restart'],
+    dataDir: resolve(values['data-dir'] ?? join(resolve(projectRoot, process.env.DATA_DIR ?? '.data'), 'chaos-pnet')),
+    databaseUrl: values['database-url'],
+    workflowBundle: values['workflow-bundle'],
+    seed: numberFlag(values, 'seed', Math.floor(Math.random() * 1e9)),
+  };
+}
+
+const started = Date.now();
+const say = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
+
+/** A process left running by an earlier run that was killed still holds the data folder. */
+async function stopLeftovers(dataDir: string) {
+  const pids = [
+    existsSync(join(dataDir, 'postgres', 'postmaster.pid')) ? Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]) : 0,
+    existsSync(join(dataDir, 'temporal.pid')) ? Number(readFileSync(join(dataDir, 'temporal.pid'), 'utf8')) : 0,
+  ];
+  for (const pid of pids.filter((p) => Number.isInteger(p) && p > 0)) {
+    try {
+      process.kill(pid, 'SIGINT');
+      for (let i = 0; i < 100; i += 1) {
+        process.kill(pid, 0);
+        await sleep(100);
+      }
+    } catch {
+      // gone
+    }
+  }
+}
+
+/** The operator's side of the API (X-API-Key), for setting up accounts and queueing steps. */
+function operatorApi(baseUrl: () => string, apiKey: string) {
+  return async <T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const response = await fetch(baseUrl() + path, {
+          method,
+          headers: { 'x-api-key': apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return { status: response.status, body: (await response.json().catch(() => null)) as T };
+      } catch (error) {
+        // Only reads and idempotent writes are retried; a lost POST is reported, not repeated.
+        if (method === 'POST' || attempt >= 20) throw error;
+        await sleep(500);
+      }
+    }
+  };
+}
+
+async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!, i);
+      }
+    }),
+  );
+  return out;
+}
+
+async function main() {
+  const o = readOptions();
+  const random = seededRandom(o.seed);
+  say(`chaos:pnet: ${o.steps} steps, ${o.accounts} accounts, ${o.browsers} browser(s) each, seed ${o.seed}; data in ${o.dataDir}`);
+  await stopLeftovers(o.dataDir);
+  rmSync(o.dataDir, { recursive: true, force: true });
+  mkdirSync(o.dataDir, { recursive: true });
+  // As root, Postgres runs as its own user, which must reach its data folder.
+  chmodSync(o.dataDir, 0o755);
+
+  // What this run started, stopped in reverse order; anything started after stopping began is
+  // stopped at once.
+  const cleanups: Array<() => Promise<void>> = [];
+  let stopping = false;
+  const onCleanup = (fn: () => Promise<void>) => {
+    if (stopping) void fn().catch(() => undefined);
+    else cleanups.push(fn);
+  };
+  const cleanup = async () => {
+    stopping = true;
+    for (const fn of cleanups.splice(0).reverse()) {
+      const at = Date.now();
+      await fn().catch((error: unknown) => say(`cleanup: ${(error as Error).message}`));
+      if (Date.now() - at > 5000) say(`a cleanup step took ${((Date.now() - at) / 1000).toFixed(1)} s`);
+    }
+  };
+  // Ctrl-C stops everything this run started (Postgres and Temporal share the terminal's process
+  // group and get the Ctrl-C too, so there is no checking a half-run; --seconds bounds a run).
+  const interrupt = (signal: NodeJS.Signals) => {
+    say(`${signal}: stopping everything`);
+    void cleanup().then(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupt);
+  process.once('SIGTERM', interrupt);
+  // Whatever goes wrong, the servers this run started do not outlive it.
+  process.on('unhandledRejection', (error) => {
+    say(`unexpected: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    void cleanup().then(() => process.exit(2));
+  });
+
+  try {
+    // Postgres, Temporal and the workflow bundle, side by side.
+    const startPostgres = async () => {
+      if (o.databaseUrl) return o.databaseUrl;
+      const pg = await startEmbeddedPostgres({ dataDir: join(o.dataDir, 'postgres'), fast: true });
+      onCleanup(() => pg.stop());
+      const admin = createSql(pg.url('postgres'), { max: 1 });
+      await admin`create database chaos`;
+      await admin.end();
+      return pg.url('chaos');
+    };
+    let temporal: TemporalDevServerHandle | null = null;
+    const startTemporal = async () => {
+      temporal = await startTemporalDevServer({ dataDir: o.dataDir, ui: false });
+      // Whichever server runs at the end (it is restarted once) is the one to stop.
+      onCleanup(async () => temporal?.stop());
+    };
+    const bundle = async () => {
+      if (o.workflowBundle) return o.workflowBundle;
+      const file = join(o.dataDir, 'workflow-bundle.js');
+      writeFileSync(file, (await bundleWorkflows()).code);
+      return file;
+    };
+    const [databaseUrl, , bundlePath] = await Promise.all([startPostgres(), startTemporal(), bundle()]);
+    const sql = createSql(databaseUrl, { max: 5 });
+    onCleanup(() => sql.end({ timeout: 5 }));
+    await migrate(sql);
+    let temporalAddress = temporal!.address;
+    say(`Postgres ready, Temporal at ${temporalAddress}`);
+
+    const apiPort = await freePort(18300);
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+    const childEnv = (): NodeJS.ProcessEnv => ({
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      TEMPORAL_ADDRESS: temporalAddress,
+      TEMPORAL_NAMESPACE: 'default',
+      TEMPORAL_TASK_QUEUE: 'chaos-pnet',
+      HOST: '127.0.0.1',
+      PORT: String(apiPort),
+      RATE_LIMIT_PER_MINUTE: '0',
+      LOG_LEVEL: 'warn',
+      WORKFLOW_BUNDLE: bundlePath,
+      // The children go when this process goes, however it goes.
+      EXIT_WITH_PARENT: '1',
+    });
+    const worker = new ServiceProcess('worker', 'sim/run-worker.ts', childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
+    const api = new ServiceProcess('api', 'sim/run-api.ts', childEnv, join(o.dataDir, 'api.log'), 'api ready');
+    onCleanup(() => worker.stop());
+    onCleanup(() => api.stop());
+    await Promise.all([worker.start(), api.start()]);
+    say(`worker (pid ${worker.pid}) and API (pid ${api.pid}, ${apiUrl}) ready`);
+
+    // A workspace with plenty of credits, and its sender accounts as an operator sets them up.
+    const ws = await createWorkspaceWithAdmin(sql, { name: `Chaos ${o.seed}`, plan: 'paid' });
+    await grantWorkspaceCredits(sql, { workspaceId: ws.workspace_id, amount: 1_000_000, causeKey: 'chaos-pnet-grant' });
+    const operator = operatorApi(() => apiUrl, ws.api_key);
+    const accounts = await mapLimit(Array.from({ length: o.accounts }, (_, i) => i), 5, async (i) => {
+      const profile = await operator<{ id: string }>('POST', '/sender-profiles/', { name: `Chaos sender ${i + 1}` });
+      if (profile.status !== 201) throw new Error(`creating a sender profile answered ${profile.status}: ${JSON.stringify(profile.body)}`);
+      const settings = await operator('PATCH', `/sender-profiles/${profile.body.id}/pnet/settings/`, {
+        run_mode: 'automatic',
+        working_hours: allWeek,
+        min_action_interval_seconds: 30,
+        resume_enabled: true,
+      });
+      if (settings.status !== 200) throw new Error(`updating settings answered ${settings.status}: ${JSON.stringify(settings.body)}`);
+      const wrapper = await operator<{ connection_token: string }>('GET', `/sender-profiles/${profile.body.id}/pnet/`);
+      const [account] = await sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.body.id}`;
+      return { index: i, profileId: profile.body.id, accountId: account!.id, token: wrapper.body.connection_token };
+    });
+
+    // The browsers: every account's share one token and one identity; the lease picks the claimer.
+    const log = new SimLog();
+    const browsers = accounts.flatMap((account) => {
+      const client = new AgentClient({ apiUrl, token: account.token, timeoutMs: 180_000 });
+      return Array.from({ length: o.browsers }, (_, b) =>
+        new SimBrowser({
+          client,
+          identity: { member_urn: `urn:li:member:chaos-${o.seed}-${account.index}` },
+          label: `Account ${account.index + 1} browser ${b + 1}`,
+          log,
+          random: seededRandom(o.seed + 1 + account.index * 16 + b),
+          maxPollSeconds: 2,
+          renewEveryMs: 2000,
+          runMs: o.runMs,
+          failRate: o.failRate,
+          skipRate: o.skipRate,
+          duplicateRate: o.duplicateRate,
+          maxCopies: 5,
+          staleRate: o.staleRate,
+          lateRate: o.lateRate,
+          silenceRate: o.silenceRate,
+          releaseRate: o.releaseRate,
+        }),
+      );
+    });
+    browsers.forEach((b) => b.start());
+    onCleanup(async () => void (await Promise.all(browsers.map((b) => b.halt()))));
+    say(`${accounts.length} accounts set up, ${browsers.length} browsers checking in`);
+
+    // The steps, spread evenly and queued round-robin so every account has work at once.
+    type Planned = { accountId: string; params: Record<string, unknown>; test: boolean; contact: string };
+    const plan: Planned[][] = accounts.map(() => []);
+    const meteredOf = accounts.map(() => [...meteredKinds].sort(() => random() - 0.5).slice(0, o.metered));
+    for (let n = 0; n < o.steps; n += 1) {
+      const a = n % accounts.length;
+      // Each account's first few are metered (distinct kinds, inside the warm-up ceilings); unmetered go first anyway.
+      const meteredKind = meteredOf[a]![plan[a]!.length];
+      const kind = meteredKind ?? allKinds[Math.floor(random() * allKinds.length)]!;
+      plan[a]!.push({ accountId: accounts[a]!.accountId, params: paramsFor(kind, n), test: !meteredKind, contact: `chaos-contact-${n}` });
+    }
+    const queueOrder = plan.flatMap((steps, a) => steps.map((step, i) => ({ step, order: i * accounts.length + a }))).sort((x, y) => x.order - y.order);
+    const queueAnswers = await mapLimit(queueOrder, 8, async ({ step }) =>
+      operator<{ id: string; status: string }>('POST', '/pnet/steps/', { account_id: step.accountId, params: step.params, contact_key: step.contact, test: step.test }),
+    );
+    const refused = queueAnswers.filter((a) => a.status !== 201);
+    const mine = queueAnswers.filter((a) => a.status === 201).map((a) => a.body.id);
+    const meteredQueued = queueOrder.filter(({ step }, i) => !step.test && queueAnswers[i]!.status === 201).length;
+    say(`${mine.length} steps queued (${meteredQueued} metered)${refused.length ? `; ${refused.length} refused: ${[...new Set(refused.map((r) => r.status))].join(', ')}` : ''}`);
+
+    // The faults, while the browsers work.
+    const observer = new ClaimObserver(sql, ws.workspace_id).start();
+    onCleanup(() => observer.stop());
+    const faults = { kills: 0, apiRestarts: 0, temporalRestarts: 0, temporalDownMs: 0, workerRestartMs: [] as number[] };
+    const stopFaults = new AbortController();
+    const pause = (ms: number) => sleep(ms, undefined, { signal: stopFaults.signal }).then(() => true, () => false);
+    const mineDone = async () => (await sql<{ n: number }[]>`
+      select count(*)::int as n from browser_steps where id = any(${mine}::uuid[]) and status in ${sql([...terminalStatuses])}`)[0]!.n;
+    let settledSoFar = 0;
+
+    const killer = (async () => {
+      while (o.killEvery > 0 && faults.kills < o.maxKills && (await pause(o.killEvery * 1000 * (0.5 + random())))) {
+        const at = Date.now();
+        await worker.restart('SIGKILL');
+        faults.kills += 1;
+        faults.workerRestartMs.push(Date.now() - at);
+      }
+    })().catch((error: unknown) => say(`the worker could not be restarted: ${(error as Error).message}`));
+    const milestones = (async () => {
+      while (!stopFaults.signal.aborted) {
+        const progress = settledSoFar / Math.max(1, mine.length);
+        if (o.apiRestart && faults.apiRestarts === 0 && progress >= 0.25) {
+          // A deploy's drain: in-flight requests get 15 s to finish (they may wait on a killed
+          // worker), then the process is killed and their answers are lost.
+          say('restarting the API (SIGTERM: it drains for up to 15 s, then a new one starts)');
+          await api.restart('SIGTERM', 15_000);
+          faults.apiRestarts += 1;
+          say('API back');
+        }
+        if (o.temporalRestart && faults.temporalRestarts === 0 && progress >= 0.5) {
+          say('stopping the Temporal server (its SQLite file kept)');
+          const before = temporalAddress;
+          const at = Date.now();
+          await temporal!.stop();
+          temporal = null;
+          temporal = await startTemporalDevServer({ dataDir: o.dataDir, preferredPort: Number(before.split(':').pop()), ui: false });
+          temporalAddress = temporal.address;
+          faults.temporalDownMs = Date.now() - at;
+          faults.temporalRestarts += 1;
+          say(`Temporal back at ${temporalAddress} after ${(faults.temporalDownMs / 1000).toFixed(1)} s`);
+          if (temporalAddress !== before) await Promise.all([api.restart('SIGTERM', 15_000), worker.restart('SIGKILL')]);
+        }
+        const planned = (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
+        if (planned || !(await pause(500))) return;
+      }
+    })().catch((error: unknown) => say(`a restart failed: ${(error as Error).message}`));
+
+    /** When a claim must have lapsed by: its lease from its last renewal, plus 15 s. */
+    const lapseBy = (stepId: string, claimedAt: number) => {
+      const known = log.claims.find((c) => c.stepId === stepId && c.claimedAt === claimedAt);
+      return Math.max(claimedAt, known?.lastRenewalSentAt ?? 0) + (claimLeaseSeconds + 15) * 1000;
+    };
+
+    // Wait for every step queued here to settle (and the planned faults to have happened).
+    const deadline = started + o.seconds * 1000;
+    let lastPrint = 0;
+    for (;;) {
+      settledSoFar = await mineDone().catch(() => settledSoFar);
+      const planned = (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
+      if ((settledSoFar === mine.length && planned && (o.killEvery === 0 || faults.kills >= Math.min(2, o.maxKills))) || Date.now() > deadline) break;
+      if (Date.now() - lastPrint > 5000) {
+        lastPrint = Date.now();
+        const c = sumCounters(browsers.map((b) => b.counters));
+        // A claim still held well past its lease with no browser renewing it will not end by itself.
+        const overdue = [...observer.claims.values()].filter(
+          (seen) => seen.lastSeen >= Date.now() - 2000 && Date.now() - lapseBy(seen.stepId, seen.claimedAt) > 0,
+        ).length;
+        say(
+          `settled ${settledSoFar}/${mine.length}, claimed now ${observer.counts.get('claimed') ?? 0}${overdue ? ` (${overdue} past their lease)` : ''}; claims ${c.claims}, ` +
+            `worker kills ${faults.kills}, API restarts ${faults.apiRestarts}, Temporal restarts ${faults.temporalRestarts}`,
+        );
+      }
+      await sleep(500);
+    }
+    const timedOut = settledSoFar < mine.length;
+    if (timedOut) say(`gave up waiting after ${o.seconds} s with ${mine.length - settledSoFar} steps not settled`);
+    stopFaults.abort();
+    await Promise.all([killer, milestones]);
+    say(`faults stopped; stopping the browsers (each finishes its step first)`);
+    await Promise.race([Promise.all(browsers.map((b) => b.stop())), sleep(30_000)]);
+    await Promise.all(browsers.map((b) => b.halt()));
+    const browsersStoppedAt = Date.now();
+
+    // A claim whose answer was lost to a restart lapses on its own within its lease: give each
+    // claimed step until then (from its last renewal), no longer.
+    for (;;) {
+      await observer.sample().catch(() => undefined);
+      const claimedNow = [...observer.claims.values()].filter((c) => c.lastSeen >= Date.now() - 2000);
+      const waitUntil = Math.max(0, ...claimedNow.map((c) => lapseBy(c.stepId, c.claimedAt)));
+      if (!claimedNow.length || Date.now() > waitUntil) break;
+      if (Date.now() - lastPrint > 10_000) {
+        lastPrint = Date.now();
+        say(`${claimedNow.length} step(s) still claimed with no browser running them; waiting up to ${Math.round((waitUntil - Date.now()) / 1000)} s for the lease to lapse`);
+      }
+      await sleep(1000);
+    }
+    await observer.stop();
+    await observer.sample();
+
+    const rows = await sql<StepRowLite[]>`
+      select id, account_id, kind, metered, status, held, claimed_at, finished_at, error_code
+      from browser_steps where workspace_id = ${ws.workspace_id}`;
+    const observed = [...observer.claims.values()];
+    const checks: CheckResult[] = [
+      checkLine(rows, log),
+      checkSettles(log, rows),
+      await checkLedger(sql, rows),
+      checkNoOverlap(log, observed, observer.doubleClaims),
+      checkExpiredClaims(log, observed, rows, { leaseSeconds: claimLeaseSeconds, slackSeconds: 15, endedAt: browsersStoppedAt }),
+    ];
+    if (timedOut) {
+      const waiting = rows.filter((r) => mine.includes(r.id) && !terminalStatuses.has(r.status));
+      checks.push({
+        name: `the steps settled within ${o.seconds} s`,
+        ok: false,
+        summary: `${waiting.length} steps queued here never settled`,
+        violations: await stranded(sql, waiting),
+        notes: [],
+      });
+    }
+    const counters = sumCounters(browsers.map((b) => b.counters));
+    const elapsed = (Date.now() - started) / 1000;
+    const restartAvg = faults.workerRestartMs.length ? faults.workerRestartMs.reduce((a, b) => a + b, 0) / faults.workerRestartMs.length / 1000 : 0;
+    const lines = [
+      '',
+      `chaos:pnet finished in ${elapsed.toFixed(0)} s (seed ${o.seed})`,
+      `faults             worker SIGKILLed ${faults.kills} times (back in ${restartAvg.toFixed(1)} s on average), ` +
+        `API restarted ${faults.apiRestarts}, Temporal restarted ${faults.temporalRestarts} (down ${(faults.temporalDownMs / 1000).toFixed(1)} s); ` +
+        `exits nobody asked for: worker ${worker.unexpectedExits}, API ${api.unexpectedExits}`,
+      `steps              ${mine.length} queued here (${meteredQueued} metered), ${rows.length - mine.length} scheduled by the accounts themselves; ` +
+        `${settledSoFar} of the ${mine.length} settled`,
+      formatCounters(counters),
+      `database poller    ${observer.samples} samples, ${observed.length} distinct claims seen`,
+      timings(log),
+      '',
+      ...checks.flatMap((c) => [
+        `${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.summary}`,
+        ...c.violations.slice(0, 20).map((v) => `        violation: ${v}`),
+        ...(c.violations.length > 20 ? [`        ... and ${c.violations.length - 20} more`] : []),
+        ...c.notes.map((n) => `        note: ${n}`),
+      ]),
+      '',
+      `logs: ${join(o.dataDir, 'worker.log')}, ${join(o.dataDir, 'api.log')}`,
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    const failed = checks.filter((c) => !c.ok).length;
+    process.stdout.write(failed ? `\n${failed} check(s) failed.\n` : '\nAll checks passed.\n');
+    await cleanup();
+    process.exit(failed ? 1 : 0);
+  } catch (error) {
+    say(`chaos:pnet could not run: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    await cleanup();
+    process.exit(2);
+  }
+}
+
+const percentile = (values: number[], p: number) => {
+  if (!values.length) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
+
+/** How long a result took to be answered, and a claim to be settled, as the browsers saw it. */
+function timings(log: SimLog): string {
+  const results = log.reports.filter((r) => r.copy === 'first' && r.http === 200).map((r) => r.answeredAt - r.sentAt);
+  const settles = log.claims.filter((c) => c.fate === 'settled' && c.settledAt !== null).map((c) => c.settledAt! - c.claimedAt);
+  const s = (ms: number) => (Number.isNaN(ms) ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
+  return (
+    `timings            result answered p50 ${s(percentile(results, 50))}, p99 ${s(percentile(results, 99))}, max ${s(Math.max(...results))}; ` +
+    `claim to settle p50 ${s(percentile(settles, 50))}, p99 ${s(percentile(settles, 99))}`
+  );
+}
+
+/** Why the steps left waiting at the deadline still wait: a step of their account held claimed, or the gap. */
+async function stranded(sql: Sql, waiting: StepRowLite[]): Promise<string[]> {
+  const byAccount = new Map<string, StepRowLite[]>();
+  for (const row of waiting) byAccount.set(row.account_id, [...(byAccount.get(row.account_id) ?? []), row]);
+  const out: string[] = [];
+  for (const [accountId, rows] of byAccount) {
+    const [running] = await sql<{ id: string; claimed_at: Date }[]>`
+      select id, claimed_at from browser_steps where account_id = ${accountId} and status = 'claimed'`;
+    const [account] = await sql<{ next_metered_at: Date | null }[]>`select next_metered_at from pnet_accounts where id = ${accountId}`;
+    const why = running
+      ? `behind step ${running.id.slice(0, 8)}, claimed since ${running.claimed_at.toISOString()} (${Math.round((Date.now() - running.claimed_at.getTime()) / 1000)} s)`
+      : account?.next_metered_at && account.next_metered_at.getTime() > Date.now()
+        ? `waiting for the gap until ${account.next_metered_at.toISOString()}`
+        : 'with nothing holding them';
+    out.push(`account ${accountId.slice(0, 8)}: ${rows.length} step(s) still ${[...new Set(rows.map((r) => r.status))].join('/')} ${why}`);
+  }
+  return out;
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`${(error as Error).message}\n\n${usage}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(2);
+});

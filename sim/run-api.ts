@@ -1,0 +1,43 @@
+/**
+ * The API alone, as a child process the chaos test restarts: the same buildApp the stack runs,
+ * configured from the environment (DATABASE_URL, TEMPORAL_ADDRESS, HOST, PORT, ...). SIGTERM
+ * drains it (in-flight requests finish, new ones are refused) and exits. Prints "api ready".
+ */
+import { Client, Connection } from '@temporalio/client';
+import pino from 'pino';
+import { buildApp } from '../api/app.js';
+import { createTokenVerifier } from '../api/tokens.js';
+import { createSql } from '../db/sql.js';
+import { resolveTokenConfig } from '../worker/auth-config.js';
+import { readConfig } from '../worker/config.js';
+
+// Started by the chaos test: leave with it (its end of our stdin closes however it exits).
+if (process.env.EXIT_WITH_PARENT === '1') {
+  process.stdin.on('end', () => process.exit(0)).resume();
+}
+
+const config = readConfig();
+if (!config.databaseUrl || !config.temporalAddress) throw new Error('run-api needs DATABASE_URL and TEMPORAL_ADDRESS');
+const sql = createSql(config.databaseUrl);
+const connection = await Connection.connect({ address: config.temporalAddress });
+const app = await buildApp({
+  sql,
+  temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue },
+  verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
+  rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
+  logger: pino({ level: config.logLevel }),
+});
+await app.listen({ port: config.port, host: config.host });
+process.stdout.write(`api ready http://${config.host}:${config.port}\n`);
+
+let closing = false;
+process.on('SIGTERM', () => {
+  if (closing) return;
+  closing = true;
+  void (async () => {
+    await app.close();
+    await connection.close();
+    await sql.end({ timeout: 5 });
+    process.exit(0);
+  })();
+});

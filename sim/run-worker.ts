@@ -1,0 +1,35 @@
+/**
+ * The worker alone, as a child process the chaos test can SIGKILL: the same createServiceWorker
+ * the stack runs, configured from the environment (DATABASE_URL, TEMPORAL_ADDRESS,
+ * TEMPORAL_TASK_QUEUE). WORKFLOW_BUNDLE names a prebuilt bundle so a restart takes a second,
+ * not a webpack build. Prints "worker ready" once it polls.
+ */
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { readFileSync } from 'node:fs';
+import { createSql } from '../db/sql.js';
+import { readConfig } from '../worker/config.js';
+import { createServiceWorker } from '../worker/worker.js';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+// Started by the chaos test: leave with it (its end of our stdin closes however it exits).
+if (process.env.EXIT_WITH_PARENT === '1') {
+  process.stdin.on('end', () => process.exit(0)).resume();
+}
+
+const config = readConfig();
+if (!config.databaseUrl || !config.temporalAddress) throw new Error('run-worker needs DATABASE_URL and TEMPORAL_ADDRESS');
+const bundlePath = process.env.WORKFLOW_BUNDLE;
+const sql = createSql(config.databaseUrl);
+const { worker } = await createServiceWorker({
+  sql,
+  address: config.temporalAddress,
+  namespace: config.temporalNamespace,
+  taskQueue: config.taskQueue,
+  bundle: bundlePath ? { code: readFileSync(bundlePath, 'utf8'), sourceMap: '' } : undefined,
+});
+const running = worker.run();
+process.stdout.write('worker ready\n');
+// SIGTERM (the SDK's default shutdown signals) drains it; then leave, whatever handles remain.
+await running;
+await sql.end({ timeout: 5 });
+process.exit(0);

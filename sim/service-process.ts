@@ -1,0 +1,120 @@
+/**
+ * One half of the service (worker or API) as a child process the chaos test can kill and
+ * restart. Its output goes to a log file; it is ready when it prints its ready line. An exit
+ * nobody asked for is counted and the process is started again.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { projectRoot } from '../worker/tools.js';
+
+export class ServiceProcess {
+  starts = 0;
+  unexpectedExits = 0;
+  private child: ChildProcess | null = null;
+  private exited: Promise<void> = Promise.resolve();
+  private expectingExit = false;
+  private stopped = false;
+  private readonly out: WriteStream;
+  private restarting: Promise<void> | null = null;
+
+  constructor(
+    readonly name: string,
+    private readonly script: string,
+    private readonly env: () => NodeJS.ProcessEnv,
+    logFile: string,
+    private readonly readyLine: string,
+  ) {
+    this.out = createWriteStream(logFile, { flags: 'a' });
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Starts it and waits for its ready line; retries while it exits early (Temporal restarting). Once stopped, it starts nothing. */
+  async start(): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt += 1) {
+      try {
+        await this.startOnce();
+        return;
+      } catch (error) {
+        if (this.stopped) return;
+        if (attempt >= 30) throw error;
+        await sleep(Math.min(500 * attempt, 3000));
+      }
+    }
+  }
+
+  private startOnce(): Promise<void> {
+    this.starts += 1;
+    this.out.write(`\n--- start ${this.starts} at ${new Date().toISOString()}\n`);
+    // Its own process group: a Ctrl-C in the terminal reaches the chaos run, which stops it in order.
+    const child = spawn(process.execPath, ['--import', 'tsx', this.script], { cwd: projectRoot, env: this.env(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    child.stderr!.pipe(this.out, { end: false });
+    return new Promise<void>((resolve, reject) => {
+      let ready = false;
+      let seen = '';
+      const timer = setTimeout(() => {
+        if (!ready) {
+          child.kill('SIGKILL');
+          reject(new Error(`${this.name} printed no "${this.readyLine}" within 60 s`));
+        }
+      }, 60_000);
+      child.stdout!.on('data', (chunk: Buffer) => {
+        this.out.write(chunk);
+        if (ready) return;
+        seen = (seen + chunk.toString()).slice(-1000);
+        if (seen.includes(this.readyLine)) {
+          ready = true;
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        this.out.write(`--- exit code ${code} signal ${signal}\n`);
+        if (!ready) {
+          reject(new Error(`${this.name} exited before it was ready (code ${code}, signal ${signal})`));
+          return;
+        }
+        if (this.expectingExit || this.stopped) return;
+        // Nobody asked it to go: count it and bring it back.
+        this.unexpectedExits += 1;
+        this.restarting = this.start().catch(() => undefined);
+      });
+    });
+  }
+
+  /** Kills it with `signal` and waits for the exit; one that takes longer than `graceMs` gets SIGKILL. */
+  async kill(signal: NodeJS.Signals, graceMs = 60_000): Promise<void> {
+    // A restart after an exit nobody asked for finishes first, unless the process is being stopped.
+    if (!this.stopped) await this.restarting;
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    this.expectingExit = true;
+    child.kill(signal);
+    const gone = await Promise.race([this.exited.then(() => true), sleep(graceMs).then(() => false)]);
+    if (!gone) {
+      child.kill('SIGKILL');
+      await this.exited;
+    }
+    this.expectingExit = false;
+  }
+
+  async restart(signal: NodeJS.Signals, graceMs?: number): Promise<void> {
+    await this.kill(signal, graceMs);
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.kill('SIGTERM');
+    // A start under way gives up once its child is gone; kill whatever it spawned meanwhile.
+    await this.restarting;
+    await this.kill('SIGTERM');
+    this.out.end();
+  }
+}
