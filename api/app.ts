@@ -2,12 +2,14 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
+import { createEnrichmentProviders } from '../activities/enrichment-providers/index.js';
 import type { AppDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './rate-limit.js';
+import { TableEventHub } from './table-events.js';
 import { agentSendingRoutes } from './routes/agent-sending.js';
 import { agentToolRoutes } from './routes/agent-tools.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -17,12 +19,15 @@ import { pnetHoldRoutes } from './routes/pnet-holds.js';
 import { pnetStepRoutes } from './routes/pnet-steps.js';
 import { senderProfileRoutes } from './routes/sender-profiles.js';
 import { tableColumnRoutes } from './routes/table-columns.js';
+import { columnRunRoutes, enrichmentProviderRoutes } from './routes/table-enrichments.js';
+import { tableEventRoutes } from './routes/table-events.js';
 import { tableRowRoutes } from './routes/table-rows.js';
 import { tableViewRoutes } from './routes/table-views.js';
 import { tableRoutes } from './routes/tables.js';
 import { workspaceRoutes } from './routes/workspace.js';
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  deps = { ...deps, enrichmentProviders: deps.enrichmentProviders ?? createEnrichmentProviders({ env: process.env }) };
   const app = Fastify({
     ...(typeof deps.logger === 'object' ? { loggerInstance: deps.logger } : { logger: deps.logger ?? false }),
     genReqId: (req) => {
@@ -61,5 +66,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tableColumnRoutes(deps));
   await app.register(tableRowRoutes(deps));
   await app.register(tableViewRoutes(deps));
+  await app.register(enrichmentProviderRoutes(deps));
+  await app.register(columnRunRoutes(deps));
+  // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
+  const tableEvents = new TableEventHub(deps.sql, app.log);
+  app.decorate('tableEvents', tableEvents);
+  await app.register(tableEventRoutes(deps, tableEvents));
   return app;
 }

@@ -1,5 +1,6 @@
 /** Queries of a table's columns and of column templates; formula columns are computed here when they change. */
 import type { Db, Sql } from '../db/sql.js';
+import { enrichmentConfigView, type StoredEnrichmentConfig } from '../domain/enrichments.js';
 import { ApiError, notFound } from '../domain/errors.js';
 import { dependentsOf, displayFormula, formulaReferences, planFormulas, storeFormula, type FormulaPlan } from '../domain/formula.js';
 import {
@@ -21,7 +22,8 @@ export interface ColumnRecord {
   kind: ColumnKind;
   position: number;
   parent_column_id: string | null;
-  config: { formula?: string };
+  /** A formula's expression; an enrichment column's provider settings; an output column's field. */
+  config: { formula?: string; output?: string } & Partial<StoredEnrichmentConfig>;
   created_at: Date;
   updated_at: Date;
 }
@@ -57,6 +59,8 @@ export function toColumn(column: ColumnRecord, columns: TableColumns): Column {
     parent_column_id: column.parent_column_id,
     formula: formula === undefined ? null : displayFormula(formula, (id) => columns.byId.get(id)?.name),
     formula_error: columns.plan.errors.get(column.id) ?? null,
+    enrichment: column.kind === 'enrichment' && column.parent_column_id === null ? enrichmentConfigView(column.config) : null,
+    output_field: column.parent_column_id !== null ? (column.config.output ?? null) : null,
     created_at: column.created_at.toISOString(),
     updated_at: column.updated_at.toISOString(),
   };
@@ -100,6 +104,7 @@ export async function createColumn(sql: Sql, workspaceId: string, tableId: strin
       await requireTable(tx, workspaceId, tableId, 'update');
       const before = await loadColumns(tx, tableId);
       if (before.list.length >= columnsPerTable) throw new ApiError('conflict', `A table has at most ${columnsPerTable} columns.`);
+      if (input.kind === 'enrichment') throw new Error('Enrichment columns are made by createEnrichmentColumn.');
       const config = input.kind === 'formula' ? { formula: storeFormula(input.formula, idByName(before)) } : {};
       const [row] = await tx<{ id: string }[]>`
         insert into table_columns (workspace_id, table_id, name, kind, position, config)
@@ -162,25 +167,34 @@ export async function deleteColumn(sql: Sql, workspaceId: string, tableId: strin
     const columns = await loadColumns(tx, tableId);
     const column = columns.byId.get(columnId);
     if (!column) throw notFound('Column');
-    const readers = columns.list.filter((c) => c.id !== columnId && c.config.formula && formulaReferences(c.config.formula).includes(columnId));
+    // An enrichment column's output columns go with it (the foreign key cascades).
+    const removed = [columnId, ...columns.list.filter((c) => c.parent_column_id === columnId).map((c) => c.id)];
+    const others = columns.list.filter((c) => !removed.includes(c.id));
+    const readers = others.filter((c) => c.config.formula && formulaReferences(c.config.formula).some((id) => removed.includes(id)));
     if (readers.length > 0) {
       throw new ApiError('conflict', `"${column.name}" is read by the formula of ${readers.map((c) => `"${c.name}"`).join(', ')}; change those first.`);
+    }
+    const feeds = others.filter((c) => Object.values(c.config.inputs ?? {}).some((id) => removed.includes(id)));
+    if (feeds.length > 0) {
+      throw new ApiError('conflict', `"${column.name}" is an input of the enrichment ${feeds.map((c) => `"${c.name}"`).join(', ')}; change those first.`);
     }
     await tx`delete from table_columns where id = ${columnId}`;
     await renumber(tx, await orderedIds(tx, tableId));
     if (!isComputed(column)) {
       await tx`update table_rows set cells = cells - ${columnId}::text where table_id = ${tableId} and cells ? ${columnId}::text`;
     }
-    await tx`
-      update table_views set
-        filters = coalesce((select jsonb_agg(f) from jsonb_array_elements(filters) f where f ->> 'column_id' <> ${columnId}), '[]'),
-        sorts = coalesce((select jsonb_agg(s) from jsonb_array_elements(sorts) s where s ->> 'column_id' <> ${columnId}), '[]'),
-        hidden_column_ids = array_remove(hidden_column_ids, ${columnId}::uuid),
-        column_order = array_remove(column_order, ${columnId}::uuid),
-        updated_at = now()
-      where table_id = ${tableId}
-        and (${columnId}::uuid = any(hidden_column_ids) or ${columnId}::uuid = any(column_order)
-             or filters @> ${tx.json([{ column_id: columnId }])} or sorts @> ${tx.json([{ column_id: columnId }])})`;
+    for (const id of removed) {
+      await tx`
+        update table_views set
+          filters = coalesce((select jsonb_agg(f) from jsonb_array_elements(filters) f where f ->> 'column_id' <> ${id}), '[]'),
+          sorts = coalesce((select jsonb_agg(s) from jsonb_array_elements(sorts) s where s ->> 'column_id' <> ${id}), '[]'),
+          hidden_column_ids = array_remove(hidden_column_ids, ${id}::uuid),
+          column_order = array_remove(column_order, ${id}::uuid),
+          updated_at = now()
+        where table_id = ${tableId}
+          and (${id}::uuid = any(hidden_column_ids) or ${id}::uuid = any(column_order)
+               or filters @> ${tx.json([{ column_id: id }])} or sorts @> ${tx.json([{ column_id: id }])})`;
+    }
   });
 }
 
@@ -213,6 +227,7 @@ const templateNameTaken = (name: string) => new ApiError('conflict', `A column t
 export async function saveColumnTemplate(sql: Sql, workspaceId: string, tableId: string, columnId: string, name: string): Promise<ColumnTemplate> {
   const column = await getColumn(sql, workspaceId, tableId, columnId);
   if (column.parent_column_id) throw new ApiError('conflict', 'An output column is saved with its parent column, not alone.');
+  if (column.kind === 'enrichment') throw new ApiError('conflict', 'Enrichment columns cannot be saved as templates yet.');
   try {
     const [row] = await sql<TemplateRecord[]>`
       insert into column_templates (workspace_id, name, column_name, kind, config)

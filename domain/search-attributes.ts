@@ -12,6 +12,9 @@ export const searchAttributes = {
   CreditHoldStatus: 'Keyword',
   /** Why a step ended without succeeding (the failure vocabulary), to find every claim_expired, say. */
   StepErrorCode: 'Keyword',
+  /** A column run's status and percent done (the dev server allows 10 Keyword attributes; this is the 10th). */
+  ColumnRunStatus: 'Keyword',
+  ColumnRunProgress: 'Int',
 } as const;
 
 export type SearchAttributeName = keyof typeof searchAttributes;

@@ -18,6 +18,8 @@ import {
   retryStepUpdate,
 } from '../workflows/browser-step.js';
 import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
+import { ApplicationFailure } from '@temporalio/common';
+import { cancelColumnRunSignal, columnRunWorkflow, rowsAddedSignal } from '../workflows/column-run.js';
 import { accountChangedSignal, senderAccountWorkflow } from '../workflows/sender-account.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
@@ -26,6 +28,12 @@ const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
 });
 const taskQueue = 'record-histories';
+// Column runs: the first claim hands out rows, the next finds none; a row of the cancelled run
+// waits until the cancel signal is in, so the history holds it mid-run.
+const claims = new Map<string, number>();
+let releaseSlowRows: () => void = () => {};
+const slowRows = new Promise<void>((resolve) => (releaseSlowRows = resolve));
+let slowStarted = 0;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -41,6 +49,25 @@ const worker = await Worker.create({
     expireClaim: async () => ({ status: 'queued' }),
     retryStep: async () => ({ step: { status: 'resuming' } }),
     tickSenderAccount: async () => ({ connected: true, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }),
+    beginColumnRun: async () => ({ state: 'running', status: 'queued', provider: 'web_page_reader', concurrency: 2, timeoutSeconds: 15 }),
+    claimRunBatch: async ({ runId }: { runId: string }) => {
+      const n = (claims.get(runId) ?? 0) + 1;
+      claims.set(runId, n);
+      const rowIds = runId === 'run-cancelled' ? ['row-slow-1', 'row-slow-2', 'row-4', 'row-5'] : ['row-1', 'row-2', 'row-3'];
+      return n === 1
+        ? { rowIds, exhausted: false, wakes: 0, progress: 0, stop: null }
+        : { rowIds: [], exhausted: true, wakes: 1, progress: 100, stop: null };
+    },
+    runEnrichmentCell: async ({ rowId }: { rowId: string }) => {
+      if (rowId === 'row-2') throw ApplicationFailure.nonRetryable('127.0.0.1 answered 404.', 'provider_refused');
+      if (rowId.startsWith('row-slow')) {
+        slowStarted += 1;
+        await slowRows;
+      }
+      return rowId === 'row-3' ? 'empty' : 'done';
+    },
+    failEnrichmentCell: async () => undefined,
+    finishColumnRun: async ({ outcome }: { outcome: string }) => ({ finished: true, status: outcome }),
   },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
@@ -93,7 +120,25 @@ await worker.runUntil(async () => {
   await env.sleep('40 minutes');
   await account.signal(accountChangedSignal);
   await env.sleep('1 minute');
+  const columnRun = await env.client.workflow.start(columnRunWorkflow, {
+    taskQueue,
+    workflowId: 'column-run/completed',
+    args: [{ runId: 'run-completed', workspaceId: 'w', tableId: 't', columnId: 'c' }],
+  });
+  await columnRun.signal(rowsAddedSignal);
+  await columnRun.result();
+  const cancelledRun = await env.client.workflow.start(columnRunWorkflow, {
+    taskQueue,
+    workflowId: 'column-run/cancelled',
+    args: [{ runId: 'run-cancelled', workspaceId: 'w', tableId: 't', columnId: 'c' }],
+  });
+  while (slowStarted < 2) await new Promise((resolve) => setTimeout(resolve, 50));
+  await cancelledRun.signal(cancelColumnRunSignal);
+  releaseSlowRows();
+  await cancelledRun.result();
   const histories = [
+    ['column-run-completed-with-failure', columnRun],
+    ['column-run-cancelled', cancelledRun],
     ['sender-account-ticking', account],
     ['browser-step-retried-then-cancelled', failed],
     ['browser-step-claimed-lapsed-then-settled', claimed],

@@ -32,6 +32,10 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const row = await ownerTables(`/tables/${table.id}/rows/`, { cells: { [column.id]: 'owned@example.com' } });
   const view = await ownerTables(`/tables/${table.id}/views/`, { name: 'Owned view' });
   const template = await ownerTables(`/tables/${table.id}/columns/${column.id}/template/`, { name: 'Owned template' });
+  const enrichment = await ownerTables(`/tables/${table.id}/columns/`, {
+    kind: 'enrichment', name: 'Shout', provider: 'formula', input_mappings: { email: column.id }, options: { formula: 'upper({email})' },
+  });
+  const run = await ownerTables(`/tables/${table.id}/columns/${enrichment.id}/runs/`, {});
 
   const intruderProfile = (
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(intruder.apiKey), payload: { name: 'Intruder' } })
@@ -45,7 +49,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     intruderHeaders: withKey(intruder.apiKey),
     intruderExtensionHeaders: { authorization: `Bearer ${intruderToken}` },
     ids: { key_id: key.id, member_id: member.id, profile_id: profile.id, step_id: step.id, task_id: task.id, action_id: step.id, hold_id: hold.id,
-      table_id: table.id, folder_id: folder.id, column_id: column.id, row_id: row.id, view_id: view.id, template_id: template.id },
+      table_id: table.id, folder_id: folder.id, column_id: column.id, row_id: row.id, view_id: view.id, template_id: template.id,
+      run_id: run.id },
     bodies: { updateApiKey: { name: 'stolen' }, updatePnetSettings: { run_mode: 'automatic' }, reportStepResult: { status: 'succeeded' },
       releaseStepClaim: { claimed_at: new Date().toISOString(), reason: 'verified_absent' },
       grantStepCommit: { claimed_at: new Date().toISOString() },
@@ -58,10 +63,12 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       deleteTableRowsBulk: { row_ids: [row.id] },
       createTableView: { name: 'Stolen' },
       saveColumnTemplate: { name: 'Stolen' },
+      startColumnRun: {},
     },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
     'approveTask',
+    'cancelColumnRun',
     'cancelStep',
     'createTableColumn',
     'createTableColumnFromTemplate',
@@ -80,11 +87,14 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'exportTableCsv',
     'grantStepCommit',
     'importTableCsv',
+    'listColumnRuns',
     'listStepAttempts',
     'listTableColumns',
     'listTableRows',
+    'listTableRuns',
     'listTableViews',
     'readApiKey',
+    'readColumnRun',
     'readColumnTemplate',
     'readMember',
     'readPnetSettings',
@@ -106,6 +116,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'restoreTable',
     'retryStep',
     'saveColumnTemplate',
+    'startColumnRun',
+    'streamTableEvents',
     'updateApiKey',
     'updateColumnTemplate',
     'updatePnetSettings',
@@ -129,7 +141,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect((await stack.app.inject({ method: 'GET', url: '/pnet/holds/', headers: withKey(owner.apiKey) })).json().holds).toHaveLength(1);
   const ownerGet = (url: string) => stack.app.inject({ method: 'GET', url, headers: withKey(owner.apiKey) }).then((r) => r.json());
   expect(await ownerGet(`/tables/${table.id}/`)).toMatchObject({ name: 'Owned table', deleted_at: null, row_count: 1 });
-  expect((await ownerGet(`/tables/${table.id}/columns/`)).columns.map((c: { name: string }) => c.name)).toEqual(['Email']);
+  expect((await ownerGet(`/tables/${table.id}/columns/`)).columns.map((c: { name: string }) => c.name)).toEqual(['Email', 'Shout', 'Shout · result']);
+  expect(await ownerGet(`/tables/${table.id}/runs/${run.id}/`)).toMatchObject({ id: run.id, cancel_requested_at: null });
   expect((await ownerGet(`/tables/${table.id}/rows/${row.id}/`)).cells).toEqual({ [column.id]: 'owned@example.com' });
   expect((await ownerGet(`/tables/${table.id}/views/`)).views.map((v: { name: string }) => v.name)).toEqual(['Owned view']);
   expect((await ownerGet('/column-templates/')).templates.map((t: { name: string }) => t.name)).toEqual(['Owned template']);

@@ -2,3 +2,4 @@
 export { creditHoldWorkflow } from './credit-hold.js';
 export { browserStepWorkflow } from './browser-step.js';
 export { senderAccountWorkflow } from './sender-account.js';
+export { columnRunWorkflow } from './column-run.js';

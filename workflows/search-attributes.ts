@@ -9,3 +9,5 @@ export const StepStatusKey = defineSearchAttributeKey('StepStatus', SearchAttrib
 export const StepErrorCodeKey = defineSearchAttributeKey('StepErrorCode', SearchAttributeType.KEYWORD);
 export const SequenceIdKey = defineSearchAttributeKey('SequenceId', SearchAttributeType.KEYWORD);
 export const ContactIdKey = defineSearchAttributeKey('ContactId', SearchAttributeType.KEYWORD);
+export const ColumnRunStatusKey = defineSearchAttributeKey('ColumnRunStatus', SearchAttributeType.KEYWORD);
+export const ColumnRunProgressKey = defineSearchAttributeKey('ColumnRunProgress', SearchAttributeType.INT);

@@ -30,6 +30,7 @@ import {
   updateColumn,
   updateColumnTemplate,
 } from '../table-columns-store.js';
+import { createEnrichmentColumn } from '../table-enrichments-store.js';
 import { requireTable } from '../tables-store.js';
 
 const TableParamsSchema = z.object({ table_id: UuidSchema });
@@ -37,10 +38,12 @@ const ColumnParamsSchema = z.object({ table_id: UuidSchema, column_id: UuidSchem
 const TemplateParamsSchema = z.object({ template_id: UuidSchema });
 const tags = ['table-columns'];
 const templateTags = ['column-templates'];
-const columnConflict = DetailBodySchema.describe('A column of that name exists, or the table has its most columns');
+const columnConflict = DetailBodySchema.describe(
+  'A column of that name exists, the table has its most columns, or an enrichment names a provider, input, output or option this environment does not have',
+);
 
 export const tableColumnRoutes =
-  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, enrichmentProviders }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/tables/:table_id/columns/',
@@ -48,14 +51,21 @@ export const tableColumnRoutes =
         schema: {
           operationId: 'createTableColumn',
           tags,
-          summary: 'Add an input or formula column; a formula is computed for every row at once',
+          summary: 'Add an input, formula or enrichment column; a formula is computed for every row at once, an enrichment by a run',
+          description:
+            'An enrichment column names a provider of GET /table-enrichments/providers/, maps its inputs to columns and fans its output fields out ' +
+            'into output columns placed right after it. Its cells are filled by POST /tables/{table_id}/columns/{column_id}/runs/, or for new rows by auto_run.',
           params: TableParamsSchema,
           body: ColumnCreateSchema,
           response: { 201: ColumnSchema, 409: columnConflict },
         },
       },
-      async (request, reply) =>
-        reply.code(201).send(await createColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body)),
+      async (request, reply) => {
+        if (request.body.kind === 'enrichment') {
+          return reply.code(201).send(await createEnrichmentColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body, enrichmentProviders!));
+        }
+        return reply.code(201).send(await createColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body));
+      },
     );
 
     app.post(

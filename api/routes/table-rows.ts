@@ -22,6 +22,7 @@ import {
   RowSchema,
   RowWriteSchema,
 } from '../../domain/tables.js';
+import { runNewRows } from '../column-runs-store.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import { exportCsv, importCsv } from '../table-csv.js';
@@ -35,7 +36,7 @@ const cellConflict = DetailBodySchema.describe('A cell names a column the table 
 const gridConflict = DetailBodySchema.describe('A filter or sort names a column the table does not have');
 
 export const tableRowRoutes =
-  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, enrichmentProviders }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // An upload is handed to the route as the request stream itself, so it is never held whole.
     app.addContentTypeParser('text/csv', (_request, payload, done) => done(null, payload));
@@ -52,8 +53,11 @@ export const tableRowRoutes =
           response: { 201: RowSchema, 409: cellConflict },
         },
       },
-      async (request, reply) =>
-        reply.code(201).send(await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells)),
+      async (request, reply) => {
+        const row = await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells);
+        await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
+        return reply.code(201).send(row);
+      },
     );
 
     app.get(
@@ -83,7 +87,11 @@ export const tableRowRoutes =
           response: { 200: BulkRowsResultSchema },
         },
       },
-      async (request) => bulkCreateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows),
+      async (request) => {
+        const result = await bulkCreateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows);
+        await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
+        return result;
+      },
     );
 
     app.patch(
@@ -191,7 +199,9 @@ export const tableRowRoutes =
           body?.resume(); // unread, so the connection stays usable for the answer
           throw error;
         }
-        return importCsv(sql, workspaceId, request.params.table_id, body, request.query);
+        const report = await importCsv(sql, workspaceId, request.params.table_id, body, request.query);
+        await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
+        return report;
       },
     );
 

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { createActivities } from '../../activities/index.js';
+import { createEnrichmentProviders, type EnrichmentProviders } from '../../activities/enrichment-providers/index.js';
 import { startStepWorkflow } from '../../api/browser-step-client.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { buildApp } from '../../api/app.js';
@@ -43,6 +44,8 @@ export interface TestStackOptions {
   rateLimit?: number;
   /** Add routes (for example a route that throws) before the app is made ready. */
   extendApp?: (app: FastifyInstance) => void;
+  /** The enrichment providers of the API and the worker; from an empty environment (no AI column) when omitted, never process.env. */
+  enrichmentProviders?: () => EnrichmentProviders;
 }
 
 export async function startTestStack(options: TestStackOptions = {}): Promise<TestStack> {
@@ -52,12 +55,13 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const nativeConnection = await NativeConnection.connect({ address });
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
+  const enrichmentProviders = options.enrichmentProviders?.() ?? createEnrichmentProviders({ env: {} });
   const worker = await Worker.create({
     connection: nativeConnection,
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
     // Tests drive each account's line by hand: no housekeeping reads of its own.
-    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow(client, taskQueue, row), housekeeping: {} }),
+    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow(client, taskQueue, row), housekeeping: {}, enrichmentProviders }),
   });
   const running = worker.run();
   const app = await buildApp({
@@ -65,6 +69,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     temporal: { client, taskQueue },
     verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
     rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60 },
+    enrichmentProviders,
   });
   options.extendApp?.(app);
   await app.ready();
