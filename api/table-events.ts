@@ -14,15 +14,15 @@ import { eventFrame, feedPosition, pruneTableChanges, readChanges, tableChangesC
 
 export interface TableEventHubOptions {
   heartbeatMs?: number;
+  /** Changes one read takes, and how many a table's feed keeps (smaller in tests). */
+  pageSize?: number;
+  keptMax?: number;
   /** How often a process with streams checks that its LISTEN connection still hears. */
   listenCheckMs?: number;
   pruneEveryMs?: number;
 }
 
-/** Changes one read takes (an entry lists up to 1000 rows or cells, so a page stays a few MB). */
-const pageSize = 50;
 /** What a table's feed keeps for streams that are up to date: the newest changes, within both bounds. */
-const keptMax = 500;
 const keptCharsMax = 4 * 1024 * 1024;
 
 /** The changes of one table this process has read, and the streams waiting for more. */
@@ -41,7 +41,10 @@ class TableFeed {
   again = false;
   private readonly waiters = new Set<() => void>();
 
-  constructor(readonly tableId: string) {}
+  constructor(
+    readonly tableId: string,
+    private readonly keptMax: number,
+  ) {}
 
   /** The changes after `position`, or undefined when the feed does not hold them all. */
   after(position: number): Change[] | undefined {
@@ -55,7 +58,7 @@ class TableFeed {
       this.keptChars += change.frame.length;
       this.cursor = change.id;
     }
-    while (this.kept.length > keptMax || this.keptChars > keptCharsMax) {
+    while (this.kept.length > this.keptMax || this.keptChars > keptCharsMax) {
       const dropped = this.kept.shift()!;
       this.keptChars -= dropped.frame.length;
       this.keptFrom = dropped.id;
@@ -103,6 +106,8 @@ export class TableEventHub {
   private readonly heartbeatMs: number;
   private readonly listenCheckMs: number;
   private readonly pruneEveryMs: number;
+  private readonly pageSize: number;
+  private readonly keptMax: number;
   private listening: Promise<{ unlisten: () => Promise<void> }> | undefined;
   private listenCheck: NodeJS.Timeout | undefined;
   private pruning: NodeJS.Timeout | undefined;
@@ -117,6 +122,9 @@ export class TableEventHub {
     this.heartbeatMs = options.heartbeatMs ?? tableEventsHeartbeatSeconds * 1000;
     this.listenCheckMs = options.listenCheckMs ?? 30_000;
     this.pruneEveryMs = options.pruneEveryMs ?? 10 * 60_000;
+    // An entry lists up to 1000 rows or cells, so a page of 50 stays a few MB.
+    this.pageSize = options.pageSize ?? 50;
+    this.keptMax = options.keptMax ?? 500;
   }
 
   /** Streams open now on a table (every table when none is named). */
@@ -163,7 +171,7 @@ export class TableEventHub {
         const version = feed?.version ?? 0;
         let changes = feed?.after(position);
         if (!changes) {
-          const page = await readChanges(this.sql, tableId, position, pageSize);
+          const page = await readChanges(this.sql, tableId, position, this.pageSize);
           if (page.pruned > position) {
             // Retention removed changes this stream had not sent yet.
             position = Math.max(page.pruned, (await feedPosition(this.sql, tableId)).latest);
@@ -188,7 +196,7 @@ export class TableEventHub {
   private join(tableId: string): TableFeed {
     let feed = this.feeds.get(tableId);
     if (!feed) {
-      feed = new TableFeed(tableId);
+      feed = new TableFeed(tableId, this.keptMax);
       this.feeds.set(tableId, feed);
       void this.pump(feed);
     }
@@ -231,13 +239,13 @@ export class TableEventHub {
       feed.restart(Math.max(at.latest, at.pruned));
     }
     for (;;) {
-      const page = await readChanges(this.sql, feed.tableId, feed.cursor, pageSize);
+      const page = await readChanges(this.sql, feed.tableId, feed.cursor, this.pageSize);
       if (page.pruned > feed.cursor) {
         feed.restart(page.pruned);
         continue;
       }
       if (page.changes.length > 0) feed.add(page.changes);
-      if (page.changes.length < pageSize) return;
+      if (page.changes.length < this.pageSize) return;
     }
   }
 

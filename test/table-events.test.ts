@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pruneTableChanges } from '../api/table-changes-store.js';
+import { TableEventHub } from '../api/table-events.js';
 import { createSql } from '../db/sql.js';
 import { dataOf, SseStream, type SseEvent } from './support/sse.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
@@ -286,6 +287,36 @@ describe('the change feed', () => {
     expect(res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     await res.body.dump();
     await eventually(() => stack.app.tableEvents.streamCount(table.id) === 0);
+  });
+
+  it('lets a stream nobody reads fall behind without holding its changes, then gives it every one', async () => {
+    const table = await api.table({ name: 'Slow reader' });
+    // A hub of its own that keeps only three changes per table and reads two at a time.
+    const hub = new TableEventHub(stack.sql, stack.app.log, { pageSize: 2, keptMax: 3 });
+    const stop = new AbortController();
+    try {
+      const reader = (await hub.open(table.id, { once: false, signal: stop.signal }))[Symbol.asyncIterator]();
+      const idle = await hub.open(table.id, { once: false, signal: stop.signal });
+      const frame = async () => String((await reader.next()).value);
+      expect(await frame()).toContain('event: ready');
+      const added: string[] = [];
+      for (let n = 0; n < 8; n += 1) {
+        added.push((await api.post(`/tables/${table.id}/rows/`, {})).json().id);
+        expect(await frame()).toContain(added[n]);
+      }
+      // The idle stream holds at most one event, however far behind it is: the rest stays in the log.
+      expect(idle.readableLength).toBeLessThanOrEqual(1);
+      const late: string[] = [];
+      for await (const chunk of idle) {
+        const text = String(chunk);
+        if (text.includes('event: rows_added')) late.push(JSON.parse(text.slice(text.indexOf('data: ') + 6)).row_ids[0]);
+        if (late.length === added.length) break;
+      }
+      expect(late).toEqual(added);
+    } finally {
+      stop.abort();
+      await hub.close();
+    }
   });
 
   it('with once=true sends what is already there and ends the stream', async () => {
