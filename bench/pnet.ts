@@ -1,0 +1,689 @@
+/**
+ * `npm run bench:pnet`: the pnet channel under the load of thousands of browsers (issue 3).
+ *
+ * Starts the local stack (bench/serve.ts: embedded Postgres, the Temporal dev server, worker and
+ * API) on a temporary DATA_DIR, provisions a workspace with credits and BENCH_BROWSERS sender
+ * accounts (3,000), connects one simulated browser to each (identity and lease), then:
+ *   max      closed loops of 64 for the heartbeat and the baseline, on the quiet stack, and
+ *            the CPU each request costs;
+ *   alone    check-ins ramped from 200/s to 1,000/s with no step running yet;
+ *   phase 1  check-ins every 15 s (200/s) while test steps arrive at 20/s and are claimed, run
+ *            for 1.5–3 s and reported;
+ *   phase 2  check-ins ramped to 1,000/s with the same stream of steps;
+ *   steps    claim-to-settle in closed loops of 64, and the CPU each settled step costs;
+ * with the baseline route (GET /health/postgres/, one `select 1`) measured at the same rates in
+ * the same run, and every browser-step workflow's history read back from Temporal.
+ *
+ * Open-loop latencies count from each request's scheduled time (no coordinated omission).
+ * BENCH_BROWSERS and BENCH_SECONDS (each measured window, default 60) shrink a run.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import { connectionToken, createSenderProfile, updatePnetSettings } from '../api/pnet-accounts-store.js';
+import { createSql, type Sql } from '../db/sql.js';
+import { freePort } from '../worker/ports.js';
+import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
+import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
+import { Recorder, closedLoop, openLoop } from './load.js';
+import type { ServeReady } from './serve.js';
+
+const browsersWanted = Number(process.env.BENCH_BROWSERS ?? 3000);
+const windowSeconds = Number(process.env.BENCH_SECONDS ?? 60);
+const warmSeconds = Math.min(20, windowSeconds);
+const stepRate = 20;
+const closedWorkers = 64;
+
+const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// The stack, in its own process
+
+async function startServe(dataDir: string, logFile: string) {
+  const port = await freePort(3300);
+  const out = openSync(logFile, 'a');
+  const child = fork(fileURLToPath(new URL('./serve.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', out, out, 'ipc'],
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      DATABASE_URL: '',
+      TEMPORAL_ADDRESS: '',
+      SERVICE_ROLE: 'all',
+      // Request logging at info is two lines a request; both routes are measured without it.
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      // Kept on (the bucket is part of every request) but above what the bench sends per key.
+      RATE_LIMIT_PER_MINUTE: '1000000',
+    },
+  });
+  const ready = await new Promise<ServeReady>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as ServeReady));
+    child.once('exit', (code) => reject(new Error(`the stack exited (code ${code}); see ${logFile}`)));
+  });
+  const stopped = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    ...ready,
+    pid: child.pid!,
+    stop: async () => {
+      if (child.exitCode === null) child.send('stop');
+      await Promise.race([stopped, sleep(60_000)]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+      // A stack that died on its way down leaves Postgres and Temporal behind: stop them here.
+      for (const [file, signal] of [[join(dataDir, 'postgres', 'postmaster.pid'), 'SIGINT'], [join(dataDir, 'temporal.pid'), 'SIGTERM']] as const) {
+        const pid = pidFromFile(file);
+        // Only a process of this run (its command line names this DATA_DIR), never a reused pid.
+        if (!pid || !commandLine(pid).includes(dataDir)) continue;
+        try {
+          process.kill(pid, signal);
+        } catch {
+          continue; // already gone
+        }
+        for (let i = 0; i < 100 && isAlive(pid); i += 1) await sleep(100);
+      }
+    },
+  };
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function pidFromFile(file: string): number | undefined {
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulated browsers
+
+interface Browser {
+  accountId: string;
+  headers: Record<string, string>;
+  browserId: string;
+  nonce: string;
+  identity: { member_urn: string; display_name: string };
+  running: { action_id: string; claimed_at: string } | null;
+  busy: boolean;
+}
+
+interface StepRecord {
+  id: string;
+  kind: string;
+  claimed_at: string;
+}
+
+interface AgentStateBody {
+  wait: { reason: string } | null;
+}
+
+/** Where the step stream records; swapped at window edges so only measured windows count. */
+interface StepStats {
+  queue: Recorder;
+  claim: Recorder;
+  result: Recorder;
+  settledAt: number[];
+}
+const newStepStats = (): StepStats => ({ queue: new Recorder(), claim: new Recorder(), result: new Recorder(), settledAt: [] });
+
+class Sim {
+  // One pool per kind of traffic: a browser's check-in never waits behind another browser's
+  // claim (each real browser has its own connection), nor the baseline behind either.
+  readonly heartbeats: Pool;
+  readonly work: Pool;
+  readonly baselines: Pool;
+  stepsOn = false;
+  stats: StepStats | null = null;
+  queued = 0;
+  settled = 0;
+  /** Steps handed out and answered, including the closed-loop phase. */
+  settledTotal = 0;
+  private cursor = 0;
+
+  constructor(
+    apiUrl: string,
+    readonly browsers: Browser[],
+    private readonly apiKey: string,
+  ) {
+    // A request unanswered for a minute counts as an error instead of stalling the run.
+    const options = { connections: 256, pipelining: 1, keepAliveTimeout: 120_000, headersTimeout: 60_000, bodyTimeout: 60_000 };
+    this.heartbeats = new Pool(apiUrl, options);
+    this.work = new Pool(apiUrl, options);
+    this.baselines = new Pool(apiUrl, options);
+  }
+
+  close() {
+    return Promise.all([this.heartbeats.close(), this.work.close(), this.baselines.close()]);
+  }
+
+  private async post(pool: Pool, path: string, headers: Record<string, string>, body: object): Promise<{ status: number; json: unknown }> {
+    try {
+      const res = await pool.request({ method: 'POST', path, headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const json = res.statusCode === 200 || res.statusCode === 201 ? await res.body.json() : (await res.body.text(), null);
+      return { status: res.statusCode, json };
+    } catch {
+      return { status: 0, json: null };
+    }
+  }
+
+  async baseline(): Promise<number> {
+    try {
+      const res = await this.baselines.request({ method: 'GET', path: '/health/postgres/' });
+      await res.body.dump();
+      return res.statusCode;
+    } catch {
+      return 0;
+    }
+  }
+
+  nextBrowser(): Browser {
+    const b = this.browsers[this.cursor % this.browsers.length]!;
+    this.cursor += 1;
+    return b;
+  }
+
+  /** One check-in as the extension sends it; work waiting sets the browser to claim it. */
+  async heartbeat(b: Browser, first = false): Promise<number> {
+    const { status, json } = await this.post(this.heartbeats, '/pnet/agent/heartbeat/', b.headers, {
+      browser_id: b.browserId,
+      browser_label: 'Chrome (bench)',
+      extension_version: '2.0.0',
+      identity: b.identity,
+      lease_nonce: b.nonce,
+      running: first ? null : b.running,
+    });
+    if (status === 200 && this.stepsOn && !b.busy && (json as AgentStateBody).wait?.reason === 'ready') void this.runStep(b);
+    return status;
+  }
+
+  /** Claim, run for 1.5–3 s (a real page takes seconds), report success. */
+  private async runStep(b: Browser) {
+    b.busy = true;
+    try {
+      const stats = this.stats;
+      const claimSent = performance.now();
+      const claim = await this.post(this.work, '/pnet/agent/claim/', b.headers, { browser_id: b.browserId });
+      stats?.claim.add(performance.now() - claimSent, claim.status);
+      const step = (claim.json as { step: StepRecord | null } | null)?.step;
+      if (!step) return;
+      b.running = { action_id: step.id, claimed_at: step.claimed_at };
+      const runMs = 1500 + Math.random() * 1500;
+      await sleep(runMs);
+      await this.report(b, step, Math.round(runMs));
+    } finally {
+      b.running = null;
+      b.busy = false;
+    }
+  }
+
+  async report(b: Browser, step: StepRecord, durationMs: number): Promise<number> {
+    const stats = this.stats;
+    const sent = performance.now();
+    const result = await this.post(this.work, `/pnet/agent/actions/${step.id}/result/`, b.headers, {
+      status: 'succeeded',
+      claimed_at: step.claimed_at,
+      duration_ms: durationMs,
+      outcome: { kind: step.kind, page_loaded: true, profile_resolved: true },
+    });
+    stats?.result.add(performance.now() - sent, result.status);
+    if (result.status === 200) {
+      this.settled += 1;
+      this.settledTotal += 1;
+      stats?.settledAt.push(performance.now());
+    }
+    return result.status;
+  }
+
+  /** An operator's test step (unmetered: no gap, no ceiling, no working hours) for an account. */
+  async queueStep(accountId: string, n: number): Promise<number> {
+    const stats = this.stats;
+    const sent = performance.now();
+    const { status } = await this.post(this.work, '/pnet/steps/', { 'x-api-key': this.apiKey }, {
+      account_id: accountId,
+      params: { kind: 'profile_view', profile_url: `https://pnet.example/in/bench-${n}` },
+      contact_key: `bench-${n}`,
+      test: true,
+    });
+    stats?.queue.add(performance.now() - sent, status);
+    if (status === 201) this.queued += 1;
+    return status;
+  }
+
+  /** Claims the account's next step and reports it at once, for the closed-loop phase. */
+  async claimAndSettle(b: Browser): Promise<number> {
+    const claim = await this.post(this.work, '/pnet/agent/claim/', b.headers, { browser_id: b.browserId });
+    const step = (claim.json as { step: StepRecord | null } | null)?.step;
+    if (!step) return claim.status === 200 ? -1 : claim.status;
+    return this.report(b, step, 0);
+  }
+}
+
+/** Runs fn(0..count-1) with at most `workers` at a time. */
+async function inParallel(count: number, workers: number, fn: (i: number) => Promise<void>) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (next < count) await fn(next++);
+    }),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provisioning: a workspace with credits and one sender account per browser
+
+async function provision(sql: Sql, count: number) {
+  const ws = await createWorkspaceWithAdmin(sql, { name: 'Bench', plan: 'paid' });
+  await grantWorkspaceCredits(sql, { workspaceId: ws.workspace_id, amount: 10_000_000, causeKey: 'bench-grant' });
+  const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
+  await inParallel(count, 8, async (n) => {
+    const profile = await createSenderProfile(sql, ws.workspace_id, { name: `Sender ${n}`, timezone: 'UTC' });
+    await updatePnetSettings(sql, ws.workspace_id, profile.id, { run_mode: 'automatic', working_hours: allWeek, min_action_interval_seconds: 30 });
+  });
+  const accounts = await sql<{ id: string; connection_token_version: number }[]>`
+    select id, connection_token_version from pnet_accounts where workspace_id = ${ws.workspace_id} order by id`;
+  const browsers: Browser[] = [];
+  for (const a of accounts) {
+    const token = await connectionToken(sql, a.id, a.connection_token_version);
+    browsers.push({
+      accountId: a.id,
+      headers: { authorization: `Bearer ${token}` },
+      browserId: randomUUID(),
+      nonce: `bench-${randomUUID()}`,
+      identity: { member_urn: `urn:li:member:${a.id}`, display_name: 'Bench Sender' },
+      running: null,
+      busy: false,
+    });
+  }
+  return { apiKey: ws.api_key, workspaceId: ws.workspace_id, browsers };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporal: every browser-step workflow's history length and how often it was messaged
+
+const messageEvents = new Set([
+  'EVENT_TYPE_WORKFLOW_EXECUTION_STARTED',
+  'EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED',
+  'EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED',
+]);
+
+/** Every workflow's history length from the list; message rates from at most 2,000 histories. */
+async function inspectWorkflows(client: Client) {
+  const ids: string[] = [];
+  let maxHistory = 0;
+  for await (const wf of client.workflow.list({ query: `WorkflowType = 'browserStepWorkflow'` })) {
+    ids.push(wf.workflowId);
+    maxHistory = Math.max(maxHistory, wf.historyLength);
+  }
+  const read = ids.sort(() => Math.random() - 0.5).slice(0, 2000);
+  let maxPerSecond = 0;
+  let maxLifetimeRate = 0;
+  let maxMessages = 0;
+  await inParallel(read.length, 16, async (i) => {
+    const history = JSON.parse(historyToJSON(await client.workflow.getHandle(read[i]!).fetchHistory())) as { events: { eventType: string; eventTime: string }[] };
+    maxHistory = Math.max(maxHistory, history.events.length);
+    const times = history.events.filter((e) => messageEvents.has(e.eventType)).map((e) => Date.parse(e.eventTime));
+    maxMessages = Math.max(maxMessages, times.length);
+    // The most messages that arrived within any one second.
+    for (let k = 0, j = 0; k < times.length; k += 1) {
+      while (times[k]! - times[j]! >= 1000) j += 1;
+      maxPerSecond = Math.max(maxPerSecond, k - j + 1);
+    }
+    const span = (times[times.length - 1]! - times[0]!) / 1000;
+    if (times.length > 1) maxLifetimeRate = Math.max(maxLifetimeRate, (times.length - 1) / Math.max(span, 1));
+  });
+  return { workflows: ids.length, read: read.length, maxHistory, maxPerSecond, maxLifetimeRate, maxMessages };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+interface PhaseResult {
+  name: string;
+  rate: number;
+  withSteps: boolean;
+  heartbeat: Recorder;
+  steps: StepStats;
+  stepsPerSecond: number;
+  cpu: Record<Component, number>;
+}
+
+interface BaselineResult {
+  rate: number;
+  recorder: Recorder;
+  cpu: Record<Component, number>;
+}
+
+async function main() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-pnet-'));
+  // As root, Postgres runs as its own user, which must reach its data folder.
+  chmodSync(dataDir, 0o755);
+  const logFile = `${dataDir}.log`;
+  log(`starting the stack (DATA_DIR ${dataDir}, log ${logFile})`);
+  const serve = await startServe(dataDir, logFile).catch((error: unknown) => {
+    rmSync(dataDir, { recursive: true, force: true });
+    process.stderr.write(`${(error as Error).message}\n${readFileSync(logFile, 'utf8').slice(-3000)}\n`);
+    process.exit(1);
+  });
+  // Ctrl-C still stops the stack (Postgres and Temporal included) before exiting.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping the stack`);
+      void serve.stop().finally(() => {
+        rmSync(dataDir, { recursive: true, force: true });
+        process.exit(130);
+      });
+    });
+  }
+  const sql = createSql(serve.databaseUrl, { max: 8 });
+  const connection = await Connection.connect({ address: serve.temporalAddress });
+  const temporal = new Client({ connection });
+  const pids = {
+    api: serve.pid,
+    postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')),
+    temporal: pidFromFile(join(dataDir, 'temporal.pid')),
+    bench: process.pid,
+  };
+  const snap = () => cpuSnapshot(pids);
+  let failed = false;
+  try {
+    let t = performance.now();
+    const { apiKey, browsers } = await provision(sql, browsersWanted);
+    log(`provisioned ${browsers.length} sender accounts in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    const sim = new Sim(serve.apiUrl, browsers, apiKey);
+
+    t = performance.now();
+    let connected = 0;
+    await inParallel(browsers.length, 32, async (i) => {
+      if ((await sim.heartbeat(browsers[i]!, true)) === 200) connected += 1;
+    });
+    log(`connected ${connected}/${browsers.length} browsers (first heartbeat with identity and lease) in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    if (connected !== browsers.length) throw new Error('not every browser connected');
+
+    const heartbeatLoad = (seconds: number, rate: (t: number) => number) => openLoop({ seconds, rate, send: () => sim.heartbeat(sim.nextBrowser()) });
+    const baselineAt = async (rate: number, seconds: number): Promise<BaselineResult> => {
+      log(`baseline at ${rate}/s for ${seconds} s`);
+      const before = snap();
+      const recorder = await openLoop({ seconds, rate: () => rate, send: () => sim.baseline() });
+      log(`  baseline p50 ${fmt(recorder.percentile(50))} p99 ${fmt(recorder.percentile(99))} at ${recorder.rate().toFixed(0)}/s (${recorder.statusSummary()})`);
+      return { rate, recorder, cpu: cpuPercent(before, snap()) };
+    };
+    let stepCounter = 0;
+    const produce = (seconds: number) =>
+      openLoop({ seconds, rate: () => stepRate, send: () => sim.queueStep(browsers[Math.floor(Math.random() * browsers.length)]!.accountId, stepCounter++) });
+
+    /** Lets every queued step be claimed and settled, check-ins going on at the phase's rate. */
+    const drain = async (rate: number) => {
+      const deadline = performance.now() + 90_000;
+      while (sim.settled < sim.queued && performance.now() < deadline) await heartbeatLoad(2, () => rate);
+      while (browsers.some((b) => b.busy) && performance.now() < deadline) await sleep(100);
+      if (sim.settled < sim.queued) log(`  drain: ${sim.queued - sim.settled} steps still unsettled after 90 s`);
+    };
+
+    const phase = async (name: string, rate: number, options: { rampFrom?: number; withSteps: boolean }): Promise<PhaseResult> => {
+      const lead = options.rampFrom !== undefined ? 20 : warmSeconds;
+      const leadText = options.rampFrom !== undefined ? `ramp ${options.rampFrom}→${rate}/s over ${lead} s` : `warm-up ${lead} s`;
+      log(`${name}: ${leadText}, then ${windowSeconds} s at ${rate} heartbeats/s${options.withSteps ? ` with ${stepRate} steps/s` : ', no steps'}`);
+      sim.stepsOn = options.withSteps;
+      const producer = options.withSteps ? produce(lead + windowSeconds) : Promise.resolve(null);
+      const from = options.rampFrom;
+      await heartbeatLoad(lead, from !== undefined ? (s) => from + ((rate - from) * s) / lead : () => rate);
+      const steps = newStepStats();
+      sim.stats = steps;
+      const before = snap();
+      const windowStart = performance.now();
+      const heartbeat = await heartbeatLoad(windowSeconds, () => rate);
+      const windowEnd = performance.now();
+      const cpu = cpuPercent(before, snap());
+      sim.stats = null;
+      await producer;
+      if (options.withSteps) await drain(rate);
+      sim.stepsOn = false;
+      const settledInWindow = steps.settledAt.filter((at) => at >= windowStart && at <= windowEnd).length;
+      const stepsPerSecond = settledInWindow / ((windowEnd - windowStart) / 1000);
+      log(
+        `  heartbeat p50 ${fmt(heartbeat.percentile(50))} p99 ${fmt(heartbeat.percentile(99))} at ${heartbeat.rate().toFixed(0)}/s (${heartbeat.statusSummary()})` +
+          (options.withSteps ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}` : ''),
+      );
+      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu };
+    };
+
+    // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
+    const maxSeconds = Math.min(30, windowSeconds);
+    log(`max throughput: closed loops of ${closedWorkers}, ${maxSeconds} s each`);
+    let cpuFrom: CpuSnapshot = snap();
+    const maxHeartbeat = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.heartbeat(sim.nextBrowser()) });
+    let cpuTo = snap();
+    const maxHeartbeatCpu = cpuPercent(cpuFrom, cpuTo);
+    const heartbeatCost = cpuPerRequest(cpuFrom, cpuTo, maxHeartbeat.count);
+    cpuFrom = cpuTo;
+    const maxBaseline = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.baseline() });
+    cpuTo = snap();
+    const maxBaselineCpu = cpuPercent(cpuFrom, cpuTo);
+    const baselineCost = cpuPerRequest(cpuFrom, cpuTo, maxBaseline.count);
+    log(`  heartbeat ${maxHeartbeat.rate().toFixed(0)}/s (p99 ${fmt(maxHeartbeat.percentile(99))}); baseline ${maxBaseline.rate().toFixed(0)}/s (p99 ${fmt(maxBaseline.percentile(99))})`);
+    log(`  CPU per request: heartbeat ${costText(heartbeatCost)}; baseline ${costText(baselineCost)}`);
+
+    // Check-ins alone first, ramped to 1,000/s, while no step workflow is busy: a backlog the step
+    // stream leaves behind (see the per-step CPU below) would otherwise be measured with them.
+    const rate1 = Math.round(browsers.length / 15);
+    const heartbeatsAlone = await phase('check-ins alone', 1000, { rampFrom: rate1, withSteps: false });
+    const baseline2 = await baselineAt(1000, Math.min(30, windowSeconds));
+    const phase1 = await phase('phase 1', rate1, { withSteps: true });
+    const baseline1 = await baselineAt(rate1, Math.min(30, windowSeconds));
+    const baselineSteps = await baselineAt(stepRate, 20);
+    const phase2 = await phase('phase 2', 1000, { rampFrom: rate1, withSteps: true });
+
+    // Claim-to-settle at its fastest: 64 accounts each with a line of steps, claimed and reported
+    // back to back (no run time), so the step workflows and Temporal set the pace.
+    const perAccount = Math.max(5, Math.round(maxSeconds * 1.5));
+    const busyBrowsers = browsers.slice(0, closedWorkers);
+    log(`queueing ${perAccount} steps on each of ${busyBrowsers.length} accounts`);
+    const queueStats = newStepStats();
+    sim.stats = queueStats;
+    const queueStart = performance.now();
+    // Bounded in time too: behind a backlog of the step stream, starting workflows slows down.
+    const queueDeadline = performance.now() + 120_000;
+    await inParallel(perAccount * busyBrowsers.length, 16, async (n) => {
+      if (performance.now() < queueDeadline) await sim.queueStep(busyBrowsers[n % busyBrowsers.length]!.accountId, stepCounter++);
+    });
+    sim.stats = null;
+    const queueRate = queueStats.queue.count / ((performance.now() - queueStart) / 1000);
+    log(`  queued at ${queueRate.toFixed(0)}/s, p99 ${fmt(queueStats.queue.percentile(99))}`);
+    await Promise.all(busyBrowsers.map((b) => sim.heartbeat(b)));
+    const maxSteps = newStepStats();
+    sim.stats = maxSteps;
+    cpuFrom = snap();
+    let worker = 0;
+    const stepLoop = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.claimAndSettle(busyBrowsers[worker++ % busyBrowsers.length]!) });
+    cpuTo = snap();
+    sim.stats = null;
+    const maxStepsPerSecond = maxSteps.settledAt.length / ((stepLoop.ended - stepLoop.started) / 1000);
+    // CPU milliseconds each settled step cost each part: where the step stream's ceiling comes from.
+    const perStep = (c: Component) => (maxSteps.settledAt.length ? ((cpuTo[c] - cpuFrom[c]) * 1000) / maxSteps.settledAt.length : NaN);
+    const stepCpuMs = { api: perStep('api'), postgres: perStep('postgres'), temporal: perStep('temporal') };
+    log(
+      `  claim-to-settle ${maxStepsPerSecond.toFixed(1)} steps/s, result p99 ${fmt(maxSteps.result.percentile(99))}, claim p99 ${fmt(maxSteps.claim.percentile(99))}; ` +
+        `CPU per step: API+worker ${stepCpuMs.api.toFixed(0)} ms, Temporal ${stepCpuMs.temporal.toFixed(0)} ms, Postgres ${stepCpuMs.postgres.toFixed(1)} ms`,
+    );
+
+    log('reading the browser-step workflows from Temporal');
+    const wf = await inspectWorkflows(temporal);
+
+    printTable({
+      phases: [heartbeatsAlone, phase1, phase2],
+      heartbeatCost,
+      baselineCost,
+      baselines: new Map([
+        [rate1, baseline1],
+        [1000, baseline2],
+      ]),
+      baselineSteps,
+      maxHeartbeat,
+      maxBaseline,
+      maxHeartbeatCpu,
+      maxBaselineCpu,
+      queueRate,
+      maxStepsPerSecond,
+      maxSteps,
+      maxStepsCpu: cpuPercent(cpuFrom, cpuTo),
+      stepCpuMs,
+      wf,
+      browsers: browsers.length,
+    });
+    await sim.close();
+  } catch (error) {
+    failed = true;
+    process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  } finally {
+    await connection.close().catch(() => {});
+    await sql.end({ timeout: 5 }).catch(() => {});
+    log('stopping the stack');
+    await serve.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+    // pino writes JSON lines; level 40 and above are warnings and errors.
+    const warnings = readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter((l) => /"level":\s*[4-6]\d/.test(l)).length;
+    if (failed || warnings > 0) log(`the stack logged ${warnings} warnings or errors: ${logFile}`);
+    else rmSync(logFile, { force: true });
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+const fmt = (ms: number) => (Number.isFinite(ms) ? `${ms < 10 ? ms.toFixed(1) : ms.toFixed(0)} ms` : 'n/a');
+const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? `${(a / b).toFixed(2)}×` : 'n/a');
+interface RequestCost {
+  api: number;
+  postgres: number;
+}
+
+/** CPU microseconds per completed request, API process and Postgres, between two snapshots. */
+function cpuPerRequest(from: CpuSnapshot, to: CpuSnapshot, count: number): RequestCost {
+  const per = (c: Component) => (count > 0 ? ((to[c] - from[c]) * 1e6) / count : NaN);
+  return { api: per('api'), postgres: per('postgres') };
+}
+
+const costText = (c: RequestCost) => `${c.api.toFixed(0)} + ${c.postgres.toFixed(0)} µs`;
+const cpuText = (c: Record<Component, number>) => `API+worker ${c.api}%, Postgres ${c.postgres}%, Temporal ${c.temporal}%, load generator ${c.bench}%, other ${c.other}%`;
+
+function printTable(r: {
+  phases: PhaseResult[];
+  heartbeatCost: RequestCost;
+  baselineCost: RequestCost;
+  baselines: Map<number, BaselineResult>;
+  baselineSteps: BaselineResult;
+  maxHeartbeat: Recorder;
+  maxBaseline: Recorder;
+  maxHeartbeatCpu: Record<Component, number>;
+  maxBaselineCpu: Record<Component, number>;
+  queueRate: number;
+  maxStepsPerSecond: number;
+  maxSteps: StepStats;
+  maxStepsCpu: Record<Component, number>;
+  stepCpuMs: { api: number; postgres: number; temporal: number };
+  wf: Awaited<ReturnType<typeof inspectWorkflows>>;
+  browsers: number;
+}) {
+  const rows: string[][] = [];
+  const met = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  const steps = r.baselineSteps.recorder;
+  const hbMax = r.maxHeartbeat.rate();
+  const baseMax = r.maxBaseline.rate();
+  rows.push([`max heartbeats per second (closed loop of ${closedWorkers})`, hbMax.toFixed(0), baseMax.toFixed(0), ratio(hbMax, baseMax), '≥ 0.5×', met(hbMax / baseMax >= 0.5)]);
+  rows.push([`  p99 at that load`, fmt(r.maxHeartbeat.percentile(99)), fmt(r.maxBaseline.percentile(99)), ratio(r.maxHeartbeat.percentile(99), r.maxBaseline.percentile(99)), '', '']);
+  // What a request costs the stack in CPU does not depend on what else shares the machine; on a
+  // machine of its own, CPU-bound throughput goes as its inverse.
+  const hbCost = r.heartbeatCost.api + r.heartbeatCost.postgres;
+  const baseCost = r.baselineCost.api + r.baselineCost.postgres;
+  rows.push([`  CPU per request, API + Postgres`, costText(r.heartbeatCost), costText(r.baselineCost), ratio(hbCost, baseCost), '', '']);
+  for (const p of r.phases) {
+    const base = r.baselines.get(p.rate)!.recorder;
+    const at = `${p.name}, ${p.rate}/s${p.withSteps ? ` + ${stepRate} steps/s` : ''}`;
+    const target = p.rate === 1000;
+    rows.push([`${at}: heartbeat p50`, fmt(p.heartbeat.percentile(50)), fmt(base.percentile(50)), ratio(p.heartbeat.percentile(50), base.percentile(50)), '', '']);
+    rows.push([
+      `${at}: heartbeat p99`,
+      fmt(p.heartbeat.percentile(99)),
+      fmt(base.percentile(99)),
+      ratio(p.heartbeat.percentile(99), base.percentile(99)),
+      target ? '< 50 ms' : '',
+      target ? met(p.heartbeat.percentile(99) < 50) : '',
+    ]);
+    rows.push([`${at}: heartbeats answered per second`, p.heartbeat.rate().toFixed(0), base.rate().toFixed(0), ratio(p.heartbeat.rate(), base.rate()), '', p.heartbeat.errors ? `${p.heartbeat.errors} errors` : '']);
+    if (!p.withSteps) continue;
+    rows.push([
+      `${p.name}: result report p99`,
+      fmt(p.steps.result.percentile(99)),
+      fmt(steps.percentile(99)),
+      ratio(p.steps.result.percentile(99), steps.percentile(99)),
+      `< 250 ms at ${stepRate}/s`,
+      met(p.steps.result.percentile(99) < 250 && p.stepsPerSecond >= stepRate * 0.9),
+    ]);
+    rows.push([`${p.name}: claim p99 / queue p99`, `${fmt(p.steps.claim.percentile(99))} / ${fmt(p.steps.queue.percentile(99))}`, fmt(steps.percentile(99)), '', '', '']);
+    rows.push([`${p.name}: claim-to-settle steps per second`, p.stepsPerSecond.toFixed(1), steps.rate().toFixed(1), ratio(p.stepsPerSecond, steps.rate()), `${stepRate} offered`, '']);
+  }
+  rows.push([`max claim-to-settle steps per second (closed loop of ${closedWorkers})`, r.maxStepsPerSecond.toFixed(1), baseMax.toFixed(0), ratio(r.maxStepsPerSecond, baseMax), '', '']);
+  rows.push([`  its result p99 / claim p99`, `${fmt(r.maxSteps.result.percentile(99))} / ${fmt(r.maxSteps.claim.percentile(99))}`, '', '', '', '']);
+  rows.push([
+    `  CPU per settled step: API+worker / Temporal / Postgres`,
+    `${r.stepCpuMs.api.toFixed(0)} / ${r.stepCpuMs.temporal.toFixed(0)} / ${r.stepCpuMs.postgres.toFixed(1)} ms`,
+    '',
+    '',
+    '',
+    '',
+  ]);
+  rows.push([`steps queued per second (16 at a time)`, r.queueRate.toFixed(0), '', '', '', '']);
+  rows.push([`browser-step workflows: most history events`, String(r.wf.maxHistory), '', '', '≤ 4096', met(r.wf.maxHistory <= 4096)]);
+  rows.push([`browser-step workflows: highest average message rate over a life`, `${r.wf.maxLifetimeRate.toFixed(2)}/s`, '', '', '≤ 1/s', met(r.wf.maxLifetimeRate <= 1)]);
+  rows.push([`browser-step workflows: most messages within one second`, String(r.wf.maxPerSecond), '', '', '', '']);
+
+  const header = ['Measure', 'pnet', 'Baseline (GET /health/postgres/)', 'Ratio', 'Target', 'Result'];
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  const out = [
+    '',
+    `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}; ${r.browsers} browsers; ${r.wf.workflows} step workflows (${r.wf.read} histories read).`,
+    '',
+    line(header),
+    line(header.map(() => '---')),
+    ...rows.map(line),
+    '',
+    'CPU (percent of one core; "other" is everything else on the machine):',
+    `  max heartbeat: ${cpuText(r.maxHeartbeatCpu)}`,
+    `  max baseline: ${cpuText(r.maxBaselineCpu)}`,
+    ...r.phases.map((p) => `  ${p.name} window: ${cpuText(p.cpu)}`),
+    ...[...r.baselines.values(), r.baselineSteps].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
+    `  max claim-to-settle: ${cpuText(r.maxStepsCpu)}`,
+    '',
+  ];
+  process.stdout.write(out.join('\n') + '\n');
+}
+
+await main();
