@@ -558,8 +558,7 @@ export type AgentState = z.infer<typeof AgentStateSchema>;
 
 // Claims and results
 
-/** How long a claim lives without a check-in from the browser running it. */
-export const claimLeaseSeconds = 90;
+export { claimLeaseSeconds } from './pnet-timing.js';
 
 export const AgentClaimSchema = z
   .object({

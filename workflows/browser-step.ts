@@ -18,7 +18,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { PnetStepActivities, SettleReport, StepTransitionResult } from '../activities/pnet-steps.js';
-import { claimLeaseSeconds, type ActionKind, type StoredStepStatus } from '../domain/pnet.js';
+import type { ActionKind, StoredStepStatus } from '../domain/pnet.js';
+import { claimLeaseSeconds } from '../domain/pnet-timing.js';
 import { StepErrorCodeKey, StepStatusKey } from './search-attributes.js';
 
 export interface BrowserStepInput {
