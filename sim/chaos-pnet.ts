@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
-import { claimLeaseSeconds, type ActionKind } from '../domain/pnet.js';
+import { ActionKindSchema, claimLeaseSeconds, type ActionKind } from '../domain/pnet.js';
 import { startEmbeddedPostgres } from '../worker/embedded-postgres.js';
 import { freePort } from '../worker/ports.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
@@ -49,19 +49,7 @@ const usage = `Usage: npm run chaos:pnet -- [options]
   --workflow-bundle FILE a prebuilt workflow bundle instead of building one
   --seed N               repeatable randomness`;
 
-const allKinds: ActionKind[] = [
-  'profile_view',
-  'connection_request',
-  'send_message',
-  'inmail',
-  'withdraw_connection_request',
-  'follow_contact',
-  'like_latest_post',
-  'check_sent_invitations',
-  'check_connections',
-  'check_inbox',
-  'read_conversation',
-];
+const allKinds: readonly ActionKind[] = ActionKindSchema.options;
 /** Metered kinds whose first-week (warm-up) daily ceiling leaves room for a few each. */
 const meteredKinds: ActionKind[] = ['profile_view', 'follow_contact', 'like_latest_post', 'send_message', 'connection_request', 'check_inbox', 'read_conversation'];
 const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
