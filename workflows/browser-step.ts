@@ -20,6 +20,7 @@ import {
 import type { PnetStepActivities, SettleReport, StepTransitionResult } from '../activities/pnet-steps.js';
 import type { ActionKind, StoredStepStatus } from '../domain/pnet.js';
 import { claimLeaseSeconds } from '../domain/pnet-timing.js';
+import { msUntil, workflowNow } from './clock.js';
 import { StepErrorCodeKey, StepStatusKey } from './search-attributes.js';
 
 export interface BrowserStepInput {
@@ -98,7 +99,7 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   setHandler(
     claimStepUpdate,
     async ({ sessionId, verifyFirst }) => {
-      const result = await steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst, now: new Date().toISOString() });
+      const result = await steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst, now: workflowNow().toISOString() });
       view.claimedAt = result.step.claimed_at;
       view.claims += 1;
       return settle(result, 'claimed');
@@ -153,7 +154,7 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
     while (!terminal.has(view.status)) {
       const waited = () => terminal.has(view.status) || view.status === 'claimed';
       if (input.runBefore === undefined) await condition(waited);
-      else if (!(await condition(waited, Math.max(1, Date.parse(input.runBefore) - Date.now())))) {
+      else if (!(await condition(waited, Math.max(1, msUntil(input.runBefore))))) {
         // Past its deadline while still waiting (a claim or a settle in flight wins the race in SQL).
         const missed = await steps.missWindow({ stepId: input.stepId });
         moveTo(missed.status, missed.errorCode ?? null);

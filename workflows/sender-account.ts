@@ -6,6 +6,7 @@
  */
 import { condition, continueAsNew, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { AccountClock, SenderAccountActivities } from '../activities/sender-account.js';
+import { msUntil, workflowNow } from './clock.js';
 
 export interface SenderAccountInput {
   accountId: string;
@@ -37,9 +38,8 @@ export async function senderAccountWorkflow(input: SenderAccountInput): Promise<
 
   for (let tick = 0; tick < ticksPerRun && !workflowInfo().continueAsNewSuggested; tick++) {
     changed = false;
-    state = await clock.tickSenderAccount({ accountId: input.accountId, now: new Date().toISOString() });
-    const now = Date.now();
-    const dueTimes = [state.checkpointUntil, state.nextCheckAt].filter((t): t is string => t !== null).map((t) => Date.parse(t) - now);
+    state = await clock.tickSenderAccount({ accountId: input.accountId, now: workflowNow().toISOString() });
+    const dueTimes = [state.checkpointUntil, state.nextCheckAt].filter((t): t is string => t !== null).map(msUntil);
     // A floor, so a clock that reads a due time already past can never spin the loop.
     const sleepMs = Math.max(minTickMs, Math.min(idleCheckMs, ...dueTimes));
     await condition(() => changed, sleepMs);
