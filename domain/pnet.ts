@@ -393,6 +393,10 @@ export const StepErrorCodeSchema = z
   ])
   .meta({ id: 'StepErrorCode' });
 export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
+/** Codes the backend writes itself when a step settles without the browser's result. */
+export const backendErrorCodes: ReadonlySet<StepErrorCode> = new Set(['cancelled', 'missed_window', 'sender_changed', 'claim_expired', 'interrupted_repeatedly']);
+/** Codes a browser reports for a step it could not do (the first twelve of the vocabulary). */
+export const browserReportedErrorCodes = StepErrorCodeSchema.options.slice(0, 12);
 
 const ProfileUrlSchema = z.url({ protocol: /^https?$/ }).max(2048);
 

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { claimLeaseSeconds, type AgentState, type BrowserStep, type StepErrorCode } from '../domain/pnet.js';
+import { browserReportedErrorCodes, claimLeaseSeconds, type AgentState, type BrowserStep, type StepErrorCode } from '../domain/pnet.js';
 import type { AgentAnswer, AgentClient, ClaimAnswer, ResultBody } from './agent-client.js';
 import { SimLog, type ClaimRecord, type ReportCopy, type ReportRecord } from './sim-log.js';
 
@@ -15,17 +15,8 @@ import { SimLog, type ClaimRecord, type ReportCopy, type ReportRecord } from './
  * less `blocked_checkpoint`, `not_authenticated` and `account_mismatch`: those describe the
  * account rather than the step and stop its line, which a load simulation does not want.
  */
-export const browserErrorCodes: readonly StepErrorCode[] = [
-  'selector_missing',
-  'navigation_failed',
-  'timed_out',
-  'linkedin_error',
-  'agent_restarted',
-  'tab_lost',
-  'not_applicable',
-  'not_connected',
-  'invalid_params',
-];
+const accountLevel: ReadonlySet<StepErrorCode> = new Set(['blocked_checkpoint', 'not_authenticated', 'account_mismatch']);
+export const browserErrorCodes: readonly StepErrorCode[] = browserReportedErrorCodes.filter((code) => !accountLevel.has(code));
 
 export interface BrowserOptions {
   client: AgentClient;

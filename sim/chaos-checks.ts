@@ -4,6 +4,7 @@
  * database. Each check answers its counts and its violations; nothing here writes.
  */
 import type { Db } from '../db/sql.js';
+import { backendErrorCodes, type StepErrorCode } from '../domain/pnet.js';
 import type { ClaimRecord, SimLog } from './sim-log.js';
 
 export interface CheckResult {
@@ -39,7 +40,6 @@ export interface ObservedClaim {
 
 export const terminalStatuses = new Set(['succeeded', 'failed', 'skipped', 'rejected', 'cancelled']);
 /** Error codes the backend writes itself, when a step settles without the browser's result. */
-export const backendErrorCodes = new Set(['cancelled', 'missed_window', 'sender_changed', 'claim_expired', 'interrupted_repeatedly']);
 
 const claimKey = (stepId: string, claimedAt: number) => `${stepId}@${claimedAt}`;
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -119,9 +119,9 @@ export function checkSettles(log: SimLog, rows: StepRowLite[]): CheckResult {
   if (staleAccepted) notes.push(`${staleAccepted} stale result(s) naming an earlier claim were accepted`);
 
   const settledRows = rows.filter((r) => terminalStatuses.has(r.status));
-  const byBackend = settledRows.filter((r) => r.error_code && backendErrorCodes.has(r.error_code)).length;
+  const byBackend = settledRows.filter((r) => r.error_code && backendErrorCodes.has(r.error_code as StepErrorCode)).length;
   const unanswered = settledRows.filter(
-    (r) => !accepted.has(r.id) && !(r.error_code && backendErrorCodes.has(r.error_code)) && r.status !== 'rejected',
+    (r) => !accepted.has(r.id) && !(r.error_code && backendErrorCodes.has(r.error_code as StepErrorCode)) && r.status !== 'rejected',
   );
   if (unanswered.length) {
     const refusedOwn = unanswered.filter((r) => log.reports.some((p) => p.stepId === r.id && p.copy !== 'stale' && p.http === 409));
