@@ -9,7 +9,7 @@ import { computedKinds, type CellValue, type Cells } from '../domain/tables.js';
 import type { TableColumns } from './table-columns-store.js';
 
 /** Rows a formula pass reads at a time. */
-const batchSize = 1000;
+const batchSize = 5000;
 
 interface CellWrite {
   column_id: string;

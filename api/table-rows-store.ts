@@ -38,6 +38,15 @@ export const rowSelect = (db: Db) => db`
               from table_cells c where c.row_id = r.id), '{}'::jsonb) as computed
   from table_rows r`;
 
+/** The computed cells of these rows, by row id. */
+async function computedOf(db: Db, rowIds: string[]): Promise<Map<string, RowRecord['computed']>> {
+  if (rowIds.length === 0) return new Map();
+  const found = await db<{ row_id: string; computed: RowRecord['computed'] }[]>`
+    select c.row_id, jsonb_object_agg(c.column_id::text, jsonb_build_object('state', c.state, 'value', c.value, 'error', c.error, 'cost', c.cost)) as computed
+    from table_cells c where c.row_id = any(${rowIds}::uuid[]) group by c.row_id`;
+  return new Map(found.map((r) => [r.row_id, r.computed]));
+}
+
 /** Only cells of columns the table has now. */
 export function toRow(r: RowRecord, columns: TableColumns): Row {
   const cells: Cells = {};
@@ -301,11 +310,19 @@ export async function listRows(db: Db, workspaceId: string, tableId: string, que
   const columns = await loadColumns(db, tableId);
   const grid = await resolveGrid(db, tableId, columns, query);
   const where = gridWhere(db, columns, grid);
-  const rows = await db<RowRecord[]>`
-    ${rowSelect(db)} where r.table_id = ${tableId} and ${where}
+  // The page's rows first, their computed cells after: gathered in the same select, the cells of
+  // every row an offset skips would be gathered too (a page deep in a 100k-row grid took seconds).
+  const page = await db<Omit<RowRecord, 'computed'>[]>`
+    select r.id, r.table_id, r.cells, r.created_at, r.updated_at from table_rows r
+    where r.table_id = ${tableId} and ${where}
     ${gridOrder(db, columns, grid.sorts)}
     limit ${query.limit} offset ${query.offset}`;
-  const [count] = await db<{ n: number }[]>`select count(*)::int as n from table_rows r where r.table_id = ${tableId} and ${where}`;
+  const computed = await computedOf(db, page.map((r) => r.id));
+  const rows = page.map((r): RowRecord => ({ ...r, computed: computed.get(r.id) ?? {} }));
+  // Unfiltered, the count is the table's own (kept in the row-writing transactions).
+  const [count] = grid.filters.length
+    ? await db<{ n: number }[]>`select count(*)::int as n from table_rows r where r.table_id = ${tableId} and ${where}`
+    : await db<{ n: number }[]>`select row_count as n from tables where id = ${tableId}`;
   return {
     rows: rows.map((r) => toRow(r, columns)),
     total_count: count!.n,

@@ -19,22 +19,19 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { connectionToken, createSenderProfile, updatePnetSettings } from '../api/pnet-accounts-store.js';
 import { createSql, type Sql } from '../db/sql.js';
-import { freePort } from '../worker/ports.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
 import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';
-import type { ServeReady } from './serve.js';
+import { pidFromFile, startServe } from './stack.js';
 
 const browsersWanted = Number(process.env.BENCH_BROWSERS ?? 3000);
 const windowSeconds = Number(process.env.BENCH_SECONDS ?? 60);
@@ -43,79 +40,6 @@ const stepRate = 20;
 const closedWorkers = 64;
 
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
-
-// ---------------------------------------------------------------------------------------------
-// The stack, in its own process
-
-async function startServe(dataDir: string, logFile: string) {
-  const port = await freePort(3300);
-  const out = openSync(logFile, 'a');
-  const child = fork(fileURLToPath(new URL('./serve.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', out, out, 'ipc'],
-    env: {
-      ...process.env,
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      DATABASE_URL: '',
-      TEMPORAL_ADDRESS: '',
-      SERVICE_ROLE: 'all',
-      // Request logging at info is two lines a request; both routes are measured without it.
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
-      // Kept on (the bucket is part of every request) but above what the bench sends per key.
-      RATE_LIMIT_PER_MINUTE: '1000000',
-    },
-  });
-  const ready = await new Promise<ServeReady>((resolve, reject) => {
-    child.once('message', (m) => resolve(m as ServeReady));
-    child.once('exit', (code) => reject(new Error(`the stack exited (code ${code}); see ${logFile}`)));
-  });
-  const stopped = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return {
-    ...ready,
-    pid: child.pid!,
-    stop: async () => {
-      if (child.exitCode === null) child.send('stop');
-      await Promise.race([stopped, sleep(60_000)]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-      // A stack that died on its way down leaves Postgres and Temporal behind: stop them here.
-      for (const [file, signal] of [[join(dataDir, 'postgres', 'postmaster.pid'), 'SIGINT'], [join(dataDir, 'temporal.pid'), 'SIGTERM']] as const) {
-        const pid = pidFromFile(file);
-        // Only a process of this run (its command line names this DATA_DIR), never a reused pid.
-        if (!pid || !commandLine(pid).includes(dataDir)) continue;
-        try {
-          process.kill(pid, signal);
-        } catch {
-          continue; // already gone
-        }
-        for (let i = 0; i < 100 && isAlive(pid); i += 1) await sleep(100);
-      }
-    },
-  };
-}
-
-function commandLine(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-  } catch {
-    return '';
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function pidFromFile(file: string): number | undefined {
-  if (!existsSync(file)) return undefined;
-  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Simulated browsers

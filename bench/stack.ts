@@ -1,0 +1,83 @@
+/**
+ * The stack under benchmark, in a process of its own (bench/serve.ts) on a temporary DATA_DIR, so
+ * the load generator never shares the API's event loop; and its sure stop, which also stops a
+ * Postgres or Temporal left behind by a stack that died on its way down.
+ */
+import { fork } from 'node:child_process';
+import { existsSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../worker/ports.js';
+import type { ServeReady } from './serve.js';
+
+export async function startServe(dataDir: string, logFile: string) {
+  const port = await freePort(3300);
+  const out = openSync(logFile, 'a');
+  const child = fork(fileURLToPath(new URL('./serve.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', out, out, 'ipc'],
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      DATABASE_URL: '',
+      TEMPORAL_ADDRESS: '',
+      SERVICE_ROLE: 'all',
+      // Request logging at info is two lines a request; both routes are measured without it.
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      // Kept on (the bucket is part of every request) but above what the bench sends per key.
+      RATE_LIMIT_PER_MINUTE: '1000000',
+    },
+  });
+  const ready = await new Promise<ServeReady>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as ServeReady));
+    child.once('exit', (code) => reject(new Error(`the stack exited (code ${code}); see ${logFile}`)));
+  });
+  const stopped = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    ...ready,
+    pid: child.pid!,
+    stop: async () => {
+      if (child.exitCode === null) child.send('stop');
+      await Promise.race([stopped, sleep(60_000)]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+      // A stack that died on its way down leaves Postgres and Temporal behind: stop them here.
+      for (const [file, signal] of [[join(dataDir, 'postgres', 'postmaster.pid'), 'SIGINT'], [join(dataDir, 'temporal.pid'), 'SIGTERM']] as const) {
+        const pid = pidFromFile(file);
+        // Only a process of this run (its command line names this DATA_DIR), never a reused pid.
+        if (!pid || !commandLine(pid).includes(dataDir)) continue;
+        try {
+          process.kill(pid, signal);
+        } catch {
+          continue; // already gone
+        }
+        for (let i = 0; i < 100 && isAlive(pid); i += 1) await sleep(100);
+      }
+    },
+  };
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function pidFromFile(file: string): number | undefined {
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+

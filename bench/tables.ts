@@ -1,0 +1,198 @@
+/**
+ * `npm run bench:tables`: the data plane at 100,000 rows (issue 4).
+ *
+ * Starts the local stack (bench/serve.ts) on a temporary DATA_DIR, provisions a workspace, and for
+ * a small table (BENCH_SMALL_ROWS, 10,000) and then a large one (BENCH_ROWS, 100,000), through the
+ * HTTP API as a client would:
+ *   import   streams a generated CSV (7 fields a row) to POST /tables/{id}/csv/;
+ *   formula  adds a formula column over two input columns (computed for every row in the request);
+ *   grid     pages through GET /tables/{id}/rows/ at 1,000 rows a page;
+ *   export   streams GET /tables/{id}/csv/ and counts its lines.
+ * It prints rows per second for each, and the API process's peak resident memory above its level
+ * before the step. Memory is flat in the row count when the large table's peak is about the small
+ * one's (the ratio printed), although it has ten times the rows.
+ */
+import { createReadStream, createWriteStream, chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { createSql } from '../db/sql.js';
+import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
+import { startServe } from './stack.js';
+
+const largeRows = Number(process.env.BENCH_ROWS ?? 100_000);
+const smallRows = Number(process.env.BENCH_SMALL_ROWS ?? 10_000);
+const pageSize = 1000;
+
+const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+/** Resident memory of a process, in MiB, sampled every 50 ms while `work` runs: the peak above the level before. */
+async function withPeakMemory<T>(pid: number, work: () => Promise<T>): Promise<{ result: T; seconds: number; peakMiB: number }> {
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  const before = rss();
+  let peak = before;
+  const timer = setInterval(() => (peak = Math.max(peak, rss())), 50);
+  const started = performance.now();
+  try {
+    const result = await work();
+    peak = Math.max(peak, rss());
+    return { result, seconds: (performance.now() - started) / 1000, peakMiB: Math.max(0, peak - before) };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function writeCsv(file: string, rows: number): Promise<number> {
+  const out = createWriteStream(file);
+  const cities = ['Berlin', 'Lisbon', 'New York', 'Toronto', 'Nairobi', 'Osaka', 'São Paulo'];
+  out.write('first_name,last_name,email,company,title,employees,city\n');
+  let chunk = '';
+  for (let i = 0; i < rows; i += 1) {
+    chunk += `Person${i},"Family, ${i % 997}",person${i}@example${i % 500}.com,Company ${i % 5000},"Head of ""Growth""",${(i * 37) % 10_000},${cities[i % cities.length]}\n`;
+    if (chunk.length > 1 << 16) {
+      if (!out.write(chunk)) await once(out, 'drain');
+      chunk = '';
+    }
+  }
+  out.end(chunk);
+  await once(out, 'finish');
+  return statSync(file).size;
+}
+
+interface Figures {
+  rows: number;
+  import: { seconds: number; peakMiB: number };
+  formula: { seconds: number; peakMiB: number };
+  grid: { seconds: number; peakMiB: number };
+  export: { seconds: number; peakMiB: number };
+  csvMiB: number;
+}
+
+async function main() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'bench-tables-'));
+  chmodSync(dataDir, 0o755); // Postgres runs as its own user and must reach its data folder
+  log(`starting the stack in ${dataDir}`);
+  const serve = await startServe(dataDir, join(dataDir, 'stack.log'));
+  const sql = createSql(serve.databaseUrl, { max: 2 });
+  let failed = false;
+  const results: Figures[] = [];
+  try {
+    const admin = await createWorkspaceWithAdmin(sql, { name: 'Bench tables', plan: 'paid' });
+    const headers = { 'x-api-key': admin.api_key };
+    const api = async <T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> => {
+      const res = await request(`${serve.apiUrl}${path}`, {
+        method,
+        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      });
+      const text = await res.body.text();
+      if (res.statusCode >= 300) throw new Error(`${method} ${path} answered ${res.statusCode}: ${text.slice(0, 300)}`);
+      return JSON.parse(text) as T;
+    };
+
+    for (const rows of [smallRows, largeRows]) {
+      const csv = join(dataDir, `rows-${rows}.csv`);
+      const bytes = await writeCsv(csv, rows);
+      const table = await api<{ id: string }>('POST', '/tables/', { name: `Bench ${rows}` });
+      log(`${rows} rows: importing ${(bytes / 2 ** 20).toFixed(1)} MiB`);
+
+      const imported = await withPeakMemory(serve.pid, async () => {
+        const res = await request(`${serve.apiUrl}/tables/${table.id}/csv/`, {
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'text/csv', 'content-length': String(bytes) },
+          body: createReadStream(csv),
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        });
+        const report = (await res.body.json()) as { rows_added: number; rejected_count: number };
+        if (res.statusCode !== 200 || report.rows_added !== rows) throw new Error(`import answered ${res.statusCode}: ${JSON.stringify(report).slice(0, 300)}`);
+        return report;
+      });
+
+      log(`${rows} rows: formula column`);
+      const formula = await withPeakMemory(serve.pid, () =>
+        api('POST', `/tables/${table.id}/columns/`, { kind: 'formula', name: 'Label', formula: 'concat(upper({first_name}), " at ", {company}, " / ", {employees} * 2)' }),
+      );
+      const sample = await api<{ rows: { computed: Record<string, { value: unknown }> }[] }>('GET', `/tables/${table.id}/rows/?limit=1&offset=${rows - 1}`);
+      const labels = Object.values(sample.rows[0]!.computed).map((c) => c.value);
+      if (!labels.some((v) => typeof v === 'string' && v.includes(' at Company '))) throw new Error(`the last row has no formula value: ${JSON.stringify(sample).slice(0, 300)}`);
+
+      log(`${rows} rows: paging the grid`);
+      const grid = await withPeakMemory(serve.pid, async () => {
+        let seen = 0;
+        for (let offset = 0; ; offset += pageSize) {
+          const page = await api<{ rows: unknown[] }>('GET', `/tables/${table.id}/rows/?limit=${pageSize}&offset=${offset}`);
+          seen += page.rows.length;
+          if (page.rows.length < pageSize) break;
+        }
+        if (seen !== rows) throw new Error(`the grid showed ${seen} rows of ${rows}`);
+      });
+
+      log(`${rows} rows: export`);
+      const exported = await withPeakMemory(serve.pid, async () => {
+        const res = await request(`${serve.apiUrl}/tables/${table.id}/csv/`, { headers, headersTimeout: 0, bodyTimeout: 0 });
+        if (res.statusCode !== 200) throw new Error(`export answered ${res.statusCode}`);
+        let lines = 0;
+        let quoted = false;
+        for await (const chunk of res.body) {
+          // Count record ends, not line breaks inside quoted fields.
+          for (const byte of chunk as Buffer) {
+            if (byte === 0x22) quoted = !quoted;
+            else if (byte === 0x0a && !quoted) lines += 1;
+          }
+        }
+        if (lines !== rows + 1) throw new Error(`the export had ${lines} lines for ${rows} rows and a header`);
+      });
+      results.push({
+        rows,
+        csvMiB: bytes / 2 ** 20,
+        import: imported,
+        formula,
+        grid,
+        export: exported,
+      });
+      rmSync(csv);
+      await sleep(500);
+    }
+    printTable(results);
+  } catch (error) {
+    failed = true;
+    console.error(error);
+  } finally {
+    await sql.end();
+    await serve.stop();
+    if (!failed) rmSync(dataDir, { recursive: true, force: true });
+    else log(`the stack's log is kept in ${dataDir}/stack.log`);
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+function printTable(results: Figures[]) {
+  const small = results[0]!;
+  const large = results[results.length - 1]!;
+  const targets = { import: 20_000, formula: 50_000, grid: 0, export: 50_000 } as const;
+  const rate = (f: Figures, k: keyof typeof targets) => f.rows / f[k].seconds;
+  const n = (v: number) => Math.round(v).toLocaleString('en-US');
+  const lines = [
+    `Machine: ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; rows of 7 fields (${large.csvMiB.toFixed(1)} MiB CSV at ${n(large.rows)} rows)`,
+    '',
+    `| Step | rows/s at ${n(large.rows)} | target | ratio | rows/s at ${n(small.rows)} | peak memory above idle at ${n(large.rows)} / at ${n(small.rows)} (ratio) |`,
+    '|---|---|---|---|---|---|',
+  ];
+  for (const k of ['import', 'formula', 'grid', 'export'] as const) {
+    const target = targets[k];
+    const memRatio = small[k].peakMiB > 0 ? (large[k].peakMiB / small[k].peakMiB).toFixed(2) : 'n/a';
+    lines.push(
+      `| ${k} | ${n(rate(large, k))} | ${target ? n(target) : '-'} | ${target ? `${(rate(large, k) / target).toFixed(2)}×` : '-'} | ${n(rate(small, k))} | ` +
+        `${large[k].peakMiB.toFixed(0)} MiB / ${small[k].peakMiB.toFixed(0)} MiB (${memRatio}) |`,
+    );
+  }
+  process.stdout.write(`\n${lines.join('\n')}\n`);
+}
+
+await main();
