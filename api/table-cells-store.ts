@@ -57,15 +57,22 @@ export async function writeFormulaCells(db: Db, columns: TableColumns, rows: { i
       state = excluded.state, value = excluded.value, error = excluded.error, cost = 0, updated_at = now()`;
 }
 
-/** Computes formula columns again over every row of the table, a batch at a time. */
+/**
+ * Computes formula columns again over every row of the table, a batch at a time, in the caller's
+ * transaction. The change feed gets one `column_recomputed` event per column instead of an event
+ * per thousand cells: the cell triggers stay quiet while `app.column_pass` is on.
+ */
 export async function recomputeFormulas(db: Db, tableId: string, columns: TableColumns, options: { columnIds: Set<string> }) {
   const only = new Set([...options.columnIds].filter((id) => columns.byId.get(id)?.kind === 'formula'));
   if (only.size === 0) return;
+  await db`select set_config('app.column_pass', 'on', true)`;
   for (let after = 0; ; ) {
     const rows = await db<{ id: string; seq: number; cells: Cells }[]>`
       select id, seq, cells from table_rows where table_id = ${tableId} and seq > ${after} order by seq limit ${batchSize}`;
-    if (rows.length === 0) return;
+    if (rows.length === 0) break;
     await writeFormulaCells(db, columns, rows, only);
     after = rows[rows.length - 1]!.seq;
   }
+  await db`select set_config('app.column_pass', 'off', true)`;
+  await db`select table_column_recomputed(${tableId}, ${[...only]}::uuid[])`;
 }

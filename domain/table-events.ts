@@ -71,6 +71,16 @@ const CellsUpdatedDataSchema = z.object({
     .describe('Computed cells as they are now (a formula computed again, a run moving a cell)'),
 });
 
+const ColumnsChangedDataSchema = z.object({
+  table_id: UuidSchema,
+  change: z.enum(['added', 'updated', 'deleted']).describe('updated: a name, position or setting changed (adding one column moves the ones after it)'),
+  column_ids: z.array(UuidSchema).min(1).describe('In column order; read the columns again for their settings'),
+});
+const ColumnRecomputedDataSchema = z.object({
+  table_id: UuidSchema,
+  column_id: UuidSchema.describe('Every cell of this column was computed again: read its cells again'),
+});
+
 export type TableEventData = {
   ready: z.infer<typeof ReadyDataSchema>;
   reset: z.infer<typeof ResetDataSchema>;
@@ -78,6 +88,8 @@ export type TableEventData = {
   rows_deleted: z.infer<typeof RowIdsDataSchema>;
   rows_updated: z.infer<typeof RowsUpdatedDataSchema>;
   cells_updated: z.infer<typeof CellsUpdatedDataSchema>;
+  columns_changed: z.infer<typeof ColumnsChangedDataSchema>;
+  column_recomputed: z.infer<typeof ColumnRecomputedDataSchema>;
 };
 export type TableEventName = keyof TableEventData;
 
@@ -102,6 +114,12 @@ export const TableEventSchema = z
     eventSchema('rows_updated', RowsUpdatedDataSchema, 'Input cells of rows changed'),
     eventSchema('rows_deleted', RowIdsDataSchema, 'Rows were deleted'),
     eventSchema('cells_updated', CellsUpdatedDataSchema, 'Computed cells changed'),
+    eventSchema('columns_changed', ColumnsChangedDataSchema, 'Columns were added, changed or deleted'),
+    eventSchema(
+      'column_recomputed',
+      ColumnRecomputedDataSchema,
+      'A formula column was computed again over every row (it was added, or its formula or an input changed): one event instead of one per thousand cells',
+    ),
   ])
   .meta({
     id: 'TableEvent',

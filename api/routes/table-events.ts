@@ -30,10 +30,12 @@ export const tableEventRoutes =
         schema: {
           operationId: 'streamTableEvents',
           tags: ['table-rows'],
-          summary: 'The grid’s change feed: server-sent events of row and cell changes, live',
+          summary: 'The grid’s change feed: server-sent events of row, cell and column changes, live',
           description:
             'text/event-stream. The first event is `ready` (or `reset`), then one event per change in change order: `rows_added`, ' +
-            '`rows_updated` (the input cells that changed), `rows_deleted`, `cells_updated` (computed cells); a write of more than ' +
+            '`rows_updated` (the input cells that changed), `rows_deleted`, `cells_updated` (computed cells), `columns_changed` ' +
+            '(columns added, changed or deleted), `column_recomputed` (a formula column computed again over every row: read its ' +
+            'cells again); a write of more than ' +
             `${tableChangeChunk} rows or cells is several events. Each event's id is its change id: a client that reconnects with ` +
             `Last-Event-ID gets every change after it, from any API process. Changes are kept ${tableChangeRetentionHours} h; ` +
             'a Last-Event-ID older than that gets `reset`: load the grid again. Open the stream before loading the grid ' +
