@@ -1,23 +1,51 @@
 import type { Sql } from '../db/sql.js';
 import type { ActionKind } from '../domain/pnet.js';
+import { createAgentRunActivities, withAgentRunWake } from './agent-run.js';
+import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js';
 import { createColumnRunActivities } from './column-runs.js';
 import { createCreditActivities } from './credits.js';
 import { createEnrichmentProviders, type EnrichmentProviders } from './enrichment-providers/index.js';
+import { createInboxActivities, type MailboxNetwork } from './inbox.js';
+import { createMailerActivities, mailerFrom, type Mailer } from './mailer.js';
 import { createPnetStepActivities, type StepRow } from './pnet-steps.js';
+import { createSequenceActivities, withSequenceWake } from './sequences.js';
 import { createSenderAccountActivities } from './sender-account.js';
+import { chatModelFrom, type ChatModel } from './chat-model.js';
+import { createOutboundAgentActivities } from './outbound-agent.js';
+import { createTrainingActivities } from './training-sessions.js';
 
 export interface ActivityDeps {
   sql: Sql;
   /** Starts a step's workflow (idempotent: a running one is left as it is). */
   startStep: (row: StepRow) => Promise<void>;
   housekeeping?: Partial<Record<ActionKind, number>>;
+  /** Sequence email; from SMTP_URL when omitted (null: no SMTP, emails wait and say so). */
+  mailer?: Mailer | null;
+  /** Whether IMAP mailboxes may be on private networks; from MAILBOX_ALLOW_PRIVATE_NETWORKS when omitted. */
+  mailboxNetwork?: MailboxNetwork;
   /** The enrichment providers column runs call; built from the process environment when omitted. */
   enrichmentProviders?: EnrichmentProviders;
+  /** What saved agents' research runs call; built from the process environment when omitted. */
+  agentSuppliers?: AgentSuppliers;
+  /** The chat model the outbound agent and training sessions write with; from the environment when omitted, null for the local template writer. */
+  chatModel?: ChatModel | null;
 }
 
 /** Every activity of the service, bound to its dependencies. */
 export function createActivities(deps: ActivityDeps) {
+  const mailer = deps.mailer !== undefined ? deps.mailer : mailerFrom(process.env);
   const enrichmentProviders = deps.enrichmentProviders ?? createEnrichmentProviders({ env: process.env });
-  return { ...createCreditActivities(deps), ...createPnetStepActivities(deps), ...createSenderAccountActivities(deps),
-    ...createColumnRunActivities({ sql: deps.sql, enrichmentProviders }) };
+  return { ...createCreditActivities(deps), ...withAgentRunWake(withSequenceWake(createPnetStepActivities(deps), deps.sql), deps.sql), ...createSenderAccountActivities(deps),
+    ...createColumnRunActivities({ sql: deps.sql, enrichmentProviders }),
+    ...createSequenceActivities({ sql: deps.sql, ...(mailer ? { messageDomain: mailer.domain } : {}) }),
+    ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: process.env.PUBLIC_BASE_URL }),
+    ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? agentSuppliersFrom(process.env), startStep: deps.startStep }),
+    ...outboundAgentActivities(deps, enrichmentProviders),
+    ...createInboxActivities({ sql: deps.sql, ...(deps.mailboxNetwork ? { mailboxNetwork: deps.mailboxNetwork } : {}) }) };
+}
+
+/** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */
+function outboundAgentActivities(deps: ActivityDeps, enrichmentProviders: EnrichmentProviders) {
+  const outbound = { sql: deps.sql, chatModel: deps.chatModel === undefined ? chatModelFrom(process.env) : deps.chatModel, enrichmentProviders };
+  return { ...createOutboundAgentActivities(outbound), ...createTrainingActivities(outbound) };
 }

@@ -10,6 +10,7 @@ import type { ActionKind, AgentVerification, BrowserStep, StepErrorCode, StoredS
 import { housekeepingKinds, limitKindOf, maxCutOffs, messageKinds, recordStatus, stepPrices } from '../domain/pnet.js';
 import { chargeHold, holdCredits, releaseHold } from './credits.js';
 import { recordCheck } from './pnet-checks.js';
+import { recordPnetRead } from './inbox.js';
 import { holdAtCheckpoint } from './sender-account.js';
 import { workingWindow } from '../domain/pnet-pacing.js';
 import { formatLocalDate, localDate } from '../domain/zoned-time.js';
@@ -281,6 +282,8 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
         if (report.status !== 'succeeded' && namesCurrentClaim) await returnUsageUnit(tx, step);
         await settleStepCredits(tx, step, report.status === 'succeeded');
         if (housekeepingKinds.has(step.kind)) await recordCheck(tx, step, report);
+        // A read that found conversations records them in the unified inbox.
+        if (report.status === 'succeeded') await recordPnetRead(tx, step, report.outcome);
         if (report.error_code === 'blocked_checkpoint' && namesCurrentClaim) await holdAtCheckpoint(tx, step.account_id);
         // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
         if (lateSuccess && step.usage_kind) {

@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
 import { createEnrichmentProviders } from '../activities/enrichment-providers/index.js';
+import { agentSuppliersFrom } from '../activities/agent-tools/index.js';
 import type { AppDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerErrorHandling } from './plugins/errors.js';
@@ -17,7 +18,12 @@ import { healthRoutes } from './routes/health.js';
 import { pnetAgentRoutes } from './routes/pnet-agent.js';
 import { pnetHoldRoutes } from './routes/pnet-holds.js';
 import { pnetStepRoutes } from './routes/pnet-steps.js';
+import { outboundAgentRoutes } from './routes/outbound-agents.js';
+import { trainingSessionRoutes } from './routes/training-sessions.js';
+import { savedAgentRoutes } from './routes/saved-agents.js';
 import { senderProfileRoutes } from './routes/sender-profiles.js';
+import { emailTemplateRoutes } from './routes/email-templates.js';
+import { sequenceRoutes } from './routes/sequences.js';
 import { tableColumnRoutes } from './routes/table-columns.js';
 import { columnRunRoutes, enrichmentProviderRoutes } from './routes/table-enrichments.js';
 import { tableEventRoutes } from './routes/table-events.js';
@@ -25,9 +31,14 @@ import { tableRowRoutes } from './routes/table-rows.js';
 import { tableViewRoutes } from './routes/table-views.js';
 import { tableRoutes } from './routes/tables.js';
 import { workspaceRoutes } from './routes/workspace.js';
+import { doNotContactRoutes } from './routes/do-not-contact.js';
+import { inboundEmailRoutes } from './routes/inbound-email.js';
+import { inboxRoutes } from './routes/inbox.js';
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   deps = { ...deps, enrichmentProviders: deps.enrichmentProviders ?? createEnrichmentProviders({ env: process.env }) };
+  // One suppliers object for every route (agent tools, saved agents, auto_run), as the worker has one.
+  deps = { ...deps, agentSuppliers: deps.agentSuppliers ?? agentSuppliersFrom(process.env) };
   const app = Fastify({
     ...(typeof deps.logger === 'object' ? { loggerInstance: deps.logger } : { logger: deps.logger ?? false }),
     genReqId: (req) => {
@@ -71,6 +82,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(tableViewRoutes(deps));
   await app.register(enrichmentProviderRoutes(deps));
   await app.register(columnRunRoutes(deps));
+  await app.register(outboundAgentRoutes(deps));
+  await app.register(trainingSessionRoutes(deps));
+  await app.register(emailTemplateRoutes(deps));
+  await app.register(sequenceRoutes(deps));
+  await app.register(savedAgentRoutes(deps));
+  await app.register(doNotContactRoutes(deps));
+  await app.register(inboxRoutes(deps));
+  await app.register(inboundEmailRoutes(deps));
   // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
   const tableEvents = new TableEventHub(deps.sql, app.log);
   app.decorate('tableEvents', tableEvents);

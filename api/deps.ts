@@ -1,6 +1,9 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
+import type { AgentSuppliers } from '../activities/agent-tools/index.js';
 import type { EnrichmentProviders } from '../activities/enrichment-providers/index.js';
+import type { ChatModel } from '../activities/chat-model.js';
+import type { ReplyMailer } from '../activities/inbox.js';
 import type { Sql } from '../db/sql.js';
 import type { RateLimitConfig } from './rate-limit.js';
 import type { TokenVerifier } from './tokens.js';
@@ -14,4 +17,8 @@ export interface AppDeps {
   logger?: FastifyBaseLogger | boolean;
   /** Enrichment providers of this environment (endpoint 10); built from the process environment when omitted. */
   enrichmentProviders?: EnrichmentProviders;
+  /** What saved agents run on (chat model, search, email finder, ...); built from the process environment when omitted. */
+  agentSuppliers?: AgentSuppliers;
+  /** The inbox's reply mailer and suggestion writer; from the process environment (SMTP_URL, OPENAI_*) when omitted, null for none. */
+  inbox?: { mailer?: ReplyMailer | null; chatModel?: ChatModel | null };
 }

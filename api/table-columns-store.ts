@@ -2,6 +2,7 @@
 import type { Db, Sql } from '../db/sql.js';
 import { enrichmentConfigView, type StoredEnrichmentConfig } from '../domain/enrichments.js';
 import { ApiError, notFound } from '../domain/errors.js';
+import { agentColumnConfigView, type StoredAgentColumnConfig } from '../domain/saved-agents.js';
 import { dependentsOf, displayFormula, formulaReferences, planFormulas, storeFormula, type FormulaPlan } from '../domain/formula.js';
 import {
   columnsPerTable,
@@ -60,6 +61,7 @@ export function toColumn(column: ColumnRecord, columns: TableColumns): Column {
     formula: formula === undefined ? null : displayFormula(formula, (id) => columns.byId.get(id)?.name),
     formula_error: columns.plan.errors.get(column.id) ?? null,
     enrichment: column.kind === 'enrichment' && column.parent_column_id === null ? enrichmentConfigView(column.config) : null,
+    agent: column.kind === 'agent' && column.parent_column_id === null ? agentColumnConfigView(column.config as Partial<StoredAgentColumnConfig>) : null,
     output_field: column.parent_column_id !== null ? (column.config.output ?? null) : null,
     created_at: column.created_at.toISOString(),
     updated_at: column.updated_at.toISOString(),
@@ -228,6 +230,7 @@ export async function saveColumnTemplate(sql: Sql, workspaceId: string, tableId:
   const column = await getColumn(sql, workspaceId, tableId, columnId);
   if (column.parent_column_id) throw new ApiError('conflict', 'An output column is saved with its parent column, not alone.');
   if (column.kind === 'enrichment') throw new ApiError('conflict', 'Enrichment columns cannot be saved as templates yet.');
+  if (column.kind === 'agent') throw new ApiError('conflict', 'Agent columns are deployed from their saved agent, not saved as templates.');
   try {
     const [row] = await sql<TemplateRecord[]>`
       insert into column_templates (workspace_id, name, column_name, kind, config)

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
+import { pnetInboxOutcomeFields } from './inbox.js';
 
 // ---------------------------------------------------------------------------------------------
 // Action kinds and the limit each one counts against
@@ -609,6 +610,8 @@ export const OutcomeSchema = z
     page_loaded: z.boolean().optional(),
     profile_resolved: z.boolean().optional(),
     vanity: NameSchema.optional(),
+    // check_inbox and read_conversation: what the inbox records (domain/inbox.ts).
+    ...pnetInboxOutcomeFields,
   })
   .meta({ id: 'StepOutcome' });
 

@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
 import { EnrichmentColumnConfigSchema, EnrichmentColumnCreateSchema } from './enrichments.js';
+import { AgentColumnConfigSchema } from './saved-agents.js';
 
 export const descriptionMax = 2000;
 export const columnsPerTable = 500;
@@ -137,10 +138,10 @@ export const FolderListSchema = z.object({ folders: z.array(FolderSchema) }).met
 // Columns and column templates
 
 /** Input columns hold what people and imports write; the other kinds compute their cells. */
-export const columnKinds = ['input', 'formula', 'enrichment'] as const;
+export const columnKinds = ['input', 'formula', 'enrichment', 'agent'] as const;
 export const ColumnKindSchema = z.enum(columnKinds).meta({ id: 'ColumnKind' });
 export type ColumnKind = z.infer<typeof ColumnKindSchema>;
-export const computedKinds: ReadonlySet<ColumnKind> = new Set(['formula', 'enrichment']);
+export const computedKinds: ReadonlySet<ColumnKind> = new Set(['formula', 'enrichment', 'agent']);
 
 const FormulaSchema = textSchema(1, formulaMax).describe(
   'An expression over the row, with columns written {Column name}: arithmetic, comparisons, and/or/not, `cond ? a : b`, and functions such as concat, lower, upper, trim, len, contains, round, min, max. ' +
@@ -159,7 +160,8 @@ export const ColumnSchema = z
     formula: z.string().nullable().describe('A formula column’s expression, columns written {Column name}'),
     formula_error: z.string().nullable().describe('Why the formula cannot be computed for any row; each of its cells then carries it'),
     enrichment: EnrichmentColumnConfigSchema.nullable().describe("An enrichment column's provider, input mappings, output fields and options"),
-    output_field: z.string().nullable().describe('The output field an enrichment output column shows; null for other columns'),
+    agent: AgentColumnConfigSchema.nullable().describe('An agent column’s saved agent, version, input mappings and output fields (deployed by POST /tables/{table_id}/agent-columns/)'),
+    output_field: z.string().nullable().describe('The output field an enrichment or agent output column shows; null for other columns'),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
   })

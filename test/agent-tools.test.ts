@@ -1,12 +1,16 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { agentSuppliersFrom } from '../activities/agent-tools/index.js';
+import { httpWorkEmailSupplier } from '../activities/agent-tools/work-email.js';
 import { connectedAccount } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, type TestStack } from './support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
+// The API and the worker share this suppliers object, as in production; a test gives it an email finder.
+const suppliers = agentSuppliersFrom({});
+const ctx = useStackWithWorkspaces({ agentSuppliers: () => suppliers });
 let stack: TestStack;
 beforeAll(() => void ({ stack } = ctx));
 afterEach(() => {
-  delete process.env.WORK_EMAIL_FINDER_URL;
+  suppliers.workEmail = null;
 });
 
 describe('agent tool availability', () => {
@@ -27,7 +31,11 @@ describe('agent tool availability', () => {
     const on = await stack.app.inject({ method: 'PATCH', url: '/agent-tools/read_pnet_profile/', headers, payload: { enabled: true } });
     expect(on.json()).toEqual({ key: 'read_pnet_profile', available: true, enabled: true, unavailable_reason: null });
 
+    // The route reads the suppliers the runs use, not the process environment.
     process.env.WORK_EMAIL_FINDER_URL = 'http://127.0.0.1:9/finder';
+    expect((await stack.app.inject({ method: 'PATCH', url: '/agent-tools/find_work_email/', headers, payload: { enabled: true } })).statusCode).toBe(409);
+    delete process.env.WORK_EMAIL_FINDER_URL;
+    suppliers.workEmail = httpWorkEmailSupplier('http://127.0.0.1:9/finder');
     expect((await stack.app.inject({ method: 'PATCH', url: '/agent-tools/find_work_email/', headers, payload: { enabled: true } })).json().enabled).toBe(true);
     // Switching off is always allowed; an unknown tool is 422.
     expect((await stack.app.inject({ method: 'PATCH', url: '/agent-tools/find_work_email/', headers, payload: { enabled: false } })).json().enabled).toBe(false);

@@ -5,7 +5,9 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { pnetReplyProfiles } from '../../activities/inbox.js';
 import { findStep, terminalStatuses, toBrowserStep, type StepRow } from '../../activities/pnet-steps.js';
+import { wakeSequenceContacts } from '../sequence-stops.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
 import { agentConfig } from '../../domain/pnet-agent-config.js';
@@ -196,6 +198,13 @@ export const pnetAgentRoutes =
           `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
           [settle],
         );
+        // Replies a conversation read recorded stop their contacts' pending steps now.
+        const repliedProfiles = result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
+        if (repliedProfiles.length > 0) {
+          wakeSequenceContacts({ sql, temporal }, step.workspace_id, { profileUrls: repliedProfiles }).catch((err: unknown) =>
+            request.log.warn({ err }, 'could not wake sequence contacts'),
+          );
+        }
         // The account is held from this settle on; its workflow owns the end of the back-off.
         if (result.checkpoint) {
           await signalSenderAccount(temporal.client, temporal.taskQueue, { id: step.account_id, workspace_id: step.workspace_id }).catch((err: unknown) =>

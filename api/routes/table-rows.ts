@@ -23,6 +23,7 @@ import {
   RowWriteSchema,
 } from '../../domain/tables.js';
 import { runNewRows } from '../column-runs-store.js';
+import { runNewAgentRows } from '../agent-run-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import { exportCsv, importCsv } from '../table-csv.js';
@@ -36,7 +37,7 @@ const cellConflict = DetailBodySchema.describe('A cell names a column the table 
 const gridConflict = DetailBodySchema.describe('A filter or sort names a column the table does not have');
 
 export const tableRowRoutes =
-  ({ sql, temporal, enrichmentProviders }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, enrichmentProviders, agentSuppliers }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // An upload is handed to the route as the request stream itself, so it is never held whole.
     app.addContentTypeParser('text/csv', (_request, payload, done) => done(null, payload));
@@ -56,6 +57,7 @@ export const tableRowRoutes =
       async (request, reply) => {
         const row = await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
+        await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
         return reply.code(201).send(row);
       },
     );
@@ -90,6 +92,7 @@ export const tableRowRoutes =
       async (request) => {
         const result = await bulkCreateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
+        await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
         return result;
       },
     );
@@ -201,6 +204,7 @@ export const tableRowRoutes =
         }
         const report = await importCsv(sql, workspaceId, request.params.table_id, body, request.query);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
+        await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
         return report;
       },
     );

@@ -9,6 +9,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { createEnrichmentProviders, type EnrichmentProviders } from '../../activities/enrichment-providers/index.js';
+import { agentSuppliersFrom, type AgentSuppliers } from '../../activities/agent-tools/index.js';
+import type { ChatModel } from '../../activities/chat-model.js';
 import { startStepWorkflow } from '../../api/browser-step-client.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { buildApp } from '../../api/app.js';
@@ -46,6 +48,10 @@ export interface TestStackOptions {
   extendApp?: (app: FastifyInstance) => void;
   /** The enrichment providers of the API and the worker; from an empty environment (no AI column) when omitted, never process.env. */
   enrichmentProviders?: () => EnrichmentProviders;
+  /** What saved agents run on, for the API and the worker; from an empty environment (no chat model, no suppliers) when omitted. */
+  agentSuppliers?: () => AgentSuppliers;
+  /** The worker's chat model for the outbound agent and training sessions; none (the local template writer) when omitted, never process.env. */
+  chatModel?: () => ChatModel | null;
 }
 
 export async function startTestStack(options: TestStackOptions = {}): Promise<TestStack> {
@@ -56,12 +62,16 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
   const enrichmentProviders = options.enrichmentProviders?.() ?? createEnrichmentProviders({ env: {} });
+  const agentSuppliers = options.agentSuppliers?.() ?? agentSuppliersFrom({});
   const worker = await Worker.create({
     connection: nativeConnection,
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
     // Tests drive each account's line by hand: no housekeeping reads of its own.
-    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow(client, taskQueue, row), housekeeping: {}, enrichmentProviders }),
+    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow(client, taskQueue, row), housekeeping: {}, enrichmentProviders, agentSuppliers,
+      // Tests' IMAP servers listen on 127.0.0.1.
+      mailboxNetwork: { allowPrivateNetworks: true },
+      chatModel: options.chatModel?.() ?? null }),
   });
   const running = worker.run();
   const app = await buildApp({
@@ -70,6 +80,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
     rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60 },
     enrichmentProviders,
+    agentSuppliers,
   });
   options.extendApp?.(app);
   await app.ready();
