@@ -12,7 +12,6 @@ import { isIP } from 'node:net';
 import { isPrivateAddress } from './enrichment-providers/web-page.js';
 import { simpleParser } from 'mailparser';
 import { createHash } from 'node:crypto';
-import nodemailer from 'nodemailer';
 import { z } from 'zod';
 import type postgres from 'postgres';
 import { wakeSequenceContacts } from '../api/sequence-stops.js';
@@ -21,50 +20,6 @@ import { normalizeEmail, normalizeProfileUrl } from '../domain/do-not-contact.js
 import { PnetConversationMessageSchema, PnetInboxThreadSchema, classifyInboundEmail, type Channel, type MessageKind } from '../domain/inbox.js';
 import type { ActionKind } from '../domain/pnet.js';
 import type { ChatModel } from './chat-model.js';
-
-// ---------------------------------------------------------------------------------------------
-// Sending email replies. activities/mailer.ts (sequences) was not there when this was written;
-// this is the small interface replies need, with nodemailer behind it.
-
-export interface OutgoingEmail {
-  from: string;
-  fromName: string | null;
-  to: string;
-  subject: string;
-  text: string;
-  /** Stable and recorded before the send: a retried send repeats this id, never a new message. */
-  messageId: string;
-  inReplyTo: string | null;
-  references: string[];
-}
-
-export interface ReplyMailer {
-  send(email: OutgoingEmail): Promise<void>;
-}
-
-/** SMTP through nodemailer, from a URL such as smtp://user:pass@host:587. */
-export function smtpReplyMailer(url: string): ReplyMailer {
-  const transport = nodemailer.createTransport(url);
-  return {
-    async send(email) {
-      await transport.sendMail({
-        from: email.fromName ? { name: email.fromName, address: email.from } : email.from,
-        to: email.to,
-        subject: email.subject,
-        text: email.text,
-        messageId: email.messageId,
-        ...(email.inReplyTo ? { inReplyTo: email.inReplyTo } : {}),
-        ...(email.references.length ? { references: email.references } : {}),
-      });
-    },
-  };
-}
-
-/** The environment's mailer (SMTP_URL), or null when none is configured. */
-export function replyMailerFrom(env: Record<string, string | undefined>): ReplyMailer | null {
-  const url = env.SMTP_URL?.trim();
-  return url ? smtpReplyMailer(url) : null;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Threads and messages

@@ -1,5 +1,5 @@
 /**
- * Email out of sequences: a small `Mailer` interface, its SMTP transport (nodemailer, from
+ * Email out of sequences and inbox replies: a small `Mailer` interface, its SMTP transport (nodemailer, from
  * `SMTP_URL`), and the sending activity. The receiving server dedupes nothing, so "never twice"
  * is ours: the send is claimed in Postgres (approved -> sending) in the same transaction that reads
  * contact_stop_reason(), and only a claimed send reaches SMTP. A retry that finds the claim
@@ -18,6 +18,9 @@ export interface OutboundEmail {
   text: string;
   /** The same text as HTML, with the open-tracking pixel, when the service has a public address. */
   html?: string;
+  /** A reply's threading headers: the message it answers, and the thread's Message-IDs. */
+  inReplyTo?: string | null;
+  references?: string[];
 }
 
 export interface Mailer {
@@ -43,6 +46,8 @@ export function smtpMailer(url: string, options: { from: string }): Mailer {
         subject: mail.subject,
         text: mail.text,
         ...(mail.html ? { html: mail.html } : {}),
+        ...(mail.inReplyTo ? { inReplyTo: mail.inReplyTo } : {}),
+        ...(mail.references?.length ? { references: mail.references } : {}),
       });
       return { accepted: info.accepted.map(String), response: info.response };
     },

@@ -49,7 +49,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: 10 * 1024 * 1024,
     // A path parameter is judged by its route's schema (404 or 422), not cut off by the router
     // (414) when its percent-encoding runs past Fastify's default 100 characters.
-    maxParamLength: 2048,
+    routerOptions: { maxParamLength: 2048 },
     return503OnClosing: true,
     // A `__proto__` or `constructor` key is dropped rather than the whole body refused: it is
     // never a field of ours, and clients that echo arbitrary objects should not be punished.

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { AgentSuppliers } from '../activities/agent-tools/index.js';
 import type { EnrichmentProviders } from '../activities/enrichment-providers/index.js';
 import type { ChatModel } from '../activities/chat-model.js';
-import type { ReplyMailer } from '../activities/inbox.js';
+import type { Mailer } from '../activities/mailer.js';
 import type { Sql } from '../db/sql.js';
 import type { RateLimitConfig } from './rate-limit.js';
 import type { TokenVerifier } from './tokens.js';
@@ -20,5 +20,5 @@ export interface AppDeps {
   /** What saved agents run on (chat model, search, email finder, ...); built from the process environment when omitted. */
   agentSuppliers?: AgentSuppliers;
   /** The inbox's reply mailer and suggestion writer; from the process environment (SMTP_URL, OPENAI_*) when omitted, null for none. */
-  inbox?: { mailer?: ReplyMailer | null; chatModel?: ChatModel | null };
+  inbox?: { mailer?: Mailer | null; chatModel?: ChatModel | null };
 }

@@ -8,10 +8,10 @@ import {
   modelSuggestion,
   refreshThread,
   templateSuggestion,
-  type ReplyMailer,
   type SuggestionContext,
   type SuggestionDraft,
 } from '../activities/inbox.js';
+import type { Mailer } from '../activities/mailer.js';
 import type { Db, Sql } from '../db/sql.js';
 import { ApiError, notFound } from '../domain/errors.js';
 import {
@@ -271,7 +271,7 @@ export async function peopleOfThreads(db: Db | Sql, workspaceId: string, threadI
 export interface InboxServiceDeps {
   sql: Sql;
   temporal: { client: Client; taskQueue: string };
-  mailer: ReplyMailer | null;
+  mailer: Mailer | null;
   chatModel: ChatModel | null;
 }
 
@@ -364,7 +364,7 @@ export async function sendReply(
   const row = await messageById(sql, saved.id);
   try {
     await deps.mailer.send({
-      from, fromName: settings.reply_from_name, to: thread.contact_email, subject, text: row.body, messageId,
+      messageId, from: { name: settings.reply_from_name, address: from }, to: thread.contact_email, subject, text: row.body,
       inReplyTo: row.in_reply_to, references: row.reference_ids,
     });
   } catch (err) {

@@ -4,7 +4,8 @@ import { SMTPServer } from 'smtp-server';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../activities/chat-model.js';
-import { insertMessage, refreshThread, smtpReplyMailer, upsertThread, type ReplyMailer } from '../activities/inbox.js';
+import { insertMessage, refreshThread, upsertThread } from '../activities/inbox.js';
+import { smtpMailer, type Mailer } from '../activities/mailer.js';
 import { buildApp } from '../api/app.js';
 import { createTokenVerifier } from '../api/tokens.js';
 import { bulkThreadsMax } from '../domain/inbox.js';
@@ -46,14 +47,16 @@ beforeAll(async () => {
   smtp = await startSmtp();
   chat = await serveChatCompletions(() => ({ content: 'Hi Ada,\n\nHappy to talk on Tuesday.\n\nBest' }));
   failingChat = await serveChatCompletions(() => ({ status: 500 }));
-  const real = smtpReplyMailer(smtp.url);
-  const mailer: ReplyMailer = {
+  const real = smtpMailer(smtp.url, { from: 'sequences@ours.example' });
+  const mailer: Mailer = {
+    defaultFrom: real.defaultFrom,
+    domain: real.domain,
     async send(email) {
       if (failNextSend) {
         failNextSend = false;
         throw new Error('451 try again later');
       }
-      await real.send(email);
+      return real.send(email);
     },
   };
   const verifyToken = createTokenVerifier(await resolveTokenConfig(stack.sql, {}));

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { chatModelFrom } from '../../activities/chat-model.js';
-import { replyMailerFrom } from '../../activities/inbox.js';
+import { mailerFrom } from '../../activities/mailer.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
 import {
@@ -94,7 +94,7 @@ export const inboxRoutes =
     const service: InboxServiceDeps = {
       sql,
       temporal: deps.temporal,
-      mailer: deps.inbox?.mailer !== undefined ? deps.inbox.mailer : replyMailerFrom(process.env),
+      mailer: deps.inbox?.mailer !== undefined ? deps.inbox.mailer : mailerFrom(process.env),
       chatModel: deps.inbox?.chatModel !== undefined ? deps.inbox.chatModel : chatModelFrom(process.env),
     };
     const threadOf = async (workspaceId: string, threadId: string) => {
