@@ -40,3 +40,13 @@ export const NameSchema = z
 /** Free text (newlines allowed); Postgres cannot store a NUL character, so the schema refuses it. */
 export const textSchema = (min: number, max: number) =>
   z.string().min(min).max(max).regex(/^[^\u0000]*$/, 'must not contain NUL characters');
+
+/**
+ * An email address we send from or to: a plain pattern rather than the `email` format, so every
+ * client validates it the way the server does (format checkers disagree at the edges), at most
+ * 254 characters (the longest a mail path allows).
+ */
+export const EmailAddressSchema = z
+  .string()
+  .max(254)
+  .regex(/^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$/);

@@ -5,7 +5,7 @@
  * (reply, bounce, auto-reply), how a webhook signature is formed, and the pnet read outcomes.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
+import { EmailAddressSchema, NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
 
 export const ChannelSchema = z.enum(['email', 'pnet']).meta({ id: 'InboxChannel' });
 export type Channel = z.infer<typeof ChannelSchema>;
@@ -23,14 +23,6 @@ export const localTemplateWriterKey = 'local-template-writer';
 export const webhookToleranceSeconds = 300;
 
 const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
-/**
- * An address we send from or read for: a plain pattern rather than the `email` format, so every
- * client validates it the same way the server does.
- */
-const EmailAddressSchema = z
-  .string()
-  .max(320)
-  .regex(/^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$/);
 
 export const LabelSchema = z
   .object({ id: UuidSchema, name: z.string(), color: z.string().nullable(), created_at: TimestampSchema })

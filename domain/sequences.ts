@@ -4,7 +4,7 @@
  * imported by the API, the activities and the workflow alike.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
+import { EmailAddressSchema, NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
 import { SegmentsSchema } from './email-templates.js';
 import { addDays, localDate, localParts, zonedInstant } from './zoned-time.js';
 
@@ -226,7 +226,7 @@ export type AudienceMapping = z.infer<typeof AudienceMappingSchema>;
 export const SequenceSenderSchema = z
   .strictObject({
     sender_profile_id: UuidSchema,
-    from_email: z.email().max(254).nullable().default(null).describe('The mailbox email steps go out from; email steps of a sender without one wait for a person'),
+    from_email: EmailAddressSchema.nullable().default(null).describe('The mailbox email steps go out from; email steps of a sender without one wait for a person'),
     from_name: NameSchema.nullable().default(null).describe('The display name on emails; the sender profile\'s name when null'),
   })
   .meta({ id: 'SequenceSender' });

@@ -143,6 +143,12 @@ describe('sequences', () => {
     const post = (body: object) => api.post('/sequences/', { name: 'Bounds', ...body });
     expect((await post({ name: 'n'.repeat(255) })).statusCode).toBe(201);
     expect((await post({ name: 'n'.repeat(256) })).statusCode).toBe(422);
+    // A sender's address: at most 254 characters, one plain pattern (no label ending in a hyphen).
+    const sender = await api.sender();
+    const address = (length: number) => `${'a'.repeat(length - '@sender.example'.length)}@sender.example`;
+    expect((await post({ senders: [{ sender_profile_id: sender, from_email: address(254) }] })).statusCode).toBe(201);
+    expect((await post({ senders: [{ sender_profile_id: sender, from_email: address(255) }] })).statusCode).toBe(422);
+    expect((await post({ senders: [{ sender_profile_id: sender, from_email: 'me@h-.example' }] })).statusCode).toBe(422);
     const chain = (n: number) => ({
       start: 's0',
       steps: [...Array.from({ length: n - 1 }, (_, i) => ({ id: `s${i}`, type: 'wait', hours: 1, next: i === n - 2 ? 'done' : `s${i + 1}` })), end],
