@@ -52,12 +52,14 @@ const recheckMs = 6 * 3_600_000;
 /** No SMTP configured: the email waits, and is tried again this often. */
 const noMailerRetryMs = 3_600_000;
 
+// Short limits: a worker killed mid-activity stalls its contacts until the attempt times out.
+// A move is a few statements; a send is one SMTP exchange.
 const acts = proxyActivities<SequenceActivities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '2 seconds', maximumInterval: '5 minutes', nonRetryableErrorTypes: ['not_found'] },
 });
 const mail = proxyActivities<MailerActivities>({
-  startToCloseTimeout: '3 minutes',
+  startToCloseTimeout: '1 minute',
   retry: { initialInterval: '10 seconds', maximumInterval: '10 minutes' },
 });
 const agent = proxyActivities<OutboundAgentActivities>({
