@@ -11,11 +11,12 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../worker/ports.js';
 import type { ServeReady } from './serve.js';
 
-export async function startServe(dataDir: string, logFile: string) {
+/** `heapMiB` caps the stack process's V8 heap (`--max-old-space-size`): a run that completes under it used no more. */
+export async function startServe(dataDir: string, logFile: string, options: { heapMiB?: number } = {}) {
   const port = await freePort(3300);
   const out = openSync(logFile, 'a');
   const child = fork(fileURLToPath(new URL('./serve.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
+    execArgv: ['--import', 'tsx', ...(options.heapMiB ? [`--max-old-space-size=${options.heapMiB}`] : [])],
     stdio: ['ignore', out, out, 'ipc'],
     env: {
       ...process.env,
