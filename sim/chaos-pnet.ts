@@ -6,7 +6,7 @@
  * once, and results are posted up to 5 times at once, some naming stale claims. At the end it
  * checks the invariants (chaos-checks.ts), prints the counts, and exits 1 on any violation.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -22,6 +22,7 @@ import { bundleWorkflows } from '../worker/worker.js';
 import { AgentClient } from './agent-client.js';
 import { SimBrowser, formatCounters, sumCounters } from './browser.js';
 import { checkExpiredClaims, checkLedger, checkLine, checkNoOverlap, checkSettles, terminalStatuses, type CheckResult, type StepRowLite } from './chaos-checks.js';
+import { checkLines, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { ClaimObserver } from './claim-observer.js';
 import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';
 import { ServiceProcess } from './service-process.js';
@@ -158,26 +159,8 @@ function readOptions(): Options {
 }
 
 const started = Date.now();
-const say = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
+const say = elapsedSay(started);
 
-/** A process left running by an earlier run that was killed still holds the data folder. */
-async function stopLeftovers(dataDir: string) {
-  const pids = [
-    existsSync(join(dataDir, 'postgres', 'postmaster.pid')) ? Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]) : 0,
-    existsSync(join(dataDir, 'temporal.pid')) ? Number(readFileSync(join(dataDir, 'temporal.pid'), 'utf8')) : 0,
-  ];
-  for (const pid of pids.filter((p) => Number.isInteger(p) && p > 0)) {
-    try {
-      process.kill(pid, 'SIGINT');
-      for (let i = 0; i < 100; i += 1) {
-        process.kill(pid, 0);
-        await sleep(100);
-      }
-    } catch {
-      // gone
-    }
-  }
-}
 
 /** The operator's side of the API (X-API-Key), for setting up accounts and queueing steps. */
 function operatorApi(baseUrl: () => string, apiKey: string) {
@@ -199,59 +182,14 @@ function operatorApi(baseUrl: () => string, apiKey: string) {
   };
 }
 
-async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!, i);
-      }
-    }),
-  );
-  return out;
-}
 
 async function main() {
   const o = readOptions();
   const random = seededRandom(o.seed);
   say(`chaos:pnet: ${o.steps} steps, ${o.accounts} accounts, ${o.browsers} browser(s) each, seed ${o.seed}; data in ${o.dataDir}`);
-  await stopLeftovers(o.dataDir);
-  rmSync(o.dataDir, { recursive: true, force: true });
-  mkdirSync(o.dataDir, { recursive: true });
-  // As root, Postgres runs as its own user, which must reach its data folder.
-  chmodSync(o.dataDir, 0o755);
+  await freshDataDir(o.dataDir);
 
-  // What this run started, stopped in reverse order; anything started after stopping began is
-  // stopped at once.
-  const cleanups: Array<() => Promise<void>> = [];
-  let stopping = false;
-  const onCleanup = (fn: () => Promise<void>) => {
-    if (stopping) void fn().catch(() => undefined);
-    else cleanups.push(fn);
-  };
-  const cleanup = async () => {
-    stopping = true;
-    for (const fn of cleanups.splice(0).reverse()) {
-      const at = Date.now();
-      await fn().catch((error: unknown) => say(`cleanup: ${(error as Error).message}`));
-      if (Date.now() - at > 5000) say(`a cleanup step took ${((Date.now() - at) / 1000).toFixed(1)} s`);
-    }
-  };
-  // Ctrl-C stops everything this run started (Postgres and Temporal share the terminal's process
-  // group and get the Ctrl-C too, so there is no checking a half-run; --seconds bounds a run).
-  const interrupt = (signal: NodeJS.Signals) => {
-    say(`${signal}: stopping everything`);
-    void cleanup().then(() => process.exit(130));
-  };
-  process.once('SIGINT', interrupt);
-  process.once('SIGTERM', interrupt);
-  // Whatever goes wrong, the servers this run started do not outlive it.
-  process.on('unhandledRejection', (error) => {
-    say(`unexpected: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    void cleanup().then(() => process.exit(2));
-  });
+  const { onCleanup, cleanup } = runCleanups(say);
 
   try {
     // Postgres, Temporal and the workflow bundle, side by side.
@@ -509,12 +447,7 @@ async function main() {
       `database poller    ${observer.samples} samples, ${observed.length} distinct claims seen`,
       timings(log),
       '',
-      ...checks.flatMap((c) => [
-        `${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.summary}`,
-        ...c.violations.slice(0, 20).map((v) => `        violation: ${v}`),
-        ...(c.violations.length > 20 ? [`        ... and ${c.violations.length - 20} more`] : []),
-        ...c.notes.map((n) => `        note: ${n}`),
-      ]),
+      ...checkLines(checks),
       '',
       `logs: ${join(o.dataDir, 'worker.log')}, ${join(o.dataDir, 'api.log')}`,
     ];

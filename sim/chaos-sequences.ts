@@ -18,7 +18,7 @@
  *     as `replied` (only a contact that replied), and every send Postgres calls confirmed-sent
  *     really reached the sink.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
@@ -32,6 +32,8 @@ import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { startTemporalDevServer, type TemporalDevServerHandle } from '../worker/temporal-dev-server.js';
 import { projectRoot } from '../worker/tools.js';
 import { bundleWorkflows } from '../worker/worker.js';
+import type { CheckResult } from './chaos-checks.js';
+import { checkLines, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { UsageError, numberFlag, seededRandom } from './cli.js';
 import { ServiceProcess } from './service-process.js';
 import { startSmtpSink, type SinkMessage, type SmtpSink } from './smtp-sink.js';
@@ -181,19 +183,6 @@ export async function enrolRows(
   return answers.flat();
 }
 
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!, i);
-      }
-    }),
-  );
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The fault run
@@ -276,26 +265,8 @@ function readOptions(): Options {
 }
 
 const started = Date.now();
-const say = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
+const say = elapsedSay(started);
 
-/** A process left running by an earlier run that was killed still holds the data folder. */
-async function stopLeftovers(dataDir: string) {
-  const pids = [
-    existsSync(join(dataDir, 'postgres', 'postmaster.pid')) ? Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]) : 0,
-    existsSync(join(dataDir, 'temporal.pid')) ? Number(readFileSync(join(dataDir, 'temporal.pid'), 'utf8')) : 0,
-  ];
-  for (const pid of pids.filter((p) => Number.isInteger(p) && p > 0)) {
-    try {
-      process.kill(pid, 'SIGINT');
-      for (let i = 0; i < 100; i += 1) {
-        process.kill(pid, 0);
-        await sleep(100);
-      }
-    } catch {
-      // gone
-    }
-  }
-}
 
 /**
  * This run's instrumentation, in its own database: when each send was claimed for SMTP (with the
@@ -325,13 +296,6 @@ async function installAudit(sql: Sql) {
   `);
 }
 
-export interface CheckResult {
-  name: string;
-  ok: boolean;
-  summary: string;
-  violations: string[];
-  notes: string[];
-}
 
 interface SendRow {
   id: string;
@@ -486,33 +450,9 @@ async function main() {
   const o = readOptions();
   const random = seededRandom(o.seed);
   say(`chaos:sequences: ${o.contacts} contacts, ${o.emails} emails${o.waitMinutes ? ` ${o.waitMinutes} min apart` : ' back to back'}, ${o.senders} senders, seed ${o.seed}; data in ${o.dataDir}`);
-  await stopLeftovers(o.dataDir);
-  rmSync(o.dataDir, { recursive: true, force: true });
-  mkdirSync(o.dataDir, { recursive: true });
-  // As root, Postgres runs as its own user, which must reach its data folder.
-  chmodSync(o.dataDir, 0o755);
+  await freshDataDir(o.dataDir);
 
-  // What this run started, stopped in reverse order; anything started after stopping began is stopped at once.
-  const cleanups: Array<() => Promise<void>> = [];
-  let stopping = false;
-  const onCleanup = (fn: () => Promise<void>) => {
-    if (stopping) void fn().catch(() => undefined);
-    else cleanups.push(fn);
-  };
-  const cleanup = async () => {
-    stopping = true;
-    for (const fn of cleanups.splice(0).reverse()) await fn().catch((error: unknown) => say(`cleanup: ${(error as Error).message}`));
-  };
-  const interrupt = (signal: NodeJS.Signals) => {
-    say(`${signal}: stopping everything`);
-    void cleanup().then(() => process.exit(130));
-  };
-  process.once('SIGINT', interrupt);
-  process.once('SIGTERM', interrupt);
-  process.on('unhandledRejection', (error) => {
-    say(`unexpected: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    void cleanup().then(() => process.exit(2));
-  });
+  const { onCleanup, cleanup } = runCleanups(say);
 
   try {
     const startPostgres = async () => {
@@ -706,12 +646,7 @@ async function main() {
       `emails             ${counts.messages} taken by the sink, ${counts.sends} sends recorded; ${counts.unconfirmed} unconfirmed`,
       `replies            ${replyPlan.size} planned, ${replies.recorded} recorded (${replies.posted} posts, ${replies.failed} given up)`,
       '',
-      ...checks.flatMap((c) => [
-        `${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.summary}`,
-        ...c.violations.slice(0, 20).map((v) => `        violation: ${v}`),
-        ...(c.violations.length > 20 ? [`        ... and ${c.violations.length - 20} more`] : []),
-        ...c.notes.map((n) => `        note: ${n}`),
-      ]),
+      ...checkLines(checks),
       '',
       `logs: ${join(o.dataDir, 'worker.log')}, ${join(o.dataDir, 'api.log')}`,
     ];
