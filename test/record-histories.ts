@@ -23,6 +23,49 @@ import { cancelColumnRunSignal, columnRunWorkflow, rowsAddedSignal } from '../wo
 import { accountChangedSignal, senderAccountWorkflow } from '../workflows/sender-account.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
+import type { AgentDecision, AgentRunActivities, ProfileReadQueued, RecordedStep } from '../activities/agent-run.js';
+import { toSession, viewOf, type SessionRow, type TrainingActivities, type TrainingAnswer } from '../activities/training-sessions.js';
+import type { InboxActivities, MailboxPollResult } from '../activities/inbox.js';
+import {
+  beginWrite,
+  discardChanges,
+  draftProposal,
+  giveVerdict,
+  landFirstWrite,
+  landRewrite,
+  liveStatuses,
+  moveTo,
+  newDoc,
+  readyToPropose,
+  TrainingRefusal,
+  withProposal,
+  type TrainingMessage,
+  type TrainingVerdict,
+  type Transition,
+} from '../domain/training-sessions.js';
+import {
+  agentExampleRunWorkflowId,
+  agentRunWorkflow,
+  agentTrainingWorkflow,
+  agentTrainingWorkflowId,
+  cancelAgentRunUpdate,
+  pnetStepSettledSignal,
+} from '../workflows/agent-run.js';
+import {
+  applyProposalUpdate,
+  discardChangesUpdate,
+  giveVerdictUpdate,
+  trainingSessionWorkflow,
+  trainingSessionWorkflowId,
+  trainingStateQuery,
+  type TrainingWorkflowState,
+} from '../workflows/training-session.js';
+import type { ContactAction, SequenceActivities } from '../activities/sequences.js';
+import type { OutboundAgentActivities, WriteStepMessageResult } from '../activities/outbound-agent.js';
+import type { MailerActivities } from '../activities/mailer.js';
+import { sequenceContactWorkflowId } from '../domain/sequences.js';
+import { sequenceContactStateQuery, sequenceContactWorkflow, sequenceFeedWorkflow, sequenceFeedWorkflowId, wakeContactSignal } from '../workflows/sequence-contact.js';
+import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/mailbox-poll.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -34,6 +77,263 @@ const claims = new Map<string, number>();
 let releaseSlowRows: () => void = () => {};
 const slowRows = new Promise<void>((resolve) => (releaseSlowRows = resolve));
 let slowStarted = 0;
+// Agent runs: each run's model answers are scripted by run id; the tools answer as the real
+// activities would (a step recorded, a profile read queued or refused), without a database.
+const decision = (action: AgentDecision['action'], args: Record<string, unknown> = {}, extra: Partial<AgentDecision> = {}): AgentDecision => ({
+  action,
+  thought: `Next: ${action}.`,
+  args,
+  values: null,
+  problem: null,
+  ...extra,
+});
+const finish = (values: Record<string, unknown>) => decision('finish', {}, { values });
+const agentScripts: Record<string, { maxSteps: number; decisions: AgentDecision[] }> = {
+  // A search, an answer that was no usable step, a profile read woken by its step's settling, the answer.
+  'run-researched': {
+    maxSteps: 4,
+    decisions: [
+      decision('search', { query: 'Ada Lovelace Analytical Engines Ltd' }),
+      decision('finish', {}, { problem: 'The answer was not a JSON object.' }),
+      decision('read_pnet_profile', { profile_url: 'https://pnet.example/in/ada' }),
+      finish({ title: 'Founder' }),
+    ],
+  },
+  // The profile read is refused (not offered); the next tool is past the step bound, so the run fails.
+  'run-tool-refused': {
+    maxSteps: 1,
+    decisions: [decision('read_pnet_profile', { profile_url: 'https://pnet.example/in/ada' }), decision('scrape', { url: 'https://example.com' })],
+  },
+  // Waits on a profile read that never settles; a person cancels it.
+  'run-cancelled-waiting': { maxSteps: 2, decisions: [decision('read_pnet_profile', { profile_url: 'https://pnet.example/in/bob' })] },
+  'run-example-1': { maxSteps: 2, decisions: [decision('scrape', { url: 'https://example.com/about' }), finish({ title: 'CTO' })] },
+  'run-example-2': { maxSteps: 2, decisions: [finish({ title: null })] },
+};
+const agentRunStatus = new Map<string, 'running' | 'completed' | 'failed' | 'cancelled'>();
+const profileReadsQueued = new Map<string, () => void>();
+const profileReadQueued = (runId: string) => new Promise<void>((resolve) => profileReadsQueued.set(runId, resolve));
+const queuedReads = { researched: profileReadQueued('run-researched'), cancelled: profileReadQueued('run-cancelled-waiting') };
+const endRun = (runId: string, status: 'completed' | 'failed' | 'cancelled') => {
+  const now = agentRunStatus.get(runId) ?? 'running';
+  if (now !== 'running') return now;
+  agentRunStatus.set(runId, status);
+  return status;
+};
+const agentRunFakes = {
+  beginAgentRun: async ({ runId }: { runId: string }) => {
+    agentRunStatus.set(runId, 'running');
+    return { state: 'go' as const, maxSteps: agentScripts[runId]!.maxSteps, plain: false };
+  },
+  decideAgentStep: async ({ runId, n }: { runId: string; n: number }) => agentScripts[runId]!.decisions[n]!,
+  runAgentTool: async ({ n, decision: d }: { n: number; decision: AgentDecision }): Promise<RecordedStep> => ({ n, action: d.action, outcome: 'completed' }),
+  queueProfileRead: async ({ runId, n }: { runId: string; n: number }): Promise<ProfileReadQueued> => {
+    profileReadsQueued.get(runId)?.();
+    if (runId === 'run-tool-refused') return { state: 'recorded', step: { n, action: 'read_pnet_profile', outcome: 'refused' } };
+    return { state: 'waiting', stepId: `step-${runId}-${n}` };
+  },
+  recordProfileRead: async ({ n, timedOut }: { n: number; timedOut: boolean }): Promise<RecordedStep> => ({
+    n,
+    action: 'read_pnet_profile',
+    outcome: timedOut ? 'failed' : 'completed',
+  }),
+  finishAgentRun: async ({ runId }: { runId: string }) => endRun(runId, 'completed'),
+  failAgentRun: async ({ runId }: { runId: string }) => endRun(runId, 'failed'),
+  cancelAgentRun: async ({ runId }: { runId: string }) => endRun(runId, 'cancelled'),
+  scoreTrainingRun: async () => undefined,
+} satisfies Partial<AgentRunActivities>;
+
+// Training sessions: the session row lives in memory and moves by the same pure transitions the
+// real activities apply under their compare-and-set; the writer is a template. The write of the
+// second contact waits for `releaseSecondWrite`, so a note arrives while it is under way.
+const trainingSessionId = '00000000-0000-4000-8000-000000000010';
+const sampleIds = ['00000000-0000-4000-8000-000000000011', '00000000-0000-4000-8000-000000000012', '00000000-0000-4000-8000-000000000013'];
+const trainingSlots = [
+  { slot_key: 'opener', kind: 'email' as const, prompt: 'Write a short first email.' },
+  { slot_key: 'follow_up', kind: 'email' as const, prompt: 'Follow up once, briefly.' },
+];
+const sessions = new Map<string, SessionRow>([
+  [
+    trainingSessionId,
+    {
+      id: trainingSessionId,
+      workspace_id: 'w',
+      sequence_id: '00000000-0000-4000-8000-00000000001a',
+      agent_id: '00000000-0000-4000-8000-00000000001b',
+      base_version: 1,
+      applied_version: null,
+      revision: 1,
+      status: 'running',
+      error: '',
+      note_waiting: false,
+      doc: newDoc(
+        sampleIds.map((id, i) => ({ record_id: id, person: { name: `Person ${i + 1}` }, label: `Person ${i + 1}`, fields: [], profile_mismatch: false })),
+        2,
+      ),
+      created_at: new Date('2026-01-01T00:00:00.000Z'),
+    },
+  ],
+]);
+let releaseSecondWrite: () => void = () => {};
+const secondWrite = new Promise<void>((resolve) => (releaseSecondWrite = resolve));
+let secondWriteStarted = false;
+const trainingAnswer = (row: SessionRow): TrainingAnswer => ({ session: toSession(row), view: viewOf(row) });
+function mutateSession(sessionId: string, expected: number | undefined, change: (t: Transition) => Transition, inside?: (row: SessionRow) => void): SessionRow {
+  const row = sessions.get(sessionId);
+  if (!row) throw ApplicationFailure.nonRetryable('Training session not found.', 'not_found');
+  if (expected !== undefined && row.revision !== expected) {
+    throw ApplicationFailure.nonRetryable(`The session is at revision ${row.revision}, not ${expected}; read it again and retry.`, 'conflict');
+  }
+  let next: Transition;
+  try {
+    next = change({ head: { status: row.status, note_waiting: row.note_waiting, error: row.error }, doc: row.doc });
+  } catch (error) {
+    throw error instanceof TrainingRefusal ? ApplicationFailure.nonRetryable(error.message, error.code) : error;
+  }
+  const written: SessionRow = { ...row, ...next.head, doc: next.doc, revision: row.revision + 1 };
+  inside?.(written);
+  sessions.set(sessionId, written);
+  return written;
+}
+const templateMessage = (slot: (typeof trainingSlots)[number], i: number, recordId: string, label: string): TrainingMessage => ({
+  id: `00000000-0000-4000-8000-0000000001${String(sampleIds.indexOf(recordId) + 1)}${i}`,
+  kind: slot.kind,
+  title: slot.slot_key,
+  timing: i === 0 ? 'first message' : `follow-up ${i}`,
+  subject: i === 0 ? 'Hello' : null,
+  body: `Hi ${label}, ${slot.prompt}`,
+  authored: true,
+  conditional: false,
+  edited_body: null,
+  edited_subject: null,
+  error: null,
+  facts_used: [],
+  note: null,
+  previous_body: null,
+  previous_subject: null,
+  reasoning: 'From the research brief.',
+  reply_to_step_id: null,
+  steps: [],
+  proposed_body: null,
+  proposed_error: null,
+  proposed_subject: null,
+  send: { alone: true, reason: null, doubt: null },
+  proposed_send: null,
+  model_key: 'local-template-writer',
+});
+const trainingStep = (action: string, detail: string) => ({ action, detail, duration_ms: 5, observation: '2 of 2 messages written by the local template writer.', outcome: 'completed', thought: '' });
+const trainingFakes = {
+  beginTrainingSession: async ({ sessionId }: { sessionId: string }) => {
+    const row = sessions.get(sessionId)!;
+    const ids = (states: string[]) => row.doc.contacts.filter((c) => states.includes(c.state)).map((c) => c.record_id);
+    return { ...trainingAnswer(row), toWrite: ids(['waiting_write', 'writing']), toRewrite: ids(['rewrite_queued', 'rewriting']) };
+  },
+  writeTrainingContact: async ({ sessionId, recordId }: { sessionId: string; recordId: string }) => {
+    const begun = mutateSession(sessionId, undefined, (t) => {
+      if (!liveStatuses.includes(t.head.status)) throw new TrainingRefusal(`The session is ${t.head.status}.`);
+      return beginWrite(t, recordId);
+    });
+    const contact = begun.doc.contacts.find((c) => c.record_id === recordId)!;
+    const rewrite = contact.state === 'rewriting' && contact.messages.length > 0;
+    if (recordId === sampleIds[1] && !rewrite) {
+      secondWriteStarted = true;
+      await secondWrite;
+    }
+    const landed = mutateSession(sessionId, undefined, (t) => {
+      if (!rewrite) {
+        const messages = trainingSlots.map((slot, i) => templateMessage(slot, i, recordId, contact.label));
+        return landFirstWrite(t, recordId, messages, { research_brief: [], sources: [] }, trainingStep('write_messages', contact.label));
+      }
+      const rewrites: Parameters<typeof landRewrite>[2] = new Map(
+        contact.messages.map((m) => [m.id, { subject: m.subject, body: `${m.body} (rewritten)`, error: null, send: m.send, reasoning: 'From the note.', facts_used: [] }]),
+      );
+      return landRewrite(t, recordId, rewrites, trainingStep('rewrite_messages', contact.label));
+    });
+    return trainingAnswer(landed);
+  },
+  recordTrainingError: async ({ sessionId }: { sessionId: string }) => trainingAnswer(sessions.get(sessionId)!),
+  finishInitialWrites: async ({ sessionId }: { sessionId: string }) =>
+    trainingAnswer(mutateSession(sessionId, undefined, (t) => (t.head.status === 'running' ? moveTo(t, ['running'], 'reviewing', 'start reviewing') : t))),
+  recordVerdict: async (input: { sessionId: string; request: TrainingVerdict; writingOther: boolean }) =>
+    trainingAnswer(mutateSession(input.sessionId, input.request.expected_revision, (t) => giveVerdict(t, input.request, input.writingOther))),
+  discardTrainingChanges: async (input: { sessionId: string; expectedRevision: number }) =>
+    trainingAnswer(mutateSession(input.sessionId, input.expectedRevision, discardChanges)),
+  proposeTrainingUpdate: async ({ sessionId }: { sessionId: string }) => {
+    let row = sessions.get(sessionId)!;
+    if (row.status === 'reviewing' && readyToPropose({ head: row, doc: row.doc })) row = mutateSession(sessionId, undefined, (t) => moveTo(t, ['reviewing'], 'proposing', 'propose'));
+    if (row.status !== 'proposing') return trainingAnswer(row);
+    const proposal = draftProposal({ head: row, doc: row.doc }, trainingSlots, row.revision, '00000000-0000-4000-8000-00000000001c');
+    return trainingAnswer(mutateSession(sessionId, undefined, (t) => withProposal(t, proposal, trainingStep('propose_update', proposal.summary))));
+  },
+  applyTrainingProposal: async (input: { sessionId: string; expectedRevision: number }) =>
+    trainingAnswer(mutateSession(input.sessionId, input.expectedRevision, (t) => moveTo(t, ['proposed'], 'completed', 'apply a proposal'), (row) => (row.applied_version = 2))),
+  abandonTrainingSession: async (input: { sessionId: string; expectedRevision: number }) =>
+    trainingAnswer(mutateSession(input.sessionId, input.expectedRevision, (t) => moveTo(t, ['proposed'], 'abandoned', 'abandon a proposal'))),
+  closeTrainingSession: async (input: { sessionId: string; expectedRevision?: number }) =>
+    trainingAnswer(mutateSession(input.sessionId, input.expectedRevision, (t) => moveTo(t, liveStatuses, 'abandoned', 'be closed'))),
+} satisfies Partial<TrainingActivities>;
+
+// Mailbox polls, in order: more waiting (read again at once), then read up; the third poll ends the
+// run (continue-as-new); the next run reads once, is asked to read now, and finds the mailbox off.
+const mailboxAnswers: MailboxPollResult['state'][] = ['polled', 'polled', 'failed', 'polled', 'disabled'];
+let mailboxPolls = 0;
+const mailboxFakes = {
+  pollMailbox: async (): Promise<MailboxPollResult> => {
+    const state = mailboxAnswers[mailboxPolls] ?? 'disabled';
+    const more = mailboxPolls === 0;
+    mailboxPolls += 1;
+    return { state, recorded: state === 'polled' ? 2 : 0, more, pollSeconds: 60, uidValidity: 7, lastUid: 2 * mailboxPolls };
+  },
+} satisfies Partial<InboxActivities>;
+// A sequence contact on a graph `first` (email the outbound agent writes) -> wait 1 day -> `second`
+// (a template email) -> wait 2 days -> end, moved as advanceSequenceContact would: a wait's end is
+// computed from the workflow's `now`, and once a reply is recorded the next look stops the contact.
+const contactSteps = ['first', 'wait-1', 'second', 'wait-2', 'end'] as const;
+const contact = { step: 0, written: false, sends: new Map<string, 'approved' | 'sent'>(), waitUntil: null as string | null, replied: false, advances: 0 };
+let feedReads = 0;
+const sequenceFakes = {
+  advanceSequenceContact: async ({ now }: { contactId: string; now: string }): Promise<ContactAction> => {
+    contact.advances += 1;
+    if (contact.replied) return { kind: 'done', status: 'stopped', reason: 'replied' };
+    const step = contactSteps[contact.step]!;
+    const moveOn = (): ContactAction => {
+      contact.step += 1;
+      contact.waitUntil = null;
+      return { kind: 'next' };
+    };
+    if (step === 'end') return { kind: 'done', status: 'completed', reason: null };
+    if (step.startsWith('wait')) {
+      contact.waitUntil ??= new Date(Date.parse(now) + (step === 'wait-1' ? 1 : 2) * 86_400_000).toISOString();
+      return Date.parse(contact.waitUntil) <= Date.parse(now) ? moveOn() : { kind: 'wait', reason: 'timer', until: contact.waitUntil };
+    }
+    const send = contact.sends.get(step);
+    if (send === 'sent') return moveOn();
+    if (send === 'approved') return { kind: 'send_email', sendId: `send-${step}` };
+    if (step === 'first') {
+      return {
+        kind: 'write',
+        stepId: step,
+        version: 1,
+        input: { workspaceId: 'w', agentId: 'agent-1', sequenceId: 'sequence-1', contactKey: 'email:ada@example.com', slotKey: 'opener', kind: 'email', contact: { name: 'Ada', email: 'ada@example.com', fields: {} } },
+      };
+    }
+    contact.sends.set(step, 'approved'); // the template's message, approved (automatic mode)
+    return { kind: 'next' };
+  },
+  writeStepMessage: async (): Promise<WriteStepMessageResult> => ({ messageId: 'message-1', subject: 'Hello Ada', body: 'Hi Ada, …', needsReview: false, reason: null }),
+  recordWrittenMessage: async ({ stepId }: { stepId: string }) => void contact.sends.set(stepId, 'approved'),
+  sendSequenceEmail: async ({ sendId }: { sendId: string }) => {
+    contact.sends.set(sendId.replace(/^send-/, ''), 'sent');
+    return { outcome: 'sent' as const, reason: null };
+  },
+  // The feed: a full batch (read again at once), the rest, then feeding switched off.
+  feedSequence: async () => {
+    feedReads += 1;
+    return [
+      { feeding: true, enrolled: 500, more: true },
+      { feeding: true, enrolled: 3, more: false },
+    ][feedReads - 1] ?? { feeding: false, enrolled: 0, more: false };
+  },
+} satisfies Partial<SequenceActivities & OutboundAgentActivities & MailerActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -68,6 +368,10 @@ const worker = await Worker.create({
     },
     failEnrichmentCell: async () => undefined,
     finishColumnRun: async ({ outcome }: { outcome: string }) => ({ finished: true, status: outcome }),
+    ...agentRunFakes,
+    ...trainingFakes,
+    ...mailboxFakes,
+    ...sequenceFakes,
   },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
@@ -136,6 +440,93 @@ await worker.runUntil(async () => {
   await cancelledRun.signal(cancelColumnRunSignal);
   releaseSlowRows();
   await cancelledRun.result();
+  // Agent runs: researched and finished (a profile read woken by its settling signal); a refused
+  // tool and the step bound failing the run; a run cancelled while it waits on a profile read.
+  const researched = await env.client.workflow.start(agentRunWorkflow, {
+    taskQueue, workflowId: 'agent-run/column-1/row-1/run-researched', args: [{ runId: 'run-researched', workspaceId: 'w' }],
+  });
+  await queuedReads.researched;
+  await researched.signal(pnetStepSettledSignal, { stepId: 'step-run-researched-2' });
+  await researched.result();
+  const refusedTool = await env.client.workflow.start(agentRunWorkflow, {
+    taskQueue, workflowId: 'agent-run/column-1/row-2/run-tool-refused', args: [{ runId: 'run-tool-refused', workspaceId: 'w' }],
+  });
+  await refusedTool.result();
+  const cancelledAgent = await env.client.workflow.start(agentRunWorkflow, {
+    taskQueue, workflowId: 'agent-run/column-1/row-3/run-cancelled-waiting', args: [{ runId: 'run-cancelled-waiting', workspaceId: 'w' }],
+  });
+  await queuedReads.cancelled;
+  await cancelledAgent.executeUpdate(cancelAgentRunUpdate);
+  await cancelledAgent.result();
+  const agentTraining = await env.client.workflow.start(agentTrainingWorkflow, {
+    taskQueue,
+    workflowId: agentTrainingWorkflowId('training-1'),
+    args: [{
+      trainingRunId: 'training-1',
+      workspaceId: 'w',
+      runs: ['run-example-1', 'run-example-2'].map((runId, i) => ({ runId, workflowId: agentExampleRunWorkflowId('training-1', `example-${i + 1}`) })),
+    }],
+  });
+  await agentTraining.result();
+
+  // A training session: a note on the first contact while the second is being written (its rewrite
+  // comes before the third write), the rewrite discarded, a note and a kept rewrite on the second,
+  // Looks good twice, the proposal drafted and applied.
+  const training = await env.client.workflow.start(trainingSessionWorkflow, {
+    taskQueue,
+    workflowId: trainingSessionWorkflowId(trainingSessionId),
+    args: [{ sessionId: trainingSessionId, workspaceId: 'w', sequenceId: '00000000-0000-4000-8000-00000000001a' }],
+  });
+  const trainingState = () => training.query(trainingStateQuery);
+  const until = async (done: (s: TrainingWorkflowState) => boolean) => {
+    while (!done(await trainingState())) await new Promise((resolve) => setTimeout(resolve, 50));
+  };
+  const [first, second] = sampleIds as [string, string, string];
+  while (!secondWriteStarted) await new Promise((resolve) => setTimeout(resolve, 50));
+  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: first, verdict: 'note', note: 'Shorter, please.' }] });
+  releaseSecondWrite();
+  await until((s) => s.view?.status === 'reviewing');
+  const afterDiscard = await training.executeUpdate(discardChangesUpdate, { args: [{ expectedRevision: (await trainingState()).view!.revision }] });
+  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: second, verdict: 'note', note: 'Mention the event.', expected_revision: afterDiscard.revision }] });
+  await until((s) => s.view?.contacts[second] === 'awaiting_verdict' && s.writing === null);
+  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: second, verdict: 'looks_good' }] });
+  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: first, verdict: 'looks_good' }] });
+  await until((s) => s.view?.status === 'proposed');
+  await training.executeUpdate(applyProposalUpdate, { args: [{ expectedRevision: (await trainingState()).view!.revision }] });
+  await training.result();
+
+  // A mailbox: polls until the run's bound (an interval between), continues as new, then stops.
+  const mailbox = await env.client.workflow.start(mailboxPollWorkflow, {
+    taskQueue, workflowId: mailboxPollWorkflowId('00000000-0000-4000-8000-000000000020'), args: [{ mailboxId: '00000000-0000-4000-8000-000000000020', workspaceId: 'w', pollsPerRun: 3 }],
+  });
+  const mailboxState = () => env.client.workflow.getHandle(mailbox.workflowId).query(mailboxPollStateQuery);
+  while ((await mailboxState().catch(() => null))?.waiting !== 'interval') await new Promise((resolve) => setTimeout(resolve, 50));
+  await env.sleep('61 seconds'); // the interval passes: the third poll ends the run
+  while (mailboxPolls < 4 || (await mailboxState().catch(() => null))?.waiting !== 'interval') await new Promise((resolve) => setTimeout(resolve, 50));
+  await env.client.workflow.getHandle(mailbox.workflowId).signal(pollMailboxNowSignal);
+  await mailbox.result();
+  const mailboxFirstRun = env.client.workflow.getHandle(mailbox.workflowId, mailbox.firstExecutionRunId);
+
+  // A sequence contact: the agent writes the first email, it is sent, a day's wait passes, the
+  // second email goes, and a reply during the next wait stops the contact (the wake signal).
+  const sequenceContact = await env.client.workflow.start(sequenceContactWorkflow, {
+    taskQueue,
+    workflowId: sequenceContactWorkflowId('sequence-1', 'contact-1'),
+    args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w' }],
+  });
+  const contactPhase = async () => (await sequenceContact.query(sequenceContactStateQuery)).phase;
+  const waitingAt = async (step: (typeof contactSteps)[number]) => contactSteps[contact.step] === step && (await contactPhase()) === 'waiting';
+  while (!(await waitingAt('wait-1'))) await new Promise((resolve) => setTimeout(resolve, 50));
+  await env.sleep('25 hours'); // the day's wait ends
+  while (!(await waitingAt('wait-2'))) await new Promise((resolve) => setTimeout(resolve, 50));
+  contact.replied = true; // the inbox recorded a reply, and wakes the contact
+  await sequenceContact.signal(wakeContactSignal);
+  await sequenceContact.result();
+  const sequenceFeed = await env.client.workflow.start(sequenceFeedWorkflow, {
+    taskQueue, workflowId: sequenceFeedWorkflowId('sequence-1'), args: [{ sequenceId: 'sequence-1', pollSeconds: 30 }],
+  });
+  await sequenceFeed.result(); // the poll interval passes (time skips), and the third read finds feeding off
+
   const histories = [
     ['column-run-completed-with-failure', columnRun],
     ['column-run-cancelled', cancelledRun],
@@ -145,6 +536,15 @@ await worker.runUntil(async () => {
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
     ['browser-step-approved-then-cancelled', step],
+    ['agent-run-researched-then-finished', researched],
+    ['agent-run-tool-refused-then-failed', refusedTool],
+    ['agent-run-cancelled-while-waiting', cancelledAgent],
+    ['agent-training-two-examples', agentTraining],
+    ['training-session-note-discard-apply', training],
+    ['mailbox-poll-continued-as-new', mailboxFirstRun],
+    ['mailbox-poll-stopped', mailbox],
+    ['sequence-contact-sent-waited-replied', sequenceContact],
+    ['sequence-feed-batches-then-off', sequenceFeed],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).
