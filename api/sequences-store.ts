@@ -585,6 +585,7 @@ interface SendRow {
   body: string;
   edited: boolean;
   message_id: string;
+  unconfirmed: boolean;
   decided_at: Date | null;
   sent_at: Date | null;
   created_at: Date;
@@ -606,6 +607,7 @@ export function toApproval(r: SendRow): Approval {
     body: r.body,
     edited: r.edited,
     message_id: r.message_id,
+    unconfirmed: r.unconfirmed,
     decided_at: iso(r.decided_at),
     sent_at: iso(r.sent_at),
     created_at: r.created_at.toISOString(),
@@ -613,7 +615,15 @@ export function toApproval(r: SendRow): Approval {
 }
 
 /** Messages waiting for a person, less those a paused sequence or contact holds. */
-export async function listApprovals(db: Db, workspaceId: string, q: { sequence_id?: string | undefined; limit: number }) {
+export async function listApprovals(db: Db, workspaceId: string, q: { sequence_id?: string | undefined; unconfirmed: boolean; limit: number }) {
+  if (q.unconfirmed) {
+    const sent = await db<SendRow[]>`
+      select m.* from sequence_sends m
+      where m.workspace_id = ${workspaceId} and m.status = 'sent' and m.unconfirmed
+        ${q.sequence_id ? db`and m.sequence_id = ${q.sequence_id}` : db``}
+      order by m.sent_at desc, m.id limit ${q.limit}`;
+    return sent.map(toApproval);
+  }
   const rows = await db<SendRow[]>`
     select m.* from sequence_sends m
     join sequence_contacts c on c.id = m.contact_id

@@ -401,6 +401,12 @@ export const ApprovalSchema = z
     body: z.string(),
     edited: z.boolean(),
     message_id: z.string(),
+    unconfirmed: z
+      .boolean()
+      .describe(
+        'Sent, but the worker stopped between claiming it and the mail server answering: it may not have arrived. Never resent on its own ' +
+          '(a second copy is worse); list these with `unconfirmed=true` to check with the contact',
+      ),
     decided_at: TimestampSchema.nullable(),
     sent_at: TimestampSchema.nullable(),
     created_at: TimestampSchema,
@@ -410,6 +416,11 @@ export type Approval = z.infer<typeof ApprovalSchema>;
 export const ApprovalListSchema = z.object({ approvals: z.array(ApprovalSchema).describe('Oldest first') }).meta({ id: 'SequenceApprovalList' });
 export const ApprovalListQuerySchema = z.object({
   sequence_id: UuidSchema.optional(),
+  unconfirmed: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true')
+    .describe('true: instead of the messages waiting for a person, the sent ones whose delivery is unconfirmed, newest first'),
   limit: z.coerce.number().int().min(1).max(approvalsPageMax).default(50),
 });
 export const ApproveRequestSchema = z

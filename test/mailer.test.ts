@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMailerActivities, smtpMailer, type Mailer } from '../activities/mailer.js';
 import { messageIdOf } from '../domain/sequences.js';
 import { sequencesApi, startSmtpServer, type SequencesApi } from './support/sequences.js';
-import { useStackWithWorkspaces, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 // The SMTP server starts first: the stack's worker reads SMTP_URL when it is built.
 let smtp: Awaited<ReturnType<typeof startSmtpServer>>;
@@ -131,6 +131,11 @@ describe('sequence email through SMTP', () => {
     expect(receivedBy('lost-ack@example.com').map((m) => m.messageId)).toEqual([messageId]);
     const [send] = await stack.sql`select status, unconfirmed from sequence_sends where id = ${sendId}`;
     expect(send).toEqual({ status: 'sent', unconfirmed: true });
+    // A person finds it: on the record, and in the queue's list of unconfirmed sends.
+    const read = (url: string) => stack.app.inject({ method: 'GET', url, headers: withKey(paid.apiKey) }).then((r) => r.json());
+    expect(await read(`/sequences/approvals/${sendId}/`)).toMatchObject({ status: 'sent', unconfirmed: true, message_id: messageId });
+    expect((await read('/sequences/approvals/?unconfirmed=true')).approvals.map((a: { id: string }) => a.id)).toEqual([sendId]);
+    expect((await read('/sequences/approvals/')).approvals.map((a: { id: string }) => a.id)).not.toContain(sendId);
   });
 
   it('re-checks the person in the transaction that claims the send: a reply recorded just before means no send', async () => {
