@@ -50,6 +50,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // A path parameter is judged by its route's schema (404 or 422), not cut off by the router
     // (414) when its percent-encoding runs past Fastify's default 100 characters.
     routerOptions: { maxParamLength: 2048 },
+    // Repeated query parameters at their documented most (200 CSV `map` entries, about 10 KiB)
+    // plus ordinary headers must reach the schemas (422 past a bound), not Node's 16 KiB header
+    // limit (an undocumented 431).
+    http: { maxHeaderSize: 64 * 1024 },
     return503OnClosing: true,
     // A `__proto__` or `constructor` key is dropped rather than the whole body refused: it is
     // never a field of ours, and clients that echo arbitrary objects should not be punished.

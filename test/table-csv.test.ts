@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { csvBytesMax } from '../domain/tables.js';
+import { randomUUID } from 'node:crypto';
+import { csvBytesMax, csvMapMax } from '../domain/tables.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
@@ -54,6 +55,26 @@ const exported = async (tableId: string, query = '') => {
 };
 
 describe('CSV upload', () => {
+  it('judges the most map entries, and one more, by its schema over real HTTP, not by a header-size limit', async () => {
+    const table = await api.table({ name: 'Many maps' });
+    const address = await stack.app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const post = (entries: number) =>
+        fetch(`${address}/tables/${table.id}/csv/?${Array.from({ length: entries }, () => `map=${randomUUID()}%3A999`).join('&')}`, {
+          method: 'POST',
+          headers: { ...withKey(paid.apiKey), 'content-type': 'text/csv', 'x-padding': 'p'.repeat(8000) },
+          body: 'a\n1\n',
+        });
+      // At the bound the ids are unknown columns (409); past it the query itself is refused (422).
+      expect((await post(csvMapMax)).status).toBe(409);
+      const past = await post(csvMapMax + 1);
+      expect(past.status).toBe(422);
+      expect(((await past.json()) as { issues: { loc: string[] }[] }).issues[0]!.loc).toEqual(['query', 'map']);
+    } finally {
+      await stack.app.server.close();
+    }
+  });
+
   it('reads quoted fields with delimiters, doubled quotes and line breaks, and makes a column per header', async () => {
     const { table, report } = await imported('Name,Note\n"Lovelace, Ada","She said ""hi"""\n"Multi\nline",plain\n');
     expect(report).toMatchObject({ lines_read: 4, rows_added: 2, rejected_count: 0, rejected: [] });
