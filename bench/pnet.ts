@@ -31,7 +31,7 @@ import { createSql, type Sql } from '../db/sql.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
 import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';
-import { pidFromFile, startServe } from './stack.js';
+import { startBenchStack } from './stack.js';
 
 const browsersWanted = Number(process.env.BENCH_BROWSERS ?? 3000);
 const windowSeconds = Number(process.env.BENCH_SECONDS ?? 60);
@@ -306,30 +306,10 @@ async function main() {
   chmodSync(dataDir, 0o755);
   const logFile = `${dataDir}.log`;
   log(`starting the stack (DATA_DIR ${dataDir}, log ${logFile})`);
-  const serve = await startServe(dataDir, logFile).catch((error: unknown) => {
-    rmSync(dataDir, { recursive: true, force: true });
-    process.stderr.write(`${(error as Error).message}\n${readFileSync(logFile, 'utf8').slice(-3000)}\n`);
-    process.exit(1);
-  });
-  // Ctrl-C still stops the stack (Postgres and Temporal included) before exiting.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      log(`${signal}: stopping the stack`);
-      void serve.stop().finally(() => {
-        rmSync(dataDir, { recursive: true, force: true });
-        process.exit(130);
-      });
-    });
-  }
+  const { serve, pids } = await startBenchStack(dataDir, logFile, log);
   const sql = createSql(serve.databaseUrl, { max: 8 });
   const connection = await Connection.connect({ address: serve.temporalAddress });
   const temporal = new Client({ connection });
-  const pids = {
-    api: serve.pid,
-    postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')),
-    temporal: pidFromFile(join(dataDir, 'temporal.pid')),
-    bench: process.pid,
-  };
   const snap = () => cpuSnapshot(pids);
   let failed = false;
   try {

@@ -33,7 +33,7 @@ import { mapLimit } from '../sim/chaos-run.js';
 import { enrolRows, httpApi, setUpOutreach } from '../sim/chaos-sequences.js';
 import { startSmtpSink } from '../sim/smtp-sink.js';
 import { cpuPercent, cpuSnapshot, type Component } from './cpu.js';
-import { pidFromFile, startServe } from './stack.js';
+import { startBenchStack } from './stack.js';
 
 const contactsWanted = Number(process.env.BENCH_CONTACTS ?? 10_000);
 const emails = Number(process.env.BENCH_EMAILS ?? 5);
@@ -70,30 +70,10 @@ async function main() {
   process.env.SMTP_URL = sink.url;
   process.env.SMTP_FROM = 'outreach@bench.example';
   log(`starting the stack (DATA_DIR ${dataDir}, log ${logFile}); SMTP sink at ${sink.url}`);
-  const serve = await startServe(dataDir, logFile).catch(async (error: unknown) => {
-    await sink.close();
-    rmSync(dataDir, { recursive: true, force: true });
-    process.stderr.write(`${(error as Error).message}\n${readFileSync(logFile, 'utf8').slice(-3000)}\n`);
-    process.exit(1);
-  });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      log(`${signal}: stopping the stack`);
-      void serve.stop().finally(() => {
-        rmSync(dataDir, { recursive: true, force: true });
-        process.exit(130);
-      });
-    });
-  }
+  const { serve, pids } = await startBenchStack(dataDir, logFile, log, { onFailure: () => sink.close() });
   const sql = createSql(serve.databaseUrl, { max: 4 });
   const connection = await Connection.connect({ address: serve.temporalAddress });
   const temporal = new Client({ connection });
-  const pids = {
-    api: serve.pid,
-    postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')),
-    temporal: pidFromFile(join(dataDir, 'temporal.pid')),
-    bench: process.pid,
-  };
   const peak = { api: 0, temporal: 0 };
   const sampler = setInterval(() => {
     peak.api = Math.max(peak.api, memory(pids.api).rss);

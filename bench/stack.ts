@@ -4,7 +4,7 @@
  * Postgres or Temporal left behind by a stack that died on its way down.
  */
 import { fork } from 'node:child_process';
-import { existsSync, openSync, readFileSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -82,3 +82,38 @@ export function pidFromFile(file: string): number | undefined {
   return Number.isInteger(pid) && pid > 0 ? pid : undefined;
 }
 
+
+/**
+ * A benchmark's stack: started (or the run ends here with the tail of its log), stopped on Ctrl-C
+ * with its data folder removed, and the pids whose CPU and memory a benchmark reads.
+ */
+export async function startBenchStack(
+  dataDir: string,
+  logFile: string,
+  log: (line: string) => void,
+  options: { heapMiB?: number; onFailure?: () => Promise<void> } = {},
+) {
+  const serve = await startServe(dataDir, logFile, options).catch(async (error: unknown) => {
+    await options.onFailure?.();
+    rmSync(dataDir, { recursive: true, force: true });
+    process.stderr.write(`${(error as Error).message}\n${readFileSync(logFile, 'utf8').slice(-3000)}\n`);
+    process.exit(1);
+  });
+  // Ctrl-C still stops the stack (Postgres and Temporal included) before exiting.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping the stack`);
+      void serve.stop().finally(() => {
+        rmSync(dataDir, { recursive: true, force: true });
+        process.exit(130);
+      });
+    });
+  }
+  const pids = {
+    api: serve.pid,
+    postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')),
+    temporal: pidFromFile(join(dataDir, 'temporal.pid')),
+    bench: process.pid,
+  };
+  return { serve, pids };
+}
