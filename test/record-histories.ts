@@ -545,6 +545,11 @@ await worker.runUntil(async () => {
     ['mailbox-poll-stopped', mailbox],
     ['sequence-contact-sent-waited-replied', sequenceContact],
     ['sequence-feed-batches-then-off', sequenceFeed],
+    // The same scenarios after the step transitions and contact moves became local activities.
+    ['browser-step-local-retried-then-cancelled', failed],
+    ['browser-step-local-claimed-lapsed-then-settled', claimed],
+    ['browser-step-local-approved-then-cancelled', step],
+    ['sequence-contact-local-sent-waited-replied', sequenceContact],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

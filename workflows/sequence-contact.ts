@@ -14,7 +14,9 @@ import {
   continueAsNew,
   defineQuery,
   defineSignal,
+  patched,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   upsertMemo,
   workflowInfo,
@@ -54,9 +56,16 @@ const noMailerRetryMs = 3_600_000;
 
 // Short limits: a worker killed mid-activity stalls its contacts until the attempt times out.
 // A move is a few statements; a send is one SMTP exchange.
-const acts = proxyActivities<SequenceActivities>({
+const moveRetry = { initialInterval: '2 seconds', maximumInterval: '5 minutes', nonRetryableErrorTypes: ['not_found'] };
+const acts = proxyActivities<SequenceActivities>({ startToCloseTimeout: '30 seconds', retry: moveRetry });
+/**
+ * A move (advance, record a written message) is a few SQL statements: as a local activity it runs
+ * inside the workflow task that asked for it, one task instead of a task, an activity task and
+ * another task per move. Histories recorded before the patch used `acts` for them.
+ */
+const moves = proxyLocalActivities<Pick<SequenceActivities, 'advanceSequenceContact' | 'recordWrittenMessage'>>({
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '2 seconds', maximumInterval: '5 minutes', nonRetryableErrorTypes: ['not_found'] },
+  retry: moveRetry,
 });
 const mail = proxyActivities<MailerActivities>({
   startToCloseTimeout: '1 minute',
@@ -75,6 +84,7 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     woken = true;
   });
   setHandler(sequenceContactStateQuery, () => view);
+  const move = patched('local-contact-moves') ? moves : acts;
 
   const showWait = (wait: SequenceContactView['wait']) => {
     if (view.wait?.reason === wait?.reason && view.wait?.until === wait?.until) return;
@@ -94,7 +104,7 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     // Cleared before the read, so a wake arriving while it runs is seen afterwards.
     woken = false;
     view.phase = 'advancing';
-    const action: ContactAction = await acts.advanceSequenceContact({ contactId: input.contactId, now: workflowNow().toISOString() });
+    const action: ContactAction = await move.advanceSequenceContact({ contactId: input.contactId, now: workflowNow().toISOString() });
     switch (action.kind) {
       case 'done':
         view.phase = action.status;
@@ -112,7 +122,7 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
           // The agent could not write it: a person writes it in the approval queue instead.
           written = { messageId: '', subject: null, body: '', needsReview: true, reason: `agent_failed: ${error.cause?.message ?? error.message}` };
         }
-        await acts.recordWrittenMessage({ contactId: input.contactId, stepId: action.stepId, version: action.version, written });
+        await move.recordWrittenMessage({ contactId: input.contactId, stepId: action.stepId, version: action.version, written });
         continue;
       }
       case 'send_email': {
