@@ -61,16 +61,21 @@ const acts = proxyActivities<SequenceActivities>({ startToCloseTimeout: '30 seco
 /**
  * A move (advance, record a written message) is a few SQL statements: as a local activity it runs
  * inside the workflow task that asked for it, one task instead of a task, an activity task and
- * another task per move. Histories recorded before the patch used `acts` for them.
+ * another task per move. Histories recorded before the patch used `acts` (and `mail`) for them.
  */
 const moves = proxyLocalActivities<Pick<SequenceActivities, 'advanceSequenceContact' | 'recordWrittenMessage'>>({
   startToCloseTimeout: '30 seconds',
   retry: moveRetry,
 });
-const mail = proxyActivities<MailerActivities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '10 seconds', maximumInterval: '10 minutes' },
-});
+const mailRetry = { initialInterval: '10 seconds', maximumInterval: '10 minutes' };
+const mail = proxyActivities<MailerActivities>({ startToCloseTimeout: '1 minute', retry: mailRetry });
+/**
+ * A send is one SMTP exchange to the relay, short enough to run inside the workflow task too, so
+ * an email step (advance, send, advance, wait) is one task. At most once holds as before: the
+ * send is claimed in SQL before the exchange, and a re-run (a killed worker's task run again)
+ * finds the claim and records the email unconfirmed instead of sending it twice.
+ */
+const localMail = proxyLocalActivities<MailerActivities>({ startToCloseTimeout: '1 minute', retry: mailRetry });
 const agent = proxyActivities<OutboundAgentActivities>({
   startToCloseTimeout: '10 minutes',
   retry: { initialInterval: '10 seconds', maximumInterval: '10 minutes', maximumAttempts: 5 },
@@ -84,7 +89,9 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     woken = true;
   });
   setHandler(sequenceContactStateQuery, () => view);
-  const move = patched('local-contact-moves') ? moves : acts;
+  const local = patched('local-contact-moves');
+  const move = local ? moves : acts;
+  const send = local ? localMail : mail;
 
   const showWait = (wait: SequenceContactView['wait']) => {
     if (view.wait?.reason === wait?.reason && view.wait?.until === wait?.until) return;
@@ -127,7 +134,7 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
       }
       case 'send_email': {
         view.phase = 'sending';
-        const sent = await mail.sendSequenceEmail({ sendId: action.sendId });
+        const sent = await send.sendSequenceEmail({ sendId: action.sendId });
         if (sent.outcome === 'no_mailer') {
           showWait({ reason: 'no_mailer', until: new Date(workflowNow().getTime() + noMailerRetryMs).toISOString() });
           await sleep(noMailerRetryMs);
