@@ -18,6 +18,8 @@
  *           contacts are still under way, its projection to the end of the sequence (the most
  *           events per step passed among the histories read, times the steps of the sequence);
  * and the peak resident memory of the API+worker process and of Temporal, sampled from /proc.
+ * Before enrolling it measures the server's own ceiling: BENCH_BASELINE_STARTS (2,000) bare starts
+ * of a workflow no worker runs, with the search attributes a contact's workflow carries.
  * Duplicate Message-IDs at the sink are counted too (there must be none).
  */
 import { Client, Connection } from '@temporalio/client';
@@ -34,6 +36,7 @@ import { enrolRows, httpApi, setUpOutreach } from '../sim/chaos-sequences.js';
 import { startSmtpSink } from '../sim/smtp-sink.js';
 import { cpuPercent, cpuSnapshot, type Component } from './cpu.js';
 import { startBenchStack } from './stack.js';
+import { ContactIdKey, SequenceIdKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
 
 const contactsWanted = Number(process.env.BENCH_CONTACTS ?? 10_000);
 const emails = Number(process.env.BENCH_EMAILS ?? 5);
@@ -58,6 +61,25 @@ function memory(pid: number | undefined): { rss: number; hwm: number } {
   } catch {
     return { rss: 0, hwm: 0 };
   }
+}
+
+const baselineStarts = Number(process.env.BENCH_BASELINE_STARTS ?? 2000);
+
+/** Starts `count` workflows on a task queue no worker polls: what one start costs the server alone. */
+async function bareStarts(client: Client, count: number, concurrency: number): Promise<{ seconds: number }> {
+  const keys = [WorkspaceIdKey, SequenceIdKey, ContactIdKey];
+  const t = performance.now();
+  await mapLimit(
+    Array.from({ length: count }, (_, i) => i),
+    concurrency,
+    (i) =>
+      client.workflow.start('benchBareStart', {
+        taskQueue: 'bench-bare-starts',
+        workflowId: `bench-bare-start/${i}`,
+        typedSearchAttributes: keys.map((key) => ({ key, value: `bare-${i}` })),
+      }),
+  );
+  return { seconds: (performance.now() - t) / 1000 };
 }
 
 async function main() {
@@ -93,6 +115,11 @@ async function main() {
       label: 'Bench',
     });
     log(`audience of ${n(setup.rows.length)} rows, ${setup.senders.length} senders and a ${emails}-email sequence (waits of ${waitMinutes} min) in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+
+    // The server's own ceiling: bare starts of a workflow nobody runs (a task queue without a
+    // worker), with the three search attributes a contact's workflow carries, from this process.
+    const baseline = await bareStarts(temporal, baselineStarts, 64);
+    log(`baseline: ${n(baselineStarts)} bare workflow starts in ${baseline.seconds.toFixed(1)} s (${n(baselineStarts / baseline.seconds)}/s)`);
 
     // Enrolment: every row through the API; each answer means the contact is recorded and its workflow started.
     const idle = memory(pids.api).rss;
@@ -174,6 +201,7 @@ async function main() {
     const rows: string[][] = [
       [`enrolment of ${n(enrolled)} contacts (recorded + workflow started)`, `${enrolSeconds.toFixed(1)} s`, `< ${enrolTargetSeconds.toFixed(0)} s`, ratio(enrolSeconds, enrolTargetSeconds), met(enrolSeconds < enrolTargetSeconds)],
       ['enrolments per second', n(enrolled / enrolSeconds), `> ${n(targets.enrolContacts / targets.enrolSeconds)}`, ratio(enrolled / enrolSeconds, targets.enrolContacts / targets.enrolSeconds), met(enrolled / enrolSeconds > targets.enrolContacts / targets.enrolSeconds)],
+      [`  baseline: bare workflow starts per second on the same server (${n(baselineStarts)}, no worker)`, n(baselineStarts / baseline.seconds), '', `enrolment ${ratio(enrolled / enrolSeconds, baselineStarts / baseline.seconds)}`, ''],
       [`sequence steps executed per second (emails, waits, ends; ${n(stepsExecuted)} in ${runSecondsMeasured.toFixed(0)} s)`, (stepsExecuted / runSecondsMeasured).toFixed(1), '', '', ''],
       [`emails taken by the SMTP sink per second (${n(sink.messages.length)} over ${emailWindow.toFixed(0)} s)`, emailWindow > 0 ? (sink.messages.length / emailWindow).toFixed(1) : 'n/a', '', '', ''],
       [`contacts completed within the run`, `${n(completed)} of ${n(enrolled)}`, '', '', completed < enrolled ? `the rest still going after ${runSeconds} s (BENCH_SECONDS)` : ''],
