@@ -1,5 +1,7 @@
 /** Starting and waking sequence contact workflows from the API (and the inbox's stop path). */
 import type { Client } from '@temporalio/client';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../db/sql.js';
 import { sequenceContactWorkflowId } from '../domain/sequences.js';
 import {
   sequenceContactWorkflow,
@@ -77,4 +79,23 @@ export async function wakeFeed(client: Client, taskQueue: string, sequence: { id
       { key: SequenceIdKey, value: sequence.id },
     ],
   });
+}
+
+/**
+ * Rows were added to a table: the feeds of the sequences it feeds look at once instead of at their
+ * next poll. A feed that cannot be woken now still reads the rows at that poll.
+ */
+export async function wakeFeedsOfTable(
+  deps: { sql: Db; temporal: { client: Client; taskQueue: string }; log: FastifyBaseLogger },
+  workspaceId: string,
+  tableId: string,
+  added: number,
+): Promise<void> {
+  if (added === 0) return;
+  const fed = await deps.sql<{ id: string; workspace_id: string }[]>`
+    select id, workspace_id from sequences
+    where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;
+  for (const sequence of fed) {
+    await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence).catch((err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'));
+  }
 }

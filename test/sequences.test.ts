@@ -317,6 +317,25 @@ describe('sequences', () => {
     expect((await api.get(`/sequences/${seq.id}/contacts/`)).json().contacts).toHaveLength(1);
   });
 
+  it('enrols a row added to a feeding table at once, not at the next poll of its feed', async () => {
+    const feedAudience = await api.audience();
+    process.env.SEQUENCE_FEED_POLL_SECONDS = '600';
+    try {
+      const seq = await api.sequence({ audience_table_id: feedAudience.tableId, audience_mapping: feedAudience.mapping, feed_new_rows: true, graph: oneEmail });
+      await new Promise((r) => setTimeout(r, 1500)); // the feed has looked once and sleeps its 10 minutes
+      const added = await feedAudience.addRow({ email: `woken-${Date.now()}@example.com` });
+      const deadline = Date.now() + 15_000;
+      let contacts: { row_id: string }[] = [];
+      while (Date.now() < deadline && contacts.length === 0) {
+        await new Promise((r) => setTimeout(r, 200));
+        contacts = (await api.get(`/sequences/${seq.id}/contacts/`)).json().contacts;
+      }
+      expect(contacts.map((c) => c.row_id)).toEqual([added]);
+    } finally {
+      process.env.SEQUENCE_FEED_POLL_SECONDS = '1';
+    }
+  });
+
   it('refuses a graph naming an email template of another workspace', async () => {
     const other = await stack.createWorkspace('paid');
     const foreign = (await stack.app.inject({ method: 'POST', url: '/sequences/templates/', headers: withKey(other.apiKey), payload: { name: 'Theirs' } })).json();

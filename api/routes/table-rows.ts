@@ -24,6 +24,7 @@ import {
 } from '../../domain/tables.js';
 import { runNewRows } from '../column-runs-store.js';
 import { runNewAgentRows } from '../agent-run-client.js';
+import { wakeFeedsOfTable } from '../sequence-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import { exportCsv, importCsv } from '../table-csv.js';
@@ -58,6 +59,7 @@ export const tableRowRoutes =
         const row = await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
         await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
+        await wakeFeedsOfTable({ sql, temporal, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
         return reply.code(201).send(row);
       },
     );
@@ -93,6 +95,7 @@ export const tableRowRoutes =
         const result = await bulkCreateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
         await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
+        await wakeFeedsOfTable({ sql, temporal, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
         return result;
       },
     );
@@ -205,6 +208,7 @@ export const tableRowRoutes =
         const report = await importCsv(sql, workspaceId, request.params.table_id, body, request.query);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
         await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
+        await wakeFeedsOfTable({ sql, temporal, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
         return report;
       },
     );
