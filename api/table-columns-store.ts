@@ -115,7 +115,7 @@ export async function createColumn(sql: Sql, workspaceId: string, tableId: strin
       const id = row!.id;
       if (input.position !== undefined) await placeColumn(tx, tableId, id, input.position);
       const columns = await loadColumns(tx, tableId);
-      if (input.kind === 'formula') await recomputeFormulas(tx, tableId, columns, { columnIds: new Set([id]) });
+      if (input.kind === 'formula') await recomputeFormulas(tx, tableId, columns, { columnIds: new Set([id]), fresh: true });
       return toColumn(columns.byId.get(id)!, columns);
     });
   } catch (error) {

@@ -8,10 +8,12 @@
  *   formula  adds a formula column over two input columns (computed for every row in the request);
  *   grid     pages through GET /tables/{id}/rows/ at 1,000 rows a page;
  *   export   streams GET /tables/{id}/csv/ and counts its lines.
- * It prints rows per second for each, and the API process's peak resident memory above its level
- * before the step. The API process (API and worker) runs with its V8 heap capped at BENCH_HEAP_MIB
- * (256 MiB): every step at 100,000 rows completing under the same cap as at 10,000 is what shows
- * memory flat in the row count (resident memory alone mostly shows when the collector ran).
+ * It prints rows per second for each, the API process's peak resident memory above its level
+ * before the step, and the CPU seconds the API process and Postgres spent on it (on a shared
+ * machine the rates move with the load; the CPU a step costs moves much less). The API process
+ * (API and worker) runs with its V8 heap capped at BENCH_HEAP_MIB (256 MiB): every step at
+ * 100,000 rows completing under the same cap as at 10,000 is what shows memory flat in the row
+ * count (resident memory alone mostly shows when the collector ran).
  */
 import { createReadStream, createWriteStream, chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -22,7 +24,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { createSql } from '../db/sql.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
-import { startServe } from './stack.js';
+import { cpuSnapshot } from './cpu.js';
+import { pidFromFile, startServe } from './stack.js';
 
 const largeRows = Number(process.env.BENCH_ROWS ?? 100_000);
 const smallRows = Number(process.env.BENCH_SMALL_ROWS ?? 10_000);
@@ -32,17 +35,42 @@ const heapMiB = Number(process.env.BENCH_HEAP_MIB ?? 256);
 
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
-/** Resident memory of a process, in MiB, sampled every 50 ms while `work` runs: the peak above the level before. */
-async function withPeakMemory<T>(pid: number, work: () => Promise<T>): Promise<{ result: T; seconds: number; peakMiB: number }> {
+interface Step {
+  seconds: number;
+  peakMiB: number;
+  /** CPU seconds spent during the step by the API process (API and worker) and by Postgres. */
+  apiCpu: number;
+  postgresCpu: number;
+}
+
+/**
+ * Resident memory of a process, in MiB, sampled every 50 ms while `work` runs: the peak above the
+ * level before; and the CPU the API process and Postgres spent meanwhile.
+ */
+async function withPeakMemory<T>(
+  pid: number,
+  others: { postgres: number | undefined; temporal: number | undefined },
+  work: () => Promise<T>,
+): Promise<{ result: T } & Step> {
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  // Postgres and Temporal are children of the API process: counted apart, not as its own.
+  const cpu = () => cpuSnapshot({ api: pid, postgres: others.postgres, temporal: others.temporal, bench: undefined });
   const before = rss();
+  const cpuBefore = cpu();
   let peak = before;
   const timer = setInterval(() => (peak = Math.max(peak, rss())), 50);
   const started = performance.now();
   try {
     const result = await work();
     peak = Math.max(peak, rss());
-    return { result, seconds: (performance.now() - started) / 1000, peakMiB: Math.max(0, peak - before) };
+    const cpuAfter = cpu();
+    return {
+      result,
+      seconds: (performance.now() - started) / 1000,
+      peakMiB: Math.max(0, peak - before),
+      apiCpu: cpuAfter.api - cpuBefore.api,
+      postgresCpu: cpuAfter.postgres - cpuBefore.postgres,
+    };
   } finally {
     clearInterval(timer);
   }
@@ -67,10 +95,10 @@ async function writeCsv(file: string, rows: number): Promise<number> {
 
 interface Figures {
   rows: number;
-  import: { seconds: number; peakMiB: number };
-  formula: { seconds: number; peakMiB: number };
-  grid: { seconds: number; peakMiB: number };
-  export: { seconds: number; peakMiB: number };
+  import: Step;
+  formula: Step;
+  grid: Step;
+  export: Step;
   csvMiB: number;
 }
 
@@ -80,6 +108,7 @@ async function main() {
   log(`starting the stack in ${dataDir}`);
   const serve = await startServe(dataDir, join(dataDir, 'stack.log'), { heapMiB });
   const sql = createSql(serve.databaseUrl, { max: 2 });
+  const stackPids = { postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')), temporal: pidFromFile(join(dataDir, 'temporal.pid')) };
   let failed = false;
   const results: Figures[] = [];
   try {
@@ -104,7 +133,7 @@ async function main() {
       const table = await api<{ id: string }>('POST', '/tables/', { name: `Bench ${rows}` });
       log(`${rows} rows: importing ${(bytes / 2 ** 20).toFixed(1)} MiB`);
 
-      const imported = await withPeakMemory(serve.pid, async () => {
+      const imported = await withPeakMemory(serve.pid, stackPids, async () => {
         const res = await request(`${serve.apiUrl}/tables/${table.id}/csv/`, {
           method: 'POST',
           headers: { ...headers, 'content-type': 'text/csv', 'content-length': String(bytes) },
@@ -118,7 +147,7 @@ async function main() {
       });
 
       log(`${rows} rows: formula column`);
-      const formula = await withPeakMemory(serve.pid, () =>
+      const formula = await withPeakMemory(serve.pid, stackPids, () =>
         api('POST', `/tables/${table.id}/columns/`, { kind: 'formula', name: 'Label', formula: 'concat(upper({first_name}), " at ", {company}, " / ", {employees} * 2)' }),
       );
       const sample = await api<{ rows: { computed: Record<string, { value: unknown }> }[] }>('GET', `/tables/${table.id}/rows/?limit=1&offset=${rows - 1}`);
@@ -126,7 +155,7 @@ async function main() {
       if (!labels.some((v) => typeof v === 'string' && v.includes(' at Company '))) throw new Error(`the last row has no formula value: ${JSON.stringify(sample).slice(0, 300)}`);
 
       log(`${rows} rows: paging the grid`);
-      const grid = await withPeakMemory(serve.pid, async () => {
+      const grid = await withPeakMemory(serve.pid, stackPids, async () => {
         let seen = 0;
         for (let offset = 0; ; offset += pageSize) {
           const page = await api<{ rows: unknown[] }>('GET', `/tables/${table.id}/rows/?limit=${pageSize}&offset=${offset}`);
@@ -137,7 +166,7 @@ async function main() {
       });
 
       log(`${rows} rows: export`);
-      const exported = await withPeakMemory(serve.pid, async () => {
+      const exported = await withPeakMemory(serve.pid, stackPids, async () => {
         const res = await request(`${serve.apiUrl}/tables/${table.id}/csv/`, { headers, headersTimeout: 0, bodyTimeout: 0 });
         if (res.statusCode !== 200) throw new Error(`export answered ${res.statusCode}`);
         let lines = 0;
@@ -185,15 +214,15 @@ function printTable(results: Figures[]) {
     `Machine: ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; rows of 7 fields (${large.csvMiB.toFixed(1)} MiB CSV at ${n(large.rows)} rows); ` +
       `API process heap capped at ${heapMiB} MiB, every step completed under it at both sizes`,
     '',
-    `| Step | rows/s at ${n(large.rows)} | target | ratio | rows/s at ${n(small.rows)} | peak memory above idle at ${n(large.rows)} / at ${n(small.rows)} (ratio) |`,
-    '|---|---|---|---|---|---|',
+    `| Step | rows/s at ${n(large.rows)} | target | ratio | rows/s at ${n(small.rows)} | peak memory above idle at ${n(large.rows)} / at ${n(small.rows)} (ratio) | CPU s at ${n(large.rows)}: API / Postgres |`,
+    '|---|---|---|---|---|---|---|',
   ];
   for (const k of ['import', 'formula', 'grid', 'export'] as const) {
     const target = targets[k];
     const memRatio = small[k].peakMiB > 0 ? (large[k].peakMiB / small[k].peakMiB).toFixed(2) : 'n/a';
     lines.push(
       `| ${k} | ${n(rate(large, k))} | ${target ? n(target) : '-'} | ${target ? `${(rate(large, k) / target).toFixed(2)}×` : '-'} | ${n(rate(small, k))} | ` +
-        `${large[k].peakMiB.toFixed(0)} MiB / ${small[k].peakMiB.toFixed(0)} MiB (${memRatio}) |`,
+        `${large[k].peakMiB.toFixed(0)} MiB / ${small[k].peakMiB.toFixed(0)} MiB (${memRatio}) | ${large[k].apiCpu.toFixed(2)} / ${large[k].postgresCpu.toFixed(2)} |`,
     );
   }
   process.stdout.write(`\n${lines.join('\n')}\n`);

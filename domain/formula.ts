@@ -228,12 +228,13 @@ export function compileFormula(stored: string, columnExists: (id: string) => boo
   } catch (error) {
     return failed(brief(`The formula cannot be read: ${(error as Error).message}`));
   }
+  const names = refs.map((_, i) => `ref_${i}`);
   return {
     refs,
     error: null,
     evaluate(values) {
       const scope: Record<string, CellValue> = {};
-      values.forEach((value, i) => (scope[`ref_${i}`] = value));
+      for (let i = 0; i < values.length; i += 1) scope[names[i]!] = values[i]!;
       try {
         return asCellValue(code.evaluate(scope));
       } catch (error) {
@@ -314,6 +315,22 @@ export function evaluateRow(plan: FormulaPlan, read: (columnId: string) => CellV
     outcomes.set(id, failed ? { state: 'error', error: `{${plan.names.get(failed)}} has an error.` } : compiled.evaluate(values));
   }
   return outcomes;
+}
+
+/**
+ * The part of a plan that computes these formula columns: them and the formulas they read, in
+ * the same order. A pass over one column then evaluates no unrelated formula.
+ */
+export function planFor(plan: FormulaPlan, wanted: Iterable<string>): FormulaPlan {
+  const refs = new Map(plan.order.map((f) => [f.id, f.compiled.refs]));
+  const needed = new Set<string>();
+  const visit = (id: string) => {
+    if (needed.has(id)) return;
+    needed.add(id);
+    for (const ref of refs.get(id) ?? []) visit(ref);
+  };
+  for (const id of wanted) visit(id);
+  return { ...plan, order: plan.order.filter((f) => needed.has(f.id)) };
 }
 
 /** The formula columns that must be computed again when these columns change (themselves included). */
