@@ -61,17 +61,58 @@ export async function loadAccount(db: Db, accountId: string, forUpdate = false):
   return row;
 }
 
-export async function usageOf(db: Db, row: AccountRow, now: Date): Promise<Usage[]> {
+/** The account columns its usage reads. */
+export type UsageAccount = Pick<AccountRow, 'id' | 'timezone' | 'connected_at' | 'limits'>;
+
+export async function usageOf(db: Db, row: UsageAccount, now: Date): Promise<Usage[]> {
   const today = formatLocalDate(localDate(now, row.timezone));
   const weekStart = localWeekStart(now, row.timezone);
   const weekEnd = formatLocalDate(addDays(weekStart, 6));
-  const counts = await db<{ limit_kind: string; today: number; week: number }[]>`
+  const counts = await db<UsageCount[]>`
     select limit_kind,
       coalesce(sum(used) filter (where local_date = ${today}::date), 0)::int as today,
       sum(used)::int as week
     from pnet_usage
     where account_id = ${row.id} and local_date between ${formatLocalDate(weekStart)}::date and ${weekEnd}::date
     group by limit_kind`;
+  return usageFrom(row, counts, now);
+}
+
+interface UsageCount {
+  limit_kind: string;
+  today: number;
+  week: number;
+}
+
+/**
+ * The days whose usage rows can matter at `now` in any time zone (a local date is within a day of
+ * UTC's, its week within six more): a statement that reads the account and its zone at once (the
+ * check-in) reads these rows and leaves the zone's arithmetic to usageFromDays.
+ */
+export function usageDaysAround(now: Date): { from: string; to: string } {
+  const utc = { year: now.getUTCFullYear(), month: now.getUTCMonth() + 1, day: now.getUTCDate() };
+  return { from: formatLocalDate(addDays(utc, -8)), to: formatLocalDate(addDays(utc, 8)) };
+}
+
+/** usageOf from the account's usage rows of usageDaysAround(now): the same sums, counted here. */
+export function usageFromDays(row: UsageAccount, days: { local_date: string; limit_kind: string; used: number }[], now: Date): Usage[] {
+  const today = formatLocalDate(localDate(now, row.timezone));
+  const weekStart = localWeekStart(now, row.timezone);
+  const from = formatLocalDate(weekStart);
+  const to = formatLocalDate(addDays(weekStart, 6));
+  const counts = new Map<string, UsageCount>();
+  for (const d of days) {
+    // ISO dates compare as strings.
+    if (d.local_date < from || d.local_date > to) continue;
+    const c = counts.get(d.limit_kind) ?? { limit_kind: d.limit_kind, today: 0, week: 0 };
+    c.week += d.used;
+    if (d.local_date === today) c.today += d.used;
+    counts.set(d.limit_kind, c);
+  }
+  return usageFrom(row, [...counts.values()], now);
+}
+
+function usageFrom(row: UsageAccount, counts: UsageCount[], now: Date): Usage[] {
   const byKind = new Map(counts.map((c) => [c.limit_kind, c]));
   const days = row.connected_at ? Math.floor((now.getTime() - row.connected_at.getTime()) / 86_400_000) : null;
   const share = warmUpShare(days);
@@ -84,4 +125,3 @@ export async function usageOf(db: Db, row: AccountRow, now: Date): Promise<Usage
     weekly_limit: effectiveLimit(limits[weeklyKey(kind)]!, share),
   }));
 }
-

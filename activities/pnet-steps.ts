@@ -13,6 +13,7 @@ import { recordCheck } from './pnet-checks.js';
 import { recordPnetRead } from './inbox.js';
 import { holdAtCheckpoint } from './sender-account.js';
 import { workingWindow } from '../domain/pnet-pacing.js';
+import { claimLeaseSeconds } from '../domain/pnet-timing.js';
 import { formatLocalDate, localDate } from '../domain/zoned-time.js';
 import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './pnet-accounts.js';
@@ -341,11 +342,27 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
      * to a browser that looks first), else it fails with claim_expired for a person to retry; the
      * third cut-off ends it as interrupted_repeatedly. A failure returns the credit hold.
      */
-    async expireClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
+    /**
+     * The lease timer fired. A claim its running browser renewed since (`lease_renewed_at`, written
+     * by check-ins) lives on: the answer is `claimed` with the lease's new end, and the workflow
+     * sleeps to it. `now` is the workflow's clock (histories before it passed none).
+     */
+    async expireClaim({
+      stepId,
+      claimedAt,
+      now,
+    }: {
+      stepId: string;
+      claimedAt: string;
+      now?: string;
+    }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null; leaseUntil?: string }> {
       return sql.begin(async (tx) => {
-        const [step] = await tx<StepRow[]>`
+        const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
           select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
         if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
+        const renewedAt = Math.max(step.claimed_at!.getTime(), step.lease_renewed_at?.getTime() ?? 0);
+        const leaseUntil = renewedAt + claimLeaseSeconds * 1000;
+        if (leaseUntil > (now ? Date.parse(now) : Date.now())) return { status: 'claimed', leaseUntil: new Date(leaseUntil).toISOString() };
         const [account] = await tx<{ resume_enabled: boolean }[]>`select resume_enabled from pnet_accounts where id = ${step.account_id}`;
         const cutOffs = step.cut_offs + 1;
         const [status, errorCode]: [StoredStepStatus, StepErrorCode | null] = housekeepingKinds.has(step.kind)

@@ -6,13 +6,13 @@
 import type { Db, Sql } from '../db/sql.js';
 import type { StepRow } from '../activities/pnet-steps.js';
 import { sendingStopped } from '../activities/agent-sending.js';
-import { loadAccount, usageOf, type AccountRow } from '../activities/pnet-accounts.js';
+import { loadAccount, usageDaysAround, usageFromDays, usageOf, type AccountRow, type UsageAccount } from '../activities/pnet-accounts.js';
 import { ApiError } from '../domain/errors.js';
 import { pollAfterSeconds, type Wait } from '../domain/pnet-pacing.js';
 import { configVersion, leaseSeconds, type AgentHeartbeat, type AgentState, type RunMode } from '../domain/pnet.js';
 import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { hashConnectionToken } from './pnet-accounts-store.js';
-import { ceilingWait, lineSql, pacingWait, repliesWait, toLine, waitFor, waitOf } from './pnet-line.js';
+import { ceilingWait, lineSql, pacingWait, repliesWait, toLine, waitFor, waitOf, type LineAccount } from './pnet-line.js';
 
 export async function findAccountByToken(db: Db, token: string) {
   const [row] = await db<{ id: string; workspace_id: string; plan: 'free' | 'paid' }[]>`
@@ -22,6 +22,8 @@ export async function findAccountByToken(db: Db, token: string) {
 }
 
 interface CheckIn {
+  /** The hash of the connection token the browser sent: the statement checks it is still the account's. */
+  tokenHash: Buffer;
   browserId: string;
   label: string;
   version: string;
@@ -31,49 +33,80 @@ interface CheckIn {
   running?: AgentHeartbeat['running'];
 }
 
-/** What the check-in statement reads besides the account row. */
+/** The account columns a check-in's answer reads: fewer to write out, send and parse than the whole row. */
+type CheckInAccount = LineAccount &
+  UsageAccount &
+  Pick<AccountRow, 'member_urn' | 'lease_session_id' | 'run_mode' | 'min_action_interval_seconds' | 'attempts_enabled' | 'resume_enabled'>;
+
+/** What the check-in statement reads besides the account's columns. */
 interface CheckInExtras {
   check_in_session_id: string;
   check_in_holder_label: string | null;
   check_in_claim_current: boolean | null;
   check_in_line: Parameters<typeof toLine>[0];
   check_in_sending_stopped: boolean;
+  check_in_usage: Parameters<typeof usageFromDays>[1];
 }
 
 /**
- * One check-in in one statement: it locks the account row, writes the session, identity, lease
- * (compare-and-set on the row as committed) and run mode, and reads back what the state needs
- * (running claim, lease holder, line, sending switches); then the usage, which needs the sender's
- * time zone. Two round trips instead of a transaction of a dozen: thousands of browsers check in
- * every few seconds. Reads see the statement's snapshot, so a write another transaction committed
- * while this one waited for the row lock shows from the next check-in on.
+ * One check-in in one statement and one round trip: it checks the connection token is still the
+ * account's (the API process may know the token from an earlier request: api/plugins/auth.ts),
+ * locks the account row, writes the session, identity, lease (compare-and-set on the row as
+ * committed) and run mode, and reads back what the state needs (running claim, lease holder,
+ * line, sending switches, and the usage rows of the days around now; the sender's time zone picks
+ * among them here). Thousands of browsers check in every few seconds. Reads see the statement's
+ * snapshot, so a write another transaction committed while this one waited for the row lock shows
+ * from the next check-in on. Answers null, having written nothing, when the token is no longer the
+ * account's.
+ *
+ * A check-in that only renews presence and the lease commits without waiting for its WAL flush
+ * (synchronous_commit off for this transaction alone). What that trades: if Postgres itself
+ * crashes (not the API), the last fraction of a second of such check-ins may be lost, as if those
+ * browsers had checked in a moment earlier. The commit is atomic and visible to every other
+ * transaction at once all the same, and WAL is flushed in order, so any later durable commit
+ * (a claim, a settle) that read this lease makes it durable too; a browser told `lease_granted`
+ * by a lost commit learns otherwise at its next check-in, and a claim checks the lease as
+ * committed, under the account lock, with a durable commit. A check-in that connects an identity,
+ * sets the run mode or names a running claim (whose lease renewal the step's timer reads) waits
+ * for the flush as before.
  */
-export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now = new Date()): Promise<AgentState> {
+export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now = new Date()): Promise<AgentState | null> {
   const identity = input.identity ?? null;
-  const urn = identity?.member_urn ?? null;
   const nonce = input.leaseNonce;
   const runMode = input.runMode ?? null;
-  // Conditions on the row as it stands under the UPDATE's lock (`a` is the old row in SET).
+  const days = usageDaysAround(now);
+  // Conditions on the row as it stands under the UPDATE's lock (`a` is the old row in SET); the
+  // inputs come from `i`, so each is one parameter however often it is read.
   // The first identity connects the account; another identity afterwards is a hard stop.
-  const connectingSql = sql`(${urn}::text is not null and a.member_urn is null)`;
-  const mismatchSql = sql`(${urn}::text is not null and a.member_urn is not null and a.member_urn <> ${urn}::text)`;
+  const connectingSql = sql`(i.urn is not null and a.member_urn is null)`;
+  const mismatchSql = sql`(i.urn is not null and a.member_urn is not null and a.member_urn <> i.urn)`;
   // Lease compare-and-set: free, lapsed, or already this browser's.
-  const takesLeaseSql = sql`(${nonce}::text is not null and not ${mismatchSql}
+  const takesLeaseSql = sql`(i.nonce is not null and not ${mismatchSql}
     and (a.lease_session_id is null or a.lease_expires_at < now() or a.lease_session_id = s.id))`;
   const running = input.running;
-  const [row] = await sql<(AccountRow & CheckInExtras)[]>`
-    with locked as (
-      -- The account row first, in the order every other writer of the account takes its locks.
-      select id from pnet_accounts where id = ${accountId} for update
+  const [row] = await sql<(CheckInAccount & CheckInExtras)[]>`
+    with i as (
+      select ${identity?.member_urn ?? null}::text as urn, ${nonce}::text as nonce, ${runMode}::text as run_mode
+    ), locked as (
+      -- The account row first, in the order every other writer of the account takes its locks;
+      -- none when the token is no longer this account's.
+      select id, member_urn from pnet_accounts where id = ${accountId} and connection_token_hash = ${input.tokenHash} for update
     ), s as (
       insert into pnet_sessions (account_id, browser_id, browser_label, extension_version)
       select id, ${input.browserId}, ${input.label}, ${input.version} from locked
       on conflict (account_id, browser_id) do update
         set browser_label = excluded.browser_label, extension_version = excluded.extension_version, last_seen_at = now()
       returning id
+    ), renewed as (
+      -- Naming its running claim renews the claim's lease, which the step's lease timer reads
+      -- when it fires (after the account row, the order every writer takes its locks).
+      update browser_steps b set lease_renewed_at = now() from locked
+      where ${running ? sql`b.id = ${running.action_id} and b.claimed_at = ${running.claimed_at}` : sql`false`}
+        and b.account_id = locked.id and b.status = 'claimed'
+      returning b.id
     ), a as (
       update pnet_accounts a set
-        member_urn = case when ${connectingSql} then ${urn}::text else a.member_urn end,
+        member_urn = case when ${connectingSql} then i.urn else a.member_urn end,
         vanity_name = case when ${connectingSql} then ${identity?.vanity_name ?? null}::text else a.vanity_name end,
         display_name = case when ${connectingSql} then ${identity?.display_name ?? null}::text else a.display_name end,
         headline = case when ${connectingSql} then ${identity?.headline ?? null}::text else a.headline end,
@@ -81,36 +114,50 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
         status = case when ${connectingSql} then 'connected' else a.status end,
         connected_at = case when ${connectingSql} then now() else a.connected_at end,
         lease_session_id = case when ${takesLeaseSql} then s.id else a.lease_session_id end,
-        lease_nonce = case when ${takesLeaseSql} then ${nonce}::text else a.lease_nonce end,
+        lease_nonce = case when ${takesLeaseSql} then i.nonce else a.lease_nonce end,
         lease_expires_at = case when ${takesLeaseSql} then now() + ${leaseSeconds} * interval '1 second' else a.lease_expires_at end,
         last_seen_at = now(),
-        run_mode = coalesce(${runMode}::text, a.run_mode),
-        updated_at = case when ${connectingSql} or ${runMode}::text is not null then now() else a.updated_at end
-      from s
+        run_mode = coalesce(i.run_mode, a.run_mode),
+        updated_at = case when ${connectingSql} or i.run_mode is not null then now() else a.updated_at end
+      from s, i
       where a.id = ${accountId}
-      returning a.*, s.id as check_in_session_id
+      returning a.id, a.workspace_id, a.sender_profile_id, a.status, a.checkpoint_status, a.checkpoint_until, a.working_hours,
+        a.next_metered_at, a.replies_failing, a.inbox_next_check_at, a.connected_at, a.limits, a.member_urn, a.lease_session_id,
+        a.run_mode, a.min_action_interval_seconds, a.attempts_enabled, a.resume_enabled, s.id as check_in_session_id
     )
-    select a.*, p.timezone,
+    select a.id, a.status, a.checkpoint_status, a.checkpoint_until, a.working_hours, a.next_metered_at, a.replies_failing,
+      a.inbox_next_check_at, a.connected_at, a.limits, a.member_urn, a.lease_session_id, a.run_mode,
+      a.min_action_interval_seconds, a.attempts_enabled, a.resume_enabled, a.check_in_session_id, p.timezone,
       -- This statement's own session write is not visible to its reads: its label is the new one.
       case when a.lease_session_id = a.check_in_session_id then ${input.label}::text
         else (select browser_label from pnet_sessions where id = a.lease_session_id) end as check_in_holder_label,
-      ${running
-        ? sql`exists (select 1 from browser_steps where id = ${running.action_id} and account_id = ${accountId}
-            and status = 'claimed' and claimed_at = ${running.claimed_at})`
-        : sql`null::boolean`} as check_in_claim_current,
+      ${running ? sql`exists (select 1 from renewed)` : sql`null::boolean`} as check_in_claim_current,
       row_to_json(line) as check_in_line,
       (exists (select 1 from agent_sending where workspace_id = a.workspace_id and paused)
-        or exists (select 1 from service_settings where key = 'paused_everywhere' and value = 'true')) as check_in_sending_stopped
+        or exists (select 1 from service_settings where key = 'paused_everywhere' and value = 'true')) as check_in_sending_stopped,
+      (select coalesce(json_agg(json_build_object('local_date', u.local_date, 'limit_kind', u.limit_kind, 'used', u.used)), '[]')
+        from pnet_usage u where u.account_id = a.id and u.local_date between ${days.from}::date and ${days.to}::date) as check_in_usage,
+      -- Presence and the account's lease only: commit without waiting for the WAL flush (see above).
+      -- Connecting an identity (locked.member_urn is the row as locked), setting the run mode or
+      -- renewing a running claim's lease waits for it.
+      set_config('synchronous_commit',
+        case when i.run_mode is null and ${!running}::boolean and not (i.urn is not null and locked.member_urn is null)
+          then 'off' else 'on' end, true) as check_in_commit
     from a join sender_profiles p on p.id = a.sender_profile_id
+      cross join i cross join locked
       cross join lateral (${lineSql(sql, accountId)}) line`;
+  // The token no longer opens the account (replaced by a disconnect, or the account deleted).
+  if (!row) return null;
   const {
     check_in_session_id: sessionId,
     check_in_holder_label: holderLabelSeen,
     check_in_claim_current: claimCurrent,
     check_in_line: lineRow,
     check_in_sending_stopped: stopped,
+    check_in_usage: usageDays,
+    check_in_commit: _commit,
     ...current
-  } = row!;
+  } = row as typeof row & { check_in_commit: string };
   // Read from the row as written: a first identity is now the account's, another one is not.
   const mismatch = Boolean(identity && current.member_urn && identity.member_urn !== current.member_urn);
   const leaseGranted = !mismatch && (nonce === null || current.lease_session_id === sessionId);
@@ -123,7 +170,7 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
   }
   const runningClaim: AgentState['running_claim'] = running ? (claimCurrent ? 'renewed' : 'lost') : null;
   const line = toLine(lineRow);
-  const usage = await usageOf(sql, current, now);
+  const usage = usageFromDays(current, usageDays, now);
   const wait = waitOf(current, line, usage, now, stopped);
   return {
     run_mode: stopped ? 'manual' : current.run_mode,

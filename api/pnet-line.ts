@@ -8,6 +8,12 @@ import { workingWindow, type Wait } from '../domain/pnet-pacing.js';
 import { limitKindOf, messageKinds, type ActionKind, type Usage } from '../domain/pnet.js';
 import { addDays, localWeekStart, nextLocalMidnight, zonedInstant } from '../domain/zoned-time.js';
 
+/** The account columns the line's waits read (the heartbeat reads only these). */
+export type LineAccount = Pick<
+  AccountRow,
+  'status' | 'checkpoint_status' | 'checkpoint_until' | 'timezone' | 'working_hours' | 'next_metered_at' | 'replies_failing' | 'inbox_next_check_at'
+>;
+
 export interface Line {
   queued: number;
   approvals: number;
@@ -25,8 +31,10 @@ export const lineSql = (db: Db, accountId: string) => db<LineRow[]>`
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
       count(*) filter (where status = 'queued' and not held and not metered)::int as unmetered,
       count(*) filter (where status = 'claimed')::int as running,
-      (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
-        order by queued_at, id limit 1) as "oldestMeteredKind"
+      -- Looked up only when there is one: most accounts have nothing metered waiting.
+      case when count(*) filter (where status in ('queued', 'resuming') and not held and metered) > 0 then
+        (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
+          order by queued_at, id limit 1) end as "oldestMeteredKind"
     from browser_steps
     -- Only live steps count; naming them lets the partial index browser_steps_live serve the read.
     where account_id = ${accountId} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
@@ -38,14 +46,15 @@ export async function lineOf(db: Db, accountId: string): Promise<Line> {
   return toLine(row!);
 }
 
+/** In WaitSchema's key order: a heartbeat's answer is written as built (routes/pnet-agent.ts). */
 export const waitFor = (reason: Wait['reason'], next: Date | null, resets: Date | null = null): Wait => ({
-  reason,
   next_at: next?.toISOString() ?? null,
+  reason,
   resets_at: resets?.toISOString() ?? null,
 });
 
 /** What holds metered work now: working hours, then the gap the last claim set (with jitter). */
-export function pacingWait(account: AccountRow, now: Date): Wait | null {
+export function pacingWait(account: LineAccount, now: Date): Wait | null {
   const hours = workingWindow(now, account.working_hours, account.timezone);
   if (!hours.open) return waitFor('outside_working_hours', hours.opensAt);
   if (account.next_metered_at && account.next_metered_at > now) return waitFor('gap', account.next_metered_at);
@@ -53,7 +62,7 @@ export function pacingWait(account: AccountRow, now: Date): Wait | null {
 }
 
 /** A kind at its daily ceiling waits for local midnight, at its weekly one for Monday's. */
-export function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKind, now: Date): Wait | null {
+export function ceilingWait(account: LineAccount, usage: Usage[], kind: ActionKind, now: Date): Wait | null {
   const ceiling = usage.find((u) => u.kind === limitKindOf[kind])!;
   if (ceiling.used_today >= ceiling.daily_limit) {
     const midnight = nextLocalMidnight(now, account.timezone);
@@ -67,12 +76,12 @@ export function ceilingWait(account: AccountRow, usage: Usage[], kind: ActionKin
 }
 
 /** A message waits while the inbox read fails: the contact may have replied unseen. */
-export function repliesWait(account: AccountRow, kind: ActionKind): Wait | null {
+export function repliesWait(account: LineAccount, kind: ActionKind): Wait | null {
   return account.replies_failing && messageKinds.has(kind) ? waitFor('replies_check_failing', account.inbox_next_check_at) : null;
 }
 
 /** What the next step waits on and until when; null while nothing is queued. */
-export function waitOf(account: AccountRow, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
+export function waitOf(account: LineAccount, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
   if (line.queued === 0) return null;
   if (account.status !== 'connected') return waitFor('not_connected', null);
   if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', account.checkpoint_until);

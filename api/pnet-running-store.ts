@@ -64,7 +64,7 @@ export async function recordRunningWait(
 ): Promise<{ claimedAt: string | null }> {
   const { claimed_at: claimedAt, ...report } = wait;
   const [row] = await sql<{ claimed_at: Date }[]>`
-    update browser_steps set running_wait = ${sql.json({ ...report, reported_at: new Date().toISOString() })}
+    update browser_steps set running_wait = ${sql.json({ ...report, reported_at: new Date().toISOString() })}, lease_renewed_at = now()
     where id = ${stepId} and status = 'claimed' ${claimedAt ? sql`and claimed_at = ${claimedAt}` : sql``}
     returning claimed_at`;
   return { claimedAt: row ? row.claimed_at.toISOString() : null };

@@ -15,7 +15,10 @@
  * the same run, and every browser-step workflow's history read back from Temporal.
  *
  * Open-loop latencies count from each request's scheduled time (no coordinated omission).
- * BENCH_BROWSERS and BENCH_SECONDS (each measured window, default 60) shrink a run.
+ * BENCH_BROWSERS and BENCH_SECONDS (each measured window, default 60) shrink a run, and
+ * BENCH_PHASES (a comma list of max, alone, phase1, phase2, steps; default all) picks the parts:
+ * `BENCH_PHASES=max,alone` measures the heartbeat alone in a few minutes. The workflows are read
+ * back when a part ran steps.
  */
 import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
@@ -38,6 +41,18 @@ const windowSeconds = Number(process.env.BENCH_SECONDS ?? 60);
 const warmSeconds = Math.min(20, windowSeconds);
 const stepRate = 20;
 const closedWorkers = 64;
+const allPhases = ['max', 'alone', 'phase1', 'phase2', 'steps'] as const;
+type PhaseName = (typeof allPhases)[number];
+const phasesWanted = new Set(
+  (process.env.BENCH_PHASES ?? allPhases.join(','))
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean),
+);
+for (const p of phasesWanted) {
+  if (!(allPhases as readonly string[]).includes(p)) throw new Error(`BENCH_PHASES: unknown part "${p}" (parts: ${allPhases.join(', ')})`);
+}
+const runs = (p: PhaseName) => phasesWanted.has(p);
 
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
@@ -300,6 +315,25 @@ interface BaselineResult {
   cpu: Record<Component, number>;
 }
 
+interface MaxResult {
+  maxHeartbeat: Recorder;
+  maxBaseline: Recorder;
+  maxHeartbeatCpu: Record<Component, number>;
+  maxBaselineCpu: Record<Component, number>;
+  heartbeatCost: RequestCost;
+  baselineCost: RequestCost;
+}
+
+interface StepsResult {
+  queueRate: number;
+  maxStepsPerSecond: number;
+  maxSteps: StepStats;
+  maxStepsCpu: Record<Component, number>;
+  stepCpuMs: { api: number; postgres: number; temporal: number };
+}
+
+type WorkflowsResult = Awaited<ReturnType<typeof inspectWorkflows>>;
+
 async function main() {
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-pnet-'));
   // As root, Postgres runs as its own user, which must reach its data folder.
@@ -376,87 +410,84 @@ async function main() {
 
     // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
     const maxSeconds = Math.min(30, windowSeconds);
-    log(`max throughput: closed loops of ${closedWorkers}, ${maxSeconds} s each`);
     let cpuFrom: CpuSnapshot = snap();
-    const maxHeartbeat = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.heartbeat(sim.nextBrowser()) });
-    let cpuTo = snap();
-    const maxHeartbeatCpu = cpuPercent(cpuFrom, cpuTo);
-    const heartbeatCost = cpuPerRequest(cpuFrom, cpuTo, maxHeartbeat.count);
-    cpuFrom = cpuTo;
-    const maxBaseline = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.baseline() });
-    cpuTo = snap();
-    const maxBaselineCpu = cpuPercent(cpuFrom, cpuTo);
-    const baselineCost = cpuPerRequest(cpuFrom, cpuTo, maxBaseline.count);
-    log(`  heartbeat ${maxHeartbeat.rate().toFixed(0)}/s (p99 ${fmt(maxHeartbeat.percentile(99))}); baseline ${maxBaseline.rate().toFixed(0)}/s (p99 ${fmt(maxBaseline.percentile(99))})`);
-    log(`  CPU per request: heartbeat ${costText(heartbeatCost)}; baseline ${costText(baselineCost)}`);
+    let cpuTo: CpuSnapshot = cpuFrom;
+    let max: MaxResult | null = null;
+    if (runs('max')) {
+      log(`max throughput: closed loops of ${closedWorkers}, ${maxSeconds} s each`);
+      const maxHeartbeat = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.heartbeat(sim.nextBrowser()) });
+      cpuTo = snap();
+      const maxHeartbeatCpu = cpuPercent(cpuFrom, cpuTo);
+      const heartbeatCost = cpuPerRequest(cpuFrom, cpuTo, maxHeartbeat.count);
+      cpuFrom = cpuTo;
+      const maxBaseline = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.baseline() });
+      cpuTo = snap();
+      const maxBaselineCpu = cpuPercent(cpuFrom, cpuTo);
+      const baselineCost = cpuPerRequest(cpuFrom, cpuTo, maxBaseline.count);
+      log(`  heartbeat ${maxHeartbeat.rate().toFixed(0)}/s (p99 ${fmt(maxHeartbeat.percentile(99))}); baseline ${maxBaseline.rate().toFixed(0)}/s (p99 ${fmt(maxBaseline.percentile(99))})`);
+      log(`  CPU per request: heartbeat ${costText(heartbeatCost)}; baseline ${costText(baselineCost)}`);
+      max = { maxHeartbeat, maxBaseline, maxHeartbeatCpu, maxBaselineCpu, heartbeatCost, baselineCost };
+    }
 
     // Check-ins alone first, ramped to 1,000/s, while no step workflow is busy: a backlog the step
     // stream leaves behind (see the per-step CPU below) would otherwise be measured with them.
     const rate1 = Math.round(browsers.length / 15);
-    const heartbeatsAlone = await phase('check-ins alone', 1000, { rampFrom: rate1, withSteps: false });
-    const baseline2 = await baselineAt(1000, Math.min(30, windowSeconds));
-    const phase1 = await phase('phase 1', rate1, { withSteps: true });
-    const baseline1 = await baselineAt(rate1, Math.min(30, windowSeconds));
-    const baselineSteps = await baselineAt(stepRate, 20);
-    const phase2 = await phase('phase 2', 1000, { rampFrom: rate1, withSteps: true });
+    const phases: PhaseResult[] = [];
+    const baselines = new Map<number, BaselineResult>();
+    let baselineSteps: BaselineResult | null = null;
+    if (runs('alone')) phases.push(await phase('check-ins alone', 1000, { rampFrom: rate1, withSteps: false }));
+    if (runs('alone') || runs('phase2')) baselines.set(1000, await baselineAt(1000, Math.min(30, windowSeconds)));
+    if (runs('phase1')) {
+      phases.push(await phase('phase 1', rate1, { withSteps: true }));
+      baselines.set(rate1, await baselineAt(rate1, Math.min(30, windowSeconds)));
+    }
+    if (runs('phase1') || runs('phase2')) baselineSteps = await baselineAt(stepRate, 20);
+    if (runs('phase2')) phases.push(await phase('phase 2', 1000, { rampFrom: rate1, withSteps: true }));
 
-    // Claim-to-settle at its fastest: 64 accounts each with a line of steps, claimed and reported
-    // back to back (no run time), so the step workflows and Temporal set the pace.
-    const perAccount = Math.max(5, Math.round(maxSeconds * 1.5));
-    const busyBrowsers = browsers.slice(0, closedWorkers);
-    log(`queueing ${perAccount} steps on each of ${busyBrowsers.length} accounts`);
-    const queueStats = newStepStats();
-    sim.stats = queueStats;
-    const queueStart = performance.now();
-    // Bounded in time too: behind a backlog of the step stream, starting workflows slows down.
-    const queueDeadline = performance.now() + 120_000;
-    await inParallel(perAccount * busyBrowsers.length, 16, async (n) => {
-      if (performance.now() < queueDeadline) await sim.queueStep(busyBrowsers[n % busyBrowsers.length]!.accountId, stepCounter++);
-    });
-    sim.stats = null;
-    const queueRate = queueStats.queue.count / ((performance.now() - queueStart) / 1000);
-    log(`  queued at ${queueRate.toFixed(0)}/s, p99 ${fmt(queueStats.queue.percentile(99))}`);
-    await Promise.all(busyBrowsers.map((b) => sim.heartbeat(b)));
-    const maxSteps = newStepStats();
-    sim.stats = maxSteps;
-    cpuFrom = snap();
-    let worker = 0;
-    const stepLoop = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.claimAndSettle(busyBrowsers[worker++ % busyBrowsers.length]!) });
-    cpuTo = snap();
-    sim.stats = null;
-    const maxStepsPerSecond = maxSteps.settledAt.length / ((stepLoop.ended - stepLoop.started) / 1000);
-    // CPU milliseconds each settled step cost each part: where the step stream's ceiling comes from.
-    const perStep = (c: Component) => (maxSteps.settledAt.length ? ((cpuTo[c] - cpuFrom[c]) * 1000) / maxSteps.settledAt.length : NaN);
-    const stepCpuMs = { api: perStep('api'), postgres: perStep('postgres'), temporal: perStep('temporal') };
-    log(
-      `  claim-to-settle ${maxStepsPerSecond.toFixed(1)} steps/s, result p99 ${fmt(maxSteps.result.percentile(99))}, claim p99 ${fmt(maxSteps.claim.percentile(99))}; ` +
-        `CPU per step: API+worker ${stepCpuMs.api.toFixed(0)} ms, Temporal ${stepCpuMs.temporal.toFixed(0)} ms, Postgres ${stepCpuMs.postgres.toFixed(1)} ms`,
-    );
+    let steps: StepsResult | null = null;
+    if (runs('steps')) {
+      // Claim-to-settle at its fastest: 64 accounts each with a line of steps, claimed and reported
+      // back to back (no run time), so the step workflows and Temporal set the pace.
+      const perAccount = Math.max(5, Math.round(maxSeconds * 1.5));
+      const busyBrowsers = browsers.slice(0, closedWorkers);
+      log(`queueing ${perAccount} steps on each of ${busyBrowsers.length} accounts`);
+      const queueStats = newStepStats();
+      sim.stats = queueStats;
+      const queueStart = performance.now();
+      // Bounded in time too: behind a backlog of the step stream, starting workflows slows down.
+      const queueDeadline = performance.now() + 120_000;
+      await inParallel(perAccount * busyBrowsers.length, 16, async (n) => {
+        if (performance.now() < queueDeadline) await sim.queueStep(busyBrowsers[n % busyBrowsers.length]!.accountId, stepCounter++);
+      });
+      sim.stats = null;
+      const queueRate = queueStats.queue.count / ((performance.now() - queueStart) / 1000);
+      log(`  queued at ${queueRate.toFixed(0)}/s, p99 ${fmt(queueStats.queue.percentile(99))}`);
+      await Promise.all(busyBrowsers.map((b) => sim.heartbeat(b)));
+      const maxSteps = newStepStats();
+      sim.stats = maxSteps;
+      cpuFrom = snap();
+      let worker = 0;
+      const stepLoop = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.claimAndSettle(busyBrowsers[worker++ % busyBrowsers.length]!) });
+      cpuTo = snap();
+      sim.stats = null;
+      const maxStepsPerSecond = maxSteps.settledAt.length / ((stepLoop.ended - stepLoop.started) / 1000);
+      // CPU milliseconds each settled step cost each part: where the step stream's ceiling comes from.
+      const perStep = (c: Component) => (maxSteps.settledAt.length ? ((cpuTo[c] - cpuFrom[c]) * 1000) / maxSteps.settledAt.length : NaN);
+      const stepCpuMs = { api: perStep('api'), postgres: perStep('postgres'), temporal: perStep('temporal') };
+      log(
+        `  claim-to-settle ${maxStepsPerSecond.toFixed(1)} steps/s, result p99 ${fmt(maxSteps.result.percentile(99))}, claim p99 ${fmt(maxSteps.claim.percentile(99))}; ` +
+          `CPU per step: API+worker ${stepCpuMs.api.toFixed(0)} ms, Temporal ${stepCpuMs.temporal.toFixed(0)} ms, Postgres ${stepCpuMs.postgres.toFixed(1)} ms`,
+      );
+      steps = { queueRate, maxStepsPerSecond, maxSteps, maxStepsCpu: cpuPercent(cpuFrom, cpuTo), stepCpuMs };
+    }
 
-    log('reading the browser-step workflows from Temporal');
-    const wf = await inspectWorkflows(temporal);
+    let wf: WorkflowsResult | null = null;
+    if (runs('phase1') || runs('phase2') || runs('steps')) {
+      log('reading the browser-step workflows from Temporal');
+      wf = await inspectWorkflows(temporal);
+    }
 
-    printTable({
-      phases: [heartbeatsAlone, phase1, phase2],
-      heartbeatCost,
-      baselineCost,
-      baselines: new Map([
-        [rate1, baseline1],
-        [1000, baseline2],
-      ]),
-      baselineSteps,
-      maxHeartbeat,
-      maxBaseline,
-      maxHeartbeatCpu,
-      maxBaselineCpu,
-      queueRate,
-      maxStepsPerSecond,
-      maxSteps,
-      maxStepsCpu: cpuPercent(cpuFrom, cpuTo),
-      stepCpuMs,
-      wf,
-      browsers: browsers.length,
-    });
+    printTable({ max, phases, baselines, baselineSteps, steps, wf, browsers: browsers.length });
     await sim.close();
   } catch (error) {
     failed = true;
@@ -497,35 +528,30 @@ const costText = (c: RequestCost) => `${c.api.toFixed(0)} + ${c.postgres.toFixed
 const cpuText = (c: Record<Component, number>) => `API+worker ${c.api}%, Postgres ${c.postgres}%, Temporal ${c.temporal}%, load generator ${c.bench}%, other ${c.other}%`;
 
 function printTable(r: {
+  max: MaxResult | null;
   phases: PhaseResult[];
-  heartbeatCost: RequestCost;
-  baselineCost: RequestCost;
   baselines: Map<number, BaselineResult>;
-  baselineSteps: BaselineResult;
-  maxHeartbeat: Recorder;
-  maxBaseline: Recorder;
-  maxHeartbeatCpu: Record<Component, number>;
-  maxBaselineCpu: Record<Component, number>;
-  queueRate: number;
-  maxStepsPerSecond: number;
-  maxSteps: StepStats;
-  maxStepsCpu: Record<Component, number>;
-  stepCpuMs: { api: number; postgres: number; temporal: number };
-  wf: Awaited<ReturnType<typeof inspectWorkflows>>;
+  baselineSteps: BaselineResult | null;
+  steps: StepsResult | null;
+  wf: WorkflowsResult | null;
   browsers: number;
 }) {
   const rows: string[][] = [];
   const met = (ok: boolean) => (ok ? 'met' : 'MISSED');
-  const steps = r.baselineSteps.recorder;
-  const hbMax = r.maxHeartbeat.rate();
-  const baseMax = r.maxBaseline.rate();
-  rows.push([`max heartbeats per second (closed loop of ${closedWorkers})`, hbMax.toFixed(0), baseMax.toFixed(0), ratio(hbMax, baseMax), '≥ 0.5×', met(hbMax / baseMax >= 0.5)]);
-  rows.push([`  p99 at that load`, fmt(r.maxHeartbeat.percentile(99)), fmt(r.maxBaseline.percentile(99)), ratio(r.maxHeartbeat.percentile(99), r.maxBaseline.percentile(99)), '', '']);
-  // What a request costs the stack in CPU does not depend on what else shares the machine; on a
-  // machine of its own, CPU-bound throughput goes as its inverse.
-  const hbCost = r.heartbeatCost.api + r.heartbeatCost.postgres;
-  const baseCost = r.baselineCost.api + r.baselineCost.postgres;
-  rows.push([`  CPU per request, API + Postgres`, costText(r.heartbeatCost), costText(r.baselineCost), ratio(hbCost, baseCost), '', '']);
+  const stepsBase = r.baselineSteps?.recorder;
+  // The baseline's closed loop when it ran, else its open loop at 1,000/s, for the steps' ratio.
+  const baseMax = r.max?.maxBaseline.rate() ?? NaN;
+  if (r.max) {
+    const m = r.max;
+    const hbMax = m.maxHeartbeat.rate();
+    rows.push([`max heartbeats per second (closed loop of ${closedWorkers})`, hbMax.toFixed(0), baseMax.toFixed(0), ratio(hbMax, baseMax), '≥ 0.5×', met(hbMax / baseMax >= 0.5)]);
+    rows.push([`  p99 at that load`, fmt(m.maxHeartbeat.percentile(99)), fmt(m.maxBaseline.percentile(99)), ratio(m.maxHeartbeat.percentile(99), m.maxBaseline.percentile(99)), '', '']);
+    // What a request costs the stack in CPU does not depend on what else shares the machine; on a
+    // machine of its own, CPU-bound throughput goes as its inverse.
+    const hbCost = m.heartbeatCost.api + m.heartbeatCost.postgres;
+    const baseCost = m.baselineCost.api + m.baselineCost.postgres;
+    rows.push([`  CPU per request, API + Postgres`, costText(m.heartbeatCost), costText(m.baselineCost), ratio(hbCost, baseCost), '', '']);
+  }
   for (const p of r.phases) {
     const base = r.baselines.get(p.rate)!.recorder;
     const at = `${p.name}, ${p.rate}/s${p.withSteps ? ` + ${stepRate} steps/s` : ''}`;
@@ -540,32 +566,37 @@ function printTable(r: {
       target ? met(p.heartbeat.percentile(99) < 50) : '',
     ]);
     rows.push([`${at}: heartbeats answered per second`, p.heartbeat.rate().toFixed(0), base.rate().toFixed(0), ratio(p.heartbeat.rate(), base.rate()), '', p.heartbeat.errors ? `${p.heartbeat.errors} errors` : '']);
-    if (!p.withSteps) continue;
+    if (!p.withSteps || !stepsBase) continue;
     rows.push([
       `${p.name}: result report p99`,
       fmt(p.steps.result.percentile(99)),
-      fmt(steps.percentile(99)),
-      ratio(p.steps.result.percentile(99), steps.percentile(99)),
+      fmt(stepsBase.percentile(99)),
+      ratio(p.steps.result.percentile(99), stepsBase.percentile(99)),
       `< 250 ms at ${stepRate}/s`,
       met(p.steps.result.percentile(99) < 250 && p.stepsPerSecond >= stepRate * 0.9),
     ]);
-    rows.push([`${p.name}: claim p99 / queue p99`, `${fmt(p.steps.claim.percentile(99))} / ${fmt(p.steps.queue.percentile(99))}`, fmt(steps.percentile(99)), '', '', '']);
-    rows.push([`${p.name}: claim-to-settle steps per second`, p.stepsPerSecond.toFixed(1), steps.rate().toFixed(1), ratio(p.stepsPerSecond, steps.rate()), `${stepRate} offered`, '']);
+    rows.push([`${p.name}: claim p99 / queue p99`, `${fmt(p.steps.claim.percentile(99))} / ${fmt(p.steps.queue.percentile(99))}`, fmt(stepsBase.percentile(99)), '', '', '']);
+    rows.push([`${p.name}: claim-to-settle steps per second`, p.stepsPerSecond.toFixed(1), stepsBase.rate().toFixed(1), ratio(p.stepsPerSecond, stepsBase.rate()), `${stepRate} offered`, '']);
   }
-  rows.push([`max claim-to-settle steps per second (closed loop of ${closedWorkers})`, r.maxStepsPerSecond.toFixed(1), baseMax.toFixed(0), ratio(r.maxStepsPerSecond, baseMax), '', '']);
-  rows.push([`  its result p99 / claim p99`, `${fmt(r.maxSteps.result.percentile(99))} / ${fmt(r.maxSteps.claim.percentile(99))}`, '', '', '', '']);
-  rows.push([
-    `  CPU per settled step: API+worker / Temporal / Postgres`,
-    `${r.stepCpuMs.api.toFixed(0)} / ${r.stepCpuMs.temporal.toFixed(0)} / ${r.stepCpuMs.postgres.toFixed(1)} ms`,
-    '',
-    '',
-    '',
-    '',
-  ]);
-  rows.push([`steps queued per second (16 at a time)`, r.queueRate.toFixed(0), '', '', '', '']);
-  rows.push([`browser-step workflows: most history events`, String(r.wf.maxHistory), '', '', '≤ 4096', met(r.wf.maxHistory <= 4096)]);
-  rows.push([`browser-step workflows: highest average message rate over a life`, `${r.wf.maxLifetimeRate.toFixed(2)}/s`, '', '', '≤ 1/s', met(r.wf.maxLifetimeRate <= 1)]);
-  rows.push([`browser-step workflows: most messages within one second`, String(r.wf.maxPerSecond), '', '', '', '']);
+  if (r.steps) {
+    const st = r.steps;
+    rows.push([`max claim-to-settle steps per second (closed loop of ${closedWorkers})`, st.maxStepsPerSecond.toFixed(1), r.max ? baseMax.toFixed(0) : '', r.max ? ratio(st.maxStepsPerSecond, baseMax) : '', '', '']);
+    rows.push([`  its result p99 / claim p99`, `${fmt(st.maxSteps.result.percentile(99))} / ${fmt(st.maxSteps.claim.percentile(99))}`, '', '', '', '']);
+    rows.push([
+      `  CPU per settled step: API+worker / Temporal / Postgres`,
+      `${st.stepCpuMs.api.toFixed(0)} / ${st.stepCpuMs.temporal.toFixed(0)} / ${st.stepCpuMs.postgres.toFixed(1)} ms`,
+      '',
+      '',
+      '',
+      '',
+    ]);
+    rows.push([`steps queued per second (16 at a time)`, st.queueRate.toFixed(0), '', '', '', '']);
+  }
+  if (r.wf) {
+    rows.push([`browser-step workflows: most history events`, String(r.wf.maxHistory), '', '', '≤ 4096', met(r.wf.maxHistory <= 4096)]);
+    rows.push([`browser-step workflows: highest average message rate over a life`, `${r.wf.maxLifetimeRate.toFixed(2)}/s`, '', '', '≤ 1/s', met(r.wf.maxLifetimeRate <= 1)]);
+    rows.push([`browser-step workflows: most messages within one second`, String(r.wf.maxPerSecond), '', '', '', '']);
+  }
 
   const header = ['Measure', 'pnet', 'Baseline (GET /health/postgres/)', 'Ratio', 'Target', 'Result'];
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
@@ -573,18 +604,18 @@ function printTable(r: {
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, load average ${loadavg()
       .map((l) => l.toFixed(1))
-      .join(' ')}; ${r.browsers} browsers; ${r.wf.workflows} step workflows (${r.wf.read} histories read).`,
+      .join(' ')}; ${r.browsers} browsers` +
+      (r.wf ? `; ${r.wf.workflows} step workflows (${r.wf.read} histories read).` : '; parts: ' + [...phasesWanted].join(', ') + '.'),
     '',
     line(header),
     line(header.map(() => '---')),
     ...rows.map(line),
     '',
     'CPU (percent of one core; "other" is everything else on the machine):',
-    `  max heartbeat: ${cpuText(r.maxHeartbeatCpu)}`,
-    `  max baseline: ${cpuText(r.maxBaselineCpu)}`,
+    ...(r.max ? [`  max heartbeat: ${cpuText(r.max.maxHeartbeatCpu)}`, `  max baseline: ${cpuText(r.max.maxBaselineCpu)}`] : []),
     ...r.phases.map((p) => `  ${p.name} window: ${cpuText(p.cpu)}`),
-    ...[...r.baselines.values(), r.baselineSteps].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
-    `  max claim-to-settle: ${cpuText(r.maxStepsCpu)}`,
+    ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
+    ...(r.steps ? [`  max claim-to-settle: ${cpuText(r.steps.maxStepsCpu)}`] : []),
     '',
   ];
   process.stdout.write(out.join('\n') + '\n');

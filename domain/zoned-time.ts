@@ -67,7 +67,7 @@ export function zonedInstant(date: LocalDate, hour: number, minute: number, time
 }
 
 export function localDate(instant: Date, timeZone: string): LocalDate {
-  const { year, month, day } = localParts(instant, timeZone);
+  const { year, month, day } = knownLocalDay(instant, timeZone)?.date ?? localParts(instant, timeZone);
   return { year, month, day };
 }
 
@@ -82,11 +82,55 @@ export function formatLocalDate(date: LocalDate): string {
 
 /** 00:00 of the next local day: when today's usage resets. */
 export function nextLocalMidnight(instant: Date, timeZone: string): Date {
-  return zonedInstant(addDays(localDate(instant, timeZone), 1), 0, 0, timeZone);
+  return new Date(localDay(instant, timeZone).until);
 }
 
 /** Monday of the local week containing the instant. */
 export function localWeekStart(instant: Date, timeZone: string): LocalDate {
-  const parts = localParts(instant, timeZone);
-  return addDays(parts, 1 - parts.isoWeekday);
+  const date = knownLocalDay(instant, timeZone)?.date;
+  if (!date) {
+    const parts = localParts(instant, timeZone);
+    return addDays(parts, 1 - parts.isoWeekday);
+  }
+  // The weekday is the calendar's: a local date falls on the same weekday in every zone.
+  const weekday = new Date(Date.UTC(date.year, date.month - 1, date.day)).getUTCDay() || 7;
+  return addDays(date, 1 - weekday);
+}
+
+/**
+ * The local day an instant falls in and the instant the next one starts, remembered per zone
+ * while the clock stays inside it: every check-in asks for its sender's local date, week and next
+ * midnight, and each answer costs several Intl.DateTimeFormat#formatToParts calls (about 35 µs)
+ * that the same zone answers identically until midnight. Valid for instants in [from, until).
+ */
+interface LocalDay {
+  from: number;
+  until: number;
+  date: LocalDate;
+}
+const localDays = new Map<string, LocalDay>();
+const sameDate = (a: LocalDate, b: LocalDate) => a.year === b.year && a.month === b.month && a.day === b.day;
+
+function knownLocalDay(instant: Date, timeZone: string): LocalDay | undefined {
+  const t = instant.getTime();
+  const known = localDays.get(timeZone);
+  return known && known.from <= t && t < known.until ? known : undefined;
+}
+
+/** The local day, remembered when asked for its end (localDate alone costs no more than before). */
+function localDay(instant: Date, timeZone: string): LocalDay {
+  const known = knownLocalDay(instant, timeZone);
+  if (known) return known;
+  const t = instant.getTime();
+  const { year, month, day } = localParts(instant, timeZone);
+  const date = { year, month, day };
+  const until = zonedInstant(addDays(date, 1), 0, 0, timeZone).getTime();
+  const span = { from: t, until, date };
+  // Remembered only when the span is what it claims (still this date just before `until`, the next
+  // one at it): a zone whose midnight a clock change skips answers from Intl every time instead.
+  if (until > t && sameDate(localParts(new Date(until - 1), timeZone), date) && sameDate(localParts(new Date(until), timeZone), addDays(date, 1))) {
+    if (localDays.size > 1000) localDays.clear();
+    localDays.set(timeZone, span);
+  }
+  return span;
 }

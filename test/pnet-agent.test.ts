@@ -146,10 +146,15 @@ describe('heartbeat', () => {
     ).json();
     const [claimed] = await stack.sql<{ claimed_at: Date }[]>`
       update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()) where id = ${step.id} returning claimed_at`;
+    const renewedAt = async () => (await stack.sql<{ at: Date | null }[]>`select lease_renewed_at as at from browser_steps where id = ${step.id}`)[0]!.at;
     const renewed = await b.heartbeat({ running: { action_id: step.id, claimed_at: claimed!.claimed_at.toISOString() } });
     expect(renewed.json()).toMatchObject({ running_claim: 'renewed', wait: null });
+    // The renewal the step's lease timer reads when it fires.
+    const first = await renewedAt();
+    expect(first!.getTime()).toBeGreaterThanOrEqual(claimed!.claimed_at.getTime());
     const stale = await b.heartbeat({ running: { action_id: step.id, claimed_at: new Date(claimed!.claimed_at.getTime() - 60_000).toISOString() } });
     expect(stale.json().running_claim).toBe('lost');
+    expect(await renewedAt()).toEqual(first);
   });
 
   it('sets the run mode from the extension', async () => {

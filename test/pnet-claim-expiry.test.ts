@@ -8,7 +8,7 @@ import { startOptions } from '../api/browser-step-client.js';
 import { claimLeaseSeconds } from '../domain/pnet.js';
 import { holdAtCheckpoint } from '../activities/sender-account.js';
 import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../workflows/sender-account.js';
-import { browserStepStateQuery, browserStepWorkflow, claimRenewedSignal, claimStepUpdate } from '../workflows/browser-step.js';
+import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate } from '../workflows/browser-step.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
@@ -75,10 +75,12 @@ describe('claim expiry', () => {
   });
 
   it('keeps a claim whose running browser checks in', async () => {
-    const { handle, stepId, claimedAt } = await claimedStep('send_message');
+    const { stepId, claimedAt } = await claimedStep('send_message');
     for (let i = 0; i < 4; i += 1) {
       await env.sleep(`${claimLeaseSeconds - 30} seconds`);
-      await handle.signal(claimRenewedSignal, { claimedAt });
+      // What a check-in naming the claim writes, at the test server's (skipped) time.
+      await stack.sql`update browser_steps set lease_renewed_at = ${new Date(await env.currentTimeMs())}
+        where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt}`;
     }
     expect(await stepRow(stepId)).toEqual({ status: 'claimed', error_code: null });
     await env.sleep(`${claimLeaseSeconds + 5} seconds`);
@@ -155,9 +157,14 @@ describe('the sender-account workflow', () => {
 
   it('ends a checkpoint back-off after an hour on its own', async () => {
     const { accountId, handle } = await connectedAccount();
-    await stack.sql.begin((tx) => holdAtCheckpoint(tx, accountId));
-    // The back-off is measured on the workflow's clock, which earlier skips moved ahead.
-    await stack.sql`update pnet_accounts set checkpoint_until = ${new Date((await env.currentTimeMs()) + 3_600_000)} where id = ${accountId}`;
+    // The back-off is measured on the workflow's clock, which earlier skips moved ahead: set in
+    // the same transaction, so no tick of the account's workflow sees the real clock's end, long
+    // past on its own.
+    const until = new Date((await env.currentTimeMs()) + 3_600_000);
+    await stack.sql.begin(async (tx) => {
+      await holdAtCheckpoint(tx, accountId);
+      await tx`update pnet_accounts set checkpoint_until = ${until} where id = ${accountId}`;
+    });
     await handle.signal(accountChangedSignal);
     await env.sleep('30 minutes');
     const status = async () => (await stack.sql<{ checkpoint_status: string }[]>`select checkpoint_status from pnet_accounts where id = ${accountId}`)[0]!.checkpoint_status;

@@ -74,6 +74,7 @@ const taskQueue = 'record-histories';
 // Column runs: the first claim hands out rows, the next finds none; a row of the cancelled run
 // waits until the cancel signal is in, so the history holds it mid-run.
 const claims = new Map<string, number>();
+const renewedStepId = '00000000-0000-4000-8000-000000000009';
 let releaseSlowRows: () => void = () => {};
 const slowRows = new Promise<void>((resolve) => (releaseSlowRows = resolve));
 let slowStarted = 0;
@@ -346,7 +347,13 @@ const worker = await Worker.create({
     cancelStep: async () => ({ step: { status: 'failed' } }),
     claimStep: async () => ({ step: { status: 'claimed', claimed_at: '2026-01-01T00:00:00.000Z' } }),
     settleStep: async () => ({ step: { status: 'succeeded' } }),
-    expireClaim: async () => ({ status: 'queued' }),
+    // The renewed step's first look finds a check-in since: its lease runs a minute more.
+    expireClaim: async ({ stepId, now }: { stepId: string; now?: string }) => {
+      const looks = (claims.get(stepId) ?? 0) + 1;
+      claims.set(stepId, looks);
+      if (stepId === renewedStepId && looks === 1) return { status: 'claimed', leaseUntil: new Date(Date.parse(now!) + 60_000).toISOString() };
+      return { status: 'queued' };
+    },
     retryStep: async () => ({ step: { status: 'resuming' } }),
     tickSenderAccount: async () => ({ connected: true, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }),
     beginColumnRun: async () => ({ state: 'running', status: 'queued', provider: 'web_page_reader', concurrency: 2, timeoutSeconds: 15 }),
@@ -406,6 +413,18 @@ await worker.runUntil(async () => {
     args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
   });
   await claimed.result();
+  const renewed = await env.client.workflow.start(browserStepWorkflow, {
+    taskQueue,
+    workflowId: 'browser-step/lease-renewed-lapsed-then-settled',
+    args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
+  });
+  await renewed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
+  await env.sleep('200 seconds'); // renewed once in SQL, then silent: the read goes back in line
+  await renewed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
+  await renewed.executeUpdate(reportResultUpdate, {
+    args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
+  });
+  await renewed.result();
   // A retried failure: the step's run closes when it fails, and the retry starts the next run.
   const failed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
@@ -550,6 +569,7 @@ await worker.runUntil(async () => {
     ['browser-step-local-claimed-lapsed-then-settled', claimed],
     ['browser-step-local-approved-then-cancelled', step],
     ['sequence-contact-local-sent-waited-replied', sequenceContact],
+    ['browser-step-lease-renewed-lapsed-then-settled', renewed],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

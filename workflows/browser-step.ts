@@ -54,7 +54,10 @@ export interface ClaimRequest {
 
 export const claimStepUpdate = defineUpdate<StepTransitionResult, [ClaimRequest]>('claimStep');
 export const reportResultUpdate = defineUpdate<StepTransitionResult, [SettleReport]>('reportResult');
-/** Sent by a heartbeat naming this step's current claim: the browser is still running it. */
+/**
+ * How check-ins renewed a claim's lease before they wrote `lease_renewed_at` instead; kept so the
+ * runs recorded then replay (the lease path under the `lease-renewed-in-sql` patch ignores it).
+ */
 export const claimRenewedSignal = defineSignal<[{ claimedAt: string }]>('claimRenewed');
 export const approveStepUpdate = defineUpdate<StepTransitionResult>('approveStep');
 export const releaseClaimUpdate = defineUpdate<StepTransitionResult, [{ claimedAt: string }]>('releaseClaim');
@@ -90,6 +93,8 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
   let renewed = false;
   const steps = patched('local-step-activities') ? localSteps : remoteSteps;
+  // Check-ins renew the lease in SQL; runs before this read signals instead (`renewed`).
+  const leaseInSql = patched('lease-renewed-in-sql');
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
   const moveTo = (status: StoredStepStatus, errorCode: string | null = null) => {
     view.status = status;
@@ -167,8 +172,28 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
         const missed = await steps.missWindow({ stepId: input.stepId });
         moveTo(missed.status, missed.errorCode ?? null);
       }
-      // The claim's lease: every check-in of the running browser starts it afresh; silence for a
-      // whole lease lapses the claim.
+      // The claim's lease: every check-in of the running browser moves its end (recorded in SQL);
+      // the timer looks when the lease would end and sleeps on to the renewed end, so silence for
+      // a whole lease lapses the claim and a long run costs one look per lease.
+      let leaseUntil: number | null = null;
+      while (leaseInSql && view.status === 'claimed') {
+        const claim = view.claimedAt!;
+        leaseUntil ??= workflowNow().getTime() + claimLeaseSeconds * 1000;
+        const ms = leaseUntil - workflowNow().getTime();
+        if (await condition(() => view.status !== 'claimed' || view.claimedAt !== claim, Math.max(1, ms))) {
+          leaseUntil = null;
+          continue;
+        }
+        const looked = await steps.expireClaim({ stepId: input.stepId, claimedAt: claim, now: workflowNow().toISOString() });
+        if (looked.status === 'claimed') {
+          // Renewed since: sleep to the new end (at least a second on, should the clocks disagree).
+          const now = workflowNow().getTime();
+          leaseUntil = looked.leaseUntil ? Math.max(Date.parse(looked.leaseUntil), now + 1000) : now + claimLeaseSeconds * 1000;
+          continue;
+        }
+        leaseUntil = null;
+        moveTo(looked.status, looked.errorCode ?? null);
+      }
       while (view.status === 'claimed') {
         renewed = false;
         const changed = await condition(() => view.status !== 'claimed' || renewed, `${claimLeaseSeconds} seconds`);

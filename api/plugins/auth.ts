@@ -12,7 +12,7 @@ import { ApiError } from '../../domain/errors.js';
 import { isWellFormedApiKey } from '../api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../api-keys-store.js';
 import { findAccountByToken } from '../pnet-agent-store.js';
-import { connectionTokenPrefix } from '../pnet-accounts-store.js';
+import { connectionTokenPrefix, hashConnectionToken } from '../pnet-accounts-store.js';
 import type { RateLimiter } from '../rate-limit.js';
 import type { TokenVerifier } from '../tokens.js';
 
@@ -27,6 +27,8 @@ export interface Principal {
   apiKeyId: string | null;
   /** The pnet account a browser extension's connection token stands for. */
   accountId: string | null;
+  /** The hash of that connection token, for a statement that checks it is still the account's. */
+  connectionTokenHash?: Buffer;
 }
 
 /** `extension` routes take only a connection token, and a connection token reaches nothing else. */
@@ -36,6 +38,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     access?: Access;
     role?: Role;
+    /**
+     * An extension route whose own statement checks the connection token (the heartbeat): it may
+     * be authenticated from the tokens this process resolved lately, without a lookup.
+     */
+    checksConnectionToken?: boolean;
   }
   interface FastifyRequest {
     principal: Principal | null;
@@ -48,7 +55,7 @@ export interface AuthDeps {
   rateLimiter: RateLimiter;
 }
 
-const unauthenticated = () =>
+export const unauthenticated = () =>
   new ApiError('unauthorized', 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.');
 
 /** The access a route needs: declared, or derived from its method. */
@@ -68,11 +75,50 @@ function createLastUsedRecorder(sql: Sql, log: FastifyInstance['log']) {
   };
 }
 
+/**
+ * Connection tokens this process resolved in the last minute, by token. Thousands of browsers
+ * check in every few seconds, and the lookup was a round trip of its own on every check-in. Only
+ * a route that checks the token again in its own statement (`checksConnectionToken`: the
+ * heartbeat's single statement locks the account row where the token hash still matches) takes
+ * the principal from here, so a token replaced by a disconnect, in this process or any other, is
+ * refused as before (401). Every other route looks the token up. A 401 on an extension route
+ * forgets the token here.
+ */
+export class ConnectionTokenCache {
+  private readonly entries = new Map<string, { principal: Principal; at: number }>();
+  constructor(
+    private readonly ttlMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get(token: string): Principal | undefined {
+    const entry = this.entries.get(token);
+    if (!entry) return undefined;
+    if (this.now() - entry.at < this.ttlMs) return entry.principal;
+    this.entries.delete(token);
+    return undefined;
+  }
+
+  set(token: string, principal: Principal) {
+    if (this.entries.size >= 100_000) this.entries.clear();
+    this.entries.set(token, { principal, at: this.now() });
+  }
+
+  forget(token: string) {
+    this.entries.delete(token);
+  }
+}
+
 /** A browser extension sends its account's connection token in either header. */
-async function connectionTokenPrincipal(deps: AuthDeps, token: string): Promise<Principal> {
+async function connectionTokenPrincipal(deps: AuthDeps, token: string, tokens: ConnectionTokenCache, checkedLater: boolean): Promise<Principal> {
+  const known = checkedLater ? tokens.get(token) : undefined;
+  if (known) return known;
   const account = await findAccountByToken(deps.sql, token);
-  if (!account) throw unauthenticated();
-  return {
+  if (!account) {
+    tokens.forget(token);
+    throw unauthenticated();
+  }
+  const principal: Principal = {
     workspaceId: account.workspace_id,
     plan: account.plan,
     memberId: null,
@@ -81,13 +127,31 @@ async function connectionTokenPrincipal(deps: AuthDeps, token: string): Promise<
     via: 'connection_token',
     apiKeyId: null,
     accountId: account.id,
+    connectionTokenHash: hashConnectionToken(token),
   };
+  tokens.set(token, principal);
+  return principal;
 }
 
-async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: (id: string) => void): Promise<Principal> {
+/** The connection token a request carries, if any (X-API-Key first, as authenticate reads them). */
+function connectionTokenOf(request: FastifyRequest): string | undefined {
+  const apiKey = request.headers['x-api-key'];
+  if (typeof apiKey === 'string' && apiKey.length > 0) return apiKey.startsWith(connectionTokenPrefix) ? apiKey : undefined;
+  const authorization = request.headers.authorization;
+  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  return bearer?.startsWith(connectionTokenPrefix) ? bearer : undefined;
+}
+
+async function authenticate(
+  deps: AuthDeps,
+  request: FastifyRequest,
+  recordUse: (id: string) => void,
+  tokens: ConnectionTokenCache,
+): Promise<Principal> {
   const apiKey = request.headers['x-api-key'];
   const authorization = request.headers.authorization;
-  if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, apiKey);
+  const checkedLater = request.routeOptions.config.checksConnectionToken === true;
+  if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, apiKey, tokens, checkedLater);
   if (typeof apiKey === 'string' && apiKey.length > 0) {
     if (!isWellFormedApiKey(apiKey)) throw unauthenticated();
     const key = await findLiveKey(deps.sql, apiKey);
@@ -106,7 +170,7 @@ async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: 
   }
   const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
   if (!bearer) throw unauthenticated();
-  if (bearer.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, bearer);
+  if (bearer.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, bearer, tokens, checkedLater);
   const claims = await deps.verifyToken(bearer);
   if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
   const [member] = await deps.sql<{ id: string; role: Role; plan: Plan }[]>`
@@ -127,14 +191,21 @@ async function authenticate(deps: AuthDeps, request: FastifyRequest, recordUse: 
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
   const recordUse = createLastUsedRecorder(deps.sql, app.log);
+  const tokens = new ConnectionTokenCache();
   app.decorateRequest('principal', null);
+  // A token an extension route refused (its account's token was replaced) is looked up again next time.
+  app.addHook('onError', async (request, _reply, error) => {
+    if (request.principal?.via !== 'connection_token' || (error as { status?: number }).status !== 401) return;
+    const token = connectionTokenOf(request);
+    if (token) tokens.forget(token);
+  });
   app.addHook('onRequest', async (request) => {
     const config = request.routeOptions.config;
     // Unmatched routes (404/308) and public routes need no credential.
     if (!request.routeOptions.url) return;
     const access = routeAccess(request.method, config.access);
     if (access === 'public') return;
-    const principal = await authenticate(deps, request, recordUse);
+    const principal = await authenticate(deps, request, recordUse, tokens);
     request.principal = principal;
     if ((access === 'extension') !== (principal.via === 'connection_token')) {
       throw new ApiError(
