@@ -31,9 +31,13 @@ export interface Mailer {
   send(mail: OutboundEmail): Promise<{ accepted: string[]; response: string }>;
 }
 
-/** An SMTP transport from a URL such as smtp://user:pass@host:587 or smtps://host:465. */
+/**
+ * An SMTP transport from a URL such as smtp://user:pass@host:587 or smtps://host:465. Pooled: a
+ * few connections stay open and carry message after message, instead of a connect, greeting, TLS
+ * and login per email (the URL's own `?pool=false` or `maxConnections=` still win).
+ */
 export function smtpMailer(url: string, options: { from: string }): Mailer {
-  const transport = nodemailer.createTransport(url);
+  const transport = nodemailer.createTransport({ url, pool: true, maxConnections: 4, maxMessages: 500 });
   const domain = options.from.split('@')[1] ?? 'sequences.local';
   return {
     defaultFrom: options.from,
