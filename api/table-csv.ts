@@ -6,8 +6,7 @@
  * with the values a person sees.
  */
 import { parse, type Options as CsvOptions } from 'csv-parse';
-import { stringify } from 'csv-stringify';
-import { pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
+import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { Db, Sql } from '../db/sql.js';
 import { ApiError } from '../domain/errors.js';
@@ -296,6 +295,11 @@ async function readInto(
 }
 
 /** The grid as CSV: a header of column names, then each row as the grid shows it. */
+/** A field quoted (quotes doubled) when it holds a delimiter, a quote or a line break, as RFC 4180 asks. */
+const csvField = (value: string) => (/[",\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
+/** One CSV record with its line break (LF, as the export always wrote). */
+export const csvLine = (fields: string[]) => `${fields.map(csvField).join(',')}\n`;
+
 export async function exportCsv(sql: Sql, workspaceId: string, tableId: string, query: RowQuery): Promise<Readable> {
   await requireTable(sql, workspaceId, tableId);
   const columns = await loadColumns(sql, tableId);
@@ -304,15 +308,19 @@ export async function exportCsv(sql: Sql, workspaceId: string, tableId: string, 
   const cellOf = (row: RowRecord, column: ColumnRecord) =>
     isComputed(column) ? displayComputed(row.computed[column.id]) : displayValue(row.cells[column.id]);
 
-  async function* lines() {
-    yield shown.map((c) => c.name);
+  // One chunk per batch of rows, written here rather than by a CSV transform fed a record at a
+  // time: the per-record stream and option handling was most of the export's CPU.
+  async function* chunks() {
+    yield csvLine(shown.map((c) => c.name));
     const cursor = sql<RowRecord[]>`
       ${rowSelect(sql)} where r.table_id = ${tableId} and ${gridWhere(sql, columns, grid)}
       ${gridOrder(sql, columns, grid.sorts)}`.cursor(batchSize);
     for await (const rows of cursor) {
-      for (const row of rows) yield shown.map((c) => cellOf(row, c));
+      let chunk = '';
+      for (const row of rows) chunk += csvLine(shown.map((c) => cellOf(row, c)));
+      yield chunk;
     }
   }
   // A client that goes away ends the generator, and with it the cursor and its connection.
-  return pipeline(Readable.from(lines()), stringify(), () => {});
+  return Readable.from(chunks(), { objectMode: false });
 }
