@@ -21,7 +21,7 @@ export interface ContactRef {
 }
 
 function contactOptions(taskQueue: string, c: ContactRef) {
-  const input: SequenceContactInput = { contactId: c.id, sequenceId: c.sequence_id, workspaceId: c.workspace_id };
+  const input: SequenceContactInput = { contactId: c.id, sequenceId: c.sequence_id, workspaceId: c.workspace_id, localMoves: true };
   return {
     taskQueue,
     workflowId: sequenceContactWorkflowId(c.sequence_id, c.id),

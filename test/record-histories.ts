@@ -531,7 +531,7 @@ await worker.runUntil(async () => {
   const sequenceContact = await env.client.workflow.start(sequenceContactWorkflow, {
     taskQueue,
     workflowId: sequenceContactWorkflowId('sequence-1', 'contact-1'),
-    args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w' }],
+    args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w', localMoves: true }],
   });
   const contactPhase = async () => (await sequenceContact.query(sequenceContactStateQuery)).phase;
   const waitingAt = async (step: (typeof contactSteps)[number]) => contactSteps[contact.step] === step && (await contactPhase()) === 'waiting';

@@ -77,7 +77,7 @@ async function contactOn(graph: object) {
     insert into sequence_contacts (workspace_id, sequence_id, row_id, contact_key, email, first_name, sender_profile_id, version, enrolled_at)
     values (${paid.workspaceId}, ${seq.id}, ${rowId}, ${`${seq.id}:${rowId}`}, ${address}, 'Ada', ${profile.id}, 1,
             ${new Date(await temporal.env.currentTimeMs())}) returning id`;
-  const input: SequenceContactInput = { contactId: c!.id, sequenceId: seq.id, workspaceId: paid.workspaceId };
+  const input: SequenceContactInput = { contactId: c!.id, sequenceId: seq.id, workspaceId: paid.workspaceId, localMoves: true };
   const start = (extra: Partial<SequenceContactInput> = {}) =>
     temporal.env.client.workflow.start(sequenceContactWorkflow, { taskQueue, workflowId: sequenceContactWorkflowId(seq.id, c!.id), args: [{ ...input, ...extra }], memo: { wait: null } });
   const mails = () => sent.filter((m) => m.to === address).map((m) => m.subject);

@@ -14,7 +14,6 @@ import {
   continueAsNew,
   defineQuery,
   defineSignal,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -34,6 +33,13 @@ export interface SequenceContactInput {
   turnsPerRun?: number;
   /** Runs before this one. */
   continued?: number;
+  /**
+   * Moves and sends run as local activities. Every contact started since carries it (so do its
+   * continued runs); histories recorded before it ran them as ordinary activities. Carried in the
+   * input rather than a `patched()` marker, which would cost each of thousands of contacts an
+   * extra event and a visibility write at enrolment.
+   */
+  localMoves?: boolean;
 }
 
 export interface SequenceContactView {
@@ -61,7 +67,7 @@ const acts = proxyActivities<SequenceActivities>({ startToCloseTimeout: '30 seco
 /**
  * A move (advance, record a written message) is a few SQL statements: as a local activity it runs
  * inside the workflow task that asked for it, one task instead of a task, an activity task and
- * another task per move. Histories recorded before the patch used `acts` (and `mail`) for them.
+ * another task per move. Histories recorded before `localMoves` used `acts` (and `mail`) for them.
  */
 const moves = proxyLocalActivities<Pick<SequenceActivities, 'advanceSequenceContact' | 'recordWrittenMessage'>>({
   startToCloseTimeout: '30 seconds',
@@ -89,9 +95,8 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     woken = true;
   });
   setHandler(sequenceContactStateQuery, () => view);
-  const local = patched('local-contact-moves');
-  const move = local ? moves : acts;
-  const send = local ? localMail : mail;
+  const move = input.localMoves ? moves : acts;
+  const send = input.localMoves ? localMail : mail;
 
   const showWait = (wait: SequenceContactView['wait']) => {
     if (view.wait?.reason === wait?.reason && view.wait?.until === wait?.until) return;
