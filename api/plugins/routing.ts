@@ -24,6 +24,10 @@ export function registerRouting(app: FastifyInstance) {
   });
 
   app.addHook('onRequest', async (request, reply) => {
+    // A path served exactly by a route without parameters is its own most specific match: no scan
+    // of every route's pattern (the heartbeat's path is one of these).
+    const matched = request.routeOptions.url;
+    if (matched && !matched.includes(':')) return;
     const [path] = splitUrl(request.url);
     const matching = routes.filter((r) => r.pattern.test(path));
     if (matching.length === 0) return;
@@ -33,8 +37,7 @@ export function registerRouting(app: FastifyInstance) {
     const parameters = (r: { pattern: RegExp }) => r.pattern.source.split('[^/]+').length - 1;
     const fewest = Math.min(...matching.map(parameters));
     const allowed = new Set(matching.filter((r) => parameters(r) === fewest).flatMap((r) => [...r.methods]));
-    const matched = request.routeOptions.url;
-    if (matched && (!matched.includes(':') || allowed.has(request.method))) return;
+    if (matched && allowed.has(request.method)) return;
     const allow = [...allowed].sort().join(', ');
     return reply.code(405).header('allow', allow).send({ detail: `${request.method} is not allowed on ${path}; use ${allow}.` });
   });
