@@ -14,6 +14,12 @@ export const housekeepingEverySeconds: Partial<Record<ActionKind, number>> = {
   check_sent_invitations: 24 * 60 * 60,
 };
 
+/**
+ * A failing inbox read holds every message of the account back (a reply may have come in unseen),
+ * so it is tried again this soon instead of at the usual half hour.
+ */
+export const failingInboxRetrySeconds = 5 * 60;
+
 /** A checkpoint holds the account for longer each time it comes back. */
 export const checkpointBackOffSeconds = [60 * 60, 4 * 60 * 60, 24 * 60 * 60, 72 * 60 * 60];
 
@@ -57,17 +63,18 @@ export function createSenderAccountActivities({
       // moves only the workflow's.
       const now = new Date(nowIso);
       const { clock, rows } = await sql.begin(async (tx) => {
-        const [account] = await tx<{ workspace_id: string; status: string; checkpoint_status: string; checkpoint_until: Date | null }[]>`
+        const [account] = await tx<{ workspace_id: string; status: string; checkpoint_status: string; checkpoint_until: Date | null; replies_failing: boolean }[]>`
           update pnet_accounts set
             checkpoint_status = case when checkpoint_status = 'checkpoint' and checkpoint_until <= ${now} then 'ok' else checkpoint_status end,
             checkpoint_until = case when checkpoint_until <= ${now} then null else checkpoint_until end
-          where id = ${accountId} returning workspace_id, status, checkpoint_status, checkpoint_until`;
+          where id = ${accountId} returning workspace_id, status, checkpoint_status, checkpoint_until, replies_failing`;
         if (!account) return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
         const connected = account.status === 'connected';
         const due: StepRow[] = [];
         let next: Date | null = null;
         if (connected && account.checkpoint_status === 'ok') {
-          for (const [kind, every] of Object.entries(housekeeping) as [ActionKind, number][]) {
+          for (const [kind, usual] of Object.entries(housekeeping) as [ActionKind, number][]) {
+            const every = kind === 'check_inbox' && account.replies_failing ? Math.min(usual, failingInboxRetrySeconds) : usual;
             const [last] = await tx<{ waiting: boolean; last_at: Date | null }[]>`
               select bool_or(status in ('queued', 'resuming', 'claimed')) as waiting, max(created_at) as last_at
               from browser_steps where account_id = ${accountId} and kind = ${kind}`;

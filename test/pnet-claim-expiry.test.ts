@@ -155,6 +155,19 @@ describe('the sender-account workflow', () => {
     await handle.terminate();
   });
 
+  it('tries a failed inbox read again after five minutes, not half an hour: messages wait on it', async () => {
+    const { accountId, handle } = await connectedAccount();
+    await env.sleep('1 second');
+    const inbox = (await reads(accountId)).find((r) => r.kind === 'check_inbox')!;
+    // What settling the read failed writes, then the wake the result route sends.
+    await stack.sql`update browser_steps set status = 'failed', error_code = 'timed_out', finished_at = now() where id = ${inbox.id}`;
+    await stack.sql`update pnet_accounts set replies_failing = true where id = ${accountId}`;
+    await handle.signal(accountChangedSignal);
+    await env.sleep('6 minutes');
+    expect((await reads(accountId)).filter((r) => r.kind === 'check_inbox')).toHaveLength(2);
+    await handle.terminate();
+  });
+
   it('ends a checkpoint back-off after an hour on its own', async () => {
     const { accountId, handle } = await connectedAccount();
     // The back-off is measured on the workflow's clock, which earlier skips moved ahead: set in

@@ -212,8 +212,9 @@ export const pnetAgentRoutes =
             request.log.warn({ err }, 'could not wake sequence contacts'),
           );
         }
-        // The account is held from this settle on; its workflow owns the end of the back-off.
-        if (result.checkpoint) {
+        // The account is held from this settle on; its workflow owns the end of the back-off. A
+        // failed inbox read holds the account's messages: its workflow tries the read again soon.
+        if (result.checkpoint || (step.kind === 'check_inbox' && result.step.status === 'failed')) {
           await signalSenderAccount(temporal.client, temporal.taskQueue, { id: step.account_id, workspace_id: step.workspace_id }).catch((err: unknown) =>
             request.log.warn({ err }, 'could not wake the account workflow'),
           );
