@@ -82,6 +82,31 @@ const remoteSteps = proxyActivities<PnetStepActivities>({ startToCloseTimeout: '
  */
 const localSteps = proxyLocalActivities<PnetStepActivities>({ startToCloseTimeout: '30 seconds', retry: stepRetry });
 
+/**
+ * The transitions run one at a time. Two Updates accepted in one task (a settle and a claim racing)
+ * would otherwise run their local activities side by side, and which finished first decided where
+ * the main loop's next timer fell among their completions; a replay, which has both results at
+ * once, ordered them differently and failed as non-deterministic (found by the chaos run). One
+ * local activity in flight at a time leaves a replay nothing to order differently.
+ */
+function oneAtATime<T extends object>(activities: T): T {
+  let busy = false;
+  return new Proxy(activities, {
+    get(target, name) {
+      const call = (target as Record<string | symbol, (...args: unknown[]) => Promise<unknown>>)[name]!;
+      return async (...args: unknown[]) => {
+        await condition(() => !busy);
+        busy = true;
+        try {
+          return await call(...args);
+        } finally {
+          busy = false;
+        }
+      };
+    },
+  });
+}
+
 function refuse(view: BrowserStepView, allowed: StoredStepStatus[], action: string): void {
   if (!allowed.includes(view.status)) {
     const shown = view.status === 'awaiting_approval' ? 'awaiting approval' : view.status;
@@ -92,7 +117,7 @@ function refuse(view: BrowserStepView, allowed: StoredStepStatus[], action: stri
 export async function browserStepWorkflow(input: BrowserStepInput): Promise<BrowserStepView> {
   const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
   let renewed = false;
-  const steps = patched('local-step-activities') ? localSteps : remoteSteps;
+  const steps = patched('local-step-activities') ? oneAtATime(localSteps) : remoteSteps;
   // Check-ins renew the lease in SQL; runs before this read signals instead (`renewed`).
   const leaseInSql = patched('lease-renewed-in-sql');
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
