@@ -480,7 +480,7 @@ function timings(log: SimLog): string {
   );
 }
 
-/** Why the steps left waiting at the deadline still wait: a step of their account held claimed, or the gap. */
+/** Why the steps left waiting at the deadline still wait: a step of their account held claimed, the gap, or a failing inbox read. */
 async function stranded(sql: Sql, waiting: StepRowLite[]): Promise<string[]> {
   const byAccount = new Map<string, StepRowLite[]>();
   for (const row of waiting) byAccount.set(row.account_id, [...(byAccount.get(row.account_id) ?? []), row]);
@@ -488,12 +488,15 @@ async function stranded(sql: Sql, waiting: StepRowLite[]): Promise<string[]> {
   for (const [accountId, rows] of byAccount) {
     const [running] = await sql<{ id: string; claimed_at: Date }[]>`
       select id, claimed_at from browser_steps where account_id = ${accountId} and status = 'claimed'`;
-    const [account] = await sql<{ next_metered_at: Date | null }[]>`select next_metered_at from pnet_accounts where id = ${accountId}`;
+    const [account] = await sql<{ next_metered_at: Date | null; replies_failing: boolean; inbox_next_check_at: Date | null }[]>`
+      select next_metered_at, replies_failing, inbox_next_check_at from pnet_accounts where id = ${accountId}`;
     const why = running
       ? `behind step ${running.id.slice(0, 8)}, claimed since ${running.claimed_at.toISOString()} (${Math.round((Date.now() - running.claimed_at.getTime()) / 1000)} s)`
       : account?.next_metered_at && account.next_metered_at.getTime() > Date.now()
         ? `waiting for the gap until ${account.next_metered_at.toISOString()}`
-        : 'with nothing holding them';
+        : account?.replies_failing
+          ? `held back by the account's failing inbox read (next read due ${account.inbox_next_check_at?.toISOString() ?? 'unknown'})`
+          : 'with nothing holding them';
     out.push(`account ${accountId.slice(0, 8)}: ${rows.length} step(s) still ${[...new Set(rows.map((r) => r.status))].join('/')} ${why}`);
   }
   return out;
