@@ -22,7 +22,7 @@ import { bundleWorkflows } from '../worker/worker.js';
 import { AgentClient } from './agent-client.js';
 import { SimBrowser, formatCounters, sumCounters } from './browser.js';
 import { checkExpiredClaims, checkLedger, checkLine, checkNoOverlap, checkSettles, terminalStatuses, type CheckResult, type StepRowLite } from './chaos-checks.js';
-import { checkLines, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
+import { couldNotRun, reportAndExit, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { ClaimObserver } from './claim-observer.js';
 import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';
 import { ServiceProcess } from './service-process.js';
@@ -446,20 +446,10 @@ async function main() {
       formatCounters(counters),
       `database poller    ${observer.samples} samples, ${observed.length} distinct claims seen`,
       timings(log),
-      '',
-      ...checkLines(checks),
-      '',
-      `logs: ${join(o.dataDir, 'worker.log')}, ${join(o.dataDir, 'api.log')}`,
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
-    const failed = checks.filter((c) => !c.ok).length;
-    process.stdout.write(failed ? `\n${failed} check(s) failed.\n` : '\nAll checks passed.\n');
-    await cleanup();
-    process.exit(failed ? 1 : 0);
+    await reportAndExit(lines, checks, o.dataDir, cleanup);
   } catch (error) {
-    say(`chaos:pnet could not run: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    await cleanup();
-    process.exit(2);
+    await couldNotRun('chaos:pnet', error, say, cleanup);
   }
 }
 

@@ -101,3 +101,23 @@ export function checkLines(checks: CheckResult[]): string[] {
     ...c.notes.map((n) => `        note: ${n}`),
   ]);
 }
+
+/**
+ * Ends a chaos run: prints its summary, the checks and where the service logs are, cleans up and
+ * exits 1 when a check failed (else 0).
+ */
+export async function reportAndExit(summary: string[], checks: CheckResult[], dataDir: string, cleanup: () => Promise<void>): Promise<never> {
+  const lines = [...summary, '', ...checkLines(checks), '', `logs: ${join(dataDir, 'worker.log')}, ${join(dataDir, 'api.log')}`];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  const failed = checks.filter((c) => !c.ok).length;
+  process.stdout.write(failed ? `\n${failed} check(s) failed.\n` : '\nAll checks passed.\n');
+  await cleanup();
+  process.exit(failed ? 1 : 0);
+}
+
+/** A chaos run that could not run at all (set-up failed): says why, cleans up and exits 2. */
+export async function couldNotRun(name: string, error: unknown, say: Say, cleanup: () => Promise<void>): Promise<never> {
+  say(`${name} could not run: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  await cleanup();
+  process.exit(2);
+}

@@ -33,7 +33,7 @@ import { startTemporalDevServer, type TemporalDevServerHandle } from '../worker/
 import { projectRoot } from '../worker/tools.js';
 import { bundleWorkflows } from '../worker/worker.js';
 import type { CheckResult } from './chaos-checks.js';
-import { checkLines, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
+import { couldNotRun, reportAndExit, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { UsageError, numberFlag, seededRandom } from './cli.js';
 import { ServiceProcess } from './service-process.js';
 import { startSmtpSink, type SinkMessage, type SmtpSink } from './smtp-sink.js';
@@ -646,20 +646,10 @@ async function main() {
       `contacts           ${counts.contacts} enrolled, ${counts.completed} completed, ${counts.stoppedReplied} stopped as replied`,
       `emails             ${counts.messages} taken by the sink, ${counts.sends} sends recorded; ${counts.unconfirmed} unconfirmed`,
       `replies            ${replyPlan.size} planned, ${replies.recorded} recorded (${replies.posted} posts, ${replies.failed} given up)`,
-      '',
-      ...checkLines(checks),
-      '',
-      `logs: ${join(o.dataDir, 'worker.log')}, ${join(o.dataDir, 'api.log')}`,
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
-    const failed = checks.filter((c) => !c.ok).length;
-    process.stdout.write(failed ? `\n${failed} check(s) failed.\n` : '\nAll checks passed.\n');
-    await cleanup();
-    process.exit(failed ? 1 : 0);
+    await reportAndExit(lines, checks, o.dataDir, cleanup);
   } catch (error) {
-    say(`chaos:sequences could not run: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    await cleanup();
-    process.exit(2);
+    await couldNotRun('chaos:sequences', error, say, cleanup);
   }
 }
 
