@@ -49,68 +49,173 @@ interface CheckInExtras {
 }
 
 /**
- * One check-in in one statement and one round trip: it checks the connection token is still the
- * account's (the API process may know the token from an earlier request: api/plugins/auth.ts),
- * locks the account row, writes the session, identity, lease (compare-and-set on the row as
- * committed) and run mode, and reads back what the state needs (running claim, lease holder,
- * line, sending switches, and the usage rows of the days around now; the sender's time zone picks
- * among them here). Thousands of browsers check in every few seconds. Reads see the statement's
- * snapshot, so a write another transaction committed while this one waited for the row lock shows
- * from the next check-in on. Answers null, having written nothing, when the token is no longer the
- * account's.
+ * Check-ins, batched: each is one statement's row, and a statement carries the check-ins of up to
+ * `maxBatch` accounts. Thousands of browsers check in every few seconds; a statement costs
+ * Postgres and this process a round trip, a parse of the answer's protocol, a commit and a socket
+ * write or two whatever its size, which a batch pays once. Nothing waits to fill a batch: a
+ * check-in goes out at once while fewer than `maxInFlight` statements are running, and only the
+ * check-ins that arrive while they all run wait, for the first to finish, and then go together.
+ * A batch holds one check-in per account (the statement writes each account's row once); a
+ * second check-in of an account waits for the next batch. A batch whose statement fails is run
+ * again one check-in at a time, so one bad check-in fails alone.
+ */
+export class CheckInLine {
+  private waiting: Pending[] = [];
+  private inFlight = 0;
+  /** Statements run, check-ins they carried, the largest batch, and batches run again one by one. */
+  readonly stats = { statements: 0, checkIns: 0, largest: 0, split: 0 };
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly maxInFlight = 4,
+    private readonly maxBatch = 64,
+  ) {}
+
+  submit(accountId: string, input: CheckIn, now: Date): Promise<AgentState | null> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ accountId, input, now, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump() {
+    while (this.inFlight < this.maxInFlight && this.waiting.length > 0) {
+      const batch: Pending[] = [];
+      const later: Pending[] = [];
+      const accounts = new Set<string>();
+      for (const p of this.waiting) {
+        if (batch.length < this.maxBatch && !accounts.has(p.accountId)) {
+          batch.push(p);
+          accounts.add(p.accountId);
+        } else later.push(p);
+      }
+      this.waiting = later;
+      this.inFlight += 1;
+      void this.run(batch).finally(() => {
+        this.inFlight -= 1;
+        this.pump();
+      });
+    }
+  }
+
+  private async run(batch: Pending[]) {
+    this.stats.statements += 1;
+    this.stats.checkIns += batch.length;
+    this.stats.largest = Math.max(this.stats.largest, batch.length);
+    try {
+      const states = await checkInBatch(this.sql, batch);
+      batch.forEach((p, n) => p.resolve(states[n]!));
+    } catch (error) {
+      if (batch.length === 1) return batch[0]!.reject(error);
+      this.stats.split += 1;
+      for (const p of batch) {
+        await checkInBatch(this.sql, [p]).then(
+          ([state]) => p.resolve(state!),
+          (e: unknown) => p.reject(e),
+        );
+      }
+    }
+  }
+}
+
+interface Pending {
+  accountId: string;
+  input: CheckIn;
+  now: Date;
+  resolve: (state: AgentState | null) => void;
+  reject: (error: unknown) => void;
+}
+
+const lines = new WeakMap<Sql, CheckInLine>();
+
+/**
+ * One browser's check-in, through the batching line of this connection pool (CheckInLine): it
+ * checks the connection token is still the account's (the API process may know the token from
+ * an earlier request: api/plugins/auth.ts), writes the session, identity, lease and run mode, and
+ * answers the agent state; null, having written nothing, when the token no longer opens the account.
+ */
+export function checkIn(sql: Sql, accountId: string, input: CheckIn, now = new Date()): Promise<AgentState | null> {
+  let line = lines.get(sql);
+  if (!line) lines.set(sql, (line = new CheckInLine(sql)));
+  return line.submit(accountId, input, now);
+}
+
+/**
+ * The check-ins of distinct accounts in one statement and one round trip. For each it checks the
+ * token hash, locks the account row (the batch's rows in id order, so two batches never wait on
+ * each other in a circle; every other writer locks one account), writes the session, identity,
+ * lease (compare-and-set on the row as committed) and run mode, renews a running claim's lease,
+ * and reads back what the state needs (running claim, lease holder, line, sending switches, and
+ * the usage rows of the days around now; the sender's time zone picks among them here). Reads see
+ * the statement's snapshot, so a write another transaction committed while this one waited for a
+ * row lock shows from the next check-in on.
  *
- * A check-in that only renews presence and the lease commits without waiting for its WAL flush
- * (synchronous_commit off for this transaction alone). What that trades: if Postgres itself
+ * A batch whose check-ins only renew presence and the lease commits without waiting for its WAL
+ * flush (synchronous_commit off for this transaction alone). What that trades: if Postgres itself
  * crashes (not the API), the last fraction of a second of such check-ins may be lost, as if those
  * browsers had checked in a moment earlier. The commit is atomic and visible to every other
  * transaction at once all the same, and WAL is flushed in order, so any later durable commit
  * (a claim, a settle) that read this lease makes it durable too; a browser told `lease_granted`
  * by a lost commit learns otherwise at its next check-in, and a claim checks the lease as
- * committed, under the account lock, with a durable commit. A check-in that connects an identity,
- * sets the run mode or names a running claim (whose lease renewal the step's timer reads) waits
- * for the flush as before.
+ * committed, under the account lock, with a durable commit. A batch with a check-in that connects
+ * an identity, sets the run mode or names a running claim (whose lease renewal the step's timer
+ * reads) waits for the flush.
  */
-export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now = new Date()): Promise<AgentState | null> {
-  const identity = input.identity ?? null;
-  const nonce = input.leaseNonce;
-  const runMode = input.runMode ?? null;
-  const days = usageDaysAround(now);
-  // Conditions on the row as it stands under the UPDATE's lock (`a` is the old row in SET); the
-  // inputs come from `i`, so each is one parameter however often it is read.
+export async function checkInBatch(sql: Sql, batch: readonly { accountId: string; input: CheckIn; now: Date }[]): Promise<(AgentState | null)[]> {
+  const days = usageDaysAround(batch[0]!.now);
+  const inputs = batch.map(({ accountId, input }, n) => ({
+    n,
+    account_id: accountId,
+    token_hash: input.tokenHash.toString('hex'),
+    browser_id: input.browserId,
+    label: input.label,
+    version: input.version,
+    nonce: input.leaseNonce,
+    urn: input.identity?.member_urn ?? null,
+    vanity_name: input.identity?.vanity_name ?? null,
+    display_name: input.identity?.display_name ?? null,
+    headline: input.identity?.headline ?? null,
+    photo_url: input.identity?.photo_url ?? null,
+    run_mode: input.runMode ?? null,
+    running_id: input.running?.action_id ?? null,
+    running_claimed_at: input.running?.claimed_at ?? null,
+  }));
+  // Conditions on each row as it stands under the UPDATE's lock (`a` is the old row in SET).
   // The first identity connects the account; another identity afterwards is a hard stop.
   const connectingSql = sql`(i.urn is not null and a.member_urn is null)`;
   const mismatchSql = sql`(i.urn is not null and a.member_urn is not null and a.member_urn <> i.urn)`;
   // Lease compare-and-set: free, lapsed, or already this browser's.
   const takesLeaseSql = sql`(i.nonce is not null and not ${mismatchSql}
     and (a.lease_session_id is null or a.lease_expires_at < now() or a.lease_session_id = s.id))`;
-  const running = input.running;
-  const [row] = await sql<(CheckInAccount & CheckInExtras)[]>`
+  const rows = await sql<(CheckInAccount & CheckInExtras)[]>`
     with i as (
-      select ${identity?.member_urn ?? null}::text as urn, ${nonce}::text as nonce, ${runMode}::text as run_mode
-    ), locked as (
-      -- The account row first, in the order every other writer of the account takes its locks;
-      -- none when the token is no longer this account's.
-      select id, member_urn from pnet_accounts where id = ${accountId} and connection_token_hash = ${input.tokenHash} for update
+      select * from json_to_recordset(${JSON.stringify(inputs)}::text::json) as i(n int, account_id uuid, token_hash text,
+        browser_id uuid, label text, version text, nonce text, urn text, vanity_name text, display_name text, headline text,
+        photo_url text, run_mode text, running_id uuid, running_claimed_at timestamptz)
+    ), locked as materialized (
+      -- The account rows first, in the order every other writer of an account takes its locks;
+      -- none for a check-in whose token is no longer its account's.
+      select a.id, a.member_urn from pnet_accounts a join i on a.id = i.account_id and a.connection_token_hash = decode(i.token_hash, 'hex')
+      order by a.id for update of a
     ), s as (
       insert into pnet_sessions (account_id, browser_id, browser_label, extension_version)
-      select id, ${input.browserId}, ${input.label}, ${input.version} from locked
+      select i.account_id, i.browser_id, i.label, i.version from i join locked on locked.id = i.account_id
       on conflict (account_id, browser_id) do update
         set browser_label = excluded.browser_label, extension_version = excluded.extension_version, last_seen_at = now()
-      returning id
+      returning id, account_id
     ), renewed as (
       -- Naming its running claim renews the claim's lease, which the step's lease timer reads
       -- when it fires (after the account row, the order every writer takes its locks).
-      update browser_steps b set lease_renewed_at = now() from locked
-      where ${running ? sql`b.id = ${running.action_id} and b.claimed_at = ${running.claimed_at}` : sql`false`}
-        and b.account_id = locked.id and b.status = 'claimed'
-      returning b.id
+      update browser_steps b set lease_renewed_at = now() from i join locked on locked.id = i.account_id
+      where b.id = i.running_id and b.claimed_at = i.running_claimed_at and b.account_id = i.account_id and b.status = 'claimed'
+      returning b.account_id
     ), a as (
       update pnet_accounts a set
         member_urn = case when ${connectingSql} then i.urn else a.member_urn end,
-        vanity_name = case when ${connectingSql} then ${identity?.vanity_name ?? null}::text else a.vanity_name end,
-        display_name = case when ${connectingSql} then ${identity?.display_name ?? null}::text else a.display_name end,
-        headline = case when ${connectingSql} then ${identity?.headline ?? null}::text else a.headline end,
-        photo_url = case when ${connectingSql} then ${identity?.photo_url ?? null}::text else a.photo_url end,
+        vanity_name = case when ${connectingSql} then i.vanity_name else a.vanity_name end,
+        display_name = case when ${connectingSql} then i.display_name else a.display_name end,
+        headline = case when ${connectingSql} then i.headline else a.headline end,
+        photo_url = case when ${connectingSql} then i.photo_url else a.photo_url end,
         status = case when ${connectingSql} then 'connected' else a.status end,
         connected_at = case when ${connectingSql} then now() else a.connected_at end,
         lease_session_id = case when ${takesLeaseSql} then s.id else a.lease_session_id end,
@@ -119,35 +224,46 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
         last_seen_at = now(),
         run_mode = coalesce(i.run_mode, a.run_mode),
         updated_at = case when ${connectingSql} or i.run_mode is not null then now() else a.updated_at end
-      from s, i
-      where a.id = ${accountId}
+      from s join i on i.account_id = s.account_id
+      where a.id = s.account_id
       returning a.id, a.workspace_id, a.sender_profile_id, a.status, a.checkpoint_status, a.checkpoint_until, a.working_hours,
         a.next_metered_at, a.replies_failing, a.inbox_next_check_at, a.connected_at, a.limits, a.member_urn, a.lease_session_id,
         a.run_mode, a.min_action_interval_seconds, a.attempts_enabled, a.resume_enabled, s.id as check_in_session_id
+    ), commit_mode as (
+      -- Presence and the accounts' leases only: commit without waiting for the WAL flush (see
+      -- above). Connecting an identity (locked.member_urn is the row as locked), setting the run
+      -- mode or renewing a running claim's lease makes the whole batch wait for it.
+      select set_config('synchronous_commit', case when bool_or(i.run_mode is not null or i.running_id is not null
+          or (i.urn is not null and locked.member_urn is null)) then 'on' else 'off' end, true) as check_in_commit
+      from i join locked on locked.id = i.account_id
     )
-    select a.id, a.status, a.checkpoint_status, a.checkpoint_until, a.working_hours, a.next_metered_at, a.replies_failing,
+    select i.n as check_in_n, a.id, a.status, a.checkpoint_status, a.checkpoint_until, a.working_hours, a.next_metered_at, a.replies_failing,
       a.inbox_next_check_at, a.connected_at, a.limits, a.member_urn, a.lease_session_id, a.run_mode,
       a.min_action_interval_seconds, a.attempts_enabled, a.resume_enabled, a.check_in_session_id, p.timezone,
       -- This statement's own session write is not visible to its reads: its label is the new one.
-      case when a.lease_session_id = a.check_in_session_id then ${input.label}::text
+      case when a.lease_session_id = a.check_in_session_id then i.label
         else (select browser_label from pnet_sessions where id = a.lease_session_id) end as check_in_holder_label,
-      ${running ? sql`exists (select 1 from renewed)` : sql`null::boolean`} as check_in_claim_current,
+      case when i.running_id is null then null::boolean else exists (select 1 from renewed r where r.account_id = a.id) end as check_in_claim_current,
       row_to_json(line) as check_in_line,
       (exists (select 1 from agent_sending where workspace_id = a.workspace_id and paused)
         or exists (select 1 from service_settings where key = 'paused_everywhere' and value = 'true')) as check_in_sending_stopped,
       (select coalesce(json_agg(json_build_object('local_date', u.local_date, 'limit_kind', u.limit_kind, 'used', u.used)), '[]')
         from pnet_usage u where u.account_id = a.id and u.local_date between ${days.from}::date and ${days.to}::date) as check_in_usage,
-      -- Presence and the account's lease only: commit without waiting for the WAL flush (see above).
-      -- Connecting an identity (locked.member_urn is the row as locked), setting the run mode or
-      -- renewing a running claim's lease waits for it.
-      set_config('synchronous_commit',
-        case when i.run_mode is null and ${!running}::boolean and not (i.urn is not null and locked.member_urn is null)
-          then 'off' else 'on' end, true) as check_in_commit
-    from a join sender_profiles p on p.id = a.sender_profile_id
-      cross join i cross join locked
-      cross join lateral (${lineSql(sql, accountId)}) line`;
+      c.check_in_commit
+    from a join i on i.account_id = a.id join sender_profiles p on p.id = a.sender_profile_id
+      cross join commit_mode c
+      cross join lateral (${lineSql(sql, sql`a.id`)}) line`;
+  const byInput = new Map(rows.map((row) => [(row as typeof row & { check_in_n: number }).check_in_n, row]));
+  return Promise.all(batch.map(({ input, now }, n) => agentState(sql, input, byInput.get(n), now)));
+}
+
+/** One check-in's answer from its row of the batch; null when the token no longer opens the account. */
+async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & CheckInExtras) | undefined, now: Date): Promise<AgentState | null> {
   // The token no longer opens the account (replaced by a disconnect, or the account deleted).
   if (!row) return null;
+  const identity = input.identity ?? null;
+  const nonce = input.leaseNonce;
+  const running = input.running;
   const {
     check_in_session_id: sessionId,
     check_in_holder_label: holderLabelSeen,
@@ -156,8 +272,9 @@ export async function checkIn(sql: Sql, accountId: string, input: CheckIn, now =
     check_in_sending_stopped: stopped,
     check_in_usage: usageDays,
     check_in_commit: _commit,
+    check_in_n: _n,
     ...current
-  } = row as typeof row & { check_in_commit: string };
+  } = row as typeof row & { check_in_commit: string; check_in_n: number };
   // Read from the row as written: a first identity is now the account's, another one is not.
   const mismatch = Boolean(identity && current.member_urn && identity.member_urn !== current.member_urn);
   const leaseGranted = !mismatch && (nonce === null || current.lease_session_id === sessionId);

@@ -2,6 +2,7 @@
  * An account's line of steps and what its next step waits on, read by the heartbeat, the claim
  * and the account wrapper (endpoint 8) alike.
  */
+import type postgres from 'postgres';
 import type { Db } from '../db/sql.js';
 import type { AccountRow } from '../activities/pnet-accounts.js';
 import { workingWindow, type Wait } from '../domain/pnet-pacing.js';
@@ -24,8 +25,11 @@ export interface Line {
 
 type LineRow = Omit<Line, 'running'> & { running: number };
 
-/** The line's counts as one row; a fragment too, so the heartbeat reads it inside its own statement. */
-export const lineSql = (db: Db, accountId: string) => db<LineRow[]>`
+/**
+ * The line's counts as one row; a fragment too, so the heartbeat reads it inside its own
+ * statement (there `account` is a column of the outer query, one line per account of the batch).
+ */
+export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres.Row[]>) => db<LineRow[]>`
     select
       count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
@@ -33,11 +37,11 @@ export const lineSql = (db: Db, accountId: string) => db<LineRow[]>`
       count(*) filter (where status = 'claimed')::int as running,
       -- Looked up only when there is one: most accounts have nothing metered waiting.
       case when count(*) filter (where status in ('queued', 'resuming') and not held and metered) > 0 then
-        (select kind from browser_steps where account_id = ${accountId} and status in ('queued', 'resuming') and not held and metered
+        (select kind from browser_steps where account_id = ${account} and status in ('queued', 'resuming') and not held and metered
           order by queued_at, id limit 1) end as "oldestMeteredKind"
     from browser_steps
     -- Only live steps count; naming them lets the partial index browser_steps_live serve the read.
-    where account_id = ${accountId} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
+    where account_id = ${account} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
 
 export const toLine = (row: LineRow): Line => ({ ...row, running: row.running > 0 });
 

@@ -16,7 +16,13 @@ export async function startServe(dataDir: string, logFile: string, options: { he
   const port = await freePort(3300);
   const out = openSync(logFile, 'a');
   const child = fork(fileURLToPath(new URL('./serve.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx', ...(options.heapMiB ? [`--max-old-space-size=${options.heapMiB}`] : [])],
+    execArgv: [
+      '--import',
+      'tsx',
+      ...(options.heapMiB ? [`--max-old-space-size=${options.heapMiB}`] : []),
+      // BENCH_CPU_PROFILE=<dir>: a V8 CPU profile of the stack process, written when it stops.
+      ...(process.env.BENCH_CPU_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`] : []),
+    ],
     stdio: ['ignore', out, out, 'ipc'],
     env: {
       ...process.env,

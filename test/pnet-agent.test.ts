@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { hashConnectionToken } from '../api/pnet-accounts-store.js';
+import { CheckInLine } from '../api/pnet-agent-store.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
@@ -165,5 +167,62 @@ describe('heartbeat', () => {
     expect(res.json()).toMatchObject({ run_mode: 'automatic', lease_granted: true });
     const settings = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey) })).json();
     expect(settings.run_mode).toBe('automatic');
+  });
+});
+
+describe('check-ins in batches', () => {
+  const input = (token: string, browserId: string = randomUUID(), label = 'Batch browser') => ({
+    tokenHash: hashConnectionToken(token),
+    browserId,
+    label,
+    version: '1.4.0',
+    leaseNonce: `nonce-${browserId}`,
+    identity: { ...identity, photo_url: null },
+  });
+
+  it('carries the check-ins that arrive while a statement runs in one statement, each answered as if alone', async () => {
+    const senders = await Promise.all(Array.from({ length: 12 }, () => sender()));
+    const line = new CheckInLine(stack.sql, 1, 64);
+    const states = await Promise.all(senders.map((s) => line.submit(s.accountId, input(s.token), new Date())));
+    // The first went alone; the other eleven waited for it and went together.
+    expect(line.stats).toMatchObject({ statements: 2, checkIns: 12, largest: 11, split: 0 });
+    for (const state of states) expect(state).toMatchObject({ lease_granted: true, account_mismatch: false, run_mode: 'automatic', wait: null });
+    const connected = await stack.sql<{ status: string; lease: boolean }[]>`
+      select status, lease_session_id is not null as lease from pnet_accounts where id in ${stack.sql(senders.map((s) => s.accountId))}`;
+    expect(connected).toEqual(Array.from({ length: 12 }, () => ({ status: 'connected', lease: true })));
+  });
+
+  it('never puts two check-ins of one account in a batch: two browsers racing for the lease get one lease between them', async () => {
+    const [one, two] = await Promise.all([sender(), sender()]);
+    const line = new CheckInLine(stack.sql, 1, 64);
+    const [first, , mine, theirs] = await Promise.all([
+      line.submit(two!.accountId, input(two!.token), new Date()),
+      line.submit(one!.accountId, input(one!.token), new Date()),
+      line.submit(two!.accountId, input(two!.token, randomUUID(), 'Laptop'), new Date()),
+      line.submit(two!.accountId, input(two!.token, randomUUID(), 'Desktop'), new Date()),
+    ]);
+    // [two], then [one, two's laptop], then [two's desktop].
+    expect(line.stats).toMatchObject({ statements: 3, checkIns: 4, largest: 2 });
+    expect(first).toMatchObject({ lease_granted: true });
+    expect(mine).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
+    expect(theirs).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
+  });
+
+  it('fails a bad check-in alone: its batch runs again one check-in at a time', async () => {
+    const senders = await Promise.all(Array.from({ length: 4 }, () => sender()));
+    const line = new CheckInLine(stack.sql, 1, 64);
+    const first = line.submit(senders[0]!.accountId, input(senders[0]!.token), new Date());
+    // Past the route's schema, as a bug could pass it: a browser id that is no uuid.
+    const bad = line.submit(senders[1]!.accountId, input(senders[1]!.token, 'not-a-uuid'), new Date());
+    const lastBrowser = randomUUID();
+    const rest = [line.submit(senders[2]!.accountId, input(senders[2]!.token), new Date()), line.submit(senders[3]!.accountId, input(senders[3]!.token, lastBrowser), new Date())];
+    await expect(bad).rejects.toThrow(/uuid/);
+    for (const state of await Promise.all([first, ...rest])) expect(state).toMatchObject({ lease_granted: true });
+    expect(line.stats.split).toBe(1);
+    // A token that no longer opens its account answers null in a batch too, and writes nothing.
+    const stale = line.submit(senders[2]!.accountId, input(`opc_${'y'.repeat(43)}`), new Date());
+    const fine = line.submit(senders[3]!.accountId, input(senders[3]!.token, lastBrowser), new Date());
+    expect(await stale).toBeNull();
+    expect(await fine).toMatchObject({ lease_granted: true });
   });
 });
