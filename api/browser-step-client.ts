@@ -1,5 +1,5 @@
 /** Starting and updating a step's workflow from the API, shared by the person and extension routes. */
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { StepRow, StepTransitionResult } from '../activities/pnet-steps.js';
 import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../workflows/browser-step.js';
@@ -32,10 +32,12 @@ export function startOptions(taskQueue: string, row: StepRow) {
 }
 
 /**
- * Update-with-start: the step's workflow normally runs since the step was queued, and if that
- * start was lost (Temporal unreachable at the time) the first person-side action starts it.
+ * An Update of the step's workflow, which normally runs since the step was queued. If that start
+ * was lost (Temporal unreachable at the time) or the workflow has closed, the Update goes again
+ * with a start (update-with-start): the first action on the step starts it. A plain Update costs
+ * the server less than update-with-start, which checks and carries a whole start request every time.
  */
-export function updateStep<Args extends unknown[]>(
+export async function updateStep<Args extends unknown[]>(
   client: Client,
   taskQueue: string,
   row: StepRow,
@@ -43,10 +45,16 @@ export function updateStep<Args extends unknown[]>(
   updateId: string,
   args: Args,
 ): Promise<StepTransitionResult> {
+  try {
+    // The handle's overloads split Updates with and without arguments; both go through here.
+    const anyArgs = update as unknown as UpdateDefinition<StepTransitionResult, [unknown]>;
+    return await client.workflow.getHandle(browserStepWorkflowId(row.id)).executeUpdate(anyArgs, { updateId, args: args as unknown as [unknown] });
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+  }
   const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(taskQueue, row));
   return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
 }
-
 
 /** Starts a step's workflow; one already running is left as it is. */
 export async function startStepWorkflow(client: Client, taskQueue: string, row: StepRow): Promise<void> {
