@@ -163,6 +163,30 @@ describe('a contact on the workflow clock', () => {
     expect((await stack.sql`select status, reason from sequence_sends where contact_id = ${c.contactId}`)[0]).toEqual({ status: 'stopped', reason: 'replied' });
   });
 
+  it('settles a send its dead worker left claimed as sent (unconfirmed), never again, before a reply recorded since stops the contact', async () => {
+    const c = await contactOn({ start: 'first', steps: [email('first', 'done'), end] });
+    let crashed = false;
+    beforeSendDecision = async (contactId) => {
+      if (contactId !== c.contactId || crashed) return;
+      crashed = true;
+      // What a worker killed during the SMTP exchange leaves: the send claimed, its delivery
+      // unknown. The person replies meanwhile, and what runs after the restart is the move.
+      await stack.sql`update sequence_sends set status = 'sending' where contact_id = ${c.contactId} and status = 'approved'`;
+      await recordReply(c.address);
+      throw new Error('the worker died here');
+    };
+    try {
+      const handle = await c.start();
+      expect(await handle.result()).toMatchObject({ phase: 'stopped' });
+    } finally {
+      beforeSendDecision = null;
+    }
+    expect(crashed).toBe(true);
+    expect(c.mails()).toEqual([]);
+    expect(await c.row()).toMatchObject({ status: 'stopped', stop_reason: 'replied' });
+    expect((await stack.sql`select status, unconfirmed from sequence_sends where contact_id = ${c.contactId}`)[0]).toEqual({ status: 'sent', unconfirmed: true });
+  });
+
   it('stops a contact waiting days for its next step as soon as it is woken after a reply, without waiting the days out', async () => {
     const c = await contactOn({ start: 'first', steps: [email('first', 'pause'), wait('pause', 3, 'second', { business_hours: false }), email('second', 'done'), end] });
     const handle = await c.start();
