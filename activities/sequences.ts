@@ -258,14 +258,15 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
 
   async function advance(contactId: string, now: Date): Promise<{ action: ContactAction; cancel: StepRow[]; start: StepRow | null }> {
     return sql.begin(async (tx) => {
-      const [c] = await tx<ContactRow[]>`select * from sequence_contacts where id = ${contactId} for update`;
+      const [c] = await tx<(ContactRow & { claimed_send_id: string | null })[]>`
+        select c.*, (select id from sequence_sends where contact_id = c.id and status = 'sending' limit 1) as claimed_send_id
+        from sequence_contacts c where id = ${contactId} for update`;
       if (!c) return { action: { kind: 'done', status: 'missing', reason: null }, cancel: [], start: null };
       // A send claimed by a worker that died during the SMTP exchange: after the restart this
       // runs before the send is tried again, so the mailer settles it first (sent, unconfirmed:
       // it may have been delivered, and it was claimed before anything that stops the contact
       // now). Otherwise a stop recorded meanwhile would leave it claimed for good.
-      const [claimed] = await tx<{ id: string }[]>`select id from sequence_sends where contact_id = ${c.id} and status = 'sending' limit 1`;
-      if (claimed) return { action: { kind: 'send_email', sendId: claimed.id }, cancel: [], start: null };
+      if (c.claimed_send_id) return { action: { kind: 'send_email', sendId: c.claimed_send_id }, cancel: [], start: null };
       if (c.status === 'completed') return { action: { kind: 'done', status: c.status, reason: null }, cancel: [], start: null };
       if (c.status === 'stopped') {
         // Stopped by a person (or the mailer): its waiting pnet steps still go.
