@@ -112,16 +112,19 @@ export function usageFromDays(row: UsageAccount, days: { local_date: string; lim
   return usageFrom(row, [...counts.values()], now);
 }
 
+/** Each ceiling kind with its two settings' keys, worked out once (every check-in reads them). */
+const ceilingKeys = limitKinds.map((kind) => ({ kind, daily: dailyKey(kind), weekly: weeklyKey(kind) }));
+
 function usageFrom(row: UsageAccount, counts: UsageCount[], now: Date): Usage[] {
   const byKind = new Map(counts.map((c) => [c.limit_kind, c]));
   const days = row.connected_at ? Math.floor((now.getTime() - row.connected_at.getTime()) / 86_400_000) : null;
   const share = warmUpShare(days);
-  const limits = { ...defaultLimits, ...row.limits };
-  return limitKinds.map((kind) => ({
+  const limits = row.limits as Partial<typeof defaultLimits>;
+  return ceilingKeys.map(({ kind, daily, weekly }) => ({
     kind,
     used_today: byKind.get(kind)?.today ?? 0,
-    daily_limit: effectiveLimit(limits[dailyKey(kind)]!, share),
+    daily_limit: effectiveLimit(limits[daily] ?? defaultLimits[daily], share),
     used_this_week: byKind.get(kind)?.week ?? 0,
-    weekly_limit: effectiveLimit(limits[weeklyKey(kind)]!, share),
+    weekly_limit: effectiveLimit(limits[weekly] ?? defaultLimits[weekly], share),
   }));
 }

@@ -268,6 +268,8 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
   const identity = input.identity ?? null;
   const nonce = input.leaseNonce;
   const running = input.running;
+  // Read in place: the row carries the account's columns beside the check-in's own.
+  const current = row;
   const {
     check_in_session_id: sessionId,
     check_in_holder_label: holderLabelSeen,
@@ -275,10 +277,7 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
     check_in_line: lineRow,
     check_in_sending_stopped: stopped,
     check_in_usage: usageDays,
-    check_in_commit: _commit,
-    check_in_n: _n,
-    ...current
-  } = row as typeof row & { check_in_commit: string; check_in_n: number };
+  } = row;
   // Read from the row as written: a first identity is now the account's, another one is not.
   const mismatch = Boolean(identity && current.member_urn && identity.member_urn !== current.member_urn);
   const leaseGranted = !mismatch && (nonce === null || current.lease_session_id === sessionId);
