@@ -14,6 +14,7 @@ export function startOptions(taskQueue: string, row: StepRow) {
     kind: row.kind,
     status: row.status,
     ...(row.run_before ? { runBefore: row.run_before.toISOString() } : {}),
+    current: true,
   };
   return {
     taskQueue,

@@ -395,7 +395,7 @@ await worker.runUntil(async () => {
   const step = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
     workflowId: 'browser-step/approved-then-cancelled',
-    args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval' }],
+    args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval', current: true }],
   });
   await step.executeUpdate(approveStepUpdate);
   await step.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
@@ -416,7 +416,7 @@ await worker.runUntil(async () => {
   const renewed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
     workflowId: 'browser-step/lease-renewed-lapsed-then-settled',
-    args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
+    args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued', current: true }],
   });
   await renewed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
   await env.sleep('200 seconds'); // renewed once in SQL, then silent: the read goes back in line
@@ -429,7 +429,7 @@ await worker.runUntil(async () => {
   const failed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
     workflowId: 'browser-step/retried',
-    args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed' }],
+    args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed', current: true }],
   });
   await failed.executeUpdate(retryStepUpdate);
   await failed.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
@@ -570,6 +570,10 @@ await worker.runUntil(async () => {
     ['browser-step-local-approved-then-cancelled', step],
     ['sequence-contact-local-sent-waited-replied', sequenceContact],
     ['browser-step-lease-renewed-lapsed-then-settled', renewed],
+    // The same again with the input's `current` flag instead of patch markers.
+    ['browser-step-current-approved-then-cancelled', step],
+    ['browser-step-current-lease-renewed-lapsed-then-settled', renewed],
+    ['browser-step-current-retried-then-cancelled', failed],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

@@ -33,6 +33,13 @@ export interface BrowserStepInput {
   status: StoredStepStatus;
   /** A step still waiting at this time fails with missed_window. */
   runBefore?: string;
+  /**
+   * Set on every step started since the transitions became local activities and the lease
+   * renewal moved to SQL: such a run takes those paths without asking patched(), whose marker
+   * cost every step an event and a search-attribute (visibility) write. Histories from before
+   * the flag still decide by their markers.
+   */
+  current?: boolean;
 }
 
 export interface BrowserStepView {
@@ -117,15 +124,16 @@ function refuse(view: BrowserStepView, allowed: StoredStepStatus[], action: stri
 export async function browserStepWorkflow(input: BrowserStepInput): Promise<BrowserStepView> {
   const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
   let renewed = false;
-  const steps = patched('local-step-activities') ? oneAtATime(localSteps) : remoteSteps;
+  const current = input.current === true;
+  const steps = current || patched('local-step-activities') ? oneAtATime(localSteps) : remoteSteps;
   // Check-ins renew the lease in SQL; runs before this read signals instead (`renewed`).
-  const leaseInSql = patched('lease-renewed-in-sql');
+  const leaseInSql = current || patched('lease-renewed-in-sql');
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
   const moveTo = (status: StoredStepStatus, errorCode: string | null = null) => {
     view.status = status;
     if (!tracked) return;
     // Operators find every step that ended one way (claim_expired, say) by its error code.
-    const withCode = errorCode !== null && patched('step-error-code-attribute');
+    const withCode = errorCode !== null && (current || patched('step-error-code-attribute'));
     upsertSearchAttributes([{ key: StepStatusKey, value: status }, ...(withCode ? [{ key: StepErrorCodeKey, value: errorCode }] : [])]);
   };
   const settle = (result: StepTransitionResult, status: StoredStepStatus) => {
