@@ -97,18 +97,17 @@ const localSteps = proxyLocalActivities<PnetStepActivities>({ startToCloseTimeou
  * local activity in flight at a time leaves a replay nothing to order differently.
  */
 function oneAtATime<T extends object>(activities: T): T {
-  let busy = false;
+  // A queue, not a flag: each call takes the tail synchronously and waits for the call before
+  // it. Two handlers started in the same activation both saw a free flag before either resumed,
+  // and ran side by side (test/browser-step-updates.test.ts).
+  let tail: Promise<unknown> = Promise.resolve();
   return new Proxy(activities, {
     get(target, name) {
       const call = (target as Record<string | symbol, (...args: unknown[]) => Promise<unknown>>)[name]!;
-      return async (...args: unknown[]) => {
-        await condition(() => !busy);
-        busy = true;
-        try {
-          return await call(...args);
-        } finally {
-          busy = false;
-        }
+      return (...args: unknown[]) => {
+        const run = tail.then(() => call(...args));
+        tail = run.catch(() => undefined);
+        return run;
       };
     },
   });
