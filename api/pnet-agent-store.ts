@@ -40,6 +40,8 @@ type CheckInAccount = LineAccount &
 
 /** What the check-in statement reads besides the account's columns. */
 interface CheckInExtras {
+  /** The check-in's place in its batch. */
+  check_in_n: number;
   check_in_session_id: string;
   check_in_holder_label: string | null;
   check_in_claim_current: boolean | null;
@@ -257,7 +259,7 @@ export async function checkInBatch(sql: Sql, batch: readonly { accountId: string
     from a join i on i.account_id = a.id join sender_profiles p on p.id = a.sender_profile_id
       cross join commit_mode c
       cross join lateral (${lineSql(sql, sql`a.id`)}) line`;
-  const byInput = new Map(rows.map((row) => [(row as typeof row & { check_in_n: number }).check_in_n, row]));
+  const byInput = new Map(rows.map((row) => [row.check_in_n, row]));
   return Promise.all(batch.map(({ input, now }, n) => agentState(sql, input, byInput.get(n), now)));
 }
 
