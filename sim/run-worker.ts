@@ -8,9 +8,9 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { readFileSync } from 'node:fs';
 import { createSql } from '../db/sql.js';
 import { readConfig } from '../worker/config.js';
-import { createServiceWorker } from '../worker/worker.js';
+import { createServiceWorker, runtimeTelemetry } from '../worker/worker.js';
 
-Runtime.install({ logger: new DefaultLogger('WARN') });
+Runtime.install({ logger: new DefaultLogger('WARN'), ...runtimeTelemetry(readConfig().workerMetricsAddress) });
 // Started by the chaos test: leave with it (its end of our stdin closes however it exits).
 if (process.env.EXIT_WITH_PARENT === '1') {
   process.stdin.on('end', () => process.exit(0)).resume();

@@ -13,6 +13,8 @@ export interface ServiceConfig {
   rateLimitPerMinute: number;
   role: 'all' | 'api' | 'worker';
   logLevel: string;
+  /** `ip:port` where the worker serves the Temporal SDK's own metrics (Prometheus text); unset, none. */
+  workerMetricsAddress: string | undefined;
 }
 
 function intFrom(name: string, fallback: number): number {
@@ -21,6 +23,15 @@ function intFrom(name: string, fallback: number): number {
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number, not "${raw}".`);
   return value;
+}
+
+function metricsAddress(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  // The SDK binds a socket address, not a name: an IPv4 address or a bracketed IPv6 one.
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3}|\[[\da-fA-F:.]+\]):(\d{1,5})$/.exec(raw);
+  const port = Number(m?.[2]);
+  if (!m || port < 1 || port > 65535) throw new Error(`TEMPORAL_WORKER_METRICS must be ip:port (127.0.0.1:9464), not "${raw}".`);
+  return raw;
 }
 
 export function readConfig(env = process.env): ServiceConfig {
@@ -37,5 +48,6 @@ export function readConfig(env = process.env): ServiceConfig {
     rateLimitPerMinute: intFrom('RATE_LIMIT_PER_MINUTE', 1200),
     role,
     logLevel: env.LOG_LEVEL ?? 'info',
+    workerMetricsAddress: metricsAddress(env.TEMPORAL_WORKER_METRICS),
   };
 }

@@ -18,7 +18,7 @@ import type { ServiceConfig } from './config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
-import { createServiceWorker } from './worker.js';
+import { createServiceWorker, runtimeTelemetry } from './worker.js';
 
 export const databaseName = 'outreach';
 
@@ -62,6 +62,8 @@ export interface RunningStack {
   apiUrl: string | null;
   docsUrl: string | null;
   temporalUiUrl: string | null;
+  /** The embedded Temporal dev server's metrics (null for an external Temporal). */
+  temporalMetricsUrl: string | null;
   temporalAddress: string;
   databaseUrl: string;
   devApiKey: string | null;
@@ -70,7 +72,8 @@ export interface RunningStack {
 
 export async function startStack(config: ServiceConfig): Promise<RunningStack> {
   // The stack orders its own shutdown (API, worker, Temporal, Postgres) instead of the SDK's.
-  Runtime.install({ shutdownSignals: [] });
+  // The SDK's own metrics (workflow task latencies, local activity times, poll results) when asked.
+  Runtime.install({ shutdownSignals: [], ...runtimeTelemetry(config.workerMetricsAddress) });
   const log = pino({ level: config.logLevel });
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
@@ -88,12 +91,14 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     }
     let temporalAddress = config.temporalAddress;
     let temporalUiUrl: string | null = null;
+    let temporalMetricsUrl: string | null = null;
     if (!temporalAddress) {
       log.info('starting the Temporal dev server');
       const temporal = await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port] });
       stops.push(temporal.stop);
       temporalAddress = temporal.address;
       temporalUiUrl = temporal.uiUrl;
+      temporalMetricsUrl = temporal.metricsUrl;
     }
     const sql = createSql(databaseUrl);
     stops.push(() => sql.end({ timeout: 5 }));
@@ -138,6 +143,7 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
       apiUrl,
       docsUrl: apiUrl && `${apiUrl}/docs/`,
       temporalUiUrl,
+      temporalMetricsUrl,
       temporalAddress,
       databaseUrl,
       devApiKey: dev?.api_key ?? null,

@@ -18,6 +18,7 @@ async function main() {
     stack.apiUrl && `  API:              ${stack.apiUrl}/`,
     stack.docsUrl && `  API docs:         ${stack.docsUrl}   (OpenAPI: ${stack.apiUrl}/openapi.json)`,
     `  Temporal UI:      ${stack.temporalUiUrl ?? `(external Temporal at ${stack.temporalAddress})`}`,
+    stack.temporalMetricsUrl && `  Temporal metrics: ${stack.temporalMetricsUrl}`,
     stack.devApiKey
       ? `  Development key:  ${stack.devApiKey}`
       : '  API keys:         npm run --silent admin -- create-workspace --name NAME --plan paid',

@@ -7,6 +7,11 @@ import type { StepRow } from '../activities/pnet-steps.js';
 import { startStepWorkflow } from '../api/browser-step-client.js';
 import type { Sql } from '../db/sql.js';
 
+/** Runtime options for the worker's process: the SDK's metrics served for Prometheus when asked. */
+export function runtimeTelemetry(metricsAddress: string | undefined) {
+  return metricsAddress ? { telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } } } : {};
+}
+
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
