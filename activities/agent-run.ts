@@ -689,6 +689,10 @@ export function withAgentRunWake<T extends object>(activities: T, sql: Sql): T {
     if (!inner) continue;
     (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
       const result = await inner(input);
+      // A transition that answers the record shows whether a run queued the step: most did not,
+      // and the look-up is a round trip that every settle would wait for.
+      const step = (result as { step?: { params: Record<string, unknown> } } | undefined)?.step;
+      if (step && step.params.agent_run_id === undefined) return result;
       await wakeAgentRunOfStep(sql, input.stepId).catch(() => undefined);
       return result;
     };

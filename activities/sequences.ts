@@ -479,6 +479,10 @@ export function withSequenceWake<T extends object>(activities: T, sql: Sql): T {
     if (!inner) continue;
     (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
       const result = await inner(input);
+      // A transition that answers the record shows whether the step belongs to a sequence: a
+      // step outside one has no contact to wake, and the look-up would cost every settle a round trip.
+      const step = (result as { step?: { sequence_id: string | null } } | undefined)?.step;
+      if (step && step.sequence_id === null) return result;
       await wakeContactsOfSteps(sql, Context.current().client, [input.stepId]).catch(() => undefined);
       return result;
     };
