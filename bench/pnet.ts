@@ -31,9 +31,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { connectionToken, createSenderProfile, updatePnetSettings } from '../api/pnet-accounts-store.js';
 import { createSql, type Sql } from '../db/sql.js';
+import { browserStepWorkflowId } from '../workflows/browser-step.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
 import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';
+import { histogramChange, labelOf, scrape, type Scrape } from './prometheus.js';
 import { startBenchStack } from './stack.js';
 
 const browsersWanted = Number(process.env.BENCH_BROWSERS ?? 3000);
@@ -85,8 +87,16 @@ interface StepStats {
   claim: Recorder;
   result: Recorder;
   settledAt: number[];
+  /** Each answered result report: its step, and when it was sent and answered (wall clock, ms). */
+  reports: ReportTiming[];
 }
-const newStepStats = (): StepStats => ({ queue: new Recorder(), claim: new Recorder(), result: new Recorder(), settledAt: [] });
+const newStepStats = (): StepStats => ({ queue: new Recorder(), claim: new Recorder(), result: new Recorder(), settledAt: [], reports: [] });
+
+interface ReportTiming {
+  stepId: string;
+  sentAt: number;
+  answeredAt: number;
+}
 
 class Sim {
   // One pool per kind of traffic: a browser's check-in never waits behind another browser's
@@ -181,6 +191,7 @@ class Sim {
   async report(b: Browser, step: StepRecord, durationMs: number): Promise<number> {
     const stats = this.stats;
     const sent = performance.now();
+    const sentAt = Date.now();
     const result = await this.post(this.work, `/pnet/agent/actions/${step.id}/result/`, b.headers, {
       status: 'succeeded',
       claimed_at: step.claimed_at,
@@ -188,6 +199,7 @@ class Sim {
       outcome: { kind: step.kind, page_loaded: true, profile_resolved: true },
     });
     stats?.result.add(performance.now() - sent, result.status);
+    if (result.status === 200) stats?.reports.push({ stepId: step.id, sentAt, answeredAt: Date.now() });
     if (result.status === 200) {
       this.settled += 1;
       this.settledTotal += 1;
@@ -296,6 +308,103 @@ async function inspectWorkflows(client: Client) {
   return { workflows: ids.length, read: read.length, maxHistory, maxPerSecond, maxLifetimeRate, maxMessages };
 }
 
+/**
+ * Where a result report's time goes, read from its workflow's history: the settle is the run's
+ * last workflow task, and its Scheduled, Started and Completed events split the wait into the
+ * way in (API, the Update reaching the history service), the wait for a worker to pick the task,
+ * the worker's task (the activation and the settle's SQL as a local activity), and the way out.
+ * Same machine, same clock. Read for the slowest 1% of reports and for a sample of all of them.
+ */
+const segments = [
+  'way in (API, Temporal accepting the Update)',
+  'wait for the worker to pick the task',
+  'worker: task picked to settle SQL scheduled',
+  'worker: settle SQL (local activity)',
+  'worker: SQL done to task completed',
+  'way out (history written, answer back)',
+] as const;
+
+async function resultBreakdown(client: Client, reports: ReportTiming[]) {
+  const byLatency = [...reports].sort((a, b) => b.answeredAt - b.sentAt - (a.answeredAt - a.sentAt));
+  const slowest = byLatency.slice(0, Math.max(5, Math.ceil(reports.length / 100)));
+  const sample = [...reports].sort(() => Math.random() - 0.5).slice(0, 200);
+  const split = async (r: ReportTiming): Promise<number[] | null> => {
+    const history = JSON.parse(historyToJSON(await client.workflow.getHandle(browserStepWorkflowId(r.stepId)).fetchHistory())) as {
+      events: { eventType: string; eventTime: string; markerRecordedEventAttributes?: { details?: { data?: { payloads?: { data?: string }[] } } } }[];
+    };
+    const at = (type: string) => {
+      const e = [...history.events].reverse().find((ev) => ev.eventType === `EVENT_TYPE_WORKFLOW_TASK_${type}`);
+      return e ? Date.parse(e.eventTime) : NaN;
+    };
+    const [scheduled, started, completed] = [at('SCHEDULED'), at('STARTED'), at('COMPLETED')];
+    // The local activity's marker: when it was scheduled (real time), and its completion as the
+    // workflow's time (the task's start) plus how long it ran.
+    const marker = [...history.events].reverse().find((ev) => ev.eventType === 'EVENT_TYPE_MARKER_RECORDED');
+    const encoded = marker?.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
+    const data = encoded ? (JSON.parse(Buffer.from(encoded, 'base64').toString()) as { original_schedule_time?: unknown; complete_time?: unknown }) : {};
+    const time = (t: unknown) => (typeof t === 'string' ? Date.parse(t) : t && typeof t === 'object' && 'seconds' in t ? Number((t as { seconds: number }).seconds) * 1000 + Number((t as { nanos?: number }).nanos ?? 0) / 1e6 : NaN);
+    const laScheduled = time(data.original_schedule_time);
+    const laRan = time(data.complete_time) - started;
+    if (![scheduled, started, completed, laScheduled, laRan].every(Number.isFinite)) return null;
+    return [scheduled - r.sentAt, started - scheduled, laScheduled - started, laRan, completed - laScheduled - laRan, r.answeredAt - completed];
+  };
+  const read = async (list: ReportTiming[]) => {
+    const rows: number[][] = [];
+    await inParallel(list.length, 8, async (i) => {
+      const row = await split(list[i]!).catch(() => null);
+      if (row) rows.push(row);
+    });
+    return rows;
+  };
+  const [slow, typical] = [await read(slowest), await read(sample)];
+  const mean = (rows: number[][], k: number) => rows.reduce((sum, r) => sum + r[k]!, 0) / Math.max(rows.length, 1);
+  const median = (rows: number[][], k: number) => rows.map((r) => r[k]!).sort((a, b) => a - b)[Math.floor(rows.length / 2)] ?? NaN;
+  const rows: { name: string; typical: number; slowest: number }[] = segments.map((name, k) => ({ name, typical: median(typical, k), slowest: mean(slow, k) }));
+  return [...rows, { name: 'reports read', typical: typical.length, slowest: slow.length }];
+}
+type Breakdown = Awaited<ReturnType<typeof resultBreakdown>>;
+
+/**
+ * Temporal's own account of a window: the dev server's persistence (every operation goes through
+ * one SQLite connection, so their summed time per second is how many wait on it at once) and the
+ * worker SDK's workflow task and local activity latencies.
+ */
+interface TemporalView {
+  /** Persistence operations by total time: name, count, mean ms. */
+  persistence: { operation: string; count: number; meanMs: number; totalSeconds: number }[];
+  /** Summed persistence time per second of window (main and visibility stores). */
+  persistenceInFlight: number;
+  worker: { name: string; count: number; meanMs: number; p90BoundMs: number }[];
+}
+
+function temporalWindow(before: { server: Scrape; worker: Scrape }, after: { server: Scrape; worker: Scrape }, seconds: number): TemporalView {
+  const ops = new Map<string, { count: number; sum: number }>();
+  for (const name of ['persistence_latency', 'visibility_persistence_latency']) {
+    const operations = new Set([...(after.server.get(name)?.keys() ?? [])].map((l) => labelOf(l, 'operation')));
+    for (const op of operations) {
+      const change = histogramChange(before.server, after.server, name, (l) => labelOf(l, 'operation') === op);
+      if (change.count <= 0) continue;
+      const label = name.startsWith('visibility') ? `visibility ${op}` : op;
+      ops.set(label, { count: change.count, sum: change.sum });
+    }
+  }
+  const persistence = [...ops]
+    .map(([operation, o]) => ({ operation, count: o.count, meanMs: (o.sum / o.count) * 1000, totalSeconds: o.sum }))
+    .sort((a, b) => b.totalSeconds - a.totalSeconds);
+  const sdk = (label: string, name: string, match: (l: string) => boolean) => {
+    const c = histogramChange(before.worker, after.worker, name, match);
+    return { name: label, count: c.count, meanMs: c.mean, p90BoundMs: c.p90Bound };
+  };
+  const worker = [
+    sdk('workflow task: scheduled to picked', 'temporal_workflow_task_schedule_to_start_latency', () => true),
+    sdk('workflow task: picked to completed', 'temporal_workflow_task_execution_latency', () => true),
+    sdk('  claim SQL (local activity)', 'temporal_local_activity_execution_latency', (l) => labelOf(l, 'activity_type') === 'claimStep'),
+    sdk('  settle SQL (local activity)', 'temporal_local_activity_execution_latency', (l) => labelOf(l, 'activity_type') === 'settleStep'),
+    sdk('  completing it (RespondWorkflowTaskCompleted)', 'temporal_request_latency', (l) => labelOf(l, 'operation') === 'RespondWorkflowTaskCompleted'),
+  ];
+  return { persistence, persistenceInFlight: persistence.reduce((sum, p) => sum + p.totalSeconds, 0) / seconds, worker };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The run
 
@@ -307,6 +416,7 @@ interface PhaseResult {
   steps: StepStats;
   stepsPerSecond: number;
   cpu: Record<Component, number>;
+  temporal: TemporalView;
 }
 
 interface BaselineResult {
@@ -326,6 +436,7 @@ interface MaxResult {
 
 interface StepsResult {
   queueRate: number;
+  queueCpuMs: { api: number; postgres: number; temporal: number };
   maxStepsPerSecond: number;
   maxSteps: StepStats;
   maxStepsCpu: Record<Component, number>;
@@ -345,6 +456,7 @@ async function main() {
   const connection = await Connection.connect({ address: serve.temporalAddress });
   const temporal = new Client({ connection });
   const snap = () => cpuSnapshot(pids);
+  const readMetrics = async () => ({ server: await scrape(serve.temporalMetricsUrl), worker: await scrape(serve.workerMetricsUrl) });
   let failed = false;
   try {
     let t = performance.now();
@@ -390,11 +502,13 @@ async function main() {
       await heartbeatLoad(lead, from !== undefined ? (s) => from + ((rate - from) * s) / lead : () => rate);
       const steps = newStepStats();
       sim.stats = steps;
+      const metricsBefore = await readMetrics();
       const before = snap();
       const windowStart = performance.now();
       const heartbeat = await heartbeatLoad(windowSeconds, () => rate);
       const windowEnd = performance.now();
       const cpu = cpuPercent(before, snap());
+      const temporalView = temporalWindow(metricsBefore, await readMetrics(), (windowEnd - windowStart) / 1000);
       sim.stats = null;
       await producer;
       if (options.withSteps) await drain(rate);
@@ -405,7 +519,7 @@ async function main() {
         `  heartbeat p50 ${fmt(heartbeat.percentile(50))} p99 ${fmt(heartbeat.percentile(99))} at ${heartbeat.rate().toFixed(0)}/s (${heartbeat.statusSummary()})` +
           (options.withSteps ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}` : ''),
       );
-      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu };
+      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, temporal: temporalView };
     };
 
     // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
@@ -454,6 +568,7 @@ async function main() {
       const queueStats = newStepStats();
       sim.stats = queueStats;
       const queueStart = performance.now();
+      const queueCpuFrom = snap();
       // Bounded in time too: behind a backlog of the step stream, starting workflows slows down.
       const queueDeadline = performance.now() + 120_000;
       await inParallel(perAccount * busyBrowsers.length, 16, async (n) => {
@@ -461,7 +576,14 @@ async function main() {
       });
       sim.stats = null;
       const queueRate = queueStats.queue.count / ((performance.now() - queueStart) / 1000);
-      log(`  queued at ${queueRate.toFixed(0)}/s, p99 ${fmt(queueStats.queue.percentile(99))}`);
+      // What queueing a step costs (its row, its workflow's start and first task), apart from its claim and settle.
+      const queueCpuTo = snap();
+      const perQueued = (c: Component) => (queueStats.queue.count ? ((queueCpuTo[c] - queueCpuFrom[c]) * 1000) / queueStats.queue.count : NaN);
+      const queueCpuMs = { api: perQueued('api'), postgres: perQueued('postgres'), temporal: perQueued('temporal') };
+      log(
+        `  queued at ${queueRate.toFixed(0)}/s, p99 ${fmt(queueStats.queue.percentile(99))}; ` +
+          `CPU per queued step: API+worker ${queueCpuMs.api.toFixed(0)} ms, Temporal ${queueCpuMs.temporal.toFixed(0)} ms, Postgres ${queueCpuMs.postgres.toFixed(1)} ms`,
+      );
       await Promise.all(busyBrowsers.map((b) => sim.heartbeat(b)));
       const maxSteps = newStepStats();
       sim.stats = maxSteps;
@@ -478,7 +600,7 @@ async function main() {
         `  claim-to-settle ${maxStepsPerSecond.toFixed(1)} steps/s, result p99 ${fmt(maxSteps.result.percentile(99))}, claim p99 ${fmt(maxSteps.claim.percentile(99))}; ` +
           `CPU per step: API+worker ${stepCpuMs.api.toFixed(0)} ms, Temporal ${stepCpuMs.temporal.toFixed(0)} ms, Postgres ${stepCpuMs.postgres.toFixed(1)} ms`,
       );
-      steps = { queueRate, maxStepsPerSecond, maxSteps, maxStepsCpu: cpuPercent(cpuFrom, cpuTo), stepCpuMs };
+      steps = { queueRate, queueCpuMs, maxStepsPerSecond, maxSteps, maxStepsCpu: cpuPercent(cpuFrom, cpuTo), stepCpuMs };
     }
 
     let wf: WorkflowsResult | null = null;
@@ -486,8 +608,10 @@ async function main() {
       log('reading the browser-step workflows from Temporal');
       wf = await inspectWorkflows(temporal);
     }
+    const breakdowns = new Map<string, Breakdown>();
+    for (const p of phases) if (p.withSteps && p.steps.reports.length) breakdowns.set(p.name, await resultBreakdown(temporal, p.steps.reports));
 
-    printTable({ max, phases, baselines, baselineSteps, steps, wf, browsers: browsers.length });
+    printTable({ max, phases, baselines, baselineSteps, steps, wf, breakdowns, browsers: browsers.length });
     await sim.close();
   } catch (error) {
     failed = true;
@@ -534,6 +658,7 @@ function printTable(r: {
   baselineSteps: BaselineResult | null;
   steps: StepsResult | null;
   wf: WorkflowsResult | null;
+  breakdowns: Map<string, Breakdown>;
   browsers: number;
 }) {
   const rows: string[][] = [];
@@ -591,6 +716,14 @@ function printTable(r: {
       '',
     ]);
     rows.push([`steps queued per second (16 at a time)`, st.queueRate.toFixed(0), '', '', '', '']);
+    rows.push([
+      `  CPU per queued step: API+worker / Temporal / Postgres`,
+      `${st.queueCpuMs.api.toFixed(0)} / ${st.queueCpuMs.temporal.toFixed(0)} / ${st.queueCpuMs.postgres.toFixed(1)} ms`,
+      '',
+      '',
+      '',
+      '',
+    ]);
   }
   if (r.wf) {
     rows.push([`browser-step workflows: most history events`, String(r.wf.maxHistory), '', '', '≤ 4096', met(r.wf.maxHistory <= 4096)]);
@@ -617,6 +750,29 @@ function printTable(r: {
     ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
     ...(r.steps ? [`  max claim-to-settle: ${cpuText(r.steps.maxStepsCpu)}`] : []),
     '',
+    ...r.phases
+      .filter((p) => p.withSteps && p.temporal.persistence.length > 0)
+      .flatMap((p) => [
+        `Temporal in the ${p.name} window: the dev server's persistence goes through one SQLite connection, ` +
+          `and its operations summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many waiting on it at once, on average):`,
+        '',
+        line(['Operation', 'count', 'mean', 'total']),
+        line(['---', '---', '---', '---']),
+        ...p.temporal.persistence.slice(0, 8).map((o) => line([o.operation, String(o.count), fmt(o.meanMs), `${o.totalSeconds.toFixed(1)} s`])),
+        '',
+        line(['Worker SDK', 'count', 'mean', '90% under']),
+        line(['---', '---', '---', '---']),
+        ...p.temporal.worker.map((w) => line([w.name, String(w.count), fmt(w.meanMs), fmt(w.p90BoundMs)])),
+        '',
+      ]),
+    ...[...r.breakdowns].flatMap(([phase, rows]) => [
+      `Where a result report's time goes, ${phase} (from each step's history; median of a sample, mean of the slowest 1%):`,
+      '',
+      line(['Part', 'median', 'slowest 1%']),
+      line(['---', '---', '---']),
+      ...rows.map((row) => line([row.name, row.name === 'reports read' ? String(row.typical) : fmt(row.typical), row.name === 'reports read' ? String(row.slowest) : fmt(row.slowest)])),
+      '',
+    ]),
   ];
   process.stdout.write(out.join('\n') + '\n');
 }

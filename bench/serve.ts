@@ -11,10 +11,11 @@ export interface ServeReady {
   apiUrl: string;
   databaseUrl: string;
   temporalAddress: string;
+  temporalMetricsUrl: string | null;
 }
 
 const stack = await startStack(readConfig());
-process.send!({ type: 'ready', apiUrl: stack.apiUrl!, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress } satisfies ServeReady);
+process.send!({ type: 'ready', apiUrl: stack.apiUrl!, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress, temporalMetricsUrl: stack.temporalMetricsUrl } satisfies ServeReady);
 
 let stopping = false;
 const stop = async () => {

@@ -14,6 +14,7 @@ import type { ServeReady } from './serve.js';
 /** `heapMiB` caps the stack process's V8 heap (`--max-old-space-size`): a run that completes under it used no more. */
 export async function startServe(dataDir: string, logFile: string, options: { heapMiB?: number } = {}) {
   const port = await freePort(3300);
+  const workerMetricsPort = await freePort(9464, [port]);
   const out = openSync(logFile, 'a');
   const child = fork(fileURLToPath(new URL('./serve.ts', import.meta.url)), [], {
     execArgv: [
@@ -35,6 +36,8 @@ export async function startServe(dataDir: string, logFile: string, options: { he
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       // Kept on (the bucket is part of every request) but above what the bench sends per key.
       RATE_LIMIT_PER_MINUTE: '1000000',
+      // The worker's SDK metrics: the bench reads workflow task and local activity latencies there.
+      TEMPORAL_WORKER_METRICS: `127.0.0.1:${workerMetricsPort}`,
     },
   });
   const ready = await new Promise<ServeReady>((resolve, reject) => {
@@ -44,6 +47,7 @@ export async function startServe(dataDir: string, logFile: string, options: { he
   const stopped = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {
     ...ready,
+    workerMetricsUrl: `http://127.0.0.1:${workerMetricsPort}/metrics`,
     pid: child.pid!,
     stop: async () => {
       if (child.exitCode === null) child.send('stop');
