@@ -707,23 +707,14 @@ function printTable(r: {
     const st = r.steps;
     rows.push([`max claim-to-settle steps per second (closed loop of ${closedWorkers})`, st.maxStepsPerSecond.toFixed(1), r.max ? baseMax.toFixed(0) : '', r.max ? ratio(st.maxStepsPerSecond, baseMax) : '', '', '']);
     rows.push([`  its result p99 / claim p99`, `${fmt(st.maxSteps.result.percentile(99))} / ${fmt(st.maxSteps.claim.percentile(99))}`, '', '', '', '']);
-    rows.push([
-      `  CPU per settled step: API+worker / Temporal / Postgres`,
-      `${st.stepCpuMs.api.toFixed(0)} / ${st.stepCpuMs.temporal.toFixed(0)} / ${st.stepCpuMs.postgres.toFixed(1)} ms`,
-      '',
-      '',
-      '',
-      '',
-    ]);
+    const cpuRow = (what: string, ms: StepsResult['stepCpuMs']) => [
+      `  CPU per ${what}: API+worker / Temporal / Postgres`,
+      `${ms.api.toFixed(0)} / ${ms.temporal.toFixed(0)} / ${ms.postgres.toFixed(1)} ms`,
+      ...['', '', '', ''],
+    ];
+    rows.push(cpuRow('settled step', st.stepCpuMs));
     rows.push([`steps queued per second (16 at a time)`, st.queueRate.toFixed(0), '', '', '', '']);
-    rows.push([
-      `  CPU per queued step: API+worker / Temporal / Postgres`,
-      `${st.queueCpuMs.api.toFixed(0)} / ${st.queueCpuMs.temporal.toFixed(0)} / ${st.queueCpuMs.postgres.toFixed(1)} ms`,
-      '',
-      '',
-      '',
-      '',
-    ]);
+    rows.push(cpuRow('queued step', st.queueCpuMs));
   }
   if (r.wf) {
     rows.push([`browser-step workflows: most history events`, String(r.wf.maxHistory), '', '', '≤ 4096', met(r.wf.maxHistory <= 4096)]);
