@@ -85,25 +85,28 @@ export async function holdCredits(
  * kind changes nothing and answers the hold as it stands.
  */
 async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
+  // One statement for the hold, the balance and the ledger: every hold and settle of a workspace
+  // takes its balance row's lock until commit, so each round trip after it is everyone's wait.
   const [hold] = await tx<CreditHold[]>`
-    update credit_holds set status = ${outcome}, charged = least(${charge}, amount), settled_at = now()
-    where id = ${holdId} and status = 'held' returning *`;
-  if (!hold) {
-    const [current] = await tx<CreditHold[]>`select * from credit_holds where id = ${holdId}`;
-    return current;
-  }
-  const returned = hold.amount - hold.charged;
-  await tx`
-    update credit_balances set held = held - ${hold.amount}, available = available + ${returned},
-      spent = spent + ${hold.charged}, updated_at = now()
-    where workspace_id = ${hold.workspace_id}`;
-  if (hold.charged > 0) {
-    await recordMovement(tx, { workspaceId: hold.workspace_id, kind: 'charge', amount: hold.charged, causeKey: `charge:${hold.id}`, holdId: hold.id });
-  }
-  if (returned > 0) {
-    await recordMovement(tx, { workspaceId: hold.workspace_id, kind: 'release', amount: returned, causeKey: `release:${hold.id}`, holdId: hold.id });
-  }
-  return hold;
+    with settled as (
+      update credit_holds set status = ${outcome}, charged = least(${charge}, amount), settled_at = now()
+      where id = ${holdId} and status = 'held' returning *
+    ), balance as (
+      update credit_balances b set held = b.held - s.amount, available = b.available + (s.amount - s.charged),
+        spent = b.spent + s.charged, updated_at = now()
+      from settled s where b.workspace_id = s.workspace_id
+    ), movements as (
+      insert into credit_ledger (workspace_id, hold_id, kind, amount, cause_key)
+      select s.workspace_id, s.id, m.kind, m.amount, m.kind || ':' || s.id
+      from settled s, lateral (values (1, 'charge', s.charged), (2, 'release', s.amount - s.charged)) as m (ord, kind, amount)
+      where m.amount > 0
+      order by m.ord
+      on conflict (workspace_id, cause_key) do nothing
+    )
+    select * from settled`;
+  if (hold) return hold;
+  const [current] = await tx<CreditHold[]>`select * from credit_holds where id = ${holdId}`;
+  return current;
 }
 
 export const chargeHold = (tx: Db, holdId: string, amount?: number) => settleHold(tx, holdId, 'charged', amount ?? Number.MAX_SAFE_INTEGER);
