@@ -61,22 +61,33 @@ export async function holdCredits(
   input: { workspaceId: string; amount: number; causeKey: string; ttlSeconds?: number },
 ): Promise<CreditHold> {
   if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
-  const [existing] = await tx<CreditHold[]>`
+  // One statement, as a settle: the balance row stays locked from its update to commit, and a
+  // hold queued beside a settle of the same workspace waits that long. The second half of the
+  // union reads the holds as they were before the statement: the same cause held before.
+  const [hold] = await tx<CreditHold[]>`
+    with taken as (
+      update credit_balances set available = available - ${input.amount}, held = held + ${input.amount}, updated_at = now()
+      where workspace_id = ${input.workspaceId} and available >= ${input.amount}
+        and not exists (select 1 from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey})
+      returning workspace_id
+    ), created as (
+      insert into credit_holds (workspace_id, amount, cause_key, expires_at)
+      select workspace_id, ${input.amount}::bigint, ${input.causeKey}::text, now() + ${input.ttlSeconds ?? defaultHoldTtlSeconds}::int * interval '1 second'
+      from taken
+      returning *
+    ), movement as (
+      insert into credit_ledger (workspace_id, hold_id, kind, amount, cause_key)
+      select workspace_id, id, 'hold', amount, 'hold:' || cause_key from created
+      on conflict (workspace_id, cause_key) do nothing
+    )
+    select * from created
+    union all
     select * from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey}`;
-  if (existing) return existing;
-  const taken = await tx`
-    update credit_balances set available = available - ${input.amount}, held = held + ${input.amount}, updated_at = now()
-    where workspace_id = ${input.workspaceId} and available >= ${input.amount} returning workspace_id`;
-  if (taken.length === 0) {
+  if (!hold) {
     const balance = await getBalance(tx, input.workspaceId);
     throw new ApiError('insufficient_credits', `This needs ${input.amount} credits and the workspace has ${balance.available} available.`);
   }
-  const [hold] = await tx<CreditHold[]>`
-    insert into credit_holds (workspace_id, amount, cause_key, expires_at)
-    values (${input.workspaceId}, ${input.amount}, ${input.causeKey}, now() + ${input.ttlSeconds ?? defaultHoldTtlSeconds} * interval '1 second')
-    returning *`;
-  await recordMovement(tx, { workspaceId: input.workspaceId, kind: 'hold', amount: input.amount, causeKey: `hold:${input.causeKey}`, holdId: hold!.id });
-  return hold!;
+  return hold;
 }
 
 /**

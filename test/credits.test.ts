@@ -37,6 +37,21 @@ describe('the credit ledger', () => {
     expect((await ledger(ws.workspaceId)).map((r) => r.kind)).toEqual(['grant', 'hold']);
   });
 
+  it('answers a hold asked again for the same cause with the same hold, holding once, even with nothing left', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const first = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }));
+    // The balance is now 0 available: a second hold of the same cause is the first, not a refusal.
+    const again = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }));
+    expect(again).toEqual(first);
+    expect(first).toMatchObject({ workspace_id: ws.workspaceId, amount: 10, charged: 0, status: 'held', cause_key: 'op-1' });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 0, held: 10, spent: 0 });
+    expect(await ledger(ws.workspaceId)).toEqual([
+      { kind: 'grant', amount: 10, cause_key: 'g' },
+      { kind: 'hold', amount: 10, cause_key: 'hold:op-1' },
+    ]);
+  });
+
   it('charges a hold once: a retried charge or a late release changes nothing', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 20, causeKey: 'g' });
