@@ -202,11 +202,9 @@ export const ConversationSchema = z
 export type Conversation = z.infer<typeof ConversationSchema>;
 
 export const ConversationQuerySchema = z.object({
-  contact_key: z
-    .string()
-    .min(1)
-    .max(contactKeyMax)
-    .describe('The key the sequence gave the contact: `<sequence_id>:<row_id>` (1 to 255 characters)'),
+  contact_key: textSchema(1, contactKeyMax).describe(
+    'The key the sequence gave the contact: `<sequence_id>:<row_id>` (1 to 255 characters, no NUL character)',
+  ),
 });
 export const AgentParamsSchema = z.object({ agent_id: UuidSchema });
 

@@ -95,6 +95,12 @@ describe('endpoint 5: the conversation read', () => {
     expect((await read('')).statusCode).toBe(422);
   });
 
+  it('refuses a contact key holding a NUL character with 422 naming the parameter (Postgres cannot store one)', async () => {
+    const withNul = await read('k\u0000k');
+    expect(withNul.statusCode).toBe(422);
+    expect(withNul.json().issues[0]).toMatchObject({ loc: ['query', 'contact_key'] });
+  });
+
   it('answers 404 for a contact the agent never wrote to, an unknown agent, and another workspace', async () => {
     const unknown = await read(`${randomUUID()}:${randomUUID()}`);
     expect(unknown.statusCode).toBe(404);

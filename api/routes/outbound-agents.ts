@@ -127,7 +127,7 @@ export const outboundAgentRoutes =
             '(1 to 255 characters). 404 when the agent has no conversation with that contact (it has not researched or written to it yet).',
           params: AgentParamsSchema,
           querystring: ConversationQuerySchema,
-          response: { 200: ConversationSchema, 404: DetailBodySchema, 422: ValidationBodySchema.describe('contact_key missing, empty or over 255 characters') },
+          response: { 200: ConversationSchema, 404: DetailBodySchema, 422: ValidationBodySchema.describe('contact_key missing, empty, over 255 characters or holding a NUL character') },
         },
         // Another workspace's (or no) agent is 404 whatever the query says, so ids never leak through 422s.
         preValidation: async (request) => {
