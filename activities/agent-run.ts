@@ -34,7 +34,7 @@ import { ToolFailure } from './agent-tools/http-json.js';
 import { onDomain, siteDomain, toolUrl } from './agent-tools/web.js';
 import { ChatModelError, type ChatMessage } from './chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from './credits.js';
-import { terminalStatuses, type StepRow } from './pnet-steps.js';
+import { afterStepTransitions, terminalStatuses, type StepRow } from './pnet-steps.js';
 import { browserStepWorkflowId, cancelStepUpdate } from '../workflows/browser-step.js';
 import { pnetStepSettledSignal } from '../workflows/agent-run.js';
 
@@ -683,21 +683,12 @@ export type AgentRunActivities = ReturnType<typeof createAgentRunActivities>;
  * lost signal). Same shape as withSequenceWake; the two compose.
  */
 export function withAgentRunWake<T extends object>(activities: T, sql: Sql): T {
-  const wrapped = { ...activities };
-  for (const name of ['settleStep', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep']) {
-    const inner = (activities as Record<string, (input: { stepId: string }) => Promise<unknown>>)[name];
-    if (!inner) continue;
-    (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
-      const result = await inner(input);
-      // A transition that answers the record shows whether a run queued the step: most did not,
-      // and the look-up is a round trip that every settle would wait for.
-      const step = (result as { step?: { params: Record<string, unknown> } } | undefined)?.step;
-      if (step && step.params.agent_run_id === undefined) return result;
-      await wakeAgentRunOfStep(sql, input.stepId).catch(() => undefined);
-      return result;
-    };
-  }
-  return wrapped;
+  return afterStepTransitions(activities, ['settleStep', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep'], async (stepId, step) => {
+    // A transition that answers the record shows whether a run queued the step: most did not,
+    // and the look-up is a round trip that every settle would wait for.
+    if (step && step.params.agent_run_id === undefined) return;
+    await wakeAgentRunOfStep(sql, stepId).catch(() => undefined);
+  });
 }
 
 async function wakeAgentRunOfStep(sql: Sql, stepId: string): Promise<void> {

@@ -254,6 +254,29 @@ export interface ClaimInput {
   now?: string;
 }
 
+/**
+ * Wraps the named step transitions so `after` runs once each has committed, with the step's id and
+ * the record it answered (undefined for a transition that answers only a status). For the wakes of
+ * whatever waits on a step; `after` must not throw.
+ */
+export function afterStepTransitions<T extends object>(
+  activities: T,
+  names: string[],
+  after: (stepId: string, step: BrowserStep | undefined) => Promise<void>,
+): T {
+  const wrapped = { ...activities };
+  for (const name of names) {
+    const inner = (activities as Record<string, (input: { stepId: string }) => Promise<unknown>>)[name];
+    if (!inner) continue;
+    (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
+      const result = await inner(input);
+      await after(input.stepId, (result as { step?: BrowserStep } | undefined)?.step);
+      return result;
+    };
+  }
+  return wrapped;
+}
+
 export function createPnetStepActivities({ sql, random = Math.random }: { sql: Sql; random?: () => number }) {
   return {
     claimStep: (input: ClaimInput) => claim(sql, input, random),

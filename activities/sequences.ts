@@ -27,7 +27,7 @@ import { startStepWorkflow, updateStep } from '../api/browser-step-client.js';
 import { contactFieldsOf, enrolRows, outreachBlock, type ContactRow } from '../api/sequences-store.js';
 import { startContacts } from '../api/sequence-client.js';
 import { cancelStepUpdate } from '../workflows/browser-step.js';
-import { holdStepCredits, type StepRow } from './pnet-steps.js';
+import { afterStepTransitions, holdStepCredits, type StepRow } from './pnet-steps.js';
 import type { WriteStepMessageInput, WriteStepMessageResult } from './outbound-agent.js';
 
 /** What the contact's workflow does next. */
@@ -473,19 +473,10 @@ export async function wakeContactsOfSteps(sql: Sql, client: Client, stepIds: str
  * once it settles (or is retried): the contact waits for its step without polling.
  */
 export function withSequenceWake<T extends object>(activities: T, sql: Sql): T {
-  const wrapped = { ...activities };
-  for (const name of ['settleStep', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep', 'retryStep']) {
-    const inner = (activities as Record<string, (input: { stepId: string }) => Promise<unknown>>)[name];
-    if (!inner) continue;
-    (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
-      const result = await inner(input);
-      // A transition that answers the record shows whether the step belongs to a sequence: a
-      // step outside one has no contact to wake, and the look-up would cost every settle a round trip.
-      const step = (result as { step?: { sequence_id: string | null } } | undefined)?.step;
-      if (step && step.sequence_id === null) return result;
-      await wakeContactsOfSteps(sql, Context.current().client, [input.stepId]).catch(() => undefined);
-      return result;
-    };
-  }
-  return wrapped;
+  return afterStepTransitions(activities, ['settleStep', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep', 'retryStep'], async (stepId, step) => {
+    // A transition that answers the record shows whether the step belongs to a sequence: a step
+    // outside one has no contact to wake, and the look-up would cost every settle a round trip.
+    if (step && step.sequence_id === null) return;
+    await wakeContactsOfSteps(sql, Context.current().client, [stepId]).catch(() => undefined);
+  });
 }

@@ -10,13 +10,13 @@ import { createSql } from '../db/sql.js';
 import { readConfig } from '../worker/config.js';
 import { createServiceWorker, runtimeTelemetry } from '../worker/worker.js';
 
-Runtime.install({ logger: new DefaultLogger('WARN'), ...runtimeTelemetry(readConfig().workerMetricsAddress) });
+const config = readConfig();
+Runtime.install({ logger: new DefaultLogger('WARN'), ...runtimeTelemetry(config.workerMetricsAddress) });
 // Started by the chaos test: leave with it (its end of our stdin closes however it exits).
 if (process.env.EXIT_WITH_PARENT === '1') {
   process.stdin.on('end', () => process.exit(0)).resume();
 }
 
-const config = readConfig();
 if (!config.databaseUrl || !config.temporalAddress) throw new Error('run-worker needs DATABASE_URL and TEMPORAL_ADDRESS');
 const bundlePath = process.env.WORKFLOW_BUNDLE;
 const sql = createSql(config.databaseUrl);
