@@ -722,13 +722,14 @@ function printTable(r: {
     rows.push([`browser-step workflows: most messages within one second`, String(r.wf.maxPerSecond), '', '', '', '']);
   }
 
+  const onPostgres = process.env.TEMPORAL_PERSISTENCE === 'postgres';
   const header = ['Measure', 'pnet', 'Baseline (GET /health/postgres/)', 'Ratio', 'Target', 'Result'];
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   const out = [
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, load average ${loadavg()
       .map((l) => l.toFixed(1))
-      .join(' ')}; ${r.browsers} browsers` +
+      .join(' ')}; ${r.browsers} browsers; Temporal: ${onPostgres ? 'the server on Postgres (TEMPORAL_PERSISTENCE=postgres)' : 'the dev server on SQLite'}` +
       (r.wf ? `; ${r.wf.workflows} step workflows (${r.wf.read} histories read).` : '; parts: ' + [...phasesWanted].join(', ') + '.'),
     '',
     line(header),
@@ -744,8 +745,10 @@ function printTable(r: {
     ...r.phases
       .filter((p) => p.withSteps && p.temporal.persistence.length > 0)
       .flatMap((p) => [
-        `Temporal in the ${p.name} window: the dev server's persistence goes through one SQLite connection, ` +
-          `and its operations summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many waiting on it at once, on average):`,
+        (onPostgres
+          ? `Temporal in the ${p.name} window: the server's persistence (Postgres, pools of connections) summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many calls in flight at once, on average):`
+          : `Temporal in the ${p.name} window: the dev server's persistence goes through one SQLite connection, ` +
+            `and its operations summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many waiting on it at once, on average):`),
         '',
         line(['Operation', 'count', 'mean', 'total']),
         line(['---', '---', '---', '---']),

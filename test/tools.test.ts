@@ -14,19 +14,21 @@ const run = promisify(execFile);
 const scratch = mkdtempSync(join(tmpdir(), 'outreach-tools-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Runs prepare-tools with an empty tools folder and only the given folders on PATH. */
-async function prepareTools(pathDirs: string[], extraEnv: Record<string, string> = {}) {
+/** Runs a script of worker/ with an empty tools folder and only the given folders on PATH. */
+async function runWithTools(script: string, pathDirs: string[], extraEnv: Record<string, string> = {}) {
   const toolsDir = mkdtempSync(join(scratch, 'tools-'));
   const tsx = join(projectRoot, 'node_modules', 'tsx', 'dist', 'cli.mjs');
   const env = { HOME: scratch, PATH: pathDirs.join(':'), TOOLS_DIR: toolsDir, ...extraEnv };
   try {
-    const { stdout, stderr } = await run(process.execPath, [tsx, join(projectRoot, 'worker', 'prepare-tools.ts')], { cwd: projectRoot, env });
+    const { stdout, stderr } = await run(process.execPath, [tsx, join(projectRoot, 'worker', script)], { cwd: projectRoot, env });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }
+
+const prepareTools = (pathDirs: string[], extraEnv: Record<string, string> = {}) => runWithTools('prepare-tools.ts', pathDirs, extraEnv);
 
 function fakeBin(name: string, script: string): string {
   const dir = mkdtempSync(join(scratch, 'bin-'));
@@ -77,5 +79,27 @@ describe('finding the Temporal CLI', () => {
     const bin = fakeBin('temporal', 'exit 0');
     const out = await prepareTools([bin, nodeDir], { TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
     expect(out).toMatchObject({ code: 0, stderr: '' });
+  });
+});
+
+describe('building the Temporal server for TEMPORAL_PERSISTENCE=postgres', () => {
+  // build-temporal-server.ts is the step `npm start` takes first in that mode.
+  const build = (pathDirs: string[]) => runWithTools('build-temporal-server.ts', pathDirs);
+
+  it('says in one paragraph that it needs Go when there is none', async () => {
+    const out = await build([nodeDir]);
+    expect(out.code).toBe(1);
+    const text = out.stderr.trim();
+    expect(text).toMatch(/^Cannot build the Temporal server for TEMPORAL_PERSISTENCE=postgres: there is no `go` on PATH/);
+    expect(text).toMatch(/leave TEMPORAL_PERSISTENCE unset/);
+    expect(text.split('\n')).toHaveLength(1);
+  });
+
+  it("passes on Go's own words when the build fails", async () => {
+    const go = fakeBin('go', 'echo "go: go.temporal.io/server@v1.32.0: module lookup disabled by GOPROXY=off" >&2\nexit 1');
+    const out = await build([go, nodeDir]);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain('module lookup disabled by GOPROXY=off');
+    expect(out.stderr.trim().split('\n')).toHaveLength(1);
   });
 });

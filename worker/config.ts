@@ -9,6 +9,11 @@ export interface ServiceConfig {
   databaseUrl: string | undefined;
   temporalAddress: string | undefined;
   temporalNamespace: string;
+  /**
+   * What the embedded Temporal stores its state in when TEMPORAL_ADDRESS is unset: the CLI's dev
+   * server on SQLite (the default), or the Temporal server built from source on the stack's Postgres.
+   */
+  temporalPersistence: 'sqlite' | 'postgres';
   taskQueue: string;
   rateLimitPerMinute: number;
   role: 'all' | 'api' | 'worker';
@@ -37,6 +42,10 @@ function metricsAddress(raw: string | undefined): string | undefined {
 export function readConfig(env = process.env): ServiceConfig {
   const role = env.SERVICE_ROLE ?? 'all';
   if (role !== 'all' && role !== 'api' && role !== 'worker') throw new Error(`SERVICE_ROLE must be all, api or worker, not "${role}".`);
+  const temporalPersistence = env.TEMPORAL_PERSISTENCE || 'sqlite';
+  if (temporalPersistence !== 'sqlite' && temporalPersistence !== 'postgres') {
+    throw new Error(`TEMPORAL_PERSISTENCE must be sqlite or postgres, not "${temporalPersistence}".`);
+  }
   return {
     port: intFrom('PORT', 3000),
     host: env.HOST ?? '127.0.0.1',
@@ -44,6 +53,7 @@ export function readConfig(env = process.env): ServiceConfig {
     databaseUrl: env.DATABASE_URL || undefined,
     temporalAddress: env.TEMPORAL_ADDRESS || undefined,
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
+    temporalPersistence,
     taskQueue: env.TEMPORAL_TASK_QUEUE ?? 'outreach',
     rateLimitPerMinute: intFrom('RATE_LIMIT_PER_MINUTE', 1200),
     role,

@@ -18,6 +18,7 @@ import type { ServiceConfig } from './config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
+import { startTemporalOnPostgres } from './temporal-postgres.js';
 import { createServiceWorker, runtimeTelemetry } from './worker.js';
 
 export const databaseName = 'outreach';
@@ -93,8 +94,11 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     let temporalUiUrl: string | null = null;
     let temporalMetricsUrl: string | null = null;
     if (!temporalAddress) {
-      log.info('starting the Temporal dev server');
-      const temporal = await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port] });
+      log.info(`starting Temporal (${config.temporalPersistence === 'postgres' ? 'the server on Postgres' : 'the dev server on SQLite'})`);
+      const temporal =
+        config.temporalPersistence === 'postgres'
+          ? await startTemporalOnPostgres({ databaseUrl, dataDir: config.dataDir, namespace: config.temporalNamespace, avoidPorts: [config.port], log: (line) => log.info(line) })
+          : await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port] });
       stops.push(temporal.stop);
       temporalAddress = temporal.address;
       temporalUiUrl = temporal.uiUrl;

@@ -17,7 +17,7 @@ async function main() {
     'The service is running.',
     stack.apiUrl && `  API:              ${stack.apiUrl}/`,
     stack.docsUrl && `  API docs:         ${stack.docsUrl}   (OpenAPI: ${stack.apiUrl}/openapi.json)`,
-    `  Temporal UI:      ${stack.temporalUiUrl ?? `(external Temporal at ${stack.temporalAddress})`}`,
+    `  Temporal UI:      ${stack.temporalUiUrl ?? (config.temporalAddress ? `(external Temporal at ${config.temporalAddress})` : `(none: the Temporal server on Postgres at ${stack.temporalAddress} has no Web UI)`)}`,
     stack.temporalMetricsUrl && `  Temporal metrics: ${stack.temporalMetricsUrl}`,
     stack.devApiKey
       ? `  Development key:  ${stack.devApiKey}`
