@@ -36,6 +36,7 @@ import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provi
 import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';
 import { histogramChange, labelOf, scrape, type Scrape } from './prometheus.js';
+import type { EventLoopDelay } from './serve.js';
 import { startBenchStack } from './stack.js';
 
 const browsersWanted = Number(process.env.BENCH_BROWSERS ?? 3000);
@@ -416,6 +417,7 @@ interface PhaseResult {
   steps: StepStats;
   stepsPerSecond: number;
   cpu: Record<Component, number>;
+  eventLoop: EventLoopDelay;
   temporal: TemporalView;
 }
 
@@ -504,10 +506,12 @@ async function main() {
       sim.stats = steps;
       const metricsBefore = await readMetrics();
       const before = snap();
+      serve.eventLoop.reset();
       const windowStart = performance.now();
       const heartbeat = await heartbeatLoad(windowSeconds, () => rate);
       const windowEnd = performance.now();
       const cpu = cpuPercent(before, snap());
+      const eventLoop = await serve.eventLoop.read();
       const temporalView = temporalWindow(metricsBefore, await readMetrics(), (windowEnd - windowStart) / 1000);
       sim.stats = null;
       await producer;
@@ -519,7 +523,7 @@ async function main() {
         `  heartbeat p50 ${fmt(heartbeat.percentile(50))} p99 ${fmt(heartbeat.percentile(99))} at ${heartbeat.rate().toFixed(0)}/s (${heartbeat.statusSummary()})` +
           (options.withSteps ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}` : ''),
       );
-      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, temporal: temporalView };
+      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, eventLoop, temporal: temporalView };
     };
 
     // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
@@ -738,7 +742,7 @@ function printTable(r: {
     '',
     'CPU (percent of one core; "other" is everything else on the machine):',
     ...(r.max ? [`  max heartbeat: ${cpuText(r.max.maxHeartbeatCpu)}`, `  max baseline: ${cpuText(r.max.maxBaselineCpu)}`] : []),
-    ...r.phases.map((p) => `  ${p.name} window: ${cpuText(p.cpu)}`),
+    ...r.phases.map((p) => `  ${p.name} window: ${cpuText(p.cpu)}; the API process's event loop delay p50 ${fmt(p.eventLoop.p50Ms)}, p99 ${fmt(p.eventLoop.p99Ms)}, max ${fmt(p.eventLoop.maxMs)}`),
     ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
     ...(r.steps ? [`  max claim-to-settle: ${cpuText(r.steps.maxStepsCpu)}`] : []),
     '',

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../worker/ports.js';
-import type { ServeReady } from './serve.js';
+import type { EventLoopDelay, ServeReady } from './serve.js';
 
 /** `heapMiB` caps the stack process's V8 heap (`--max-old-space-size`): a run that completes under it used no more. */
 export async function startServe(dataDir: string, logFile: string, options: { heapMiB?: number } = {}) {
@@ -49,6 +49,20 @@ export async function startServe(dataDir: string, logFile: string, options: { he
     ...ready,
     workerMetricsUrl: `http://127.0.0.1:${workerMetricsPort}/metrics`,
     pid: child.pid!,
+    /** The stack's event-loop delay since the last reset (a window's start). */
+    eventLoop: {
+      reset: () => child.send('event-loop-reset'),
+      read: () =>
+        new Promise<EventLoopDelay>((resolve) => {
+          const onMessage = (m: unknown) => {
+            if ((m as EventLoopDelay).type !== 'event-loop') return;
+            child.off('message', onMessage);
+            resolve(m as EventLoopDelay);
+          };
+          child.on('message', onMessage);
+          child.send('event-loop-read');
+        }),
+    },
     stop: async () => {
       if (child.exitCode === null) child.send('stop');
       await Promise.race([stopped, sleep(60_000)]);
