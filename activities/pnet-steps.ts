@@ -57,6 +57,8 @@ export interface StepRow {
   credit_hold_id: string | null;
   running_wait: Record<string, unknown> | null;
   run_before: Date | null;
+  /** The run of the step's workflow its start recorded (migration 022); null until then. */
+  workflow_run_id: string | null;
 }
 
 /** Failures that may have come after the step acted: a retry of one checks before acting. */

@@ -123,7 +123,7 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
 
   async function cancelSteps(rows: StepRow[]) {
     for (const row of rows) {
-      await updateStep(client(), taskQueue(), row, cancelStepUpdate, `contact-stopped:${row.id}`, [{ errorCode: 'cancelled' }]).catch((error: unknown) => {
+      await updateStep({ client: client(), taskQueue: taskQueue(), sql }, row, cancelStepUpdate, `contact-stopped:${row.id}`, [{ errorCode: 'cancelled' }]).catch((error: unknown) => {
         // Claimed or settled meanwhile: its own workflow ends it.
         if (!(error instanceof WorkflowUpdateFailedError)) throw error;
       });
@@ -411,7 +411,7 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
         }
         throw error;
       }
-      if (result.start) await startStepWorkflow(client(), taskQueue(), result.start);
+      if (result.start) await startStepWorkflow({ client: client(), taskQueue: taskQueue(), sql }, result.start);
       if (result.cancel.length > 0) await cancelSteps(result.cancel);
       return result.action;
     },

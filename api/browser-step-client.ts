@@ -2,6 +2,7 @@
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { StepRow, StepTransitionResult } from '../activities/pnet-steps.js';
+import type { Sql } from '../db/sql.js';
 import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../workflows/browser-step.js';
 import { accountChangedSignal, senderAccountWorkflow, senderAccountWorkflowId } from '../workflows/sender-account.js';
 import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
@@ -32,15 +33,30 @@ export function startOptions(taskQueue: string, row: StepRow) {
   };
 }
 
+/** Where a step's workflow runs, and where its run is recorded. */
+export interface StepWorkflows {
+  client: Client;
+  taskQueue: string;
+  sql: Sql;
+}
+
+/** Records the run a start created (or found), so later Updates name it (migration 022); null forgets it. */
+async function recordRun(sql: Sql, stepId: string, runId: string | null) {
+  await sql`update browser_steps set workflow_run_id = ${runId} where id = ${stepId} and workflow_run_id is distinct from ${runId}`;
+}
+
 /**
- * An Update of the step's workflow, which normally runs since the step was queued. If that start
- * was lost (Temporal unreachable at the time) or the workflow has closed, the Update goes again
- * with a start (update-with-start): the first action on the step starts it. A plain Update costs
- * the server less than update-with-start, which checks and carries a whole start request every time.
+ * An Update of the step's workflow, which normally runs since the step was queued. It names the
+ * run its start recorded: with the workflow id alone, the server would look up the current run in
+ * its persistence on every claim and every result. If that start was lost (Temporal unreachable
+ * at the time) or the run has closed, the Update goes again with a start (update-with-start): the
+ * first action on the step starts it. The client does not tell which run that was, so the step's
+ * later Updates name the workflow id alone (a rare path: a retry after the run closed). A plain
+ * Update costs the server less than update-with-start, which checks and carries a whole start
+ * request every time.
  */
 export async function updateStep<Args extends unknown[]>(
-  client: Client,
-  taskQueue: string,
+  to: StepWorkflows,
   row: StepRow,
   update: UpdateDefinition<StepTransitionResult, Args>,
   updateId: string,
@@ -49,17 +65,21 @@ export async function updateStep<Args extends unknown[]>(
   try {
     // The handle's overloads split Updates with and without arguments; both go through here.
     const anyArgs = update as unknown as UpdateDefinition<StepTransitionResult, [unknown]>;
-    return await client.workflow.getHandle(browserStepWorkflowId(row.id)).executeUpdate(anyArgs, { updateId, args: args as unknown as [unknown] });
+    const handle = to.client.workflow.getHandle(browserStepWorkflowId(row.id), row.workflow_run_id ?? undefined);
+    return await handle.executeUpdate(anyArgs, { updateId, args: args as unknown as [unknown] });
   } catch (error) {
     if (!(error instanceof WorkflowNotFoundError)) throw error;
   }
-  const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(taskQueue, row));
-  return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
+  const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(to.taskQueue, row));
+  const result = await to.client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
+  if (row.workflow_run_id !== null) await recordRun(to.sql, row.id, null);
+  return result;
 }
 
-/** Starts a step's workflow; one already running is left as it is. */
-export async function startStepWorkflow(client: Client, taskQueue: string, row: StepRow): Promise<void> {
-  await client.workflow.start(browserStepWorkflow, startOptions(taskQueue, row));
+/** Starts a step's workflow (one already running is left as it is) and records its run. */
+export async function startStepWorkflow(to: StepWorkflows, row: StepRow): Promise<void> {
+  const handle = await to.client.workflow.start(browserStepWorkflow, startOptions(to.taskQueue, row));
+  await recordRun(to.sql, row.id, handle.firstExecutionRunId);
 }
 
 /**

@@ -335,7 +335,7 @@ export async function sendReply(
       await tx`update inbox_threads set unread = false where id = ${threadId}`;
       return m;
     });
-    await startStepWorkflow(deps.temporal.client, deps.temporal.taskQueue, step);
+    await startStepWorkflow({ ...deps.temporal, sql }, step);
     return { message: await messageById(sql, saved.id), created: true };
   }
 

@@ -376,6 +376,12 @@ interface TemporalView {
   /** Summed persistence time per second of window (main and visibility stores). */
   persistenceInFlight: number;
   worker: { name: string; count: number; meanMs: number; p90BoundMs: number }[];
+  /**
+   * Workflow tasks handed straight to a waiting poll (sync match) of all handed out, for the
+   * task queue's partitions and for the worker's sticky queue. The rest were written to the
+   * task queue's backlog first and read back: a persistence write and read each, and a wait.
+   */
+  matched: { queue: 'normal' | 'sticky'; sync: number; all: number }[];
 }
 
 function temporalWindow(before: { server: Scrape; worker: Scrape }, after: { server: Scrape; worker: Scrape }, seconds: number): TemporalView {
@@ -403,7 +409,11 @@ function temporalWindow(before: { server: Scrape; worker: Scrape }, after: { ser
     sdk('  settle SQL (local activity)', 'temporal_local_activity_execution_latency', (l) => labelOf(l, 'activity_type') === 'settleStep'),
     sdk('  completing it (RespondWorkflowTaskCompleted)', 'temporal_request_latency', (l) => labelOf(l, 'operation') === 'RespondWorkflowTaskCompleted'),
   ];
-  return { persistence, persistenceInFlight: persistence.reduce((sum, p) => sum + p.totalSeconds, 0) / seconds, worker };
+  const matched = (['normal', 'sticky'] as const).map((queue) => {
+    const keep = (l: string) => labelOf(l, 'task_type') === 'Workflow' && (labelOf(l, 'partition') === '__sticky__') === (queue === 'sticky');
+    return { queue, sync: histogramChange(before.server, after.server, 'poll_success_sync', keep).count, all: histogramChange(before.server, after.server, 'poll_success', keep).count };
+  });
+  return { persistence, persistenceInFlight: persistence.reduce((sum, p) => sum + p.totalSeconds, 0) / seconds, worker, matched };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -761,6 +771,10 @@ function printTable(r: {
         line(['Worker SDK', 'count', 'mean', '90% under']),
         line(['---', '---', '---', '---']),
         ...p.temporal.worker.map((w) => line([w.name, String(w.count), fmt(w.meanMs), fmt(w.p90BoundMs)])),
+        '',
+        `Workflow tasks handed straight to a waiting poll (the rest went through the backlog): ` +
+          p.temporal.matched.map((m) => `${m.queue} queue ${m.sync} of ${m.all}`).join(', ') +
+          '.',
         '',
       ]),
     ...[...r.breakdowns].flatMap(([phase, rows]) => [

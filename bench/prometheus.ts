@@ -10,10 +10,11 @@ interface Series {
   count: number;
 }
 
-/** Histogram name → label set (without `le`) → its cumulative buckets, sum and count. */
+/** Histogram name → label set (without `le`) → its cumulative buckets, sum and count; a counter's value is its count. */
 export type Scrape = Map<string, Map<string, Series>>;
 
 const line = /^([a-zA-Z_:][\w:]*)_(bucket|sum|count)(?:\{(.*)\})? ([-+\w.]+)$/;
+const counter = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? ([-+\w.]+)$/;
 
 export async function scrape(url: string | null): Promise<Scrape> {
   const result: Scrape = new Map();
@@ -22,7 +23,9 @@ export async function scrape(url: string | null): Promise<Scrape> {
     .then((res) => (res.ok ? res.text() : ''))
     .catch(() => '');
   for (const row of text.split('\n')) {
-    const m = line.exec(row);
+    if (row.startsWith('#')) continue;
+    const c = line.exec(row) ? undefined : counter.exec(row);
+    const m = c ? [row, c[1], 'count', c[2], c[3]] : line.exec(row);
     if (!m) continue;
     const [, name, part, labelText = '', raw] = m;
     const labels = new Map([...labelText.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!]));

@@ -46,6 +46,8 @@ describe('histograms read from a metrics endpoint', () => {
     const poll = histogramChange(before, after, 'request_latency', (labels) => labelOf(labels, 'operation') === 'Poll');
     expect(poll.count).toBe(0);
     expect(poll.mean).toBeNaN();
+    // A counter reads as its increase, per label set asked for.
+    expect(histogramChange(before, after, 'requests_total', (labels) => labelOf(labels, 'operation') === 'Start').count).toBe(20);
   });
 
   it('reads an endpoint that does not answer as empty, not as an error', async () => {

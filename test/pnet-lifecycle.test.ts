@@ -334,3 +334,33 @@ describe('retried attempts and lost answers', () => {
     expect((await a.claim()).json().step.id).toBe(reread.id);
   });
 });
+
+describe("the run of a step's workflow", () => {
+  const runOf = async (stepId: string) => (await stack.sql<{ workflow_run_id: string | null }[]>`select workflow_run_id from browser_steps where id = ${stepId}`)[0]!.workflow_run_id;
+
+  it('records the run its start created, and a wrong or closed run never loses a claim, a result or a retry', async () => {
+    const { ws, a } = await fundedAccount(10);
+    const step = await a.queue(follow);
+    const described = await stack.client.workflow.getHandle(`browser-step/${step.id}`).describe();
+    expect(await runOf(step.id)).toBe(described.runId);
+
+    // A run the server does not know (a restored database, say): the claim goes by the workflow id.
+    await stack.sql`update browser_steps set workflow_run_id = ${randomUUID()} where id = ${step.id}`;
+    const claimed = (await a.claim()).json().step;
+    expect(claimed).toMatchObject({ id: step.id, status: 'claimed' });
+    expect(await runOf(step.id)).toBeNull();
+    await stack.sql`update browser_steps set workflow_run_id = ${described.runId} where id = ${step.id}`;
+    const failed = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'selector_missing' });
+    expect(failed.json().status).toBe('failed');
+
+    // A failed step's run has closed: the retry starts another, and the step goes on in it.
+    const retried = await api(ws, 'POST', `/pnet/steps/${step.id}/retry/`);
+    expect(retried.json().status).toBe('queued');
+    await skipGap(a.accountId);
+    const again = (await a.claim()).json().step;
+    expect(again).toMatchObject({ id: step.id, status: 'claimed' });
+    expect((await a.report(step.id, { status: 'succeeded', claimed_at: again.claimed_at })).json().status).toBe('succeeded');
+    const current = await stack.client.workflow.getHandle(`browser-step/${step.id}`).describe();
+    expect(current.runId).not.toBe(described.runId);
+  });
+});

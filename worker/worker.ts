@@ -29,7 +29,7 @@ export async function createServiceWorker(options: {
   // Activities that start workflows (the account's housekeeping reads) use a client of their own.
   const clientConnection = await Connection.connect({ address: options.address });
   const client = new Client({ connection: clientConnection, namespace: options.namespace });
-  const startStep = (row: StepRow) => startStepWorkflow(client, options.taskQueue, row);
+  const startStep = (row: StepRow) => startStepWorkflow({ client, taskQueue: options.taskQueue, sql: options.sql }, row);
   const worker = await Worker.create({
     connection,
     namespace: options.namespace,

@@ -149,8 +149,7 @@ export const pnetAgentRoutes =
         }
         if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
         const claimed = await updateStep(
-          temporal.client,
-          temporal.taskQueue,
+          { ...temporal, sql },
           pick.step,
           claimStepUpdate,
           `claim:${pick.step.id}:${pick.sessionId}:${pick.step.queued_at?.toISOString()}`,
@@ -198,8 +197,7 @@ export const pnetAgentRoutes =
         }
         const { diagnostic: _dropped, ...settle } = report;
         const result = await updateStep(
-          temporal.client,
-          temporal.taskQueue,
+          { ...temporal, sql },
           step,
           reportResultUpdate,
           `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
@@ -243,7 +241,7 @@ export const pnetAgentRoutes =
         if (step.status !== 'claimed') throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
         const { claimed_at: claimedAt, reason } = request.body;
         request.log.info({ stepId: step.id, reason }, 'claim released');
-        const result = await updateStep(temporal.client, temporal.taskQueue, step, releaseClaimUpdate, `release:${step.id}:${claimedAt}`, [{ claimedAt }]);
+        const result = await updateStep({ ...temporal, sql }, step, releaseClaimUpdate, `release:${step.id}:${claimedAt}`, [{ claimedAt }]);
         return result.step;
       },
     );

@@ -9,8 +9,8 @@ import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow } from 
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
 import { BrowserStepSchema, StepAttemptListSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../domain/pnet.js';
-import { approveStepUpdate, browserStepWorkflow, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../workflows/browser-step.js';
-import { startOptions, updateStep } from '../browser-step-client.js';
+import { approveStepUpdate, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../workflows/browser-step.js';
+import { startStepWorkflow, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf } from '../plugins/auth.js';
 import { listAttempts } from '../pnet-running-store.js';
@@ -51,7 +51,7 @@ export const pnetStepRoutes =
         if (!runMode) throw notFound('Account');
         const row = await insertStep(sql, workspaceId, request.body, runMode);
         // The row is committed first; a start lost here is made good by the next update-with-start.
-        await temporal.client.workflow.start(browserStepWorkflow, startOptions(temporal.taskQueue, row));
+        await startStepWorkflow({ ...temporal, sql }, row);
         return row.status === 'awaiting_approval' ? reply.code(202).send(toTask(row)) : reply.code(201).send(toBrowserStep(row));
       },
     );
@@ -111,7 +111,7 @@ export const pnetStepRoutes =
       },
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.step_id, 'Step');
-        return (await updateStep(temporal.client, temporal.taskQueue, row, cancelStepUpdate, `cancel:${row.id}`, [{ errorCode: 'cancelled' }])).step;
+        return (await updateStep({ ...temporal, sql }, row, cancelStepUpdate, `cancel:${row.id}`, [{ errorCode: 'cancelled' }])).step;
       },
     );
 
@@ -132,7 +132,7 @@ export const pnetStepRoutes =
         if (row.status !== 'failed') throw new ApiError('conflict', `The step is ${row.status}; only a failed step can be retried.`);
         // One retry per failure: the finish time names it, so requests racing on it are answered once.
         const updateId = `retry:${row.id}:${row.finished_at?.toISOString()}`;
-        return (await updateStep(temporal.client, temporal.taskQueue, row, retryStepUpdate, updateId, [])).step;
+        return (await updateStep({ ...temporal, sql }, row, retryStepUpdate, updateId, [])).step;
       },
     );
 
@@ -155,7 +155,7 @@ export const pnetStepRoutes =
       },
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
-        return (await updateStep(temporal.client, temporal.taskQueue, row, approveStepUpdate, `approve:${row.id}`, [])).step;
+        return (await updateStep({ ...temporal, sql }, row, approveStepUpdate, `approve:${row.id}`, [])).step;
       },
     );
 
@@ -173,7 +173,7 @@ export const pnetStepRoutes =
       },
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
-        return (await updateStep(temporal.client, temporal.taskQueue, row, rejectStepUpdate, `reject:${row.id}`, [{ reason: request.body.reason }])).step;
+        return (await updateStep({ ...temporal, sql }, row, rejectStepUpdate, `reject:${row.id}`, [{ reason: request.body.reason }])).step;
       },
     );
   };

@@ -113,7 +113,7 @@ export const senderProfileRoutes =
         const waiting = await disconnectAccount(sql, workspaceId, request.params.profile_id);
         if (!waiting) throw notFound('Sender profile');
         for (const step of waiting) {
-          await updateStep(temporal.client, temporal.taskQueue, step, cancelStepUpdate, `sender-changed:${step.id}`, [{ errorCode: 'sender_changed' }]).catch(
+          await updateStep({ ...temporal, sql }, step, cancelStepUpdate, `sender-changed:${step.id}`, [{ errorCode: 'sender_changed' }]).catch(
             (error: unknown) => {
               // A step claimed or settled meanwhile is refused by its workflow: it ends its own way.
               if (!(error instanceof WorkflowUpdateFailedError)) throw error;

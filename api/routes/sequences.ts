@@ -353,7 +353,7 @@ export const sequenceRoutes =
     async function retryBrowserStep(stepId: string, contactId: string) {
       const [row] = await sql<StepRow[]>`select * from browser_steps where id = ${stepId}`;
       if (row?.status === 'failed') {
-        await updateStep(temporal.client, temporal.taskQueue, row, retryStepUpdate, `contact-retry:${row.id}:${row.credit_round}`, []).catch((error: unknown) => {
+        await updateStep({ ...temporal, sql }, row, retryStepUpdate, `contact-retry:${row.id}:${row.credit_round}`, []).catch((error: unknown) => {
           if (!(error instanceof WorkflowUpdateFailedError)) throw error;
         });
       } else if (row?.status === 'cancelled' || !row) {

@@ -68,7 +68,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
     // Tests drive each account's line by hand: no housekeeping reads of its own.
-    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow(client, taskQueue, row), housekeeping: {}, enrichmentProviders, agentSuppliers,
+    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow({ client, taskQueue, sql: db.sql }, row), housekeeping: {}, enrichmentProviders, agentSuppliers,
       // Tests' IMAP servers listen on 127.0.0.1.
       mailboxNetwork: { allowPrivateNetworks: true },
       chatModel: options.chatModel?.() ?? null }),
