@@ -38,6 +38,8 @@ export interface StepWorkflows {
   client: Client;
   taskQueue: string;
   sql: Sql;
+  /** The client shares its (native) connection with a worker of the task queue in this process. */
+  eagerStart?: boolean;
 }
 
 /** Records the run a start created (or found), so later Updates name it (migration 022); null forgets it. */
@@ -76,9 +78,14 @@ export async function updateStep<Args extends unknown[]>(
   return result;
 }
 
-/** Starts a step's workflow (one already running is left as it is) and records its run. */
+/**
+ * Starts a step's workflow (one already running is left as it is) and records its run. With a
+ * worker in this process, the start asks for the first workflow task in its answer (eager start):
+ * the task skips the task queue, where a new workflow's first task otherwise waited for one of
+ * the worker's few polls of the shared queue, or was written to its backlog and read back.
+ */
 export async function startStepWorkflow(to: StepWorkflows, row: StepRow): Promise<void> {
-  const handle = await to.client.workflow.start(browserStepWorkflow, startOptions(to.taskQueue, row));
+  const handle = await to.client.workflow.start(browserStepWorkflow, { ...startOptions(to.taskQueue, row), requestEagerStart: to.eagerStart === true });
   await recordRun(to.sql, row.id, handle.firstExecutionRunId);
 }
 

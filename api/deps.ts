@@ -11,7 +11,11 @@ import type { TokenVerifier } from './tokens.js';
 /** Everything the API needs from outside; tests pass real ones built on their own database. */
 export interface AppDeps {
   sql: Sql;
-  temporal: { client: Client; taskQueue: string };
+  /**
+   * `eagerStart`: the client shares its connection with a worker of the task queue in this
+   * process, so a step's workflow can start with its first task handed straight to that worker.
+   */
+  temporal: { client: Client; taskQueue: string; eagerStart?: boolean };
   verifyToken: TokenVerifier;
   rateLimit: RateLimitConfig;
   logger?: FastifyBaseLogger | boolean;

@@ -4,7 +4,7 @@
  * the API, lets the worker finish its tasks, then stops Temporal and Postgres.
  */
 import { Client, Connection } from '@temporalio/client';
-import { Runtime } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -109,8 +109,10 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     const applied = await migrate(sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
 
+    let workerConnection: NativeConnection | null = null;
     if (config.role !== 'api') {
       const { worker, connection, clientConnection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue });
+      workerConnection = connection;
       const running = worker.run();
       stops.push(async () => {
         if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -122,11 +124,13 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
 
     let apiUrl: string | null = null;
     if (config.role !== 'worker') {
-      const connection = await Connection.connect({ address: temporalAddress });
-      stops.push(() => connection.close());
+      // With the worker in this process, the API's client shares the worker's native connection, so
+      // a step's workflow starts eagerly: its first task comes back with the start, to that worker.
+      const connection = workerConnection ?? (await Connection.connect({ address: temporalAddress }));
+      if (!workerConnection) stops.push(() => connection.close());
       const app = await buildApp({
         sql,
-        temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue },
+        temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue, eagerStart: workerConnection !== null },
         verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
         rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
         logger: log,

@@ -74,9 +74,11 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
       chatModel: options.chatModel?.() ?? null }),
   });
   const running = worker.run();
+  // As `npm start` runs it: the API's client shares the worker's native connection and starts a
+  // step's workflow eagerly (its first task handed to this worker with the start's answer).
   const app = await buildApp({
     sql: db.sql,
-    temporal: { client, taskQueue },
+    temporal: { client: new Client({ connection: nativeConnection }), taskQueue, eagerStart: true },
     verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
     rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60 },
     enrichmentProviders,
