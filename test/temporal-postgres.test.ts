@@ -1,6 +1,6 @@
 /**
  * TEMPORAL_PERSISTENCE=postgres: the setting, and the server configuration written for it. (The
- * server itself is built from source in about ten minutes, too long for `npm test`; bench:pnet
+ * server itself is built from source in about five minutes, too long for `npm test`; bench:pnet
  * runs it, see the README. Its build errors are covered in tools.test.ts.)
  */
 import { describe, expect, it } from 'vitest';

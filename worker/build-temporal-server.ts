@@ -1,6 +1,6 @@
 /**
  * Builds the Temporal server that TEMPORAL_PERSISTENCE=postgres runs (once, into `.tools/`), so the
- * ten-minute build can happen ahead of the first `npm start` in that mode: `npm run build:temporal-server`.
+ * five-minute build can happen ahead of the first `npm start` in that mode: `npm run build:temporal-server`.
  */
 import { resolveTemporalServer } from './temporal-postgres.js';
 import { ToolMissingError } from './tools.js';

@@ -4,7 +4,7 @@
  * one SQLite connection (bench:pnet measured it as the limit of the result p99); this is the
  * server a production deployment runs, with a pool of connections per store, on the stack's own
  * Postgres. No wheel carries it, so it is built once from the Go module proxy into `.tools/`
- * (about ten minutes on two cores); its schema files come from the same module.
+ * (about five minutes on two cores); its schema files come from the same module.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -42,7 +42,7 @@ export function resolveTemporalServer(log: (line: string) => void = () => {}): T
   mkdirSync(src, { recursive: true });
   writeFileSync(join(src, 'go.mod'), 'module outreach/temporal-server\n\ngo 1.23\n');
   try {
-    log(`building the Temporal server ${temporalServerVersion} from the Go module proxy into ${paths.dir} (once; about ten minutes)`);
+    log(`building the Temporal server ${temporalServerVersion} from the Go module proxy into ${paths.dir} (once; about five minutes on two cores)`);
     go(['get', `go.temporal.io/server@v${temporalServerVersion}`], src);
     go(['build', '-o', paths.server, 'go.temporal.io/server/cmd/server'], src);
     go(['build', '-o', paths.sqlTool, 'go.temporal.io/server/cmd/tools/sql'], src);
@@ -53,7 +53,7 @@ export function resolveTemporalServer(log: (line: string) => void = () => {}): T
   } catch (error) {
     const reason = (error as { code?: string }).code === 'ENOENT' ? 'there is no `go` on PATH' : String((error as { stderr?: Buffer }).stderr ?? error).trim().split('\n').slice(-3).join(' ');
     throw new ToolMissingError(
-      `Cannot build the Temporal server for TEMPORAL_PERSISTENCE=postgres: ${reason}. It needs Go 1.23 or newer ` +
+      `Cannot build the Temporal server for TEMPORAL_PERSISTENCE=postgres: ${reason}. It needs Go (the server asks for 1.26.8; an older go fetches that toolchain itself) ` +
         `and the Go module proxy; or leave TEMPORAL_PERSISTENCE unset for the dev server (SQLite).`,
     );
   }
