@@ -30,20 +30,48 @@ function stopStaleServer(pidFile: string) {
   rmSync(pidFile, { force: true });
 }
 
-async function waitForFrontend(address: string, child: ChildProcess, output: () => string) {
-  const deadline = Date.now() + 60_000;
+/**
+ * A Temporal server process's output for its error messages. A Go panic puts its reason first and
+ * pages of stack after it: keep both ends. `seen` says whether `watch` ever matched a chunk.
+ */
+export function captureOutput(child: ChildProcess, watch?: RegExp) {
+  let head = '';
+  let tail = '';
+  let seen = false;
+  const keep = (chunk: Buffer) => {
+    const text = chunk.toString();
+    if (watch?.test(text)) seen = true;
+    if (head.length < 3000) head += text.slice(0, 3000 - head.length);
+    tail = (tail + text).slice(-3000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  return { output: () => (head.length < 3000 ? head : `${head}\n...\n${tail}`), seen: () => seen };
+}
+
+/** Waits until the frontend answers, and hands back the connection that saw it (the caller closes it). */
+export async function waitForFrontend(label: string, address: string, child: ChildProcess, output: () => string, seconds: number): Promise<Connection> {
+  const deadline = Date.now() + seconds * 1000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`The Temporal dev server exited (code ${child.exitCode}):\n${output()}`);
+    if (child.exitCode !== null) throw new Error(`${label} exited (code ${child.exitCode}):\n${output()}`);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1000 });
       await connection.workflowService.getSystemInfo({});
-      await connection.close();
-      return;
+      return connection;
     } catch {
       await sleep(250);
     }
   }
-  throw new Error(`The Temporal dev server did not answer on ${address} within 60 s:\n${output()}`);
+  throw new Error(`${label} did not answer on ${address} within ${seconds} s:\n${output()}`);
+}
+
+/** SIGTERM, then SIGKILL if it is still there after `graceMs`. */
+export async function stopProcess(child: ChildProcess, exited: Promise<void>, graceMs: number) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const done = await Promise.race([exited.then(() => true), sleep(graceMs).then(() => false)]);
+  if (!done) child.kill('SIGKILL');
+  await exited;
 }
 
 export async function startTemporalDevServer(options: {
@@ -99,28 +127,16 @@ async function startOnce(
   if (pidFile) stopStaleServer(pidFile);
 
   const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  // A Go panic puts its reason first and pages of stack after it: keep both ends.
-  let head = '';
-  let tail = '';
-  let portTaken = false;
-  const keep = (chunk: Buffer) => {
-    const text = chunk.toString();
-    if (/address already in use/i.test(text)) portTaken = true;
-    if (head.length < 3000) head += text.slice(0, 3000 - head.length);
-    tail = (tail + text).slice(-3000);
-  };
-  const output = () => (head.length < 3000 ? head : `${head}\n...\n${tail}`);
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
+  const { output, seen: portTaken } = captureOutput(child, /address already in use/i);
   if (pidFile) writeFileSync(pidFile, String(child.pid));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const address = `127.0.0.1:${port}`;
   try {
-    await waitForFrontend(address, child, output);
+    await (await waitForFrontend('The Temporal dev server', address, child, output, 60)).close();
   } catch (error) {
     child.kill('SIGKILL');
     await exited;
-    if (portTaken) throw new PortRaceError((error as Error).message);
+    if (portTaken()) throw new PortRaceError((error as Error).message);
     throw error;
   }
   return {
@@ -128,12 +144,7 @@ async function startOnce(
     uiUrl: uiPort ? `http://127.0.0.1:${uiPort}` : null,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        const killed = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
-        if (!killed) child.kill('SIGKILL');
-        await exited;
-      }
+      await stopProcess(child, exited, 10_000);
       if (pidFile) rmSync(pidFile, { force: true });
     },
   };

@@ -15,7 +15,7 @@ import { msToTs } from '@temporalio/common/lib/time.js';
 import { createSql } from '../db/sql.js';
 import { searchAttributes } from '../domain/search-attributes.js';
 import { freePort } from './ports.js';
-import type { TemporalDevServerHandle } from './temporal-dev-server.js';
+import { captureOutput, stopProcess, waitForFrontend, type TemporalDevServerHandle } from './temporal-dev-server.js';
 import { ToolMissingError, toolsDir } from './tools.js';
 
 /** The server the Temporal CLI's dev server embeds (`temporal --version`), so both run the same code. */
@@ -203,21 +203,6 @@ const dynamicConfig = [
   '',
 ].join('\n');
 
-async function connectWhenUp(address: string, exited: () => number | null, output: () => string) {
-  const deadline = Date.now() + 120_000;
-  while (Date.now() < deadline) {
-    if (exited() !== null) throw new Error(`The Temporal server exited (code ${exited()}):\n${output()}`);
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 1000 });
-      await connection.workflowService.getSystemInfo({});
-      return connection;
-    } catch {
-      await sleep(250);
-    }
-  }
-  throw new Error(`The Temporal server did not answer on ${address} within 120 s:\n${output()}`);
-}
-
 /**
  * The namespace and our search attributes, added where missing. The server caches its search
  * attributes for up to a minute, so a start that added any is followed by a restart (`true`).
@@ -236,6 +221,7 @@ async function registerNamespace(connection: Connection, namespace: string): Pro
       const listed = await connection.operatorService.listSearchAttributes({ namespace });
       const missing = Object.entries(searchAttributes).filter(([name]) => !(name in (listed.customAttributes ?? {})));
       if (missing.length === 0) return !exists;
+      // IndexedValueType in Temporal's API: KEYWORD is 2, INT is 3.
       const types = { Keyword: 2, Int: 3 } as const;
       await connection.operatorService.addSearchAttributes({
         namespace,
@@ -272,25 +258,15 @@ export async function startTemporalOnPostgres(options: {
 
   const launch = async () => {
     const child = spawn(build.server, ['--config-file', join(configDir, 'config.yaml'), '--allow-no-auth', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let tail = '';
-    const keep = (chunk: Buffer) => {
-      tail = (tail + chunk.toString()).slice(-3000);
-    };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    const { output } = captureOutput(child);
     writeFileSync(pidFile, String(child.pid));
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const stop = async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        const done = await Promise.race([exited.then(() => true), sleep(15_000).then(() => false)]);
-        if (!done) child.kill('SIGKILL');
-        await exited;
-      }
+      await stopProcess(child, exited, 15_000);
       rmSync(pidFile, { force: true });
     };
     try {
-      return { connection: await connectWhenUp(address, () => child.exitCode, () => tail), stop };
+      return { connection: await waitForFrontend('The Temporal server', address, child, output, 120), stop };
     } catch (error) {
       await stop();
       throw error;
