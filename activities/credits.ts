@@ -52,53 +52,76 @@ export async function grantCredits(
   }) as Promise<CreditBalance>;
 }
 
+/** What a hold sets aside; `id` names the hold ahead (a statement that links to it in the same breath). */
+export interface HoldInput {
+  workspaceId: string;
+  amount: number;
+  causeKey: string;
+  ttlSeconds?: number;
+  id?: string;
+}
+
 /**
- * Sets credits aside for an operation. Idempotent by cause key (the same cause returns the same
- * hold). Refused, with nothing written, when the available balance would go below zero.
+ * The common table expressions of a hold, to start a `with`: `taken` (the balance, only while
+ * it covers the amount and the cause holds nothing yet), `created` (the hold) and `movement`
+ * (its ledger row). A statement that writes more beside the hold (queueing a step) composes them,
+ * so the workspace's balance row is locked by one auto-committed statement, never across a round trip.
  */
-export async function holdCredits(
-  tx: Db,
-  input: { workspaceId: string; amount: number; causeKey: string; ttlSeconds?: number },
-): Promise<CreditHold> {
-  if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
-  // One statement, as a settle: the balance row stays locked from its update to commit, and a
-  // hold queued beside a settle of the same workspace waits that long. The second half of the
-  // union reads the holds as they were before the statement: the same cause held before.
-  const [hold] = await tx<CreditHold[]>`
-    with taken as (
+export function holdCtes(db: Db, input: HoldInput) {
+  return db`
+    taken as (
       update credit_balances set available = available - ${input.amount}, held = held + ${input.amount}, updated_at = now()
       where workspace_id = ${input.workspaceId} and available >= ${input.amount}
         and not exists (select 1 from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey})
       returning workspace_id
     ), created as (
-      insert into credit_holds (workspace_id, amount, cause_key, expires_at)
-      select workspace_id, ${input.amount}::bigint, ${input.causeKey}::text, now() + ${input.ttlSeconds ?? defaultHoldTtlSeconds}::int * interval '1 second'
+      insert into credit_holds (id, workspace_id, amount, cause_key, expires_at)
+      select coalesce(${input.id ?? null}::uuid, gen_random_uuid()), workspace_id, ${input.amount}::bigint, ${input.causeKey}::text,
+        now() + ${input.ttlSeconds ?? defaultHoldTtlSeconds}::int * interval '1 second'
       from taken
       returning *
     ), movement as (
       insert into credit_ledger (workspace_id, hold_id, kind, amount, cause_key)
       select workspace_id, id, 'hold', amount, 'hold:' || cause_key from created
       on conflict (workspace_id, cause_key) do nothing
-    )
+    )`;
+}
+
+export function validHoldAmount(amount: number) {
+  if (!Number.isInteger(amount) || amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
+}
+
+export async function insufficientCredits(db: Db, workspaceId: string, amount: number): Promise<ApiError> {
+  const balance = await getBalance(db, workspaceId);
+  return new ApiError('insufficient_credits', `This needs ${amount} credits and the workspace has ${balance.available} available.`);
+}
+
+/**
+ * Sets credits aside for an operation. Idempotent by cause key (the same cause returns the same
+ * hold). Refused, with nothing written, when the available balance would go below zero.
+ */
+export async function holdCredits(tx: Db, input: HoldInput): Promise<CreditHold> {
+  validHoldAmount(input.amount);
+  // The second half of the union reads the holds as they were before the statement: the same
+  // cause held before.
+  const [hold] = await tx<CreditHold[]>`
+    with ${holdCtes(tx, input)}
     select * from created
     union all
     select * from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey}`;
-  if (!hold) {
-    const balance = await getBalance(tx, input.workspaceId);
-    throw new ApiError('insufficient_credits', `This needs ${input.amount} credits and the workspace has ${balance.available} available.`);
-  }
+  if (!hold) throw await insufficientCredits(tx, input.workspaceId, input.amount);
   return hold;
 }
 
 /**
- * Ends a hold: `charge` spends `amount` (at most the hold) and returns the rest; `release`
- * returns it all. Compare-and-set on status: only a held hold settles, so a second settle of any
- * kind changes nothing and answers the hold as it stands.
+ * The statement that ends a hold: `charged` spends `charge` (at most the hold) and returns the
+ * rest; `released` returns it all. Compare-and-set on status: only a held hold settles, so a
+ * second settle of any kind changes nothing and answers no row. One statement for the hold, the
+ * balance and the ledger, unawaited so a caller can send it with its COMMIT (`transaction` in db/sql.ts):
+ * every hold and settle of a workspace takes its balance row's lock until commit.
  */
-async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
-  // One statement for the hold, the balance and the ledger: every hold and settle of a workspace
-  // takes its balance row's lock until commit, so each round trip after it is everyone's wait.
-  const [hold] = await tx<CreditHold[]>`
+export function settleHoldStatement(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number) {
+  return tx<CreditHold[]>`
     with settled as (
       update credit_holds set status = ${outcome}, charged = least(${charge}, amount), settled_at = now()
       where id = ${holdId} and status = 'held' returning *
@@ -115,12 +138,19 @@ async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released
       on conflict (workspace_id, cause_key) do nothing
     )
     select * from settled`;
+}
+
+/** Ends a hold (see settleHoldStatement) and answers it as it stands. */
+async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
+  const [hold] = await settleHoldStatement(tx, holdId, outcome, charge);
   if (hold) return hold;
   const [current] = await tx<CreditHold[]>`select * from credit_holds where id = ${holdId}`;
   return current;
 }
 
 export const chargeHold = (tx: Db, holdId: string, amount?: number) => settleHold(tx, holdId, 'charged', amount ?? Number.MAX_SAFE_INTEGER);
+export const chargeHoldStatement = (tx: Db, holdId: string) => settleHoldStatement(tx, holdId, 'charged', Number.MAX_SAFE_INTEGER);
+export const releaseHoldStatement = (tx: Db, holdId: string) => settleHoldStatement(tx, holdId, 'released', 0);
 export const releaseHold = (tx: Db, holdId: string) => settleHold(tx, holdId, 'released', 0);
 
 interface MovementRow extends Omit<CreditMovement, 'created_at'> {

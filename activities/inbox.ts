@@ -13,9 +13,8 @@ import { isPrivateAddress } from './enrichment-providers/web-page.js';
 import { simpleParser } from 'mailparser';
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type postgres from 'postgres';
 import { wakeSequenceContacts } from '../api/sequence-stops.js';
-import type { Db, Sql } from '../db/sql.js';
+import { savepoint, type Db, type Sql } from '../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../domain/do-not-contact.js';
 import { PnetConversationMessageSchema, PnetInboxThreadSchema, classifyInboundEmail, type Channel, type MessageKind } from '../domain/inbox.js';
 import type { ActionKind } from '../domain/pnet.js';
@@ -64,7 +63,7 @@ async function sequenceContactOf(tx: Db, workspaceId: string, email: string | nu
   const [present] = await tx<{ ok: boolean }[]>`select to_regclass('sequence_contacts') is not null as ok`;
   if (!present?.ok) return null;
   try {
-    const [row] = await (tx as postgres.TransactionSql).savepoint((sp) => sp<{ id: string }[]>`
+    const [row] = await savepoint(tx, (sp) => sp<{ id: string }[]>`
       select id from sequence_contacts
       where workspace_id = ${workspaceId} and (email = ${email} or profile_url = ${profileUrl})
       order by (status = 'active') desc limit 1`);
@@ -188,13 +187,13 @@ export async function recordSentEmail(
  * profile URLs that wrote new replies, for waking their sequence contacts.
  */
 export async function recordPnetRead(
-  tx: postgres.TransactionSql,
+  tx: Db,
   step: { workspace_id: string; account_id: string; kind: ActionKind; params: Record<string, unknown> },
   outcome: Record<string, unknown> | null,
 ): Promise<string[]> {
   if (step.kind !== 'check_inbox' && step.kind !== 'read_conversation') return [];
   try {
-    return await tx.savepoint((sp) => (step.kind === 'check_inbox' ? recordCheckInbox(sp, step, outcome) : recordConversation(sp, step, outcome)));
+    return await savepoint(tx, (sp) => (step.kind === 'check_inbox' ? recordCheckInbox(sp, step, outcome) : recordConversation(sp, step, outcome)));
   } catch (err) {
     console.warn('pnet inbox read not recorded', err);
     return [];
@@ -429,13 +428,13 @@ interface SequenceSendRow {
  * A reply to a sequence email (sequence_sends, migration 015, read only when present): the
  * thread is opened with that email in it and linked to its sequence contact.
  */
-async function threadFromSequenceSend(tx: postgres.TransactionSql, workspaceId: string, ids: string[]): Promise<string | undefined> {
+async function threadFromSequenceSend(tx: Db, workspaceId: string, ids: string[]): Promise<string | undefined> {
   if (ids.length === 0) return undefined;
   const [present] = await tx<{ ok: boolean }[]>`select to_regclass('sequence_sends') is not null as ok`;
   if (!present?.ok) return undefined;
   let send: SequenceSendRow | undefined;
   try {
-    [send] = await tx.savepoint((sp) => sp<SequenceSendRow[]>`
+    [send] = await savepoint(tx, (sp) => sp<SequenceSendRow[]>`
       select contact_id, message_id, to_email, from_email, subject, body, sent_at, created_at from sequence_sends
       where workspace_id = ${workspaceId} and message_id = any(${ids}::text[]) and channel = 'email'
       order by created_at desc limit 1`);

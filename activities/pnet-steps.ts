@@ -4,11 +4,11 @@
  * ApplicationFailures typed from the error table, which the API maps to 409.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import type { Db, Sql } from '../db/sql.js';
+import { transaction, type CommitWith, type Db, type Sql } from '../db/sql.js';
 import { ApiError } from '../domain/errors.js';
 import type { ActionKind, AgentVerification, BrowserStep, StepErrorCode, StoredStepStatus } from '../domain/pnet.js';
 import { housekeepingKinds, limitKindOf, maxCutOffs, messageKinds, recordStatus, stepPrices } from '../domain/pnet.js';
-import { chargeHold, holdCredits, releaseHold } from './credits.js';
+import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from './credits.js';
 import { recordCheck } from './pnet-checks.js';
 import { recordPnetRead } from './inbox.js';
 import { holdAtCheckpoint } from './sender-account.js';
@@ -136,16 +136,23 @@ const wantedFrom: Record<string, string> = {
 /** The record after a transition; a claim of a `resuming` step says how to verify it. */
 export type StepTransitionResult = { step: BrowserStep; verification?: AgentVerification | null; checkpoint?: boolean };
 
-/**
- * Sets the step's price aside for its current queue round (a retry is a new round, so a new
- * hold); a free kind holds nothing. Too few credits refuses the queueing with nothing written.
- */
-export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>): Promise<string | null> {
+/** What a step's current queue round sets aside (a retry is a new round, so a new hold); null for a free kind. */
+export function stepHold(step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>, id?: string): HoldInput | null {
   const price = stepPrices[step.kind];
   if (price === 0) return null;
+  // The step's workflow settles the hold, so it never lapses on its own while the step waits.
+  return { workspaceId: step.workspace_id, amount: price, causeKey: `pnet-step:${step.id}:${step.credit_round}`, ttlSeconds: 365 * 86_400, id };
+}
+
+/**
+ * Sets the step's price aside for its current queue round. Too few credits refuses the queueing
+ * with nothing written.
+ */
+export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>): Promise<string | null> {
+  const input = stepHold(step);
+  if (!input) return null;
   try {
-    // The step's workflow settles the hold, so it never lapses on its own while the step waits.
-    const hold = await holdCredits(tx, { workspaceId: step.workspace_id, amount: price, causeKey: `pnet-step:${step.id}:${step.credit_round}`, ttlSeconds: 365 * 86_400 });
+    const hold = await holdCredits(tx, input);
     await tx`update browser_steps set credit_hold_id = ${hold.id} where id = ${step.id}`;
     return hold.id;
   } catch (error) {
@@ -154,11 +161,15 @@ export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'worksp
   }
 }
 
-/** Ends the round's hold: charged once for a success, returned for anything else. */
-async function settleStepCredits(tx: Db, step: StepRow, charge: boolean) {
+/**
+ * Ends the round's hold (charged once for a success, returned for anything else) and commits: the
+ * hold's statement is the transaction's last and goes out with its COMMIT, so the workspace's
+ * balance row, which every queue and settle of the workspace locks, is held for the server's time
+ * alone. A step without a hold commits as any transaction does.
+ */
+async function settleStepCreditsAndCommit(tx: Db, commitWith: CommitWith, step: StepRow, charge: boolean) {
   if (!step.credit_hold_id) return;
-  if (charge) await chargeHold(tx, step.credit_hold_id);
-  else await releaseHold(tx, step.credit_hold_id);
+  await commitWith(charge ? chargeHoldStatement(tx, step.credit_hold_id) : releaseHoldStatement(tx, step.credit_hold_id));
 }
 
 async function transition(
@@ -288,7 +299,7 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
      * claim is refused, unless it is a success for a step not settled since (it did run).
      */
     async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx, commitWith) => {
         const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
         if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
         // The same result again (an attempt retried after the first one committed): the record as it stands.
@@ -306,7 +317,6 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
             acted_at = ${report.status === 'succeeded' ? tx`now()` : tx`acted_at`}, updated_at = now()
           where id = ${stepId} returning *`;
         if (report.status !== 'succeeded' && namesCurrentClaim) await returnUsageUnit(tx, step);
-        await settleStepCredits(tx, step, report.status === 'succeeded');
         if (housekeepingKinds.has(step.kind)) await recordCheck(tx, step, report);
         // A read that found conversations records them in the unified inbox.
         if (report.status === 'succeeded') await recordPnetRead(tx, step, report.outcome);
@@ -317,6 +327,7 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
             update pnet_usage u set used = u.used + 1 from browser_steps s
             where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
         }
+        await settleStepCreditsAndCommit(tx, commitWith, step, report.status === 'succeeded');
         return { step: toBrowserStep(settled!), checkpoint: report.error_code === 'blocked_checkpoint' };
       });
     },
@@ -381,7 +392,7 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
       claimedAt: string;
       now?: string;
     }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null; leaseUntil?: string }> {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx, commitWith) => {
         const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
           select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
         if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
@@ -405,18 +416,18 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
           where id = ${stepId}`;
         // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
         if (status === 'queued') await returnUsageUnit(tx, step);
-        if (!back) await settleStepCredits(tx, step, false);
+        if (!back) await settleStepCreditsAndCommit(tx, commitWith, step, false);
         return { status, errorCode };
       });
     },
 
     /** The step's deadline passed while it still waited: it fails missed_window, its credits returned. */
     async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx, commitWith) => {
         const [row] = await tx<StepRow[]>`
           update browser_steps set status = 'failed', error_code = 'missed_window', finished_at = now(), updated_at = now()
           where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
-        if (row) await settleStepCredits(tx, row, false);
+        if (row) await settleStepCreditsAndCommit(tx, commitWith, row, false);
         if (row) return { status: row.status, errorCode: row.error_code };
         return { status: (await findStep(tx, stepId))?.status as StoredStepStatus };
       });
@@ -441,12 +452,12 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
     },
     /** A running step is the browser's until it reports: only a waiting step can be cancelled. */
     async cancelStep({ stepId, errorCode = 'cancelled' }: { stepId: string; errorCode?: 'cancelled' | 'sender_changed' }) {
-      return sql.begin((tx) =>
+      return transaction(sql, (tx, commitWith) =>
         transition(tx, stepId, 'cancelled', async (db) => {
           const rows = await db<StepRow[]>`
             update browser_steps set status = 'cancelled', error_code = ${errorCode}, finished_at = now(), updated_at = now()
             where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
-          if (rows[0]) await settleStepCredits(db, rows[0], false);
+          if (rows[0]) await settleStepCreditsAndCommit(db, commitWith, rows[0], false);
           return rows;
         }),
       );

@@ -64,15 +64,18 @@ interface CheckInExtras {
 export class CheckInLine {
   private waiting: Pending[] = [];
   private inFlight = 0;
-  /** Statements run, check-ins they carried, the largest batch, and batches run again one by one. */
-  readonly stats = { statements: 0, checkIns: 0, largest: 0, split: 0 };
+  /**
+   * Statements run, check-ins they carried, the largest batch, batches run again one by one, and
+   * check-ins that found their account locked and waited for it apart.
+   */
+  readonly stats = { statements: 0, checkIns: 0, largest: 0, split: 0, behindLock: 0 };
 
   constructor(
     private readonly sql: Sql,
     // Measured with 64 browsers checking in as fast as they can (bench:pnet's closed loop): 1, 2,
     // 3, 4 and 8 statements at once answered about 5,650, 5,500, 5,200, 4,900 and 4,050 check-ins
-    // a second; fewer statements carry more each. Two, so that one batch waiting for an
-    // account's row lock (a claim or a settle holds it a few milliseconds) does not hold up all.
+    // a second; fewer statements carry more each. Two, so that one slow batch does not hold up
+    // all (no batch waits for a row lock: see run).
     private readonly maxInFlight = 2,
     private readonly maxBatch = 64,
   ) {}
@@ -109,8 +112,18 @@ export class CheckInLine {
     this.stats.checkIns += batch.length;
     this.stats.largest = Math.max(this.stats.largest, batch.length);
     try {
-      const states = await checkInBatch(this.sql, batch);
-      batch.forEach((p, n) => p.resolve(states[n]!));
+      const states = await checkInBatch(this.sql, batch, { skipLocked: true });
+      const behindLock: Pending[] = [];
+      batch.forEach((p, n) => (states[n] ? p.resolve(states[n]) : behindLock.push(p)));
+      // Accounts a claim or a settle had locked (or whose token is no longer theirs): these wait
+      // for the lock in a statement of their own, outside the line, so the rest were not held up.
+      if (behindLock.length > 0) {
+        this.stats.behindLock += behindLock.length;
+        void checkInBatch(this.sql, behindLock).then(
+          (late) => behindLock.forEach((p, n) => p.resolve(late[n]!)),
+          (error: unknown) => behindLock.forEach((p) => p.reject(error)),
+        );
+      }
     } catch (error) {
       if (batch.length === 1) return batch[0]!.reject(error);
       this.stats.split += 1;
@@ -166,8 +179,17 @@ export function checkIn(sql: Sql, accountId: string, input: CheckIn, now = new D
  * committed, under the account lock, with a durable commit. A batch with a check-in that connects
  * an identity, sets the run mode or names a running claim (whose lease renewal the step's timer
  * reads) waits for the flush.
+ *
+ * With `skipLocked` no check-in waits for a row lock: an account whose row another transaction
+ * holds (a claim, for its whole transaction), or whose named running claim's row is held (a
+ * settle, an expiry), is left out and answers null, as a token that no longer opens its account
+ * does; the caller runs those again without it.
  */
-export async function checkInBatch(sql: Sql, batch: readonly { accountId: string; input: CheckIn; now: Date }[]): Promise<(AgentState | null)[]> {
+export async function checkInBatch(
+  sql: Sql,
+  batch: readonly { accountId: string; input: CheckIn; now: Date }[],
+  { skipLocked = false } = {},
+): Promise<(AgentState | null)[]> {
   const days = usageDaysAround(batch[0]!.now);
   const inputs = batch.map(({ accountId, input }, n) => ({
     n,
@@ -198,11 +220,18 @@ export async function checkInBatch(sql: Sql, batch: readonly { accountId: string
       select * from json_to_recordset(${JSON.stringify(inputs)}::text::json) as i(n int, account_id uuid, token_hash text,
         browser_id uuid, label text, version text, nonce text, urn text, vanity_name text, display_name text, headline text,
         photo_url text, run_mode text, running_id uuid, running_claimed_at timestamptz)
-    ), locked as materialized (
+    ), ${skipLocked ? sql`running_free as materialized (
+      -- Running claims named whose rows no settle or expiry holds now.
+      select b.id from browser_steps b join i on b.id = i.running_id
+      order by b.id for update of b skip locked
+    ), ` : sql``}locked as materialized (
       -- The account rows first, in the order every other writer of an account takes its locks;
-      -- none for a check-in whose token is no longer its account's.
+      -- none for a check-in whose token is no longer its account's. Skipping locked rows, none
+      -- either for an account a claim holds, or whose running claim named is held.
       select a.id, a.member_urn from pnet_accounts a join i on a.id = i.account_id and a.connection_token_hash = decode(i.token_hash, 'hex')
-      order by a.id for update of a
+      ${skipLocked ? sql`where i.running_id is null or exists (select 1 from running_free r where r.id = i.running_id)
+        or not exists (select 1 from browser_steps b where b.id = i.running_id)` : sql``}
+      order by a.id for update of a ${skipLocked ? sql`skip locked` : sql``}
     ), s as (
       insert into pnet_sessions (account_id, browser_id, browser_label, extension_version)
       select i.account_id, i.browser_id, i.label, i.version from i join locked on locked.id = i.account_id

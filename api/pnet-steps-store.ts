@@ -1,7 +1,9 @@
 /** Queries of browser steps for the person-side routes; transitions go through the workflow. */
 import type { Db, Sql } from '../db/sql.js';
 import type { StepQueue, StepStatus, StoredStepStatus } from '../domain/pnet.js';
-import { holdStepCredits, toBrowserStep, toTask, type StepRow } from '../activities/pnet-steps.js';
+import { randomUUID } from 'node:crypto';
+import { holdCtes, insufficientCredits } from '../activities/credits.js';
+import { stepHold, toBrowserStep, toTask, type StepRow } from '../activities/pnet-steps.js';
 
 /** The stored statuses a spec status covers: a cancelled step reads as failed. */
 const storedFor: Record<StepStatus, StoredStepStatus[]> = {
@@ -20,20 +22,29 @@ export async function accountRunMode(db: Db, workspaceId: string, accountId: str
   return row?.run_mode;
 }
 
-/** Manual mode puts a step on the Tasks page first; automatic mode and operator tests queue it. */
+/**
+ * Manual mode puts a step on the Tasks page first; automatic mode and operator tests queue it,
+ * with its price set aside. One auto-committed statement writes the step, its hold, the balance
+ * and the ledger (or nothing, when the credits fall short): every queue and settle of a workspace
+ * locks its balance row, and a transaction would hold that lock across a round trip to this
+ * process and back.
+ */
 export async function insertStep(sql: Sql, workspaceId: string, input: StepQueue, runMode: 'manual' | 'automatic'): Promise<StepRow> {
   const awaiting = runMode === 'manual' && !input.test;
-  return sql.begin(async (tx) => {
-    const [row] = await tx<StepRow[]>`
-      insert into browser_steps (workspace_id, account_id, kind, params, contact_key, sequence_id, run_before, status, metered, queued_at, held)
-      values (${workspaceId}, ${input.account_id}, ${input.params.kind}, ${tx.json(input.params)}, ${input.contact_key},
-              ${input.sequence_id}, ${input.run_before}, ${awaiting ? 'awaiting_approval' : 'queued'}, ${!input.test}, ${awaiting ? null : tx`now()`},
-              pnet_step_held(${workspaceId}, ${input.contact_key}, ${input.sequence_id}))
-      returning *`;
-    // A queued step has its price set aside now; a task only once a person approves it.
-    if (!awaiting) row!.credit_hold_id = await holdStepCredits(tx, row!);
-    return row!;
-  }) as Promise<StepRow>;
+  const id = randomUUID();
+  const hold = awaiting ? null : stepHold({ id, workspace_id: workspaceId, kind: input.params.kind, credit_round: 0 }, randomUUID());
+  const [row] = await sql<StepRow[]>`
+    with ${hold ? sql`${holdCtes(sql, hold)},` : sql``} step as (
+      insert into browser_steps (id, workspace_id, account_id, kind, params, contact_key, sequence_id, run_before, status, metered, queued_at, held, credit_hold_id)
+      select ${id}, ${workspaceId}, ${input.account_id}, ${input.params.kind}, ${sql.json(input.params)}, ${input.contact_key},
+        ${input.sequence_id}, ${input.run_before}, ${awaiting ? 'awaiting_approval' : 'queued'}, ${!input.test}, ${awaiting ? null : sql`now()`},
+        pnet_step_held(${workspaceId}, ${input.contact_key}, ${input.sequence_id}), ${hold?.id ?? null}::uuid
+      ${hold ? sql`where exists (select 1 from created)` : sql``}
+      returning *
+    )
+    select * from step`;
+  if (!row) throw await insufficientCredits(sql, workspaceId, hold!.amount);
+  return row;
 }
 
 export async function listSteps(

@@ -36,6 +36,7 @@ import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provi
 import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';
 import { histogramChange, labelOf, scrape, type Scrape } from './prometheus.js';
+import { sampleWaits, type PgWait } from './pg-waits.js';
 import type { EventLoopDelay } from './serve.js';
 import { startBenchStack } from './stack.js';
 
@@ -429,6 +430,7 @@ interface PhaseResult {
   cpu: Record<Component, number>;
   eventLoop: EventLoopDelay;
   temporal: TemporalView;
+  pgWaits: PgWait[];
 }
 
 interface BaselineResult {
@@ -465,6 +467,8 @@ async function main() {
   log(`starting the stack (DATA_DIR ${dataDir}, log ${logFile})`);
   const { serve, pids } = await startBenchStack(dataDir, logFile, log);
   const sql = createSql(serve.databaseUrl, { max: 8 });
+  // Its own connection, so sampling never waits behind the bench's other queries.
+  const waitSql = createSql(serve.databaseUrl, { max: 1 });
   const connection = await Connection.connect({ address: serve.temporalAddress });
   const temporal = new Client({ connection });
   const snap = () => cpuSnapshot(pids);
@@ -517,9 +521,11 @@ async function main() {
       const metricsBefore = await readMetrics();
       const before = snap();
       serve.eventLoop.reset();
+      const waits = sampleWaits(waitSql);
       const windowStart = performance.now();
       const heartbeat = await heartbeatLoad(windowSeconds, () => rate);
       const windowEnd = performance.now();
+      const pgWaits = await waits.stop();
       const cpu = cpuPercent(before, snap());
       const eventLoop = await serve.eventLoop.read();
       const temporalView = temporalWindow(metricsBefore, await readMetrics(), (windowEnd - windowStart) / 1000);
@@ -533,7 +539,7 @@ async function main() {
         `  heartbeat p50 ${fmt(heartbeat.percentile(50))} p99 ${fmt(heartbeat.percentile(99))} at ${heartbeat.rate().toFixed(0)}/s (${heartbeat.statusSummary()})` +
           (options.withSteps ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}` : ''),
       );
-      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, eventLoop, temporal: temporalView };
+      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, eventLoop, temporal: temporalView, pgWaits };
     };
 
     // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
@@ -633,6 +639,7 @@ async function main() {
   } finally {
     await connection.close().catch(() => {});
     await sql.end({ timeout: 5 }).catch(() => {});
+    await waitSql.end({ timeout: 5 }).catch(() => {});
     log('stopping the stack');
     await serve.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -777,6 +784,14 @@ function printTable(r: {
           '.',
         '',
       ]),
+    ...r.phases.flatMap((p) => [
+      `Postgres in the ${p.name} window (pg_stat_activity every 20 ms: backends in each state at an average moment; CPU is running or waiting for a core):`,
+      '',
+      line(['Statement', 'wait', 'backends']),
+      line(['---', '---', '---']),
+      ...p.pgWaits.slice(0, 8).map((w) => line([w.statement, w.wait, w.average.toFixed(2)])),
+      '',
+    ]),
     ...[...r.breakdowns].flatMap(([phase, rows]) => [
       `Where a result report's time goes, ${phase} (from each step's history; median of a sample, mean of the slowest 1%):`,
       '',

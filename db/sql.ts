@@ -22,3 +22,69 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
     },
   });
 }
+
+/** Sends `statement` with the transaction's COMMIT in one write and answers the statement's rows. */
+export type CommitWith = <R extends readonly object[]>(statement: postgres.PendingQuery<R>) => Promise<R>;
+
+/**
+ * A transaction on a connection of its own, whose body may end it with `commitWith(statement)`:
+ * the statement and COMMIT go out together, so the server commits the moment the statement is
+ * done. A statement that locks a row every transaction of a workspace needs (its credit balance)
+ * then holds that lock for the server's time alone, not for a round trip through this process's
+ * event loop, which under load is most of a transaction's life. A failing statement turns the
+ * COMMIT into a rollback and rejects; nothing may follow it in the body. (sql.begin cannot do
+ * this: it hands its connection back to the pool when it sees a COMMIT it did not send.) Use
+ * `savepoint` below, which works on either kind of transaction.
+ */
+export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql, commitWith: CommitWith) => Promise<T>): Promise<T> {
+  const tx = await sql.reserve();
+  let open = false;
+  try {
+    await tx`begin`;
+    open = true;
+    const commitWith: CommitWith = async (statement) => {
+      open = false;
+      const commit = tx`commit`;
+      // Queries go out in the order they are executed; neither waits for the other's answer.
+      void statement.execute();
+      void commit.execute();
+      const [rows, committed] = await Promise.allSettled([statement, commit]);
+      if (rows.status === 'rejected') throw rows.reason;
+      if (committed.status === 'rejected') throw committed.reason;
+      return rows.value;
+    };
+    const result = await body(tx, commitWith);
+    if (open) {
+      open = false;
+      await tx`commit`;
+    }
+    return result;
+  } catch (error) {
+    if (open) await tx`rollback`.catch(() => {});
+    throw error;
+  } finally {
+    tx.release();
+  }
+}
+
+let savepoints = 0;
+
+/**
+ * `body` under a savepoint: a failure inside rolls back to it and rejects, and the transaction
+ * goes on. sql.begin's transactions have their own (which must be used there: a failed query
+ * inside them fails the whole transaction however it is caught); on a `transaction` above it is
+ * SAVEPOINT, RELEASE and ROLLBACK TO.
+ */
+export async function savepoint<T>(tx: Db, body: (sp: Db) => Promise<T>): Promise<T> {
+  if ('savepoint' in tx) return tx.savepoint((sp) => body(sp)) as Promise<T>;
+  const name = `s${(savepoints += 1)}`;
+  await tx.unsafe(`savepoint ${name}`);
+  try {
+    const result = await body(tx);
+    await tx.unsafe(`release savepoint ${name}`);
+    return result;
+  } catch (error) {
+    await tx.unsafe(`rollback to savepoint ${name}`);
+    throw error;
+  }
+}

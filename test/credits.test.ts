@@ -1,9 +1,10 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeHold, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../activities/credits.js';
+import { chargeHold, chargeHoldStatement, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../activities/credits.js';
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/credit-hold.js';
 import { watchCreditHold } from '../activities/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
+import { savepoint, transaction } from '../db/sql.js';
 import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 
@@ -89,6 +90,63 @@ describe('the credit ledger', () => {
     const second = (await stack.app.inject({ method: 'GET', url: `/credits/ledger/?limit=2&before_id=${first.next_before_id}`, headers: withKey(ws.apiKey) })).json();
     expect(second.movements.map((m: { cause_key: string }) => m.cause_key)).toEqual(['g1']);
     expect(second.next_before_id).toBeNull();
+  });
+});
+
+describe('a settle sent with its COMMIT', () => {
+  // Every queue and settle of a workspace locks its balance row until commit.
+  const lockedOut = (workspaceId: string) =>
+    stack.sql.begin(async (other) => {
+      await other`set local lock_timeout = '300ms'`;
+      return other<{ spent: number }[]>`update credit_balances set updated_at = now() where workspace_id = ${workspaceId} returning spent`;
+    });
+
+  it('has committed, and let go of the balance row, by the time its answer arrives', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 60 }));
+    const answer = await transaction(stack.sql, async (tx, commitWith) => {
+      await tx`update credit_balances set updated_at = now() where workspace_id = ${ws.workspaceId}`;
+      // Before the commit another writer of the row waits, and gives up after its lock timeout.
+      await expect(lockedOut(ws.workspaceId)).rejects.toMatchObject({ code: '55P03' });
+      const [settled] = await commitWith(chargeHoldStatement(tx, hold.id));
+      // Still inside the body: the row is free and the charge is there for everyone to see.
+      const [row] = await lockedOut(ws.workspaceId);
+      return { status: settled!.status, spentSeenOutside: row!.spent };
+    });
+    expect(answer).toEqual({ status: 'charged', spentSeenOutside: 4 });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 6, held: 0, spent: 4 });
+  });
+
+  it('rolls back everything before it when the statement fails', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const attempt = transaction(stack.sql, async (tx, commitWith) => {
+      await tx`update credit_balances set available = available + 1000 where workspace_id = ${ws.workspaceId}`;
+      // The grant's cause key again: the ledger's unique constraint refuses it.
+      await commitWith(tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`);
+    });
+    await expect(attempt).rejects.toMatchObject({ code: '23505' });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
+    expect(await ledger(ws.workspaceId)).toEqual([{ kind: 'grant', amount: 10, cause_key: 'g' }]);
+    // The connection went back to the pool clean: nothing of the failed transaction lingers on it.
+    const [row] = await stack.sql<{ open: number }[]>`select count(*)::int as open from pg_stat_activity where state like 'idle in transaction%'`;
+    expect(row!.open).toBe(0);
+  });
+
+  it('keeps a savepoint of its own: a failure inside rolls back to it and the rest commits', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 3, causeKey: 'op', ttlSeconds: 60 }));
+    const caught = await transaction(stack.sql, async (tx, commitWith) => {
+      const failure = await savepoint(tx, (sp) => sp`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 5, 'g')`).catch(
+        (error: { code?: string }) => error.code,
+      );
+      await commitWith(chargeHoldStatement(tx, hold.id));
+      return failure;
+    });
+    expect(caught).toBe('23505');
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 7, held: 0, spent: 3 });
   });
 });
 

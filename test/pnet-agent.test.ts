@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { hashConnectionToken } from '../api/pnet-accounts-store.js';
 import { CheckInLine } from '../api/pnet-agent-store.js';
@@ -206,6 +207,44 @@ describe('check-ins in batches', () => {
     expect(first).toMatchObject({ lease_granted: true });
     expect(mine).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
     expect(theirs).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
+  });
+
+  it('answers a batch at once while a claim or a settle holds one of its rows: those check-ins wait apart', async () => {
+    const [lockedAccount, lockedStep, free] = await Promise.all([sender(), sender(), sender()]);
+    const browsers = new Map([lockedAccount, lockedStep, free].map((s) => [s!.accountId, randomUUID()]));
+    const line = new CheckInLine(stack.sql, 1, 64);
+    const checkIn = (s: typeof free, extra: object = {}) => line.submit(s!.accountId, { ...input(s!.token, browsers.get(s!.accountId)), ...extra }, new Date());
+    await Promise.all([lockedAccount, lockedStep, free].map((s) => checkIn(s)));
+    const step = (
+      await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: lockedStep!.accountId, params: { kind: 'check_inbox' }, test: true } })
+    ).json();
+
+    // Another transaction holds one account's row (as a claim does) and one step's row (as a settle does).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const rowsLocked = new Promise<void>((resolve) => (locked = resolve));
+    const holder = stack.sql.begin(async (tx) => {
+      await tx`select 1 from pnet_accounts where id = ${lockedAccount!.accountId} for update`;
+      await tx`select 1 from browser_steps where id = ${step.id} for update`;
+      locked();
+      await held;
+    });
+    await rowsLocked;
+    const waiting = [checkIn(lockedAccount), checkIn(lockedStep, { running: { action_id: step.id, claimed_at: new Date().toISOString() } })];
+    let waited = 0;
+    for (const w of waiting) void w.then(() => (waited += 1));
+    const answered = await Promise.race([checkIn(free), sleep(5000).then(() => 'held up')]);
+    expect(answered).toMatchObject({ lease_granted: true });
+    expect(waited).toBe(0);
+    expect(line.stats.behindLock).toBe(2);
+
+    release();
+    await holder;
+    const [account, named] = await Promise.all(waiting);
+    expect(account).toMatchObject({ lease_granted: true, running_claim: null });
+    // The step was never claimed: the claim named is not current.
+    expect(named).toMatchObject({ lease_granted: true, running_claim: 'lost' });
   });
 
   it('fails a bad check-in alone: its batch runs again one check-in at a time', async () => {

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { browserStepWorkflowId } from '../workflows/browser-step.js';
 import { StepErrorCodeKey, StepStatusKey } from '../workflows/search-attributes.js';
+import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
@@ -60,6 +61,42 @@ describe('queueing steps', () => {
     const test = await queue(manual, { kind: 'check_inbox' }, { test: true });
     expect(test.statusCode).toBe(201);
     expect(test.json()).toMatchObject({ status: 'queued', metered: false });
+  });
+
+  it('sets the price aside when queueing, down to the last credit, and refuses a step the credits do not cover with nothing written', async () => {
+    const ws = await stack.createWorkspace('paid');
+    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 2, causeKey: 'two-credits' });
+    const headers = withKey(ws.apiKey);
+    const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: 'Sender on two credits' } })).json();
+    await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers, payload: { run_mode: 'automatic' } });
+    const [acct] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+    const queueHere = (params: object) =>
+      stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers, payload: { account_id: acct!.id, params, contact_key: 'c-1' } });
+    const balance = async () => (await stack.app.inject({ method: 'GET', url: '/credits/', headers })).json();
+
+    // A connection request costs 2: exactly the balance.
+    const first = await queueHere({ kind: 'connection_request', profile_url: profileUrl });
+    expect(first.statusCode).toBe(201);
+    expect(await balance()).toMatchObject({ available: 0, held: 2, spent: 0 });
+    const [hold] = await stack.sql<{ amount: number; status: string; cause_key: string }[]>`
+      select h.amount, h.status, h.cause_key from browser_steps s join credit_holds h on h.id = s.credit_hold_id where s.id = ${first.json().id}`;
+    expect(hold).toEqual({ amount: 2, status: 'held', cause_key: `pnet-step:${first.json().id}:0` });
+
+    // A profile view costs 1, one past what is left.
+    const refused = await queueHere({ kind: 'profile_view', profile_url: profileUrl });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json()).toEqual({ detail: 'This needs 1 credits and the workspace has 0 available.' });
+    const steps = await stack.sql`select id from browser_steps where workspace_id = ${ws.workspaceId}`;
+    expect(steps.map((s) => s.id)).toEqual([first.json().id]);
+    expect(await balance()).toMatchObject({ available: 0, held: 2, spent: 0 });
+    const ledger = await stack.sql`select kind, amount from credit_ledger where workspace_id = ${ws.workspaceId} order by id`;
+    expect(ledger).toEqual([
+      { kind: 'grant', amount: 2 },
+      { kind: 'hold', amount: 2 },
+    ]);
+
+    // A free kind needs no credits at all.
+    expect((await queueHere({ kind: 'check_inbox' })).statusCode).toBe(201);
   });
 
   it('refuses params that do not fit the kind, and an account of another workspace', async () => {
