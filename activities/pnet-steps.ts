@@ -192,12 +192,18 @@ const conflict = (message: string) => ApplicationFailure.nonRetryable(message, '
  * unit consumed by a conditional upsert. Any refusal writes nothing.
  */
 async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<StepTransitionResult> {
-  return sql.begin(async (tx) => {
-    const account = await loadAccount(tx, input.accountId, true);
+  return transaction(sql, async (tx, commitWith) => {
+    // The three reads go out together, in the order every writer takes its locks (the account,
+    // then the step): the account's row is locked until commit, and every round trip under it is
+    // a wait for this account's check-ins and next claim.
+    const [account, [step], [running]] = await Promise.all([
+      loadAccount(tx, input.accountId, true),
+      tx<StepRow[]>`select * from browser_steps where id = ${input.stepId} for update`,
+      tx`select id from browser_steps where account_id = ${input.accountId} and status = 'claimed'`,
+    ]);
     if (!account) throw ApplicationFailure.nonRetryable('Account not found.', 'not_found');
     if (account.status !== 'connected') throw conflict('The account is not connected.');
     if (account.checkpoint_status !== 'ok') throw conflict('The account is held at a checkpoint.');
-    const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${input.stepId} for update`;
     // Temporal retries an attempt whose worker died after it committed: a claim of this step by this
     // very session is that attempt's (a second claim from one session shares the update id and is
     // deduplicated before it gets here). Answer it instead of refusing the account's own running step.
@@ -206,7 +212,6 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
       const mayHaveActed = step.acted_at !== null || step.cut_offs > 0 || step.credit_round > 0;
       return { step: toBrowserStep(step), verification: mayHaveActed ? { mode: 'verify_only', commit_granted_at: null } : null };
     }
-    const [running] = await tx`select id from browser_steps where account_id = ${input.accountId} and status = 'claimed'`;
     if (running) throw conflict('Another step of this account is running.');
     if (!step || step.held || !(step.status === 'queued' || (step.status === 'resuming' && input.verifyFirst))) {
       throw conflict('The step is not waiting for this browser.');
@@ -233,11 +238,11 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
       const gapMs = account.min_action_interval_seconds * 1000 * (1 + random() * 0.5);
       await tx`update pnet_accounts set next_metered_at = ${new Date(now.getTime() + gapMs)} where id = ${account.id}`;
     }
-    const [claimed] = await tx<StepRow[]>`
+    const [claimed] = await commitWith(tx<StepRow[]>`
       update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()), claim_session_id = ${input.sessionId},
         usage_date = ${usageDate}, usage_kind = ${step.metered ? usageKind : null}, commit_granted_at = null, running_wait = null,
         updated_at = now()
-      where id = ${step.id} returning *`;
+      where id = ${step.id} returning *`);
     // The earlier run was let past the point of no return: it likely acted, so only look.
     const verification: AgentVerification | null =
       step.status === 'resuming'
