@@ -249,10 +249,12 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
       values (${c.workspace_id}, ${sender.account_id}, ${step.action}, ${db.json(parsed.data as never)}, ${c.contact_key}, ${c.sequence_id},
               ${awaiting ? 'awaiting_approval' : 'queued'}, true, ${awaiting ? null : db`now()`}, pnet_step_held(${c.workspace_id}, ${c.contact_key}, ${c.sequence_id}))
       returning *`;
-    if (!awaiting) row!.credit_hold_id = await holdStepCredits(db, row!);
     await db`update sequence_contacts set browser_step_id = ${row!.id}, updated_at = now() where id = ${c.id}`;
     await db`update sequence_sends set browser_step_id = ${row!.id}, status = 'sent', sent_at = now(), updated_at = now()
              where contact_id = ${c.id} and step_id = ${step.id} and status = 'approved'`;
+    // Last: the hold locks the workspace's balance row, which every queue and settle of the
+    // workspace needs, until this transaction commits.
+    if (!awaiting) row!.credit_hold_id = await holdStepCredits(db, row!);
     return { row: row! };
   }
 
