@@ -497,6 +497,27 @@ describe('manual mode: the approval queue', () => {
     expect(step!.params).toMatchObject({ kind: 'connection_request', note: 'Short and sweet' });
   });
 
+  it('keeps a contact waiting for credits, with nothing queued or held, when the workspace cannot pay for its pnet step', async () => {
+    const broke = await stack.createWorkspace('paid');
+    const brokeApi = sequencesApi(stack, broke);
+    const brokeAudience = await brokeApi.audience();
+    const browser = await connectedAccount(stack, broke);
+    const seq = await brokeApi.sequence({
+      audience_table_id: brokeAudience.tableId,
+      audience_mapping: brokeAudience.mapping,
+      pnet_mode: 'automatic',
+      senders: [{ sender_profile_id: browser.profileId }],
+      graph: { start: 'view', steps: [{ id: 'view', type: 'pnet', action: 'profile_view', next: 'done' }, end] },
+    });
+    await brokeApi.launch(seq.id);
+    const [r] = await brokeApi.enrol(seq.id, [await brokeAudience.addRow({ profile: 'https://www.pnet.example/in/no-credits/' })]);
+    const waiting = await brokeApi.waitFor(seq.id, r!.contact!.id, (c) => (c.wait as { reason: string } | null)?.reason === 'insufficient_credits');
+    expect(waiting.status).toBe('active');
+    expect(await stack.sql`select 1 from browser_steps where workspace_id = ${broke.workspaceId}`).toHaveLength(0);
+    expect(await stack.sql`select 1 from credit_holds where workspace_id = ${broke.workspaceId}`).toHaveLength(0);
+    expect(await stack.sql`select 1 from credit_ledger where workspace_id = ${broke.workspaceId}`).toHaveLength(0);
+  });
+
   it('sends automatic email on schedule without a person', async () => {
     const address = `auto-${Date.now()}@example.com`;
     const { seq, contacts } = await launchedWith(oneEmail, [{ email: address, first: 'Bo' }], { email_mode: 'automatic' });
