@@ -40,9 +40,9 @@ export const pnetStepRoutes =
           operationId: 'queueStep',
           tags,
           summary: 'Queue a step for a contact; in manual mode it waits on the Tasks page first',
-          description: 'Answers 201 with the queued step, or 202 with the task when the account runs in manual mode. A test step (`test: true`) is unmetered and skips the Tasks page.',
+          description: 'Answers 201 with the queued step, or 202 with the task when the account runs in manual mode. A test step (`test: true`) is unmetered and skips the Tasks page. A queued step\'s price is set aside from the workspace\'s credits at once (charged only on success); too few credits is 409 with nothing queued. A task is priced when approved.',
           body: StepQueueSchema,
-          response: { 201: BrowserStepSchema, 202: TaskSchema, 404: DetailBodySchema },
+          response: { 201: BrowserStepSchema, 202: TaskSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('Not enough credits to set the step\'s price aside; nothing was queued') },
         },
       },
       async (request, reply) => {
