@@ -87,7 +87,7 @@ export function holdCtes(db: Db, input: HoldInput) {
     )`;
 }
 
-export function validHoldAmount(amount: number) {
+function validHoldAmount(amount: number) {
   if (!Number.isInteger(amount) || amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
 }
 
