@@ -3,6 +3,7 @@
  * compare-and-set) and stays off Temporal: thousands of browsers check in every few seconds and
  * no workflow waits on most of them (DESIGN.md, "Hot paths").
  */
+import { createHistogram, performance } from 'node:perf_hooks';
 import type { Db, Sql } from '../db/sql.js';
 import type { StepRow } from '../activities/pnet-steps.js';
 import { sendingStopped } from '../activities/agent-sending.js';
@@ -51,6 +52,13 @@ interface CheckInExtras {
 }
 
 /**
+ * In this process, in microseconds: how long each check-in waited for a statement to carry it,
+ * and how long each statement took from sending to its answer (bench:pnet reads them per window).
+ */
+export const checkInTimings = { waited: createHistogram(), statement: createHistogram() };
+const micros = (ms: number) => Math.max(1, Math.round(ms * 1000));
+
+/**
  * Check-ins, batched: each is one statement's row, and a statement carries the check-ins of up to
  * `maxBatch` accounts. Thousands of browsers check in every few seconds; a statement costs
  * Postgres and this process a round trip, a parse of the answer's protocol, a commit and a socket
@@ -82,7 +90,7 @@ export class CheckInLine {
 
   submit(accountId: string, input: CheckIn, now: Date): Promise<AgentState | null> {
     return new Promise((resolve, reject) => {
-      this.waiting.push({ accountId, input, now, resolve, reject });
+      this.waiting.push({ accountId, input, now, resolve, reject, submittedAt: performance.now() });
       this.pump();
     });
   }
@@ -111,8 +119,11 @@ export class CheckInLine {
     this.stats.statements += 1;
     this.stats.checkIns += batch.length;
     this.stats.largest = Math.max(this.stats.largest, batch.length);
+    const sent = performance.now();
+    for (const p of batch) checkInTimings.waited.record(micros(sent - p.submittedAt));
     try {
       const states = await checkInBatch(this.sql, batch, { skipLocked: true });
+      checkInTimings.statement.record(micros(performance.now() - sent));
       const behindLock: Pending[] = [];
       batch.forEach((p, n) => (states[n] ? p.resolve(states[n]) : behindLock.push(p)));
       // Accounts a claim or a settle had locked (or whose token is no longer theirs): these wait
@@ -143,6 +154,7 @@ interface Pending {
   now: Date;
   resolve: (state: AgentState | null) => void;
   reject: (error: unknown) => void;
+  submittedAt: number;
 }
 
 const lines = new WeakMap<Sql, CheckInLine>();

@@ -37,7 +37,7 @@ import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu
 import { Recorder, closedLoop, openLoop } from './load.js';
 import { histogramChange, labelOf, scrape, type Scrape } from './prometheus.js';
 import { sampleWaits, type PgWait } from './pg-waits.js';
-import type { EventLoopDelay } from './serve.js';
+import type { ApiWindow } from './serve.js';
 import { startBenchStack } from './stack.js';
 
 const browsersWanted = Number(process.env.BENCH_BROWSERS ?? 3000);
@@ -428,7 +428,7 @@ interface PhaseResult {
   steps: StepStats;
   stepsPerSecond: number;
   cpu: Record<Component, number>;
-  eventLoop: EventLoopDelay;
+  api: ApiWindow;
   temporal: TemporalView;
   pgWaits: PgWait[];
 }
@@ -520,14 +520,14 @@ async function main() {
       sim.stats = steps;
       const metricsBefore = await readMetrics();
       const before = snap();
-      serve.eventLoop.reset();
+      serve.apiWindow.reset();
       const waits = sampleWaits(waitSql);
       const windowStart = performance.now();
       const heartbeat = await heartbeatLoad(windowSeconds, () => rate);
       const windowEnd = performance.now();
       const pgWaits = await waits.stop();
       const cpu = cpuPercent(before, snap());
-      const eventLoop = await serve.eventLoop.read();
+      const api = await serve.apiWindow.read();
       const temporalView = temporalWindow(metricsBefore, await readMetrics(), (windowEnd - windowStart) / 1000);
       sim.stats = null;
       await producer;
@@ -539,7 +539,7 @@ async function main() {
         `  heartbeat p50 ${fmt(heartbeat.percentile(50))} p99 ${fmt(heartbeat.percentile(99))} at ${heartbeat.rate().toFixed(0)}/s (${heartbeat.statusSummary()})` +
           (options.withSteps ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}` : ''),
       );
-      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, eventLoop, temporal: temporalView, pgWaits };
+      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, api, temporal: temporalView, pgWaits };
     };
 
     // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
@@ -759,7 +759,11 @@ function printTable(r: {
     '',
     'CPU (percent of one core; "other" is everything else on the machine):',
     ...(r.max ? [`  max heartbeat: ${cpuText(r.max.maxHeartbeatCpu)}`, `  max baseline: ${cpuText(r.max.maxBaselineCpu)}`] : []),
-    ...r.phases.map((p) => `  ${p.name} window: ${cpuText(p.cpu)}; the API process's event loop delay p50 ${fmt(p.eventLoop.p50Ms)}, p99 ${fmt(p.eventLoop.p99Ms)}, max ${fmt(p.eventLoop.maxMs)}`),
+    ...r.phases.flatMap((p) => [
+      `  ${p.name} window: ${cpuText(p.cpu)}; the API process's event loop delay p50 ${fmt(p.api.eventLoop.p50Ms)}, p99 ${fmt(p.api.eventLoop.p99Ms)}, max ${fmt(p.api.eventLoop.maxMs)}`,
+      `    its check-ins: waited for a statement p50 ${fmt(p.api.checkIns.waitedP50Ms)}, p99 ${fmt(p.api.checkIns.waitedP99Ms)}; ` +
+        `${p.api.checkIns.statements} statements, each sent to answered p50 ${fmt(p.api.checkIns.statementP50Ms)}, p99 ${fmt(p.api.checkIns.statementP99Ms)}`,
+    ]),
     ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
     ...(r.steps ? [`  max claim-to-settle: ${cpuText(r.steps.maxStepsCpu)}`] : []),
     '',

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../worker/ports.js';
-import type { EventLoopDelay, ServeReady } from './serve.js';
+import type { ApiWindow, ServeReady } from './serve.js';
 
 /** `heapMiB` caps the stack process's V8 heap (`--max-old-space-size`): a run that completes under it used no more. */
 export async function startServe(dataDir: string, logFile: string, options: { heapMiB?: number } = {}) {
@@ -49,18 +49,18 @@ export async function startServe(dataDir: string, logFile: string, options: { he
     ...ready,
     workerMetricsUrl: `http://127.0.0.1:${workerMetricsPort}/metrics`,
     pid: child.pid!,
-    /** The stack's event-loop delay since the last reset (a window's start). */
-    eventLoop: {
-      reset: () => child.send('event-loop-reset'),
+    /** The API process's view (event-loop delay, check-in timings) since the last reset (a window's start). */
+    apiWindow: {
+      reset: () => child.send('window-reset'),
       read: () =>
-        new Promise<EventLoopDelay>((resolve) => {
+        new Promise<ApiWindow>((resolve) => {
           const onMessage = (m: unknown) => {
-            if ((m as EventLoopDelay).type !== 'event-loop') return;
+            if ((m as ApiWindow).type !== 'api-window') return;
             child.off('message', onMessage);
-            resolve(m as EventLoopDelay);
+            resolve(m as ApiWindow);
           };
           child.on('message', onMessage);
-          child.send('event-loop-read');
+          child.send('window-read');
         }),
     },
     stop: async () => {
