@@ -53,10 +53,12 @@ interface CheckInExtras {
 
 /**
  * In this process, in microseconds: how long each check-in waited for a statement to carry it,
- * and how long each statement took from sending to its answer (bench:pnet reads them per window).
+ * how long each statement took from sending to its answer, and each heartbeat request from its
+ * parsed arrival to its answer sent (bench:pnet reads them per window).
  */
-export const checkInTimings = { waited: createHistogram(), statement: createHistogram() };
+export const checkInTimings = { waited: createHistogram(), statement: createHistogram(), request: createHistogram() };
 const micros = (ms: number) => Math.max(1, Math.round(ms * 1000));
+export const recordCheckInRequest = (ms: number) => checkInTimings.request.record(micros(ms));
 
 /**
  * Check-ins, batched: each is one statement's row, and a statement carries the check-ins of up to

@@ -761,7 +761,8 @@ function printTable(r: {
     ...(r.max ? [`  max heartbeat: ${cpuText(r.max.maxHeartbeatCpu)}`, `  max baseline: ${cpuText(r.max.maxBaselineCpu)}`] : []),
     ...r.phases.flatMap((p) => [
       `  ${p.name} window: ${cpuText(p.cpu)}; the API process's event loop delay p50 ${fmt(p.api.eventLoop.p50Ms)}, p99 ${fmt(p.api.eventLoop.p99Ms)}, max ${fmt(p.api.eventLoop.maxMs)}`,
-      `    its check-ins: waited for a statement p50 ${fmt(p.api.checkIns.waitedP50Ms)}, p99 ${fmt(p.api.checkIns.waitedP99Ms)}; ` +
+      `    its check-ins: the request, parsed to answered, p50 ${fmt(p.api.checkIns.requestP50Ms)}, p99 ${fmt(p.api.checkIns.requestP99Ms)}; ` +
+        `inside it, waited for a statement p50 ${fmt(p.api.checkIns.waitedP50Ms)}, p99 ${fmt(p.api.checkIns.waitedP99Ms)}; ` +
         `${p.api.checkIns.statements} statements, each sent to answered p50 ${fmt(p.api.checkIns.statementP50Ms)}, p99 ${fmt(p.api.checkIns.statementP99Ms)}`,
     ]),
     ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),

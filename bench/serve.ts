@@ -26,7 +26,15 @@ export interface ServeReady {
 export interface ApiWindow {
   type: 'api-window';
   eventLoop: { p50Ms: number; p99Ms: number; maxMs: number };
-  checkIns: { waitedP50Ms: number; waitedP99Ms: number; statementP50Ms: number; statementP99Ms: number; statements: number };
+  checkIns: {
+    waitedP50Ms: number;
+    waitedP99Ms: number;
+    statementP50Ms: number;
+    statementP99Ms: number;
+    statements: number;
+    requestP50Ms: number;
+    requestP99Ms: number;
+  };
 }
 
 // Sampled every 10 ms: a check-in waits at least as long as the loop is busy with something else.
@@ -79,10 +87,11 @@ process.on('message', (message) => {
     loopDelay.reset();
     checkInTimings.waited.reset();
     checkInTimings.statement.reset();
+    checkInTimings.request.reset();
   }
   if (message === 'window-read') {
     const ms = (ns: number) => ns / 1e6;
-    const { waited, statement } = checkInTimings;
+    const { waited, statement, request } = checkInTimings;
     process.send!({
       type: 'api-window',
       eventLoop: { p50Ms: ms(loopDelay.percentile(50)), p99Ms: ms(loopDelay.percentile(99)), maxMs: ms(loopDelay.max) },
@@ -93,6 +102,8 @@ process.on('message', (message) => {
         statementP50Ms: statement.percentile(50) / 1000,
         statementP99Ms: statement.percentile(99) / 1000,
         statements: statement.count,
+        requestP50Ms: request.percentile(50) / 1000,
+        requestP99Ms: request.percentile(99) / 1000,
       },
     } satisfies ApiWindow);
   }

@@ -35,7 +35,7 @@ import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../w
 import { signalSenderAccount, updateStep } from '../browser-step-client.js';
 import type { AppDeps } from '../deps.js';
 import { principalOf, unauthenticated, type Principal } from '../plugins/auth.js';
-import { checkIn, pickClaimCandidate } from '../pnet-agent-store.js';
+import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../pnet-agent-store.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../pnet-running-store.js';
 
 const tags = ['pnet-agent'];
@@ -72,6 +72,7 @@ export const pnetAgentRoutes =
         // checked when this compiles; encoding it through zod again on every check-in cost about 35 µs,
         // a tenth of the request's CPU. The schema still documents the answer (OpenAPI).
         serializerCompiler: () => (data) => JSON.stringify(data),
+        onResponse: async (_request, reply) => recordCheckInRequest(reply.elapsedTime),
       },
       async (request) => {
         const b = request.body;
