@@ -85,9 +85,7 @@ process.on('message', (message) => {
   if (message === 'stop') void stop();
   if (message === 'window-reset') {
     loopDelay.reset();
-    checkInTimings.waited.reset();
-    checkInTimings.statement.reset();
-    checkInTimings.request.reset();
+    for (const histogram of Object.values(checkInTimings)) histogram.reset();
   }
   if (message === 'window-read') {
     const ms = (ns: number) => ns / 1e6;

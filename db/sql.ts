@@ -67,24 +67,22 @@ export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql, 
   }
 }
 
-let savepoints = 0;
-
 /**
  * `body` under a savepoint: a failure inside rolls back to it and rejects, and the transaction
  * goes on. sql.begin's transactions have their own (which must be used there: a failed query
  * inside them fails the whole transaction however it is caught); on a `transaction` above it is
- * SAVEPOINT, RELEASE and ROLLBACK TO.
+ * SAVEPOINT, RELEASE and ROLLBACK TO. One fixed name serves nesting too: Postgres keeps every
+ * savepoint of a name, and RELEASE and ROLLBACK TO act on the newest.
  */
 export async function savepoint<T>(tx: Db, body: (sp: Db) => Promise<T>): Promise<T> {
   if ('savepoint' in tx) return tx.savepoint((sp) => body(sp)) as Promise<T>;
-  const name = `s${(savepoints += 1)}`;
-  await tx.unsafe(`savepoint ${name}`);
+  await tx`savepoint nested`;
   try {
     const result = await body(tx);
-    await tx.unsafe(`release savepoint ${name}`);
+    await tx`release savepoint nested`;
     return result;
   } catch (error) {
-    await tx.unsafe(`rollback to savepoint ${name}`);
+    await tx`rollback to savepoint nested`;
     throw error;
   }
 }
