@@ -4,7 +4,7 @@ import { chargeHold, chargeHoldStatement, createCreditActivities, getBalance, gr
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/credit-hold.js';
 import { watchCreditHold } from '../activities/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
-import { savepoint, transaction } from '../db/sql.js';
+import { createSql, savepoint, transaction } from '../db/sql.js';
 import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 
@@ -121,17 +121,24 @@ describe('a settle sent with its COMMIT', () => {
   it('rolls back everything before it when the statement fails', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
-    const attempt = transaction(stack.sql, async (tx, commitWith) => {
-      await tx`update credit_balances set available = available + 1000 where workspace_id = ${ws.workspaceId}`;
-      // The grant's cause key again: the ledger's unique constraint refuses it.
-      await commitWith(tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`);
-    });
-    await expect(attempt).rejects.toMatchObject({ code: '23505' });
-    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
-    expect(await ledger(ws.workspaceId)).toEqual([{ kind: 'grant', amount: 10, cause_key: 'g' }]);
-    // The connection went back to the pool clean: nothing of the failed transaction lingers on it.
-    const [row] = await stack.sql<{ open: number }[]>`select count(*)::int as open from pg_stat_activity where state like 'idle in transaction%'`;
-    expect(row!.open).toBe(0);
+    // A pool of one connection, so the connection the transaction used is the one looked at after.
+    const one = createSql(stack.databaseUrl, { max: 1 });
+    try {
+      const attempt = transaction(one, async (tx, commitWith) => {
+        await tx`update credit_balances set available = available + 1000 where workspace_id = ${ws.workspaceId}`;
+        // The grant's cause key again: the ledger's unique constraint refuses it.
+        await commitWith(tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`);
+      });
+      await expect(attempt).rejects.toMatchObject({ code: '23505' });
+      expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
+      expect(await ledger(ws.workspaceId)).toEqual([{ kind: 'grant', amount: 10, cause_key: 'g' }]);
+      // The connection went back to the pool clean: nothing of the failed transaction lingers on it.
+      const [me] = await one<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const [backend] = await stack.sql<{ state: string }[]>`select state from pg_stat_activity where pid = ${me!.pid}`;
+      expect(backend!.state).toBe('idle');
+    } finally {
+      await one.end();
+    }
   });
 
   it('keeps a savepoint of its own: a failure inside rolls back to it and the rest commits', async () => {
