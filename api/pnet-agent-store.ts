@@ -75,6 +75,12 @@ export class CheckInLine {
   private waiting: Pending[] = [];
   private inFlight = 0;
   /**
+   * Accounts with a check-in in a statement now (in a batch, or waiting apart for a row lock).
+   * Their next check-ins wait in line: one account's check-ins run in the order they came, and
+   * never wait on each other's row lock.
+   */
+  private readonly busy = new Set<string>();
+  /**
    * Statements run, check-ins they carried, the largest batch, batches run again one by one, and
    * check-ins that found their account locked and waited for it apart.
    */
@@ -103,12 +109,14 @@ export class CheckInLine {
       const later: Pending[] = [];
       const accounts = new Set<string>();
       for (const p of this.waiting) {
-        if (batch.length < this.maxBatch && !accounts.has(p.accountId)) {
+        if (batch.length < this.maxBatch && !accounts.has(p.accountId) && !this.busy.has(p.accountId)) {
           batch.push(p);
           accounts.add(p.accountId);
         } else later.push(p);
       }
+      if (batch.length === 0) return;
       this.waiting = later;
+      for (const account of accounts) this.busy.add(account);
       this.inFlight += 1;
       void this.run(batch).finally(() => {
         this.inFlight -= 1;
@@ -123,28 +131,41 @@ export class CheckInLine {
     this.stats.largest = Math.max(this.stats.largest, batch.length);
     const sent = performance.now();
     for (const p of batch) checkInTimings.waited.record(micros(sent - p.submittedAt));
+    const done = (ps: Pending[]) => {
+      for (const p of ps) this.busy.delete(p.accountId);
+    };
     try {
       const states = await checkInBatch(this.sql, batch, { skipLocked: true });
       checkInTimings.statement.record(micros(performance.now() - sent));
       const behindLock: Pending[] = [];
       batch.forEach((p, n) => (states[n] ? p.resolve(states[n]) : behindLock.push(p)));
+      done(batch.filter((p) => !behindLock.includes(p)));
       // Accounts a claim or a settle had locked (or whose token is no longer theirs): these wait
       // for the lock in a statement of their own, outside the line, so the rest were not held up.
       if (behindLock.length > 0) {
         this.stats.behindLock += behindLock.length;
-        void checkInBatch(this.sql, behindLock).then(
-          (late) => behindLock.forEach((p, n) => p.resolve(late[n]!)),
-          (error: unknown) => behindLock.forEach((p) => p.reject(error)),
-        );
+        void checkInBatch(this.sql, behindLock)
+          .then(
+            (late) => behindLock.forEach((p, n) => p.resolve(late[n]!)),
+            (error: unknown) => behindLock.forEach((p) => p.reject(error)),
+          )
+          .finally(() => {
+            done(behindLock);
+            this.pump();
+          });
       }
     } catch (error) {
-      if (batch.length === 1) return batch[0]!.reject(error);
+      if (batch.length === 1) {
+        done(batch);
+        return batch[0]!.reject(error);
+      }
       this.stats.split += 1;
       for (const p of batch) {
         await checkInBatch(this.sql, [p]).then(
           ([state]) => p.resolve(state!),
           (e: unknown) => p.reject(e),
         );
+        done([p]);
       }
     }
   }

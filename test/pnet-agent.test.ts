@@ -209,6 +209,31 @@ describe('check-ins in batches', () => {
     expect(theirs).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
   });
 
+  it("keeps one account's check-ins in order while another transaction holds its row: the first to ask still gets the lease", async () => {
+    const [one, two] = await Promise.all([sender(), sender()]);
+    const line = new CheckInLine(stack.sql, 1, 64);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const rowLocked = new Promise<void>((resolve) => (locked = resolve));
+    const holder = stack.sql.begin(async (tx) => {
+      await tx`select 1 from pnet_accounts where id = ${two!.accountId} for update`;
+      locked();
+      await held;
+    });
+    await rowLocked;
+    const first = line.submit(two!.accountId, input(two!.token), new Date());
+    const later = line.submit(two!.accountId, input(two!.token, randomUUID(), 'Laptop'), new Date());
+    // The other account is not held up; two's second check-in waits behind its first, not beside it.
+    expect(await line.submit(one!.accountId, input(one!.token), new Date())).toMatchObject({ lease_granted: true });
+    expect(line.stats).toMatchObject({ behindLock: 1 });
+    release();
+    await holder;
+    expect(await first).toMatchObject({ lease_granted: true });
+    expect(await later).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
+    expect(line.stats.behindLock).toBe(1);
+  });
+
   it('answers a batch at once while a claim or a settle holds one of its rows: those check-ins wait apart', async () => {
     const [lockedAccount, lockedStep, free] = await Promise.all([sender(), sender(), sender()]);
     const browsers = new Map([lockedAccount, lockedStep, free].map((s) => [s!.accountId, randomUUID()]));
