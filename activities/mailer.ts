@@ -7,7 +7,7 @@
  */
 import nodemailer from 'nodemailer';
 import type { Sql } from '../db/sql.js';
-import { outreachBlock } from '../api/sequences-store.js';
+import { outreachBlocksQuery } from '../api/sequences-store.js';
 
 export interface OutboundEmail {
   /** The stable Message-ID, angle brackets included. */
@@ -137,7 +137,15 @@ export function createMailerActivities(deps: MailerActivityDeps) {
         if (s.status !== 'approved') return { outcome: 'not_sendable' as const, reason: s.status };
         if (s.contact_status !== 'active' || s.sequence_status !== 'active') return { outcome: 'not_sendable' as const, reason: `contact ${s.contact_status}, sequence ${s.sequence_status}` };
         // The last moment: reply, bounce, stop, do-not-contact, cooldown or another live sequence.
-        const block = await outreachBlock(tx, s.workspace_id, { email: s.email, profile_url: s.profile_url, sequence_id: s.sequence_id, contact_id: s.contact_id, since: s.enrolled_at });
+        // Checked in the statement that claims the send, so both read one snapshot: a reply
+        // recorded between a separate check and the claim would otherwise go unseen.
+        const who = { email: s.email, profile_url: s.profile_url, sequence_id: s.sequence_id, contact_id: s.contact_id, since: s.enrolled_at };
+        const [{ block } = { block: null }] = await tx<{ block: string | null }[]>`
+          with b as (${outreachBlocksQuery(tx, s.workspace_id, s.sequence_id, [who], false)}), claim as (
+            update sequence_sends set status = 'sending', updated_at = now()
+            where id = ${sendId} and status = 'approved' and (select reason from b) is null
+          )
+          select (select reason from b) as block`;
         if (block) {
           await tx`update sequence_sends set status = 'stopped', reason = ${block}, updated_at = now() where id = ${sendId}`;
           // Cooldown and other sequences are not stop reasons of 014: the contact stops here.
@@ -145,7 +153,6 @@ export function createMailerActivities(deps: MailerActivityDeps) {
                      revision = revision + 1, updated_at = now() where id = ${s.contact_id} and status in ('active', 'paused', 'failed')`;
           return { outcome: 'stopped' as const, reason: block };
         }
-        await tx`update sequence_sends set status = 'sending', updated_at = now() where id = ${sendId} and status = 'approved'`;
         return { outcome: 'claimed' as const, send: s };
       });
       if (claimed.outcome !== 'claimed') return { outcome: claimed.outcome, reason: claimed.reason };

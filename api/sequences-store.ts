@@ -328,7 +328,18 @@ export interface Person {
  */
 export async function outreachBlocks(db: Db, workspaceId: string, sequenceId: string, people: Person[], enrolling: boolean): Promise<(string | null)[]> {
   if (people.length === 0) return [];
-  const rows = await db<{ i: number; reason: string | null }[]>`
+  const rows = await db<{ i: number; reason: string | null }[]>`${outreachBlocksQuery(db, workspaceId, sequenceId, people, enrolling)}`;
+  const reasons: (string | null)[] = people.map(() => null);
+  for (const r of rows) reasons[r.i] = r.reason;
+  return reasons;
+}
+
+/**
+ * The query of outreachBlocks (rows `i`, `reason`), for a statement that must decide on the
+ * same snapshot as it acts (a send's claim).
+ */
+export function outreachBlocksQuery(db: Db, workspaceId: string, sequenceId: string, people: Person[], enrolling: boolean) {
+  return db`
     with s as (
       select coalesce((select recontact_cooldown_days from sequence_settings where workspace_id = ${workspaceId}), 30) as days
     ), w as (
@@ -355,9 +366,6 @@ export async function outreachBlocks(db: Db, workspaceId: string, sequenceId: st
         then 'already_in_sequence' end
     ) as reason
     from w, s`;
-  const reasons: (string | null)[] = people.map(() => null);
-  for (const r of rows) reasons[r.i] = r.reason;
-  return reasons;
 }
 
 /** The same check for one enrolled contact, right before a send. */
