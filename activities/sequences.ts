@@ -7,9 +7,9 @@
  * whatever step comes next.
  */
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { randomUUID } from 'node:crypto';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import type { Db, Sql } from '../db/sql.js';
+import { transaction, type CommitWith, type Db, type Sql } from '../db/sql.js';
 import { renderMessage, type TemplateSegmentInput } from '../domain/email-templates.js';
 import { StepParamsSchema } from '../domain/pnet.js';
 import {
@@ -27,7 +27,8 @@ import { startStepWorkflow, updateStep } from '../api/browser-step-client.js';
 import { contactFieldsOf, enrolRows, outreachBlock, type ContactRow } from '../api/sequences-store.js';
 import { startContacts } from '../api/sequence-client.js';
 import { cancelStepUpdate } from '../workflows/browser-step.js';
-import { afterStepTransitions, holdStepCredits, type StepRow } from './pnet-steps.js';
+import { afterStepTransitions, stepHold, type StepRow } from './pnet-steps.js';
+import { holdCtes } from './credits.js';
 import type { WriteStepMessageInput, WriteStepMessageResult } from './outbound-agent.js';
 
 /** What the contact's workflow does next. */
@@ -231,8 +232,24 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
       on conflict (contact_id, step_id) do nothing`;
   }
 
-  /** The browser step of a pnet action, queued in the transaction that moves the contact. */
-  async function queuePnetStep(db: Db, c: ContactRow, sender: SenderInfo, step: Extract<SequenceStep, { type: 'pnet' }>, message: { subject: string | null; body: string } | null, approvedByPerson: boolean) {
+  /**
+   * The browser step of a pnet action, queued with the statement that commits the contact's
+   * transaction: the step, its credit hold (the workspace's balance row, the ledger), the
+   * contact's wait and its approved message go out with the COMMIT, so the balance row, which
+   * every queue and settle of the workspace locks, is held for the server's time alone. Too few
+   * credits writes no step, no hold and no send, and the contact waits `insufficient_credits`
+   * for an hour; the rest of the transaction commits all the same.
+   */
+  async function queuePnetStep(
+    db: Db,
+    commitWith: CommitWith,
+    c: ContactRow,
+    sender: SenderInfo,
+    step: Extract<SequenceStep, { type: 'pnet' }>,
+    message: { subject: string | null; body: string } | null,
+    approvedByPerson: boolean,
+    now: Date,
+  ): Promise<{ error: string } | { action: ContactAction; start: StepRow | null }> {
     const parsed = StepParamsSchema.safeParse({
       kind: step.action,
       profile_url: c.profile_url,
@@ -244,22 +261,33 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
     if (!parsed.success) return { error: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
     // The sender's own approval setting applies unless a person already approved this message here.
     const awaiting = !approvedByPerson && sender.account_run_mode === 'manual';
-    const [row] = await db<StepRow[]>`
-      insert into browser_steps (workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held)
-      values (${c.workspace_id}, ${sender.account_id}, ${step.action}, ${db.json(parsed.data as never)}, ${c.contact_key}, ${c.sequence_id},
-              ${awaiting ? 'awaiting_approval' : 'queued'}, true, ${awaiting ? null : db`now()`}, pnet_step_held(${c.workspace_id}, ${c.contact_key}, ${c.sequence_id}))
-      returning *`;
-    await db`update sequence_contacts set browser_step_id = ${row!.id}, updated_at = now() where id = ${c.id}`;
-    await db`update sequence_sends set browser_step_id = ${row!.id}, status = 'sent', sent_at = now(), updated_at = now()
-             where contact_id = ${c.id} and step_id = ${step.id} and status = 'approved'`;
-    // Last: the hold locks the workspace's balance row, which every queue and settle of the
-    // workspace needs, until this transaction commits.
-    if (!awaiting) row!.credit_hold_id = await holdStepCredits(db, row!);
-    return { row: row! };
+    const id = randomUUID();
+    const hold = awaiting ? null : stepHold({ id, workspace_id: c.workspace_id, kind: step.action, credit_round: 0 }, randomUUID());
+    const retryAt = new Date(now.getTime() + 3_600_000);
+    const [row] = await commitWith(db<StepRow[]>`
+      with ${hold ? db`${holdCtes(db, hold)},` : db``} step as (
+        insert into browser_steps (id, workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held, credit_hold_id)
+        select ${id}, ${c.workspace_id}, ${sender.account_id}, ${step.action}, ${db.json(parsed.data as never)}, ${c.contact_key}, ${c.sequence_id},
+          ${awaiting ? 'awaiting_approval' : 'queued'}, true, ${awaiting ? null : db`now()`},
+          pnet_step_held(${c.workspace_id}, ${c.contact_key}, ${c.sequence_id}), ${hold?.id ?? null}::uuid
+        ${hold ? db`where exists (select 1 from created)` : db``}
+        returning *
+      ), contact as (
+        update sequence_contacts set browser_step_id = coalesce((select id from step), browser_step_id),
+          wait_reason = case when exists (select 1 from step) then 'pnet_step' else 'insufficient_credits' end,
+          wait_until = case when exists (select 1 from step) then null else ${retryAt}::timestamptz end, updated_at = now()
+        where id = ${c.id}
+      ), sent as (
+        update sequence_sends m set browser_step_id = s.id, status = 'sent', sent_at = now(), updated_at = now()
+        from step s where m.contact_id = ${c.id} and m.step_id = ${step.id} and m.status = 'approved'
+      )
+      select * from step`);
+    if (!row) return { action: { kind: 'wait', reason: 'insufficient_credits', until: retryAt.toISOString() }, start: null };
+    return { action: { kind: 'wait', reason: 'pnet_step', until: null }, start: row };
   }
 
   async function advance(contactId: string, now: Date): Promise<{ action: ContactAction; cancel: StepRow[]; start: StepRow | null }> {
-    return sql.begin(async (tx) => {
+    return transaction(sql, async (tx, commitWith) => {
       const [c] = await tx<(ContactRow & { claimed_send_id: string | null })[]>`
         select c.*, (select id from sequence_sends where contact_id = c.id and status = 'sending' limit 1) as claimed_send_id
         from sequence_contacts c where id = ${contactId} for update`;
@@ -382,7 +410,7 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
       }
       if (step.type !== 'pnet') return wait('approval');
       // A message a person approved in the queue is not put on the Tasks page a second time.
-      const queued = await queuePnetStep(tx, c, sender, step, send ?? null, send?.decided_at != null);
+      const queued = await queuePnetStep(tx, commitWith, c, sender, step, send ?? null, send?.decided_at != null, now);
       if ('error' in queued) {
         // A message the network cannot take (a note over 300 characters, an empty message): a person edits it.
         if (send && carriesMessage) {
@@ -392,7 +420,7 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
         // Params no edit can fix (a malformed profile URL): the step is passed over.
         return done(await moveOn(tx, c, step, step.next, false));
       }
-      return { action: await setWait(tx, c, 'pnet_step', null), cancel: [], start: queued.row };
+      return { ...queued, cancel: [] };
     });
   }
 
@@ -402,17 +430,7 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
      * it, so time-skipping tests and replays read the same time).
      */
     async advanceSequenceContact({ contactId, now }: { contactId: string; now: string }): Promise<ContactAction> {
-      let result: Awaited<ReturnType<typeof advance>>;
-      try {
-        result = await advance(contactId, new Date(now));
-      } catch (error) {
-        // Too few credits to queue a pnet step: wait an hour and look again, rather than fail.
-        if (error instanceof ApplicationFailure && error.type === 'insufficient_credits') {
-          await sql`update sequence_contacts set wait_reason = 'insufficient_credits', wait_until = ${new Date(Date.parse(now) + 3_600_000)} where id = ${contactId}`;
-          return { kind: 'wait', reason: 'insufficient_credits', until: new Date(Date.parse(now) + 3_600_000).toISOString() };
-        }
-        throw error;
-      }
+      const result = await advance(contactId, new Date(now));
       if (result.start) await startStepWorkflow({ client: client(), taskQueue: taskQueue(), sql }, result.start);
       if (result.cancel.length > 0) await cancelSteps(result.cancel);
       return result.action;

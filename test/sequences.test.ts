@@ -15,6 +15,7 @@ import {
   waitUntil,
   type SequenceGraph,
 } from '../domain/sequences.js';
+import { stepPrices } from '../domain/pnet.js';
 import { zonedInstant } from '../domain/zoned-time.js';
 import { connectedAccount } from './support/pnet.js';
 import { sequencesApi, startSmtpServer, type Audience, type SequencesApi } from './support/sequences.js';
@@ -476,6 +477,11 @@ describe('manual mode: the approval queue', () => {
     const [step] = await stack.sql<StepRow[]>`select * from browser_steps where contact_key = ${`${seq.id}:${r!.row_id}`}`;
     // Approved here by a person: it is queued, not put on the Tasks page a second time.
     expect(step).toMatchObject({ kind: 'send_message', status: 'queued', params: { kind: 'send_message', body: 'Hi Ada, a note from a person' } });
+    // Queued with its price set aside, and the approved message marked sent as that step.
+    expect(await stack.sql`select amount, status, cause_key from credit_holds where id = ${step!.credit_hold_id}`).toEqual([
+      { amount: stepPrices.send_message, status: 'held', cause_key: `pnet-step:${step!.id}:0` },
+    ]);
+    expect(await stack.sql`select status, browser_step_id from sequence_sends where contact_id = ${r!.contact!.id}`).toEqual([{ status: 'sent', browser_step_id: step!.id }]);
   });
 
   it('sends a connection note the network cannot take back to a person instead of dropping it', async () => {
@@ -513,6 +519,10 @@ describe('manual mode: the approval queue', () => {
     const [r] = await brokeApi.enrol(seq.id, [await brokeAudience.addRow({ profile: 'https://www.pnet.example/in/no-credits/' })]);
     const waiting = await brokeApi.waitFor(seq.id, r!.contact!.id, (c) => (c.wait as { reason: string } | null)?.reason === 'insufficient_credits');
     expect(waiting.status).toBe('active');
+    // It looks again in an hour.
+    const until = Date.parse((waiting.wait as { until: string }).until);
+    expect(until - Date.now()).toBeGreaterThan(55 * 60_000);
+    expect(until - Date.now()).toBeLessThanOrEqual(3_600_000);
     expect(await stack.sql`select 1 from browser_steps where workspace_id = ${broke.workspaceId}`).toHaveLength(0);
     expect(await stack.sql`select 1 from credit_holds where workspace_id = ${broke.workspaceId}`).toHaveLength(0);
     expect(await stack.sql`select 1 from credit_ledger where workspace_id = ${broke.workspaceId}`).toHaveLength(0);
