@@ -4,6 +4,7 @@
  * the Temporal dev server, the load generator itself, and whatever else ran on the machine.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { setPriority } from 'node:os';
 
 const ticksPerSecond = 100; // USER_HZ on every Linux this runs on
 
@@ -83,4 +84,16 @@ export function cpuPercent(from: CpuSnapshot, to: CpuSnapshot): Record<Component
   const wall = (to.at - from.at) / 1000;
   const pct = (c: Component) => (wall > 0 ? Math.round(((to[c] - from[c]) / wall) * 100) : 0);
   return Object.fromEntries(components.map((c) => [c, pct(c)])) as Record<Component, number>;
+}
+
+/**
+ * Sets every thread of a process to `nice` (Linux keeps a priority per thread, and setpriority
+ * on a pid reaches only the thread of that id); threads started later inherit it. Answers how
+ * many threads it set.
+ */
+export function renice(pid: number | undefined, nice: number): number {
+  if (!pid) throw new Error('renice: the process is not running');
+  const threads = readdirSync(`/proc/${pid}/task`).map(Number);
+  for (const tid of threads) setPriority(tid, nice);
+  return threads.length;
 }

@@ -33,7 +33,7 @@ import { connectionToken, createSenderProfile, updatePnetSettings } from '../api
 import { createSql, type Sql } from '../db/sql.js';
 import { browserStepWorkflowId } from '../workflows/browser-step.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
-import { cpuPercent, cpuSnapshot, type Component, type CpuSnapshot } from './cpu.js';
+import { cpuPercent, cpuSnapshot, renice, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';
 import { histogramChange, labelOf, scrape, type Scrape } from './prometheus.js';
 import { sampleWaits, type PgWait } from './pg-waits.js';
@@ -57,6 +57,19 @@ for (const p of phasesWanted) {
   if (!(allPhases as readonly string[]).includes(p)) throw new Error(`BENCH_PHASES: unknown part "${p}" (parts: ${allPhases.join(', ')})`);
 }
 const runs = (p: PhaseName) => phasesWanted.has(p);
+/**
+ * BENCH_NICE=bench:-10,temporal:10 sets those processes' scheduling priority (every thread of
+ * each) once the stack is up: an experiment, to tell how much of a latency is the CPU the parts
+ * share on one machine. Off by default.
+ */
+const niceWanted = (process.env.BENCH_NICE ?? '')
+  .split(',')
+  .filter(Boolean)
+  .map((part) => {
+    const m = /^(bench|api|temporal):(-?\d+)$/.exec(part.trim());
+    if (!m) throw new Error(`BENCH_NICE: "${part}" is not bench|api|temporal:<nice>`);
+    return { component: m[1] as 'bench' | 'api' | 'temporal', nice: Number(m[2]) };
+  });
 
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
@@ -466,6 +479,10 @@ async function main() {
   const logFile = `${dataDir}.log`;
   log(`starting the stack (DATA_DIR ${dataDir}, log ${logFile})`);
   const { serve, pids } = await startBenchStack(dataDir, logFile, log);
+  for (const { component, nice } of niceWanted) {
+    const threads = renice(pids[component], nice);
+    log(`BENCH_NICE: ${component} (pid ${pids[component]}) at nice ${nice}, ${threads} threads`);
+  }
   const sql = createSql(serve.databaseUrl, { max: 8 });
   // Its own connection, so sampling never waits behind the bench's other queries.
   const waitSql = createSql(serve.databaseUrl, { max: 1 });
