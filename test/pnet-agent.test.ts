@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { beforeAll, describe, expect, it } from 'vitest';
-import { hashConnectionToken } from '../api/pnet-accounts-store.js';
+import type { TransactionSql } from 'postgres';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../api/pnet-accounts-store.js';
 import { CheckInLine } from '../api/pnet-agent-store.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
@@ -172,6 +173,19 @@ describe('heartbeat', () => {
 });
 
 describe('check-ins in batches', () => {
+  /**
+   * A sender made in SQL, with no account workflow: nothing but the test locks its row (an
+   * account workflow's tick, which creating a sender through the API starts, would race these
+   * tests' row locks and batch counts).
+   */
+  async function sender() {
+    const profile = await createSenderProfile(stack.sql, paid.workspaceId, { name: `Q ${randomUUID()}`, timezone: 'UTC' });
+    await updatePnetSettings(stack.sql, paid.workspaceId, profile.id, { run_mode: 'automatic' });
+    const [account] = await stack.sql<{ id: string; connection_token_version: number }[]>`
+      select id, connection_token_version from pnet_accounts where sender_profile_id = ${profile.id}`;
+    return { accountId: account!.id, token: await connectionToken(stack.sql, account!.id, account!.connection_token_version) };
+  }
+
   const input = (token: string, browserId: string = randomUUID(), label = 'Batch browser') => ({
     tokenHash: hashConnectionToken(token),
     browserId,
@@ -180,6 +194,29 @@ describe('check-ins in batches', () => {
     leaseNonce: `nonce-${browserId}`,
     identity: { ...identity, photo_url: null },
   });
+
+  /**
+   * Another transaction holding rows (as a claim or a settle does) until the answer is called,
+   * or the test ends however it ends, so a failed assertion never leaves a lock behind.
+   */
+  async function holdRows(lock: (tx: TransactionSql) => Promise<unknown>): Promise<() => Promise<void>> {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const rowsLocked = new Promise<void>((resolve) => (locked = resolve));
+    const holder = stack.sql.begin(async (tx) => {
+      await lock(tx);
+      locked();
+      await held;
+    });
+    const done = async () => {
+      release();
+      await holder;
+    };
+    onTestFinished(done);
+    await rowsLocked;
+    return done;
+  }
 
   it('carries the check-ins that arrive while a statement runs in one statement, each answered as if alone', async () => {
     const senders = await Promise.all(Array.from({ length: 12 }, () => sender()));
@@ -212,23 +249,13 @@ describe('check-ins in batches', () => {
   it("keeps one account's check-ins in order while another transaction holds its row: the first to ask still gets the lease", async () => {
     const [one, two] = await Promise.all([sender(), sender()]);
     const line = new CheckInLine(stack.sql, 1, 64);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let locked!: () => void;
-    const rowLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holder = stack.sql.begin(async (tx) => {
-      await tx`select 1 from pnet_accounts where id = ${two!.accountId} for update`;
-      locked();
-      await held;
-    });
-    await rowLocked;
+    const release = await holdRows((tx) => tx`select 1 from pnet_accounts where id = ${two!.accountId} for update`);
     const first = line.submit(two!.accountId, input(two!.token), new Date());
     const later = line.submit(two!.accountId, input(two!.token, randomUUID(), 'Laptop'), new Date());
     // The other account is not held up; two's second check-in waits behind its first, not beside it.
     expect(await line.submit(one!.accountId, input(one!.token), new Date())).toMatchObject({ lease_granted: true });
     expect(line.stats).toMatchObject({ behindLock: 1 });
-    release();
-    await holder;
+    await release();
     expect(await first).toMatchObject({ lease_granted: true });
     expect(await later).toMatchObject({ lease_granted: false, lease_holder_label: 'Batch browser' });
     expect(line.stats.behindLock).toBe(1);
@@ -245,17 +272,10 @@ describe('check-ins in batches', () => {
     ).json();
 
     // Another transaction holds one account's row (as a claim does) and one step's row (as a settle does).
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let locked!: () => void;
-    const rowsLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holder = stack.sql.begin(async (tx) => {
+    const release = await holdRows(async (tx) => {
       await tx`select 1 from pnet_accounts where id = ${lockedAccount!.accountId} for update`;
       await tx`select 1 from browser_steps where id = ${step.id} for update`;
-      locked();
-      await held;
     });
-    await rowsLocked;
     const waiting = [checkIn(lockedAccount), checkIn(lockedStep, { running: { action_id: step.id, claimed_at: new Date().toISOString() } })];
     let waited = 0;
     for (const w of waiting) void w.then(() => (waited += 1));
@@ -264,8 +284,7 @@ describe('check-ins in batches', () => {
     expect(waited).toBe(0);
     expect(line.stats.behindLock).toBe(2);
 
-    release();
-    await holder;
+    await release();
     const [account, named] = await Promise.all(waiting);
     expect(account).toMatchObject({ lease_granted: true, running_claim: null });
     // The step was never claimed: the claim named is not current.
