@@ -3,7 +3,7 @@
  * (inbox, connections, sent invitations) and the end of a checkpoint's back-off. Ceilings,
  * warm-up and the lease lapse are read from the clock when asked, so they need no timer here.
  */
-import type { Db, Sql } from '../db/sql.js';
+import { transaction, type Db, type Sql } from '../db/sql.js';
 import type { ActionKind } from '../domain/pnet.js';
 import type { StepRow } from './pnet-steps.js';
 
@@ -62,17 +62,19 @@ export function createSenderAccountActivities({
       // The workflow's clock, not the database's: they agree in service, and a time-skipping test
       // moves only the workflow's.
       const now = new Date(nowIso);
-      const { clock, rows } = await sql.begin(async (tx) => {
+      // The account's row is locked only by the last statement, sent with the COMMIT: check-ins
+      // and claims lock the same row, and a tick's reads are several round trips. Ticks of one
+      // account (a retry beside an attempt thought lost) take turns on an advisory lock instead.
+      const { clock, rows } = await transaction(sql, async (tx, commitWith) => {
+        await tx`select pg_advisory_xact_lock(hashtext('account-tick:' || ${accountId}))`;
         const [account] = await tx<{ workspace_id: string; status: string; checkpoint_status: string; checkpoint_until: Date | null; replies_failing: boolean }[]>`
-          update pnet_accounts set
-            checkpoint_status = case when checkpoint_status = 'checkpoint' and checkpoint_until <= ${now} then 'ok' else checkpoint_status end,
-            checkpoint_until = case when checkpoint_until <= ${now} then null else checkpoint_until end
-          where id = ${accountId} returning workspace_id, status, checkpoint_status, checkpoint_until, replies_failing`;
+          select workspace_id, status, checkpoint_status, checkpoint_until, replies_failing from pnet_accounts where id = ${accountId}`;
         if (!account) return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
         const connected = account.status === 'connected';
+        const backOffOver = account.checkpoint_until !== null && account.checkpoint_until <= now;
         const due: StepRow[] = [];
-        let next: Date | null = null;
-        if (connected && account.checkpoint_status === 'ok') {
+        const upcomingOf: Partial<Record<ActionKind, Date>> = {};
+        if (connected && (account.checkpoint_status === 'ok' || (account.checkpoint_status === 'checkpoint' && backOffOver))) {
           for (const [kind, usual] of Object.entries(housekeeping) as [ActionKind, number][]) {
             const every = kind === 'check_inbox' && account.replies_failing ? Math.min(usual, failingInboxRetrySeconds) : usual;
             const [last] = await tx<{ waiting: boolean; last_at: Date | null }[]>`
@@ -86,20 +88,27 @@ export function createSenderAccountActivities({
                 returning *`;
               due.push(row!);
             }
-            const upcoming = last?.waiting || dueAt <= now ? new Date(now.getTime() + every * 1000) : dueAt;
-            if (!next || upcoming < next) next = upcoming;
-            if (kind === 'check_connections') await tx`update pnet_accounts set connections_next_check_at = ${upcoming} where id = ${accountId}`;
-            if (kind === 'check_inbox') await tx`update pnet_accounts set inbox_next_check_at = ${upcoming} where id = ${accountId}`;
+            upcomingOf[kind] = last?.waiting || dueAt <= now ? new Date(now.getTime() + every * 1000) : dueAt;
           }
         }
+        const next = Object.values(upcomingOf).reduce<Date | null>((a, b) => (a && a <= b ? a : b), null);
         // Every waiting read, not only the new ones: a retry after a lost start starts it now.
         const waiting = await tx<StepRow[]>`
           select * from browser_steps where account_id = ${accountId}
             and kind = any(${Object.keys(housekeeping)}::text[]) and status in ('queued', 'resuming')`;
+        // Judged on the row as it is now: a checkpoint reported since the read above has a
+        // back-off still to run, and is kept.
+        const [ended] = await commitWith(tx<{ checkpoint_until: Date | null }[]>`
+          update pnet_accounts set
+            checkpoint_status = case when checkpoint_status = 'checkpoint' and checkpoint_until <= ${now} then 'ok' else checkpoint_status end,
+            checkpoint_until = case when checkpoint_until <= ${now} then null else checkpoint_until end,
+            connections_next_check_at = coalesce(${upcomingOf.check_connections ?? null}, connections_next_check_at),
+            inbox_next_check_at = coalesce(${upcomingOf.check_inbox ?? null}, inbox_next_check_at)
+          where id = ${accountId} returning checkpoint_until`);
         const clock: AccountClock = {
           connected,
-          checkpointUntil: account.checkpoint_until?.toISOString() ?? null,
-          nextCheckAt: (next as Date | null)?.toISOString() ?? null,
+          checkpointUntil: ended?.checkpoint_until?.toISOString() ?? null,
+          nextCheckAt: next?.toISOString() ?? null,
           queuedStepIds: due.map((r) => r.id),
         };
         return { clock, rows: waiting };
