@@ -134,12 +134,15 @@ export function presenceOf(lastSeenAt: Date, now: Date): 'active' | 'idle' | 'of
   return age <= 60_000 ? 'active' : age <= 600_000 ? 'idle' : 'offline';
 }
 
-/** Endpoint 8: the wrapper, with the live account once a browser has connected. */
+/**
+ * Endpoint 8: the wrapper and the account. Before a browser connects (and after a disconnect) the
+ * account reads `pending`, with the work queued for it and a wait of `not_connected`, so a person
+ * sees why nothing runs yet; `connected` turns true with the first check-in of an identity.
+ */
 export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: string, now = new Date()) {
   const row = await accountOfProfile(sql, workspaceId, profileId);
   if (!row) return undefined;
   const token = await connectionToken(sql, row.id, row.connection_token_version);
-  if (row.status !== 'connected') return { connected: false, connection_token: token };
 
   const sessions = await sql<{ id: string; browser_label: string; extension_version: string; connected_at: Date; last_seen_at: Date }[]>`
     select id, browser_label, extension_version, connected_at, last_seen_at from pnet_sessions
@@ -185,7 +188,7 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
     ...limits,
     limit_maximums: limitMaximums,
   };
-  return { connected: true, connection_token: token, account };
+  return { connected: row.status === 'connected', connection_token: token, account };
 }
 
 /**

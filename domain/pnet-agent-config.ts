@@ -2,6 +2,7 @@
  * The selector and pacing config the extension runs with. A change to either bumps
  * `configVersion`, and every check-in tells a browser on another version to fetch it again.
  */
+import { maxPollAfterSeconds } from './pnet-pacing.js';
 import { claimLeaseSeconds, configVersion, leaseSeconds, type AgentConfig } from './pnet.js';
 
 export const agentConfig: AgentConfig = {
@@ -27,7 +28,7 @@ export const agentConfig: AgentConfig = {
   pacing: {
     lease_seconds: leaseSeconds,
     claim_lease_seconds: claimLeaseSeconds,
-    max_poll_after_seconds: 15,
+    max_poll_after_seconds: maxPollAfterSeconds,
     typing_ms_per_char: { min: 60, max: 180 },
     page_settle_ms: { min: 1500, max: 4000 },
   },

@@ -64,12 +64,15 @@ export interface Wait {
 /** A browser reads as active while it checks in at least this often. */
 export const activeWithinSeconds = 60;
 
+/** The longest wait a check-in answer gives: a browser checking in this often reads as active. */
+export const maxPollAfterSeconds = activeWithinSeconds - 15;
+
 /**
  * Time before the next check-in: the account's own gap at most, never so long that the browser
  * stops reading as active, and at most 15 s while work is about to run.
  */
 export function pollAfterSeconds(input: { minActionIntervalSeconds: number; workSoonAt: Date | null; now: Date }): number {
-  let seconds = Math.min(input.minActionIntervalSeconds, activeWithinSeconds - 15);
+  let seconds = Math.min(input.minActionIntervalSeconds, maxPollAfterSeconds);
   if (input.workSoonAt && input.workSoonAt.getTime() - input.now.getTime() <= 60_000) seconds = Math.min(seconds, 15);
   if (input.workSoonAt) {
     const untilWork = Math.ceil((input.workSoonAt.getTime() - input.now.getTime()) / 1000);

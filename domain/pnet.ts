@@ -179,12 +179,27 @@ export function effectiveLimit(configured: number, share: number): number {
 export const RunModeSchema = z.enum(['manual', 'automatic']).meta({ id: 'RunMode' });
 export type RunMode = z.infer<typeof RunModeSchema>;
 
-/** Canonical IANA zones this runtime knows, as an enum so the OpenAPI document lists them. */
-export const timeZones = [...new Set(['UTC', ...Intl.supportedValuesOf('timeZone')])] as [string, ...string[]];
+/**
+ * Whether this runtime's time-zone data knows `name` as a zone (links such as Asia/Kolkata,
+ * Europe/Kyiv and Etc/UTC included, which Intl.supportedValuesOf leaves out as non-canonical).
+ * The name is kept as given: every local-time reckoning runs through Intl, which reads it.
+ * Fixed offsets ("+05:30") are not zones, and a sender's day follows its zone's rules.
+ */
+export function isTimeZone(name: string): boolean {
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(name)) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export const TimeZoneSchema = z
-  .enum(timeZones)
-  .meta({ id: 'TimeZone', description: 'IANA time zone of the sender; daily usage resets at 00:00 there' });
+  .string()
+  .max(64)
+  .refine(isTimeZone, { message: 'must be an IANA time zone name, such as Europe/Berlin' })
+  .meta({ id: 'TimeZone', description: 'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there', examples: ['Europe/Berlin', 'America/New_York', 'UTC'] });
 
 const ClockTimeSchema = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (24-hour)');
 
@@ -199,9 +214,16 @@ export const WorkingHoursSchema = z
   })
   .meta({ id: 'WorkingHours', description: workingHoursDescription });
 
-/** As a request: a repeated day means nothing more, so each is kept once, in order. */
+/**
+ * As a request: a repeated day means nothing more, so each is kept once, in order (and only
+ * then can there be at most seven).
+ */
 const WorkingHoursInputSchema = WorkingHoursSchema.extend({
-  days: WorkingHoursSchema.shape.days.transform((days) => [...new Set(days)].sort()),
+  days: z
+    .array(z.int().min(1).max(7))
+    .min(1)
+    .transform((days) => [...new Set(days)].sort())
+    .describe('ISO weekdays the window starts on, 1 = Monday; a repeated day counts once'),
 }).meta({ id: 'WorkingHoursRequest', description: workingHoursDescription });
 export type WorkingHours = z.infer<typeof WorkingHoursSchema>;
 
@@ -350,7 +372,9 @@ export type PnetAccount = z.infer<typeof PnetAccountSchema>;
 
 export const PnetAccountWrapperSchema = z
   .object({
-    account: PnetAccountSchema.optional(),
+    account: PnetAccountSchema.optional().describe(
+      'The account, connected or not: before a browser connects (and after a disconnect) its status is `pending` and its wait `not_connected`',
+    ),
     connected: z.boolean(),
     connection_token: z.string().describe('Paste into the extension; the same token connects a second browser'),
   })
@@ -499,7 +523,7 @@ export const TaskRejectSchema = z
 // The extension protocol (2.4): heartbeat, set state, and the agent state every check-in answers
 
 /** The selector and pacing config's version; a browser on any other version fetches it again. */
-export const configVersion = 1;
+export const configVersion = 2;
 /** How long a lease outlives its holder's last check-in. */
 export const leaseSeconds = 45;
 
@@ -621,8 +645,13 @@ export const ResultReportSchema = z
     status: ResultStatusSchema,
     claimed_at: TimestampSchema.nullable().default(null),
     diagnostic: z.unknown().optional().describe('Page-report summary; never changes how the step settles, dropped when unreadable'),
-    duration_ms: z.int().min(0).max(86_400_000).nullable().default(null),
-    error_code: StepErrorCodeSchema.nullable().default(null),
+    duration_ms: z.int().min(0).nullable().default(null),
+    error_code: StepErrorCodeSchema.refine((code) => !backendErrorCodes.has(code), {
+      message: `is written by the service itself when a step settles without the browser (${[...backendErrorCodes].join(', ')}); a browser reports one of the others`,
+    })
+      .nullable()
+      .default(null)
+      .describe(`A browser reports any code of the vocabulary but the service's own: ${[...backendErrorCodes].join(', ')}`),
     error_message: textSchema(0, 2000).nullable().default(null),
     outcome: OutcomeSchema.nullable().default(null),
   })
@@ -720,8 +749,8 @@ export const StepAttemptListSchema = z.object({ attempts: z.array(StepAttemptSch
 export const AgentRunningWaitSchema = z
   .object({
     claimed_at: TimestampSchema.nullable().default(null).describe('The claim the browser is running; when given it must be current'),
-    site: textSchema(1, 200),
-    awake_seconds: z.int().min(0).max(86_400),
+    site: textSchema(0, 200),
+    awake_seconds: z.int().min(0),
     tab_discarded: z.boolean().nullable().default(null),
     tab_frozen: z.boolean().nullable().default(null),
     tab_status: z.string().max(16).nullable().default(null),
@@ -740,7 +769,7 @@ export const AgentConfigSchema = z
     pacing: z.object({
       lease_seconds: z.int(),
       claim_lease_seconds: z.int(),
-      max_poll_after_seconds: z.int(),
+      max_poll_after_seconds: z.int().describe('The longest a check-in answer asks a browser to wait (poll_after_seconds never exceeds it)'),
       typing_ms_per_char: z.object({ min: z.int(), max: z.int() }),
       page_settle_ms: z.object({ min: z.int(), max: z.int() }),
     }),

@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../api/pnet-accounts-store.js';
 import { CheckInLine } from '../api/pnet-agent-store.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { configVersion } from '../domain/pnet.js';
 
 const ctx = useStackWithWorkspaces();
 let stack: TestStack;
@@ -65,7 +66,7 @@ describe('heartbeat', () => {
       account_mismatch: false,
       queued_count: 0,
       approvals_waiting: 0,
-      config_version: 1,
+      config_version: configVersion,
       attempts_enabled: false,
       resume_enabled: false,
       running_claim: null,
@@ -169,6 +170,23 @@ describe('heartbeat', () => {
     expect(res.json()).toMatchObject({ run_mode: 'automatic', lease_granted: true });
     const settings = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey) })).json();
     expect(settings.run_mode).toBe('automatic');
+  });
+
+  it('bounds the lease_nonce of a set-state request to 8 to 64 characters', async () => {
+    const { token } = await sender();
+    const b = browser(token);
+    await b.heartbeat();
+    const setState = (leaseNonce: string) =>
+      stack.app.inject({ method: 'POST', url: '/pnet/agent/state/', headers: withToken(token), payload: { browser_id: b.browserId, lease_nonce: leaseNonce } });
+    const shortest = await setState('n'.repeat(8));
+    expect(shortest.statusCode).toBe(200);
+    expect(shortest.json().lease_granted).toBe(true);
+    expect((await setState('n'.repeat(64))).statusCode).toBe(200);
+    for (const nonce of ['n'.repeat(7), 'n'.repeat(65)]) {
+      const refused = await setState(nonce);
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json().issues[0].loc).toEqual(['body', 'lease_nonce']);
+    }
   });
 });
 

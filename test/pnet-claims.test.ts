@@ -1,6 +1,7 @@
 /** Claims and results (endpoint 2, the 3.1 table) through the real API, worker and Temporal. */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { backendErrorCodes, browserReportedErrorCodes } from '../domain/pnet.js';
 import { connectedAccount as connected } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
@@ -12,6 +13,7 @@ beforeAll(() => void ({ stack, paid } = ctx));
 const url = 'https://pnet.example/in/grace-hopper';
 
 const connectedAccount = (settings: object = {}) => connected(stack, paid, settings);
+const readStep = async (id: string) => (await stack.app.inject({ method: 'GET', url: `/pnet/steps/${id}/`, headers: withKey(paid.apiKey) })).json();
 
 describe('claiming', () => {
   it('hands out unmetered test steps first, then queued steps oldest first, one at a time', async () => {
@@ -62,6 +64,32 @@ describe('claiming', () => {
     expect(stillCapped).toMatchObject({ step: null, reason: 'daily_cap' });
     expect(stillCapped.wait.resets_at).toBe(stillCapped.wait.next_at);
     expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${capped.id}/`, headers: withKey(paid.apiKey) })).json().status).toBe('queued');
+  });
+
+  it('passes over a kind at its weekly ceiling until Monday, and hands it out one below both ceilings', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'connection_request', profile_url: url });
+    // First warm-up week: 100 invitations a week ramp to 25 and 20 a day to 5. The week's earlier
+    // invitations went out on another day of this (UTC) week.
+    const now = new Date();
+    const otherDay = new Date(now.getTime() + (now.getUTCDay() === 1 ? 1 : -1) * 86_400_000);
+    const used = (day: Date, count: number) => stack.sql`
+      insert into pnet_usage (account_id, local_date, limit_kind, used)
+      values (${a.accountId}, ${day.toISOString().slice(0, 10)}, 'connection_request', ${count})
+      on conflict (account_id, local_date, limit_kind) do update set used = excluded.used`;
+    await used(otherDay, 25);
+    const capped = (await a.claim()).json();
+    expect(capped).toMatchObject({ step: null, reason: 'weekly_cap' });
+    expect(capped.wait.resets_at).toBe(capped.wait.next_at);
+    const monday = new Date(capped.wait.next_at);
+    expect([monday.getUTCDay(), monday.getUTCHours(), monday.getUTCMinutes()]).toEqual([1, 0, 0]);
+    expect(monday.getTime() - now.getTime()).toBeGreaterThan(0);
+    expect(monday.getTime() - now.getTime()).toBeLessThanOrEqual(7 * 86_400_000);
+    expect((await readStep(step.id)).status).toBe('queued');
+    // One below both: 24 this week, 4 of them today.
+    await used(otherDay, 20);
+    await used(now, 4);
+    expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
   });
 
   it('hands out nothing metered outside working hours', async () => {
@@ -139,6 +167,63 @@ describe('endpoint 2: the result report', () => {
     expect(read.acted_at).not.toBeNull();
   });
 
+  it('refuses queued, claimed or rejected as a result, and a code the service writes itself, leaving the step claimed', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'profile_view', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    for (const status of ['queued', 'claimed', 'rejected']) {
+      const refused = await a.report(step.id, { status, claimed_at: claimed.claimed_at });
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json().issues[0].loc).toEqual(['body', 'status']);
+    }
+    // A browser cannot pass its failure off as one the service writes (a cancel, a lapsed claim).
+    for (const code of backendErrorCodes) {
+      const refused = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: code });
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json().issues[0]).toMatchObject({ loc: ['body', 'error_code'], msg: expect.stringMatching(/written by the service/) });
+    }
+    expect(await readStep(step.id)).toMatchObject({ status: 'claimed', claimed_at: claimed.claimed_at, finished_at: null, duration_ms: null });
+    // user_rejected is no backend code: the person turned the action down in the browser.
+    const declined = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'user_rejected' });
+    expect(declined.json()).toMatchObject({ status: 'failed', error_code: 'user_rejected' });
+  });
+
+  it('takes a duration_ms from 0 up, past what 32 bits hold, and refuses a negative one', async () => {
+    const a = await connectedAccount();
+    const run = async () => {
+      const step = await a.queue({ kind: 'profile_view', profile_url: url }, { test: true });
+      const claimed = (await a.claim()).json().step;
+      expect(claimed.id).toBe(step.id);
+      return (durationMs: number) => a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at, duration_ms: durationMs });
+    };
+    const first = await run();
+    const negative = await first(-1);
+    expect(negative.statusCode).toBe(422);
+    expect(negative.json().issues[0].loc).toEqual(['body', 'duration_ms']);
+    const zero = await first(0);
+    expect(zero.statusCode).toBe(200);
+    expect(zero.json()).toMatchObject({ status: 'succeeded', duration_ms: 0 });
+    // About 35 days of milliseconds: more than an int4 column holds.
+    const long = await (await run())(3_000_000_000);
+    expect(long.statusCode).toBe(200);
+    expect(await readStep(long.json().id)).toMatchObject({ status: 'succeeded', duration_ms: 3_000_000_000 });
+  });
+
+  it('settles a step failed with each code a browser reports', async () => {
+    const a = await connectedAccount();
+    // blocked_checkpoint last: it holds the account at a checkpoint.
+    const codes = [...browserReportedErrorCodes.filter((code) => code !== 'blocked_checkpoint'), 'blocked_checkpoint'];
+    expect(codes).toHaveLength(12);
+    for (const code of codes) {
+      const step = await a.queue({ kind: 'profile_view', profile_url: url }, { test: true });
+      const claimed = (await a.claim()).json().step;
+      expect(claimed.id).toBe(step.id);
+      const res = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: code, error_message: `failed: ${code}` });
+      expect(res.statusCode).toBe(200);
+      expect(await readStep(step.id)).toMatchObject({ status: 'failed', error_code: code, error_message: `failed: ${code}` });
+    }
+  });
+
   it('drops an unreadable diagnostic without refusing the result', async () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'check_inbox' });
@@ -208,6 +293,23 @@ describe('releasing a claim', () => {
     expect(used[0]!.used).toBe(0);
     expect((await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' })).statusCode).toBe(409);
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
+  });
+
+  it('gives back a claim whose contact was paused (reopen_paused): the step waits held, its unit returned, until the contact resumes', async () => {
+    const a = await connectedAccount();
+    const contact = `contact-${randomUUID()}`;
+    const step = await a.queue({ kind: 'connection_request', profile_url: url }, { contact_key: contact });
+    const claimed = (await a.claim()).json().step;
+    const hold = (await stack.app.inject({ method: 'POST', url: '/pnet/holds/', headers: withKey(paid.apiKey), payload: { contact_key: contact } })).json();
+    const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, { claimed_at: claimed.claimed_at, reason: 'reopen_paused' });
+    expect(released.statusCode).toBe(200);
+    expect(released.json()).toMatchObject({ id: step.id, status: 'queued', held: true, error_code: null, finished_at: null });
+    const used = await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
+    expect(used[0]!.used).toBe(0);
+    await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    expect((await a.claim()).json()).toEqual({ step: null, verification: null, reason: null, wait: null });
+    await stack.app.inject({ method: 'DELETE', url: `/pnet/holds/${hold.id}/`, headers: withKey(paid.apiKey) });
     expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
   });
 });

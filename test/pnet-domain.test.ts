@@ -11,6 +11,7 @@ import {
   warmUpShare,
   type LimitKey,
 } from '../domain/pnet.js';
+import { presenceOf } from '../api/pnet-accounts-store.js';
 import { localWeekStart, nextLocalMidnight, formatLocalDate } from '../domain/zoned-time.js';
 
 describe('pnet limits', () => {
@@ -40,6 +41,31 @@ describe('pnet limits', () => {
     expect(PnetSettingsUpdateSchema.safeParse({ timezone: 'Europe/Berlin' }).success).toBe(true);
     expect(PnetSettingsUpdateSchema.safeParse({ working_hours: { start: '24:00', end: '09:00', days: [1] } }).success).toBe(false);
     expect(PnetSettingsUpdateSchema.parse({ working_hours: { start: '09:00', end: '18:00', days: [3, 1, 1] } }).working_hours?.days).toEqual([1, 3]);
+  });
+
+  it('takes a time zone by any name the zone data knows, links included, and nothing else', () => {
+    // Intl.supportedValuesOf lists only canonical names, which leaves out zones people use.
+    for (const zone of ['Asia/Kolkata', 'Europe/Kyiv', 'Etc/UTC', 'UTC', 'US/Eastern', 'America/Argentina/Buenos_Aires']) {
+      expect(PnetSettingsUpdateSchema.safeParse({ timezone: zone }).success, zone).toBe(true);
+    }
+    for (const zone of ['Mars/Olympus', '+05:30', 'Europe/', '', 'x'.repeat(65)]) {
+      expect(PnetSettingsUpdateSchema.safeParse({ timezone: zone }).success, zone).toBe(false);
+    }
+    // A link reckons its own local midnight: Kolkata is UTC+05:30 all year.
+    expect(nextLocalMidnight(new Date('2026-06-01T12:00:00Z'), 'Asia/Kolkata').toISOString()).toBe('2026-06-01T18:30:00.000Z');
+  });
+
+  it('counts a repeated working day once, so eight entries of one day are one day', () => {
+    const days = (d: number[]) => PnetSettingsUpdateSchema.safeParse({ working_hours: { start: '09:00', end: '23:59', days: d } });
+    expect(days([1, 1, 1, 1, 1, 1, 1, 1]).data?.working_hours?.days).toEqual([1]);
+    expect(days([7, 6, 5, 4, 3, 2, 1]).data?.working_hours?.days).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    for (const bad of [[], [0], [8]]) expect(days(bad).success, JSON.stringify(bad)).toBe(false);
+  });
+
+  it('reads a browser as active for a minute after it checks in, idle to ten minutes, then offline', () => {
+    const now = new Date('2026-11-22T12:00:00Z');
+    const seenAgo = (ms: number) => presenceOf(new Date(now.getTime() - ms), now);
+    expect([60_000, 60_001, 600_000, 600_001].map(seenAgo)).toEqual(['active', 'idle', 'idle', 'offline']);
   });
 
   it('ramps a new account up over three weeks', () => {

@@ -201,6 +201,27 @@ describe('attempts, running waits and config', () => {
     expect((await wait(null, 'x'.repeat(201))).statusCode).toBe(422);
   });
 
+  it('takes a running-wait report with an empty site, any awake time from 0 and a tab status of up to 16 characters', async () => {
+    const a = await connected(stack, paid);
+    const step = await a.queue(follow);
+    const claimed = (await a.claim()).json().step;
+    const wait = (report: object) =>
+      a.agent(`/pnet/agent/actions/${step.id}/running-wait/`, { claimed_at: claimed.claimed_at, site: 'profile', awake_seconds: 12, tab_status: 'complete', ...report });
+    // Past a day awake is still a wait worth reporting.
+    for (const report of [{ site: '' }, { awake_seconds: 0 }, { awake_seconds: 86_401 }, { tab_status: 's'.repeat(16) }]) {
+      const res = await wait(report);
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toEqual({ running_claim: 'renewed' });
+    }
+    const [row] = await stack.sql<{ running_wait: Record<string, unknown> }[]>`select running_wait from browser_steps where id = ${step.id}`;
+    expect(row!.running_wait).toMatchObject({ site: 'profile', awake_seconds: 12, tab_status: 's'.repeat(16) });
+    for (const [field, report] of [['awake_seconds', { awake_seconds: -1 }], ['tab_status', { tab_status: 's'.repeat(17) }]] as const) {
+      const res = await wait(report);
+      expect(res.statusCode).toBe(422);
+      expect(res.json().issues[0].loc).toEqual(['body', field]);
+    }
+  });
+
   it('serves the config at the version every check-in names', async () => {
     const a = await connected(stack, paid);
     const config = (await stack.app.inject({ method: 'GET', url: '/pnet/agent/config/', headers: { authorization: `Bearer ${a.token}` } })).json();

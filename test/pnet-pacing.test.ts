@@ -58,4 +58,10 @@ describe('poll_after_seconds', () => {
     expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: now, now })).toBe(5);
     expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 3_600_000), now })).toBe(45);
   });
+
+  it('counts work a minute away as about to run, and work 61 s away not', () => {
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 60_000), now })).toBe(15);
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 61_000), now })).toBe(45);
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 90_000), now })).toBe(45);
+  });
 });

@@ -63,6 +63,16 @@ describe('queueing steps', () => {
     expect(test.json()).toMatchObject({ status: 'queued', metered: false });
   });
 
+  it('queues an InMail with a subject of up to 200 characters and a body of up to 8000, and withdrawals and invitation checks', async () => {
+    const accountId = await account('automatic');
+    const inmail = { kind: 'inmail', profile_url: profileUrl, subject: 's'.repeat(200), body: 'b'.repeat(8000) };
+    for (const params of [inmail, { ...inmail, subject: 's', body: 'b' }, { kind: 'withdraw_connection_request', profile_url: profileUrl }, { kind: 'check_sent_invitations' }]) {
+      const res = await queue(accountId, params);
+      expect(res.statusCode).toBe(201);
+      expect(res.json()).toMatchObject({ status: 'queued', kind: params.kind, params });
+    }
+  });
+
   it('sets the price aside when queueing, down to the last credit, and refuses a step the credits do not cover with nothing written', async () => {
     const ws = await stack.createWorkspace('paid');
     await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 2, causeKey: 'two-credits' });
@@ -106,6 +116,15 @@ describe('queueing steps', () => {
     expect(missingUrl.json().issues[0].loc).toEqual(['body', 'params.profile_url']);
     expect((await queue(accountId, { kind: 'teleport' })).statusCode).toBe(422);
     expect((await queue(accountId, { kind: 'send_message', profile_url: profileUrl, body: '' })).statusCode).toBe(422);
+    for (const [field, params] of [
+      ['params.subject', { kind: 'inmail', profile_url: profileUrl, subject: '', body: 'Hello' }],
+      ['params.subject', { kind: 'inmail', profile_url: profileUrl, subject: 's'.repeat(201), body: 'Hello' }],
+      ['params.body', { kind: 'inmail', profile_url: profileUrl, subject: 'Hello', body: 'b'.repeat(8001) }],
+    ] as const) {
+      const refused = await queue(accountId, params);
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json().issues[0].loc).toEqual(['body', field]);
+    }
     const other = await stack.createWorkspace('paid');
     const foreign = await stack.app.inject({
       method: 'POST',

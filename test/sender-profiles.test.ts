@@ -32,11 +32,32 @@ describe('sender profiles', () => {
 });
 
 describe('endpoint 8: the pnet account wrapper', () => {
-  it('answers a not-connected account as a normal state with a stable connection token', async () => {
+  it('answers a not-connected account as a normal state: pending, waiting on a browser, with a stable connection token', async () => {
     const profile = await createProfile('Not yet connected');
     const read = async () => (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
     const first = await read();
-    expect(first).toEqual({ connected: false, connection_token: expect.stringMatching(/^opc_[\w-]{43}$/) });
+    expect(first).toMatchObject({ connected: false, connection_token: expect.stringMatching(/^opc_[\w-]{43}$/) });
+    expect(first.account).toMatchObject({
+      sender_profile_id: profile.id,
+      status: 'pending',
+      presence: 'offline',
+      online: false,
+      last_seen_at: null,
+      sessions: [],
+      queued_count: 0,
+      connection_token: first.connection_token,
+      wait: null,
+      daily_limit_connection_request: 20,
+    });
+    // Work queued before any browser connects shows, and says what it waits on.
+    const queued = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers: withKey(paid.apiKey),
+      payload: { account_id: first.account.id, params: { kind: 'check_inbox' }, test: true },
+    });
+    expect(queued.statusCode).toBe(201);
+    expect((await read()).account).toMatchObject({ status: 'pending', queued_count: 1, wait: { reason: 'not_connected', next_at: null } });
     // The same token on every read, so a second browser can use it; only its hash is stored.
     expect((await read()).connection_token).toBe(first.connection_token);
     const [row] = await stack.sql`select connection_token_hash from pnet_accounts where sender_profile_id = ${profile.id}`;
@@ -126,9 +147,33 @@ describe('pnet settings and limits', () => {
     expect((await patch({ limits: { daily_limit_send_message: -1 } })).statusCode).toBe(422);
     expect((await patch({ min_action_interval_seconds: 29 })).statusCode).toBe(422);
     expect((await patch({ min_action_interval_seconds: 3601 })).statusCode).toBe(422);
+    expect((await patch({ timezone: 'Mars/Base' })).json().issues[0].loc).toEqual(['body', 'timezone']);
+    expect((await patch({ working_hours: { start: '09:00', end: '18:00', days: [8] } })).statusCode).toBe(422);
     const now = (await stack.app.inject({ method: 'GET', url: settingsUrl(profile.id), headers: withKey(paid.apiKey) })).json();
     expect(now.limits.daily_limit_connection_request).toBe(40);
     expect(now.min_action_interval_seconds).toBe(90);
+    expect(now.timezone).toBe('UTC');
+  });
+
+  it('accepts the low ends: a limit of 0 (that kind never runs), the longest gap, a day ending 23:59', async () => {
+    const profile = await createProfile('Edges');
+    const res = await stack.app.inject({
+      method: 'PATCH',
+      url: settingsUrl(profile.id),
+      headers: withKey(paid.apiKey),
+      payload: { limits: { daily_limit_like_post: 0 }, min_action_interval_seconds: 3600, working_hours: { start: '00:00', end: '23:59', days: [7] } },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ limits: { daily_limit_like_post: 0 }, min_action_interval_seconds: 3600, working_hours: { end: '23:59', days: [7] } });
+  });
+
+  it('takes a time zone link such as Asia/Kolkata and resets usage at its midnight', async () => {
+    const profile = await createProfile('Kolkata', 'Asia/Kolkata');
+    expect(profile.timezone).toBe('Asia/Kolkata');
+    await stack.sql`update pnet_accounts set status = 'connected', connected_at = now() where sender_profile_id = ${profile.id}`;
+    const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    // 00:00 in Kolkata is 18:30 UTC.
+    expect(wrapper.account.usage_resets_at).toMatch(/T18:30:00\.000Z$/);
   });
 
   it('changes time zone, working hours, pacing and run mode, each field left out keeping its value', async () => {

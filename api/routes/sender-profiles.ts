@@ -80,7 +80,7 @@ export const senderProfileRoutes =
         schema: {
           operationId: 'readSenderPnetAccount',
           tags,
-          summary: "The sender's pnet account: connection token, and the live account once connected (endpoint 8)",
+          summary: "The sender's pnet account: connection token, state, sessions, usage and what it waits on (endpoint 8)",
           description: 'Not connected is a normal state, not a 404. The connection token is present either way and connects a second browser too.',
           params: ProfileParamsSchema,
           response: { 200: PnetAccountWrapperSchema },
