@@ -135,9 +135,9 @@ export function presenceOf(lastSeenAt: Date, now: Date): 'active' | 'idle' | 'of
 }
 
 /**
- * Endpoint 8: the wrapper and the account. Before a browser connects (and after a disconnect) the
- * account reads `pending`, with the work queued for it and a wait of `not_connected`, so a person
- * sees why nothing runs yet; `connected` turns true with the first check-in of an identity.
+ * Endpoint 8: the wrapper and the account. Before a browser connects the account reads `pending`
+ * (`disconnected` after a person disconnected it), with the work queued for it and a wait of
+ * `not_connected`, so a person sees why nothing runs; the first check-in of an identity connects it.
  */
 export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: string, now = new Date()) {
   const row = await accountOfProfile(sql, workspaceId, profileId);
@@ -202,7 +202,7 @@ export async function disconnectAccount(sql: Sql, workspaceId: string, profileId
   const token = await connectionToken(sql, row.id, row.connection_token_version + 1);
   return sql.begin(async (tx) => {
     await tx`
-      update pnet_accounts set status = 'pending', member_urn = null, vanity_name = null, display_name = null, headline = null,
+      update pnet_accounts set status = 'disconnected', member_urn = null, vanity_name = null, display_name = null, headline = null,
         photo_url = null, connected_at = null, lease_session_id = null, lease_nonce = null, lease_expires_at = null,
         connection_token_version = connection_token_version + 1, connection_token_hash = ${hashConnectionToken(token)}, updated_at = now()
       where id = ${row.id}`;

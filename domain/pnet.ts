@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema, textSchema } from './common.js';
 import { pnetInboxOutcomeFields } from './inbox.js';
+import { ianaTimeZoneNames } from './time-zone-names.js';
 
 // ---------------------------------------------------------------------------------------------
 // Action kinds and the limit each one counts against
@@ -180,26 +181,28 @@ export const RunModeSchema = z.enum(['manual', 'automatic']).meta({ id: 'RunMode
 export type RunMode = z.infer<typeof RunModeSchema>;
 
 /**
- * Whether this runtime's time-zone data knows `name` as a zone (links such as Asia/Kolkata,
- * Europe/Kyiv and Etc/UTC included, which Intl.supportedValuesOf leaves out as non-canonical).
- * The name is kept as given: every local-time reckoning runs through Intl, which reads it.
- * Fixed offsets ("+05:30") are not zones, and a sender's day follows its zone's rules.
+ * Every zone name this runtime reckons with: ICU's canonical names, and the IANA names it takes
+ * as links (Asia/Kolkata, Europe/Kyiv, Etc/UTC), each kept as given since Intl reads them all.
+ * An enum, so the OpenAPI document lists exactly what is accepted; a name this runtime's ICU
+ * does not know is left out rather than accepted and failing at the first local-time sum.
  */
-export function isTimeZone(name: string): boolean {
-  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(name)) return false;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
-  } catch {
-    return false;
-  }
-}
+export const timeZones = (() => {
+  const canonical = new Set(['UTC', ...Intl.supportedValuesOf('timeZone')]);
+  const links = ianaTimeZoneNames.filter((name) => {
+    if (canonical.has(name)) return false;
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: name });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return [...canonical, ...links].sort() as [string, ...string[]];
+})();
 
 export const TimeZoneSchema = z
-  .string()
-  .max(64)
-  .refine(isTimeZone, { message: 'must be an IANA time zone name, such as Europe/Berlin' })
-  .meta({ id: 'TimeZone', description: 'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there', examples: ['Europe/Berlin', 'America/New_York', 'UTC'] });
+  .enum(timeZones)
+  .meta({ id: 'TimeZone', description: 'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there' });
 
 const ClockTimeSchema = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (24-hour)');
 
@@ -285,7 +288,11 @@ export type PnetSettingsUpdate = z.infer<typeof PnetSettingsUpdateSchema>;
 // The account wrapper (endpoint 8, 2.10)
 
 export const PresenceSchema = z.enum(['active', 'idle', 'offline']).meta({ id: 'Presence' });
-export const AccountStatusSchema = z.enum(['pending', 'connected', 'disconnected']).meta({ id: 'PnetAccountStatus' });
+export const AccountStatusSchema = z.enum(['pending', 'connected', 'disconnected']).meta({
+  id: 'PnetAccountStatus',
+  description:
+    '`pending` until a browser first checks in signed in as an identity; `connected` from then; `disconnected` after a person disconnects it (a new token), until a browser connects it again',
+});
 export const CheckpointStatusSchema = z.enum(['ok', 'checkpoint', 'restricted']).meta({ id: 'CheckpointStatus' });
 export const WaitReasonSchema = z
   .enum([
@@ -373,7 +380,7 @@ export type PnetAccount = z.infer<typeof PnetAccountSchema>;
 export const PnetAccountWrapperSchema = z
   .object({
     account: PnetAccountSchema.optional().describe(
-      'The account, connected or not: before a browser connects (and after a disconnect) its status is `pending` and its wait `not_connected`',
+      'The account, connected or not: before a browser connects its status is `pending` (`disconnected` after a disconnect) and its wait `not_connected`',
     ),
     connected: z.boolean(),
     connection_token: z.string().describe('Paste into the extension; the same token connects a second browser'),

@@ -9,7 +9,7 @@ import { getBalance } from '../activities/credits.js';
 import { configVersion, stepPrices } from '../domain/pnet.js';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { connectedAccount as connected } from './support/pnet.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
 let stack: TestStack;
@@ -313,11 +313,23 @@ describe('disconnecting the account', () => {
     expect(answer.statusCode).toBe(200);
     expect(answer.json().connected).toBe(false);
     expect(answer.json().connection_token).not.toBe(a.token);
+    expect(answer.json().account).toMatchObject({ status: 'disconnected', member_urn: null, display_name: null, sessions: [] });
     expect((await api(ws, 'GET', `/pnet/steps/${waiting.id}/`)).json()).toMatchObject({ status: 'failed', error_code: 'sender_changed' });
     // The running step is the old browser's until it reports or its claim lapses.
     expect((await api(ws, 'GET', `/pnet/steps/${running.id}/`)).json().status).toBe('claimed');
     expect(await balance()).toEqual({ available: 10, held: 0, spent: 0 });
     expect((await a.heartbeat()).statusCode).toBe(401);
+    // Another identity connects it again with the new token.
+    const identity = { member_urn: `urn:li:member:${randomUUID()}`, display_name: 'Grace H.' };
+    const again = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/heartbeat/',
+      headers: withToken(answer.json().connection_token),
+      payload: { browser_id: randomUUID(), browser_label: 'Firefox', extension_version: '2.0.0', identity, lease_nonce: 'lease-nonce-2' },
+    });
+    expect(again.json()).toMatchObject({ lease_granted: true, account_mismatch: false });
+    const wrapper = (await api(ws, 'GET', `/sender-profiles/${a.profileId}/pnet/`)).json();
+    expect(wrapper).toMatchObject({ connected: true, account: { status: 'connected', member_urn: identity.member_urn, display_name: 'Grace H.' } });
   });
 });
 
