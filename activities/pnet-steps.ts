@@ -74,6 +74,22 @@ export const mayHaveActedCodes: ReadonlySet<StepErrorCode> = new Set([
 
 export const terminalStatuses: ReadonlySet<StoredStepStatus> = new Set(['succeeded', 'failed', 'rejected', 'skipped', 'cancelled']);
 
+/**
+ * The same result again for a settled step (a duplicate post, or an attempt retried after the
+ * first one committed): answered with the record as it stands. Same status, claim and failure
+ * code: a step the service gave up on (claim_expired) is `failed` too, and a browser's late
+ * failure for it is another result, refused.
+ */
+export function sameResultAgain(step: StepRow, report: Pick<SettleReport, 'status' | 'claimed_at' | 'error_code'>): boolean {
+  return (
+    step.status !== 'cancelled' &&
+    terminalStatuses.has(step.status) &&
+    recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>) === report.status &&
+    (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime()) &&
+    (report.error_code ?? null) === (step.error_code ?? null)
+  );
+}
+
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /** The 2.2 record of a step that has left the Tasks page. */
@@ -308,10 +324,7 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
         const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
         if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
         // The same result again (an attempt retried after the first one committed): the record as it stands.
-        const sameAgain =
-          step.status !== 'cancelled' && terminalStatuses.has(step.status) && recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>) === report.status &&
-          (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
-        if (sameAgain) return { step: toBrowserStep(step), checkpoint: false };
+        if (sameResultAgain(step, report)) return { step: toBrowserStep(step), checkpoint: false };
         const namesCurrentClaim = step.status === 'claimed' && (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
         const lateSuccess = report.status === 'succeeded' && (step.status === 'queued' || step.status === 'resuming') && step.claimed_at !== null;
         if (!namesCurrentClaim && !lateSuccess) throw conflict(`The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`);
@@ -327,7 +340,8 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
         if (report.status === 'succeeded') await recordPnetRead(tx, step, report.outcome);
         if (report.error_code === 'blocked_checkpoint' && namesCurrentClaim) await holdAtCheckpoint(tx, step.account_id);
         // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
-        if (lateSuccess && step.usage_kind) {
+        // A resuming step kept its unit when its claim lapsed (it may have acted): counted once.
+        if (lateSuccess && step.status === 'queued' && step.usage_kind) {
           await tx`
             update pnet_usage u set used = u.used + 1 from browser_steps s
             where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;

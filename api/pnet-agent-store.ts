@@ -13,7 +13,7 @@ import { pollAfterSeconds, type Wait } from '../domain/pnet-pacing.js';
 import { configVersion, leaseSeconds, type AgentHeartbeat, type AgentState, type RunMode } from '../domain/pnet.js';
 import { nextLocalMidnight } from '../domain/zoned-time.js';
 import { hashConnectionToken } from './pnet-accounts-store.js';
-import { ceilingWait, lineSql, pacingWait, repliesWait, toLine, waitFor, waitOf, type LineAccount } from './pnet-line.js';
+import { ceilingWait, lineSql, pacingWait, repliesWait, toLine, unpacedReady, waitFor, waitOf, type LineAccount } from './pnet-line.js';
 
 export async function findAccountByToken(db: Db, token: string) {
   const [row] = await db<{ id: string; workspace_id: string; plan: 'free' | 'paid' }[]>`
@@ -375,7 +375,7 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
     attempts_enabled: current.attempts_enabled,
     resume_enabled: current.resume_enabled,
     running_claim: runningClaim,
-    unpaced_waiting: line.unmetered > 0,
+    unpaced_waiting: unpacedReady(current, line),
     usage,
     usage_resets_at: nextLocalMidnight(now, current.timezone).toISOString(),
     wait,

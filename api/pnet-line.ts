@@ -18,32 +18,48 @@ export type LineAccount = Pick<
 export interface Line {
   queued: number;
   approvals: number;
-  unmetered: number;
   running: boolean;
-  oldestMeteredKind: ActionKind | null;
+  /** Kinds of the unpaced steps waiting (test steps: no gap, no ceiling, no working hours). */
+  unmeteredKinds: ActionKind[];
+  /** Kinds of the metered steps waiting, the kind of the oldest step first. */
+  meteredKinds: ActionKind[];
 }
 
-type LineRow = Omit<Line, 'running'> & { running: number };
+type LineRow = Omit<Line, 'running' | 'unmeteredKinds' | 'meteredKinds'> & {
+  running: number;
+  unmeteredKinds: ActionKind[] | null;
+  meteredKinds: ActionKind[] | null;
+};
 
 /**
  * The line's counts as one row; a fragment too, so the heartbeat reads it inside its own
  * statement (there `account` is a column of the outer query, one line per account of the batch).
+ * The waiting kinds, not only the oldest step's: a kind at its ceiling or held back by the inbox
+ * read leaves the next kind free to run, and the wait says so as the claim would.
  */
 export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres.Row[]>) => db<LineRow[]>`
     select
       count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
-      count(*) filter (where status = 'queued' and not held and not metered)::int as unmetered,
       count(*) filter (where status = 'claimed')::int as running,
-      -- Looked up only when there is one: most accounts have nothing metered waiting.
+      -- Looked up only when there is one: most accounts have nothing waiting.
+      case when count(*) filter (where status in ('queued', 'resuming') and not held and not metered) > 0 then
+        (select array_agg(distinct kind) from browser_steps
+          where account_id = ${account} and status in ('queued', 'resuming') and not held and not metered) end as "unmeteredKinds",
       case when count(*) filter (where status in ('queued', 'resuming') and not held and metered) > 0 then
-        (select kind from browser_steps where account_id = ${account} and status in ('queued', 'resuming') and not held and metered
-          order by queued_at, id limit 1) end as "oldestMeteredKind"
+        (select array_agg(kind order by first_at) from (
+          select kind, min(queued_at) as first_at from browser_steps
+          where account_id = ${account} and status in ('queued', 'resuming') and not held and metered group by kind) k) end as "meteredKinds"
     from browser_steps
     -- Only live steps count; naming them lets the partial index browser_steps_live serve the read.
     where account_id = ${account} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
 
-export const toLine = (row: LineRow): Line => ({ ...row, running: row.running > 0 });
+export const toLine = (row: LineRow): Line => ({
+  ...row,
+  running: row.running > 0,
+  unmeteredKinds: row.unmeteredKinds ?? [],
+  meteredKinds: row.meteredKinds ?? [],
+});
 
 export async function lineOf(db: Db, accountId: string): Promise<Line> {
   const [row] = await lineSql(db, accountId);
@@ -84,14 +100,37 @@ export function repliesWait(account: LineAccount, kind: ActionKind): Wait | null
   return account.replies_failing && messageKinds.has(kind) ? waitFor('replies_check_failing', account.inbox_next_check_at) : null;
 }
 
-/** What the next step waits on and until when; null while nothing is queued. */
+/** Whether a browser asking for unpaced steps alone (`unmetered_only`) would be handed one now. */
+export function unpacedReady(account: LineAccount, line: Line): boolean {
+  if (account.status !== 'connected' || account.checkpoint_status !== 'ok' || line.running) return false;
+  return line.unmeteredKinds.some((kind) => !repliesWait(account, kind));
+}
+
+/**
+ * What the next step waits on and until when; null while nothing is queued. It follows the
+ * claim's own order (`pickClaimCandidate` in pnet-agent-store.ts): unpaced steps first, then the metered
+ * kinds oldest first, each passed over while the inbox read holds it or its ceiling is reached.
+ */
 export function waitOf(account: LineAccount, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
   if (line.queued === 0) return null;
   if (account.status !== 'connected') return waitFor('not_connected', null);
   if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', account.checkpoint_until);
   if (line.running) return waitFor('running', null);
-  if (line.unmetered > 0 || !line.oldestMeteredKind) return waitFor('ready', now);
-  if (sendingStopped) return waitFor('paused', null);
-  return ceilingWait(account, usage, line.oldestMeteredKind, now) ?? repliesWait(account, line.oldestMeteredKind) ?? pacingWait(account, now) ?? waitFor('ready', now);
+  if (unpacedReady(account, line)) return waitFor('ready', now);
+  let held: Wait | null = null;
+  for (const kind of line.unmeteredKinds) held ??= repliesWait(account, kind);
+  for (const kind of line.meteredKinds) {
+    const replies = repliesWait(account, kind);
+    if (replies) {
+      held ??= replies;
+      continue;
+    }
+    if (sendingStopped) return waitFor('paused', null);
+    const paced = pacingWait(account, now);
+    if (paced) return paced;
+    const ceiling = ceilingWait(account, usage, kind, now);
+    if (!ceiling) return waitFor('ready', now);
+    held ??= ceiling;
+  }
+  return held ?? waitFor('ready', now);
 }
-

@@ -6,6 +6,7 @@ import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSe
 import { CheckInLine } from '../api/pnet-agent-store.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 import { configVersion } from '../domain/pnet.js';
+import { allWeek } from './support/pnet.js';
 
 const ctx = useStackWithWorkspaces();
 let stack: TestStack;
@@ -124,8 +125,9 @@ describe('heartbeat', () => {
     expect(state.poll_after_seconds).toBeLessThanOrEqual(15);
   });
 
-  it('holds a kind at its daily cap until local midnight, the reason on the answer', async () => {
-    const { token, accountId } = await sender();
+  it('holds a kind at its daily cap until local midnight, the reason on the answer, and another kind goes first', async () => {
+    const { token, accountId, profileId } = await sender();
+    await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey), payload: { working_hours: allWeek } });
     const b = browser(token);
     await b.heartbeat();
     await stack.app.inject({
@@ -140,6 +142,35 @@ describe('heartbeat', () => {
     const state = (await b.heartbeat()).json();
     expect(state.usage.find((u: { kind: string }) => u.kind === 'connection_request')).toMatchObject({ used_today: 5, daily_limit: 5 });
     expect(state.wait).toEqual({ reason: 'daily_cap', next_at: state.usage_resets_at, resets_at: state.usage_resets_at });
+    expect(state.poll_after_seconds).toBeGreaterThan(15);
+    // A profile view is below its ceiling: the claim would hand it out now, and the answer says so.
+    await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers: withKey(paid.apiKey),
+      payload: { account_id: accountId, params: { kind: 'profile_view', profile_url: 'https://pnet.example/in/y' } },
+    });
+    const next = (await b.heartbeat()).json();
+    expect(next.wait).toMatchObject({ reason: 'ready' });
+    expect(next.poll_after_seconds).toBeLessThanOrEqual(15);
+    const claimed = await stack.app.inject({ method: 'POST', url: '/pnet/agent/claim/', headers: withToken(token), payload: { browser_id: b.browserId } });
+    expect(claimed.json().step).toMatchObject({ kind: 'profile_view' });
+  });
+
+  it('reports unpaced work waiting only when asking for it alone would hand it out', async () => {
+    const { token, accountId } = await sender();
+    const b = browser(token);
+    await b.heartbeat({ lease_nonce: 'lease-nonce-1' });
+    const queueTest = () =>
+      stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params: { kind: 'check_inbox' }, test: true } });
+    await queueTest();
+    await queueTest();
+    expect((await b.heartbeat({ lease_nonce: 'lease-nonce-1' })).json()).toMatchObject({ unpaced_waiting: true, wait: { reason: 'ready' } });
+    const claimed = await stack.app.inject({ method: 'POST', url: '/pnet/agent/claim/', headers: withToken(token), payload: { browser_id: b.browserId, unmetered_only: true } });
+    expect(claimed.json().step).toMatchObject({ status: 'claimed' });
+    // One still waits, but one runs: a claim now hands out nothing.
+    const running = (await b.heartbeat({ lease_nonce: 'lease-nonce-1', running: { action_id: claimed.json().step.id, claimed_at: claimed.json().step.claimed_at } })).json();
+    expect(running).toMatchObject({ running_claim: 'renewed', queued_count: 1, unpaced_waiting: false, wait: { reason: 'running' } });
   });
 
   it('answers a running claim renewed when it is current and lost otherwise', async () => {

@@ -8,7 +8,7 @@ import { startOptions } from '../api/browser-step-client.js';
 import { claimLeaseSeconds } from '../domain/pnet.js';
 import { holdAtCheckpoint } from '../activities/sender-account.js';
 import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../workflows/sender-account.js';
-import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate } from '../workflows/browser-step.js';
+import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../workflows/browser-step.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
@@ -111,6 +111,31 @@ describe('claim expiry with resume on', () => {
     expect(await stepRow(stepId)).toEqual({ status: 'failed', error_code: 'interrupted_repeatedly' });
     expect(await openHolds()).toBe(heldBefore);
     expect(await handle.result()).toMatchObject({ status: 'failed', claims: 3 });
+  });
+});
+
+describe('a late success for a step whose claim lapsed', () => {
+  it('counts the unit of a resuming step once: it kept its unit when the claim lapsed', async () => {
+    const { handle, stepId, accountId, claimedAt } = await claimedStep('send_message', true);
+    expect(await usedUnits(accountId)).toBe(1);
+    await env.sleep(`${claimLeaseSeconds + 5} seconds`);
+    expect(await stepRow(stepId)).toEqual({ status: 'resuming', error_code: null });
+    const late = { status: 'succeeded' as const, claimed_at: claimedAt, duration_ms: 1, error_code: null, error_message: null, outcome: null };
+    expect((await handle.executeUpdate(reportResultUpdate, { args: [late] })).step).toMatchObject({ status: 'succeeded' });
+    expect(await usedUnits(accountId)).toBe(1);
+  });
+
+  it('counts a requeued read again when it turns out to have run, and refuses its late failure', async () => {
+    const { handle, stepId, accountId, claimedAt } = await claimedStep('check_inbox');
+    await env.sleep(`${claimLeaseSeconds + 5} seconds`);
+    expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
+    expect(await usedUnits(accountId)).toBe(0);
+    const late = { claimed_at: claimedAt, duration_ms: 1, error_message: null, outcome: null };
+    await expect(handle.executeUpdate(reportResultUpdate, { args: [{ ...late, status: 'failed', error_code: 'timed_out' }] })).rejects.toThrow();
+    expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
+    await handle.executeUpdate(reportResultUpdate, { args: [{ ...late, status: 'succeeded', error_code: null }] });
+    expect(await stepRow(stepId)).toEqual({ status: 'succeeded', error_code: null });
+    expect(await usedUnits(accountId)).toBe(1);
   });
 });
 

@@ -224,6 +224,25 @@ describe('endpoint 2: the result report', () => {
     }
   });
 
+  it('refuses a failure for a step the service gave up on, and a different failure for one already failed', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'profile_view', profile_url: url }, { test: true });
+    const claimed = (await a.claim()).json().step;
+    // As the claim's lapse leaves it when resume is off (the lapse itself: pnet-claim-expiry.test.ts).
+    await stack.sql`update browser_steps set status = 'failed', error_code = 'claim_expired', finished_at = now() where id = ${step.id}`;
+    const late = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
+    expect(late.statusCode).toBe(409);
+    expect(await readStep(step.id)).toMatchObject({ status: 'failed', error_code: 'claim_expired' });
+
+    const other = await a.queue({ kind: 'profile_view', profile_url: url }, { test: true });
+    const second = (await a.claim()).json().step;
+    const failure = { status: 'failed', claimed_at: second.claimed_at, error_code: 'tab_lost' };
+    expect((await a.report(other.id, failure)).statusCode).toBe(200);
+    expect((await a.report(other.id, failure)).statusCode).toBe(200);
+    expect((await a.report(other.id, { ...failure, error_code: 'selector_missing' })).statusCode).toBe(409);
+    expect(await readStep(other.id)).toMatchObject({ status: 'failed', error_code: 'tab_lost' });
+  });
+
   it('drops an unreadable diagnostic without refusing the result', async () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'check_inbox' });

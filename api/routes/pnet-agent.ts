@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { pnetReplyProfiles } from '../../activities/inbox.js';
-import { findStep, terminalStatuses, toBrowserStep, type StepRow } from '../../activities/pnet-steps.js';
+import { findStep, sameResultAgain, terminalStatuses, toBrowserStep, type StepRow } from '../../activities/pnet-steps.js';
 import { wakeSequenceContacts } from '../sequence-stops.js';
 import { DetailBodySchema, UuidSchema } from '../../domain/common.js';
 import { ApiError, notFound } from '../../domain/errors.js';
@@ -185,11 +185,7 @@ export const pnetAgentRoutes =
           request.log.info({ stepId: step.id }, 'unreadable diagnostic dropped');
         }
         if (terminalStatuses.has(step.status)) {
-          const sameAgain =
-            step.status !== 'cancelled' &&
-            recordStatus(step.status) === report.status &&
-            (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
-          if (sameAgain) return toBrowserStep(step);
+          if (sameResultAgain(step, report)) return toBrowserStep(step);
           if (step.status === 'failed' && report.status === 'succeeded') {
             // It acted after all: the step stays failed and a retry checks first.
             await sql`update browser_steps set acted_at = coalesce(acted_at, now()), updated_at = now() where id = ${step.id}`;
