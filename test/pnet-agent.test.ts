@@ -38,6 +38,11 @@ function browser(token: string, label = 'Chrome on Mac') {
   };
 }
 
+const settings = (profileId: string, payload: object) =>
+  stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey), payload });
+const queueStep = async (accountId: string, params: object, extra: object = {}) =>
+  (await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params, ...extra } })).json();
+
 describe('extension authentication', () => {
   it('takes the connection token as a bearer or in X-API-Key, and reaches nothing else with it', async () => {
     const { token } = await sender();
@@ -171,6 +176,82 @@ describe('heartbeat', () => {
     // One still waits, but one runs: a claim now hands out nothing.
     const running = (await b.heartbeat({ lease_nonce: 'lease-nonce-1', running: { action_id: claimed.json().step.id, claimed_at: claimed.json().step.claimed_at } })).json();
     expect(running).toMatchObject({ running_claim: 'renewed', queued_count: 1, unpaced_waiting: false, wait: { reason: 'running' } });
+  });
+
+  it("asks for the next check-in within the account's gap, and within 45 s so the browser still reads as active", async () => {
+    const quick = await sender();
+    await settings(quick.profileId, { min_action_interval_seconds: 30 });
+    const idle = (await browser(quick.token).heartbeat()).json();
+    expect(idle.wait).toBeNull();
+    expect(idle.poll_after_seconds).toBeLessThanOrEqual(30);
+    const usual = await sender();
+    expect((await browser(usual.token).heartbeat()).json()).toMatchObject({ wait: null, poll_after_seconds: 45 });
+  });
+
+  it('waits for the gap since the last metered step, checking in within 15 s of its end', async () => {
+    const { token, accountId, profileId } = await sender();
+    await settings(profileId, { working_hours: allWeek });
+    const b = browser(token);
+    await b.heartbeat();
+    await queueStep(accountId, { kind: 'profile_view', profile_url: 'https://pnet.example/in/x' });
+    const [account] = await stack.sql<{ next_metered_at: Date }[]>`
+      update pnet_accounts set next_metered_at = date_trunc('milliseconds', now()) + interval '40 seconds' where id = ${accountId} returning next_metered_at`;
+    const state = (await b.heartbeat()).json();
+    expect(state.wait).toMatchObject({ reason: 'gap', next_at: account!.next_metered_at.toISOString() });
+    expect(state.poll_after_seconds).toBeLessThanOrEqual(15);
+  });
+
+  it('waits outside working hours until the next window opens', async () => {
+    const { token, accountId, profileId } = await sender();
+    const closedDay = ((new Date().getUTCDay() + 3) % 7) + 1; // a weekday that is not today or tomorrow
+    await settings(profileId, { working_hours: { start: '09:00', end: '10:00', days: [closedDay] } });
+    const b = browser(token);
+    await b.heartbeat();
+    await queueStep(accountId, { kind: 'profile_view', profile_url: 'https://pnet.example/in/x' });
+    const { wait } = (await b.heartbeat()).json();
+    expect(wait.reason).toBe('outside_working_hours');
+    const opens = new Date(wait.next_at);
+    expect(opens.getTime()).toBeGreaterThan(Date.now());
+    expect([opens.getUTCDay(), opens.getUTCHours(), opens.getUTCMinutes()]).toEqual([closedDay % 7, 9, 0]);
+  });
+
+  it('tells a browser the account is held at a checkpoint, and that the line waits on it', async () => {
+    const { token, accountId } = await sender();
+    const b = browser(token);
+    await b.heartbeat();
+    await queueStep(accountId, { kind: 'check_inbox' });
+    const [account] = await stack.sql<{ checkpoint_until: Date }[]>`
+      update pnet_accounts set checkpoint_status = 'checkpoint', checkpoint_until = date_trunc('milliseconds', now()) + interval '1 hour'
+      where id = ${accountId} returning checkpoint_until`;
+    const state = (await b.heartbeat()).json();
+    expect(state).toMatchObject({ checkpoint: true, wait: { reason: 'checkpoint', next_at: account!.checkpoint_until.toISOString() } });
+  });
+
+  it('leaves tasks of a paused contact out of approvals_waiting until the contact resumes', async () => {
+    const { token, accountId } = await sender('manual');
+    const b = browser(token);
+    await b.heartbeat();
+    const contact = `contact-${randomUUID()}`;
+    await queueStep(accountId, { kind: 'profile_view', profile_url: 'https://pnet.example/in/x' }, { contact_key: contact });
+    const hold = (await stack.app.inject({ method: 'POST', url: '/pnet/holds/', headers: withKey(paid.apiKey), payload: { contact_key: contact } })).json();
+    expect((await b.heartbeat()).json().approvals_waiting).toBe(0);
+    await stack.app.inject({ method: 'DELETE', url: `/pnet/holds/${hold.id}/`, headers: withKey(paid.apiKey) });
+    expect((await b.heartbeat()).json().approvals_waiting).toBe(1);
+  });
+
+  it("resets usage at midnight in the sender's time zone", async () => {
+    const { token, profileId } = await sender();
+    await settings(profileId, { timezone: 'Asia/Kolkata' });
+    const state = (await browser(token).heartbeat()).json();
+    expect(state.usage_resets_at).toMatch(/T18:30:00\.000Z$/);
+    expect(Date.parse(state.usage_resets_at) - Date.now()).toBeLessThanOrEqual(86_400_000);
+  });
+
+  it('answers run_mode manual for an account whose run mode was never set', async () => {
+    const headers = withKey(paid.apiKey);
+    const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
+    const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json();
+    expect((await browser(wrapper.connection_token).heartbeat()).json().run_mode).toBe('manual');
   });
 
   it('answers a running claim renewed when it is current and lost otherwise', async () => {

@@ -55,6 +55,8 @@ const stepRow = async (id: string) =>
   (await stack.sql<{ status: string; error_code: string | null }[]>`select status, error_code from browser_steps where id = ${id}`)[0]!;
 const usedUnits = async (accountId: string) =>
   (await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${accountId}`)[0]!.used;
+const openHolds = async () =>
+  (await stack.sql<{ held: number }[]>`select coalesce(sum(amount), 0)::int as held from credit_holds where workspace_id = ${paid.workspaceId} and status = 'held'`)[0]!.held;
 
 describe('claim expiry', () => {
   it('puts a housekeeping read whose browser went silent back in line, returning its unit', async () => {
@@ -66,11 +68,14 @@ describe('claim expiry', () => {
     expect(await usedUnits(accountId)).toBe(0);
   });
 
-  it('fails a step that may have acted with claim_expired, keeping the unit it may have used', async () => {
+  it('fails a step that may have acted with claim_expired, keeping the unit it may have used and returning its credits', async () => {
+    const heldBefore = await openHolds();
     const { handle, stepId, accountId } = await claimedStep('send_message');
+    expect(await openHolds()).toBe(heldBefore + 2);
     await env.sleep(`${claimLeaseSeconds + 5} seconds`);
     expect(await stepRow(stepId)).toEqual({ status: 'failed', error_code: 'claim_expired' });
     expect(await usedUnits(accountId)).toBe(1);
+    expect(await openHolds()).toBe(heldBefore);
     expect(await handle.result()).toMatchObject({ status: 'failed' });
   });
 
@@ -87,9 +92,6 @@ describe('claim expiry', () => {
     expect(await stepRow(stepId)).toEqual({ status: 'failed', error_code: 'claim_expired' });
   });
 });
-
-const openHolds = async () =>
-  (await stack.sql<{ held: number }[]>`select coalesce(sum(amount), 0)::int as held from credit_holds where workspace_id = ${paid.workspaceId} and status = 'held'`)[0]!.held;
 
 describe('claim expiry with resume on', () => {
   it('puts a cut-off step back as resuming for a verifying browser, and the third cut-off ends it', async () => {

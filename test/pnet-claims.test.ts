@@ -243,6 +243,38 @@ describe('endpoint 2: the result report', () => {
     expect(await readStep(other.id)).toMatchObject({ status: 'failed', error_code: 'tab_lost' });
   });
 
+  it('refuses a result for a skipped step with nothing changed', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'profile_view', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    const skipped = await a.report(step.id, { status: 'skipped', claimed_at: claimed.claimed_at, error_code: 'not_applicable' });
+    expect(skipped.json()).toMatchObject({ status: 'skipped' });
+    const late = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at });
+    expect(late.statusCode).toBe(409);
+    expect(await readStep(step.id)).toEqual(skipped.json());
+  });
+
+  it('refuses a result for a step a person rejected on the Tasks page', async () => {
+    const a = await connectedAccount({ run_mode: 'manual' });
+    const task = await a.queue({ kind: 'profile_view', profile_url: url });
+    const rejected = await stack.app.inject({ method: 'POST', url: `/pnet/tasks/${task.id}/reject/`, headers: withKey(paid.apiKey), payload: { reason: 'Not this one' } });
+    expect(rejected.json()).toMatchObject({ id: task.id, status: 'rejected' });
+    const late = await a.report(task.id, { status: 'succeeded' });
+    expect(late.statusCode).toBe(409);
+    expect(await readStep(task.id)).toMatchObject({ status: 'rejected', acted_at: null });
+  });
+
+  it('settles a step the same with a readable diagnostic, and its checkpoint never holds the account', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'profile_view', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    const diagnostic = { checkpoint: 'captcha', before_commit: true, config_version: 1 };
+    const res = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at, diagnostic });
+    expect(res.statusCode).toBe(200);
+    expect(await readStep(step.id)).toMatchObject({ status: 'succeeded', error_code: null });
+    expect((await a.heartbeat()).json().checkpoint).toBe(false);
+  });
+
   it('drops an unreadable diagnostic without refusing the result', async () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'check_inbox' });
@@ -313,6 +345,20 @@ describe('releasing a claim', () => {
     expect((await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' })).statusCode).toBe(409);
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
     expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
+  });
+
+  it('never counts a release or a reported attempt as a cut-off', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'connection_request', profile_url: url });
+    const claimed = (await a.claim()).json().step;
+    for (const reason of ['cut_off', 'verified_absent']) {
+      const attempt = await a.agent(`/pnet/agent/actions/${step.id}/attempts/`, { claimed_at: claimed.claimed_at, reason });
+      expect(attempt.json()).toMatchObject({ claimed_at: claimed.claimed_at, reason });
+    }
+    const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, { claimed_at: claimed.claimed_at, reason: 'verified_absent' });
+    expect(released.json()).toMatchObject({ id: step.id, status: 'queued' });
+    const [row] = await stack.sql<{ cut_offs: number }[]>`select cut_offs from browser_steps where id = ${step.id}`;
+    expect(row!.cut_offs).toBe(0);
   });
 
   it('gives back a claim whose contact was paused (reopen_paused): the step waits held, its unit returned, until the contact resumes', async () => {
