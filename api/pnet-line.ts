@@ -42,10 +42,8 @@ export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres
       count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
       count(*) filter (where status = 'claimed')::int as running,
-      -- Looked up only when there is one: most accounts have nothing waiting.
-      case when count(*) filter (where status in ('queued', 'resuming') and not held and not metered) > 0 then
-        (select array_agg(distinct kind) from browser_steps
-          where account_id = ${account} and status in ('queued', 'resuming') and not held and not metered) end as "unmeteredKinds",
+      array_agg(distinct kind) filter (where status in ('queued', 'resuming') and not held and not metered) as "unmeteredKinds",
+      -- Looked up only when there is one: most accounts have nothing metered waiting.
       case when count(*) filter (where status in ('queued', 'resuming') and not held and metered) > 0 then
         (select array_agg(kind order by first_at) from (
           select kind, min(queued_at) as first_at from browser_steps

@@ -15,6 +15,7 @@ async function createProfile(name: string, timezone?: string) {
 }
 
 const settingsUrl = (id: string) => `/sender-profiles/${id}/pnet/settings/`;
+const patchSettings = (id: string, payload: object) => stack.app.inject({ method: 'PATCH', url: settingsUrl(id), headers: withKey(paid.apiKey), payload });
 
 describe('sender profiles', () => {
   it('creates, lists and reads profiles; a duplicate name is 409', async () => {
@@ -136,7 +137,7 @@ describe('pnet settings and limits', () => {
 
   it('accepts a limit at its maximum, refuses one past it with 422 and keeps what was there', async () => {
     const profile = await createProfile('Limits');
-    const patch = (payload: object) => stack.app.inject({ method: 'PATCH', url: settingsUrl(profile.id), headers: withKey(paid.apiKey), payload });
+    const patch = (payload: object) => patchSettings(profile.id, payload);
     const atMax = await patch({ limits: { daily_limit_connection_request: 40, weekly_connection_request_cap: 200 } });
     expect(atMax.statusCode).toBe(200);
     expect(atMax.json().limits).toMatchObject({ daily_limit_connection_request: 40, weekly_connection_request_cap: 200, daily_limit_send_message: 20 });
@@ -157,11 +158,10 @@ describe('pnet settings and limits', () => {
 
   it('accepts the low ends: a limit of 0 (that kind never runs), the longest gap, a day ending 23:59', async () => {
     const profile = await createProfile('Edges');
-    const res = await stack.app.inject({
-      method: 'PATCH',
-      url: settingsUrl(profile.id),
-      headers: withKey(paid.apiKey),
-      payload: { limits: { daily_limit_like_post: 0 }, min_action_interval_seconds: 3600, working_hours: { start: '00:00', end: '23:59', days: [7] } },
+    const res = await patchSettings(profile.id, {
+      limits: { daily_limit_like_post: 0 },
+      min_action_interval_seconds: 3600,
+      working_hours: { start: '00:00', end: '23:59', days: [7] },
     });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ limits: { daily_limit_like_post: 0 }, min_action_interval_seconds: 3600, working_hours: { end: '23:59', days: [7] } });
@@ -178,11 +178,11 @@ describe('pnet settings and limits', () => {
 
   it('changes time zone, working hours, pacing and run mode, each field left out keeping its value', async () => {
     const profile = await createProfile('Settings');
-    const res = await stack.app.inject({
-      method: 'PATCH',
-      url: settingsUrl(profile.id),
-      headers: withKey(paid.apiKey),
-      payload: { timezone: 'Asia/Tokyo', working_hours: { start: '22:00', end: '06:00', days: [5, 1, 1] }, min_action_interval_seconds: 30, run_mode: 'automatic' },
+    const res = await patchSettings(profile.id, {
+      timezone: 'Asia/Tokyo',
+      working_hours: { start: '22:00', end: '06:00', days: [5, 1, 1] },
+      min_action_interval_seconds: 30,
+      run_mode: 'automatic',
     });
     expect(res.json()).toMatchObject({
       timezone: 'Asia/Tokyo',
@@ -191,7 +191,7 @@ describe('pnet settings and limits', () => {
       run_mode: 'automatic',
       limits: defaultLimits,
     });
-    const after = await stack.app.inject({ method: 'PATCH', url: settingsUrl(profile.id), headers: withKey(paid.apiKey), payload: {} });
+    const after = await patchSettings(profile.id, {});
     expect(after.json()).toMatchObject({ timezone: 'Asia/Tokyo', run_mode: 'automatic', min_action_interval_seconds: 30 });
   });
 });
