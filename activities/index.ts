@@ -1,18 +1,18 @@
 import type { Sql } from '../db/sql.js';
-import type { ActionKind } from '../domain/pnet.js';
-import { createAgentRunActivities, withAgentRunWake } from './agent-run.js';
-import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js';
-import { createColumnRunActivities } from './column-runs.js';
-import { createCreditActivities } from './credits.js';
-import { createEnrichmentProviders, type EnrichmentProviders } from './enrichment-providers/index.js';
-import { createInboxActivities, type MailboxNetwork } from './inbox.js';
-import { createMailerActivities, mailerFrom, type Mailer } from './mailer.js';
-import { createPnetStepActivities, type StepRow } from './pnet-steps.js';
-import { createSequenceActivities, withSequenceWake } from './sequences.js';
-import { createSenderAccountActivities } from './sender-account.js';
-import { chatModelFrom, type ChatModel } from './chat-model.js';
-import { createOutboundAgentActivities } from './outbound-agent.js';
-import { createTrainingActivities } from './training-sessions.js';
+import type { ActionKind } from '../domain/pnet/pnet.js';
+import { createAgentRunActivities, withAgentRunWake } from './agents/agent-run.js';
+import { agentSuppliersFrom, type AgentSuppliers } from '../integrations/agent-tools/index.js';
+import { createColumnRunActivities } from './tables/column-runs.js';
+import { createCreditActivities } from '../store/platform/credits.js';
+import { createEnrichmentProviders, type EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
+import { createInboxActivities, type MailboxNetwork } from '../services/inbox/messages.js';
+import { createMailerActivities, mailerFrom, type Mailer } from './sequences/mailer.js';
+import { createPnetStepActivities, type StepRow } from '../store/pnet/steps.js';
+import { createSequenceActivities, withSequenceWake } from './sequences/sequences.js';
+import { createSenderAccountActivities } from '../store/pnet/sender-account.js';
+import { chatModelFrom, type ChatModel } from '../integrations/chat-model.js';
+import { createOutboundAgentActivities } from './agents/outbound-agent.js';
+import { createTrainingActivities } from './agents/training-sessions.js';
 
 export interface ActivityDeps {
   sql: Sql;

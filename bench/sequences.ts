@@ -29,14 +29,14 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createSql } from '../db/sql.js';
-import { sequenceContactWorkflowId } from '../domain/sequences.js';
+import { sequenceContactWorkflowId } from '../domain/sequences/sequences.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { mapLimit } from '../sim/chaos-run.js';
 import { enrolRows, httpApi, setUpOutreach } from '../sim/chaos-sequences.js';
 import { startSmtpSink } from '../sim/smtp-sink.js';
 import { cpuPercent, cpuSnapshot, type Component } from './cpu.js';
 import { startBenchStack } from './stack.js';
-import { ContactIdKey, SequenceIdKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
+import { ContactIdKey, SequenceIdKey, WorkspaceIdKey } from '../workflows/shared/search-attributes.js';
 
 const contactsWanted = Number(process.env.BENCH_CONTACTS ?? 10_000);
 const emails = Number(process.env.BENCH_EMAILS ?? 5);

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { checkInTimings } from '../api/pnet-agent-store.js';
+import { checkInTimings } from '../store/pnet/check-ins.js';
 import { readConfig } from '../worker/config.js';
 import { startStack } from '../worker/stack.js';
 

@@ -13,8 +13,8 @@ import type {
   AgentState,
   BrowserStep,
   ResultReportSchema,
-} from '../domain/pnet.js';
-import type { Wait } from '../domain/pnet-pacing.js';
+} from '../domain/pnet/pnet.js';
+import type { Wait } from '../domain/pnet/pacing.js';
 
 export type HeartbeatBody = z.input<typeof AgentHeartbeatSchema>;
 export type SetStateBody = z.input<typeof AgentSetStateSchema>;

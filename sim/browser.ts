@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { browserReportedErrorCodes, claimLeaseSeconds, type AgentState, type BrowserStep, type StepErrorCode } from '../domain/pnet.js';
+import { browserReportedErrorCodes, claimLeaseSeconds, type AgentState, type BrowserStep, type StepErrorCode } from '../domain/pnet/pnet.js';
 import type { AgentAnswer, AgentClient, ClaimAnswer, ResultBody } from './agent-client.js';
 import { SimLog, type ClaimRecord, type ReportCopy, type ReportRecord } from './sim-log.js';
 

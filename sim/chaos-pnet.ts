@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
-import { ActionKindSchema, claimLeaseSeconds, type ActionKind } from '../domain/pnet.js';
+import { ActionKindSchema, claimLeaseSeconds, type ActionKind } from '../domain/pnet/pnet.js';
 import { startEmbeddedPostgres } from '../worker/embedded-postgres.js';
 import { freePort } from '../worker/ports.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';

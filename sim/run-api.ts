@@ -6,7 +6,7 @@
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
 import { buildApp } from '../api/app.js';
-import { createTokenVerifier } from '../api/tokens.js';
+import { createTokenVerifier } from '../services/platform/tokens.js';
 import { createSql } from '../db/sql.js';
 import { resolveTokenConfig } from '../worker/auth-config.js';
 import { readConfig } from '../worker/config.js';

@@ -4,7 +4,7 @@
  * epoch milliseconds; `claimedAt` and settle times are the server's, the rest the client's (same
  * machine, same clock).
  */
-import type { ActionKind, StepErrorCode, StepStatus } from '../domain/pnet.js';
+import type { ActionKind, StepErrorCode, StepStatus } from '../domain/pnet/pnet.js';
 
 /** How a claim ended, from the browser's side. */
 export type ClaimFate =

@@ -6,18 +6,18 @@
  * waited for by reading the run record.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSuppliersFrom } from '../activities/agent-tools/index.js';
-import { createAgentRunActivities } from '../activities/agent-run.js';
+import { agentSuppliersFrom } from '../integrations/agent-tools/index.js';
+import { createAgentRunActivities } from '../activities/agents/agent-run.js';
 import { createActivities } from '../activities/index.js';
-import { startOptions } from '../api/browser-step-client.js';
-import { runAgentRows } from '../api/saved-agents-store.js';
-import { agentRunWorkflow } from '../workflows/agent-run.js';
-import { browserStepWorkflow } from '../workflows/browser-step.js';
+import { startOptions } from '../services/pnet/browser-step-client.js';
+import { runAgentRows } from '../store/agents/saved-agents.js';
+import { agentRunWorkflow } from '../workflows/agents/agent-run.js';
+import { browserStepWorkflow } from '../workflows/pnet/browser-step.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
-import { getBalance } from '../activities/credits.js';
-import { runNewAgentRows } from '../api/agent-run-client.js';
-import { queueNewRowRuns } from '../api/saved-agents-store.js';
-import { stepPrices } from '../domain/pnet.js';
+import { getBalance } from '../store/platform/credits.js';
+import { runNewAgentRows } from '../services/agents/agent-run-client.js';
+import { queueNewRowRuns } from '../store/agents/saved-agents.js';
+import { stepPrices } from '../domain/pnet/pnet.js';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { connectedAccount } from './support/pnet.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from './support/local-servers.js';

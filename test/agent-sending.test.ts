@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { setPausedEverywhere } from '../activities/agent-sending.js';
+import { setPausedEverywhere } from '../store/pnet/agent-sending.js';
 import { connectedAccount } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

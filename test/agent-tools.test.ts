@@ -1,6 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { agentSuppliersFrom } from '../activities/agent-tools/index.js';
-import { httpWorkEmailSupplier } from '../activities/agent-tools/work-email.js';
+import { agentSuppliersFrom } from '../integrations/agent-tools/index.js';
+import { httpWorkEmailSupplier } from '../integrations/agent-tools/work-email.js';
 import { connectedAccount } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, type TestStack } from './support/test-stack.js';
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { displayedPrefix, generateApiKeySecret, hashApiKey, isWellFormedApiKey } from '../api/api-key-secret.js';
+import { displayedPrefix, generateApiKeySecret, hashApiKey, isWellFormedApiKey } from '../domain/platform/api-key-secret.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { generateApiKeySecret } from '../api/api-key-secret.js';
+import { generateApiKeySecret } from '../domain/platform/api-key-secret.js';
 import { startTestStack, useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();
@@ -156,7 +156,7 @@ describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
     const { SignJWT, exportJWK, generateKeyPair } = await import('jose');
     const { createServer } = await import('node:http');
     const { buildApp } = await import('../api/app.js');
-    const { createTokenVerifier } = await import('../api/tokens.js');
+    const { createTokenVerifier } = await import('../services/platform/tokens.js');
     const provider = await generateKeyPair('RS256');
     const stranger = await generateKeyPair('RS256');
     const jwk = { ...(await exportJWK(provider.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };

@@ -9,7 +9,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { resolveTool, temporalTestServer } from '../worker/tools.js';
-import { browserStepWorkflow, cancelStepUpdate, claimStepUpdate } from '../workflows/browser-step.js';
+import { browserStepWorkflow, cancelStepUpdate, claimStepUpdate } from '../workflows/pnet/browser-step.js';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {

@@ -4,10 +4,10 @@
  * and auto-replies, and explicit stops.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addEntries } from '../api/do-not-contact-store.js';
-import { insertMessage, upsertThread } from '../activities/inbox.js';
+import { addEntries } from '../store/inbox/do-not-contact.js';
+import { insertMessage, upsertThread } from '../services/inbox/messages.js';
 import type { Sql } from '../db/sql.js';
-import { normalizeEmail, normalizeProfileUrl } from '../domain/do-not-contact.js';
+import { normalizeEmail, normalizeProfileUrl } from '../domain/inbox/do-not-contact.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { createTestDatabase } from './support/database.js';
 

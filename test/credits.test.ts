@@ -1,9 +1,9 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeHold, chargeHoldStatement, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../activities/credits.js';
-import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/credit-hold.js';
-import { watchCreditHold } from '../activities/credit-hold-watchdog.js';
-import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/search-attributes.js';
+import { chargeHold, chargeHoldStatement, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../store/platform/credits.js';
+import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/platform/credit-hold.js';
+import { watchCreditHold } from '../activities/platform/credit-hold-watchdog.js';
+import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/shared/search-attributes.js';
 import { createSql, savepoint, transaction } from '../db/sql.js';
 import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { renderMessage, renderSegments, segmentOptionsMax, segmentsMax, segmentTextMax, templatesMax, type RenderContext } from '../domain/email-templates.js';
+import { renderMessage, renderSegments, segmentOptionsMax, segmentsMax, segmentTextMax, templatesMax, type RenderContext } from '../domain/inbox/email-templates.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

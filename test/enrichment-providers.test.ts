@@ -5,14 +5,14 @@
  */
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aiColumn, aiColumnConfigFrom } from '../activities/enrichment-providers/ai-column.js';
-import { defaultMxResolver, dnsMxLookup, domainOf, type MxResolver } from '../activities/enrichment-providers/dns-mx.js';
-import { formulaProvider } from '../activities/enrichment-providers/formula.js';
-import { createEnrichmentProviders } from '../activities/enrichment-providers/index.js';
-import { readableText } from '../activities/enrichment-providers/readable-text.js';
-import { webPageReader } from '../activities/enrichment-providers/web-page.js';
-import { EnrichmentError, type EnrichmentOutcome, type EnrichmentProvider } from '../domain/enrichments.js';
-import type { CellValue } from '../domain/tables.js';
+import { aiColumn, aiColumnConfigFrom } from '../integrations/enrichment-providers/ai-column.js';
+import { defaultMxResolver, dnsMxLookup, domainOf, type MxResolver } from '../integrations/enrichment-providers/dns-mx.js';
+import { formulaProvider } from '../integrations/enrichment-providers/formula.js';
+import { createEnrichmentProviders } from '../integrations/enrichment-providers/index.js';
+import { readableText } from '../integrations/web/readable-text.js';
+import { webPageReader } from '../integrations/web/web-page.js';
+import { EnrichmentError, type EnrichmentOutcome, type EnrichmentProvider } from '../domain/tables/enrichments.js';
+import type { CellValue } from '../domain/tables/tables.js';
 import { serveChatCompletions, serveDns, serveHttp, type LocalHttp } from './support/local-servers.js';
 
 const run = (provider: EnrichmentProvider, inputs: Record<string, CellValue>, options: Record<string, string> = {}) =>

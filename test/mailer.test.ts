@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMailerActivities, smtpMailer, type Mailer } from '../activities/mailer.js';
-import { messageIdOf } from '../domain/sequences.js';
+import { createMailerActivities, smtpMailer, type Mailer } from '../activities/sequences/mailer.js';
+import { messageIdOf } from '../domain/sequences/sequences.js';
 import { sequencesApi, startSmtpServer, type SequencesApi } from './support/sequences.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

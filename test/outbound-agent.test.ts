@@ -5,10 +5,10 @@
  * a malformed one and a 500. Without a model the local template writer writes, and says so.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEnrichmentProviders } from '../activities/enrichment-providers/index.js';
-import { openAiChatModel } from '../activities/chat-model.js';
-import { getBalance } from '../activities/credits.js';
-import { createOutboundAgentActivities, type WriteStepMessageInput } from '../activities/outbound-agent.js';
+import { createEnrichmentProviders } from '../integrations/enrichment-providers/index.js';
+import { openAiChatModel } from '../integrations/chat-model.js';
+import { getBalance } from '../store/platform/credits.js';
+import { createOutboundAgentActivities, type WriteStepMessageInput } from '../activities/agents/outbound-agent.js';
 import { randomUUID } from 'node:crypto';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from './support/local-servers.js';

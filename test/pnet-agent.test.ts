@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TransactionSql } from 'postgres';
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../api/pnet-accounts-store.js';
-import { CheckInLine } from '../api/pnet-agent-store.js';
+import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../store/pnet/accounts.js';
+import { CheckInLine } from '../store/pnet/check-ins.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
-import { configVersion } from '../domain/pnet.js';
+import { configVersion } from '../domain/pnet/pnet.js';
 import { allWeek } from './support/pnet.js';
 
 const ctx = useStackWithWorkspaces();

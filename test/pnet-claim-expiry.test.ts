@@ -3,12 +3,12 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
-import { holdStepCredits, type StepRow } from '../activities/pnet-steps.js';
-import { startOptions } from '../api/browser-step-client.js';
-import { claimLeaseSeconds } from '../domain/pnet.js';
-import { holdAtCheckpoint } from '../activities/sender-account.js';
-import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../workflows/sender-account.js';
-import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../workflows/browser-step.js';
+import { holdStepCredits, type StepRow } from '../store/pnet/steps.js';
+import { startOptions } from '../services/pnet/browser-step-client.js';
+import { claimLeaseSeconds } from '../domain/pnet/pnet.js';
+import { holdAtCheckpoint } from '../store/pnet/sender-account.js';
+import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../workflows/pnet/sender-account.js';
+import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../workflows/pnet/browser-step.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

@@ -6,11 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
-import type { StepRow } from '../activities/pnet-steps.js';
-import { startOptions } from '../api/browser-step-client.js';
-import { defaultLimits } from '../domain/pnet.js';
-import { zonedInstant } from '../domain/zoned-time.js';
-import { browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../workflows/browser-step.js';
+import type { StepRow } from '../store/pnet/steps.js';
+import { startOptions } from '../services/pnet/browser-step-client.js';
+import { defaultLimits } from '../domain/pnet/pnet.js';
+import { zonedInstant } from '../domain/shared/zoned-time.js';
+import { browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../workflows/pnet/browser-step.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 

@@ -10,9 +10,9 @@ import {
   limitMaximums,
   warmUpShare,
   type LimitKey,
-} from '../domain/pnet.js';
-import { presenceOf } from '../api/pnet-accounts-store.js';
-import { localWeekStart, nextLocalMidnight, formatLocalDate } from '../domain/zoned-time.js';
+} from '../domain/pnet/pnet.js';
+import { presenceOf } from '../store/pnet/accounts.js';
+import { localWeekStart, nextLocalMidnight, formatLocalDate } from '../domain/shared/zoned-time.js';
 
 describe('pnet limits', () => {
   it('has a daily and a weekly key per ceiling kind, connection requests using the weekly cap name', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { usageDaysAround, usageFromDays, type UsageAccount } from '../activities/pnet-accounts.js';
+import { usageDaysAround, usageFromDays, type UsageAccount } from '../store/pnet/account-rows.js';
 import { ConnectionTokenCache, type Principal } from '../api/plugins/auth.js';
-import { addDays, formatLocalDate, localDate, localParts, localWeekStart, nextLocalMidnight, zonedInstant } from '../domain/zoned-time.js';
+import { addDays, formatLocalDate, localDate, localParts, localWeekStart, nextLocalMidnight, zonedInstant } from '../domain/shared/zoned-time.js';
 
 /** The answers as computed before the local day was remembered: straight from Intl every time. */
 const reference = (instant: Date, timeZone: string) => {

@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { getBalance } from '../activities/credits.js';
-import { configVersion, stepPrices } from '../domain/pnet.js';
+import { getBalance } from '../store/platform/credits.js';
+import { configVersion, stepPrices } from '../domain/pnet/pnet.js';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { connectedAccount as connected } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
@@ -335,7 +335,7 @@ describe('disconnecting the account', () => {
 
 describe('retried attempts and lost answers', () => {
   it('answers a claim or a settle retried after it committed with the record, not a refusal', async () => {
-    const { createPnetStepActivities } = await import('../activities/pnet-steps.js');
+    const { createPnetStepActivities } = await import('../store/pnet/steps.js');
     const a = await connected(stack, paid);
     const step = await a.queue({ kind: 'check_inbox' }, { test: true });
     const [session] = await stack.sql<{ id: string }[]>`select id from pnet_sessions where account_id = ${a.accountId}`;

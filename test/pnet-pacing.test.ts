@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pollAfterSeconds, workingWindow } from '../domain/pnet-pacing.js';
+import { pollAfterSeconds, workingWindow } from '../domain/pnet/pacing.js';
 
 const weekdays9to18 = { start: '09:00', end: '18:00', days: [1, 2, 3, 4, 5] };
 

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { browserStepWorkflowId } from '../workflows/browser-step.js';
-import { StepErrorCodeKey, StepStatusKey } from '../workflows/search-attributes.js';
+import { browserStepWorkflowId } from '../workflows/pnet/browser-step.js';
+import { StepErrorCodeKey, StepStatusKey } from '../workflows/shared/search-attributes.js';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

@@ -16,16 +16,16 @@ import {
   claimStepUpdate,
   reportResultUpdate,
   retryStepUpdate,
-} from '../workflows/browser-step.js';
-import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/credit-hold.js';
+} from '../workflows/pnet/browser-step.js';
+import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/platform/credit-hold.js';
 import { ApplicationFailure } from '@temporalio/common';
-import { cancelColumnRunSignal, columnRunWorkflow, rowsAddedSignal } from '../workflows/column-run.js';
-import { accountChangedSignal, senderAccountWorkflow } from '../workflows/sender-account.js';
+import { cancelColumnRunSignal, columnRunWorkflow, rowsAddedSignal } from '../workflows/tables/column-run.js';
+import { accountChangedSignal, senderAccountWorkflow } from '../workflows/pnet/sender-account.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
-import type { AgentDecision, AgentRunActivities, ProfileReadQueued, RecordedStep } from '../activities/agent-run.js';
-import { toSession, viewOf, type SessionRow, type TrainingActivities, type TrainingAnswer } from '../activities/training-sessions.js';
-import type { InboxActivities, MailboxPollResult } from '../activities/inbox.js';
+import type { AgentDecision, AgentRunActivities, ProfileReadQueued, RecordedStep } from '../activities/agents/agent-run.js';
+import { toSession, viewOf, type SessionRow, type TrainingActivities, type TrainingAnswer } from '../activities/agents/training-sessions.js';
+import type { InboxActivities, MailboxPollResult } from '../services/inbox/messages.js';
 import {
   beginWrite,
   discardChanges,
@@ -42,7 +42,7 @@ import {
   type TrainingMessage,
   type TrainingVerdict,
   type Transition,
-} from '../domain/training-sessions.js';
+} from '../domain/agents/training-sessions.js';
 import {
   agentExampleRunWorkflowId,
   agentRunWorkflow,
@@ -50,7 +50,7 @@ import {
   agentTrainingWorkflowId,
   cancelAgentRunUpdate,
   pnetStepSettledSignal,
-} from '../workflows/agent-run.js';
+} from '../workflows/agents/agent-run.js';
 import {
   applyProposalUpdate,
   discardChangesUpdate,
@@ -59,13 +59,13 @@ import {
   trainingSessionWorkflowId,
   trainingStateQuery,
   type TrainingWorkflowState,
-} from '../workflows/training-session.js';
-import type { ContactAction, SequenceActivities } from '../activities/sequences.js';
-import type { OutboundAgentActivities, WriteStepMessageResult } from '../activities/outbound-agent.js';
-import type { MailerActivities } from '../activities/mailer.js';
-import { sequenceContactWorkflowId } from '../domain/sequences.js';
-import { sequenceContactStateQuery, sequenceContactWorkflow, sequenceFeedWorkflow, sequenceFeedWorkflowId, wakeContactSignal } from '../workflows/sequence-contact.js';
-import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/mailbox-poll.js';
+} from '../workflows/agents/training-session.js';
+import type { ContactAction, SequenceActivities } from '../activities/sequences/sequences.js';
+import type { OutboundAgentActivities, WriteStepMessageResult } from '../activities/agents/outbound-agent.js';
+import type { MailerActivities } from '../activities/sequences/mailer.js';
+import { sequenceContactWorkflowId } from '../domain/sequences/sequences.js';
+import { sequenceContactStateQuery, sequenceContactWorkflow, sequenceFeedWorkflow, sequenceFeedWorkflowId, wakeContactSignal } from '../workflows/sequences/sequence-contact.js';
+import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/inbox/mailbox-poll.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },

@@ -5,9 +5,9 @@
  * answers at once; an environment without a chat model refuses the deploy.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSuppliersFrom } from '../activities/agent-tools/index.js';
+import { agentSuppliersFrom } from '../integrations/agent-tools/index.js';
 import { buildApp } from '../api/app.js';
-import { createTokenVerifier } from '../api/tokens.js';
+import { createTokenVerifier } from '../services/platform/tokens.js';
 import { resolveTokenConfig } from '../worker/auth-config.js';
 import { serveChatCompletions } from './support/local-servers.js';
 import { tablesClient, type TablesClient } from './support/tables.js';

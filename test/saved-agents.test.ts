@@ -4,8 +4,8 @@
  * chat-completions server. The pure rules (billing reach, price, agreement) are checked directly.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSuppliersFrom } from '../activities/agent-tools/index.js';
-import { agentRunPrice, billedReach, compareAnswer, normaliseAnswer, offeredActions, runToolsets, scoreAgreement } from '../domain/saved-agents.js';
+import { agentSuppliersFrom } from '../integrations/agent-tools/index.js';
+import { agentRunPrice, billedReach, compareAnswer, normaliseAnswer, offeredActions, runToolsets, scoreAgreement } from '../domain/agents/saved-agents.js';
 import { serveChatCompletions } from './support/local-servers.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey } from './support/test-stack.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StepRow } from '../activities/pnet-steps.js';
-import { wakeSequenceContacts } from '../api/sequence-stops.js';
+import type { StepRow } from '../store/pnet/steps.js';
+import { wakeSequenceContacts } from '../services/sequences/stops.js';
 import {
   approvalsPageMax,
   bodyMax,
@@ -14,9 +14,9 @@ import {
   waitDaysMax,
   waitUntil,
   type SequenceGraph,
-} from '../domain/sequences.js';
-import { stepPrices } from '../domain/pnet.js';
-import { zonedInstant } from '../domain/zoned-time.js';
+} from '../domain/sequences/sequences.js';
+import { stepPrices } from '../domain/pnet/pnet.js';
+import { zonedInstant } from '../domain/shared/zoned-time.js';
 import { connectedAccount } from './support/pnet.js';
 import { sequencesApi, startSmtpServer, type Audience, type SequencesApi } from './support/sequences.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';

@@ -4,8 +4,8 @@
  * them per statement instead of by foreign keys) kept as a foreign key would keep them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createColumn, deleteColumn, updateColumn } from '../api/table-columns-store.js';
-import { createTable } from '../api/tables-store.js';
+import { createColumn, deleteColumn, updateColumn } from '../store/tables/columns.js';
+import { createTable } from '../store/tables/tables.js';
 import type { Sql } from '../db/sql.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { createTestDatabase } from './support/database.js';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { columnsPerTable } from '../domain/tables.js';
+import { columnsPerTable } from '../domain/tables/tables.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { csvBytesMax, csvMapMax } from '../domain/tables.js';
+import { csvBytesMax, csvMapMax } from '../domain/tables/tables.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

@@ -5,11 +5,11 @@
  * endpoint. Runs are waited for by reading the run record, never by timing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEnrichmentProviders } from '../activities/enrichment-providers/index.js';
+import { createEnrichmentProviders } from '../integrations/enrichment-providers/index.js';
 import { buildApp } from '../api/app.js';
-import { createTokenVerifier } from '../api/tokens.js';
-import { getBalance } from '../activities/credits.js';
-import { columnRunWorkflow, columnRunWorkflowId } from '../workflows/column-run.js';
+import { createTokenVerifier } from '../services/platform/tokens.js';
+import { getBalance } from '../store/platform/credits.js';
+import { columnRunWorkflow, columnRunWorkflowId } from '../workflows/tables/column-run.js';
 import { resolveTokenConfig } from '../worker/auth-config.js';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from './support/local-servers.js';

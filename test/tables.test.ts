@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { folderDepthMax } from '../domain/tables.js';
+import { folderDepthMax } from '../domain/tables/tables.js';
 import { tablesClient, type TablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from './support/test-stack.js';
 

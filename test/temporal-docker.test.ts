@@ -12,7 +12,7 @@ import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { parse } from 'yaml';
 import { describe, it, expect } from 'vitest';
-import { searchAttributes } from '../domain/search-attributes.js';
+import { searchAttributes } from '../domain/shared/search-attributes.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 

@@ -5,10 +5,10 @@
  * timing. Sessions are waited for by reading them, as a review screen would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openAiChatModel } from '../activities/chat-model.js';
-import { getBalance } from '../activities/credits.js';
+import { openAiChatModel } from '../integrations/chat-model.js';
+import { getBalance } from '../store/platform/credits.js';
 import { grantWorkspaceCredits } from '../worker/provisioning.js';
-import { draftProposal, newDoc } from '../domain/training-sessions.js';
+import { draftProposal, newDoc } from '../domain/agents/training-sessions.js';
 import { serveHttp, type LocalHttp } from './support/local-servers.js';
 import { tablesClient } from './support/tables.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';

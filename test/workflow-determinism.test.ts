@@ -20,7 +20,7 @@ describe('workflow determinism', () => {
     expect(results.flatMap((r) => r.messages.map((m) => `${r.filePath}: ${m.message}`))).toEqual([]);
 
     const [bad] = await eslint.lintText(
-      "import postgres from 'postgres';\nimport { readFileSync } from 'node:fs';\nimport { createCreditActivities } from '../activities/credits.js';\nexport const x = [postgres, readFileSync, createCreditActivities];\n",
+      "import postgres from 'postgres';\nimport { readFileSync } from 'node:fs';\nimport { createCreditActivities } from '../store/platform/credits.js';\nexport const x = [postgres, readFileSync, createCreditActivities];\n",
       { filePath: join(projectRoot, 'workflows', 'lint-probe.ts') },
     );
     const ruleIds = bad!.messages.map((m) => m.ruleId);

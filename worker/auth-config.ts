@@ -4,8 +4,8 @@
  * service and the admin command line (which mints tokens) agree without any setup.
  */
 import type { Sql } from '../db/sql.js';
-import { serviceSecret } from '../api/service-secrets.js';
-import type { TokenConfig } from '../api/tokens.js';
+import { serviceSecret } from '../store/platform/service-secrets.js';
+import type { TokenConfig } from '../services/platform/tokens.js';
 
 export const developmentSecret = (sql: Sql) => serviceSecret(sql, 'dev_jwt_secret');
 

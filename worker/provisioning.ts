@@ -1,12 +1,12 @@
 /** Creating workspaces and members from the operator's side (admin command line, local stack). */
 import { randomUUID } from 'node:crypto';
-import { grantCredits } from '../activities/credits.js';
-import { createApiKey } from '../api/api-keys-store.js';
-import { mintAccessToken } from '../api/tokens.js';
-import { addMember, createWorkspace } from '../api/workspaces-store.js';
+import { grantCredits } from '../store/platform/credits.js';
+import { createApiKey } from '../store/platform/api-keys.js';
+import { mintAccessToken } from '../services/platform/tokens.js';
+import { addMember, createWorkspace } from '../store/platform/workspaces.js';
 import type { Sql } from '../db/sql.js';
-import { defaultScope } from '../domain/api-keys.js';
-import type { Plan, Role } from '../domain/common.js';
+import { defaultScope } from '../domain/platform/api-keys.js';
+import type { Plan, Role } from '../domain/shared/common.js';
 import { signingSecret } from './auth-config.js';
 
 async function tokenFor(sql: Sql, userId: string, workspaceId: string): Promise<string | null> {

@@ -9,8 +9,8 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import pino from 'pino';
 import { buildApp } from '../api/app.js';
-import { findLiveKey } from '../api/api-keys-store.js';
-import { createTokenVerifier } from '../api/tokens.js';
+import { findLiveKey } from '../store/platform/api-keys.js';
+import { createTokenVerifier } from '../services/platform/tokens.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
 import { resolveTokenConfig } from './auth-config.js';

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
-import { searchAttributes } from '../domain/search-attributes.js';
+import { searchAttributes } from '../domain/shared/search-attributes.js';
 import { freePort } from './ports.js';
 import { resolveTool, temporalCli } from './tools.js';
 

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { createSql } from '../db/sql.js';
-import { searchAttributes } from '../domain/search-attributes.js';
+import { searchAttributes } from '../domain/shared/search-attributes.js';
 import { freePort } from './ports.js';
 import { captureOutput, stopProcess, waitForFrontend, type TemporalDevServerHandle } from './temporal-dev-server.js';
 import { ToolMissingError, toolsDir } from './tools.js';

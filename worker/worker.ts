@@ -3,8 +3,8 @@ import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSo
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
-import type { StepRow } from '../activities/pnet-steps.js';
-import { startStepWorkflow } from '../api/browser-step-client.js';
+import type { StepRow } from '../store/pnet/steps.js';
+import { startStepWorkflow } from '../services/pnet/browser-step-client.js';
 import type { Sql } from '../db/sql.js';
 
 /** Runtime options for the worker's process: the SDK's metrics served for Prometheus when asked. */

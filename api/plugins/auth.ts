@@ -6,15 +6,15 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Sql } from '../../db/sql.js';
-import type { Scope } from '../../domain/api-keys.js';
-import type { Plan, Role } from '../../domain/common.js';
-import { ApiError } from '../../domain/errors.js';
-import { isWellFormedApiKey } from '../api-key-secret.js';
-import { findLiveKey, touchKeyLastUsed } from '../api-keys-store.js';
-import { findAccountByToken } from '../pnet-agent-store.js';
-import { connectionTokenPrefix, hashConnectionToken } from '../pnet-accounts-store.js';
-import type { RateLimiter } from '../rate-limit.js';
-import type { TokenVerifier } from '../tokens.js';
+import type { Scope } from '../../domain/platform/api-keys.js';
+import type { Plan, Role } from '../../domain/shared/common.js';
+import { ApiError } from '../../domain/shared/errors.js';
+import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
+import { findLiveKey, touchKeyLastUsed } from '../../store/platform/api-keys.js';
+import { findAccountByToken } from '../../store/pnet/check-ins.js';
+import { connectionTokenPrefix, hashConnectionToken } from '../../store/pnet/accounts.js';
+import type { RateLimiter } from './rate-limit.js';
+import type { TokenVerifier } from '../../services/platform/tokens.js';
 
 export interface Principal {
   workspaceId: string;

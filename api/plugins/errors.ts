@@ -6,8 +6,8 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
-import { ApiError, isErrorCode } from '../../domain/errors.js';
-import type { ValidationIssue } from '../../domain/common.js';
+import { ApiError, isErrorCode } from '../../domain/shared/errors.js';
+import type { ValidationIssue } from '../../domain/shared/common.js';
 
 const locationOf: Record<string, ValidationIssue['loc'][0]> = {
   body: 'body',

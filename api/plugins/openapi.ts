@@ -7,7 +7,7 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { DetailBodySchema, ValidationBodySchema } from '../../domain/common.js';
+import { DetailBodySchema, ValidationBodySchema } from '../../domain/shared/common.js';
 import { routeAccess } from './auth.js';
 
 export const apiVersion = '0.0';

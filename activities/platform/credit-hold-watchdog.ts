@@ -1,0 +1,25 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { CreditHoldStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import { creditHoldWorkflow, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.js';
+import type { CreditHold } from '../../store/platform/credits.js';
+
+/**
+ * Starts the watchdog of a hold. Idempotent: a retried caller finds it already started. Call it
+ * after the hold's transaction commits; a crash in between leaves a hold the caller's own retry
+ * (same cause key, same hold) watches.
+ */
+export async function watchCreditHold(client: Client, taskQueue: string, hold: CreditHold): Promise<void> {
+  try {
+    await client.workflow.start(creditHoldWorkflow, {
+      taskQueue,
+      workflowId: creditHoldWorkflowId(hold.id),
+      args: [{ holdId: hold.id, workspaceId: hold.workspace_id, expiresAt: hold.expires_at.toISOString() }],
+      typedSearchAttributes: [
+        { key: WorkspaceIdKey, value: hold.workspace_id },
+        { key: CreditHoldStatusKey, value: 'held' },
+      ],
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+}

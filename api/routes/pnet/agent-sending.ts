@@ -1,0 +1,47 @@
+/** The agent sending switch (2.4). Anyone with write access may pause; only an admin unpauses. */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { agentSendingHistory, readAgentSending, updateAgentSending } from '../../../store/pnet/agent-sending.js';
+import { ApiError } from '../../../domain/shared/errors.js';
+import { AgentSendingHistorySchema, AgentSendingSchema, AgentSendingUpdateSchema } from '../../../domain/pnet/pnet.js';
+import type { AppDeps } from '../../deps.js';
+import { principalOf } from '../../plugins/auth.js';
+
+const tags = ['pnet-agent-sending'];
+
+export const agentSendingRoutes =
+  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.get(
+      '/pnet/agent-sending/',
+      { schema: { operationId: 'readAgentSending', tags, summary: "Whether the agent's own sending is paused here or everywhere", response: { 200: AgentSendingSchema } } },
+      async (request) => readAgentSending(sql, principalOf(request).workspaceId),
+    );
+
+    app.patch(
+      '/pnet/agent-sending/',
+      {
+        schema: {
+          operationId: 'updateAgentSending',
+          tags,
+          summary: "Pause or unpause the agent's own sending, with a reason kept in the history",
+          description: 'Unpausing is for admins only (403 for members). While paused, no metered step is handed to a browser.',
+          body: AgentSendingUpdateSchema,
+          response: { 200: AgentSendingSchema },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        if (!request.body.paused && principal.role !== 'admin') throw new ApiError('forbidden', 'Only a workspace admin may unpause sending.');
+        const [member] = principal.memberId
+          ? await sql<{ idp_user_id: string }[]>`select idp_user_id from members where id = ${principal.memberId}`
+          : [];
+        return updateAgentSending(sql, principal.workspaceId, { paused: request.body.paused, reason: request.body.reason, changedBy: member?.idp_user_id ?? null });
+      },
+    );
+
+    app.get(
+      '/pnet/agent-sending/history/',
+      { schema: { operationId: 'listAgentSendingChanges', tags, summary: 'Changes of the switch, newest first', response: { 200: AgentSendingHistorySchema } } },
+      async (request) => ({ changes: await agentSendingHistory(sql, principalOf(request).workspaceId) }),
+    );
+  };

@@ -1,0 +1,323 @@
+/**
+ * The extension protocol, authenticated by the sender account's connection token (in
+ * `Authorization: Bearer` or `X-API-Key`). The spec leaves these paths open; they live beside
+ * endpoint 2 under /pnet/agent/.
+ */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { pnetReplyProfiles } from '../../../services/inbox/messages.js';
+import { findStep, sameResultAgain, terminalStatuses, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
+import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
+import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
+import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { agentConfig } from '../../../domain/pnet/agent-config.js';
+import {
+  AgentAttemptSchema,
+  AgentCommitGrantSchema,
+  AgentCommitSchema,
+  AgentConfigSchema,
+  AgentRunningWaitSchema,
+  RunningWaitAnswerSchema,
+  StepAttemptSchema,
+  AgentClaimResponseSchema,
+  AgentClaimSchema,
+  AgentHeartbeatSchema,
+  AgentReleaseSchema,
+  AgentSetStateSchema,
+  AgentStateSchema,
+  BrowserStepSchema,
+  DiagnosticSchema,
+  ResultReportSchema,
+  recordStatus,
+  type StoredStepStatus,
+} from '../../../domain/pnet/pnet.js';
+import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../../workflows/pnet/browser-step.js';
+import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
+import type { AppDeps } from '../../deps.js';
+import { principalOf, unauthenticated, type Principal } from '../../plugins/auth.js';
+import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
+import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
+
+const tags = ['pnet-agent'];
+const ActionParamsSchema = z.object({ action_id: UuidSchema });
+const config = { access: 'extension' as const };
+/** The heartbeat's statement checks the connection token itself, so auth may take it from memory. */
+const heartbeatConfig = { ...config, checksConnectionToken: true };
+
+export const pnetAgentRoutes =
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    /** A step of the calling browser's own account; any other answers 404. */
+    async function accountStep(principal: Principal, stepId: string): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
+      const step = await findStep(sql, stepId, principal.workspaceId);
+      if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+      return step as StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> };
+    }
+
+    app.post(
+      '/pnet/agent/heartbeat/',
+      {
+        config: heartbeatConfig,
+        schema: {
+          operationId: 'agentHeartbeat',
+          tags,
+          summary: "A browser's check-in: presence, identity, lease; answers the authoritative agent state",
+          description:
+            'The first check-in naming an identity connects the account; another identity afterwards reads `account_mismatch: true` (a hard stop). ' +
+            'With a `lease_nonce`, `lease_granted` says whether this browser holds the lease, which lapses when its holder stops checking in.',
+          body: AgentHeartbeatSchema,
+          response: { 200: AgentStateSchema },
+        },
+        // The answer is checkIn's AgentState, the type inferred from AgentStateSchema, so its shape is
+        // checked when this compiles; encoding it through zod again on every check-in cost about 35 µs,
+        // a tenth of the request's CPU. The schema still documents the answer (OpenAPI).
+        serializerCompiler: () => (data) => JSON.stringify(data),
+        onResponse: async (_request, reply) => recordCheckInRequest(reply.elapsedTime),
+      },
+      async (request) => {
+        const b = request.body;
+        const principal = principalOf(request);
+        const state = await checkIn(sql, principal.accountId!, {
+          tokenHash: principal.connectionTokenHash!,
+          browserId: b.browser_id,
+          label: b.browser_label,
+          version: b.extension_version,
+          leaseNonce: b.lease_nonce,
+          identity: b.identity,
+          running: b.running,
+        });
+        if (!state) throw unauthenticated();
+        // A check-in naming its running claim renewed the lease in the statement: no check-in
+        // reaches Temporal (the step's lease timer reads the renewal when it fires).
+        return state;
+      },
+    );
+
+    app.post(
+      '/pnet/agent/state/',
+      {
+        config,
+        schema: {
+          operationId: 'agentSetState',
+          tags,
+          summary: 'Set the run mode from the extension and take or renew the lease',
+          body: AgentSetStateSchema,
+          response: { 200: AgentStateSchema },
+        },
+      },
+      async (request) => {
+        const [session] = await sql<{ browser_label: string; extension_version: string }[]>`
+          select browser_label, extension_version from pnet_sessions
+          where account_id = ${principalOf(request).accountId!} and browser_id = ${request.body.browser_id}`;
+        const state = await checkIn(sql, principalOf(request).accountId!, {
+          tokenHash: principalOf(request).connectionTokenHash!,
+          browserId: request.body.browser_id,
+          label: session?.browser_label ?? 'Browser',
+          version: session?.extension_version ?? '0',
+          leaseNonce: request.body.lease_nonce,
+          runMode: request.body.run_mode,
+        });
+        if (!state) throw unauthenticated();
+        return state;
+      },
+    );
+
+    app.post(
+      '/pnet/agent/claim/',
+      {
+        config,
+        schema: {
+          operationId: 'agentClaim',
+          tags,
+          summary: 'Hand this browser the next step of its account, if one may run now',
+          description:
+            'Order: unmetered test steps, then queued steps oldest first; never a held step; a resuming step only to a browser that verifies first. ' +
+            'A kind at its daily or weekly ceiling stays queued and the reason travels on the answer; metered steps wait for the gap and working hours. ' +
+            'At most one step per account runs at a time, and only the browser holding the lease claims. ' +
+            'A browser asking while its own claim runs gets that claim back (its answer may have been lost), `verify_only` if it was granted the commit.',
+          body: AgentClaimSchema,
+          response: { 200: AgentClaimResponseSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const accountId = principalOf(request).accountId!;
+        const pick = await pickClaimCandidate(sql, accountId, request.body);
+        if (pick.yours) {
+          // Granted the commit under this claim, it may have pressed: it looks before anything else.
+          const granted = pick.yours.commit_granted_at?.toISOString() ?? null;
+          const verification = granted ? { mode: 'verify_only' as const, commit_granted_at: granted } : null;
+          return { step: toBrowserStep(pick.yours), verification, reason: null, wait: null };
+        }
+        if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
+        const claimed = await updateStep(
+          { ...temporal, sql },
+          pick.step,
+          claimStepUpdate,
+          `claim:${pick.step.id}:${pick.sessionId}:${pick.step.queued_at?.toISOString()}`,
+          [{ sessionId: pick.sessionId, verifyFirst: request.body.verify_first }],
+        );
+        return { step: claimed.step, verification: claimed.verification ?? null, reason: null, wait: null };
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/result/',
+      {
+        config,
+        schema: {
+          operationId: 'reportStepResult',
+          tags,
+          summary: 'Settle a step the browser has finished with (endpoint 2)',
+          description:
+            'Only the current claim settles: a step already settled, cancelled, skipped or given up on answers 409 with nothing changed, ' +
+            'as does a result naming an earlier claim, unless it is a success for a step not settled since or the same result again (200). ' +
+            '`failed` and `skipped` return the daily budget unit. `diagnostic` never changes how a step settles; an unreadable one is dropped.',
+          params: ActionParamsSchema,
+          body: ResultReportSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const report = request.body;
+        const step = await accountStep(principal, request.params.action_id);
+        if (report.diagnostic !== undefined && !DiagnosticSchema.safeParse(report.diagnostic).success) {
+          request.log.info({ stepId: step.id }, 'unreadable diagnostic dropped');
+        }
+        if (terminalStatuses.has(step.status)) {
+          if (sameResultAgain(step, report)) return toBrowserStep(step);
+          if (step.status === 'failed' && report.status === 'succeeded') {
+            // It acted after all: the step stays failed and a retry checks first.
+            await sql`update browser_steps set acted_at = coalesce(acted_at, now()), updated_at = now() where id = ${step.id}`;
+          }
+          throw new ApiError('conflict', `The step is already ${step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status)}; nothing changed.`);
+        }
+        const { diagnostic: _dropped, ...settle } = report;
+        const result = await updateStep(
+          { ...temporal, sql },
+          step,
+          reportResultUpdate,
+          `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
+          [settle],
+        );
+        // Replies a conversation read recorded stop their contacts' pending steps now.
+        const repliedProfiles = result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
+        if (repliedProfiles.length > 0) {
+          wakeSequenceContacts({ sql, temporal }, step.workspace_id, { profileUrls: repliedProfiles }).catch((err: unknown) =>
+            request.log.warn({ err }, 'could not wake sequence contacts'),
+          );
+        }
+        // The account is held from this settle on; its workflow owns the end of the back-off. A
+        // failed inbox read holds the account's messages: its workflow tries the read again soon.
+        if (result.checkpoint || (step.kind === 'check_inbox' && result.step.status === 'failed')) {
+          await signalSenderAccount(temporal.client, temporal.taskQueue, { id: step.account_id, workspace_id: step.workspace_id }).catch((err: unknown) =>
+            request.log.warn({ err }, 'could not wake the account workflow'),
+          );
+        }
+        return result.step;
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/release/',
+      {
+        config,
+        schema: {
+          operationId: 'releaseStepClaim',
+          tags,
+          summary: 'Give a claim back: the step returns to the line and the release never counts against it',
+          description: '`verified_absent`: the browser looked and the action is not done; `reopen_paused`: the page it needs is paused.',
+          params: ActionParamsSchema,
+          body: AgentReleaseSchema,
+          response: { 200: BrowserStepSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const principal = principalOf(request);
+        const step = await accountStep(principal, request.params.action_id);
+        if (step.status !== 'claimed') throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
+        const { claimed_at: claimedAt, reason } = request.body;
+        request.log.info({ stepId: step.id, reason }, 'claim released');
+        const result = await updateStep({ ...temporal, sql }, step, releaseClaimUpdate, `release:${step.id}:${claimedAt}`, [{ claimedAt }]);
+        return result.step;
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/commit/',
+      {
+        config,
+        schema: {
+          operationId: 'grantStepCommit',
+          tags,
+          summary: 'Ask leave to press the irreversible button of the running step',
+          description:
+            'Granted only while the claim is current and nothing stopped the step since it was handed out (a paused contact or sequence, paused sending, a failing inbox read); ' +
+            'otherwise 409 and the browser stops without acting. A resuming step whose earlier run was granted the commit is handed out `verify_only`.',
+          params: ActionParamsSchema,
+          body: AgentCommitSchema,
+          response: { 200: AgentCommitGrantSchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const step = await accountStep(principalOf(request), request.params.action_id);
+        return grantCommit(sql, step.id, request.body.claimed_at);
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/attempts/',
+      {
+        config,
+        schema: {
+          operationId: 'reportStepAttempt',
+          tags,
+          summary: 'Report a run cut off without an error, or given back; it never counts against the step',
+          params: ActionParamsSchema,
+          body: AgentAttemptSchema,
+          response: { 200: StepAttemptSchema },
+        },
+      },
+      async (request) => {
+        const step = await accountStep(principalOf(request), request.params.action_id);
+        return recordAttempt(sql, step.id, request.body);
+      },
+    );
+
+    app.post(
+      '/pnet/agent/actions/:action_id/running-wait/',
+      {
+        config,
+        schema: {
+          operationId: 'reportRunningWait',
+          tags,
+          summary: 'The running step waits inside the page: where, for how long awake, and the tab’s state',
+          description: 'Renews the claim’s lease like a check-in naming it. `running_claim: lost` means the browser must stop the step before changing anything more.',
+          params: ActionParamsSchema,
+          body: AgentRunningWaitSchema,
+          response: { 200: RunningWaitAnswerSchema },
+        },
+      },
+      async (request) => {
+        const step = await accountStep(principalOf(request), request.params.action_id);
+        // The write renews the lease (`lease_renewed_at`), read by the step's lease timer.
+        const { claimedAt } = await recordRunningWait(sql, step.id, request.body);
+        return { running_claim: claimedAt ? ('renewed' as const) : ('lost' as const) };
+      },
+    );
+
+    app.get(
+      '/pnet/agent/config/',
+      {
+        config,
+        schema: {
+          operationId: 'readAgentConfig',
+          tags,
+          summary: 'The selector and pacing config; fetch again whenever a check-in names another `config_version`',
+          response: { 200: AgentConfigSchema },
+        },
+      },
+      async () => agentConfig,
+    );
+  };
+

@@ -1,0 +1,482 @@
+/**
+ * Sequences: the versioned graph, audience and senders, launching and pausing, enrolment and
+ * contacts, version migration, the approval queue of manual mode, and the workspace's recontact
+ * cooldown. Contacts move in their own workflows (`sequence-contact/<sequence_id>/<contact_id>`);
+ * every route here writes Postgres first and then wakes the contacts concerned.
+ */
+import { z } from 'zod';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
+import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import {
+  ApprovalListQuerySchema,
+  ApprovalListSchema,
+  ApprovalSchema,
+  ApproveRequestSchema,
+  ContactListQuerySchema,
+  EnrolRequestSchema,
+  EnrolResponseSchema,
+  MigrateRequestSchema,
+  MigrateResponseSchema,
+  RejectRequestSchema,
+  RevisionBodySchema,
+  SequenceContactListSchema,
+  SequenceContactSchema,
+  SequenceCreateSchema,
+  SequenceListSchema,
+  SequenceSchema,
+  SequenceSettingsSchema,
+  SequenceSettingsUpdateSchema,
+  SequenceUpdateSchema,
+  SequenceVersionListSchema,
+  type Sequence,
+} from '../../../domain/sequences/sequences.js';
+import { retryStepUpdate } from '../../../workflows/pnet/browser-step.js';
+import type { StepRow } from '../../../store/pnet/steps.js';
+import { updateStep } from '../../../services/pnet/browser-step-client.js';
+import type { AppDeps } from '../../deps.js';
+import { principalOf } from '../../plugins/auth.js';
+import { validationBody } from '../../plugins/errors.js';
+import { startContacts, wakeContact, wakeContacts, wakeFeed, type ContactRef } from '../../../services/sequences/sequence-client.js';
+import {
+  GraphInvalidError,
+  createSequence,
+  decideApproval,
+  enrolRows,
+  getApproval,
+  getContact,
+  getSequence,
+  getSettings,
+  listApprovals,
+  listContacts,
+  listSequences,
+  listVersions,
+  migrateContact,
+  retryContact,
+  setContactState,
+  toContact,
+  transitionSequence,
+  updateSequence,
+  updateSettings,
+  type SequenceTransition,
+} from '../../../store/sequences/sequences.js';
+
+const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
+const ContactParamsSchema = z.object({ sequence_id: UuidSchema, contact_id: UuidSchema });
+const ApprovalParamsSchema = z.object({ approval_id: UuidSchema });
+const tags = ['sequences'];
+const approvalTags = ['sequence-approvals'];
+
+/** A transparent 1x1 GIF. */
+const pixel = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
+
+const transitionDocs: Record<SequenceTransition, string> = {
+  launch: 'Start sending: a draft becomes active and every enrolled contact starts on its first step. Refused (422) while an agent-written step has no outbound agent on this sequence, or a pnet step has no sender.',
+  pause: 'Hold every step: timers that end while paused wait, pnet steps are held out of every browser\'s line, and nothing is sent.',
+  resume: 'Continue after a pause; contacts whose wait ended meanwhile go on at once.',
+  archive: 'End the sequence: every contact still in it stops (`archived`) and its waiting pnet steps are cancelled.',
+};
+
+export const sequenceRoutes =
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const wake = (contacts: ContactRef[]) => wakeContacts(temporal.client, temporal.taskQueue, contacts);
+
+    /** Runs a store write whose graph may be refused: its issues answer 422 like a schema failure. */
+    async function withGraph<T>(work: () => Promise<T>): Promise<T | { issues: ReturnType<typeof validationBody> }> {
+      try {
+        return await work();
+      } catch (error) {
+        if (error instanceof GraphInvalidError) return { issues: validationBody(error.issues) };
+        throw error;
+      }
+    }
+
+    app.post(
+      '/sequences/',
+      {
+        schema: {
+          operationId: 'createSequence',
+          tags,
+          summary: 'Create a sequence (a draft) with its audience table, senders and step graph',
+          description:
+            'The graph must start at an existing step, every target must exist, every step must be reachable, and a loop must pass a wait of some length; otherwise 422 with `issues`. ' +
+            'Mapped columns must be columns of the audience table (409).',
+          body: SequenceCreateSchema,
+          response: { 201: SequenceSchema, 404: DetailBodySchema.describe('The audience table or a sender is not in this workspace'), 409: DetailBodySchema, 422: ValidationBodySchema },
+        },
+      },
+      async (request, reply) => {
+        const { workspaceId } = principalOf(request);
+        const result = await withGraph(() => createSequence(sql, workspaceId, request.body));
+        if ('issues' in result) return reply.code(422).send(result.issues);
+        if (result.feed_new_rows) await wakeFeed(temporal.client, temporal.taskQueue, { id: result.id, workspace_id: workspaceId });
+        return reply.code(201).send(result);
+      },
+    );
+
+    app.get(
+      '/sequences/',
+      { schema: { operationId: 'listSequences', tags, summary: 'List sequences, newest first (at most 500)', response: { 200: SequenceListSchema } } },
+      async (request) => ({ sequences: await listSequences(sql, principalOf(request).workspaceId) }),
+    );
+
+    app.get(
+      '/sequences/settings/',
+      { schema: { operationId: 'readSequenceSettings', tags, summary: "The workspace's outreach settings (the recontact cooldown)", response: { 200: SequenceSettingsSchema } } },
+      async (request) => getSettings(sql, principalOf(request).workspaceId),
+    );
+
+    app.patch(
+      '/sequences/settings/',
+      {
+        schema: {
+          operationId: 'updateSequenceSettings',
+          tags,
+          summary: 'Set the recontact cooldown (0 to 365 days; 30 until set)',
+          description: 'Checked at enrolment and again right before every send: nobody is reached by two different sequences inside the cooldown.',
+          body: SequenceSettingsUpdateSchema,
+          response: { 200: SequenceSettingsSchema },
+        },
+      },
+      async (request) => updateSettings(sql, principalOf(request).workspaceId, request.body.recontact_cooldown_days),
+    );
+
+    app.get(
+      '/sequences/:sequence_id/',
+      { schema: { operationId: 'readSequence', tags, summary: 'Read a sequence with its newest graph and contact counts', params: SequenceParamsSchema, response: { 200: SequenceSchema } } },
+      async (request) => {
+        const sequence = await getSequence(sql, principalOf(request).workspaceId, request.params.sequence_id);
+        if (!sequence) throw notFound('Sequence');
+        return sequence;
+      },
+    );
+
+    app.patch(
+      '/sequences/:sequence_id/',
+      {
+        schema: {
+          operationId: 'updateSequence',
+          tags,
+          summary: 'Edit a sequence; a new graph on a sequence with contacts makes a new version',
+          description:
+            'Contacts in flight finish on the version they started unless a person migrates them (`POST .../contacts/migrate/`). ' +
+            '`expected_revision` is required: a stale one is 409 and nothing changes. Graph rules as on create (422). ' +
+            'Changing senders affects new contacts only; a contact stays with its sender.',
+          params: SequenceParamsSchema,
+          body: SequenceUpdateSchema,
+          response: { 200: SequenceSchema, 404: DetailBodySchema, 409: DetailBodySchema, 422: ValidationBodySchema },
+        },
+      },
+      async (request, reply) => {
+        const { workspaceId } = principalOf(request);
+        const result = await withGraph(() => updateSequence(sql, workspaceId, request.params.sequence_id, request.body));
+        if ('issues' in result) return reply.code(422).send(result.issues);
+        if (result.feed_new_rows) await wakeFeed(temporal.client, temporal.taskQueue, { id: result.id, workspace_id: workspaceId });
+        return result;
+      },
+    );
+
+    for (const action of ['launch', 'pause', 'resume', 'archive'] as const) {
+      app.post(
+        `/sequences/:sequence_id/${action}/`,
+        {
+          schema: {
+            operationId: `${action}Sequence`,
+            tags,
+            summary: `${action[0]!.toUpperCase()}${action.slice(1)} the sequence`,
+            description: `${transitionDocs[action]} \`expected_revision\` is required; a stale one, or a status this cannot leave, is 409.`,
+            params: SequenceParamsSchema,
+            body: RevisionBodySchema,
+            response: { 200: SequenceSchema, 404: DetailBodySchema, 409: DetailBodySchema, 422: ValidationBodySchema },
+          },
+        },
+        async (request, reply) => {
+          const { workspaceId } = principalOf(request);
+          if (action === 'launch') {
+            const current = await getSequence(sql, workspaceId, request.params.sequence_id);
+            if (!current) throw notFound('Sequence');
+            const issues = launchIssues(current, await agentOf(request.params.sequence_id));
+            if (issues.length > 0) return reply.code(422).send(validationBody(issues));
+          }
+          const sequence = await transitionSequence(sql, workspaceId, request.params.sequence_id, action, request.body.expected_revision);
+          const contacts = await sql<ContactRef[]>`
+            select id, sequence_id, workspace_id, contact_key from sequence_contacts
+            where sequence_id = ${sequence.id} and status in ('active', 'paused', 'failed')`;
+          // A pause needs no wake: each contact sees it at its next look, and its pnet steps are held already.
+          if (action !== 'pause') await wake(contacts);
+          return sequence;
+        },
+      );
+    }
+
+    /** The outbound agent of the sequence (set by the outbound-agent routes), when the column exists. */
+    async function agentOf(sequenceId: string): Promise<string | null> {
+      const [row] = await sql<{ agent: string | null }[]>`select to_jsonb(s)->>'outbound_agent_id' as agent from sequences s where id = ${sequenceId}`;
+      return row?.agent ?? null;
+    }
+
+    app.get(
+      '/sequences/:sequence_id/versions/',
+      { schema: { operationId: 'listSequenceVersions', tags, summary: 'Every version of the graph, oldest first, with how many contacts are on each', params: SequenceParamsSchema, response: { 200: SequenceVersionListSchema } } },
+      async (request) => {
+        const { workspaceId } = principalOf(request);
+        if (!(await getSequence(sql, workspaceId, request.params.sequence_id))) throw notFound('Sequence');
+        return { versions: await listVersions(sql, workspaceId, request.params.sequence_id) };
+      },
+    );
+
+    app.post(
+      '/sequences/:sequence_id/contacts/',
+      {
+        schema: {
+          operationId: 'enrolSequenceContacts',
+          tags,
+          summary: 'Enrol rows of the audience table (1 to 1000); each row is answered on its own',
+          description:
+            'A row is refused (not the request) when it is not in the audience table, has neither an email nor a profile URL through the mappings, ' +
+            'is the same person (email or profile URL) as another contact of this sequence (`already_in_sequence`) or an earlier row of the request (`duplicate_person`), ' +
+            'is on the do-not-contact list, replied, bounced or was stopped inside the recontact cooldown, was reached by another sequence inside the cooldown, ' +
+            'or is active in another sequence. A row already enrolled answers `already_enrolled`. Contacts are spread across the senders round-robin and stay with theirs. ' +
+            'Contacts of a draft sequence wait for its launch. A row id given twice is answered the same both times. ' +
+            'With `feed_new_rows` on, rows added to the audience table later are enrolled the same way as they arrive (within about 30 seconds).',
+          params: SequenceParamsSchema,
+          body: EnrolRequestSchema,
+          response: { 200: EnrolResponseSchema, 404: DetailBodySchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const { workspaceId } = principalOf(request);
+        const { results } = await enrolRows(sql, workspaceId, request.params.sequence_id, request.body.row_ids, request.body.sender_profile_id);
+        // Already-enrolled live contacts are started too (a running one is left alone): this makes good a start an earlier request lost.
+        const live = results.flatMap((r) => (r.contact && ['active', 'paused', 'failed'].includes(r.contact.status) ? [{ ...r.contact, workspace_id: workspaceId }] : []));
+        await startContacts(temporal.client, temporal.taskQueue, [...new Map(live.map((c) => [c.id, c])).values()]);
+        return { results };
+      },
+    );
+
+    app.get(
+      '/sequences/:sequence_id/contacts/',
+      {
+        schema: {
+          operationId: 'listSequenceContacts',
+          tags,
+          summary: 'Contacts of a sequence in enrolment order, with what each waits on and until when',
+          params: SequenceParamsSchema,
+          querystring: ContactListQuerySchema,
+          response: { 200: SequenceContactListSchema },
+        },
+      },
+      async (request) => {
+        const { workspaceId } = principalOf(request);
+        if (!(await getSequence(sql, workspaceId, request.params.sequence_id))) throw notFound('Sequence');
+        return listContacts(sql, workspaceId, request.params.sequence_id, request.query);
+      },
+    );
+
+    app.post(
+      '/sequences/:sequence_id/contacts/migrate/',
+      {
+        schema: {
+          operationId: 'migrateSequenceContacts',
+          tags,
+          summary: 'Move contacts in flight to another version; steps they already had are never repeated',
+          description:
+            'Each contact continues at the step with the same id on the new version (or `at_step_id`); a contact whose step is not there and no `at_step_id` is answered `step_not_in_version`. ' +
+            'Each contact is answered on its own.',
+          params: SequenceParamsSchema,
+          body: MigrateRequestSchema,
+          response: { 200: MigrateResponseSchema, 404: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const { workspaceId } = principalOf(request);
+        if (!(await getSequence(sql, workspaceId, request.params.sequence_id))) throw notFound('Sequence');
+        const results = [];
+        const moved: ContactRef[] = [];
+        for (const contactId of request.body.contact_ids) {
+          const r = await migrateContact(sql, workspaceId, request.params.sequence_id, contactId, request.body.to_version, request.body.at_step_id);
+          if (r.migrated && r.contact) moved.push(r.contact);
+          results.push({ contact_id: contactId, migrated: r.migrated, reason: r.reason, contact: r.contact ? toContact(r.contact) : null });
+        }
+        await wake(moved);
+        return { results };
+      },
+    );
+
+    app.get(
+      '/sequences/:sequence_id/contacts/:contact_id/',
+      { schema: { operationId: 'readSequenceContact', tags, summary: 'Read a contact: status, step, version, steps done, and its wait', params: ContactParamsSchema, response: { 200: SequenceContactSchema } } },
+      async (request) => {
+        const c = await getContact(sql, principalOf(request).workspaceId, request.params.sequence_id, request.params.contact_id);
+        if (!c) throw notFound('Sequence contact');
+        return toContact(c);
+      },
+    );
+
+    const contactActions = {
+      pause: 'Pause the contact: its timers hold and its pnet steps are held out of every browser\'s line (409 unless active).',
+      resume: 'Resume a paused contact (409 unless paused).',
+      stop: 'Stop the contact for good: no further step or send happens, its waiting messages stop and its waiting pnet steps are cancelled (409 once finished).',
+      retry: 'Retry a contact stopped at a failed step: a failed pnet step is retried (verify first if it may have acted), a cancelled one is queued afresh (409 unless failed).',
+    } as const;
+    for (const action of Object.keys(contactActions) as (keyof typeof contactActions)[]) {
+      app.post(
+        `/sequences/:sequence_id/contacts/:contact_id/${action}/`,
+        {
+          schema: {
+            operationId: `${action}SequenceContact`,
+            tags,
+            summary: contactActions[action],
+            params: ContactParamsSchema,
+            response: { 200: SequenceContactSchema, 404: DetailBodySchema, 409: DetailBodySchema },
+          },
+        },
+        async (request) => {
+          const { workspaceId } = principalOf(request);
+          const { sequence_id, contact_id } = request.params;
+          let contact;
+          if (action === 'retry') {
+            contact = await retryContact(sql, workspaceId, sequence_id, contact_id);
+            if (contact.browser_step_id) await retryBrowserStep(contact.browser_step_id, contact.id);
+          } else {
+            contact = await setContactState(sql, workspaceId, sequence_id, contact_id, action);
+          }
+          await wakeContact(temporal.client, temporal.taskQueue, contact);
+          return toContact((await getContact(sql, workspaceId, sequence_id, contact_id))!);
+        },
+      );
+    }
+
+    /** A failed step goes back in line through its workflow; a cancelled one is dropped so a new one is queued. */
+    async function retryBrowserStep(stepId: string, contactId: string) {
+      const [row] = await sql<StepRow[]>`select * from browser_steps where id = ${stepId}`;
+      if (row?.status === 'failed') {
+        await updateStep({ ...temporal, sql }, row, retryStepUpdate, `contact-retry:${row.id}:${row.credit_round}`, []).catch((error: unknown) => {
+          if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+        });
+      } else if (row?.status === 'cancelled' || !row) {
+        await sql.begin(async (tx) => {
+          await tx`update sequence_contacts set browser_step_id = null where id = ${contactId} and browser_step_id = ${stepId}`;
+          await tx`update sequence_sends set status = 'approved', browser_step_id = null, updated_at = now() where browser_step_id = ${stepId} and status = 'sent'`;
+        });
+      }
+    }
+
+    app.get(
+      '/sequences/opens/:open_token/',
+      {
+        config: { access: 'public' },
+        schema: {
+          operationId: 'recordSequenceEmailOpen',
+          tags,
+          summary: 'The open-tracking pixel of a sequence email (public: mail clients load it without credentials)',
+          description:
+            'Sequence emails carry it when the service knows its public address (PUBLIC_BASE_URL). Loading it records the first open, which the `opened` branch reads. ' +
+            'It always answers the same 1x1 image, so it tells nobody whether a token exists.',
+          params: z.object({ open_token: z.string().regex(/^[0-9a-f]{32}$/).describe('The token in the pixel\'s address') }),
+          response: { 200: { description: 'A transparent 1x1 GIF', content: { 'image/gif': { schema: z.string() } } }, 422: ValidationBodySchema },
+        },
+      },
+      async (request, reply) => {
+        await sql`update sequence_sends set opened_at = now(), updated_at = now() where open_token = ${request.params.open_token} and opened_at is null and status = 'sent'`;
+        return reply.type('image/gif').header('cache-control', 'no-store').send(pixel as never);
+      },
+    );
+
+    // ---------------------------------------------------------------------------------------------
+    // Approval queue (manual mode, and messages that need a person)
+
+    app.get(
+      '/sequences/approvals/',
+      {
+        schema: {
+          operationId: 'listSequenceApprovals',
+          tags: approvalTags,
+          summary: 'Messages waiting for a person, oldest first',
+          description:
+            'In manual mode every outbound message of the channel waits here; in automatic mode only those that need a person (a required template value missing, the agent asked for review or could not write). ' +
+            'Messages of a paused sequence or contact are not listed until they resume.',
+          querystring: ApprovalListQuerySchema,
+          response: { 200: ApprovalListSchema },
+        },
+      },
+      async (request) => ({ approvals: await listApprovals(sql, principalOf(request).workspaceId, request.query) }),
+    );
+
+    app.get(
+      '/sequences/approvals/:approval_id/',
+      { schema: { operationId: 'readSequenceApproval', tags: approvalTags, summary: 'Read one message of the approval queue (any status)', params: ApprovalParamsSchema, response: { 200: ApprovalSchema } } },
+      async (request) => {
+        const approval = await getApproval(sql, principalOf(request).workspaceId, request.params.approval_id);
+        if (!approval) throw notFound('Approval');
+        return approval;
+      },
+    );
+
+    async function wakeOwner(approvalContactId: string) {
+      const [c] = await sql<ContactRef[]>`select id, sequence_id, workspace_id, contact_key from sequence_contacts where id = ${approvalContactId}`;
+      if (c) await wakeContact(temporal.client, temporal.taskQueue, c);
+    }
+
+    app.post(
+      '/sequences/approvals/:approval_id/approve/',
+      {
+        schema: {
+          operationId: 'approveSequenceMessage',
+          tags: approvalTags,
+          summary: 'Approve a message, optionally edited first (subject, body); it goes out on the contact\'s schedule',
+          description: 'Deciding a message already decided is 409. The send still checks do-not-contact, replies, the cooldown and other sequences at the last moment.',
+          params: ApprovalParamsSchema,
+          body: ApproveRequestSchema,
+          response: { 200: ApprovalSchema, 404: DetailBodySchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const { workspaceId, memberId } = principalOf(request);
+        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, { approve: true, subject: request.body.subject, body: request.body.body });
+        await wakeOwner(approval.contact_id);
+        return approval;
+      },
+    );
+
+    app.post(
+      '/sequences/approvals/:approval_id/reject/',
+      {
+        schema: {
+          operationId: 'rejectSequenceMessage',
+          tags: approvalTags,
+          summary: 'Reject a message: the contact moves on without it, or stops (`stop_contact`)',
+          params: ApprovalParamsSchema,
+          body: RejectRequestSchema,
+          response: { 200: ApprovalSchema, 404: DetailBodySchema, 409: DetailBodySchema },
+        },
+      },
+      async (request) => {
+        const { workspaceId, memberId } = principalOf(request);
+        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, { approve: false, reason: request.body.reason });
+        if (request.body.stop_contact) {
+          await setContactState(sql, workspaceId, approval.sequence_id, approval.contact_id, 'stop').catch((error: unknown) => {
+            if (!(error instanceof ApiError && error.code === 'conflict')) throw error;
+          });
+        }
+        await wakeOwner(approval.contact_id);
+        return approval;
+      },
+    );
+  };
+
+/** Launching needs what its steps need: an outbound agent for agent-written steps, a sender for pnet steps. */
+function launchIssues(sequence: Sequence, agentId: string | null) {
+  const issues = [];
+  for (const [i, step] of sequence.graph.steps.entries()) {
+    if ((step.type === 'email' || step.type === 'pnet') && step.writer === 'agent' && !agentId) {
+      issues.push({ loc: ['body', `graph.steps.${i}`], msg: 'no outbound agent on this sequence (set one before launching an agent-written step)', type: 'no_outbound_agent', input: step.id });
+    }
+    if (step.type === 'pnet' && sequence.senders.length === 0) {
+      issues.push({ loc: ['body', `graph.steps.${i}`], msg: 'a pnet step needs at least one sender on the sequence', type: 'no_sender', input: step.id });
+    }
+  }
+  return issues;
+}

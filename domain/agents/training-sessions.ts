@@ -1,0 +1,517 @@
+/**
+ * Training sessions of a sequence's outbound agent (spec 2.5, 3.2): the agent writes messages for
+ * sample contacts (rows of the sequence's audience table), a person gives each "Looks good" or a
+ * note, a note makes a rewrite and a lesson, and after `ready_after` Looks good in a row the
+ * session proposes a prompt update (per slot: current, proposed, rationale) that a person applies
+ * (a new agent version) or abandons.
+ *
+ * The session row holds `status` and `revision` (every mutating transition bumps it, by a
+ * compare-and-set) and a document with the contacts, steps, progress and proposal. The functions
+ * here are the transitions themselves, pure, applied by the activities inside that
+ * compare-and-set; the workflow `training-session/<session_id>` decides what runs next.
+ *
+ * Session status transitions (3.2 leaves them to us):
+ *
+ * | From                          | Trigger                                  | To          | Also |
+ * |-------------------------------|------------------------------------------|-------------|------|
+ * | (new)                         | start                                    | running     | sample contacts chosen; the workflow writes each in turn |
+ * | running                       | every sample contact written             | reviewing   | |
+ * | running, reviewing            | Looks good                               | same        | in_a_row + 1; a pending rewrite is accepted (fixed + 1) |
+ * | running, reviewing            | note                                     | same        | in_a_row = 0, ready = false; the contact is rewritten next; `note_waiting` while another write is under way |
+ * | running, reviewing            | rewrite lands                            | same        | proposed_* set on the contact's messages, a lesson added, notes `learned`, the contact waits for a verdict |
+ * | running, reviewing, proposed  | discard-changes (endpoint 3)             | reviewing   | drops the latest pending rewrite and its lesson; the thread stays as written; its notes `discarded`; the contact waits for a verdict again; a proposal is withdrawn (remade without the lesson) |
+ * | reviewing                     | ready (in_a_row >= ready_after), nothing queued | proposing | the workflow drafts the prompt update |
+ * | proposing                     | proposal drafted                         | proposed    | |
+ * | proposed                      | apply                                    | completed   | a new agent version (`applied_version`) |
+ * | proposed                      | abandon                                  | abandoned   | the agent is left as it was |
+ * | running, reviewing, proposing, proposed | close                          | abandoned   | ends the run early; nothing is applied |
+ * | completed, abandoned          | anything                                 | unchanged   | 409 |
+ *
+ * A transition that carries `expected_revision` and finds another revision is refused with 409
+ * and changes nothing. Contact `verdict`: null (waiting), `looks_good`, `note`. Note `state`:
+ * `pending` (waiting for its rewrite), `learned` (its rewrite landed and its lesson counts),
+ * `discarded` (its rewrite was discarded; never learned).
+ */
+import { z } from 'zod';
+import { TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { MessageKindSchema, type AgentSlot, type ResearchFact } from './outbound-agents.js';
+
+export const sampleSizeMax = 20;
+export const noteMax = 2000;
+export const stepsKept = 200;
+
+export const TrainingStatusSchema = z
+  .enum(['running', 'reviewing', 'proposing', 'proposed', 'completed', 'abandoned'])
+  .meta({ id: 'TrainingSessionStatus', description: 'See the transition table in the training routes\' descriptions' });
+export type TrainingStatus = z.infer<typeof TrainingStatusSchema>;
+export const liveStatuses: readonly TrainingStatus[] = ['running', 'reviewing', 'proposing', 'proposed'];
+
+export const VerdictSchema = z.enum(['looks_good', 'note']).meta({ id: 'TrainingVerdict' });
+export type Verdict = z.infer<typeof VerdictSchema>;
+export const NoteStateSchema = z.enum(['pending', 'learned', 'discarded']).meta({ id: 'TrainingNoteState' });
+
+/** Where a contact stands in the run (ours, beside the spec's fields, so a screen can resume). */
+export const ContactStateSchema = z
+  .enum(['waiting_write', 'writing', 'awaiting_verdict', 'rewrite_queued', 'rewriting', 'reviewed'])
+  .meta({ id: 'TrainingContactState' });
+export type ContactState = z.infer<typeof ContactStateSchema>;
+
+export const TrainingStepSchema = z
+  .object({
+    action: z.string(),
+    detail: z.string().default(''),
+    duration_ms: z.int(),
+    observation: z.string().default(''),
+    outcome: z.string().describe('`completed` or `failed`'),
+    thought: z.string(),
+  })
+  .meta({ id: 'TrainingStep' });
+export type TrainingStep = z.infer<typeof TrainingStepSchema>;
+
+const SendSchema = z
+  .object({
+    alone: z.boolean().describe('Good enough to go out without a person looking first'),
+    reason: z.string().nullable().describe('Why not: `insufficient_data`, `low_confidence`, `judge_failed` or `error`'),
+    doubt: z.string().nullable().describe('The first doubt the judge raised'),
+  })
+  .meta({ id: 'TrainingSend' });
+export type Send = z.infer<typeof SendSchema>;
+
+export const TrainingMessageSchema = z
+  .object({
+    id: UuidSchema,
+    kind: MessageKindSchema,
+    title: z.string().describe('The slot it writes, for example `opener`'),
+    timing: z.string().describe('`first message` or `follow-up <n>`'),
+    subject: z.string().nullable(),
+    body: z.string(),
+    authored: z.boolean().describe('Written by the agent (true) rather than typed by a person'),
+    conditional: z.boolean(),
+    edited_body: z.string().nullable(),
+    edited_subject: z.string().nullable(),
+    error: z.string().nullable(),
+    facts_used: z.array(z.string()),
+    note: z.string().nullable().describe('The note its pending rewrite answers'),
+    previous_body: z.string().nullable().describe('The body before an accepted rewrite'),
+    previous_subject: z.string().nullable(),
+    reasoning: z.string(),
+    reply_to_step_id: UuidSchema.nullable(),
+    steps: z.array(TrainingStepSchema),
+    proposed_body: z.string().nullable().describe('The rewrite a note asked for, pending Looks good or a discard'),
+    proposed_error: z.string().nullable(),
+    proposed_subject: z.string().nullable(),
+    send: SendSchema,
+    proposed_send: SendSchema.nullable(),
+    model_key: z.string(),
+  })
+  .meta({ id: 'TrainingMessage' });
+export type TrainingMessage = z.infer<typeof TrainingMessageSchema>;
+
+export const TrainingContactSchema = z
+  .object({
+    record_id: UuidSchema.describe('The audience-table row'),
+    label: z.string(),
+    note: z.string().nullable().describe('The latest note'),
+    context: z.object({ research_brief: z.array(z.unknown()), sources: z.array(z.string()) }).describe('What the agent found out'),
+    fields: z.array(z.object({ name: z.string(), value: z.string() })),
+    verdict: VerdictSchema.nullable().describe('Null while the contact waits for a verdict'),
+    notes: z.array(z.object({ note: z.string(), state: NoteStateSchema })),
+    notice: z.string().nullable(),
+    profile_mismatch: z.boolean().describe('The row names no person the research could tie to it (no name, email or profile)'),
+    messages: z.array(TrainingMessageSchema),
+    state: ContactStateSchema,
+    round: z.int().describe('Rewrites so far'),
+  })
+  .meta({ id: 'TrainingContact' });
+/** Who the contact is, for research and the writer (kept in the document, not shown). */
+export interface PersonInput {
+  name?: string;
+  email?: string;
+  profileUrl?: string;
+}
+export type TrainingContact = z.infer<typeof TrainingContactSchema> & { person?: PersonInput };
+
+export const ProposalSchema = z
+  .object({
+    summary: z.string(),
+    changes: z.array(z.object({ slot_key: z.string(), current: z.string(), proposed: z.string(), rationale: z.string() })),
+    made_at: z.int().describe('The session revision at which it was drafted'),
+    record_id: UuidSchema.describe('The id of this proposal'),
+    round_ids: z.array(UuidSchema).describe('The contacts whose reviews it was drafted from'),
+  })
+  .meta({ id: 'TrainingProposal' });
+export type Proposal = z.infer<typeof ProposalSchema>;
+
+export const ProgressSchema = z
+  .object({
+    fixed: z.int().describe('Rewrites accepted with Looks good'),
+    in_a_row: z.int().describe('Looks good given in a row since the last note'),
+    reviewed: z.int().describe('Verdicts given'),
+    ready_after: z.int(),
+    ready: z.boolean(),
+    lessons: z.array(z.string()).describe('Lessons learned from notes (a discarded rewrite takes its lesson with it)'),
+  })
+  .meta({ id: 'TrainingProgress' });
+export type Progress = z.infer<typeof ProgressSchema>;
+
+export const TrainingSessionSchema = z
+  .object({
+    id: UuidSchema,
+    agent_id: UuidSchema,
+    sequence_id: UuidSchema,
+    applied_version: z.int().nullable().describe('The agent version the applied proposal made'),
+    base_version: z.int().describe('The agent version the session writes with'),
+    revision: z.int().describe('Bumped by every change; pass it as `expected_revision`'),
+    status: TrainingStatusSchema,
+    created_at: TimestampSchema,
+    error: z.string().describe('Empty unless something failed'),
+    note_waiting: z.boolean(),
+    reviewed_ids: z.array(UuidSchema),
+    steps: z.array(TrainingStepSchema),
+    progress: ProgressSchema,
+    proposal: ProposalSchema.nullable(),
+    contacts: z.array(TrainingContactSchema),
+  })
+  .meta({ id: 'TrainingSession' });
+export type TrainingSession = z.infer<typeof TrainingSessionSchema>;
+
+export const TrainingSessionListSchema = z
+  .object({ sessions: z.array(TrainingSessionSchema).describe('Newest first') })
+  .meta({ id: 'TrainingSessionList' });
+
+export const ExpectedRevisionSchema = z.int().min(1).describe('The revision the caller last read; another one is refused with 409 and nothing changes');
+
+export const TrainingStartSchema = z
+  .object({
+    sample_size: z.int().min(1).max(sampleSizeMax).default(5).describe('Audience rows to write for (the first rows of the table)'),
+    ready_after: z.int().min(1).max(sampleSizeMax).default(3).describe('Looks good in a row that make the session ready; capped at the number of sample contacts'),
+  })
+  .meta({ id: 'TrainingStart' });
+export type TrainingStart = z.infer<typeof TrainingStartSchema>;
+
+export const TrainingVerdictSchema = z
+  .discriminatedUnion('verdict', [
+    z.object({ record_id: UuidSchema, verdict: z.literal('looks_good'), expected_revision: ExpectedRevisionSchema.optional() }),
+    z.object({
+      record_id: UuidSchema,
+      verdict: z.literal('note'),
+      note: textSchema(1, noteMax).describe('What to change; it becomes a lesson once its rewrite lands'),
+      expected_revision: ExpectedRevisionSchema.optional(),
+    }),
+  ])
+  .meta({ id: 'TrainingVerdictRequest' });
+export type TrainingVerdict = z.infer<typeof TrainingVerdictSchema>;
+
+export const RevisionBodySchema = z.object({ expected_revision: ExpectedRevisionSchema }).meta({ id: 'ExpectedRevisionBody' });
+export const OptionalRevisionBodySchema = z.object({ expected_revision: ExpectedRevisionSchema.optional() }).meta({ id: 'OptionalRevisionBody' });
+
+// ---------------------------------------------------------------------------------------------
+// The stored document and its transitions
+
+export interface LessonRecord {
+  lesson: string;
+  record_id: string;
+  round: number;
+  state: 'active' | 'discarded';
+}
+
+export interface SessionDoc {
+  ready_after: number;
+  contacts: TrainingContact[];
+  steps: TrainingStep[];
+  progress: Progress;
+  proposal: Proposal | null;
+  reviewed_ids: string[];
+  lesson_log: LessonRecord[];
+}
+
+/** The columns a transition may change beside the document. */
+export interface SessionHead {
+  status: TrainingStatus;
+  note_waiting: boolean;
+  error: string;
+}
+
+export type Transition = { head: SessionHead; doc: SessionDoc };
+
+/** A refused transition: the API answers 409 (or 404 for an unknown contact), and nothing changed. */
+export class TrainingRefusal extends Error {
+  override name = 'TrainingRefusal';
+  constructor(
+    message: string,
+    readonly code: 'conflict' | 'not_found' = 'conflict',
+  ) {
+    super(message);
+  }
+}
+
+export interface SampleContact {
+  record_id: string;
+  person: PersonInput;
+  label: string;
+  fields: { name: string; value: string }[];
+  profile_mismatch: boolean;
+}
+
+export function newDoc(samples: SampleContact[], readyAfter: number): SessionDoc {
+  return {
+    ready_after: readyAfter,
+    contacts: samples.map((s) => ({
+      ...s,
+      note: null,
+      context: { research_brief: [], sources: [] },
+      verdict: null,
+      notes: [],
+      notice: null,
+      messages: [],
+      state: 'waiting_write',
+      round: 0,
+    })),
+    steps: [],
+    progress: { fixed: 0, in_a_row: 0, reviewed: 0, ready_after: readyAfter, ready: false, lessons: [] },
+    proposal: null,
+    reviewed_ids: [],
+    lesson_log: [],
+  };
+}
+
+/** A note is waiting while a contact's rewrite is queued behind another write. */
+const noteWaiting = (doc: SessionDoc) => doc.contacts.some((c) => c.state === 'rewrite_queued');
+const clone = <T>(value: T): T => structuredClone(value);
+const activeLessons = (doc: SessionDoc) => doc.lesson_log.filter((l) => l.state === 'active').map((l) => l.lesson);
+
+function contactOf(doc: SessionDoc, recordId: string): TrainingContact {
+  const contact = doc.contacts.find((c) => c.record_id === recordId);
+  if (!contact) throw new TrainingRefusal('That contact is not part of this training session.', 'not_found');
+  return contact;
+}
+
+function requireStatus(head: SessionHead, allowed: readonly TrainingStatus[], action: string) {
+  if (!allowed.includes(head.status)) throw new TrainingRefusal(`The session is ${head.status}; it cannot ${action}.`);
+}
+
+export function pushStep(doc: SessionDoc, step: TrainingStep) {
+  doc.steps.push(step);
+  if (doc.steps.length > stepsKept) doc.steps.splice(0, doc.steps.length - stepsKept);
+}
+
+/** Marks a contact as being written (first write or rewrite). */
+export function beginWrite(t: Transition, recordId: string): Transition {
+  const next = clone(t);
+  const contact = contactOf(next.doc, recordId);
+  contact.state = contact.state === 'rewrite_queued' || contact.state === 'rewriting' ? 'rewriting' : 'writing';
+  next.head.note_waiting = noteWaiting(next.doc);
+  return next;
+}
+
+/** A first write landed: the thread as written, waiting for a verdict. */
+export function landFirstWrite(t: Transition, recordId: string, messages: TrainingMessage[], context: TrainingContact['context'], step: TrainingStep): Transition {
+  const next = clone(t);
+  const contact = contactOf(next.doc, recordId);
+  contact.messages = messages;
+  contact.context = context;
+  contact.state = 'awaiting_verdict';
+  contact.notice = messages.some((m) => m.error) ? 'A message could not be written; give a note to try again.' : null;
+  pushStep(next.doc, step);
+  return next;
+}
+
+/**
+ * A rewrite landed: each message gets the rewrite as proposed_*, the pending notes are learned,
+ * their lesson counts, and the contact waits for a verdict.
+ */
+export function landRewrite(
+  t: Transition,
+  recordId: string,
+  rewrites: Map<string, { subject: string | null; body: string; error: string | null; send: Send; reasoning: string; facts_used: string[] }>,
+  step: TrainingStep,
+): Transition {
+  const next = clone(t);
+  const contact = contactOf(next.doc, recordId);
+  const pending = contact.notes.filter((n) => n.state === 'pending');
+  contact.round += 1;
+  for (const message of contact.messages) {
+    const rewrite = rewrites.get(message.id);
+    if (!rewrite) continue;
+    message.proposed_subject = rewrite.error ? null : rewrite.subject;
+    message.proposed_body = rewrite.error ? null : rewrite.body;
+    message.proposed_error = rewrite.error;
+    message.proposed_send = rewrite.error ? null : rewrite.send;
+    message.note = pending.map((n) => n.note).join('\n') || message.note;
+    if (!rewrite.error) message.reasoning = rewrite.reasoning;
+    if (!rewrite.error) message.facts_used = rewrite.facts_used;
+  }
+  const failed = [...rewrites.values()].every((r) => r.error);
+  if (!failed) {
+    for (const note of pending) {
+      note.state = 'learned';
+      next.doc.lesson_log.push({ lesson: note.note, record_id: recordId, round: contact.round, state: 'active' });
+    }
+  }
+  next.doc.progress.lessons = activeLessons(next.doc);
+  contact.verdict = null;
+  contact.state = 'awaiting_verdict';
+  contact.notice = failed
+    ? 'The rewrite could not be written; give the note again to retry.'
+    : 'Rewritten from your note: Looks good keeps the rewrite, discard-changes drops it.';
+  next.head.note_waiting = noteWaiting(next.doc);
+  pushStep(next.doc, step);
+  return next;
+}
+
+/** Looks good or a note. `writingOther` says a write for another contact is under way (note_waiting). */
+export function giveVerdict(t: Transition, request: TrainingVerdict, writingOther: boolean): Transition {
+  requireStatus(t.head, ['running', 'reviewing'], 'take a verdict');
+  const next = clone(t);
+  const contact = contactOf(next.doc, request.record_id);
+  if (contact.state !== 'awaiting_verdict') {
+    const why: Record<ContactState, string> = {
+      waiting_write: 'it has not been written yet',
+      writing: 'it is being written',
+      rewrite_queued: 'its rewrite is queued',
+      rewriting: 'it is being rewritten',
+      reviewed: 'it already has a verdict',
+      awaiting_verdict: '',
+    };
+    throw new TrainingRefusal(`That contact cannot take a verdict now: ${why[contact.state]}.`);
+  }
+  const progress = next.doc.progress;
+  progress.reviewed += 1;
+  if (!next.doc.reviewed_ids.includes(contact.record_id)) next.doc.reviewed_ids.push(contact.record_id);
+  if (request.verdict === 'looks_good') {
+    let accepted = false;
+    for (const m of contact.messages) {
+      if (m.proposed_body === null) continue;
+      m.previous_body = m.body;
+      m.previous_subject = m.subject;
+      m.body = m.proposed_body;
+      m.subject = m.proposed_subject;
+      m.send = m.proposed_send ?? m.send;
+      m.proposed_body = null;
+      m.proposed_subject = null;
+      m.proposed_send = null;
+      m.note = null;
+      accepted = true;
+    }
+    if (accepted) progress.fixed += 1;
+    contact.verdict = 'looks_good';
+    contact.state = 'reviewed';
+    contact.notice = null;
+    progress.in_a_row += 1;
+  } else {
+    contact.verdict = 'note';
+    contact.note = request.note;
+    contact.notes.push({ note: request.note, state: 'pending' });
+    contact.state = 'rewrite_queued';
+    contact.notice = writingOther ? 'Your note waits for the write under way; its rewrite follows as soon as that lands.' : 'Being rewritten from your note.';
+    progress.in_a_row = 0;
+    if (writingOther) next.head.note_waiting = true;
+  }
+  progress.ready = progress.in_a_row >= progress.ready_after;
+  return next;
+}
+
+/**
+ * Endpoint 3 (3.2): drops the latest rewrite still pending and the lesson that wrote it. The
+ * thread stays as written, its notes are kept as discarded, and the contact waits for a verdict
+ * again. A proposal drafted with that lesson is withdrawn (the session goes back to reviewing and
+ * drafts it again without the lesson once ready).
+ */
+export function discardChanges(t: Transition): Transition {
+  requireStatus(t.head, ['running', 'reviewing', 'proposed'], 'discard changes');
+  const next = clone(t);
+  const lesson = [...next.doc.lesson_log]
+    .reverse()
+    .find((l) => {
+      const c = contactOf(next.doc, l.record_id);
+      return l.state === 'active' && c.state === 'awaiting_verdict' && c.messages.some((m) => m.proposed_body !== null);
+    });
+  if (!lesson) throw new TrainingRefusal('There is no rewrite to discard: every rewrite was already kept or discarded.');
+  const contact = contactOf(next.doc, lesson.record_id);
+  const dropped = new Set<string>();
+  for (const l of next.doc.lesson_log) {
+    if (l.record_id !== contact.record_id || l.round !== lesson.round) continue;
+    l.state = 'discarded';
+    dropped.add(l.lesson);
+  }
+  // Only the notes this rewrite learned from; notes of earlier, kept rewrites stay learned.
+  for (const note of contact.notes) if (note.state === 'learned' && dropped.has(note.note)) note.state = 'discarded';
+  for (const m of contact.messages) {
+    m.proposed_body = null;
+    m.proposed_subject = null;
+    m.proposed_error = null;
+    m.proposed_send = null;
+    m.note = null;
+  }
+  contact.verdict = null;
+  contact.state = 'awaiting_verdict';
+  contact.notice = 'Changes discarded: the messages stand as written and wait for your verdict again.';
+  next.doc.progress.lessons = activeLessons(next.doc);
+  if (next.head.status === 'proposed') {
+    next.head.status = 'reviewing';
+    next.doc.proposal = null;
+  }
+  return next;
+}
+
+/** Whether the workflow should draft a proposal now. */
+export const readyToPropose = (t: Transition) =>
+  t.head.status === 'reviewing' &&
+  t.doc.progress.ready &&
+  t.doc.contacts.every((c) => c.state === 'awaiting_verdict' || c.state === 'reviewed');
+
+/** The prompt update: each slot's prompt with the lessons added (the local drafter; see activities/training-sessions.ts). */
+export function draftProposal(t: Transition, slots: AgentSlot[], revision: number, proposalId: string): Proposal {
+  const lessons = activeLessons(t.doc);
+  const reviewed = t.doc.reviewed_ids;
+  if (lessons.length === 0) {
+    return {
+      summary: `${t.doc.progress.in_a_row} messages in a row were good as written; no change to the prompts is needed.`,
+      changes: [],
+      made_at: revision,
+      record_id: proposalId,
+      round_ids: reviewed,
+    };
+  }
+  const block = `Lessons from training:\n${lessons.map((l) => `- ${l}`).join('\n')}`;
+  return {
+    summary: `Adds ${lessons.length} lesson${lessons.length === 1 ? '' : 's'} from reviewers' notes to ${slots.length} slot prompt${slots.length === 1 ? '' : 's'}.`,
+    changes: slots.map((slot) => ({
+      slot_key: slot.slot_key,
+      current: slot.prompt,
+      proposed: `${slot.prompt.replace(/\n\nLessons from training:\n(- .*\n?)*$/, '')}\n\n${block}`.slice(0, 20_000),
+      rationale: `Reviewers asked for: ${lessons.map((l) => `"${l}"`).join(', ')}; the rewrites that followed these notes were written with them.`,
+    })),
+    made_at: revision,
+    record_id: proposalId,
+    round_ids: reviewed,
+  };
+}
+
+export function withProposal(t: Transition, proposal: Proposal, step: TrainingStep): Transition {
+  requireStatus(t.head, ['proposing'], 'take a proposal');
+  const next = clone(t);
+  next.doc.proposal = proposal;
+  next.head.status = 'proposed';
+  pushStep(next.doc, step);
+  return next;
+}
+
+export function moveTo(t: Transition, allowed: readonly TrainingStatus[], status: TrainingStatus, action: string): Transition {
+  requireStatus(t.head, allowed, action);
+  const next = clone(t);
+  next.head.status = status;
+  if (status === 'abandoned' || status === 'completed') next.head.note_waiting = false;
+  return next;
+}
+
+/** The research brief kept on a contact. */
+export const contextOf = (brief: ResearchFact[], sources: string[]): TrainingContact['context'] => ({ research_brief: brief, sources });
+
+/** What the chat model answers when it drafts the prompt update (JSON mode). */
+export const ModelProposalSchema = z.object({
+  summary: z.string().min(1).max(1000),
+  changes: z
+    .array(z.object({ slot_key: z.string().min(1).max(64), proposed: z.string().min(1).max(20_000), rationale: z.string().max(2000).default('') }))
+    .max(20),
+});

@@ -1,0 +1,107 @@
+/** Starting and updating a step's workflow from the API, shared by the person and extension routes. */
+import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
+import type { StepRow, StepTransitionResult } from '../../store/pnet/steps.js';
+import type { Sql } from '../../db/sql.js';
+import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../../workflows/pnet/browser-step.js';
+import { accountChangedSignal, senderAccountWorkflow, senderAccountWorkflowId } from '../../workflows/pnet/sender-account.js';
+import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+
+export function startOptions(taskQueue: string, row: StepRow) {
+  const input: BrowserStepInput = {
+    stepId: row.id,
+    workspaceId: row.workspace_id,
+    accountId: row.account_id,
+    kind: row.kind,
+    status: row.status,
+    ...(row.run_before ? { runBefore: row.run_before.toISOString() } : {}),
+    current: true,
+  };
+  return {
+    taskQueue,
+    workflowId: browserStepWorkflowId(row.id),
+    args: [input] as [BrowserStepInput],
+    workflowIdConflictPolicy: 'USE_EXISTING' as const,
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: row.workspace_id },
+      { key: SenderAccountIdKey, value: row.account_id },
+      { key: StepKindKey, value: row.kind },
+      { key: StepStatusKey, value: row.status },
+      ...(row.sequence_id ? [{ key: SequenceIdKey, value: row.sequence_id }] : []),
+      ...(row.contact_key ? [{ key: ContactIdKey, value: row.contact_key }] : []),
+    ],
+  };
+}
+
+/** Where a step's workflow runs, and where its run is recorded. */
+export interface StepWorkflows {
+  client: Client;
+  taskQueue: string;
+  sql: Sql;
+  /** The client shares its (native) connection with a worker of the task queue in this process. */
+  eagerStart?: boolean;
+}
+
+/** Records the run a start created (or found), so later Updates name it (migration 022); null forgets it. */
+async function recordRun(sql: Sql, stepId: string, runId: string | null) {
+  await sql`update browser_steps set workflow_run_id = ${runId} where id = ${stepId} and workflow_run_id is distinct from ${runId}`;
+}
+
+/**
+ * An Update of the step's workflow, which normally runs since the step was queued. It names the
+ * run its start recorded: with the workflow id alone, the server would look up the current run in
+ * its persistence on every claim and every result. If that start was lost (Temporal unreachable
+ * at the time) or the run has closed, the Update goes again with a start (update-with-start): the
+ * first action on the step starts it. The client does not tell which run that was, so the step's
+ * later Updates name the workflow id alone (a rare path: a retry after the run closed). A plain
+ * Update costs the server less than update-with-start, which checks and carries a whole start
+ * request every time.
+ */
+export async function updateStep<Args extends unknown[]>(
+  to: StepWorkflows,
+  row: StepRow,
+  update: UpdateDefinition<StepTransitionResult, Args>,
+  updateId: string,
+  args: Args,
+): Promise<StepTransitionResult> {
+  try {
+    // The handle's overloads split Updates with and without arguments; both go through here.
+    const anyArgs = update as unknown as UpdateDefinition<StepTransitionResult, [unknown]>;
+    const handle = to.client.workflow.getHandle(browserStepWorkflowId(row.id), row.workflow_run_id ?? undefined);
+    return await handle.executeUpdate(anyArgs, { updateId, args: args as unknown as [unknown] });
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+  }
+  const startWorkflowOperation = new WithStartWorkflowOperation(browserStepWorkflow, startOptions(to.taskQueue, row));
+  const result = await to.client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
+  if (row.workflow_run_id !== null) await recordRun(to.sql, row.id, null);
+  return result;
+}
+
+/**
+ * Starts a step's workflow (one already running is left as it is) and records its run. With a
+ * worker in this process, the start asks for the first workflow task in its answer (eager start):
+ * the task skips the task queue, where a new workflow's first task otherwise waited for one of
+ * the worker's few polls of the shared queue, or was written to its backlog and read back.
+ */
+export async function startStepWorkflow(to: StepWorkflows, row: StepRow): Promise<void> {
+  const handle = await to.client.workflow.start(browserStepWorkflow, { ...startOptions(to.taskQueue, row), requestEagerStart: to.eagerStart === true });
+  await recordRun(to.sql, row.id, handle.firstExecutionRunId);
+}
+
+/**
+ * Wakes the account's own workflow (starting it if it is not running): its settings changed, a
+ * checkpoint was reported, or it was just created.
+ */
+export async function signalSenderAccount(client: Client, taskQueue: string, account: { id: string; workspace_id: string }): Promise<void> {
+  await client.workflow.signalWithStart(senderAccountWorkflow, {
+    taskQueue,
+    workflowId: senderAccountWorkflowId(account.id),
+    args: [{ accountId: account.id, workspaceId: account.workspace_id }],
+    signal: accountChangedSignal,
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: account.workspace_id },
+      { key: SenderAccountIdKey, value: account.id },
+    ],
+  });
+}

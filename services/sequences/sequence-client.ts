@@ -1,0 +1,101 @@
+/** Starting and waking sequence contact workflows from the API (and the inbox's stop path). */
+import type { Client } from '@temporalio/client';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../../db/sql.js';
+import { sequenceContactWorkflowId } from '../../domain/sequences/sequences.js';
+import {
+  sequenceContactWorkflow,
+  sequenceFeedWorkflow,
+  sequenceFeedWorkflowId,
+  wakeContactSignal,
+  type SequenceContactInput,
+} from '../../workflows/sequences/sequence-contact.js';
+import { ContactIdKey, SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+
+export interface ContactRef {
+  id: string;
+  sequence_id: string;
+  workspace_id: string;
+  /** `<sequence_id>:<row_id>`: also the ContactId of the contact's browser steps, so one filter finds both. */
+  contact_key: string;
+}
+
+function contactOptions(taskQueue: string, c: ContactRef) {
+  const input: SequenceContactInput = { contactId: c.id, sequenceId: c.sequence_id, workspaceId: c.workspace_id, localMoves: true };
+  return {
+    taskQueue,
+    workflowId: sequenceContactWorkflowId(c.sequence_id, c.id),
+    args: [input] as [SequenceContactInput],
+    memo: { wait: null },
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: c.workspace_id },
+      { key: SequenceIdKey, value: c.sequence_id },
+      { key: ContactIdKey, value: c.contact_key },
+    ],
+  };
+}
+
+/** Signal-with-start: wakes the contact's workflow, starting it if it is not running (or its start was lost). */
+export async function wakeContact(client: Client, taskQueue: string, c: ContactRef): Promise<void> {
+  await client.workflow.signalWithStart(sequenceContactWorkflow, { ...contactOptions(taskQueue, c), signal: wakeContactSignal });
+}
+
+/** Starts the contact's workflow; one already running is left as it is (no signal: it is looking already). */
+export async function startContact(client: Client, taskQueue: string, c: ContactRef): Promise<void> {
+  await client.workflow.start(sequenceContactWorkflow, { ...contactOptions(taskQueue, c), workflowIdConflictPolicy: 'USE_EXISTING' });
+}
+
+async function eachLimited<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>) {
+  let next = 0;
+  const run = async () => {
+    while (next < items.length) await work(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, run));
+}
+
+/** Wakes (starting where needed) many contacts, a bounded number at a time so a bulk action does not flood the server. */
+export async function wakeContacts(client: Client, taskQueue: string, contacts: ContactRef[], concurrency = 64): Promise<void> {
+  await eachLimited(contacts, concurrency, (c) => wakeContact(client, taskQueue, c));
+}
+
+/** Starts the workflows of newly enrolled contacts (and makes good any start an earlier request lost). */
+export async function startContacts(client: Client, taskQueue: string, contacts: ContactRef[], concurrency = 64): Promise<void> {
+  await eachLimited(contacts, concurrency, (c) => startContact(client, taskQueue, c));
+}
+
+/**
+ * Starts (or wakes) the sequence's audience feed, which reads rows added since it last looked,
+ * every SEQUENCE_FEED_POLL_SECONDS (30 by default).
+ */
+export async function wakeFeed(client: Client, taskQueue: string, sequence: { id: string; workspace_id: string }): Promise<void> {
+  const pollSeconds = Math.max(1, Number(process.env.SEQUENCE_FEED_POLL_SECONDS) || 30);
+  await client.workflow.signalWithStart(sequenceFeedWorkflow, {
+    taskQueue,
+    workflowId: sequenceFeedWorkflowId(sequence.id),
+    args: [{ sequenceId: sequence.id, pollSeconds }],
+    signal: wakeContactSignal,
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: sequence.workspace_id },
+      { key: SequenceIdKey, value: sequence.id },
+    ],
+  });
+}
+
+/**
+ * Rows were added to a table: the feeds of the sequences it feeds look at once instead of at their
+ * next poll. A feed that cannot be woken now still reads the rows at that poll.
+ */
+export async function wakeFeedsOfTable(
+  deps: { sql: Db; temporal: { client: Client; taskQueue: string }; log: FastifyBaseLogger },
+  workspaceId: string,
+  tableId: string,
+  added: number,
+): Promise<void> {
+  if (added === 0) return;
+  const fed = await deps.sql<{ id: string; workspace_id: string }[]>`
+    select id, workspace_id from sequences
+    where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;
+  for (const sequence of fed) {
+    await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence).catch((err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'));
+  }
+}

@@ -1,0 +1,30 @@
+/** Starting and signalling column-run workflows from the API. */
+import type { Client } from '@temporalio/client';
+import type { SignalDefinition } from '@temporalio/common';
+import type { RunRecord } from '../../activities/tables/column-runs.js';
+import { columnRunWorkflow, columnRunWorkflowId, type ColumnRunInput } from '../../workflows/tables/column-run.js';
+import { ColumnRunProgressKey, ColumnRunStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+
+function runOptions(taskQueue: string, run: RunRecord) {
+  const input: ColumnRunInput = { runId: run.id, workspaceId: run.workspace_id, tableId: run.table_id, columnId: run.column_id };
+  return {
+    taskQueue,
+    workflowId: columnRunWorkflowId(run.id),
+    args: [input] as [ColumnRunInput],
+    typedSearchAttributes: [
+      { key: WorkspaceIdKey, value: run.workspace_id },
+      { key: ColumnRunStatusKey, value: run.status },
+      { key: ColumnRunProgressKey, value: 0 },
+    ],
+  };
+}
+
+/** Starts the run's workflow; one already running is left as it is. */
+export async function startColumnRun(client: Client, taskQueue: string, run: RunRecord): Promise<void> {
+  await client.workflow.start(columnRunWorkflow, { ...runOptions(taskQueue, run), workflowIdConflictPolicy: 'USE_EXISTING' });
+}
+
+/** Signal-with-start: reaches the run's workflow, starting it if its start was lost. */
+export async function signalColumnRun(client: Client, taskQueue: string, run: RunRecord, signal: SignalDefinition<[]>): Promise<void> {
+  await client.workflow.signalWithStart(columnRunWorkflow, { ...runOptions(taskQueue, run), signal });
+}

@@ -1,0 +1,184 @@
+/**
+ * Column runs as the API sees them: the run record (Postgres is the truth for status, counts and
+ * progress), starting one, asking one to stop, and auto_run's "rows were added" that starts a run
+ * or wakes the one going. One going run per column is a partial unique index, so two row adds at
+ * once end with one run, and a run finishing at the same moment as a row add either sees the
+ * add (its finish compares `wakes`) or lets a new run take the rows.
+ */
+import type { Client } from '@temporalio/client';
+import type { FastifyBaseLogger } from 'fastify';
+import { processedOf, type RunRecord } from '../../activities/tables/column-runs.js';
+import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
+import type { Db, Sql } from '../../db/sql.js';
+import type { ColumnRun, ColumnRunCreate, ColumnRunListQuery } from '../../domain/tables/enrichments.js';
+import { ApiError, notFound } from '../../domain/shared/errors.js';
+import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../../workflows/tables/column-run.js';
+import { signalColumnRun, startColumnRun } from './column-run-client.js';
+
+const finished = new Set(['completed', 'cancelled', 'failed']);
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function toColumnRun(r: RunRecord): ColumnRun {
+  const processed = processedOf(r);
+  const progress = r.rows_total === 0 ? (finished.has(r.status) ? 1 : 0) : Math.min(1, processed / r.rows_total);
+  return {
+    id: r.id,
+    table_id: r.table_id,
+    column_id: r.column_id,
+    provider: r.provider,
+    status: r.status,
+    trigger: r.trigger,
+    scope: r.scope,
+    keep_existing_results: r.keep_existing_results,
+    rows_total: r.rows_total,
+    rows_processed: processed,
+    rows_done: r.rows_done,
+    rows_empty: r.rows_empty,
+    rows_failed: r.rows_failed,
+    rows_skipped: r.rows_skipped,
+    rows_kept: r.rows_kept,
+    credits_charged: r.credits_charged,
+    progress: Math.round(progress * 1000) / 1000,
+    error: r.error,
+    workflow_id: columnRunWorkflowId(r.id),
+    created_at: r.created_at.toISOString(),
+    started_at: iso(r.started_at),
+    cancel_requested_at: iso(r.cancel_requested_at),
+    finished_at: iso(r.finished_at),
+  };
+}
+
+interface Temporal {
+  client: Client;
+  taskQueue: string;
+}
+
+async function requireTableRow(db: Db, workspaceId: string, tableId: string) {
+  const [table] = await db<{ keep_existing_results: boolean }[]>`
+    select keep_existing_results from tables where workspace_id = ${workspaceId} and id = ${tableId} and deleted_at is null`;
+  if (!table) throw notFound('Table');
+  return table;
+}
+
+/** Records a manual run of an enrichment column and starts its workflow. */
+export async function createColumnRun(
+  sql: Sql,
+  temporal: Temporal,
+  providers: EnrichmentProviders,
+  target: { workspaceId: string; tableId: string; columnId: string },
+  body: ColumnRunCreate,
+): Promise<RunRecord> {
+  const run = await sql.begin(async (tx) => {
+    const table = await requireTableRow(tx, target.workspaceId, target.tableId);
+    const [column] = await tx<{ kind: string; parent_column_id: string | null; name: string; provider: string | null }[]>`
+      select kind, parent_column_id, name, config ->> 'provider' as provider from table_columns
+      where id = ${target.columnId} and table_id = ${target.tableId}`;
+    if (!column) throw notFound('Column');
+    if (column.kind !== 'enrichment' || column.parent_column_id !== null || !column.provider) {
+      throw new ApiError('conflict', `"${column.name}" is not an enrichment column; only enrichment columns run (output columns run with their enrichment).`);
+    }
+    if (!providers.get(column.provider)) throw new ApiError('conflict', `The provider ${column.provider} is not available in this environment.`);
+    const rowIds = body.row_ids ? [...new Set(body.row_ids.map((id) => id.toLowerCase()))] : null;
+    const [counted] = await tx<{ n: number }[]>`
+      select count(*)::int as n from table_rows where table_id = ${target.tableId} ${rowIds ? tx`and id = any(${rowIds}::uuid[])` : tx``}`;
+    const [inserted] = await tx<RunRecord[]>`
+      insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, row_ids, keep_existing_results, rows_total)
+      values (${target.workspaceId}, ${target.tableId}, ${target.columnId}, ${column.provider}, 'manual', ${rowIds ? 'rows' : 'all'}, ${rowIds},
+              ${body.keep_existing_results ?? table.keep_existing_results}, ${counted!.n})
+      on conflict (column_id) where status in ('queued', 'running') do nothing
+      returning *`;
+    if (!inserted) {
+      const [going] = await tx<{ id: string }[]>`select id from column_runs where column_id = ${target.columnId} and status in ('queued', 'running')`;
+      throw new ApiError('conflict', `A run of "${column.name}" is already going (${going?.id ?? 'just started'}); cancel it or wait for it to finish.`);
+    }
+    return inserted;
+  });
+  try {
+    await startColumnRun(temporal.client, temporal.taskQueue, run);
+  } catch (error) {
+    // The record is committed first; without its workflow it would wait forever, so it fails here.
+    await sql`
+      update column_runs set status = 'failed', error = 'The run could not be started; try again.', finished_at = now()
+      where id = ${run.id} and status = 'queued'`;
+    throw error;
+  }
+  return run;
+}
+
+export async function getColumnRun(db: Db, workspaceId: string, tableId: string, runId: string): Promise<RunRecord> {
+  await requireTableRow(db, workspaceId, tableId);
+  const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId} and table_id = ${tableId} and workspace_id = ${workspaceId}`;
+  if (!run) throw notFound('Run');
+  return run;
+}
+
+export async function listColumnRuns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  query: ColumnRunListQuery & { columnId?: string },
+): Promise<RunRecord[]> {
+  await requireTableRow(db, workspaceId, tableId);
+  if (query.columnId) {
+    const [column] = await db`select 1 from table_columns where id = ${query.columnId} and table_id = ${tableId}`;
+    if (!column) throw notFound('Column');
+  }
+  const going = db`status in ('queued', 'running', 'cancelling')`;
+  return db<RunRecord[]>`
+    select * from column_runs
+    where workspace_id = ${workspaceId} and table_id = ${tableId}
+      ${query.columnId ? db`and column_id = ${query.columnId}` : db``}
+      ${query.active === undefined ? db`` : query.active ? db`and ${going}` : db`and not ${going}`}
+    order by created_at desc, id desc limit ${query.limit}`;
+}
+
+/**
+ * Marks the run `cancelling` and tells its workflow (signal-with-start, so a run whose start was
+ * lost still ends). Asking again while it stops answers the run as it is; a finished run is 409.
+ */
+export async function cancelColumnRun(sql: Sql, temporal: Temporal, workspaceId: string, tableId: string, runId: string): Promise<RunRecord> {
+  const current = await getColumnRun(sql, workspaceId, tableId, runId);
+  if (finished.has(current.status)) throw new ApiError('conflict', `The run is already ${current.status}; nothing changed.`);
+  const [marked] = await sql<RunRecord[]>`
+    update column_runs set status = 'cancelling', cancel_requested_at = now()
+    where id = ${runId} and status in ('queued', 'running') returning *`;
+  const run = marked ?? (await getColumnRun(sql, workspaceId, tableId, runId));
+  if (finished.has(run.status)) throw new ApiError('conflict', `The run is already ${run.status}; nothing changed.`);
+  await signalColumnRun(temporal.client, temporal.taskQueue, run, cancelColumnRunSignal);
+  return run;
+}
+
+/**
+ * auto_run: rows were added to the table. Each enrichment column gets a run of its new rows, or
+ * its going run is woken (its `wakes` count moves, so it cannot finish without looking again).
+ * The rows are already committed, so a failure here is logged, never answered: the next add, or
+ * a manual run, picks the rows up.
+ */
+export async function runNewRows(
+  deps: { sql: Sql; temporal: Temporal; enrichmentProviders?: EnrichmentProviders; log: FastifyBaseLogger },
+  workspaceId: string,
+  tableId: string,
+  added: number,
+): Promise<void> {
+  if (added <= 0) return;
+  try {
+    const columns = await deps.sql<{ id: string; provider: string; keep_existing_results: boolean }[]>`
+      select c.id, c.config ->> 'provider' as provider, t.keep_existing_results
+      from tables t join table_columns c on c.table_id = t.id
+      where t.id = ${tableId} and t.workspace_id = ${workspaceId} and t.auto_run and t.deleted_at is null
+        and c.kind = 'enrichment' and c.parent_column_id is null
+      order by c.position`;
+    for (const column of columns) {
+      if (!deps.enrichmentProviders?.get(column.provider)) continue;
+      const [run] = await deps.sql<RunRecord[]>`
+        insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, keep_existing_results, sweep_new_rows, cursor_done, rows_total)
+        values (${workspaceId}, ${tableId}, ${column.id}, ${column.provider}, 'auto', 'new_rows', ${column.keep_existing_results}, true, true, ${added})
+        on conflict (column_id) where status in ('queued', 'running') do update set
+          wakes = column_runs.wakes + 1, sweep_new_rows = true, rows_total = column_runs.rows_total + excluded.rows_total
+        returning *`;
+      await signalColumnRun(deps.temporal.client, deps.temporal.taskQueue, run!, rowsAddedSignal);
+    }
+  } catch (err) {
+    deps.log.warn({ err, tableId }, 'auto_run could not start or wake a column run');
+  }
+}
