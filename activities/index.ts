@@ -3,16 +3,19 @@ import type { ActionKind } from '../domain/pnet/pnet.js';
 import { createAgentRunActivities, withAgentRunWake } from './agents/agent-run.js';
 import { agentSuppliersFrom, type AgentSuppliers } from '../integrations/agent-tools/index.js';
 import { createColumnRunActivities } from './tables/column-runs.js';
-import { createCreditActivities } from '../store/platform/credits.js';
 import { createEnrichmentProviders, type EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
-import { createInboxActivities, type MailboxNetwork } from '../services/inbox/messages.js';
-import { createMailerActivities, mailerFrom, type Mailer } from './sequences/mailer.js';
-import { createPnetStepActivities, type StepRow } from '../store/pnet/steps.js';
+import { createMailerActivities } from './sequences/mailer.js';
+import { type StepRow } from '../store/pnet/steps.js';
 import { createSequenceActivities, withSequenceWake } from './sequences/sequences.js';
-import { createSenderAccountActivities } from '../store/pnet/sender-account.js';
 import { chatModelFrom, type ChatModel } from '../integrations/chat-model.js';
 import { createOutboundAgentActivities } from './agents/outbound-agent.js';
 import { createTrainingActivities } from './agents/training-sessions.js';
+import { Mailer, mailerFrom } from '../integrations/mailer.js';
+import { MailboxNetwork } from '../services/inbox/mailbox-poll.js';
+import { createInboxActivities } from './inbox/inbox.js';
+import { createCreditActivities } from './platform/credits.js';
+import { createSenderAccountActivities } from './pnet/sender-account.js';
+import { createPnetStepActivities } from './pnet/steps.js';
 
 export interface ActivityDeps {
   sql: Sql;

@@ -3,10 +3,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { AgentSuppliers } from '../integrations/agent-tools/index.js';
 import type { EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
 import type { ChatModel } from '../integrations/chat-model.js';
-import type { Mailer } from '../activities/sequences/mailer.js';
 import type { Sql } from '../db/sql.js';
 import type { RateLimitConfig } from './plugins/rate-limit.js';
 import type { TokenVerifier } from '../services/platform/tokens.js';
+import { Mailer } from '../integrations/mailer.js';
 
 /** Everything the API needs from outside; tests pass real ones built on their own database. */
 export interface AppDeps {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addEntries } from '../store/inbox/do-not-contact.js';
-import { insertMessage, upsertThread } from '../services/inbox/messages.js';
+import { insertMessage, upsertThread } from '../store/inbox/messages.js';
 import type { Sql } from '../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../domain/inbox/do-not-contact.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';

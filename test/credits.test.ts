@@ -1,12 +1,13 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeHold, chargeHoldStatement, createCreditActivities, getBalance, grantCredits, holdCredits, releaseHold } from '../store/platform/credits.js';
+import { chargeHold, chargeHoldStatement, getBalance, grantCredits, holdCredits, releaseHold } from '../store/platform/credits.js';
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../workflows/platform/credit-hold.js';
 import { watchCreditHold } from '../activities/platform/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../workflows/shared/search-attributes.js';
 import { createSql, savepoint, transaction } from '../db/sql.js';
 import { startTestStack, withKey, type TestStack } from './support/test-stack.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
+import { createCreditActivities } from '../activities/platform/credits.js';
 
 let stack: TestStack;
 beforeAll(async () => {

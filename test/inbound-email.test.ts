@@ -1,10 +1,11 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { pollMailbox, recordSentEmail, type MailboxPollResult } from '../services/inbox/messages.js';
+import { recordSentEmail } from '../store/inbox/messages.js';
 import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/inbox/mailbox-poll.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
 import { signInboundEmail } from '../api/routes/inbox/inbound-email.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { pollMailbox, MailboxPollResult } from '../services/inbox/mailbox-poll.js';
 
 const ctx = useStackWithWorkspaces();
 let stack: TestStack;

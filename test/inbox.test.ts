@@ -4,8 +4,7 @@ import { SMTPServer } from 'smtp-server';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../integrations/chat-model.js';
-import { insertMessage, refreshThread, upsertThread } from '../services/inbox/messages.js';
-import { smtpMailer, type Mailer } from '../activities/sequences/mailer.js';
+import { insertMessage, refreshThread, upsertThread } from '../store/inbox/messages.js';
 import { buildApp } from '../api/app.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { bulkThreadsMax } from '../domain/inbox/inbox.js';
@@ -13,6 +12,7 @@ import { resolveTokenConfig } from '../worker/auth-config.js';
 import { serveChatCompletions, type LocalHttp } from './support/local-servers.js';
 import { connectedAccount } from './support/pnet.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { smtpMailer, Mailer } from '../integrations/mailer.js';
 
 const ctx = useStackWithWorkspaces();
 let stack: TestStack;

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMailerActivities, smtpMailer, type Mailer } from '../activities/sequences/mailer.js';
+import { createMailerActivities } from '../activities/sequences/mailer.js';
 import { messageIdOf } from '../domain/sequences/sequences.js';
 import { sequencesApi, startSmtpServer, type SequencesApi } from './support/sequences.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from './support/test-stack.js';
+import { smtpMailer, Mailer } from '../integrations/mailer.js';
 
 // The SMTP server starts first: the stack's worker reads SMTP_URL when it is built.
 let smtp: Awaited<ReturnType<typeof startSmtpServer>>;

@@ -335,7 +335,7 @@ describe('disconnecting the account', () => {
 
 describe('retried attempts and lost answers', () => {
   it('answers a claim or a settle retried after it committed with the record, not a refusal', async () => {
-    const { createPnetStepActivities } = await import('../store/pnet/steps.js');
+    const { createPnetStepActivities } = await import('../activities/pnet/steps.js');
     const a = await connected(stack, paid);
     const step = await a.queue({ kind: 'check_inbox' }, { test: true });
     const [session] = await stack.sql<{ id: string }[]>`select id from pnet_sessions where account_id = ${a.accountId}`;

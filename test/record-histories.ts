@@ -9,13 +9,13 @@ import { Worker } from '@temporalio/worker';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  approveStepUpdate,
-  browserStepWorkflow,
-  cancelStepUpdate,
-  claimRenewedSignal,
-  claimStepUpdate,
-  reportResultUpdate,
-  retryStepUpdate,
+    approveStepUpdate,
+    browserStepWorkflow,
+    cancelStepUpdate,
+    claimRenewedSignal,
+    claimStepUpdate,
+    reportResultUpdate,
+    retryStepUpdate,
 } from '../workflows/pnet/browser-step.js';
 import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/platform/credit-hold.js';
 import { ApplicationFailure } from '@temporalio/common';
@@ -24,41 +24,40 @@ import { accountChangedSignal, senderAccountWorkflow } from '../workflows/pnet/s
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
 import type { AgentDecision, AgentRunActivities, ProfileReadQueued, RecordedStep } from '../activities/agents/agent-run.js';
-import { toSession, viewOf, type SessionRow, type TrainingActivities, type TrainingAnswer } from '../activities/agents/training-sessions.js';
-import type { InboxActivities, MailboxPollResult } from '../services/inbox/messages.js';
+import { type TrainingActivities } from '../activities/agents/training-sessions.js';
 import {
-  beginWrite,
-  discardChanges,
-  draftProposal,
-  giveVerdict,
-  landFirstWrite,
-  landRewrite,
-  liveStatuses,
-  moveTo,
-  newDoc,
-  readyToPropose,
-  TrainingRefusal,
-  withProposal,
-  type TrainingMessage,
-  type TrainingVerdict,
-  type Transition,
+    beginWrite,
+    discardChanges,
+    draftProposal,
+    giveVerdict,
+    landFirstWrite,
+    landRewrite,
+    liveStatuses,
+    moveTo,
+    newDoc,
+    readyToPropose,
+    TrainingRefusal,
+    withProposal,
+    type TrainingMessage,
+    type TrainingVerdict,
+    type Transition,
 } from '../domain/agents/training-sessions.js';
 import {
-  agentExampleRunWorkflowId,
-  agentRunWorkflow,
-  agentTrainingWorkflow,
-  agentTrainingWorkflowId,
-  cancelAgentRunUpdate,
-  pnetStepSettledSignal,
+    agentExampleRunWorkflowId,
+    agentRunWorkflow,
+    agentTrainingWorkflow,
+    agentTrainingWorkflowId,
+    cancelAgentRunUpdate,
+    pnetStepSettledSignal,
 } from '../workflows/agents/agent-run.js';
 import {
-  applyProposalUpdate,
-  discardChangesUpdate,
-  giveVerdictUpdate,
-  trainingSessionWorkflow,
-  trainingSessionWorkflowId,
-  trainingStateQuery,
-  type TrainingWorkflowState,
+    applyProposalUpdate,
+    discardChangesUpdate,
+    giveVerdictUpdate,
+    trainingSessionWorkflow,
+    trainingSessionWorkflowId,
+    trainingStateQuery,
+    type TrainingWorkflowState,
 } from '../workflows/agents/training-session.js';
 import type { ContactAction, SequenceActivities } from '../activities/sequences/sequences.js';
 import type { OutboundAgentActivities, WriteStepMessageResult } from '../activities/agents/outbound-agent.js';
@@ -66,6 +65,9 @@ import type { MailerActivities } from '../activities/sequences/mailer.js';
 import { sequenceContactWorkflowId } from '../domain/sequences/sequences.js';
 import { sequenceContactStateQuery, sequenceContactWorkflow, sequenceFeedWorkflow, sequenceFeedWorkflowId, wakeContactSignal } from '../workflows/sequences/sequence-contact.js';
 import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/inbox/mailbox-poll.js';
+import { InboxActivities } from '../activities/inbox/inbox.js';
+import { MailboxPollResult } from '../services/inbox/mailbox-poll.js';
+import { SessionRow, TrainingAnswer, toSession, viewOf } from '../store/agents/training-sessions.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },

@@ -7,7 +7,6 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../activities/index.js';
-import type { Mailer, OutboundEmail } from '../activities/sequences/mailer.js';
 import type { ContactAction } from '../activities/sequences/sequences.js';
 import { startOptions } from '../services/pnet/browser-step-client.js';
 import { migrateContact, setContactState } from '../store/sequences/sequences.js';
@@ -18,6 +17,7 @@ import { sequenceContactStateQuery, sequenceContactWorkflow, wakeContactSignal, 
 import { sequencesApi, type SequencesApi } from './support/sequences.js';
 import { useStackWithWorkspaces, type TestStack, type TestWorkspace } from './support/test-stack.js';
 import { useTimeSkippingWorker } from './support/time-skipping.js';
+import { OutboundEmail, Mailer } from '../integrations/mailer.js';
 
 const sent: OutboundEmail[] = [];
 const mailer: Mailer = {

@@ -15,18 +15,18 @@ import type { Db, Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { dependentsOf } from '../../domain/tables/formula.js';
 import {
-  billedReach,
-  maxStepsFor,
-  observationMax,
-  offeredActions,
-  renderPrompt,
-  runToolsets,
-  scoreAgreement,
-  agentActions,
-  type AgentAction,
-  type AgentDefinition,
-  type AgentRunStatus,
-  type AgentStepOutcome,
+    billedReach,
+    maxStepsFor,
+    observationMax,
+    offeredActions,
+    renderPrompt,
+    runToolsets,
+    scoreAgreement,
+    agentActions,
+    type AgentAction,
+    type AgentDefinition,
+    type AgentRunStatus,
+    type AgentStepOutcome,
 } from '../../domain/agents/saved-agents.js';
 import { displayValue, type CellValue, type Cells } from '../../domain/tables/tables.js';
 import type { AgentSuppliers } from '../../integrations/agent-tools/index.js';
@@ -34,9 +34,10 @@ import { ToolFailure } from '../../integrations/agent-tools/http-json.js';
 import { onDomain, siteDomain, toolUrl } from '../../integrations/agent-tools/web.js';
 import { ChatModelError, type ChatMessage } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
-import { afterStepTransitions, terminalStatuses, type StepRow } from '../../store/pnet/steps.js';
+import { terminalStatuses, type StepRow } from '../../store/pnet/steps.js';
 import { browserStepWorkflowId, cancelStepUpdate } from '../../workflows/pnet/browser-step.js';
 import { pnetStepSettledSignal } from '../../workflows/agents/agent-run.js';
+import { afterStepTransitions } from '../pnet/steps.js';
 
 export interface AgentRunActivityDeps {
   sql: Sql;

@@ -13,36 +13,30 @@ import { addVersion } from '../../store/agents/outbound-agents.js';
 import type { Db, Sql } from '../../db/sql.js';
 import { factsFromFields, type AgentSlot, type ResearchFact, type WriteContext } from '../../domain/agents/outbound-agents.js';
 import {
-  TrainingRefusal,
-  beginWrite,
-  contextOf,
-  discardChanges,
-  draftProposal,
-  giveVerdict,
-  landFirstWrite,
-  landRewrite,
-  liveStatuses,
-  moveTo,
-  readyToPropose,
-  withProposal,
-  ModelProposalSchema,
-  type ContactState,
-  type Proposal,
-  type Send,
-  type SessionDoc,
-  type TrainingContact,
-  type TrainingMessage,
-  type TrainingSession,
-  type TrainingStatus,
-  type TrainingStep,
-  type TrainingVerdict,
-  type Transition,
+    TrainingRefusal,
+    beginWrite,
+    contextOf,
+    discardChanges,
+    draftProposal,
+    giveVerdict,
+    landFirstWrite,
+    landRewrite,
+    liveStatuses,
+    moveTo,
+    readyToPropose,
+    withProposal,
+    ModelProposalSchema, type Proposal,
+    type Send, type TrainingContact,
+    type TrainingMessage, type TrainingStep,
+    type TrainingVerdict,
+    type Transition
 } from '../../domain/agents/training-sessions.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, releaseHold, type CreditHold } from '../../store/platform/credits.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { activityFailure, composeMessage, creditsOf, holdWritePrice, type Written } from './outbound-agent.js';
 import { researchContact } from '../../services/agents/research.js';
+import { SessionRow, loadSession, writeAttempts, TrainingAnswer, transitionOf, owed, answer } from '../../store/agents/training-sessions.js';
 
 export interface TrainingActivityDeps {
   sql: Sql;
@@ -50,80 +44,8 @@ export interface TrainingActivityDeps {
   enrichmentProviders?: EnrichmentProviders;
 }
 
-export interface SessionRow {
-  id: string;
-  workspace_id: string;
-  sequence_id: string;
-  agent_id: string;
-  base_version: number;
-  applied_version: number | null;
-  revision: number;
-  status: TrainingStatus;
-  error: string;
-  note_waiting: boolean;
-  doc: SessionDoc;
-  created_at: Date;
-}
 
-/** The workflow's view of its session: enough for validators and for deciding what runs next. */
-export interface TrainingView {
-  revision: number;
-  status: TrainingStatus;
-  contacts: Record<string, ContactState>;
-  readyToPropose: boolean;
-}
-
-export interface TrainingAnswer {
-  session: TrainingSession;
-  view: TrainingView;
-}
-
-/** Contact states that owe a write. */
-const owed: readonly ContactState[] = ['waiting_write', 'writing', 'rewrite_queued', 'rewriting'];
-
-/** Write attempts before a message is stored with its error instead (the person can note it to retry). */
-export const writeAttempts = 3;
-
-export function toSession(row: SessionRow): TrainingSession {
-  const { doc } = row;
-  return {
-    id: row.id,
-    agent_id: row.agent_id,
-    sequence_id: row.sequence_id,
-    applied_version: row.applied_version,
-    base_version: row.base_version,
-    revision: row.revision,
-    status: row.status,
-    created_at: row.created_at.toISOString(),
-    error: row.error,
-    note_waiting: row.note_waiting,
-    reviewed_ids: doc.reviewed_ids,
-    steps: doc.steps,
-    progress: doc.progress,
-    proposal: doc.proposal,
-    contacts: doc.contacts,
-  };
-}
-
-const transitionOf = (row: SessionRow): Transition => ({ head: { status: row.status, note_waiting: row.note_waiting, error: row.error }, doc: row.doc });
-
-export function viewOf(row: SessionRow): TrainingView {
-  return {
-    revision: row.revision,
-    status: row.status,
-    contacts: Object.fromEntries(row.doc.contacts.map((c) => [c.record_id, c.state])),
-    readyToPropose: readyToPropose(transitionOf(row)),
-  };
-}
-
-const answer = (row: SessionRow): TrainingAnswer => ({ session: toSession(row), view: viewOf(row) });
-
-export async function loadSession(db: Db, sessionId: string): Promise<SessionRow | undefined> {
-  const [row] = await db<SessionRow[]>`select * from training_sessions where id = ${sessionId}`;
-  return row;
-}
-
-function refusal(error: unknown): unknown {
+export function refusal(error: unknown): unknown {
   return error instanceof TrainingRefusal ? ApplicationFailure.nonRetryable(error.message, error.code) : error;
 }
 
@@ -132,7 +54,7 @@ function refusal(error: unknown): unknown {
  * revision (a stale one is refused, nothing written); without it, a lost race re-reads and
  * re-applies. `inside` runs in the same transaction after the write (credits, agent versions).
  */
-async function mutate(
+export async function mutate(
   sql: Sql,
   sessionId: string,
   expected: number | undefined,
@@ -167,7 +89,7 @@ async function mutate(
   }
 }
 
-interface Drafted {
+export interface Drafted {
   slot: AgentSlot;
   written: Written | null;
   error: string | null;
@@ -175,7 +97,7 @@ interface Drafted {
   ms: number;
 }
 
-const sendOf = (written: Written | null, error: string | null): Send =>
+export const sendOf = (written: Written | null, error: string | null): Send =>
   written
     ? {
         alone: written.assessment.review_reason === null,
@@ -188,7 +110,7 @@ const sendOf = (written: Written | null, error: string | null): Send =>
  * The prompt update as the chat model drafts it from the lessons; null when it fails or answers
  * out of shape (the local draft is used then). Only slots the agent has are taken; drafting is free.
  */
-async function modelProposal(model: ChatModel, row: SessionRow, slots: AgentSlot[], local: Proposal): Promise<Proposal | null> {
+export async function modelProposal(model: ChatModel, row: SessionRow, slots: AgentSlot[], local: Proposal): Promise<Proposal | null> {
   try {
     const answer = await model.complete({
       json: true,

@@ -13,23 +13,24 @@ import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js
 import { renderMessage, type TemplateSegmentInput } from '../../domain/inbox/email-templates.js';
 import { StepParamsSchema } from '../../domain/pnet/pnet.js';
 import {
-  AudienceMappingSchema,
-  messageActions,
-  messageIdOf,
-  sequenceContactWorkflowId,
-  stepById,
-  waitUntil,
-  type SequenceGraph,
-  type SequenceStep,
+    AudienceMappingSchema,
+    messageActions,
+    messageIdOf,
+    sequenceContactWorkflowId,
+    stepById,
+    waitUntil,
+    type SequenceGraph,
+    type SequenceStep,
 } from '../../domain/sequences/sequences.js';
 import type { MessageKind } from '../../domain/agents/outbound-agents.js';
 import { startStepWorkflow, updateStep } from '../../services/pnet/browser-step-client.js';
 import { contactFieldsOf, enrolRows, outreachBlock, type ContactRow } from '../../store/sequences/sequences.js';
 import { startContacts } from '../../services/sequences/sequence-client.js';
 import { cancelStepUpdate } from '../../workflows/pnet/browser-step.js';
-import { afterStepTransitions, stepHold, type StepRow } from '../../store/pnet/steps.js';
+import { stepHold, type StepRow } from '../../store/pnet/steps.js';
 import { holdCtes } from '../../store/platform/credits.js';
 import type { WriteStepMessageInput, WriteStepMessageResult } from '../agents/outbound-agent.js';
+import { afterStepTransitions } from '../pnet/steps.js';
 
 /** What the contact's workflow does next. */
 export type ContactAction =

@@ -3,34 +3,28 @@ import type { Client } from '@temporalio/client';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
-import {
-  insertMessage,
-  modelSuggestion,
-  refreshThread,
-  templateSuggestion,
-  type SuggestionContext,
-  type SuggestionDraft,
-} from './messages.js';
-import type { Mailer } from '../../activities/sequences/mailer.js';
+import { insertMessage, refreshThread } from '../../store/inbox/messages.js';
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
-  countPeople,
-  suggestionPriceCredits,
-  type Label,
-  type Mailbox,
-  type MailboxCreate,
-  type MailboxUpdate,
-  type Message,
-  type Suggestion,
-  type Thread,
-  type ThreadListQuery,
+    countPeople,
+    suggestionPriceCredits,
+    type Label,
+    type Mailbox,
+    type MailboxCreate,
+    type MailboxUpdate,
+    type Message,
+    type Suggestion,
+    type Thread,
+    type ThreadListQuery,
 } from '../../domain/inbox/inbox.js';
 import { mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { startStepWorkflow } from '../pnet/browser-step-client.js';
 import { addEntries } from '../../store/inbox/do-not-contact.js';
 import { accountRunMode, insertStep } from '../../store/pnet/step-queue.js';
+import { Mailer } from '../../integrations/mailer.js';
+import { SuggestionContext, SuggestionDraft, templateSuggestion, modelSuggestion } from './suggestions.js';
 
 interface ThreadRow {
   id: string;

@@ -1,9 +1,9 @@
 /** Starting and signalling column-run workflows from the API. */
 import type { Client } from '@temporalio/client';
 import type { SignalDefinition } from '@temporalio/common';
-import type { RunRecord } from '../../activities/tables/column-runs.js';
 import { columnRunWorkflow, columnRunWorkflowId, type ColumnRunInput } from '../../workflows/tables/column-run.js';
 import { ColumnRunProgressKey, ColumnRunStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import { RunRecord } from '../../store/tables/column-runs.js';
 
 function runOptions(taskQueue: string, run: RunRecord) {
   const input: ColumnRunInput = { runId: run.id, workspaceId: run.workspace_id, tableId: run.table_id, columnId: run.column_id };

@@ -7,13 +7,13 @@
  */
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
-import { processedOf, type RunRecord } from '../../activities/tables/column-runs.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import type { Db, Sql } from '../../db/sql.js';
 import type { ColumnRun, ColumnRunCreate, ColumnRunListQuery } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../../workflows/tables/column-run.js';
 import { signalColumnRun, startColumnRun } from './column-run-client.js';
+import { RunRecord, processedOf } from '../../store/tables/column-runs.js';
 
 const finished = new Set(['completed', 'cancelled', 'failed']);
 const iso = (d: Date | null) => (d ? d.toISOString() : null);

@@ -1,21 +1,20 @@
 /** Queries of training sessions (2.5): creating one with its sample contacts, and reading. Scoped to the workspace and sequence. */
-import { loadSession, toSession, type SessionRow } from '../../activities/agents/training-sessions.js';
-import type { Sql } from '../../db/sql.js';
+import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
-import { newDoc, type SampleContact, type TrainingSession, type TrainingStart } from '../../domain/agents/training-sessions.js';
+import { ContactState, newDoc, Transition, TrainingStatus, SessionDoc, readyToPropose, type SampleContact, type TrainingSession, type TrainingStart } from '../../domain/agents/training-sessions.js';
 import type { CellValue } from '../../domain/tables/tables.js';
 
-interface SequenceRecord {
+export interface SequenceRecord {
   id: string;
   audience_table_id: string | null;
   audience_mapping: Record<string, string | null>;
   outbound_agent_id: string | null;
 }
 
-const text = (v: CellValue | undefined) => (v === null || v === undefined ? '' : String(v).trim());
+export const text = (v: CellValue | undefined) => (v === null || v === undefined ? '' : String(v).trim());
 
 /** The first `size` rows of the audience table, as contacts with their fields by column name. */
-async function sampleContacts(sql: Sql, workspaceId: string, sequence: SequenceRecord, size: number): Promise<SampleContact[]> {
+export async function sampleContacts(sql: Sql, workspaceId: string, sequence: SequenceRecord, size: number): Promise<SampleContact[]> {
   const columns = await sql<{ id: string; name: string }[]>`
     select id, name from table_columns where table_id = ${sequence.audience_table_id} and workspace_id = ${workspaceId} order by position`;
   const rows = await sql<{ id: string; cells: Record<string, CellValue> }[]>`
@@ -80,4 +79,77 @@ export async function listSessions(sql: Sql, workspaceId: string, sequenceId: st
   const rows = await sql<SessionRow[]>`
     select * from training_sessions where sequence_id = ${sequenceId} and workspace_id = ${workspaceId} order by created_at desc, id desc`;
   return rows.map(toSession);
+}
+
+export interface SessionRow {
+  id: string;
+  workspace_id: string;
+  sequence_id: string;
+  agent_id: string;
+  base_version: number;
+  applied_version: number | null;
+  revision: number;
+  status: TrainingStatus;
+  error: string;
+  note_waiting: boolean;
+  doc: SessionDoc;
+  created_at: Date;
+}
+
+/** The workflow's view of its session: enough for validators and for deciding what runs next. */
+export interface TrainingView {
+  revision: number;
+  status: TrainingStatus;
+  contacts: Record<string, ContactState>;
+  readyToPropose: boolean;
+}
+
+export interface TrainingAnswer {
+  session: TrainingSession;
+  view: TrainingView;
+}
+
+/** Contact states that owe a write. */
+export const owed: readonly ContactState[] = ['waiting_write', 'writing', 'rewrite_queued', 'rewriting'];
+
+/** Write attempts before a message is stored with its error instead (the person can note it to retry). */
+export const writeAttempts = 3;
+
+export function toSession(row: SessionRow): TrainingSession {
+  const { doc } = row;
+  return {
+    id: row.id,
+    agent_id: row.agent_id,
+    sequence_id: row.sequence_id,
+    applied_version: row.applied_version,
+    base_version: row.base_version,
+    revision: row.revision,
+    status: row.status,
+    created_at: row.created_at.toISOString(),
+    error: row.error,
+    note_waiting: row.note_waiting,
+    reviewed_ids: doc.reviewed_ids,
+    steps: doc.steps,
+    progress: doc.progress,
+    proposal: doc.proposal,
+    contacts: doc.contacts,
+  };
+}
+
+export const transitionOf = (row: SessionRow): Transition => ({ head: { status: row.status, note_waiting: row.note_waiting, error: row.error }, doc: row.doc });
+
+export function viewOf(row: SessionRow): TrainingView {
+  return {
+    revision: row.revision,
+    status: row.status,
+    contacts: Object.fromEntries(row.doc.contacts.map((c) => [c.record_id, c.state])),
+    readyToPropose: readyToPropose(transitionOf(row)),
+  };
+}
+
+export const answer = (row: SessionRow): TrainingAnswer => ({ session: toSession(row), view: viewOf(row) });
+
+export async function loadSession(db: Db, sessionId: string): Promise<SessionRow | undefined> {
+  const [row] = await db<SessionRow[]>`select * from training_sessions where id = ${sessionId}`;
+  return row;
 }

@@ -18,7 +18,7 @@ export interface CreditHold {
   expires_at: Date;
 }
 
-async function recordMovement(
+export async function recordMovement(
   tx: Db,
   m: { workspaceId: string; kind: CreditMovementKind; amount: number; causeKey: string; holdId?: string; note?: string },
 ): Promise<boolean> {
@@ -87,7 +87,7 @@ export function holdCtes(db: Db, input: HoldInput) {
     )`;
 }
 
-function validHoldAmount(amount: number) {
+export function validHoldAmount(amount: number) {
   if (!Number.isInteger(amount) || amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
 }
 
@@ -141,7 +141,7 @@ export function settleHoldStatement(tx: Db, holdId: string, outcome: 'charged' |
 }
 
 /** Ends a hold (see settleHoldStatement) and answers it as it stands. */
-async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
+export async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
   const [hold] = await settleHoldStatement(tx, holdId, outcome, charge);
   if (hold) return hold;
   const [current] = await tx<CreditHold[]>`select * from credit_holds where id = ${holdId}`;
@@ -153,7 +153,7 @@ export const chargeHoldStatement = (tx: Db, holdId: string) => settleHoldStateme
 export const releaseHoldStatement = (tx: Db, holdId: string) => settleHoldStatement(tx, holdId, 'released', 0);
 export const releaseHold = (tx: Db, holdId: string) => settleHold(tx, holdId, 'released', 0);
 
-interface MovementRow extends Omit<CreditMovement, 'created_at'> {
+export interface MovementRow extends Omit<CreditMovement, 'created_at'> {
   created_at: Date;
 }
 
@@ -166,14 +166,3 @@ export async function listMovements(db: Db, workspaceId: string, limit: number, 
   return { movements: page, next_before_id: rows.length > limit ? page[page.length - 1]!.id : null };
 }
 
-/** Activities of the credit-hold workflow. */
-export function createCreditActivities({ sql }: { sql: Sql }) {
-  return {
-    /** Releases a hold nobody settled before it expired; a settled hold is left as it is. */
-    async releaseExpiredHold({ holdId }: { holdId: string }): Promise<CreditHold['status'] | 'missing'> {
-      const hold = await sql.begin((tx) => releaseHold(tx, holdId));
-      return hold?.status ?? 'missing';
-    },
-  };
-}
-export type CreditActivities = ReturnType<typeof createCreditActivities>;

@@ -3,9 +3,8 @@
  * (inbox, connections, sent invitations) and the end of a checkpoint's back-off. Ceilings,
  * warm-up and the lease lapse are read from the clock when asked, so they need no timer here.
  */
-import { transaction, type Db, type Sql } from '../../db/sql.js';
+import { type Db } from '../../db/sql.js';
 import type { ActionKind } from '../../domain/pnet/pnet.js';
-import type { StepRow } from './steps.js';
 
 /** How often each read runs; the claim still paces them within working hours and their ceilings. */
 export const housekeepingEverySeconds: Partial<Record<ActionKind, number>> = {
@@ -33,89 +32,3 @@ export async function holdAtCheckpoint(tx: Db, accountId: string): Promise<void>
     where id = ${accountId}`;
 }
 
-export interface AccountClock {
-  connected: boolean;
-  /** The end of the checkpoint back-off in force, if any. */
-  checkpointUntil: string | null;
-  /** When the next housekeeping read falls due. */
-  nextCheckAt: string | null;
-  queuedStepIds: string[];
-}
-
-export function createSenderAccountActivities({
-  sql,
-  startStep,
-  housekeeping = housekeepingEverySeconds,
-}: {
-  sql: Sql;
-  startStep: (row: StepRow) => Promise<void>;
-  /** The reads the account schedules and how often (tests that drive the line by hand pass none). */
-  housekeeping?: Partial<Record<ActionKind, number>>;
-}) {
-  return {
-    /**
-     * Ends a back-off that has run out, queues the reads that are due (one waiting read of a kind
-     * at most), and starts the waiting reads' step workflows (a running one is left as it is), so
-     * a retry after a lost start makes it good.
-     */
-    async tickSenderAccount({ accountId, now: nowIso }: { accountId: string; now: string }): Promise<AccountClock> {
-      // The workflow's clock, not the database's: they agree in service, and a time-skipping test
-      // moves only the workflow's.
-      const now = new Date(nowIso);
-      // The account's row is locked only by the last statement, sent with the COMMIT: check-ins
-      // and claims lock the same row, and a tick's reads are several round trips. Ticks of one
-      // account (a retry beside an attempt thought lost) take turns on an advisory lock instead.
-      const { clock, rows } = await transaction(sql, async (tx, commitWith) => {
-        await tx`select pg_advisory_xact_lock(hashtext('account-tick:' || ${accountId}))`;
-        const [account] = await tx<{ workspace_id: string; status: string; checkpoint_status: string; checkpoint_until: Date | null; replies_failing: boolean }[]>`
-          select workspace_id, status, checkpoint_status, checkpoint_until, replies_failing from pnet_accounts where id = ${accountId}`;
-        if (!account) return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
-        const connected = account.status === 'connected';
-        const backOffOver = account.checkpoint_until !== null && account.checkpoint_until <= now;
-        const due: StepRow[] = [];
-        const upcomingOf: Partial<Record<ActionKind, Date>> = {};
-        if (connected && (account.checkpoint_status === 'ok' || (account.checkpoint_status === 'checkpoint' && backOffOver))) {
-          for (const [kind, usual] of Object.entries(housekeeping) as [ActionKind, number][]) {
-            const every = kind === 'check_inbox' && account.replies_failing ? Math.min(usual, failingInboxRetrySeconds) : usual;
-            const [last] = await tx<{ waiting: boolean; last_at: Date | null }[]>`
-              select bool_or(status in ('queued', 'resuming', 'claimed')) as waiting, max(created_at) as last_at
-              from browser_steps where account_id = ${accountId} and kind = ${kind}`;
-            const dueAt = last?.last_at ? new Date(last.last_at.getTime() + every * 1000) : new Date(0);
-            if (!last?.waiting && dueAt <= now) {
-              const [row] = await tx<StepRow[]>`
-                insert into browser_steps (workspace_id, account_id, kind, params, status, metered, queued_at)
-                values (${account.workspace_id}, ${accountId}, ${kind}, ${tx.json({ kind })}, 'queued', true, now())
-                returning *`;
-              due.push(row!);
-            }
-            upcomingOf[kind] = last?.waiting || dueAt <= now ? new Date(now.getTime() + every * 1000) : dueAt;
-          }
-        }
-        const next = Object.values(upcomingOf).reduce<Date | null>((a, b) => (a && a <= b ? a : b), null);
-        // Every waiting read, not only the new ones: a retry after a lost start starts it now.
-        const waiting = await tx<StepRow[]>`
-          select * from browser_steps where account_id = ${accountId}
-            and kind = any(${Object.keys(housekeeping)}::text[]) and status in ('queued', 'resuming')`;
-        // Judged on the row as it is now: a checkpoint reported since the read above has a
-        // back-off still to run, and is kept.
-        const [ended] = await commitWith(tx<{ checkpoint_until: Date | null }[]>`
-          update pnet_accounts set
-            checkpoint_status = case when checkpoint_status = 'checkpoint' and checkpoint_until <= ${now} then 'ok' else checkpoint_status end,
-            checkpoint_until = case when checkpoint_until <= ${now} then null else checkpoint_until end,
-            connections_next_check_at = coalesce(${upcomingOf.check_connections ?? null}, connections_next_check_at),
-            inbox_next_check_at = coalesce(${upcomingOf.check_inbox ?? null}, inbox_next_check_at)
-          where id = ${accountId} returning checkpoint_until`);
-        const clock: AccountClock = {
-          connected,
-          checkpointUntil: ended?.checkpoint_until?.toISOString() ?? null,
-          nextCheckAt: next?.toISOString() ?? null,
-          queuedStepIds: due.map((r) => r.id),
-        };
-        return { clock, rows: waiting };
-      });
-      for (const row of rows) await startStep(row);
-      return clock;
-    },
-  };
-}
-export type SenderAccountActivities = ReturnType<typeof createSenderAccountActivities>;

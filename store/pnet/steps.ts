@@ -7,13 +7,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import type { ActionKind, AgentVerification, BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/pnet.js';
-import { housekeepingKinds, limitKindOf, maxCutOffs, messageKinds, recordStatus, stepPrices } from '../../domain/pnet/pnet.js';
+import { limitKindOf, messageKinds, recordStatus, stepPrices } from '../../domain/pnet/pnet.js';
 import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from '../platform/credits.js';
-import { recordCheck } from './checks.js';
-import { recordPnetRead } from '../../services/inbox/messages.js';
-import { holdAtCheckpoint } from './sender-account.js';
 import { workingWindow } from '../../domain/pnet/pacing.js';
-import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import { formatLocalDate, localDate } from '../../domain/shared/zoned-time.js';
 import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './account-rows.js';
@@ -90,7 +86,7 @@ export function sameResultAgain(step: StepRow, report: Pick<SettleReport, 'statu
   );
 }
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
+export const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /** The 2.2 record of a step that has left the Tasks page. */
 export function toBrowserStep(row: StepRow): BrowserStep {
@@ -137,13 +133,13 @@ export async function findStep(db: Db, id: string, workspaceId?: string): Promis
   return row;
 }
 
-function refusal(row: StepRow | undefined, wanted: string): ApplicationFailure {
+export function refusal(row: StepRow | undefined, wanted: string): ApplicationFailure {
   if (!row) return ApplicationFailure.nonRetryable('Step not found.', 'not_found');
   const shown = row.status === 'awaiting_approval' ? 'awaiting approval' : row.status;
   return ApplicationFailure.nonRetryable(`The step is ${shown}; it can be ${wanted} only ${wantedFrom[wanted]}.`, 'conflict');
 }
 
-const wantedFrom: Record<string, string> = {
+export const wantedFrom: Record<string, string> = {
   approved: 'while it awaits approval',
   rejected: 'while it awaits approval',
   cancelled: 'before a browser claims it',
@@ -183,12 +179,12 @@ export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'worksp
  * balance row, which every queue and settle of the workspace locks, is held for the server's time
  * alone. A step without a hold commits as any transaction does.
  */
-async function settleStepCreditsAndCommit(tx: Db, commitWith: CommitWith, step: StepRow, charge: boolean) {
+export async function settleStepCreditsAndCommit(tx: Db, commitWith: CommitWith, step: StepRow, charge: boolean) {
   if (!step.credit_hold_id) return;
   await commitWith(charge ? chargeHoldStatement(tx, step.credit_hold_id) : releaseHoldStatement(tx, step.credit_hold_id));
 }
 
-async function transition(
+export async function transition(
   sql: Db,
   stepId: string,
   wanted: keyof typeof wantedFrom,
@@ -199,7 +195,7 @@ async function transition(
   throw refusal(await findStep(sql, stepId), wanted);
 }
 
-const conflict = (message: string) => ApplicationFailure.nonRetryable(message, 'conflict');
+export const conflict = (message: string) => ApplicationFailure.nonRetryable(message, 'conflict');
 
 /**
  * The guarded claim, in one transaction with the account row locked: one running step per
@@ -207,7 +203,7 @@ const conflict = (message: string) => ApplicationFailure.nonRetryable(message, '
  * and for metered work the working hours, the gap and the day's and week's ceilings, the usage
  * unit consumed by a conditional upsert. Any refusal writes nothing.
  */
-async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<StepTransitionResult> {
+export async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<StepTransitionResult> {
   return transaction(sql, async (tx, commitWith) => {
     // The three reads go out together, in the order every writer takes its locks (the account,
     // then the step): the account's row is locked until commit, and every round trip under it is
@@ -269,7 +265,7 @@ async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise
 }
 
 /** Gives back the usage unit a claim consumed (a failure, a skip or a lapse acted on nothing). */
-async function returnUsageUnit(tx: Db, step: StepRow) {
+export async function returnUsageUnit(tx: Db, step: StepRow) {
   if (!step.usage_kind) return;
   // The date is read in SQL, not round-tripped through a JS Date and a time zone.
   await tx`
@@ -288,199 +284,3 @@ export interface ClaimInput {
   now?: string;
 }
 
-/**
- * Wraps the named step transitions so `after` runs once each has committed, with the step's id and
- * the record it answered (undefined for a transition that answers only a status). For the wakes of
- * whatever waits on a step; `after` must not throw.
- */
-export function afterStepTransitions<T extends object>(
-  activities: T,
-  names: string[],
-  after: (stepId: string, step: BrowserStep | undefined) => Promise<void>,
-): T {
-  const wrapped = { ...activities };
-  for (const name of names) {
-    const inner = (activities as Record<string, (input: { stepId: string }) => Promise<unknown>>)[name];
-    if (!inner) continue;
-    (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
-      const result = await inner(input);
-      await after(input.stepId, (result as { step?: BrowserStep } | undefined)?.step);
-      return result;
-    };
-  }
-  return wrapped;
-}
-
-export function createPnetStepActivities({ sql, random = Math.random }: { sql: Sql; random?: () => number }) {
-  return {
-    claimStep: (input: ClaimInput) => claim(sql, input, random),
-
-    /**
-     * Settles the current claim with the browser's result (3.1). A result naming an earlier
-     * claim is refused, unless it is a success for a step not settled since (it did run).
-     */
-    async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
-      return transaction(sql, async (tx, commitWith) => {
-        const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
-        if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
-        // The same result again (an attempt retried after the first one committed): the record as it stands.
-        if (sameResultAgain(step, report)) return { step: toBrowserStep(step), checkpoint: false };
-        const namesCurrentClaim = step.status === 'claimed' && (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
-        const lateSuccess = report.status === 'succeeded' && (step.status === 'queued' || step.status === 'resuming') && step.claimed_at !== null;
-        if (!namesCurrentClaim && !lateSuccess) throw conflict(`The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`);
-        const [settled] = await tx<StepRow[]>`
-          update browser_steps set status = ${report.status}, finished_at = now(), duration_ms = ${report.duration_ms},
-            error_code = ${report.error_code}, error_message = ${report.error_message},
-            outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
-            acted_at = ${report.status === 'succeeded' ? tx`now()` : tx`acted_at`}, updated_at = now()
-          where id = ${stepId} returning *`;
-        if (report.status !== 'succeeded' && namesCurrentClaim) await returnUsageUnit(tx, step);
-        if (housekeepingKinds.has(step.kind)) await recordCheck(tx, step, report);
-        // A read that found conversations records them in the unified inbox.
-        if (report.status === 'succeeded') await recordPnetRead(tx, step, report.outcome);
-        if (report.error_code === 'blocked_checkpoint' && namesCurrentClaim) await holdAtCheckpoint(tx, step.account_id);
-        // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
-        // A resuming step kept its unit when its claim lapsed (it may have acted): counted once.
-        if (lateSuccess && step.status === 'queued' && step.usage_kind) {
-          await tx`
-            update pnet_usage u set used = u.used + 1 from browser_steps s
-            where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
-        }
-        await settleStepCreditsAndCommit(tx, commitWith, step, report.status === 'succeeded');
-        return { step: toBrowserStep(settled!), checkpoint: report.error_code === 'blocked_checkpoint' };
-      });
-    },
-
-    /**
-     * The browser gives its claim back (it verified the action is absent, or the page to reopen is
-     * paused): the step goes back in line and the usage unit is returned; it counts for nothing.
-     */
-    async releaseClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ step: BrowserStep }> {
-      return sql.begin(async (tx) => {
-        const [step] = await tx<StepRow[]>`
-          select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
-        if (!step) throw conflict('The step is not claimed under that claim any more.');
-        await returnUsageUnit(tx, step);
-        const [released] = await tx<StepRow[]>`
-          update browser_steps set status = 'queued', queued_at = now(), usage_date = null, usage_kind = null, updated_at = now()
-          where id = ${stepId} returning *`;
-        return { step: toBrowserStep(released!) };
-      });
-    },
-
-    /**
-     * Puts a failed step back in line. One that may have acted (it said so late, or it was cut
-     * off mid-run) comes back `resuming`, handed only to a browser that looks before acting, so
-     * a retry never sends twice; a read, or a failure known to have done nothing, is queued.
-     */
-    async retryStep({ stepId }: { stepId: string }): Promise<StepTransitionResult> {
-      return sql.begin(async (tx) => {
-        const [row] = await tx<StepRow[]>`
-          update browser_steps set
-            status = case when kind in ${tx([...housekeepingKinds])} then 'queued'
-                          when acted_at is not null or error_code is null or error_code in ${tx([...mayHaveActedCodes])} then 'resuming'
-                          else 'queued' end,
-            error_code = null, error_message = null, outcome = null, finished_at = null, duration_ms = null,
-            cut_offs = 0, credit_round = credit_round + 1, credit_hold_id = null,
-            held = pnet_step_held(workspace_id, contact_key, sequence_id),
-            queued_at = now(), updated_at = now()
-          where id = ${stepId} and status = 'failed' returning *`;
-        if (!row) throw conflict(`The step is ${(await findStep(tx, stepId))?.status ?? 'gone'}; only a failed step can be retried.`);
-        row.credit_hold_id = await holdStepCredits(tx, row);
-        return { step: toBrowserStep(row) };
-      });
-    },
-
-    /**
-     * A claim whose browser went silent. A housekeeping read goes back in line (it acted on
-     * nothing). Anything else may have acted: with resume on it comes back `resuming` (handed only
-     * to a browser that looks first), else it fails with claim_expired for a person to retry; the
-     * third cut-off ends it as interrupted_repeatedly. A failure returns the credit hold.
-     */
-    /**
-     * The lease timer fired. A claim its running browser renewed since (`lease_renewed_at`, written
-     * by check-ins) lives on: the answer is `claimed` with the lease's new end, and the workflow
-     * sleeps to it. `now` is the workflow's clock (histories before it passed none).
-     */
-    async expireClaim({
-      stepId,
-      claimedAt,
-      now,
-    }: {
-      stepId: string;
-      claimedAt: string;
-      now?: string;
-    }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null; leaseUntil?: string }> {
-      return transaction(sql, async (tx, commitWith) => {
-        const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
-          select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
-        if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
-        const renewedAt = Math.max(step.claimed_at!.getTime(), step.lease_renewed_at?.getTime() ?? 0);
-        const leaseUntil = renewedAt + claimLeaseSeconds * 1000;
-        if (leaseUntil > (now ? Date.parse(now) : Date.now())) return { status: 'claimed', leaseUntil: new Date(leaseUntil).toISOString() };
-        const [account] = await tx<{ resume_enabled: boolean }[]>`select resume_enabled from pnet_accounts where id = ${step.account_id}`;
-        const cutOffs = step.cut_offs + 1;
-        const [status, errorCode]: [StoredStepStatus, StepErrorCode | null] = housekeepingKinds.has(step.kind)
-          ? ['queued', null]
-          : cutOffs >= maxCutOffs
-            ? ['failed', 'interrupted_repeatedly']
-            : account?.resume_enabled
-              ? ['resuming', null]
-              : ['failed', 'claim_expired'];
-        const back = status !== 'failed';
-        await tx`
-          update browser_steps set status = ${status}, error_code = ${errorCode}, cut_offs = ${cutOffs},
-            finished_at = ${back ? null : tx`now()`},
-            queued_at = ${back ? tx`now()` : tx`queued_at`}, updated_at = now()
-          where id = ${stepId}`;
-        // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
-        if (status === 'queued') await returnUsageUnit(tx, step);
-        if (!back) await settleStepCreditsAndCommit(tx, commitWith, step, false);
-        return { status, errorCode };
-      });
-    },
-
-    /** The step's deadline passed while it still waited: it fails missed_window, its credits returned. */
-    async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
-      return transaction(sql, async (tx, commitWith) => {
-        const [row] = await tx<StepRow[]>`
-          update browser_steps set status = 'failed', error_code = 'missed_window', finished_at = now(), updated_at = now()
-          where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
-        if (row) await settleStepCreditsAndCommit(tx, commitWith, row, false);
-        if (row) return { status: row.status, errorCode: row.error_code };
-        return { status: (await findStep(tx, stepId))?.status as StoredStepStatus };
-      });
-    },
-
-    async approveStep({ stepId }: { stepId: string }) {
-      return sql.begin((tx) =>
-        transition(tx, stepId, 'approved', async (db) => {
-          const rows = await db<StepRow[]>`
-            update browser_steps set status = 'queued', queued_at = now(), updated_at = now()
-            where id = ${stepId} and status = 'awaiting_approval' returning *`;
-          if (rows[0]) rows[0].credit_hold_id = await holdStepCredits(db, rows[0]);
-          return rows;
-        }),
-      );
-    },
-    async rejectStep({ stepId, reason }: { stepId: string; reason: string | null }) {
-      return transition(sql, stepId, 'rejected', (db) => db<StepRow[]>`
-        update browser_steps set status = 'rejected', reject_reason = ${reason}, error_message = ${reason},
-          finished_at = now(), updated_at = now()
-        where id = ${stepId} and status = 'awaiting_approval' returning *`);
-    },
-    /** A running step is the browser's until it reports: only a waiting step can be cancelled. */
-    async cancelStep({ stepId, errorCode = 'cancelled' }: { stepId: string; errorCode?: 'cancelled' | 'sender_changed' }) {
-      return transaction(sql, (tx, commitWith) =>
-        transition(tx, stepId, 'cancelled', async (db) => {
-          const rows = await db<StepRow[]>`
-            update browser_steps set status = 'cancelled', error_code = ${errorCode}, finished_at = now(), updated_at = now()
-            where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
-          if (rows[0]) await settleStepCreditsAndCommit(db, commitWith, rows[0], false);
-          return rows;
-        }),
-      );
-    },
-  };
-}
-export type PnetStepActivities = ReturnType<typeof createPnetStepActivities>;

@@ -8,18 +8,19 @@
  * run ends when the session is completed or abandoned.
  */
 import {
-  ActivityFailure,
-  ApplicationFailure,
-  allHandlersFinished,
-  condition,
-  defineQuery,
-  defineUpdate,
-  proxyActivities,
-  setHandler,
-  upsertMemo,
+    ActivityFailure,
+    ApplicationFailure,
+    allHandlersFinished,
+    condition,
+    defineQuery,
+    defineUpdate,
+    proxyActivities,
+    setHandler,
+    upsertMemo,
 } from '@temporalio/workflow';
-import type { TrainingActivities, TrainingView } from '../../activities/agents/training-sessions.js';
+import type { TrainingActivities } from '../../activities/agents/training-sessions.js';
 import type { TrainingSession, TrainingStatus, TrainingVerdict } from '../../domain/agents/training-sessions.js';
+import type { TrainingView } from '../../store/agents/training-sessions.js';
 
 export interface TrainingSessionInput {
   sessionId: string;

@@ -5,8 +5,9 @@
  * mailbox is deleted or switched off, and continues as new before its history grows long.
  */
 import { ActivityFailure, condition, continueAsNew, defineQuery, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
-import type { InboxActivities, MailboxPollResult } from '../../services/inbox/messages.js';
 import { workflowNow } from '../shared/clock.js';
+import type { InboxActivities } from '../../activities/inbox/inbox.js';
+import type { MailboxPollResult } from '../../services/inbox/mailbox-poll.js';
 
 export interface MailboxPollInput {
   mailboxId: string;

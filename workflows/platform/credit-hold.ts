@@ -4,16 +4,16 @@
  * reported), the workflow releases it, so credits are never kept for nothing.
  */
 import {
-  condition,
-  defineQuery,
-  defineSignal,
-  proxyActivities,
-  setHandler,
-  upsertSearchAttributes,
-  workflowInfo,
+    condition,
+    defineQuery,
+    defineSignal,
+    proxyActivities,
+    setHandler,
+    upsertSearchAttributes,
+    workflowInfo,
 } from '@temporalio/workflow';
-import type { CreditActivities } from '../../store/platform/credits.js';
 import { CreditHoldStatusKey } from '../shared/search-attributes.js';
+import type { CreditActivities } from '../../activities/platform/credits.js';
 
 export interface CreditHoldInput {
   holdId: string;

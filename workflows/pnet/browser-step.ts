@@ -5,24 +5,25 @@
  * answer is the workflow's answer. Claims, leases and results join this workflow next.
  */
 import {
-  ApplicationFailure,
-  allHandlersFinished,
-  condition,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
-  patched,
-  proxyActivities,
-  proxyLocalActivities,
-  setHandler,
-  upsertSearchAttributes,
-  workflowInfo,
+    ApplicationFailure,
+    allHandlersFinished,
+    condition,
+    defineQuery,
+    defineSignal,
+    defineUpdate,
+    patched,
+    proxyActivities,
+    proxyLocalActivities,
+    setHandler,
+    upsertSearchAttributes,
+    workflowInfo,
 } from '@temporalio/workflow';
-import type { PnetStepActivities, SettleReport, StepTransitionResult } from '../../store/pnet/steps.js';
+import type { SettleReport, StepTransitionResult } from '../../store/pnet/steps.js';
 import type { ActionKind, StoredStepStatus } from '../../domain/pnet/pnet.js';
 import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import { msUntil, workflowNow } from '../shared/clock.js';
 import { StepErrorCodeKey, StepStatusKey } from '../shared/search-attributes.js';
+import type { PnetStepActivities } from '../../activities/pnet/steps.js';
 
 export interface BrowserStepInput {
   stepId: string;

@@ -5,8 +5,8 @@
  * grows long.
  */
 import { condition, continueAsNew, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { AccountClock, SenderAccountActivities } from '../../store/pnet/sender-account.js';
 import { msUntil, workflowNow } from '../shared/clock.js';
+import type { AccountClock, SenderAccountActivities } from '../../activities/pnet/sender-account.js';
 
 export interface SenderAccountInput {
   accountId: string;

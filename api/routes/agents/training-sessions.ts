@@ -5,30 +5,28 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { SessionRow } from '../../../activities/agents/training-sessions.js';
-import { toSession } from '../../../activities/agents/training-sessions.js';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-  OptionalRevisionBodySchema,
-  RevisionBodySchema,
-  TrainingSessionListSchema,
-  TrainingSessionSchema,
-  TrainingStartSchema,
-  TrainingVerdictSchema,
-  liveStatuses,
+    OptionalRevisionBodySchema,
+    RevisionBodySchema,
+    TrainingSessionListSchema,
+    TrainingSessionSchema,
+    TrainingStartSchema,
+    TrainingVerdictSchema,
+    liveStatuses,
 } from '../../../domain/agents/training-sessions.js';
 import {
-  abandonSessionUpdate,
-  applyProposalUpdate,
-  closeSessionUpdate,
-  discardChangesUpdate,
-  giveVerdictUpdate,
+    abandonSessionUpdate,
+    applyProposalUpdate,
+    closeSessionUpdate,
+    discardChangesUpdate,
+    giveVerdictUpdate,
 } from '../../../workflows/agents/training-session.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { startTrainingSession, updateTrainingSession } from '../../../services/agents/training-client.js';
-import { createSession, findSession, listSessions } from '../../../store/agents/training-sessions.js';
+import { createSession, findSession, listSessions, toSession, SessionRow } from '../../../store/agents/training-sessions.js';
 
 const tags = ['training-sessions'];
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });

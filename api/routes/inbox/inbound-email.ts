@@ -7,7 +7,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { validatorCompiler, type FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { InboundEmailError, recordInboundEmail } from '../../../services/inbox/messages.js';
+import { InboundEmailError, recordInboundEmail } from '../../../store/inbox/messages.js';
 import { DetailBodySchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import { InboundEmailResultSchema, webhookToleranceSeconds } from '../../../domain/inbox/inbox.js';

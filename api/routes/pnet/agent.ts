@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { pnetReplyProfiles } from '../../../services/inbox/messages.js';
+import { pnetReplyProfiles } from '../../../store/inbox/messages.js';
 import { findStep, sameResultAgain, terminalStatuses, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';

@@ -5,20 +5,13 @@
  * twice is one row; a thread's summary (unread, needs_reply, snippet) is recomputed from its
  * messages in the same transaction.
  */
-import { Context } from '@temporalio/activity';
-import { ImapFlow } from 'imapflow';
-import { lookup as dnsLookup } from 'node:dns/promises';
-import { isIP } from 'node:net';
-import { isPrivateAddress } from '../../integrations/web/web-page.js';
 import { simpleParser } from 'mailparser';
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { wakeSequenceContacts } from '../sequences/stops.js';
 import { savepoint, type Db, type Sql } from '../../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../../domain/inbox/do-not-contact.js';
 import { PnetConversationMessageSchema, PnetInboxThreadSchema, classifyInboundEmail, type Channel, type MessageKind } from '../../domain/inbox/inbox.js';
 import type { ActionKind } from '../../domain/pnet/pnet.js';
-import type { ChatModel } from '../../integrations/chat-model.js';
 
 // ---------------------------------------------------------------------------------------------
 // Threads and messages
@@ -55,10 +48,10 @@ export interface NewMessage {
 }
 
 /** Postgres cannot store NUL; mail and page text may carry one. */
-const clean = (text: string | null | undefined) => (text == null ? null : text.replace(/\u0000/g, ''));
+export const clean = (text: string | null | undefined) => (text == null ? null : text.replace(/\u0000/g, ''));
 
 /** The sequence contact a person belongs to, when the sequences migration is there (no hard dependency). */
-async function sequenceContactOf(tx: Db, workspaceId: string, email: string | null, profileUrl: string | null): Promise<string | null> {
+export async function sequenceContactOf(tx: Db, workspaceId: string, email: string | null, profileUrl: string | null): Promise<string | null> {
   if (!email && !profileUrl) return null;
   const [present] = await tx<{ ok: boolean }[]>`select to_regclass('sequence_contacts') is not null as ok`;
   if (!present?.ok) return null;
@@ -103,7 +96,7 @@ export async function upsertThread(tx: Db, key: ThreadKey, matchByContact: boole
 }
 
 /** Fills what an earlier record of the thread did not know; never overwrites. */
-async function fillThread(tx: Db, threadId: string, key: ThreadKey): Promise<string> {
+export async function fillThread(tx: Db, threadId: string, key: ThreadKey): Promise<string> {
   await tx`
     update inbox_threads set
       contact_name = coalesce(contact_name, ${clean(key.contactName)?.slice(0, 255) ?? null}),
@@ -201,9 +194,9 @@ export async function recordPnetRead(
 }
 
 /** What a read_conversation step's params accept (domain/pnet.ts). */
-const threadUrlSchema = z.url({ protocol: /^https?$/ }).max(2048);
+export const threadUrlSchema = z.url({ protocol: /^https?$/ }).max(2048);
 
-async function recordCheckInbox(tx: Db, step: { workspace_id: string; account_id: string }, outcome: Record<string, unknown> | null): Promise<string[]> {
+export async function recordCheckInbox(tx: Db, step: { workspace_id: string; account_id: string }, outcome: Record<string, unknown> | null): Promise<string[]> {
   const threads = PnetInboxThreadSchema.array().safeParse(outcome?.threads ?? []);
   if (!threads.success) return [];
   for (const t of threads.data) {
@@ -226,7 +219,7 @@ async function recordCheckInbox(tx: Db, step: { workspace_id: string; account_id
   return [];
 }
 
-async function recordConversation(
+export async function recordConversation(
   tx: Db,
   step: { workspace_id: string; account_id: string; params: Record<string, unknown> },
   outcome: Record<string, unknown> | null,
@@ -273,75 +266,10 @@ export function pnetReplyProfiles(kind: ActionKind, outcome: Record<string, unkn
 }
 
 // ---------------------------------------------------------------------------------------------
-// Suggested replies
-
-export interface SuggestionDraft {
-  subject: string | null;
-  body: string;
-  modelKey: string;
-}
-
-export interface SuggestionContext {
-  channel: Channel;
-  contactName: string | null;
-  subject: string | null;
-  /** Oldest first; the last inbound one is the message answered. */
-  messages: { direction: 'inbound' | 'outbound'; body: string }[];
-  answering: string;
-}
-
-const firstName = (name: string | null) => (name ?? '').trim().split(/\s+/)[0] || 'there';
-const replySubject = (subject: string | null) => (subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : null);
-
-/**
- * Without a model: a short reply chosen by what the message asks for. Labelled as a template,
- * never as a model's writing.
- */
-export function templateSuggestion(ctx: SuggestionContext): SuggestionDraft {
-  const text = ctx.answering.toLowerCase();
-  const hi = `Hi ${firstName(ctx.contactName)},`;
-  let middle: string;
-  if (/(unsubscribe|not interested|remove me|stop (emailing|messaging)|no thanks)/.test(text)) {
-    middle = 'Understood, thank you for letting me know. I will not reach out again.';
-  } else if (/(call|meet|chat|time|calendar|schedule|available)/.test(text)) {
-    middle = 'Thanks for getting back to me. Happy to find a time: which days work best for you this week or next?';
-  } else if (text.includes('?')) {
-    middle = 'Thanks for your question. Let me get you a proper answer; I will follow up shortly with the details.';
-  } else {
-    middle = 'Thanks for getting back to me, I appreciate it. Would a short call be useful to go through it together?';
-  }
-  return { subject: ctx.channel === 'email' ? replySubject(ctx.subject) : null, body: `${hi}\n\n${middle}\n\nBest regards`, modelKey: 'local-template-writer' };
-}
-
-/** With a model: it writes from the conversation. An empty answer is a failure (nothing is charged). */
-export async function modelSuggestion(model: ChatModel, ctx: SuggestionContext): Promise<SuggestionDraft> {
-  const transcript = ctx.messages
-    .slice(-10)
-    .map((m) => `${m.direction === 'inbound' ? 'THEM' : 'US'}: ${m.body.slice(0, 2000)}`)
-    .join('\n\n');
-  const answer = await model.complete({
-    messages: [
-      {
-        role: 'system',
-        content:
-          'You write short, friendly, professional replies for a salesperson. Answer only with the reply text: no subject, no placeholders, no signature block beyond a simple sign-off. ' +
-          'If the person asks not to be contacted, acknowledge politely and promise no further contact.',
-      },
-      { role: 'user', content: `Contact: ${ctx.contactName ?? 'unknown'}\nChannel: ${ctx.channel}\nSubject: ${ctx.subject ?? '(none)'}\n\nConversation:\n${transcript}\n\nWrite the reply to their last message.` },
-    ],
-    maxTokens: 600,
-    temperature: 0.4,
-  });
-  const body = answer.content.trim().slice(0, 8000);
-  if (!body) throw new Error('The model wrote nothing.');
-  return { subject: ctx.channel === 'email' ? replySubject(ctx.subject) : null, body, modelKey: model.key };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Inbound email (the webhook, and IMAP polling when it comes)
 
-const messageIdPattern = /<[^<>\s]+>/g;
-const idsIn = (value: string | string[] | undefined): string[] => (Array.isArray(value) ? value.join(' ') : (value ?? '')).match(messageIdPattern) ?? [];
+export const messageIdPattern = /<[^<>\s]+>/g;
+export const idsIn = (value: string | string[] | undefined): string[] => (Array.isArray(value) ? value.join(' ') : (value ?? '')).match(messageIdPattern) ?? [];
 
 export interface InboundEmailResult {
   message_id: string;
@@ -413,7 +341,7 @@ export async function recordInboundEmail(sql: Sql, workspaceId: string, raw: Buf
   return { ...result, wakeEmail: kind === 'auto_reply' ? null : contact };
 }
 
-interface SequenceSendRow {
+export interface SequenceSendRow {
   contact_id: string;
   message_id: string;
   to_email: string | null;
@@ -428,7 +356,7 @@ interface SequenceSendRow {
  * A reply to a sequence email (sequence_sends, migration 015, read only when present): the
  * thread is opened with that email in it and linked to its sequence contact.
  */
-async function threadFromSequenceSend(tx: Db, workspaceId: string, ids: string[]): Promise<string | undefined> {
+export async function threadFromSequenceSend(tx: Db, workspaceId: string, ids: string[]): Promise<string | undefined> {
   if (ids.length === 0) return undefined;
   const [present] = await tx<{ ok: boolean }[]>`select to_regclass('sequence_sends') is not null as ok`;
   if (!present?.ok) return undefined;
@@ -461,166 +389,3 @@ export class InboundEmailError extends Error {
   override name = 'InboundEmailError';
 }
 
-// ---------------------------------------------------------------------------------------------
-// IMAP polling (workflows/mailbox-poll.ts runs one per mailbox)
-
-interface MailboxRow {
-  id: string;
-  workspace_id: string;
-  host: string;
-  port: number;
-  secure: boolean;
-  username: string;
-  password: string;
-  folder: string;
-  poll_seconds: number;
-  enabled: boolean;
-  uid_validity: number | null;
-  last_uid: number;
-}
-
-export interface MailboxPollResult {
-  /** `gone`/`disabled`: the workflow ends; `failed`: the error is on the mailbox row and the next poll tries again. */
-  state: 'polled' | 'failed' | 'gone' | 'disabled';
-  recorded: number;
-  /** More messages are waiting than one poll reads. */
-  more: boolean;
-  pollSeconds: number;
-  uidValidity: number | null;
-  lastUid: number;
-}
-
-/** Whether mailboxes may be on private, loopback or link-local addresses (MAILBOX_ALLOW_PRIVATE_NETWORKS). */
-export interface MailboxNetwork {
-  allowPrivateNetworks: boolean;
-}
-
-/**
- * The address to connect to for a mailbox host. A workspace names the host, so without this the
- * service could be pointed at its own network (the same rule as the page reader's).
- */
-async function publicAddressOf(host: string, allowPrivate: boolean): Promise<string> {
-  const addresses = await dnsLookup(host, { all: true }).catch(() => {
-    throw new Error(`The mailbox host ${host} could not be found.`);
-  });
-  if (addresses.length === 0) throw new Error(`The mailbox host ${host} could not be found.`);
-  if (!allowPrivate && addresses.some((a) => isPrivateAddress(a.address))) {
-    throw new Error(`The mailbox host ${host} is in a private network; mailboxes must be reachable on the internet.`);
-  }
-  return addresses[0]!.address;
-}
-
-/** Messages read per poll, so one poll stays within its activity timeout. */
-export const mailboxBatchMax = 200;
-
-/**
- * Reads the new messages of one mailbox folder (read-only, nothing is marked seen), records each
- * through the same path as the webhook, and moves the cursor past each as it is recorded
- * (compare-and-set under the same UIDVALIDITY), so a retried poll starts where the last left off.
- */
-export async function pollMailbox(
-  sql: Sql,
-  mailboxId: string,
-  onStop: (workspaceId: string, emails: string[]) => Promise<void> = async () => {},
-  options: MailboxNetwork = { allowPrivateNetworks: false },
-): Promise<MailboxPollResult> {
-  const [box] = await sql<MailboxRow[]>`select * from inbox_mailboxes where id = ${mailboxId}`;
-  if (!box) return { state: 'gone', recorded: 0, more: false, pollSeconds: 0, uidValidity: null, lastUid: 0 };
-  const base = { pollSeconds: box.poll_seconds, uidValidity: box.uid_validity, lastUid: box.last_uid };
-  if (!box.enabled) return { state: 'disabled', recorded: 0, more: false, ...base };
-  let address: string;
-  try {
-    address = await publicAddressOf(box.host, options.allowPrivateNetworks);
-  } catch (err) {
-    const message = String((err as Error).message ?? err).slice(0, 500);
-    await sql`update inbox_mailboxes set last_polled_at = now(), last_error = ${message}, updated_at = now() where id = ${box.id}`;
-    return { state: 'failed', recorded: 0, more: false, ...base };
-  }
-  // Connect to the address checked, not the name again (a second lookup could answer otherwise);
-  // TLS still verifies the certificate against the name.
-  const client = new ImapFlow({
-    host: address, port: box.port, secure: box.secure, auth: { user: box.username, pass: box.password }, logger: false,
-    ...(isIP(box.host) ? {} : { servername: box.host }),
-    disableAutoIdle: true, connectionTimeout: 20_000, greetingTimeout: 10_000, socketTimeout: 60_000,
-  });
-  client.on('error', () => {}); // surfaced by the awaited call that failed
-  let recorded = 0;
-  let more = false;
-  const stopped: string[] = [];
-  let validity = box.uid_validity;
-  let last = box.last_uid;
-  try {
-    await client.connect();
-    const lock = await client.getMailboxLock(box.folder, { readOnly: true });
-    try {
-      const opened = client.mailbox;
-      if (!opened) throw new Error(`The folder ${box.folder} could not be opened.`);
-      const current = Number(opened.uidValidity);
-      if (validity !== current) {
-        // The server renumbered the folder: read it again from the start.
-        await sql`update inbox_mailboxes set uid_validity = ${current}, last_uid = 0, updated_at = now() where id = ${box.id}`;
-        validity = current;
-        last = 0;
-      }
-      const newest = opened.uidNext - 1;
-      if (newest > last) {
-        const upTo = Math.min(newest, last + mailboxBatchMax);
-        more = upTo < newest;
-        const fetched: { uid: number; source: Buffer }[] = [];
-        for await (const message of client.fetch(`${last + 1}:${upTo}`, { uid: true, source: true }, { uid: true })) {
-          // `n:m` can answer with the newest message even below n; the cursor decides.
-          if (message.uid > last && message.source) fetched.push({ uid: message.uid, source: message.source });
-        }
-        for (const message of fetched.sort((a, b) => a.uid - b.uid)) {
-          let fresh = false;
-          try {
-            const result = await recordInboundEmail(sql, box.workspace_id, message.source);
-            fresh = !result.duplicate;
-            if (fresh && result.wakeEmail) stopped.push(result.wakeEmail);
-          } catch (err) {
-            // A message that cannot be filed is passed over, not read again forever.
-            if (!(err instanceof InboundEmailError)) throw err;
-          }
-          await sql`
-            update inbox_mailboxes set last_uid = ${message.uid}, messages_recorded = messages_recorded + ${fresh ? 1 : 0}, updated_at = now()
-            where id = ${box.id} and uid_validity = ${validity} and last_uid < ${message.uid}`;
-          last = message.uid;
-          if (fresh) recorded++;
-        }
-        // Every message of the range is recorded; UIDs missing from it (expunged) are passed over.
-        last = upTo;
-      }
-    } finally {
-      lock.release();
-    }
-    await client.logout();
-    if (stopped.length > 0) await onStop(box.workspace_id, stopped).catch(() => undefined);
-    await sql`update inbox_mailboxes set last_polled_at = now(), last_error = null, last_uid = greatest(last_uid, ${last}), updated_at = now()
-      where id = ${box.id} and uid_validity = ${validity}`;
-    return { state: 'polled', recorded, more, pollSeconds: box.poll_seconds, uidValidity: validity, lastUid: last };
-  } catch (err) {
-    client.close();
-    const message = String((err as Error).message ?? err).slice(0, 500);
-    await sql`update inbox_mailboxes set last_polled_at = now(), last_error = ${message}, updated_at = now() where id = ${box.id}`;
-    return { state: 'failed', recorded, more: false, pollSeconds: box.poll_seconds, uidValidity: validity, lastUid: last };
-  }
-}
-
-/** Activities of the inbox's workflows. */
-export function createInboxActivities({ sql, mailboxNetwork }: { sql: Sql; mailboxNetwork?: MailboxNetwork }) {
-  const network = mailboxNetwork ?? { allowPrivateNetworks: process.env.MAILBOX_ALLOW_PRIVATE_NETWORKS === 'true' };
-  return {
-    /** Replies and bounces it records wake their sequence contacts (sends re-check anyway). */
-    pollMailbox: ({ mailboxId }: { mailboxId: string }) =>
-      pollMailbox(
-        sql,
-        mailboxId,
-        async (workspaceId, emails) => {
-          const { client, info } = Context.current();
-          await wakeSequenceContacts({ sql, temporal: { client, taskQueue: info.taskQueue } }, workspaceId, { emails });
-        },
-        network,
-      ),
-  };
-}
-export type InboxActivities = ReturnType<typeof createInboxActivities>;

@@ -1,0 +1,23 @@
+import { Context } from '@temporalio/activity';
+import { wakeSequenceContacts } from '../../services/sequences/stops.js';
+import { type Sql } from '../../db/sql.js';
+import { MailboxNetwork, pollMailbox } from '../../services/inbox/mailbox-poll.js';
+
+/** Activities of the inbox's workflows. */
+export function createInboxActivities({ sql, mailboxNetwork }: { sql: Sql; mailboxNetwork?: MailboxNetwork }) {
+  const network = mailboxNetwork ?? { allowPrivateNetworks: process.env.MAILBOX_ALLOW_PRIVATE_NETWORKS === 'true' };
+  return {
+    /** Replies and bounces it records wake their sequence contacts (sends re-check anyway). */
+    pollMailbox: ({ mailboxId }: { mailboxId: string }) =>
+      pollMailbox(
+        sql,
+        mailboxId,
+        async (workspaceId, emails) => {
+          const { client, info } = Context.current();
+          await wakeSequenceContacts({ sql, temporal: { client, taskQueue: info.taskQueue } }, workspaceId, { emails });
+        },
+        network,
+      ),
+  };
+}
+export type InboxActivities = ReturnType<typeof createInboxActivities>;
