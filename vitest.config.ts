@@ -1,13 +1,17 @@
 import { defineConfig } from 'vitest/config';
 
+// Three tiers, each runnable alone: `unit` (pure rules, no servers), `integration` (real Postgres
+// and Temporal, started once by the global setup) and `e2e` (the local stack, fuzzing, chaos,
+// temporal-docker). `npm test` runs all three.
+const shared = { pool: 'forks' as const, testTimeout: 60_000, hookTimeout: 180_000, teardownTimeout: 60_000 };
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/support/global-setup.ts'],
-    pool: 'forks',
     maxWorkers: 2,
-    testTimeout: 60_000,
-    hookTimeout: 180_000,
-    teardownTimeout: 60_000,
+    projects: [
+      { test: { ...shared, name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      { test: { ...shared, name: 'integration', include: ['test/integration/**/*.test.ts'], globalSetup: ['test/support/global-setup.ts'] } },
+      { test: { ...shared, name: 'e2e', include: ['test/e2e/**/*.test.ts'], globalSetup: ['test/support/global-setup.ts'] } },
+    ],
   },
 });

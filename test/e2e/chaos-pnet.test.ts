@@ -1,0 +1,64 @@
+/**
+ * The short version of `npm run chaos:pnet`, as a child process: its own Temporal server (the
+ * run restarts it), the worker and the API as child processes, simulated browsers, worker
+ * SIGKILLs, one API restart and one Temporal restart; it must exit 0 (every invariant held).
+ * Silent and late browsers are left to the full run: each costs a 90 s claim lease. A claim whose
+ * answer a restart lost costs one too, which is why the run may take up to 200 s.
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, inject, it } from 'vitest';
+import { projectRoot } from '../../worker/tools.js';
+import { createTestDatabase } from '../support/database.js';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterAll(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+it('keeps every invariant through worker kills, an API restart and a Temporal restart', async () => {
+  const db = await createTestDatabase();
+  cleanups.push(() => db.drop());
+  const dataDir = mkdtempSync(join(tmpdir(), 'chaos-pnet-'));
+  chmodSync(dataDir, 0o755);
+  cleanups.push(() => {
+    // A run cut short may leave its Temporal server behind; its pid file says which.
+    const pidFile = join(dataDir, 'temporal.pid');
+    if (existsSync(pidFile)) {
+      try {
+        process.kill(Number(readFileSync(pidFile, 'utf8')), 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const args = [
+    ...['--steps', '40', '--accounts', '5', '--browsers', '1', '--metered', '0'],
+    ...['--kill-every', '4', '--max-kills', '2', '--late-rate', '0', '--silence-rate', '0', '--run-ms', '50-300', '--seconds', '200'],
+    ...['--data-dir', dataDir, '--database-url', db.url, '--workflow-bundle', inject('workflowBundlePath'), '--seed', '42'],
+  ];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-pnet.ts', ...args], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  // Past this the run is stuck: interrupt it (it stops its children) and fail with what it printed.
+  const stuck = setTimeout(() => child.kill('SIGINT'), 300_000);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+  clearTimeout(stuck);
+  // The counts it printed belong in the CI log either way.
+  console.log(output);
+
+  expect(code, output).toBe(0);
+  expect(output).toContain('All checks passed.');
+  expect(output.match(/^PASS {2}/gm), output).toHaveLength(5);
+  expect(output).not.toMatch(/^FAIL/m);
+  // The faults really happened, and every step queued here settled.
+  const kills = Number(/worker SIGKILLed (\d+) times/.exec(output)?.[1]);
+  expect(kills, output).toBeGreaterThanOrEqual(2);
+  expect(output).toMatch(/API restarted 1, Temporal restarted 1/);
+  expect(output).toMatch(/40 of the 40 settled/);
+}, 330_000);

@@ -1,0 +1,21 @@
+/** CI's short run of `npm run fuzz:api`: Schemathesis, all checks, against a freshly started stack. */
+import { spawn } from 'node:child_process';
+import { expect, it } from 'vitest';
+import { projectRoot } from '../../worker/tools.js';
+
+it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
+  const child = spawn('npm', ['run', '--silent', 'fuzz:api'], {
+    cwd: projectRoot,
+    env: { ...process.env, FUZZ_MAX_EXAMPLES: '10', DATABASE_URL: '', TEMPORAL_ADDRESS: '', FUZZ_BASE_URL: '', FUZZ_API_KEY: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (c) => (output += c));
+  child.stderr.on('data', (c) => (output += c));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  // On failure show Schemathesis' failures section (each with its curl to reproduce), not the
+  // warnings about links that come after it.
+  const failures = /=+ FAILURES =+([\s\S]*?)(?:=+ (?:WARNINGS|SUMMARY) =+)/.exec(output)?.[1]?.trim();
+  expect({ code, failures: code === 0 ? '' : (failures ?? output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
+  expect(output).toMatch(/Tested: \d+/);
+}, 600_000);
