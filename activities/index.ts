@@ -1,5 +1,5 @@
 import type { Sql } from '../db/sql.js';
-import type { ActionKind } from '../domain/pnet/pnet.js';
+import type { ActionKind } from '../domain/pnet/limits.js';
 import { createAgentRunActivities, withAgentRunWake } from './agents/agent-run.js';
 import { agentSuppliersFrom, type AgentSuppliers } from '../integrations/agent-tools/index.js';
 import { createColumnRunActivities } from './tables/column-runs.js';

@@ -5,15 +5,8 @@
  * whether to retry instead of catching.
  */
 import type { z } from 'zod';
-import type {
-  AgentClaimSchema,
-  AgentHeartbeatSchema,
-  AgentReleaseSchema,
-  AgentSetStateSchema,
-  AgentState,
-  BrowserStep,
-  ResultReportSchema,
-} from '../domain/pnet/pnet.js';
+import type { AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentState, ResultReportSchema } from '../domain/pnet/agent.js';
+import type { BrowserStep } from '../domain/pnet/steps.js';
 import type { Wait } from '../domain/pnet/pacing.js';
 
 export type HeartbeatBody = z.input<typeof AgentHeartbeatSchema>;

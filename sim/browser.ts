@@ -6,7 +6,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { browserReportedErrorCodes, claimLeaseSeconds, type AgentState, type BrowserStep, type StepErrorCode } from '../domain/pnet/pnet.js';
+import { browserReportedErrorCodes, type BrowserStep, type StepErrorCode } from '../domain/pnet/steps.js';
+import { claimLeaseSeconds } from '../domain/pnet/timing.js';
+import type { AgentState } from '../domain/pnet/agent.js';
 import type { AgentAnswer, AgentClient, ClaimAnswer, ResultBody } from './agent-client.js';
 import { SimLog, type ClaimRecord, type ReportCopy, type ReportRecord } from './sim-log.js';
 

@@ -4,7 +4,7 @@
  * database. Each check answers its counts and its violations; nothing here writes.
  */
 import type { Db } from '../db/sql.js';
-import { backendErrorCodes, type StepErrorCode } from '../domain/pnet/pnet.js';
+import { backendErrorCodes, type StepErrorCode } from '../domain/pnet/steps.js';
 import type { ClaimRecord, SimLog } from './sim-log.js';
 
 export interface CheckResult {

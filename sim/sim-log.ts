@@ -4,7 +4,8 @@
  * epoch milliseconds; `claimedAt` and settle times are the server's, the rest the client's (same
  * machine, same clock).
  */
-import type { ActionKind, StepErrorCode, StepStatus } from '../domain/pnet/pnet.js';
+import type { ActionKind } from '../domain/pnet/limits.js';
+import type { StepErrorCode, StepStatus } from '../domain/pnet/steps.js';
 
 /** How a claim ended, from the browser's side. */
 export type ClaimFate =

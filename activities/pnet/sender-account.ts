@@ -1,5 +1,5 @@
 import { transaction, type Sql } from '../../db/sql.js';
-import type { ActionKind } from '../../domain/pnet/pnet.js';
+import type { ActionKind } from '../../domain/pnet/limits.js';
 import { housekeepingEverySeconds, failingInboxRetrySeconds } from '../../store/pnet/sender-account.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { transaction, type Sql } from '../../db/sql.js';
-import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/pnet.js';
-import { housekeepingKinds, maxCutOffs } from '../../domain/pnet/pnet.js';
+import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
+import { housekeepingKinds, maxCutOffs } from '../../domain/pnet/limits.js';
 import { recordCheck } from '../../store/pnet/checks.js';
 import { recordPnetRead } from '../../store/inbox/messages.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js';
 import { renderMessage, type TemplateSegmentInput } from '../../domain/inbox/email-templates.js';
-import { StepParamsSchema } from '../../domain/pnet/pnet.js';
+import { StepParamsSchema } from '../../domain/pnet/steps.js';
 import {
     AudienceMappingSchema,
     messageActions,

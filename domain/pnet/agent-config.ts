@@ -3,7 +3,9 @@
  * `configVersion`, and every check-in tells a browser on another version to fetch it again.
  */
 import { maxPollAfterSeconds } from './pacing.js';
-import { claimLeaseSeconds, configVersion, leaseSeconds, type AgentConfig } from './pnet.js';
+import { claimLeaseSeconds } from './timing.js';
+import { configVersion, leaseSeconds } from './agent.js';
+import type { AgentConfig } from './running.js';
 
 export const agentConfig: AgentConfig = {
   config_version: configVersion,

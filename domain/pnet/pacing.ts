@@ -3,7 +3,7 @@
  * share them): working hours, daily and weekly ceilings, the gap between metered steps, what
  * the next step waits on, and how soon a browser should check in again.
  */
-import type { WorkingHours } from './pnet.js';
+import type { WorkingHours } from './sender-profiles.js';
 import { addDays, localDate, zonedInstant, type LocalDate } from '../shared/zoned-time.js';
 
 const minutesOf = (clock: string) => Number(clock.slice(0, 2)) * 60 + Number(clock.slice(3, 5));

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { savepoint, type Db, type Sql } from '../../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../../domain/inbox/do-not-contact.js';
 import { PnetConversationMessageSchema, PnetInboxThreadSchema, classifyInboundEmail, type Channel, type MessageKind } from '../../domain/inbox/inbox.js';
-import type { ActionKind } from '../../domain/pnet/pnet.js';
+import type { ActionKind } from '../../domain/pnet/limits.js';
 
 // ---------------------------------------------------------------------------------------------
 // Threads and messages

@@ -3,19 +3,9 @@
  * sender's time zone, and today's and this week's usage against the ceilings in force.
  */
 import type { Db } from '../../db/sql.js';
-import {
-  dailyKey,
-  defaultLimits,
-  effectiveLimit,
-  limitKinds,
-  warmUpShare,
-  weeklyKey,
-  type Limits,
-  type PnetAccount,
-  type RunMode,
-  type Usage,
-  type WorkingHours,
-} from '../../domain/pnet/pnet.js';
+import { dailyKey, defaultLimits, effectiveLimit, limitKinds, warmUpShare, weeklyKey, type Limits } from '../../domain/pnet/limits.js';
+import type { PnetAccount, Usage } from '../../domain/pnet/accounts.js';
+import type { RunMode, WorkingHours } from '../../domain/pnet/sender-profiles.js';
 import { addDays, formatLocalDate, localDate, localWeekStart } from '../../domain/shared/zoned-time.js';
 
 export interface AccountRow {

@@ -3,15 +3,9 @@ import { connectionChecksOf, repliesCheckOf } from './checks.js';
 import { createHash, createHmac } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import {
-  defaultLimits,
-  defaultWorkingHours,
-  limitMaximums,
-  minActionIntervalBounds,
-  type PnetAccount,
-  type PnetSettingsUpdate,
-  type SenderProfile,
-} from '../../domain/pnet/pnet.js';
+import { defaultLimits, limitMaximums } from '../../domain/pnet/limits.js';
+import { defaultWorkingHours, minActionIntervalBounds, type PnetSettingsUpdate, type SenderProfile } from '../../domain/pnet/sender-profiles.js';
+import type { PnetAccount } from '../../domain/pnet/accounts.js';
 import { nextLocalMidnight } from '../../domain/shared/zoned-time.js';
 import { usageOf, type AccountRow } from './account-rows.js';
 import type { StepRow } from './steps.js';

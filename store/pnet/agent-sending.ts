@@ -1,6 +1,6 @@
 /** The agent sending switch: per workspace, and the operator's switch for every workspace. */
 import type { Db, Sql } from '../../db/sql.js';
-import type { AgentSending } from '../../domain/pnet/pnet.js';
+import type { AgentSending } from '../../domain/pnet/agent.js';
 
 export async function pausedEverywhere(db: Db): Promise<boolean> {
   const [row] = await db<{ value: string }[]>`select value from service_settings where key = 'paused_everywhere'`;

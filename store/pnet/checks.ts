@@ -4,7 +4,7 @@
  * the connections read (who accepted, and stretches two reads did not overlap).
  */
 import type { Db } from '../../db/sql.js';
-import type { PnetAccount } from '../../domain/pnet/pnet.js';
+import type { PnetAccount } from '../../domain/pnet/accounts.js';
 import type { AccountRow } from './account-rows.js';
 import type { SettleReport, StepRow } from './steps.js';
 

@@ -4,7 +4,7 @@
  * two holds stays held until both are gone.
  */
 import type { Db, Sql } from '../../db/sql.js';
-import type { StepHoldCreate } from '../../domain/pnet/pnet.js';
+import type { StepHoldCreate } from '../../domain/pnet/holds.js';
 
 interface HoldRow {
   id: string;

@@ -6,7 +6,8 @@ import type postgres from 'postgres';
 import type { Db } from '../../db/sql.js';
 import type { AccountRow } from './account-rows.js';
 import { workingWindow, type Wait } from '../../domain/pnet/pacing.js';
-import { limitKindOf, messageKinds, type ActionKind, type Usage } from '../../domain/pnet/pnet.js';
+import { limitKindOf, messageKinds, type ActionKind } from '../../domain/pnet/limits.js';
+import type { Usage } from '../../domain/pnet/accounts.js';
 import { addDays, localWeekStart, nextLocalMidnight, zonedInstant } from '../../domain/shared/zoned-time.js';
 
 /** The account columns the line's waits read (the heartbeat reads only these). */

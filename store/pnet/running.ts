@@ -7,7 +7,7 @@ import type { Sql } from '../../db/sql.js';
 import { sendingStopped } from './agent-sending.js';
 import type { StepRow } from './steps.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import { messageKinds } from '../../domain/pnet/pnet.js';
+import { messageKinds } from '../../domain/pnet/limits.js';
 
 /**
  * Grants leave to press the irreversible button, only while the claim is current and nothing has

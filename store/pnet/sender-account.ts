@@ -4,7 +4,7 @@
  * warm-up and the lease lapse are read from the clock when asked, so they need no timer here.
  */
 import { type Db } from '../../db/sql.js';
-import type { ActionKind } from '../../domain/pnet/pnet.js';
+import type { ActionKind } from '../../domain/pnet/limits.js';
 
 /** How often each read runs; the claim still paces them within working hours and their ceilings. */
 export const housekeepingEverySeconds: Partial<Record<ActionKind, number>> = {

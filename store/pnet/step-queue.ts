@@ -1,6 +1,6 @@
 /** Queries of browser steps for the person-side routes; transitions go through the workflow. */
 import type { Db, Sql } from '../../db/sql.js';
-import type { StepQueue, StepStatus, StoredStepStatus } from '../../domain/pnet/pnet.js';
+import type { StepQueue, StepStatus, StoredStepStatus } from '../../domain/pnet/steps.js';
 import { randomUUID } from 'node:crypto';
 import { holdCtes, insufficientCredits } from '../platform/credits.js';
 import { stepHold, toBrowserStep, toTask, type StepRow } from './steps.js';

@@ -6,8 +6,11 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import type { ActionKind, AgentVerification, BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/pnet.js';
-import { limitKindOf, messageKinds, recordStatus, stepPrices } from '../../domain/pnet/pnet.js';
+import type { ActionKind } from '../../domain/pnet/limits.js';
+import type { AgentVerification } from '../../domain/pnet/agent.js';
+import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
+import { limitKindOf, messageKinds, stepPrices } from '../../domain/pnet/limits.js';
+import { recordStatus } from '../../domain/pnet/steps.js';
 import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from '../platform/credits.js';
 import { workingWindow } from '../../domain/pnet/pacing.js';
 import { formatLocalDate, localDate } from '../../domain/shared/zoned-time.js';

@@ -17,7 +17,7 @@ import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { getBalance } from '../../store/platform/credits.js';
 import { runNewAgentRows } from '../../services/agents/agent-run-client.js';
 import { queueNewRowRuns } from '../../store/agents/saved-agents.js';
-import { stepPrices } from '../../domain/pnet/pnet.js';
+import { stepPrices } from '../../domain/pnet/limits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { connectedAccount } from '../support/pnet.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';

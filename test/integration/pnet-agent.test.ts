@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../../store/pnet/accounts.js';
 import { CheckInLine } from '../../store/pnet/check-ins.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from '../support/test-stack.js';
-import { configVersion } from '../../domain/pnet/pnet.js';
+import { configVersion } from '../../domain/pnet/agent.js';
 import { allWeek } from '../support/pnet.js';
 
 const ctx = useStackWithWorkspaces();

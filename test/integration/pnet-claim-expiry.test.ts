@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { holdStepCredits, type StepRow } from '../../store/pnet/steps.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
-import { claimLeaseSeconds } from '../../domain/pnet/pnet.js';
+import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
 import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
 import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.js';

@@ -1,7 +1,7 @@
 /** Claims and results (endpoint 2, the 3.1 table) through the real API, worker and Temporal. */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { backendErrorCodes, browserReportedErrorCodes } from '../../domain/pnet/pnet.js';
+import { backendErrorCodes, browserReportedErrorCodes } from '../../domain/pnet/steps.js';
 import { connectedAccount as connected } from '../support/pnet.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
 

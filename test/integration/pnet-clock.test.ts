@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
-import { defaultLimits } from '../../domain/pnet/pnet.js';
+import { defaultLimits } from '../../domain/pnet/limits.js';
 import { zonedInstant } from '../../domain/shared/zoned-time.js';
 import { browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';

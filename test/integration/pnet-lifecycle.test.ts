@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../store/platform/credits.js';
-import { configVersion, stepPrices } from '../../domain/pnet/pnet.js';
+import { configVersion } from '../../domain/pnet/agent.js';
+import { stepPrices } from '../../domain/pnet/limits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { connectedAccount as connected } from '../support/pnet.js';
 import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from '../support/test-stack.js';

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { hashConnectionToken } from '../../store/pnet/accounts.js';
-import { defaultLimits, limitMaximums } from '../../domain/pnet/pnet.js';
+import { defaultLimits, limitMaximums } from '../../domain/pnet/limits.js';
 import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
 
 const ctx = useStackWithWorkspaces();

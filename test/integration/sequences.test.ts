@@ -15,7 +15,7 @@ import {
   waitUntil,
   type SequenceGraph,
 } from '../../domain/sequences/sequences.js';
-import { stepPrices } from '../../domain/pnet/pnet.js';
+import { stepPrices } from '../../domain/pnet/limits.js';
 import { zonedInstant } from '../../domain/shared/zoned-time.js';
 import { connectedAccount } from '../support/pnet.js';
 import { sequencesApi, startSmtpServer, type Audience, type SequencesApi } from '../support/sequences.js';

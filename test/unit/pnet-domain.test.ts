@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ActionKindSchema,
-  LimitsSchema,
-  PnetSettingsUpdateSchema,
-  defaultLimits,
-  effectiveLimit,
-  limitKindOf,
-  limitKinds,
-  limitMaximums,
-  warmUpShare,
-  type LimitKey,
-} from '../../domain/pnet/pnet.js';
+import { ActionKindSchema, LimitsSchema, defaultLimits, effectiveLimit, limitKindOf, limitKinds, limitMaximums, warmUpShare, type LimitKey } from '../../domain/pnet/limits.js';
+import { PnetSettingsUpdateSchema } from '../../domain/pnet/sender-profiles.js';
 import { presenceOf } from '../../store/pnet/accounts.js';
 import { localWeekStart, nextLocalMidnight, formatLocalDate } from '../../domain/shared/zoned-time.js';
 

@@ -19,7 +19,8 @@ import {
     workflowInfo,
 } from '@temporalio/workflow';
 import type { SettleReport, StepTransitionResult } from '../../store/pnet/steps.js';
-import type { ActionKind, StoredStepStatus } from '../../domain/pnet/pnet.js';
+import type { ActionKind } from '../../domain/pnet/limits.js';
+import type { StoredStepStatus } from '../../domain/pnet/steps.js';
 import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import { msUntil, workflowNow } from '../shared/clock.js';
 import { StepErrorCodeKey, StepStatusKey } from '../shared/search-attributes.js';

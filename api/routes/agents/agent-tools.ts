@@ -11,7 +11,7 @@ import { agentSuppliersFrom, type AgentSuppliers } from '../../../integrations/a
 import type { Sql } from '../../../db/sql.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
-import { AgentToolKeySchema, AgentToolListSchema, AgentToolSchema, AgentToolUpdateSchema, type AgentTool, type AgentToolKey } from '../../../domain/pnet/pnet.js';
+import { AgentToolKeySchema, AgentToolListSchema, AgentToolSchema, AgentToolUpdateSchema, type AgentTool, type AgentToolKey } from '../../../domain/pnet/agent.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 

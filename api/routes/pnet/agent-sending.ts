@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { agentSendingHistory, readAgentSending, updateAgentSending } from '../../../store/pnet/agent-sending.js';
 import { ApiError } from '../../../domain/shared/errors.js';
-import { AgentSendingHistorySchema, AgentSendingSchema, AgentSendingUpdateSchema } from '../../../domain/pnet/pnet.js';
+import { AgentSendingHistorySchema, AgentSendingSchema, AgentSendingUpdateSchema } from '../../../domain/pnet/agent.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 

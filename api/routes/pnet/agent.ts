@@ -11,26 +11,9 @@ import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import { agentConfig } from '../../../domain/pnet/agent-config.js';
-import {
-  AgentAttemptSchema,
-  AgentCommitGrantSchema,
-  AgentCommitSchema,
-  AgentConfigSchema,
-  AgentRunningWaitSchema,
-  RunningWaitAnswerSchema,
-  StepAttemptSchema,
-  AgentClaimResponseSchema,
-  AgentClaimSchema,
-  AgentHeartbeatSchema,
-  AgentReleaseSchema,
-  AgentSetStateSchema,
-  AgentStateSchema,
-  BrowserStepSchema,
-  DiagnosticSchema,
-  ResultReportSchema,
-  recordStatus,
-  type StoredStepStatus,
-} from '../../../domain/pnet/pnet.js';
+import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentConfigSchema, AgentRunningWaitSchema, RunningWaitAnswerSchema, StepAttemptSchema } from '../../../domain/pnet/running.js';
+import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
+import { BrowserStepSchema, recordStatus, type StoredStepStatus } from '../../../domain/pnet/steps.js';
 import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../../workflows/pnet/browser-step.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { UuidSchema } from '../../../domain/shared/common.js';
 import { notFound } from '../../../domain/shared/errors.js';
-import { StepHoldCreateSchema, StepHoldListSchema, StepHoldReleaseSchema, StepHoldSchema } from '../../../domain/pnet/pnet.js';
+import { StepHoldCreateSchema, StepHoldListSchema, StepHoldReleaseSchema, StepHoldSchema } from '../../../domain/pnet/holds.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { createHold, listHolds, releaseHold } from '../../../store/pnet/holds.js';

@@ -3,14 +3,8 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { notFound } from '../../../domain/shared/errors.js';
-import {
-  PnetAccountWrapperSchema,
-  PnetSettingsSchema,
-  PnetSettingsUpdateSchema,
-  SenderProfileCreateSchema,
-  SenderProfileListSchema,
-  SenderProfileSchema,
-} from '../../../domain/pnet/pnet.js';
+import { PnetAccountWrapperSchema } from '../../../domain/pnet/accounts.js';
+import { PnetSettingsSchema, PnetSettingsUpdateSchema, SenderProfileCreateSchema, SenderProfileListSchema, SenderProfileSchema } from '../../../domain/pnet/sender-profiles.js';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { cancelStepUpdate } from '../../../workflows/pnet/browser-step.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
