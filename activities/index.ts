@@ -1,16 +1,17 @@
 import type { Sql } from '../db/sql.js';
 import type { ActionKind } from '../domain/pnet/limits.js';
 import { createAgentRunActivities, withAgentRunWake } from './agents/agent-run.js';
-import { agentSuppliersFrom, type AgentSuppliers } from '../integrations/agent-tools/index.js';
+import type { AgentSuppliers } from '../integrations/agent-tools/index.js';
+import { createIntegrations, readIntegrationsConfig, type Integrations } from '../integrations/config.js';
 import { createColumnRunActivities } from './tables/column-runs.js';
-import { createEnrichmentProviders, type EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
+import type { EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
 import { createMailerActivities } from './sequences/mailer.js';
 import { type StepRow } from '../store/pnet/steps.js';
 import { createSequenceActivities, withSequenceWake } from './sequences/sequences.js';
-import { chatModelFrom, type ChatModel } from '../integrations/chat-model.js';
+import type { ChatModel } from '../integrations/chat-model.js';
 import { createOutboundAgentActivities } from './agents/outbound-agent.js';
 import { createTrainingActivities } from './agents/training-sessions.js';
-import { Mailer, mailerFrom } from '../integrations/mailer.js';
+import type { Mailer } from '../integrations/mailer.js';
 import { MailboxNetwork } from '../services/inbox/mailbox-poll.js';
 import { createInboxActivities } from './inbox/inbox.js';
 import { createCreditActivities } from './platform/credits.js';
@@ -22,6 +23,11 @@ export interface ActivityDeps {
   /** Starts a step's workflow (idempotent: a running one is left as it is). */
   startStep: (row: StepRow) => Promise<void>;
   housekeeping?: Partial<Record<ActionKind, number>>;
+  /**
+   * The outside services (integrations/config.ts), built once by the bootstrap and shared with the
+   * API; built here from the process environment when omitted. The fields below override one each.
+   */
+  integrations?: Integrations;
   /** Sequence email; from SMTP_URL when omitted (null: no SMTP, emails wait and say so). */
   mailer?: Mailer | null;
   /** Whether IMAP mailboxes may be on private networks; from MAILBOX_ALLOW_PRIVATE_NETWORKS when omitted. */
@@ -36,19 +42,20 @@ export interface ActivityDeps {
 
 /** Every activity of the service, bound to its dependencies. */
 export function createActivities(deps: ActivityDeps) {
-  const mailer = deps.mailer !== undefined ? deps.mailer : mailerFrom(process.env);
-  const enrichmentProviders = deps.enrichmentProviders ?? createEnrichmentProviders({ env: process.env });
+  const integrations = deps.integrations ?? createIntegrations(readIntegrationsConfig());
+  const mailer = deps.mailer !== undefined ? deps.mailer : integrations.mailer;
+  const enrichmentProviders = deps.enrichmentProviders ?? integrations.enrichmentProviders;
   return { ...createCreditActivities(deps), ...withAgentRunWake(withSequenceWake(createPnetStepActivities(deps), deps.sql), deps.sql), ...createSenderAccountActivities(deps),
     ...createColumnRunActivities({ sql: deps.sql, enrichmentProviders }),
     ...createSequenceActivities({ sql: deps.sql, ...(mailer ? { messageDomain: mailer.domain } : {}) }),
-    ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: process.env.PUBLIC_BASE_URL }),
-    ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? agentSuppliersFrom(process.env), startStep: deps.startStep }),
-    ...outboundAgentActivities(deps, enrichmentProviders),
-    ...createInboxActivities({ sql: deps.sql, ...(deps.mailboxNetwork ? { mailboxNetwork: deps.mailboxNetwork } : {}) }) };
+    ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: integrations.publicBaseUrl }),
+    ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep }),
+    ...outboundAgentActivities(deps, integrations, enrichmentProviders),
+    ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */
-function outboundAgentActivities(deps: ActivityDeps, enrichmentProviders: EnrichmentProviders) {
-  const outbound = { sql: deps.sql, chatModel: deps.chatModel === undefined ? chatModelFrom(process.env) : deps.chatModel, enrichmentProviders };
+function outboundAgentActivities(deps: ActivityDeps, integrations: Integrations, enrichmentProviders: EnrichmentProviders) {
+  const outbound = { sql: deps.sql, chatModel: deps.chatModel === undefined ? integrations.chatModel : deps.chatModel, enrichmentProviders };
   return { ...createOutboundAgentActivities(outbound), ...createTrainingActivities(outbound) };
 }

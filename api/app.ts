@@ -2,9 +2,8 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
-import { createEnrichmentProviders } from '../integrations/enrichment-providers/index.js';
-import { agentSuppliersFrom } from '../integrations/agent-tools/index.js';
-import type { AppDeps } from './deps.js';
+import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
+import type { AppDeps, RouteDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
@@ -35,10 +34,20 @@ import { doNotContactRoutes } from './routes/inbox/do-not-contact.js';
 import { inboundEmailRoutes } from './routes/inbox/inbound-email.js';
 import { inboxRoutes } from './routes/inbox/inbox.js';
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  deps = { ...deps, enrichmentProviders: deps.enrichmentProviders ?? createEnrichmentProviders({ env: process.env }) };
-  // One suppliers object for every route (agent tools, saved agents, auto_run), as the worker has one.
-  deps = { ...deps, agentSuppliers: deps.agentSuppliers ?? agentSuppliersFrom(process.env) };
+export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
+  // One set of outside services for every route (one suppliers object for agent tools, saved
+  // agents and auto_run), as the worker has one; the caller's own pieces win.
+  const integrations = appDeps.integrations ?? createIntegrations(readIntegrationsConfig());
+  const deps: RouteDeps = {
+    ...appDeps,
+    integrations,
+    enrichmentProviders: appDeps.enrichmentProviders ?? integrations.enrichmentProviders,
+    agentSuppliers: appDeps.agentSuppliers ?? integrations.agentSuppliers,
+    inbox: {
+      mailer: appDeps.inbox?.mailer !== undefined ? appDeps.inbox.mailer : integrations.mailer,
+      chatModel: appDeps.inbox?.chatModel !== undefined ? appDeps.inbox.chatModel : integrations.chatModel,
+    },
+  };
   const app = Fastify({
     ...(typeof deps.logger === 'object' ? { loggerInstance: deps.logger } : { logger: deps.logger ?? false }),
     genReqId: (req) => {

@@ -6,7 +6,8 @@ import type { ChatModel } from '../integrations/chat-model.js';
 import type { Sql } from '../db/sql.js';
 import type { RateLimitConfig } from './plugins/rate-limit.js';
 import type { TokenVerifier } from '../services/platform/tokens.js';
-import { Mailer } from '../integrations/mailer.js';
+import type { Mailer } from '../integrations/mailer.js';
+import type { Integrations } from '../integrations/config.js';
 
 /** Everything the API needs from outside; tests pass real ones built on their own database. */
 export interface AppDeps {
@@ -19,10 +20,23 @@ export interface AppDeps {
   verifyToken: TokenVerifier;
   rateLimit: RateLimitConfig;
   logger?: FastifyBaseLogger | boolean;
+  /**
+   * The outside services (integrations/config.ts), built once by the bootstrap and shared with the
+   * worker; built from the process environment when omitted. The fields below override one each.
+   */
+  integrations?: Integrations;
   /** Enrichment providers of this environment (endpoint 10); built from the process environment when omitted. */
   enrichmentProviders?: EnrichmentProviders;
   /** What saved agents run on (chat model, search, email finder, ...); built from the process environment when omitted. */
   agentSuppliers?: AgentSuppliers;
   /** The inbox's reply mailer and suggestion writer; from the process environment (SMTP_URL, OPENAI_*) when omitted, null for none. */
   inbox?: { mailer?: Mailer | null; chatModel?: ChatModel | null };
+}
+
+/** What the routes get: the caller's deps with every outside service filled in by buildApp. */
+export interface RouteDeps extends AppDeps {
+  integrations: Integrations;
+  enrichmentProviders: EnrichmentProviders;
+  agentSuppliers: AgentSuppliers;
+  inbox: { mailer: Mailer | null; chatModel: ChatModel | null };
 }

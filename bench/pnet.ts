@@ -31,7 +31,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { connectionToken, createSenderProfile, updatePnetSettings } from '../store/pnet/accounts.js';
 import { createSql, type Sql } from '../db/sql.js';
-import { browserStepWorkflowId } from '../workflows/pnet/browser-step.js';
+import { browserStepWorkflowId } from '../workflows/pnet/browser-step.contract.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
 import { cpuPercent, cpuSnapshot, renice, type Component, type CpuSnapshot } from './cpu.js';
 import { Recorder, closedLoop, openLoop } from './load.js';

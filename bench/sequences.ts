@@ -29,7 +29,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createSql } from '../db/sql.js';
-import { sequenceContactWorkflowId } from '../domain/sequences/sequences.js';
+import { sequenceContactWorkflowId } from '../workflows/sequences/sequence-contact.contract.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { mapLimit } from '../sim/chaos-run.js';
 import { enrolRows, httpApi, setUpOutreach } from '../sim/chaos-sequences.js';

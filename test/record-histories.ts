@@ -8,19 +8,22 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { browserStepWorkflow } from '../workflows/pnet/browser-step.js';
 import {
     approveStepUpdate,
-    browserStepWorkflow,
+    browserStepWorkflowId,
     cancelStepUpdate,
-    claimRenewedSignal,
     claimStepUpdate,
     reportResultUpdate,
     retryStepUpdate,
-} from '../workflows/pnet/browser-step.js';
-import { creditHoldSettledSignal, creditHoldWorkflow } from '../workflows/platform/credit-hold.js';
+} from '../workflows/pnet/browser-step.contract.js';
+import { creditHoldWorkflow } from '../workflows/platform/credit-hold.js';
+import { creditHoldSettledSignal, creditHoldWorkflowId } from '../workflows/platform/credit-hold.contract.js';
 import { ApplicationFailure } from '@temporalio/common';
-import { cancelColumnRunSignal, columnRunWorkflow, rowsAddedSignal } from '../workflows/tables/column-run.js';
-import { accountChangedSignal, senderAccountWorkflow } from '../workflows/pnet/sender-account.js';
+import { columnRunWorkflow } from '../workflows/tables/column-run.js';
+import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../workflows/tables/column-run.contract.js';
+import { senderAccountWorkflow } from '../workflows/pnet/sender-account.js';
+import { accountChangedSignal, senderAccountWorkflowId } from '../workflows/pnet/sender-account.contract.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
 import type { AgentDecision, AgentRunActivities, ProfileReadQueued, RecordedStep } from '../activities/agents/agent-run.js';
@@ -42,31 +45,37 @@ import {
     type TrainingVerdict,
     type Transition,
 } from '../domain/agents/training-sessions.js';
+import { agentRunWorkflow, agentTrainingWorkflow } from '../workflows/agents/agent-run.js';
 import {
+    agentCellRunWorkflowId,
     agentExampleRunWorkflowId,
-    agentRunWorkflow,
-    agentTrainingWorkflow,
     agentTrainingWorkflowId,
     cancelAgentRunUpdate,
     pnetStepSettledSignal,
-} from '../workflows/agents/agent-run.js';
+} from '../workflows/agents/agent-run.contract.js';
+import { trainingSessionWorkflow } from '../workflows/agents/training-session.js';
 import {
     applyProposalUpdate,
     discardChangesUpdate,
     giveVerdictUpdate,
-    trainingSessionWorkflow,
     trainingSessionWorkflowId,
     trainingStateQuery,
     type TrainingWorkflowState,
-} from '../workflows/agents/training-session.js';
+} from '../workflows/agents/training-session.contract.js';
 import type { ContactAction, SequenceActivities } from '../activities/sequences/sequences.js';
 import type { OutboundAgentActivities, WriteStepMessageResult } from '../activities/agents/outbound-agent.js';
 import type { MailerActivities } from '../activities/sequences/mailer.js';
-import { sequenceContactWorkflowId } from '../domain/sequences/sequences.js';
-import { sequenceContactStateQuery, sequenceContactWorkflow, sequenceFeedWorkflow, sequenceFeedWorkflowId, wakeContactSignal } from '../workflows/sequences/sequence-contact.js';
-import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/inbox/mailbox-poll.js';
-import { InboxActivities } from '../activities/inbox/inbox.js';
-import { MailboxPollResult } from '../services/inbox/mailbox-poll.js';
+import { sequenceContactWorkflow, sequenceFeedWorkflow } from '../workflows/sequences/sequence-contact.js';
+import {
+    sequenceContactStateQuery,
+    sequenceContactWorkflowId,
+    sequenceFeedWorkflowId,
+    wakeContactSignal,
+} from '../workflows/sequences/sequence-contact.contract.js';
+import { mailboxPollWorkflow } from '../workflows/inbox/mailbox-poll.js';
+import { mailboxPollStateQuery, mailboxPollWorkflowId, pollMailboxNowSignal } from '../workflows/inbox/mailbox-poll.contract.js';
+import type { InboxActivities } from '../activities/inbox/inbox.js';
+import type { MailboxPollResult } from '../domain/inbox/inbox.js';
 import { SessionRow, TrainingAnswer, toSession, viewOf } from '../store/agents/training-sessions.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
@@ -350,12 +359,13 @@ const worker = await Worker.create({
     claimStep: async () => ({ step: { status: 'claimed', claimed_at: '2026-01-01T00:00:00.000Z' } }),
     settleStep: async () => ({ step: { status: 'succeeded' } }),
     // The renewed step's first look finds a check-in since: its lease runs a minute more.
-    expireClaim: async ({ stepId, now }: { stepId: string; now?: string }) => {
+    expireClaim: async ({ stepId, now }: { stepId: string; now: string }) => {
       const looks = (claims.get(stepId) ?? 0) + 1;
       claims.set(stepId, looks);
-      if (stepId === renewedStepId && looks === 1) return { status: 'claimed', leaseUntil: new Date(Date.parse(now!) + 60_000).toISOString() };
-      return { status: 'queued' };
+      if (stepId === renewedStepId && looks === 1) return { status: 'claimed', leaseUntil: new Date(Date.parse(now) + 60_000).toISOString() };
+      return { status: 'queued', errorCode: 'claim_expired' };
     },
+    missWindow: async () => ({ status: 'failed', errorCode: 'missed_window' }),
     retryStep: async () => ({ step: { status: 'resuming' } }),
     tickSenderAccount: async () => ({ connected: true, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }),
     beginColumnRun: async () => ({ state: 'running', status: 'queued', provider: 'web_page_reader', concurrency: 2, timeoutSeconds: 15 }),
@@ -386,30 +396,29 @@ const worker = await Worker.create({
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
 await worker.runUntil(async () => {
   const expired = await env.client.workflow.start(creditHoldWorkflow, {
-    taskQueue, workflowId: 'credit-hold/expired', args: [{ holdId: '00000000-0000-4000-8000-000000000001', workspaceId: 'w', expiresAt }],
+    taskQueue, workflowId: creditHoldWorkflowId('expired'), args: [{ holdId: '00000000-0000-4000-8000-000000000001', workspaceId: 'w', expiresAt }],
   });
   await expired.result();
   const settled = await env.client.workflow.start(creditHoldWorkflow, {
-    taskQueue, workflowId: 'credit-hold/settled', args: [{ holdId: '00000000-0000-4000-8000-000000000002', workspaceId: 'w', expiresAt }],
+    taskQueue, workflowId: creditHoldWorkflowId('settled'), args: [{ holdId: '00000000-0000-4000-8000-000000000002', workspaceId: 'w', expiresAt }],
   });
   await settled.signal(creditHoldSettledSignal, { outcome: 'charged' });
   await settled.result();
   const step = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
-    workflowId: 'browser-step/approved-then-cancelled',
-    args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval', current: true }],
+    workflowId: browserStepWorkflowId('approved-then-cancelled'),
+    args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval' }],
   });
   await step.executeUpdate(approveStepUpdate);
   await step.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
   await step.result();
   const claimed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
-    workflowId: 'browser-step/claimed-lapsed-then-settled',
+    workflowId: browserStepWorkflowId('claimed-lapsed-then-settled'),
     args: [{ stepId: '00000000-0000-4000-8000-000000000004', workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
   });
   await claimed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
-  await claimed.signal(claimRenewedSignal, { claimedAt: '2026-01-01T00:00:00.000Z' });
-  await env.sleep('200 seconds'); // the lease lapses: the read goes back in line
+  await env.sleep('200 seconds'); // no check-in for a whole lease: the read goes back in line
   await claimed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
   await claimed.executeUpdate(reportResultUpdate, {
     args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
@@ -417,8 +426,8 @@ await worker.runUntil(async () => {
   await claimed.result();
   const renewed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
-    workflowId: 'browser-step/lease-renewed-lapsed-then-settled',
-    args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued', current: true }],
+    workflowId: browserStepWorkflowId('lease-renewed-lapsed-then-settled'),
+    args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
   });
   await renewed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
   await env.sleep('200 seconds'); // renewed once in SQL, then silent: the read goes back in line
@@ -430,16 +439,30 @@ await worker.runUntil(async () => {
   // A retried failure: the step's run closes when it fails, and the retry starts the next run.
   const failed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
-    workflowId: 'browser-step/retried',
-    args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed', current: true }],
+    workflowId: browserStepWorkflowId('retried'),
+    args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed' }],
   });
   await failed.executeUpdate(retryStepUpdate);
   await failed.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
   await failed.result();
+  // A queued step nobody claims before its deadline fails with missed_window.
+  const missed = await env.client.workflow.start(browserStepWorkflow, {
+    taskQueue,
+    workflowId: browserStepWorkflowId('missed-window'),
+    args: [{
+      stepId: '00000000-0000-4000-8000-000000000007',
+      workspaceId: 'w',
+      accountId: 'a',
+      kind: 'profile_view',
+      status: 'queued',
+      runBefore: new Date((await env.currentTimeMs()) + 3_600_000).toISOString(),
+    }],
+  });
+  await missed.result();
   // An account's clock: ticks on its timer and on a signal, still running when recorded.
   const account = await env.client.workflow.start(senderAccountWorkflow, {
     taskQueue,
-    workflowId: 'sender-account/ticking',
+    workflowId: senderAccountWorkflowId('ticking'),
     args: [{ accountId: '00000000-0000-4000-8000-000000000006', workspaceId: 'w' }],
   });
   await env.sleep('40 minutes');
@@ -447,14 +470,14 @@ await worker.runUntil(async () => {
   await env.sleep('1 minute');
   const columnRun = await env.client.workflow.start(columnRunWorkflow, {
     taskQueue,
-    workflowId: 'column-run/completed',
+    workflowId: columnRunWorkflowId('completed'),
     args: [{ runId: 'run-completed', workspaceId: 'w', tableId: 't', columnId: 'c' }],
   });
   await columnRun.signal(rowsAddedSignal);
   await columnRun.result();
   const cancelledRun = await env.client.workflow.start(columnRunWorkflow, {
     taskQueue,
-    workflowId: 'column-run/cancelled',
+    workflowId: columnRunWorkflowId('cancelled'),
     args: [{ runId: 'run-cancelled', workspaceId: 'w', tableId: 't', columnId: 'c' }],
   });
   while (slowStarted < 2) await new Promise((resolve) => setTimeout(resolve, 50));
@@ -464,17 +487,17 @@ await worker.runUntil(async () => {
   // Agent runs: researched and finished (a profile read woken by its settling signal); a refused
   // tool and the step bound failing the run; a run cancelled while it waits on a profile read.
   const researched = await env.client.workflow.start(agentRunWorkflow, {
-    taskQueue, workflowId: 'agent-run/column-1/row-1/run-researched', args: [{ runId: 'run-researched', workspaceId: 'w' }],
+    taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-1', 'run-researched'), args: [{ runId: 'run-researched', workspaceId: 'w' }],
   });
   await queuedReads.researched;
   await researched.signal(pnetStepSettledSignal, { stepId: 'step-run-researched-2' });
   await researched.result();
   const refusedTool = await env.client.workflow.start(agentRunWorkflow, {
-    taskQueue, workflowId: 'agent-run/column-1/row-2/run-tool-refused', args: [{ runId: 'run-tool-refused', workspaceId: 'w' }],
+    taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-2', 'run-tool-refused'), args: [{ runId: 'run-tool-refused', workspaceId: 'w' }],
   });
   await refusedTool.result();
   const cancelledAgent = await env.client.workflow.start(agentRunWorkflow, {
-    taskQueue, workflowId: 'agent-run/column-1/row-3/run-cancelled-waiting', args: [{ runId: 'run-cancelled-waiting', workspaceId: 'w' }],
+    taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-3', 'run-cancelled-waiting'), args: [{ runId: 'run-cancelled-waiting', workspaceId: 'w' }],
   });
   await queuedReads.cancelled;
   await cancelledAgent.executeUpdate(cancelAgentRunUpdate);
@@ -533,7 +556,7 @@ await worker.runUntil(async () => {
   const sequenceContact = await env.client.workflow.start(sequenceContactWorkflow, {
     taskQueue,
     workflowId: sequenceContactWorkflowId('sequence-1', 'contact-1'),
-    args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w', localMoves: true }],
+    args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w' }],
   });
   const contactPhase = async () => (await sequenceContact.query(sequenceContactStateQuery)).phase;
   const waitingAt = async (step: (typeof contactSteps)[number]) => contactSteps[contact.step] === step && (await contactPhase()) === 'waiting';
@@ -549,14 +572,16 @@ await worker.runUntil(async () => {
   await sequenceFeed.result(); // the poll interval passes (time skips), and the third read finds feeding off
 
   const histories = [
-    ['column-run-completed-with-failure', columnRun],
-    ['column-run-cancelled', cancelledRun],
-    ['sender-account-ticking', account],
-    ['browser-step-retried-then-cancelled', failed],
-    ['browser-step-claimed-lapsed-then-settled', claimed],
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
     ['browser-step-approved-then-cancelled', step],
+    ['browser-step-claimed-lapsed-then-settled', claimed],
+    ['browser-step-lease-renewed-lapsed-then-settled', renewed],
+    ['browser-step-retried-then-cancelled', failed],
+    ['browser-step-missed-window', missed],
+    ['sender-account-ticking', account],
+    ['column-run-completed-with-failure', columnRun],
+    ['column-run-cancelled', cancelledRun],
     ['agent-run-researched-then-finished', researched],
     ['agent-run-tool-refused-then-failed', refusedTool],
     ['agent-run-cancelled-while-waiting', cancelledAgent],
@@ -566,16 +591,6 @@ await worker.runUntil(async () => {
     ['mailbox-poll-stopped', mailbox],
     ['sequence-contact-sent-waited-replied', sequenceContact],
     ['sequence-feed-batches-then-off', sequenceFeed],
-    // The same scenarios after the step transitions and contact moves became local activities.
-    ['browser-step-local-retried-then-cancelled', failed],
-    ['browser-step-local-claimed-lapsed-then-settled', claimed],
-    ['browser-step-local-approved-then-cancelled', step],
-    ['sequence-contact-local-sent-waited-replied', sequenceContact],
-    ['browser-step-lease-renewed-lapsed-then-settled', renewed],
-    // The same again with the input's `current` flag instead of patch markers.
-    ['browser-step-current-approved-then-cancelled', step],
-    ['browser-step-current-lease-renewed-lapsed-then-settled', renewed],
-    ['browser-step-current-retried-then-cancelled', failed],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

@@ -6,18 +6,19 @@
 import type { Sql } from '../db/sql.js';
 import { serviceSecret } from '../store/platform/service-secrets.js';
 import type { TokenConfig } from '../services/platform/tokens.js';
+import { readAuthSettings, type AuthSettings } from '../integrations/config.js';
 
 export const developmentSecret = (sql: Sql) => serviceSecret(sql, 'dev_jwt_secret');
 
-export async function resolveTokenConfig(sql: Sql, env = process.env): Promise<TokenConfig> {
-  const issuer = env.AUTH_JWT_ISSUER || undefined;
-  const audience = env.AUTH_JWT_AUDIENCE || undefined;
-  if (env.AUTH_JWKS_URL) return { kind: 'jwks', url: env.AUTH_JWKS_URL, issuer, audience };
-  return { kind: 'secret', secret: env.AUTH_JWT_SECRET || (await developmentSecret(sql)), issuer, audience };
+/** `auth` from the environment (integrations/config.ts) when omitted; `{}` for none of it (tests). */
+export async function resolveTokenConfig(sql: Sql, auth: AuthSettings = readAuthSettings()): Promise<TokenConfig> {
+  const { issuer, audience } = auth;
+  if (auth.jwksUrl) return { kind: 'jwks', url: auth.jwksUrl, issuer, audience };
+  return { kind: 'secret', secret: auth.jwtSecret || (await developmentSecret(sql)), issuer, audience };
 }
 
 /** The secret the admin command line signs with; null when tokens come from an identity provider. */
-export async function signingSecret(sql: Sql, env = process.env): Promise<string | null> {
-  const config = await resolveTokenConfig(sql, env);
+export async function signingSecret(sql: Sql, auth: AuthSettings = readAuthSettings()): Promise<string | null> {
+  const config = await resolveTokenConfig(sql, auth);
   return config.kind === 'secret' ? config.secret : null;
 }

@@ -9,6 +9,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { childEnvironment, readFuzzSettings } from '../integrations/config.js';
 import { readConfig } from './config.js';
 import { freePort } from './ports.js';
 import { startStack } from './stack.js';
@@ -41,13 +42,13 @@ function ensureSchemathesis() {
   }
 }
 
-function runSchemathesis(apiUrl: string, apiKey: string): Promise<number> {
+function runSchemathesis(apiUrl: string, apiKey: string, maxExamples: string): Promise<number> {
   const args = [
     '-m', 'schemathesis.cli', 'run', `${apiUrl}/openapi.json`,
     '--url', apiUrl,
     '--header', `X-API-Key: ${apiKey}`,
     '--checks', 'all',
-    '--max-examples', process.env.FUZZ_MAX_EXAMPLES || '100',
+    '--max-examples', maxExamples,
   ];
   const shown = args.map((arg) => (/\s/.test(arg) ? `'${arg}'` : arg)).join(' ').replace(apiKey, '<key>');
   process.stdout.write(`\n$ python3 ${shown}\n\n`);
@@ -56,7 +57,7 @@ function runSchemathesis(apiUrl: string, apiKey: string): Promise<number> {
   const child = spawn('python3', args, {
     cwd: toolsDir,
     stdio: 'inherit',
-    env: { ...process.env, PYTHONPATH: target },
+    env: childEnvironment({ PYTHONPATH: target }),
   });
   // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
   // child ends, and the caller's finally stops the stack instead of Node dying with it running.
@@ -75,10 +76,10 @@ function runSchemathesis(apiUrl: string, apiKey: string): Promise<number> {
  * request would be a 401, which the document allows, and the run would pass having tested nothing:
  * so the key is checked afterwards and a dead key fails the run.
  */
-async function fuzz(apiUrl: string, apiKey: string): Promise<number> {
+async function fuzz(apiUrl: string, apiKey: string, maxExamples: string): Promise<number> {
   const authenticates = async () => (await fetch(`${apiUrl}/workspace/`, { headers: { 'X-API-Key': apiKey } })).status !== 401;
   if (!(await authenticates())) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
-  const code = await runSchemathesis(apiUrl, apiKey);
+  const code = await runSchemathesis(apiUrl, apiKey, maxExamples);
   if (await authenticates()) return code;
   process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
   return code || 1;
@@ -86,23 +87,26 @@ async function fuzz(apiUrl: string, apiKey: string): Promise<number> {
 
 async function main(): Promise<number> {
   ensureSchemathesis();
-  const { FUZZ_BASE_URL: baseUrl, FUZZ_API_KEY: key } = process.env;
-  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key);
+  const { baseUrl, apiKey: key, maxExamples, logLevel } = readFuzzSettings();
+  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, maxExamples);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
   chmodSync(dataDir, 0o711);
-  process.env.DATA_DIR = dataDir;
-  process.env.PORT = String(await freePort(3100));
-  // Schemathesis sends thousands of requests with one key: the per-key limit would answer 429s
-  // that say nothing about the API, so it is off for this stack.
-  process.env.RATE_LIMIT_PER_MINUTE = '0';
-  // Only unhandled errors (the 500s a failure report needs explained) reach the terminal.
-  process.env.LOG_LEVEL ??= 'error';
+  const port = await freePort(3100);
   let stack: Awaited<ReturnType<typeof startStack>> | undefined;
   try {
-    stack = await startStack(readConfig());
-    return await fuzz(stack.apiUrl!, stack.devApiKey!);
+    stack = await startStack({
+      ...readConfig(),
+      dataDir,
+      port,
+      // Schemathesis sends thousands of requests with one key: the per-key limit would answer 429s
+      // that say nothing about the API, so it is off for this stack.
+      rateLimitPerMinute: 0,
+      // Only unhandled errors (the 500s a failure report needs explained) reach the terminal.
+      logLevel,
+    });
+    return await fuzz(stack.apiUrl!, stack.devApiKey!, maxExamples);
   } finally {
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });

@@ -13,6 +13,7 @@ import { findLiveKey } from '../store/platform/api-keys.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
+import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
 import { resolveTokenConfig } from './auth-config.js';
 import type { ServiceConfig } from './config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
@@ -108,10 +109,13 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     stops.push(() => sql.end({ timeout: 5 }));
     const applied = await migrate(sql);
     if (applied.length) log.info({ applied }, 'migrations applied');
+    // The outside services (SMTP, the chat model, providers, agent tools), built once from the
+    // environment and shared by the worker and the API of this process.
+    const integrations = createIntegrations(readIntegrationsConfig());
 
     let workerConnection: NativeConnection | null = null;
     if (config.role !== 'api') {
-      const { worker, connection, clientConnection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue });
+      const { worker, connection, clientConnection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue, integrations });
       workerConnection = connection;
       const running = worker.run();
       stops.push(async () => {
@@ -134,6 +138,7 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
         verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
         rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
         logger: log,
+        integrations,
       });
       await app.listen({ port: config.port, host: config.host });
       stops.push(() => app.close());

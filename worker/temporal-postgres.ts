@@ -14,6 +14,7 @@ import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { createSql } from '../db/sql.js';
 import { searchAttributes } from '../domain/shared/search-attributes.js';
+import { childEnvironment } from '../integrations/config.js';
 import { freePort } from './ports.js';
 import { captureOutput, stopProcess, waitForFrontend, type TemporalDevServerHandle } from './temporal-dev-server.js';
 import { ToolMissingError, toolsDir } from './tools.js';
@@ -37,7 +38,7 @@ function buildPaths(): TemporalServerBuild & { dir: string } {
 export function resolveTemporalServer(log: (line: string) => void = () => {}): TemporalServerBuild {
   const paths = buildPaths();
   if (existsSync(paths.server) && existsSync(paths.sqlTool) && existsSync(join(paths.schemaDir, 'temporal'))) return paths;
-  const go = (args: string[], cwd: string) => execFileSync('go', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, GOFLAGS: '-mod=mod' } });
+  const go = (args: string[], cwd: string) => execFileSync('go', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], env: childEnvironment({ GOFLAGS: '-mod=mod' }) });
   const src = join(paths.dir, 'src');
   mkdirSync(src, { recursive: true });
   writeFileSync(join(src, 'go.mod'), 'module outreach/temporal-server\n\ngo 1.23\n');

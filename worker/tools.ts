@@ -8,15 +8,16 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readToolSettings, type ToolVariable } from '../integrations/config.js';
 
 export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** Where downloaded tools live; TOOLS_DIR moves it (a shared cache, or a test's empty folder). */
-export const toolsDir = process.env.TOOLS_DIR ? resolve(process.env.TOOLS_DIR) : join(projectRoot, '.tools');
+export const toolsDir = readToolSettings().toolsDir;
 
 interface ToolSpec {
   /** What a person reads in an error. */
   label: string;
-  envVar: string;
+  envVar: ToolVariable;
   binary: string;
   wheel: string;
 }
@@ -49,7 +50,7 @@ function isExecutable(path: string): boolean {
 }
 
 function onPath(binary: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+  for (const dir of readToolSettings().searchPath.split(delimiter)) {
     if (dir && isExecutable(join(dir, binary))) return join(dir, binary);
   }
   return undefined;
@@ -104,7 +105,7 @@ function install(spec: ToolSpec): string {
 
 /** The path of a tool's binary, installing it under `.tools/` when nothing else has it. */
 export function resolveTool(spec: ToolSpec): string {
-  const fromEnv = process.env[spec.envVar];
+  const fromEnv = readToolSettings().binaries[spec.envVar];
   if (fromEnv) {
     if (!existsSync(fromEnv)) throw new ToolMissingError(`${spec.envVar} is set to ${fromEnv}, which does not exist.`);
     return fromEnv;

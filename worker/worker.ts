@@ -6,6 +6,7 @@ import { createActivities } from '../activities/index.js';
 import type { StepRow } from '../store/pnet/steps.js';
 import { startStepWorkflow } from '../services/pnet/browser-step-client.js';
 import type { Sql } from '../db/sql.js';
+import type { Integrations } from '../integrations/config.js';
 
 /** Runtime options for the worker's process: the SDK's metrics served for Prometheus when asked. */
 export function runtimeTelemetry(metricsAddress: string | undefined) {
@@ -23,6 +24,8 @@ export async function createServiceWorker(options: {
   address: string;
   namespace: string;
   taskQueue: string;
+  /** The outside services, built once by the bootstrap (shared with the API); from the environment when omitted. */
+  integrations?: Integrations;
   bundle?: WorkflowBundleWithSourceMap;
 }): Promise<{ worker: Worker; connection: NativeConnection; clientConnection: Connection }> {
   const connection = await NativeConnection.connect({ address: options.address });
@@ -35,7 +38,7 @@ export async function createServiceWorker(options: {
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     workflowBundle: options.bundle ?? (await bundleWorkflows()),
-    activities: createActivities({ sql: options.sql, startStep }),
+    activities: createActivities({ sql: options.sql, startStep, ...(options.integrations ? { integrations: options.integrations } : {}) }),
     // Let running activities finish on shutdown before they are cancelled.
     shutdownGraceTime: '20 seconds',
   });

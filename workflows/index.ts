@@ -1,4 +1,9 @@
-/** What the worker bundles: every workflow of the service. */
+/**
+ * What the worker bundles: every workflow of the service, and nothing else (every function
+ * exported here is a workflow type; test/integration/workflow-determinism.test.ts checks each is
+ * bundled and has a recorded history). Each workflow's ids, signals, updates, queries and
+ * payload types are in the `<name>.contract.ts` beside it, which is what other layers import.
+ */
 export { creditHoldWorkflow } from './platform/credit-hold.js';
 export { browserStepWorkflow } from './pnet/browser-step.js';
 export { senderAccountWorkflow } from './pnet/sender-account.js';

@@ -35,8 +35,8 @@ import { onDomain, siteDomain, toolUrl } from '../../integrations/agent-tools/we
 import { ChatModelError, type ChatMessage } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
 import { terminalStatuses, type StepRow } from '../../store/pnet/steps.js';
-import { browserStepWorkflowId, cancelStepUpdate } from '../../workflows/pnet/browser-step.js';
-import { pnetStepSettledSignal } from '../../workflows/agents/agent-run.js';
+import { browserStepWorkflowId, cancelStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
+import { pnetStepSettledSignal } from '../../workflows/agents/agent-run.contract.js';
 import { afterStepTransitions } from '../pnet/steps.js';
 
 export interface AgentRunActivityDeps {

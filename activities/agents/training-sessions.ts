@@ -1,7 +1,7 @@
 /**
- * A training session's side effects. Every change is a transition of domain/training-sessions.ts
- * applied under a compare-and-set on the session's revision: read, apply, write where the
- * revision is still the one read. A transition the caller pinned with `expected_revision` is
+ * A training session's side effects. Every change is an event decided by decideTraining
+ * (domain/agents/training-sessions.ts) and written under a compare-and-set on the session's
+ * revision: read, decide, write where the revision is still the one read. A transition the caller pinned with `expected_revision` is
  * refused (409) when the revision moved; the workflow's own writes re-read and re-apply instead,
  * so a retried activity or a verdict landing in between never loses a change. Model writes hold
  * their price first and charge it in the very transaction that stores the message.
@@ -14,29 +14,22 @@ import type { Db, Sql } from '../../db/sql.js';
 import { factsFromFields, type AgentSlot, type ResearchFact, type WriteContext } from '../../domain/agents/outbound-agents.js';
 import {
     TrainingRefusal,
-    beginWrite,
     contextOf,
-    discardChanges,
+    decideTraining,
     draftProposal,
-    giveVerdict,
-    landFirstWrite,
-    landRewrite,
-    liveStatuses,
-    moveTo,
-    readyToPropose,
-    withProposal,
+    expectedRevisionOf,
     ModelProposalSchema, type Proposal,
+    type DraftedMessage,
     type Send, type TrainingContact,
-    type TrainingMessage, type TrainingStep,
+    type TrainingEvent, type TrainingStep,
     type TrainingVerdict,
-    type Transition
 } from '../../domain/agents/training-sessions.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, releaseHold, type CreditHold } from '../../store/platform/credits.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { activityFailure, composeMessage, creditsOf, holdWritePrice, type Written } from './outbound-agent.js';
 import { researchContact } from '../../services/agents/research.js';
-import { SessionRow, loadSession, writeAttempts, TrainingAnswer, transitionOf, owed, answer } from '../../store/agents/training-sessions.js';
+import { SessionRow, loadSession, writeAttempts, TrainingAnswer, transitionOf, answer, snapshotOf, writeAtRevision } from '../../store/agents/training-sessions.js';
 
 export interface TrainingActivityDeps {
   sql: Sql;
@@ -50,36 +43,24 @@ export function refusal(error: unknown): unknown {
 }
 
 /**
- * Applies `change` under a compare-and-set on the revision, bumping it. `expected` pins the
- * revision (a stale one is refused, nothing written); without it, a lost race re-reads and
- * re-applies. `inside` runs in the same transaction after the write (credits, agent versions).
+ * Decides `event` from the session as read (decideTraining) and writes the decision under the
+ * compare-and-set on the revision (writeAtRevision), bumping it. A pinned event (one carrying
+ * `expected_revision`) is refused when the revision moved, nothing written; an unpinned one that
+ * lost a race re-reads and decides again, so a retried activity or a verdict landing in between
+ * never loses a change. `inside` runs in the same transaction after the write (credits, agent
+ * versions).
  */
-export async function mutate(
-  sql: Sql,
-  sessionId: string,
-  expected: number | undefined,
-  change: (t: Transition, row: SessionRow) => Transition,
-  inside?: (tx: Db, row: SessionRow) => Promise<void>,
-): Promise<SessionRow> {
+export async function mutate(sql: Sql, sessionId: string, event: TrainingEvent, inside?: (tx: Db, row: SessionRow) => Promise<void>): Promise<SessionRow> {
+  const expected = expectedRevisionOf(event);
   for (let tries = 0; ; tries += 1) {
     const current = await loadSession(sql, sessionId);
     if (!current) throw ApplicationFailure.nonRetryable('Training session not found.', 'not_found');
-    if (expected !== undefined && current.revision !== expected) {
-      throw ApplicationFailure.nonRetryable(`The session is at revision ${current.revision}, not ${expected}; read it again and retry.`, 'conflict');
-    }
-    let next: Transition;
-    try {
-      next = change(transitionOf(current), current);
-    } catch (error) {
-      throw refusal(error);
-    }
+    const decision = decideTraining(snapshotOf(current), event);
+    if (decision.kind === 'refuse') throw ApplicationFailure.nonRetryable(decision.message, decision.code);
+    // `unchanged` is written too: the revision moves as it always has for the workflow's own writes.
+    const next = decision.kind === 'write' ? decision.next : transitionOf(current);
     const written = await sql.begin(async (tx) => {
-      const [row] = await tx<SessionRow[]>`
-        update training_sessions
-        set status = ${next.head.status}, note_waiting = ${next.head.note_waiting}, error = ${next.head.error},
-          doc = ${tx.json(next.doc as never)}, revision = revision + 1, updated_at = now()
-        where id = ${sessionId} and revision = ${current.revision}
-        returning *`;
+      const row = await writeAtRevision(tx, sessionId, current.revision, next);
       if (row && inside) await inside(tx, row);
       return row ? ((await loadSession(tx, sessionId)) ?? row) : null;
     });
@@ -221,13 +202,8 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
     async writeTrainingContact({ sessionId, recordId }: { sessionId: string; recordId: string }): Promise<TrainingAnswer> {
       const attempt = Context.current().info.attempt;
       const started = Date.now();
-      const begun = await mutate(sql, sessionId, undefined, (t) => {
-        if (!liveStatuses.includes(t.head.status)) throw new TrainingRefusal(`The session is ${t.head.status}.`);
-        // A retry after the write landed finds nothing owed: it answers the session as it is.
-        const state = t.doc.contacts.find((c) => c.record_id === recordId)?.state;
-        if (!state || !owed.includes(state)) throw new TrainingRefusal('Nothing to write for this contact.');
-        return beginWrite(t, recordId);
-      }).catch((error: unknown) => {
+      // A retry after the write landed finds nothing owed (refused): it answers the session as it is.
+      const begun = await mutate(sql, sessionId, { type: 'begin_write', record_id: recordId }).catch((error: unknown) => {
         if (error instanceof ApplicationFailure && error.type === 'conflict') return null;
         throw error;
       });
@@ -251,64 +227,24 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
         outcome: failed === drafted.length && drafted.length > 0 ? 'failed' : 'completed',
         thought: rewrite ? `Rewriting from the note: ${contact.notes.filter((n) => n.state === 'pending').map((n) => n.note).join(' / ')}` : 'First draft from the research brief.',
       };
+      const drafts: DraftedMessage[] = drafted.map((d) => ({
+        id: randomUUID(),
+        slot_key: d.slot.slot_key,
+        kind: d.slot.kind,
+        subject: d.written?.draft.subject ?? null,
+        body: d.written?.draft.body ?? '',
+        error: d.error,
+        send: sendOf(d.written, d.error),
+        reasoning: d.written?.draft.reasoning ?? '',
+        facts_used: d.written?.draft.facts_used ?? [],
+        model_key: d.written?.modelKey ?? '',
+      }));
       let stored = false;
+      // Closed meanwhile, or the contact no longer being written: refused, and the credits go back.
       const landed = await mutate(
         sql,
         sessionId,
-        undefined,
-        (t) => {
-          // Closed meanwhile: the write is dropped and its credits go back.
-          if (!liveStatuses.includes(t.head.status)) throw new TrainingRefusal(`The session is ${t.head.status}.`);
-          const now = t.doc.contacts.find((c) => c.record_id === recordId)?.state;
-          if (now !== 'writing' && now !== 'rewriting') throw new TrainingRefusal('The contact is no longer being written.');
-          if (!rewrite) {
-            const messages: TrainingMessage[] = drafted.map((d, i) => ({
-              id: randomUUID(),
-              kind: d.slot.kind,
-              title: d.slot.slot_key,
-              timing: i === 0 ? 'first message' : `follow-up ${i}`,
-              subject: d.written?.draft.subject ?? null,
-              body: d.written?.draft.body ?? '',
-              authored: true,
-              conditional: false,
-              edited_body: null,
-              edited_subject: null,
-              error: d.error,
-              facts_used: d.written?.draft.facts_used ?? [],
-              note: null,
-              previous_body: null,
-              previous_subject: null,
-              reasoning: d.written?.draft.reasoning ?? '',
-              reply_to_step_id: null,
-              steps: [],
-              proposed_body: null,
-              proposed_error: null,
-              proposed_subject: null,
-              send: sendOf(d.written, d.error),
-              proposed_send: null,
-              model_key: d.written?.modelKey ?? '',
-            }));
-            return landFirstWrite(t, recordId, messages, context, step);
-          }
-          const current = t.doc.contacts.find((c) => c.record_id === recordId)!;
-          const rewrites = new Map(
-            current.messages.map((m) => {
-              const d = drafted.find((x) => x.slot.slot_key === m.title);
-              return [
-                m.id,
-                {
-                  subject: d?.written?.draft.subject ?? null,
-                  body: d?.written?.draft.body ?? '',
-                  error: d ? d.error : 'The agent no longer has this slot.',
-                  send: sendOf(d?.written ?? null, d?.error ?? null),
-                  reasoning: d?.written?.draft.reasoning ?? '',
-                  facts_used: d?.written?.draft.facts_used ?? [],
-                },
-              ] as const;
-            }),
-          );
-          return landRewrite(t, recordId, rewrites, step);
-        },
+        { type: 'write_landed', record_id: recordId, rewrite, drafts, context, step },
         async (tx) => {
           // Charged in the transaction that stores the messages; `stored` tells the failure path not to release.
           await settleHolds(tx, drafted, true);
@@ -324,31 +260,19 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
 
     /** A write that could not run at all (no credits, agent gone): the session shows why, the contact waits for a person. */
     async recordTrainingError(input: { sessionId: string; recordId: string; error: string }): Promise<TrainingAnswer> {
-      const row = await mutate(sql, input.sessionId, undefined, (t) => {
-        const next = structuredClone(t);
-        next.head.error = input.error.slice(0, 2000);
-        const contact = next.doc.contacts.find((c) => c.record_id === input.recordId);
-        if (contact && (contact.state === 'writing' || contact.state === 'rewriting' || contact.state === 'waiting_write' || contact.state === 'rewrite_queued')) {
-          contact.state = 'awaiting_verdict';
-          contact.notice = `Could not be written: ${input.error.slice(0, 300)} Give a note to try again.`;
-        }
-        next.head.note_waiting = next.doc.contacts.some((c) => c.state === 'rewrite_queued');
-        return next;
-      });
-      return answer(row);
+      return answer(await mutate(sql, input.sessionId, { type: 'write_failed', record_id: input.recordId, error: input.error }));
     },
 
     async finishInitialWrites({ sessionId }: { sessionId: string }): Promise<TrainingAnswer> {
-      const row = await mutate(sql, sessionId, undefined, (t) => (t.head.status === 'running' ? moveTo(t, ['running'], 'reviewing', 'start reviewing') : t));
-      return answer(row);
+      return answer(await mutate(sql, sessionId, { type: 'initial_writes_done' }));
     },
 
     async recordVerdict(input: { sessionId: string; request: TrainingVerdict; writingOther: boolean }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, input.request.expected_revision, (t) => giveVerdict(t, input.request, input.writingOther)));
+      return answer(await mutate(sql, input.sessionId, { type: 'verdict', request: input.request, writing_other: input.writingOther }));
     },
 
     async discardTrainingChanges(input: { sessionId: string; expectedRevision: number }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, input.expectedRevision, (t) => discardChanges(t)));
+      return answer(await mutate(sql, input.sessionId, { type: 'discard_changes', expected_revision: input.expectedRevision }));
     },
 
     /** reviewing -> proposing -> proposed: the prompt update drafted from the active lessons. */
@@ -357,10 +281,7 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
       let row = await loadSession(sql, sessionId);
       if (row?.status === 'reviewing') {
         row =
-          (await mutate(sql, sessionId, undefined, (t) => {
-            if (!readyToPropose(t)) throw new TrainingRefusal('The session is not ready to propose.');
-            return moveTo(t, ['reviewing'], 'proposing', 'propose');
-          }).catch((error: unknown) => {
+          (await mutate(sql, sessionId, { type: 'start_proposing' }).catch((error: unknown) => {
             if (error instanceof ApplicationFailure && error.type === 'conflict') return null;
             throw error;
           })) ?? (await loadSession(sql, sessionId));
@@ -380,7 +301,7 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
           proposal === local ? ', drafted by adding them to each slot prompt' : `, drafted by ${chatModel!.key}`
         }.`,
       };
-      const proposed = await mutate(sql, sessionId, undefined, (t) => (t.head.status === 'proposing' ? withProposal(t, proposal, step) : t));
+      const proposed = await mutate(sql, sessionId, { type: 'proposal_drafted', proposal, step });
       return answer(proposed);
     },
 
@@ -389,8 +310,7 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
       const row = await mutate(
         sql,
         input.sessionId,
-        input.expectedRevision,
-        (t) => moveTo(t, ['proposed'], 'completed', 'apply a proposal'),
+        { type: 'apply_proposal', expected_revision: input.expectedRevision },
         async (tx, session) => {
           const changes = session.doc.proposal?.changes ?? [];
           const [agent] = await tx<{ version: number; instructions: string; slots: AgentSlot[] }[]>`
@@ -411,11 +331,13 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
     },
 
     async abandonTrainingSession(input: { sessionId: string; expectedRevision: number }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, input.expectedRevision, (t) => moveTo(t, ['proposed'], 'abandoned', 'abandon a proposal')));
+      return answer(await mutate(sql, input.sessionId, { type: 'abandon_proposal', expected_revision: input.expectedRevision }));
     },
 
     async closeTrainingSession(input: { sessionId: string; expectedRevision?: number }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, input.expectedRevision, (t) => moveTo(t, liveStatuses, 'abandoned', 'be closed')));
+      return answer(
+        await mutate(sql, input.sessionId, { type: 'close', ...(input.expectedRevision !== undefined ? { expected_revision: input.expectedRevision } : {}) }),
+      );
     },
   };
 }

@@ -4,8 +4,7 @@ import { type Sql } from '../../db/sql.js';
 import { MailboxNetwork, pollMailbox } from '../../services/inbox/mailbox-poll.js';
 
 /** Activities of the inbox's workflows. */
-export function createInboxActivities({ sql, mailboxNetwork }: { sql: Sql; mailboxNetwork?: MailboxNetwork }) {
-  const network = mailboxNetwork ?? { allowPrivateNetworks: process.env.MAILBOX_ALLOW_PRIVATE_NETWORKS === 'true' };
+export function createInboxActivities({ sql, mailboxNetwork: network }: { sql: Sql; mailboxNetwork: MailboxNetwork }) {
   return {
     /** Replies and bounces it records wake their sequence contacts (sends re-check anyway). */
     pollMailbox: ({ mailboxId }: { mailboxId: string }) =>

@@ -1,6 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
-import { creditHoldWorkflow, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.js';
+import { creditHoldWorkflow } from '../../workflows/platform/credit-hold.js';
+import { creditHoldWorkflowId } from '../../workflows/platform/credit-hold.contract.js';
 import type { CreditHold } from '../../store/platform/credits.js';
 
 /**

@@ -2,15 +2,7 @@ import { transaction, type Sql } from '../../db/sql.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import { housekeepingEverySeconds, failingInboxRetrySeconds } from '../../store/pnet/sender-account.js';
 import type { StepRow } from '../../store/pnet/steps.js';
-
-export interface AccountClock {
-  connected: boolean;
-  /** The end of the checkpoint back-off in force, if any. */
-  checkpointUntil: string | null;
-  /** When the next housekeeping read falls due. */
-  nextCheckAt: string | null;
-  queuedStepIds: string[];
-}
+import type { AccountClock } from '../../domain/pnet/accounts.js';
 
 export function createSenderAccountActivities({
   sql,

@@ -1,12 +1,32 @@
-import { ApplicationFailure } from '@temporalio/common';
 import { transaction, type Sql } from '../../db/sql.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { housekeepingKinds, maxCutOffs } from '../../domain/pnet/limits.js';
+import { housekeepingKinds } from '../../domain/pnet/limits.js';
+import { decideLapse, decideLease, decideSettle } from '../../domain/pnet/settle.js';
 import { recordCheck } from '../../store/pnet/checks.js';
 import { recordPnetRead } from '../../store/inbox/messages.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
-import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
-import { ClaimInput, claim, SettleReport, StepTransitionResult, StepRow, sameResultAgain, toBrowserStep, conflict, returnUsageUnit, settleStepCreditsAndCommit, mayHaveActedCodes, findStep, holdStepCredits, transition } from '../../store/pnet/steps.js';
+import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
+import {
+  ClaimInput,
+  claim,
+  StepRow,
+  toBrowserStep,
+  conflict,
+  countUsageAgain,
+  endStepHold,
+  failureOf,
+  lockClaim,
+  lockStep,
+  recordLapse,
+  recordResult,
+  resumeEnabledOf,
+  returnUsageUnit,
+  settleStepCreditsAndCommit,
+  mayHaveActedCodes,
+  findStep,
+  holdStepCredits,
+  transition,
+} from '../../store/pnet/steps.js';
 
 /**
  * Wraps the named step transitions so `after` runs once each has committed, with the step's id and
@@ -36,38 +56,29 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
     claimStep: (input: ClaimInput) => claim(sql, input, random),
 
     /**
-     * Settles the current claim with the browser's result (3.1). A result naming an earlier
-     * claim is refused, unless it is a success for a step not settled since (it did run).
+     * Settles the current claim with the browser's result (3.1): decided by decideSettle
+     * (domain/pnet/settle.ts) from the step locked here, applied in this one transaction.
      */
     async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
       return transaction(sql, async (tx, commitWith) => {
-        const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
-        if (!step) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
+        const locked = await lockStep(tx, stepId);
+        const decision = decideSettle(locked, report);
+        if (decision.kind === 'refuse') throw failureOf(decision);
+        const step = locked!;
         // The same result again (an attempt retried after the first one committed): the record as it stands.
-        if (sameResultAgain(step, report)) return { step: toBrowserStep(step), checkpoint: false };
-        const namesCurrentClaim = step.status === 'claimed' && (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime());
-        const lateSuccess = report.status === 'succeeded' && (step.status === 'queued' || step.status === 'resuming') && step.claimed_at !== null;
-        if (!namesCurrentClaim && !lateSuccess) throw conflict(`The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`);
-        const [settled] = await tx<StepRow[]>`
-          update browser_steps set status = ${report.status}, finished_at = now(), duration_ms = ${report.duration_ms},
-            error_code = ${report.error_code}, error_message = ${report.error_message},
-            outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
-            acted_at = ${report.status === 'succeeded' ? tx`now()` : tx`acted_at`}, updated_at = now()
-          where id = ${stepId} returning *`;
-        if (report.status !== 'succeeded' && namesCurrentClaim) await returnUsageUnit(tx, step);
-        if (housekeepingKinds.has(step.kind)) await recordCheck(tx, step, report);
+        if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false };
+        // One statement after another, in this order, under the step's row lock; the hold's
+        // statement last, sent with the COMMIT (endStepHold).
+        const settled = await recordResult(tx, stepId, report, decision.acted);
+        if (decision.returnUsageUnit) await returnUsageUnit(tx, step);
+        if (decision.recordCheck) await recordCheck(tx, step, report);
         // A read that found conversations records them in the unified inbox.
-        if (report.status === 'succeeded') await recordPnetRead(tx, step, report.outcome);
-        if (report.error_code === 'blocked_checkpoint' && namesCurrentClaim) await holdAtCheckpoint(tx, step.account_id);
+        if (decision.recordRead) await recordPnetRead(tx, step, report.outcome);
+        if (decision.holdAtCheckpoint) await holdAtCheckpoint(tx, step.account_id);
         // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
-        // A resuming step kept its unit when its claim lapsed (it may have acted): counted once.
-        if (lateSuccess && step.status === 'queued' && step.usage_kind) {
-          await tx`
-            update pnet_usage u set used = u.used + 1 from browser_steps s
-            where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
-        }
-        await settleStepCreditsAndCommit(tx, commitWith, step, report.status === 'succeeded');
-        return { step: toBrowserStep(settled!), checkpoint: report.error_code === 'blocked_checkpoint' };
+        if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
+        if (decision.credits !== 'none') await endStepHold(tx, commitWith, step.credit_hold_id!, decision.credits);
+        return { step: toBrowserStep(settled), checkpoint: decision.checkpoint };
       });
     },
 
@@ -95,6 +106,10 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
      */
     async retryStep({ stepId }: { stepId: string }): Promise<StepTransitionResult> {
       return sql.begin(async (tx) => {
+        // Decided inside the one statement that writes, on purpose: nothing locks the row first,
+        // and a late "it acted after all" (the API's acted_at write) may land at any moment. The
+        // UPDATE reads acted_at under its own row lock (re-read after waiting for a concurrent
+        // writer), so a step that acted always comes back resuming; a read-then-write would race.
         const [row] = await tx<StepRow[]>`
           update browser_steps set
             status = case when kind in ${tx([...housekeepingKinds])} then 'queued'
@@ -132,35 +147,27 @@ export function createPnetStepActivities({ sql, random = Math.random }: { sql: S
       now?: string;
     }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null; leaseUntil?: string }> {
       return transaction(sql, async (tx, commitWith) => {
-        const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
-          select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
+        // Guarded by the claim: a claim settled, released or claimed again since answers where the step is.
+        const step = await lockClaim(tx, stepId, claimedAt);
         if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
-        const renewedAt = Math.max(step.claimed_at!.getTime(), step.lease_renewed_at?.getTime() ?? 0);
-        const leaseUntil = renewedAt + claimLeaseSeconds * 1000;
-        if (leaseUntil > (now ? Date.parse(now) : Date.now())) return { status: 'claimed', leaseUntil: new Date(leaseUntil).toISOString() };
-        const [account] = await tx<{ resume_enabled: boolean }[]>`select resume_enabled from pnet_accounts where id = ${step.account_id}`;
-        const cutOffs = step.cut_offs + 1;
-        const [status, errorCode]: [StoredStepStatus, StepErrorCode | null] = housekeepingKinds.has(step.kind)
-          ? ['queued', null]
-          : cutOffs >= maxCutOffs
-            ? ['failed', 'interrupted_repeatedly']
-            : account?.resume_enabled
-              ? ['resuming', null]
-              : ['failed', 'claim_expired'];
-        const back = status !== 'failed';
-        await tx`
-          update browser_steps set status = ${status}, error_code = ${errorCode}, cut_offs = ${cutOffs},
-            finished_at = ${back ? null : tx`now()`},
-            queued_at = ${back ? tx`now()` : tx`queued_at`}, updated_at = now()
-          where id = ${stepId}`;
+        const lease = decideLease({ claimed_at: step.claimed_at!, lease_renewed_at: step.lease_renewed_at }, now ? new Date(now) : new Date());
+        if (lease.kind === 'lives') return { status: 'claimed', leaseUntil: lease.leaseUntil.toISOString() };
+        // Read only once the lease has lapsed: a renewed claim costs the timer one statement.
+        const lapse = decideLapse(step, await resumeEnabledOf(tx, step.account_id));
+        await recordLapse(tx, stepId, lapse);
         // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
-        if (status === 'queued') await returnUsageUnit(tx, step);
-        if (!back) await settleStepCreditsAndCommit(tx, commitWith, step, false);
-        return { status, errorCode };
+        if (lapse.returnUsageUnit) await returnUsageUnit(tx, step);
+        if (lapse.credits === 'release') await endStepHold(tx, commitWith, step.credit_hold_id!, 'release');
+        return { status: lapse.status, errorCode: lapse.errorCode };
       });
     },
 
-    /** The step's deadline passed while it still waited: it fails missed_window, its credits returned. */
+    /**
+     * The step's deadline passed while it still waited: it fails missed_window, its credits returned.
+     * This and the person-side transitions below are one compare-and-set on status each: no lock
+     * is taken first, so the status check must be the statement's own (a claim or a settle racing
+     * it wins or loses in SQL, never both).
+     */
     async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
       return transaction(sql, async (tx, commitWith) => {
         const [row] = await tx<StepRow[]>`

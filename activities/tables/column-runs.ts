@@ -8,16 +8,35 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
-import {
-    EnrichmentError,
-    type ColumnRunStatus,
-    type EnrichmentOutcome
-} from '../../domain/tables/enrichments.js';
-import { ApiError } from '../../domain/shared/errors.js';
+import { EnrichmentError, type ColumnRunStatus, type EnrichmentOutcome } from '../../domain/tables/enrichments.js';
+import { decideRowOutcome, decideRunEnding, type CellOutcome, type RowSnapshot, type RunEnding } from '../../domain/tables/column-run-outcome.js';
 import type { CellValue } from '../../domain/tables/tables.js';
-import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
-import { RunEnding, ColumnRunPlan, RunRecord, RunBatch, CellOutcome, runCauseKey, terminal, settleCells, releaseRowHold, recomputeReaders, readInputs, percentOf, loadContext, isEmpty, holdOf, brief, count } from '../../store/tables/column-runs.js';
+import {
+  brief,
+  claimRowCells,
+  count,
+  endRun,
+  holdOf,
+  holdRowCredits,
+  loadContext,
+  lockRun,
+  lockRunRow,
+  percentOf,
+  readInputs,
+  recomputeReaders,
+  releaseRowHold,
+  releaseRunHolds,
+  runCauseKey,
+  settleCells,
+  settleRow,
+  skipRow,
+  terminal,
+  unclaimRowCells,
+  type ColumnRunPlan,
+  type RunBatch,
+  type RunRecord,
+} from '../../store/tables/column-runs.js';
 
 export interface ColumnRunActivityDeps {
   sql: Sql;
@@ -32,11 +51,6 @@ export function activitySignal(): AbortSignal {
     return new AbortController().signal;
   }
 }
-
-export const stopReasons: Record<Exclude<RunEnding, 'completed'>, string> = {
-  cancelled: 'The run was cancelled before it reached this row.',
-  failed: 'The run stopped before it reached this row.',
-};
 
 export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRunActivityDeps) {
   return {
@@ -133,50 +147,51 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
       if (!ctx) return 'gone';
       const provider = enrichmentProviders.get(ctx.run.provider);
       if (!provider) throw ApplicationFailure.nonRetryable(`The provider ${ctx.run.provider} is not available in this environment.`, 'provider_unavailable');
-      const price = provider.info.price_credits;
       const workspaceId = ctx.run.workspace_id;
       const causeKey = runCauseKey(runId, rowId);
+      const required = provider.info.inputs.filter((f) => f.required).map((f) => f.name);
 
-      type Start = { next: 'call'; inputs: Map<string, CellValue> } | { next: CellOutcome };
-      const start = await sql.begin(async (tx): Promise<Start> => {
+      type Started = { snap: RowSnapshot; inputs: Map<string, CellValue> } | { outcome: CellOutcome };
+      const started = await sql.begin(async (tx): Promise<Started> => {
         // The run row first, then cells: the order every run transaction takes its locks in (the
         // change feed's triggers lock the table when a cell is written).
-        const [run] = await tx<{ status: ColumnRunStatus }[]>`select status from column_runs where id = ${runId} for update`;
-        // A cancelled run starts no more rows; the cell stays pending and the run's end puts it back.
-        if (!run || run.status !== 'running') return { next: run?.status === 'cancelling' ? 'cancelled' : 'gone' };
-        const moved = await tx<{ column_id: string }[]>`
-          update table_cells set state = 'running', updated_at = now()
-          where column_id = any(${ctx.group}::uuid[]) and row_id = ${rowId} and run_id = ${runId} and state in ('pending', 'running')
-          returning column_id`;
-        if (!moved.some((m) => m.column_id === ctx.run.column_id)) return { next: 'gone' };
-        const read = await readInputs(tx, ctx, rowId);
-        if (!read) return { next: 'gone' };
-        const missing = provider.info.inputs.filter((f) => f.required && isEmpty(read.inputs.get(f.name))).map((f) => f.name);
-        if (missing.length > 0) {
-          await settleCells(tx, ctx, rowId, ['running'], { state: 'skipped', values: null, error: `No value for ${missing.join(', ')}.`, cost: 0 });
-          await count(tx, runId, 'rows_skipped');
-          await recomputeReaders(tx, ctx, rowId);
-          return { next: 'skipped' };
-        }
-        if (price > 0) {
-          try {
-            // Settled by this run (charge, release, or its end), so the hold need not lapse on its own soon.
-            await holdCredits(tx, { workspaceId, amount: price, causeKey, ttlSeconds: 7 * 86_400 });
-          } catch (error) {
-            if (!(error instanceof ApiError && error.code === 'insufficient_credits')) throw error;
-            await tx`
-              update table_cells set state = 'pending', updated_at = now()
-              where column_id = any(${ctx.group}::uuid[]) and row_id = ${rowId} and run_id = ${runId} and state = 'running'`;
-            return { next: 'no_credits' };
+        let snap: RowSnapshot = { price: provider.info.price_credits, required, run: (await lockRun(tx, runId)) ?? null };
+        let inputs = new Map<string, CellValue>();
+        for (;;) {
+          const d = decideRowOutcome(snap);
+          switch (d.kind) {
+            case 'claim':
+              snap = { ...snap, claimed: await claimRowCells(tx, ctx, rowId) };
+              continue;
+            case 'read_inputs': {
+              const read = await readInputs(tx, ctx, rowId);
+              if (read) inputs = read.inputs;
+              snap = { ...snap, inputs: read?.inputs ?? null };
+              continue;
+            }
+            case 'hold':
+              snap = { ...snap, held: await holdRowCredits(tx, workspaceId, d.amount, causeKey) };
+              continue;
+            case 'call':
+              return { snap, inputs };
+            case 'skip':
+              await skipRow(tx, ctx, rowId, d);
+              return { outcome: d.outcome };
+            case 'unclaim':
+              await unclaimRowCells(tx, ctx, rowId);
+              return { outcome: d.outcome };
+            case 'end':
+              return { outcome: d.outcome };
+            default:
+              throw new Error(`Unexpected ${d.kind} before the provider's call`);
           }
         }
-        return { next: 'call', inputs: read.inputs };
       });
-      if (start.next !== 'call') return start.next;
+      if ('outcome' in started) return started.outcome;
 
-      let outcome: EnrichmentOutcome;
+      let result: EnrichmentOutcome;
       try {
-        outcome = await provider.run({ inputs: start.inputs, options: new Map(Object.entries(ctx.config.options)) }, activitySignal());
+        result = await provider.run({ inputs: started.inputs, options: new Map(Object.entries(ctx.config.options)) }, activitySignal());
       } catch (error) {
         const failure = error instanceof EnrichmentError ? error : new EnrichmentError(brief((error as Error).message ?? String(error)), true);
         if (!failure.retryable) throw ApplicationFailure.nonRetryable(brief(failure.message), 'provider_refused');
@@ -184,20 +199,24 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
       }
 
       return sql.begin(async (tx): Promise<CellOutcome> => {
-        await tx`select 1 from column_runs where id = ${runId} for update`;
-        const values = outcome.kind === 'result' ? outcome.values : null;
-        const cost = values ? price : 0;
-        const moved = await settleCells(tx, ctx, rowId, ['running'], { state: 'done', values, error: null, cost });
-        const holdId = price > 0 ? await holdOf(tx, workspaceId, causeKey) : undefined;
-        if (!moved) {
-          // Someone else owns the cell now (a newer run, a deleted row): nothing delivered, nothing charged.
-          if (holdId) await releaseHold(tx, holdId);
-          return 'gone';
+        await lockRunRow(tx, runId);
+        let snap: RowSnapshot = { ...started.snap, result };
+        for (;;) {
+          const d = decideRowOutcome(snap);
+          switch (d.kind) {
+            case 'store':
+              snap = { ...snap, settled: await settleCells(tx, ctx, rowId, ['running'], { state: 'done', values: d.values, error: null, cost: d.cost }) };
+              continue;
+            case 'read_hold':
+              snap = { ...snap, holdId: (await holdOf(tx, workspaceId, causeKey)) ?? null };
+              continue;
+            case 'settle':
+              await settleRow(tx, ctx, rowId, d);
+              return d.outcome;
+            default:
+              throw new Error(`Unexpected ${d.kind} after the provider's call`);
+          }
         }
-        if (holdId) await (values ? chargeHold(tx, holdId, price) : releaseHold(tx, holdId));
-        await count(tx, runId, values ? 'rows_done' : 'rows_empty', cost);
-        await recomputeReaders(tx, ctx, rowId);
-        return values ? 'done' : 'empty';
       });
     },
 
@@ -205,7 +224,7 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
     async failEnrichmentCell({ runId, workspaceId, rowId, error }: { runId: string; workspaceId: string; rowId: string; error: string }): Promise<void> {
       const ctx = await loadContext(sql, runId);
       await sql.begin(async (tx) => {
-        await tx`select 1 from column_runs where id = ${runId} for update`;
+        await lockRunRow(tx, runId);
         if (ctx && (await settleCells(tx, ctx, rowId, ['pending', 'running'], { state: 'error', values: null, error: brief(error), cost: 0 }))) {
           await count(tx, runId, 'rows_failed');
           await recomputeReaders(tx, ctx, rowId);
@@ -226,34 +245,11 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
     }> {
       return sql.begin(async (tx) => {
         const [run] = await tx<RunRecord[]>`select * from column_runs where id = ${input.runId} for update`;
-        let status: ColumnRunStatus | 'gone' = run?.status ?? 'gone';
-        if (run && !terminal.has(run.status)) {
-          if (input.outcome === 'completed' && (run.status !== 'running' || run.wakes !== input.wakes)) return { finished: false, status: run.status };
-          status = input.outcome;
-          await tx`
-            update column_runs set status = ${status}, error = coalesce(${input.reason ?? null}, error), finished_at = now(),
-              rows_total = case when ${status} = 'completed' then rows_claimed else rows_total end
-            where id = ${input.runId}`;
-          const ctx = await loadContext(tx, input.runId);
-          if (ctx) {
-            await tx`
-              update table_cells set state = previous ->> 'state', value = nullif(previous -> 'value', 'null'::jsonb), error = previous ->> 'error',
-                cost = coalesce((previous ->> 'cost')::int, 0), previous = null, updated_at = now()
-              where column_id = any(${ctx.group}::uuid[]) and run_id = ${input.runId} and state = 'pending' and previous is not null`;
-            const why = input.outcome === 'completed' ? stopReasons.failed : (input.reason ?? stopReasons[input.outcome]);
-            await tx`
-              update table_cells set state = 'skipped', error = ${why}, updated_at = now()
-              where column_id = any(${ctx.group}::uuid[]) and run_id = ${input.runId} and state = 'pending'`;
-            await tx`
-              update table_cells set state = 'error', error = 'The run ended while this row was running.', updated_at = now()
-              where column_id = any(${ctx.group}::uuid[]) and run_id = ${input.runId} and state = 'running'`;
-          }
-        }
-        const open = await tx<{ id: string }[]>`
-          select id from credit_holds
-          where workspace_id = ${input.workspaceId} and status = 'held' and cause_key like ${`column-run:${input.runId}:%`}`;
-        for (const hold of open) await releaseHold(tx, hold.id);
-        return { finished: true, status };
+        const decision = decideRunEnding({ run: run ?? null, outcome: input.outcome, wakes: input.wakes, reason: input.reason });
+        if (decision.kind === 'not_yet') return { finished: false, status: decision.status };
+        if (decision.kind === 'end') await endRun(tx, input.runId, decision);
+        await releaseRunHolds(tx, input.workspaceId, input.runId);
+        return { finished: true, status: decision.status };
       });
     },
   };

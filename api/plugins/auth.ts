@@ -64,10 +64,10 @@ export function routeAccess(method: string, declared?: Access): Access {
 }
 
 /** Writes last_used_at at most once a minute per key per process; the SQL guard covers the rest. */
-function createLastUsedRecorder(sql: Sql, log: FastifyInstance['log']) {
+function createLastUsedRecorder(sql: Sql, log: FastifyInstance['log'], now: () => number) {
   const lastMinute = new Map<string, number>();
   return (keyId: string) => {
-    const minute = Math.floor(Date.now() / 60_000);
+    const minute = Math.floor(now() / 60_000);
     if (lastMinute.get(keyId) === minute) return;
     lastMinute.set(keyId, minute);
     if (lastMinute.size > 50_000) lastMinute.clear();
@@ -190,7 +190,7 @@ async function authenticate(
 }
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
-  const recordUse = createLastUsedRecorder(deps.sql, app.log);
+  const recordUse = createLastUsedRecorder(deps.sql, app.log, deps.rateLimiter.now);
   const tokens = new ConnectionTokenCache();
   app.decorateRequest('principal', null);
   // A token an extension route refused (its account's token was replaced) is looked up again next time.

@@ -45,6 +45,17 @@ export function validationBody(issues: ValidationIssue[]) {
   return { detail: `${describe(first)}${more}`.replace(/\s+/g, ' '), issues };
 }
 
+/**
+ * A refusal of values only the handler can judge (a graph, an agent's inputs, a do-not-contact
+ * value), answered like a schema failure: 422 with `issues`. Routes throw it; the handler below
+ * writes the body, so every 422 has the one shape.
+ */
+export class ValidationRefusal extends ApiError {
+  constructor(readonly issues: ValidationIssue[]) {
+    super('unprocessable', validationBody(issues).detail);
+  }
+}
+
 function zodIssues(error: FastifyError, request: FastifyRequest): ValidationIssue[] {
   const context = (error as FastifyError & { validationContext?: string }).validationContext ?? 'body';
   const loc = locationOf[context] ?? 'body';
@@ -102,6 +113,7 @@ export function sendError(reply: FastifyReply, error: ApiError) {
 
 export function registerErrorHandling(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof ValidationRefusal) return reply.code(422).send(validationBody(error.issues));
     if (error instanceof ApiError) return sendError(reply, error);
     if (hasZodFastifySchemaValidationErrors(error)) {
       return reply.code(422).send(validationBody(zodIssues(error, request)));

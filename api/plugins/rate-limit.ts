@@ -7,6 +7,8 @@ export interface RateLimitConfig {
   /** Requests allowed per window; 0 switches the limit off. */
   limit: number;
   windowSeconds: number;
+  /** The process clock (ms since the epoch) of the limiter and of the auth plugin's once-a-minute writes; Date.now when omitted (tests pass their own). */
+  now?: () => number;
 }
 
 interface Bucket {
@@ -16,10 +18,13 @@ interface Bucket {
 
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
+  readonly now: () => number;
   constructor(
     private readonly config: RateLimitConfig,
-    private readonly now: () => number = Date.now,
-  ) {}
+    now?: () => number,
+  ) {
+    this.now = now ?? config.now ?? Date.now;
+  }
 
   /** Takes one request; answers the seconds to wait when the bucket is empty. */
   take(key: string): { allowed: true } | { allowed: false; retryAfterSeconds: number } {

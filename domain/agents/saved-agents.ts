@@ -332,6 +332,19 @@ export const AgentRunSchema = z
 export type AgentRun = z.infer<typeof AgentRunSchema>;
 export const AgentRunListSchema = z.object({ runs: z.array(AgentRunSchema).describe('Newest first') }).meta({ id: 'AgentRunList' });
 
+/**
+ * How the runs' workflows are named (workflows/agents/agent-run.contract.ts): the store writes the
+ * ids on the records it creates and shows, and its callers pass the contract's naming in.
+ */
+export interface AgentRunWorkflowIds {
+  /** A research run on one row of an agent column; each run its own id. */
+  cellRun(columnId: string, rowId: string, runId: string): string;
+  /** A research run on one example of a training run. */
+  exampleRun(trainingRunId: string, exampleId: string): string;
+  /** A training run over every example. */
+  training(trainingRunId: string): string;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Deploy (2.16)
 

@@ -175,6 +175,12 @@ export const TrainingSessionSchema = z
   .meta({ id: 'TrainingSession' });
 export type TrainingSession = z.infer<typeof TrainingSessionSchema>;
 
+/** The session workflow's view of its session: enough for validators and for deciding what runs next. */
+export type TrainingView = Pick<TrainingSession, 'revision' | 'status'> & {
+  contacts: Record<string, ContactState>;
+  readyToPropose: boolean;
+};
+
 export const TrainingSessionListSchema = z
   .object({ sessions: z.array(TrainingSessionSchema).describe('Newest first') })
   .meta({ id: 'TrainingSessionList' });
@@ -316,16 +322,21 @@ export function landFirstWrite(t: Transition, recordId: string, messages: Traini
   return next;
 }
 
+/** A message's rewrite (on failure: the error, and nothing proposed). */
+export interface Rewrite {
+  subject: string | null;
+  body: string;
+  error: string | null;
+  send: Send;
+  reasoning: string;
+  facts_used: string[];
+}
+
 /**
  * A rewrite landed: each message gets the rewrite as proposed_*, the pending notes are learned,
  * their lesson counts, and the contact waits for a verdict.
  */
-export function landRewrite(
-  t: Transition,
-  recordId: string,
-  rewrites: Map<string, { subject: string | null; body: string; error: string | null; send: Send; reasoning: string; facts_used: string[] }>,
-  step: TrainingStep,
-): Transition {
+export function landRewrite(t: Transition, recordId: string, rewrites: Map<string, Rewrite>, step: TrainingStep): Transition {
   const next = clone(t);
   const contact = contactOf(next.doc, recordId);
   const pending = contact.notes.filter((n) => n.state === 'pending');
@@ -515,3 +526,197 @@ export const ModelProposalSchema = z.object({
     .array(z.object({ slot_key: z.string().min(1).max(64), proposed: z.string().min(1).max(20_000), rationale: z.string().max(2000).default('') }))
     .max(20),
 });
+
+// ---------------------------------------------------------------------------------------------
+// Decisions: every change of a session is decideTraining(snapshot, event), pure. The activities
+// apply a `write` under the compare-and-set on the revision (activities/agents/training-sessions.ts,
+// `mutate`), and re-decide from a fresh read when another write got there first.
+//
+// | Event               | Refused when (nothing written)                                   | Otherwise |
+// |---------------------|------------------------------------------------------------------|-----------|
+// | any pinned event    | expected_revision is not the session's revision                  | as below |
+// | begin_write         | the session is completed/abandoned; the contact owes no write    | the contact `writing` (`rewriting` after a note) |
+// | write_landed        | the session is completed/abandoned; the contact is no longer being written | a first write: the thread as written; a rewrite: proposed_*, lessons learned unless every slot failed |
+// | write_failed        | never                                                            | the error on the session; a contact owed a write waits for a verdict |
+// | initial_writes_done | never                                                            | running -> reviewing; otherwise unchanged |
+// | verdict             | not running/reviewing; unknown contact (not_found); the contact waits for no verdict | Looks good or a note (giveVerdict) |
+// | discard_changes     | not running/reviewing/proposed; no pending rewrite                | the rewrite and its lesson dropped; proposed -> reviewing |
+// | start_proposing     | not ready to propose                                             | reviewing -> proposing |
+// | proposal_drafted    | never                                                            | proposing -> proposed with the proposal; otherwise unchanged |
+// | apply_proposal      | not proposed                                                     | proposed -> completed |
+// | abandon_proposal    | not proposed                                                     | proposed -> abandoned |
+// | close               | completed or abandoned                                           | -> abandoned |
+//
+// `unchanged` is still written by the caller: the workflow's own writes bump the revision as they
+// always have, so a caller pinned to the revision read before them is refused.
+
+/** Contact states that owe a write. */
+export const owed: readonly ContactState[] = ['waiting_write', 'writing', 'rewrite_queued', 'rewriting'];
+
+export type TrainingSnapshot = Transition & { revision: number };
+
+/** One slot's message as the writer drafted it (on failure: no subject, an empty body, the error). */
+export interface DraftedMessage {
+  /** The id a first write gives the new message (a rewrite keeps the message's own). */
+  id: string;
+  slot_key: string;
+  kind: TrainingMessage['kind'];
+  subject: string | null;
+  body: string;
+  error: string | null;
+  send: Send;
+  reasoning: string;
+  facts_used: string[];
+  model_key: string;
+}
+
+export type TrainingEvent =
+  | { type: 'begin_write'; record_id: string }
+  | {
+      type: 'write_landed';
+      record_id: string;
+      /** Decided when the write began: a rewrite of a written thread, or a (fresh) first write. */
+      rewrite: boolean;
+      drafts: DraftedMessage[];
+      context: TrainingContact['context'];
+      step: TrainingStep;
+    }
+  | { type: 'write_failed'; record_id: string; error: string }
+  | { type: 'initial_writes_done' }
+  | { type: 'verdict'; request: TrainingVerdict; writing_other: boolean }
+  | { type: 'discard_changes'; expected_revision: number }
+  | { type: 'start_proposing' }
+  | { type: 'proposal_drafted'; proposal: Proposal; step: TrainingStep }
+  | { type: 'apply_proposal'; expected_revision: number }
+  | { type: 'abandon_proposal'; expected_revision: number }
+  | { type: 'close'; expected_revision?: number };
+
+export type TrainingDecision =
+  | { kind: 'write'; next: Transition }
+  | { kind: 'unchanged' }
+  | { kind: 'refuse'; code: TrainingRefusal['code']; message: string };
+
+/** The revision a person's event is pinned to, if any. */
+export function expectedRevisionOf(event: TrainingEvent): number | undefined {
+  if (event.type === 'verdict') return event.request.expected_revision;
+  return 'expected_revision' in event ? event.expected_revision : undefined;
+}
+
+/** A rewrite for a message whose slot the agent no longer has. */
+const slotGone = (): Rewrite => ({
+  subject: null,
+  body: '',
+  error: 'The agent no longer has this slot.',
+  send: { alone: false, reason: 'error', doubt: null },
+  reasoning: '',
+  facts_used: [],
+});
+
+function firstWriteMessages(drafts: DraftedMessage[]): TrainingMessage[] {
+  return drafts.map((d, i) => ({
+    id: d.id,
+    kind: d.kind,
+    title: d.slot_key,
+    timing: i === 0 ? 'first message' : `follow-up ${i}`,
+    subject: d.subject,
+    body: d.body,
+    authored: true,
+    conditional: false,
+    edited_body: null,
+    edited_subject: null,
+    error: d.error,
+    facts_used: d.facts_used,
+    note: null,
+    previous_body: null,
+    previous_subject: null,
+    reasoning: d.reasoning,
+    reply_to_step_id: null,
+    steps: [],
+    proposed_body: null,
+    proposed_error: null,
+    proposed_subject: null,
+    send: d.send,
+    proposed_send: null,
+    model_key: d.model_key,
+  }));
+}
+
+function landWrite(t: Transition, event: Extract<TrainingEvent, { type: 'write_landed' }>): Transition {
+  // Closed meanwhile: the write is dropped (its caller returns its credits).
+  if (!liveStatuses.includes(t.head.status)) throw new TrainingRefusal(`The session is ${t.head.status}.`);
+  const contact = t.doc.contacts.find((c) => c.record_id === event.record_id);
+  if (contact?.state !== 'writing' && contact?.state !== 'rewriting') throw new TrainingRefusal('The contact is no longer being written.');
+  if (!event.rewrite) return landFirstWrite(t, event.record_id, firstWriteMessages(event.drafts), event.context, event.step);
+  // Each message takes the draft of its slot.
+  const rewrites = new Map(
+    contact.messages.map((m) => {
+      const d = event.drafts.find((x) => x.slot_key === m.title);
+      const rewrite: Rewrite = d ? { subject: d.subject, body: d.body, error: d.error, send: d.send, reasoning: d.reasoning, facts_used: d.facts_used } : slotGone();
+      return [m.id, rewrite] as const;
+    }),
+  );
+  return landRewrite(t, event.record_id, rewrites, event.step);
+}
+
+/** A write that could not run at all (no credits, agent gone): the session shows why, and the contact waits for a person. */
+function writeFailed(t: Transition, recordId: string, error: string): Transition {
+  const next = clone(t);
+  next.head.error = error.slice(0, 2000);
+  const contact = next.doc.contacts.find((c) => c.record_id === recordId);
+  if (contact && owed.includes(contact.state)) {
+    contact.state = 'awaiting_verdict';
+    contact.notice = `Could not be written: ${error.slice(0, 300)} Give a note to try again.`;
+  }
+  next.head.note_waiting = noteWaiting(next.doc);
+  return next;
+}
+
+/** The transition an event makes, or null when it changes nothing; refusals throw TrainingRefusal. */
+function transitionFor(t: Transition, event: TrainingEvent): Transition | null {
+  switch (event.type) {
+    case 'begin_write': {
+      if (!liveStatuses.includes(t.head.status)) throw new TrainingRefusal(`The session is ${t.head.status}.`);
+      // A retry after the write landed finds nothing owed: its caller answers the session as it is.
+      const state = t.doc.contacts.find((c) => c.record_id === event.record_id)?.state;
+      if (!state || !owed.includes(state)) throw new TrainingRefusal('Nothing to write for this contact.');
+      return beginWrite(t, event.record_id);
+    }
+    case 'write_landed':
+      return landWrite(t, event);
+    case 'write_failed':
+      return writeFailed(t, event.record_id, event.error);
+    case 'initial_writes_done':
+      return t.head.status === 'running' ? moveTo(t, ['running'], 'reviewing', 'start reviewing') : null;
+    case 'verdict':
+      return giveVerdict(t, event.request, event.writing_other);
+    case 'discard_changes':
+      return discardChanges(t);
+    case 'start_proposing':
+      if (!readyToPropose(t)) throw new TrainingRefusal('The session is not ready to propose.');
+      return moveTo(t, ['reviewing'], 'proposing', 'propose');
+    case 'proposal_drafted':
+      // A verdict, a discard or a close got there first: the draft is dropped.
+      return t.head.status === 'proposing' ? withProposal(t, event.proposal, event.step) : null;
+    case 'apply_proposal':
+      return moveTo(t, ['proposed'], 'completed', 'apply a proposal');
+    case 'abandon_proposal':
+      return moveTo(t, ['proposed'], 'abandoned', 'abandon a proposal');
+    case 'close':
+      return moveTo(t, liveStatuses, 'abandoned', 'be closed');
+  }
+}
+
+/** What `event` does to the session as read (see the table above). Never changes `snapshot`. */
+export function decideTraining(snapshot: TrainingSnapshot, event: TrainingEvent): TrainingDecision {
+  const expected = expectedRevisionOf(event);
+  if (expected !== undefined && snapshot.revision !== expected) {
+    return { kind: 'refuse', code: 'conflict', message: `The session is at revision ${snapshot.revision}, not ${expected}; read it again and retry.` };
+  }
+  try {
+    const next = transitionFor({ head: snapshot.head, doc: snapshot.doc }, event);
+    return next ? { kind: 'write', next } : { kind: 'unchanged' };
+  } catch (error) {
+    if (error instanceof TrainingRefusal) return { kind: 'refuse', code: error.code, message: error.message };
+    throw error;
+  }
+}

@@ -313,6 +313,18 @@ export const MailboxSchema = z
   .meta({ id: 'InboxMailbox', description: 'The password is never returned.' });
 export type Mailbox = z.infer<typeof MailboxSchema>;
 
+/** One poll of a mailbox, as the poll answers its workflow (workflows/inbox/mailbox-poll.ts). */
+export interface MailboxPollResult {
+  /** `gone`/`disabled`: the workflow ends; `failed`: the error is on the mailbox row and the next poll tries again. */
+  state: 'polled' | 'failed' | 'gone' | 'disabled';
+  recorded: number;
+  /** More messages are waiting than one poll reads. */
+  more: boolean;
+  pollSeconds: Mailbox['poll_seconds'];
+  uidValidity: Mailbox['uid_validity'];
+  lastUid: Mailbox['last_uid'];
+}
+
 const HostSchema = z.string().min(1).max(255).regex(/^[A-Za-z0-9.-]+$/, 'a host name or IPv4 address');
 export const MailboxCreateSchema = z
   .object({

@@ -94,6 +94,16 @@ export const PnetAccountSchema = z
   .meta({ id: 'PnetAccount' });
 export type PnetAccount = z.infer<typeof PnetAccountSchema>;
 
+/** What a tick of an account's clock found: the sender-account workflow sleeps until the earliest due time. */
+export interface AccountClock {
+  connected: boolean;
+  /** The end of the checkpoint back-off in force, if any. */
+  checkpointUntil: string | null;
+  /** When the next housekeeping read falls due. */
+  nextCheckAt: string | null;
+  queuedStepIds: string[];
+}
+
 export const PnetAccountWrapperSchema = z
   .object({
     account: PnetAccountSchema.optional().describe(

@@ -6,6 +6,7 @@ import { UsageSchema, WaitSchema, WaitReasonSchema } from './accounts.js';
 import { ActionKindSchema } from './limits.js';
 import { RunModeSchema } from './sender-profiles.js';
 import { BrowserStepSchema, StepErrorCodeSchema, backendErrorCodes } from './steps.js';
+import type { BrowserStep } from './steps.js';
 
 /** The selector and pacing config's version; a browser on any other version fetches it again. */
 export const configVersion = 2;

@@ -223,6 +223,25 @@ export const AudienceMappingSchema = z
   .meta({ id: 'SequenceAudienceMapping', description: 'Which audience-table columns hold each contact field' });
 export type AudienceMapping = z.infer<typeof AudienceMappingSchema>;
 
+const cell = (cells: Record<string, unknown>, columnId: string | null) => {
+  if (!columnId) return null;
+  const v = cells[columnId];
+  if (v === null || v === undefined) return null;
+  const s = (typeof v === 'string' ? v : String(v as never)).trim();
+  return s === '' ? null : s;
+};
+
+/** A contact's fields read from its audience row through the sequence's mappings. */
+export function contactFieldsOf(cells: Record<string, unknown>, mapping: AudienceMapping) {
+  return {
+    email: cell(cells, mapping.email_column_id),
+    profile_url: cell(cells, mapping.profile_url_column_id),
+    first_name: cell(cells, mapping.first_name_column_id),
+    last_name: cell(cells, mapping.last_name_column_id),
+    company_name: cell(cells, mapping.company_name_column_id),
+  };
+}
+
 export const SequenceSenderSchema = z
   .strictObject({
     sender_profile_id: UuidSchema,
@@ -437,9 +456,8 @@ export const RejectRequestSchema = z
   .meta({ id: 'SequenceRejectRequest' });
 
 // ---------------------------------------------------------------------------------------------
-// The per-contact workflow's contract
+// A contact's keys (its workflow's id is in workflows/sequences/sequence-contact.contract.ts)
 
-export const sequenceContactWorkflowId = (sequenceId: string, contactId: string) => `sequence-contact/${sequenceId}/${contactId}`;
 export const contactKeyOf = (sequenceId: string, rowId: string) => `${sequenceId}:${rowId}`;
 /** Stable per contact, step and version: a retried send carries the same id. */
 export const messageIdOf = (contactId: string, stepId: string, version: number, domain: string) => `<seq.${contactId}.${stepId}.v${version}@${domain}>`;

@@ -4,7 +4,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { AgentSuppliers } from '../../integrations/agent-tools/index.js';
 import type { Sql } from '../../db/sql.js';
 import type { AgentRunStatus } from '../../domain/agents/saved-agents.js';
-import { agentRunWorkflow, agentTrainingWorkflow, agentTrainingWorkflowId, cancelAgentRunUpdate, type AgentTrainingInput } from '../../workflows/agents/agent-run.js';
+import { agentRunWorkflow, agentTrainingWorkflow } from '../../workflows/agents/agent-run.js';
+import { agentRunWorkflowIds, agentTrainingWorkflowId, cancelAgentRunUpdate, type AgentTrainingInput } from '../../workflows/agents/agent-run.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { queueNewRowRuns } from '../../store/agents/saved-agents.js';
 
@@ -67,7 +68,7 @@ export async function runNewAgentRows(
 ): Promise<void> {
   if (added <= 0 || !deps.agentSuppliers?.chatModel) return;
   try {
-    const runs = await queueNewRowRuns(deps.sql, workspaceId, tableId, added);
+    const runs = await queueNewRowRuns(deps.sql, workspaceId, tableId, added, agentRunWorkflowIds);
     await startAgentRuns(deps.temporal.client, deps.temporal.taskQueue, workspaceId, runs);
   } catch (err) {
     deps.log.warn({ err, tableId }, 'auto_run could not start agent runs');

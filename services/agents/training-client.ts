@@ -2,7 +2,8 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { TrainingSession } from '../../domain/agents/training-sessions.js';
-import { trainingSessionWorkflow, trainingSessionWorkflowId, type TrainingSessionInput } from '../../workflows/agents/training-session.js';
+import { trainingSessionWorkflow } from '../../workflows/agents/training-session.js';
+import { trainingSessionWorkflowId, type TrainingSessionInput } from '../../workflows/agents/training-session.contract.js';
 import { SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 
 export interface SessionRef {

@@ -18,7 +18,8 @@ import {
     type Thread,
     type ThreadListQuery,
 } from '../../domain/inbox/inbox.js';
-import { mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.js';
+import { mailboxPollWorkflow } from '../../workflows/inbox/mailbox-poll.js';
+import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { startStepWorkflow } from '../pnet/browser-step-client.js';
 import { addEntries } from '../../store/inbox/do-not-contact.js';

@@ -3,6 +3,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isPrivateAddress } from '../../integrations/web/web-page.js';
 import { type Sql } from '../../db/sql.js';
+import type { MailboxPollResult } from '../../domain/inbox/inbox.js';
 import { recordInboundEmail, InboundEmailError } from '../../store/inbox/messages.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -21,17 +22,6 @@ export interface MailboxRow {
   enabled: boolean;
   uid_validity: number | null;
   last_uid: number;
-}
-
-export interface MailboxPollResult {
-  /** `gone`/`disabled`: the workflow ends; `failed`: the error is on the mailbox row and the next poll tries again. */
-  state: 'polled' | 'failed' | 'gone' | 'disabled';
-  recorded: number;
-  /** More messages are waiting than one poll reads. */
-  more: boolean;
-  pollSeconds: number;
-  uidValidity: number | null;
-  lastUid: number;
 }
 
 /** Whether mailboxes may be on private, loopback or link-local addresses (MAILBOX_ALLOW_PRIVATE_NETWORKS). */

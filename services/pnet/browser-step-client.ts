@@ -1,10 +1,13 @@
 /** Starting and updating a step's workflow from the API, shared by the person and extension routes. */
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
-import type { StepRow, StepTransitionResult } from '../../store/pnet/steps.js';
+import type { StepRow } from '../../store/pnet/steps.js';
+import type { StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { Sql } from '../../db/sql.js';
-import { browserStepWorkflow, browserStepWorkflowId, type BrowserStepInput } from '../../workflows/pnet/browser-step.js';
-import { accountChangedSignal, senderAccountWorkflow, senderAccountWorkflowId } from '../../workflows/pnet/sender-account.js';
+import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
+import { browserStepWorkflowId, type BrowserStepInput } from '../../workflows/pnet/browser-step.contract.js';
+import { senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
+import { accountChangedSignal, senderAccountWorkflowId } from '../../workflows/pnet/sender-account.contract.js';
 import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
@@ -15,7 +18,6 @@ export function startOptions(taskQueue: string, row: StepRow) {
     kind: row.kind,
     status: row.status,
     ...(row.run_before ? { runBefore: row.run_before.toISOString() } : {}),
-    current: true,
   };
   return {
     taskQueue,

@@ -2,14 +2,13 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/sql.js';
-import { sequenceContactWorkflowId } from '../../domain/sequences/sequences.js';
+import { sequenceContactWorkflow, sequenceFeedWorkflow } from '../../workflows/sequences/sequence-contact.js';
 import {
-  sequenceContactWorkflow,
-  sequenceFeedWorkflow,
+  sequenceContactWorkflowId,
   sequenceFeedWorkflowId,
   wakeContactSignal,
   type SequenceContactInput,
-} from '../../workflows/sequences/sequence-contact.js';
+} from '../../workflows/sequences/sequence-contact.contract.js';
 import { ContactIdKey, SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 
 export interface ContactRef {
@@ -21,7 +20,7 @@ export interface ContactRef {
 }
 
 function contactOptions(taskQueue: string, c: ContactRef) {
-  const input: SequenceContactInput = { contactId: c.id, sequenceId: c.sequence_id, workspaceId: c.workspace_id, localMoves: true };
+  const input: SequenceContactInput = { contactId: c.id, sequenceId: c.sequence_id, workspaceId: c.workspace_id };
   return {
     taskQueue,
     workflowId: sequenceContactWorkflowId(c.sequence_id, c.id),
@@ -65,10 +64,9 @@ export async function startContacts(client: Client, taskQueue: string, contacts:
 
 /**
  * Starts (or wakes) the sequence's audience feed, which reads rows added since it last looked,
- * every SEQUENCE_FEED_POLL_SECONDS (30 by default).
+ * every `pollSeconds` (SEQUENCE_FEED_POLL_SECONDS, read in integrations/config.ts).
  */
-export async function wakeFeed(client: Client, taskQueue: string, sequence: { id: string; workspace_id: string }): Promise<void> {
-  const pollSeconds = Math.max(1, Number(process.env.SEQUENCE_FEED_POLL_SECONDS) || 30);
+export async function wakeFeed(client: Client, taskQueue: string, sequence: { id: string; workspace_id: string }, pollSeconds: number): Promise<void> {
   await client.workflow.signalWithStart(sequenceFeedWorkflow, {
     taskQueue,
     workflowId: sequenceFeedWorkflowId(sequence.id),
@@ -86,7 +84,7 @@ export async function wakeFeed(client: Client, taskQueue: string, sequence: { id
  * next poll. A feed that cannot be woken now still reads the rows at that poll.
  */
 export async function wakeFeedsOfTable(
-  deps: { sql: Db; temporal: { client: Client; taskQueue: string }; log: FastifyBaseLogger },
+  deps: { sql: Db; temporal: { client: Client; taskQueue: string }; log: FastifyBaseLogger; feedPollSeconds: number },
   workspaceId: string,
   tableId: string,
   added: number,
@@ -96,6 +94,6 @@ export async function wakeFeedsOfTable(
     select id, workspace_id from sequences
     where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;
   for (const sequence of fed) {
-    await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence).catch((err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'));
+    await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence, deps.feedPollSeconds).catch((err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'));
   }
 }

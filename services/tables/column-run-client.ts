@@ -1,7 +1,8 @@
 /** Starting and signalling column-run workflows from the API. */
 import type { Client } from '@temporalio/client';
 import type { SignalDefinition } from '@temporalio/common';
-import { columnRunWorkflow, columnRunWorkflowId, type ColumnRunInput } from '../../workflows/tables/column-run.js';
+import { columnRunWorkflow } from '../../workflows/tables/column-run.js';
+import { columnRunWorkflowId, type ColumnRunInput } from '../../workflows/tables/column-run.contract.js';
 import { ColumnRunProgressKey, ColumnRunStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { RunRecord } from '../../store/tables/column-runs.js';
 

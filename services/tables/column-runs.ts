@@ -11,7 +11,7 @@ import type { EnrichmentProviders } from '../../integrations/enrichment-provider
 import type { Db, Sql } from '../../db/sql.js';
 import type { ColumnRun, ColumnRunCreate, ColumnRunListQuery } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
-import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../../workflows/tables/column-run.js';
+import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../../workflows/tables/column-run.contract.js';
 import { signalColumnRun, startColumnRun } from './column-run-client.js';
 import { RunRecord, processedOf } from '../../store/tables/column-runs.js';
 

@@ -26,9 +26,9 @@ import {
   type SavedAgentUpdate,
   type StoredAgentColumnConfig,
   type TrainingRun,
+  type AgentRunWorkflowIds,
 } from '../../domain/agents/saved-agents.js';
 import { columnsPerTable, type Column } from '../../domain/tables/tables.js';
-import { agentCellRunWorkflowId, agentExampleRunWorkflowId, agentTrainingWorkflowId } from '../../workflows/agents/agent-run.js';
 import { loadColumns, toColumn } from '../tables/columns.js';
 import { requireTable } from '../tables/tables.js';
 
@@ -297,7 +297,7 @@ interface TrainingRecord {
   finished_at: Date | null;
 }
 
-async function toTrainingRuns(db: Db, records: TrainingRecord[]): Promise<TrainingRun[]> {
+async function toTrainingRuns(db: Db, records: TrainingRecord[], workflowIds: AgentRunWorkflowIds): Promise<TrainingRun[]> {
   if (records.length === 0) return [];
   const runs = await db<(RunRecord & { expected: Record<string, unknown> | null })[]>`
     select r.id, r.training_run_id, r.example_id, r.status, r.result, r.error, r.created_at, e.expected
@@ -332,7 +332,7 @@ async function toTrainingRuns(db: Db, records: TrainingRecord[]): Promise<Traini
         ) as Record<string, 'exact' | 'normalised' | 'mismatch'>,
       })),
       error: t.error,
-      workflow_id: agentTrainingWorkflowId(t.id),
+      workflow_id: workflowIds.training(t.id),
       created_at: t.created_at.toISOString(),
       finished_at: t.finished_at?.toISOString() ?? null,
     });
@@ -346,6 +346,7 @@ export async function createTrainingRun(
   workspaceId: string,
   agentId: string,
   modelReady: boolean,
+  workflowIds: AgentRunWorkflowIds,
 ): Promise<{ training: TrainingRun; runs: { runId: string; workflowId: string }[] }> {
   return sql.begin(async (tx) => {
     const agent = await requireAgent(tx, workspaceId, agentId, true);
@@ -360,27 +361,27 @@ export async function createTrainingRun(
       id: randomUUID(),
       example_id: e.id,
       inputs: e.inputs,
-      workflow_id: agentExampleRunWorkflowId(training!.id, e.id),
+      workflow_id: workflowIds.exampleRun(training!.id, e.id),
     }));
     await tx`
       insert into agent_runs (id, workspace_id, agent_id, agent_version, agent, target, training_run_id, example_id, inputs, price_credits, workflow_id)
       select x.id, ${workspaceId}, ${agentId}, ${agent.version}, ${tx.json(definition as never)}, 'example', ${training!.id}, x.example_id, x.inputs, ${price}, x.workflow_id
       from jsonb_to_recordset(${tx.json(rows as never)}) as x (id uuid, example_id uuid, inputs jsonb, workflow_id text)`;
-    const [view] = await toTrainingRuns(tx, [training!]);
+    const [view] = await toTrainingRuns(tx, [training!], workflowIds);
     return { training: view!, runs: rows.map((r) => ({ runId: r.id, workflowId: r.workflow_id })) };
   });
 }
 
-export async function listTrainingRuns(db: Db, workspaceId: string, agentId: string, limit: number): Promise<TrainingRun[]> {
+export async function listTrainingRuns(db: Db, workspaceId: string, agentId: string, limit: number, workflowIds: AgentRunWorkflowIds): Promise<TrainingRun[]> {
   await requireAgent(db, workspaceId, agentId);
   const rows = await db<TrainingRecord[]>`select * from agent_training_runs where agent_id = ${agentId} order by created_at desc, id desc limit ${limit}`;
-  return toTrainingRuns(db, rows);
+  return toTrainingRuns(db, rows, workflowIds);
 }
 
-export async function getTrainingRun(db: Db, workspaceId: string, agentId: string, id: string): Promise<TrainingRun> {
+export async function getTrainingRun(db: Db, workspaceId: string, agentId: string, id: string, workflowIds: AgentRunWorkflowIds): Promise<TrainingRun> {
   const [row] = await db<TrainingRecord[]>`select * from agent_training_runs where workspace_id = ${workspaceId} and agent_id = ${agentId} and id = ${id}`;
   if (!row) throw notFound('Training run');
-  return (await toTrainingRuns(db, [row]))[0]!;
+  return (await toTrainingRuns(db, [row], workflowIds))[0]!;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -397,13 +398,13 @@ async function placeGroup(db: Db, tableId: string, group: string[], wanted: numb
 }
 
 /** Queued runs of an agent column on rows, their cells made pending for them (what they held is kept aside). */
-async function queueCellRuns(db: Db, workspaceId: string, tableId: string, columnId: string, rowIds: string[]): Promise<RunRecord[]> {
+async function queueCellRuns(db: Db, workspaceId: string, tableId: string, columnId: string, rowIds: string[], workflowIds: AgentRunWorkflowIds): Promise<RunRecord[]> {
   if (rowIds.length === 0) return [];
   const [column] = await db<{ config: StoredAgentColumnConfig }[]>`select config from table_columns where id = ${columnId}`;
   const config = column!.config;
   const rows = rowIds.map((rowId) => {
     const id = randomUUID();
-    return { id, row_id: rowId, workflow_id: agentCellRunWorkflowId(columnId, rowId, id) };
+    return { id, row_id: rowId, workflow_id: workflowIds.cellRun(columnId, rowId, id) };
   });
   let runs: RunRecord[];
   try {
@@ -436,7 +437,7 @@ export interface Deployed {
   runs: AgentRun[];
 }
 
-export async function deployAgent(sql: Sql, workspaceId: string, tableId: string, input: AgentDeploy, modelReady: boolean): Promise<Deployed> {
+export async function deployAgent(sql: Sql, workspaceId: string, tableId: string, input: AgentDeploy, modelReady: boolean, workflowIds: AgentRunWorkflowIds): Promise<Deployed> {
   return sql.begin(async (tx) => {
     const agent = await requireAgent(tx, workspaceId, input.saved_agent_id);
     if (!modelReady) throw conflict('No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); an agent column could not run.');
@@ -505,7 +506,7 @@ export async function deployAgent(sql: Sql, workspaceId: string, tableId: string
     let runs: RunRecord[] = [];
     if (input.run_rows) {
       const rows = await tx<{ id: string }[]>`select id from table_rows where table_id = ${tableId} order by seq limit ${input.run_rows}`;
-      runs = await queueCellRuns(tx, workspaceId, tableId, parent!.id, rows.map((r) => r.id));
+      runs = await queueCellRuns(tx, workspaceId, tableId, parent!.id, rows.map((r) => r.id), workflowIds);
     }
     const columns = await loadColumns(tx, tableId);
     return {
@@ -517,7 +518,7 @@ export async function deployAgent(sql: Sql, workspaceId: string, tableId: string
 }
 
 /** Runs the agent column on the rows named (at most 50; there is no run-all). */
-export async function runAgentRows(sql: Sql, workspaceId: string, tableId: string, columnId: string, rowIds: string[], modelReady: boolean): Promise<AgentRun[]> {
+export async function runAgentRows(sql: Sql, workspaceId: string, tableId: string, columnId: string, rowIds: string[], modelReady: boolean, workflowIds: AgentRunWorkflowIds): Promise<AgentRun[]> {
   return sql.begin(async (tx) => {
     await requireTable(tx, workspaceId, tableId, 'share');
     const [column] = await tx<{ kind: string; parent_column_id: string | null }[]>`select kind, parent_column_id from table_columns where table_id = ${tableId} and id = ${columnId}`;
@@ -528,7 +529,7 @@ export async function runAgentRows(sql: Sql, workspaceId: string, tableId: strin
     const found = await tx<{ id: string }[]>`select id from table_rows where table_id = ${tableId} and id = any(${wanted}::uuid[]) order by seq`;
     const missing = wanted.filter((id) => !found.some((r) => r.id === id));
     if (missing.length > 0) throw new ApiError('not_found', `Row ${missing[0]} not found in this table.`);
-    return withSteps(tx, await queueCellRuns(tx, workspaceId, tableId, columnId, found.map((r) => r.id)));
+    return withSteps(tx, await queueCellRuns(tx, workspaceId, tableId, columnId, found.map((r) => r.id), workflowIds));
   });
 }
 
@@ -557,7 +558,7 @@ export const autoRunRowsMax = 1000;
  * rows (at most autoRunRowsMax) that have no going run; with keep_existing_results a row whose
  * cell already holds an answer is left alone. Answers the runs queued, to start.
  */
-export async function queueNewRowRuns(sql: Sql, workspaceId: string, tableId: string, added: number): Promise<RunRecord[]> {
+export async function queueNewRowRuns(sql: Sql, workspaceId: string, tableId: string, added: number, workflowIds: AgentRunWorkflowIds): Promise<RunRecord[]> {
   const columns = await sql<{ id: string; keep_existing_results: boolean }[]>`
     select c.id, t.keep_existing_results
     from tables t join table_columns c on c.table_id = t.id
@@ -573,7 +574,7 @@ export async function queueNewRowRuns(sql: Sql, workspaceId: string, tableId: st
         where not exists (select 1 from agent_runs a where a.column_id = ${column.id} and a.row_id = r.id and a.target = 'cell' and a.status in ('queued', 'running'))
           ${column.keep_existing_results ? tx`and not exists (select 1 from table_cells c where c.column_id = ${column.id} and c.row_id = r.id and c.state = 'done' and c.value is not null)` : tx``}
         order by r.seq`;
-      return queueCellRuns(tx, workspaceId, tableId, column.id, rows.map((r) => r.id));
+      return queueCellRuns(tx, workspaceId, tableId, column.id, rows.map((r) => r.id), workflowIds);
     });
     queued.push(...runs);
   }

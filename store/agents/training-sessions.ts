@@ -1,7 +1,7 @@
 /** Queries of training sessions (2.5): creating one with its sample contacts, and reading. Scoped to the workspace and sequence. */
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
-import { ContactState, newDoc, Transition, TrainingStatus, SessionDoc, readyToPropose, type SampleContact, type TrainingSession, type TrainingStart } from '../../domain/agents/training-sessions.js';
+import { newDoc, Transition, TrainingStatus, SessionDoc, readyToPropose, type SampleContact, type TrainingSession, type TrainingSnapshot, type TrainingStart, type TrainingView } from '../../domain/agents/training-sessions.js';
 import type { CellValue } from '../../domain/tables/tables.js';
 
 export interface SequenceRecord {
@@ -96,21 +96,13 @@ export interface SessionRow {
   created_at: Date;
 }
 
-/** The workflow's view of its session: enough for validators and for deciding what runs next. */
-export interface TrainingView {
-  revision: number;
-  status: TrainingStatus;
-  contacts: Record<string, ContactState>;
-  readyToPropose: boolean;
-}
-
 export interface TrainingAnswer {
   session: TrainingSession;
   view: TrainingView;
 }
 
-/** Contact states that owe a write. */
-export const owed: readonly ContactState[] = ['waiting_write', 'writing', 'rewrite_queued', 'rewriting'];
+/** Contact states that owe a write (the rule lives in the domain). */
+export { owed } from '../../domain/agents/training-sessions.js';
 
 /** Write attempts before a message is stored with its error instead (the person can note it to retry). */
 export const writeAttempts = 3;
@@ -137,6 +129,25 @@ export function toSession(row: SessionRow): TrainingSession {
 }
 
 export const transitionOf = (row: SessionRow): Transition => ({ head: { status: row.status, note_waiting: row.note_waiting, error: row.error }, doc: row.doc });
+
+/** What decideTraining decides from: the session as read, with the revision it was read at. */
+export const snapshotOf = (row: SessionRow): TrainingSnapshot => ({ ...transitionOf(row), revision: row.revision });
+
+/**
+ * Writes a decided transition if the session is still at `revision` (the one it was decided
+ * from), bumping it; undefined when another write got there first and nothing was written. The
+ * revision check and the write are one statement: a check read apart from the write could be
+ * overtaken by another writer in between, and one change would be lost.
+ */
+export async function writeAtRevision(tx: Db, sessionId: string, revision: number, next: Transition): Promise<SessionRow | undefined> {
+  const [row] = await tx<SessionRow[]>`
+    update training_sessions
+    set status = ${next.head.status}, note_waiting = ${next.head.note_waiting}, error = ${next.head.error},
+      doc = ${tx.json(next.doc as never)}, revision = revision + 1, updated_at = now()
+    where id = ${sessionId} and revision = ${revision}
+    returning *`;
+  return row;
+}
 
 export function viewOf(row: SessionRow): TrainingView {
   return {

@@ -6,7 +6,8 @@
 import type { Db } from '../../db/sql.js';
 import type { PnetAccount } from '../../domain/pnet/accounts.js';
 import type { AccountRow } from './account-rows.js';
-import type { SettleReport, StepRow } from './steps.js';
+import type { SettleReport } from '../../domain/pnet/agent.js';
+import type { StepRow } from './steps.js';
 
 /** Builds older than this cannot read the connections list newest first. */
 export const minConnectionCheckVersion = '1.4.0';

@@ -7,24 +7,22 @@ import { ApplicationFailure } from '@temporalio/common';
 import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
-import type { AgentVerification } from '../../domain/pnet/agent.js';
+import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { limitKindOf, messageKinds, stepPrices } from '../../domain/pnet/limits.js';
+import { stepPrices } from '../../domain/pnet/limits.js';
 import { recordStatus } from '../../domain/pnet/steps.js';
 import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from '../platform/credits.js';
-import { workingWindow } from '../../domain/pnet/pacing.js';
-import { formatLocalDate, localDate } from '../../domain/shared/zoned-time.js';
+import {
+  dailyCeilingRefusal,
+  decideClaim,
+  decideMeteredGate,
+  decideUsageUnit,
+  nextMeteredAt,
+  type LapseDecision,
+  type StepRefusal,
+} from '../../domain/pnet/settle.js';
 import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './account-rows.js';
-
-export interface SettleReport {
-  status: 'succeeded' | 'failed' | 'skipped';
-  claimed_at: string | null;
-  duration_ms: number | null;
-  error_code: StepErrorCode | null;
-  error_message: string | null;
-  outcome: Record<string, unknown> | null;
-}
 
 export interface StepRow {
   id: string;
@@ -60,34 +58,9 @@ export interface StepRow {
   workflow_run_id: string | null;
 }
 
-/** Failures that may have come after the step acted: a retry of one checks before acting. */
-export const mayHaveActedCodes: ReadonlySet<StepErrorCode> = new Set([
-  'timed_out',
-  'tab_lost',
-  'agent_restarted',
-  'navigation_failed',
-  'linkedin_error',
-  'claim_expired',
-  'interrupted_repeatedly',
-]);
-
-export const terminalStatuses: ReadonlySet<StoredStepStatus> = new Set(['succeeded', 'failed', 'rejected', 'skipped', 'cancelled']);
-
-/**
- * The same result again for a settled step (a duplicate post, or an attempt retried after the
- * first one committed): answered with the record as it stands. Same status, claim and failure
- * code: a step the service gave up on (claim_expired) is `failed` too, and a browser's late
- * failure for it is another result, refused.
- */
-export function sameResultAgain(step: StepRow, report: Pick<SettleReport, 'status' | 'claimed_at' | 'error_code'>): boolean {
-  return (
-    step.status !== 'cancelled' &&
-    terminalStatuses.has(step.status) &&
-    recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>) === report.status &&
-    (report.claimed_at === null || Date.parse(report.claimed_at) === step.claimed_at?.getTime()) &&
-    (report.error_code ?? null) === (step.error_code ?? null)
-  );
-}
+// The pure rules of a step's transitions live in domain/pnet/settle.ts; these are re-exported for
+// the callers that read them from here.
+export { mayHaveActedCodes, sameResultAgain, terminalStatuses } from '../../domain/pnet/settle.js';
 
 export const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -148,9 +121,6 @@ export const wantedFrom: Record<string, string> = {
   cancelled: 'before a browser claims it',
 };
 
-/** The record after a transition; a claim of a `resuming` step says how to verify it. */
-export type StepTransitionResult = { step: BrowserStep; verification?: AgentVerification | null; checkpoint?: boolean };
-
 /** What a step's current queue round sets aside (a retry is a new round, so a new hold); null for a free kind. */
 export function stepHold(step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>, id?: string): HoldInput | null {
   const price = stepPrices[step.kind];
@@ -184,7 +154,7 @@ export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'worksp
  */
 export async function settleStepCreditsAndCommit(tx: Db, commitWith: CommitWith, step: StepRow, charge: boolean) {
   if (!step.credit_hold_id) return;
-  await commitWith(charge ? chargeHoldStatement(tx, step.credit_hold_id) : releaseHoldStatement(tx, step.credit_hold_id));
+  await endStepHold(tx, commitWith, step.credit_hold_id, charge ? 'charge' : 'release');
 }
 
 export async function transition(
@@ -200,11 +170,15 @@ export async function transition(
 
 export const conflict = (message: string) => ApplicationFailure.nonRetryable(message, 'conflict');
 
+/** A refusal decided in domain/pnet/settle.ts, as the non-retryable failure the API maps to 404 or 409. */
+export const failureOf = (refusal: StepRefusal) => ApplicationFailure.nonRetryable(refusal.message, refusal.code);
+
 /**
  * The guarded claim, in one transaction with the account row locked: one running step per
  * account, only a waiting and unheld step, only a resuming one to a browser that verifies first,
  * and for metered work the working hours, the gap and the day's and week's ceilings, the usage
- * unit consumed by a conditional upsert. Any refusal writes nothing.
+ * unit consumed by a conditional upsert. Any refusal writes nothing. The rules are decided in
+ * domain/pnet/settle.ts from what the locked reads found; the statements here apply them.
  */
 export async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<StepTransitionResult> {
   return transaction(sql, async (tx, commitWith) => {
@@ -216,61 +190,109 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
       tx<StepRow[]>`select * from browser_steps where id = ${input.stepId} for update`,
       tx`select id from browser_steps where account_id = ${input.accountId} and status = 'claimed'`,
     ]);
-    if (!account) throw ApplicationFailure.nonRetryable('Account not found.', 'not_found');
-    if (account.status !== 'connected') throw conflict('The account is not connected.');
-    if (account.checkpoint_status !== 'ok') throw conflict('The account is held at a checkpoint.');
-    // Temporal retries an attempt whose worker died after it committed: a claim of this step by this
-    // very session is that attempt's (a second claim from one session shares the update id and is
-    // deduplicated before it gets here). Answer it instead of refusing the account's own running step.
-    // Whether it was resuming is no longer known, so a step that may have acted is handed out to look only.
-    if (step?.status === 'claimed' && step.claim_session_id === input.sessionId) {
-      const mayHaveActed = step.acted_at !== null || step.cut_offs > 0 || step.credit_round > 0;
-      return { step: toBrowserStep(step), verification: mayHaveActed ? { mode: 'verify_only', commit_granted_at: null } : null };
-    }
-    if (running) throw conflict('Another step of this account is running.');
-    if (!step || step.held || !(step.status === 'queued' || (step.status === 'resuming' && input.verifyFirst))) {
-      throw conflict('The step is not waiting for this browser.');
-    }
-    if (account.replies_failing && messageKinds.has(step.kind)) throw conflict('The inbox read is failing; a reply may have come in unseen.');
+    const decision = decideClaim({ account, step, running: running !== undefined }, input);
+    if (decision.kind === 'refuse') throw failureOf(decision);
+    if (decision.kind === 'answer_again') return { step: toBrowserStep(step!), verification: decision.verification };
     // The workflow's clock: the same as the database's in service; a time-skipping test moves it.
     const now = input.now ? new Date(input.now) : new Date();
     let usageDate: string | null = null;
-    const usageKind = limitKindOf[step.kind];
-    if (step.metered) {
-      if (await sendingStopped(tx, account.workspace_id)) throw conflict('Unattended sending is paused.');
-      const window = workingWindow(now, account.working_hours, account.timezone);
-      if (!window.open) throw conflict('Outside working hours.');
-      if (account.next_metered_at && account.next_metered_at > now) throw conflict('The gap since the last step has not passed.');
-      const ceiling = (await usageOf(tx, account, now)).find((u) => u.kind === usageKind)!;
-      if (ceiling.used_this_week >= ceiling.weekly_limit) throw conflict(`The weekly ceiling of ${usageKind} is reached.`);
-      usageDate = formatLocalDate(localDate(now, account.timezone));
-      const consumed = await tx`
-        insert into pnet_usage (account_id, local_date, limit_kind, used) values (${account.id}, ${usageDate}, ${usageKind}, 1)
-        on conflict (account_id, local_date, limit_kind) do update set used = pnet_usage.used + 1
-          where pnet_usage.used < ${ceiling.daily_limit}
-        returning used`;
-      if (consumed.length === 0 || ceiling.daily_limit === 0) throw conflict(`The daily ceiling of ${usageKind} is reached.`);
-      const gapMs = account.min_action_interval_seconds * 1000 * (1 + random() * 0.5);
-      await tx`update pnet_accounts set next_metered_at = ${new Date(now.getTime() + gapMs)} where id = ${account.id}`;
+    if (decision.metered) {
+      // Read one at a time, as each is needed: a refusal skips the reads after it.
+      const gate = decideMeteredGate({ ...account!, sendingStopped: await sendingStopped(tx, account!.workspace_id) }, now);
+      if (gate.kind === 'refuse') throw failureOf(gate);
+      const usageKind = decision.usageKind!;
+      const ceiling = (await usageOf(tx, account!, now)).find((u) => u.kind === usageKind)!;
+      const unit = decideUsageUnit(ceiling, usageKind, account!.timezone, now);
+      if (unit.kind === 'refuse') throw failureOf(unit);
+      usageDate = unit.usageDate;
+      const full = dailyCeilingRefusal(await consumeUsageUnit(tx, account!.id, usageDate, usageKind, unit.dailyLimit), unit.dailyLimit, usageKind);
+      if (full) throw failureOf(full);
+      await tx`update pnet_accounts set next_metered_at = ${nextMeteredAt(now, account!.min_action_interval_seconds, random())} where id = ${account!.id}`;
     }
     const [claimed] = await commitWith(tx<StepRow[]>`
       update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()), claim_session_id = ${input.sessionId},
-        usage_date = ${usageDate}, usage_kind = ${step.metered ? usageKind : null}, commit_granted_at = null, running_wait = null,
+        usage_date = ${usageDate}, usage_kind = ${decision.usageKind}, commit_granted_at = null, running_wait = null,
         updated_at = now()
-      where id = ${step.id} returning *`);
-    // The earlier run was let past the point of no return: it likely acted, so only look.
-    const verification: AgentVerification | null =
-      step.status === 'resuming'
-        ? { mode: step.commit_granted_at ? 'verify_only' : 'verify_then_act', commit_granted_at: iso(step.commit_granted_at) }
-        : null;
-    return { step: toBrowserStep(claimed!), verification };
+      where id = ${step!.id} returning *`);
+    return { step: toBrowserStep(claimed!), verification: decision.verification };
   });
 }
 
-/** Gives back the usage unit a claim consumed (a failure, a skip or a lapse acted on nothing). */
-export async function returnUsageUnit(tx: Db, step: StepRow) {
-  if (!step.usage_kind) return;
+/**
+ * Consumes a unit of the day's ceiling; false when the day's units are spent. The ceiling is
+ * checked by the upsert that counts, in one statement: the settles that give a unit back or count
+ * it again hold the step's lock, not the account's, so a check read apart from the count could be
+ * overtaken in between.
+ */
+export async function consumeUsageUnit(tx: Db, accountId: string, usageDate: string, usageKind: string, dailyLimit: number): Promise<boolean> {
+  const consumed = await tx`
+    insert into pnet_usage (account_id, local_date, limit_kind, used) values (${accountId}, ${usageDate}, ${usageKind}, 1)
+    on conflict (account_id, local_date, limit_kind) do update set used = pnet_usage.used + 1
+      where pnet_usage.used < ${dailyLimit}
+    returning used`;
+  return consumed.length > 0;
+}
+
+/** The step locked for the rest of the transaction: a settle decides from it and writes under the lock. */
+export async function lockStep(tx: Db, stepId: string): Promise<StepRow | undefined> {
+  const [step] = await tx<StepRow[]>`select * from browser_steps where id = ${stepId} for update`;
+  return step;
+}
+
+/**
+ * Records a browser's result. Under lockStep's row lock: the status it was decided from holds
+ * until commit, so the statement needs no status guard of its own.
+ */
+export async function recordResult(tx: Db, stepId: string, report: SettleReport, acted: boolean): Promise<StepRow> {
+  const [settled] = await tx<StepRow[]>`
+    update browser_steps set status = ${report.status}, finished_at = now(), duration_ms = ${report.duration_ms},
+      error_code = ${report.error_code}, error_message = ${report.error_message},
+      outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
+      acted_at = ${acted ? tx`now()` : tx`acted_at`}, updated_at = now()
+    where id = ${stepId} returning *`;
+  return settled!;
+}
+
+/** Counts the unit of the step's claim again (a requeued read that ran after all). */
+export async function countUsageAgain(tx: Db, stepId: string) {
   // The date is read in SQL, not round-tripped through a JS Date and a time zone.
+  await tx`
+    update pnet_usage u set used = u.used + 1 from browser_steps s
+    where s.id = ${stepId} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
+}
+
+/** Ends the step's credit hold and commits, as settleStepCreditsAndCommit: the transaction's last statement. */
+export async function endStepHold(tx: Db, commitWith: CommitWith, holdId: string, end: 'charge' | 'release') {
+  await commitWith(end === 'charge' ? chargeHoldStatement(tx, holdId) : releaseHoldStatement(tx, holdId));
+}
+
+/** The step locked if it is still claimed under `claimedAt` (with the lease's renewal, which check-ins write). */
+export async function lockClaim(tx: Db, stepId: string, claimedAt: string) {
+  const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
+    select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
+  return step;
+}
+
+/** Whether the account lets a cut-off step resume (false for an account that is gone). */
+export async function resumeEnabledOf(tx: Db, accountId: string): Promise<boolean> {
+  const [account] = await tx<{ resume_enabled: boolean }[]>`select resume_enabled from pnet_accounts where id = ${accountId}`;
+  return account?.resume_enabled ?? false;
+}
+
+/** Records a lapsed claim, under lockClaim's row lock: back in line now, or finished now. */
+export async function recordLapse(tx: Db, stepId: string, lapse: LapseDecision) {
+  await tx`
+    update browser_steps set status = ${lapse.status}, error_code = ${lapse.errorCode}, cut_offs = ${lapse.cutOffs},
+      finished_at = ${lapse.backInLine ? null : tx`now()`},
+      queued_at = ${lapse.backInLine ? tx`now()` : tx`queued_at`}, updated_at = now()
+    where id = ${stepId}`;
+}
+
+/** Gives back the usage unit a claim consumed (a failure, a skip or a lapse acted on nothing). */
+export async function returnUsageUnit(tx: Db, step: Pick<StepRow, 'id' | 'usage_kind'>) {
+  if (!step.usage_kind) return;
+  // The date is read in SQL, not round-tripped through a JS Date and a time zone. The floor
+  // (`used > 0`) is checked by the statement that counts down, so the count never goes below 0.
   await tx`
     update pnet_usage u set used = u.used - 1
     from browser_steps s

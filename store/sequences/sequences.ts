@@ -4,6 +4,7 @@ import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
   AudienceMappingSchema,
   SequenceGraphSchema,
+  contactFieldsOf,
   contactKeyOf,
   validateGraph,
   type Approval,
@@ -378,25 +379,6 @@ const personKeys = (p: { email: string | null; profile_url: string | null }) => 
   ...(p.email ? [`e:${p.email.trim().toLowerCase()}`] : []),
   ...(p.profile_url ? [`p:${p.profile_url.trim().toLowerCase().replace(/^(https?:\/\/)?(www\.)?/, '').replace(/[?#].*$/, '').replace(/\/+$/, '')}`] : []),
 ];
-
-const cell = (cells: Record<string, unknown>, columnId: string | null) => {
-  if (!columnId) return null;
-  const v = cells[columnId];
-  if (v === null || v === undefined) return null;
-  const s = (typeof v === 'string' ? v : String(v as never)).trim();
-  return s === '' ? null : s;
-};
-
-/** A contact's fields read from its audience row through the sequence's mappings. */
-export function contactFieldsOf(cells: Record<string, unknown>, mapping: AudienceMapping) {
-  return {
-    email: cell(cells, mapping.email_column_id),
-    profile_url: cell(cells, mapping.profile_url_column_id),
-    first_name: cell(cells, mapping.first_name_column_id),
-    last_name: cell(cells, mapping.last_name_column_id),
-    company_name: cell(cells, mapping.company_name_column_id),
-  };
-}
 
 /** Enrols rows one by one: each row gets its own answer, and one refused row never sinks the others. */
 export async function enrolRows(

@@ -7,7 +7,9 @@ import {
 } from '../../domain/tables/enrichments.js';
 import { dependentsOf } from '../../domain/tables/formula.js';
 import type { CellValue, Cells } from '../../domain/tables/tables.js';
-import { releaseHold } from '../platform/credits.js';
+import { ApiError } from '../../domain/shared/errors.js';
+import { terminalRunStatuses, type RowEnd, type RunEndingDecision } from '../../domain/tables/column-run-outcome.js';
+import { chargeHold, holdCredits, releaseHold } from '../platform/credits.js';
 
 export interface RunRecord {
   id: string;
@@ -55,12 +57,9 @@ export interface RunBatch {
   stop: 'cancelled' | 'gone' | null;
 }
 
-/** How a row's activity ended. `no_credits` and `cancelled` leave the cell pending for the run's end. */
-export type CellOutcome = 'done' | 'empty' | 'skipped' | 'gone' | 'no_credits' | 'cancelled';
+export type { CellOutcome, RunEnding } from '../../domain/tables/column-run-outcome.js';
 
-export type RunEnding = 'completed' | 'cancelled' | 'failed';
-
-export const terminal: ReadonlySet<ColumnRunStatus> = new Set(['completed', 'cancelled', 'failed']);
+export const terminal: ReadonlySet<ColumnRunStatus> = terminalRunStatuses;
 export const runCauseKey = (runId: string, rowId: string) => `column-run:${runId}:${rowId}`;
 
 export const processedOf = (r: Pick<RunRecord, 'rows_done' | 'rows_empty' | 'rows_failed' | 'rows_skipped' | 'rows_kept'>) =>
@@ -91,7 +90,6 @@ export async function loadContext(db: Db, runId: string): Promise<RunContext | n
   };
 }
 
-export const isEmpty = (v: CellValue | undefined) => v === null || v === undefined || (typeof v === 'string' && v.trim() === '');
 export const brief = (text: string) => (text.length > 1000 ? `${text.slice(0, 997)}...` : text);
 
 /** Each mapped input's value: an input column's from the row, a computed column's once done. */
@@ -158,3 +156,94 @@ export async function settleCells(
   return moved.some((m) => m.column_id === parentId);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The statements that apply a row's and a run's decisions (domain/tables/column-run-outcome.ts)
+
+/** The run's status under its row lock: the order every run transaction takes its locks in (the run, then cells). */
+export async function lockRun(db: Db, runId: string): Promise<{ status: ColumnRunStatus } | undefined> {
+  const [run] = await db<{ status: ColumnRunStatus }[]>`select status from column_runs where id = ${runId} for update`;
+  return run;
+}
+
+/** The run's row lock alone, before a row's result or failure is stored. */
+export async function lockRunRow(db: Db, runId: string) {
+  await db`select 1 from column_runs where id = ${runId} for update`;
+}
+
+/** pending or running -> running, this run's cells only; true when the enrichment cell moved. */
+export async function claimRowCells(db: Db, ctx: RunContext, rowId: string): Promise<boolean> {
+  const moved = await db<{ column_id: string }[]>`
+    update table_cells set state = 'running', updated_at = now()
+    where column_id = any(${ctx.group}::uuid[]) and row_id = ${rowId} and run_id = ${ctx.run.id} and state in ('pending', 'running')
+    returning column_id`;
+  return moved.some((m) => m.column_id === ctx.run.column_id);
+}
+
+/** running -> pending (too few credits): the run's end puts the cells back. */
+export async function unclaimRowCells(db: Db, ctx: RunContext, rowId: string) {
+  await db`
+    update table_cells set state = 'pending', updated_at = now()
+    where column_id = any(${ctx.group}::uuid[]) and row_id = ${rowId} and run_id = ${ctx.run.id} and state = 'running'`;
+}
+
+/**
+ * Holds the row's price; false when the balance falls short (decided in the hold's statement,
+ * which takes credits only where they are, and writes nothing then).
+ */
+export async function holdRowCredits(db: Db, workspaceId: string, amount: number, causeKey: string): Promise<boolean> {
+  try {
+    // Settled by this run (charge, release, or its end), so the hold need not lapse on its own soon.
+    await holdCredits(db, { workspaceId, amount, causeKey, ttlSeconds: 7 * 86_400 });
+    return true;
+  } catch (error) {
+    if (!(error instanceof ApiError && error.code === 'insufficient_credits')) throw error;
+    return false;
+  }
+}
+
+/** A row with an empty required input: its cells are skipped (compare-and-set on running), counted, and formulas follow. */
+export async function skipRow(db: Db, ctx: RunContext, rowId: string, end: Extract<RowEnd, { kind: 'skip' }>) {
+  await settleCells(db, ctx, rowId, ['running'], { state: 'skipped', values: null, error: end.error, cost: 0 });
+  await count(db, ctx.run.id, 'rows_skipped');
+  await recomputeReaders(db, ctx, rowId);
+}
+
+/** A stored result's end: its hold charged or released, the run's count, and the formulas that read the cells. */
+export async function settleRow(db: Db, ctx: RunContext, rowId: string, end: Extract<RowEnd, { kind: 'settle' }>) {
+  if (end.hold) await (end.hold.action === 'charge' ? chargeHold(db, end.hold.id, end.hold.amount) : releaseHold(db, end.hold.id));
+  if (!end.count) return;
+  await count(db, ctx.run.id, end.count.field, end.count.credits);
+  await recomputeReaders(db, ctx, rowId);
+}
+
+/**
+ * Ends the run as decided: its status (and error, unless none is given), then the cells it never
+ * reached get back what they held (or say why they hold nothing), and the cells still running err.
+ */
+export async function endRun(db: Db, runId: string, end: Extract<RunEndingDecision, { kind: 'end' }>) {
+  await db`
+    update column_runs set status = ${end.status}, error = coalesce(${end.error}, error), finished_at = now(),
+      rows_total = case when ${end.status} = 'completed' then rows_claimed else rows_total end
+    where id = ${runId}`;
+  const ctx = await loadContext(db, runId);
+  if (!ctx) return;
+  await db`
+    update table_cells set state = previous ->> 'state', value = nullif(previous -> 'value', 'null'::jsonb), error = previous ->> 'error',
+      cost = coalesce((previous ->> 'cost')::int, 0), previous = null, updated_at = now()
+    where column_id = any(${ctx.group}::uuid[]) and run_id = ${runId} and state = 'pending' and previous is not null`;
+  await db`
+    update table_cells set state = 'skipped', error = ${end.skipReason}, updated_at = now()
+    where column_id = any(${ctx.group}::uuid[]) and run_id = ${runId} and state = 'pending'`;
+  await db`
+    update table_cells set state = 'error', error = 'The run ended while this row was running.', updated_at = now()
+    where column_id = any(${ctx.group}::uuid[]) and run_id = ${runId} and state = 'running'`;
+}
+
+/** Every hold of the run still open is returned. */
+export async function releaseRunHolds(db: Db, workspaceId: string, runId: string) {
+  const open = await db<{ id: string }[]>`
+    select id from credit_holds
+    where workspace_id = ${workspaceId} and status = 'held' and cause_key like ${`column-run:${runId}:%`}`;
+  for (const hold of open) await releaseHold(db, hold.id);
+}

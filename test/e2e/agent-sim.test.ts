@@ -14,14 +14,11 @@ import { checkLedger, checkNoOverlap, checkSettles, terminalStatuses, type StepR
 import { seededRandom } from '../../sim/cli.js';
 import { SimLog } from '../../sim/sim-log.js';
 import { allWeek } from '../support/pnet.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let apiUrl: string;
 beforeAll(async () => {
-  ({ stack, paid } = ctx);
   await stack.app.listen({ port: 0, host: '127.0.0.1' });
   apiUrl = `http://127.0.0.1:${(stack.app.server.address() as AddressInfo).port}`;
 });

@@ -1,15 +1,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../worker/tools.js';
-import { startTestStack, withKey, withToken, type TestStack } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const run = promisify(execFile);
-let stack: TestStack;
-beforeAll(async () => {
-  stack = await startTestStack();
-});
-afterAll(() => stack?.close());
+const { stack } = useTestStack({ workspaces: false });
 
 async function admin(...args: string[]) {
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: stack.databaseUrl };

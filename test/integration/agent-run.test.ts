@@ -12,6 +12,7 @@ import { createActivities } from '../../activities/index.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { runAgentRows } from '../../store/agents/saved-agents.js';
 import { agentRunWorkflow } from '../../workflows/agents/agent-run.js';
+import { agentRunWorkflowIds } from '../../workflows/agents/agent-run.contract.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { getBalance } from '../../store/platform/credits.js';
@@ -22,7 +23,7 @@ import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { connectedAccount } from '../support/pnet.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey, type TestStack } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 type Messages = { role: string; content: string }[];
 let site: LocalHttp;
@@ -136,17 +137,13 @@ const env = () => ({
   WORK_EMAIL_FINDER_URL: `${emailFinder.url}/find`,
   WEB_READER_ALLOW_PRIVATE_NETWORKS: 'true',
 });
-const ctx = useStackWithWorkspaces({ agentSuppliers: () => agentSuppliersFrom(env()) });
-let stack: TestStack;
-beforeAll(() => {
-  ({ stack } = ctx);
-});
+const { stack } = useTestStack({ agentSuppliers: () => agentSuppliersFrom(env()) });
 
 // Ten-minute waits in a moment: the same activities on a time-skipping server.
 const skippingQueue = `agent-run-skipping-${crypto.randomUUID().slice(0, 8)}`;
 const skipping = useTimeSkippingWorker(skippingQueue, (testEnv) =>
   createActivities({
-    sql: ctx.stack.sql,
+    sql: stack.sql,
     startStep: async (row) => void (await testEnv.client.workflow.start(browserStepWorkflow, { ...startOptions(skippingQueue, row), typedSearchAttributes: [] })),
     housekeeping: {},
     mailer: null,
@@ -473,9 +470,9 @@ describe('auto_run on agent columns', () => {
     const runsOf = async () => (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as Run[];
     await until(runsOf, (all) => all.length === 1 && all[0]!.status === 'completed', 'the first run');
     // The newest row counts as added again (as a concurrent add would make it): kept, it is not run.
-    expect(await queueNewRowRuns(stack.sql, ws.workspaceId, table.id, 1)).toEqual([]);
+    expect(await queueNewRowRuns(stack.sql, ws.workspaceId, table.id, 1, agentRunWorkflowIds)).toEqual([]);
     await api.patch(`/tables/${table.id}/`, { keep_existing_results: false });
-    const again = await queueNewRowRuns(stack.sql, ws.workspaceId, table.id, 1);
+    const again = await queueNewRowRuns(stack.sql, ws.workspaceId, table.id, 1, agentRunWorkflowIds);
     expect(again.map((r) => r.row_id)).toEqual([row.id]);
   });
 
@@ -507,6 +504,7 @@ describe('cancelling agent runs', () => {
     expect(cancelled.json()).toMatchObject({ status: 'cancelled', error: 'cancelled', credits_charged: 0, values: null });
     const cells = await cellsOf(api, d.table.id, d.row.id);
     expect(cells[d.column.id]).toMatchObject({ state: 'skipped', error: 'cancelled', value: null, cost: 0 });
+    expect(d.output_columns.map((c) => c.output_field)).toEqual(['ceo', 'top_result']);
     for (const out of d.output_columns) expect(cells[out.id]).toMatchObject({ state: 'skipped', error: 'cancelled' });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
     expect(await holdMovements(d.run.id)).toEqual([`hold ${d.run.price_credits}`, `release ${d.run.price_credits}`]);
@@ -683,7 +681,7 @@ describe('a profile read nobody settles', () => {
     await connectedAccount(stack, ws);
     await api.patch('/agent-tools/read_pnet_profile/', { enabled: true });
     const d = await deployed(api, '[pnet]', {}, site.url, null);
-    const [run] = await runAgentRows(stack.sql, ws.workspaceId, d.table.id, d.column.id, [d.row.id], true);
+    const [run] = await runAgentRows(stack.sql, ws.workspaceId, d.table.id, d.column.id, [d.row.id], true, agentRunWorkflowIds);
     const handle = await skipping.env.client.workflow.start(agentRunWorkflow, {
       taskQueue: skippingQueue,
       workflowId: run!.workflow_id,

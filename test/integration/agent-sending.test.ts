@@ -1,12 +1,9 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { setPausedEverywhere } from '../../store/pnet/agent-sending.js';
 import { connectedAccount } from '../support/pnet.js';
-import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 const patch = (headers: Record<string, string>, payload: object) => stack.app.inject({ method: 'PATCH', url: '/pnet/agent-sending/', headers, payload });
 

@@ -1,14 +1,12 @@
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
 import { httpWorkEmailSupplier } from '../../integrations/agent-tools/work-email.js';
 import { connectedAccount } from '../support/pnet.js';
-import { useStackWithWorkspaces, withKey, type TestStack } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 // The API and the worker share this suppliers object, as in production; a test gives it an email finder.
 const suppliers = agentSuppliersFrom({});
-const ctx = useStackWithWorkspaces({ agentSuppliers: () => suppliers });
-let stack: TestStack;
-beforeAll(() => void ({ stack } = ctx));
+const { stack } = useTestStack({ agentSuppliers: () => suppliers });
 afterEach(() => {
   suppliers.workEmail = null;
 });

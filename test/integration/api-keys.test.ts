@@ -1,12 +1,8 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { displayedPrefix, generateApiKeySecret, hashApiKey, isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-let free: TestWorkspace;
-beforeAll(() => void ({ stack, paid, free } = ctx));
+const { stack, paid, free } = useTestStack();
 
 const post = (ws: TestWorkspace, payload: unknown) =>
   stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(ws.apiKey), payload: payload as object });
@@ -47,6 +43,7 @@ describe('API keys (2.13)', () => {
     const read = (await stack.app.inject({ method: 'GET', url: `/api-keys/${body.id}/`, headers: withKey(paid.apiKey) })).json();
     expect(read.key).toBeUndefined();
     const list = (await stack.app.inject({ method: 'GET', url: '/api-keys/', headers: withKey(paid.apiKey) })).json();
+    expect(list.api_keys.map((k: { id: string }) => k.id)).toContain(body.id);
     expect(list.api_keys.every((k: { key?: string }) => k.key === undefined)).toBe(true);
   });
 

@@ -1,12 +1,10 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { generateApiKeySecret } from '../../domain/platform/api-key-secret.js';
-import { startTestStack, useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { startTestStack, useTestStack, withKey, withToken } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-let free: TestWorkspace;
-beforeAll(() => void ({ stack, paid, free } = ctx));
+// The API's clock (its once-a-minute last_used_at write reads it): real time, unless a test holds it.
+let heldAt: number | null = null;
+const { stack, paid, free } = useTestStack({ now: () => heldAt ?? Date.now() });
 
 const unauthorizedDetail = 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.';
 
@@ -111,27 +109,41 @@ describe('last_used_at', () => {
     const lastUsed = async () =>
       (await stack.sql<{ last_used_at: Date | null }[]>`select last_used_at from api_keys where workspace_id = ${ws.workspaceId}`)[0]!.last_used_at;
     expect(await lastUsed()).toBeNull();
-    await get(withKey(ws.apiKey));
-    await expect.poll(lastUsed).not.toBeNull();
-    const recorded = (await lastUsed())!;
-    expect(recorded.getSeconds()).toBe(0);
-    expect(recorded.getMilliseconds()).toBe(0);
-    expect(Date.now() - recorded.getTime()).toBeLessThan(120_000);
-    const read = (await get(withKey(ws.apiKey), '/api-keys/')).json().api_keys[0];
-    expect(read.last_used_at).toBe(recorded.toISOString());
+    // The API's minute is held for the whole test, so "the same minute" does not depend on when it runs.
+    heldAt = Date.now();
+    try {
+      await get(withKey(ws.apiKey));
+      await expect.poll(lastUsed).not.toBeNull();
+      const recorded = (await lastUsed())!;
+      expect(recorded.getSeconds()).toBe(0);
+      expect(recorded.getMilliseconds()).toBe(0);
+      expect(Date.now() - recorded.getTime()).toBeLessThan(120_000);
+      const read = (await get(withKey(ws.apiKey), '/api-keys/')).json().api_keys[0];
+      expect(read.last_used_at).toBe(recorded.toISOString());
 
-    // Move the stored value back: more requests in the same minute must not write it again.
-    const marker = new Date('2020-01-01T00:00:00Z');
-    await stack.sql`update api_keys set last_used_at = ${marker} where workspace_id = ${ws.workspaceId}`;
-    for (let i = 0; i < 5; i += 1) expect((await get(withKey(ws.apiKey))).statusCode).toBe(200);
-    await new Promise((r) => setTimeout(r, 300));
-    if (new Date().getUTCMinutes() === recorded.getUTCMinutes()) expect((await lastUsed())!.toISOString()).toBe(marker.toISOString());
+      // Move the stored value back: more requests in the same minute must not write it again.
+      const marker = new Date('2020-01-01T00:00:00Z');
+      await stack.sql`update api_keys set last_used_at = ${marker} where workspace_id = ${ws.workspaceId}`;
+      for (let i = 0; i < 5; i += 1) expect((await get(withKey(ws.apiKey))).statusCode).toBe(200);
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await lastUsed())!.toISOString()).toBe(marker.toISOString());
+
+      // The first request of the next minute writes it again.
+      heldAt += 60_000;
+      expect((await get(withKey(ws.apiKey))).statusCode).toBe(200);
+      await expect.poll(async () => (await lastUsed())!.toISOString()).not.toBe(marker.toISOString());
+      expect(Date.now() - (await lastUsed())!.getTime()).toBeLessThan(120_000);
+    } finally {
+      heldAt = null;
+    }
   });
 });
 
 describe('rate limits', () => {
   it('answers 429 with Retry-After once a key has used its allowance, per key', async () => {
-    const limited = await startTestStack({ rateLimit: 3 });
+    // The limiter's clock stands still unless the test moves it: no refill between requests, however slow.
+    let at = Date.now();
+    const limited = await startTestStack({ rateLimit: 3, now: () => at });
     try {
       const a = await limited.createWorkspace();
       const b = await limited.createWorkspace();
@@ -140,8 +152,13 @@ describe('rate limits', () => {
       expect(statuses).toEqual([200, 200, 200, 429]);
       const refused = await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) });
       expect(refused.statusCode).toBe(429);
-      expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      expect(refused.json()).toEqual({ detail: expect.stringMatching(/Too many requests/) });
+      // Three a minute: one request back every 20 seconds.
+      expect(refused.headers['retry-after']).toBe('20');
+      expect(refused.json()).toEqual({ detail: 'Too many requests; retry in 20 s.' });
+      at += 19_000;
+      expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode).toBe(429);
+      at += 1_000;
+      expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode).toBe(200);
       // Another credential has its own allowance.
       expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(b.apiKey) })).statusCode).toBe(200);
       expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withToken(a.accessToken) })).statusCode).toBe(200);

@@ -9,7 +9,8 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { resolveTool, temporalTestServer } from '../../worker/tools.js';
-import { browserStepWorkflow, cancelStepUpdate, claimStepUpdate } from '../../workflows/pnet/browser-step.js';
+import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
+import { browserStepWorkflowId, cancelStepUpdate, claimStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -31,8 +32,8 @@ it('runs the transitions of two Updates accepted in one task one after the other
   const stepId = '00000000-0000-4000-8000-0000000000aa';
   const handle = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
-    workflowId: `browser-step/${stepId}`,
-    args: [{ stepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued', current: true }],
+    workflowId: browserStepWorkflowId(stepId),
+    args: [{ stepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
   });
   // Both wait for a worker, so the first task carries both.
   const claim = handle.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });

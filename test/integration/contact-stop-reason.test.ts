@@ -3,31 +3,24 @@
  * rows written the way the inbox writes them: the do-not-contact list, inbound replies, bounces
  * and auto-replies, and explicit stops.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { addEntries } from '../../store/inbox/do-not-contact.js';
 import { insertMessage, upsertThread } from '../../store/inbox/messages.js';
-import type { Sql } from '../../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../../domain/inbox/do-not-contact.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
-import { createTestDatabase } from '../support/database.js';
+import { useTestDatabase } from '../support/database.js';
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-let sql: Sql;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = db.sql;
-});
-afterAll(() => db?.drop());
+const db = useTestDatabase();
 
-const workspace = async () => (await createWorkspaceWithAdmin(sql, { name: `W ${crypto.randomUUID()}`, plan: 'paid' })).workspace_id;
+const workspace = async () => (await createWorkspaceWithAdmin(db.sql, { name: `W ${crypto.randomUUID()}`, plan: 'paid' })).workspace_id;
 const reason = async (ws: string, email: string | null, profileUrl: string | null, since: Date, contact: string | null = null) => {
-  const [row] = await sql<{ reason: string | null }[]>`select contact_stop_reason(${ws}, ${email}, ${profileUrl}, ${since}, ${contact}) as reason`;
+  const [row] = await db.sql<{ reason: string | null }[]>`select contact_stop_reason(${ws}, ${email}, ${profileUrl}, ${since}, ${contact}) as reason`;
   return row!.reason;
 };
-const listed = (ws: string, kind: 'email' | 'domain' | 'profile_url', value: string) => addEntries(sql, ws, [{ kind, value }], { reason: null, source: 'manual', createdBy: null });
+const listed = (ws: string, kind: 'email' | 'domain' | 'profile_url', value: string) => addEntries(db.sql, ws, [{ kind, value }], { reason: null, source: 'manual', createdBy: null });
 
 async function inbound(ws: string, kind: 'reply' | 'bounce' | 'auto_reply', who: { email?: string; profileUrl?: string }, at: Date) {
-  await sql.begin(async (tx) => {
+  await db.sql.begin(async (tx) => {
     const threadId = await upsertThread(
       tx,
       { workspaceId: ws, channel: who.email ? 'email' : 'pnet', externalKey: null, contactEmail: who.email, contactProfileUrl: who.profileUrl },
@@ -73,7 +66,7 @@ describe('contact_stop_reason', () => {
     }
     expect(await reason(ws, null, 'https://pnet.example/in/jane-doe-2', hourAgo())).toBeNull();
     // The TypeScript rule stores what the SQL rule compares.
-    const [row] = await sql<{ n: string }[]>`select normalize_profile_url(${'HTTPS://WWW.pnet.example/in/Jane-Doe/?x=1'}) as n`;
+    const [row] = await db.sql<{ n: string }[]>`select normalize_profile_url(${'HTTPS://WWW.pnet.example/in/Jane-Doe/?x=1'}) as n`;
     expect(normalizeProfileUrl('HTTPS://WWW.pnet.example/in/Jane-Doe/?x=1')).toBe(row!.n);
     expect(normalizeEmail('  A@B.C ')).toBe('a@b.c');
   });
@@ -104,7 +97,7 @@ describe('contact_stop_reason', () => {
   it('stops on an explicit stop by email, profile URL or sequence contact, made after the enrolment', async () => {
     const ws = await workspace();
     const contact = crypto.randomUUID();
-    await sql`
+    await db.sql`
       insert into contact_stops (workspace_id, email, profile_url, sequence_contact_id)
       values (${ws}, 'stop@example.com', null, null), (${ws}, null, 'pnet.example/in/stop', null), (${ws}, null, null, ${contact})`;
     expect(await reason(ws, 'STOP@example.com', null, hourAgo())).toBe('stopped');

@@ -6,14 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createOutboundAgentActivities } from '../../activities/agents/outbound-agent.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let agentId: string;
 beforeAll(async () => {
-  ({ stack, paid } = ctx);
   const res = await stack.app.inject({
     method: 'POST',
     url: '/outbound-agents/',

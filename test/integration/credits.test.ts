@@ -1,19 +1,16 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { chargeHold, chargeHoldStatement, getBalance, grantCredits, holdCredits, releaseHold } from '../../store/platform/credits.js';
-import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflow, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.js';
+import { creditHoldWorkflow } from '../../workflows/platform/credit-hold.js';
+import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.contract.js';
 import { watchCreditHold } from '../../activities/platform/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { createSql, savepoint, transaction } from '../../db/sql.js';
-import { startTestStack, withKey, type TestStack } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { createCreditActivities } from '../../activities/platform/credits.js';
 
-let stack: TestStack;
-beforeAll(async () => {
-  stack = await startTestStack();
-});
-afterAll(() => stack?.close());
+const { stack } = useTestStack({ workspaces: false });
 
 const ledger = (workspaceId: string) =>
   stack.sql<{ kind: string; amount: number; cause_key: string }[]>`

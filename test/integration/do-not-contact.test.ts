@@ -1,11 +1,8 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { dncBulkMax } from '../../domain/inbox/do-not-contact.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object, ws = paid) =>
   stack.app.inject({ method, url, headers: withKey(ws.apiKey), ...(payload ? { payload } : {}) });

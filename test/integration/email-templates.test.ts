@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { renderMessage, renderSegments, segmentOptionsMax, segmentsMax, segmentTextMax, templatesMax, type RenderContext } from '../../domain/inbox/email-templates.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 const columnId = '5b3c1e34-3a8f-4a55-9d2b-8f8f2b1f0a11';
 const ctx = (over: Partial<RenderContext> = {}): RenderContext => ({
@@ -66,12 +66,9 @@ describe('rendering segments (pure)', () => {
   });
 });
 
-const api = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let client: TablesClient;
 beforeAll(() => {
-  ({ stack, paid } = api);
   client = tablesClient(stack, withKey(paid.apiKey));
 });
 

@@ -1,23 +1,22 @@
 import { Client, Connection } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/app.js';
 import { createSql } from '../../db/sql.js';
 import { freePort } from '../../worker/ports.js';
-import { startTestStack, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
-let stack: TestStack;
+const { stack } = useTestStack({
+  workspaces: false,
+  extendApp: (app) => {
+    app.get('/test-only/boom/', async () => {
+      throw new Error('secret internals at /srv/app.ts:42');
+    });
+  },
+});
 let ws: TestWorkspace;
 beforeAll(async () => {
-  stack = await startTestStack({
-    extendApp: (app) => {
-      app.get('/test-only/boom/', async () => {
-        throw new Error('secret internals at /srv/app.ts:42');
-      });
-    },
-  });
   ws = await stack.createWorkspace('paid');
 });
-afterAll(() => stack?.close());
 
 const expectValidationShape = (body: { detail: unknown; issues: unknown[] }) => {
   expect(typeof body.detail).toBe('string');

@@ -1,18 +1,17 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { recordSentEmail } from '../../store/inbox/messages.js';
-import { mailboxPollStateQuery, mailboxPollWorkflow, mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.js';
+import { mailboxPollWorkflow } from '../../workflows/inbox/mailbox-poll.js';
+import { mailboxPollStateQuery, mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.contract.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { signInboundEmail } from '../../api/routes/inbox/inbound-email.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
-import { pollMailbox, MailboxPollResult } from '../../services/inbox/mailbox-poll.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
+import { pollMailbox } from '../../services/inbox/mailbox-poll.js';
+import type { MailboxPollResult } from '../../domain/inbox/inbox.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let secret: string;
 beforeAll(async () => {
-  ({ stack, paid } = ctx);
   const rotated = await stack.app.inject({ method: 'POST', url: '/inbox/settings/webhook-secret/', headers: withKey(paid.apiKey) });
   expect(rotated.statusCode).toBe(201);
   secret = rotated.json().secret;

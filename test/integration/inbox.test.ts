@@ -11,12 +11,10 @@ import { bulkThreadsMax } from '../../domain/inbox/inbox.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
 import { serveChatCompletions, type LocalHttp } from '../support/local-servers.js';
 import { connectedAccount } from '../support/pnet.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 import { smtpMailer, Mailer } from '../../integrations/mailer.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 
 /** A real SMTP server on a free local port that keeps every message it is given. */
 async function startSmtp() {
@@ -43,7 +41,6 @@ let failingModelApp: FastifyInstance;
 let failNextSend = false;
 
 beforeAll(async () => {
-  ({ stack, paid } = ctx);
   smtp = await startSmtp();
   chat = await serveChatCompletions(() => ({ content: 'Hi Ada,\n\nHappy to talk on Tuesday.\n\nBest' }));
   failingChat = await serveChatCompletions(() => ({ status: 500 }));

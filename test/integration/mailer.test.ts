@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMailerActivities } from '../../activities/sequences/mailer.js';
 import { messageIdOf } from '../../domain/sequences/sequences.js';
 import { sequencesApi, startSmtpServer, type SequencesApi } from '../support/sequences.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 import { smtpMailer, Mailer } from '../../integrations/mailer.js';
 
 // The SMTP server starts first: the stack's worker reads SMTP_URL when it is built.
@@ -14,12 +14,9 @@ beforeAll(async () => {
 });
 afterAll(() => smtp?.close());
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let api: SequencesApi;
 beforeAll(() => {
-  ({ stack, paid } = ctx);
   api = sequencesApi(stack, paid);
 });
 

@@ -12,7 +12,7 @@ import { createOutboundAgentActivities, type WriteStepMessageInput } from '../..
 import { randomUUID } from 'node:crypto';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
 type Mode = 'good' | 'malformed' | 'error500' | 'ungrounded';
 let mode: Mode = 'good';
@@ -54,12 +54,7 @@ afterAll(async () => {
 });
 
 const env = { WEB_READER_ALLOW_PRIVATE_NETWORKS: 'true' };
-const ctx = useStackWithWorkspaces({ enrichmentProviders: () => createEnrichmentProviders({ env }) });
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => {
-  ({ stack, paid } = ctx);
-});
+const { stack, paid } = useTestStack({ enrichmentProviders: () => createEnrichmentProviders({ env }) });
 
 const chat = () => openAiChatModel({ apiKey: 'local-key', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 5 });
 const activities = (withModel: boolean) =>

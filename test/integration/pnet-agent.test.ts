@@ -1,17 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TransactionSql } from 'postgres';
-import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../../store/pnet/accounts.js';
 import { CheckInLine } from '../../store/pnet/check-ins.js';
-import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 import { configVersion } from '../../domain/pnet/agent.js';
 import { allWeek } from '../support/pnet.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 const identity = { member_urn: 'urn:li:member:1001', display_name: 'Ada Lovelace', vanity_name: 'ada', headline: 'Analyst' };
 

@@ -7,24 +7,24 @@ import { holdStepCredits, type StepRow } from '../../store/pnet/steps.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
-import { accountChangedSignal, senderAccountStateQuery, senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
-import { browserStepStateQuery, browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.js';
+import { senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
+import { accountChangedSignal, senderAccountStateQuery } from '../../workflows/pnet/sender-account.contract.js';
+import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
+import { browserStepStateQuery, claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.contract.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
+const { stack, paid } = useTestStack();
 const taskQueue = 'claim-expiry-test';
 // The time-skipping server has no custom search attributes: steps start without them here.
 const temporal = useTimeSkippingWorker(taskQueue, (env) =>
   createActivities({
-    sql: ctx.stack.sql,
+    sql: stack.sql,
     startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
   }),
 );
-let stack: TestStack;
-let paid: TestWorkspace;
 let env: TestWorkflowEnvironment;
-beforeAll(() => void ({ stack, paid } = ctx, { env } = temporal));
+beforeAll(() => void ({ env } = temporal));
 
 /** A connected account with a session, and a claimed step of the given kind. */
 async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false) {

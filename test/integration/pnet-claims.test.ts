@@ -1,14 +1,11 @@
 /** Claims and results (endpoint 2, the 3.1 table) through the real API, worker and Temporal. */
 import { randomUUID } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { backendErrorCodes, browserReportedErrorCodes } from '../../domain/pnet/steps.js';
 import { connectedAccount as connected } from '../support/pnet.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 const url = 'https://pnet.example/in/grace-hopper';
 

@@ -4,28 +4,26 @@
  * work (not an operator's test), the gap holds the next metered step, and a held step waits.
  */
 import { randomUUID } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { defaultLimits } from '../../domain/pnet/limits.js';
 import { zonedInstant } from '../../domain/shared/zoned-time.js';
-import { browserStepWorkflow, claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
+import { claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.contract.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 
-const ctx = useStackWithWorkspaces();
+const { stack, paid } = useTestStack();
 const taskQueue = 'pnet-clock-test';
 const temporal = useTimeSkippingWorker(taskQueue, (env) =>
   createActivities({
-    sql: ctx.stack.sql,
+    sql: stack.sql,
     startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
     housekeeping: {},
   }),
 );
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
 
 const zone = 'America/New_York';
 const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };

@@ -4,18 +4,15 @@
  * the config, and the account's own checks (replies, connections, checkpoint).
  */
 import { randomUUID } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { getBalance } from '../../store/platform/credits.js';
 import { configVersion } from '../../domain/pnet/agent.js';
 import { stepPrices } from '../../domain/pnet/limits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { connectedAccount as connected } from '../support/pnet.js';
-import { useStackWithWorkspaces, withKey, withToken, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken, type TestWorkspace } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 const url = 'https://pnet.example/in/ada-lovelace';
 const message = { kind: 'send_message', profile_url: url, body: 'Hello' };

@@ -1,13 +1,10 @@
-import { beforeAll, describe, expect, it } from 'vitest';
-import { browserStepWorkflowId } from '../../workflows/pnet/browser-step.js';
+import { describe, expect, it } from 'vitest';
+import { browserStepWorkflowId } from '../../workflows/pnet/browser-step.contract.js';
 import { StepErrorCodeKey, StepStatusKey } from '../../workflows/shared/search-attributes.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 const profileUrl = 'https://pnet.example/in/ada-lovelace';
 

@@ -11,7 +11,7 @@ import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
 import { serveChatCompletions } from '../support/local-servers.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 let model: Awaited<ReturnType<typeof serveChatCompletions>>;
 beforeAll(async () => {
@@ -20,12 +20,12 @@ beforeAll(async () => {
 });
 afterAll(() => model?.close());
 
-const ctx = useStackWithWorkspaces({
+const { stack, paid } = useTestStack({
   agentSuppliers: () => agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
 });
 let api: TablesClient;
 beforeAll(() => {
-  api = tablesClient(ctx.stack, withKey(ctx.paid.apiKey));
+  api = tablesClient(stack, withKey(paid.apiKey));
 });
 
 type Column = { id: string; name: string; kind: string; position: number; parent_column_id: string | null; output_field: string | null; agent: Record<string, unknown> | null };
@@ -200,15 +200,15 @@ describe('deploying a saved agent (2.16)', () => {
   it('is refused (409) where no chat model is configured: an agent column could not run', async () => {
     const s = await setup();
     const bare = await buildApp({
-      sql: ctx.stack.sql,
-      temporal: { client: ctx.stack.client, taskQueue: ctx.stack.taskQueue },
-      verifyToken: createTokenVerifier(await resolveTokenConfig(ctx.stack.sql, {})),
+      sql: stack.sql,
+      temporal: { client: stack.client, taskQueue: stack.taskQueue },
+      verifyToken: createTokenVerifier(await resolveTokenConfig(stack.sql, {})),
       rateLimit: { limit: 0, windowSeconds: 60 },
       agentSuppliers: agentSuppliersFrom({}),
     });
     await bare.ready();
     try {
-      const res = await bare.inject({ method: 'POST', url: `/tables/${s.table.id}/agent-columns/`, headers: withKey(ctx.paid.apiKey), payload: { saved_agent_id: s.agent.id } });
+      const res = await bare.inject({ method: 'POST', url: `/tables/${s.table.id}/agent-columns/`, headers: withKey(paid.apiKey), payload: { saved_agent_id: s.agent.id } });
       expect(res.statusCode).toBe(409);
       expect(res.json().detail).toContain('No chat model');
     } finally {

@@ -8,7 +8,7 @@ import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
 import { agentRunPrice, billedReach, compareAnswer, normaliseAnswer, offeredActions, runToolsets, scoreAgreement } from '../../domain/agents/saved-agents.js';
 import { serveChatCompletions } from '../support/local-servers.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 /** Capitals the model answers; a test changes one to see the agreement move. */
 const capitals: Record<string, string> = { France: 'paris', Spain: 'Barcelona', Italy: 'Rome' };
@@ -21,12 +21,12 @@ beforeAll(async () => {
 });
 afterAll(() => model?.close());
 
-const ctx = useStackWithWorkspaces({
+const { stack, paid } = useTestStack({
   agentSuppliers: () => agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
 });
 let api: TablesClient;
 beforeAll(() => {
-  api = tablesClient(ctx.stack, withKey(ctx.paid.apiKey));
+  api = tablesClient(stack, withKey(paid.apiKey));
 });
 
 const output = [{ key: 'answer', name: 'Answer' }];

@@ -1,12 +1,9 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { hashConnectionToken } from '../../store/pnet/accounts.js';
 import { defaultLimits, limitMaximums } from '../../domain/pnet/limits.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => void ({ stack, paid } = ctx));
+const { stack, paid } = useTestStack();
 
 async function createProfile(name: string, timezone?: string) {
   const res = await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name, timezone } });

@@ -10,12 +10,13 @@ import { createActivities } from '../../activities/index.js';
 import type { ContactAction } from '../../activities/sequences/sequences.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { migrateContact, setContactState } from '../../store/sequences/sequences.js';
-import { sequenceContactWorkflowId, type SequenceGraph } from '../../domain/sequences/sequences.js';
+import { type SequenceGraph } from '../../domain/sequences/sequences.js';
 import { addDays, localDate, zonedInstant } from '../../domain/shared/zoned-time.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
-import { sequenceContactStateQuery, sequenceContactWorkflow, wakeContactSignal, type SequenceContactInput } from '../../workflows/sequences/sequence-contact.js';
+import { sequenceContactWorkflow } from '../../workflows/sequences/sequence-contact.js';
+import { sequenceContactStateQuery, sequenceContactWorkflowId, wakeContactSignal, type SequenceContactInput } from '../../workflows/sequences/sequence-contact.contract.js';
 import { sequencesApi, type SequencesApi } from '../support/sequences.js';
-import { useStackWithWorkspaces, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { OutboundEmail, Mailer } from '../../integrations/mailer.js';
 
@@ -31,11 +32,11 @@ const mailer: Mailer = {
 /** Runs before a send the workflow was told to make (the reply-race test records a reply there). */
 let beforeSendDecision: ((contactId: string) => Promise<void>) | null = null;
 
-const ctx = useStackWithWorkspaces();
+const { stack, paid } = useTestStack();
 const taskQueue = 'sequence-contact-test';
 const temporal = useTimeSkippingWorker(taskQueue, (env) => {
   const acts = createActivities({
-    sql: ctx.stack.sql,
+    sql: stack.sql,
     startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
     housekeeping: {},
     mailer,
@@ -49,11 +50,8 @@ const temporal = useTimeSkippingWorker(taskQueue, (env) => {
     },
   };
 });
-let stack: TestStack;
-let paid: TestWorkspace;
 let api: SequencesApi;
 beforeAll(() => {
-  ({ stack, paid } = ctx);
   api = sequencesApi(stack, paid);
 });
 
@@ -77,7 +75,7 @@ async function contactOn(graph: object) {
     insert into sequence_contacts (workspace_id, sequence_id, row_id, contact_key, email, first_name, sender_profile_id, version, enrolled_at)
     values (${paid.workspaceId}, ${seq.id}, ${rowId}, ${`${seq.id}:${rowId}`}, ${address}, 'Ada', ${profile.id}, 1,
             ${new Date(await temporal.env.currentTimeMs())}) returning id`;
-  const input: SequenceContactInput = { contactId: c!.id, sequenceId: seq.id, workspaceId: paid.workspaceId, localMoves: true };
+  const input: SequenceContactInput = { contactId: c!.id, sequenceId: seq.id, workspaceId: paid.workspaceId };
   const start = (extra: Partial<SequenceContactInput> = {}) =>
     temporal.env.client.workflow.start(sequenceContactWorkflow, { taskQueue, workflowId: sequenceContactWorkflowId(seq.id, c!.id), args: [{ ...input, ...extra }], memo: { wait: null } });
   const mails = () => sent.filter((m) => m.to === address).map((m) => m.subject);

@@ -19,7 +19,7 @@ import { stepPrices } from '../../domain/pnet/limits.js';
 import { zonedInstant } from '../../domain/shared/zoned-time.js';
 import { connectedAccount } from '../support/pnet.js';
 import { sequencesApi, startSmtpServer, type Audience, type SequencesApi } from '../support/sequences.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 let smtp: Awaited<ReturnType<typeof startSmtpServer>>;
 beforeAll(async () => {
@@ -30,12 +30,9 @@ beforeAll(async () => {
 });
 afterAll(() => smtp?.close());
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let api: SequencesApi;
 beforeAll(() => {
-  ({ stack, paid } = ctx);
   api = sequencesApi(stack, paid);
 });
 
@@ -429,7 +426,7 @@ describe('manual mode: the approval queue', () => {
     expect(mailsTo(address)).toHaveLength(0);
   });
 
-  it('has the outbound agent write an agent-written step for each contact, and the message waits or goes out as the agent judged it', async () => {
+  it('has the outbound agent write an agent-written step for each contact; a message it is not confident of waits for a person, then goes out as approved', async () => {
     const agent = await api.post('/outbound-agents/', { name: 'Writer', instructions: 'We sell analytical engines.', slots: [{ slot_key: 'hello', kind: 'email', prompt: 'Open with their company.' }] });
     expect(agent.statusCode).toBe(201);
     const address = `agent-${Date.now()}@example.com`;
@@ -442,20 +439,23 @@ describe('manual mode: the approval queue', () => {
     await api.launch(seq.id);
     const [r] = await api.enrol(seq.id, [await audience.addRow({ email: address, first: 'Ada', company: 'Engines Ltd' })]);
     const contactId = r!.contact!.id;
+    // This stack has no chat model: the local template writer writes, deterministically. Its
+    // research is the row alone, one substantive fact (the company) where two are needed, so the
+    // message is held for a person (insufficient_data) even in automatic mode.
     const settled = await api.waitFor(seq.id, contactId, (c) => c.status === 'completed' || (c.wait as { reason: string } | null)?.reason === 'approval');
-    const [written] = await stack.sql<{ body: string; status: string; model_key: string }[]>`
-      select m.body, m.status, m.model_key from outbound_messages m join outbound_conversations c on c.id = m.conversation_id
+    expect(settled).toMatchObject({ status: 'active', wait: { reason: 'approval', until: null } });
+    const [written] = await stack.sql<{ body: string; status: string; model_key: string; insufficient_data: boolean }[]>`
+      select m.body, m.status, m.model_key, m.insufficient_data from outbound_messages m join outbound_conversations c on c.id = m.conversation_id
       where c.contact_key = ${settled.contact_key as string} and m.slot_key = 'hello'`;
-    expect(written!.body.length).toBeGreaterThan(0);
-    const [send] = await stack.sql<{ body: string; status: string; reason: string | null }[]>`select body, status, reason from sequence_sends where contact_id = ${contactId}`;
-    expect(send!.body).toBe(written!.body);
-    if (written!.status === 'needs_review') {
-      expect(send).toMatchObject({ status: 'awaiting_approval', reason: expect.stringMatching(/^agent_review: /) });
-      expect(mailsTo(address)).toHaveLength(0);
-    } else {
-      expect(settled.status).toBe('completed');
-      expect(mailsTo(address).map((m) => m.text?.trim())).toEqual([written!.body.trim()]);
-    }
+    expect(written).toMatchObject({ status: 'needs_review', model_key: 'local-template-writer', insufficient_data: true });
+    expect(written!.body).toContain('Engines Ltd');
+    const [send] = await stack.sql<{ id: string; body: string; status: string; reason: string | null }[]>`select id, body, status, reason from sequence_sends where contact_id = ${contactId}`;
+    expect(send).toMatchObject({ body: written!.body, status: 'awaiting_approval', reason: 'agent_review: insufficient_data' });
+    expect(mailsTo(address)).toHaveLength(0);
+    // Approved as written, it goes out as the agent wrote it.
+    expect((await api.post(`/sequences/approvals/${send!.id}/approve/`, {})).json()).toMatchObject({ status: 'approved', edited: false });
+    await api.waitFor(seq.id, contactId, (c) => c.status === 'completed');
+    expect(mailsTo(address).map((m) => m.text?.trim())).toEqual([written!.body.trim()]);
   });
 
   it('holds a pnet message for a person in manual mode and queues the approved text as the browser step', async () => {

@@ -3,29 +3,25 @@
  * pipelined pass, and the references of a cell to its row and its column (migration 020 checks
  * them per statement instead of by foreign keys) kept as a foreign key would keep them.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createColumn, deleteColumn, updateColumn } from '../../store/tables/columns.js';
 import { createTable } from '../../store/tables/tables.js';
-import type { Sql } from '../../db/sql.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
-import { createTestDatabase } from '../support/database.js';
+import { useTestDatabase } from '../support/database.js';
 
-let sql: Sql;
-let drop: () => Promise<void>;
+const db = useTestDatabase();
 let workspaceId: string;
 
 beforeAll(async () => {
-  ({ sql, drop } = await createTestDatabase());
-  workspaceId = (await createWorkspaceWithAdmin(sql, { name: 'Cells', plan: 'paid' })).workspace_id;
+  workspaceId = (await createWorkspaceWithAdmin(db.sql, { name: 'Cells', plan: 'paid' })).workspace_id;
 });
-afterAll(async () => drop());
 
 /** A table of `rows` rows with input columns Name and Count. */
 async function tableOf(rows: number) {
-  const table = await createTable(sql, { workspaceId, memberId: null }, { name: 'Cells' } as never);
-  const name = (await createColumn(sql, workspaceId, table.id, { kind: 'input', name: 'Name' })).id;
-  const count = (await createColumn(sql, workspaceId, table.id, { kind: 'input', name: 'Count' })).id;
-  await sql`
+  const table = await createTable(db.sql, { workspaceId, memberId: null }, { name: 'Cells' } as never);
+  const name = (await createColumn(db.sql, workspaceId, table.id, { kind: 'input', name: 'Name' })).id;
+  const count = (await createColumn(db.sql, workspaceId, table.id, { kind: 'input', name: 'Count' })).id;
+  await db.sql`
     insert into table_rows (workspace_id, table_id, cells)
     select ${workspaceId}, ${table.id}, jsonb_build_object(${name}::text, 'row ' || i, ${count}::text, case when i % 1000 = 0 then 'many' else i::text end)
     from generate_series(1, ${rows}) i`;
@@ -33,15 +29,15 @@ async function tableOf(rows: number) {
 }
 
 const cellsOf = (columnId: string) =>
-  sql<{ state: string; value: unknown; error: string | null; n: number }[]>`
+  db.sql<{ state: string; value: unknown; error: string | null; n: number }[]>`
     select c.state, c.value, c.error, r.seq::int as n from table_cells c join table_rows r on r.id = c.row_id
     where c.column_id = ${columnId} order by r.seq`;
 
 describe('a formula column over many rows', () => {
   it('computes every row across batches, errors as cell errors, and again when the formula changes', async () => {
     const { tableId } = await tableOf(12_345);
-    const double = await createColumn(sql, workspaceId, tableId, { kind: 'formula', name: 'Double', formula: '{Count} * 2' });
-    const label = await createColumn(sql, workspaceId, tableId, { kind: 'formula', name: 'Label', formula: 'concat({Name}, ": ", {Double})' });
+    const double = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Double', formula: '{Count} * 2' });
+    const label = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Label', formula: 'concat({Name}, ": ", {Double})' });
     const doubles = await cellsOf(double.id);
     expect(doubles).toHaveLength(12_345);
     expect(doubles[0]).toEqual({ state: 'done', value: 2, error: null, n: 1 });
@@ -52,7 +48,7 @@ describe('a formula column over many rows', () => {
     expect(labels[6_000]).toMatchObject({ state: 'done', value: 'row 6001: 12002' });
     expect(labels[999]).toMatchObject({ state: 'error', error: '{Double} has an error.' });
 
-    await updateColumn(sql, workspaceId, tableId, double.id, { formula: '{Count} * 3' });
+    await updateColumn(db.sql, workspaceId, tableId, double.id, { formula: '{Count} * 3' });
     expect((await cellsOf(double.id))[12_344]).toMatchObject({ state: 'done', value: 37_035 });
     expect((await cellsOf(label.id))[6_000]).toMatchObject({ state: 'done', value: 'row 6001: 18003' });
   });
@@ -61,44 +57,44 @@ describe('a formula column over many rows', () => {
 describe("a cell's row and column", () => {
   it('take their cells with them when deleted, the table included', async () => {
     const { tableId } = await tableOf(10);
-    const formula = await createColumn(sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
-    await sql`delete from table_rows where table_id = ${tableId} and seq = (select min(seq) from table_rows where table_id = ${tableId})`;
+    const formula = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
+    await db.sql`delete from table_rows where table_id = ${tableId} and seq = (select min(seq) from table_rows where table_id = ${tableId})`;
     expect(await cellsOf(formula.id)).toHaveLength(9);
-    await deleteColumn(sql, workspaceId, tableId, formula.id);
-    expect((await sql`select count(*)::int as n from table_cells where column_id = ${formula.id}`)[0]!.n).toBe(0);
-    const other = await createColumn(sql, workspaceId, tableId, { kind: 'formula', name: 'Lower', formula: 'lower({Name})' });
-    await sql`delete from tables where id = ${tableId}`;
-    expect((await sql`select count(*)::int as n from table_cells where column_id = ${other.id}`)[0]!.n).toBe(0);
+    await deleteColumn(db.sql, workspaceId, tableId, formula.id);
+    expect((await db.sql`select count(*)::int as n from table_cells where column_id = ${formula.id}`)[0]!.n).toBe(0);
+    const other = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Lower', formula: 'lower({Name})' });
+    await db.sql`delete from tables where id = ${tableId}`;
+    expect((await db.sql`select count(*)::int as n from table_cells where column_id = ${other.id}`)[0]!.n).toBe(0);
   });
 
   it('must exist: a cell of a missing row or column is refused as by a foreign key', async () => {
     const { tableId } = await tableOf(1);
-    const formula = await createColumn(sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
-    const [row] = await sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
-    await expect(sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, gen_random_uuid(), 'done')`).rejects.toMatchObject({
+    const formula = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
+    const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
+    await expect(db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, gen_random_uuid(), 'done')`).rejects.toMatchObject({
       code: '23503',
     });
-    await expect(sql`insert into table_cells (column_id, row_id, state) values (gen_random_uuid(), ${row!.id}, 'done')`).rejects.toMatchObject({
+    await expect(db.sql`insert into table_cells (column_id, row_id, state) values (gen_random_uuid(), ${row!.id}, 'done')`).rejects.toMatchObject({
       code: '23503',
     });
-    await expect(sql`update table_cells set row_id = gen_random_uuid() where column_id = ${formula.id}`).rejects.toMatchObject({ code: '23503' });
-    await expect(sql`update table_rows set id = gen_random_uuid() where id = ${row!.id}`).rejects.toMatchObject({ code: '23503' });
+    await expect(db.sql`update table_cells set row_id = gen_random_uuid() where column_id = ${formula.id}`).rejects.toMatchObject({ code: '23503' });
+    await expect(db.sql`update table_rows set id = gen_random_uuid() where id = ${row!.id}`).rejects.toMatchObject({ code: '23503' });
   });
 
   it('cannot be deleted while another transaction is writing its cell, nor the cell written once it is gone', async () => {
     const { tableId } = await tableOf(1);
-    const formula = await createColumn(sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
-    const [row] = await sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
-    await sql`delete from table_cells where row_id = ${row!.id}`;
+    const formula = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
+    const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
+    await db.sql`delete from table_cells where row_id = ${row!.id}`;
     let deleted: Promise<unknown> | undefined;
-    await sql.begin(async (tx) => {
+    await db.sql.begin(async (tx) => {
       await tx`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`;
       // The delete waits for this transaction's lock on the row, then its cascade sees the cell.
-      deleted = sql`delete from table_rows where id = ${row!.id}`.execute();
+      deleted = db.sql`delete from table_rows where id = ${row!.id}`.execute();
       await new Promise((resolve) => setTimeout(resolve, 200));
     });
     await deleted;
-    expect((await sql`select count(*)::int as n from table_cells where row_id = ${row!.id}`)[0]!.n).toBe(0);
-    await expect(sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`).rejects.toMatchObject({ code: '23503' });
+    expect((await db.sql`select count(*)::int as n from table_cells where row_id = ${row!.id}`)[0]!.n).toBe(0);
+    await expect(db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`).rejects.toMatchObject({ code: '23503' });
   });
 });

@@ -3,14 +3,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { csvBytesMax, csvMapMax } from '../../domain/tables/tables.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let api: TablesClient;
 beforeAll(() => {
-  ({ stack, paid } = ctx);
   api = tablesClient(stack, withKey(paid.apiKey));
 });
 

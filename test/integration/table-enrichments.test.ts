@@ -9,12 +9,13 @@ import { createEnrichmentProviders } from '../../integrations/enrichment-provide
 import { buildApp } from '../../api/app.js';
 import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { getBalance } from '../../store/platform/credits.js';
-import { columnRunWorkflow, columnRunWorkflowId } from '../../workflows/tables/column-run.js';
+import { columnRunWorkflow } from '../../workflows/tables/column-run.js';
+import { columnRunWorkflowId } from '../../workflows/tables/column-run.contract.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 // Pages of the local site by path: /page/<name> answers a page titled <name> whose text is the
 // current content of <name>. /slow/<name> is the same page held back while the gate is closed.
@@ -51,12 +52,9 @@ const env = () => ({
   OPENAI_MODEL: 'local-model',
   OPENAI_BASE_URL: `${model.url}/v1`,
 });
-const ctx = useStackWithWorkspaces({ enrichmentProviders: () => createEnrichmentProviders({ env: env() }) });
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack({ enrichmentProviders: () => createEnrichmentProviders({ env: env() }) });
 let api: TablesClient;
 beforeAll(() => {
-  ({ stack, paid } = ctx);
   api = tablesClient(stack, withKey(paid.apiKey));
 });
 

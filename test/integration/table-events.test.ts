@@ -7,15 +7,12 @@ import { TableEventHub } from '../../services/tables/events.js';
 import { createSql } from '../../db/sql.js';
 import { dataOf, SseStream, type SseEvent } from '../support/sse.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-const ctx = useStackWithWorkspaces();
-let stack: TestStack;
-let paid: TestWorkspace;
+const { stack, paid } = useTestStack();
 let api: TablesClient;
 let base: string;
 beforeAll(async () => {
-  ({ stack, paid } = ctx);
   api = tablesClient(stack, withKey(paid.apiKey));
   // Streams are read over real HTTP: inject answers only once a response has ended.
   await stack.app.listen({ port: 0, host: '127.0.0.1' });

@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { expectTenantIsolation } from '../support/tenant-isolation.js';
-import { startTestStack, withKey, type TestStack } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
-let stack: TestStack;
-beforeAll(async () => {
-  stack = await startTestStack();
-});
-afterAll(() => stack?.close());
+const { stack } = useTestStack({ workspaces: false });
 
 it('answers 404 to every id-bearing route called with another workspace ids, and changes nothing', async () => {
   const owner = await stack.createWorkspace('paid');

@@ -11,7 +11,7 @@ import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { draftProposal, newDoc } from '../../domain/agents/training-sessions.js';
 import { serveHttp, type LocalHttp } from '../support/local-servers.js';
 import { tablesClient } from '../support/tables.js';
-import { useStackWithWorkspaces, withKey, type TestStack, type TestWorkspace } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 /** Writer calls for a person named here wait until released. */
 const gate = { holding: null as string | null, waiting: [] as (() => void)[] };
@@ -65,12 +65,7 @@ afterAll(async () => {
   await model?.close();
 });
 
-const ctx = useStackWithWorkspaces({ chatModel: () => openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 20 }) });
-let stack: TestStack;
-let paid: TestWorkspace;
-beforeAll(() => {
-  ({ stack, paid } = ctx);
-});
+const { stack, paid } = useTestStack({ chatModel: () => openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 20 }) });
 
 type Contact = { record_id: string; label: string; state: string; verdict: string | null; notes: { note: string; state: string }[]; messages: Message[]; notice: string | null };
 type Message = { id: string; title: string; subject: string | null; body: string; proposed_body: string | null; proposed_subject: string | null; previous_body: string | null; note: string | null; model_key: string };
@@ -166,6 +161,7 @@ describe('a training run', () => {
     const before = await getBalance(stack.sql, ws.workspaceId);
     const started = await start(setup, { sample_size: 3, ready_after: 2 });
     let session = await until(setup, started.id, (s) => s.status === 'reviewing', 'reviewing');
+    expect(session.contacts).toHaveLength(3);
     expect(session.contacts.every((c) => c.state === 'awaiting_verdict' && c.messages.length === 2)).toBe(true);
     const [ann, bo, cy] = setup.rows as [string, string, string];
     expect(contact(session, ann).messages.map((m) => [m.title, m.subject, m.model_key])).toEqual([

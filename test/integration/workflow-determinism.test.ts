@@ -1,7 +1,8 @@
 /**
- * Determinism guards: the lint rule bites on workflows/, the workflows bundle, and every recorded
- * history replays against today's workflow code (a non-deterministic change fails here, not in
- * production). Record new histories with `npm run record:histories`.
+ * Determinism guards: the lint rule bites on workflows/, every workflow of workflows/index.ts is
+ * in the bundle and has a recorded history, and every recorded history replays against today's
+ * workflow code (a non-deterministic change fails here, not in production). Record new
+ * histories with `npm run record:histories` (docs/decisions/030-workflow-versioning.md).
  */
 import { Worker } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -10,8 +11,21 @@ import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { projectRoot } from '../../worker/tools.js';
+import * as workflows from '../../workflows/index.js';
 
 const historiesDir = join(projectRoot, 'test', 'histories');
+/** The workflow types the worker registers: every function workflows/index.ts exports. */
+const workflowTypes = Object.entries(workflows)
+  .filter(([, value]) => typeof value === 'function')
+  .map(([name]) => name)
+  .sort();
+
+interface RecordedHistory {
+  events: { workflowExecutionStartedEventAttributes?: { workflowType?: { name?: string } } }[];
+}
+const historyFiles = () => readdirSync(historiesDir).filter((f) => f.endsWith('.json')).sort();
+const readHistory = (file: string) => JSON.parse(readFileSync(join(historiesDir, file), 'utf8')) as RecordedHistory;
+const workflowTypeOf = (history: RecordedHistory) => history.events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name;
 
 describe('workflow determinism', () => {
   it('lints workflows/ clean, and the rule refuses I/O imports there', async () => {
@@ -28,14 +42,28 @@ describe('workflow determinism', () => {
   });
 
   it('bundles every workflow of workflows/index.ts', () => {
+    expect(workflowTypes.length).toBeGreaterThan(0);
     const code = readFileSync(inject('workflowBundlePath'), 'utf8');
-    expect(code).toContain('creditHoldWorkflow');
+    // The bundle's module for workflows/index.ts, up to the next module: its export list is what
+    // the worker registers.
+    const start = code.indexOf('/***/ "./workflows/index.ts"');
+    expect(start).toBeGreaterThanOrEqual(0);
+    const end = code.indexOf('\n/***/ "', start + 1);
+    const index = code.slice(start, end === -1 ? undefined : end);
+    const missing = workflowTypes.filter((name) => !new RegExp(`\\b${name}: \\(\\) =>`).test(index));
+    expect(missing).toEqual([]);
+  });
+
+  it('has a recorded history of every workflow, and none of a workflow that is gone', () => {
+    const recorded = new Set(historyFiles().map((file) => workflowTypeOf(readHistory(file))));
+    expect(workflowTypes.filter((name) => !recorded.has(name))).toEqual([]);
+    expect([...recorded].filter((name) => name === undefined || !workflowTypes.includes(name))).toEqual([]);
   });
 
   it('replays every recorded history against the current workflow code', async () => {
-    const files = readdirSync(historiesDir).filter((f) => f.endsWith('.json'));
+    const files = historyFiles();
     expect(files.length).toBeGreaterThan(0);
-    const histories = files.map((file) => ({ workflowId: file, history: JSON.parse(readFileSync(join(historiesDir, file), 'utf8')) }));
+    const histories = files.map((file) => ({ workflowId: file, history: readHistory(file) }));
     const results = [];
     for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: inject('workflowBundlePath') } }, histories)) {
       results.push({ id: result.workflowId, error: result.error ? String(result.error) : null });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { createSql, type Sql } from '../../db/sql.js';
 
 /** A fresh, migrated database of this test file's own, cloned from the template. */
@@ -19,4 +19,15 @@ export async function createTestDatabase(): Promise<{ sql: Sql; url: string; dro
       await admin.end();
     },
   };
+}
+
+/**
+ * The file's own database, created before its tests (beforeAll) and dropped after them
+ * (afterAll). The object answered is filled in beforeAll: read `db.sql` inside hooks and tests.
+ */
+export function useTestDatabase(): { sql: Sql; url: string } {
+  const db = {} as Awaited<ReturnType<typeof createTestDatabase>>;
+  beforeAll(async () => void Object.assign(db, await createTestDatabase()));
+  afterAll(() => db.drop?.());
+  return db;
 }

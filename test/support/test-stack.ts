@@ -52,6 +52,8 @@ export interface TestStackOptions {
   agentSuppliers?: () => AgentSuppliers;
   /** The worker's chat model for the outbound agent and training sessions; none (the local template writer) when omitted, never process.env. */
   chatModel?: () => ChatModel | null;
+  /** The API's clock (rate limits, the once-a-minute last_used_at write); Date.now when omitted. */
+  now?: () => number;
 }
 
 export async function startTestStack(options: TestStackOptions = {}): Promise<TestStack> {
@@ -80,7 +82,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     sql: db.sql,
     temporal: { client: new Client({ connection: nativeConnection }), taskQueue, eagerStart: true },
     verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
-    rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60 },
+    rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60, ...(options.now ? { now: options.now } : {}) },
     enrichmentProviders,
     agentSuppliers,
   });
@@ -118,20 +120,26 @@ export const withKey = (apiKey: string) => ({ 'x-api-key': apiKey });
 export const withToken = (token: string) => ({ authorization: `Bearer ${token}` });
 
 /**
- * The usual file setup: a stack with one paid and one free workspace, closed after the file.
- * Read the fields inside tests (they are filled in beforeAll).
+ * The file's stack, started before its tests (beforeAll) and closed after them (afterAll), with
+ * one paid and one free workspace (credits granted) unless `workspaces: false`. The objects
+ * answered are filled in beforeAll: read their fields inside hooks and tests, never at import.
  */
-export function useStackWithWorkspaces(options: TestStackOptions = {}) {
-  const ctx = {} as { stack: TestStack; paid: TestWorkspace; free: TestWorkspace };
+export function useTestStack(options: TestStackOptions & { workspaces: false }): { stack: TestStack };
+export function useTestStack(options?: TestStackOptions & { workspaces?: true }): { stack: TestStack; paid: TestWorkspace; free: TestWorkspace };
+export function useTestStack({ workspaces = true, ...options }: TestStackOptions & { workspaces?: boolean } = {}) {
+  const stack = {} as TestStack;
+  const paid = {} as TestWorkspace;
+  const free = {} as TestWorkspace;
   beforeAll(async () => {
-    ctx.stack = await startTestStack(options);
-    ctx.paid = await ctx.stack.createWorkspace('paid');
-    ctx.free = await ctx.stack.createWorkspace('free');
+    Object.assign(stack, await startTestStack(options));
+    if (!workspaces) return;
+    Object.assign(paid, await stack.createWorkspace('paid'));
+    Object.assign(free, await stack.createWorkspace('free'));
     // Enough for every priced step a test queues; credit tests make workspaces of their own.
-    for (const ws of [ctx.paid, ctx.free]) {
-      await grantWorkspaceCredits(ctx.stack.sql, { workspaceId: ws.workspaceId, amount: 100_000, causeKey: 'test-fixture' });
+    for (const ws of [paid, free]) {
+      await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 100_000, causeKey: 'test-fixture' });
     }
   });
-  afterAll(() => ctx.stack?.close());
-  return ctx;
+  afterAll(() => stack.close?.());
+  return workspaces ? { stack, paid, free } : { stack };
 }

@@ -21,42 +21,26 @@ import {
   TimeoutFailure,
   allHandlersFinished,
   condition,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
   executeChild,
   isCancellation,
   proxyActivities,
   setHandler,
 } from '@temporalio/workflow';
 import type { AgentDecision, AgentRunActivities } from '../../activities/agents/agent-run.js';
-import type { AgentAction, AgentRunStatus, AgentStepOutcome } from '../../domain/agents/saved-agents.js';
+import type { AgentRunStatus } from '../../domain/agents/saved-agents.js';
 import { msUntil, workflowNow } from '../shared/clock.js';
+import {
+  agentRunStateQuery,
+  cancelAgentRunUpdate,
+  pnetStepSettledSignal,
+  type AgentRunInput,
+  type AgentRunView,
+  type AgentRunViewStatus,
+  type AgentTrainingInput,
+} from './agent-run.contract.js';
 
-export interface AgentRunInput {
-  runId: string;
-  workspaceId: string;
-}
-
-export interface AgentRunView {
-  runId: string;
-  status: 'starting' | 'researching' | 'completed' | 'failed' | 'cancelled' | 'gone';
-  steps: { n: number; action: AgentAction; outcome: AgentStepOutcome }[];
-  maxSteps: number;
-  error: string | null;
-}
-
-export const agentRunStateQuery = defineQuery<AgentRunView>('agentRunState');
-/** A person cancels the run; answers the run's status after (`cancelled`, or how it had already ended). */
-export const cancelAgentRunUpdate = defineUpdate<AgentRunStatus | 'gone'>('cancelAgentRun');
-/** A browser step this run queued (read_pnet_profile) settled. */
-export const pnetStepSettledSignal = defineSignal<[{ stepId: string }]>('pnetStepSettled');
-/** Mirrors profileReadWaitMinutes in activities/agent-run.ts (a workflow imports no values from activities). */
+/** Mirrors profileReadWaitMinutes in activities/agents/agent-run.ts (a workflow imports no values from activities). */
 const profileReadWaitMs = 10 * 60 * 1000;
-// Each run its own id (a row's next run never joins the one still closing), readable by column and row.
-export const agentCellRunWorkflowId = (columnId: string, rowId: string, runId: string) => `agent-run/${columnId}/${rowId}/${runId}`;
-export const agentExampleRunWorkflowId = (trainingRunId: string, exampleId: string) => `agent-run/${trainingRunId}/${exampleId}`;
-export const agentTrainingWorkflowId = (trainingRunId: string) => `agent-training/${trainingRunId}`;
 
 const records = proxyActivities<AgentRunActivities>({
   startToCloseTimeout: '1 minute',
@@ -82,7 +66,7 @@ function failureMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-const viewStatus = (status: AgentRunStatus | 'gone'): AgentRunView['status'] =>
+const viewStatus = (status: AgentRunStatus | 'gone'): AgentRunViewStatus =>
   status === 'gone' || status === 'completed' || status === 'cancelled' ? status : 'failed';
 
 export async function agentRunWorkflow(input: AgentRunInput): Promise<AgentRunView> {
@@ -172,12 +156,6 @@ async function readProfile(runId: string, n: number, decision: AgentDecision, se
     const step = await records.recordProfileRead({ runId, n, stepId: queued.stepId, timedOut: !woke, decision });
     if (step) return step;
   }
-}
-
-export interface AgentTrainingInput {
-  trainingRunId: string;
-  workspaceId: string;
-  runs: { runId: string; workflowId: string }[];
 }
 
 /** Examples run a few at a time. */

@@ -1,5 +1,6 @@
 /**
- * A training session (id `training-session/<session_id>`; transitions in domain/training-sessions.ts).
+ * A training session (id `training-session/<session_id>`, its contract in training-session.contract.ts;
+ * transitions in domain/agents/training-sessions.ts).
  * The workflow writes the sample contacts one at a time, and a note's rewrite runs as soon as the
  * write under way lands, before the next first write (`note_waiting` meanwhile). Everything a
  * person does arrives as an Update: the validator refuses cheaply from the workflow's view (409),
@@ -12,37 +13,24 @@ import {
     ApplicationFailure,
     allHandlersFinished,
     condition,
-    defineQuery,
-    defineUpdate,
     proxyActivities,
     setHandler,
     upsertMemo,
 } from '@temporalio/workflow';
 import type { TrainingActivities } from '../../activities/agents/training-sessions.js';
-import type { TrainingSession, TrainingStatus, TrainingVerdict } from '../../domain/agents/training-sessions.js';
-import type { TrainingView } from '../../store/agents/training-sessions.js';
-
-export interface TrainingSessionInput {
-  sessionId: string;
-  workspaceId: string;
-  sequenceId: string;
-}
-
-export interface TrainingWorkflowState {
-  view: TrainingView | null;
-  /** The contact being written now. */
-  writing: string | null;
-  /** Contacts whose note waits for its rewrite, in order. */
-  queue: string[];
-}
-
-export const giveVerdictUpdate = defineUpdate<TrainingSession, [TrainingVerdict]>('giveVerdict');
-export const discardChangesUpdate = defineUpdate<TrainingSession, [{ expectedRevision: number }]>('discardChanges');
-export const applyProposalUpdate = defineUpdate<TrainingSession, [{ expectedRevision: number }]>('applyProposal');
-export const abandonSessionUpdate = defineUpdate<TrainingSession, [{ expectedRevision: number }]>('abandonSession');
-export const closeSessionUpdate = defineUpdate<TrainingSession, [{ expectedRevision?: number }]>('closeSession');
-export const trainingStateQuery = defineQuery<TrainingWorkflowState>('trainingState');
-export const trainingSessionWorkflowId = (sessionId: string) => `training-session/${sessionId}`;
+import type { TrainingStatus, TrainingVerdict } from '../../domain/agents/training-sessions.js';
+import {
+  abandonSessionUpdate,
+  applyProposalUpdate,
+  closeSessionUpdate,
+  discardChangesUpdate,
+  giveVerdictUpdate,
+  trainingStateQuery,
+  type RevisionRequest,
+  type TrainingSessionInput,
+  type TrainingView,
+  type TrainingWorkflowState,
+} from './training-session.contract.js';
 
 const ended = (status: TrainingStatus | undefined) => status === 'completed' || status === 'abandoned';
 
@@ -117,7 +105,7 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
       take(answer);
       return answer.session;
     },
-    { validator: (_request: { expectedRevision: number }) => check(['running', 'reviewing', 'proposed'], 'discard changes') },
+    { validator: (_request: RevisionRequest) => check(['running', 'reviewing', 'proposed'], 'discard changes') },
   );
   setHandler(
     applyProposalUpdate,
@@ -127,7 +115,7 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
       take(answer);
       return answer.session;
     },
-    { validator: (_request: { expectedRevision: number }) => check(['proposed'], 'apply a proposal') },
+    { validator: (_request: RevisionRequest) => check(['proposed'], 'apply a proposal') },
   );
   setHandler(
     abandonSessionUpdate,
@@ -137,7 +125,7 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
       take(answer);
       return answer.session;
     },
-    { validator: (_request: { expectedRevision: number }) => check(['proposed'], 'abandon a proposal') },
+    { validator: (_request: RevisionRequest) => check(['proposed'], 'abandon a proposal') },
   );
   setHandler(
     closeSessionUpdate,
@@ -147,7 +135,7 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
       take(answer);
       return answer.session;
     },
-    { validator: (_request: { expectedRevision?: number }) => check(['running', 'reviewing', 'proposing', 'proposed'], 'be closed') },
+    { validator: (_request: Partial<RevisionRequest>) => check(['running', 'reviewing', 'proposing', 'proposed'], 'be closed') },
   );
 
   const write = async (recordId: string) => {

@@ -4,32 +4,16 @@
  * `poll_seconds`, at once when more is waiting, or when asked (a signal). It ends when the
  * mailbox is deleted or switched off, and continues as new before its history grows long.
  */
-import { ActivityFailure, condition, continueAsNew, defineQuery, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
+import { ActivityFailure, condition, continueAsNew, proxyActivities, setHandler } from '@temporalio/workflow';
 import { workflowNow } from '../shared/clock.js';
 import type { InboxActivities } from '../../activities/inbox/inbox.js';
-import type { MailboxPollResult } from '../../services/inbox/mailbox-poll.js';
-
-export interface MailboxPollInput {
-  mailboxId: string;
-  workspaceId: string;
-  /** Polls per execution before continuing as new. */
-  pollsPerRun?: number;
-}
-
-export interface MailboxPollView {
-  mailboxId: string;
-  polls: number;
-  lastPollAt: string | null;
-  last: MailboxPollResult | null;
-  /** Why it waits, for operators: `interval` until `nextPollAt`, or `stopped`. */
-  waiting: 'interval' | 'polling' | 'stopped';
-  nextPollAt: string | null;
-}
-
-/** Read now (after the mailbox's settings changed, or a person asked). */
-export const pollMailboxNowSignal = defineSignal('pollMailboxNow');
-export const mailboxPollStateQuery = defineQuery<MailboxPollView>('mailboxPollState');
-export const mailboxPollWorkflowId = (mailboxId: string) => `inbox-mailbox/${mailboxId}`;
+import {
+  mailboxPollStateQuery,
+  pollMailboxNowSignal,
+  type MailboxPollInput,
+  type MailboxPollResult,
+  type MailboxPollView,
+} from './mailbox-poll.contract.js';
 
 const { pollMailbox } = proxyActivities<InboxActivities>({
   startToCloseTimeout: '3 minutes',

@@ -3,36 +3,10 @@
  * nobody does before the hold expires (the process that held them crashed, a browser never
  * reported), the workflow releases it, so credits are never kept for nothing.
  */
-import {
-    condition,
-    defineQuery,
-    defineSignal,
-    proxyActivities,
-    setHandler,
-    upsertSearchAttributes,
-    workflowInfo,
-} from '@temporalio/workflow';
+import { condition, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { CreditHoldStatusKey } from '../shared/search-attributes.js';
 import type { CreditActivities } from '../../activities/platform/credits.js';
-
-export interface CreditHoldInput {
-  holdId: string;
-  workspaceId: string;
-  /** ISO timestamp of the hold's expiry. */
-  expiresAt: string;
-}
-
-export type CreditHoldOutcome = 'charged' | 'released';
-export interface CreditHoldView {
-  holdId: string;
-  status: 'held' | CreditHoldOutcome | 'missing';
-  expiresAt: string;
-  releasedByWatchdog: boolean;
-}
-
-export const creditHoldSettledSignal = defineSignal<[{ outcome: CreditHoldOutcome }]>('creditHoldSettled');
-export const creditHoldStateQuery = defineQuery<CreditHoldView>('creditHoldState');
-export const creditHoldWorkflowId = (holdId: string) => `credit-hold/${holdId}`;
+import { creditHoldSettledSignal, creditHoldStateQuery, type CreditHoldInput, type CreditHoldView } from './credit-hold.contract.js';
 
 const { releaseExpiredHold } = proxyActivities<CreditActivities>({
   startToCloseTimeout: '30 seconds',

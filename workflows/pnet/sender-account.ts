@@ -4,18 +4,10 @@
  * the account changed (settings, a checkpoint reported), and continues-as-new before its history
  * grows long.
  */
-import { condition, continueAsNew, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { msUntil, workflowNow } from '../shared/clock.js';
-import type { AccountClock, SenderAccountActivities } from '../../activities/pnet/sender-account.js';
-
-export interface SenderAccountInput {
-  accountId: string;
-  workspaceId: string;
-}
-
-export const accountChangedSignal = defineSignal('accountChanged');
-export const senderAccountStateQuery = defineQuery<AccountClock | null>('senderAccountState');
-export const senderAccountWorkflowId = (accountId: string) => `sender-account/${accountId}`;
+import type { SenderAccountActivities } from '../../activities/pnet/sender-account.js';
+import { accountChangedSignal, senderAccountStateQuery, type AccountClock, type SenderAccountInput } from './sender-account.contract.js';
 
 /** While the account is not connected (or nothing is scheduled) it looks again this often. */
 const idleCheckMs = 15 * 60 * 1000;

@@ -12,8 +12,6 @@ import {
   ActivityFailure,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -24,36 +22,13 @@ import type { MailerActivities } from '../../activities/sequences/mailer.js';
 import type { OutboundAgentActivities } from '../../activities/agents/outbound-agent.js';
 import type { ContactAction, SequenceActivities } from '../../activities/sequences/sequences.js';
 import { msUntil, workflowNow } from '../shared/clock.js';
-
-export interface SequenceContactInput {
-  contactId: string;
-  sequenceId: string;
-  workspaceId: string;
-  /** Transitions per run before continuing as new (keeps the history small). */
-  turnsPerRun?: number;
-  /** Runs before this one. */
-  continued?: number;
-  /**
-   * Moves and sends run as local activities. Every contact started since carries it (so do its
-   * continued runs); histories recorded before it ran them as ordinary activities. Carried in the
-   * input rather than a `patched()` marker, which would cost each of thousands of contacts an
-   * extra event and a visibility write at enrolment.
-   */
-  localMoves?: boolean;
-}
-
-export interface SequenceContactView {
-  contactId: string;
-  /** What the contact is doing: advancing, waiting, writing, sending, or its final status. */
-  phase: string;
-  wait: { reason: string; until: string | null } | null;
-  turns: number;
-  continued: number;
-}
-
-/** Look again now: something that may stop, resume or move the contact was recorded. */
-export const wakeContactSignal = defineSignal('wake');
-export const sequenceContactStateQuery = defineQuery<SequenceContactView>('sequenceContactState');
+import {
+  sequenceContactStateQuery,
+  wakeContactSignal,
+  type SequenceContactInput,
+  type SequenceContactView,
+  type SequenceFeedInput,
+} from './sequence-contact.contract.js';
 
 /** A contact waiting on a person or a pnet step looks again this often even without a signal. */
 const recheckMs = 6 * 3_600_000;
@@ -67,21 +42,20 @@ const acts = proxyActivities<SequenceActivities>({ startToCloseTimeout: '30 seco
 /**
  * A move (advance, record a written message) is a few SQL statements: as a local activity it runs
  * inside the workflow task that asked for it, one task instead of a task, an activity task and
- * another task per move. Histories recorded before `localMoves` used `acts` (and `mail`) for them.
+ * another task per move.
  */
 const moves = proxyLocalActivities<Pick<SequenceActivities, 'advanceSequenceContact' | 'recordWrittenMessage'>>({
   startToCloseTimeout: '30 seconds',
   retry: moveRetry,
 });
 const mailRetry = { initialInterval: '10 seconds', maximumInterval: '10 minutes' };
-const mail = proxyActivities<MailerActivities>({ startToCloseTimeout: '1 minute', retry: mailRetry });
 /**
  * A send is one SMTP exchange to the relay, short enough to run inside the workflow task too, so
- * an email step (advance, send, advance, wait) is one task. At most once holds as before: the
- * send is claimed in SQL before the exchange, and a re-run (a killed worker's task run again)
+ * an email step (advance, send, advance, wait) is one task. At most once holds: the send is
+ * claimed in SQL before the exchange, and a re-run (a killed worker's task run again)
  * finds the claim and records the email unconfirmed instead of sending it twice.
  */
-const localMail = proxyLocalActivities<MailerActivities>({ startToCloseTimeout: '1 minute', retry: mailRetry });
+const mail = proxyLocalActivities<MailerActivities>({ startToCloseTimeout: '1 minute', retry: mailRetry });
 const agent = proxyActivities<OutboundAgentActivities>({
   startToCloseTimeout: '10 minutes',
   retry: { initialInterval: '10 seconds', maximumInterval: '10 minutes', maximumAttempts: 5 },
@@ -95,8 +69,6 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     woken = true;
   });
   setHandler(sequenceContactStateQuery, () => view);
-  const move = input.localMoves ? moves : acts;
-  const send = input.localMoves ? localMail : mail;
 
   const showWait = (wait: SequenceContactView['wait']) => {
     if (view.wait?.reason === wait?.reason && view.wait?.until === wait?.until) return;
@@ -116,7 +88,7 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     // Cleared before the read, so a wake arriving while it runs is seen afterwards.
     woken = false;
     view.phase = 'advancing';
-    const action: ContactAction = await move.advanceSequenceContact({ contactId: input.contactId, now: workflowNow().toISOString() });
+    const action: ContactAction = await moves.advanceSequenceContact({ contactId: input.contactId, now: workflowNow().toISOString() });
     switch (action.kind) {
       case 'done':
         view.phase = action.status;
@@ -134,12 +106,12 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
           // The agent could not write it: a person writes it in the approval queue instead.
           written = { messageId: '', subject: null, body: '', needsReview: true, reason: `agent_failed: ${error.cause?.message ?? error.message}` };
         }
-        await move.recordWrittenMessage({ contactId: input.contactId, stepId: action.stepId, version: action.version, written });
+        await moves.recordWrittenMessage({ contactId: input.contactId, stepId: action.stepId, version: action.version, written });
         continue;
       }
       case 'send_email': {
         view.phase = 'sending';
-        const sent = await send.sendSequenceEmail({ sendId: action.sendId });
+        const sent = await mail.sendSequenceEmail({ sendId: action.sendId });
         if (sent.outcome === 'no_mailer') {
           showWait({ reason: 'no_mailer', until: new Date(workflowNow().getTime() + noMailerRetryMs).toISOString() });
           await sleep(noMailerRetryMs);
@@ -157,15 +129,6 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
 
 // ---------------------------------------------------------------------------------------------
 // The audience feed (id `sequence-feed/<sequence_id>`)
-
-export interface SequenceFeedInput {
-  sequenceId: string;
-  /** How often the audience table is read for new rows. */
-  pollSeconds?: number;
-  continued?: number;
-}
-
-export const sequenceFeedWorkflowId = (sequenceId: string) => `sequence-feed/${sequenceId}`;
 
 /**
  * Lets a table feed a sequence: while the sequence has `feed_new_rows` on, rows added to its

@@ -12,8 +12,6 @@ import {
   ApplicationFailure,
   TimeoutFailure,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -22,46 +20,11 @@ import {
 import type { ColumnRunActivities } from '../../activities/tables/column-runs.js';
 import type { ColumnRunStatus } from '../../domain/tables/enrichments.js';
 import { ColumnRunProgressKey, ColumnRunStatusKey } from '../shared/search-attributes.js';
+import { cancelColumnRunSignal, columnRunStateQuery, rowsAddedSignal, type ColumnRunInput, type ColumnRunView } from './column-run.contract.js';
 
-export interface ColumnRunInput {
-  runId: string;
-  workspaceId: string;
-  tableId: string;
-  columnId: string;
-  /** Rows claimed at a time. */
-  batchSize?: number;
-  /** History length at which the run continues as new, checked between batches. */
-  historyLimit?: number;
-  /** Executions before this one (continue-as-new). A cancel is never carried: Postgres holds it. */
-  continued?: number;
-}
-
-export interface ColumnRunView {
-  runId: string;
-  status: ColumnRunStatus | 'starting' | 'gone';
-  /** Rows started by this execution (it restarts at 0 after continue-as-new). */
-  rowsStarted: number;
-  inFlight: number;
-  batches: number;
-  continued: number;
-  /** Row adds that reached the run while it went (Postgres counts them too; see `wakes`). */
-  rowsAddedSignals: number;
-  stopping: StopReason | null;
-  progress: number;
-}
-
-type StopReason = 'cancelled' | 'out_of_credits' | 'gone';
-
-/** Sent by the cancel route after it marked the run `cancelling` in Postgres. */
-export const cancelColumnRunSignal = defineSignal('cancelColumnRun');
-/** Sent by a row add on a table with auto_run (signal-with-start); the run picks the rows up before it finishes. */
-export const rowsAddedSignal = defineSignal('rowsAdded');
-export const columnRunStateQuery = defineQuery<ColumnRunView>('columnRunState');
-export const columnRunWorkflowId = (runId: string) => `column-run/${runId}`;
-
-export const defaultBatchSize = 50;
+const defaultBatchSize = 50;
 /** A batch of 50 rows adds at most a few hundred events, so histories stay near 2,000. */
-export const defaultHistoryLimit = 1500;
+const defaultHistoryLimit = 1500;
 
 const runs = proxyActivities<ColumnRunActivities>({
   startToCloseTimeout: '1 minute',

@@ -7,12 +7,13 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { agentSuppliersFrom, type AgentSuppliers } from '../../../integrations/agent-tools/index.js';
+import type { AgentSuppliers } from '../../../integrations/agent-tools/index.js';
 import type { Sql } from '../../../db/sql.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import { AgentToolKeySchema, AgentToolListSchema, AgentToolSchema, AgentToolUpdateSchema, type AgentTool, type AgentToolKey } from '../../../domain/pnet/agent.js';
-import type { AppDeps } from '../../deps.js';
+import { agentToolSwitches, hasConnectedPnetAccount, setAgentToolEnabled } from '../../../store/agents/agent-tools.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['agent-tools'];
@@ -21,12 +22,11 @@ async function supplierGap(sql: Sql, suppliers: AgentSuppliers, workspaceId: str
   if (key === 'find_work_email') {
     return suppliers.workEmail ? null : 'No email-finder service is configured (WORK_EMAIL_FINDER_URL).';
   }
-  const [connected] = await sql`select 1 from pnet_accounts where workspace_id = ${workspaceId} and status = 'connected' limit 1`;
-  return connected ? null : 'No pnet account of this workspace is connected to read profiles with.';
+  return (await hasConnectedPnetAccount(sql, workspaceId)) ? null : 'No pnet account of this workspace is connected to read profiles with.';
 }
 
 async function readTools(sql: Sql, suppliers: AgentSuppliers, workspaceId: string): Promise<AgentTool[]> {
-  const rows = await sql<{ key: AgentToolKey; enabled: boolean }[]>`select key, enabled from agent_tools where workspace_id = ${workspaceId}`;
+  const rows = await agentToolSwitches(sql, workspaceId);
   return Promise.all(
     AgentToolKeySchema.options.map(async (key) => {
       const gap = await supplierGap(sql, suppliers, workspaceId, key);
@@ -38,10 +38,9 @@ async function readTools(sql: Sql, suppliers: AgentSuppliers, workspaceId: strin
 }
 
 export const agentToolRoutes =
-  ({ sql, agentSuppliers }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, agentSuppliers: suppliers }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // Read at each request: the suppliers object is the one the runs are given.
-    const suppliers = agentSuppliers ?? agentSuppliersFrom(process.env);
     app.get(
       '/agent-tools/',
       { schema: { operationId: 'listAgentTools', tags, summary: "The agent's tools, whether each is available here and switched on", response: { 200: AgentToolListSchema } } },
@@ -67,9 +66,7 @@ export const agentToolRoutes =
           const gap = await supplierGap(sql, suppliers, workspaceId, key);
           if (gap) throw new ApiError('conflict', `${key} cannot be switched on: ${gap}`);
         }
-        await sql`
-          insert into agent_tools (workspace_id, key, enabled) values (${workspaceId}, ${key}, ${request.body.enabled})
-          on conflict (workspace_id, key) do update set enabled = excluded.enabled, updated_at = now()`;
+        await setAgentToolEnabled(sql, workspaceId, key, request.body.enabled);
         return (await readTools(sql, suppliers, workspaceId)).find((t) => t.key === key)!;
       },
     );

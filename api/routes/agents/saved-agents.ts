@@ -6,8 +6,6 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { FastifyReply } from 'fastify';
-import { agentSuppliersFrom } from '../../../integrations/agent-tools/index.js';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
@@ -28,8 +26,9 @@ import {
 } from '../../../domain/agents/saved-agents.js';
 import { ColumnSchema } from '../../../domain/tables/tables.js';
 import { cancelAgentRun, startAgentRuns, startAgentTraining } from '../../../services/agents/agent-run-client.js';
-import type { AppDeps } from '../../deps.js';
-import { validationBody } from '../../plugins/errors.js';
+import { agentRunWorkflowIds } from '../../../workflows/agents/agent-run.contract.js';
+import type { RouteDeps } from '../../deps.js';
+import { ValidationRefusal } from '../../plugins/errors.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   AgentInputRefusal,
@@ -71,20 +70,19 @@ export const DeployedAgentSchema = z
   .meta({ id: 'DeployedAgent' });
 
 /** Values only the agent can judge are answered like schema failures: 422 with `issues`. */
-async function answering<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T | FastifyReply> {
+async function answering<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof AgentInputRefusal) return reply.code(422).send(validationBody(error.issues));
+    if (error instanceof AgentInputRefusal) throw new ValidationRefusal(error.issues);
     throw error;
   }
 }
 
 export const savedAgentRoutes =
-  ({ sql, temporal, agentSuppliers }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, agentSuppliers }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const suppliers = agentSuppliers ?? agentSuppliersFrom(process.env);
-    const modelReady = suppliers.chatModel !== null;
+    const modelReady = agentSuppliers.chatModel !== null;
 
     app.post(
       '/saved-agents/',
@@ -163,7 +161,7 @@ export const savedAgentRoutes =
         },
       },
       async (request, reply) =>
-        answering(reply, async () =>
+        answering(async () =>
           reply.code(201).send(await createExample(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.body, examplesPerAgentMax)),
         ),
     );
@@ -201,7 +199,7 @@ export const savedAgentRoutes =
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const { training, runs } = await createTrainingRun(sql, workspaceId, request.params.saved_agent_id, modelReady);
+        const { training, runs } = await createTrainingRun(sql, workspaceId, request.params.saved_agent_id, modelReady, agentRunWorkflowIds);
         await startAgentTraining(temporal.client, temporal.taskQueue, { trainingRunId: training.id, workspaceId, runs });
         return reply.code(201).send(training);
       },
@@ -212,13 +210,13 @@ export const savedAgentRoutes =
       {
         schema: { operationId: 'listSavedAgentTrainingRuns', tags, summary: 'Training runs, newest first', params: AgentParamsSchema, querystring: limitQuery, response: { 200: TrainingRunListSchema } },
       },
-      async (request) => ({ training_runs: await listTrainingRuns(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.query.limit) }),
+      async (request) => ({ training_runs: await listTrainingRuns(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.query.limit, agentRunWorkflowIds) }),
     );
 
     app.get(
       '/saved-agents/:saved_agent_id/training-runs/:training_run_id/',
       { schema: { operationId: 'readSavedAgentTrainingRun', tags, summary: 'A training run: per-field agreement and each example’s answer', params: TrainingParamsSchema, response: { 200: TrainingRunSchema } } },
-      async (request) => getTrainingRun(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.params.training_run_id),
+      async (request) => getTrainingRun(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.params.training_run_id, agentRunWorkflowIds),
     );
 
     // ---- deploy and runs
@@ -247,9 +245,9 @@ export const savedAgentRoutes =
         },
       },
       async (request, reply) =>
-        answering(reply, async () => {
+        answering(async () => {
           const { workspaceId } = principalOf(request);
-          const deployed = await deployAgent(sql, workspaceId, request.params.table_id, request.body, modelReady);
+          const deployed = await deployAgent(sql, workspaceId, request.params.table_id, request.body, modelReady, agentRunWorkflowIds);
           await startAgentRuns(temporal.client, temporal.taskQueue, workspaceId, deployed.runs);
           return reply.code(201).send(deployed);
         }),
@@ -270,7 +268,7 @@ export const savedAgentRoutes =
       async (request, reply) => {
         const { table_id: tableId, column_id: columnId } = request.params;
         const { workspaceId } = principalOf(request);
-        const runs = await runAgentRows(sql, workspaceId, tableId, columnId, request.body.row_ids, modelReady);
+        const runs = await runAgentRows(sql, workspaceId, tableId, columnId, request.body.row_ids, modelReady, agentRunWorkflowIds);
         await startAgentRuns(temporal.client, temporal.taskQueue, workspaceId, runs);
         return reply.code(201).send({ runs });
       },

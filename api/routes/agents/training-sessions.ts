@@ -22,7 +22,7 @@ import {
     closeSessionUpdate,
     discardChangesUpdate,
     giveVerdictUpdate,
-} from '../../../workflows/agents/training-session.js';
+} from '../../../workflows/agents/training-session.contract.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { startTrainingSession, updateTrainingSession } from '../../../services/agents/training-client.js';

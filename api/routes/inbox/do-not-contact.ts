@@ -22,7 +22,7 @@ import { notFound } from '../../../domain/shared/errors.js';
 import type { AppDeps } from '../../deps.js';
 import { addEntries, deleteEntry, getEntry, listEntries, matchingEntries } from '../../../store/inbox/do-not-contact.js';
 import { principalOf } from '../../plugins/auth.js';
-import { validationBody } from '../../plugins/errors.js';
+import { ValidationRefusal } from '../../plugins/errors.js';
 import { wakeSequenceContacts, type SequenceStopDeps } from '../../../services/sequences/stops.js';
 
 const tags = ['do-not-contact'];
@@ -66,7 +66,7 @@ export const doNotContactRoutes =
         const result = await addEntries(sql, workspaceId, [request.body], { reason: request.body.reason, source: 'manual', createdBy: actorOf(request) });
         const [one] = result.results;
         if (!one?.entry) {
-          return reply.code(422).send(validationBody([{ loc: ['body', 'value'], msg: one?.detail ?? 'is invalid', type: 'value_error', input: request.body.value }]));
+          throw new ValidationRefusal([{ loc: ['body', 'value'], msg: one?.detail ?? 'is invalid', type: 'value_error', input: request.body.value }]);
         }
         wakeForEntries(deps, request.log, workspaceId, result);
         return reply.code(one.status === 'added' ? 201 : 200).send(one.entry);

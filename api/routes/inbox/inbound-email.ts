@@ -13,7 +13,7 @@ import { ApiError } from '../../../domain/shared/errors.js';
 import { InboundEmailResultSchema, webhookToleranceSeconds } from '../../../domain/inbox/inbox.js';
 import type { AppDeps } from '../../deps.js';
 import { readSettings } from '../../../services/inbox/inbox.js';
-import { validationBody } from '../../plugins/errors.js';
+import { ValidationRefusal } from '../../plugins/errors.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 
 const rawTypes = ['message/rfc822', 'application/octet-stream'];
@@ -68,7 +68,7 @@ export const inboundEmailRoutes =
           },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const workspaceId = request.headers['x-inbox-workspace'];
         const timestamp = request.headers['x-inbox-timestamp'];
         const signature = request.headers['x-inbox-signature'];
@@ -91,7 +91,7 @@ export const inboundEmailRoutes =
           return answer;
         } catch (err) {
           if (err instanceof InboundEmailError) {
-            return reply.code(422).send(validationBody([{ loc: ['body'], msg: err.message, type: 'value_error', input: '' }]));
+            throw new ValidationRefusal([{ loc: ['body'], msg: err.message, type: 'value_error', input: '' }]);
           }
           throw err;
         }

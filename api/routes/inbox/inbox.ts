@@ -5,7 +5,6 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { chatModelFrom } from '../../../integrations/chat-model.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
@@ -39,7 +38,7 @@ import {
     WebhookSecretSchema,
     bulkThreadsMax,
 } from '../../../domain/inbox/inbox.js';
-import type { AppDeps } from '../../deps.js';
+import type { RouteDeps } from '../../deps.js';
 import {
     approveSuggestion,
     bulkDoNotContact,
@@ -74,11 +73,10 @@ import {
     updateThread,
     type InboxServiceDeps,
 } from '../../../services/inbox/inbox.js';
-import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../../workflows/inbox/mailbox-poll.js';
+import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../../workflows/inbox/mailbox-poll.contract.js';
 import { principalOf } from '../../plugins/auth.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { actorOf } from './do-not-contact.js';
-import { mailerFrom } from '../../../integrations/mailer.js';
 
 const tags = ['inbox'];
 const ThreadParamsSchema = z.object({ thread_id: UuidSchema });
@@ -88,14 +86,14 @@ const SuggestionParamsSchema = z.object({ suggestion_id: UuidSchema });
 const MailboxParamsSchema = z.object({ mailbox_id: UuidSchema });
 
 export const inboxRoutes =
-  (deps: AppDeps): FastifyPluginAsyncZod =>
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { sql } = deps;
     const service: InboxServiceDeps = {
       sql,
       temporal: deps.temporal,
-      mailer: deps.inbox?.mailer !== undefined ? deps.inbox.mailer : mailerFrom(process.env),
-      chatModel: deps.inbox?.chatModel !== undefined ? deps.inbox.chatModel : chatModelFrom(process.env),
+      mailer: deps.inbox.mailer,
+      chatModel: deps.inbox.chatModel,
     };
     const threadOf = async (workspaceId: string, threadId: string) => {
       const thread = await findThread(sql, workspaceId, threadId);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppDeps } from '../../deps.js';
+import { pingDatabase } from '../../../store/platform/health.js';
 
 const ComponentSchema = z.object({ ok: z.boolean(), latency_ms: z.number(), detail: z.string().nullable() });
 const HealthSchema = z
@@ -44,7 +45,7 @@ export const healthRoutes =
       },
       async (_request, reply) => {
         const [postgres, temporal] = await Promise.all([
-          probe(() => deps.sql`select 1`),
+          probe(() => pingDatabase(deps.sql)),
           probe(() => deps.temporal.client.workflowService.getSystemInfo({})),
         ]);
         if (postgres.ok && temporal.ok) return { status: 'ok' as const, postgres, temporal };
@@ -68,7 +69,7 @@ export const healthRoutes =
         },
       },
       async () => {
-        await deps.sql`select 1`;
+        await pingDatabase(deps.sql);
         return { postgres: 'ok' as const };
       },
     );

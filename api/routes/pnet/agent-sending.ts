@@ -4,6 +4,7 @@ import { agentSendingHistory, readAgentSending, updateAgentSending } from '../..
 import { ApiError } from '../../../domain/shared/errors.js';
 import { AgentSendingHistorySchema, AgentSendingSchema, AgentSendingUpdateSchema } from '../../../domain/pnet/agent.js';
 import type { AppDeps } from '../../deps.js';
+import { memberIdpUserId } from '../../../store/platform/members.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['pnet-agent-sending'];
@@ -32,10 +33,8 @@ export const agentSendingRoutes =
       async (request) => {
         const principal = principalOf(request);
         if (!request.body.paused && principal.role !== 'admin') throw new ApiError('forbidden', 'Only a workspace admin may unpause sending.');
-        const [member] = principal.memberId
-          ? await sql<{ idp_user_id: string }[]>`select idp_user_id from members where id = ${principal.memberId}`
-          : [];
-        return updateAgentSending(sql, principal.workspaceId, { paused: request.body.paused, reason: request.body.reason, changedBy: member?.idp_user_id ?? null });
+        const changedBy = principal.memberId ? await memberIdpUserId(sql, principal.memberId) : null;
+        return updateAgentSending(sql, principal.workspaceId, { paused: request.body.paused, reason: request.body.reason, changedBy });
       },
     );
 

@@ -14,9 +14,10 @@ import { agentConfig } from '../../../domain/pnet/agent-config.js';
 import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentConfigSchema, AgentRunningWaitSchema, RunningWaitAnswerSchema, StepAttemptSchema } from '../../../domain/pnet/running.js';
 import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
 import { BrowserStepSchema, recordStatus, type StoredStepStatus } from '../../../domain/pnet/steps.js';
-import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../../workflows/pnet/browser-step.js';
+import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';
+import { browserSession, markStepActed } from '../../../store/pnet/route-queries.js';
 import { principalOf, unauthenticated, type Principal } from '../../plugins/auth.js';
 import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
@@ -89,9 +90,7 @@ export const pnetAgentRoutes =
         },
       },
       async (request) => {
-        const [session] = await sql<{ browser_label: string; extension_version: string }[]>`
-          select browser_label, extension_version from pnet_sessions
-          where account_id = ${principalOf(request).accountId!} and browser_id = ${request.body.browser_id}`;
+        const session = await browserSession(sql, principalOf(request).accountId!, request.body.browser_id);
         const state = await checkIn(sql, principalOf(request).accountId!, {
           tokenHash: principalOf(request).connectionTokenHash!,
           browserId: request.body.browser_id,
@@ -171,7 +170,7 @@ export const pnetAgentRoutes =
           if (sameResultAgain(step, report)) return toBrowserStep(step);
           if (step.status === 'failed' && report.status === 'succeeded') {
             // It acted after all: the step stays failed and a retry checks first.
-            await sql`update browser_steps set acted_at = coalesce(acted_at, now()), updated_at = now() where id = ${step.id}`;
+            await markStepActed(sql, step.id);
           }
           throw new ApiError('conflict', `The step is already ${step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status)}; nothing changed.`);
         }

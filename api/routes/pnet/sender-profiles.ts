@@ -6,9 +6,10 @@ import { notFound } from '../../../domain/shared/errors.js';
 import { PnetAccountWrapperSchema } from '../../../domain/pnet/accounts.js';
 import { PnetSettingsSchema, PnetSettingsUpdateSchema, SenderProfileCreateSchema, SenderProfileListSchema, SenderProfileSchema } from '../../../domain/pnet/sender-profiles.js';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { cancelStepUpdate } from '../../../workflows/pnet/browser-step.js';
+import { cancelStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';
+import { accountOfSenderProfile } from '../../../store/pnet/route-queries.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   createSenderProfile,
@@ -28,8 +29,7 @@ export const senderProfileRoutes =
   async (app) => {
     /** The account's own workflow starts with its profile and re-reads its settings on a change. */
     async function wakeAccount(profileId: string) {
-      const [account] = await sql<{ id: string; workspace_id: string }[]>`
-        select id, workspace_id from pnet_accounts where sender_profile_id = ${profileId}`;
+      const account = await accountOfSenderProfile(sql, profileId);
       await signalSenderAccount(temporal.client, temporal.taskQueue, account!);
     }
 

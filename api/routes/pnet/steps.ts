@@ -10,7 +10,7 @@ import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../../domain/pnet/steps.js';
 import { StepAttemptListSchema } from '../../../domain/pnet/running.js';
-import { approveStepUpdate, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../../workflows/pnet/browser-step.js';
+import { approveStepUpdate, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { startStepWorkflow, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';

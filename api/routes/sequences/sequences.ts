@@ -32,12 +32,13 @@ import {
   SequenceVersionListSchema,
   type Sequence,
 } from '../../../domain/sequences/sequences.js';
-import { retryStepUpdate } from '../../../workflows/pnet/browser-step.js';
-import type { StepRow } from '../../../store/pnet/steps.js';
+import { retryStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
+import { findStep } from '../../../store/pnet/steps.js';
+import { contactKeyOf, liveContactsOf, outboundAgentOf, recordEmailOpen, releaseCancelledStep } from '../../../store/sequences/route-queries.js';
 import { updateStep } from '../../../services/pnet/browser-step-client.js';
-import type { AppDeps } from '../../deps.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
-import { validationBody } from '../../plugins/errors.js';
+import { ValidationRefusal } from '../../plugins/errors.js';
 import { startContacts, wakeContact, wakeContacts, wakeFeed, type ContactRef } from '../../../services/sequences/sequence-client.js';
 import {
   GraphInvalidError,
@@ -79,16 +80,17 @@ const transitionDocs: Record<SequenceTransition, string> = {
 };
 
 export const sequenceRoutes =
-  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const wake = (contacts: ContactRef[]) => wakeContacts(temporal.client, temporal.taskQueue, contacts);
+    const wakeFeedOf = (sequence: { id: string; workspace_id: string }) => wakeFeed(temporal.client, temporal.taskQueue, sequence, integrations.sequenceFeedPollSeconds);
 
     /** Runs a store write whose graph may be refused: its issues answer 422 like a schema failure. */
-    async function withGraph<T>(work: () => Promise<T>): Promise<T | { issues: ReturnType<typeof validationBody> }> {
+    async function withGraph<T>(work: () => Promise<T>): Promise<T> {
       try {
         return await work();
       } catch (error) {
-        if (error instanceof GraphInvalidError) return { issues: validationBody(error.issues) };
+        if (error instanceof GraphInvalidError) throw new ValidationRefusal(error.issues);
         throw error;
       }
     }
@@ -110,8 +112,7 @@ export const sequenceRoutes =
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
         const result = await withGraph(() => createSequence(sql, workspaceId, request.body));
-        if ('issues' in result) return reply.code(422).send(result.issues);
-        if (result.feed_new_rows) await wakeFeed(temporal.client, temporal.taskQueue, { id: result.id, workspace_id: workspaceId });
+        if (result.feed_new_rows) await wakeFeedOf({ id: result.id, workspace_id: workspaceId });
         return reply.code(201).send(result);
       },
     );
@@ -169,11 +170,10 @@ export const sequenceRoutes =
           response: { 200: SequenceSchema, 404: DetailBodySchema, 409: DetailBodySchema, 422: ValidationBodySchema },
         },
       },
-      async (request, reply) => {
+      async (request) => {
         const { workspaceId } = principalOf(request);
         const result = await withGraph(() => updateSequence(sql, workspaceId, request.params.sequence_id, request.body));
-        if ('issues' in result) return reply.code(422).send(result.issues);
-        if (result.feed_new_rows) await wakeFeed(temporal.client, temporal.taskQueue, { id: result.id, workspace_id: workspaceId });
+        if (result.feed_new_rows) await wakeFeedOf({ id: result.id, workspace_id: workspaceId });
         return result;
       },
     );
@@ -192,29 +192,21 @@ export const sequenceRoutes =
             response: { 200: SequenceSchema, 404: DetailBodySchema, 409: DetailBodySchema, 422: ValidationBodySchema },
           },
         },
-        async (request, reply) => {
+        async (request) => {
           const { workspaceId } = principalOf(request);
           if (action === 'launch') {
             const current = await getSequence(sql, workspaceId, request.params.sequence_id);
             if (!current) throw notFound('Sequence');
-            const issues = launchIssues(current, await agentOf(request.params.sequence_id));
-            if (issues.length > 0) return reply.code(422).send(validationBody(issues));
+            const issues = launchIssues(current, await outboundAgentOf(sql, request.params.sequence_id));
+            if (issues.length > 0) throw new ValidationRefusal(issues);
           }
           const sequence = await transitionSequence(sql, workspaceId, request.params.sequence_id, action, request.body.expected_revision);
-          const contacts = await sql<ContactRef[]>`
-            select id, sequence_id, workspace_id, contact_key from sequence_contacts
-            where sequence_id = ${sequence.id} and status in ('active', 'paused', 'failed')`;
+          const contacts = await liveContactsOf(sql, sequence.id);
           // A pause needs no wake: each contact sees it at its next look, and its pnet steps are held already.
           if (action !== 'pause') await wake(contacts);
           return sequence;
         },
       );
-    }
-
-    /** The outbound agent of the sequence (set by the outbound-agent routes), when the column exists. */
-    async function agentOf(sequenceId: string): Promise<string | null> {
-      const [row] = await sql<{ agent: string | null }[]>`select to_jsonb(s)->>'outbound_agent_id' as agent from sequences s where id = ${sequenceId}`;
-      return row?.agent ?? null;
     }
 
     app.get(
@@ -351,16 +343,13 @@ export const sequenceRoutes =
 
     /** A failed step goes back in line through its workflow; a cancelled one is dropped so a new one is queued. */
     async function retryBrowserStep(stepId: string, contactId: string) {
-      const [row] = await sql<StepRow[]>`select * from browser_steps where id = ${stepId}`;
+      const row = await findStep(sql, stepId);
       if (row?.status === 'failed') {
         await updateStep({ ...temporal, sql }, row, retryStepUpdate, `contact-retry:${row.id}:${row.credit_round}`, []).catch((error: unknown) => {
           if (!(error instanceof WorkflowUpdateFailedError)) throw error;
         });
       } else if (row?.status === 'cancelled' || !row) {
-        await sql.begin(async (tx) => {
-          await tx`update sequence_contacts set browser_step_id = null where id = ${contactId} and browser_step_id = ${stepId}`;
-          await tx`update sequence_sends set status = 'approved', browser_step_id = null, updated_at = now() where browser_step_id = ${stepId} and status = 'sent'`;
-        });
+        await releaseCancelledStep(sql, contactId, stepId);
       }
     }
 
@@ -380,7 +369,7 @@ export const sequenceRoutes =
         },
       },
       async (request, reply) => {
-        await sql`update sequence_sends set opened_at = now(), updated_at = now() where open_token = ${request.params.open_token} and opened_at is null and status = 'sent'`;
+        await recordEmailOpen(sql, request.params.open_token);
         return reply.type('image/gif').header('cache-control', 'no-store').send(pixel as never);
       },
     );
@@ -416,7 +405,7 @@ export const sequenceRoutes =
     );
 
     async function wakeOwner(approvalContactId: string) {
-      const [c] = await sql<ContactRef[]>`select id, sequence_id, workspace_id, contact_key from sequence_contacts where id = ${approvalContactId}`;
+      const c = await contactKeyOf(sql, approvalContactId);
       if (c) await wakeContact(temporal.client, temporal.taskQueue, c);
     }
 

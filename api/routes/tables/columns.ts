@@ -14,7 +14,7 @@ import {
   ColumnTemplateUpdateSchema,
   ColumnUpdateSchema,
 } from '../../../domain/tables/tables.js';
-import type { AppDeps } from '../../deps.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   createColumn,
@@ -43,7 +43,7 @@ const columnConflict = DetailBodySchema.describe(
 );
 
 export const tableColumnRoutes =
-  ({ sql, enrichmentProviders }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, enrichmentProviders }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/tables/:table_id/columns/',
@@ -62,7 +62,7 @@ export const tableColumnRoutes =
       },
       async (request, reply) => {
         if (request.body.kind === 'enrichment') {
-          return reply.code(201).send(await createEnrichmentColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body, enrichmentProviders!));
+          return reply.code(201).send(await createEnrichmentColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body, enrichmentProviders));
         }
         return reply.code(201).send(await createColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body));
       },

@@ -18,7 +18,7 @@ import {
 } from '../../../domain/tables/enrichments.js';
 import { notFound } from '../../../domain/shared/errors.js';
 import { cancelColumnRun, createColumnRun, getColumnRun, listColumnRuns, toColumnRun } from '../../../services/tables/column-runs.js';
-import type { AppDeps } from '../../deps.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const providerTags = ['table-enrichments'];
@@ -28,7 +28,7 @@ const ColumnParamsSchema = z.object({ table_id: UuidSchema, column_id: UuidSchem
 const RunParamsSchema = z.object({ table_id: UuidSchema, run_id: UuidSchema });
 
 export const enrichmentProviderRoutes =
-  ({ enrichmentProviders }: AppDeps): FastifyPluginAsyncZod =>
+  ({ enrichmentProviders }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/table-enrichments/providers/',
@@ -41,7 +41,7 @@ export const enrichmentProviderRoutes =
           response: { 200: EnrichmentProviderListSchema },
         },
       },
-      async () => ({ providers: (enrichmentProviders?.list() ?? []).map((p) => providerSummary(p.info)) }),
+      async () => ({ providers: enrichmentProviders.list().map((p) => providerSummary(p.info)) }),
     );
 
     app.get(
@@ -56,7 +56,7 @@ export const enrichmentProviderRoutes =
         },
       },
       async (request) => {
-        const provider = enrichmentProviders?.get(request.params.provider_key);
+        const provider = enrichmentProviders.get(request.params.provider_key);
         if (!provider) throw notFound('Provider');
         return provider.info;
       },
@@ -64,7 +64,7 @@ export const enrichmentProviderRoutes =
   };
 
 export const columnRunRoutes =
-  ({ sql, temporal, enrichmentProviders }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, enrichmentProviders }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/tables/:table_id/columns/:column_id/runs/',
@@ -85,7 +85,7 @@ export const columnRunRoutes =
         },
       },
       async (request, reply) => {
-        const run = await createColumnRun(sql, temporal, enrichmentProviders!, {
+        const run = await createColumnRun(sql, temporal, enrichmentProviders, {
           workspaceId: principalOf(request).workspaceId,
           tableId: request.params.table_id,
           columnId: request.params.column_id,

@@ -25,7 +25,7 @@ import {
 import { runNewRows } from '../../../services/tables/column-runs.js';
 import { runNewAgentRows } from '../../../services/agents/agent-run-client.js';
 import { wakeFeedsOfTable } from '../../../services/sequences/sequence-client.js';
-import type { AppDeps } from '../../deps.js';
+import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { exportCsv, importCsv } from '../../../services/tables/csv.js';
 import { bulkCreateRows, bulkDeleteRows, bulkUpdateRows, createRow, deleteRow, getRow, listRows, updateRow } from '../../../store/tables/rows.js';
@@ -38,8 +38,9 @@ const cellConflict = DetailBodySchema.describe('A cell names a column the table 
 const gridConflict = DetailBodySchema.describe('A filter or sort names a column the table does not have');
 
 export const tableRowRoutes =
-  ({ sql, temporal, enrichmentProviders, agentSuppliers }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, enrichmentProviders, agentSuppliers, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    const feedPollSeconds = integrations.sequenceFeedPollSeconds;
     // An upload is handed to the route as the request stream itself, so it is never held whole.
     app.addContentTypeParser('text/csv', (_request, payload, done) => done(null, payload));
 
@@ -59,7 +60,7 @@ export const tableRowRoutes =
         const row = await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
         await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
-        await wakeFeedsOfTable({ sql, temporal, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
+        await wakeFeedsOfTable({ sql, temporal, log: request.log, feedPollSeconds }, principalOf(request).workspaceId, request.params.table_id, 1);
         return reply.code(201).send(row);
       },
     );
@@ -95,7 +96,7 @@ export const tableRowRoutes =
         const result = await bulkCreateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
         await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
-        await wakeFeedsOfTable({ sql, temporal, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
+        await wakeFeedsOfTable({ sql, temporal, log: request.log, feedPollSeconds }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
         return result;
       },
     );
@@ -208,7 +209,7 @@ export const tableRowRoutes =
         const report = await importCsv(sql, workspaceId, request.params.table_id, body, request.query);
         await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
         await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
-        await wakeFeedsOfTable({ sql, temporal, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
+        await wakeFeedsOfTable({ sql, temporal, log: request.log, feedPollSeconds }, workspaceId, request.params.table_id, report.rows_added);
         return report;
       },
     );

@@ -1,0 +1,239 @@
+/**
+ * The service's configuration, and the one place that reads `process.env` (decision 032: eslint
+ * refuses `process.env` in every other file outside test/, bench/ and sim/). Each reader takes
+ * the environment as a parameter, so tests pass their own, and defaults to `process.env` as it is
+ * at the call, so a script or test that sets a variable before building the stack is heard.
+ *
+ * - `readServiceConfig`: where the service runs (PORT, DATABASE_URL, TEMPORAL_*, ...).
+ * - `readAuthSettings`: where bearer tokens are verified from (AUTH_*).
+ * - `readToolSettings`: where the Temporal binaries are found (TOOLS_DIR, TEMPORAL_CLI, ...).
+ * - `readIntegrationsConfig` and `createIntegrations`: the outside services (SMTP, the chat model,
+ *   the enrichment providers, the agent tools, DNS, IMAP), built once. The bootstrap
+ *   (worker/stack.ts) builds one set and hands it to both the worker and the API.
+ * - `readFuzzSettings` and `childEnvironment`: the fuzzing script, and what child processes inherit.
+ *
+ * Variable names, defaults and error messages are the ones the service always had.
+ */
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js';
+import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfig } from './chat-model.js';
+import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
+import { mailerFrom, type Mailer } from './mailer.js';
+
+/** An environment: `process.env`, or a test's own. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+// ---------------------------------------------------------------------------------------------
+// The service: where it listens, its database and Temporal, its role. Every setting has an
+// embedded default.
+
+export interface ServiceConfig {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  temporalAddress: string | undefined;
+  temporalNamespace: string;
+  /**
+   * What the embedded Temporal stores its state in when TEMPORAL_ADDRESS is unset: the CLI's dev
+   * server on SQLite (the default), or the Temporal server built from source on the stack's Postgres.
+   */
+  temporalPersistence: 'sqlite' | 'postgres';
+  taskQueue: string;
+  rateLimitPerMinute: number;
+  role: 'all' | 'api' | 'worker';
+  logLevel: string;
+  /** `ip:port` where the worker serves the Temporal SDK's own metrics (Prometheus text); unset, none. */
+  workerMetricsAddress: string | undefined;
+}
+
+function intFrom(env: Environment, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number, not "${raw}".`);
+  return value;
+}
+
+function metricsAddress(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  // The SDK binds a socket address, not a name: an IPv4 address or a bracketed IPv6 one.
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3}|\[[\da-fA-F:.]+\]):(\d{1,5})$/.exec(raw);
+  const port = Number(m?.[2]);
+  if (!m || port < 1 || port > 65535) throw new Error(`TEMPORAL_WORKER_METRICS must be ip:port (127.0.0.1:9464), not "${raw}".`);
+  return raw;
+}
+
+export function readServiceConfig(env: Environment = process.env): ServiceConfig {
+  const role = env.SERVICE_ROLE ?? 'all';
+  if (role !== 'all' && role !== 'api' && role !== 'worker') throw new Error(`SERVICE_ROLE must be all, api or worker, not "${role}".`);
+  const temporalPersistence = env.TEMPORAL_PERSISTENCE || 'sqlite';
+  if (temporalPersistence !== 'sqlite' && temporalPersistence !== 'postgres') {
+    throw new Error(`TEMPORAL_PERSISTENCE must be sqlite or postgres, not "${temporalPersistence}".`);
+  }
+  return {
+    port: intFrom(env, 'PORT', 3000),
+    host: env.HOST ?? '127.0.0.1',
+    dataDir: resolve(projectRoot, env.DATA_DIR ?? '.data'),
+    databaseUrl: env.DATABASE_URL || undefined,
+    temporalAddress: env.TEMPORAL_ADDRESS || undefined,
+    temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
+    temporalPersistence,
+    taskQueue: env.TEMPORAL_TASK_QUEUE ?? 'outreach',
+    rateLimitPerMinute: intFrom(env, 'RATE_LIMIT_PER_MINUTE', 1200),
+    role,
+    logLevel: env.LOG_LEVEL ?? 'info',
+    workerMetricsAddress: metricsAddress(env.TEMPORAL_WORKER_METRICS),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bearer tokens: AUTH_JWKS_URL (a real identity provider), else AUTH_JWT_SECRET, else the
+// development secret kept in the database (worker/auth-config.ts). Empty means unset.
+
+export interface AuthSettings {
+  jwksUrl?: string | undefined;
+  jwtSecret?: string | undefined;
+  issuer?: string | undefined;
+  audience?: string | undefined;
+}
+
+export function readAuthSettings(env: Environment = process.env): AuthSettings {
+  return {
+    jwksUrl: env.AUTH_JWKS_URL || undefined,
+    jwtSecret: env.AUTH_JWT_SECRET || undefined,
+    issuer: env.AUTH_JWT_ISSUER || undefined,
+    audience: env.AUTH_JWT_AUDIENCE || undefined,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Temporal binaries (worker/tools.ts): an explicit variable, else PATH, else `.tools/`.
+
+export type ToolVariable = 'TEMPORAL_CLI' | 'TEMPORAL_TEST_SERVER';
+
+export interface ToolSettings {
+  /** TOOLS_DIR, resolved; `.tools/` of the project when unset. */
+  toolsDir: string;
+  /** The folders of PATH, in order. */
+  searchPath: string;
+  /** A binary's explicit path by its variable; unset or empty, none. */
+  binaries: Record<ToolVariable, string | undefined>;
+}
+
+export function readToolSettings(env: Environment = process.env): ToolSettings {
+  return {
+    toolsDir: env.TOOLS_DIR ? resolve(env.TOOLS_DIR) : resolve(projectRoot, '.tools'),
+    searchPath: env.PATH ?? '',
+    binaries: { TEMPORAL_CLI: env.TEMPORAL_CLI || undefined, TEMPORAL_TEST_SERVER: env.TEMPORAL_TEST_SERVER || undefined },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// `npm run fuzz:api` (worker/fuzz-api.ts).
+
+export interface FuzzSettings {
+  /** FUZZ_BASE_URL and FUZZ_API_KEY: a running service to fuzz instead of a fresh stack. */
+  baseUrl: string | undefined;
+  apiKey: string | undefined;
+  /** FUZZ_MAX_EXAMPLES, 100 when unset or empty. */
+  maxExamples: string;
+  /** The fresh stack's LOG_LEVEL: `error` when unset, so only unhandled errors reach the terminal. */
+  logLevel: string;
+}
+
+export function readFuzzSettings(env: Environment = process.env): FuzzSettings {
+  return { baseUrl: env.FUZZ_BASE_URL, apiKey: env.FUZZ_API_KEY, maxExamples: env.FUZZ_MAX_EXAMPLES || '100', logLevel: env.LOG_LEVEL ?? 'error' };
+}
+
+/** What a child process (pip, go, Schemathesis) runs with: this process's environment plus `extra`. */
+export function childEnvironment(extra: Record<string, string>): NodeJS.ProcessEnv {
+  return { ...process.env, ...extra };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The outside services.
+
+export interface IntegrationsConfig {
+  /** SMTP_URL (unset: no SMTP, sequence emails wait and say so) and SMTP_FROM (sequences@localhost). */
+  smtp: { url: string; from: string } | null;
+  /** PUBLIC_BASE_URL: where the open-tracking pixel is served; unset, emails go without one. */
+  publicBaseUrl: string | undefined;
+  /** OPENAI_API_KEY, OPENAI_MODEL and OPENAI_BASE_URL; null when a key or a model is missing. */
+  chatModel: ChatModelConfig | null;
+  /** DNS_SERVERS (comma-separated) for the MX lookup; the system's resolvers when unset. */
+  dnsServers: string[] | undefined;
+  /** WEB_READER_ALLOW_PRIVATE_NETWORKS=true: pages on private and loopback addresses may be read (local use). */
+  webReaderAllowPrivateNetworks: boolean;
+  /** MAILBOX_ALLOW_PRIVATE_NETWORKS=true: IMAP mailboxes may be on private networks (local use). */
+  mailboxAllowPrivateNetworks: boolean;
+  /** The agent tools' suppliers: SEARCH_API_URL, WORK_EMAIL_FINDER_URL, PEOPLE_FINDER_URL; unset, the tool is refused. */
+  agentTools: { searchApiUrl: string | null; workEmailFinderUrl: string | null; peopleFinderUrl: string | null };
+  /** SEQUENCE_FEED_POLL_SECONDS: how often a sequence's audience feed reads new rows (30, at least 1). */
+  sequenceFeedPollSeconds: number;
+}
+
+export function readIntegrationsConfig(env: Environment = process.env): IntegrationsConfig {
+  const url = (name: string) => env[name]?.trim() || null;
+  const servers = env.DNS_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
+  return {
+    smtp: env.SMTP_URL ? { url: env.SMTP_URL, from: env.SMTP_FROM ?? 'sequences@localhost' } : null,
+    publicBaseUrl: env.PUBLIC_BASE_URL,
+    chatModel: chatModelConfigFrom(env),
+    dnsServers: servers,
+    webReaderAllowPrivateNetworks: env.WEB_READER_ALLOW_PRIVATE_NETWORKS === 'true',
+    mailboxAllowPrivateNetworks: env.MAILBOX_ALLOW_PRIVATE_NETWORKS === 'true',
+    agentTools: { searchApiUrl: url('SEARCH_API_URL'), workEmailFinderUrl: url('WORK_EMAIL_FINDER_URL'), peopleFinderUrl: url('PEOPLE_FINDER_URL') },
+    sequenceFeedPollSeconds: Math.max(1, Number(env.SEQUENCE_FEED_POLL_SECONDS) || 30),
+  };
+}
+
+/** The outside services of one process, built once (`createIntegrations`). */
+export interface Integrations {
+  /** Sequence email and inbox replies; null without SMTP_URL. */
+  mailer: Mailer | null;
+  /** The outbound agent, training sessions and inbox suggestions; null for the local template writer. */
+  chatModel: ChatModel | null;
+  enrichmentProviders: EnrichmentProviders;
+  agentSuppliers: AgentSuppliers;
+  mailboxNetwork: { allowPrivateNetworks: boolean };
+  publicBaseUrl: string | undefined;
+  sequenceFeedPollSeconds: number;
+}
+
+/**
+ * The integrations' factories (agent tools, enrichment providers) take the variables by name, the
+ * way their tests build them from hand-made environments: this is the configuration in that form.
+ */
+function factoryEnvironment(config: IntegrationsConfig): Record<string, string | undefined> {
+  return {
+    SMTP_URL: config.smtp?.url,
+    SMTP_FROM: config.smtp?.from,
+    OPENAI_API_KEY: config.chatModel?.apiKey,
+    OPENAI_MODEL: config.chatModel?.model,
+    OPENAI_BASE_URL: config.chatModel?.baseUrl,
+    DNS_SERVERS: config.dnsServers?.join(','),
+    WEB_READER_ALLOW_PRIVATE_NETWORKS: config.webReaderAllowPrivateNetworks ? 'true' : undefined,
+    SEARCH_API_URL: config.agentTools.searchApiUrl ?? undefined,
+    WORK_EMAIL_FINDER_URL: config.agentTools.workEmailFinderUrl ?? undefined,
+    PEOPLE_FINDER_URL: config.agentTools.peopleFinderUrl ?? undefined,
+  };
+}
+
+/** Every outside service of the configuration; `enrichment` swaps the MX resolver or the page reader's limits (tests). */
+export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<EnrichmentEnvironment, 'env'> = {}): Integrations {
+  const env = factoryEnvironment(config);
+  const chatModel = chatModelFrom(env);
+  return {
+    mailer: mailerFrom(env),
+    chatModel,
+    enrichmentProviders: createEnrichmentProviders({ ...enrichment, env }),
+    agentSuppliers: agentSuppliersFrom(env, { chatModel }),
+    mailboxNetwork: { allowPrivateNetworks: config.mailboxAllowPrivateNetworks },
+    publicBaseUrl: config.publicBaseUrl,
+    sequenceFeedPollSeconds: config.sequenceFeedPollSeconds,
+  };
+}
