@@ -54,6 +54,19 @@ function withErrorResponses(route: RouteOptions) {
     : [{ ApiKeyAuth: [] }, { BearerAuth: [] }];
 }
 
+/**
+ * Components listed by name. zod registers a schema's id when its module loads, so without this
+ * the document's order followed whichever module an import chain happened to load first, and moving
+ * an import reordered /openapi.json.
+ */
+function withSortedSchemas<T>(document: T): T {
+  const components = (document as { components?: { schemas?: Record<string, unknown> } }).components;
+  if (components?.schemas) {
+    components.schemas = Object.fromEntries(Object.entries(components.schemas).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
+  return document;
+}
+
 export async function registerOpenApi(app: FastifyInstance) {
   app.addHook('onRoute', withErrorResponses);
   await app.register(fastifySwagger, {
@@ -67,7 +80,7 @@ export async function registerOpenApi(app: FastifyInstance) {
       components: { securitySchemes: securitySchemes as never },
     },
     transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
+    transformObject: (input) => withSortedSchemas(jsonSchemaTransformObject(input)),
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { docExpansion: 'list' } });
   app.get('/openapi.json', { schema: { hide: true }, config: { access: 'public' } }, async () => app.swagger());
