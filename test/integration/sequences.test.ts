@@ -317,7 +317,7 @@ describe('sequences', () => {
 
   it('enrols a row added to a feeding table at once, not at the next poll of its feed', async () => {
     const feedAudience = await api.audience();
-    process.env.SEQUENCE_FEED_POLL_SECONDS = '600';
+    stack.integrations.sequenceFeedPollSeconds = 600;
     try {
       const seq = await api.sequence({ audience_table_id: feedAudience.tableId, audience_mapping: feedAudience.mapping, feed_new_rows: true, graph: oneEmail });
       await new Promise((r) => setTimeout(r, 1500)); // the feed has looked once and sleeps its 10 minutes
@@ -330,7 +330,7 @@ describe('sequences', () => {
       }
       expect(contacts.map((c) => c.row_id)).toEqual([added]);
     } finally {
-      process.env.SEQUENCE_FEED_POLL_SECONDS = '1';
+      stack.integrations.sequenceFeedPollSeconds = 1;
     }
   });
 

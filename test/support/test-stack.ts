@@ -20,6 +20,7 @@ import type { Plan, Role } from '../../domain/shared/common.js';
 import { resolveTokenConfig, signingSecret } from '../../worker/auth-config.js';
 import { addWorkspaceMember, createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { createTestDatabase } from './database.js';
+import { createIntegrations, readIntegrationsConfig, type Integrations } from '../../integrations/config.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -36,6 +37,8 @@ export interface TestStack {
   databaseUrl: string;
   client: Client;
   taskQueue: string;
+  /** The API's outside services and settings, read from the environment when the stack started; a test may change a setting on it. */
+  integrations: Integrations;
   createWorkspace: (plan?: Plan) => Promise<TestWorkspace>;
   addMember: (workspaceId: string, role: Role) => Promise<{ userId: string; accessToken: string }>;
   mintToken: (claims: { sub: string; org_id: string }) => Promise<string>;
@@ -78,7 +81,9 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const running = worker.run();
   // As `npm start` runs it: the API's client shares the worker's native connection and starts a
   // step's workflow eagerly (its first task handed to this worker with the start's answer).
+  const integrations = createIntegrations(readIntegrationsConfig(process.env));
   const app = await buildApp({
+    integrations,
     sql: db.sql,
     temporal: { client: new Client({ connection: nativeConnection }), taskQueue, eagerStart: true },
     verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
@@ -91,6 +96,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const secret = (await signingSecret(db.sql, {}))!;
   return {
     app,
+    integrations,
     sql: db.sql,
     databaseUrl: db.url,
     client,
