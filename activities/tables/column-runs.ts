@@ -13,16 +13,26 @@ import { decideRowOutcome, decideRunEnding, type CellOutcome, type RowSnapshot, 
 import type { CellValue } from '../../domain/tables/tables.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import {
+  advanceRunCursor,
+  beginRun,
   brief,
+  cancelRunForDeletedTable,
   claimRowCells,
   count,
   endRun,
+  failGoingRun,
+  findRun,
+  findTableDeleted,
   holdOf,
   holdRowCredits,
   loadContext,
   lockRun,
+  lockRunRecord,
   lockRunRow,
+  pendRowCells,
   percentOf,
+  pickNewRows,
+  pickScopeRows,
   readInputs,
   recomputeReaders,
   releaseRowHold,
@@ -34,8 +44,8 @@ import {
   terminal,
   unclaimRowCells,
   type ColumnRunPlan,
+  type PickedRow,
   type RunBatch,
-  type RunRecord,
 } from '../../store/tables/column-runs.js';
 
 export interface ColumnRunActivityDeps {
@@ -56,18 +66,14 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
   return {
     /** queued -> running, and what the workflow needs to pace the rows; a finished run says so. */
     async beginColumnRun({ runId }: { runId: string }): Promise<ColumnRunPlan> {
-      const [started] = await sql<RunRecord[]>`
-        update column_runs set status = 'running', started_at = coalesce(started_at, now())
-        where id = ${runId} and status = 'queued' returning *`;
-      const run = started ?? (await sql<RunRecord[]>`select * from column_runs where id = ${runId}`)[0];
+      const started = await beginRun(sql, runId);
+      const run = started ?? (await findRun(sql, runId));
       if (!run) return { state: 'finished', status: 'gone' };
       if (terminal.has(run.status)) return { state: 'finished', status: run.status };
       const provider = enrichmentProviders.get(run.provider);
       if (!provider) {
         // The worker's environment lost the provider (a key removed): nothing can be computed.
-        const [failed] = await sql<RunRecord[]>`
-          update column_runs set status = 'failed', error = ${`The provider ${run.provider} is not available in this environment.`}, finished_at = now()
-          where id = ${runId} and status in ('queued', 'running', 'cancelling') returning *`;
+        const failed = await failGoingRun(sql, runId, `The provider ${run.provider} is not available in this environment.`);
         return { state: 'finished', status: failed?.status ?? run.status };
       }
       return { state: 'running', status: run.status, provider: run.provider, concurrency: provider.info.concurrency, timeoutSeconds: provider.info.timeout_seconds };
@@ -80,36 +86,26 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
      */
     async claimRunBatch({ runId, limit }: { runId: string; limit: number }): Promise<RunBatch> {
       return sql.begin(async (tx): Promise<RunBatch> => {
-        const [run] = await tx<RunRecord[]>`select * from column_runs where id = ${runId} for update`;
+        const run = await lockRunRecord(tx, runId);
         if (!run || terminal.has(run.status)) return { rowIds: [], exhausted: true, wakes: 0, progress: 0, stop: 'gone' };
-        const [table] = await tx<{ deleted: boolean }[]>`select deleted_at is not null as deleted from tables where id = ${run.table_id}`;
+        const table = await findTableDeleted(tx, run.table_id);
         if (!table || table.deleted) {
-          await tx`update column_runs set status = 'cancelling', error = 'The table was deleted.', cancel_requested_at = now() where id = ${runId}`;
+          await cancelRunForDeletedTable(tx, runId);
           return { rowIds: [], exhausted: true, wakes: run.wakes, progress: percentOf(run), stop: 'cancelled' };
         }
         if (run.status === 'cancelling') return { rowIds: [], exhausted: true, wakes: run.wakes, progress: percentOf(run), stop: 'cancelled' };
 
-        type Picked = { id: string; seq: number; state: string | null; has_value: boolean };
-        let picked: Picked[];
+        let picked: PickedRow[];
         let cursor = run.cursor_seq;
         let cursorDone = run.cursor_done;
         let exhausted: boolean;
         if (!cursorDone) {
-          picked = await tx<Picked[]>`
-            select r.id, r.seq, c.state, c.value is not null and c.value <> 'null'::jsonb as has_value
-            from table_rows r left join table_cells c on c.column_id = ${run.column_id} and c.row_id = r.id
-            where r.table_id = ${run.table_id} and r.seq > ${cursor}
-              ${run.scope === 'rows' ? tx`and r.id = any(${run.row_ids ?? []}::uuid[])` : tx``}
-            order by r.seq limit ${limit}`;
+          picked = await pickScopeRows(tx, run, cursor, limit);
           if (picked.length > 0) cursor = picked[picked.length - 1]!.seq;
           cursorDone = picked.length < limit;
           exhausted = cursorDone && !run.sweep_new_rows;
         } else if (run.sweep_new_rows) {
-          picked = await tx<Picked[]>`
-            select r.id, r.seq, null as state, false as has_value from table_rows r
-            where r.table_id = ${run.table_id}
-              and not exists (select 1 from table_cells c where c.column_id = ${run.column_id} and c.row_id = r.id)
-            order by r.seq limit ${limit}`;
+          picked = await pickNewRows(tx, run, limit);
           exhausted = picked.length < limit;
         } else {
           picked = [];
@@ -121,23 +117,10 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
         if (toRun.length > 0) {
           const ctx = await loadContext(tx, runId);
           if (!ctx) return { rowIds: [], exhausted: true, wakes: run.wakes, progress: 0, stop: 'gone' };
-          // What a settled cell held is kept aside, so a run that stops before the row puts it back.
-          await tx`
-            insert into table_cells (column_id, row_id, state, value, error, cost, run_id)
-            select g.id, r.id, 'pending', null, null, 0, ${runId}
-            from unnest(${ctx.group}::uuid[]) as g (id) cross join unnest(${toRun}::uuid[]) as r (id)
-            on conflict (column_id, row_id) do update set
-              previous = case when table_cells.state in ('done', 'error', 'skipped')
-                then jsonb_build_object('state', table_cells.state, 'value', table_cells.value, 'error', table_cells.error, 'cost', table_cells.cost)
-                else table_cells.previous end,
-              state = 'pending', value = null, error = null, cost = 0, run_id = excluded.run_id, updated_at = now()`;
+          await pendRowCells(tx, runId, ctx.group, toRun);
         }
-        const [updated] = await tx<RunRecord[]>`
-          update column_runs set cursor_seq = ${cursor}, cursor_done = ${cursorDone},
-            rows_claimed = rows_claimed + ${picked.length}, rows_kept = rows_kept + ${kept.length},
-            rows_total = greatest(rows_total, rows_claimed + ${picked.length})
-          where id = ${runId} returning *`;
-        return { rowIds: toRun, exhausted, wakes: updated!.wakes, progress: percentOf(updated!), stop: null };
+        const updated = await advanceRunCursor(tx, runId, { cursor, cursorDone, picked: picked.length, kept: kept.length });
+        return { rowIds: toRun, exhausted, wakes: updated.wakes, progress: percentOf(updated), stop: null };
       });
     },
 
@@ -244,7 +227,7 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
       status: ColumnRunStatus | 'gone';
     }> {
       return sql.begin(async (tx) => {
-        const [run] = await tx<RunRecord[]>`select * from column_runs where id = ${input.runId} for update`;
+        const run = await lockRunRecord(tx, input.runId);
         const decision = decideRunEnding({ run: run ?? null, outcome: input.outcome, wakes: input.wakes, reason: input.reason });
         if (decision.kind === 'not_yet') return { finished: false, status: decision.status };
         if (decision.kind === 'end') await endRun(tx, input.runId, decision);

@@ -13,7 +13,22 @@ import type { ColumnRun, ColumnRunCreate, ColumnRunListQuery } from '../../domai
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../../workflows/tables/column-run.contract.js';
 import { signalColumnRun, startColumnRun } from './column-run-client.js';
-import { RunRecord, processedOf } from '../../store/tables/column-runs.js';
+import {
+  countRunRows,
+  failUnstartedRun,
+  findGoingRunId,
+  findRunColumn,
+  findRunTable,
+  findTableRun,
+  insertManualRun,
+  listAutoRunColumns,
+  listTableRuns,
+  markRunCancelling,
+  processedOf,
+  startOrWakeAutoRun,
+  tableHasColumn,
+  type RunRecord,
+} from '../../store/tables/column-runs.js';
 
 const finished = new Set(['completed', 'cancelled', 'failed']);
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -54,8 +69,7 @@ interface Temporal {
 }
 
 async function requireTableRow(db: Db, workspaceId: string, tableId: string) {
-  const [table] = await db<{ keep_existing_results: boolean }[]>`
-    select keep_existing_results from tables where workspace_id = ${workspaceId} and id = ${tableId} and deleted_at is null`;
+  const table = await findRunTable(db, workspaceId, tableId);
   if (!table) throw notFound('Table');
   return table;
 }
@@ -70,26 +84,26 @@ export async function createColumnRun(
 ): Promise<RunRecord> {
   const run = await sql.begin(async (tx) => {
     const table = await requireTableRow(tx, target.workspaceId, target.tableId);
-    const [column] = await tx<{ kind: string; parent_column_id: string | null; name: string; provider: string | null }[]>`
-      select kind, parent_column_id, name, config ->> 'provider' as provider from table_columns
-      where id = ${target.columnId} and table_id = ${target.tableId}`;
+    const column = await findRunColumn(tx, target.tableId, target.columnId);
     if (!column) throw notFound('Column');
     if (column.kind !== 'enrichment' || column.parent_column_id !== null || !column.provider) {
       throw new ApiError('conflict', `"${column.name}" is not an enrichment column; only enrichment columns run (output columns run with their enrichment).`);
     }
     if (!providers.get(column.provider)) throw new ApiError('conflict', `The provider ${column.provider} is not available in this environment.`);
     const rowIds = body.row_ids ? [...new Set(body.row_ids.map((id) => id.toLowerCase()))] : null;
-    const [counted] = await tx<{ n: number }[]>`
-      select count(*)::int as n from table_rows where table_id = ${target.tableId} ${rowIds ? tx`and id = any(${rowIds}::uuid[])` : tx``}`;
-    const [inserted] = await tx<RunRecord[]>`
-      insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, row_ids, keep_existing_results, rows_total)
-      values (${target.workspaceId}, ${target.tableId}, ${target.columnId}, ${column.provider}, 'manual', ${rowIds ? 'rows' : 'all'}, ${rowIds},
-              ${body.keep_existing_results ?? table.keep_existing_results}, ${counted!.n})
-      on conflict (column_id) where status in ('queued', 'running') do nothing
-      returning *`;
+    const rowsTotal = await countRunRows(tx, target.tableId, rowIds);
+    const inserted = await insertManualRun(tx, {
+      workspaceId: target.workspaceId,
+      tableId: target.tableId,
+      columnId: target.columnId,
+      provider: column.provider,
+      rowIds,
+      keepExistingResults: body.keep_existing_results ?? table.keep_existing_results,
+      rowsTotal,
+    });
     if (!inserted) {
-      const [going] = await tx<{ id: string }[]>`select id from column_runs where column_id = ${target.columnId} and status in ('queued', 'running')`;
-      throw new ApiError('conflict', `A run of "${column.name}" is already going (${going?.id ?? 'just started'}); cancel it or wait for it to finish.`);
+      const going = await findGoingRunId(tx, target.columnId);
+      throw new ApiError('conflict', `A run of "${column.name}" is already going (${going ?? 'just started'}); cancel it or wait for it to finish.`);
     }
     return inserted;
   });
@@ -97,9 +111,7 @@ export async function createColumnRun(
     await startColumnRun(temporal.client, temporal.taskQueue, run);
   } catch (error) {
     // The record is committed first; without its workflow it would wait forever, so it fails here.
-    await sql`
-      update column_runs set status = 'failed', error = 'The run could not be started; try again.', finished_at = now()
-      where id = ${run.id} and status = 'queued'`;
+    await failUnstartedRun(sql, run.id);
     throw error;
   }
   return run;
@@ -107,7 +119,7 @@ export async function createColumnRun(
 
 export async function getColumnRun(db: Db, workspaceId: string, tableId: string, runId: string): Promise<RunRecord> {
   await requireTableRow(db, workspaceId, tableId);
-  const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId} and table_id = ${tableId} and workspace_id = ${workspaceId}`;
+  const run = await findTableRun(db, workspaceId, tableId, runId);
   if (!run) throw notFound('Run');
   return run;
 }
@@ -119,17 +131,8 @@ export async function listColumnRuns(
   query: ColumnRunListQuery & { columnId?: string },
 ): Promise<RunRecord[]> {
   await requireTableRow(db, workspaceId, tableId);
-  if (query.columnId) {
-    const [column] = await db`select 1 from table_columns where id = ${query.columnId} and table_id = ${tableId}`;
-    if (!column) throw notFound('Column');
-  }
-  const going = db`status in ('queued', 'running', 'cancelling')`;
-  return db<RunRecord[]>`
-    select * from column_runs
-    where workspace_id = ${workspaceId} and table_id = ${tableId}
-      ${query.columnId ? db`and column_id = ${query.columnId}` : db``}
-      ${query.active === undefined ? db`` : query.active ? db`and ${going}` : db`and not ${going}`}
-    order by created_at desc, id desc limit ${query.limit}`;
+  if (query.columnId && !(await tableHasColumn(db, tableId, query.columnId))) throw notFound('Column');
+  return listTableRuns(db, workspaceId, tableId, { columnId: query.columnId, active: query.active, limit: query.limit });
 }
 
 /**
@@ -139,9 +142,7 @@ export async function listColumnRuns(
 export async function cancelColumnRun(sql: Sql, temporal: Temporal, workspaceId: string, tableId: string, runId: string): Promise<RunRecord> {
   const current = await getColumnRun(sql, workspaceId, tableId, runId);
   if (finished.has(current.status)) throw new ApiError('conflict', `The run is already ${current.status}; nothing changed.`);
-  const [marked] = await sql<RunRecord[]>`
-    update column_runs set status = 'cancelling', cancel_requested_at = now()
-    where id = ${runId} and status in ('queued', 'running') returning *`;
+  const marked = await markRunCancelling(sql, runId);
   const run = marked ?? (await getColumnRun(sql, workspaceId, tableId, runId));
   if (finished.has(run.status)) throw new ApiError('conflict', `The run is already ${run.status}; nothing changed.`);
   await signalColumnRun(temporal.client, temporal.taskQueue, run, cancelColumnRunSignal);
@@ -162,21 +163,18 @@ export async function runNewRows(
 ): Promise<void> {
   if (added <= 0) return;
   try {
-    const columns = await deps.sql<{ id: string; provider: string; keep_existing_results: boolean }[]>`
-      select c.id, c.config ->> 'provider' as provider, t.keep_existing_results
-      from tables t join table_columns c on c.table_id = t.id
-      where t.id = ${tableId} and t.workspace_id = ${workspaceId} and t.auto_run and t.deleted_at is null
-        and c.kind = 'enrichment' and c.parent_column_id is null
-      order by c.position`;
+    const columns = await listAutoRunColumns(deps.sql, workspaceId, tableId);
     for (const column of columns) {
       if (!deps.enrichmentProviders?.get(column.provider)) continue;
-      const [run] = await deps.sql<RunRecord[]>`
-        insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, keep_existing_results, sweep_new_rows, cursor_done, rows_total)
-        values (${workspaceId}, ${tableId}, ${column.id}, ${column.provider}, 'auto', 'new_rows', ${column.keep_existing_results}, true, true, ${added})
-        on conflict (column_id) where status in ('queued', 'running') do update set
-          wakes = column_runs.wakes + 1, sweep_new_rows = true, rows_total = column_runs.rows_total + excluded.rows_total
-        returning *`;
-      await signalColumnRun(deps.temporal.client, deps.temporal.taskQueue, run!, rowsAddedSignal);
+      const run = await startOrWakeAutoRun(deps.sql, {
+        workspaceId,
+        tableId,
+        columnId: column.id,
+        provider: column.provider,
+        keepExistingResults: column.keep_existing_results,
+        added,
+      });
+      await signalColumnRun(deps.temporal.client, deps.temporal.taskQueue, run, rowsAddedSignal);
     }
   } catch (err) {
     deps.log.warn({ err, tableId }, 'auto_run could not start or wake a column run');

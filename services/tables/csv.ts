@@ -8,7 +8,7 @@
 import { parse, type Options as CsvOptions } from 'csv-parse';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import type { Db, Sql } from '../../db/sql.js';
+import type { Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import {
   cellTextMax,
@@ -23,8 +23,8 @@ import {
   type CsvRejectedLine,
   type RowQuery,
 } from '../../domain/tables/tables.js';
-import { isComputed, listColumns, loadColumns, type ColumnRecord, type TableColumns } from '../../store/tables/columns.js';
-import { gridOrder, gridWhere, insertRows, rowSelect, type RowRecord } from '../../store/tables/rows.js';
+import { createInputColumns, isComputed, listColumns, loadColumns, type ColumnRecord, type TableColumns } from '../../store/tables/columns.js';
+import { gridRowsCursor, insertRows, type RowRecord } from '../../store/tables/rows.js';
 import { resolveGrid } from '../../store/tables/views.js';
 import { requireTable } from '../../store/tables/tables.js';
 
@@ -154,16 +154,6 @@ function planHeaders(headers: string[], columns: TableColumns, query: CsvImportQ
     }
   });
   return { targets, create };
-}
-
-async function createInputColumns(db: Db, workspaceId: string, tableId: string, start: number, names: string[]): Promise<string[]> {
-  if (names.length === 0) return [];
-  const rows = await db<{ id: string; position: number }[]>`
-    insert into table_columns (workspace_id, table_id, name, kind, position)
-    select ${workspaceId}, ${tableId}, x.name, 'input', ${start} + x.n - 1
-    from unnest(${names}::text[]) with ordinality as x (name, n)
-    returning id, position`;
-  return [...rows].sort((a, b) => a.position - b.position).map((r) => r.id);
 }
 
 function rowProblem(fields: string[], headers: string[]): string | null {
@@ -312,9 +302,7 @@ export async function exportCsv(sql: Sql, workspaceId: string, tableId: string, 
   // time: the per-record stream and option handling was most of the export's CPU.
   async function* chunks() {
     yield csvLine(shown.map((c) => c.name));
-    const cursor = sql<RowRecord[]>`
-      ${rowSelect(sql)} where r.table_id = ${tableId} and ${gridWhere(sql, columns, grid)}
-      ${gridOrder(sql, columns, grid.sorts)}`.cursor(batchSize);
+    const cursor = gridRowsCursor(sql, tableId, columns, grid, batchSize);
     for await (const rows of cursor) {
       let chunk = '';
       for (const row of rows) chunk += csvLine(shown.map((c) => cellOf(row, c)));

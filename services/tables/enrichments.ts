@@ -4,11 +4,12 @@
  * is checked here and refused with 409; the cells are filled by a run (column-runs-store.ts).
  */
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
-import type { Db, Sql } from '../../db/sql.js';
+import type { Sql } from '../../db/sql.js';
 import { derivedOutputName, templateReferences, type EnrichmentColumnCreate, type StoredEnrichmentConfig } from '../../domain/tables/enrichments.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { columnsPerTable, type Column } from '../../domain/tables/tables.js';
-import { loadColumns, toColumn } from '../../store/tables/columns.js';
+import { loadColumns, placeColumnGroup, toColumn } from '../../store/tables/columns.js';
+import { insertEnrichmentColumn, insertEnrichmentOutputColumns } from '../../store/tables/enrichments.js';
 import { requireTable } from '../../store/tables/tables.js';
 
 const conflict = (detail: string) => new ApiError('conflict', detail);
@@ -57,16 +58,6 @@ function isUniqueViolation(error: unknown) {
   return (error as { code?: string }).code === '23505';
 }
 
-async function placeGroup(db: Db, tableId: string, group: string[], wanted: number) {
-  const rows = await db<{ id: string }[]>`select id from table_columns where table_id = ${tableId} order by position, created_at, id`;
-  const ids = rows.map((r) => r.id).filter((id) => !group.includes(id));
-  ids.splice(Math.min(wanted, ids.length), 0, ...group);
-  await db`
-    update table_columns c set position = o.n - 1
-    from unnest(${ids}::uuid[]) with ordinality as o (id, n)
-    where c.id = o.id and c.position <> o.n - 1`;
-}
-
 export async function createEnrichmentColumn(
   sql: Sql,
   workspaceId: string,
@@ -101,23 +92,13 @@ export async function createEnrichmentColumn(
         return name;
       });
 
-      const [parent] = await tx<{ id: string }[]>`
-        insert into table_columns (workspace_id, table_id, name, kind, position, config)
-        values (${workspaceId}, ${tableId}, ${input.name}, 'enrichment', ${before.list.length}, ${tx.json(config as never)})
-        returning id`;
+      const parentId = await insertEnrichmentColumn(tx, { workspaceId, tableId, name: input.name, position: before.list.length, config });
       const children = config.outputs.map((field, n) => ({ name: childNames[n]!, position: before.list.length + 1 + n, config: { output: field } }));
-      const inserted = children.length
-        ? await tx<{ id: string; position: number }[]>`
-            insert into table_columns (workspace_id, table_id, name, kind, position, config, parent_column_id)
-            select ${workspaceId}, ${tableId}, x.name, 'enrichment', x.position, x.config, ${parent!.id}
-            from jsonb_to_recordset(${tx.json(children as never)}) as x (name text, position int, config jsonb)
-            order by x.position
-            returning id, position`
-        : [];
-      const group = [parent!.id, ...[...inserted].sort((a, b) => a.position - b.position).map((c) => c.id)];
-      if (input.position !== undefined) await placeGroup(tx, tableId, group, input.position);
+      const outputIds = await insertEnrichmentOutputColumns(tx, { workspaceId, tableId, parentId }, children);
+      const group = [parentId, ...outputIds];
+      if (input.position !== undefined) await placeColumnGroup(tx, tableId, group, input.position);
       const columns = await loadColumns(tx, tableId);
-      return toColumn(columns.byId.get(parent!.id)!, columns);
+      return toColumn(columns.byId.get(parentId)!, columns);
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw conflict(`The table already has a column named "${input.name}".`);

@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Sql } from '../../db/sql.js';
 import { tableChangeRetentionHours, tableEventsHeartbeatSeconds, tableEventsRetryMs } from '../../domain/tables/events.js';
-import { eventFrame, feedPosition, pruneTableChanges, readChanges, tableChangesChannel, type Change } from '../../store/tables/changes.js';
+import { eventFrame, feedPosition, pingTableChanges, pruneTableChanges, readChanges, tableChangesChannel, type Change } from '../../store/tables/changes.js';
 
 export interface TableEventHubOptions {
   heartbeatMs?: number;
@@ -293,7 +293,7 @@ export class TableEventHub {
         for (const feed of this.feeds.values()) void this.pump(feed);
       }
       this.pingedAt = Date.now();
-      await this.sql`select pg_notify(${tableChangesChannel}, '')`;
+      await pingTableChanges(this.sql);
     } catch (error) {
       this.log.warn({ err: error }, 'table change feed: listen check failed');
     }

@@ -9,6 +9,11 @@ import type { TableEventName } from '../../domain/tables/events.js';
 /** The channel the triggers notify with a table id, once per transaction and table. */
 export const tableChangesChannel = 'table_changes';
 
+/** An empty notification on the channel: a process that hears its own knows its LISTEN connection works. */
+export async function pingTableChanges(db: Db) {
+  await db`select pg_notify(${tableChangesChannel}, '')`;
+}
+
 export interface Change {
   id: number;
   /** The whole server-sent event, ready to write. */

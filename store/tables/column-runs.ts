@@ -247,3 +247,225 @@ export async function releaseRunHolds(db: Db, workspaceId: string, runId: string
     where workspace_id = ${workspaceId} and status = 'held' and cause_key like ${`column-run:${runId}:%`}`;
   for (const hold of open) await releaseHold(db, hold.id);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The run record as the API sees it: starting a run, reading and listing runs, asking one to stop,
+// and auto_run's "rows were added"
+
+/** The table's default for keeping existing results; undefined when the table is not there (or deleted). */
+export async function findRunTable(db: Db, workspaceId: string, tableId: string): Promise<{ keep_existing_results: boolean } | undefined> {
+  const [table] = await db<{ keep_existing_results: boolean }[]>`
+    select keep_existing_results from tables where workspace_id = ${workspaceId} and id = ${tableId} and deleted_at is null`;
+  return table;
+}
+
+export interface RunColumn {
+  kind: string;
+  parent_column_id: string | null;
+  name: string;
+  provider: string | null;
+}
+
+/** The column a run would compute, with its provider. */
+export async function findRunColumn(db: Db, tableId: string, columnId: string): Promise<RunColumn | undefined> {
+  const [column] = await db<RunColumn[]>`
+      select kind, parent_column_id, name, config ->> 'provider' as provider from table_columns
+      where id = ${columnId} and table_id = ${tableId}`;
+  return column;
+}
+
+/** The rows a run would go over: the table's, or those of `rowIds` that it has. */
+export async function countRunRows(db: Db, tableId: string, rowIds: string[] | null): Promise<number> {
+  const [counted] = await db<{ n: number }[]>`
+      select count(*)::int as n from table_rows where table_id = ${tableId} ${rowIds ? db`and id = any(${rowIds}::uuid[])` : db``}`;
+  return counted!.n;
+}
+
+/** A manual run, queued; undefined when the column has a run going already (one per column, a partial unique index). */
+export async function insertManualRun(
+  db: Db,
+  run: { workspaceId: string; tableId: string; columnId: string; provider: string; rowIds: string[] | null; keepExistingResults: boolean; rowsTotal: number },
+): Promise<RunRecord | undefined> {
+  const [inserted] = await db<RunRecord[]>`
+      insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, row_ids, keep_existing_results, rows_total)
+      values (${run.workspaceId}, ${run.tableId}, ${run.columnId}, ${run.provider}, 'manual', ${run.rowIds ? 'rows' : 'all'}, ${run.rowIds},
+              ${run.keepExistingResults}, ${run.rowsTotal})
+      on conflict (column_id) where status in ('queued', 'running') do nothing
+      returning *`;
+  return inserted;
+}
+
+/** The id of the column's run going (queued or running), if any. */
+export async function findGoingRunId(db: Db, columnId: string): Promise<string | undefined> {
+  const [going] = await db<{ id: string }[]>`select id from column_runs where column_id = ${columnId} and status in ('queued', 'running')`;
+  return going?.id;
+}
+
+/** queued -> failed: a run whose workflow could not be started would otherwise wait forever. */
+export async function failUnstartedRun(db: Db, runId: string) {
+  await db`
+      update column_runs set status = 'failed', error = 'The run could not be started; try again.', finished_at = now()
+      where id = ${runId} and status = 'queued'`;
+}
+
+/** One run of the table, within the workspace. */
+export async function findTableRun(db: Db, workspaceId: string, tableId: string, runId: string): Promise<RunRecord | undefined> {
+  const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId} and table_id = ${tableId} and workspace_id = ${workspaceId}`;
+  return run;
+}
+
+export async function tableHasColumn(db: Db, tableId: string, columnId: string): Promise<boolean> {
+  const [column] = await db`select 1 from table_columns where id = ${columnId} and table_id = ${tableId}`;
+  return Boolean(column);
+}
+
+/** The table's runs, newest first; of one column, and only those going (or only those not) when asked. */
+export async function listTableRuns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  query: { columnId?: string; active?: boolean; limit: number },
+): Promise<RunRecord[]> {
+  const going = db`status in ('queued', 'running', 'cancelling')`;
+  return db<RunRecord[]>`
+    select * from column_runs
+    where workspace_id = ${workspaceId} and table_id = ${tableId}
+      ${query.columnId ? db`and column_id = ${query.columnId}` : db``}
+      ${query.active === undefined ? db`` : query.active ? db`and ${going}` : db`and not ${going}`}
+    order by created_at desc, id desc limit ${query.limit}`;
+}
+
+/** queued or running -> cancelling; undefined when the run was neither. */
+export async function markRunCancelling(db: Db, runId: string): Promise<RunRecord | undefined> {
+  const [marked] = await db<RunRecord[]>`
+    update column_runs set status = 'cancelling', cancel_requested_at = now()
+    where id = ${runId} and status in ('queued', 'running') returning *`;
+  return marked;
+}
+
+/** The table's enrichment columns, in order, when the table runs them on new rows (auto_run). */
+export async function listAutoRunColumns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+): Promise<{ id: string; provider: string; keep_existing_results: boolean }[]> {
+  return db<{ id: string; provider: string; keep_existing_results: boolean }[]>`
+      select c.id, c.config ->> 'provider' as provider, t.keep_existing_results
+      from tables t join table_columns c on c.table_id = t.id
+      where t.id = ${tableId} and t.workspace_id = ${workspaceId} and t.auto_run and t.deleted_at is null
+        and c.kind = 'enrichment' and c.parent_column_id is null
+      order by c.position`;
+}
+
+/**
+ * An auto run of the new rows, or the column's going run woken: its `wakes` count moves, so it
+ * cannot finish without looking again, and it sweeps the rows with no cell yet.
+ */
+export async function startOrWakeAutoRun(
+  db: Db,
+  run: { workspaceId: string; tableId: string; columnId: string; provider: string; keepExistingResults: boolean; added: number },
+): Promise<RunRecord> {
+  const [started] = await db<RunRecord[]>`
+        insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, keep_existing_results, sweep_new_rows, cursor_done, rows_total)
+        values (${run.workspaceId}, ${run.tableId}, ${run.columnId}, ${run.provider}, 'auto', 'new_rows', ${run.keepExistingResults}, true, true, ${run.added})
+        on conflict (column_id) where status in ('queued', 'running') do update set
+          wakes = column_runs.wakes + 1, sweep_new_rows = true, rows_total = column_runs.rows_total + excluded.rows_total
+        returning *`;
+  return started!;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run's workflow: beginning, claiming batches of rows, and reading the run under its lock
+
+/** queued -> running (started_at kept from a first start); undefined when the run was not queued. */
+export async function beginRun(db: Db, runId: string): Promise<RunRecord | undefined> {
+  const [started] = await db<RunRecord[]>`
+        update column_runs set status = 'running', started_at = coalesce(started_at, now())
+        where id = ${runId} and status = 'queued' returning *`;
+  return started;
+}
+
+export async function findRun(db: Db, runId: string): Promise<RunRecord | undefined> {
+  const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId}`;
+  return run;
+}
+
+/** Any going status -> failed with the reason; undefined when the run had finished already. */
+export async function failGoingRun(db: Db, runId: string, error: string): Promise<RunRecord | undefined> {
+  const [failed] = await db<RunRecord[]>`
+          update column_runs set status = 'failed', error = ${error}, finished_at = now()
+          where id = ${runId} and status in ('queued', 'running', 'cancelling') returning *`;
+  return failed;
+}
+
+/** The whole run record under its row lock. */
+export async function lockRunRecord(db: Db, runId: string): Promise<RunRecord | undefined> {
+  const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId} for update`;
+  return run;
+}
+
+/** Whether the table is deleted; undefined when it is gone altogether. */
+export async function findTableDeleted(db: Db, tableId: string): Promise<{ deleted: boolean } | undefined> {
+  const [table] = await db<{ deleted: boolean }[]>`select deleted_at is not null as deleted from tables where id = ${tableId}`;
+  return table;
+}
+
+/** The table was deleted: the run is asked to stop. */
+export async function cancelRunForDeletedTable(db: Db, runId: string) {
+  await db`update column_runs set status = 'cancelling', error = 'The table was deleted.', cancel_requested_at = now() where id = ${runId}`;
+}
+
+/** A row a batch picked, with the run column's cell as it is (state null: no cell). */
+export interface PickedRow {
+  id: string;
+  seq: number;
+  state: string | null;
+  has_value: boolean;
+}
+
+/** The next rows of the run's scope after the cursor, in row order. */
+export async function pickScopeRows(db: Db, run: RunRecord, cursor: number, limit: number): Promise<PickedRow[]> {
+  return db<PickedRow[]>`
+            select r.id, r.seq, c.state, c.value is not null and c.value <> 'null'::jsonb as has_value
+            from table_rows r left join table_cells c on c.column_id = ${run.column_id} and c.row_id = r.id
+            where r.table_id = ${run.table_id} and r.seq > ${cursor}
+              ${run.scope === 'rows' ? db`and r.id = any(${run.row_ids ?? []}::uuid[])` : db``}
+            order by r.seq limit ${limit}`;
+}
+
+/** The first rows with no cell of the run's column yet (rows added while the run went). */
+export async function pickNewRows(db: Db, run: RunRecord, limit: number): Promise<PickedRow[]> {
+  return db<PickedRow[]>`
+            select r.id, r.seq, null as state, false as has_value from table_rows r
+            where r.table_id = ${run.table_id}
+              and not exists (select 1 from table_cells c where c.column_id = ${run.column_id} and c.row_id = r.id)
+            order by r.seq limit ${limit}`;
+}
+
+/** The group's cells of these rows become pending, owned by the run. */
+export async function pendRowCells(db: Db, runId: string, group: string[], rowIds: string[]) {
+  // What a settled cell held is kept aside, so a run that stops before the row puts it back.
+  await db`
+            insert into table_cells (column_id, row_id, state, value, error, cost, run_id)
+            select g.id, r.id, 'pending', null, null, 0, ${runId}
+            from unnest(${group}::uuid[]) as g (id) cross join unnest(${rowIds}::uuid[]) as r (id)
+            on conflict (column_id, row_id) do update set
+              previous = case when table_cells.state in ('done', 'error', 'skipped')
+                then jsonb_build_object('state', table_cells.state, 'value', table_cells.value, 'error', table_cells.error, 'cost', table_cells.cost)
+                else table_cells.previous end,
+              state = 'pending', value = null, error = null, cost = 0, run_id = excluded.run_id, updated_at = now()`;
+}
+
+/** The cursor moved past a batch, and the batch counted (claimed, kept, and the rows known). */
+export async function advanceRunCursor(
+  db: Db,
+  runId: string,
+  batch: { cursor: number; cursorDone: boolean; picked: number; kept: number },
+): Promise<RunRecord> {
+  const [updated] = await db<RunRecord[]>`
+          update column_runs set cursor_seq = ${batch.cursor}, cursor_done = ${batch.cursorDone},
+            rows_claimed = rows_claimed + ${batch.picked}, rows_kept = rows_kept + ${batch.kept},
+            rows_total = greatest(rows_total, rows_claimed + ${batch.picked})
+          where id = ${runId} returning *`;
+  return updated!;
+}

@@ -100,6 +100,24 @@ async function placeColumn(db: Db, tableId: string, columnId: string, wanted: nu
   await renumber(db, ids);
 }
 
+/** Moves a group of columns (an enrichment and its outputs) to a position together, in the group's order. */
+export async function placeColumnGroup(db: Db, tableId: string, group: string[], wanted: number) {
+  const ids = (await orderedIds(db, tableId)).filter((id) => !group.includes(id));
+  ids.splice(Math.min(wanted, ids.length), 0, ...group);
+  await renumber(db, ids);
+}
+
+/** New input columns named `names`, from position `start` on; their ids in that order. */
+export async function createInputColumns(db: Db, workspaceId: string, tableId: string, start: number, names: string[]): Promise<string[]> {
+  if (names.length === 0) return [];
+  const rows = await db<{ id: string; position: number }[]>`
+    insert into table_columns (workspace_id, table_id, name, kind, position)
+    select ${workspaceId}, ${tableId}, x.name, 'input', ${start} + x.n - 1
+    from unnest(${names}::text[]) with ordinality as x (name, n)
+    returning id, position`;
+  return [...rows].sort((a, b) => a.position - b.position).map((r) => r.id);
+}
+
 export async function createColumn(sql: Sql, workspaceId: string, tableId: string, input: ColumnCreate): Promise<Column> {
   try {
     return await sql.begin(async (tx) => {

@@ -305,6 +305,13 @@ export function gridOrder(db: Db, columns: TableColumns, sorts: Sort[]) {
   return db`order by ${keys.reduce((all, key) => db`${all} ${key},`, db``)} r.seq`;
 }
 
+/** The grid's rows through a cursor, `batchSize` rows at a time: the query runs as it is read. */
+export function gridRowsCursor(sql: Sql, tableId: string, columns: TableColumns, grid: Grid, batchSize: number): AsyncIterable<RowRecord[]> {
+  return sql<RowRecord[]>`
+      ${rowSelect(sql)} where r.table_id = ${tableId} and ${gridWhere(sql, columns, grid)}
+      ${gridOrder(sql, columns, grid.sorts)}`.cursor(batchSize);
+}
+
 export async function listRows(db: Db, workspaceId: string, tableId: string, query: RowListQuery) {
   await requireTable(db, workspaceId, tableId);
   const columns = await loadColumns(db, tableId);
