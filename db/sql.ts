@@ -27,38 +27,73 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
 export type CommitWith = <R extends readonly object[]>(statement: postgres.PendingQuery<R>) => Promise<R>;
 
 /**
- * A transaction on a connection of its own, whose body may end it with `commitWith(statement)`:
+ * A transaction body's last statement, to go out with the COMMIT: made by `commitWith` and returned
+ * from the body, so by construction nothing of the body can follow it. `answer` turns its rows into
+ * what the transaction answers.
+ */
+export class FinalStatement<T> {
+  private constructor(
+    // Any statement's rows: the type ties them to `answer` in `of`, the only way to make one.
+    readonly statement: postgres.PendingQuery<postgres.Row[]>,
+    readonly answer: (rows: postgres.Row[]) => T,
+  ) {}
+
+  static of<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer: (rows: R) => T): FinalStatement<T> {
+    return new FinalStatement(statement as unknown as postgres.PendingQuery<postgres.Row[]>, answer as unknown as (rows: postgres.Row[]) => T);
+  }
+}
+
+/** The body's last statement, sent with the COMMIT (see `transaction`); answers its rows, or what `answer` makes of them. */
+export function commitWith<R extends readonly object[]>(statement: postgres.PendingQuery<R>): FinalStatement<R>;
+export function commitWith<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer: (rows: R) => T): FinalStatement<T>;
+export function commitWith<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer?: (rows: R) => T): FinalStatement<T | R> {
+  return FinalStatement.of<R, T | R>(statement, answer ?? ((rows: R) => rows));
+}
+
+/**
+ * A transaction on a connection of its own, whose body may end by returning `commitWith(statement)`:
  * the statement and COMMIT go out together, so the server commits the moment the statement is
  * done. A statement that locks a row every transaction of a workspace needs (its credit balance)
  * then holds that lock for the server's time alone, not for a round trip through this process's
  * event loop, which under load is most of a transaction's life. A failing statement turns the
- * COMMIT into a rollback and rejects; nothing may follow it in the body. (sql.begin cannot do
- * this: it hands its connection back to the pool when it sees a COMMIT it did not send.) Use
- * `savepoint` below, which works on either kind of transaction.
+ * COMMIT into a rollback and rejects. (sql.begin cannot do this: it hands its connection back to
+ * the pool when it sees a COMMIT it did not send.) A body that returns anything else commits after
+ * it, as sql.begin does. Use `savepoint` below, which works on either kind of transaction.
  */
-export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql, commitWith: CommitWith) => Promise<T>): Promise<T> {
+export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql, legacy: CommitWith) => Promise<T | FinalStatement<T>>): Promise<T> {
   const tx = await sql.reserve();
   let open = false;
+  // TEMPORARY until its last callers are converted: the old in-body commitWith.
+  let legacyDone = false;
+  const legacy: CommitWith = async (statement) => {
+    open = false;
+    legacyDone = true;
+    const commit = tx`commit`;
+    void statement.execute();
+    void commit.execute();
+    const [rows, committed] = await Promise.allSettled([statement, commit]);
+    if (rows.status === 'rejected') throw rows.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+    return rows.value;
+  };
   try {
     await tx`begin`;
     open = true;
-    const commitWith: CommitWith = async (statement) => {
-      open = false;
-      const commit = tx`commit`;
-      // Queries go out in the order they are executed; neither waits for the other's answer.
-      void statement.execute();
-      void commit.execute();
-      const [rows, committed] = await Promise.allSettled([statement, commit]);
-      if (rows.status === 'rejected') throw rows.reason;
-      if (committed.status === 'rejected') throw committed.reason;
-      return rows.value;
-    };
-    const result = await body(tx, commitWith);
-    if (open) {
-      open = false;
+    const ending = await body(tx, legacy);
+    open = false;
+    if (legacyDone) return ending as T;
+    if (!(ending instanceof FinalStatement)) {
       await tx`commit`;
+      return ending;
     }
-    return result;
+    const commit = tx`commit`;
+    // Queries go out in the order they are executed; neither waits for the other's answer.
+    void ending.statement.execute();
+    void commit.execute();
+    const [rows, committed] = await Promise.allSettled([ending.statement, commit]);
+    if (rows.status === 'rejected') throw rows.reason;
+    if (committed.status === 'rejected') throw committed.reason;
+    return ending.answer(rows.value);
   } catch (error) {
     if (open) await tx`rollback`.catch(() => {});
     throw error;

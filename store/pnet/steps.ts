@@ -4,22 +4,23 @@
  * ApplicationFailures typed from the error table, which the API maps to 409.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js';
+import { commitWith, transaction, type Db, type Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { stepPrices } from '../../domain/pnet/limits.js';
+import { housekeepingKinds, stepPrices } from '../../domain/pnet/limits.js';
 import { recordStatus } from '../../domain/pnet/steps.js';
 import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from '../platform/credits.js';
 import {
-  dailyCeilingRefusal,
-  decideClaim,
-  decideMeteredGate,
-  decideUsageUnit,
-  nextMeteredAt,
-  type LapseDecision,
-  type StepRefusal,
+    dailyCeilingRefusal,
+    decideClaim,
+    decideMeteredGate,
+    decideUsageUnit,
+    mayHaveActedCodes,
+    nextMeteredAt,
+    type LapseDecision,
+    type StepRefusal,
 } from '../../domain/pnet/settle.js';
 import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './account-rows.js';
@@ -152,9 +153,8 @@ export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'worksp
  * balance row, which every queue and settle of the workspace locks, is held for the server's time
  * alone. A step without a hold commits as any transaction does.
  */
-export async function settleStepCreditsAndCommit(tx: Db, commitWith: CommitWith, step: StepRow, charge: boolean) {
-  if (!step.credit_hold_id) return;
-  await endStepHold(tx, commitWith, step.credit_hold_id, charge ? 'charge' : 'release');
+export function stepHoldEnd(tx: Db, step: StepRow, charge: boolean) {
+  return step.credit_hold_id ? holdEnd(tx, step.credit_hold_id, charge ? 'charge' : 'release') : null;
 }
 
 export async function transition(
@@ -181,7 +181,7 @@ export const failureOf = (refusal: StepRefusal) => ApplicationFailure.nonRetryab
  * domain/pnet/settle.ts from what the locked reads found; the statements here apply them.
  */
 export async function claim(sql: Sql, input: ClaimInput, random: () => number): Promise<StepTransitionResult> {
-  return transaction(sql, async (tx, commitWith) => {
+  return transaction(sql, async (tx) => {
     // The three reads go out together, in the order every writer takes its locks (the account,
     // then the step): the account's row is locked until commit, and every round trip under it is
     // a wait for this account's check-ins and next claim.
@@ -207,15 +207,19 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
       usageDate = unit.usageDate;
       const full = dailyCeilingRefusal(await consumeUsageUnit(tx, account!.id, usageDate, usageKind, unit.dailyLimit), unit.dailyLimit, usageKind);
       if (full) throw failureOf(full);
-      await tx`update pnet_accounts set next_metered_at = ${nextMeteredAt(now, account!.min_action_interval_seconds, random())} where id = ${account!.id}`;
+      await setNextMeteredAt(tx, account!.id, nextMeteredAt(now, account!.min_action_interval_seconds, random()));
     }
-    const [claimed] = await commitWith(tx<StepRow[]>`
+    const claimed = tx<StepRow[]>`
       update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()), claim_session_id = ${input.sessionId},
         usage_date = ${usageDate}, usage_kind = ${decision.usageKind}, commit_granted_at = null, running_wait = null,
         updated_at = now()
-      where id = ${step!.id} returning *`);
-    return { step: toBrowserStep(claimed!), verification: decision.verification };
+      where id = ${step!.id} returning *`;
+    return commitWith(claimed, ([row]): StepTransitionResult => ({ step: toBrowserStep(row!), verification: decision.verification }));
   });
+}
+
+export async function setNextMeteredAt(tx: Db, accountId: string, at: Date): Promise<void> {
+  await tx`update pnet_accounts set next_metered_at = ${at} where id = ${accountId}`;
 }
 
 /**
@@ -261,9 +265,72 @@ export async function countUsageAgain(tx: Db, stepId: string) {
     where s.id = ${stepId} and u.account_id = s.account_id and u.local_date = s.usage_date and u.limit_kind = s.usage_kind`;
 }
 
-/** Ends the step's credit hold and commits, as settleStepCreditsAndCommit: the transaction's last statement. */
-export async function endStepHold(tx: Db, commitWith: CommitWith, holdId: string, end: 'charge' | 'release') {
-  await commitWith(end === 'charge' ? chargeHoldStatement(tx, holdId) : releaseHoldStatement(tx, holdId));
+/** The statement that ends a step's credit hold: a transaction's last, sent with its COMMIT (see stepHoldEnd). */
+export function holdEnd(tx: Db, holdId: string, end: 'charge' | 'release') {
+  return end === 'charge' ? chargeHoldStatement(tx, holdId) : releaseHoldStatement(tx, holdId);
+}
+
+/** The claim given back: requeued under the step's lock, its day's unit already returned by the caller. */
+export async function lockClaimedStep(tx: Db, stepId: string, claimedAt: string): Promise<StepRow | undefined> {
+  const [step] = await tx<StepRow[]>`
+    select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
+  return step;
+}
+
+export async function requeueReleased(tx: Db, stepId: string): Promise<StepRow> {
+  const [released] = await tx<StepRow[]>`
+    update browser_steps set status = 'queued', queued_at = now(), usage_date = null, usage_kind = null, updated_at = now()
+    where id = ${stepId} returning *`;
+  return released!;
+}
+
+/**
+ * A failed step back in line. Decided inside the one statement that writes, on purpose: nothing
+ * locks the row first, and a late "it acted after all" (the API's acted_at write) may land at any
+ * moment. The UPDATE reads acted_at under its own row lock (re-read after waiting for a concurrent
+ * writer), so a step that acted always comes back resuming; a read-then-write would race.
+ */
+export async function requeueFailed(tx: Db, stepId: string): Promise<StepRow | undefined> {
+  const [row] = await tx<StepRow[]>`
+    update browser_steps set
+      status = case when kind in ${tx([...housekeepingKinds])} then 'queued'
+                    when acted_at is not null or error_code is null or error_code in ${tx([...mayHaveActedCodes])} then 'resuming'
+                    else 'queued' end,
+      error_code = null, error_message = null, outcome = null, finished_at = null, duration_ms = null,
+      cut_offs = 0, credit_round = credit_round + 1, credit_hold_id = null,
+      held = pnet_step_held(workspace_id, contact_key, sequence_id),
+      queued_at = now(), updated_at = now()
+    where id = ${stepId} and status = 'failed' returning *`;
+  return row;
+}
+
+/** A waiting step past its deadline fails missed_window (compare-and-set on status). */
+export async function failMissedWindow(tx: Db, stepId: string): Promise<StepRow | undefined> {
+  const [row] = await tx<StepRow[]>`
+    update browser_steps set status = 'failed', error_code = 'missed_window', finished_at = now(), updated_at = now()
+    where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
+  return row;
+}
+
+export function approveWaiting(tx: Db, stepId: string) {
+  return tx<StepRow[]>`
+    update browser_steps set status = 'queued', queued_at = now(), updated_at = now()
+    where id = ${stepId} and status = 'awaiting_approval' returning *`;
+}
+
+export function rejectWaiting(db: Db, stepId: string, reason: string | null) {
+  return db<StepRow[]>`
+    update browser_steps set status = 'rejected', reject_reason = ${reason}, error_message = ${reason},
+      finished_at = now(), updated_at = now()
+    where id = ${stepId} and status = 'awaiting_approval' returning *`;
+}
+
+/** A running step is the browser's until it reports: only a waiting one is cancelled. */
+export async function cancelWaiting(tx: Db, stepId: string, errorCode: 'cancelled' | 'sender_changed'): Promise<StepRow | undefined> {
+  const [row] = await tx<StepRow[]>`
+    update browser_steps set status = 'cancelled', error_code = ${errorCode}, finished_at = now(), updated_at = now()
+    where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
+  return row;
 }
 
 /** The step locked if it is still claimed under `claimedAt` (with the lease's renewal, which check-ins write). */
