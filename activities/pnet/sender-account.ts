@@ -1,6 +1,15 @@
 import { transaction, type Sql } from '../../db/sql.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
-import { housekeepingEverySeconds, failingInboxRetrySeconds } from '../../store/pnet/sender-account.js';
+import {
+  housekeepingEverySeconds,
+  failingInboxRetrySeconds,
+  lastHousekeepingRead,
+  queueHousekeepingRead,
+  readAccountForTick,
+  settleAccountClock,
+  takeAccountTickTurn,
+  waitingHousekeepingReads,
+} from '../../store/pnet/sender-account.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 import type { AccountClock } from '../../domain/pnet/accounts.js';
 
@@ -28,9 +37,8 @@ export function createSenderAccountActivities({
       // and claims lock the same row, and a tick's reads are several round trips. Ticks of one
       // account (a retry beside an attempt thought lost) take turns on an advisory lock instead.
       const { clock, rows } = await transaction(sql, async (tx, commitWith) => {
-        await tx`select pg_advisory_xact_lock(hashtext('account-tick:' || ${accountId}))`;
-        const [account] = await tx<{ workspace_id: string; status: string; checkpoint_status: string; checkpoint_until: Date | null; replies_failing: boolean }[]>`
-          select workspace_id, status, checkpoint_status, checkpoint_until, replies_failing from pnet_accounts where id = ${accountId}`;
+        await takeAccountTickTurn(tx, accountId);
+        const account = await readAccountForTick(tx, accountId);
         if (!account) return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
         const connected = account.status === 'connected';
         const backOffOver = account.checkpoint_until !== null && account.checkpoint_until <= now;
@@ -39,34 +47,20 @@ export function createSenderAccountActivities({
         if (connected && (account.checkpoint_status === 'ok' || (account.checkpoint_status === 'checkpoint' && backOffOver))) {
           for (const [kind, usual] of Object.entries(housekeeping) as [ActionKind, number][]) {
             const every = kind === 'check_inbox' && account.replies_failing ? Math.min(usual, failingInboxRetrySeconds) : usual;
-            const [last] = await tx<{ waiting: boolean; last_at: Date | null }[]>`
-              select bool_or(status in ('queued', 'resuming', 'claimed')) as waiting, max(created_at) as last_at
-              from browser_steps where account_id = ${accountId} and kind = ${kind}`;
+            const last = await lastHousekeepingRead(tx, accountId, kind);
             const dueAt = last?.last_at ? new Date(last.last_at.getTime() + every * 1000) : new Date(0);
             if (!last?.waiting && dueAt <= now) {
-              const [row] = await tx<StepRow[]>`
-                insert into browser_steps (workspace_id, account_id, kind, params, status, metered, queued_at)
-                values (${account.workspace_id}, ${accountId}, ${kind}, ${tx.json({ kind })}, 'queued', true, now())
-                returning *`;
-              due.push(row!);
+              due.push(await queueHousekeepingRead(tx, account.workspace_id, accountId, kind));
             }
             upcomingOf[kind] = last?.waiting || dueAt <= now ? new Date(now.getTime() + every * 1000) : dueAt;
           }
         }
         const next = Object.values(upcomingOf).reduce<Date | null>((a, b) => (a && a <= b ? a : b), null);
         // Every waiting read, not only the new ones: a retry after a lost start starts it now.
-        const waiting = await tx<StepRow[]>`
-          select * from browser_steps where account_id = ${accountId}
-            and kind = any(${Object.keys(housekeeping)}::text[]) and status in ('queued', 'resuming')`;
+        const waiting = await waitingHousekeepingReads(tx, accountId, Object.keys(housekeeping));
         // Judged on the row as it is now: a checkpoint reported since the read above has a
         // back-off still to run, and is kept.
-        const [ended] = await commitWith(tx<{ checkpoint_until: Date | null }[]>`
-          update pnet_accounts set
-            checkpoint_status = case when checkpoint_status = 'checkpoint' and checkpoint_until <= ${now} then 'ok' else checkpoint_status end,
-            checkpoint_until = case when checkpoint_until <= ${now} then null else checkpoint_until end,
-            connections_next_check_at = coalesce(${upcomingOf.check_connections ?? null}, connections_next_check_at),
-            inbox_next_check_at = coalesce(${upcomingOf.check_inbox ?? null}, inbox_next_check_at)
-          where id = ${accountId} returning checkpoint_until`);
+        const [ended] = await commitWith(settleAccountClock(tx, accountId, now, upcomingOf));
         const clock: AccountClock = {
           connected,
           checkpointUntil: ended?.checkpoint_until?.toISOString() ?? null,

@@ -21,7 +21,9 @@ import {
 } from '../../domain/sequences/advance.js';
 import { messageIdOf, stepById } from '../../domain/sequences/sequences.js';
 import { startStepWorkflow, updateStep } from '../../services/pnet/browser-step-client.js';
-import { enrolRows, outreachBlock, type ContactRow } from '../../store/sequences/sequences.js';
+import { enrolRows, outreachBlock } from '../../store/sequences/sequences.js';
+import { advanceFeedCursor, audienceRowsAfter, readFeed } from '../../store/sequences/feed.js';
+import { contactsOfSteps } from '../../store/sequences/step-wakes.js';
 import {
     activeStepsOf,
     completeContact,
@@ -29,6 +31,7 @@ import {
     failAtStep,
     insertSend,
     lockContact,
+    lockContactRow,
     markReached,
     moveOn,
     queuePnetStepAndCommit,
@@ -239,23 +242,21 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
      * retry after a crash enrols nothing twice and still starts every contact.
      */
     async feedSequence({ sequenceId, batch = 500 }: { sequenceId: string; batch?: number }): Promise<{ feeding: boolean; enrolled: number; more: boolean }> {
-      const [seq] = await sql<{ workspace_id: string; audience_table_id: string | null; feed_new_rows: boolean; status: string; feed_cursor: number }[]>`
-        select workspace_id, audience_table_id, feed_new_rows, status, feed_cursor from sequences where id = ${sequenceId}`;
+      const seq = await readFeed(sql, sequenceId);
       if (!seq || !seq.feed_new_rows || !seq.audience_table_id || seq.status === 'archived') return { feeding: false, enrolled: 0, more: false };
-      const rows = await sql<{ id: string; seq: number }[]>`
-        select id, seq from table_rows where table_id = ${seq.audience_table_id} and seq > ${seq.feed_cursor} order by seq limit ${batch}`;
+      const rows = await audienceRowsAfter(sql, seq.audience_table_id, seq.feed_cursor, batch);
       if (rows.length === 0) return { feeding: true, enrolled: 0, more: false };
       const { results } = await enrolRows(sql, seq.workspace_id, sequenceId, rows.map((r) => r.id), null);
       const live = results.flatMap((r) => (r.contact && ['active', 'paused', 'failed'].includes(r.contact.status) ? [{ ...r.contact, workspace_id: seq.workspace_id }] : []));
       await startContacts(client(), taskQueue(), live);
-      await sql`update sequences set feed_cursor = greatest(feed_cursor, ${rows[rows.length - 1]!.seq}) where id = ${sequenceId}`;
+      await advanceFeedCursor(sql, sequenceId, rows[rows.length - 1]!.seq);
       return { feeding: true, enrolled: results.filter((r) => r.status === 'enrolled').length, more: rows.length === batch };
     },
 
     /** Stores what the outbound agent wrote for a step as the step's message (manual mode or a doubtful message waits for a person). */
     async recordWrittenMessage({ contactId, stepId, version, written }: { contactId: string; stepId: string; version: number; written: WriteStepMessageResult }): Promise<void> {
       await sql.begin(async (tx) => {
-        const [c] = await tx<ContactRow[]>`select * from sequence_contacts where id = ${contactId} for update`;
+        const c = await lockContactRow(tx, contactId);
         if (!c || c.version !== version || (c.current_step_id ?? '') !== stepId) return;
         const seq = await readSequence(tx, c);
         const step = stepById(await readGraph(tx, c), stepId);
@@ -271,10 +272,7 @@ export type SequenceActivities = ReturnType<typeof createSequenceActivities>;
 /** The contact workflows to wake: the contact of each step id given (for the pnet settle hook). */
 export async function wakeContactsOfSteps(sql: Sql, client: Client, stepIds: string[]): Promise<void> {
   if (stepIds.length === 0) return;
-  const rows = await sql<{ id: string; sequence_id: string }[]>`
-    select c.id, c.sequence_id from browser_steps s
-    join sequence_contacts c on c.workspace_id = s.workspace_id and c.contact_key = s.contact_key
-    where s.id in ${sql(stepIds)} and s.sequence_id is not null and c.status in ('active', 'failed')`;
+  const rows = await contactsOfSteps(sql, stepIds);
   for (const r of rows) {
     await client.workflow
       .getHandle(sequenceContactWorkflowId(r.sequence_id, r.id))

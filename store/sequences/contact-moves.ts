@@ -38,6 +38,12 @@ export async function lockContact(db: Db, contactId: string): Promise<(ContactRo
   return c;
 }
 
+/** The contact row alone under its lock (a written message is stored against it). */
+export async function lockContactRow(db: Db, contactId: string): Promise<ContactRow | undefined> {
+  const [c] = await db<ContactRow[]>`select * from sequence_contacts where id = ${contactId} for update`;
+  return c;
+}
+
 /** The contact's browser steps still to run (to cancel once it stops). */
 export async function activeStepsOf(db: Db, c: Pick<AdvanceContact, 'workspace_id' | 'contact_key'>): Promise<StepRow[]> {
   return db<StepRow[]>`select * from browser_steps where workspace_id = ${c.workspace_id} and contact_key = ${c.contact_key} and status in ${db(activeStepStatuses)}`;
