@@ -23,9 +23,6 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
   });
 }
 
-/** Sends `statement` with the transaction's COMMIT in one write and answers the statement's rows. */
-export type CommitWith = <R extends readonly object[]>(statement: postgres.PendingQuery<R>) => Promise<R>;
-
 /**
  * A transaction body's last statement, to go out with the COMMIT: made by `commitWith` and returned
  * from the body, so by construction nothing of the body can follow it. `answer` turns its rows into
@@ -60,28 +57,14 @@ export function commitWith<R extends readonly object[], T>(statement: postgres.P
  * the pool when it sees a COMMIT it did not send.) A body that returns anything else commits after
  * it, as sql.begin does. Use `savepoint` below, which works on either kind of transaction.
  */
-export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql, legacy: CommitWith) => Promise<T | FinalStatement<T>>): Promise<T> {
+export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql) => Promise<T | FinalStatement<T>>): Promise<T> {
   const tx = await sql.reserve();
   let open = false;
-  // TEMPORARY until its last callers are converted: the old in-body commitWith.
-  let legacyDone = false;
-  const legacy: CommitWith = async (statement) => {
-    open = false;
-    legacyDone = true;
-    const commit = tx`commit`;
-    void statement.execute();
-    void commit.execute();
-    const [rows, committed] = await Promise.allSettled([statement, commit]);
-    if (rows.status === 'rejected') throw rows.reason;
-    if (committed.status === 'rejected') throw committed.reason;
-    return rows.value;
-  };
   try {
     await tx`begin`;
     open = true;
-    const ending = await body(tx, legacy);
+    const ending = await body(tx);
     open = false;
-    if (legacyDone) return ending as T;
     if (!(ending instanceof FinalStatement)) {
       await tx`commit`;
       return ending;

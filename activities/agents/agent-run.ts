@@ -11,6 +11,39 @@ import { ApplicationFailure } from '@temporalio/common';
 import { insertStep as insertBrowserStep } from '../../store/pnet/step-queue.js';
 import { writeFormulaCells } from '../../store/tables/cells.js';
 import { loadColumns } from '../../store/tables/columns.js';
+import { agentToolEnabled } from '../../store/agents/agent-tools.js';
+import {
+  agentCellGroup,
+  agentColumnConfig,
+  agentRunCauseKey,
+  cancelAgentRun as cancelRunRow,
+  claimRunCell,
+  claimRunOutputCells,
+  completeAgentRun,
+  completeTrainingRun,
+  doneCellValues,
+  doneCellValuesOf,
+  failAgentRun as failRunRow,
+  findRunHold,
+  findRunStep,
+  insertRunStep,
+  loadAgentRun,
+  lockTrainingRun,
+  openProfileReads,
+  profileReadAccount,
+  profileReadStepOf,
+  profileStopReason,
+  restoreRunCells,
+  rowCells,
+  rowWithCells,
+  runStepsBefore,
+  runWaitingOnStep,
+  settleRunCells,
+  startAgentRun,
+  trainingRunAnswers,
+  type AgentRunRecord,
+  type RecordedStep,
+} from '../../store/agents/agent-runs.js';
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { dependentsOf } from '../../domain/tables/formula.js';
@@ -24,7 +57,6 @@ import {
     scoreAgreement,
     agentActions,
     type AgentAction,
-    type AgentDefinition,
     type AgentRunStatus,
     type AgentStepOutcome,
 } from '../../domain/agents/saved-agents.js';
@@ -34,7 +66,7 @@ import { ToolFailure } from '../../integrations/agent-tools/http-json.js';
 import { onDomain, siteDomain, toolUrl } from '../../integrations/agent-tools/web.js';
 import { ChatModelError, type ChatMessage } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
-import { terminalStatuses, type StepRow } from '../../store/pnet/steps.js';
+import { findStep, terminalStatuses, type StepRow } from '../../store/pnet/steps.js';
 import { browserStepWorkflowId, cancelStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
 import { pnetStepSettledSignal } from '../../workflows/agents/agent-run.contract.js';
 import { afterStepTransitions } from '../pnet/steps.js';
@@ -46,24 +78,8 @@ export interface AgentRunActivityDeps {
   startStep?: (row: StepRow) => Promise<void>;
 }
 
-interface AgentRunRecord {
-  id: string;
-  workspace_id: string;
-  agent_id: string | null;
-  agent: AgentDefinition;
-  target: 'cell' | 'example';
-  table_id: string | null;
-  column_id: string | null;
-  row_id: string | null;
-  training_run_id: string | null;
-  inputs: Record<string, CellValue>;
-  use_row_context: boolean;
-  status: AgentRunStatus;
-  price_credits: number;
-  prompt: string | null;
-  start_url: string | null;
-  mcp_tools: { server: number; name: string; description: string }[];
-}
+export type { RecordedStep };
+export { agentRunCauseKey };
 
 export type AgentRunPlan =
   | { state: 'finished'; status: AgentRunStatus | 'gone' }
@@ -80,12 +96,6 @@ export interface AgentDecision {
   problem: string | null;
 }
 
-export interface RecordedStep {
-  n: number;
-  action: AgentAction;
-  outcome: AgentStepOutcome;
-}
-
 /** read_pnet_profile: either the step is recorded already (refused, failed) or a browser step was queued and the run waits for it. */
 export type ProfileReadQueued = { state: 'recorded'; step: RecordedStep } | { state: 'waiting'; stepId: string };
 
@@ -93,7 +103,6 @@ export type ProfileReadQueued = { state: 'recorded'; step: RecordedStep } | { st
 export const profileReadWaitMinutes = 10;
 const endedRun: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled']);
 
-export const agentRunCauseKey = (runId: string) => `agent-run:${runId}`;
 const clip = (text: string, max = observationMax) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`);
 
 function activitySignal(): AbortSignal {
@@ -111,36 +120,25 @@ function attempt(): number {
   }
 }
 
-/** The agent column and its output columns: the cells a cell run owns. */
-async function cellGroup(db: Db, columnId: string): Promise<{ id: string; output: string | null }[]> {
-  const rows = await db<{ id: string; config: { output?: string } }[]>`
-    select id, config from table_columns where id = ${columnId} or parent_column_id = ${columnId} order by position`;
-  return [...rows.filter((r) => r.id === columnId), ...rows.filter((r) => r.id !== columnId)].map((r) => ({ id: r.id, output: r.id === columnId ? null : (r.config.output ?? null) }));
-}
-
 async function settleCells(
   db: Db,
   run: AgentRunRecord,
   from: string[],
   to: { state: 'done' | 'error' | 'skipped'; values: Record<string, unknown> | null; error: string | null; cost: number },
 ): Promise<boolean> {
-  const group = await cellGroup(db, run.column_id!);
+  const group = await agentCellGroup(db, run.column_id!);
   const writes = group.map((c) => ({
     column_id: c.id,
     value: c.output === null ? to.values : to.values ? (to.values[c.output] ?? null) : null,
     cost: c.output === null ? to.cost : 0,
   }));
-  const moved = await db<{ column_id: string }[]>`
-    update table_cells c set state = ${to.state}, value = x.value, error = ${to.error}, cost = x.cost, previous = null, updated_at = now()
-    from jsonb_to_recordset(${db.json(writes as never)}) as x (column_id uuid, value jsonb, cost int)
-    where c.column_id = x.column_id and c.row_id = ${run.row_id} and c.run_id = ${run.id} and c.state = any(${from}::text[])
-    returning c.column_id`;
+  const moved = await settleRunCells(db, run, from, { state: to.state, error: to.error }, writes);
   if (moved.length > 0) {
     // Formulas that read the agent's output columns follow them.
     const columns = await loadColumns(db, run.table_id!);
     const affected = dependentsOf(columns.plan, group.map((c) => c.id));
     if ([...affected].some((id) => columns.byId.get(id)?.kind === 'formula')) {
-      const [row] = await db<{ id: string; cells: Cells }[]>`select id, cells from table_rows where id = ${run.row_id}`;
+      const row = await rowWithCells(db, run.row_id);
       if (row) await writeFormulaCells(db, columns, [row], affected);
     }
   }
@@ -148,8 +146,8 @@ async function settleCells(
 }
 
 async function releaseRunHold(db: Db, run: Pick<AgentRunRecord, 'id' | 'workspace_id'>) {
-  const [hold] = await db<{ id: string }[]>`select id from credit_holds where workspace_id = ${run.workspace_id} and cause_key = ${agentRunCauseKey(run.id)}`;
-  if (hold) await releaseHold(db, hold.id);
+  const holdId = await findRunHold(db, run.workspace_id, run.id);
+  if (holdId) await releaseHold(db, holdId);
 }
 
 async function insertStep(
@@ -157,13 +155,16 @@ async function insertStep(
   runId: string,
   step: { n: number; action: AgentAction; detail: string; duration_ms: number; observation: string; outcome: AgentStepOutcome; thought: string | null },
 ): Promise<RecordedStep> {
-  await db`
-    insert into agent_run_steps (run_id, n, action, detail, duration_ms, observation, outcome, thought)
-    select ${runId}, ${step.n}, ${step.action}, ${clip(step.detail, 2000)}, ${Math.max(0, Math.round(step.duration_ms))}, ${clip(step.observation)},
-      ${step.outcome}, ${step.thought === null ? null : clip(step.thought, 2000)}
-    where exists (select 1 from agent_runs where id = ${runId})
-    on conflict (run_id, n) do nothing`;
-  const [stored] = await db<RecordedStep[]>`select n, action, outcome from agent_run_steps where run_id = ${runId} and n = ${step.n}`;
+  await insertRunStep(db, runId, {
+    n: step.n,
+    action: step.action,
+    detail: clip(step.detail, 2000),
+    duration_ms: Math.max(0, Math.round(step.duration_ms)),
+    observation: clip(step.observation),
+    outcome: step.outcome,
+    thought: step.thought === null ? null : clip(step.thought, 2000),
+  });
+  const stored = await findRunStep(db, runId, step.n);
   // The run's record went with its row or column while the step ran.
   if (!stored) throw ApplicationFailure.nonRetryable('The run is gone: its row or column was deleted.', 'agent_run_gone');
   return stored;
@@ -172,8 +173,7 @@ async function insertStep(
 /** The row's cells by column name, for a prompt's row context. */
 async function rowContext(db: Db, run: AgentRunRecord, cells: Cells): Promise<string> {
   const columns = await loadColumns(db, run.table_id!);
-  const computed = await db<{ column_id: string; value: unknown }[]>`
-    select column_id, value from table_cells where row_id = ${run.row_id} and state = 'done' and value is not null`;
+  const computed = await doneCellValues(db, run.row_id);
   const byId = new Map(computed.map((c) => [c.column_id, c.value]));
   const lines: string[] = [];
   for (const c of columns.list) {
@@ -264,13 +264,10 @@ function profileFailure(step: StepRow): string {
 }
 
 export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRunActivityDeps) {
-  const loadRun = async (db: Db, runId: string, lock = false) =>
-    (await db<AgentRunRecord[]>`select * from agent_runs where id = ${runId} ${lock ? db`for update` : db``}`)[0];
 
   /** A tool whose switch in /agent-tools/ is off is refused even when its supplier is there. */
   async function switchedOn(workspaceId: string, key: 'find_work_email' | 'read_pnet_profile') {
-    const [row] = await sql<{ enabled: boolean }[]>`select enabled from agent_tools where workspace_id = ${workspaceId} and key = ${key}`;
-    return row?.enabled ?? false;
+    return agentToolEnabled(sql, workspaceId, key);
   }
 
   function domainGate(run: AgentRunRecord, url: string): string | null {
@@ -363,7 +360,7 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
      * attached MCP tools. A run that cannot start (no chat model, no credits, its cells taken) answers why.
      */
     async beginAgentRun({ runId }: { runId: string }): Promise<AgentRunPlan> {
-      const run = await loadRun(sql, runId);
+      const run = await loadAgentRun(sql, runId);
       if (!run) return { state: 'finished', status: 'gone' };
       if (endedRun.has(run.status)) return { state: 'finished', status: run.status };
       if (!suppliers.chatModel) return { state: 'refused', reason: 'No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.' };
@@ -381,26 +378,20 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
         }
       }
       const outcome = await sql.begin(async (tx): Promise<AgentRunPlan | null> => {
-        const current = await loadRun(tx, runId, true);
+        const current = await loadAgentRun(tx, runId, true);
         if (!current || endedRun.has(current.status)) return { state: 'finished', status: current?.status ?? 'gone' };
         if (current.status === 'running') return null;
         let values: Record<string, unknown> = current.inputs;
         let context: string | null = null;
         let startUrl: string | null = null;
         if (current.target === 'cell') {
-          const [row] = await tx<{ cells: Cells }[]>`select cells from table_rows where id = ${current.row_id}`;
+          const row = await rowCells(tx, current.row_id);
           if (!row) return { state: 'refused', reason: 'The row was deleted.' };
-          const moved = await tx`
-            update table_cells set state = 'running', updated_at = now()
-            where column_id = ${current.column_id} and row_id = ${current.row_id} and run_id = ${runId} and state in ('pending', 'running') returning 1`;
-          if (moved.length === 0) return { state: 'refused', reason: 'A newer run owns this row’s cells.' };
-          await tx`
-            update table_cells set state = 'running', updated_at = now()
-            where column_id in (select id from table_columns where parent_column_id = ${current.column_id}) and row_id = ${current.row_id} and run_id = ${runId} and state = 'pending'`;
-          const [column] = await tx<{ config: { inputs?: Record<string, string> } }[]>`select config from table_columns where id = ${current.column_id}`;
-          const mapped = Object.entries(column?.config.inputs ?? {});
-          const computed = await tx<{ column_id: string; value: unknown }[]>`
-            select column_id, value from table_cells where row_id = ${current.row_id} and state = 'done' and column_id = any(${mapped.map(([, id]) => id)}::uuid[])`;
+          if (!(await claimRunCell(tx, current.column_id, current.row_id, runId))) return { state: 'refused', reason: 'A newer run owns this row’s cells.' };
+          await claimRunOutputCells(tx, current.column_id, current.row_id, runId);
+          const config = await agentColumnConfig(tx, current.column_id);
+          const mapped = Object.entries(config?.inputs ?? {});
+          const computed = await doneCellValuesOf(tx, current.row_id, mapped.map(([, id]) => id));
           const read = (id: string) => (Object.hasOwn(row.cells, id) ? row.cells[id] : computed.find((c) => c.column_id === id)?.value) ?? null;
           values = Object.fromEntries(mapped.map(([inputId, columnId]) => [inputId, read(columnId)]));
           if (current.use_row_context) context = await rowContext(tx, current, row.cells);
@@ -416,10 +407,7 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
             throw error;
           }
         }
-        await tx`
-          update agent_runs set status = 'running', started_at = now(), prompt = ${prompt}, start_url = ${startUrl},
-            mcp_tools = ${tx.json(mcpTools as never)}, model_key = ${suppliers.chatModel!.key}, inputs = ${tx.json(values as never)}
-          where id = ${runId} and status = 'queued'`;
+        await startAgentRun(tx, runId, { prompt, startUrl, mcpTools, modelKey: suppliers.chatModel!.key, inputs: values });
         return null;
       });
       if (outcome) return outcome;
@@ -428,15 +416,14 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
 
     /** Asks the model for step `n`, with every step so far; an answer that is no usable step is recorded as a failed one. */
     async decideAgentStep({ runId, n }: { runId: string; n: number }): Promise<AgentDecision> {
-      const run = await loadRun(sql, runId);
+      const run = await loadAgentRun(sql, runId);
       if (!run || run.status !== 'running') throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
       const model = suppliers.chatModel;
       if (!model) throw ApplicationFailure.nonRetryable('No chat model is configured here; agents cannot run.', 'agent_unavailable');
       const sets = runToolsets(run.agent.reach, run.agent.mcp_servers.length);
       const plain = !sets.web && !sets.mcp;
       const actions = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
-      const steps = await sql<{ n: number; detail: string; thought: string | null; outcome: string; observation: string }[]>`
-        select n, detail, thought, outcome, observation from agent_run_steps where run_id = ${runId} and n < ${n} order by n`;
+      const steps = await runStepsBefore(sql, runId, n);
       const messages: ChatMessage[] = [
         { role: 'system', content: systemPrompt(run, actions, plain, maxStepsFor[run.agent.settings.effort]) },
         { role: 'user', content: run.prompt || '(no prompt)' },
@@ -464,9 +451,9 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
 
     /** Runs one tool and records its step. Supplier failures are retried (3 attempts), then recorded as a failed step. */
     async runAgentTool({ runId, n, decision }: { runId: string; n: number; decision: AgentDecision }): Promise<RecordedStep> {
-      const [done] = await sql<RecordedStep[]>`select n, action, outcome from agent_run_steps where run_id = ${runId} and n = ${n}`;
+      const done = await findRunStep(sql, runId, n);
       if (done) return done;
-      const run = await loadRun(sql, runId);
+      const run = await loadAgentRun(sql, runId);
       if (!run || run.status !== 'running') throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
       const offered = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
       const started = Date.now();
@@ -484,7 +471,7 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
     /** The answer: stored on the cells (or the example's result) and charged, in one transaction; an empty answer costs nothing. */
     async finishAgentRun({ runId, n, decision }: { runId: string; n: number; decision: AgentDecision }): Promise<AgentRunStatus | 'gone'> {
       return sql.begin(async (tx) => {
-        const run = await loadRun(tx, runId, true);
+        const run = await loadAgentRun(tx, runId, true);
         if (!run) return 'gone';
         if (run.status !== 'running') return run.status;
         const keys = run.agent.output_fields.map((f) => f.key);
@@ -506,14 +493,15 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
         });
         let delivered = true;
         if (run.target === 'cell') delivered = await settleCells(tx, run, ['running'], { state: 'done', values: empty ? null : values, error: null, cost });
-        const [hold] = await tx<{ id: string }[]>`select id from credit_holds where workspace_id = ${run.workspace_id} and cause_key = ${agentRunCauseKey(runId)}`;
+        const holdId = await findRunHold(tx, run.workspace_id, runId);
         const charged = delivered && !empty ? cost : 0;
-        if (hold) await (charged > 0 ? chargeHold(tx, hold.id, charged) : releaseHold(tx, hold.id));
-        await tx`
-          update agent_runs set status = 'completed', result = ${empty ? null : tx.json(values as never)}, credits_charged = ${charged},
-            billed_reach = ${billed}, finished_at = now(),
-            error = ${delivered ? null : 'A newer run took over this row; the answer was not written.'}
-          where id = ${runId} and status = 'running'`;
+        if (holdId) await (charged > 0 ? chargeHold(tx, holdId, charged) : releaseHold(tx, holdId));
+        await completeAgentRun(tx, runId, {
+          result: empty ? null : values,
+          charged,
+          billed,
+          error: delivered ? null : 'A newer run took over this row; the answer was not written.',
+        });
         return 'completed';
       });
     },
@@ -521,7 +509,7 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
     /** A run that could not finish: its cells err, its hold is returned (also when its record went with its row or column). */
     async failAgentRun({ runId, workspaceId, error }: { runId: string; workspaceId: string; error: string }): Promise<AgentRunStatus | 'gone'> {
       return sql.begin(async (tx) => {
-        const run = await loadRun(tx, runId, true);
+        const run = await loadAgentRun(tx, runId, true);
         if (!run) {
           await releaseRunHold(tx, { id: runId, workspace_id: workspaceId });
           return 'gone';
@@ -529,7 +517,7 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
         if (endedRun.has(run.status)) return run.status;
         if (run.target === 'cell') await settleCells(tx, run, ['pending', 'running'], { state: 'error', values: null, error: clip(error, 1000), cost: 0 });
         await releaseRunHold(tx, run);
-        await tx`update agent_runs set status = 'failed', error = ${clip(error, 2000)}, finished_at = now() where id = ${runId}`;
+        await failRunRow(tx, runId, clip(error, 2000));
         return 'failed';
       });
     },
@@ -542,27 +530,20 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
      * the one with the fewest open steps. A retry finds the step it queued.
      */
     async queueProfileRead({ runId, n, decision }: { runId: string; n: number; decision: AgentDecision }): Promise<ProfileReadQueued> {
-      const [done] = await sql<RecordedStep[]>`select n, action, outcome from agent_run_steps where run_id = ${runId} and n = ${n}`;
+      const done = await findRunStep(sql, runId, n);
       if (done) return { state: 'recorded', step: done };
-      const run = await loadRun(sql, runId);
+      const run = await loadAgentRun(sql, runId);
       if (!run || run.status !== 'running') throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
       const record = (outcome: AgentStepOutcome, observation: string) =>
         insertStep(sql, runId, { n, action: 'read_pnet_profile', detail: detailOf(decision), duration_ms: 0, observation, outcome, thought: decision.thought }).then((step) => ({ state: 'recorded' as const, step }));
       const offered = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
       if (!offered.includes('read_pnet_profile')) return record('refused', `read_pnet_profile is not offered to this agent: its reach is ${run.agent.reach}.`);
-      const [existing] = await sql<StepRow[]>`
-        select * from browser_steps where workspace_id = ${run.workspace_id} and params ->> 'agent_run_id' = ${runId} and params ->> 'agent_run_step' = ${String(n)}`;
+      const existing = await profileReadStepOf(sql, run.workspace_id, runId, n);
       if (existing) {
         if (!terminalStatuses.has(existing.status)) await startStep?.(existing);
         return { state: 'waiting', stepId: existing.id };
       }
-      const [account] = await sql<{ id: string; run_mode: 'manual' | 'automatic' }[]>`
-        select a.id, a.run_mode from pnet_accounts a
-        where a.workspace_id = ${run.workspace_id} and a.status = 'connected'
-        order by a.checkpoint_status = 'ok' desc, a.run_mode = 'automatic' desc, a.lease_expires_at > now() desc nulls last,
-          (select count(*) from browser_steps s where s.account_id = a.id and s.status in ('awaiting_approval', 'queued', 'resuming', 'claimed')),
-          a.created_at, a.id
-        limit 1`;
+      const account = await profileReadAccount(sql, run.workspace_id);
       if (!account) return record('refused', 'No pnet account of this workspace is connected to read profiles with.');
       if (!(await switchedOn(run.workspace_id, 'read_pnet_profile'))) return record('refused', 'read_pnet_profile is switched off for this workspace (PATCH /agent-tools/read_pnet_profile/).');
       if (!startStep) return record('refused', 'This worker cannot queue browser steps.');
@@ -576,8 +557,7 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
         return record('failed', 'read_pnet_profile needs "profile_url", an http(s) address of a profile.');
       }
       // A visit shows on the person's side: nobody on the do-not-contact list is visited.
-      const [stop] = await sql<{ reason: string | null }[]>`select contact_stop_reason(${run.workspace_id}, null, ${profileUrl}, null) as reason`;
-      if (stop?.reason === 'do_not_contact') return record('refused', 'This profile is on the workspace’s do-not-contact list; it is not visited.');
+      if ((await profileStopReason(sql, run.workspace_id, profileUrl)) === 'do_not_contact') return record('refused', 'This profile is on the workspace’s do-not-contact list; it is not visited.');
       let row: StepRow;
       try {
         // The run's id and step ride along in params (stored as given): the settle hook finds the run by them.
@@ -597,9 +577,9 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
      * cancelled (its hold goes back) and the research step fails.
      */
     async recordProfileRead({ runId, n, stepId, timedOut, decision }: { runId: string; n: number; stepId: string; timedOut: boolean; decision: AgentDecision }): Promise<RecordedStep | null> {
-      const [done] = await sql<RecordedStep[]>`select n, action, outcome from agent_run_steps where run_id = ${runId} and n = ${n}`;
+      const done = await findRunStep(sql, runId, n);
       if (done) return done;
-      const read = async () => (await sql<StepRow[]>`select * from browser_steps where id = ${stepId}`)[0];
+      const read = () => findStep(sql, stepId);
       let step = await read();
       if (step && !terminalStatuses.has(step.status)) {
         if (!timedOut) return null;
@@ -627,27 +607,23 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
      */
     async cancelAgentRun({ runId, workspaceId }: { runId: string; workspaceId: string }): Promise<AgentRunStatus | 'gone'> {
       const status = await sql.begin(async (tx) => {
-        const run = await loadRun(tx, runId, true);
+        const run = await loadAgentRun(tx, runId, true);
         if (!run) {
           await releaseRunHold(tx, { id: runId, workspace_id: workspaceId });
           return 'gone' as const;
         }
         if (endedRun.has(run.status)) return run.status;
         if (run.target === 'cell') {
-          const group = (await cellGroup(tx, run.column_id!)).map((c) => c.id);
-          await tx`
-            update table_cells set state = previous ->> 'state', value = nullif(previous -> 'value', 'null'::jsonb), error = previous ->> 'error',
-              cost = coalesce((previous ->> 'cost')::int, 0), previous = null, updated_at = now()
-            where column_id = any(${group}::uuid[]) and row_id = ${run.row_id} and run_id = ${runId} and state in ('pending', 'running') and previous is not null`;
+          const group = (await agentCellGroup(tx, run.column_id!)).map((c) => c.id);
+          await restoreRunCells(tx, run, group);
           await settleCells(tx, run, ['pending', 'running'], { state: 'skipped', values: null, error: 'cancelled', cost: 0 });
         }
         await releaseRunHold(tx, run);
-        await tx`update agent_runs set status = 'cancelled', error = 'cancelled', finished_at = now() where id = ${runId}`;
+        await cancelRunRow(tx, runId);
         return 'cancelled' as const;
       });
       if (status === 'cancelled') {
-        const open = await sql<{ id: string }[]>`
-          select id from browser_steps where workspace_id = ${workspaceId} and params ->> 'agent_run_id' = ${runId} and status in ('awaiting_approval', 'queued', 'resuming')`;
+        const open = await openProfileReads(sql, workspaceId, runId);
         for (const s of open) {
           await Context.current()
             .client.workflow.getHandle(browserStepWorkflowId(s.id))
@@ -661,16 +637,12 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
     /** Scores a training run's answers against the examples' expected values, once every run has ended. */
     async scoreTrainingRun({ trainingRunId }: { trainingRunId: string }): Promise<void> {
       await sql.begin(async (tx) => {
-        const [training] = await tx<{ id: string; status: string; agent_id: string }[]>`select * from agent_training_runs where id = ${trainingRunId} for update`;
+        const training = await lockTrainingRun(tx, trainingRunId);
         if (!training || training.status !== 'running') return;
-        const runs = await tx<{ agent: AgentDefinition; status: string; result: Record<string, unknown> | null; expected: Record<string, unknown> | null }[]>`
-          select r.agent, r.status, r.result, e.expected from agent_runs r left join saved_agent_examples e on e.id = r.example_id
-          where r.training_run_id = ${trainingRunId}`;
+        const runs = await trainingRunAnswers(tx, trainingRunId);
         const keys = runs[0]?.agent.output_fields.map((f) => f.key) ?? [];
         const score = scoreAgreement(keys, runs.filter((r) => r.expected).map((r) => ({ expected: r.expected!, values: r.result })));
-        await tx`
-          update agent_training_runs set status = 'completed', fields = ${tx.json(score.fields as never)}, overall_rate = ${score.overall_rate}, finished_at = now()
-          where id = ${trainingRunId}`;
+        await completeTrainingRun(tx, trainingRunId, score);
       });
     },
   };
@@ -693,10 +665,8 @@ export function withAgentRunWake<T extends object>(activities: T, sql: Sql): T {
 }
 
 async function wakeAgentRunOfStep(sql: Sql, stepId: string): Promise<void> {
-  const [run] = await sql<{ workflow_id: string }[]>`
-    select r.workflow_id from browser_steps s join agent_runs r on r.id::text = s.params ->> 'agent_run_id' and r.workspace_id = s.workspace_id
-    where s.id = ${stepId} and s.status in ('succeeded', 'failed', 'rejected', 'skipped', 'cancelled') and r.status = 'running'`;
-  if (!run) return;
+  const workflowId = await runWaitingOnStep(sql, stepId);
+  if (!workflowId) return;
   // A closed run has nothing to wake.
-  await Context.current().client.workflow.getHandle(run.workflow_id).signal(pnetStepSettledSignal, { stepId }).catch(() => undefined);
+  await Context.current().client.workflow.getHandle(workflowId).signal(pnetStepSettledSignal, { stepId }).catch(() => undefined);
 }

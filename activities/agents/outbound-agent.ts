@@ -9,7 +9,7 @@
  * failure holds afresh and a message is still charged at most once.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import type { Db, Sql } from '../../db/sql.js';
+import type { Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import {
   ModelDraftSchema,
@@ -23,18 +23,31 @@ import {
   mergeVerdicts,
   modelMessagePriceTenths,
   subjectKeyOf,
-  type AgentSlot,
   type Assessment,
   type ContactInput,
   type Draft,
   type Finding,
   type JudgeVerdict,
   type MessageKind,
-  type ResearchFact,
   type WriteContext,
 } from '../../domain/agents/outbound-agents.js';
 import { ChatModelError, type ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold, type CreditHold } from '../../store/platform/credits.js';
+import {
+  claimWrite,
+  failWrite,
+  findMessage,
+  findResearchedConversation,
+  findWrite,
+  loadAgentVersion,
+  openConversation,
+  storeResearch,
+  storeWrittenMessage,
+  touchConversation,
+  writtenThread,
+  type ResearchedConversation,
+  type StoredMessage,
+} from '../../store/agents/outbound-agents.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { researchContact, type Research } from '../../services/agents/research.js';
 
@@ -84,23 +97,6 @@ export interface Written {
 }
 
 export const creditsOf = (priceTenths: number) => Math.ceil(priceTenths / 10);
-
-export interface AgentVersionRecord {
-  id: string;
-  workspace_id: string;
-  name: string;
-  version: number;
-  instructions: string;
-  slots: AgentSlot[];
-}
-
-export async function loadAgentVersion(db: Db, workspaceId: string, agentId: string): Promise<AgentVersionRecord | undefined> {
-  const [agent] = await db<AgentVersionRecord[]>`
-    select a.id, a.workspace_id, a.name, a.version, v.instructions, v.slots
-    from outbound_agents a join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
-    where a.id = ${agentId} and a.workspace_id = ${workspaceId}`;
-  return agent;
-}
 
 function writerPrompt(ctx: WriteContext): string {
   return [
@@ -203,25 +199,6 @@ export function activityFailure(error: unknown): ApplicationFailure {
   return ApplicationFailure.retryable((error as Error).message ?? String(error), 'write_failed');
 }
 
-interface ConversationRecord {
-  id: string;
-  researched_at: Date | null;
-  research_brief: ResearchFact[];
-  sources: string[];
-}
-
-interface StoredMessage {
-  id: string;
-  attempt: number;
-  status: string;
-  subject: string | null;
-  body: string;
-  confident: boolean;
-  insufficient_data: boolean;
-  confidence: string;
-  judge_verdict: Partial<JudgeVerdict>;
-}
-
 function resultOf(m: StoredMessage): WriteStepMessageResult {
   const needsReview = m.status === 'needs_review';
   const judgeFailed = !(m.judge_verdict.grounded && m.judge_verdict.language_ok && m.judge_verdict.on_topic && m.judge_verdict.safe);
@@ -239,20 +216,17 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
   const webPage = deps.enrichmentProviders?.get('web_page_reader');
 
   /** The conversation of (agent, contact key), researched once: later slots reuse the brief. */
-  async function researchedConversation(input: WriteStepMessageInput): Promise<ConversationRecord> {
-    const [conversation] = await sql<ConversationRecord[]>`
-      insert into outbound_conversations (workspace_id, agent_id, contact_key, subject_key)
-      values (${input.workspaceId}, ${input.agentId}, ${input.contactKey}, ${subjectKeyOf(input.contact, input.contactKey)})
-      on conflict (agent_id, contact_key) do update set contact_key = excluded.contact_key
-      returning id, researched_at, research_brief, sources`;
-    if (conversation!.researched_at) return conversation!;
+  async function researchedConversation(input: WriteStepMessageInput): Promise<ResearchedConversation> {
+    const conversation = await openConversation(sql, {
+      workspaceId: input.workspaceId,
+      agentId: input.agentId,
+      contactKey: input.contactKey,
+      subjectKey: subjectKeyOf(input.contact, input.contactKey),
+    });
+    if (conversation.researched_at) return conversation;
     const research: Research = await researchContact({ chatModel, webPage }, input.contact, factsFromFields(input.contact));
-    const [updated] = await sql<ConversationRecord[]>`
-      update outbound_conversations
-      set research_brief = ${sql.json(research.brief as never)}, sources = ${research.sources}, company_key = ${research.companyKey}, researched_at = now()
-      where id = ${conversation!.id} and researched_at is null
-      returning id, researched_at, research_brief, sources`;
-    return updated ?? (await sql<ConversationRecord[]>`select id, researched_at, research_brief, sources from outbound_conversations where id = ${conversation!.id}`)[0]!;
+    const updated = await storeResearch(sql, conversation.id, research);
+    return updated ?? (await findResearchedConversation(sql, conversation.id))!;
   }
 
   return {
@@ -267,20 +241,20 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
       const agent = await loadAgentVersion(sql, input.workspaceId, input.agentId);
       if (!agent) throw ApplicationFailure.nonRetryable('Outbound agent not found.', 'not_found');
       const conversation = await researchedConversation(input);
-      const [stored] = await sql<StoredMessage[]>`
-        select * from outbound_messages where conversation_id = ${conversation.id} and write_key = ${input.slotKey}`;
+      const stored = await findWrite(sql, conversation.id, input.slotKey);
       if (stored && stored.status !== 'failed' && stored.status !== 'writing') return resultOf(stored);
 
       // Claim the write: a new row, or the next attempt of a failed (or abandoned) one.
-      const [claimed] = await sql<StoredMessage[]>`
-        insert into outbound_messages (workspace_id, conversation_id, write_key, agent_version, slot_key, kind, status)
-        values (${input.workspaceId}, ${conversation.id}, ${input.slotKey}, ${agent.version}, ${input.slotKey}, ${input.kind}, 'writing')
-        on conflict (conversation_id, write_key) do update
-          set attempt = outbound_messages.attempt + 1, status = 'writing', error = null, agent_version = excluded.agent_version
-          where outbound_messages.status in ('failed', 'writing')
-        returning *`;
+      const claimed = await claimWrite(sql, {
+        workspaceId: input.workspaceId,
+        conversationId: conversation.id,
+        writeKey: input.slotKey,
+        agentVersion: agent.version,
+        slotKey: input.slotKey,
+        kind: input.kind,
+      });
       if (!claimed) {
-        const [now] = await sql<StoredMessage[]>`select * from outbound_messages where conversation_id = ${conversation.id} and write_key = ${input.slotKey}`;
+        const now = await findWrite(sql, conversation.id, input.slotKey);
         return resultOf(now!);
       }
 
@@ -290,10 +264,7 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
         extra.push({ code: 'no_slot_prompt', excerpt: input.slotKey, message: 'The agent has no prompt for this slot; its general instructions were used.', severity: 'warning' });
         slot = { slot_key: input.slotKey, kind: input.kind, prompt: agent.instructions || 'Introduce the sender briefly and ask for a short call.' };
       }
-      const thread = await sql<{ slot_key: string; subject: string | null; body: string }[]>`
-        select slot_key, subject, body from outbound_messages
-        where conversation_id = ${conversation.id} and write_key <> ${input.slotKey} and status in ('ready', 'needs_review', 'sent')
-        order by created_at, id`;
+      const thread = await writtenThread(sql, conversation.id, input.slotKey);
       const ctx: WriteContext = {
         agentName: agent.name,
         instructions: agent.instructions,
@@ -314,8 +285,7 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
         const failure = activityFailure(error);
         await sql.begin(async (tx) => {
           if (hold) await releaseHold(tx, hold.id);
-          await tx`update outbound_messages set status = 'failed', error = ${failure.message}
-            where id = ${claimed.id} and attempt = ${claimed.attempt} and status = 'writing'`;
+          await failWrite(tx, claimed, failure.message);
         });
         throw failure;
       }
@@ -323,25 +293,25 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
       const { draft, assessment, verdict } = written;
       const charged = creditsOf(written.priceTenths);
       const message = await sql.begin(async (tx) => {
-        const [row] = await tx<StoredMessage[]>`
-          update outbound_messages set
-            angle = ${draft.angle}, subject = ${draft.subject}, body = ${draft.body},
-            generated_subject = ${draft.subject}, generated_body = ${draft.body}, reasoning = ${draft.reasoning},
-            facts_used = ${draft.facts_used}, findings = ${tx.json(written.findings as never)}, judge_verdict = ${tx.json(verdict as never)},
-            confidence = ${assessment.confidence}, confidence_score = ${assessment.confidence_score}, confident = ${assessment.confident},
-            insufficient_data = ${assessment.insufficient_data}, is_preview = false,
-            opens_thread = ${thread.length === 0}, model_key = ${written.modelKey}, reach = ${conversation.sources.length > 0 ? 'web' : 'none'},
-            price_tenths = ${written.priceTenths}, credits_charged = ${charged}, quality_score = ${verdict.quality_score},
-            status = ${assessment.review_reason ? 'needs_review' : 'ready'}, error = null
-          where id = ${claimed.id} and attempt = ${claimed.attempt} and status = 'writing'
-          returning *`;
+        const row = await storeWrittenMessage(tx, claimed, {
+          draft,
+          findings: written.findings,
+          verdict,
+          assessment,
+          opensThread: thread.length === 0,
+          modelKey: written.modelKey,
+          reach: conversation.sources.length > 0 ? 'web' : 'none',
+          priceTenths: written.priceTenths,
+          creditsCharged: charged,
+          status: assessment.review_reason ? 'needs_review' : 'ready',
+        });
         if (hold) {
           // Stored: the price is spent. Superseded by a newer attempt: this one's hold goes back.
           if (row) await chargeHold(tx, hold.id, charged);
           else await releaseHold(tx, hold.id);
         }
-        await tx`update outbound_conversations set last_turn_at = now() where id = ${conversation.id}`;
-        return row ?? (await tx<StoredMessage[]>`select * from outbound_messages where id = ${claimed.id}`)[0]!;
+        await touchConversation(tx, conversation.id);
+        return row ?? (await findMessage(tx, claimed.id))!;
       });
       return resultOf(message);
     },

@@ -1,14 +1,14 @@
-import { transaction, type Sql } from '../../db/sql.js';
+import { commitWith, transaction, type Sql } from '../../db/sql.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import {
-  housekeepingEverySeconds,
-  failingInboxRetrySeconds,
-  lastHousekeepingRead,
-  queueHousekeepingRead,
-  readAccountForTick,
-  settleAccountClock,
-  takeAccountTickTurn,
-  waitingHousekeepingReads,
+    housekeepingEverySeconds,
+    failingInboxRetrySeconds,
+    lastHousekeepingRead,
+    queueHousekeepingRead,
+    readAccountForTick,
+    settleAccountClock,
+    takeAccountTickTurn,
+    waitingHousekeepingReads,
 } from '../../store/pnet/sender-account.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 import type { AccountClock } from '../../domain/pnet/accounts.js';
@@ -36,7 +36,7 @@ export function createSenderAccountActivities({
       // The account's row is locked only by the last statement, sent with the COMMIT: check-ins
       // and claims lock the same row, and a tick's reads are several round trips. Ticks of one
       // account (a retry beside an attempt thought lost) take turns on an advisory lock instead.
-      const { clock, rows } = await transaction(sql, async (tx, commitWith) => {
+      const { clock, rows } = await transaction(sql, async (tx) => {
         await takeAccountTickTurn(tx, accountId);
         const account = await readAccountForTick(tx, accountId);
         if (!account) return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
@@ -60,14 +60,15 @@ export function createSenderAccountActivities({
         const waiting = await waitingHousekeepingReads(tx, accountId, Object.keys(housekeeping));
         // Judged on the row as it is now: a checkpoint reported since the read above has a
         // back-off still to run, and is kept.
-        const [ended] = await commitWith(settleAccountClock(tx, accountId, now, upcomingOf));
-        const clock: AccountClock = {
-          connected,
-          checkpointUntil: ended?.checkpoint_until?.toISOString() ?? null,
-          nextCheckAt: next?.toISOString() ?? null,
-          queuedStepIds: due.map((r) => r.id),
-        };
-        return { clock, rows: waiting };
+        return commitWith(settleAccountClock(tx, accountId, now, upcomingOf), ([ended]) => {
+          const clock: AccountClock = {
+            connected,
+            checkpointUntil: ended?.checkpoint_until?.toISOString() ?? null,
+            nextCheckAt: next?.toISOString() ?? null,
+            queuedStepIds: due.map((r) => r.id),
+          };
+          return { clock, rows: waiting };
+        });
       });
       for (const row of rows) await startStep(row);
       return clock;

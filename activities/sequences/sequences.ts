@@ -8,7 +8,7 @@
  */
 import { Context } from '@temporalio/activity';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { transaction, type CommitWith, type Db, type Sql } from '../../db/sql.js';
+import { FinalStatement, commitWith, transaction, type Db, type Sql } from '../../db/sql.js';
 import {
     afterWrite,
     decideAdvance,
@@ -34,8 +34,7 @@ import {
     lockContactRow,
     markReached,
     moveOn,
-    queuePnetStepAndCommit,
-    readBranchCondition,
+    queuePnetStep, readBranchCondition,
     readBrowserStep,
     readGraph,
     readLiveCells,
@@ -51,7 +50,7 @@ import {
     setStartStep,
     setWait,
     startTimer,
-    stopContact,
+    stopContact
 } from '../../store/sequences/contact-moves.js';
 import { startContacts } from '../../services/sequences/sequence-client.js';
 import { cancelStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
@@ -100,7 +99,7 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
    * A pnet step's queueing is the statement sent with the COMMIT; nothing follows it.
    */
   async function advance(contactId: string, now: Date): Promise<Advanced> {
-    return transaction(sql, async (tx, commitWith) => {
+    return transaction(sql, async (tx) => {
       const locked = await lockContact(tx, contactId);
       let snap: AdvanceSnapshot = { contact: locked ?? null, claimedSendId: locked?.claimed_send_id ?? null };
       // The contact's browser step as read, whole: a step still waiting is started again if need be.
@@ -167,12 +166,12 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
           snap = afterWrite(snap, d);
           continue;
         }
-        return applyMove(tx, commitWith, snap, d, browserStep);
+        return applyMove(tx, snap, d, browserStep);
       }
     });
   }
 
-  async function applyMove(tx: Db, commitWith: CommitWith, snap: AdvanceSnapshot, d: AdvanceMove, browserStep: StepRow | null): Promise<Advanced> {
+  async function applyMove(tx: Db, snap: AdvanceSnapshot, d: AdvanceMove, browserStep: StepRow | null): Promise<Advanced | FinalStatement<Advanced>> {
     const answer = (action: ContactAction, cancel: StepRow[] = [], start: StepRow | null = null): Advanced => ({ action, cancel, start });
     const waiting = async (contactId: string, wait: Wait) => {
       await setWait(tx, contactId, wait);
@@ -217,9 +216,12 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
         await returnSendForEdit(tx, d.sendId, d.reason);
         return waiting(c.id, d.wait);
       case 'queue_pnet_step': {
-        const row = await queuePnetStepAndCommit(tx, commitWith, c, snap.sender!.account_id, d);
-        if (!row) return answer({ kind: 'wait', reason: 'insufficient_credits', until: d.retryAt.toISOString() });
-        return answer({ kind: 'wait', reason: 'pnet_step', until: null }, [], row);
+        // The queueing goes out with the COMMIT (queuePnetStep): the move's last statement.
+        return commitWith(queuePnetStep(tx, c, snap.sender!.account_id, d), ([row]) =>
+          row
+            ? answer({ kind: 'wait', reason: 'pnet_step', until: null }, [], row)
+            : answer({ kind: 'wait', reason: 'insufficient_credits', until: d.retryAt.toISOString() }),
+        );
       }
     }
   }

@@ -11,6 +11,7 @@ import type { Plan, Role } from '../../domain/shared/common.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../../store/platform/api-keys.js';
+import { memberOfIdpUser } from '../../store/platform/auth.js';
 import { findAccountByToken } from '../../store/pnet/check-ins.js';
 import { connectionTokenPrefix, hashConnectionToken } from '../../store/pnet/accounts.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -173,9 +174,7 @@ async function authenticate(
   if (bearer.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, bearer, tokens, checkedLater);
   const claims = await deps.verifyToken(bearer);
   if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
-  const [member] = await deps.sql<{ id: string; role: Role; plan: Plan }[]>`
-    select m.id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id
-    where m.workspace_id = ${claims.org_id} and m.idp_user_id = ${claims.sub}`;
+  const member = await memberOfIdpUser(deps.sql, claims.org_id, claims.sub);
   if (!member) throw new ApiError('forbidden', 'This user is not a member of the workspace named in the token.');
   return {
     workspaceId: claims.org_id,

@@ -1,9 +1,29 @@
-/** The unified inbox in Postgres: threads and messages, labels, settings, and the people behind threads. */
+/** The unified inbox's use cases: threads and labels, settings, replies, suggestions, bulk do-not-contact and mailboxes, over the store. */
 import type { Client } from '@temporalio/client';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
 import { insertMessage, refreshThread } from '../../store/inbox/messages.js';
+import {
+  findThread,
+  iso,
+  markDeliveryFailed,
+  markDeliverySent,
+  markThreadRead,
+  messageByExternalId,
+  messageById,
+  patchThread,
+  threadContacts,
+  threadMessages,
+  toMessage,
+  toThread,
+  type MessageRow,
+} from '../../store/inbox/threads.js';
+import { getLabel, labelNameTaken, setLabel } from '../../store/inbox/labels.js';
+import { readSettings, storeWebhookSecret, upsertReplyFrom, type SettingsRow } from '../../store/inbox/settings.js';
+import { insertSuggestion, markSuggestionApproved, markSuggestionDismissed, readSuggestion, suggestionFor, toSuggestion } from '../../store/inbox/suggestions.js';
+import { insertMailbox, mailboxRow, mailboxRows, setMailbox, type MailboxRow } from '../../store/inbox/mailboxes.js';
+import { recordContactStops } from '../../store/sequences/stops.js';
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
@@ -13,10 +33,7 @@ import {
     type Mailbox,
     type MailboxCreate,
     type MailboxUpdate,
-    type Message,
     type Suggestion,
-    type Thread,
-    type ThreadListQuery,
 } from '../../domain/inbox/inbox.js';
 import { mailboxPollWorkflow } from '../../workflows/inbox/mailbox-poll.js';
 import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.contract.js';
@@ -27,127 +44,6 @@ import { accountRunMode, insertStep } from '../../store/pnet/step-queue.js';
 import { Mailer } from '../../integrations/mailer.js';
 import { SuggestionContext, SuggestionDraft, templateSuggestion, modelSuggestion } from './suggestions.js';
 
-interface ThreadRow {
-  id: string;
-  channel: Thread['channel'];
-  subject: string | null;
-  contact_name: string | null;
-  contact_email: string | null;
-  contact_profile_url: string | null;
-  sequence_contact_id: string | null;
-  last_message_at: Date | null;
-  last_inbound_at: Date | null;
-  unread: boolean;
-  archived_at: Date | null;
-  needs_reply: boolean;
-  message_count: number;
-  snippet: string | null;
-  labels: { id: string; name: string; color: string | null; created_at: string }[];
-  created_at: Date;
-  pnet_account_id: string | null;
-  our_address: string | null;
-  external_key: string | null;
-}
-
-export type ThreadRecord = ThreadRow;
-
-interface LabelRow {
-  id: string;
-  name: string;
-  color: string | null;
-  created_at: Date;
-}
-
-export interface MessageRow {
-  id: string;
-  thread_id: string;
-  direction: 'inbound' | 'outbound';
-  kind: Message['kind'];
-  from_email: string | null;
-  from_profile_url: string | null;
-  to_email: string | null;
-  subject: string | null;
-  body: string;
-  external_id: string | null;
-  delivery_status: Message['delivery_status'];
-  delivery_error: string | null;
-  occurred_at: Date;
-  in_reply_to: string | null;
-  reference_ids: string[];
-}
-
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
-
-export const toLabel = (r: LabelRow): Label => ({ id: r.id, name: r.name, color: r.color, created_at: r.created_at.toISOString() });
-
-export const toThread = (r: ThreadRow): Thread => ({
-  id: r.id,
-  channel: r.channel,
-  subject: r.subject,
-  contact_name: r.contact_name,
-  contact_email: r.contact_email,
-  contact_profile_url: r.contact_profile_url,
-  sequence_contact_id: r.sequence_contact_id,
-  last_message_at: iso(r.last_message_at),
-  last_inbound_at: iso(r.last_inbound_at),
-  unread: r.unread,
-  archived: r.archived_at !== null,
-  needs_reply: r.needs_reply,
-  message_count: r.message_count,
-  snippet: r.snippet,
-  labels: r.labels.map((l) => ({ ...l, created_at: new Date(l.created_at).toISOString() })),
-  created_at: r.created_at.toISOString(),
-});
-
-export const toMessage = (r: MessageRow): Message => ({
-  id: r.id,
-  thread_id: r.thread_id,
-  direction: r.direction,
-  kind: r.kind,
-  from_email: r.from_email,
-  from_profile_url: r.from_profile_url,
-  to_email: r.to_email,
-  subject: r.subject,
-  body: r.body,
-  external_id: r.external_id,
-  delivery_status: r.delivery_status,
-  delivery_error: r.delivery_error,
-  occurred_at: r.occurred_at.toISOString(),
-});
-
-const threadColumns = (db: Db) => db`
-  t.*, coalesce((
-    select json_agg(json_build_object('id', l.id, 'name', l.name, 'color', l.color, 'created_at', l.created_at) order by l.name)
-    from inbox_thread_labels tl join inbox_labels l on l.id = tl.label_id where tl.thread_id = t.id), '[]'::json) as labels`;
-
-export async function listThreads(db: Db, workspaceId: string, q: ThreadListQuery) {
-  const search = q.search?.trim().toLowerCase();
-  const where = db`
-    where t.workspace_id = ${workspaceId}
-      and ${q.archived ? db`t.archived_at is not null` : db`t.archived_at is null`}
-      ${q.channel ? db`and t.channel = ${q.channel}` : db``}
-      ${q.unread !== undefined ? db`and t.unread = ${q.unread}` : db``}
-      ${q.needs_reply !== undefined ? db`and t.needs_reply = ${q.needs_reply}` : db``}
-      ${q.label_id ? db`and exists (select 1 from inbox_thread_labels tl where tl.thread_id = t.id and tl.label_id = ${q.label_id})` : db``}
-      ${search ? db`and (strpos(lower(coalesce(t.contact_name, '') || ' ' || coalesce(t.contact_email, '') || ' ' || coalesce(t.contact_profile_url, '') || ' ' || coalesce(t.subject, '')), ${search}) > 0)` : db``}`;
-  const rows = await db<ThreadRow[]>`
-    select ${threadColumns(db)} from inbox_threads t ${where}
-    order by coalesce(t.last_message_at, t.created_at) desc, t.id desc limit ${q.limit} offset ${q.offset}`;
-  const [count] = await db<{ total: number }[]>`select count(*)::int as total from inbox_threads t ${where}`;
-  const total = count!.total;
-  const next = q.offset + rows.length;
-  return { threads: rows.map(toThread), total, next_offset: next < total ? next : null };
-}
-
-export async function findThread(db: Db, workspaceId: string, threadId: string): Promise<ThreadRow | null> {
-  const [row] = await db<ThreadRow[]>`select ${threadColumns(db)} from inbox_threads t where t.id = ${threadId} and t.workspace_id = ${workspaceId}`;
-  return row ?? null;
-}
-
-export async function threadMessages(db: Db, threadId: string): Promise<MessageRow[]> {
-  return db<MessageRow[]>`select * from inbox_messages where thread_id = ${threadId} order by occurred_at, created_at, id`;
-}
-
 export async function readThreadDetail(db: Db, workspaceId: string, threadId: string) {
   const thread = await findThread(db, workspaceId, threadId);
   if (!thread) return null;
@@ -155,34 +51,10 @@ export async function readThreadDetail(db: Db, workspaceId: string, threadId: st
 }
 
 export async function updateThread(db: Db, workspaceId: string, threadId: string, patch: { unread?: boolean; archived?: boolean }) {
-  const rows = await db`
-    update inbox_threads set
-      unread = coalesce(${patch.unread ?? null}::boolean, unread),
-      archived_at = case when ${patch.archived ?? null}::boolean is null then archived_at
-                         when ${patch.archived ?? null}::boolean then coalesce(archived_at, now()) else null end,
-      updated_at = now()
-    where id = ${threadId} and workspace_id = ${workspaceId} returning id`;
-  return rows.length === 1 ? findThread(db, workspaceId, threadId) : null;
+  return (await patchThread(db, workspaceId, threadId, patch)) ? findThread(db, workspaceId, threadId) : null;
 }
 
 // Labels
-
-export async function listLabels(db: Db, workspaceId: string): Promise<Label[]> {
-  return (await db<LabelRow[]>`select * from inbox_labels where workspace_id = ${workspaceId} order by lower(name), id`).map(toLabel);
-}
-
-export async function getLabel(db: Db, workspaceId: string, labelId: string): Promise<Label | null> {
-  const [row] = await db<LabelRow[]>`select * from inbox_labels where id = ${labelId} and workspace_id = ${workspaceId}`;
-  return row ? toLabel(row) : null;
-}
-
-/** null when the name is taken. */
-export async function createLabel(db: Db, workspaceId: string, input: { name: string; color: string | null }): Promise<Label | null> {
-  const [row] = await db<LabelRow[]>`
-    insert into inbox_labels (workspace_id, name, color) values (${workspaceId}, ${input.name}, ${input.color})
-    on conflict (workspace_id, name) do nothing returning *`;
-  return row ? toLabel(row) : null;
-}
 
 /** 'missing', 'taken', or the label. */
 export async function updateLabel(db: Db, workspaceId: string, labelId: string, input: { name?: string; color?: string | null }): Promise<Label | 'missing' | 'taken'> {
@@ -190,36 +62,13 @@ export async function updateLabel(db: Db, workspaceId: string, labelId: string, 
   if (!current) return 'missing';
   const name = input.name ?? current.name;
   if (name !== current.name) {
-    const [taken] = await db`select 1 from inbox_labels where workspace_id = ${workspaceId} and name = ${name} and id <> ${labelId}`;
-    if (taken) return 'taken';
+    if (await labelNameTaken(db, workspaceId, name, labelId)) return 'taken';
   }
   const color = input.color === undefined ? current.color : input.color;
-  const [row] = await db<LabelRow[]>`update inbox_labels set name = ${name}, color = ${color} where id = ${labelId} returning *`;
-  return toLabel(row!);
-}
-
-export async function deleteLabel(db: Db, workspaceId: string, labelId: string): Promise<boolean> {
-  return (await db`delete from inbox_labels where id = ${labelId} and workspace_id = ${workspaceId} returning id`).length === 1;
-}
-
-export async function labelThread(db: Db, threadId: string, labelId: string, on: boolean) {
-  if (on) await db`insert into inbox_thread_labels (thread_id, label_id) values (${threadId}, ${labelId}) on conflict do nothing`;
-  else await db`delete from inbox_thread_labels where thread_id = ${threadId} and label_id = ${labelId}`;
+  return setLabel(db, labelId, name, color);
 }
 
 // Settings
-
-export interface SettingsRow {
-  webhook_secret: string | null;
-  webhook_secret_rotated_at: Date | null;
-  reply_from_address: string | null;
-  reply_from_name: string | null;
-}
-
-export async function readSettings(db: Db, workspaceId: string): Promise<SettingsRow> {
-  const [row] = await db<SettingsRow[]>`select * from inbox_settings where workspace_id = ${workspaceId}`;
-  return row ?? { webhook_secret: null, webhook_secret_rotated_at: null, reply_from_address: null, reply_from_name: null };
-}
 
 export const toSettings = (s: SettingsRow) => ({
   webhook_path: '/inbox/inbound-email/',
@@ -231,31 +80,21 @@ export const toSettings = (s: SettingsRow) => ({
 
 export async function updateSettings(db: Db, workspaceId: string, patch: { reply_from_address?: string | null; reply_from_name?: string | null }) {
   const address = patch.reply_from_address === undefined ? null : patch.reply_from_address?.toLowerCase() ?? null;
-  await db`
-    insert into inbox_settings (workspace_id, reply_from_address, reply_from_name) values (${workspaceId}, ${address}, ${patch.reply_from_name ?? null})
-    on conflict (workspace_id) do update set
-      reply_from_address = case when ${patch.reply_from_address !== undefined} then excluded.reply_from_address else inbox_settings.reply_from_address end,
-      reply_from_name = case when ${patch.reply_from_name !== undefined} then excluded.reply_from_name else inbox_settings.reply_from_name end,
-      updated_at = now()`;
+  await upsertReplyFrom(db, workspaceId, patch, address);
   return readSettings(db, workspaceId);
 }
 
 export async function rotateWebhookSecret(db: Db, workspaceId: string) {
   const secret = `whsec_${randomBytes(32).toString('base64url')}`;
-  const [row] = await db<{ rotated_at: Date }[]>`
-    insert into inbox_settings (workspace_id, webhook_secret, webhook_secret_rotated_at) values (${workspaceId}, ${secret}, now())
-    on conflict (workspace_id) do update set webhook_secret = excluded.webhook_secret, webhook_secret_rotated_at = now(), updated_at = now()
-    returning webhook_secret_rotated_at as rotated_at`;
-  return { secret, rotated_at: row!.rotated_at.toISOString() };
+  const rotatedAt = await storeWebhookSecret(db, workspaceId, secret);
+  return { secret, rotated_at: rotatedAt.toISOString() };
 }
 
 // The people behind threads (endpoint 7 and the bulk action)
 
 /** The selected threads' contacts grouped into people; ids of other workspaces count for nothing. */
 export async function peopleOfThreads(db: Db | Sql, workspaceId: string, threadIds: string[]) {
-  const rows = await db<{ contact_email: string | null; contact_profile_url: string | null; sequence_contact_id: string | null }[]>`
-    select contact_email, contact_profile_url, sequence_contact_id from inbox_threads
-    where workspace_id = ${workspaceId} and id = any(${[...new Set(threadIds)]}::uuid[])`;
+  const rows = await threadContacts(db, workspaceId, threadIds);
   const counted = countPeople(rows.map((r) => ({ email: r.contact_email, profileUrl: r.contact_profile_url })));
   return { ...counted, sequenceContactIds: rows.map((r) => r.sequence_contact_id).filter((id): id is string => id !== null) };
 }
@@ -271,16 +110,6 @@ export interface InboxServiceDeps {
 }
 
 const replySubject = (subject: string | null) => (subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : '(no subject)');
-
-async function messageByExternalId(db: Db, workspaceId: string, externalId: string): Promise<MessageRow | null> {
-  const [row] = await db<MessageRow[]>`select * from inbox_messages where workspace_id = ${workspaceId} and external_id = ${externalId}`;
-  return row ?? null;
-}
-
-async function messageById(db: Db, id: string): Promise<MessageRow> {
-  const [row] = await db<MessageRow[]>`select * from inbox_messages where id = ${id}`;
-  return row!;
-}
 
 /**
  * Replies on the thread's channel. Email: the outbound row with its Message-ID is committed
@@ -327,7 +156,7 @@ export async function sendReply(
         deliveryStatus: 'queued', sentBy: input.sentBy, browserStepId: step.id,
       });
       await refreshThread(tx, threadId, false);
-      await tx`update inbox_threads set unread = false where id = ${threadId}`;
+      await markThreadRead(tx, threadId);
       return m;
     });
     await startStepWorkflow({ ...deps.temporal, sql }, step);
@@ -353,7 +182,7 @@ export async function sendReply(
       deliveryStatus: 'sending', sentBy: input.sentBy,
     });
     await refreshThread(tx, threadId, false);
-    await tx`update inbox_threads set unread = false where id = ${threadId}`;
+    await markThreadRead(tx, threadId);
     return m;
   });
   const row = await messageById(sql, saved.id);
@@ -363,46 +192,11 @@ export async function sendReply(
       inReplyTo: row.in_reply_to, references: row.reference_ids,
     });
   } catch (err) {
-    await sql`update inbox_messages set delivery_status = 'failed', delivery_error = ${String((err as Error).message).slice(0, 500)} where id = ${row.id} and delivery_status <> 'sent'`;
+    await markDeliveryFailed(sql, row.id, String((err as Error).message).slice(0, 500));
     throw new ApiError('bad_gateway', `The mail server did not take the reply: ${String((err as Error).message).slice(0, 200)}. Retry with the same idempotency_key.`);
   }
-  await sql`update inbox_messages set delivery_status = 'sent', delivery_error = null where id = ${row.id}`;
+  await markDeliverySent(sql, row.id);
   return { message: await messageById(sql, row.id), created: !saved.duplicate };
-}
-
-interface SuggestionRow {
-  id: string;
-  thread_id: string;
-  message_id: string;
-  status: Suggestion['status'];
-  subject: string | null;
-  body: string;
-  model_key: string;
-  credits_charged: number;
-  edited: boolean;
-  sent_message_id: string | null;
-  decided_at: Date | null;
-  created_at: Date;
-}
-
-export const toSuggestion = (r: SuggestionRow): Suggestion => ({
-  id: r.id,
-  thread_id: r.thread_id,
-  message_id: r.message_id,
-  status: r.status,
-  subject: r.subject,
-  body: r.body,
-  model_key: r.model_key,
-  credits_charged: r.credits_charged,
-  edited: r.edited,
-  sent_message_id: r.sent_message_id,
-  decided_at: iso(r.decided_at),
-  created_at: r.created_at.toISOString(),
-});
-
-async function suggestionFor(db: Db, messageId: string): Promise<SuggestionRow | null> {
-  const [row] = await db<SuggestionRow[]>`select * from inbox_suggestions where message_id = ${messageId}`;
-  return row ?? null;
 }
 
 /**
@@ -427,13 +221,11 @@ export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, 
     answering: answering.body,
   };
   const id = randomUUID();
-  const insert = (db: Db, draft: SuggestionDraft, credits: number) => db<SuggestionRow[]>`
-    insert into inbox_suggestions (id, workspace_id, thread_id, message_id, subject, body, model_key, credits_charged)
-    values (${id}, ${workspaceId}, ${threadId}, ${answering.id}, ${draft.subject}, ${draft.body.replace(/\u0000/g, '')}, ${draft.modelKey}, ${credits})
-    on conflict (message_id) do nothing returning *`;
+  const insert = (db: Db, draft: SuggestionDraft, credits: number) =>
+    insertSuggestion(db, { id, workspaceId, threadId, messageId: answering.id, subject: draft.subject, body: draft.body, modelKey: draft.modelKey, credits });
   const model = deps.chatModel;
   if (!model) {
-    const [row] = await insert(sql, templateSuggestion(context), 0);
+    const row = await insert(sql, templateSuggestion(context), 0);
     return row ? { suggestion: toSuggestion(row), created: true } : { suggestion: toSuggestion((await suggestionFor(sql, answering.id))!), created: false };
   }
   const causeKey = `inbox-suggestion:${id}`;
@@ -446,26 +238,13 @@ export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, 
     throw new ApiError('bad_gateway', `The model could not write a suggestion: ${String((err as Error).message).slice(0, 200)}`);
   }
   const row = await sql.begin(async (tx) => {
-    const [made] = await insert(tx, draft, suggestionPriceCredits);
+    const made = await insert(tx, draft, suggestionPriceCredits);
     // Someone else's suggestion for this message landed first: this one is not kept, nor charged.
     if (made) await chargeHold(tx, hold.id);
     else await releaseHold(tx, hold.id);
     return made ?? (await suggestionFor(tx, answering.id))!;
   });
   return { suggestion: toSuggestion(row), created: row.id === id };
-}
-
-export async function listSuggestions(db: Db, workspaceId: string, q: { status: Suggestion['status']; thread_id?: string; limit: number }) {
-  const rows = await db<SuggestionRow[]>`
-    select * from inbox_suggestions where workspace_id = ${workspaceId} and status = ${q.status}
-      ${q.thread_id ? db`and thread_id = ${q.thread_id}` : db``}
-    order by created_at desc, id limit ${q.limit}`;
-  return rows.map(toSuggestion);
-}
-
-export async function readSuggestion(db: Db, workspaceId: string, suggestionId: string): Promise<SuggestionRow | null> {
-  const [row] = await db<SuggestionRow[]>`select * from inbox_suggestions where id = ${suggestionId} and workspace_id = ${workspaceId}`;
-  return row ?? null;
 }
 
 /** Sends the suggestion (or the person's edit of it) as a reply; only a pending one. */
@@ -476,17 +255,12 @@ export async function approveSuggestion(deps: InboxServiceDeps, workspaceId: str
   const body = edit ?? current.body;
   // The key makes a retried approval send the same Message-ID, never a second reply.
   const { message } = await sendReply(deps, workspaceId, current.thread_id, { body, idempotencyKey: `suggestion.${suggestionId}`, sentBy: actor });
-  const [row] = await deps.sql<SuggestionRow[]>`
-    update inbox_suggestions set status = 'approved', sent_message_id = ${message.id}, edited = ${body !== current.body},
-      body = ${body}, decided_by = ${actor}, decided_at = now()
-    where id = ${suggestionId} and status = 'pending' returning *`;
+  const row = await markSuggestionApproved(deps.sql, suggestionId, { sentMessageId: message.id, edited: body !== current.body, body, actor });
   return { suggestion: toSuggestion(row ?? (await readSuggestion(deps.sql, workspaceId, suggestionId))!), message: toMessage(message) };
 }
 
 export async function dismissSuggestion(db: Db, workspaceId: string, suggestionId: string, actor: string | null): Promise<Suggestion> {
-  const [row] = await db<SuggestionRow[]>`
-    update inbox_suggestions set status = 'dismissed', decided_by = ${actor}, decided_at = now()
-    where id = ${suggestionId} and workspace_id = ${workspaceId} and status = 'pending' returning *`;
+  const row = await markSuggestionDismissed(db, workspaceId, suggestionId, actor);
   if (row) return toSuggestion(row);
   const current = await readSuggestion(db, workspaceId, suggestionId);
   if (!current) throw notFound('Suggestion');
@@ -506,11 +280,7 @@ export async function bulkDoNotContact(sql: Sql, workspaceId: string, threadIds:
       reason: options.reason, source: 'inbox_bulk', createdBy: options.createdBy,
     });
     const reason = 'inbox_bulk_do_not_contact';
-    await tx`
-      insert into contact_stops (workspace_id, email, profile_url, sequence_contact_id, reason, created_by)
-      select ${workspaceId}::uuid, e, null::text, null::uuid, ${reason}::text, ${options.createdBy}::text from unnest(${emails}::text[]) as e
-      union all select ${workspaceId}::uuid, null, p, null, ${reason}, ${options.createdBy} from unnest(${profileUrls}::text[]) as p
-      union all select ${workspaceId}::uuid, null, null, c, ${reason}, ${options.createdBy} from unnest(${sequenceContactIds}::uuid[]) as c`;
+    await recordContactStops(tx, workspaceId, { emails, profileUrls, sequenceContactIds }, reason, options.createdBy);
     return {
       result: { people: people.length, without_email: withoutEmail, added: listed.added, already_listed: listed.existing, stopped: people.length },
       wake: { emails, profileUrls, sequenceContactIds },
@@ -519,25 +289,6 @@ export async function bulkDoNotContact(sql: Sql, workspaceId: string, threadIds:
 }
 
 // IMAP mailboxes
-
-interface MailboxRow {
-  id: string;
-  workspace_id: string;
-  address: string;
-  host: string;
-  port: number;
-  secure: boolean;
-  username: string;
-  folder: string;
-  poll_seconds: number;
-  enabled: boolean;
-  uid_validity: number | null;
-  last_uid: number;
-  messages_recorded: number;
-  last_polled_at: Date | null;
-  last_error: string | null;
-  created_at: Date;
-}
 
 export const toMailbox = (r: MailboxRow): Mailbox => ({
   id: r.id,
@@ -558,25 +309,18 @@ export const toMailbox = (r: MailboxRow): Mailbox => ({
   created_at: r.created_at.toISOString(),
 });
 
-const mailboxColumns = (db: Db) => db`id, workspace_id, address, host, port, secure, username, folder, poll_seconds, enabled, uid_validity, last_uid,
-  messages_recorded, last_polled_at, last_error, created_at`;
-
 /** null when the workspace already reads that folder of that user on that host. */
 export async function createMailbox(db: Db, workspaceId: string, m: MailboxCreate): Promise<Mailbox | null> {
-  const [row] = await db<MailboxRow[]>`
-    insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password, folder, poll_seconds)
-    values (${workspaceId}, ${m.address.toLowerCase()}, ${m.host.toLowerCase()}, ${m.port}, ${m.secure}, ${m.username}, ${m.password}, ${m.folder}, ${m.poll_seconds})
-    on conflict (workspace_id, host, username, folder) do nothing
-    returning ${mailboxColumns(db)}`;
+  const row = await insertMailbox(db, workspaceId, m);
   return row ? toMailbox(row) : null;
 }
 
 export async function listMailboxes(db: Db, workspaceId: string): Promise<Mailbox[]> {
-  return (await db<MailboxRow[]>`select ${mailboxColumns(db)} from inbox_mailboxes where workspace_id = ${workspaceId} order by created_at, id`).map(toMailbox);
+  return (await mailboxRows(db, workspaceId)).map(toMailbox);
 }
 
 export async function getMailbox(db: Db, workspaceId: string, mailboxId: string): Promise<Mailbox | null> {
-  const [row] = await db<MailboxRow[]>`select ${mailboxColumns(db)} from inbox_mailboxes where id = ${mailboxId} and workspace_id = ${workspaceId}`;
+  const row = await mailboxRow(db, workspaceId, mailboxId);
   return row ? toMailbox(row) : null;
 }
 
@@ -589,22 +333,16 @@ export async function updateMailbox(db: Db, workspaceId: string, mailboxId: stri
   const folder = p.folder ?? current.folder;
   const moved = host !== current.host || username !== current.username || folder !== current.folder;
   try {
-    const [row] = await db<MailboxRow[]>`
-      update inbox_mailboxes set host = ${host}, username = ${username}, folder = ${folder}, port = ${p.port ?? current.port},
-        secure = ${p.secure ?? current.secure}, password = coalesce(${p.password ?? null}, password),
-        poll_seconds = ${p.poll_seconds ?? current.poll_seconds}, enabled = ${p.enabled ?? current.enabled},
-        uid_validity = ${moved ? null : current.uid_validity}, last_uid = ${moved ? 0 : current.last_uid}, last_error = null, updated_at = now()
-      where id = ${mailboxId} and workspace_id = ${workspaceId}
-      returning ${mailboxColumns(db)}`;
+    const row = await setMailbox(db, workspaceId, mailboxId, {
+      host, username, folder, port: p.port ?? current.port, secure: p.secure ?? current.secure, password: p.password ?? null,
+      poll_seconds: p.poll_seconds ?? current.poll_seconds, enabled: p.enabled ?? current.enabled,
+      uid_validity: moved ? null : current.uid_validity, last_uid: moved ? 0 : current.last_uid,
+    });
     return row ? toMailbox(row) : 'missing';
   } catch (err) {
     if ((err as { code?: string }).code === '23505') return 'taken';
     throw err;
   }
-}
-
-export async function deleteMailbox(db: Db, workspaceId: string, mailboxId: string): Promise<boolean> {
-  return (await db`delete from inbox_mailboxes where id = ${mailboxId} and workspace_id = ${workspaceId} returning id`).length === 1;
 }
 
 /** Starts the mailbox's polling workflow, or asks the running one to read now. */

@@ -5,24 +5,19 @@ import { isPrivateAddress } from '../../integrations/web/web-page.js';
 import { type Sql } from '../../db/sql.js';
 import type { MailboxPollResult } from '../../domain/inbox/inbox.js';
 import { recordInboundEmail, InboundEmailError } from '../../store/inbox/messages.js';
+import {
+  advanceMailboxCursor,
+  mailboxToPoll,
+  recordPollDone,
+  recordPollFailed,
+  restartMailboxCursor,
+  type PollMailboxRow,
+} from '../../store/inbox/mailboxes.js';
 
 // ---------------------------------------------------------------------------------------------
 // IMAP polling (workflows/mailbox-poll.ts runs one per mailbox)
 
-export interface MailboxRow {
-  id: string;
-  workspace_id: string;
-  host: string;
-  port: number;
-  secure: boolean;
-  username: string;
-  password: string;
-  folder: string;
-  poll_seconds: number;
-  enabled: boolean;
-  uid_validity: number | null;
-  last_uid: number;
-}
+export type MailboxRow = PollMailboxRow;
 
 /** Whether mailboxes may be on private, loopback or link-local addresses (MAILBOX_ALLOW_PRIVATE_NETWORKS). */
 export interface MailboxNetwork {
@@ -58,7 +53,7 @@ export async function pollMailbox(
   onStop: (workspaceId: string, emails: string[]) => Promise<void> = async () => {},
   options: MailboxNetwork = { allowPrivateNetworks: false },
 ): Promise<MailboxPollResult> {
-  const [box] = await sql<MailboxRow[]>`select * from inbox_mailboxes where id = ${mailboxId}`;
+  const box = await mailboxToPoll(sql, mailboxId);
   if (!box) return { state: 'gone', recorded: 0, more: false, pollSeconds: 0, uidValidity: null, lastUid: 0 };
   const base = { pollSeconds: box.poll_seconds, uidValidity: box.uid_validity, lastUid: box.last_uid };
   if (!box.enabled) return { state: 'disabled', recorded: 0, more: false, ...base };
@@ -67,7 +62,7 @@ export async function pollMailbox(
     address = await publicAddressOf(box.host, options.allowPrivateNetworks);
   } catch (err) {
     const message = String((err as Error).message ?? err).slice(0, 500);
-    await sql`update inbox_mailboxes set last_polled_at = now(), last_error = ${message}, updated_at = now() where id = ${box.id}`;
+    await recordPollFailed(sql, box.id, message);
     return { state: 'failed', recorded: 0, more: false, ...base };
   }
   // Connect to the address checked, not the name again (a second lookup could answer otherwise);
@@ -92,7 +87,7 @@ export async function pollMailbox(
       const current = Number(opened.uidValidity);
       if (validity !== current) {
         // The server renumbered the folder: read it again from the start.
-        await sql`update inbox_mailboxes set uid_validity = ${current}, last_uid = 0, updated_at = now() where id = ${box.id}`;
+        await restartMailboxCursor(sql, box.id, current);
         validity = current;
         last = 0;
       }
@@ -115,9 +110,7 @@ export async function pollMailbox(
             // A message that cannot be filed is passed over, not read again forever.
             if (!(err instanceof InboundEmailError)) throw err;
           }
-          await sql`
-            update inbox_mailboxes set last_uid = ${message.uid}, messages_recorded = messages_recorded + ${fresh ? 1 : 0}, updated_at = now()
-            where id = ${box.id} and uid_validity = ${validity} and last_uid < ${message.uid}`;
+          await advanceMailboxCursor(sql, box.id, validity, message.uid, fresh);
           last = message.uid;
           if (fresh) recorded++;
         }
@@ -129,13 +122,12 @@ export async function pollMailbox(
     }
     await client.logout();
     if (stopped.length > 0) await onStop(box.workspace_id, stopped).catch(() => undefined);
-    await sql`update inbox_mailboxes set last_polled_at = now(), last_error = null, last_uid = greatest(last_uid, ${last}), updated_at = now()
-      where id = ${box.id} and uid_validity = ${validity}`;
+    await recordPollDone(sql, box.id, validity, last);
     return { state: 'polled', recorded, more, pollSeconds: box.poll_seconds, uidValidity: validity, lastUid: last };
   } catch (err) {
     client.close();
     const message = String((err as Error).message ?? err).slice(0, 500);
-    await sql`update inbox_mailboxes set last_polled_at = now(), last_error = ${message}, updated_at = now() where id = ${box.id}`;
+    await recordPollFailed(sql, box.id, message);
     return { state: 'failed', recorded, more: false, pollSeconds: box.poll_seconds, uidValidity: validity, lastUid: last };
   }
 }

@@ -2,6 +2,7 @@
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { StepRow } from '../../store/pnet/steps.js';
+import { recordStepRun } from '../../store/pnet/step-queue.js';
 import type { StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { Sql } from '../../db/sql.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
@@ -46,7 +47,7 @@ export interface StepWorkflows {
 
 /** Records the run a start created (or found), so later Updates name it (migration 022); null forgets it. */
 async function recordRun(sql: Sql, stepId: string, runId: string | null) {
-  await sql`update browser_steps set workflow_run_id = ${runId} where id = ${stepId} and workflow_run_id is distinct from ${runId}`;
+  await recordStepRun(sql, stepId, runId);
 }
 
 /**

@@ -2,6 +2,7 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/sql.js';
+import { sequencesFedBy } from '../../store/sequences/stops.js';
 import { sequenceContactWorkflow, sequenceFeedWorkflow } from '../../workflows/sequences/sequence-contact.js';
 import {
   sequenceContactWorkflowId,
@@ -90,9 +91,7 @@ export async function wakeFeedsOfTable(
   added: number,
 ): Promise<void> {
   if (added === 0) return;
-  const fed = await deps.sql<{ id: string; workspace_id: string }[]>`
-    select id, workspace_id from sequences
-    where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;
+  const fed = await sequencesFedBy(deps.sql, workspaceId, tableId);
   for (const sequence of fed) {
     await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence, deps.feedPollSeconds).catch((err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'));
   }

@@ -6,6 +6,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
+import { contactsToWake } from '../../store/sequences/stops.js';
 import { wakeContacts, type ContactRef } from './sequence-client.js';
 
 export interface SequenceStopDeps {
@@ -26,12 +27,7 @@ export async function wakeSequenceContacts(deps: SequenceStopDeps, workspaceId: 
   const ids = (who.sequenceContactIds ?? []).filter((id) => /^[0-9a-f-]{36}$/i.test(id));
   if (emails.length + urls.length + ids.length === 0) return 0;
   const { sql } = deps;
-  const contacts = await sql<ContactRef[]>`
-    select id, sequence_id, workspace_id, contact_key from sequence_contacts
-    where workspace_id = ${workspaceId} and status in ('active', 'paused', 'failed') and (
-      ${emails.length > 0 ? sql`normalize_email(email) in (select normalize_email(x) from unnest(${emails}::text[]) x)` : sql`false`}
-      or ${urls.length > 0 ? sql`normalize_profile_url(profile_url) in (select normalize_profile_url(x) from unnest(${urls}::text[]) x)` : sql`false`}
-      or ${ids.length > 0 ? sql`id = any(${ids}::uuid[])` : sql`false`})`;
+  const contacts: ContactRef[] = await contactsToWake(sql, workspaceId, { emails, urls, ids });
   await wakeContacts(deps.temporal.client, deps.temporal.taskQueue, contacts);
   return contacts.length;
 }

@@ -18,3 +18,9 @@ export async function setAgentToolEnabled(sql: Db, workspaceId: string, key: Age
     insert into agent_tools (workspace_id, key, enabled) values (${workspaceId}, ${key}, ${enabled})
     on conflict (workspace_id, key) do update set enabled = excluded.enabled, updated_at = now()`;
 }
+
+/** Whether the workspace switched this tool on; a tool without a row is off. */
+export async function agentToolEnabled(sql: Db, workspaceId: string, key: AgentToolKey): Promise<boolean> {
+  const [row] = await sql<{ enabled: boolean }[]>`select enabled from agent_tools where workspace_id = ${workspaceId} and key = ${key}`;
+  return row?.enabled ?? false;
+}

@@ -3,7 +3,12 @@ import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type {
   AgentSlot,
+  Assessment,
   Conversation,
+  Draft,
+  Finding,
+  JudgeVerdict,
+  MessageKind,
   OutboundAgent,
   OutboundAgentCreate,
   OutboundAgentUpdate,
@@ -178,4 +183,151 @@ export async function readConversation(sql: Sql, workspaceId: string, agentId: s
       sent_at: iso(m.sent_at),
     })),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agent's writing (writeStepMessage): the current version, the conversation researched once,
+// and message rows claimed per (conversation, write key) by attempt.
+
+export interface AgentVersionRecord {
+  id: string;
+  workspace_id: string;
+  name: string;
+  version: number;
+  instructions: string;
+  slots: AgentSlot[];
+}
+
+export async function loadAgentVersion(db: Db, workspaceId: string, agentId: string): Promise<AgentVersionRecord | undefined> {
+  const [agent] = await db<AgentVersionRecord[]>`
+    select a.id, a.workspace_id, a.name, a.version, v.instructions, v.slots
+    from outbound_agents a join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
+    where a.id = ${agentId} and a.workspace_id = ${workspaceId}`;
+  return agent;
+}
+
+export interface ResearchedConversation {
+  id: string;
+  researched_at: Date | null;
+  research_brief: ResearchFact[];
+  sources: string[];
+}
+
+/** The conversation of (agent, contact key), created on first use. */
+export async function openConversation(
+  db: Db,
+  c: { workspaceId: string; agentId: string; contactKey: string; subjectKey: string },
+): Promise<ResearchedConversation> {
+  const [conversation] = await db<ResearchedConversation[]>`
+      insert into outbound_conversations (workspace_id, agent_id, contact_key, subject_key)
+      values (${c.workspaceId}, ${c.agentId}, ${c.contactKey}, ${c.subjectKey})
+      on conflict (agent_id, contact_key) do update set contact_key = excluded.contact_key
+      returning id, researched_at, research_brief, sources`;
+  return conversation!;
+}
+
+/** Stores the research brief once: undefined when another write researched the conversation first. */
+export async function storeResearch(
+  db: Db,
+  conversationId: string,
+  research: { brief: ResearchFact[]; sources: string[]; companyKey: string },
+): Promise<ResearchedConversation | undefined> {
+  const [updated] = await db<ResearchedConversation[]>`
+      update outbound_conversations
+      set research_brief = ${db.json(research.brief as never)}, sources = ${research.sources}, company_key = ${research.companyKey}, researched_at = now()
+      where id = ${conversationId} and researched_at is null
+      returning id, researched_at, research_brief, sources`;
+  return updated;
+}
+
+export async function findResearchedConversation(db: Db, conversationId: string): Promise<ResearchedConversation | undefined> {
+  return (await db<ResearchedConversation[]>`select id, researched_at, research_brief, sources from outbound_conversations where id = ${conversationId}`)[0];
+}
+
+export async function touchConversation(db: Db, conversationId: string): Promise<void> {
+  await db`update outbound_conversations set last_turn_at = now() where id = ${conversationId}`;
+}
+
+export interface StoredMessage {
+  id: string;
+  attempt: number;
+  status: string;
+  subject: string | null;
+  body: string;
+  confident: boolean;
+  insufficient_data: boolean;
+  confidence: string;
+  judge_verdict: Partial<JudgeVerdict>;
+}
+
+export async function findWrite(db: Db, conversationId: string, writeKey: string): Promise<StoredMessage | undefined> {
+  const [stored] = await db<StoredMessage[]>`
+        select * from outbound_messages where conversation_id = ${conversationId} and write_key = ${writeKey}`;
+  return stored;
+}
+
+export async function findMessage(db: Db, messageId: string): Promise<StoredMessage | undefined> {
+  return (await db<StoredMessage[]>`select * from outbound_messages where id = ${messageId}`)[0];
+}
+
+/** Claims the write: a new row, or the next attempt of a failed (or abandoned) one; undefined when it is written already. */
+export async function claimWrite(
+  db: Db,
+  w: { workspaceId: string; conversationId: string; writeKey: string; agentVersion: number; slotKey: string; kind: MessageKind },
+): Promise<StoredMessage | undefined> {
+  const [claimed] = await db<StoredMessage[]>`
+        insert into outbound_messages (workspace_id, conversation_id, write_key, agent_version, slot_key, kind, status)
+        values (${w.workspaceId}, ${w.conversationId}, ${w.writeKey}, ${w.agentVersion}, ${w.slotKey}, ${w.kind}, 'writing')
+        on conflict (conversation_id, write_key) do update
+          set attempt = outbound_messages.attempt + 1, status = 'writing', error = null, agent_version = excluded.agent_version
+          where outbound_messages.status in ('failed', 'writing')
+        returning *`;
+  return claimed;
+}
+
+/** The conversation's other messages written so far, oldest first: what the writer is shown. */
+export function writtenThread(db: Db, conversationId: string, writeKey: string) {
+  return db<{ slot_key: string; subject: string | null; body: string }[]>`
+        select slot_key, subject, body from outbound_messages
+        where conversation_id = ${conversationId} and write_key <> ${writeKey} and status in ('ready', 'needs_review', 'sent')
+        order by created_at, id`;
+}
+
+/** This attempt of the write failed (a newer attempt is left alone). */
+export async function failWrite(db: Db, claimed: { id: string; attempt: number }, error: string): Promise<void> {
+  await db`update outbound_messages set status = 'failed', error = ${error}
+            where id = ${claimed.id} and attempt = ${claimed.attempt} and status = 'writing'`;
+}
+
+/** Stores this attempt's message; undefined when a newer attempt superseded it. */
+export async function storeWrittenMessage(
+  db: Db,
+  claimed: { id: string; attempt: number },
+  m: {
+    draft: Draft;
+    findings: Finding[];
+    verdict: JudgeVerdict;
+    assessment: Assessment;
+    opensThread: boolean;
+    modelKey: string;
+    reach: 'web' | 'none';
+    priceTenths: number;
+    creditsCharged: number;
+    status: 'needs_review' | 'ready';
+  },
+): Promise<StoredMessage | undefined> {
+  const { draft, assessment, verdict } = m;
+  const [row] = await db<StoredMessage[]>`
+          update outbound_messages set
+            angle = ${draft.angle}, subject = ${draft.subject}, body = ${draft.body},
+            generated_subject = ${draft.subject}, generated_body = ${draft.body}, reasoning = ${draft.reasoning},
+            facts_used = ${draft.facts_used}, findings = ${db.json(m.findings as never)}, judge_verdict = ${db.json(verdict as never)},
+            confidence = ${assessment.confidence}, confidence_score = ${assessment.confidence_score}, confident = ${assessment.confident},
+            insufficient_data = ${assessment.insufficient_data}, is_preview = false,
+            opens_thread = ${m.opensThread}, model_key = ${m.modelKey}, reach = ${m.reach},
+            price_tenths = ${m.priceTenths}, credits_charged = ${m.creditsCharged}, quality_score = ${verdict.quality_score},
+            status = ${m.status}, error = null
+          where id = ${claimed.id} and attempt = ${claimed.attempt} and status = 'writing'
+          returning *`;
+  return row;
 }

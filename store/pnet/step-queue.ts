@@ -22,6 +22,11 @@ export async function accountRunMode(db: Db, workspaceId: string, accountId: str
   return row?.run_mode;
 }
 
+/** Records the run a start created (or found), so later Updates name it (migration 022); null forgets it. */
+export async function recordStepRun(db: Db, stepId: string, runId: string | null): Promise<void> {
+  await db`update browser_steps set workflow_run_id = ${runId} where id = ${stepId} and workflow_run_id is distinct from ${runId}`;
+}
+
 /**
  * Manual mode puts a step on the Tasks page first; automatic mode and operator tests queue it,
  * with its price set aside. One auto-committed statement writes the step, its hold, the balance

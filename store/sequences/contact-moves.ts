@@ -6,16 +6,16 @@
  * the move sent before decisions were split from them, one for one.
  */
 import { randomUUID } from 'node:crypto';
-import type { CommitWith, Db } from '../../db/sql.js';
+import type { Db } from '../../db/sql.js';
 import type { StepParams } from '../../domain/pnet/steps.js';
 import type {
-  AdvanceContact,
-  AdvanceMove,
-  AdvanceSend,
-  AdvanceSender,
-  AdvanceSequence,
-  AdvanceTemplate,
-  Wait,
+    AdvanceContact,
+    AdvanceMove,
+    AdvanceSend,
+    AdvanceSender,
+    AdvanceSequence,
+    AdvanceTemplate,
+    Wait,
 } from '../../domain/sequences/advance.js';
 import type { BranchCondition, SequenceGraph, SequencePnetAction } from '../../domain/sequences/sequences.js';
 import { holdCtes } from '../platform/credits.js';
@@ -242,18 +242,18 @@ export async function returnSendForEdit(db: Db, sendId: string, reason: string) 
  * credits suffice is decided inside this one statement (the hold's CTEs read the balance they
  * take from): too few writes no step, no hold and no send, and the contact waits
  * `insufficient_credits` until `retryAt`; the rest of the transaction commits all the same.
- * Answers the step queued, or undefined when credits fell short. Nothing may follow it.
+ * Its rows are the step queued, or none when credits fell short. The statement is returned unsent,
+ * for the caller's commitWith: it must be the transaction's last.
  */
-export async function queuePnetStepAndCommit(
+export function queuePnetStep(
   db: Db,
-  commitWith: CommitWith,
   c: Contact,
   accountId: string | null,
   step: { stepId: string; action: SequencePnetAction; params: StepParams; awaiting: boolean; retryAt: Date },
-): Promise<StepRow | undefined> {
+) {
   const id = randomUUID();
   const hold = step.awaiting ? null : stepHold({ id, workspace_id: c.workspace_id, kind: step.action, credit_round: 0 }, randomUUID());
-  const [row] = await commitWith(db<StepRow[]>`
+  return db<StepRow[]>`
     with ${hold ? db`${holdCtes(db, hold)},` : db``} step as (
       insert into browser_steps (id, workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held, credit_hold_id)
       select ${id}, ${c.workspace_id}, ${accountId}, ${step.action}, ${db.json(step.params as never)}, ${c.contact_key}, ${c.sequence_id},
@@ -270,6 +270,5 @@ export async function queuePnetStepAndCommit(
       update sequence_sends m set browser_step_id = s.id, status = 'sent', sent_at = now(), updated_at = now()
       from step s where m.contact_id = ${c.id} and m.step_id = ${step.stepId} and m.status = 'approved'
     )
-    select * from step`);
-  return row;
+    select * from step`;
 }

@@ -5,7 +5,7 @@ import { creditHoldWorkflow } from '../../workflows/platform/credit-hold.js';
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.contract.js';
 import { watchCreditHold } from '../../activities/platform/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
-import { createSql, savepoint, transaction } from '../../db/sql.js';
+import { commitWith, createSql, savepoint, transaction } from '../../db/sql.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { createCreditActivities } from '../../activities/platform/credits.js';
@@ -103,14 +103,15 @@ describe('a settle sent with its COMMIT', () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
     const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 60 }));
-    const answer = await transaction(stack.sql, async (tx, commitWith) => {
+    const answer = await transaction(stack.sql, async (tx) => {
       await tx`update credit_balances set updated_at = now() where workspace_id = ${ws.workspaceId}`;
       // Before the commit another writer of the row waits, and gives up after its lock timeout.
       await expect(lockedOut(ws.workspaceId)).rejects.toMatchObject({ code: '55P03' });
-      const [settled] = await commitWith(chargeHoldStatement(tx, hold.id));
-      // Still inside the body: the row is free and the charge is there for everyone to see.
-      const [row] = await lockedOut(ws.workspaceId);
-      return { status: settled!.status, spentSeenOutside: row!.spent };
+      return commitWith(chargeHoldStatement(tx, hold.id), async ([settled]) => {
+        // As the answer is made: the row is free and the charge is there for everyone to see.
+        const [row] = await lockedOut(ws.workspaceId);
+        return { status: settled!.status, spentSeenOutside: row!.spent };
+      });
     });
     expect(answer).toEqual({ status: 'charged', spentSeenOutside: 4 });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 6, held: 0, spent: 4 });
@@ -122,10 +123,10 @@ describe('a settle sent with its COMMIT', () => {
     // A pool of one connection, so the connection the transaction used is the one looked at after.
     const one = createSql(stack.databaseUrl, { max: 1 });
     try {
-      const attempt = transaction(one, async (tx, commitWith) => {
+      const attempt = transaction(one, async (tx) => {
         await tx`update credit_balances set available = available + 1000 where workspace_id = ${ws.workspaceId}`;
         // The grant's cause key again: the ledger's unique constraint refuses it.
-        await commitWith(tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`);
+        return commitWith(tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`);
       });
       await expect(attempt).rejects.toMatchObject({ code: '23505' });
       expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
@@ -143,12 +144,11 @@ describe('a settle sent with its COMMIT', () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
     const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 3, causeKey: 'op', ttlSeconds: 60 }));
-    const caught = await transaction(stack.sql, async (tx, commitWith) => {
+    const caught = await transaction(stack.sql, async (tx) => {
       const failure = await savepoint(tx, (sp) => sp`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 5, 'g')`).catch(
         (error: { code?: string }) => error.code,
       );
-      await commitWith(chargeHoldStatement(tx, hold.id));
-      return failure;
+      return commitWith(chargeHoldStatement(tx, hold.id), () => failure);
     });
     expect(caught).toBe('23505');
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 7, held: 0, spent: 3 });

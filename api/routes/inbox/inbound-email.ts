@@ -12,7 +12,7 @@ import { DetailBodySchema, ValidationBodySchema } from '../../../domain/shared/c
 import { ApiError } from '../../../domain/shared/errors.js';
 import { InboundEmailResultSchema, webhookToleranceSeconds } from '../../../domain/inbox/inbox.js';
 import type { AppDeps } from '../../deps.js';
-import { readSettings } from '../../../services/inbox/inbox.js';
+import { readSettings } from '../../../store/inbox/settings.js';
 import { ValidationRefusal } from '../../plugins/errors.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 

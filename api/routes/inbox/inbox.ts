@@ -42,37 +42,28 @@ import type { RouteDeps } from '../../deps.js';
 import {
     approveSuggestion,
     bulkDoNotContact,
-    createLabel,
     createMailbox,
-    deleteMailbox,
     getMailbox,
     listMailboxes,
     updateMailbox,
     wakeMailbox,
-    deleteLabel,
     dismissSuggestion,
-    findThread,
-    getLabel,
-    labelThread,
-    listLabels,
-    listSuggestions,
-    listThreads,
     peopleOfThreads,
-    readSettings,
-    readSuggestion,
     readThreadDetail,
     rotateWebhookSecret,
     sendReply,
     suggestReply,
-    toMessage,
     toSettings,
-    toSuggestion,
-    toThread,
     updateLabel,
     updateSettings,
     updateThread,
     type InboxServiceDeps,
 } from '../../../services/inbox/inbox.js';
+import { findThread, listThreads, toMessage, toThread } from '../../../store/inbox/threads.js';
+import { createLabel, deleteLabel, getLabel, labelThread, listLabels } from '../../../store/inbox/labels.js';
+import { readSettings } from '../../../store/inbox/settings.js';
+import { listSuggestions, readSuggestion, toSuggestion } from '../../../store/inbox/suggestions.js';
+import { deleteMailbox } from '../../../store/inbox/mailboxes.js';
 import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../../workflows/inbox/mailbox-poll.contract.js';
 import { principalOf } from '../../plugins/auth.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';

@@ -1,0 +1,11 @@
+/** What authentication reads of the workspace: the member a bearer token's user is. */
+import type { Db } from '../../db/sql.js';
+import type { Plan, Role } from '../../domain/shared/common.js';
+
+/** The member of the workspace signed in as this identity-provider user, with the workspace's plan. */
+export async function memberOfIdpUser(db: Db, workspaceId: string, idpUserId: string): Promise<{ id: string; role: Role; plan: Plan } | undefined> {
+  const [member] = await db<{ id: string; role: Role; plan: Plan }[]>`
+    select m.id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id
+    where m.workspace_id = ${workspaceId} and m.idp_user_id = ${idpUserId}`;
+  return member;
+}
