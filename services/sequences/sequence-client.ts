@@ -2,7 +2,7 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/sql.js';
-import { sequencesFedBy } from '../../store/sequences/stops.js';
+import { sequencesFedBy } from '../../store/sequences/feed.js';
 import { sequenceContactWorkflow, sequenceFeedWorkflow } from '../../workflows/sequences/sequence-contact.js';
 import {
   sequenceContactWorkflowId,

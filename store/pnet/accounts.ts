@@ -205,3 +205,10 @@ export async function disconnectAccount(sql: Sql, workspaceId: string, profileId
       select * from browser_steps where account_id = ${row.id} and status in ('awaiting_approval', 'queued', 'resuming') order by created_at`;
   }) as Promise<StepRow[]>;
 }
+
+/** The pnet account of a sender profile. */
+export async function accountOfSenderProfile(sql: Db, profileId: string) {
+  const [account] = await sql<{ id: string; workspace_id: string }[]>`
+    select id, workspace_id from pnet_accounts where sender_profile_id = ${profileId}`;
+  return account;
+}

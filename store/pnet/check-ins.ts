@@ -434,3 +434,11 @@ export async function pickClaimCandidate(
   }
   return { step: null, sessionId: session.id, wait: capped };
 }
+
+/** How a browser of the account last introduced itself, when it has checked in before. */
+export async function browserSession(sql: Db, accountId: string, browserId: string) {
+  const [session] = await sql<{ browser_label: string; extension_version: string }[]>`
+    select browser_label, extension_version from pnet_sessions
+    where account_id = ${accountId} and browser_id = ${browserId}`;
+  return session;
+}

@@ -376,3 +376,7 @@ export interface ClaimInput {
   now?: string;
 }
 
+/** The browser acted after all (a late success of a failed step): a retry checks first. */
+export async function markStepActed(sql: Db, stepId: string): Promise<void> {
+  await sql`update browser_steps set acted_at = coalesce(acted_at, now()), updated_at = now() where id = ${stepId}`;
+}

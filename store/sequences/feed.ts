@@ -29,3 +29,10 @@ export async function audienceRowsAfter(db: Db, tableId: string, cursor: number,
 export async function advanceFeedCursor(db: Db, sequenceId: string, seq: number): Promise<void> {
   await db`update sequences set feed_cursor = greatest(feed_cursor, ${seq}) where id = ${sequenceId}`;
 }
+
+/** The live sequences that enrol the new rows of this table. */
+export async function sequencesFedBy(db: Db, workspaceId: string, tableId: string): Promise<{ id: string; workspace_id: string }[]> {
+  return db<{ id: string; workspace_id: string }[]>`
+    select id, workspace_id from sequences
+    where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;
+}

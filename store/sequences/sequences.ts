@@ -2,23 +2,24 @@
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
-  AudienceMappingSchema,
-  SequenceGraphSchema,
-  contactFieldsOf,
-  contactKeyOf,
-  validateGraph,
-  type Approval,
-  type AudienceMapping,
-  type ContactStatus,
-  type EnrolResult,
-  type GraphIssue,
-  type Sequence,
-  type SequenceContact,
-  type SequenceCreate,
-  type SequenceGraph,
-  type SequenceSender,
-  type SequenceUpdate,
+    AudienceMappingSchema,
+    SequenceGraphSchema,
+    contactFieldsOf,
+    contactKeyOf,
+    validateGraph,
+    type Approval,
+    type AudienceMapping,
+    type ContactStatus,
+    type EnrolResult,
+    type GraphIssue,
+    type Sequence,
+    type SequenceContact,
+    type SequenceCreate,
+    type SequenceGraph,
+    type SequenceSender,
+    type SequenceUpdate,
 } from '../../domain/sequences/sequences.js';
+import { AdvanceContact } from '../../domain/sequences/advance.js';
 
 /** A graph the schema accepted but whose shape is wrong: answered 422 with these issues. */
 export class GraphInvalidError extends Error {
@@ -45,30 +46,9 @@ interface SequenceRow {
   updated_at: Date;
 }
 
-export interface ContactRow {
-  id: string;
-  workspace_id: string;
-  sequence_id: string;
-  row_id: string;
-  contact_key: string;
-  email: string | null;
-  profile_url: string | null;
-  first_name: string | null;
-  last_name: string | null;
-  company_name: string | null;
-  fields: Record<string, unknown>;
-  sender_profile_id: string | null;
-  status: ContactStatus;
-  version: number;
-  current_step_id: string | null;
-  done_steps: string[];
-  wait_reason: string | null;
-  wait_until: Date | null;
-  wait_step_id: string | null;
-  stop_reason: string | null;
+/** A sequence contact's row: what a move reads (AdvanceContact), and what only the API shows. */
+export interface ContactRow extends AdvanceContact {
   error: string | null;
-  browser_step_id: string | null;
-  enrolled_at: Date;
   finished_at: Date | null;
   updated_at: Date;
 }
@@ -653,4 +633,47 @@ export async function decideApproval(
   if (!existing) throw notFound('Approval');
   if (existing.status === 'awaiting_approval') throw new ApiError('conflict', 'The message is empty: approve it with a `body`.');
   throw new ApiError('conflict', `This message is already ${existing.status}.`);
+}
+
+/** What a contact's workflow is addressed by. */
+export interface ContactKeyRow {
+  id: string;
+  sequence_id: string;
+  workspace_id: string;
+  contact_key: string;
+}
+
+/** The contacts of a sequence that a transition wakes: active, paused or failed. */
+export function liveContactsOf(sql: Db, sequenceId: string) {
+  return sql<ContactKeyRow[]>`
+    select id, sequence_id, workspace_id, contact_key from sequence_contacts
+    where sequence_id = ${sequenceId} and status in ('active', 'paused', 'failed')`;
+}
+
+/** What a contact's workflow is addressed by, for one contact. */
+export async function findContactKeyRow(sql: Db, contactId: string): Promise<ContactKeyRow | undefined> {
+  const [c] = await sql<ContactKeyRow[]>`select id, sequence_id, workspace_id, contact_key from sequence_contacts where id = ${contactId}`;
+  return c;
+}
+
+/** The outbound agent of the sequence (set by the outbound-agent routes), when the column exists. */
+export async function outboundAgentOf(sql: Db, sequenceId: string): Promise<string | null> {
+  const [row] = await sql<{ agent: string | null }[]>`select to_jsonb(s)->>'outbound_agent_id' as agent from sequences s where id = ${sequenceId}`;
+  return row?.agent ?? null;
+}
+
+/**
+ * A contact's cancelled (or vanished) pnet step is let go, so a retry queues a new one: the
+ * contact no longer points at it, and its send goes back to approved.
+ */
+export async function releaseCancelledStep(sql: Sql, contactId: string, stepId: string): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx`update sequence_contacts set browser_step_id = null where id = ${contactId} and browser_step_id = ${stepId}`;
+    await tx`update sequence_sends set status = 'approved', browser_step_id = null, updated_at = now() where browser_step_id = ${stepId} and status = 'sent'`;
+  });
+}
+
+/** The first open of a sent email, by its pixel's token; unknown tokens change nothing. */
+export async function recordEmailOpen(sql: Db, openToken: string): Promise<void> {
+  await sql`update sequence_sends set opened_at = now(), updated_at = now() where open_token = ${openToken} and opened_at is null and status = 'sent'`;
 }

@@ -38,9 +38,3 @@ export async function recordContactStops(
       union all select ${workspaceId}::uuid, null, null, c, ${reason}, ${createdBy} from unnest(${who.sequenceContactIds}::uuid[]) as c`;
 }
 
-/** The live sequences that enrol the new rows of this table. */
-export async function sequencesFedBy(db: Db, workspaceId: string, tableId: string): Promise<{ id: string; workspace_id: string }[]> {
-  return db<{ id: string; workspace_id: string }[]>`
-    select id, workspace_id from sequences
-    where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;
-}

@@ -17,7 +17,8 @@ import { BrowserStepSchema, recordStatus, type StoredStepStatus } from '../../..
 import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';
-import { browserSession, markStepActed } from '../../../store/pnet/route-queries.js';
+import { browserSession } from '../../../store/pnet/check-ins.js';
+import { markStepActed } from '../../../store/pnet/steps.js';
 import { principalOf, unauthenticated, type Principal } from '../../plugins/auth.js';
 import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';

@@ -9,16 +9,16 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { cancelStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';
-import { accountOfSenderProfile } from '../../../store/pnet/route-queries.js';
+import { accountOfSenderProfile } from '../../../store/pnet/accounts.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
-  createSenderProfile,
-  disconnectAccount,
-  getPnetSettings,
-  getSenderProfile,
-  listSenderProfiles,
-  readPnetWrapper,
-  updatePnetSettings,
+    createSenderProfile,
+    disconnectAccount,
+    getPnetSettings,
+    getSenderProfile,
+    listSenderProfiles,
+    readPnetWrapper,
+    updatePnetSettings,
 } from '../../../store/pnet/accounts.js';
 
 const ProfileParamsSchema = z.object({ profile_id: UuidSchema });

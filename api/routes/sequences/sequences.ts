@@ -10,57 +10,57 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-  ApprovalListQuerySchema,
-  ApprovalListSchema,
-  ApprovalSchema,
-  ApproveRequestSchema,
-  ContactListQuerySchema,
-  EnrolRequestSchema,
-  EnrolResponseSchema,
-  MigrateRequestSchema,
-  MigrateResponseSchema,
-  RejectRequestSchema,
-  RevisionBodySchema,
-  SequenceContactListSchema,
-  SequenceContactSchema,
-  SequenceCreateSchema,
-  SequenceListSchema,
-  SequenceSchema,
-  SequenceSettingsSchema,
-  SequenceSettingsUpdateSchema,
-  SequenceUpdateSchema,
-  SequenceVersionListSchema,
-  type Sequence,
+    ApprovalListQuerySchema,
+    ApprovalListSchema,
+    ApprovalSchema,
+    ApproveRequestSchema,
+    ContactListQuerySchema,
+    EnrolRequestSchema,
+    EnrolResponseSchema,
+    MigrateRequestSchema,
+    MigrateResponseSchema,
+    RejectRequestSchema,
+    RevisionBodySchema,
+    SequenceContactListSchema,
+    SequenceContactSchema,
+    SequenceCreateSchema,
+    SequenceListSchema,
+    SequenceSchema,
+    SequenceSettingsSchema,
+    SequenceSettingsUpdateSchema,
+    SequenceUpdateSchema,
+    SequenceVersionListSchema,
+    type Sequence,
 } from '../../../domain/sequences/sequences.js';
 import { retryStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { findStep } from '../../../store/pnet/steps.js';
-import { contactKeyOf, liveContactsOf, outboundAgentOf, recordEmailOpen, releaseCancelledStep } from '../../../store/sequences/route-queries.js';
+import { findContactKeyRow, liveContactsOf, outboundAgentOf, recordEmailOpen, releaseCancelledStep } from '../../../store/sequences/sequences.js';
 import { updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { ValidationRefusal } from '../../plugins/errors.js';
 import { startContacts, wakeContact, wakeContacts, wakeFeed, type ContactRef } from '../../../services/sequences/sequence-client.js';
 import {
-  GraphInvalidError,
-  createSequence,
-  decideApproval,
-  enrolRows,
-  getApproval,
-  getContact,
-  getSequence,
-  getSettings,
-  listApprovals,
-  listContacts,
-  listSequences,
-  listVersions,
-  migrateContact,
-  retryContact,
-  setContactState,
-  toContact,
-  transitionSequence,
-  updateSequence,
-  updateSettings,
-  type SequenceTransition,
+    GraphInvalidError,
+    createSequence,
+    decideApproval,
+    enrolRows,
+    getApproval,
+    getContact,
+    getSequence,
+    getSettings,
+    listApprovals,
+    listContacts,
+    listSequences,
+    listVersions,
+    migrateContact,
+    retryContact,
+    setContactState,
+    toContact,
+    transitionSequence,
+    updateSequence,
+    updateSettings,
+    type SequenceTransition,
 } from '../../../store/sequences/sequences.js';
 
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
@@ -405,7 +405,7 @@ export const sequenceRoutes =
     );
 
     async function wakeOwner(approvalContactId: string) {
-      const c = await contactKeyOf(sql, approvalContactId);
+      const c = await findContactKeyRow(sql, approvalContactId);
       if (c) await wakeContact(temporal.client, temporal.taskQueue, c);
     }
 
