@@ -20,6 +20,7 @@ import { readConfig } from './config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { addWorkspaceMember, createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
+import { workspaceExists } from '../store/platform/workspaces.js';
 
 const commands = {
   'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional() }),
@@ -115,8 +116,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 async function requireWorkspace(sql: Sql, id: string) {
-  const [row] = await sql`select 1 from workspaces where id = ${id}`;
-  if (!row) throw new ApiError('not_found', `Workspace ${id} not found.`);
+  if (!(await workspaceExists(sql, id))) throw new ApiError('not_found', `Workspace ${id} not found.`);
 }
 
 class UsageError extends Error {}

@@ -9,7 +9,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
-import { addVersion } from '../../store/agents/outbound-agents.js';
+import { addVersion, lockCurrentAgentVersion, agentAtVersion } from '../../store/agents/outbound-agents.js';
 import type { Db, Sql } from '../../db/sql.js';
 import { factsFromFields, type AgentSlot, type ResearchFact, type WriteContext } from '../../domain/agents/outbound-agents.js';
 import {
@@ -29,7 +29,7 @@ import { chargeHold, releaseHold, type CreditHold } from '../../store/platform/c
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { activityFailure, composeMessage, creditsOf, holdWritePrice, type Written } from './outbound-agent.js';
 import { researchContact } from '../../services/agents/research.js';
-import { SessionRow, loadSession, writeAttempts, TrainingAnswer, transitionOf, answer, snapshotOf, writeAtRevision } from '../../store/agents/training-sessions.js';
+import { SessionRow, loadSession, writeAttempts, TrainingAnswer, transitionOf, answer, snapshotOf, writeAtRevision, recordAppliedVersion } from '../../store/agents/training-sessions.js';
 
 export interface TrainingActivityDeps {
   sql: Sql;
@@ -127,10 +127,7 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
   const webPage = deps.enrichmentProviders?.get('web_page_reader');
 
   async function slotsOf(row: SessionRow): Promise<{ name: string; instructions: string; slots: AgentSlot[] }> {
-    const [agent] = await sql<{ name: string; instructions: string; slots: AgentSlot[] }[]>`
-      select a.name, v.instructions, v.slots from outbound_agents a
-      join outbound_agent_versions v on v.agent_id = a.id and v.version = ${row.base_version}
-      where a.id = ${row.agent_id}`;
+    const agent = await agentAtVersion(sql, row.agent_id, row.base_version);
     if (!agent) throw ApplicationFailure.nonRetryable('The outbound agent of this session is gone.', 'not_found');
     return agent;
   }
@@ -313,10 +310,7 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
         { type: 'apply_proposal', expected_revision: input.expectedRevision },
         async (tx, session) => {
           const changes = session.doc.proposal?.changes ?? [];
-          const [agent] = await tx<{ version: number; instructions: string; slots: AgentSlot[] }[]>`
-            select a.version, v.instructions, v.slots from outbound_agents a
-            join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
-            where a.id = ${session.agent_id} for update of a`;
+          const agent = await lockCurrentAgentVersion(tx, session.agent_id);
           if (!agent) throw ApplicationFailure.nonRetryable('The outbound agent of this session is gone.', 'not_found');
           let applied = agent.version;
           if (changes.length > 0) {
@@ -324,7 +318,7 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
             const slots = agent.slots.map((s) => ({ ...s, prompt: changes.find((c) => c.slot_key === s.slot_key)?.proposed ?? s.prompt }));
             applied = await addVersion(tx, session.agent_id, { instructions: agent.instructions, slots }, `training:${session.id}`);
           }
-          await tx`update training_sessions set applied_version = ${applied} where id = ${session.id}`;
+          await recordAppliedVersion(tx, session.id, applied);
         },
       );
       return answer(row);

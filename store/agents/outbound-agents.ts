@@ -2,19 +2,19 @@
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type {
-  AgentSlot,
-  Assessment,
-  Conversation,
-  Draft,
-  Finding,
-  JudgeVerdict,
-  MessageKind,
-  OutboundAgent,
-  OutboundAgentCreate,
-  OutboundAgentUpdate,
-  OutboundAgentVersion,
-  OutboundMessage,
-  ResearchFact,
+    AgentSlot,
+    Assessment,
+    Conversation,
+    Draft,
+    Finding,
+    JudgeVerdict,
+    MessageKind,
+    OutboundAgent,
+    OutboundAgentCreate,
+    OutboundAgentUpdate,
+    OutboundAgentVersion,
+    OutboundMessage,
+    ResearchFact,
 } from '../../domain/agents/outbound-agents.js';
 
 interface AgentRecord {
@@ -330,4 +330,22 @@ export async function storeWrittenMessage(
           where id = ${claimed.id} and attempt = ${claimed.attempt} and status = 'writing'
           returning *`;
   return row;
+}
+
+/** An outbound agent's name and one version's instructions and slots. */
+export async function agentAtVersion(db: Db, agentId: string, version: number) {
+  const [agent] = await db<{ name: string; instructions: string; slots: AgentSlot[] }[]>`
+    select a.name, v.instructions, v.slots from outbound_agents a
+    join outbound_agent_versions v on v.agent_id = a.id and v.version = ${version}
+    where a.id = ${agentId}`;
+  return agent;
+}
+
+/** The agent's current version, its row locked so a new version is added on top of this one. */
+export async function lockCurrentAgentVersion(tx: Db, agentId: string) {
+  const [agent] = await tx<{ version: number; instructions: string; slots: AgentSlot[] }[]>`
+    select a.version, v.instructions, v.slots from outbound_agents a
+    join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
+    where a.id = ${agentId} for update of a`;
+  return agent;
 }

@@ -164,3 +164,8 @@ export async function loadSession(db: Db, sessionId: string): Promise<SessionRow
   const [row] = await db<SessionRow[]>`select * from training_sessions where id = ${sessionId}`;
   return row;
 }
+
+/** The agent version a session's proposal became. */
+export async function recordAppliedVersion(tx: Db, sessionId: string, version: number): Promise<void> {
+  await tx`update training_sessions set applied_version = ${version} where id = ${sessionId}`;
+}

@@ -41,3 +41,8 @@ export async function addMember(
     returning *`;
   return toMember(row!);
 }
+
+export async function workspaceExists(db: Db, id: string): Promise<boolean> {
+  const [row] = await db`select 1 from workspaces where id = ${id}`;
+  return row !== undefined;
+}
