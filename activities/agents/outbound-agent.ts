@@ -12,44 +12,41 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import {
-  ModelDraftSchema,
-  ModelVerdictSchema,
-  assess,
-  contactKeyMax,
-  factsFromFields,
-  judgeDraft,
-  localDraft,
-  localWriterKey,
-  mergeVerdicts,
-  modelMessagePriceTenths,
-  subjectKeyOf,
-  type Assessment,
-  type ContactInput,
-  type Draft,
-  type Finding,
-  type JudgeVerdict,
-  type MessageKind,
-  type WriteContext,
+    ModelDraftSchema,
+    ModelVerdictSchema,
+    assess,
+    contactKeyMax,
+    factsFromFields,
+    judgeDraft,
+    localDraft,
+    localWriterKey,
+    mergeVerdicts,
+    modelMessagePriceTenths,
+    subjectKeyOf,
+    type Assessment, type Draft,
+    type Finding,
+    type JudgeVerdict, type WriteContext
 } from '../../domain/agents/outbound-agents.js';
 import { ChatModelError, type ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold, type CreditHold } from '../../store/platform/credits.js';
 import {
-  claimWrite,
-  failWrite,
-  findMessage,
-  findResearchedConversation,
-  findWrite,
-  loadAgentVersion,
-  openConversation,
-  storeResearch,
-  storeWrittenMessage,
-  touchConversation,
-  writtenThread,
-  type ResearchedConversation,
-  type StoredMessage,
+    claimWrite,
+    failWrite,
+    findMessage,
+    findResearchedConversation,
+    findWrite,
+    loadAgentVersion,
+    openConversation,
+    storeResearch,
+    storeWrittenMessage,
+    touchConversation,
+    writtenThread,
+    type ResearchedConversation,
+    type StoredMessage,
 } from '../../store/agents/outbound-agents.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { researchContact, type Research } from '../../services/agents/research.js';
+import { WriteRequest } from '../../domain/sequences/advance.js';
 
 export interface OutboundAgentDeps {
   sql: Sql;
@@ -58,15 +55,8 @@ export interface OutboundAgentDeps {
   enrichmentProviders?: EnrichmentProviders;
 }
 
-export interface WriteStepMessageInput {
-  workspaceId: string;
-  agentId: string;
-  sequenceId: string;
-  contactKey: string;
-  slotKey: string;
-  kind: MessageKind;
-  contact: ContactInput;
-}
+/** What the sequence's move asks the outbound agent to write (decided in domain/sequences/advance.ts). */
+export type WriteStepMessageInput = WriteRequest;
 
 export interface WriteStepMessageResult {
   messageId: string;

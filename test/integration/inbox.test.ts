@@ -1,6 +1,3 @@
-import { simpleParser, type ParsedMail } from 'mailparser';
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
@@ -13,25 +10,11 @@ import { serveChatCompletions, type LocalHttp } from '../support/local-servers.j
 import { connectedAccount } from '../support/pnet.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 import { smtpMailer, Mailer } from '../../integrations/mailer.js';
+import { startSmtpServer } from '../support/sequences.js';
 
 const { stack, paid } = useTestStack();
 
-/** A real SMTP server on a free local port that keeps every message it is given. */
-async function startSmtp() {
-  const received: ParsedMail[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    logger: false,
-    onData(stream, _session, callback) {
-      simpleParser(stream).then((mail) => (received.push(mail), callback()), callback);
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `smtp://127.0.0.1:${(server.server.address() as AddressInfo).port}`, received, close: () => new Promise<void>((r) => server.close(() => r())) };
-}
-
-let smtp: Awaited<ReturnType<typeof startSmtp>>;
+let smtp: Awaited<ReturnType<typeof startSmtpServer>>;
 let chat: LocalHttp;
 let failingChat: LocalHttp;
 /** Apps on the stack's database and Temporal, differing only in their mailer and chat model. */
@@ -41,7 +24,7 @@ let failingModelApp: FastifyInstance;
 let failNextSend = false;
 
 beforeAll(async () => {
-  smtp = await startSmtp();
+  smtp = await startSmtpServer();
   chat = await serveChatCompletions(() => ({ content: 'Hi Ada,\n\nHappy to talk on Tuesday.\n\nBest' }));
   failingChat = await serveChatCompletions(() => ({ status: 500 }));
   const real = smtpMailer(smtp.url, { from: 'sequences@ours.example' });
