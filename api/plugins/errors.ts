@@ -6,7 +6,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
-import { ApiError, isErrorCode } from '../../domain/shared/errors.js';
+import { ApiError, ValidationRefusal, isErrorCode, validationDetail } from '../../domain/shared/errors.js';
 import type { ValidationIssue } from '../../domain/shared/common.js';
 
 const locationOf: Record<string, ValidationIssue['loc'][0]> = {
@@ -34,26 +34,9 @@ function offendingInput(root: unknown, path: string[]): unknown {
   return {};
 }
 
-function describe(issue: ValidationIssue): string {
-  const where = issue.loc.length > 1 ? `${issue.loc[0]} field "${issue.loc[1]}"` : `request ${issue.loc[0]}`;
-  return `Invalid ${where}: ${issue.msg}`;
-}
 
 export function validationBody(issues: ValidationIssue[]) {
-  const first = issues[0]!;
-  const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
-  return { detail: `${describe(first)}${more}`.replace(/\s+/g, ' '), issues };
-}
-
-/**
- * A refusal of values only the handler can judge (a graph, an agent's inputs, a do-not-contact
- * value), answered like a schema failure: 422 with `issues`. Routes throw it; the handler below
- * writes the body, so every 422 has the one shape.
- */
-export class ValidationRefusal extends ApiError {
-  constructor(readonly issues: ValidationIssue[]) {
-    super('unprocessable', validationBody(issues).detail);
-  }
+  return { detail: validationDetail(issues), issues };
 }
 
 function zodIssues(error: FastifyError, request: FastifyRequest): ValidationIssue[] {

@@ -1,3 +1,5 @@
+import type { ValidationIssue } from './common.js';
+
 /**
  * The one error table. Routes, activities and workflows refuse with a code from this list; the
  * API maps it to a status and a `detail` body (spec 7). Workflow business refusals carry the code
@@ -34,6 +36,25 @@ export class ApiError extends Error {
   ) {
     super(detail);
     this.status = errorStatus[code];
+  }
+}
+
+/** A 422's one-line detail: the first issue, and how many more there are. */
+export function validationDetail(issues: ValidationIssue[]): string {
+  const first = issues[0]!;
+  const where = first.loc.length > 1 ? `${first.loc[0]} field "${first.loc[1]}"` : `request ${first.loc[0]}`;
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
+  return `Invalid ${where}: ${first.msg}${more}`.replace(/\s+/g, ' ');
+}
+
+/**
+ * A refusal of values only the service can judge (a sequence graph, an agent's inputs, a
+ * do-not-contact value), answered like a schema failure: 422 with `issues`. The store and the
+ * routes throw it; the API's error handler writes the body, so every 422 has the one shape.
+ */
+export class ValidationRefusal extends ApiError {
+  constructor(readonly issues: ValidationIssue[]) {
+    super('unprocessable', validationDetail(issues));
   }
 }
 

@@ -10,38 +10,32 @@ import { randomUUID } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
 import type { ValidationIssue } from '../../domain/shared/common.js';
 import { derivedOutputName } from '../../domain/tables/enrichments.js';
-import { ApiError, notFound } from '../../domain/shared/errors.js';
+import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import {
-  agentRunPrice,
-  compareAnswer,
-  type AgentDefinition,
-  type AgentDeploy,
-  type AgentExample,
-  type AgentExampleCreate,
-  type AgentRun,
-  type AgentStep,
-  type PromptTemplate,
-  type SavedAgent,
-  type SavedAgentCreate,
-  type SavedAgentUpdate,
-  type StoredAgentColumnConfig,
-  type TrainingRun,
-  type AgentRunWorkflowIds,
+    agentRunPrice,
+    compareAnswer,
+    type AgentDefinition,
+    type AgentDeploy,
+    type AgentExample,
+    type AgentExampleCreate,
+    type AgentRun,
+    type AgentStep,
+    type PromptTemplate,
+    type SavedAgent,
+    type SavedAgentCreate,
+    type SavedAgentUpdate,
+    type StoredAgentColumnConfig,
+    type TrainingRun,
+    type AgentRunWorkflowIds,
 } from '../../domain/agents/saved-agents.js';
 import { columnsPerTable, type Column } from '../../domain/tables/tables.js';
 import { loadColumns, toColumn } from '../tables/columns.js';
 import { requireTable } from '../tables/tables.js';
 
 /** A refusal of request values that only the agent can judge: answered 422 with `issues`. */
-export class AgentInputRefusal extends Error {
-  override name = 'AgentInputRefusal';
-  constructor(readonly issues: ValidationIssue[]) {
-    super(issues[0]?.msg ?? 'invalid');
-  }
-}
 const issue = (field: string, msg: string, input: unknown): ValidationIssue => ({ loc: ['body', field], msg, type: 'value_error', input: input ?? {} });
 const refuse = (issues: ValidationIssue[]) => {
-  if (issues.length > 0) throw new AgentInputRefusal(issues);
+  if (issues.length > 0) throw new ValidationRefusal(issues);
 };
 const conflict = (detail: string) => new ApiError('conflict', detail);
 

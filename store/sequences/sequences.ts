@@ -1,6 +1,6 @@
 /** Queries of sequences, their versions, senders, contacts and approval queue. Every query is scoped to the caller's workspace. */
 import type { Db, Sql } from '../../db/sql.js';
-import { ApiError, notFound } from '../../domain/shared/errors.js';
+import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import {
     AudienceMappingSchema,
     SequenceGraphSchema,
@@ -10,23 +10,16 @@ import {
     type Approval,
     type AudienceMapping,
     type ContactStatus,
-    type EnrolResult,
-    type GraphIssue,
-    type Sequence,
+    type EnrolResult, type Sequence,
     type SequenceContact,
     type SequenceCreate,
     type SequenceGraph,
     type SequenceSender,
-    type SequenceUpdate,
+    type SequenceUpdate
 } from '../../domain/sequences/sequences.js';
 import { AdvanceContact } from '../../domain/sequences/advance.js';
 
 /** A graph the schema accepted but whose shape is wrong: answered 422 with these issues. */
-export class GraphInvalidError extends Error {
-  constructor(readonly issues: GraphIssue[]) {
-    super('The sequence graph is not valid');
-  }
-}
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -115,7 +108,7 @@ const feedStart = (db: Db, tableId: string | null) => db`(select coalesce(max(se
 
 function checkGraph(graph: SequenceGraph) {
   const issues = validateGraph(graph);
-  if (issues.length > 0) throw new GraphInvalidError(issues);
+  if (issues.length > 0) throw new ValidationRefusal(issues);
 }
 
 /** The audience table, the mapped columns and the senders must all be the workspace's own. */
@@ -130,7 +123,7 @@ async function checkReferences(
     const issues = templated
       .filter((t) => !found.has(t.id))
       .map((t) => ({ loc: ['body', `graph.steps.${t.i}.template_id`], msg: `Email template ${t.id} is not in this workspace`, type: 'unknown_template', input: t.id }));
-    if (issues.length > 0) throw new GraphInvalidError(issues);
+    if (issues.length > 0) throw new ValidationRefusal(issues);
   }
   if (input.audience_table_id) {
     const [table] = await db`select 1 from tables where id = ${input.audience_table_id} and workspace_id = ${workspaceId} and deleted_at is null`;

@@ -9,46 +9,44 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-  AgentDeploySchema,
-  AgentExampleCreateSchema,
-  AgentExampleListSchema,
-  AgentExampleSchema,
-  AgentRowsRunSchema,
-  AgentRunListSchema,
-  AgentRunSchema,
-  SavedAgentCreateSchema,
-  SavedAgentListSchema,
-  SavedAgentSchema,
-  SavedAgentUpdateSchema,
-  TrainingRunListSchema,
-  TrainingRunSchema,
-  examplesPerAgentMax,
+    AgentDeploySchema,
+    AgentExampleCreateSchema,
+    AgentExampleListSchema,
+    AgentExampleSchema,
+    AgentRowsRunSchema,
+    AgentRunListSchema,
+    AgentRunSchema,
+    SavedAgentCreateSchema,
+    SavedAgentListSchema,
+    SavedAgentSchema,
+    SavedAgentUpdateSchema,
+    TrainingRunListSchema,
+    TrainingRunSchema,
+    examplesPerAgentMax,
 } from '../../../domain/agents/saved-agents.js';
 import { ColumnSchema } from '../../../domain/tables/tables.js';
 import { cancelAgentRun, startAgentRuns, startAgentTraining } from '../../../services/agents/agent-run-client.js';
 import { agentRunWorkflowIds } from '../../../workflows/agents/agent-run.contract.js';
 import type { RouteDeps } from '../../deps.js';
-import { ValidationRefusal } from '../../plugins/errors.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
-  AgentInputRefusal,
-  createExample,
-  createSavedAgent,
-  createTrainingRun,
-  deleteExample,
-  deleteSavedAgent,
-  deployAgent,
-  getAgentRun,
-  getSavedAgent,
-  getTrainingRun,
-  goingCellRuns,
-  goingRun,
-  listCellRuns,
-  listExamples,
-  listSavedAgents,
-  listTrainingRuns,
-  runAgentRows,
-  updateSavedAgent,
+    createExample,
+    createSavedAgent,
+    createTrainingRun,
+    deleteExample,
+    deleteSavedAgent,
+    deployAgent,
+    getAgentRun,
+    getSavedAgent,
+    getTrainingRun,
+    goingCellRuns,
+    goingRun,
+    listCellRuns,
+    listExamples,
+    listSavedAgents,
+    listTrainingRuns,
+    runAgentRows,
+    updateSavedAgent
 } from '../../../store/agents/saved-agents.js';
 
 const tags = ['saved-agents'];
@@ -69,15 +67,6 @@ export const DeployedAgentSchema = z
   })
   .meta({ id: 'DeployedAgent' });
 
-/** Values only the agent can judge are answered like schema failures: 422 with `issues`. */
-async function answering<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    if (error instanceof AgentInputRefusal) throw new ValidationRefusal(error.issues);
-    throw error;
-  }
-}
 
 export const savedAgentRoutes =
   ({ sql, temporal, agentSuppliers }: RouteDeps): FastifyPluginAsyncZod =>
@@ -160,10 +149,9 @@ export const savedAgentRoutes =
           response: { 201: AgentExampleSchema, 409: DetailBodySchema.describe(`The agent keeps ${examplesPerAgentMax} examples already`), 422: unprocessable },
         },
       },
+      // Inputs and output fields only the agent can judge are refused by the store with 422 `issues`.
       async (request, reply) =>
-        answering(async () =>
-          reply.code(201).send(await createExample(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.body, examplesPerAgentMax)),
-        ),
+        reply.code(201).send(await createExample(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.body, examplesPerAgentMax)),
     );
 
     app.get(
@@ -244,13 +232,12 @@ export const savedAgentRoutes =
           },
         },
       },
-      async (request, reply) =>
-        answering(async () => {
-          const { workspaceId } = principalOf(request);
-          const deployed = await deployAgent(sql, workspaceId, request.params.table_id, request.body, modelReady, agentRunWorkflowIds);
-          await startAgentRuns(temporal.client, temporal.taskQueue, workspaceId, deployed.runs);
-          return reply.code(201).send(deployed);
-        }),
+      async (request, reply) => {
+        const { workspaceId } = principalOf(request);
+        const deployed = await deployAgent(sql, workspaceId, request.params.table_id, request.body, modelReady, agentRunWorkflowIds);
+        await startAgentRuns(temporal.client, temporal.taskQueue, workspaceId, deployed.runs);
+        return reply.code(201).send(deployed);
+      },
     );
 
     app.post(

@@ -8,21 +8,21 @@ import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import {
-  DncBulkCreateSchema,
-  DncBulkResultSchema,
-  DncCheckQuerySchema,
-  DncCheckSchema,
-  DncCreateSchema,
-  DncEntrySchema,
-  DncListQuerySchema,
-  DncListSchema,
-  type DncBulkResult,
+    DncBulkCreateSchema,
+    DncBulkResultSchema,
+    DncCheckQuerySchema,
+    DncCheckSchema,
+    DncCreateSchema,
+    DncEntrySchema,
+    DncListQuerySchema,
+    DncListSchema,
+    type DncBulkResult,
 } from '../../../domain/inbox/do-not-contact.js';
 import { notFound } from '../../../domain/shared/errors.js';
 import type { AppDeps } from '../../deps.js';
 import { addEntries, deleteEntry, getEntry, listEntries, matchingEntries } from '../../../store/inbox/do-not-contact.js';
 import { principalOf } from '../../plugins/auth.js';
-import { ValidationRefusal } from '../../plugins/errors.js';
+import { ValidationRefusal } from '../../../domain/shared/errors.js';
 import { wakeSequenceContacts, type SequenceStopDeps } from '../../../services/sequences/stops.js';
 
 const tags = ['do-not-contact'];

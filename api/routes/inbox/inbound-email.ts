@@ -13,7 +13,7 @@ import { ApiError } from '../../../domain/shared/errors.js';
 import { InboundEmailResultSchema, webhookToleranceSeconds } from '../../../domain/inbox/inbox.js';
 import type { AppDeps } from '../../deps.js';
 import { readSettings } from '../../../store/inbox/settings.js';
-import { ValidationRefusal } from '../../plugins/errors.js';
+import { ValidationRefusal } from '../../../domain/shared/errors.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 
 const rawTypes = ['message/rfc822', 'application/octet-stream'];

@@ -38,10 +38,9 @@ import { findContactKeyRow, liveContactsOf, outboundAgentOf, recordEmailOpen, re
 import { updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
-import { ValidationRefusal } from '../../plugins/errors.js';
+import { ValidationRefusal } from '../../../domain/shared/errors.js';
 import { startContacts, wakeContact, wakeContacts, wakeFeed, type ContactRef } from '../../../services/sequences/sequence-client.js';
 import {
-    GraphInvalidError,
     createSequence,
     decideApproval,
     enrolRows,
@@ -60,7 +59,7 @@ import {
     transitionSequence,
     updateSequence,
     updateSettings,
-    type SequenceTransition,
+    type SequenceTransition
 } from '../../../store/sequences/sequences.js';
 
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
@@ -85,15 +84,6 @@ export const sequenceRoutes =
     const wake = (contacts: ContactRef[]) => wakeContacts(temporal.client, temporal.taskQueue, contacts);
     const wakeFeedOf = (sequence: { id: string; workspace_id: string }) => wakeFeed(temporal.client, temporal.taskQueue, sequence, integrations.sequenceFeedPollSeconds);
 
-    /** Runs a store write whose graph may be refused: its issues answer 422 like a schema failure. */
-    async function withGraph<T>(work: () => Promise<T>): Promise<T> {
-      try {
-        return await work();
-      } catch (error) {
-        if (error instanceof GraphInvalidError) throw new ValidationRefusal(error.issues);
-        throw error;
-      }
-    }
 
     app.post(
       '/sequences/',
@@ -111,7 +101,8 @@ export const sequenceRoutes =
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const result = await withGraph(() => createSequence(sql, workspaceId, request.body));
+        // A graph that cannot run is refused by the store with 422 `issues` naming the step.
+        const result = await createSequence(sql, workspaceId, request.body);
         if (result.feed_new_rows) await wakeFeedOf({ id: result.id, workspace_id: workspaceId });
         return reply.code(201).send(result);
       },
@@ -172,7 +163,7 @@ export const sequenceRoutes =
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
-        const result = await withGraph(() => updateSequence(sql, workspaceId, request.params.sequence_id, request.body));
+        const result = await updateSequence(sql, workspaceId, request.params.sequence_id, request.body);
         if (result.feed_new_rows) await wakeFeedOf({ id: result.id, workspace_id: workspaceId });
         return result;
       },
