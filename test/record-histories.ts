@@ -26,7 +26,8 @@ import { senderAccountWorkflow } from '../workflows/pnet/sender-account.js';
 import { accountChangedSignal, senderAccountWorkflowId } from '../workflows/pnet/sender-account.contract.js';
 import { projectRoot, resolveTool, temporalTestServer } from '../worker/tools.js';
 import { workflowsPath } from '../worker/worker.js';
-import type { AgentDecision, AgentRunActivities, ProfileReadQueued, RecordedStep } from '../activities/agents/agent-run.js';
+import type { AgentDecision, AgentRunActivities, ProfileReadQueued } from '../activities/agents/agent-run.js';
+import type { RecordedStep } from '../store/agents/agent-runs.js';
 import { type TrainingActivities } from '../activities/agents/training-sessions.js';
 import {
     beginWrite,

@@ -48,17 +48,17 @@ import type { Db, Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { dependentsOf } from '../../domain/tables/formula.js';
 import {
-    billedReach,
-    maxStepsFor,
-    observationMax,
-    offeredActions,
-    renderPrompt,
-    runToolsets,
-    scoreAgreement,
-    agentActions,
-    type AgentAction,
-    type AgentRunStatus,
-    type AgentStepOutcome,
+  billedReach,
+  maxStepsFor,
+  observationMax,
+  offeredActions,
+  renderPrompt,
+  runToolsets,
+  scoreAgreement,
+  agentActions,
+  type AgentAction,
+  type AgentRunStatus,
+  type AgentStepOutcome,
 } from '../../domain/agents/saved-agents.js';
 import { displayValue, type CellValue, type Cells } from '../../domain/tables/tables.js';
 import type { AgentSuppliers } from '../../integrations/agent-tools/index.js';
@@ -66,10 +66,11 @@ import { ToolFailure } from '../../integrations/agent-tools/http-json.js';
 import { onDomain, siteDomain, toolUrl } from '../../integrations/agent-tools/web.js';
 import { ChatModelError, type ChatMessage } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold } from '../../store/platform/credits.js';
-import { findStep, terminalStatuses, type StepRow } from '../../store/pnet/steps.js';
+import { findStep, type StepRow } from '../../store/pnet/steps.js';
 import { browserStepWorkflowId, cancelStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
 import { pnetStepSettledSignal } from '../../workflows/agents/agent-run.contract.js';
 import { afterStepTransitions } from '../pnet/steps.js';
+import { terminalStatuses } from '../../domain/pnet/settle.js';
 
 export interface AgentRunActivityDeps {
   sql: Sql;
@@ -78,8 +79,6 @@ export interface AgentRunActivityDeps {
   startStep?: (row: StepRow) => Promise<void>;
 }
 
-export type { RecordedStep };
-export { agentRunCauseKey };
 
 export type AgentRunPlan =
   | { state: 'finished'; status: AgentRunStatus | 'gone' }

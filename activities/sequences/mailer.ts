@@ -18,7 +18,6 @@ import {
 } from '../../store/sequences/sends.js';
 import { Mailer, certainlyNotSent, htmlWithPixel } from '../../integrations/mailer.js';
 
-export type { SendRecord } from '../../store/sequences/sends.js';
 
 export type SendOutcome = 'sent' | 'already_sent' | 'unconfirmed' | 'stopped' | 'not_sendable' | 'no_mailer';
 

@@ -102,7 +102,6 @@ export interface TrainingAnswer {
 }
 
 /** Contact states that owe a write (the rule lives in the domain). */
-export { owed } from '../../domain/agents/training-sessions.js';
 
 /** Write attempts before a message is stored with its error instead (the person can note it to retry). */
 export const writeAttempts = 3;

@@ -61,7 +61,6 @@ export interface StepRow {
 
 // The pure rules of a step's transitions live in domain/pnet/settle.ts; these are re-exported for
 // the callers that read them from here.
-export { mayHaveActedCodes, sameResultAgain, terminalStatuses } from '../../domain/pnet/settle.js';
 
 export const iso = (d: Date | null) => (d ? d.toISOString() : null);
 

@@ -57,7 +57,6 @@ export interface RunBatch {
   stop: 'cancelled' | 'gone' | null;
 }
 
-export type { CellOutcome, RunEnding } from '../../domain/tables/column-run-outcome.js';
 
 export const terminal: ReadonlySet<ColumnRunStatus> = terminalRunStatuses;
 export const runCauseKey = (runId: string, rowId: string) => `column-run:${runId}:${rowId}`;

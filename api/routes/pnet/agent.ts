@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { pnetReplyProfiles } from '../../../store/inbox/messages.js';
-import { findStep, sameResultAgain, terminalStatuses, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
+import { findStep, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
@@ -22,6 +22,8 @@ import { markStepActed } from '../../../store/pnet/steps.js';
 import { principalOf, unauthenticated, type Principal } from '../../plugins/auth.js';
 import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
+import { sameResultAgain } from '../../../domain/pnet/settle.js';
+import { terminalStatuses } from '../../../domain/pnet/settle.js';
 
 const tags = ['pnet-agent'];
 const ActionParamsSchema = z.object({ action_id: UuidSchema });

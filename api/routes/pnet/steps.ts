@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { findStep, terminalStatuses, toBrowserStep, toTask, type StepRow } from '../../../store/pnet/steps.js';
+import { findStep, toBrowserStep, toTask, type StepRow } from '../../../store/pnet/steps.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../../domain/pnet/steps.js';
@@ -16,6 +16,7 @@ import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { listAttempts } from '../../../store/pnet/running.js';
 import { accountRunMode, insertStep, listSteps, listTasks } from '../../../store/pnet/step-queue.js';
+import { terminalStatuses } from '../../../domain/pnet/settle.js';
 
 const tags = ['pnet-steps'];
 const StepParamsSchema = z.object({ step_id: UuidSchema });
