@@ -1,7 +1,10 @@
 /**
  * The OpenAPI 3.1.0 document, generated from the same zod schemas the routes validate with.
  * Every route gets the spec's error responses added here, so no route can forget one and the
- * document always says what a client may receive.
+ * document always says what a client may receive. Each operation also says the access it needs
+ * (`x-access`: read, write, public or extension, as auth.ts decides it) and, when a route declares
+ * a fixed price, the credits one call spends (`x-price-credits`), so the catalogue of operations
+ * offered to a model (domain/assistant/operations.ts) is read from this document alone.
  */
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
@@ -9,6 +12,13 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { DetailBodySchema, ValidationBodySchema } from '../../domain/shared/common.js';
 import { routeAccess } from './auth.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Credits one call of this route spends, when that is a fixed number (`x-price-credits`). */
+    priceCredits?: number;
+  }
+}
 
 export const apiVersion = '0.0';
 export const securitySchemes = {
@@ -43,6 +53,9 @@ function withErrorResponses(route: RouteOptions) {
   const response = ((schema.response as Record<number, unknown> | undefined) ??= {});
   const access = routeAccess(String(route.method), route.config?.access);
   const isPublic = access === 'public';
+  const extensions = schema as Record<`x-${string}`, unknown>;
+  extensions['x-access'] = access;
+  if (route.config?.priceCredits !== undefined) extensions['x-price-credits'] = route.config.priceCredits;
   const codes = isPublic ? [500, 503] : [401, 403, 422, 429, 500, 503];
   if (!isPublic && route.url.includes(':')) codes.push(404);
   for (const code of codes) {
