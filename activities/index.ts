@@ -17,6 +17,8 @@ import { createInboxActivities } from './inbox/inbox.js';
 import { createCreditActivities } from './platform/credits.js';
 import { createSenderAccountActivities } from './pnet/sender-account.js';
 import { createPnetStepActivities } from './pnet/steps.js';
+import { createAssistantTurnActivities } from './assistant/turn.js';
+import { createCardActivities } from './assistant/cards.js';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -51,7 +53,9 @@ export function createActivities(deps: ActivityDeps) {
     ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: integrations.publicBaseUrl }),
     ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep }),
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
-    ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }) };
+    ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }),
+    ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, enrichmentProviders }),
+    ...createCardActivities({ sql: deps.sql, enrichmentProviders }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

@@ -12,3 +12,4 @@ export { trainingSessionWorkflow } from './agents/training-session.js';
 export { agentRunWorkflow, agentTrainingWorkflow } from './agents/agent-run.js';
 export { sequenceContactWorkflow, sequenceFeedWorkflow } from './sequences/sequence-contact.js';
 export { mailboxPollWorkflow } from './inbox/mailbox-poll.js';
+export { assistantTurnWorkflow } from './assistant/assistant-turn.js';

@@ -138,7 +138,12 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
       const started = await sql.begin(async (tx): Promise<Started> => {
         // The run row first, then cells: the order every run transaction takes its locks in (the
         // change feed's triggers lock the table when a cell is written).
-        let snap: RowSnapshot = { price: provider.info.price_credits, required, run: (await lockRun(tx, runId)) ?? null };
+        let snap: RowSnapshot = {
+          price: provider.info.price_credits,
+          prepaid: ctx.run.funding_hold_id !== null,
+          required,
+          run: (await lockRun(tx, runId)) ?? null,
+        };
         let inputs = new Map<string, CellValue>();
         for (;;) {
           const d = decideRowOutcome(snap);

@@ -36,6 +36,8 @@ export const isEmptyInput = (v: CellValue | undefined) => v === null || v === un
 export interface RowSnapshot {
   /** The provider's price per result, in credits. */
   price: number;
+  /** Paid for ahead (an assistant card's hold): the row holds nothing of its own but still counts its cost. */
+  prepaid?: boolean;
   /** The provider's required input names. */
   required: readonly string[];
   /** The run's status under its row lock; null: the run is gone. */
@@ -95,7 +97,8 @@ export function decideRowOutcome(s: RowSnapshot): RowDecision {
   const inputs = s.inputs;
   const missing = s.required.filter((name) => isEmptyInput(inputs.get(name)));
   if (missing.length > 0) return { kind: 'skip', outcome: 'skipped', error: `No value for ${missing.join(', ')}.` };
-  if (s.price > 0) {
+  const holds = s.price > 0 && !s.prepaid;
+  if (holds) {
     if (s.held === undefined) return { kind: 'hold', amount: s.price };
     if (!s.held) return { kind: 'unclaim', outcome: 'no_credits' };
   }
@@ -103,8 +106,8 @@ export function decideRowOutcome(s: RowSnapshot): RowDecision {
 
   const values = s.result.kind === 'result' ? s.result.values : null;
   if (s.settled === undefined) return { kind: 'store', values, cost: values ? s.price : 0 };
-  if (s.price > 0 && s.holdId === undefined) return { kind: 'read_hold' };
-  const holdId = s.price > 0 ? s.holdId : null;
+  if (holds && s.holdId === undefined) return { kind: 'read_hold' };
+  const holdId = holds ? s.holdId : null;
   if (!s.settled) {
     // Someone else owns the cell now (a newer run, a deleted row): nothing delivered, nothing charged.
     return { kind: 'settle', outcome: 'gone', hold: holdId ? { id: holdId, action: 'release', amount: 0 } : null, count: null };

@@ -81,6 +81,8 @@ export async function createColumnRun(
   providers: EnrichmentProviders,
   target: { workspaceId: string; tableId: string; columnId: string },
   body: ColumnRunCreate,
+  /** An assistant card's hold that pays for the run ahead (its rows then hold nothing themselves). */
+  options: { fundingHoldId?: string } = {},
 ): Promise<RunRecord> {
   const run = await sql.begin(async (tx) => {
     const table = await requireTableRow(tx, target.workspaceId, target.tableId);
@@ -100,6 +102,7 @@ export async function createColumnRun(
       rowIds,
       keepExistingResults: body.keep_existing_results ?? table.keep_existing_results,
       rowsTotal,
+      fundingHoldId: options.fundingHoldId ?? null,
     });
     if (!inserted) {
       const going = await findGoingRunId(tx, target.columnId);

@@ -34,6 +34,8 @@ export interface RunRecord {
   rows_skipped: number;
   rows_kept: number;
   credits_charged: number;
+  /** The assistant card's hold that paid for this run ahead, if one did. */
+  funding_hold_id: string | null;
   error: string | null;
   created_at: Date;
   started_at: Date | null;
@@ -283,12 +285,21 @@ export async function countRunRows(db: Db, tableId: string, rowIds: string[] | n
 /** A manual run, queued; undefined when the column has a run going already (one per column, a partial unique index). */
 export async function insertManualRun(
   db: Db,
-  run: { workspaceId: string; tableId: string; columnId: string; provider: string; rowIds: string[] | null; keepExistingResults: boolean; rowsTotal: number },
+  run: {
+    workspaceId: string;
+    tableId: string;
+    columnId: string;
+    provider: string;
+    rowIds: string[] | null;
+    keepExistingResults: boolean;
+    rowsTotal: number;
+    fundingHoldId?: string | null;
+  },
 ): Promise<RunRecord | undefined> {
   const [inserted] = await db<RunRecord[]>`
-      insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, row_ids, keep_existing_results, rows_total)
+      insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, row_ids, keep_existing_results, rows_total, funding_hold_id)
       values (${run.workspaceId}, ${run.tableId}, ${run.columnId}, ${run.provider}, 'manual', ${run.rowIds ? 'rows' : 'all'}, ${run.rowIds},
-              ${run.keepExistingResults}, ${run.rowsTotal})
+              ${run.keepExistingResults}, ${run.rowsTotal}, ${run.fundingHoldId ?? null})
       on conflict (column_id) where status in ('queued', 'running') do nothing
       returning *`;
   return inserted;

@@ -68,12 +68,15 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const client = new Client({ connection });
   const enrichmentProviders = options.enrichmentProviders?.() ?? createEnrichmentProviders({ env: {} });
   const agentSuppliers = options.agentSuppliers?.() ?? agentSuppliersFrom({});
+  // One set of outside services for the API and the worker, as the bootstrap builds it: a test that
+  // sets `stack.integrations.chatModel` gives the assistant's routes and its turns the same model.
+  const integrations = createIntegrations(readIntegrationsConfig(process.env));
   const worker = await Worker.create({
     connection: nativeConnection,
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
     // Tests drive each account's line by hand: no housekeeping reads of its own.
-    activities: createActivities({ sql: db.sql, startStep: (row) => startStepWorkflow({ client, taskQueue, sql: db.sql }, row), housekeeping: {}, enrichmentProviders, agentSuppliers,
+    activities: createActivities({ sql: db.sql, integrations, startStep: (row) => startStepWorkflow({ client, taskQueue, sql: db.sql }, row), housekeeping: {}, enrichmentProviders, agentSuppliers,
       // Tests' IMAP servers listen on 127.0.0.1.
       mailboxNetwork: { allowPrivateNetworks: true },
       chatModel: options.chatModel?.() ?? null }),
@@ -81,7 +84,6 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const running = worker.run();
   // As `npm start` runs it: the API's client shares the worker's native connection and starts a
   // step's workflow eagerly (its first task handed to this worker with the start's answer).
-  const integrations = createIntegrations(readIntegrationsConfig(process.env));
   const app = await buildApp({
     integrations,
     sql: db.sql,

@@ -1,0 +1,254 @@
+/**
+ * The activities of an assistant turn: one model step (streamed into Postgres as it arrives, and
+ * recorded whole so a retried turn never asks again for a step it has), a card for each tool call
+ * (found again on a retry, never raised twice), and the answer's end.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Sql } from '../../db/sql.js';
+import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Verb } from '../../domain/assistant/assistant.js';
+import { verbTools } from '../../domain/assistant/verbs.js';
+import type { StreamPart } from '../../domain/assistant/stream.js';
+import { ApiError } from '../../domain/shared/errors.js';
+import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } from '../../integrations/chat-model.js';
+import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
+import { prepareColumn, quoteVerb, VerbRefused, type VerbDeps } from '../../services/assistant/verbs.js';
+import { answerContext, conversationHistory, endAnswer } from '../../store/assistant/conversations.js';
+import { answerText, appendParts, appendToolOutput, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
+import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
+import { listGrants, readSettings } from '../../store/assistant/settings.js';
+import { workspaceBrief } from '../../store/assistant/workspace.js';
+
+export interface AssistantTurnDeps {
+  sql: Sql;
+  /** Read at each call, so the model configured now is the one asked. */
+  chatModel: () => ChatModel | null;
+  enrichmentProviders: EnrichmentProviders;
+  /** How long text deltas gather before they are written as one part. */
+  flushMs?: number;
+}
+
+/** What the model said in a step of this turn, and the results of its tool calls, for the next step. */
+export type TurnMessage = Extract<ChatMessage, { role: 'assistant' | 'tool' }>;
+
+export interface ProposeCardRequest {
+  messageId: string;
+  call: ChatToolCall;
+  batchId: string | null;
+}
+
+export interface ProposedCard {
+  cardId: string | null;
+  autoRun: boolean;
+  /** What the model reads back as the tool's result. */
+  toolResult: string;
+}
+
+const historyMax = 40;
+
+function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>): string {
+  const tables = brief.tables.map((t) => `- table "${t.name}" (${t.id}), ${t.row_count} rows`).join('\n') || '- no tables yet';
+  const sequences = brief.sequences.map((s) => `- sequence "${s.name}" (${s.id}), ${s.status}`).join('\n') || '- no sequences yet';
+  return [
+    "You are the workspace's sales assistant. Answer in plain words and keep it short.",
+    'To change anything in the workspace, call a tool: each call becomes a card that quotes its price in credits,',
+    'and the person approves it unless they granted that verb. Never claim an action happened before its card was applied.',
+    'The workspace now:',
+    tables,
+    sequences,
+  ].join('\n');
+}
+
+function verbDeps(deps: AssistantTurnDeps): VerbDeps {
+  const context = Context.current();
+  return { sql: deps.sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue } };
+}
+
+export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
+  const { sql } = deps;
+  const flushMs = deps.flushMs ?? 40;
+
+  return {
+    /** One model call: its parts are written as they stream; the whole step is recorded with its last parts. */
+    async answerStep({ messageId, step, transcript }: { messageId: string; step: number; transcript: TurnMessage[] }): Promise<ModelStepResult> {
+      const recorded = await findModelStep(sql, messageId, step);
+      if (recorded) return recorded;
+      const model = deps.chatModel();
+      if (!model) throw ApplicationFailure.nonRetryable('No chat model is configured: set OPENAI_API_KEY and OPENAI_MODEL (and OPENAI_BASE_URL for another OpenAI-compatible API).', 'unavailable');
+      const ctx = await answerContext(sql, messageId);
+      if (!ctx) throw ApplicationFailure.nonRetryable('The answer is gone.', 'not_found');
+      const context = Context.current();
+      const attempt = context.info.attempt;
+
+      const opening: StreamPart[] = [];
+      if (step === 0 && (await lastSeq(sql, messageId)) === 0) opening.push({ type: 'start', messageId });
+      if (attempt > 1) opening.push({ type: 'data-notice', data: { code: 'step_restarted', text: 'The answer was interrupted; this step is asked again.' } });
+      opening.push({ type: 'start-step' });
+      await appendParts(sql, messageId, opening);
+
+      const messages: ChatMessage[] = [
+        { role: 'system', content: systemPrompt(await workspaceBrief(sql, ctx.workspace_id)) },
+        ...(await conversationHistory(sql, messageId, historyMax)),
+        ...transcript,
+      ];
+      const textId = `text-${step}-${attempt}`;
+      let text = '';
+      let pending = '';
+      let started = false;
+      let lastFlush = Date.now();
+      const toolCalls: ChatToolCall[] = [];
+      let usage = { promptTokens: 0, completionTokens: 0 };
+      const flush = async () => {
+        if (!pending) return;
+        const parts: StreamPart[] = started ? [] : [{ type: 'text-start', id: textId }];
+        started = true;
+        parts.push({ type: 'text-delta', id: textId, delta: pending });
+        pending = '';
+        lastFlush = Date.now();
+        await appendParts(sql, messageId, parts);
+        context.heartbeat();
+      };
+      try {
+        for await (const event of model.stream({ messages, tools: verbTools(), signal: context.cancellationSignal })) {
+          if (event.type === 'text-delta') {
+            text += event.delta;
+            pending += event.delta;
+            // The first words go out at once (time to first byte); later ones gather a moment.
+            if (!started || Date.now() - lastFlush >= flushMs) await flush();
+          } else if (event.type === 'tool-call') toolCalls.push(event.call);
+          else usage = { promptTokens: event.promptTokens, completionTokens: event.completionTokens };
+        }
+      } catch (error) {
+        if (error instanceof ChatModelError) {
+          throw error.retryable ? ApplicationFailure.retryable(error.message, 'model_failed') : ApplicationFailure.nonRetryable(error.message, 'bad_gateway');
+        }
+        throw error;
+      }
+      await flush();
+      const result: ModelStepResult = { text, toolCalls, ...usage };
+      const closing: StreamPart[] = [];
+      if (started) closing.push({ type: 'text-end', id: textId });
+      for (const call of toolCalls) closing.push({ type: 'tool-input-available', toolCallId: call.id, toolName: call.name, input: parseArguments(call.arguments) });
+      closing.push({ type: 'finish-step' });
+      await sql.begin(async (tx) => {
+        // Recorded with the step's last parts: a step either has both or is asked again.
+        if (await findModelStep(tx, messageId, step)) return;
+        await appendParts(tx, messageId, closing);
+        await recordModelStep(tx, messageId, step, result);
+      });
+      return result;
+    },
+
+    /** The card a tool call raises (or the one it raised before), or the reason it raises none. */
+    async proposeCard({ messageId, call, batchId }: ProposeCardRequest): Promise<ProposedCard> {
+      const ctx = await answerContext(sql, messageId);
+      if (!ctx) throw ApplicationFailure.nonRetryable('The answer is gone.', 'not_found');
+      const vdeps = verbDeps(deps);
+      let card = await proposalOfToolCall(sql, messageId, call.id);
+      if (!card) {
+        let quote;
+        try {
+          const input = parseArguments(call.arguments);
+          if (input === undefined) throw new VerbRefused(`The arguments of ${call.name} are not JSON.`);
+          quote = await quoteVerb(vdeps, ctx.workspace_id, call.name, input);
+        } catch (error) {
+          const reason = refusalOf(error);
+          await appendToolOutput(sql, messageId, call.id, [{ type: 'tool-output-error', toolCallId: call.id, errorText: reason }]);
+          return { cardId: null, autoRun: false, toolResult: `Refused: ${reason}` };
+        }
+        const labels = priceLabels(quote.price);
+        card = await insertProposal(sql, {
+          workspace_id: ctx.workspace_id,
+          conversation_id: ctx.conversation_id,
+          message_id: messageId,
+          tool_call_id: call.id,
+          member_id: ctx.member_id,
+          origin: 'assistant',
+          kind: 'verb',
+          verb: call.name,
+          input: quote.input,
+          batch_id: batchId,
+          verb_label: verbLabels[call.name as Verb] ?? call.name,
+          summary: quote.summary,
+          detail: { lines: quote.lines, input: quote.input },
+          price_credits: quote.price.credits,
+          price_per: quote.price.per,
+          expected_credits: quote.price.expected,
+          ...labels,
+          destructive: quote.destructive,
+          loss: quote.loss,
+          sends: quote.sends,
+          source_column_id: quote.sourceColumnId,
+          source_record_id: null,
+          runs_column_id: quote.runsColumnId,
+          prepared_column: null,
+          lifetimeSeconds: proposalLifetimeSeconds,
+        });
+        if (quote.prepares) {
+          try {
+            await prepareColumn(vdeps, card);
+          } catch (error) {
+            // The column cannot be made (a name taken, too many columns): the card fails with why, and costs nothing.
+            const reason = refusalOf(error);
+            await failUnprepared(sql, card.id, reason);
+          }
+          card = (await proposalById(sql, card.id))!;
+        }
+      }
+      const proposal = toProposal(card);
+      await appendToolOutput(sql, messageId, call.id, [
+        { type: 'tool-output-available', toolCallId: call.id, output: { proposal_id: card.id, status: card.status, summary: card.summary, price_label: card.price_label } },
+        { type: 'data-proposal', id: card.id, data: proposal },
+      ]);
+      const [settings, grants] = await Promise.all([readSettings(sql, ctx.workspace_id), listGrants(sql, ctx.workspace_id)]);
+      const autoRun =
+        card.status === 'pending' &&
+        runsWithoutAsking({
+          verb: card.verb,
+          priceCredits: card.price_credits,
+          destructive: card.destructive,
+          sends: card.sends,
+          conversationId: card.conversation_id,
+          memberId: card.member_id,
+          settings,
+          grants,
+        });
+      const toolResult =
+        card.status === 'failed'
+          ? `The card could not be prepared: ${card.error ?? 'unknown reason'}`
+          : `Card ${card.id} proposed: ${card.summary} (${card.price_label}). ${autoRun ? 'It runs now under a standing grant.' : 'It waits for the person to approve it.'}`;
+      return { cardId: card.id, autoRun, toolResult };
+    },
+
+    /** Ends the answer once: its text, and the last part (`finish`, or `error` with why). */
+    async finishAnswer({ messageId, error }: { messageId: string; error?: string }): Promise<void> {
+      const ctx = await answerContext(sql, messageId);
+      if (!ctx || ctx.status !== 'streaming') return;
+      const last: StreamPart = error
+        ? { type: 'error', errorText: error }
+        : { type: 'finish', messageMetadata: { message_id: messageId, conversation_id: ctx.conversation_id } };
+      const content = await answerText(sql, messageId);
+      await sql.begin(async (tx) => {
+        const [still] = await tx`select 1 from assistant_messages where id = ${messageId} and status = 'streaming' for update`;
+        if (!still) return;
+        await appendParts(tx, messageId, [last]);
+        await endAnswer(tx, messageId, { status: error ? 'failed' : 'complete', content, error: error ?? null, modelKey: deps.chatModel()?.key ?? null });
+      });
+    },
+  };
+}
+
+function parseArguments(raw: string): unknown {
+  try {
+    return raw.trim() === '' ? {} : (JSON.parse(raw) as unknown);
+  } catch {
+    return undefined;
+  }
+}
+
+function refusalOf(error: unknown): string {
+  if (error instanceof VerbRefused) return error.message;
+  if (error instanceof ApiError && error.status < 500) return error.detail;
+  throw error;
+}
+
+export type AssistantTurnActivities = ReturnType<typeof createAssistantTurnActivities>;

@@ -1,0 +1,191 @@
+/**
+ * The assistant's conversations and their answers (spec 6: the general chat streamed as
+ * Server-Sent Events). Posting a message writes the question and the answer's row, starts the
+ * answer's turn and streams its parts as the turn writes them to Postgres; the same answer can be
+ * read again, or resumed with Last-Event-ID, from any API process.
+ */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { UuidSchema } from '../../../domain/shared/common.js';
+import { ApiError } from '../../../domain/shared/errors.js';
+import {
+  ConversationCreateSchema,
+  ConversationListQuerySchema,
+  ConversationListSchema,
+  ConversationReadSchema,
+  ConversationSchema,
+  ConversationUpdateSchema,
+  MessageCreateSchema,
+  titleFrom,
+} from '../../../domain/assistant/assistant.js';
+import { StreamPartSchema, uiMessageStreamHeader } from '../../../domain/assistant/stream.js';
+import type { AnswerStreamHub } from '../../../services/assistant/answer-stream.js';
+import { startTurn } from '../../../services/assistant/turn-client.js';
+import {
+  createConversation,
+  findAnswer,
+  findConversation,
+  insertTurn,
+  listConversations,
+  listMessages,
+  updateConversation,
+  type Reader,
+} from '../../../store/assistant/conversations.js';
+import type { RouteDeps } from '../../deps.js';
+import { principalOf } from '../../plugins/auth.js';
+
+const tags = ['assistant'];
+const ConversationParamsSchema = z.object({ conversation_id: UuidSchema });
+const AnswerParamsSchema = z.object({ conversation_id: UuidSchema, message_id: UuidSchema });
+const StreamHeadersSchema = z.object({
+  'last-event-id': z.string().regex(/^\d{1,9}$/).optional().describe('The id of the last event read: the stream resumes after it'),
+});
+const streamResponse = {
+  200: {
+    description:
+      'text/event-stream in the AI SDK UI message stream protocol (header `x-vercel-ai-ui-message-stream: v1`): each event a JSON part (AssistantStreamPart) with its position as the SSE id, ' +
+      'ending with `data: [DONE]` after `finish` or `error`. A comment line every 15 s keeps proxies from closing a quiet stream.',
+    content: { 'text/event-stream': { schema: StreamPartSchema } },
+  },
+};
+export const noChatModelDetail =
+  'The assistant has no chat model: set OPENAI_API_KEY and OPENAI_MODEL (and OPENAI_BASE_URL for any other OpenAI-compatible API) and restart the service.';
+
+export const assistantConversationRoutes =
+  (deps: RouteDeps, hub: AnswerStreamHub): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { sql, temporal } = deps;
+    app.addHook('preClose', async () => hub.close());
+
+    const readerOf = (request: FastifyRequest): Reader => {
+      const p = principalOf(request);
+      return { workspaceId: p.workspaceId, memberId: p.memberId, admin: p.role === 'admin' };
+    };
+
+    async function stream(request: FastifyRequest, reply: FastifyReply, messageId: string, afterSeq: number) {
+      const done = new AbortController();
+      reply.raw.once('close', () => done.abort());
+      const events = await hub.open(messageId, afterSeq, done.signal);
+      return reply
+        .type('text/event-stream; charset=utf-8')
+        .header('cache-control', 'no-cache, no-transform')
+        .header('x-accel-buffering', 'no')
+        .headers(uiMessageStreamHeader)
+        .send(events as never);
+    }
+
+    app.post(
+      '/assistant/conversations/',
+      {
+        schema: {
+          operationId: 'createAssistantConversation',
+          tags,
+          summary: 'Start a conversation (its title defaults to the first question)',
+          body: ConversationCreateSchema,
+          response: { 201: ConversationSchema },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await createConversation(sql, readerOf(request), request.body.title ?? 'New conversation')),
+    );
+
+    app.get(
+      '/assistant/conversations/',
+      {
+        schema: {
+          operationId: 'listAssistantConversations',
+          tags,
+          summary: "The caller's conversations, most recently active first; an admin may ask for every member's",
+          querystring: ConversationListQuerySchema,
+          response: { 200: ConversationListSchema },
+        },
+      },
+      async (request) =>
+        listConversations(sql, readerOf(request), {
+          archived: request.query.archived ?? false,
+          allMembers: request.query.all_members ?? false,
+          limit: request.query.limit,
+          offset: request.query.offset,
+        }),
+    );
+
+    app.get(
+      '/assistant/conversations/:conversation_id/',
+      {
+        schema: {
+          operationId: 'readAssistantConversation',
+          tags,
+          summary: 'Read a conversation with its messages, oldest first',
+          description: "A member reads their own conversations; a workspace admin reads every member's. Another's is 404.",
+          params: ConversationParamsSchema,
+          response: { 200: ConversationReadSchema },
+        },
+      },
+      async (request) => {
+        const conversation = await findConversation(sql, readerOf(request), request.params.conversation_id);
+        return { ...conversation, messages: await listMessages(sql, conversation.id) };
+      },
+    );
+
+    app.patch(
+      '/assistant/conversations/:conversation_id/',
+      {
+        schema: {
+          operationId: 'updateAssistantConversation',
+          tags,
+          summary: 'Rename or archive (or unarchive) a conversation; a field left out keeps its value',
+          params: ConversationParamsSchema,
+          body: ConversationUpdateSchema,
+          response: { 200: ConversationSchema },
+        },
+      },
+      async (request) => updateConversation(sql, readerOf(request), request.params.conversation_id, request.body),
+    );
+
+    app.post(
+      '/assistant/conversations/:conversation_id/messages/',
+      {
+        schema: {
+          operationId: 'sendAssistantMessage',
+          tags,
+          summary: 'Ask the assistant: the answer streams back as Server-Sent Events',
+          description:
+            'The question and the answer are kept in the conversation. The answer is one durable process: a client that loses the stream reads the rest with ' +
+            'GET …/messages/{message_id}/stream/ and `Last-Event-ID`, without a second model call. Each workspace action the assistant proposes arrives as a ' +
+            '`data-proposal` part (a card, 2.12). 503 when no chat model is configured (the detail names the variables to set); an archived conversation is 409.',
+          params: ConversationParamsSchema,
+          body: MessageCreateSchema,
+          response: streamResponse,
+        },
+      },
+      async (request, reply) => {
+        if (!deps.integrations.chatModel) throw new ApiError('unavailable', noChatModelDetail);
+        const reader = readerOf(request);
+        const conversation = await findConversation(sql, reader, request.params.conversation_id);
+        if (conversation.archived) throw new ApiError('conflict', 'This conversation is archived: unarchive it to ask more.');
+        const turn = await insertTurn(sql, reader, conversation.id, request.body.content);
+        if (conversation.title === 'New conversation') await updateConversation(sql, reader, conversation.id, { title: titleFrom(request.body.content) });
+        await startTurn(temporal, { messageId: turn.assistantMessageId, workspaceId: reader.workspaceId, conversationId: conversation.id });
+        return stream(request, reply, turn.assistantMessageId, 0);
+      },
+    );
+
+    app.get(
+      '/assistant/conversations/:conversation_id/messages/:message_id/stream/',
+      {
+        schema: {
+          operationId: 'streamAssistantAnswer',
+          tags,
+          summary: "An answer's event stream, from the start or after Last-Event-ID",
+          description: 'Resumes the same answer from Postgres: the parts already written, then the rest live. A finished answer replays and ends.',
+          params: AnswerParamsSchema,
+          headers: StreamHeadersSchema,
+          response: streamResponse,
+        },
+      },
+      async (request, reply) => {
+        const answer = await findAnswer(sql, readerOf(request), request.params.conversation_id, request.params.message_id);
+        return stream(request, reply, answer.id, Number(request.headers['last-event-id'] ?? 0));
+      },
+    );
+  };

@@ -1,0 +1,64 @@
+/**
+ * The workspace verbs as the model sees them: each verb's input schema (validated before a card is
+ * raised; a bad input is the tool call's error, never a card) and the tool definition offered to
+ * the model. Verbs whose supplier this service does not have yet are named with the reason they
+ * are refused, so the assistant says so instead of pretending.
+ */
+import { z } from 'zod';
+import { UuidSchema } from '../shared/common.js';
+import { ColumnCreateSchema } from '../tables/tables.js';
+import { runRowsMax } from '../tables/enrichments.js';
+import { enrolRowsMax } from '../sequences/sequences.js';
+import type { Verb } from './assistant.js';
+
+export const VerbInputSchemas = {
+  add_column: z.strictObject({
+    table_id: UuidSchema,
+    column: ColumnCreateSchema.describe('The column to add; an enrichment column runs over the table once the card is approved'),
+  }),
+  run_column: z.strictObject({ table_id: UuidSchema, column_id: UuidSchema.describe('An enrichment column') }),
+  enrich_rows: z.strictObject({
+    table_id: UuidSchema,
+    column_id: UuidSchema.describe('An enrichment column'),
+    row_ids: z.array(UuidSchema).min(1).max(runRowsMax),
+  }),
+  add_contacts_to_sequence: z.strictObject({
+    sequence_id: UuidSchema,
+    row_ids: z.array(UuidSchema).min(1).max(enrolRowsMax).describe("Rows of the sequence's audience table"),
+    sender_profile_id: UuidSchema.nullable().default(null),
+  }),
+} satisfies Partial<Record<Verb, z.ZodType>>;
+export type BuiltVerb = keyof typeof VerbInputSchemas;
+export type VerbInput<V extends BuiltVerb> = z.infer<(typeof VerbInputSchemas)[V]>;
+
+export const isBuiltVerb = (name: string): name is BuiltVerb => Object.hasOwn(VerbInputSchemas, name);
+
+/** Why a verb is refused in this build: its supplier is another part of the service not built yet. */
+export const refusedVerbs: Partial<Record<Verb, string>> = {
+  create_table_from_search: 'Lead search is not available yet: this service has no search provider to run it on.',
+  start_search: 'Lead search is not available yet: this service has no search provider to run it on.',
+  push_to_destination: 'Pushing rows to a destination is not available yet: no destination (CRM write-back) can be connected.',
+  call_endpoint: 'Calling an outside endpoint is not available yet in this build.',
+};
+
+const descriptions: Record<BuiltVerb, string> = {
+  add_column: 'Add a column to a table (input, formula or enrichment). Proposes a card; an enrichment column is priced per row that gets a result.',
+  run_column: 'Run an enrichment column over every row of its table. Proposes a card priced per row that gets a result.',
+  enrich_rows: 'Run an enrichment column over chosen rows. Proposes a card priced per row that gets a result.',
+  add_contacts_to_sequence: "Enrol rows of a sequence's audience table as contacts of the sequence. Proposes a card.",
+};
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** The tools offered to the model for the verbs this build runs. */
+export function verbTools(): ToolDefinition[] {
+  return (Object.keys(VerbInputSchemas) as BuiltVerb[]).map((verb) => ({
+    name: verb,
+    description: descriptions[verb],
+    parameters: z.toJSONSchema(VerbInputSchemas[verb], { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>,
+  }));
+}
