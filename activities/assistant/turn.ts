@@ -12,7 +12,7 @@ import { ApiError } from '../../domain/shared/errors.js';
 import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } from '../../integrations/chat-model.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { prepareColumn, quoteVerb, VerbRefused, type VerbDeps } from '../../services/assistant/verbs.js';
-import { answerContext, conversationHistory, endAnswer } from '../../store/assistant/conversations.js';
+import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
 import { answerText, appendParts, appendToolOutput, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
 import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
@@ -227,12 +227,7 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
         ? { type: 'error', errorText: error }
         : { type: 'finish', messageMetadata: { message_id: messageId, conversation_id: ctx.conversation_id } };
       const content = await answerText(sql, messageId);
-      await sql.begin(async (tx) => {
-        const [still] = await tx`select 1 from assistant_messages where id = ${messageId} and status = 'streaming' for update`;
-        if (!still) return;
-        await appendParts(tx, messageId, [last]);
-        await endAnswer(tx, messageId, { status: error ? 'failed' : 'complete', content, error: error ?? null, modelKey: deps.chatModel()?.key ?? null });
-      });
+      await closeAnswer(sql, messageId, last, { status: error ? 'failed' : 'complete', content, error: error ?? null, modelKey: deps.chatModel()?.key ?? null });
     },
   };
 }

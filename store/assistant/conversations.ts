@@ -2,7 +2,9 @@
  * Conversations and their messages. A member reads their own conversations; a workspace admin
  * reads every member's. Nothing of another workspace is ever found (404).
  */
-import type { Db } from '../../db/sql.js';
+import type { Db, Sql } from '../../db/sql.js';
+import type { StreamPart } from '../../domain/assistant/stream.js';
+import { appendParts } from './parts.js';
 import type { Conversation, Message } from '../../domain/assistant/assistant.js';
 import { notFound } from '../../domain/shared/errors.js';
 
@@ -168,4 +170,14 @@ export async function endAnswer(db: Db, messageId: string, end: { status: 'compl
 export async function memberDisplayName(db: Db, memberId: string): Promise<string | null> {
   const [row] = await db<{ display_name: string }[]>`select display_name from members where id = ${memberId}`;
   return row?.display_name ?? null;
+}
+
+/** Ends a streaming answer once: its last part and its row together; an answer already ended is left as it is. */
+export async function closeAnswer(sql: Sql, messageId: string, last: StreamPart, end: Parameters<typeof endAnswer>[2]): Promise<void> {
+  await sql.begin(async (tx) => {
+    const [still] = await tx`select 1 from assistant_messages where id = ${messageId} and status = 'streaming' for update`;
+    if (!still) return;
+    await appendParts(tx, messageId, [last]);
+    await endAnswer(tx, messageId, end);
+  });
 }

@@ -89,6 +89,23 @@ describe('decideRowOutcome: after the provider', () => {
     });
   });
 
+  it('a run an assistant card paid for ahead holds nothing per row but still counts and stores what each result cost', () => {
+    const r = walk({ price: 2, prepaid: true }, { claimed: true, inputs: filled, result, settled: true });
+    expect(r.path).toEqual(['claim', 'read_inputs', 'call', 'store', 'settle']);
+    expect(r.end).toEqual({ kind: 'settle', outcome: 'done', hold: null, count: { field: 'rows_done', credits: 2 } });
+    expect(decideRowOutcome({ price: 2, prepaid: true, required: [], run: { status: 'running' }, claimed: true, inputs: filled, result })).toEqual({
+      kind: 'store',
+      values: result.values,
+      cost: 2,
+    });
+    expect(walk({ price: 2, prepaid: true }, { claimed: true, inputs: filled, result: empty, settled: true }).end).toEqual({
+      kind: 'settle',
+      outcome: 'empty',
+      hold: null,
+      count: { field: 'rows_empty', credits: 0 },
+    });
+  });
+
   it('stores an empty answer at no cost, returns the hold and counts it empty', () => {
     const r = walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result: empty, settled: true, holdId: 'hold-1' });
     expect(r.end).toEqual({ kind: 'settle', outcome: 'empty', hold: { id: 'hold-1', action: 'release', amount: 0 }, count: { field: 'rows_empty', credits: 0 } });
