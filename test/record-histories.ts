@@ -78,6 +78,10 @@ import { mailboxPollStateQuery, mailboxPollWorkflowId, pollMailboxNowSignal } fr
 import type { InboxActivities } from '../activities/inbox/inbox.js';
 import type { MailboxPollResult } from '../domain/inbox/inbox.js';
 import { SessionRow, TrainingAnswer, toSession, viewOf } from '../store/agents/training-sessions.js';
+import type { AssistantTurnActivities } from '../activities/assistant/turn.js';
+import type { CardActivities } from '../activities/assistant/cards.js';
+import { assistantTurnWorkflow } from '../workflows/assistant/assistant-turn.js';
+import { assistantTurnQuery, assistantTurnWorkflowId, decideCardsUpdate } from '../workflows/assistant/assistant-turn.contract.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -347,12 +351,29 @@ const sequenceFakes = {
     ][feedReads - 1] ?? { feeding: false, enrolled: 0, more: false };
   },
 } satisfies Partial<SequenceActivities & OutboundAgentActivities & MailerActivities>;
+// An assistant turn: the model calls two tools (one card waits for a person, one runs under a
+// grant), then answers in words; the person's approval starts a column run the turn watches.
+const turnChecks = { n: 0 };
+const assistantTurnActivities = {
+  answerStep: async ({ step }: { step: number }) =>
+    step === 0
+      ? { text: '', toolCalls: [{ id: 'call-1', name: 'run_column', arguments: '{}' }, { id: 'call-2', name: 'add_column', arguments: '{}' }], promptTokens: 1, completionTokens: 1 }
+      : { text: 'Two cards.', toolCalls: [], promptTokens: 1, completionTokens: 1 },
+  proposeCard: async ({ call }: { call: { id: string } }) =>
+    call.id === 'call-1' ? { cardId: 'card-1', autoRun: false, toolResult: 'Card card-1 proposed.' } : { cardId: 'card-2', autoRun: true, toolResult: 'Card card-2 proposed.' },
+  finishAnswer: async () => {},
+  decideCard: async ({ cardId }: { cardId: string }) =>
+    cardId === 'card-1' ? { cardId, won: true, status: 'applying' as const, waiting: true } : { cardId, won: true, status: 'applied' as const, waiting: false },
+  checkCardRun: async () => ((turnChecks.n += 1) >= 2 ? { done: true, status: 'applied' as const } : { done: false, status: 'applying' as const }),
+  expireCards: async () => [],
+} satisfies Partial<AssistantTurnActivities & CardActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
   taskQueue,
   workflowsPath,
   activities: {
+    ...assistantTurnActivities,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -572,6 +593,18 @@ await worker.runUntil(async () => {
   });
   await sequenceFeed.result(); // the poll interval passes (time skips), and the third read finds feeding off
 
+  const turn = await env.client.workflow.start(assistantTurnWorkflow, {
+    taskQueue, workflowId: assistantTurnWorkflowId('message-1'), args: [{ messageId: 'message-1', workspaceId: 'w', conversationId: 'conversation-1' }],
+  });
+  while (!Object.keys((await turn.query(assistantTurnQuery).catch(() => null))?.cards ?? {}).includes('card-2') || (await turn.query(assistantTurnQuery)).answering) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await turn.executeUpdate(decideCardsUpdate, {
+    args: [{ cardIds: ['card-1'], decision: 'approved', scope: 'once', key: 'request-1', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
+    updateId: 'approve-card-1',
+  });
+  await turn.result(); // the run is checked twice (time skips the waits), then every card is done
+
   const histories = [
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
@@ -592,6 +625,7 @@ await worker.runUntil(async () => {
     ['mailbox-poll-stopped', mailbox],
     ['sequence-contact-sent-waited-replied', sequenceContact],
     ['sequence-feed-batches-then-off', sequenceFeed],
+    ['assistant-turn-two-cards-one-approved', turn],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).
