@@ -60,7 +60,7 @@ export const defaultChatAttachmentLimits: ChatAttachmentLimits = {
 
 /** "20 MiB", "512 KiB", "100 bytes": a limit as a person reads it. */
 export function bytesLabel(bytes: number): string {
-  if (bytes >= MiB && bytes % (MiB / 10) === 0) return `${bytes / MiB} MiB`;
+  if (bytes >= MiB && bytes % MiB === 0) return `${bytes / MiB} MiB`;
   if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes / 1024} KiB`;
   return `${bytes} bytes`;
 }

@@ -1,6 +1,7 @@
 /** The pure rules of chat attachments: the page layout, the kind of an upload, rows and page sizes. */
 import { describe, expect, it } from 'vitest';
 import {
+  bytesLabel,
   capPageText,
   ChatAttachmentPagesQuerySchema,
   ChatAttachmentPagesResponseSchema,
@@ -74,6 +75,12 @@ describe('layoutLines', () => {
 
   it('trims spaces at a run\'s ends and moves its start past the leading ones', () => {
     expect(layoutLines([run('  Hello ', 50, 100), run('there', 90, 100)])).toEqual(['Hello there']);
+  });
+});
+
+describe('bytesLabel', () => {
+  it('names a limit as a person reads it', () => {
+    expect([20 * 1024 * 1024, 256 * 1024 * 1024, 256 * 1024, 1536, 1000].map(bytesLabel)).toEqual(['20 MiB', '256 MiB', '256 KiB', '1536 bytes', '1000 bytes']);
   });
 });
 

@@ -1,0 +1,69 @@
+/**
+ * The zip check an XLSX passes before anything opens it: the central directory is read first,
+ * and the archive is refused on its declared entry count, total uncompressed size or any entry's
+ * compression ratio (a zip bomb), or on an encrypted entry, without inflating a byte. Then every
+ * entry is inflated once through yauzl, which stops the moment an entry yields more than it
+ * declared, so the sizes judged are the real ones.
+ */
+import yauzl from 'yauzl';
+import { archiveLimits, bytesLabel } from '../../domain/assistant/attachments.js';
+import { ExtractionRefused } from './refusal.js';
+
+export type ArchiveLimits = typeof archiveLimits;
+
+/** What the check found: the entries' names and their declared total. */
+export interface CheckedArchive {
+  entries: string[];
+  uncompressedBytes: number;
+}
+
+function damaged(error: unknown): ExtractionRefused {
+  return new ExtractionRefused(`The archive is damaged: ${(error as Error).message ?? String(error)}.`);
+}
+
+export async function checkArchive(bytes: Buffer, limits: ArchiveLimits = archiveLimits): Promise<CheckedArchive> {
+  let zip: yauzl.ZipFile;
+  try {
+    zip = await yauzl.fromBufferPromise(bytes, { lazyEntries: true, validateEntrySizes: true, strictFileNames: false, autoClose: false });
+  } catch (error) {
+    throw damaged(error);
+  }
+  try {
+    if (zip.entryCount > limits.entriesMax) {
+      throw new ExtractionRefused(`The archive holds ${zip.entryCount} entries, more than the ${limits.entriesMax} allowed; it is not read.`);
+    }
+    const entries: yauzl.Entry[] = [];
+    let total = 0;
+    try {
+      for await (const entry of zip.eachEntry()) {
+        if (entry.isEncrypted()) throw new ExtractionRefused('The workbook is encrypted (password-protected); save it without a password and upload it again.');
+        total += entry.uncompressedSize;
+        if (total > limits.uncompressedBytesMax) {
+          throw new ExtractionRefused(`The archive unpacks to more than ${bytesLabel(limits.uncompressedBytesMax)}; it is not read (a zip bomb, or too large).`);
+        }
+        const compressed = Math.max(1, entry.compressedSize);
+        if (entry.uncompressedSize > limits.ratioFloorBytes && entry.uncompressedSize / compressed > limits.ratioMax) {
+          throw new ExtractionRefused(
+            `The archive entry ${entry.fileName} unpacks ${Math.round(entry.uncompressedSize / compressed)} times its size, more than ${limits.ratioMax}; it is not read (a zip bomb).`,
+          );
+        }
+        entries.push(entry);
+      }
+    } catch (error) {
+      throw error instanceof ExtractionRefused ? error : damaged(error);
+    }
+    // The declared sizes passed; inflating checks they are true (yauzl fails an entry that yields
+    // more or fewer bytes than declared, or whose compression method it cannot read).
+    for (const entry of entries) {
+      try {
+        const stream = await zip.openReadStreamPromise(entry);
+        for await (const chunk of stream) void chunk;
+      } catch (error) {
+        throw damaged(error);
+      }
+    }
+    return { entries: entries.map((e) => e.fileName), uncompressedBytes: total };
+  } finally {
+    zip.close();
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * The document extractor on its worker threads, without the service around it: what it reads,
+ * what it refuses (encrypted and damaged files, zip bombs before they are opened) and the limits
+ * it reads within (a deadline, the thread's heap, the process's memory growth), each ending only
+ * the thread that passed it.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createDeflate } from 'node:zlib';
+import ExcelJS from 'exceljs';
+import { PDFDocument, PDFName, PDFNumber, PDFRawStream, StandardFonts } from 'pdf-lib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { archiveLimits } from '../../domain/assistant/attachments.js';
+import { checkArchive } from '../../integrations/documents/archive.js';
+import { createDocumentExtractor, ExtractionRefused, type DocumentExtractor } from '../../integrations/documents/extractor.js';
+import { buildPdf, buildXlsx, buildZip, reportPdf, tableTexts, workbookEntries } from '../support/documents.js';
+
+const fixtures = join(import.meta.dirname, '..', 'fixtures', 'attachments');
+const defaults = { extractSeconds: 60, extractHeapMb: 256, extractRssGrowthMb: 768 };
+const extractors: DocumentExtractor[] = [];
+const extractorWith = (limits: Partial<typeof defaults> = {}) => {
+  const extractor = createDocumentExtractor({ ...defaults, ...limits }, { concurrency: 1 });
+  extractors.push(extractor);
+  return extractor;
+};
+afterAll(async () => {
+  await Promise.all(extractors.map((e) => e.close()));
+});
+
+/** `bytes` spaces, deflated a chunk at a time (never held whole). */
+async function deflatedSpaces(bytes: number): Promise<Buffer> {
+  const deflate = createDeflate({ level: 1 });
+  const out: Buffer[] = [];
+  deflate.on('data', (chunk: Buffer) => out.push(chunk));
+  const chunk = Buffer.alloc(1024 * 1024, 0x20);
+  for (let written = 0; written < bytes; written += chunk.length) {
+    if (!deflate.write(chunk)) await new Promise((resolve) => deflate.once('drain', resolve));
+  }
+  await new Promise((resolve) => deflate.end(resolve));
+  return Buffer.concat(out);
+}
+
+const refusalOf = async (promise: Promise<unknown>): Promise<string> => {
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ExtractionRefused);
+  return (error as Error).message;
+};
+
+describe('reading', () => {
+  const extractor = extractorWith();
+
+  it('reads a PDF page by page, laid out, and a page without text as ""', async () => {
+    const pdf = await buildPdf([
+      { texts: tableTexts({ columns: [50, 250], rows: [['Name', 'Amount'], ['Ada', '12.50']], top: 100 }) },
+      { blank: true },
+      { image: 'gray' },
+    ]);
+    const { pages, peakHeapBytes, elapsedMs } = await extractor.extract('pdf', pdf);
+    expect(pages).toEqual(['Name   Amount\nAda   12.50', '', '']);
+    expect(peakHeapBytes).toBeGreaterThan(0);
+    expect(elapsedMs).toBeGreaterThan(0);
+  });
+
+  it('keeps the caller\'s bytes whole (a copy goes to the thread)', async () => {
+    const pdf = await buildPdf([{ blank: true }]);
+    const before = Buffer.from(pdf);
+    await extractor.extract('pdf', pdf);
+    expect(pdf.equals(before)).toBe(true);
+  });
+
+  it('reads a PDF encrypted only against changes (it opens without a password), as every reader does', async () => {
+    const { pages } = await extractor.extract('pdf', readFileSync(join(fixtures, 'owner-encrypted.pdf')));
+    expect(pages).toEqual(['Budget   1200']);
+  });
+
+  it('reads a workbook\'s sheets in workbook order, whatever order the archive holds them in', async () => {
+    const workbook = new ExcelJS.Workbook();
+    const first = workbook.addWorksheet('Stored first');
+    const second = workbook.addWorksheet('Shown first');
+    first.addRow(['b1']);
+    second.addRow(['a1', 2]);
+    // The tab order puts the second sheet (xl/worksheets/sheet2.xml) before the first.
+    (second as unknown as { orderNo: number }).orderNo = 0;
+    (first as unknown as { orderNo: number }).orderNo = 1;
+    const bytes = Buffer.from(await workbook.xlsx.writeBuffer());
+    const { pages } = await extractor.extract('xlsx', bytes);
+    expect(pages).toEqual(['Sheet: Shown first', 'a1   2', 'Sheet: Stored first', 'b1']);
+  });
+
+  it('reads a hand-written minimal workbook (inline strings, no shared strings)', async () => {
+    const { pages } = await extractor.extract('xlsx', buildZip(workbookEntries()));
+    expect(pages).toEqual(['Sheet: Data', 'Hello   42']);
+  });
+
+  it('reads a CSV in UTF-8 or Windows-1252, with its delimiter found on the first line', async () => {
+    expect((await extractor.extract('csv', Buffer.from('\ufeffname;city\nZoë;"Saint-Étienne; Loire"\n', 'utf8'))).pages).toEqual([
+      'name   city',
+      'Zoë   Saint-Étienne; Loire',
+    ]);
+    expect((await extractor.extract('csv', Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x09, 0x31, 0x0a]))).pages).toEqual(['café   1']);
+  });
+});
+
+describe('refusing', () => {
+  const extractor = extractorWith();
+
+  it('refuses a password-protected PDF', async () => {
+    expect(await refusalOf(extractor.extract('pdf', readFileSync(join(fixtures, 'password-protected.pdf'))))).toMatch(/password-protected/);
+  });
+
+  it('refuses a truncated or damaged PDF, and an empty one', async () => {
+    const pdf = await reportPdf(3);
+    expect(await refusalOf(extractor.extract('pdf', pdf.subarray(0, Math.floor(pdf.length * 0.6))))).toMatch(/damaged or truncated/);
+    expect(await refusalOf(extractor.extract('pdf', Buffer.from('%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\n')))).toMatch(/damaged or truncated/);
+    expect(await refusalOf(extractor.extract('pdf', Buffer.alloc(0)))).toMatch(/cannot be read|damaged/);
+  });
+
+  it('refuses a CSV with an unclosed quote', async () => {
+    expect(await refusalOf(extractor.extract('csv', Buffer.from('a,b\n"unclosed,1\n')))).toMatch(/The CSV cannot be read/);
+  });
+
+  it('refuses an encrypted workbook (an OLE file, as Office writes one), a zip that is no workbook, and a damaged archive', async () => {
+    const ole = Buffer.concat([Buffer.from([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]), Buffer.alloc(512)]);
+    expect(await refusalOf(extractor.extract('xlsx', ole))).toMatch(/encrypted \(password-protected\)/);
+    expect(await refusalOf(extractor.extract('xlsx', buildZip([{ name: 'notes.txt', data: Buffer.from('hello') }])))).toMatch(/not an XLSX workbook/);
+    const valid = await buildXlsx([{ name: 'A', rows: [['x']] }]);
+    expect(await refusalOf(extractor.extract('xlsx', valid.subarray(0, valid.length - 30)))).toMatch(/archive is damaged/);
+  });
+});
+
+describe('zip bombs are refused from the central directory, before anything opens them', () => {
+  const extractor = extractorWith();
+  const bomb = (entries: Parameters<typeof buildZip>[0]) => buildZip([...workbookEntries(), ...entries]);
+
+  it('refuses an entry that unpacks far more than its size', async () => {
+    // 64 MiB of zeros deflate to about 64 KiB: a ratio of about 1000.
+    const zeros = Buffer.alloc(64 * 1024 * 1024);
+    const archive = bomb([{ name: 'xl/worksheets/sheet2.xml', data: zeros }]);
+    expect(archive.length).toBeLessThan(1024 * 1024);
+    const started = performance.now();
+    expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(/xl\/worksheets\/sheet2\.xml unpacks \d+ times its size, more than 200; it is not read/);
+    // Refused from the directory: no entry was inflated (inflating 64 MiB and parsing it takes far longer).
+    expect(performance.now() - started).toBeLessThan(5_000);
+    await expect(checkArchive(archive)).rejects.toThrow(/unpacks \d+ times/);
+  });
+
+  it('refuses an archive whose entries declare more than the total allowed, without inflating them', async () => {
+    // Three entries, each within the ratio (600 KB of noise declaring 100 MiB), 300 MiB together.
+    const noise = randomBytes(600 * 1024);
+    const archive = bomb(['a', 'b', 'c'].map((n) => ({ name: `xl/media/${n}.bin`, data: noise, declaredUncompressedSize: 100 * 1024 * 1024 })));
+    expect(archiveLimits.uncompressedBytesMax).toBeLessThan(300 * 1024 * 1024);
+    expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(/unpacks to more than 256 MiB; it is not read/);
+  });
+
+  it('refuses an archive of more entries than allowed', async () => {
+    const many = Array.from({ length: archiveLimits.entriesMax }, (_, i) => ({ name: `xl/media/${i}.txt`, data: Buffer.from('x') }));
+    expect(await refusalOf(extractor.extract('xlsx', bomb(many)))).toMatch(/holds 5005 entries, more than the 5000 allowed/);
+  });
+
+  it('refuses an entry that yields more than it declares (a lying directory), when it is inflated to check', async () => {
+    const archive = bomb([{ name: 'xl/media/liar.bin', data: Buffer.alloc(4 * 1024 * 1024, 0x20), declaredUncompressedSize: 1024 }]);
+    // Declared 1 KiB from about 4 KiB compressed: within every limit until it is inflated.
+    expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(/archive is damaged: .*too many bytes/);
+  });
+});
+
+describe('limits', () => {
+  it('stops a file that takes longer than the deadline, and the next file gets a fresh thread', async () => {
+    const extractor = extractorWith({ extractSeconds: 1 });
+    const slow = await reportPdf(400);
+    expect(await refusalOf(extractor.extract('pdf', slow))).toBe('Reading the file took longer than 1 s, the most allowed; it was stopped.');
+    const next = await extractor.extract('csv', Buffer.from('a,b\n'));
+    expect(next.pages).toEqual(['a   b']);
+    expect(next.startupMs).toBeGreaterThan(0);
+  });
+
+  it("stops a file that needs more than the thread's heap", async () => {
+    const extractor = extractorWith({ extractHeapMb: 128 });
+    // Five million one-character cells: far more than 128 MB of strings and arrays.
+    const csv = Buffer.from('a,'.repeat(5_000_000) + 'a\n');
+    expect(await refusalOf(extractor.extract('csv', csv))).toBe('Reading the file needed more than the 128 MB of memory allowed; it was stopped.');
+    expect((await extractor.extract('csv', Buffer.from('still,reading\n'))).pages).toEqual(['still   reading']);
+  });
+
+  it("stops a file whose decoded streams grow the process's memory past the limit (outside the heap)", async () => {
+    const extractor = extractorWith({ extractRssGrowthMb: 150 });
+    // A page whose content stream inflates from under a megabyte to 1 GiB of spaces.
+    const doc = await PDFDocument.create();
+    await doc.embedFont(StandardFonts.Helvetica);
+    const page = doc.addPage([612, 792]);
+    const compressed = await deflatedSpaces(1024 * 1024 * 1024);
+    const stream = PDFRawStream.of(doc.context.obj({ Filter: 'FlateDecode', Length: PDFNumber.of(compressed.length) }), compressed);
+    page.node.set(PDFName.of('Contents'), doc.context.register(stream));
+    const pdf = Buffer.from(await doc.save());
+    expect(pdf.length).toBeLessThan(8 * 1024 * 1024);
+    expect(await refusalOf(extractor.extract('pdf', pdf))).toBe('Reading the file needed more than 150 MB of memory, the most allowed; it was stopped.');
+  });
+});
