@@ -17,10 +17,12 @@ import { insertGrant } from '../../store/assistant/settings.js';
 import { holdCredits, settleHold } from '../../store/platform/credits.js';
 import type { Actor, CardDecided } from '../../workflows/assistant/assistant-turn.contract.js';
 import type { ApprovalScope } from '../../domain/assistant/assistant.js';
+import type { OperationDoor } from '../../domain/assistant/tool-cards.js';
 
 export interface CardActivityDeps {
   sql: Sql;
   enrichmentProviders: EnrichmentProviders;
+  operations: () => OperationDoor | null;
 }
 
 export interface DecideCardRequest {
@@ -43,7 +45,7 @@ export function createCardActivities(deps: CardActivityDeps) {
   const { sql } = deps;
   const verbDeps = (): VerbDeps => {
     const context = Context.current();
-    return { sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue } };
+    return { sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations };
   };
 
   /** applying -> applied | failed with its charge, once; the hold charged up to the quote and the rest returned. */

@@ -5,13 +5,15 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
-import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Verb } from '../../domain/assistant/assistant.js';
+import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Price, type Verb } from '../../domain/assistant/assistant.js';
 import { verbTools } from '../../domain/assistant/verbs.js';
 import type { StreamPart } from '../../domain/assistant/stream.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } from '../../integrations/chat-model.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
-import { prepareColumn, quoteVerb, VerbRefused, type VerbDeps } from '../../services/assistant/verbs.js';
+import { prepareColumn, quoteVerb, VerbRefused, type Quote, type ToolCardInput, type VerbDeps } from '../../services/assistant/verbs.js';
+import { operationRequest } from '../../domain/assistant/operations.js';
+import { assistantOperations, briefAnswer, findOperations, isDestructiveOperation, operationTools, sendingOperations, type OperationDoor } from '../../domain/assistant/tool-cards.js';
 import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
 import { answerText, appendParts, appendToolOutput, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
 import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
@@ -22,6 +24,8 @@ export interface AssistantTurnDeps {
   sql: Sql;
   /** Read at each call, so the model configured now is the one asked. */
   chatModel: () => ChatModel | null;
+  /** The API's own operations for tool cards; null where the app is not in this process. */
+  operations: () => OperationDoor | null;
   enrichmentProviders: EnrichmentProviders;
   /** How long text deltas gather before they are written as one part. */
   flushMs?: number;
@@ -60,7 +64,7 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>): string
 
 function verbDeps(deps: AssistantTurnDeps): VerbDeps {
   const context = Context.current();
-  return { sql: deps.sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue } };
+  return { sql: deps.sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations };
 }
 
 export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
@@ -108,7 +112,8 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
         context.heartbeat();
       };
       try {
-        for await (const event of model.stream({ messages, tools: verbTools(), signal: context.cancellationSignal })) {
+        const tools = deps.operations() ? [...verbTools(), ...operationTools] : verbTools();
+        for await (const event of model.stream({ messages, tools, signal: context.cancellationSignal })) {
           if (event.type === 'text-delta') {
             text += event.delta;
             pending += event.delta;
@@ -145,11 +150,16 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       const vdeps = verbDeps(deps);
       let card = await proposalOfToolCall(sql, messageId, call.id);
       if (!card) {
-        let quote;
+        let quote: CardQuote;
         try {
           const input = parseArguments(call.arguments);
           if (input === undefined) throw new VerbRefused(`The arguments of ${call.name} are not JSON.`);
-          quote = await quoteVerb(vdeps, ctx.workspace_id, call.name, input);
+          const quoted = await quoteCall(vdeps, deps.operations(), ctx, call.name, input);
+          if ('answer' in quoted) {
+            await appendToolOutput(sql, messageId, call.id, [{ type: 'tool-output-available', toolCallId: call.id, output: quoted.answer }]);
+            return { cardId: null, autoRun: false, toolResult: briefAnswer(quoted.answer) };
+          }
+          quote = quoted;
         } catch (error) {
           const reason = refusalOf(error);
           await appendToolOutput(sql, messageId, call.id, [{ type: 'tool-output-error', toolCallId: call.id, errorText: reason }]);
@@ -163,11 +173,11 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
           tool_call_id: call.id,
           member_id: ctx.member_id,
           origin: 'assistant',
-          kind: 'verb',
-          verb: call.name,
+          kind: quote.kind,
+          verb: quote.verb,
           input: quote.input,
           batch_id: batchId,
-          verb_label: verbLabels[call.name as Verb] ?? call.name,
+          verb_label: quote.verbLabel,
           summary: quote.summary,
           detail: { lines: quote.lines, input: quote.input },
           price_credits: quote.price.credits,
@@ -229,6 +239,61 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       const content = await answerText(sql, messageId);
       await closeAnswer(sql, messageId, last, { status: error ? 'failed' : 'complete', content, error: error ?? null, modelKey: deps.chatModel()?.key ?? null });
     },
+  };
+}
+
+/** A card's quote: a verb's, or a tool card's for a write operation. */
+type CardQuote = Quote & { kind: 'verb' | 'tool'; verb: string; verbLabel: string };
+
+/**
+ * What a tool call comes to: a card's quote, or (finding operations, a read operation) an answer
+ * given at once. Refusals throw, as quoteVerb's do.
+ */
+async function quoteCall(
+  vdeps: VerbDeps,
+  door: OperationDoor | null,
+  ctx: { workspace_id: string; member_id: string | null },
+  name: string,
+  input: unknown,
+): Promise<CardQuote | { answer: unknown }> {
+  if (name !== 'find_operations' && name !== 'call_operation') {
+    return { ...(await quoteVerb(vdeps, ctx.workspace_id, name, input)), kind: 'verb', verb: name, verbLabel: verbLabels[name as Verb] ?? name };
+  }
+  if (!door) throw new VerbRefused('The API cannot be called from this process.');
+  const operations = assistantOperations(door.catalogue());
+  const args = (input ?? {}) as { query?: unknown; operation?: unknown; input?: unknown };
+  if (name === 'find_operations') return { answer: { operations: findOperations(operations, String(args.query ?? '')) } };
+  const op = operations.find((o) => o.name === args.operation);
+  if (!op) throw new VerbRefused(`There is no operation named ${String(args.operation)} that the assistant may call; find one with find_operations.`);
+  let request: ToolCardInput['request'];
+  try {
+    request = operationRequest(op, (args.input ?? {}) as Record<string, unknown>);
+  } catch (error) {
+    throw new VerbRefused((error as Error).message);
+  }
+  if (op.access === 'read') {
+    if (!ctx.member_id) throw new VerbRefused('This conversation has no member to act for.');
+    const answer = await door.call(ctx.member_id, request);
+    return { answer: { status: answer.status, body: answer.body } };
+  }
+  const destructive = isDestructiveOperation(op);
+  const price: Price = op.price_credits
+    ? { credits: op.price_credits, per: 'call', expected: op.price_credits, aside: `${op.method} ${op.path}` }
+    : { credits: null, per: 'call', expected: null, aside: 'Costs no credits' };
+  return {
+    kind: 'tool',
+    verb: op.name,
+    verbLabel: op.summary || op.name,
+    input: { operation: op.name, request } satisfies ToolCardInput as unknown as Record<string, unknown>,
+    summary: `${op.summary || op.name} (${request.method} ${request.url})`,
+    lines: [`${request.method} ${request.url}`, ...(request.body !== undefined ? [briefAnswer(request.body, 500)] : [])],
+    price,
+    destructive,
+    loss: destructive ? `${op.summary || op.name}: what it removes cannot be brought back from here.` : null,
+    sends: sendingOperations.has(op.name),
+    sourceColumnId: null,
+    runsColumnId: null,
+    prepares: false,
   };
 }
 

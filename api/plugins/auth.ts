@@ -11,7 +11,8 @@ import type { Plan, Role } from '../../domain/shared/common.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../../store/platform/api-keys.js';
-import { memberOfIdpUser } from '../../store/platform/auth.js';
+import { memberById, memberOfIdpUser } from '../../store/platform/auth.js';
+import { timingSafeEqual } from 'node:crypto';
 import { findAccountByToken } from '../../store/pnet/check-ins.js';
 import { connectionTokenPrefix, hashConnectionToken } from '../../store/pnet/accounts.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -54,7 +55,15 @@ export interface AuthDeps {
   sql: Sql;
   verifyToken: TokenVerifier;
   rateLimiter: RateLimiter;
+  /**
+   * This process's own secret for calls the assistant makes on a member's behalf (api/operation-door.ts):
+   * `x-acting-as: <secret>:<member id>`. Random per process, never sent anywhere: only app.inject carries it.
+   */
+  actingSecret?: string;
 }
+
+/** The header of a call made on a member's behalf from inside this process. */
+export const actingHeader = 'x-acting-as';
 
 export const unauthenticated = () =>
   new ApiError('unauthorized', 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.');
@@ -143,12 +152,36 @@ function connectionTokenOf(request: FastifyRequest): string | undefined {
   return bearer?.startsWith(connectionTokenPrefix) ? bearer : undefined;
 }
 
+/** A member acting through the assistant: the member's own access, as if signed in. */
+async function actingPrincipal(deps: AuthDeps, header: string, secret: string): Promise<Principal> {
+  const at = header.lastIndexOf(':');
+  const given = Buffer.from(header.slice(0, Math.max(at, 0)));
+  const expected = Buffer.from(secret);
+  if (at < 0 || given.length !== expected.length || !timingSafeEqual(given, expected)) throw unauthenticated();
+  const memberId = header.slice(at + 1);
+  if (!/^[0-9a-f-]{36}$/i.test(memberId)) throw unauthenticated();
+  const member = await memberById(deps.sql, memberId);
+  if (!member) throw unauthenticated();
+  return {
+    workspaceId: member.workspace_id,
+    plan: member.plan,
+    memberId: member.id,
+    role: member.role,
+    scope: 'write',
+    via: 'bearer',
+    apiKeyId: null,
+    accountId: null,
+  };
+}
+
 async function authenticate(
   deps: AuthDeps,
   request: FastifyRequest,
   recordUse: (id: string) => void,
   tokens: ConnectionTokenCache,
 ): Promise<Principal> {
+  const acting = request.headers[actingHeader];
+  if (typeof acting === 'string' && deps.actingSecret) return actingPrincipal(deps, acting, deps.actingSecret);
   const apiKey = request.headers['x-api-key'];
   const authorization = request.headers.authorization;
   const checkedLater = request.routeOptions.config.checksConnectionToken === true;

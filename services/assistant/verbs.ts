@@ -11,7 +11,8 @@ import { isBuiltVerb, refusedVerbs, VerbInputSchemas, type BuiltVerb, type VerbI
 import { runRowsMax } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
-import type { ProposalRow } from '../../store/assistant/proposals.js';
+import { startCall, type ProposalRow } from '../../store/assistant/proposals.js';
+import type { OperationDoor } from '../../domain/assistant/tool-cards.js';
 import { columnMadeSince, rowsOfTable, runFundedBy, setPreparedColumn, tableRowIds } from '../../store/assistant/workspace.js';
 import { enrolRows, findSequenceRow } from '../../store/sequences/sequences.js';
 import { deleteColumn, createColumn } from '../../store/tables/columns.js';
@@ -25,6 +26,8 @@ export interface VerbDeps {
   sql: Sql;
   providers: EnrichmentProviders;
   temporal: { client: Client; taskQueue: string };
+  /** The API's own operations, for tool cards (read when used: the app binds it once built). */
+  operations?: () => OperationDoor | null;
 }
 
 /** What a card says before anyone decides: the checks passed, what it covers and what it may cost. */
@@ -182,8 +185,53 @@ async function startFundedRun(deps: VerbDeps, card: ProposalRow, tableId: string
   return { kind: 'waiting' };
 }
 
+/** What a tool card keeps as its input: the operation and the request it stands for. */
+export interface ToolCardInput {
+  operation: string;
+  request: { method: string; url: string; body?: unknown };
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Calls the operation a tool card stands for, as the member the card acts for. A POST is made at
+ * most once (the card notes the call's start first); the other methods are idempotent and a retry
+ * repeats them harmlessly. A refusal by the API (4xx) fails the card with its detail.
+ */
+async function applyToolCard(deps: VerbDeps, card: ProposalRow): Promise<Applied> {
+  const door = deps.operations?.();
+  if (!door) throw new VerbRefused('The API cannot be called from this process.');
+  if (!card.member_id) throw new VerbRefused('This card has no member to act for.');
+  const { request } = card.input as unknown as ToolCardInput;
+  if (request.method === 'POST' && !(await startCall(deps.sql, card.id))) {
+    throw new VerbRefused('The call was interrupted and may or may not have happened: check, and ask again if it did not.');
+  }
+  const answer = await door.call(card.member_id, request);
+  const detail = (answer.body as { detail?: unknown } | null)?.detail;
+  if (answer.status >= 500 || answer.status === 429) {
+    if (request.method === 'POST') throw new VerbRefused(`The API answered ${answer.status}: ${typeof detail === 'string' ? detail : 'try again later'}.`);
+    throw new Error(`The API answered ${answer.status}.`);
+  }
+  if (answer.status >= 400) throw new VerbRefused(typeof detail === 'string' ? detail : `The API answered ${answer.status}.`);
+  const id = (answer.body as { id?: unknown } | null)?.id;
+  return {
+    kind: 'done',
+    charged: 0,
+    outcome: 'done',
+    result: {
+      content: `${card.verb_label}: done (${answer.status}).`,
+      link: request.method === 'DELETE' ? null : request.url,
+      link_label: request.method === 'DELETE' ? null : 'Open',
+      entity_id: typeof id === 'string' && uuidPattern.test(id) ? id : null,
+      opens: 'none',
+      made: 1,
+    },
+  };
+}
+
 /** Does what the card says. `holdId` is the card's hold when it has a price. */
 export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: string | null): Promise<Applied> {
+  if (card.kind === 'tool') return applyToolCard(deps, card);
   switch (card.verb as BuiltVerb) {
     case 'add_column': {
       const prepared = await prepareColumn(deps, card);

@@ -218,3 +218,9 @@ export async function proposalOfToolCall(db: Db, messageId: string, toolCallId: 
 export async function failUnprepared(db: Db, id: string, reason: string): Promise<void> {
   await db`update assistant_proposals set status = 'failed', error = ${reason}, decided_at = now() where id = ${id} and status = 'pending'`;
 }
+
+/** Notes that the card's call starts now; false when it had started before (a retry after a crash mid-call). */
+export async function startCall(db: Db, id: string): Promise<boolean> {
+  const rows = await db`update assistant_proposals set call_started_at = now() where id = ${id} and call_started_at is null returning id`;
+  return rows.length === 1;
+}

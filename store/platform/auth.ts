@@ -9,3 +9,10 @@ export async function memberOfIdpUser(db: Db, workspaceId: string, idpUserId: st
     where m.workspace_id = ${workspaceId} and m.idp_user_id = ${idpUserId}`;
   return member;
 }
+
+/** A member by id, with its workspace's plan: the person the assistant acts for. */
+export async function memberById(db: Db, memberId: string): Promise<{ id: string; workspace_id: string; role: Role; plan: Plan } | undefined> {
+  const [member] = await db<{ id: string; workspace_id: string; role: Role; plan: Plan }[]>`
+    select m.id, m.workspace_id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id where m.id = ${memberId}`;
+  return member;
+}

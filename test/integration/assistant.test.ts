@@ -302,3 +302,46 @@ describe('cards', () => {
     expect((await post('/assistant/actions/approve-all/', { proposal_ids: fifty })).statusCode).toBe(404);
   });
 });
+
+describe('tool cards: the API called on the person\'s behalf', () => {
+  it('finds operations, runs a read at once, and proposes a write as a tool card applied as the member', async () => {
+    script = (request) => {
+      const tools = request.messages.filter((m) => m.role === 'tool').length;
+      if (tools === 0) return { toolCalls: [{ name: 'find_operations', arguments: { query: 'create a table' } }, { name: 'call_operation', arguments: { operation: 'listTables', input: {} } }] };
+      if (tools === 2) return { toolCalls: [{ name: 'call_operation', arguments: { operation: 'createTable', input: { body: { name: 'Made by the assistant' } } } }] };
+      return { content: 'Proposed.' };
+    };
+    const id = await conversation();
+    const { parts } = await ask(id, 'Make me a table');
+    expect(model.requests.at(-1)!.tools!.map((t) => t.function.name)).toEqual(expect.arrayContaining(['add_column', 'find_operations', 'call_operation']));
+    const outputs = parts.filter((p) => p.type === 'tool-output-available');
+    const found = (outputs[0]!.output as { operations: { name: string; access: string }[] }).operations;
+    expect(found.find((o) => o.name === 'createTable')).toMatchObject({ access: 'write' });
+    expect(outputs[1]!.output).toMatchObject({ status: 200, body: { tables: expect.any(Array) } });
+    const cards = parts.filter((p) => p.type === 'data-proposal').map((p) => p.data as { id: string; kind: string; verb: string; destructive: boolean; grantable: boolean });
+    expect(cards).toHaveLength(1);
+    expect(cards[0]).toMatchObject({ kind: 'tool', verb: 'createTable', destructive: false, grantable: true, price_label: 'Free' });
+    const applied = (await post(`/assistant/actions/${cards[0]!.id}/approve/`, {})).json();
+    expect(applied).toMatchObject({ status: 'applied', applied_result: { made: 1, entity_id: expect.any(String) } });
+    const table = (await get(`/tables/${applied.applied_result.entity_id}/`)).json();
+    expect(table.name).toBe('Made by the assistant');
+  });
+
+  it('a destructive call is never granted, and the assistant cannot call its own approvals', async () => {
+    const tables = tablesClient(stack, headers());
+    const doomed = (await tables.table({ name: 'Doomed' })).id;
+    script = callsThenWords([
+      { name: 'call_operation', arguments: { operation: 'deleteTable', input: { table_id: doomed } } },
+      { name: 'call_operation', arguments: { operation: 'approveAssistantAction', input: { proposal_id: doomed } } },
+    ]);
+    const { parts } = await ask(await conversation(), 'Delete Doomed');
+    const card = parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
+    expect(card).toMatchObject({ destructive: true, grantable: false, loss: expect.stringContaining('cannot be brought back') });
+    expect(String(parts.find((p) => p.type === 'tool-output-error')!.errorText)).toContain('approveAssistantAction');
+    const granted = await post(`/assistant/actions/${card.id}/approve/`, { scope: 'project_all' });
+    expect(granted.statusCode).toBe(422);
+    expect((await get(`/tables/${doomed}/`)).statusCode).toBe(200);
+    expect((await post(`/assistant/actions/${card.id}/approve/`, {})).json().status).toBe('applied');
+    expect((await get(`/tables/${doomed}/`)).statusCode).toBe(404);
+  });
+});
