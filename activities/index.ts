@@ -17,6 +17,8 @@ import { createInboxActivities } from './inbox/inbox.js';
 import { createCreditActivities } from './platform/credits.js';
 import { createSenderAccountActivities } from './pnet/sender-account.js';
 import { createPnetStepActivities } from './pnet/steps.js';
+import { createChatAttachmentActivities } from './assistant/attachments.js';
+import { createDocumentExtractor } from '../integrations/documents/extractor.js';
 import { createAssistantTurnActivities } from './assistant/turn.js';
 import { createCardActivities } from './assistant/cards.js';
 
@@ -55,7 +57,8 @@ export function createActivities(deps: ActivityDeps) {
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
     ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }),
     ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, enrichmentProviders }),
-    ...createCardActivities({ sql: deps.sql, enrichmentProviders }) };
+    ...createCardActivities({ sql: deps.sql, enrichmentProviders }),
+    ...createChatAttachmentActivities({ sql: deps.sql, extractor: createDocumentExtractor(integrations.chatAttachments) }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

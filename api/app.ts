@@ -33,6 +33,7 @@ import { workspaceRoutes } from './routes/platform/workspace.js';
 import { doNotContactRoutes } from './routes/inbox/do-not-contact.js';
 import { inboundEmailRoutes } from './routes/inbox/inbound-email.js';
 import { inboxRoutes } from './routes/inbox/inbox.js';
+import { chatAttachmentRoutes } from './routes/assistant/attachments.js';
 import { assistantCardRoutes } from './routes/assistant/cards.js';
 import { assistantConversationRoutes } from './routes/assistant/conversations.js';
 import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
@@ -108,6 +109,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(inboundEmailRoutes(deps));
   await app.register(assistantCardRoutes(deps));
   await app.register(assistantConversationRoutes(deps, new AnswerStreamHub(deps.sql)));
+  await app.register(chatAttachmentRoutes(deps));
   // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
   const tableEvents = new TableEventHub(deps.sql, app.log);
   app.decorate('tableEvents', tableEvents);

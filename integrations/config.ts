@@ -20,6 +20,7 @@ import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js'
 import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfig } from './chat-model.js';
 import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
 import { mailerFrom, type Mailer } from './mailer.js';
+import { defaultChatAttachmentLimits, type ChatAttachmentLimits } from '../domain/assistant/attachments.js';
 
 /** An environment: `process.env`, or a test's own. */
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -174,6 +175,12 @@ export interface IntegrationsConfig {
   agentTools: { searchApiUrl: string | null; workEmailFinderUrl: string | null; peopleFinderUrl: string | null };
   /** SEQUENCE_FEED_POLL_SECONDS: how often a sequence's audience feed reads new rows (30, at least 1). */
   sequenceFeedPollSeconds: number;
+  /**
+   * Chat attachments: CHAT_ATTACHMENT_MAX_BYTES (the largest upload, 20 MiB), and the extraction's
+   * limits CHAT_ATTACHMENT_EXTRACT_SECONDS (60), CHAT_ATTACHMENT_EXTRACT_HEAP_MB (256) and
+   * CHAT_ATTACHMENT_EXTRACT_RSS_MB (768, the process's memory growth while files are read).
+   */
+  chatAttachments: ChatAttachmentLimits;
 }
 
 export function readIntegrationsConfig(env: Environment = process.env): IntegrationsConfig {
@@ -188,6 +195,21 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     mailboxAllowPrivateNetworks: env.MAILBOX_ALLOW_PRIVATE_NETWORKS === 'true',
     agentTools: { searchApiUrl: url('SEARCH_API_URL'), workEmailFinderUrl: url('WORK_EMAIL_FINDER_URL'), peopleFinderUrl: url('PEOPLE_FINDER_URL') },
     sequenceFeedPollSeconds: Math.max(1, Number(env.SEQUENCE_FEED_POLL_SECONDS) || 30),
+    chatAttachments: chatAttachmentLimitsFrom(env),
+  };
+}
+
+function chatAttachmentLimitsFrom(env: Environment): ChatAttachmentLimits {
+  const positive = (name: string, fallback: number) => {
+    const value = intFrom(env, name, fallback);
+    if (value < 1) throw new Error(`${name} must be at least 1, not "${env[name]}".`);
+    return value;
+  };
+  return {
+    maxUploadBytes: positive('CHAT_ATTACHMENT_MAX_BYTES', defaultChatAttachmentLimits.maxUploadBytes),
+    extractSeconds: positive('CHAT_ATTACHMENT_EXTRACT_SECONDS', defaultChatAttachmentLimits.extractSeconds),
+    extractHeapMb: positive('CHAT_ATTACHMENT_EXTRACT_HEAP_MB', defaultChatAttachmentLimits.extractHeapMb),
+    extractRssGrowthMb: positive('CHAT_ATTACHMENT_EXTRACT_RSS_MB', defaultChatAttachmentLimits.extractRssGrowthMb),
   };
 }
 
@@ -202,6 +224,8 @@ export interface Integrations {
   mailboxNetwork: { allowPrivateNetworks: boolean };
   publicBaseUrl: string | undefined;
   sequenceFeedPollSeconds: number;
+  /** The upload limit the API applies and the limits the worker extracts attachments within (a test may change them). */
+  chatAttachments: ChatAttachmentLimits;
 }
 
 /**
@@ -235,5 +259,6 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     mailboxNetwork: { allowPrivateNetworks: config.mailboxAllowPrivateNetworks },
     publicBaseUrl: config.publicBaseUrl,
     sequenceFeedPollSeconds: config.sequenceFeedPollSeconds,
+    chatAttachments: { ...config.chatAttachments },
   };
 }

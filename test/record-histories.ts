@@ -82,6 +82,9 @@ import type { AssistantTurnActivities } from '../activities/assistant/turn.js';
 import type { CardActivities } from '../activities/assistant/cards.js';
 import { assistantTurnWorkflow } from '../workflows/assistant/assistant-turn.js';
 import { assistantTurnQuery, assistantTurnWorkflowId, decideCardsUpdate } from '../workflows/assistant/assistant-turn.contract.js';
+import type { ChatAttachmentActivities } from '../activities/assistant/attachments.js';
+import { chatAttachmentWorkflow } from '../workflows/assistant/chat-attachment.js';
+import { chatAttachmentWorkflowId } from '../workflows/assistant/chat-attachment.contract.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -367,6 +370,16 @@ const assistantTurnActivities = {
   checkCardRun: async () => ((turnChecks.n += 1) >= 2 ? { done: true, status: 'applied' as const } : { done: false, status: 'applying' as const }),
   expireCards: async () => [],
 } satisfies Partial<AssistantTurnActivities & CardActivities>;
+// Chat attachments: one file read (three pages); one refused as unreadable, recorded `failed`.
+const chatAttachmentFakes = {
+  extractChatAttachment: async ({ attachmentId }: { attachmentId: string }) => {
+    if (attachmentId === 'attachment-refused') {
+      throw ApplicationFailure.nonRetryable('The PDF is password-protected (encrypted); save it without a password and upload it again.', 'unprocessable');
+    }
+    return { status: 'ready' as const, pageCount: 3 };
+  },
+  failChatAttachment: async () => undefined,
+} satisfies Partial<ChatAttachmentActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -374,6 +387,7 @@ const worker = await Worker.create({
   workflowsPath,
   activities: {
     ...assistantTurnActivities,
+    ...chatAttachmentFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -605,6 +619,16 @@ await worker.runUntil(async () => {
   });
   await turn.result(); // the run is checked twice (time skips the waits), then every card is done
 
+  // A chat attachment read, and one refused: the refusal is recorded and answered, not a failed workflow.
+  const attachmentRead = await env.client.workflow.start(chatAttachmentWorkflow, {
+    taskQueue, workflowId: chatAttachmentWorkflowId('attachment-read'), args: [{ attachmentId: 'attachment-read', workspaceId: 'w' }],
+  });
+  await attachmentRead.result();
+  const attachmentRefused = await env.client.workflow.start(chatAttachmentWorkflow, {
+    taskQueue, workflowId: chatAttachmentWorkflowId('attachment-refused'), args: [{ attachmentId: 'attachment-refused', workspaceId: 'w' }],
+  });
+  await attachmentRefused.result();
+
   const histories = [
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
@@ -626,6 +650,8 @@ await worker.runUntil(async () => {
     ['sequence-contact-sent-waited-replied', sequenceContact],
     ['sequence-feed-batches-then-off', sequenceFeed],
     ['assistant-turn-two-cards-one-approved', turn],
+    ['chat-attachment-read', attachmentRead],
+    ['chat-attachment-refused-recorded', attachmentRefused],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

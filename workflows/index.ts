@@ -13,3 +13,4 @@ export { agentRunWorkflow, agentTrainingWorkflow } from './agents/agent-run.js';
 export { sequenceContactWorkflow, sequenceFeedWorkflow } from './sequences/sequence-contact.js';
 export { mailboxPollWorkflow } from './inbox/mailbox-poll.js';
 export { assistantTurnWorkflow } from './assistant/assistant-turn.js';
+export { chatAttachmentWorkflow } from './assistant/chat-attachment.js';

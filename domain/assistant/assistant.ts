@@ -328,6 +328,9 @@ export const MessageCreateSchema = z
   .strictObject({ content: textSchema(1, messageContentMax).describe('What the person asks, in plain words') })
   .meta({ id: 'AssistantMessageCreate' });
 
+/** The title of a conversation started without one, until its first question names it. */
+export const defaultConversationTitle = 'New conversation';
+
 /** A conversation's title from its first question. */
 export function titleFrom(question: string): string {
   const line = question.replace(/\s+/g, ' ').trim();

@@ -7,7 +7,7 @@
  */
 import { Readable } from 'node:stream';
 import type { Sql } from '../../db/sql.js';
-import { isLastPart, sseDone, sseEvent } from '../../domain/assistant/stream.js';
+import { isLastPart, sseDone, sseEvent, type StreamPart } from '../../domain/assistant/stream.js';
 import { assistantPartsChannel, readParts } from '../../store/assistant/parts.js';
 
 export interface AnswerStreamOptions {
@@ -60,8 +60,11 @@ export class AnswerStreamHub {
     });
   }
 
-  /** The answer's events after `afterSeq`, live until its last part, then `[DONE]`. */
-  async open(messageId: string, afterSeq: number, signal: AbortSignal): Promise<Readable> {
+  /**
+   * The answer's events after `afterSeq`, live until its last part, then `[DONE]`. `first` is an
+   * event the caller knows is stored (the `start` it just wrote), sent before anything is read.
+   */
+  async open(messageId: string, afterSeq: number, signal: AbortSignal, first?: { seq: number; part: StreamPart }): Promise<Readable> {
     await this.listen();
     const stop = AbortSignal.any([signal, this.closing.signal]);
     const entry = this.watched.get(messageId) ?? { version: 0, streams: 0, waiters: new Set<() => void>() };
@@ -74,6 +77,10 @@ export class AnswerStreamHub {
     const hub = this;
     async function* events() {
       let cursor = afterSeq;
+      if (first) {
+        yield sseEvent(first.seq, first.part);
+        cursor = Math.max(cursor, first.seq);
+      }
       try {
         while (!stop.aborted) {
           // The version before the read: a part written after it wakes the wait below at once.

@@ -6,7 +6,8 @@ import type { Db, Sql } from '../../db/sql.js';
 import type { StreamPart } from '../../domain/assistant/stream.js';
 import { appendParts } from './parts.js';
 import type { Conversation, Message } from '../../domain/assistant/assistant.js';
-import { notFound } from '../../domain/shared/errors.js';
+import { ApiError, notFound } from '../../domain/shared/errors.js';
+import { defaultConversationTitle } from '../../domain/assistant/assistant.js';
 
 /** Who asks: their workspace, the member (null for a key without one) and whether they see everyone's. */
 export interface Reader {
@@ -111,22 +112,38 @@ export interface TurnMessages {
   assistantMessageId: string;
 }
 
-/** The question and its answer's row (streaming), written together so an answer always has its question. */
-export async function insertTurn(db: Db, reader: Reader, conversationId: string, content: string): Promise<TurnMessages> {
-  const [row] = await db<{ user_id: string; assistant_id: string }[]>`
-    with question as (
+/**
+ * The question and its answer's row (streaming) with the stream's `start` event, written together
+ * so an answer always has its question; one statement, which also finds the conversation (404
+ * when the reader may not read it, 409 when it is archived) and titles it from its first question.
+ */
+export async function insertTurn(db: Db, reader: Reader, conversationId: string, content: string, newTitle: string): Promise<TurnMessages> {
+  const [row] = await db<{ found: boolean; archived: boolean; title: string | null; user_id: string | null; assistant_id: string | null }[]>`
+    with conversation as (
+      select id, archived_at, title from assistant_conversations
+      where id = ${conversationId} and workspace_id = ${reader.workspaceId} and ${readable(db, reader)}
+    ), question as (
       insert into assistant_messages (workspace_id, conversation_id, role, member_id, content, status, completed_at)
-      values (${reader.workspaceId}, ${conversationId}, 'user', ${reader.memberId}, ${content}, 'complete', now())
+      select ${reader.workspaceId}, id, 'user', ${reader.memberId}, ${content}, 'complete', now() from conversation where archived_at is null
       returning id
     ), answer as (
       insert into assistant_messages (workspace_id, conversation_id, role, content, status)
       select ${reader.workspaceId}, ${conversationId}, 'assistant', '', 'streaming' from question
       returning id
+    ), started as (
+      -- The stream's first event is written with the answer's row, so a client's first byte never waits on the turn.
+      insert into assistant_message_parts (message_id, seq, part)
+      select id, 1, jsonb_build_object('type', 'start', 'messageId', id) from answer
     ), touched as (
-      update assistant_conversations set updated_at = now() where id = ${conversationId}
+      update assistant_conversations c set updated_at = now(),
+        title = case when c.title = ${defaultConversationTitle} then ${newTitle} else c.title end
+      from question where c.id = ${conversationId}
     )
-    select (select id from question) as user_id, (select id from answer) as assistant_id`;
-  return { userMessageId: row!.user_id, assistantMessageId: row!.assistant_id };
+    select exists (select 1 from conversation) as found, exists (select 1 from conversation where archived_at is not null) as archived,
+      (select id from question) as user_id, (select id from answer) as assistant_id`;
+  if (!row?.found) throw notFound('Conversation');
+  if (row.archived) throw new ApiError('conflict', 'This conversation is archived: unarchive it to ask more.');
+  return { userMessageId: row.user_id!, assistantMessageId: row.assistant_id! };
 }
 
 /** The message of an answer, for the stream's reconnect: found only through a conversation the reader may read. */
@@ -180,4 +197,9 @@ export async function closeAnswer(sql: Sql, messageId: string, last: StreamPart,
     await appendParts(tx, messageId, [last]);
     await endAnswer(tx, messageId, end);
   });
+}
+
+/** Ends an answer whose turn could not be started, with an error event the stream shows. */
+export async function failAnswer(sql: Sql, messageId: string, why: string): Promise<void> {
+  await closeAnswer(sql, messageId, { type: 'error', errorText: why }, { status: 'failed', content: '', error: why, modelKey: null });
 }

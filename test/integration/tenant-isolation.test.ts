@@ -1,4 +1,6 @@
 import { expect, it } from 'vitest';
+import { insertConversation } from '../support/assistant.js';
+import { multipartBody } from '../support/documents.js';
 import { expectTenantIsolation } from '../support/tenant-isolation.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
@@ -66,6 +68,13 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const dncEntry = await ownerTables('/do-not-contact/', { kind: 'email', value: 'owned-dnc@example.com' });
   // Port 1 on this machine: its workflow's polls fail quietly, which is all the check needs.
   const mailbox = await ownerTables('/inbox/mailboxes/', { address: 'owned@example.com', host: '127.0.0.1', port: 1, secure: false, username: 'owned', password: 'x', poll_seconds: 3600 });
+  // Chat attachments: a CSV uploaded to a conversation of the owner's (inserted with SQL).
+  const attachmentConversation = await insertConversation(stack.sql, owner.workspaceId);
+  const attachmentForm = multipartBody({ filename: 'owned.csv', contentType: 'text/csv', data: Buffer.from('owned,1\n') });
+  const attachment = (
+    await stack.app.inject({ method: 'POST', url: `/assistant/conversations/${attachmentConversation}/attachments/`, headers: { ...withKey(owner.apiKey), ...attachmentForm.headers }, payload: attachmentForm.payload })
+  ).json();
+  expect(attachment.status).toBe('ready');
 
   const intruderProfile = (
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(intruder.apiKey), payload: { name: 'Intruder' } })
@@ -84,7 +93,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       sequence_id: sequence.id, contact_id: seqContact.id, approval_id: approval!.id, email_template_id: emailTemplate.id,
       session_id: trainingSession.id,
       thread_id: inboxThread!.id, label_id: inboxLabel.id, suggestion_id: inboxSuggestion.id, entry_id: dncEntry.id,
-      mailbox_id: mailbox.id },
+      mailbox_id: mailbox.id,
+      conversation_id: attachmentConversation, attachment_id: attachment.id },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
       resumeSequence: { expected_revision: 1 }, archiveSequence: { expected_revision: 1 }, enrolSequenceContacts: { row_ids: [row.id] },
@@ -158,6 +168,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'importTableCsv',
     'launchSequence',
     'listAgentColumnRuns',
+    'listChatAttachments',
     'listColumnRuns',
     'listOutboundAgentVersions',
     'listSavedAgentExamples',
@@ -176,6 +187,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'pollInboxMailbox',
     'readAgentRun',
     'readApiKey',
+    'readChatAttachmentPages',
     'readColumnRun',
     'readColumnTemplate',
     'readDoNotContact',
@@ -242,6 +254,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'updateTableRow',
     'updateTableRowsBulk',
     'updateTableView',
+    'uploadChatAttachment',
   ]);
 
   const after = await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(owner.apiKey) });
@@ -290,4 +303,6 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect((await ownerGet('/inbox/labels/')).labels.map((l: { name: string }) => l.name)).toEqual(['Owned label']);
   expect((await ownerGet(`/do-not-contact/${dncEntry.id}/`)).value).toBe('owned-dnc@example.com');
   expect(await ownerGet(`/inbox/mailboxes/${mailbox.id}/`)).toMatchObject({ username: 'owned', enabled: true });
+  expect((await ownerGet(`/chat-attachments/${attachment.id}/pages/`)).pages).toEqual(['owned   1']);
+  expect((await ownerGet(`/assistant/conversations/${attachmentConversation}/attachments/`)).attachments.map((a: { id: string }) => a.id)).toEqual([attachment.id]);
 });

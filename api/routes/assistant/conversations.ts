@@ -17,15 +17,17 @@ import {
   ConversationSchema,
   ConversationUpdateSchema,
   MessageCreateSchema,
+  defaultConversationTitle,
   titleFrom,
 } from '../../../domain/assistant/assistant.js';
-import { StreamPartSchema, uiMessageStreamHeader } from '../../../domain/assistant/stream.js';
+import { StreamPartSchema, uiMessageStreamHeader, type StreamPart } from '../../../domain/assistant/stream.js';
 import type { AnswerStreamHub } from '../../../services/assistant/answer-stream.js';
 import { startTurn } from '../../../services/assistant/turn-client.js';
 import {
   createConversation,
   findAnswer,
   findConversation,
+  failAnswer,
   insertTurn,
   listConversations,
   listMessages,
@@ -63,10 +65,10 @@ export const assistantConversationRoutes =
       return { workspaceId: p.workspaceId, memberId: p.memberId, admin: p.role === 'admin' };
     };
 
-    async function stream(request: FastifyRequest, reply: FastifyReply, messageId: string, afterSeq: number) {
+    async function stream(request: FastifyRequest, reply: FastifyReply, messageId: string, afterSeq: number, first?: { seq: number; part: StreamPart }) {
       const done = new AbortController();
       reply.raw.once('close', () => done.abort());
-      const events = await hub.open(messageId, afterSeq, done.signal);
+      const events = await hub.open(messageId, afterSeq, done.signal, first);
       return reply
         .type('text/event-stream; charset=utf-8')
         .header('cache-control', 'no-cache, no-transform')
@@ -86,7 +88,7 @@ export const assistantConversationRoutes =
           response: { 201: ConversationSchema },
         },
       },
-      async (request, reply) => reply.code(201).send(await createConversation(sql, readerOf(request), request.body.title ?? 'New conversation')),
+      async (request, reply) => reply.code(201).send(await createConversation(sql, readerOf(request), request.body.title ?? defaultConversationTitle)),
     );
 
     app.get(
@@ -161,12 +163,19 @@ export const assistantConversationRoutes =
       async (request, reply) => {
         if (!deps.integrations.chatModel) throw new ApiError('unavailable', noChatModelDetail);
         const reader = readerOf(request);
-        const conversation = await findConversation(sql, reader, request.params.conversation_id);
-        if (conversation.archived) throw new ApiError('conflict', 'This conversation is archived: unarchive it to ask more.');
-        const turn = await insertTurn(sql, reader, conversation.id, request.body.content);
-        if (conversation.title === 'New conversation') await updateConversation(sql, reader, conversation.id, { title: titleFrom(request.body.content) });
-        await startTurn(temporal, { messageId: turn.assistantMessageId, workspaceId: reader.workspaceId, conversationId: conversation.id });
-        return stream(request, reply, turn.assistantMessageId, 0);
+        const conversationId = request.params.conversation_id;
+        const turn = await insertTurn(sql, reader, conversationId, request.body.content, titleFrom(request.body.content));
+        // The answer's row and its `start` event are committed: the stream opens now and the turn
+        // starts beside it. A start that fails ends the answer with an error event; one lost with
+        // this process is made good by the next read of the answer's stream.
+        const started = startTurn(temporal, { messageId: turn.assistantMessageId, workspaceId: reader.workspaceId, conversationId }).catch(
+          async (error: unknown) => {
+            request.log.error({ err: error }, 'could not start the assistant turn');
+            await failAnswer(sql, turn.assistantMessageId, 'The answer could not be started; ask again.');
+          },
+        );
+        void started;
+        return stream(request, reply, turn.assistantMessageId, 0, { seq: 1, part: { type: 'start', messageId: turn.assistantMessageId } });
       },
     );
 
@@ -184,7 +193,10 @@ export const assistantConversationRoutes =
         },
       },
       async (request, reply) => {
-        const answer = await findAnswer(sql, readerOf(request), request.params.conversation_id, request.params.message_id);
+        const reader = readerOf(request);
+        const answer = await findAnswer(sql, reader, request.params.conversation_id, request.params.message_id);
+        // An answer still streaming has its turn: started here again (a no-op when it runs) in case the asking request's start was lost.
+        if (answer.status === 'streaming') await startTurn(temporal, { messageId: answer.id, workspaceId: reader.workspaceId, conversationId: request.params.conversation_id });
         return stream(request, reply, answer.id, Number(request.headers['last-event-id'] ?? 0));
       },
     );

@@ -1,0 +1,194 @@
+/**
+ * Chat attachments (spec 2.1, endpoint 1): upload a PDF, XLSX or CSV to an assistant
+ * conversation, list a conversation's attachments, and read an attachment's pages as text. The
+ * upload answers once the file's text is read (its workflow runs the extraction on the worker),
+ * so a file that cannot be read is refused then, with the reason.
+ */
+import fastifyMultipart from '@fastify/multipart';
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { validatorCompiler } from 'fastify-type-provider-zod';
+import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
+import { ApiError, ValidationRefusal, notFound } from '../../../domain/shared/errors.js';
+import {
+  archiveLimits,
+  attachmentBytesMaxDefault,
+  bytesLabel,
+  ChatAttachmentListSchema,
+  ChatAttachmentPagesQuerySchema,
+  ChatAttachmentPagesResponseSchema,
+  ChatAttachmentSchema,
+  cleanText,
+  detectAttachmentKind,
+  pageReadBytesMax,
+  type ChatAttachment,
+} from '../../../domain/assistant/attachments.js';
+import { readAttachment } from '../../../services/assistant/attachment-client.js';
+import {
+  conversationInWorkspace,
+  getAttachment,
+  insertAttachment,
+  listAttachments,
+  readAttachmentPages,
+  type AttachmentRecord,
+} from '../../../store/assistant/attachments.js';
+import type { RouteDeps } from '../../deps.js';
+import { principalOf } from '../../plugins/auth.js';
+
+const ConversationParamsSchema = z.object({ conversation_id: UuidSchema });
+const AttachmentParamsSchema = z.object({ attachment_id: UuidSchema });
+const tags = ['assistant'];
+
+const layoutRule =
+  'A PDF page is laid out as printed: text on one baseline is one line, read left to right; a table row is one line with its columns side by side, ' +
+  'and every gap wider than two average character widths (a gap between columns) is exactly three spaces, so a further line of a multi-line cell ' +
+  "is a line of its own (starting with three spaces when it does not start at the page's left edge). A page without text (a blank or scanned page) " +
+  'is an empty string; a page whose text cannot be read is `[page N could not be read: <reason>]`, N counted from 1. ' +
+  'A spreadsheet has rows instead of pages: each row is one entry of `pages`, its cells joined by three spaces with empty trailing cells dropped. ' +
+  'A workbook\'s sheets follow each other in workbook order, each starting with an entry `Sheet: <name>`; `page_count` counts every entry of the whole file.';
+
+const sizeStop =
+  `A read returns at most \`limit\` pages, and stops early before the page that would take its text past ${bytesLabel(pageReadBytesMax)} (UTF-8), ` +
+  `so \`next_offset\` can come before offset + limit; it always returns at least one page (a page is stored at most ${bytesLabel(pageReadBytesMax)}, ` +
+  'a longer one is cut and says so). An offset at or past the end returns no pages and a null `next_offset`.';
+
+const uploadRules =
+  `The file goes in the multipart form field \`file\`, at most ${bytesLabel(attachmentBytesMaxDefault)} by default (the service's CHAT_ATTACHMENT_MAX_BYTES). ` +
+  'Its kind is judged by its first bytes and its name: a PDF (`%PDF-`), an XLSX workbook (a zip archive named .xlsx) or a CSV (text named .csv or sent as text/csv; ' +
+  'UTF-8, else Windows-1252; the delimiter is whichever of comma, semicolon, tab or bar the first line uses most). Anything else is 415. ' +
+  'The answer comes once the text is read (201, `ready`). A file that cannot be read is 422 and stays listed as `failed` with the reason: ' +
+  'a password-protected or damaged PDF, an encrypted or damaged workbook, an archive past its limits ' +
+  `(${archiveLimits.entriesMax} entries, ${bytesLabel(archiveLimits.uncompressedBytesMax)} unpacked, an entry unpacking more than ${archiveLimits.ratioMax} times its size), ` +
+  'or a file that takes longer or more memory to read than allowed. A PDF encrypted only against changes (no password to open it) is read. ';
+
+/** The attachment as the API shows it (without its workspace). */
+const shown = ({ workspace_id: _workspace, ...attachment }: AttachmentRecord): ChatAttachment => attachment;
+
+/** A file name a person can read: one line, at most 255 characters. */
+function filenameOf(raw: string | undefined): string {
+  const name = cleanText(raw ?? '').trim();
+  return (name || 'attachment').slice(0, 255);
+}
+
+export const chatAttachmentRoutes =
+  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    // The size limit is applied per request (below), so a changed setting is heard at once.
+    await app.register(fastifyMultipart, { limits: { files: 1, fields: 10, parts: 20, fieldSize: 1024 } });
+
+    app.post(
+      '/assistant/conversations/:conversation_id/attachments/',
+      {
+        // The body is the multipart stream, read in the handler; only the path goes through the schemas.
+        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        schema: {
+          operationId: 'uploadChatAttachment',
+          tags,
+          summary: 'Upload a PDF, XLSX or CSV file to a conversation; answers once its text is read',
+          description: uploadRules + layoutRule,
+          consumes: ['multipart/form-data'],
+          params: ConversationParamsSchema,
+          body: z.object({ file: z.string().meta({ format: 'binary' }).describe('The file: PDF, XLSX or CSV') }),
+          response: {
+            201: ChatAttachmentSchema,
+            404: DetailBodySchema.describe('The conversation is not in this workspace'),
+            413: DetailBodySchema.describe('The file is larger than the upload limit (the detail names it)'),
+            415: DetailBodySchema.describe('The file is not a PDF, an XLSX or a CSV, or the body is not multipart/form-data'),
+          },
+        },
+      },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        const { conversation_id: conversationId } = request.params;
+        if (!(await conversationInWorkspace(sql, principal.workspaceId, conversationId))) throw notFound('Conversation');
+        if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
+        const maxBytes = integrations.chatAttachments.maxUploadBytes;
+        const part = await request.file({ limits: { fileSize: maxBytes, files: 1 } });
+        if (!part || part.fieldname !== 'file') {
+          part?.file.resume();
+          throw new ValidationRefusal([{ loc: ['body', 'file'], msg: 'Send the file in the multipart form field `file`', type: 'missing', input: part?.fieldname ?? {} }]);
+        }
+        let content: Buffer;
+        try {
+          content = await part.toBuffer();
+        } catch (error) {
+          if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') {
+            throw new ApiError('payload_too_large', `An attachment is at most ${bytesLabel(maxBytes)} (${maxBytes} bytes); this file is larger.`);
+          }
+          throw error;
+        }
+        const filename = filenameOf(part.filename);
+        const kind = detectAttachmentKind(content.subarray(0, 2048), filename, part.mimetype);
+        if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
+        const attachment = await insertAttachment(sql, {
+          workspaceId: principal.workspaceId,
+          conversationId,
+          memberId: principal.memberId,
+          filename,
+          contentType: part.mimetype || 'application/octet-stream',
+          kind,
+          content,
+        });
+        if (!attachment) throw notFound('Conversation');
+        const outcome = await readAttachment(temporal.client, temporal.taskQueue, attachment);
+        if (outcome.status === 'failed') {
+          throw new ValidationRefusal([{ loc: ['body', 'file'], msg: outcome.error, type: 'unreadable_file', input: filename }]);
+        }
+        const read = await getAttachment(sql, principal.workspaceId, attachment.id);
+        if (!read) throw notFound('Attachment');
+        return reply.code(201).send(shown(read));
+      },
+    );
+
+    app.get(
+      '/assistant/conversations/:conversation_id/attachments/',
+      {
+        schema: {
+          operationId: 'listChatAttachments',
+          tags,
+          summary: "A conversation's attachments, oldest first",
+          description: 'Every attachment of the conversation, `failed` ones with their reason. Not paged.',
+          params: ConversationParamsSchema,
+          response: { 200: ChatAttachmentListSchema, 404: DetailBodySchema.describe('The conversation is not in this workspace') },
+        },
+      },
+      async (request) => {
+        const { workspaceId } = principalOf(request);
+        if (!(await conversationInWorkspace(sql, workspaceId, request.params.conversation_id))) throw notFound('Conversation');
+        return { attachments: (await listAttachments(sql, workspaceId, request.params.conversation_id)).map(shown) };
+      },
+    );
+
+    app.get(
+      '/chat-attachments/:attachment_id/pages/',
+      {
+        schema: {
+          operationId: 'readChatAttachmentPages',
+          tags,
+          summary: "An attachment's pages as text (endpoint 1)",
+          description: `Only the caller's workspace's attachments are readable; any other id is 404. ${sizeStop} ${layoutRule}`,
+          params: AttachmentParamsSchema,
+          querystring: ChatAttachmentPagesQuerySchema,
+          response: {
+            200: ChatAttachmentPagesResponseSchema,
+            404: DetailBodySchema.describe('No attachment with this id in this workspace'),
+            503: DetailBodySchema.describe("The attachment's text is still being read; try again shortly (Retry-After)"),
+          },
+        },
+      },
+      async (request) => {
+        const attachment = await getAttachment(sql, principalOf(request).workspaceId, request.params.attachment_id);
+        if (!attachment) throw notFound('Attachment');
+        if (attachment.status === 'pending') {
+          throw new ApiError('unavailable', "The attachment's text is still being read; try again shortly.", { 'retry-after': '2' });
+        }
+        if (attachment.status === 'failed' || attachment.page_count === null) {
+          throw new ValidationRefusal([
+            { loc: ['path', 'attachment_id'], msg: `The file could not be read: ${attachment.error ?? 'unknown error'}`, type: 'unreadable_file', input: attachment.id },
+          ]);
+        }
+        const { offset, limit } = request.query;
+        return readAttachmentPages(sql, { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count }, offset, limit, pageReadBytesMax);
+      },
+    );
+  };
