@@ -17,12 +17,14 @@ import { insertGrant } from '../../store/assistant/settings.js';
 import { holdCredits, settleHold } from '../../store/platform/credits.js';
 import type { Actor, CardDecided } from '../../workflows/assistant/assistant-turn.contract.js';
 import type { ApprovalScope } from '../../domain/assistant/assistant.js';
+import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import type { OperationDoor } from '../../domain/assistant/tool-cards.js';
 
 export interface CardActivityDeps {
   sql: Sql;
   enrichmentProviders: EnrichmentProviders;
   operations: () => OperationDoor | null;
+  endpoints: () => EndpointCaller;
 }
 
 export interface DecideCardRequest {
@@ -45,7 +47,7 @@ export function createCardActivities(deps: CardActivityDeps) {
   const { sql } = deps;
   const verbDeps = (): VerbDeps => {
     const context = Context.current();
-    return { sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations };
+    return { sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations, endpoints: deps.endpoints };
   };
 
   /** applying -> applied | failed with its charge, once; the hold charged up to the quote and the rest returned. */

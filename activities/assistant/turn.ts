@@ -14,6 +14,7 @@ import type { EnrichmentProviders } from '../../integrations/enrichment-provider
 import { prepareColumn, quoteVerb, VerbRefused, type Quote, type ToolCardInput, type VerbDeps } from '../../services/assistant/verbs.js';
 import { operationRequest } from '../../domain/assistant/operations.js';
 import { assistantOperations, briefAnswer, findOperations, isDestructiveOperation, operationTools, sendingOperations, type OperationDoor } from '../../domain/assistant/tool-cards.js';
+import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
 import { answerText, appendParts, appendToolOutput, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
 import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
@@ -26,6 +27,7 @@ export interface AssistantTurnDeps {
   chatModel: () => ChatModel | null;
   /** The API's own operations for tool cards; null where the app is not in this process. */
   operations: () => OperationDoor | null;
+  endpoints: () => EndpointCaller;
   enrichmentProviders: EnrichmentProviders;
   /** How long text deltas gather before they are written as one part. */
   flushMs?: number;
@@ -64,7 +66,7 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>): string
 
 function verbDeps(deps: AssistantTurnDeps): VerbDeps {
   const context = Context.current();
-  return { sql: deps.sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations };
+  return { sql: deps.sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations, endpoints: deps.endpoints };
 }
 
 export function createAssistantTurnActivities(deps: AssistantTurnDeps) {

@@ -27,6 +27,11 @@ export const VerbInputSchemas = {
     row_ids: z.array(UuidSchema).min(1).max(enrolRowsMax).describe("Rows of the sequence's audience table"),
     sender_profile_id: UuidSchema.nullable().default(null),
   }),
+  call_endpoint: z.strictObject({
+    url: z.string().min(1).max(2000).describe('An http or https address on the public internet'),
+    method: z.enum(['POST', 'PUT']).default('POST'),
+    body: z.record(z.string(), z.unknown()).default({}).describe('Sent as JSON'),
+  }),
 } satisfies Partial<Record<Verb, z.ZodType>>;
 export type BuiltVerb = keyof typeof VerbInputSchemas;
 export type VerbInput<V extends BuiltVerb> = z.infer<(typeof VerbInputSchemas)[V]>;
@@ -38,7 +43,6 @@ export const refusedVerbs: Partial<Record<Verb, string>> = {
   create_table_from_search: 'Lead search is not available yet: this service has no search provider to run it on.',
   start_search: 'Lead search is not available yet: this service has no search provider to run it on.',
   push_to_destination: 'Pushing rows to a destination is not available yet: no destination (CRM write-back) can be connected.',
-  call_endpoint: 'Calling an outside endpoint is not available yet in this build.',
 };
 
 const descriptions: Record<BuiltVerb, string> = {
@@ -46,6 +50,7 @@ const descriptions: Record<BuiltVerb, string> = {
   run_column: 'Run an enrichment column over every row of its table. Proposes a card priced per row that gets a result.',
   enrich_rows: 'Run an enrichment column over chosen rows. Proposes a card priced per row that gets a result.',
   add_contacts_to_sequence: "Enrol rows of a sequence's audience table as contacts of the sequence. Proposes a card.",
+  call_endpoint: 'Send JSON to an outside endpoint (a webhook of another tool). Proposes a card; the request is sent at most once.',
 };
 
 export interface ToolDefinition {

@@ -44,8 +44,14 @@ export function isPrivateAddress(address: string): boolean {
 const privateRefusal = (host: string) =>
   new EnrichmentError(`${host} is in a private network; the page reader reads public pages only.`, false);
 
-/** dns.lookup that refuses private addresses, for http.request's `lookup` option. */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+/** An address written as an IP is never looked up, so the lookup's check cannot see it: refused here. */
+export function checkLiteralAddress(url: URL, allowPrivate: boolean): void {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!allowPrivate && isIP(host) !== 0 && isPrivateAddress(host)) throw privateRefusal(host);
+}
+
+/** dns.lookup that refuses private addresses, for http.request's `lookup` option (every outbound call of the service uses it). */
+export function guardedLookup(allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...(options as LookupOptions), all: true }, (error, addresses: LookupAddress[]) => {
       const answer = callback as (error: Error | null, address?: string | LookupAddress[], family?: number) => void;
@@ -207,8 +213,7 @@ export function webPageReader(config: WebPageReaderConfig = {}): EnrichmentProvi
       let url = pageUrl(request.inputs.get('url'));
       const limited = AbortSignal.any([signal, AbortSignal.timeout(timeoutSeconds * 1000)]);
       for (let redirects = 0; ; redirects += 1) {
-        const host = url.hostname.replace(/^\[|\]$/g, '');
-        if (!allowPrivate && isIP(host) !== 0 && isPrivateAddress(host)) throw privateRefusal(host);
+        checkLiteralAddress(url, allowPrivate);
         let page: Fetched;
         try {
           page = await get(url, { signal: limited, lookup, maxBytes });

@@ -13,6 +13,8 @@ import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { startCall, type ProposalRow } from '../../store/assistant/proposals.js';
 import type { OperationDoor } from '../../domain/assistant/tool-cards.js';
+import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
+import { pageUrl } from '../../integrations/web/web-page.js';
 import { columnMadeSince, rowsOfTable, runFundedBy, setPreparedColumn, tableRowIds } from '../../store/assistant/workspace.js';
 import { enrolRows, findSequenceRow } from '../../store/sequences/sequences.js';
 import { deleteColumn, createColumn } from '../../store/tables/columns.js';
@@ -28,6 +30,8 @@ export interface VerbDeps {
   temporal: { client: Client; taskQueue: string };
   /** The API's own operations, for tool cards (read when used: the app binds it once built). */
   operations?: () => OperationDoor | null;
+  /** Outside endpoints, for call_endpoint. */
+  endpoints?: () => EndpointCaller;
 }
 
 /** What a card says before anyone decides: the checks passed, what it covers and what it may cost. */
@@ -46,7 +50,7 @@ export interface Quote {
 }
 
 export type Applied =
-  | { kind: 'done'; result: AppliedResult; charged: number; outcome: 'done' | 'already_pending' }
+  | { kind: 'done'; result: AppliedResult; charged: number; outcome: 'done' | 'already_pending' | 'sent' }
   | { kind: 'waiting' };
 
 const refusal = (message: string) => new ApiError('unprocessable', message);
@@ -128,6 +132,23 @@ export async function quoteVerb(deps: VerbDeps, workspaceId: string, verb: strin
         price: runPrice(perRow, rowIds.length),
         sourceColumnId: input.column_id,
         runsColumnId: input.column_id,
+      };
+    }
+    case 'call_endpoint': {
+      const input = parseInput('call_endpoint', raw);
+      let url: URL;
+      try {
+        url = pageUrl(input.url);
+      } catch (error) {
+        throw new VerbRefused((error as Error).message);
+      }
+      const body = JSON.stringify(input.body);
+      return {
+        ...base,
+        input: { ...input, url: url.href },
+        summary: `Send a ${input.method} to ${url.host}`,
+        lines: [url.href, body.length > 500 ? `${body.slice(0, 500)}…` : body],
+        price: free,
       };
     }
     case 'add_contacts_to_sequence': {
@@ -268,6 +289,27 @@ export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: strin
           opens: 'sequence',
           made: enrolled,
         },
+      };
+    }
+    case 'call_endpoint': {
+      const input = card.input as VerbInput<'call_endpoint'>;
+      const caller = deps.endpoints?.();
+      if (!caller) throw new VerbRefused('Outside endpoints cannot be called from this process.');
+      // Sent at most once: a retry after a crash mid-call cannot know whether the endpoint got it.
+      if (!(await startCall(deps.sql, card.id))) throw new VerbRefused('The call was interrupted and may or may not have reached the endpoint: check, and ask again if it did not.');
+      let answer;
+      try {
+        answer = await caller.send(input.url, input.method, input.body);
+      } catch (error) {
+        throw new VerbRefused((error as Error).message);
+      }
+      const host = new URL(input.url).host;
+      if (answer.status < 200 || answer.status >= 300) throw new VerbRefused(`${host} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+      return {
+        kind: 'done',
+        charged: 0,
+        outcome: 'sent',
+        result: { content: `${host} answered ${answer.status}.`, link: null, link_label: null, entity_id: null, opens: 'none', made: 1 },
       };
     }
     default:

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
+import { endpointCaller } from '../../integrations/web/web-endpoint.js';
 import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../support/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../support/local-servers.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
@@ -343,5 +344,35 @@ describe('tool cards: the API called on the person\'s behalf', () => {
     expect((await get(`/tables/${doomed}/`)).statusCode).toBe(200);
     expect((await post(`/assistant/actions/${card.id}/approve/`, {})).json().status).toBe('applied');
     expect((await get(`/tables/${doomed}/`)).statusCode).toBe(404);
+  });
+});
+
+describe('call_endpoint', () => {
+  it('sends the JSON once on approval, and refuses a private address unless the reader may reach one', async () => {
+    const hook = await serveHttp((_req, res) => void res.writeHead(202, { 'content-type': 'application/json' }).end('{"ok":true}'));
+    try {
+      script = callsThenWords([{ name: 'call_endpoint', arguments: { url: `${hook.url}/hooks/lead`, body: { name: 'Ada' } } }]);
+      const refusedCard = (await ask(await conversation(), 'Tell my other tool')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string; summary: string };
+      expect(refusedCard.summary).toContain('Send a POST to 127.0.0.1');
+      // The service's default: outside endpoints on the public internet only.
+      const refused = (await post(`/assistant/actions/${refusedCard.id}/approve/`, {})).json();
+      expect(refused).toMatchObject({ status: 'failed', error: expect.stringContaining('private network') });
+      expect(hook.requests).toHaveLength(0);
+
+      const allowed = stack.integrations.webEndpoint;
+      stack.integrations.webEndpoint = endpointCaller({ allowPrivateNetworks: true });
+      try {
+        const card = (await ask(await conversation(), 'Tell my other tool')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
+        const applied = (await post(`/assistant/actions/${card.id}/approve/`, {})).json();
+        expect(applied).toMatchObject({ status: 'applied', applied_result: { content: expect.stringContaining('answered 202') } });
+        expect(hook.requests.map((r) => [r.method, r.path, JSON.parse(r.body)])).toEqual([['POST', '/hooks/lead', { name: 'Ada' }]]);
+        const log = (await get(`/assistant/activity/?limit=5`)).json().activity as { proposal_id: string; outcome: string | null }[];
+        expect(log.find((a) => a.proposal_id === card.id && a.outcome)!.outcome).toBe('sent');
+      } finally {
+        stack.integrations.webEndpoint = allowed;
+      }
+    } finally {
+      await hook.close();
+    }
   });
 });
