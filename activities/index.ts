@@ -56,8 +56,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep }),
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
     ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }),
-    ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, enrichmentProviders }),
-    ...createCardActivities({ sql: deps.sql, enrichmentProviders }),
+    ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint, enrichmentProviders }),
+    ...createCardActivities({ sql: deps.sql, enrichmentProviders, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint }),
     ...createChatAttachmentActivities({ sql: deps.sql, extractor: createDocumentExtractor(integrations.chatAttachments) }) };
 }
 

@@ -1,7 +1,8 @@
 /** Builds the Fastify app from its dependencies. Never listens: the caller (start, tests) does. */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { operationDoor } from './operation-door.js';
 import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
 import type { AppDeps, RouteDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
@@ -82,7 +83,10 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandling(app);
   registerRouting(app);
   await registerOpenApi(app);
-  registerAuth(app, { sql: deps.sql, verifyToken: deps.verifyToken, rateLimiter: new RateLimiter(deps.rateLimit) });
+  // The assistant's tool cards call this app as a member; the secret that says so never leaves the process.
+  const actingSecret = randomBytes(32).toString('base64url');
+  registerAuth(app, { sql: deps.sql, verifyToken: deps.verifyToken, rateLimiter: new RateLimiter(deps.rateLimit), actingSecret });
+  integrations.operations = operationDoor(app, actingSecret);
 
   await app.register(healthRoutes(deps));
   await app.register(apiKeyRoutes(deps));

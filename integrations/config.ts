@@ -17,6 +17,8 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js';
+import type { OperationDoor } from '../domain/assistant/tool-cards.js';
+import { endpointCaller, type EndpointCaller } from './web/web-endpoint.js';
 import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfig } from './chat-model.js';
 import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
 import { mailerFrom, type Mailer } from './mailer.js';
@@ -226,6 +228,10 @@ export interface Integrations {
   sequenceFeedPollSeconds: number;
   /** The upload limit the API applies and the limits the worker extracts attachments within (a test may change them). */
   chatAttachments: ChatAttachmentLimits;
+  /** The API's own operations, called as a member from inside this process (tool cards); set by the app once built. */
+  operations: OperationDoor | null;
+  /** Outside endpoints the assistant's `call_endpoint` posts to, through the page reader's address checks. */
+  webEndpoint: EndpointCaller;
 }
 
 /**
@@ -259,6 +265,8 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     mailboxNetwork: { allowPrivateNetworks: config.mailboxAllowPrivateNetworks },
     publicBaseUrl: config.publicBaseUrl,
     sequenceFeedPollSeconds: config.sequenceFeedPollSeconds,
+    operations: null,
+    webEndpoint: endpointCaller({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
     chatAttachments: { ...config.chatAttachments },
   };
 }
