@@ -1,10 +1,24 @@
-import { expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { openAiChatModel } from '../../integrations/chat-model.js';
+import { serveChatModel, type ChatModelServer } from '../support/chat-model-server.js';
 import { insertConversation } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
 import { expectTenantIsolation } from '../support/tenant-isolation.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
+// The assistant's answers come from a local chat model: two add_column calls, then words.
+let assistantTableId = '';
+let assistantModel: ChatModelServer;
+beforeAll(async () => {
+  assistantModel = await serveChatModel((request) =>
+    request.messages.some((m) => m.role === 'tool')
+      ? { content: 'Two cards.' }
+      : { toolCalls: ['Owned A', 'Owned B'].map((name) => ({ name: 'add_column', arguments: { table_id: assistantTableId, column: { kind: 'input', name } } })) },
+  );
+  stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: assistantModel.url });
+});
+afterAll(() => assistantModel?.close());
 
 it('answers 404 to every id-bearing route called with another workspace ids, and changes nothing', async () => {
   const owner = await stack.createWorkspace('paid');
@@ -76,6 +90,17 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   ).json();
   expect(attachment.status).toBe('ready');
 
+  // The assistant: a conversation, an answer with two cards (one approved for the thread, which grants its verb; one pending).
+  assistantTableId = (await ownerTables('/tables/', { name: 'Owned assistant table' })).id;
+  const conversation = await ownerTables('/assistant/conversations/', { title: 'Owned conversation' });
+  const asked = await stack.app.inject({ method: 'POST', url: `/assistant/conversations/${conversation.id}/messages/`, headers: withKey(owner.apiKey), payload: { content: 'Add two columns' } });
+  const cards = asked.body.split('\n\n').flatMap((e) => (e.startsWith('id: ') && e.includes('"data-proposal"') ? [JSON.parse(e.split('data: ')[1]!).data as { id: string; message_id: string }] : []));
+  expect(cards).toHaveLength(2);
+  const approvedCard = (await stack.app.inject({ method: 'POST', url: `/assistant/actions/${cards[0]!.id}/approve/`, headers: withKey(owner.apiKey), payload: { scope: 'thread' } })).json();
+  expect(approvedCard.status).toBe('applied');
+  const [assistantGrant] = (await stack.app.inject({ method: 'GET', url: '/assistant/grants/', headers: withKey(owner.apiKey) })).json().grants;
+  const [answer] = await stack.sql<{ id: string }[]>`select id from assistant_messages where conversation_id = ${conversation.id} and role = 'assistant'`;
+
   const intruderProfile = (
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(intruder.apiKey), payload: { name: 'Intruder' } })
   ).json();
@@ -94,7 +119,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       session_id: trainingSession.id,
       thread_id: inboxThread!.id, label_id: inboxLabel.id, suggestion_id: inboxSuggestion.id, entry_id: dncEntry.id,
       mailbox_id: mailbox.id,
-      conversation_id: attachmentConversation, attachment_id: attachment.id },
+      conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
       resumeSequence: { expected_revision: 1 }, archiveSequence: { expected_revision: 1 }, enrolSequenceContacts: { row_ids: [row.id] },
@@ -122,12 +147,15 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       abandonTrainingProposal: { expected_revision: 1 },
       addInboxThreadLabel: { label_id: inboxLabel.id },
       replyInboxThread: { body: 'Stolen' },
+      updateAssistantConversation: { title: 'Stolen' },
+      sendAssistantMessage: { content: 'Stolen' },
     },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
     'abandonTrainingProposal',
     'addInboxThreadLabel',
     'applyTrainingProposal',
+    'approveAssistantAction',
     'approveInboxSuggestion',
     'approveSequenceMessage',
     'approveTask',
@@ -160,6 +188,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'deploySavedAgent',
     'discardTrainingChanges',
     'disconnectSenderPnetAccount',
+    'dismissAssistantAction',
     'dismissInboxSuggestion',
     'enrolSequenceContacts',
     'exportTableCsv',
@@ -187,6 +216,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'pollInboxMailbox',
     'readAgentRun',
     'readApiKey',
+    'readAssistantAction',
+    'readAssistantConversation',
     'readChatAttachmentPages',
     'readColumnRun',
     'readColumnTemplate',
@@ -229,16 +260,20 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'resumeSequenceContact',
     'retrySequenceContact',
     'retryStep',
+    'revokeAssistantGrant',
     'runAgentColumnRows',
     'saveColumnTemplate',
+    'sendAssistantMessage',
     'setSequenceAgent',
     'startColumnRun',
     'startSavedAgentTraining',
     'startTrainingSession',
     'stopSequenceContact',
+    'streamAssistantAnswer',
     'streamTableEvents',
     'suggestInboxReply',
     'updateApiKey',
+    'updateAssistantConversation',
     'updateColumnTemplate',
     'updateEmailTemplate',
     'updateInboxLabel',
@@ -303,6 +338,11 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect((await ownerGet('/inbox/labels/')).labels.map((l: { name: string }) => l.name)).toEqual(['Owned label']);
   expect((await ownerGet(`/do-not-contact/${dncEntry.id}/`)).value).toBe('owned-dnc@example.com');
   expect(await ownerGet(`/inbox/mailboxes/${mailbox.id}/`)).toMatchObject({ username: 'owned', enabled: true });
+  const ownedConversation = await ownerGet(`/assistant/conversations/${conversation.id}/`);
+  expect(ownedConversation).toMatchObject({ title: 'Owned conversation', archived: false });
+  expect(ownedConversation.messages.map((m: { id: string }) => m.id)).toHaveLength(2);
+  expect(await ownerGet(`/assistant/actions/${cards[1]!.id}/`)).toMatchObject({ status: 'pending', decided_at: null });
+  expect((await ownerGet('/assistant/grants/')).grants.map((g: { id: string }) => g.id)).toEqual([assistantGrant.id]);
   expect((await ownerGet(`/chat-attachments/${attachment.id}/pages/`)).pages).toEqual(['owned   1']);
   expect((await ownerGet(`/assistant/conversations/${attachmentConversation}/attachments/`)).attachments.map((a: { id: string }) => a.id)).toEqual([attachment.id]);
 });
