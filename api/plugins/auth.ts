@@ -162,16 +162,12 @@ async function actingPrincipal(deps: AuthDeps, header: string, secret: string): 
   if (!/^[0-9a-f-]{36}$/i.test(memberId)) throw unauthenticated();
   const member = await memberById(deps.sql, memberId);
   if (!member) throw unauthenticated();
-  return {
-    workspaceId: member.workspace_id,
-    plan: member.plan,
-    memberId: member.id,
-    role: member.role,
-    scope: 'write',
-    via: 'bearer',
-    apiKeyId: null,
-    accountId: null,
-  };
+  return signedInMember(member.workspace_id, member);
+}
+
+/** A member signed in (a bearer token, or the assistant acting for them): their own role, write scope. */
+function signedInMember(workspaceId: string, member: { id: string; role: Role; plan: Plan }): Principal {
+  return { workspaceId, plan: member.plan, memberId: member.id, role: member.role, scope: 'write', via: 'bearer', apiKeyId: null, accountId: null };
 }
 
 async function authenticate(
@@ -209,16 +205,7 @@ async function authenticate(
   if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
   const member = await memberOfIdpUser(deps.sql, claims.org_id, claims.sub);
   if (!member) throw new ApiError('forbidden', 'This user is not a member of the workspace named in the token.');
-  return {
-    workspaceId: claims.org_id,
-    plan: member.plan,
-    memberId: member.id,
-    role: member.role,
-    scope: 'write',
-    via: 'bearer',
-    apiKeyId: null,
-    accountId: null,
-  };
+  return signedInMember(claims.org_id, member);
 }
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
