@@ -16,7 +16,7 @@ import { operationRequest } from '../../domain/assistant/operations.js';
 import { assistantOperations, briefAnswer, findOperations, isDestructiveOperation, operationTools, sendingOperations, type OperationDoor } from '../../domain/assistant/tool-cards.js';
 import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
-import { answerText, appendParts, appendToolOutput, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
+import { answerText, appendParts, appendToolOutput, openTextBlocks, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
 import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
 import { workspaceBrief } from '../../store/assistant/workspace.js';
@@ -87,7 +87,11 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
 
       const opening: StreamPart[] = [];
       if (step === 0 && (await lastSeq(sql, messageId)) === 0) opening.push({ type: 'start', messageId });
-      if (attempt > 1) opening.push({ type: 'data-notice', data: { code: 'step_restarted', text: 'The answer was interrupted; this step is asked again.' } });
+      if (attempt > 1) {
+        // The interrupted attempt's text block is closed, so a reader shows it whole and apart from the new one.
+        for (const id of await openTextBlocks(sql, messageId)) opening.push({ type: 'text-end', id });
+        opening.push({ type: 'data-notice', data: { code: 'step_restarted', text: 'The answer was interrupted; this step is asked again.' } });
+      }
       opening.push({ type: 'start-step' });
       await appendParts(sql, messageId, opening);
 
@@ -113,6 +117,8 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
         await appendParts(sql, messageId, parts);
         context.heartbeat();
       };
+      // Alive while the model thinks or streams a tool call's arguments, not only when text arrives.
+      const beat = setInterval(() => context.heartbeat(), 10_000);
       try {
         const tools = deps.operations() ? [...verbTools(), ...operationTools] : verbTools();
         for await (const event of model.stream({ messages, tools, signal: context.cancellationSignal })) {
@@ -125,10 +131,15 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
           else usage = { promptTokens: event.promptTokens, completionTokens: event.completionTokens };
         }
       } catch (error) {
+        // Cancelled because this worker is shutting down (or the turn is): not the model's failure, so
+        // the step is asked again on the next worker rather than failing the answer.
+        if (context.cancellationSignal.aborted) throw ApplicationFailure.retryable('The model call was cancelled with its worker; it is asked again.', 'cancelled');
         if (error instanceof ChatModelError) {
           throw error.retryable ? ApplicationFailure.retryable(error.message, 'model_failed') : ApplicationFailure.nonRetryable(error.message, 'bad_gateway');
         }
         throw error;
+      } finally {
+        clearInterval(beat);
       }
       await flush();
       const result: ModelStepResult = { text, toolCalls, ...usage };

@@ -70,3 +70,13 @@ export async function answerText(db: Db, messageId: string): Promise<string> {
     select string_agg(result->>'text', '' order by step) as text from assistant_model_steps where message_id = ${messageId}`;
   return row?.text ?? '';
 }
+
+/** Text blocks of an answer started and never ended (an attempt interrupted mid-text), in order. */
+export async function openTextBlocks(db: Db, messageId: string): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`
+    select s.part->>'id' as id from assistant_message_parts s
+    where s.message_id = ${messageId} and s.part->>'type' = 'text-start'
+      and not exists (select 1 from assistant_message_parts e where e.message_id = s.message_id and e.part->>'type' = 'text-end' and e.part->>'id' = s.part->>'id')
+    order by s.seq`;
+  return rows.map((r) => r.id);
+}
