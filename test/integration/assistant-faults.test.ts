@@ -17,6 +17,7 @@ import { useFaultWorkers } from '../support/fault-workers.js';
 import { serveHttp, type LocalHttp } from '../support/local-servers.js';
 import { SseStream } from '../support/sse.js';
 import { tablesClient } from '../support/tables.js';
+import { readStream, type Part } from '../support/assistant.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
 /** A promise the test opens when it chooses. */
@@ -52,27 +53,6 @@ beforeAll(() => {
   stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: model.url });
 });
 
-interface Part {
-  type: string;
-  [k: string]: unknown;
-}
-
-/** The SSE body as a front-end reads it: ids and parts, and whether it ended with [DONE]. */
-function readStream(body: string): { ids: number[]; parts: Part[]; done: boolean } {
-  const ids: number[] = [];
-  const parts: Part[] = [];
-  let done = false;
-  for (const event of body.split('\n\n')) {
-    const data = event.split('\n').find((l) => l.startsWith('data: '))?.slice(6);
-    const id = event.split('\n').find((l) => l.startsWith('id: '))?.slice(4);
-    if (data === '[DONE]') done = true;
-    else if (data) {
-      parts.push(JSON.parse(data) as Part);
-      ids.push(Number(id));
-    }
-  }
-  return { ids, parts, done };
-}
 
 function client(ws: TestWorkspace) {
   const headers = withKey(ws.apiKey);

@@ -10,6 +10,7 @@ import { createEnrichmentProviders } from '../../integrations/enrichment-provide
 import { endpointCaller } from '../../integrations/web/web-endpoint.js';
 import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../support/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { readStream } from '../support/assistant.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 import { tablesClient } from '../support/tables.js';
 
@@ -39,27 +40,6 @@ const get = (url: string) => stack.app.inject({ method: 'GET', url, headers: hea
 const post = (url: string, payload?: object) => stack.app.inject({ method: 'POST', url, headers: headers(), ...(payload ? { payload } : {}) });
 const patch = (url: string, payload: object) => stack.app.inject({ method: 'PATCH', url, headers: headers(), payload });
 
-interface Part {
-  type: string;
-  [k: string]: unknown;
-}
-
-/** The SSE body as a front-end reads it: ids and parts, and whether it ended with [DONE]. */
-function readStream(body: string): { ids: number[]; parts: Part[]; done: boolean } {
-  const ids: number[] = [];
-  const parts: Part[] = [];
-  let done = false;
-  for (const event of body.split('\n\n')) {
-    const data = event.split('\n').find((l) => l.startsWith('data: '))?.slice(6);
-    const id = event.split('\n').find((l) => l.startsWith('id: '))?.slice(4);
-    if (data === '[DONE]') done = true;
-    else if (data) {
-      parts.push(JSON.parse(data) as Part);
-      ids.push(Number(id));
-    }
-  }
-  return { ids, parts, done };
-}
 
 async function conversation(): Promise<string> {
   const res = await post('/assistant/conversations/', {});

@@ -13,3 +13,26 @@ export async function insertConversation(sql: Sql, workspaceId: string, options:
     returning id`;
   return row!.id;
 }
+
+/** A part of the assistant's stream, as a front-end parses it. */
+export interface Part {
+  type: string;
+  [k: string]: unknown;
+}
+
+/** The SSE body as a front-end reads it: ids and parts, and whether it ended with [DONE]. */
+export function readStream(body: string): { ids: number[]; parts: Part[]; done: boolean } {
+  const ids: number[] = [];
+  const parts: Part[] = [];
+  let done = false;
+  for (const event of body.split('\n\n')) {
+    const data = event.split('\n').find((l) => l.startsWith('data: '))?.slice(6);
+    const id = event.split('\n').find((l) => l.startsWith('id: '))?.slice(4);
+    if (data === '[DONE]') done = true;
+    else if (data) {
+      parts.push(JSON.parse(data) as Part);
+      ids.push(Number(id));
+    }
+  }
+  return { ids, parts, done };
+}
