@@ -6,7 +6,9 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
 import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Price, type Verb } from '../../domain/assistant/assistant.js';
-import { verbTools } from '../../domain/assistant/verbs.js';
+import { readTools, verbTools } from '../../domain/assistant/verbs.js';
+import { pageReadBytesMax } from '../../domain/assistant/attachments.js';
+import { getAttachment, listAttachments, readAttachmentPages, type AttachmentRecord } from '../../store/assistant/attachments.js';
 import type { StreamPart } from '../../domain/assistant/stream.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } from '../../integrations/chat-model.js';
@@ -51,7 +53,7 @@ export interface ProposedCard {
 
 const historyMax = 40;
 
-function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>): string {
+function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachments: AttachmentRecord[]): string {
   const tables = brief.tables.map((t) => `- table "${t.name}" (${t.id}), ${t.row_count} rows`).join('\n') || '- no tables yet';
   const sequences = brief.sequences.map((s) => `- sequence "${s.name}" (${s.id}), ${s.status}`).join('\n') || '- no sequences yet';
   return [
@@ -61,6 +63,9 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>): string
     'The workspace now:',
     tables,
     sequences,
+    ...(attachments.length
+      ? ['Files attached to this conversation (read them with read_attachment):', ...attachments.map((a) => `- "${a.filename}" (${a.id}), ${a.kind}, ${a.status === 'ready' ? `${a.page_count} ${a.kind === 'pdf' ? 'pages' : 'rows'}` : a.status}`)]
+      : []),
   ].join('\n');
 }
 
@@ -96,7 +101,7 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       await appendParts(sql, messageId, opening);
 
       const messages: ChatMessage[] = [
-        { role: 'system', content: systemPrompt(await workspaceBrief(sql, ctx.workspace_id)) },
+        { role: 'system', content: systemPrompt(await workspaceBrief(sql, ctx.workspace_id), await listAttachments(sql, ctx.workspace_id, ctx.conversation_id)) },
         ...(await conversationHistory(sql, messageId, historyMax)),
         ...transcript,
       ];
@@ -120,7 +125,7 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       // Alive while the model thinks or streams a tool call's arguments, not only when text arrives.
       const beat = setInterval(() => context.heartbeat(), 10_000);
       try {
-        const tools = deps.operations() ? [...verbTools(), ...operationTools] : verbTools();
+        const tools = [...verbTools(), ...readTools, ...(deps.operations() ? operationTools : [])];
         for await (const event of model.stream({ messages, tools, signal: context.cancellationSignal })) {
           if (event.type === 'text-delta') {
             text += event.delta;
@@ -265,10 +270,11 @@ type CardQuote = Quote & { kind: 'verb' | 'tool'; verb: string; verbLabel: strin
 async function quoteCall(
   vdeps: VerbDeps,
   door: OperationDoor | null,
-  ctx: { workspace_id: string; member_id: string | null },
+  ctx: { workspace_id: string; conversation_id: string; member_id: string | null },
   name: string,
   input: unknown,
 ): Promise<CardQuote | { answer: unknown }> {
+  if (name === 'read_attachment') return { answer: await readAttachment(vdeps.sql, ctx, input) };
   if (name !== 'find_operations' && name !== 'call_operation') {
     return { ...(await quoteVerb(vdeps, ctx.workspace_id, name, input)), kind: 'verb', verb: name, verbLabel: verbLabels[name as Verb] ?? name };
   }
@@ -308,6 +314,18 @@ async function quoteCall(
     runsColumnId: null,
     prepares: false,
   };
+}
+
+/** Pages of a file of this conversation (another conversation's or workspace's is not found). */
+async function readAttachment(sql: Sql, ctx: { workspace_id: string; conversation_id: string }, input: unknown) {
+  const args = (input ?? {}) as { attachment_id?: unknown; offset?: unknown; limit?: unknown };
+  const id = String(args.attachment_id ?? '');
+  const attachment = /^[0-9a-f-]{36}$/i.test(id) ? await getAttachment(sql, ctx.workspace_id, id) : undefined;
+  if (!attachment || attachment.conversation_id !== ctx.conversation_id) throw new VerbRefused(`No file ${id} is attached to this conversation.`);
+  if (attachment.status !== 'ready' || attachment.page_count === null) throw new VerbRefused(`"${attachment.filename}" cannot be read: ${attachment.error ?? attachment.status}.`);
+  const offset = Math.max(0, Math.trunc(Number(args.offset ?? 0)) || 0);
+  const limit = Math.min(10, Math.max(1, Math.trunc(Number(args.limit ?? 10)) || 10));
+  return readAttachmentPages(sql, { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count }, offset, limit, pageReadBytesMax);
 }
 
 function parseArguments(raw: string): unknown {

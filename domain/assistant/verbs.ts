@@ -67,3 +67,23 @@ export function verbTools(): ToolDefinition[] {
     parameters: z.toJSONSchema(VerbInputSchemas[verb], { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>,
   }));
 }
+
+/** Reads the assistant does at once, without a card. */
+export const readTools: ToolDefinition[] = [
+  {
+    name: 'read_attachment',
+    description:
+      "Read pages of a file attached to this conversation (a PDF's pages, or a spreadsheet's rows), laid out as printed. " +
+      'Answers the pages and `next_offset` to continue from.',
+    parameters: {
+      type: 'object',
+      properties: {
+        attachment_id: { type: 'string', format: 'uuid' },
+        offset: { type: 'integer', minimum: 0, default: 0 },
+        limit: { type: 'integer', minimum: 1, maximum: 10, default: 10 },
+      },
+      required: ['attachment_id'],
+      additionalProperties: false,
+    },
+  },
+];

@@ -11,6 +11,7 @@ import { endpointCaller } from '../../integrations/web/web-endpoint.js';
 import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../support/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../support/local-servers.js';
 import { readStream } from '../support/assistant.js';
+import { multipartBody } from '../support/documents.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 import { tablesClient } from '../support/tables.js';
 
@@ -354,5 +355,30 @@ describe('call_endpoint', () => {
     } finally {
       await hook.close();
     }
+  });
+});
+
+describe('chat attachments in the conversation', () => {
+  it("names the conversation's files to the model and reads their pages on request, and no other conversation's", async () => {
+    const id = await conversation();
+    const body = multipartBody({ filename: 'leads.csv', contentType: 'text/csv', data: Buffer.from('name,title\nAda,CEO\nGrace,CTO\n') });
+    const uploaded = await stack.app.inject({ method: 'POST', url: `/assistant/conversations/${id}/attachments/`, headers: { ...headers(), ...body.headers }, payload: body.payload });
+    expect(uploaded.statusCode, uploaded.body).toBe(201);
+    const attachment = uploaded.json() as { id: string };
+    const other = await conversation();
+    script = (request) => {
+      const calls = request.messages.filter((m) => m.role === 'tool').length;
+      if (calls === 0) return { toolCalls: [{ name: 'read_attachment', arguments: { attachment_id: attachment.id } }] };
+      return { content: 'Two leads.' };
+    };
+    const { parts } = await ask(id, 'Who is in my file?');
+    const system = model.requests.at(-1)!.messages[0]!.content!;
+    expect(system).toContain(`"leads.csv" (${attachment.id}), csv, 3 rows`);
+    const output = parts.find((p) => p.type === 'tool-output-available')!.output as { pages: string[]; next_offset: null; page_count: number };
+    expect(output).toMatchObject({ pages: ['name   title', 'Ada   CEO', 'Grace   CTO'], next_offset: null, page_count: 3 });
+
+    script = (request) => (request.messages.some((m) => m.role === 'tool') ? { content: 'No.' } : { toolCalls: [{ name: 'read_attachment', arguments: { attachment_id: attachment.id } }] });
+    const elsewhere = await ask(other, 'Read that file');
+    expect(String(elsewhere.parts.find((p) => p.type === 'tool-output-error')!.errorText)).toContain('No file');
   });
 });
