@@ -24,7 +24,7 @@ export type ExtractorLimits = Pick<ChatAttachmentLimits, 'extractSeconds' | 'ext
 export interface ExtractorOptions {
   /** Files read at once, each on its own thread (2). */
   concurrency?: number;
-  /** A warm thread with nothing to do ends after this long (30 s). */
+  /** A warm thread with nothing to do ends after this long (120 s). */
   idleSeconds?: number;
   /** A thread is replaced after this many files (25), so nothing one file leaves behind outlives many more. */
   filesPerWorker?: number;
@@ -145,7 +145,7 @@ class ExtractorThread {
 
 export function createDocumentExtractor(limits: ExtractorLimits, options: ExtractorOptions = {}): DocumentExtractor {
   const concurrency = options.concurrency ?? 2;
-  const idleMs = (options.idleSeconds ?? 30) * 1000;
+  const idleMs = (options.idleSeconds ?? 120) * 1000;
   const filesPerWorker = options.filesPerWorker ?? 25;
   const slots = new Semaphore(concurrency);
   const idle: ExtractorThread[] = [];

@@ -7,7 +7,6 @@
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { getDocument, Util } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import { layoutPage, unreadablePageText, type PositionedText } from '../../domain/assistant/attachments.js';
 import { ExtractionRefused } from './refusal.js';
 
@@ -19,10 +18,23 @@ const standardFontDataUrl = join(pdfjsRoot, 'standard_fonts') + '/';
 const pdfjsWorkerModule: string = 'pdfjs-dist/legacy/build/pdf.worker.mjs';
 /** Pages in flight at once. */
 const pageWindow = 8;
+/** Pages between two releases of the document's caches (fonts, images, parsed objects). */
+const cleanupEvery = 200;
 
-/** pdfjs runs its "worker" on this thread in Node; importing it up front makes the first file no slower than the next. */
-export async function warmUpPdf(): Promise<void> {
+type Pdfjs = typeof import('pdfjs-dist/legacy/build/pdf.mjs');
+let pdfjs: Pdfjs | undefined;
+
+/**
+ * pdfjs and the "worker" it runs on this same thread in Node, loaded once. The extractor's thread
+ * has loaded both before this module (extract-worker-entry.mjs says why), so here they come from
+ * the module cache.
+ */
+export async function warmUpPdf(): Promise<Pdfjs> {
+  if (pdfjs) return pdfjs;
+  const loaded = await import('pdfjs-dist/legacy/build/pdf.mjs');
   (globalThis as { pdfjsWorker?: unknown }).pdfjsWorker ??= await import(pdfjsWorkerModule);
+  pdfjs = loaded;
+  return loaded;
 }
 
 function refusalOf(error: unknown): ExtractionRefused {
@@ -47,6 +59,7 @@ export interface PdfProgress {
 }
 
 export async function extractPdf(bytes: Uint8Array, progress: PdfProgress = {}): Promise<string[]> {
+  const { getDocument, Util } = await warmUpPdf();
   const task = getDocument({
     data: bytes,
     cMapUrl,
@@ -97,6 +110,7 @@ export async function extractPdf(bytes: Uint8Array, progress: PdfProgress = {}):
         pages[first - 1 + i] = text;
         progress.onPage?.();
       });
+      if ((first - 1 + pageWindow) % cleanupEvery === 0) await pdf.cleanup();
     }
     return pages;
   } finally {

@@ -4,7 +4,6 @@
  * sheets in workbook order. An XLSX passes the archive check before exceljs's streaming reader
  * opens it; a CSV is read with csv-parse.
  */
-import ExcelJS from 'exceljs';
 import { parse } from 'csv-parse/sync';
 import { Readable } from 'node:stream';
 import { rowText, sheetHeading } from '../../domain/assistant/attachments.js';
@@ -54,6 +53,8 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
   }
   const { entries } = await checkArchive(bytes);
   if (!entries.includes('xl/workbook.xml')) throw new ExtractionRefused('The file is a zip archive but not an XLSX workbook (it has no xl/workbook.xml).');
+  // Loaded on the first workbook: most files are PDFs, and a thread starts faster without it.
+  const { default: ExcelJS } = await import('exceljs');
   const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([bytes]), {
     worksheets: 'emit',
     sharedStrings: 'cache',
