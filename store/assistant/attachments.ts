@@ -1,9 +1,12 @@
 /**
  * Chat attachments (2.1): the upload row, its extracted pages (written once, in the transaction
- * that makes it ready) and the page read that stops at `limit` pages or at a byte size. Reads are
- * scoped to the caller's workspace; the extraction's own reads and writes go by id.
+ * that makes it ready) and the page read that stops at `limit` pages or at a byte size. A person
+ * reaches an attachment through its conversation, as they reach the conversation: a member their
+ * own, a workspace admin every member's, nothing of another workspace. The assistant's turn reads
+ * by workspace (it has found the conversation already); the extraction goes by id.
  */
 import type { Db } from '../../db/sql.js';
+import type { Reader } from './conversations.js';
 import type { AttachmentKind, AttachmentStatus, ChatAttachment, ChatAttachmentPagesResponse } from '../../domain/assistant/attachments.js';
 
 interface AttachmentRow {
@@ -37,29 +40,42 @@ const toAttachment = (r: AttachmentRow): AttachmentRecord => ({
   created_at: r.created_at.toISOString(),
 });
 
-/** Whether the conversation is one of this workspace's (attachments go only to those). */
-export async function conversationInWorkspace(db: Db, workspaceId: string, conversationId: string): Promise<boolean> {
-  const [row] = await db`select 1 from assistant_conversations where id = ${conversationId} and workspace_id = ${workspaceId}`;
+/** The conversations `reader` may see (`c` is assistant_conversations), as the conversation routes judge them. */
+const readableBy = (db: Db, reader: Reader) => (reader.admin ? db`true` : db`c.member_id is not distinct from ${reader.memberId}`);
+
+/** Whether the reader may see the conversation (attachments go only to those, and are listed only from them). */
+export async function conversationReadable(db: Db, reader: Reader, conversationId: string): Promise<boolean> {
+  const [row] = await db`
+    select 1 from assistant_conversations c
+    where c.id = ${conversationId} and c.workspace_id = ${reader.workspaceId} and ${readableBy(db, reader)}`;
   return row !== undefined;
 }
 
 export interface NewAttachment {
-  workspaceId: string;
   conversationId: string;
-  memberId: string | null;
   filename: string;
   contentType: string;
   kind: AttachmentKind;
   content: Buffer;
 }
 
-/** The upload, `pending`, committed before its text is read; undefined when the conversation is not the workspace's. */
-export async function insertAttachment(db: Db, input: NewAttachment): Promise<AttachmentRecord | undefined> {
+/** The upload by the reader, `pending`, committed before its text is read; undefined when the reader cannot see the conversation. */
+export async function insertAttachment(db: Db, reader: Reader, input: NewAttachment): Promise<AttachmentRecord | undefined> {
   const [row] = await db<AttachmentRow[]>`
     insert into chat_attachments (workspace_id, conversation_id, member_id, filename, content_type, kind, byte_size, content)
-    select ${input.workspaceId}, c.id, ${input.memberId}, ${input.filename}, ${input.contentType}, ${input.kind}, ${input.content.length}, ${input.content}
-    from assistant_conversations c where c.id = ${input.conversationId} and c.workspace_id = ${input.workspaceId}
+    select ${reader.workspaceId}, c.id, ${reader.memberId}, ${input.filename}, ${input.contentType}, ${input.kind}, ${input.content.length}, ${input.content}
+    from assistant_conversations c
+    where c.id = ${input.conversationId} and c.workspace_id = ${reader.workspaceId} and ${readableBy(db, reader)}
     returning ${db(columns)}`;
+  return row ? toAttachment(row) : undefined;
+}
+
+/** An attachment the reader may see (through its conversation); undefined for any other id. */
+export async function readableAttachment(db: Db, reader: Reader, id: string): Promise<AttachmentRecord | undefined> {
+  const [row] = await db<AttachmentRow[]>`
+    select ${db(columns.map((name) => `a.${name}`))} from chat_attachments a
+    join assistant_conversations c on c.id = a.conversation_id
+    where a.id = ${id} and a.workspace_id = ${reader.workspaceId} and ${readableBy(db, reader)}`;
   return row ? toAttachment(row) : undefined;
 }
 

@@ -12,7 +12,7 @@ import { createChatAttachmentActivities } from '../../activities/assistant/attac
 import { createDocumentExtractor } from '../../integrations/documents/extractor.js';
 import { insertConversation } from '../support/assistant.js';
 import { buildPdf, buildXlsx, buildZip, multipartBody, reportPdf, tableTexts, workbookEntries } from '../support/documents.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
 const fixtures = join(import.meta.dirname, '..', 'fixtures', 'attachments');
@@ -271,7 +271,7 @@ describe('the size limit', () => {
     expect((await upload({ filename: 'at.csv', data: at })).statusCode).toBe(201);
     const past = await upload({ filename: 'past.csv', data: Buffer.concat([at, Buffer.from('y')]) });
     expect(past.statusCode).toBe(413);
-    expect(past.json()).toEqual({ detail: 'An attachment is at most 1000 bytes (1000 bytes); this file is larger.' });
+    expect(past.json()).toEqual({ detail: 'An attachment is at most 1000 bytes; this file is larger.' });
     const [row] = await stack.sql`select 1 from chat_attachments where filename = 'past.csv'`;
     expect(row).toBeUndefined();
   });
@@ -294,6 +294,28 @@ describe('conversations', () => {
       [first.json().id, 'one.csv'],
       [second.json().id, 'two.csv'],
     ]);
+  });
+
+  it("keeps a member to their own conversations' files, as the conversation routes do, and lets an admin see every member's", async () => {
+    const member = await stack.addMember(paid.workspaceId, 'member');
+    const [memberRow] = await stack.sql<{ id: string }[]>`select id from members where workspace_id = ${paid.workspaceId} and idp_user_id = ${member.userId}`;
+    const own = await insertConversation(stack.sql, paid.workspaceId, { memberId: memberRow!.id });
+    const asMember = (method: 'GET' | 'POST', url: string, form?: ReturnType<typeof multipartBody>) =>
+      stack.app.inject({ method, url, headers: { ...withToken(member.accessToken), ...(form?.headers ?? {}) }, ...(form ? { payload: form.payload } : {}) });
+    const form = () => multipartBody({ filename: 'mine.csv', contentType: 'text/csv', data: Buffer.from('mine\n') });
+    // The member's own conversation: upload, list, read.
+    const mine = await asMember('POST', `/assistant/conversations/${own}/attachments/`, form());
+    expect(mine.statusCode, mine.body).toBe(201);
+    expect((await asMember('GET', `/assistant/conversations/${own}/attachments/`)).json().attachments).toHaveLength(1);
+    expect((await asMember('GET', `/chat-attachments/${mine.json().id}/pages/`)).json().pages).toEqual(['mine']);
+    // The admin's conversation and its files: 404 to the member, as the conversation itself is.
+    const adminsFile = await uploaded({ filename: 'admins.csv', data: Buffer.from('secret\n') });
+    expect((await asMember('POST', `/assistant/conversations/${conversation}/attachments/`, form())).statusCode).toBe(404);
+    expect((await asMember('GET', `/assistant/conversations/${conversation}/attachments/`)).statusCode).toBe(404);
+    expect((await asMember('GET', `/chat-attachments/${adminsFile.id}/pages/`)).json()).toEqual({ detail: 'Attachment not found.' });
+    // The admin sees the member's.
+    expect((await readPages(mine.json().id)).json().pages).toEqual(['mine']);
+    expect((await stack.app.inject({ method: 'GET', url: `/assistant/conversations/${own}/attachments/`, headers: withKey(paid.apiKey) })).statusCode).toBe(200);
   });
 
   it("answers 404 for another workspace's conversation or an unknown one, and writes nothing", async () => {

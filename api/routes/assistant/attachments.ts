@@ -25,13 +25,15 @@ import {
 } from '../../../domain/assistant/attachments.js';
 import { readAttachment } from '../../../services/assistant/attachment-client.js';
 import {
-  conversationInWorkspace,
-  getAttachment,
+  conversationReadable,
   insertAttachment,
   listAttachments,
+  readableAttachment,
   readAttachmentPages,
   type AttachmentRecord,
 } from '../../../store/assistant/attachments.js';
+import type { Reader } from '../../../store/assistant/conversations.js';
+import type { FastifyRequest } from 'fastify';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
@@ -55,11 +57,18 @@ const sizeStop =
 const uploadRules =
   `The file goes in the multipart form field \`file\`, at most ${bytesLabel(attachmentBytesMaxDefault)} by default (the service's CHAT_ATTACHMENT_MAX_BYTES). ` +
   'Its kind is judged by its first bytes and its name: a PDF (`%PDF-`), an XLSX workbook (a zip archive named .xlsx) or a CSV (text named .csv or sent as text/csv; ' +
-  'UTF-8, else Windows-1252; the delimiter is whichever of comma, semicolon, tab or bar the first line uses most). Anything else is 415. ' +
+  'UTF-8, else Windows-1252; the delimiter is whichever of comma, semicolon, tab or bar the first line uses most; blank lines are skipped). Anything else is 415. ' +
+  "The conversation must be one the caller sees (their own; a workspace admin's: any of the workspace's), else 404. " +
   'The answer comes once the text is read (201, `ready`). A file that cannot be read is 422 and stays listed as `failed` with the reason: ' +
   'a password-protected or damaged PDF, an encrypted or damaged workbook, an archive past its limits ' +
   `(${archiveLimits.entriesMax} entries, ${bytesLabel(archiveLimits.uncompressedBytesMax)} unpacked, an entry unpacking more than ${archiveLimits.ratioMax} times its size), ` +
   'or a file that takes longer or more memory to read than allowed. A PDF encrypted only against changes (no password to open it) is read. ';
+
+/** Whose conversations the caller sees: a member their own, an admin every member's (as the conversation routes). */
+function readerOf(request: FastifyRequest): Reader {
+  const principal = principalOf(request);
+  return { workspaceId: principal.workspaceId, memberId: principal.memberId, admin: principal.role === 'admin' };
+}
 
 /** The attachment as the API shows it (without its workspace). */
 const shown = ({ workspace_id: _workspace, ...attachment }: AttachmentRecord): ChatAttachment => attachment;
@@ -91,16 +100,16 @@ export const chatAttachmentRoutes =
           body: z.object({ file: z.string().meta({ format: 'binary' }).describe('The file: PDF, XLSX or CSV') }),
           response: {
             201: ChatAttachmentSchema,
-            404: DetailBodySchema.describe('The conversation is not in this workspace'),
+            404: DetailBodySchema.describe("The conversation is not one the caller sees (another member's, unless an admin; another workspace's)"),
             413: DetailBodySchema.describe('The file is larger than the upload limit (the detail names it)'),
             415: DetailBodySchema.describe('The file is not a PDF, an XLSX or a CSV, or the body is not multipart/form-data'),
           },
         },
       },
       async (request, reply) => {
-        const principal = principalOf(request);
+        const reader = readerOf(request);
         const { conversation_id: conversationId } = request.params;
-        if (!(await conversationInWorkspace(sql, principal.workspaceId, conversationId))) throw notFound('Conversation');
+        if (!(await conversationReadable(sql, reader, conversationId))) throw notFound('Conversation');
         if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
         const maxBytes = integrations.chatAttachments.maxUploadBytes;
         const part = await request.file({ limits: { fileSize: maxBytes, files: 1 } });
@@ -113,17 +122,16 @@ export const chatAttachmentRoutes =
           content = await part.toBuffer();
         } catch (error) {
           if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') {
-            throw new ApiError('payload_too_large', `An attachment is at most ${bytesLabel(maxBytes)} (${maxBytes} bytes); this file is larger.`);
+            const limit = bytesLabel(maxBytes);
+            throw new ApiError('payload_too_large', `An attachment is at most ${limit}${limit.endsWith(' bytes') ? '' : ` (${maxBytes} bytes)`}; this file is larger.`);
           }
           throw error;
         }
         const filename = filenameOf(part.filename);
         const kind = detectAttachmentKind(content.subarray(0, 2048), filename, part.mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
-        const attachment = await insertAttachment(sql, {
-          workspaceId: principal.workspaceId,
+        const attachment = await insertAttachment(sql, reader, {
           conversationId,
-          memberId: principal.memberId,
           filename,
           contentType: part.mimetype || 'application/octet-stream',
           kind,
@@ -134,7 +142,7 @@ export const chatAttachmentRoutes =
         if (outcome.status === 'failed') {
           throw new ValidationRefusal([{ loc: ['body', 'file'], msg: outcome.error, type: 'unreadable_file', input: filename }]);
         }
-        const read = await getAttachment(sql, principal.workspaceId, attachment.id);
+        const read = await readableAttachment(sql, reader, attachment.id);
         if (!read) throw notFound('Attachment');
         return reply.code(201).send(shown(read));
       },
@@ -147,15 +155,15 @@ export const chatAttachmentRoutes =
           operationId: 'listChatAttachments',
           tags,
           summary: "A conversation's attachments, oldest first",
-          description: 'Every attachment of the conversation, `failed` ones with their reason. Not paged.',
+          description: "Every attachment of the conversation, `failed` ones with their reason. Not paged. A conversation the caller cannot see (another member's, unless the caller is an admin; another workspace's) is 404.",
           params: ConversationParamsSchema,
-          response: { 200: ChatAttachmentListSchema, 404: DetailBodySchema.describe('The conversation is not in this workspace') },
+          response: { 200: ChatAttachmentListSchema, 404: DetailBodySchema.describe("The conversation is not one the caller sees (another member's, unless an admin; another workspace's)") },
         },
       },
       async (request) => {
-        const { workspaceId } = principalOf(request);
-        if (!(await conversationInWorkspace(sql, workspaceId, request.params.conversation_id))) throw notFound('Conversation');
-        return { attachments: (await listAttachments(sql, workspaceId, request.params.conversation_id)).map(shown) };
+        const reader = readerOf(request);
+        if (!(await conversationReadable(sql, reader, request.params.conversation_id))) throw notFound('Conversation');
+        return { attachments: (await listAttachments(sql, reader.workspaceId, request.params.conversation_id)).map(shown) };
       },
     );
 
@@ -166,18 +174,20 @@ export const chatAttachmentRoutes =
           operationId: 'readChatAttachmentPages',
           tags,
           summary: "An attachment's pages as text (endpoint 1)",
-          description: `Only the caller's workspace's attachments are readable; any other id is 404. ${sizeStop} ${layoutRule}`,
+          description:
+            "Only the caller's own files are readable: those of the caller's conversations (a workspace admin's: every member's), never another workspace's; any other id is 404. " +
+            `An attachment whose file could not be read is 422 with the reason; one still being read, 503. ${sizeStop} ${layoutRule}`,
           params: AttachmentParamsSchema,
           querystring: ChatAttachmentPagesQuerySchema,
           response: {
             200: ChatAttachmentPagesResponseSchema,
-            404: DetailBodySchema.describe('No attachment with this id in this workspace'),
+            404: DetailBodySchema.describe("No attachment with this id among the caller's"),
             503: DetailBodySchema.describe("The attachment's text is still being read; try again shortly (Retry-After)"),
           },
         },
       },
       async (request) => {
-        const attachment = await getAttachment(sql, principalOf(request).workspaceId, request.params.attachment_id);
+        const attachment = await readableAttachment(sql, readerOf(request), request.params.attachment_id);
         if (!attachment) throw notFound('Attachment');
         if (attachment.status === 'pending') {
           throw new ApiError('unavailable', "The attachment's text is still being read; try again shortly.", { 'retry-after': '2' });
