@@ -256,6 +256,18 @@ describe('refusals', () => {
     expect(json.json().detail).toMatch(/multipart\/form-data/);
   });
 
+  it('answers 422, never a 500, for a multipart body the parser cannot read', async () => {
+    const url = `/assistant/conversations/${conversation}/attachments/`;
+    for (const [headers, payload, reason] of [
+      [{ 'content-type': 'multipart/form-data' }, 'x', 'Boundary not found'],
+      [{ 'content-type': 'multipart/form-data; boundary=abc' }, '--abc\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n\r\nhello', 'Unexpected end'],
+    ] as const) {
+      const res = await stack.app.inject({ method: 'POST', url, headers: { ...withKey(paid.apiKey), ...headers }, payload });
+      expect(res.statusCode).toBe(422);
+      expect(res.json().issues).toEqual([{ loc: ['body'], msg: expect.stringContaining(reason), type: 'multipart_invalid', input: {} }]);
+    }
+  });
+
   it('answers 422 when the form has no field `file`', async () => {
     const res = await upload({ filename: 'a.csv', data: Buffer.from('a\n'), field: 'document' });
     expect(res.statusCode).toBe(422);

@@ -55,7 +55,7 @@ const sizeStop =
   'a longer one is cut and says so). An offset at or past the end returns no pages and a null `next_offset`.';
 
 const uploadRules =
-  `The file goes in the multipart form field \`file\`, at most ${bytesLabel(attachmentBytesMaxDefault)} by default (the service's CHAT_ATTACHMENT_MAX_BYTES). ` +
+  `The file goes in the multipart form field \`file\` (one file; a body that is not valid multipart is 422), at most ${bytesLabel(attachmentBytesMaxDefault)} by default (the service's CHAT_ATTACHMENT_MAX_BYTES). ` +
   'Its kind is judged by its first bytes and its name: a PDF (`%PDF-`), an XLSX workbook (a zip archive named .xlsx) or a CSV (text named .csv or sent as text/csv; ' +
   'UTF-8, else Windows-1252; the delimiter is whichever of comma, semicolon, tab or bar the first line uses most; blank lines are skipped). Anything else is 415. ' +
   "The conversation must be one the caller sees (their own; a workspace admin's: any of the workspace's), else 404. " +
@@ -72,6 +72,12 @@ function readerOf(request: FastifyRequest): Reader {
 
 /** The attachment as the API shows it (without its workspace). */
 const shown = ({ workspace_id: _workspace, ...attachment }: AttachmentRecord): ChatAttachment => attachment;
+
+/** A multipart body the parser cannot read (no boundary, cut short): 422, never a 500. */
+function unreadableBody(error: unknown): ValidationRefusal {
+  const reason = cleanText(String((error as Error)?.message ?? error)).trim();
+  return new ValidationRefusal([{ loc: ['body'], msg: `The body is not valid multipart/form-data (${reason})`, type: 'multipart_invalid', input: {} }]);
+}
 
 /** A file name a person can read: one line, at most 255 characters. */
 function filenameOf(raw: string | undefined): string {
@@ -112,7 +118,9 @@ export const chatAttachmentRoutes =
         if (!(await conversationReadable(sql, reader, conversationId))) throw notFound('Conversation');
         if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
         const maxBytes = integrations.chatAttachments.maxUploadBytes;
-        const part = await request.file({ limits: { fileSize: maxBytes, files: 1 } });
+        const part = await request.file({ limits: { fileSize: maxBytes, files: 1 } }).catch((error: unknown) => {
+          throw unreadableBody(error);
+        });
         if (!part || part.fieldname !== 'file') {
           part?.file.resume();
           throw new ValidationRefusal([{ loc: ['body', 'file'], msg: 'Send the file in the multipart form field `file`', type: 'missing', input: part?.fieldname ?? {} }]);
@@ -125,7 +133,7 @@ export const chatAttachmentRoutes =
             const limit = bytesLabel(maxBytes);
             throw new ApiError('payload_too_large', `An attachment is at most ${limit}${limit.endsWith(' bytes') ? '' : ` (${maxBytes} bytes)`}; this file is larger.`);
           }
-          throw error;
+          throw unreadableBody(error);
         }
         const filename = filenameOf(part.filename);
         const kind = detectAttachmentKind(content.subarray(0, 2048), filename, part.mimetype);
