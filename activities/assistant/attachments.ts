@@ -3,11 +3,23 @@
  * record why it cannot be read. A file the extractor refuses (encrypted, damaged, an archive past
  * its limits, past the time or memory limit) is a non-retryable `unprocessable` failure.
  */
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ExtractionRefused, type DocumentExtractor } from '../../integrations/documents/extractor.js';
 import { attachmentForExtraction, failAttachment, finishAttachment } from '../../store/assistant/attachments.js';
 import { unreadableFileFailure, type ChatAttachmentOutcome } from '../../workflows/assistant/chat-attachment.contract.js';
+
+/** A heartbeat every 5 s while in an activity (none when called outside one, as a test may). */
+function heartbeating(): NodeJS.Timeout | undefined {
+  let context: Context;
+  try {
+    context = Context.current();
+  } catch {
+    return undefined;
+  }
+  return setInterval(() => context.heartbeat(), 5_000);
+}
 
 export function createChatAttachmentActivities({ sql, extractor }: { sql: Sql; extractor: DocumentExtractor }) {
   return {
@@ -19,11 +31,15 @@ export function createChatAttachmentActivities({ sql, extractor }: { sql: Sql; e
       if (row.status === 'failed') return { status: 'failed', error: row.error ?? 'The file could not be read.' };
       if (!row.content) throw ApplicationFailure.nonRetryable('The attachment has no content to read.', unreadableFileFailure);
       let pages: string[];
+      // Alive while the file is read, so a worker that dies mid-file is noticed within the heartbeat timeout.
+      const beat = heartbeating();
       try {
         pages = (await extractor.extract(row.kind, row.content)).pages;
       } catch (error) {
         if (error instanceof ExtractionRefused) throw ApplicationFailure.nonRetryable(error.message, unreadableFileFailure);
         throw error;
+      } finally {
+        clearInterval(beat);
       }
       const stored = await finishAttachment(sql, attachmentId, pages);
       if (stored?.status === 'failed') return { status: 'failed', error: stored.error ?? 'The file could not be read.' };

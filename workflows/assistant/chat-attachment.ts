@@ -12,6 +12,8 @@ import { unreadableFileFailure, type ChatAttachmentInput, type ChatAttachmentOut
 const { extractChatAttachment } = proxyActivities<ChatAttachmentActivities>({
   // The extraction's own deadline (60 s by default) plus time waiting for a free reader thread.
   startToCloseTimeout: '5 minutes',
+  // The activity beats every 5 s while it reads: a worker that dies mid-file is retried within 30 s.
+  heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 3, nonRetryableErrorTypes: [unreadableFileFailure] },
 });
 const { failChatAttachment } = proxyActivities<ChatAttachmentActivities>({
