@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 import type { Sql } from '../db/sql.js';
-import type { ChatModelScript, ChatModelServerRequest } from '../test/support/chat-model-server.js';
+import type { ChatModelScript, ChatModelServerRequest } from '../sim/chat-model-server.js';
 
 export interface TurnBenchOptions {
   apiUrl: string;
@@ -124,7 +124,7 @@ export async function runTurnBenchmarks(log: (line: string) => void) {
   const { join } = await import('node:path');
   const { createSql } = await import('../db/sql.js');
   const { createWorkspaceWithAdmin } = await import('../worker/provisioning.js');
-  const { serveChatModel } = await import('../test/support/chat-model-server.js');
+  const { serveChatModel } = await import('../sim/chat-model-server.js');
   const { startBenchStack } = await import('./stack.js');
   let script: (request: ChatModelServerRequest) => ChatModelScript = () => ({ content: 'ok' });
   const model = await serveChatModel((r) => script(r));

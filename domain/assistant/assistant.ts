@@ -38,6 +38,16 @@ export const verbLabels: Record<Verb, string> = {
   start_search: 'Start a search',
 };
 
+/** The verbs a person may grant: every verb but those that always ask, which are refused naming the verb. */
+export const GrantableVerbSchema = z
+  .enum(verbs.filter((v) => !alwaysAsks.has(v)) as [Verb, ...Verb[]], {
+    error: (issue) =>
+      typeof issue.input === 'string' && alwaysAsks.has(issue.input)
+        ? `${issue.input} always asks and cannot be granted`
+        : `not a verb that can be granted (${verbs.filter((v) => !alwaysAsks.has(v)).join(', ')})`,
+  })
+  .meta({ id: 'AssistantGrantableVerb' });
+
 export const thresholdMax = 100_000;
 export const defaultThresholdCredits = 25;
 
@@ -57,11 +67,11 @@ export const AssistantSettingsUpdateSchema = z
   .strictObject({
     approval_threshold_credits: z.int().min(0).max(thresholdMax).optional(),
     default_granted_verbs: z
-      .array(VerbSchema)
+      .array(GrantableVerbSchema)
       .max(verbs.length)
       .refine((list) => new Set(list).size === list.length, 'must not name a verb twice')
       .optional()
-      .describe(`At most ${verbs.length} distinct verbs; a verb that always asks (push_to_destination) is refused`),
+      .describe(`At most ${verbs.length} distinct verbs; a verb that always asks (push_to_destination) cannot be granted and is refused by name`),
   })
   .meta({ id: 'AssistantSettingsUpdate' });
 export type AssistantSettingsUpdate = z.infer<typeof AssistantSettingsUpdateSchema>;

@@ -21,7 +21,8 @@ import { queueNewRowRuns } from '../../store/agents/saved-agents.js';
 import { stepPrices } from '../../domain/pnet/limits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { connectedAccount } from '../support/pnet.js';
-import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { serveChatCompletions } from '../support/local-servers.js';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 

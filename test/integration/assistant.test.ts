@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { endpointCaller } from '../../integrations/web/web-endpoint.js';
-import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../support/chat-model-server.js';
-import { serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { readStream } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
@@ -62,6 +62,9 @@ function callsThenWords(calls: { name: string; arguments: unknown }[], words = '
 }
 
 describe('settings', () => {
+  // Back to no grants for the tests below, whatever happens here.
+  afterAll(() => patch('/assistant/settings/', { approval_threshold_credits: 25, default_granted_verbs: [] }));
+
   it('reads the defaults, keeps a field left out, and refuses a verb that always asks by name', async () => {
     expect((await get('/assistant/settings/')).json()).toEqual({ approval_threshold_credits: 25, default_granted_verbs: [] });
     expect((await patch('/assistant/settings/', { default_granted_verbs: ['add_column'] })).json()).toEqual({ approval_threshold_credits: 25, default_granted_verbs: ['add_column'] });
@@ -70,7 +73,7 @@ describe('settings', () => {
     const refused = await patch('/assistant/settings/', { default_granted_verbs: ['run_column', 'push_to_destination'] });
     expect(refused.statusCode).toBe(422);
     expect(refused.json().detail).toContain('push_to_destination');
-    expect(refused.json().issues[0].loc).toEqual(['body', 'default_granted_verbs']);
+    expect(refused.json().issues[0]).toMatchObject({ loc: ['body', 'default_granted_verbs.1'], input: 'push_to_destination' });
     for (const bad of [{ approval_threshold_credits: -1 }, { approval_threshold_credits: 100001 }, { default_granted_verbs: ['add_column', 'add_column'] }, { default_granted_verbs: ['nope'] }]) {
       expect((await patch('/assistant/settings/', bad)).statusCode, JSON.stringify(bad)).toBe(422);
     }
@@ -380,5 +383,45 @@ describe('chat attachments in the conversation', () => {
     script = (request) => (request.messages.some((m) => m.role === 'tool') ? { content: 'No.' } : { toolCalls: [{ name: 'read_attachment', arguments: { attachment_id: attachment.id } }] });
     const elsewhere = await ask(other, 'Read that file');
     expect(String(elsewhere.parts.find((p) => p.type === 'tool-output-error')!.errorText)).toContain('No file');
+  });
+});
+
+describe('bounds', () => {
+  it('refuses eight default grants when one always asks, naming it, and takes a message of 1 to 20000 characters', async () => {
+    const eight = ['create_table_from_search', 'add_column', 'run_column', 'enrich_rows', 'add_contacts_to_sequence', 'push_to_destination', 'call_endpoint', 'start_search'];
+    const refused = await patch('/assistant/settings/', { default_granted_verbs: eight });
+    expect(refused.statusCode).toBe(422);
+    expect(refused.json().detail).toContain('push_to_destination');
+    const id = await conversation();
+    expect((await post(`/assistant/conversations/${id}/messages/`, { content: '' })).statusCode).toBe(422);
+    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'x'.repeat(20001) })).statusCode).toBe(422);
+    script = () => ({ content: 'Long question, short answer.' });
+    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'x'.repeat(20000) })).statusCode).toBe(200);
+  });
+
+  it('renames within 1 to 255 characters, archives, and refuses a question to an archived conversation', async () => {
+    const id = await conversation();
+    expect((await patch(`/assistant/conversations/${id}/`, { title: '' })).statusCode).toBe(422);
+    expect((await patch(`/assistant/conversations/${id}/`, { title: 't'.repeat(256) })).statusCode).toBe(422);
+    expect((await patch(`/assistant/conversations/${id}/`, { title: 't'.repeat(255) })).json().title).toHaveLength(255);
+    expect((await patch(`/assistant/conversations/${id}/`, { archived: true })).json()).toMatchObject({ archived: true, title: 't'.repeat(255) });
+    const open = (await get('/assistant/conversations/?limit=200')).json().conversations as { id: string }[];
+    expect(open.some((c) => c.id === id)).toBe(false);
+    expect((await get('/assistant/conversations/?archived=true')).json().conversations.map((c: { id: string }) => c.id)).toContain(id);
+    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'Hi' })).statusCode).toBe(409);
+    for (const q of ['limit=0', 'limit=201', 'offset=-1']) expect((await get(`/assistant/conversations/?${q}`)).statusCode, q).toBe(422);
+  });
+
+  it("shows a member only their own conversations and an admin everyone's", async () => {
+    const member = await stack.addMember(paid.workspaceId, 'member');
+    const asMember = { authorization: `Bearer ${member.accessToken}` };
+    const mine = (await stack.app.inject({ method: 'POST', url: '/assistant/conversations/', headers: asMember, payload: { title: 'Member only' } })).json() as { id: string };
+    const adminsOwn = await conversation();
+    expect((await stack.app.inject({ method: 'GET', url: `/assistant/conversations/${adminsOwn}/`, headers: asMember })).statusCode).toBe(404);
+    const listed = (await stack.app.inject({ method: 'GET', url: '/assistant/conversations/?limit=200', headers: asMember })).json().conversations as { id: string }[];
+    expect(listed.map((c) => c.id)).toEqual([mine.id]);
+    // The admin (the API key's member) reads it, and lists everyone's when asking for all members.
+    expect((await get(`/assistant/conversations/${mine.id}/`)).statusCode).toBe(200);
+    expect((await get('/assistant/conversations/?all_members=true&limit=200')).json().conversations.map((c: { id: string }) => c.id)).toContain(mine.id);
   });
 });

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatModelError, openAiChatModel, type ChatModel, type ChatStreamEvent } from '../../integrations/chat-model.js';
-import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../support/chat-model-server.js';
+import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
 
 let script: (request: ChatModelServerRequest) => ChatModelScript = () => ({ content: '' });
 let server: ChatModelServer;

@@ -13,7 +13,8 @@ import { readableText } from '../../integrations/web/readable-text.js';
 import { webPageReader } from '../../integrations/web/web-page.js';
 import { EnrichmentError, type EnrichmentOutcome, type EnrichmentProvider } from '../../domain/tables/enrichments.js';
 import type { CellValue } from '../../domain/tables/tables.js';
-import { serveChatCompletions, serveDns, serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { serveChatCompletions, serveDns } from '../support/local-servers.js';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 
 const run = (provider: EnrichmentProvider, inputs: Record<string, CellValue>, options: Record<string, string> = {}) =>
   provider.run({ inputs: new Map(Object.entries(inputs)), options: new Map(Object.entries(options)) }, new AbortController().signal);

@@ -11,7 +11,8 @@ import { getBalance } from '../../store/platform/credits.js';
 import { createOutboundAgentActivities, type WriteStepMessageInput } from '../../activities/agents/outbound-agent.js';
 import { randomUUID } from 'node:crypto';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
-import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { serveChatCompletions } from '../support/local-servers.js';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
 type Mode = 'good' | 'malformed' | 'error500' | 'ungrounded';

@@ -13,7 +13,8 @@ import { columnRunWorkflow } from '../../workflows/tables/column-run.js';
 import { columnRunWorkflowId } from '../../workflows/tables/column-run.contract.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
-import { serveChatCompletions, serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { serveChatCompletions } from '../support/local-servers.js';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 

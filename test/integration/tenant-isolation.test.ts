@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
-import { serveChatModel, type ChatModelServer } from '../support/chat-model-server.js';
+import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
 import { insertConversation } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
 import { expectTenantIsolation } from '../support/tenant-isolation.js';

@@ -9,7 +9,7 @@ import { openAiChatModel } from '../../integrations/chat-model.js';
 import { getBalance } from '../../store/platform/credits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { draftProposal, newDoc } from '../../domain/agents/training-sessions.js';
-import { serveHttp, type LocalHttp } from '../support/local-servers.js';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { tablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 

@@ -83,11 +83,6 @@ export const assistantCardRoutes =
         },
       },
       async (request) => {
-        const asked = request.body.default_granted_verbs ?? [];
-        const issues = asked.flatMap((verb, i) =>
-          alwaysAsks.has(verb) ? [{ loc: ['body', 'default_granted_verbs'], msg: `${verb} always asks and cannot be granted (item ${i})`, type: 'value_error', input: verb }] : [],
-        );
-        if (issues.length > 0) throw new ValidationRefusal(issues);
         return updateSettings(sql, principalOf(request).workspaceId, request.body);
       },
     );
@@ -200,7 +195,7 @@ export const assistantCardRoutes =
             'An id that is not a card of this workspace is 404 and nothing is decided.',
           headers: IdempotencyHeadersSchema,
           body: ApproveAllRequestSchema,
-          response: { 200: ProposalActionsSchema },
+          response: { 200: ProposalActionsSchema, 404: DetailBodySchema.describe('An id that is not a card of this workspace; nothing was decided') },
         },
       },
       async (request) => {

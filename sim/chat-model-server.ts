@@ -7,7 +7,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { serveHttp } from './local-servers.js';
+import { serveHttp } from './local-http.js';
 
 /** A message as it comes over the wire. */
 export interface WireChatMessage {
