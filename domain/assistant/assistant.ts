@@ -69,9 +69,9 @@ export const AssistantSettingsUpdateSchema = z
     default_granted_verbs: z
       .array(GrantableVerbSchema)
       .max(verbs.length)
-      .refine((list) => new Set(list).size === list.length, 'must not name a verb twice')
+      .transform((list) => [...new Set(list)])
       .optional()
-      .describe(`At most ${verbs.length} distinct verbs; a verb that always asks (push_to_destination) cannot be granted and is refused by name`),
+      .describe(`At most ${verbs.length} verbs (a verb named twice counts once); a verb that always asks (push_to_destination) cannot be granted and is refused by name`),
   })
   .meta({ id: 'AssistantSettingsUpdate' });
 export type AssistantSettingsUpdate = z.infer<typeof AssistantSettingsUpdateSchema>;

@@ -1,12 +1,31 @@
 /** CI's short run of `npm run fuzz:api`: Schemathesis, all checks, against a freshly started stack. */
 import { spawn } from 'node:child_process';
-import { expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
 import { projectRoot } from '../../worker/tools.js';
+
+// The assistant's routes are fuzzed with a model to answer (a local one speaking the OpenAI
+// protocol); without one, asking is 503 by design and every answer would be that.
+let model: ChatModelServer;
+beforeAll(async () => {
+  model = await serveChatModel(() => ({ content: 'A short answer.' }));
+});
+afterAll(() => model?.close());
 
 it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
   const child = spawn('npm', ['run', '--silent', 'fuzz:api'], {
     cwd: projectRoot,
-    env: { ...process.env, FUZZ_MAX_EXAMPLES: '10', DATABASE_URL: '', TEMPORAL_ADDRESS: '', FUZZ_BASE_URL: '', FUZZ_API_KEY: '' },
+    env: {
+      ...process.env,
+      FUZZ_MAX_EXAMPLES: '10',
+      DATABASE_URL: '',
+      TEMPORAL_ADDRESS: '',
+      FUZZ_BASE_URL: '',
+      FUZZ_API_KEY: '',
+      OPENAI_API_KEY: 'local',
+      OPENAI_MODEL: 'local-model',
+      OPENAI_BASE_URL: model.url,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

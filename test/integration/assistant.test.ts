@@ -74,11 +74,13 @@ describe('settings', () => {
     expect(refused.statusCode).toBe(422);
     expect(refused.json().detail).toContain('push_to_destination');
     expect(refused.json().issues[0]).toMatchObject({ loc: ['body', 'default_granted_verbs.1'], input: 'push_to_destination' });
-    for (const bad of [{ approval_threshold_credits: -1 }, { approval_threshold_credits: 100001 }, { default_granted_verbs: ['add_column', 'add_column'] }, { default_granted_verbs: ['nope'] }]) {
+    for (const bad of [{ approval_threshold_credits: -1 }, { approval_threshold_credits: 100001 }, { default_granted_verbs: ['nope'] }]) {
       expect((await patch('/assistant/settings/', bad)).statusCode, JSON.stringify(bad)).toBe(422);
     }
     const nine = [...Array(9)].map(() => 'add_column');
     expect((await patch('/assistant/settings/', { default_granted_verbs: nine })).statusCode).toBe(422);
+    // A verb named twice counts once.
+    expect((await patch('/assistant/settings/', { default_granted_verbs: ['add_column', 'add_column'] })).json().default_granted_verbs).toEqual(['add_column']);
     const seven = ['create_table_from_search', 'add_column', 'run_column', 'enrich_rows', 'add_contacts_to_sequence', 'call_endpoint', 'start_search'];
     expect((await patch('/assistant/settings/', { default_granted_verbs: seven })).json().default_granted_verbs).toEqual(seven);
     // Unchanged by the refusals, then back to no grants for the tests below.
@@ -277,6 +279,24 @@ describe('cards', () => {
     expect(listed.total_count).toBe(3);
     expect(listed.actions.map((a: { id: string }) => a.id)).toEqual(cards.map((c) => c.id));
     expect((await get(`/assistant/actions/?conversation_id=${id}&status=dismissed`)).json().total_count).toBe(1);
+  });
+
+  it('approve-all racing a dismissal of the same card: exactly one decision holds, and its effect with it', async () => {
+    for (let round = 0; round < 3; round += 1) {
+      script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: `Raced ${round}` } } }]);
+      const id = await conversation();
+      const card = (await ask(id, 'Add a raced column')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string; prepared_column: { column_id: string } };
+      const [all, dismissed] = await Promise.all([post('/assistant/actions/approve-all/', { proposal_ids: [card.id] }), post(`/assistant/actions/${card.id}/dismiss/`)]);
+      expect(all.statusCode).toBe(200);
+      const final = (await get(`/assistant/actions/${card.id}/`)).json() as { status: string };
+      expect(['applied', 'dismissed']).toContain(final.status);
+      expect(all.json().actions[0].status).toBe(final.status);
+      expect(dismissed.statusCode).toBe(final.status === 'dismissed' ? 200 : 409);
+      const column = await get(`/tables/${tableId}/columns/${card.prepared_column.column_id}/`);
+      expect(column.statusCode).toBe(final.status === 'applied' ? 200 : 404);
+      const log = (await get(`/assistant/activity/?conversation_id=${id}`)).json().activity as { decision: string; outcome: string | null }[];
+      expect(log.filter((a) => a.outcome === null || a.decision === 'rejected')).toHaveLength(1);
+    }
   });
 
   it('approve-all takes 1 to 50 ids', async () => {
