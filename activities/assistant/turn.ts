@@ -18,7 +18,7 @@ import { operationRequest } from '../../domain/assistant/operations.js';
 import { assistantOperations, briefAnswer, findOperations, isDestructiveOperation, operationTools, sendingOperations, type OperationDoor } from '../../domain/assistant/tool-cards.js';
 import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
-import { answerText, appendParts, appendToolOutput, openTextBlocks, findModelStep, lastSeq, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
+import { answerText, appendParts, appendToolOutput, openTextBlocks, findModelStep, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
 import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
 import { workspaceBrief } from '../../store/assistant/workspace.js';
@@ -90,8 +90,8 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       const context = Context.current();
       const attempt = context.info.attempt;
 
+      // The answer's `start` event was written with its row (store/assistant/conversations.ts insertTurn).
       const opening: StreamPart[] = [];
-      if (step === 0 && (await lastSeq(sql, messageId)) === 0) opening.push({ type: 'start', messageId });
       if (attempt > 1) {
         // The interrupted attempt's text block is closed, so a reader shows it whole and apart from the new one.
         for (const id of await openTextBlocks(sql, messageId)) opening.push({ type: 'text-end', id });
@@ -100,11 +100,12 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       opening.push({ type: 'start-step' });
       await appendParts(sql, messageId, opening);
 
-      const messages: ChatMessage[] = [
-        { role: 'system', content: systemPrompt(await workspaceBrief(sql, ctx.workspace_id), await listAttachments(sql, ctx.workspace_id, ctx.conversation_id)) },
-        ...(await conversationHistory(sql, messageId, historyMax)),
-        ...transcript,
-      ];
+      const [brief, attachments, history] = await Promise.all([
+        workspaceBrief(sql, ctx.workspace_id),
+        listAttachments(sql, ctx.workspace_id, ctx.conversation_id),
+        conversationHistory(sql, messageId, historyMax),
+      ]);
+      const messages: ChatMessage[] = [{ role: 'system', content: systemPrompt(brief, attachments) }, ...history, ...transcript];
       const textId = `text-${step}-${attempt}`;
       let text = '';
       let pending = '';
