@@ -126,23 +126,27 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
       });
     }
 
+    // The app is built in every role: the API role serves it, and in the worker role the assistant's
+    // tool cards call its operations in-process (api/operation-door.ts) without it listening.
+    // With the worker in this process, the API's client shares the worker's native connection, so
+    // a step's workflow starts eagerly: its first task comes back with the start, to that worker.
+    const connection = workerConnection ?? (await Connection.connect({ address: temporalAddress }));
+    if (!workerConnection) stops.push(() => connection.close());
+    const app = await buildApp({
+      sql,
+      temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue, eagerStart: workerConnection !== null },
+      verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
+      rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
+      logger: log,
+      integrations,
+    });
+    stops.push(() => app.close());
     let apiUrl: string | null = null;
     if (config.role !== 'worker') {
-      // With the worker in this process, the API's client shares the worker's native connection, so
-      // a step's workflow starts eagerly: its first task comes back with the start, to that worker.
-      const connection = workerConnection ?? (await Connection.connect({ address: temporalAddress }));
-      if (!workerConnection) stops.push(() => connection.close());
-      const app = await buildApp({
-        sql,
-        temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue, eagerStart: workerConnection !== null },
-        verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
-        rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
-        logger: log,
-        integrations,
-      });
       await app.listen({ port: config.port, host: config.host });
-      stops.push(() => app.close());
       apiUrl = `http://${config.host}:${config.port}`;
+    } else {
+      await app.ready();
     }
 
     // Only the embedded local stack mints a development workspace; a real database gets its
