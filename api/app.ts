@@ -38,6 +38,7 @@ import { chatAttachmentRoutes } from './routes/assistant/attachments.js';
 import { assistantCardRoutes } from './routes/assistant/cards.js';
 import { assistantConversationRoutes } from './routes/assistant/conversations.js';
 import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
+import { cloudDriveRoutes } from './routes/cloud-drive/cloud-drive.js';
 
 export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   // One set of outside services for every route (one suppliers object for agent tools, saved
@@ -114,6 +115,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(assistantCardRoutes(deps));
   await app.register(assistantConversationRoutes(deps, new AnswerStreamHub(deps.sql)));
   await app.register(chatAttachmentRoutes(deps));
+  await app.register(cloudDriveRoutes(deps));
   // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
   const tableEvents = new TableEventHub(deps.sql, app.log);
   app.decorate('tableEvents', tableEvents);

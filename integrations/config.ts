@@ -23,6 +23,8 @@ import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfi
 import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
 import { mailerFrom, type Mailer } from './mailer.js';
 import { defaultChatAttachmentLimits, type ChatAttachmentLimits } from '../domain/assistant/attachments.js';
+import { createCloudDriveClient, type CloudDriveClient, type CloudDriveConfig } from './cloud-drive/drive-client.js';
+import { parseSealingKey } from './secrets/sealed.js';
 
 /** An environment: `process.env`, or a test's own. */
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -183,6 +185,33 @@ export interface IntegrationsConfig {
    * CHAT_ATTACHMENT_EXTRACT_RSS_MB (768, the process's memory growth while files are read).
    */
   chatAttachments: ChatAttachmentLimits;
+  /** The cloud drive (DRIVE_*): its settings, or the variables it still needs (its routes answer 503 naming them). */
+  cloudDrive: CloudDriveConfig | { missing: string[] };
+  /** SECRETS_KEY (32 bytes, base64) seals stored third-party secrets; unset, the one kept in the database. SECRETS_KEY_PREVIOUS (comma-separated) still opens. */
+  secretsKeys: { current: Buffer; previous: Buffer[] } | null;
+}
+
+/** The cloud drive's settings (Google's addresses by default); without DRIVE_CLIENT_ID or a callback address, what is missing. */
+function cloudDriveFrom(env: Environment): CloudDriveConfig | { missing: string[] } {
+  const clientId = env.DRIVE_CLIENT_ID?.trim();
+  const publicBase = env.PUBLIC_BASE_URL?.trim().replace(/\/+$/, '');
+  const redirectUrl = env.DRIVE_REDIRECT_URL?.trim() || (publicBase ? `${publicBase}/cloud-drive/callback/` : '');
+  const missing = [...(clientId ? [] : ['DRIVE_CLIENT_ID']), ...(redirectUrl ? [] : ['DRIVE_REDIRECT_URL (or PUBLIC_BASE_URL)'])];
+  if (!clientId || !redirectUrl) return { missing };
+  return {
+    clientId,
+    clientSecret: env.DRIVE_CLIENT_SECRET || undefined,
+    authUrl: env.DRIVE_AUTH_URL?.trim() || 'https://accounts.google.com/o/oauth2/v2/auth',
+    tokenUrl: env.DRIVE_TOKEN_URL?.trim() || 'https://oauth2.googleapis.com/token',
+    apiUrl: env.DRIVE_API_URL?.trim() || 'https://www.googleapis.com',
+    redirectUrl,
+    scopes: ['https://www.googleapis.com/auth/drive.readonly'],
+  };
+}
+
+function secretsKeysFrom(env: Environment): { current: Buffer; previous: Buffer[] } | null {
+  const previous = (env.SECRETS_KEY_PREVIOUS ?? '').split(',').map((s) => s.trim()).filter(Boolean).map((k) => parseSealingKey(k, 'SECRETS_KEY_PREVIOUS'));
+  return env.SECRETS_KEY?.trim() ? { current: parseSealingKey(env.SECRETS_KEY, 'SECRETS_KEY'), previous } : null;
 }
 
 export function readIntegrationsConfig(env: Environment = process.env): IntegrationsConfig {
@@ -198,6 +227,8 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     agentTools: { searchApiUrl: url('SEARCH_API_URL'), workEmailFinderUrl: url('WORK_EMAIL_FINDER_URL'), peopleFinderUrl: url('PEOPLE_FINDER_URL') },
     sequenceFeedPollSeconds: Math.max(1, Number(env.SEQUENCE_FEED_POLL_SECONDS) || 30),
     chatAttachments: chatAttachmentLimitsFrom(env),
+    cloudDrive: cloudDriveFrom(env),
+    secretsKeys: secretsKeysFrom(env),
   };
 }
 
@@ -232,6 +263,10 @@ export interface Integrations {
   operations: OperationDoor | null;
   /** Outside endpoints the assistant's `call_endpoint` posts to, through the page reader's address checks. */
   webEndpoint: EndpointCaller;
+  /** The cloud drive's client, or the variables it needs (a test may set a client on it). */
+  cloudDrive: CloudDriveClient | { missing: string[] };
+  /** The keys stored third-party secrets are sealed with; null for the one kept in the database (services/platform/sealing.ts). */
+  secretsKeys: { current: Buffer; previous: Buffer[] } | null;
 }
 
 /**
@@ -268,5 +303,7 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     operations: null,
     webEndpoint: endpointCaller({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
     chatAttachments: { ...config.chatAttachments },
+    cloudDrive: 'missing' in config.cloudDrive ? config.cloudDrive : createCloudDriveClient(config.cloudDrive),
+    secretsKeys: config.secretsKeys,
   };
 }
