@@ -21,6 +21,7 @@ import { createChatAttachmentActivities } from './assistant/attachments.js';
 import { createDocumentExtractor } from '../integrations/documents/extractor.js';
 import { createAssistantTurnActivities } from './assistant/turn.js';
 import { createCardActivities } from './assistant/cards.js';
+import { createDocumentActivities } from './documents/documents.js';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -49,6 +50,7 @@ export function createActivities(deps: ActivityDeps) {
   const integrations = deps.integrations ?? createIntegrations(readIntegrationsConfig());
   const mailer = deps.mailer !== undefined ? deps.mailer : integrations.mailer;
   const enrichmentProviders = deps.enrichmentProviders ?? integrations.enrichmentProviders;
+  const extractor = createDocumentExtractor(integrations.chatAttachments);
   return { ...createCreditActivities(deps), ...withAgentRunWake(withSequenceWake(createPnetStepActivities(deps), deps.sql), deps.sql), ...createSenderAccountActivities(deps),
     ...createColumnRunActivities({ sql: deps.sql, enrichmentProviders }),
     ...createSequenceActivities({ sql: deps.sql, ...(mailer ? { messageDomain: mailer.domain } : {}) }),
@@ -56,9 +58,12 @@ export function createActivities(deps: ActivityDeps) {
     ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep }),
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
     ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }),
-    ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint, enrichmentProviders }),
+    ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint, enrichmentProviders,
+      businessContextChars: () => integrations.businessDocuments.contextChars }),
     ...createCardActivities({ sql: deps.sql, enrichmentProviders, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint }),
-    ...createChatAttachmentActivities({ sql: deps.sql, extractor: createDocumentExtractor(integrations.chatAttachments) }) };
+    ...createChatAttachmentActivities({ sql: deps.sql, extractor }),
+    // Business-context documents share the attachments' extractor threads (and their limits).
+    ...createDocumentActivities({ sql: deps.sql, extractor, chatModel: () => integrations.chatModel }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

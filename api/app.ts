@@ -37,6 +37,7 @@ import { inboxRoutes } from './routes/inbox/inbox.js';
 import { chatAttachmentRoutes } from './routes/assistant/attachments.js';
 import { assistantCardRoutes } from './routes/assistant/cards.js';
 import { assistantConversationRoutes } from './routes/assistant/conversations.js';
+import { businessDocumentRoutes } from './routes/documents/documents.js';
 import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
 import { cloudDriveRoutes } from './routes/cloud-drive/cloud-drive.js';
 
@@ -115,6 +116,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(assistantCardRoutes(deps));
   await app.register(assistantConversationRoutes(deps, new AnswerStreamHub(deps.sql)));
   await app.register(chatAttachmentRoutes(deps));
+  await app.register(businessDocumentRoutes(deps));
   await app.register(cloudDriveRoutes(deps));
   // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
   const tableEvents = new TableEventHub(deps.sql, app.log);

@@ -23,6 +23,9 @@ import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfi
 import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
 import { mailerFrom, type Mailer } from './mailer.js';
 import { defaultChatAttachmentLimits, type ChatAttachmentLimits } from '../domain/assistant/attachments.js';
+import { defaultBusinessDocumentLimits, type BusinessDocumentLimits } from '../domain/documents/documents.js';
+import type { EnrichmentProvider } from '../domain/tables/enrichments.js';
+import { webPageReader } from './web/web-page.js';
 import { createCloudDriveClient, type CloudDriveClient, type CloudDriveConfig } from './cloud-drive/drive-client.js';
 import { parseSealingKey } from './secrets/sealed.js';
 
@@ -185,6 +188,8 @@ export interface IntegrationsConfig {
    * CHAT_ATTACHMENT_EXTRACT_RSS_MB (768, the process's memory growth while files are read).
    */
   chatAttachments: ChatAttachmentLimits;
+  /** Business-context documents: DOCUMENTS_MAX (25 per workspace), DOCUMENT_CONTEXT_CHARS (12000 per prompt), DOCUMENT_MAX_BYTES (10 MiB). */
+  businessDocuments: BusinessDocumentLimits;
   /** The cloud drive (DRIVE_*): its settings, or the variables it still needs (its routes answer 503 naming them). */
   cloudDrive: CloudDriveConfig | { missing: string[] };
   /** SECRETS_KEY (32 bytes, base64) seals stored third-party secrets; unset, the one kept in the database. SECRETS_KEY_PREVIOUS (comma-separated) still opens. */
@@ -227,8 +232,22 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     agentTools: { searchApiUrl: url('SEARCH_API_URL'), workEmailFinderUrl: url('WORK_EMAIL_FINDER_URL'), peopleFinderUrl: url('PEOPLE_FINDER_URL') },
     sequenceFeedPollSeconds: Math.max(1, Number(env.SEQUENCE_FEED_POLL_SECONDS) || 30),
     chatAttachments: chatAttachmentLimitsFrom(env),
+    businessDocuments: businessDocumentLimitsFrom(env),
     cloudDrive: cloudDriveFrom(env),
     secretsKeys: secretsKeysFrom(env),
+  };
+}
+
+function businessDocumentLimitsFrom(env: Environment): BusinessDocumentLimits {
+  const positive = (name: string, fallback: number) => {
+    const value = intFrom(env, name, fallback);
+    if (value < 1) throw new Error(`${name} must be at least 1, not "${env[name]}".`);
+    return value;
+  };
+  return {
+    maxDocuments: positive('DOCUMENTS_MAX', defaultBusinessDocumentLimits.maxDocuments),
+    contextChars: positive('DOCUMENT_CONTEXT_CHARS', defaultBusinessDocumentLimits.contextChars),
+    maxUploadBytes: positive('DOCUMENT_MAX_BYTES', defaultBusinessDocumentLimits.maxUploadBytes),
   };
 }
 
@@ -263,6 +282,12 @@ export interface Integrations {
   operations: OperationDoor | null;
   /** Outside endpoints the assistant's `call_endpoint` posts to, through the page reader's address checks. */
   webEndpoint: EndpointCaller;
+  /**
+   * Business-context documents' limits (a test may change them), and how a company's site is read
+   * from its domain: the page reader (the web page column's address checks) and where a domain's
+   * pages are (https://<domain>; a test points it at a local server).
+   */
+  businessDocuments: BusinessDocumentLimits & { pageReader: EnrichmentProvider; siteOrigin: (domain: string) => string };
   /** The cloud drive's client, or the variables it needs (a test may set a client on it). */
   cloudDrive: CloudDriveClient | { missing: string[] };
   /** The keys stored third-party secrets are sealed with; null for the one kept in the database (services/platform/sealing.ts). */
@@ -303,6 +328,11 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     operations: null,
     webEndpoint: endpointCaller({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
     chatAttachments: { ...config.chatAttachments },
+    businessDocuments: {
+      ...config.businessDocuments,
+      pageReader: webPageReader({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
+      siteOrigin: (domain) => `https://${domain}`,
+    },
     cloudDrive: 'missing' in config.cloudDrive ? config.cloudDrive : createCloudDriveClient(config.cloudDrive),
     secretsKeys: config.secretsKeys,
   };

@@ -85,6 +85,9 @@ import { assistantTurnQuery, assistantTurnWorkflowId, decideCardsUpdate } from '
 import type { ChatAttachmentActivities } from '../activities/assistant/attachments.js';
 import { chatAttachmentWorkflow } from '../workflows/assistant/chat-attachment.js';
 import { chatAttachmentWorkflowId } from '../workflows/assistant/chat-attachment.contract.js';
+import { documentWorkflow } from '../workflows/documents/document.js';
+import { documentWorkflowId } from '../workflows/documents/document.contract.js';
+import type { DocumentActivities } from '../activities/documents/documents.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -380,6 +383,19 @@ const chatAttachmentFakes = {
   },
   failChatAttachment: async () => undefined,
 } satisfies Partial<ChatAttachmentActivities>;
+// Business-context documents: one read, chunked and summarised; one refused as unreadable, recorded `failed`.
+const documentStep = (name: string, detail: string | null) => ({ name, detail, started_at: '2026-01-01T00:00:00.000Z', finished_at: '2026-01-01T00:00:00.010Z', duration_ms: 10 });
+const documentFakes = {
+  beginDocumentRun: async () => true,
+  readDocumentText: async ({ documentId }: { documentId: string; run: number }) => {
+    if (documentId === 'document-refused') {
+      throw ApplicationFailure.nonRetryable('The PDF could not be read: The PDF is damaged or truncated and cannot be read. Upload an undamaged copy without a password.', 'unprocessable');
+    }
+    return { continue: true, steps: [documentStep('extract', 'plain text, 200 characters'), documentStep('chunk', '1 chunk of at most 8,000 characters')] };
+  },
+  summariseDocument: async () => ({ ready: true, steps: [documentStep('summarise', 'local extractive summary (no chat model configured)')] }),
+  failDocumentRun: async ({ error }: { error: string }) => ({ steps: [documentStep('failed', error)] }),
+} satisfies Partial<DocumentActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -388,6 +404,7 @@ const worker = await Worker.create({
   activities: {
     ...assistantTurnActivities,
     ...chatAttachmentFakes,
+    ...documentFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -628,6 +645,14 @@ await worker.runUntil(async () => {
     taskQueue, workflowId: chatAttachmentWorkflowId('attachment-refused'), args: [{ attachmentId: 'attachment-refused', workspaceId: 'w' }],
   });
   await attachmentRefused.result();
+  const documentRead = await env.client.workflow.start(documentWorkflow, {
+    taskQueue, workflowId: documentWorkflowId('document-read'), args: [{ documentId: 'document-read', workspaceId: 'w', run: 1 }],
+  });
+  await documentRead.result();
+  const documentRefused = await env.client.workflow.start(documentWorkflow, {
+    taskQueue, workflowId: documentWorkflowId('document-refused'), args: [{ documentId: 'document-refused', workspaceId: 'w', run: 1 }],
+  });
+  await documentRefused.result();
 
   const histories = [
     ['credit-hold-expired', expired],
@@ -652,6 +677,8 @@ await worker.runUntil(async () => {
     ['assistant-turn-two-cards-one-approved', turn],
     ['chat-attachment-read', attachmentRead],
     ['chat-attachment-refused-recorded', attachmentRefused],
+    ['document-read-ready', documentRead],
+    ['document-refused-failed', documentRefused],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

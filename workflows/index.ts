@@ -14,3 +14,4 @@ export { sequenceContactWorkflow, sequenceFeedWorkflow } from './sequences/seque
 export { mailboxPollWorkflow } from './inbox/mailbox-poll.js';
 export { assistantTurnWorkflow } from './assistant/assistant-turn.js';
 export { chatAttachmentWorkflow } from './assistant/chat-attachment.js';
+export { documentWorkflow } from './documents/document.js';

@@ -22,6 +22,8 @@ import { answerText, appendParts, appendToolOutput, openTextBlocks, findModelSte
 import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
 import { workspaceBrief } from '../../store/assistant/workspace.js';
+import { businessContext } from '../../store/documents/documents.js';
+import { contextCharsDefault } from '../../domain/documents/documents.js';
 
 export interface AssistantTurnDeps {
   sql: Sql;
@@ -31,6 +33,8 @@ export interface AssistantTurnDeps {
   operations: () => OperationDoor | null;
   endpoints: () => EndpointCaller;
   enrichmentProviders: EnrichmentProviders;
+  /** Characters of business-context summaries a prompt reads (DOCUMENT_CONTEXT_CHARS); 12000 when omitted. */
+  businessContextChars?: () => number;
   /** How long text deltas gather before they are written as one part. */
   flushMs?: number;
 }
@@ -53,7 +57,7 @@ export interface ProposedCard {
 
 const historyMax = 40;
 
-function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachments: AttachmentRecord[]): string {
+function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachments: AttachmentRecord[], business: { title: string; summary: string }[] = []): string {
   const tables = brief.tables.map((t) => `- table "${t.name}" (${t.id}), ${t.row_count} rows`).join('\n') || '- no tables yet';
   const sequences = brief.sequences.map((s) => `- sequence "${s.name}" (${s.id}), ${s.status}`).join('\n') || '- no sequences yet';
   return [
@@ -65,6 +69,11 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachm
     sequences,
     ...(attachments.length
       ? ['Files attached to this conversation (read them with read_attachment):', ...attachments.map((a) => `- "${a.filename}" (${a.id}), ${a.kind}, ${a.status === 'ready' ? `${a.page_count} ${a.kind === 'pdf' ? 'pages' : 'rows'}` : a.status}`)]
+      : []),
+    // Business context (decision 035): the workspace's included document summaries, oldest first, within the budget.
+    ...(business.length
+      ? ['', 'What this workspace sells (business-context documents the workspace gave you, summarised; use them, do not quote them as your own claims):',
+        ...business.map((d) => `### ${d.title}\n${d.summary}`)]
       : []),
   ].join('\n');
 }
@@ -100,12 +109,13 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       opening.push({ type: 'start-step' });
       await appendParts(sql, messageId, opening);
 
-      const [brief, attachments, history] = await Promise.all([
+      const [brief, attachments, history, business] = await Promise.all([
         workspaceBrief(sql, ctx.workspace_id),
         listAttachments(sql, ctx.workspace_id, ctx.conversation_id),
         conversationHistory(sql, messageId, historyMax),
+        businessContext(sql, ctx.workspace_id, deps.businessContextChars?.() ?? contextCharsDefault),
       ]);
-      const messages: ChatMessage[] = [{ role: 'system', content: systemPrompt(brief, attachments) }, ...history, ...transcript];
+      const messages: ChatMessage[] = [{ role: 'system', content: systemPrompt(brief, attachments, business) }, ...history, ...transcript];
       const textId = `text-${step}-${attempt}`;
       let text = '';
       let pending = '';

@@ -89,6 +89,12 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     await stack.app.inject({ method: 'POST', url: `/assistant/conversations/${attachmentConversation}/attachments/`, headers: { ...withKey(owner.apiKey), ...attachmentForm.headers }, payload: attachmentForm.payload })
   ).json();
   expect(attachment.status).toBe('ready');
+  // A business-context document of the owner's (plain text, uploaded).
+  const documentForm = multipartBody({ filename: 'owned.txt', contentType: 'text/plain', data: Buffer.from('Owned business context.\n') });
+  const businessDocument = (
+    await stack.app.inject({ method: 'POST', url: '/business-context/documents/', headers: { ...withKey(owner.apiKey), ...documentForm.headers }, payload: documentForm.payload })
+  ).json();
+  expect(businessDocument.status).toBe('pending');
 
   // The assistant: a conversation, an answer with two cards (one approved for the thread, which grants its verb; one pending).
   assistantTableId = (await ownerTables('/tables/', { name: 'Owned assistant table' })).id;
@@ -119,7 +125,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       session_id: trainingSession.id,
       thread_id: inboxThread!.id, label_id: inboxLabel.id, suggestion_id: inboxSuggestion.id, entry_id: dncEntry.id,
       mailbox_id: mailbox.id,
-      conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id },
+      conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id,
+      document_id: businessDocument.id },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
       resumeSequence: { expected_revision: 1 }, archiveSequence: { expected_revision: 1 }, enrolSequenceContacts: { row_ids: [row.id] },
@@ -172,6 +179,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'createTableRowsBulk',
     'createTableView',
     'deleteApiKey',
+    'deleteBusinessDocument',
     'deleteColumnTemplate',
     'deleteDoNotContact',
     'deleteEmailTemplate',
@@ -218,6 +226,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readApiKey',
     'readAssistantAction',
     'readAssistantConversation',
+    'readBusinessDocument',
     'readChatAttachmentPages',
     'readColumnRun',
     'readColumnTemplate',
@@ -255,6 +264,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'reportRunningWait',
     'reportStepAttempt',
     'reportStepResult',
+    'rereadBusinessDocument',
     'restoreTable',
     'resumeSequence',
     'resumeSequenceContact',
@@ -274,6 +284,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'suggestInboxReply',
     'updateApiKey',
     'updateAssistantConversation',
+    'updateBusinessDocument',
     'updateColumnTemplate',
     'updateEmailTemplate',
     'updateInboxLabel',
