@@ -40,6 +40,7 @@ import { assistantConversationRoutes } from './routes/assistant/conversations.js
 import { businessDocumentRoutes } from './routes/documents/documents.js';
 import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
 import { cloudDriveRoutes } from './routes/cloud-drive/cloud-drive.js';
+import { onboardingRoutes } from './routes/onboarding/onboarding.js';
 
 export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   // One set of outside services for every route (one suppliers object for agent tools, saved
@@ -118,6 +119,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(chatAttachmentRoutes(deps));
   await app.register(businessDocumentRoutes(deps));
   await app.register(cloudDriveRoutes(deps));
+  await app.register(onboardingRoutes(deps));
   // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
   const tableEvents = new TableEventHub(deps.sql, app.log);
   app.decorate('tableEvents', tableEvents);
