@@ -122,6 +122,8 @@ export async function updateDocument(db: Db, workspaceId: string, id: string, pa
       summary_edited = ${summarySet ? db`${patch.summary !== null}` : db`summary_edited`},
       summary_source = ${summarySet ? (patch.summary === null ? db`null` : db`'edited'`) : db`summary_source`},
       summary_generated_at = ${summarySet && patch.summary === null ? db`null` : db`summary_generated_at`},
+      -- A summary saved by hand while a run asked to regenerate is the one kept.
+      regenerate_summary = ${summarySet && patch.summary !== null ? db`false` : db`regenerate_summary`},
       updated_at = now()
     where id = ${id} and workspace_id = ${workspaceId}
     returning ${db(columns)}`;

@@ -12,6 +12,9 @@ import { webPageReader } from '../../integrations/web/web-page.js';
 import { serveChatModel, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { documentStepsQuery, documentWorkflowId } from '../../workflows/documents/document.contract.js';
+import { createDocumentActivities } from '../../activities/documents/documents.js';
+import { createDocumentExtractor } from '../../integrations/documents/extractor.js';
+import { insertDocument } from '../../store/documents/documents.js';
 import { buildPdf, buildZip, multipartBody } from '../support/documents.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
@@ -373,6 +376,57 @@ describe('a document from a company domain', () => {
       expect(res.json().detail).toMatch(/could not be read/);
     } finally {
       stack.integrations.businessDocuments.pageReader = reader;
+    }
+  });
+});
+
+describe('exactly once', () => {
+  it('a retried or replayed activity changes nothing and records no step twice; a finished run writes nothing more', async () => {
+    const ws = await ownWorkspace();
+    // Committed pending with no workflow: the activities are called by hand, as retries after a worker died would call them.
+    const inserted = await insertDocument(stack.sql, ws.workspaceId, { title: 'Crash', filename: 'crash.txt', contentType: 'text/plain', content: text(prose) }, 25);
+    if (inserted === 'full') throw new Error('full');
+    const extractor = createDocumentExtractor(stack.integrations.chatAttachments);
+    const activities = createDocumentActivities({ sql: stack.sql, extractor, chatModel: () => null });
+    const args = { documentId: inserted.id, run: 1 };
+    try {
+      expect(await activities.beginDocumentRun(args)).toBe(true);
+      expect(await activities.beginDocumentRun(args)).toBe(true);
+      expect((await activities.readDocumentText(args)).continue).toBe(true);
+      expect((await activities.readDocumentText(args)).continue).toBe(true);
+      expect((await activities.summariseDocument(args)).ready).toBe(true);
+      // The run is over: a late retry of any activity, or a failure report, writes nothing.
+      expect((await activities.summariseDocument(args)).ready).toBe(false);
+      expect(await activities.beginDocumentRun(args)).toBe(false);
+      expect((await activities.readDocumentText(args)).continue).toBe(false);
+      expect((await activities.failDocumentRun({ ...args, error: 'late' })).steps).toEqual([]);
+      // A stale run (1) cannot touch the next one (2).
+      expect((await send('POST', `${base}${inserted.id}/reread/`, {}, ws.apiKey)).statusCode).toBe(202);
+      expect(await activities.beginDocumentRun(args)).toBe(false);
+      const done = await settled(inserted.id, ws.apiKey);
+      expect(done.status).toBe('ready');
+      expect(done.steps.map((s) => s.name)).toEqual(['extract', 'chunk', 'summarise']);
+      const [row] = await stack.sql<{ run: number; status: string }[]>`select run, status from business_documents where id = ${inserted.id}`;
+      expect(row).toEqual({ run: 2, status: 'ready' });
+    } finally {
+      await extractor.close();
+    }
+  });
+});
+
+describe('the OpenAPI document', () => {
+  it('lists every business-context operation under its tag, with its error bodies', async () => {
+    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { operationId: string; tags: string[]; responses: Record<string, unknown> }>> };
+    const ops = Object.entries(doc.paths)
+      .filter(([path]) => path.startsWith('/business-context/'))
+      .flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ path, method, op })));
+    expect(ops.map((o) => o.op.operationId).sort()).toEqual([
+      'deleteBusinessDocument', 'generateBusinessDocument', 'listBusinessDocuments', 'readBusinessDocument', 'rereadBusinessDocument', 'updateBusinessDocument', 'uploadBusinessDocument',
+    ]);
+    for (const { op } of ops) {
+      expect(op.tags).toEqual(['business-context']);
+      expect(op.responses['500']).toBeDefined();
+      expect(JSON.stringify(op.responses['422'])).toContain('ValidationBody');
     }
   });
 });
