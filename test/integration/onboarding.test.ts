@@ -92,4 +92,28 @@ describe('onboarding checklist', () => {
     const other = await stack.createWorkspace('paid');
     expect((await as(other.accessToken, 'GET', '/onboarding/')).json()).toMatchObject({ dismissed: false, completed: 0 });
   });
+
+  it('documents its operations and the cloud drive\'s as the OpenAPI checks expect', async () => {
+    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const ops = [
+      ['/onboarding/', 'get', 'readOnboarding'],
+      ['/onboarding/dismiss/', 'post', 'dismissOnboarding'],
+      ['/onboarding/restore/', 'post', 'restoreOnboarding'],
+      ['/cloud-drive/', 'get', 'readCloudDrive'],
+      ['/cloud-drive/', 'delete', 'disconnectCloudDrive'],
+      ['/cloud-drive/connect/', 'post', 'connectCloudDrive'],
+      ['/cloud-drive/callback/', 'get', 'completeCloudDriveConnect'],
+    ] as const;
+    for (const [path, method, operationId] of ops) {
+      const op = doc.paths[path]?.[method];
+      expect(op?.operationId, `${method} ${path}`).toBe(operationId);
+      expect(op.responses['500']).toBeDefined();
+      expect(op.responses['503']).toBeDefined();
+      const authenticated = op.security.every((s: object) => Object.keys(s).length > 0);
+      expect(authenticated, `${method} ${path}`).toBe(path !== '/cloud-drive/callback/');
+      if (authenticated) expect(JSON.stringify(op.responses['422']), `${method} ${path}`).toContain('ValidationBody');
+    }
+    // No response schema of the drive has a token field.
+    expect(JSON.stringify(doc.paths['/cloud-drive/'])).not.toMatch(/access_token|refresh_token/);
+  });
 });

@@ -19,7 +19,7 @@ async function checklistFor(sql: Sql, principal: Principal) {
 }
 
 function memberOf(principal: Principal): string {
-  if (!principal.memberId) throw new ApiError('unprocessable', 'This credential acts for no member (its key outlived the member who made it), so there is no one to dismiss the checklist for.');
+  if (!principal.memberId) throw new ApiError('forbidden', 'This credential acts for no member (its key outlived the member who made it), so there is no one to dismiss the checklist for.');
   return principal.memberId;
 }
 
@@ -46,7 +46,7 @@ export const onboardingRoutes =
           operationId: 'dismissOnboarding',
           tags,
           summary: 'Dismiss the checklist for the member asking (others still see it); dismissing again changes nothing',
-          response: { 200: OnboardingChecklistSchema, 422: DetailBodySchema.describe('The credential acts for no member') },
+          response: { 200: OnboardingChecklistSchema, 403: DetailBodySchema.describe('The credential acts for no member (a key that outlived its maker), or may not write') },
         },
       },
       async (request) => {
@@ -63,7 +63,7 @@ export const onboardingRoutes =
           operationId: 'restoreOnboarding',
           tags,
           summary: 'Bring the checklist back for the member asking',
-          response: { 200: OnboardingChecklistSchema, 422: DetailBodySchema.describe('The credential acts for no member') },
+          response: { 200: OnboardingChecklistSchema, 403: DetailBodySchema.describe('The credential acts for no member (a key that outlived its maker), or may not write') },
         },
       },
       async (request) => {
