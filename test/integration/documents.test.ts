@@ -159,6 +159,9 @@ describe('uploads of every kind', () => {
     expect(res.statusCode).toBe(202);
     const doc = res.json() as Doc;
     expect(doc).toMatchObject({ status: 'pending', steps: [], summary: null, source: 'upload', error: null });
+    // The row was committed before the workflow started.
+    const started = (await stack.client.workflow.getHandle(documentWorkflowId(doc.id)).describe()).startTime;
+    expect(started.getTime()).toBeGreaterThanOrEqual(Date.parse(doc.created_at));
     await settled(doc.id);
   });
 

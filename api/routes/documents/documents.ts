@@ -123,7 +123,7 @@ export const businessDocumentRoutes =
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
         const inserted = await insertDocument(sql, workspaceId, { title: titleFromFilename(filename), filename, contentType: kindContentTypes[kind], content }, limits.maxDocuments);
         if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
-        await startDocumentRun(temporal.client, temporal.taskQueue, inserted);
+        await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
         return reply.code(202).send(shown(inserted));
       },
     );
@@ -163,7 +163,7 @@ export const businessDocumentRoutes =
         const content = Buffer.from(markdown, 'utf8');
         const inserted = await insertDocument(sql, workspaceId, { title: domain, filename: `${domain}.md`, contentType: kindContentTypes.markdown, content }, limits.maxDocuments);
         if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
-        await startDocumentRun(temporal.client, temporal.taskQueue, inserted);
+        await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
         return reply.code(202).send(shown(inserted));
       },
     );
@@ -211,7 +211,7 @@ export const businessDocumentRoutes =
         if (request.body.summary === null) {
           const rerun = await startRerun(sql, workspaceId, id, true);
           if (rerun && rerun !== 'busy') {
-            await startDocumentRun(temporal.client, temporal.taskQueue, rerun);
+            await startDocumentRun(temporal.client, temporal.taskQueue, rerun, sql);
             doc = rerun;
           }
         }
@@ -260,7 +260,7 @@ export const businessDocumentRoutes =
         const rerun = await startRerun(sql, principalOf(request).workspaceId, request.params.document_id, request.body?.regenerate_summary ?? false);
         if (!rerun) throw notFound('Document');
         if (rerun === 'busy') throw new ApiError('conflict', 'The document is still being processed; re-read it once it is ready or failed.');
-        await startDocumentRun(temporal.client, temporal.taskQueue, rerun);
+        await startDocumentRun(temporal.client, temporal.taskQueue, rerun, sql);
         return reply.code(202).send(shown(rerun));
       },
     );
