@@ -31,8 +31,11 @@ export async function summariseText(chunks: string[], model: ChatModel | null, s
     (await model.complete({ messages: [{ role: 'system', content: instructions }, { role: 'user', content: `${task}\n\n${content}` }], maxTokens: 700, temperature: 0.2, ...(signal ? { signal } : {}) })).content;
   let source = text;
   let calls = 0;
+  let cut = '';
   if (text.length > callChars) {
-    const parts = chunkText(text, callChars).slice(0, chunksMax);
+    const all = chunkText(text, callChars);
+    const parts = all.slice(0, chunksMax);
+    if (all.length > parts.length) cut = `; only the first ${parts.length} of ${all.length} parts were read`;
     const notes: string[] = [];
     for (const [index, part] of parts.entries()) {
       notes.push(await ask(part, `Part ${index + 1} of ${parts.length} of the document. Note its facts as bullet points.`));
@@ -43,5 +46,5 @@ export async function summariseText(chunks: string[], model: ChatModel | null, s
   const summary = clipSummary(await ask(source, text.length > callChars ? 'Notes taken from each part of the document. Summarise them as one.' : 'The document:'));
   calls += 1;
   if (!summary) return null;
-  return { text: summary, source: modelSummarySource(model.key), detail: `written by the chat model ${model.key} (${calls} call${calls === 1 ? '' : 's'})` };
+  return { text: summary, source: modelSummarySource(model.key), detail: `written by the chat model ${model.key} (${calls} call${calls === 1 ? '' : 's'}${cut})` };
 }
