@@ -49,7 +49,8 @@ const json = (res: ServerResponse, status: number, body: unknown, headers: Recor
 const driveError = (res: ServerResponse, code: number, status: string, message: string, reason: string, headers: Record<string, string> = {}) =>
   json(res, code, { error: { code, message, errors: [{ message, domain: 'global', reason }], status } }, headers);
 
-export async function startDriveSim(options: { accessTokenSeconds?: number; accountEmail?: string } = {}): Promise<DriveSim> {
+/** `rotateRefreshTokens`: each refresh answers a new refresh token and revokes the one used (as some drives do). */
+export async function startDriveSim(options: { accessTokenSeconds?: number; accountEmail?: string; rotateRefreshTokens?: boolean } = {}): Promise<DriveSim> {
   const clientId = `client-${randomBytes(4).toString('hex')}`;
   const clientSecret = randomBytes(12).toString('hex');
   const accountEmail = options.accountEmail ?? 'owner@drive.example';
@@ -112,7 +113,14 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
         const entry = refresh.get(form.get('refresh_token') ?? '');
         if (!entry || entry.revoked) return json(res, 400, { error: 'invalid_grant', error_description: 'Token has been expired or revoked.' });
         grants.refresh_token += 1;
-        return json(res, 200, { access_token: issueAccess(), expires_in: options.accessTokenSeconds ?? 3599, scope, token_type: 'Bearer' });
+        if (options.rotateRefreshTokens) entry.revoked = true;
+        return json(res, 200, {
+          access_token: issueAccess(),
+          ...(options.rotateRefreshTokens ? { refresh_token: issueRefresh() } : {}),
+          expires_in: options.accessTokenSeconds ?? 3599,
+          scope,
+          token_type: 'Bearer',
+        });
       }
       return json(res, 400, { error: 'unsupported_grant_type' });
     }

@@ -161,7 +161,15 @@ class TokenSession {
       grant = await this.client.refresh(refreshToken);
     } catch (error) {
       if (error instanceof DriveError && error.kind === 'invalid_grant') {
-        await markCloudDriveReconnectRequired(this.sql, workspaceId, connectedAt, reconnectMessage);
+        // Another process may have refreshed first with a drive that rotates refresh tokens: the
+        // one read here is then spent, but the connection is fine. Take the fresh access token.
+        const fresh = await readCloudDriveConnection(this.sql, workspaceId);
+        if (fresh && fresh.status === 'connected' && fresh.connected_at.getTime() === connectedAt.getTime() && fresh.refresh_token_sealed !== this.row.refresh_token_sealed) {
+          this.row = fresh;
+          this.accessToken = await this.openOrReconnect(fresh.access_token_sealed, context.access(workspaceId));
+          return;
+        }
+        await markCloudDriveReconnectRequired(this.sql, workspaceId, connectedAt, reconnectMessage, this.row.refresh_token_sealed);
         throw new CloudDriveReadError('reconnect_required', reconnectMessage);
       }
       throw error;

@@ -59,11 +59,16 @@ export async function storeRefreshedTokens(
   return rows.count > 0;
 }
 
-/** The grant is gone (revoked, expired, or its tokens no longer open): only connecting again helps. */
-export async function markCloudDriveReconnectRequired(db: Db, workspaceId: string, connectedAt: Date, lastError: string): Promise<void> {
+/**
+ * The grant is gone (revoked, expired, or its tokens no longer open): only connecting again helps.
+ * With `refreshSealed`, only while that refresh token is still the stored one (a refresh that
+ * failed after another process rotated it says nothing about the new one).
+ */
+export async function markCloudDriveReconnectRequired(db: Db, workspaceId: string, connectedAt: Date, lastError: string, refreshSealed?: string | null): Promise<void> {
   await db`
     update cloud_drive_connections set status = 'reconnect_required', last_error = ${lastError}, updated_at = now()
-    where workspace_id = ${workspaceId} and connected_at = ${connectedAt}`;
+    where workspace_id = ${workspaceId} and connected_at = ${connectedAt}
+      and (${refreshSealed ?? null}::text is null or refresh_token_sealed = ${refreshSealed ?? null})`;
 }
 
 export async function deleteCloudDriveConnection(db: Db, workspaceId: string): Promise<boolean> {

@@ -202,6 +202,31 @@ describe('cloud drive', () => {
     expect((await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withToken(member.accessToken) })).statusCode).toBe(200);
   });
 
+  it('with a drive that rotates refresh tokens, refreshes in turn and two refreshes at once leave it connected', async () => {
+    const rotating = await startDriveSim({ rotateRefreshTokens: true });
+    rotating.files.set('doc_9', { id: 'doc_9', name: 'Notes', mimeType: 'application/vnd.google-apps.document', content: 'notes' });
+    stack.integrations.cloudDrive = createCloudDriveClient(driveSimConfig(rotating));
+    try {
+      const ws = await stack.createWorkspace('paid');
+      const started = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withKey(ws.apiKey) });
+      const back = await rotating.consent(started.json().authorize_url);
+      expect((await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(200);
+      for (let i = 0; i < 2; i += 1) {
+        rotating.expireAccessTokens();
+        expect((await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')).content.toString()).toBe('notes');
+      }
+      expect(rotating.grants.refresh_token).toBe(2);
+      rotating.expireAccessTokens();
+      await Promise.allSettled([1, 2, 3].map(() => readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')));
+      const state = await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(ws.apiKey) });
+      expect(state.json()).toMatchObject({ status: 'connected', last_error: null });
+      expect((await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')).name).toBe('Notes');
+    } finally {
+      await rotating.close();
+      configure();
+    }
+  });
+
   it('disconnects: the tokens are deleted and reads say the drive is not connected', async () => {
     configure();
     const removed = await stack.app.inject({ method: 'DELETE', url: '/cloud-drive/', headers: withKey(paid.apiKey) });
