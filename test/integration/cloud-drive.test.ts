@@ -8,6 +8,11 @@ import { createCloudDriveClient } from '../../integrations/cloud-drive/drive-cli
 import { CloudDriveReadError, readDriveFile } from '../../services/cloud-drive/drive.js';
 import { startDriveSim, driveSimConfig, type DriveSim } from '../../sim/drive-server.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
+import { pino } from 'pino';
+import { Writable } from 'node:stream';
+import { buildApp } from '../../api/app.js';
+import { createTokenVerifier } from '../../services/platform/tokens.js';
+import { resolveTokenConfig } from '../../worker/auth-config.js';
 
 const { stack, paid, free } = useTestStack();
 let sim: DriveSim;
@@ -224,6 +229,40 @@ describe('cloud drive', () => {
     } finally {
       await rotating.close();
       configure();
+    }
+  });
+
+  it('never writes a token to a log line, at the most verbose level, through connect, refresh, refusals and a revoked grant', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'trace' }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
+    const operations = stack.integrations.operations; // buildApp points the shared integrations at its own app: put it back after
+    const app = await buildApp({
+      sql: stack.sql,
+      temporal: { client: stack.client, taskQueue: stack.taskQueue },
+      verifyToken: createTokenVerifier(await resolveTokenConfig(stack.sql, {})),
+      rateLimit: { limit: 0, windowSeconds: 60 },
+      logger,
+      integrations: stack.integrations,
+    });
+    try {
+      configure();
+      const ws = await stack.createWorkspace('paid');
+      const started = await app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withKey(ws.apiKey) });
+      const back = await sim.consent(started.json().authorize_url);
+      expect((await app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(200);
+      expect((await app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(422);
+      await app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(ws.apiKey) });
+      sim.expireAccessTokens();
+      await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_1');
+      await readError(ws.workspaceId, 'secret_1');
+      const [row] = await stack.sql<{ access_token_sealed: string }[]>`select access_token_sealed from cloud_drive_connections where workspace_id = ${ws.workspaceId}`;
+      expect(lines.length).toBeGreaterThan(3);
+      const logged = lines.join('');
+      for (const token of [...sim.issued.access, ...sim.issued.refresh]) expect(logged).not.toContain(token);
+      expect(logged).not.toContain(row!.access_token_sealed);
+    } finally {
+      await app.close();
+      stack.integrations.operations = operations;
     }
   });
 
