@@ -55,7 +55,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createColumnRunActivities({ sql: deps.sql, enrichmentProviders }),
     ...createSequenceActivities({ sql: deps.sql, ...(mailer ? { messageDomain: mailer.domain } : {}) }),
     ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: integrations.publicBaseUrl }),
-    ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep }),
+    ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep, businessContextChars: integrations.businessDocuments.contextChars }),
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
     ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }),
     ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint, enrichmentProviders,
@@ -68,6 +68,11 @@ export function createActivities(deps: ActivityDeps) {
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */
 function outboundAgentActivities(deps: ActivityDeps, integrations: Integrations, enrichmentProviders: EnrichmentProviders) {
-  const outbound = { sql: deps.sql, chatModel: deps.chatModel === undefined ? integrations.chatModel : deps.chatModel, enrichmentProviders };
+  const outbound = {
+    sql: deps.sql,
+    chatModel: deps.chatModel === undefined ? integrations.chatModel : deps.chatModel,
+    enrichmentProviders,
+    businessContextChars: integrations.businessDocuments.contextChars,
+  };
   return { ...createOutboundAgentActivities(outbound), ...createTrainingActivities(outbound) };
 }

@@ -6,6 +6,8 @@
  * key `agent-run:<run id>`), charged in the transaction that stores a result, and returned for an
  * empty answer or a failure.
  */
+import { businessContext } from '../../store/documents/documents.js';
+import { businessContextSection, contextCharsDefault } from '../../domain/documents/documents.js';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { insertStep as insertBrowserStep } from '../../store/pnet/step-queue.js';
@@ -73,6 +75,8 @@ import { afterStepTransitions } from '../pnet/steps.js';
 import { terminalStatuses } from '../../domain/pnet/settle.js';
 
 export interface AgentRunActivityDeps {
+  /** Characters of business context a prompt reads (DOCUMENT_CONTEXT_CHARS). */
+  businessContextChars?: number;
   sql: Sql;
   suppliers: AgentSuppliers;
   /** Starts a browser step's workflow (read_pnet_profile queues one); idempotent. */
@@ -262,7 +266,7 @@ function profileFailure(step: StepRow): string {
   return `The profile read failed${said}.`;
 }
 
-export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRunActivityDeps) {
+export function createAgentRunActivities({ sql, suppliers, startStep, businessContextChars }: AgentRunActivityDeps) {
 
   /** A tool whose switch in /agent-tools/ is off is refused even when its supplier is there. */
   async function switchedOn(workspaceId: string, key: 'find_work_email' | 'read_pnet_profile') {
@@ -397,7 +401,10 @@ export function createAgentRunActivities({ sql, suppliers, startStep }: AgentRun
           const startColumn = agent.settings.starting_url_column_id;
           if (startColumn) startUrl = displayValue(read(startColumn) as CellValue) || null;
         }
-        const prompt = renderPrompt(agent.prompt, values, { agent: agent.settings.context, row: context });
+        // The `agent` section of a context_ref reads the agent's own context, then the workspace's business context.
+        const business = businessContextSection(await businessContext(tx, current.workspace_id, businessContextChars ?? contextCharsDefault));
+        const agentContext = [agent.settings.context, business].filter(Boolean).join('\n\n') || null;
+        const prompt = renderPrompt(agent.prompt, values, { agent: agentContext, row: context });
         if (current.price_credits > 0) {
           try {
             await holdCredits(tx, { workspaceId: current.workspace_id, amount: current.price_credits, causeKey: agentRunCauseKey(runId), ttlSeconds: 86_400 });

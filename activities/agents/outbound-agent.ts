@@ -8,6 +8,8 @@
  * releases it. The hold's cause key carries the write's attempt number, so a write retried after a
  * failure holds afresh and a message is still charged at most once.
  */
+import { businessContext } from '../../store/documents/documents.js';
+import { businessContextSection, contextCharsDefault } from '../../domain/documents/documents.js';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
@@ -49,6 +51,8 @@ import { researchContact, type Research } from '../../services/agents/research.j
 import { WriteRequest } from '../../domain/sequences/advance.js';
 
 export interface OutboundAgentDeps {
+  /** Characters of business context a prompt reads (DOCUMENT_CONTEXT_CHARS). */
+  businessContextChars?: number;
   sql: Sql;
   /** The configured chat model, or null: then the local template writer writes, for free. */
   chatModel: ChatModel | null;
@@ -93,6 +97,7 @@ function writerPrompt(ctx: WriteContext): string {
     `You write one outbound ${ctx.slot.kind.replace('_', ' ')} for the sender described below, to one person, using only facts from the research brief.`,
     `Sender's agent: ${ctx.agentName}.`,
     ctx.instructions ? `Instructions for every message:\n${ctx.instructions}` : '',
+    ctx.business ?? '',
     `This step (${ctx.slot.slot_key}):\n${ctx.slot.prompt}`,
     ctx.lessons.length > 0 ? `Lessons from people who reviewed earlier messages (follow them):\n${ctx.lessons.map((l) => `- ${l}`).join('\n')}` : '',
     'Answer a JSON object: {"angle": what the message leans on (a research category), "subject": string or null (null unless an email), ' +
@@ -264,6 +269,7 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
         lessons: [],
         thread,
         round: 0,
+        business: businessContextSection(await businessContext(sql, input.workspaceId, deps.businessContextChars ?? contextCharsDefault)),
       };
       const causeKey = `outbound-message:${claimed.id}:${claimed.attempt}`;
       let hold: CreditHold | null = null;

@@ -23,6 +23,7 @@ import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toPro
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
 import { workspaceBrief } from '../../store/assistant/workspace.js';
 import { businessContext } from '../../store/documents/documents.js';
+import { businessContextSection } from '../../domain/documents/documents.js';
 import { contextCharsDefault } from '../../domain/documents/documents.js';
 
 export interface AssistantTurnDeps {
@@ -71,10 +72,7 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachm
       ? ['Files attached to this conversation (read them with read_attachment):', ...attachments.map((a) => `- "${a.filename}" (${a.id}), ${a.kind}, ${a.status === 'ready' ? `${a.page_count} ${a.kind === 'pdf' ? 'pages' : 'rows'}` : a.status}`)]
       : []),
     // Business context (decision 035): the workspace's included document summaries, oldest first, within the budget.
-    ...(business.length
-      ? ['', 'What this workspace sells (business-context documents the workspace gave you, summarised; use them, do not quote them as your own claims):',
-        ...business.map((d) => `### ${d.title}\n${d.summary}`)]
-      : []),
+    ...(business.length ? ['', businessContextSection(business)] : []),
   ].join('\n');
 }
 

@@ -293,6 +293,8 @@ export interface WriteContext {
   thread: { slot_key: string; subject: string | null; body: string }[];
   /** Which rewrite this is (0 for the first write), so the local writer varies its angle. */
   round: number;
+  /** The workspace's business context (domain/documents businessContextSection); empty when it has none. */
+  business?: string;
 }
 
 const clip = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`);

@@ -367,3 +367,16 @@ export function companyDocument(domain: string, facts: CompanyFacts, writer: { m
   }
   return `${lines.join('\n')}\n`;
 }
+
+/**
+ * The business context as every prompt of the workspace reads it (the assistant, the outbound
+ * agent, saved agents' `context_ref`, suggested replies): the included ready summaries, oldest
+ * first within the budget. Empty when there are none.
+ */
+export function businessContextSection(documents: { title: string; summary: string }[]): string {
+  if (documents.length === 0) return '';
+  return [
+    'What this workspace sells (business-context documents the workspace gave, summarised; use them, do not quote them as your own claims):',
+    ...documents.map((d) => `### ${d.title}\n${d.summary}`),
+  ].join('\n');
+}

@@ -1,4 +1,6 @@
 /** The unified inbox's use cases: threads and labels, settings, replies, suggestions, bulk do-not-contact and mailboxes, over the store. */
+import { businessContext } from '../../store/documents/documents.js';
+import { businessContextSection, contextCharsDefault } from '../../domain/documents/documents.js';
 import type { Client } from '@temporalio/client';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { ChatModel } from '../../integrations/chat-model.js';
@@ -107,6 +109,8 @@ export interface InboxServiceDeps {
   temporal: { client: Client; taskQueue: string };
   mailer: Mailer | null;
   chatModel: ChatModel | null;
+  /** Characters of business context a suggestion's prompt reads (DOCUMENT_CONTEXT_CHARS). */
+  businessContextChars?: number;
 }
 
 const replySubject = (subject: string | null) => (subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : '(no subject)');
@@ -219,6 +223,7 @@ export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, 
     subject: thread.subject,
     messages: history.filter((m) => m.kind === 'reply' || m.kind === 'sent').map((m) => ({ direction: m.direction, body: m.body })),
     answering: answering.body,
+    business: businessContextSection(await businessContext(sql, workspaceId, deps.businessContextChars ?? contextCharsDefault)),
   };
   const id = randomUUID();
   const insert = (db: Db, draft: SuggestionDraft, credits: number) =>

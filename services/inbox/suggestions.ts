@@ -17,6 +17,8 @@ export interface SuggestionContext {
   /** Oldest first; the last inbound one is the message answered. */
   messages: { direction: 'inbound' | 'outbound'; body: string }[];
   answering: string;
+  /** The workspace's business context (domain/documents businessContextSection); empty when it has none. */
+  business?: string;
 }
 
 export const firstName = (name: string | null) => (name ?? '').trim().split(/\s+/)[0] || 'there';
@@ -54,7 +56,8 @@ export async function modelSuggestion(model: ChatModel, ctx: SuggestionContext):
         role: 'system',
         content:
           'You write short, friendly, professional replies for a salesperson. Answer only with the reply text: no subject, no placeholders, no signature block beyond a simple sign-off. ' +
-          'If the person asks not to be contacted, acknowledge politely and promise no further contact.',
+          'If the person asks not to be contacted, acknowledge politely and promise no further contact.' +
+          (ctx.business ? `\n\n${ctx.business}` : ''),
       },
       { role: 'user', content: `Contact: ${ctx.contactName ?? 'unknown'}\nChannel: ${ctx.channel}\nSubject: ${ctx.subject ?? '(none)'}\n\nConversation:\n${transcript}\n\nWrite the reply to their last message.` },
     ],

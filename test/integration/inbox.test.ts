@@ -276,6 +276,21 @@ describe('suggested replies', () => {
     expect(await balance(ws)).toBe(9);
   });
 
+  it("reads the workspace's business context (included ready summaries) in the suggestion's prompt, and not an excluded one", async () => {
+    const ws = await stack.createWorkspace('paid');
+    await stack.sql`insert into credit_balances (workspace_id, available) values (${ws.workspaceId}, 10) on conflict (workspace_id) do update set available = 10`;
+    await stack.sql`
+      insert into business_documents (workspace_id, source, status, title, filename, content_type, size_bytes, summary, summary_generated_at, included_in_context)
+      values (${ws.workspaceId}, 'upload', 'ready', 'Price list', 'prices.md', 'text/markdown', 10, 'We sell the Gizmo Pro at 40 EUR a seat.', now(), true),
+             (${ws.workspaceId}, 'upload', 'ready', 'Old deck', 'old.md', 'text/markdown', 10, 'Retired offer: the Widget Classic.', now(), false)`;
+    const id = await seed(ws, { email: 'context@them.example', name: 'Ada', messages: [{ direction: 'inbound', body: 'What does it cost?', minutesAgo: 1 }] });
+    const res = await call('POST', `/inbox/threads/${id}/suggestions/`, undefined, ws, modelApp);
+    expect(res.statusCode).toBe(201);
+    const system = (JSON.parse(chat.requests.at(-1)!.body) as { messages: { role: string; content: string }[] }).messages[0]!.content;
+    expect(system).toContain('### Price list\nWe sell the Gizmo Pro at 40 EUR a seat.');
+    expect(system).not.toContain('Widget Classic');
+  });
+
   it('approves after an edit (sending the edit), refuses a second decision, and dismisses without sending', async () => {
     const id = await seed(paid, { email: 'approve@them.example', ourAddress: 'me@ours.example', messages: [{ direction: 'inbound', body: 'Interested.', minutesAgo: 1 }] });
     const suggestion = (await call('POST', `/inbox/threads/${id}/suggestions/`)).json();

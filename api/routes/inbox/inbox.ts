@@ -85,6 +85,7 @@ export const inboxRoutes =
       temporal: deps.temporal,
       mailer: deps.inbox.mailer,
       chatModel: deps.inbox.chatModel,
+      businessContextChars: deps.integrations.businessDocuments.contextChars,
     };
     const threadOf = async (workspaceId: string, threadId: string) => {
       const thread = await findThread(sql, workspaceId, threadId);
