@@ -63,7 +63,12 @@ export function createActivities(deps: ActivityDeps) {
     ...createCardActivities({ sql: deps.sql, enrichmentProviders, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint }),
     ...createChatAttachmentActivities({ sql: deps.sql, extractor }),
     // Business-context documents share the attachments' extractor threads (and their limits).
-    ...createDocumentActivities({ sql: deps.sql, extractor, chatModel: () => integrations.chatModel }) };
+    ...createDocumentActivities({
+      sql: deps.sql,
+      extractor,
+      chatModel: () => integrations.chatModel,
+      drive: { integrations, maxBytes: integrations.businessDocuments.maxUploadBytes },
+    }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

@@ -6,20 +6,26 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
-import { chunkChars, chunkText, kindOfContentType, step, type DocumentStep } from '../../domain/documents/documents.js';
+import { chunkChars, chunkText, detectDocumentKind, kindContentTypes, kindOfContentType, step, type DocumentStep } from '../../domain/documents/documents.js';
+import type { Integrations } from '../../integrations/config.js';
+import { CloudDriveReadError, readDriveFile } from '../../services/cloud-drive/drive.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { ChatModelError } from '../../integrations/chat-model.js';
 import type { DocumentExtractor } from '../../integrations/documents/extractor.js';
 import { DocumentUnreadable, readDocumentText } from '../../services/documents/read-text.js';
 import { summariseText } from '../../services/documents/summarise.js';
-import { appendStep, beginRun, failRun, finishRun, readChunks, saveChunks } from '../../store/documents/documents.js';
+import { appendStep, beginRun, failRun, finishRun, readChunks, recordDriveFile, saveChunks } from '../../store/documents/documents.js';
 import { unreadableDocumentFailure } from '../../workflows/documents/document.contract.js';
+
+type DriveIntegrations = Pick<Integrations, 'cloudDrive' | 'secretsKeys'>;
 
 export interface DocumentActivityDeps {
   sql: Sql;
   extractor: DocumentExtractor;
   /** Read at each call, so the model configured now is the one asked. */
   chatModel: () => ChatModel | null;
+  /** The cloud drive a `cloud_drive` document is read from, and the largest file read. */
+  drive?: { integrations: DriveIntegrations; maxBytes: number };
 }
 
 interface RunArgs {
@@ -62,12 +68,32 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
       const started = new Date();
       let text: string;
       let detail: string;
-      if (doc.content) {
-        const kind = kindOfContentType(doc.content_type);
-        if (!kind) throw unreadable(`Files of type ${doc.content_type} are not read; upload a PDF, DOCX, Markdown, plain text or HTML file.`);
+      let content = doc.content;
+      let contentType = doc.content_type;
+      if (doc.source === 'cloud_drive' && doc.drive_file_id) {
+        // Read from the drive at every run: a re-read sees the file as it is now.
+        if (!deps.drive) throw unreadable('The cloud drive cannot be read from this process.');
+        try {
+          const file = await readDriveFile(sql, deps.drive.integrations, doc.workspace_id, doc.drive_file_id, { maxBytes: deps.drive.maxBytes });
+          const kind = detectDocumentKind(file.content.subarray(0, 1024), file.name, file.contentType);
+          if (typeof kind !== 'string') throw unreadable(`"${file.name}": ${kind.refused}`);
+          content = file.content;
+          contentType = kindContentTypes[kind];
+          await recordDriveFile(sql, documentId, run, { name: file.name, contentType, size: file.content.length, webViewLink: file.webViewLink });
+        } catch (error) {
+          if (error instanceof CloudDriveReadError) {
+            if (error.reason === 'rate_limited' || error.reason === 'failed') throw ApplicationFailure.retryable(error.message, 'drive_unavailable');
+            throw unreadable(error.message);
+          }
+          throw error;
+        }
+      }
+      if (content) {
+        const kind = kindOfContentType(contentType);
+        if (!kind) throw unreadable(`Files of type ${contentType} are not read; upload a PDF, DOCX, Markdown, plain text or HTML file.`);
         const beat = heartbeating();
         try {
-          ({ text, detail } = await readDocumentText(kind, doc.content, deps.extractor));
+          ({ text, detail } = await readDocumentText(kind, content, deps.extractor));
         } catch (error) {
           if (error instanceof DocumentUnreadable) throw unreadable(error.message);
           throw error;

@@ -380,3 +380,18 @@ export function businessContextSection(documents: { title: string; summary: stri
     ...documents.map((d) => `### ${d.title}\n${d.summary}`),
   ].join('\n');
 }
+
+/** Drive link (2.15, 8): 1 to 25 drive file ids. */
+export const driveFileIdsMax = 25;
+export const DriveLinkRequestSchema = z
+  .strictObject({
+    file_ids: z
+      .array(z.string().min(1).max(255).regex(/^[A-Za-z0-9_-]+$/))
+      .min(1)
+      .max(driveFileIdsMax)
+      .describe('Drive file ids, each 1 to 255 characters of letters, digits, _ and -'),
+  })
+  .meta({ id: 'BusinessDocumentDriveLink' });
+export const DriveLinkAnswerSchema = z
+  .object({ documents: z.array(BusinessDocumentSchema).describe('In the order picked') })
+  .meta({ id: 'BusinessDocumentDriveLinkAnswer' });

@@ -152,6 +152,8 @@ export async function startRerun(db: Db, workspaceId: string, id: string, regene
 export interface RunDocument {
   id: string;
   workspace_id: string;
+  source: 'upload' | 'cloud_drive';
+  drive_file_id: string | null;
   status: DocumentStatus;
   run: number;
   filename: string;
@@ -166,7 +168,7 @@ export async function beginRun(db: Db, id: string, run: number): Promise<RunDocu
   const [row] = await db<RunDocument[]>`
     update business_documents set status = 'processing', updated_at = now()
     where id = ${id} and run = ${run} and status in ('pending', 'processing')
-    returning id, workspace_id, status, run, filename, content_type, content, summary_edited, regenerate_summary`;
+    returning id, workspace_id, source, drive_file_id, status, run, filename, content_type, content, summary_edited, regenerate_summary`;
   return row ?? null;
 }
 
@@ -239,4 +241,33 @@ export async function businessContext(db: Db, workspaceId: string, maxChars: num
     where workspace_id = ${workspaceId} and status = 'ready' and included_in_context and summary is not null
     order by created_at, id`;
   return promptDocuments(rows, maxChars).map((d) => ({ title: d.title, summary: d.summary }));
+}
+
+/**
+ * One `pending` document per drive file, in the order picked, all or none: 'full' when they would
+ * take the workspace past `maxDocuments` (counted with the workspace row locked).
+ */
+export async function insertDriveDocuments(sql: Sql, workspaceId: string, fileIds: string[], maxDocuments: number): Promise<DocumentRecord[] | 'full'> {
+  return transaction(sql, async (tx) => {
+    await tx`select 1 from workspaces where id = ${workspaceId} for update`;
+    const [counted] = await tx<{ count: number }[]>`select count(*)::int as count from business_documents where workspace_id = ${workspaceId}`;
+    if ((counted?.count ?? 0) + fileIds.length > maxDocuments) return 'full' as const;
+    const made: DocumentRecord[] = [];
+    for (const fileId of fileIds) {
+      const [row] = await tx<DocumentRow[]>`
+        insert into business_documents (workspace_id, source, title, filename, content_type, size_bytes, drive_file_id)
+        values (${workspaceId}, 'cloud_drive', ${fileId}, ${fileId}, 'application/octet-stream', 0, ${fileId})
+        returning ${tx(columns)}`;
+      made.push(toRecord(row!));
+    }
+    return made;
+  });
+}
+
+/** What reading a drive file learned of it: its name, type, size and link (the run's, while it is processing). */
+export async function recordDriveFile(db: Db, id: string, run: number, file: { name: string; contentType: string; size: number; webViewLink: string | null }): Promise<void> {
+  await db`
+    update business_documents set title = ${file.name.slice(0, 255) || 'Untitled'}, filename = ${file.name.slice(0, 255) || 'untitled'},
+      content_type = ${file.contentType}, size_bytes = ${file.size}, drive_web_view_link = ${file.webViewLink}, updated_at = now()
+    where id = ${id} and run = ${run} and status = 'processing'`;
 }

@@ -424,7 +424,7 @@ describe('the OpenAPI document', () => {
       .filter(([path]) => path.startsWith('/business-context/'))
       .flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ path, method, op })));
     expect(ops.map((o) => o.op.operationId).sort()).toEqual([
-      'deleteBusinessDocument', 'generateBusinessDocument', 'listBusinessDocuments', 'readBusinessDocument', 'rereadBusinessDocument', 'updateBusinessDocument', 'uploadBusinessDocument',
+      'deleteBusinessDocument', 'generateBusinessDocument', 'linkDriveDocuments', 'listBusinessDocuments', 'readBusinessDocument', 'rereadBusinessDocument', 'updateBusinessDocument', 'uploadBusinessDocument',
     ]);
     for (const { op } of ops) {
       expect(op.tags).toEqual(['business-context']);

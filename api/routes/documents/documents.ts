@@ -15,6 +15,8 @@ import { bytesLabel, cleanText } from '../../../domain/assistant/attachments.js'
 import {
   BusinessDocumentListSchema,
   BusinessDocumentSchema,
+  DriveLinkAnswerSchema,
+  DriveLinkRequestSchema,
   detectDocumentKind,
   GenerateRequestSchema,
   kindContentTypes,
@@ -26,8 +28,9 @@ import {
   type BusinessDocument,
 } from '../../../domain/documents/documents.js';
 import { startDocumentRun } from '../../../services/documents/document-client.js';
+import { cloudDriveClientOf, cloudDriveState } from '../../../services/cloud-drive/drive.js';
 import { generateCompanyDocument, SiteUnreadable } from '../../../services/documents/generate.js';
-import { deleteDocument, getDocument, insertDocument, listDocuments, startRerun, updateDocument, withBudget, type DocumentRecord } from '../../../store/documents/documents.js';
+import { deleteDocument, getDocument, insertDocument, insertDriveDocuments, listDocuments, startRerun, updateDocument, withBudget, type DocumentRecord } from '../../../store/documents/documents.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
@@ -165,6 +168,38 @@ export const businessDocumentRoutes =
         if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
         await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
         return reply.code(202).send(shown(inserted));
+      },
+    );
+
+    app.post(
+      '/business-context/documents/drive/',
+      {
+        schema: {
+          operationId: 'linkDriveDocuments',
+          tags,
+          summary: 'Add files of the connected cloud drive as business-context documents',
+          description:
+            'One `cloud_drive` document per file id (1 to 25), answered in the order picked, each `pending` and processed like an upload: the file is read from the drive ' +
+            '(native documents exported as text, other files downloaded) at every run, and its name, type and `drive_web_view_link` are filled in then. ' +
+            'A file the account cannot read (not found, no access, an unsupported kind) makes that document `failed` with the reason, not the request. ' +
+            'No drive connected is 409; a workspace the files would take past max_documents is 409 and nothing is added; a drive not configured is 503.',
+          body: DriveLinkRequestSchema,
+          response: {
+            202: DriveLinkAnswerSchema,
+            409: DetailBodySchema.describe('No drive connected, or the files would take the workspace past max_documents (the detail names the limit)'),
+            503: DetailBodySchema.describe('The cloud drive is not configured (the detail names the variables to set)'),
+          },
+        },
+      },
+      async (request, reply) => {
+        const { workspaceId } = principalOf(request);
+        cloudDriveClientOf(integrations);
+        const drive = await cloudDriveState(sql, workspaceId);
+        if (!drive.connected) throw new ApiError('conflict', 'No cloud drive is connected to this workspace: connect one (POST /cloud-drive/connect/) first.');
+        const made = await insertDriveDocuments(sql, workspaceId, request.body.file_ids, limits.maxDocuments);
+        if (made === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
+        for (const document of made) await startDocumentRun(temporal.client, temporal.taskQueue, document, sql);
+        return reply.code(202).send({ documents: made.map((d) => shown(d)) });
       },
     );
 
