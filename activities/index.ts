@@ -57,7 +57,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: integrations.publicBaseUrl }),
     ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep, businessContextChars: integrations.businessDocuments.contextChars }),
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
-    ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork }),
+    ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork, integrations }),
     ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint, enrichmentProviders,
       businessContextChars: () => integrations.businessDocuments.contextChars }),
     ...createCardActivities({ sql: deps.sql, enrichmentProviders, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint }),

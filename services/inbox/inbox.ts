@@ -1,4 +1,5 @@
 /** The unified inbox's use cases: threads and labels, settings, replies, suggestions, bulk do-not-contact and mailboxes, over the store. */
+import { seal, type Keyring } from '../../integrations/secrets/sealed.js';
 import { businessContext } from '../../store/documents/documents.js';
 import { businessContextSection, contextCharsDefault } from '../../domain/documents/documents.js';
 import type { Client } from '@temporalio/client';
@@ -315,8 +316,12 @@ export const toMailbox = (r: MailboxRow): Mailbox => ({
 });
 
 /** null when the workspace already reads that folder of that user on that host. */
-export async function createMailbox(db: Db, workspaceId: string, m: MailboxCreate): Promise<Mailbox | null> {
-  const row = await insertMailbox(db, workspaceId, m);
+/** What a mailbox's password is sealed with: its column and workspace, so a value copied elsewhere does not open. */
+export const mailboxPasswordContext = (workspaceId: string) => `inbox_mailboxes.password_sealed:${workspaceId}`;
+
+export async function createMailbox(db: Db, workspaceId: string, m: MailboxCreate, keyring: Keyring): Promise<Mailbox | null> {
+  const { password, ...rest } = m;
+  const row = await insertMailbox(db, workspaceId, rest, seal(keyring, password, mailboxPasswordContext(workspaceId)));
   return row ? toMailbox(row) : null;
 }
 
@@ -330,7 +335,7 @@ export async function getMailbox(db: Db, workspaceId: string, mailboxId: string)
 }
 
 /** 'missing', 'taken', or the mailbox. Another host, user or folder starts the cursor again. */
-export async function updateMailbox(db: Db, workspaceId: string, mailboxId: string, p: MailboxUpdate): Promise<Mailbox | 'missing' | 'taken'> {
+export async function updateMailbox(db: Db, workspaceId: string, mailboxId: string, p: MailboxUpdate, keyring: Keyring): Promise<Mailbox | 'missing' | 'taken'> {
   const current = await getMailbox(db, workspaceId, mailboxId);
   if (!current) return 'missing';
   const host = p.host?.toLowerCase() ?? current.host;
@@ -339,7 +344,8 @@ export async function updateMailbox(db: Db, workspaceId: string, mailboxId: stri
   const moved = host !== current.host || username !== current.username || folder !== current.folder;
   try {
     const row = await setMailbox(db, workspaceId, mailboxId, {
-      host, username, folder, port: p.port ?? current.port, secure: p.secure ?? current.secure, password: p.password ?? null,
+      host, username, folder, port: p.port ?? current.port, secure: p.secure ?? current.secure,
+      passwordSealed: p.password ? seal(keyring, p.password, mailboxPasswordContext(workspaceId)) : null,
       poll_seconds: p.poll_seconds ?? current.poll_seconds, enabled: p.enabled ?? current.enabled,
       uid_validity: moved ? null : current.uid_validity, last_uid: moved ? 0 : current.last_uid,
     });

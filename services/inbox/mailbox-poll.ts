@@ -1,4 +1,6 @@
 import { ImapFlow } from 'imapflow';
+import { SealedSecretError, unseal, type Keyring } from '../../integrations/secrets/sealed.js';
+import { mailboxPasswordContext } from './inbox.js';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isPrivateAddress } from '../../integrations/web/web-page.js';
@@ -52,6 +54,7 @@ export async function pollMailbox(
   mailboxId: string,
   onStop: (workspaceId: string, emails: string[]) => Promise<void> = async () => {},
   options: MailboxNetwork = { allowPrivateNetworks: false },
+  keyring?: Keyring,
 ): Promise<MailboxPollResult> {
   const box = await mailboxToPoll(sql, mailboxId);
   if (!box) return { state: 'gone', recorded: 0, more: false, pollSeconds: 0, uidValidity: null, lastUid: 0 };
@@ -65,10 +68,19 @@ export async function pollMailbox(
     await recordPollFailed(sql, box.id, message);
     return { state: 'failed', recorded: 0, more: false, ...base };
   }
+  let password: string;
+  try {
+    if (!keyring) throw new SealedSecretError('unknown_key', 'No sealing key is at hand.');
+    password = unseal(keyring, box.password_sealed, mailboxPasswordContext(box.workspace_id));
+  } catch (err) {
+    if (!(err instanceof SealedSecretError)) throw err;
+    await recordPollFailed(sql, box.id, 'The stored password cannot be opened (it was stored before passwords were sealed, or under another SECRETS_KEY): set the password again.');
+    return { state: 'failed', recorded: 0, more: false, ...base };
+  }
   // Connect to the address checked, not the name again (a second lookup could answer otherwise);
   // TLS still verifies the certificate against the name.
   const client = new ImapFlow({
-    host: address, port: box.port, secure: box.secure, auth: { user: box.username, pass: box.password }, logger: false,
+    host: address, port: box.port, secure: box.secure, auth: { user: box.username, pass: password }, logger: false,
     ...(isIP(box.host) ? {} : { servername: box.host }),
     disableAutoIdle: true, connectionTimeout: 20_000, greetingTimeout: 10_000, socketTimeout: 60_000,
   });

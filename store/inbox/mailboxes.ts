@@ -30,7 +30,8 @@ export interface PollMailboxRow {
   port: number;
   secure: boolean;
   username: string;
-  password: string;
+  /** The password as sealed (services/platform/sealing.ts); opened only to log in. */
+  password_sealed: string;
   folder: string;
   poll_seconds: number;
   enabled: boolean;
@@ -42,10 +43,10 @@ const mailboxColumns = (db: Db) => db`id, workspace_id, address, host, port, sec
   messages_recorded, last_polled_at, last_error, created_at`;
 
 /** undefined when the workspace already reads that folder of that user on that host. */
-export async function insertMailbox(db: Db, workspaceId: string, m: MailboxCreate): Promise<MailboxRow | undefined> {
+export async function insertMailbox(db: Db, workspaceId: string, m: Omit<MailboxCreate, 'password'>, passwordSealed: string): Promise<MailboxRow | undefined> {
   const [row] = await db<MailboxRow[]>`
-    insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password, folder, poll_seconds)
-    values (${workspaceId}, ${m.address.toLowerCase()}, ${m.host.toLowerCase()}, ${m.port}, ${m.secure}, ${m.username}, ${m.password}, ${m.folder}, ${m.poll_seconds})
+    insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password_sealed, folder, poll_seconds)
+    values (${workspaceId}, ${m.address.toLowerCase()}, ${m.host.toLowerCase()}, ${m.port}, ${m.secure}, ${m.username}, ${passwordSealed}, ${m.folder}, ${m.poll_seconds})
     on conflict (workspace_id, host, username, folder) do nothing
     returning ${mailboxColumns(db)}`;
   return row;
@@ -69,13 +70,13 @@ export async function setMailbox(
   workspaceId: string,
   mailboxId: string,
   m: {
-    host: string; username: string; folder: string; port: number; secure: boolean; password: string | null; poll_seconds: number; enabled: boolean;
+    host: string; username: string; folder: string; port: number; secure: boolean; passwordSealed: string | null; poll_seconds: number; enabled: boolean;
     uid_validity: number | null; last_uid: number;
   },
 ): Promise<MailboxRow | undefined> {
   const [row] = await db<MailboxRow[]>`
       update inbox_mailboxes set host = ${m.host}, username = ${m.username}, folder = ${m.folder}, port = ${m.port},
-        secure = ${m.secure}, password = coalesce(${m.password}, password),
+        secure = ${m.secure}, password_sealed = coalesce(${m.passwordSealed}, password_sealed),
         poll_seconds = ${m.poll_seconds}, enabled = ${m.enabled},
         uid_validity = ${m.uid_validity}, last_uid = ${m.last_uid}, last_error = null, updated_at = now()
       where id = ${mailboxId} and workspace_id = ${workspaceId}

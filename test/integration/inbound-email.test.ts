@@ -1,4 +1,7 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { seal } from '../../integrations/secrets/sealed.js';
+import { secretsKeyring } from '../../services/platform/sealing.js';
+import { mailboxPasswordContext } from '../../services/inbox/inbox.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { recordSentEmail } from '../../store/inbox/messages.js';
 import { mailboxPollWorkflow } from '../../workflows/inbox/mailbox-poll.js';
@@ -310,6 +313,10 @@ describe('reading a mailbox over IMAP', () => {
       const mailbox = created.json();
       expect(mailbox).toMatchObject({ workflow_id: `inbox-mailbox/${mailbox.id}`, folder: 'INBOX', last_uid: 0, enabled: true });
       expect(JSON.stringify(mailbox)).not.toContain('secret');
+      // Sealed at rest: the stored value is not the password, and it logs in (the poll below reads the folder).
+      const [stored] = await stack.sql<{ password_sealed: string }[]>`select password_sealed from inbox_mailboxes where id = ${mailbox.id}`;
+      expect(stored!.password_sealed).not.toContain('secret');
+      expect(stored!.password_sealed).toMatch(/^[^.]+\.[^.]+\./);
       const read = () => call('GET', `/inbox/mailboxes/${mailbox.id}/`).then((r) => r.json());
       expect(await waitFor(read, (m) => m.last_uid === 2)).toMatchObject({ uid_validity: 1000, messages_recorded: 2, last_error: null });
       const thread = (await call('GET', `/inbox/threads/${sentId}/`)).json();
@@ -356,16 +363,17 @@ describe('reading a mailbox over IMAP', () => {
 describe('a mailbox host', () => {
   it('is refused on a private network unless the operator allows it, with the reason kept on the mailbox', async () => {
     const ws = await stack.createWorkspace('paid');
+    const keyring = await secretsKeyring(stack.sql, stack.integrations);
     for (const host of ['127.0.0.1', 'localhost', '10.1.2.3', '169.254.169.254']) {
       const [box] = await stack.sql<{ id: string }[]>`
-        insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password, poll_seconds)
-        values (${ws.workspaceId}, 'me@ours.example', ${host}, 1, false, 'me', 'x', 3600) returning id`;
-      const result = await pollMailbox(stack.sql, box!.id, undefined, { allowPrivateNetworks: false });
+        insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password_sealed, poll_seconds)
+        values (${ws.workspaceId}, 'me@ours.example', ${host}, 1, false, 'me', ${seal(keyring, 'x', mailboxPasswordContext(ws.workspaceId))}, 3600) returning id`;
+      const result = await pollMailbox(stack.sql, box!.id, undefined, { allowPrivateNetworks: false }, keyring);
       expect(result).toMatchObject({ state: 'failed', recorded: 0 });
       const [row] = await stack.sql<{ last_error: string }[]>`select last_error from inbox_mailboxes where id = ${box!.id}`;
       expect(row!.last_error).toBe(`The mailbox host ${host} is in a private network; mailboxes must be reachable on the internet.`);
       // Allowed, the same host is tried: nothing listens on port 1, so the error is the connection's.
-      await pollMailbox(stack.sql, box!.id, undefined, { allowPrivateNetworks: true });
+      await pollMailbox(stack.sql, box!.id, undefined, { allowPrivateNetworks: true }, keyring);
       const [after] = await stack.sql<{ last_error: string }[]>`select last_error from inbox_mailboxes where id = ${box!.id}`;
       expect(after!.last_error).not.toContain('private network');
     }

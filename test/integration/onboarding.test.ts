@@ -36,8 +36,8 @@ describe('onboarding checklist', () => {
 
     // A mailbox is a sender too; business context is a document row.
     await stack.sql`
-      insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password, poll_seconds)
-      values (${ws.workspaceId}, 'sales@acme.test', '127.0.0.1', 993, true, 'sales', 'pw', 60)`;
+      insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password_sealed, poll_seconds)
+      values (${ws.workspaceId}, 'sales@acme.test', '127.0.0.1', 993, true, 'sales', 'not-a-real-sealed-value', 60)`;
     await stack.sql`
       insert into business_documents (workspace_id, title, filename, content_type, size_bytes)
       values (${ws.workspaceId}, 'Deck', 'deck.pdf', 'application/pdf', 10)`;

@@ -3,6 +3,7 @@
  * replies that wait for a person, settings of the inbound-email webhook, and bulk do-not-contact
  * with its reach (endpoint 7).
  */
+import { secretsKeyring } from '../../../services/platform/sealing.js';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
@@ -418,7 +419,7 @@ export const inboxRoutes =
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const mailbox = await createMailbox(sql, workspaceId, request.body);
+        const mailbox = await createMailbox(sql, workspaceId, request.body, await secretsKeyring(sql, deps.integrations));
         if (!mailbox) throw new ApiError('conflict', 'This workspace already reads that folder of that user on that host.');
         await wakeMailbox(deps.temporal.client, deps.temporal.taskQueue, { id: mailbox.id, workspaceId });
         return reply.code(201).send(mailbox);
@@ -455,7 +456,7 @@ export const inboxRoutes =
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
-        const result = await updateMailbox(sql, workspaceId, request.params.mailbox_id, request.body);
+        const result = await updateMailbox(sql, workspaceId, request.params.mailbox_id, request.body, await secretsKeyring(sql, deps.integrations));
         if (result === 'missing') throw notFound('Mailbox');
         if (result === 'taken') throw new ApiError('conflict', 'Another mailbox of this workspace reads that folder of that user on that host.');
         // A running workflow reads at once with the new settings (and ends if switched off); a stopped one starts again.
