@@ -3,23 +3,12 @@
  * record why it cannot be read. A file the extractor refuses (encrypted, damaged, an archive past
  * its limits, past the time or memory limit) is a non-retryable `unprocessable` failure.
  */
-import { Context } from '@temporalio/activity';
+import { heartbeating } from '../shared/heartbeat.js';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ExtractionRefused, type DocumentExtractor } from '../../integrations/documents/extractor.js';
 import { attachmentForExtraction, failAttachment, finishAttachment } from '../../store/assistant/attachments.js';
 import { unreadableFileFailure, type ChatAttachmentOutcome } from '../../workflows/assistant/chat-attachment.contract.js';
-
-/** A heartbeat every 5 s while in an activity (none when called outside one, as a test may). */
-function heartbeating(): NodeJS.Timeout | undefined {
-  let context: Context;
-  try {
-    context = Context.current();
-  } catch {
-    return undefined;
-  }
-  return setInterval(() => context.heartbeat(), 5_000);
-}
 
 export function createChatAttachmentActivities({ sql, extractor }: { sql: Sql; extractor: DocumentExtractor }) {
   return {

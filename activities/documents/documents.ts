@@ -5,6 +5,7 @@
  * changes nothing; each records its step once (by name) in the row and returns it to the workflow.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { heartbeating } from '../shared/heartbeat.js';
 import type { Sql } from '../../db/sql.js';
 import { chunkChars, chunkText, detectDocumentKind, kindContentTypes, kindOfContentType, step, type DocumentStep } from '../../domain/documents/documents.js';
 import type { Integrations } from '../../integrations/config.js';
@@ -31,16 +32,6 @@ export interface DocumentActivityDeps {
 interface RunArgs {
   documentId: string;
   run: number;
-}
-
-function heartbeating(): NodeJS.Timeout | undefined {
-  let context: Context;
-  try {
-    context = Context.current();
-  } catch {
-    return undefined;
-  }
-  return setInterval(() => context.heartbeat(), 5_000);
 }
 
 function attempt(): number {

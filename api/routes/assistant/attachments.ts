@@ -4,7 +4,6 @@
  * upload answers once the file's text is read (its workflow runs the extraction on the worker),
  * so a file that cannot be read is refused then, with the reason.
  */
-import fastifyMultipart from '@fastify/multipart';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler } from 'fastify-type-provider-zod';
@@ -18,7 +17,6 @@ import {
   ChatAttachmentPagesQuerySchema,
   ChatAttachmentPagesResponseSchema,
   ChatAttachmentSchema,
-  cleanText,
   detectAttachmentKind,
   pageReadBytesMax,
   type ChatAttachment,
@@ -35,6 +33,7 @@ import {
 import type { Reader } from '../../../store/assistant/conversations.js';
 import type { FastifyRequest } from 'fastify';
 import type { RouteDeps } from '../../deps.js';
+import { readUpload, registerUploads } from '../../plugins/uploads.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const ConversationParamsSchema = z.object({ conversation_id: UuidSchema });
@@ -74,22 +73,11 @@ function readerOf(request: FastifyRequest): Reader {
 const shown = ({ workspace_id: _workspace, ...attachment }: AttachmentRecord): ChatAttachment => attachment;
 
 /** A multipart body the parser cannot read (no boundary, cut short): 422, never a 500. */
-function unreadableBody(error: unknown): ValidationRefusal {
-  const reason = cleanText(String((error as Error)?.message ?? error)).trim();
-  return new ValidationRefusal([{ loc: ['body'], msg: `The body is not valid multipart/form-data (${reason})`, type: 'multipart_invalid', input: {} }]);
-}
-
-/** A file name a person can read: one line, at most 255 characters. */
-function filenameOf(raw: string | undefined): string {
-  const name = cleanText(raw ?? '').trim();
-  return (name || 'attachment').slice(0, 255);
-}
-
 export const chatAttachmentRoutes =
   ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // The size limit is applied per request (below), so a changed setting is heard at once.
-    await app.register(fastifyMultipart, { limits: { files: 1, fields: 10, parts: 20, fieldSize: 1024 } });
+    await registerUploads(app);
 
     app.post(
       '/assistant/conversations/:conversation_id/attachments/',
@@ -116,32 +104,13 @@ export const chatAttachmentRoutes =
         const reader = readerOf(request);
         const { conversation_id: conversationId } = request.params;
         if (!(await conversationReadable(sql, reader, conversationId))) throw notFound('Conversation');
-        if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
-        const maxBytes = integrations.chatAttachments.maxUploadBytes;
-        const part = await request.file({ limits: { fileSize: maxBytes, files: 1 } }).catch((error: unknown) => {
-          throw unreadableBody(error);
-        });
-        if (!part || part.fieldname !== 'file') {
-          part?.file.resume();
-          throw new ValidationRefusal([{ loc: ['body', 'file'], msg: 'Send the file in the multipart form field `file`', type: 'missing', input: part?.fieldname ?? {} }]);
-        }
-        let content: Buffer;
-        try {
-          content = await part.toBuffer();
-        } catch (error) {
-          if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') {
-            const limit = bytesLabel(maxBytes);
-            throw new ApiError('payload_too_large', `An attachment is at most ${limit}${limit.endsWith(' bytes') ? '' : ` (${maxBytes} bytes)`}; this file is larger.`);
-          }
-          throw unreadableBody(error);
-        }
-        const filename = filenameOf(part.filename);
-        const kind = detectAttachmentKind(content.subarray(0, 2048), filename, part.mimetype);
+        const { filename, mimetype, content } = await readUpload(request, { maxBytes: integrations.chatAttachments.maxUploadBytes, what: 'An attachment', fallbackName: 'attachment' });
+        const kind = detectAttachmentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
         const attachment = await insertAttachment(sql, reader, {
           conversationId,
           filename,
-          contentType: part.mimetype || 'application/octet-stream',
+          contentType: mimetype || 'application/octet-stream',
           kind,
           content,
         });

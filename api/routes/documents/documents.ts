@@ -5,13 +5,12 @@
  * commits the row `pending` and answers 202 before its workflow starts; the workflow takes it to
  * `processing`, then `ready` or `failed`.
  */
-import fastifyMultipart from '@fastify/multipart';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, ValidationRefusal, notFound } from '../../../domain/shared/errors.js';
-import { bytesLabel, cleanText } from '../../../domain/assistant/attachments.js';
+import { bytesLabel } from '../../../domain/assistant/attachments.js';
 import {
   BusinessDocumentListSchema,
   BusinessDocumentSchema,
@@ -32,6 +31,7 @@ import { cloudDriveClientOf, cloudDriveState } from '../../../services/cloud-dri
 import { generateCompanyDocument, SiteUnreadable } from '../../../services/documents/generate.js';
 import { deleteDocument, getDocument, insertDocument, insertDriveDocuments, listDocuments, startRerun, updateDocument, withBudget, type DocumentRecord } from '../../../store/documents/documents.js';
 import type { RouteDeps } from '../../deps.js';
+import { readUpload, registerUploads } from '../../plugins/uploads.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['business-context'];
@@ -40,18 +40,13 @@ const DocumentParamsSchema = z.object({ document_id: UuidSchema });
 /** The document as the API shows it. */
 const shown = ({ workspace_id: _w, run: _r, summary_source: _s, ...doc }: DocumentRecord, inBudget = true): BusinessDocument => ({ ...doc, in_prompt_budget: inBudget });
 
-function unreadableBody(error: unknown): ValidationRefusal {
-  const reason = cleanText(String((error as Error)?.message ?? error)).trim();
-  return new ValidationRefusal([{ loc: ['body'], msg: `The body is not valid multipart/form-data (${reason})`, type: 'multipart_invalid', input: {} }]);
-}
-
 const fullDetail = (max: number) =>
   `The workspace keeps at most ${max} business-context documents (max_documents); delete one before adding another.`;
 
 export const businessDocumentRoutes =
   ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    await app.register(fastifyMultipart, { limits: { files: 1, fields: 10, parts: 20, fieldSize: 1024 } });
+    await registerUploads(app);
     const limits = integrations.businessDocuments;
 
     app.get(
@@ -103,26 +98,8 @@ export const businessDocumentRoutes =
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
-        const maxBytes = limits.maxUploadBytes;
-        const part = await request.file({ limits: { fileSize: maxBytes, files: 1 } }).catch((error: unknown) => {
-          throw unreadableBody(error);
-        });
-        if (!part || part.fieldname !== 'file') {
-          part?.file.resume();
-          throw new ValidationRefusal([{ loc: ['body', 'file'], msg: 'Send the file in the multipart form field `file`', type: 'missing', input: part?.fieldname ?? {} }]);
-        }
-        let content: Buffer;
-        try {
-          content = await part.toBuffer();
-        } catch (error) {
-          if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') {
-            throw new ApiError('payload_too_large', `A business-context document is at most ${bytesLabel(maxBytes)} (${maxBytes} bytes); this file is larger.`);
-          }
-          throw unreadableBody(error);
-        }
-        const filename = (cleanText(part.filename ?? '').trim() || 'document').slice(0, 255);
-        const kind = detectDocumentKind(content.subarray(0, 2048), filename, part.mimetype);
+        const { filename, mimetype, content } = await readUpload(request, { maxBytes: limits.maxUploadBytes, what: 'A business-context document', fallbackName: 'document' });
+        const kind = detectDocumentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
         const inserted = await insertDocument(sql, workspaceId, { title: titleFromFilename(filename), filename, contentType: kindContentTypes[kind], content }, limits.maxDocuments);
         if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
