@@ -2,15 +2,22 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
+import { driveSimConfig, startDriveSim, type DriveSim } from '../../sim/drive-server.js';
 import { projectRoot } from '../../worker/tools.js';
 
-// The assistant's routes are fuzzed with a model to answer (a local one speaking the OpenAI
-// protocol); without one, asking is 503 by design and every answer would be that.
+// The assistant's and the cloud drive's routes are fuzzed with their outside services there to
+// answer (local twins: a model speaking the OpenAI protocol, a Drive-shaped API); without them
+// those routes answer 503 by design and every answer would be that.
 let model: ChatModelServer;
+let drive: DriveSim;
 beforeAll(async () => {
   model = await serveChatModel(() => ({ content: 'A short answer.' }));
+  drive = await startDriveSim();
 });
-afterAll(() => model?.close());
+afterAll(async () => {
+  await model?.close();
+  await drive?.close();
+});
 
 it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
   const child = spawn('npm', ['run', '--silent', 'fuzz:api'], {
@@ -25,6 +32,7 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
       OPENAI_API_KEY: 'local',
       OPENAI_MODEL: 'local-model',
       OPENAI_BASE_URL: model.url,
+      ...driveEnvironment(),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -38,3 +46,15 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   expect({ code, failures: code === 0 ? '' : (failures ?? output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
   expect(output).toMatch(/Tested: \d+/);
 }, 600_000);
+
+function driveEnvironment(): Record<string, string> {
+  const config = driveSimConfig(drive);
+  return {
+    DRIVE_CLIENT_ID: config.clientId,
+    DRIVE_CLIENT_SECRET: config.clientSecret,
+    DRIVE_AUTH_URL: config.authUrl,
+    DRIVE_TOKEN_URL: config.tokenUrl,
+    DRIVE_API_URL: config.apiUrl,
+    DRIVE_REDIRECT_URL: config.redirectUrl,
+  };
+}
