@@ -111,8 +111,10 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
   }
   answering = false;
 
-  // People's decisions, and the runs applied cards started.
-  const expiresAt = Date.now() + proposalLifetimeSeconds * 1000;
+  // People's decisions, and the runs applied cards started, for the cards' lifetime (a timer).
+  let timeUp = false;
+  void sleep(proposalLifetimeSeconds * 1000).then(() => (timeUp = true));
+  let expired = false;
   const undecided = () => [...statuses.values()].some((s) => s === 'pending');
   let checkMs = runCheckFirstMs;
   for (;;) {
@@ -129,15 +131,15 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
       }
       continue;
     }
-    const left = expiresAt - Date.now();
-    if (left <= 0) {
+    if (expired) break; // nothing more can decide the cards
+    if (timeUp) {
+      expired = true;
       for (const id of await cards.expireCards({ messageId: input.messageId })) statuses.set(id, 'expired');
       await condition(() => deciding === 0);
-      if (undecided()) break; // nothing more can decide them
       continue;
     }
     checkMs = runCheckFirstMs;
-    await condition(() => watching.size > 0 || (!undecided() && deciding === 0), left);
+    await condition(() => timeUp || watching.size > 0 || (!undecided() && deciding === 0));
   }
   await condition(allHandlersFinished);
   return state();
