@@ -29,7 +29,7 @@ import {
 import { startDocumentRun } from '../../../services/documents/document-client.js';
 import { cloudDriveClientOf, cloudDriveState } from '../../../services/cloud-drive/drive.js';
 import { generateCompanyDocument, SiteUnreadable } from '../../../services/documents/generate.js';
-import { deleteDocument, getDocument, insertDocument, insertDriveDocuments, listDocuments, startRerun, updateDocument, withBudget, type DocumentRecord } from '../../../store/documents/documents.js';
+import { deleteDocument, getDocument, insertDocument, insertDriveDocuments, listDocuments, type NewDocument, startRerun, updateDocument, withBudget, type DocumentRecord } from '../../../store/documents/documents.js';
 import type { RouteDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -48,6 +48,14 @@ export const businessDocumentRoutes =
   async (app) => {
     await registerUploads(app);
     const limits = integrations.businessDocuments;
+
+    /** A document committed `pending` (409 at max_documents), then its processing started. */
+    async function addDocument(workspaceId: string, input: NewDocument): Promise<BusinessDocument> {
+      const inserted = await insertDocument(sql, workspaceId, input, limits.maxDocuments);
+      if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
+      await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
+      return shown(inserted);
+    }
 
     app.get(
       '/business-context/documents/',
@@ -101,10 +109,7 @@ export const businessDocumentRoutes =
         const { filename, mimetype, content } = await readUpload(request, { maxBytes: limits.maxUploadBytes, what: 'A business-context document', fallbackName: 'document' });
         const kind = detectDocumentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
-        const inserted = await insertDocument(sql, workspaceId, { title: titleFromFilename(filename), filename, contentType: kindContentTypes[kind], content }, limits.maxDocuments);
-        if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
-        await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
-        return reply.code(202).send(shown(inserted));
+        return reply.code(202).send(await addDocument(workspaceId, { title: titleFromFilename(filename), filename, contentType: kindContentTypes[kind], content }));
       },
     );
 
@@ -141,10 +146,7 @@ export const businessDocumentRoutes =
           throw error;
         }
         const content = Buffer.from(markdown, 'utf8');
-        const inserted = await insertDocument(sql, workspaceId, { title: domain, filename: `${domain}.md`, contentType: kindContentTypes.markdown, content }, limits.maxDocuments);
-        if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
-        await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
-        return reply.code(202).send(shown(inserted));
+        return reply.code(202).send(await addDocument(workspaceId, { title: domain, filename: `${domain}.md`, contentType: kindContentTypes.markdown, content }));
       },
     );
 
