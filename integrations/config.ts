@@ -28,6 +28,8 @@ import type { EnrichmentProvider } from '../domain/tables/enrichments.js';
 import { webPageReader } from './web/web-page.js';
 import { createCloudDriveClient, type CloudDriveClient, type CloudDriveConfig } from './cloud-drive/drive-client.js';
 import { parseSealingKey } from './secrets/sealed.js';
+import { createStripeProvider, type StripeConfig } from './payments/stripe.js';
+import type { PaymentProvider } from './payments/provider.js';
 
 /** An environment: `process.env`, or a test's own. */
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -194,6 +196,24 @@ export interface IntegrationsConfig {
   cloudDrive: CloudDriveConfig | { missing: string[] };
   /** SECRETS_KEY (32 bytes, base64) seals stored third-party secrets; unset, the one kept in the database. SECRETS_KEY_PREVIOUS (comma-separated) still opens. */
   secretsKeys: { current: Buffer; previous: Buffer[] } | null;
+  /** Billing (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET, STRIPE_API_BASE, BILLING_RETURN_URL): the provider's settings, or what is missing. */
+  payments: (StripeConfig & { returnUrl: string }) | { missing: string[] };
+  /** Where a referral link points (REFERRAL_LINK_BASE, else PUBLIC_BASE_URL + /signup); null leaves links out. */
+  referralLinkBase: string | null;
+}
+
+function paymentsFrom(env: Environment): (StripeConfig & { returnUrl: string }) | { missing: string[] } {
+  const secretKey = env.STRIPE_SECRET_KEY?.trim();
+  const webhookSecret = env.STRIPE_WEBHOOK_SECRET?.trim();
+  const publicBase = env.PUBLIC_BASE_URL?.trim().replace(/\/+$/, '');
+  const returnUrl = env.BILLING_RETURN_URL?.trim() || (publicBase ? `${publicBase}/billing/` : '');
+  const missing = [
+    ...(secretKey ? [] : ['STRIPE_SECRET_KEY']),
+    ...(webhookSecret ? [] : ['STRIPE_WEBHOOK_SECRET']),
+    ...(returnUrl ? [] : ['BILLING_RETURN_URL (or PUBLIC_BASE_URL)']),
+  ];
+  if (!secretKey || !webhookSecret || !returnUrl) return { missing };
+  return { secretKey, webhookSecret, apiBase: env.STRIPE_API_BASE?.trim() || null, returnUrl };
 }
 
 /** The cloud drive's settings (Google's addresses by default); without DRIVE_CLIENT_ID or a callback address, what is missing. */
@@ -235,6 +255,8 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     businessDocuments: businessDocumentLimitsFrom(env),
     cloudDrive: cloudDriveFrom(env),
     secretsKeys: secretsKeysFrom(env),
+    payments: paymentsFrom(env),
+    referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
   };
 }
 
@@ -292,6 +314,9 @@ export interface Integrations {
   cloudDrive: CloudDriveClient | { missing: string[] };
   /** The keys stored third-party secrets are sealed with; null for the one kept in the database (services/platform/sealing.ts). */
   secretsKeys: { current: Buffer; previous: Buffer[] } | null;
+  /** The payment provider and where checkout returns to, or the variables billing needs (its routes answer 503 naming them; a test may set one). */
+  payments: { provider: PaymentProvider; returnUrl: string } | { missing: string[] };
+  referralLinkBase: string | null;
 }
 
 /**
@@ -335,5 +360,7 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     },
     cloudDrive: 'missing' in config.cloudDrive ? config.cloudDrive : createCloudDriveClient(config.cloudDrive),
     secretsKeys: config.secretsKeys,
+    payments: 'missing' in config.payments ? config.payments : { provider: createStripeProvider(config.payments), returnUrl: config.payments.returnUrl },
+    referralLinkBase: config.referralLinkBase,
   };
 }

@@ -26,6 +26,8 @@ create table billing_accounts (
   referral_code text not null unique,
   -- Attributed once, when the workspace is created through a referral link.
   referred_by uuid references workspaces (id) on delete set null,
+  -- When its billing workflow (workspace-billing/<id>: grants, grace and period ends) was started.
+  workflow_started_at timestamptz,
   updated_at timestamptz not null default now()
 );
 
