@@ -28,6 +28,7 @@ import type { EnrichmentProvider } from '../domain/tables/enrichments.js';
 import { webPageReader } from './web/web-page.js';
 import { createCloudDriveClient, type CloudDriveClient, type CloudDriveConfig } from './cloud-drive/drive-client.js';
 import { parseSealingKey } from './secrets/sealed.js';
+import { sourcingConfigFrom, createSourcing, type Sourcing, type SourcingConfig } from './sourcing.js';
 import { createStripeProvider, type StripeConfig } from './payments/stripe.js';
 import type { PaymentProvider } from './payments/provider.js';
 
@@ -200,6 +201,8 @@ export interface IntegrationsConfig {
   payments: (StripeConfig & { returnUrl: string }) | { missing: string[] };
   /** Where a referral link points (REFERRAL_LINK_BASE, else PUBLIC_BASE_URL + /signup); null leaves links out. */
   referralLinkBase: string | null;
+  /** Data sourcing (issue 23): APOLLO_API_KEY / APOLLO_API_URL, LEAD_SEARCH_PRICE_PER_ROW, HUBSPOT_API_URL, CT_LOG_URL. */
+  sourcing: SourcingConfig;
 }
 
 function paymentsFrom(env: Environment): (StripeConfig & { returnUrl: string }) | { missing: string[] } {
@@ -257,6 +260,7 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     secretsKeys: secretsKeysFrom(env),
     payments: paymentsFrom(env),
     referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
+    sourcing: sourcingConfigFrom(env),
   };
 }
 
@@ -317,6 +321,8 @@ export interface Integrations {
   /** The payment provider and where checkout returns to, or the variables billing needs (its routes answer 503 naming them; a test may set one). */
   payments: { provider: PaymentProvider; returnUrl: string } | { missing: string[] };
   referralLinkBase: string | null;
+  /** Lead-search providers, the CRM's address, the CT log and DNS for subdomains (a test may replace them). */
+  sourcing: Sourcing;
 }
 
 /**
@@ -362,5 +368,6 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     secretsKeys: config.secretsKeys,
     payments: 'missing' in config.payments ? config.payments : { provider: createStripeProvider(config.payments), returnUrl: config.payments.returnUrl },
     referralLinkBase: config.referralLinkBase,
+    sourcing: createSourcing(config.sourcing, { dnsServers: config.dnsServers }),
   };
 }

@@ -1,0 +1,55 @@
+/**
+ * Data sourcing's outside services (issue 23), from the configuration: the lead-search providers
+ * (Apollo with APOLLO_API_KEY), the CRM's API address (HubSpot's by default), the certificate-
+ * transparency source (crt.sh by default) and the DNS resolver subdomains are confirmed with
+ * (DNS_SERVERS, the one DNS setting). Read by integrations/config.ts, which passes the environment.
+ */
+import { createLeadSearchProviders, type LeadSearchProviders } from './lead-search/index.js';
+import type { ApolloConfig } from './lead-search/apollo.js';
+import { ctLogClient, type CtLogClient } from './ct-log/ct-log.js';
+import { hostResolver, type HostResolver } from './ct-log/resolve.js';
+
+export interface SourcingConfig {
+  apollo: ApolloConfig | null;
+  /** HUBSPOT_API_URL: https://api.hubapi.com by default. */
+  crmApiUrl: string;
+  /** CT_LOG_URL: https://crt.sh by default. */
+  ctLogUrl: string;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function wholeFrom(env: Env, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number, not "${raw}".`);
+  return value;
+}
+
+export function sourcingConfigFrom(env: Env): SourcingConfig {
+  const apolloKey = env.APOLLO_API_KEY?.trim();
+  return {
+    apollo: apolloKey
+      ? { apiKey: apolloKey, baseUrl: env.APOLLO_API_URL?.trim() || 'https://api.apollo.io', pricePerRow: wholeFrom(env, 'LEAD_SEARCH_PRICE_PER_ROW', 1) }
+      : null,
+    crmApiUrl: env.HUBSPOT_API_URL?.trim() || 'https://api.hubapi.com',
+    ctLogUrl: env.CT_LOG_URL?.trim() || 'https://crt.sh',
+  };
+}
+
+export interface Sourcing {
+  leadSearch: LeadSearchProviders;
+  crm: { apiUrl: string; timeoutMs: number };
+  ctLog: CtLogClient;
+  dns: HostResolver;
+}
+
+export function createSourcing(config: SourcingConfig, options: { dnsServers?: string[] | undefined }): Sourcing {
+  return {
+    leadSearch: createLeadSearchProviders({ apollo: config.apollo }),
+    crm: { apiUrl: config.crmApiUrl, timeoutMs: 30_000 },
+    ctLog: ctLogClient({ baseUrl: config.ctLogUrl }),
+    dns: hostResolver(options.dnsServers),
+  };
+}
