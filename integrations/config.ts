@@ -28,6 +28,8 @@ import type { EnrichmentProvider } from '../domain/tables/enrichments.js';
 import { webPageReader } from './web/web-page.js';
 import { createCloudDriveClient, type CloudDriveClient, type CloudDriveConfig } from './cloud-drive/drive-client.js';
 import { parseSealingKey } from './secrets/sealed.js';
+import { clientMetadataReader, type ClientMetadataReader } from './connected-apps/client-metadata.js';
+import { parseKnownApps, type KnownApps } from '../domain/connected-apps/connected-apps.js';
 import { sourcingConfigFrom, createSourcing, type Sourcing, type SourcingConfig } from './sourcing.js';
 import { createStripeProvider, type StripeConfig } from './payments/stripe.js';
 import type { PaymentProvider } from './payments/provider.js';
@@ -201,6 +203,8 @@ export interface IntegrationsConfig {
   payments: (StripeConfig & { returnUrl: string }) | { missing: string[] };
   /** Where a referral link points (REFERRAL_LINK_BASE, else PUBLIC_BASE_URL + /signup); null leaves links out. */
   referralLinkBase: string | null;
+  /** CONNECTED_APPS_KNOWN (`assistant_a=host,host;assistant_b=host`): where recognised AI apps serve their client metadata documents; none when unset. */
+  connectedAppsKnown: KnownApps;
   /** Data sourcing (issue 23): APOLLO_API_KEY / APOLLO_API_URL, LEAD_SEARCH_PRICE_PER_ROW, HUBSPOT_API_URL, CT_LOG_URL. */
   sourcing: SourcingConfig;
 }
@@ -259,6 +263,7 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     cloudDrive: cloudDriveFrom(env),
     secretsKeys: secretsKeysFrom(env),
     payments: paymentsFrom(env),
+    connectedAppsKnown: parseKnownApps(env.CONNECTED_APPS_KNOWN),
     referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
     sourcing: sourcingConfigFrom(env),
   };
@@ -321,6 +326,8 @@ export interface Integrations {
   /** The payment provider and where checkout returns to, or the variables billing needs (its routes answer 503 naming them; a test may set one). */
   payments: { provider: PaymentProvider; returnUrl: string } | { missing: string[] };
   referralLinkBase: string | null;
+  /** Connected AI apps: the recognised apps' hosts, and the reader of client metadata documents (the page reader's address checks). */
+  connectedApps: { known: KnownApps; clientMetadata: ClientMetadataReader };
   /** Lead-search providers, the CRM's address, the CT log and DNS for subdomains (a test may replace them). */
   sourcing: Sourcing;
 }
@@ -368,6 +375,12 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     secretsKeys: config.secretsKeys,
     payments: 'missing' in config.payments ? config.payments : { provider: createStripeProvider(config.payments), returnUrl: config.payments.returnUrl },
     referralLinkBase: config.referralLinkBase,
+    connectedApps: { known: config.connectedAppsKnown, clientMetadata: clientMetadataReader({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }) },
     sourcing: createSourcing(config.sourcing, { dnsServers: config.dnsServers }),
   };
+}
+
+/** CHROMIUM_PATH: the headless browser the consent-page test drives (Debian's `chromium` when unset). */
+export function readBrowserSettings(env: Environment = process.env): { chromiumPath: string | undefined } {
+  return { chromiumPath: env.CHROMIUM_PATH || undefined };
 }
