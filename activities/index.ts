@@ -15,6 +15,7 @@ import type { Mailer } from '../integrations/mailer.js';
 import { MailboxNetwork } from '../services/inbox/mailbox-poll.js';
 import { createInboxActivities } from './inbox/inbox.js';
 import { createCreditActivities } from './platform/credits.js';
+import { createBillingActivities } from './billing/billing.js';
 import { createSenderAccountActivities } from './pnet/sender-account.js';
 import { createPnetStepActivities } from './pnet/steps.js';
 import { createChatAttachmentActivities } from './assistant/attachments.js';
@@ -68,7 +69,8 @@ export function createActivities(deps: ActivityDeps) {
       extractor,
       chatModel: () => integrations.chatModel,
       drive: { integrations, maxBytes: integrations.businessDocuments.maxUploadBytes },
-    }) };
+    }),
+    ...createBillingActivities({ sql: deps.sql }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

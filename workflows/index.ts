@@ -15,3 +15,4 @@ export { mailboxPollWorkflow } from './inbox/mailbox-poll.js';
 export { assistantTurnWorkflow } from './assistant/assistant-turn.js';
 export { chatAttachmentWorkflow } from './assistant/chat-attachment.js';
 export { documentWorkflow } from './documents/document.js';
+export { workspaceBillingWorkflow } from './billing/workspace-billing.js';

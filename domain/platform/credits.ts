@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { TimestampSchema, UuidSchema } from '../shared/common.js';
 
-export const CreditMovementKindSchema = z.enum(['grant', 'hold', 'charge', 'release']);
+export const CreditMovementKindSchema = z.enum(['grant', 'hold', 'charge', 'release', 'revoke']);
 export type CreditMovementKind = z.infer<typeof CreditMovementKindSchema>;
 
 export const CreditBalanceSchema = z
@@ -18,7 +18,7 @@ export const CreditMovementSchema = z
   .object({
     id: z.int(),
     kind: CreditMovementKindSchema,
-    amount: z.int().describe('Credits moved, always positive; the kind says where (grant: into available, hold: available to held, charge: held to spent, release: held to available)'),
+    amount: z.int().describe('Credits moved, always positive; the kind says where (grant: into available, hold: available to held, charge: held to spent, release: held to available, revoke: taken back from available when the money that bought them was refunded or disputed)'),
     hold_id: UuidSchema.nullable(),
     cause_key: z.string(),
     note: z.string().nullable(),

@@ -35,21 +35,42 @@ export async function getBalance(db: Db, workspaceId: string): Promise<CreditBal
   return row ?? { available: 0, held: 0, spent: 0 };
 }
 
+/** Adds credits once per cause key, inside the caller's transaction; true when this call added them. */
+export async function grantCreditsIn(tx: Db, input: { workspaceId: string; amount: number; causeKey: string; note?: string }): Promise<boolean> {
+  if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A grant is a positive whole number of credits.');
+  if (!(await recordMovement(tx, { ...input, kind: 'grant' }))) return false;
+  await tx`
+    insert into credit_balances (workspace_id, available) values (${input.workspaceId}, ${input.amount})
+    on conflict (workspace_id) do update
+      set available = credit_balances.available + excluded.available, updated_at = now()`;
+  return true;
+}
+
 /** Adds credits once per cause key; a repeated cause is a no-op that returns the balance. */
 export async function grantCredits(
   sql: Sql,
   input: { workspaceId: string; amount: number; causeKey: string; note?: string },
 ): Promise<CreditBalance> {
-  if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A grant is a positive whole number of credits.');
   return sql.begin(async (tx) => {
-    if (await recordMovement(tx, { ...input, kind: 'grant' })) {
-      await tx`
-        insert into credit_balances (workspace_id, available) values (${input.workspaceId}, ${input.amount})
-        on conflict (workspace_id) do update
-          set available = credit_balances.available + excluded.available, updated_at = now()`;
-    }
+    await grantCreditsIn(tx, input);
     return getBalance(tx, input.workspaceId);
   }) as Promise<CreditBalance>;
+}
+
+/**
+ * Takes credits back (a refunded or disputed purchase) once per cause key, in the caller's
+ * transaction: at most what is available, since what was spent stays spent. Answers how many
+ * were taken (0 for a repeated cause or an empty balance).
+ */
+export async function revokeCreditsIn(tx: Db, input: { workspaceId: string; amount: number; causeKey: string; note: string }): Promise<number> {
+  const [balance] = await tx<{ available: number }[]>`
+    select available from credit_balances where workspace_id = ${input.workspaceId} for update`;
+  const take = Math.min(input.amount, Number(balance?.available ?? 0));
+  if (take <= 0) return 0;
+  const note = take < input.amount ? `${input.note} (${input.amount - take} already spent)` : input.note;
+  if (!(await recordMovement(tx, { workspaceId: input.workspaceId, kind: 'revoke', amount: take, causeKey: input.causeKey, note }))) return 0;
+  await tx`update credit_balances set available = available - ${take}, updated_at = now() where workspace_id = ${input.workspaceId}`;
+  return take;
 }
 
 /** What a hold sets aside; `id` names the hold ahead (a statement that links to it in the same breath). */
