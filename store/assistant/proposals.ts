@@ -3,6 +3,7 @@
  * decided once (compare-and-set on `pending`, the decision's key kept so the same decision
  * retried passes and any other is refused), and ended once (compare-and-set on `applying`).
  */
+import { recordWorkspaceEvent, withinTransaction } from '../notifications/outbox.js';
 import type { Db } from '../../db/sql.js';
 import {
   isGrantable,
@@ -103,6 +104,10 @@ export type NewProposal = Pick<
 
 /** Writes the card, or finds the one this tool call already raised. */
 export async function insertProposal(db: Db, p: NewProposal): Promise<ProposalRow> {
+  return withinTransaction(db, (tx) => insertProposalIn(tx, p));
+}
+
+async function insertProposalIn(db: Db, p: NewProposal): Promise<ProposalRow> {
   const [row] = await db<ProposalRow[]>`
     insert into assistant_proposals (workspace_id, conversation_id, message_id, tool_call_id, member_id, origin, kind, verb, input,
       batch_id, verb_label, summary, detail, price_credits, price_per, expected_credits, price_label, approve_label, price_aside,
@@ -114,7 +119,15 @@ export async function insertProposal(db: Db, p: NewProposal): Promise<ProposalRo
       ${p.prepared_column ? db.json(p.prepared_column as never) : null}, now() + ${p.lifetimeSeconds}::int * interval '1 second')
     on conflict (message_id, tool_call_id) do nothing
     returning *`;
-  if (row) return row;
+  if (row) {
+    if (row.status === 'pending') {
+      await recordWorkspaceEvent(db, {
+        workspaceId: row.workspace_id, type: 'card.awaiting_approval',
+        payload: { card_id: row.id, conversation_id: row.conversation_id ?? null, title: String(row.summary ?? row.verb_label ?? row.kind) },
+      });
+    }
+    return row;
+  }
   const [existing] = await db<ProposalRow[]>`
     select * from assistant_proposals where message_id = ${p.message_id} and tool_call_id = ${p.tool_call_id}`;
   return existing!;

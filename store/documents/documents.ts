@@ -5,6 +5,7 @@
  * document by workspace; processing goes by id.
  */
 import { transaction, type Db, type Sql } from '../../db/sql.js';
+import { recordWorkspaceEvent, withinTransaction } from '../notifications/outbox.js';
 import { inPromptBudget, promptDocuments, type BusinessDocument, type DocumentStatus, type DocumentStep } from '../../domain/documents/documents.js';
 
 interface DocumentRow {
@@ -205,6 +206,10 @@ export async function readChunks(db: Db, id: string): Promise<string[]> {
  * asked to regenerate; the upload's bytes are dropped. Null when the run was not processing (done already, or superseded).
  */
 export async function finishRun(db: Db, id: string, run: number, summary: { text: string; source: string } | null): Promise<DocumentRecord | null> {
+  return withinTransaction(db, (tx) => finishRunIn(tx, id, run, summary));
+}
+
+async function finishRunIn(db: Db, id: string, run: number, summary: { text: string; source: string } | null): Promise<DocumentRecord | null> {
   const [row] = await db<DocumentRow[]>`
     update business_documents set status = 'ready', error = null, content = null, updated_at = now(),
       summary = case when summary_edited and not regenerate_summary then summary else ${summary?.text ?? null} end,
@@ -214,15 +219,21 @@ export async function finishRun(db: Db, id: string, run: number, summary: { text
       regenerate_summary = false
     where id = ${id} and run = ${run} and status = 'processing'
     returning ${db(columns)}`;
+  if (row) await recordWorkspaceEvent(db, { workspaceId: row.workspace_id, type: 'document.ready', payload: { document_id: row.id, title: row.title } });
   return row ? toRecord(row) : null;
 }
 
 /** The run ends `failed` with a reason a person can act on, once; the bytes are dropped. */
 export async function failRun(db: Db, id: string, run: number, error: string): Promise<DocumentRecord | null> {
+  return withinTransaction(db, (tx) => failRunIn(tx, id, run, error));
+}
+
+async function failRunIn(db: Db, id: string, run: number, error: string): Promise<DocumentRecord | null> {
   const [row] = await db<DocumentRow[]>`
     update business_documents set status = 'failed', error = ${error}, content = null, regenerate_summary = false, updated_at = now()
     where id = ${id} and run = ${run} and status in ('pending', 'processing')
     returning ${db(columns)}`;
+  if (row) await recordWorkspaceEvent(db, { workspaceId: row.workspace_id, type: 'document.failed', payload: { document_id: row.id, title: row.title, error } });
   return row ? toRecord(row) : null;
 }
 

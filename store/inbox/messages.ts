@@ -12,6 +12,7 @@ import { savepoint, type Db, type Sql } from '../../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../../domain/inbox/do-not-contact.js';
 import { PnetConversationMessageSchema, PnetInboxThreadSchema, classifyInboundEmail, type Channel, type MessageKind } from '../../domain/inbox/inbox.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 // ---------------------------------------------------------------------------------------------
 // Threads and messages
@@ -120,10 +121,28 @@ export async function insertMessage(tx: Db, m: NewMessage): Promise<{ id: string
       ${m.inReplyTo ?? null}, ${m.referenceIds ?? []}, ${m.deliveryStatus ?? null}, ${m.sentBy ?? null}, ${m.browserStepId ?? null})
     on conflict (workspace_id, external_id) where external_id is not null do nothing
     returning id`;
-  if (row) return { id: row.id, threadId: m.threadId, duplicate: false };
+  if (row) {
+    if (m.direction === 'inbound' && m.kind === 'reply') await recordReplyReceived(tx, m, row.id);
+    return { id: row.id, threadId: m.threadId, duplicate: false };
+  }
   const [existing] = await tx<{ id: string; thread_id: string }[]>`
     select id, thread_id from inbox_messages where workspace_id = ${m.workspaceId} and external_id = ${m.externalId}`;
   return { id: existing!.id, threadId: existing!.thread_id, duplicate: true };
+}
+
+/** A new inbound reply (email or pnet) is a workspace event, in the transaction that records it. */
+async function recordReplyReceived(tx: Db, m: NewMessage, messageId: string): Promise<void> {
+  const fromEmail = normalizeEmail(m.fromEmail);
+  const fromProfileUrl = normalizeProfileUrl(m.fromProfileUrl);
+  await recordWorkspaceEvent(tx, {
+    workspaceId: m.workspaceId,
+    type: 'reply.received',
+    payload: {
+      message_id: messageId, thread_id: m.threadId, channel: fromProfileUrl && !fromEmail ? 'pnet' : 'email', from_email: fromEmail,
+      from_profile_url: fromProfileUrl, subject: clean(m.subject)?.slice(0, 998) ?? null,
+      sequence_contact_id: await sequenceContactOf(tx, m.workspaceId, fromEmail, fromProfileUrl),
+    },
+  });
 }
 
 /**

@@ -3,6 +3,7 @@
  * caller's transaction, so an event exists exactly when the change that causes it committed; the
  * dispatcher (services/notifications/dispatcher.ts) starts its delivery after commit.
  */
+import type postgres from 'postgres';
 import type { Db } from '../../db/sql.js';
 import { parseEventPayload, type EventPayload, type EventType, type WorkspaceEvent } from '../../domain/notifications/events.js';
 
@@ -24,6 +25,15 @@ export async function recordWorkspaceEvent<T extends EventType>(tx: Db, event: N
     values (${event.workspaceId}, ${event.type}, ${tx.json(payload as never)})
     returning id`;
   return row!.id;
+}
+
+/**
+ * Runs `body` in the caller's transaction when `db` is one, else in a new one: for a store
+ * function that takes either and must write its change and its event together.
+ */
+export async function withinTransaction<T>(db: Db, body: (tx: Db) => Promise<T>): Promise<T> {
+  if ('savepoint' in db || 'release' in db) return body(db);
+  return (db as postgres.Sql).begin((tx) => body(tx)) as Promise<T>;
 }
 
 interface EventRow {

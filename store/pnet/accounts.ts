@@ -12,6 +12,7 @@ import type { StepRow } from './steps.js';
 import { sendingStopped } from './agent-sending.js';
 import { lineOf, waitOf } from './line.js';
 import { serviceSecret } from '../platform/service-secrets.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -201,6 +202,7 @@ export async function disconnectAccount(sql: Sql, workspaceId: string, profileId
         connection_token_version = connection_token_version + 1, connection_token_hash = ${hashConnectionToken(token)}, updated_at = now()
       where id = ${row.id}`;
     await tx`delete from pnet_sessions where account_id = ${row.id}`;
+    await recordWorkspaceEvent(tx, { workspaceId, type: 'account.disconnected', payload: { account_id: row.id, sender_profile_id: profileId } });
     return tx<StepRow[]>`
       select * from browser_steps where account_id = ${row.id} and status in ('awaiting_approval', 'queued', 'resuming') order by created_at`;
   }) as Promise<StepRow[]>;

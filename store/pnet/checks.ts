@@ -8,6 +8,7 @@ import type { PnetAccount } from '../../domain/pnet/accounts.js';
 import type { AccountRow } from './account-rows.js';
 import type { SettleReport } from '../../domain/pnet/agent.js';
 import type { StepRow } from './steps.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 /** Builds older than this cannot read the connections list newest first. */
 export const minConnectionCheckVersion = '1.4.0';
@@ -47,11 +48,29 @@ export async function recordCheck(tx: Db, step: StepRow, report: SettleReport): 
         values (${step.account_id}, ${previous.finished_at}, now(), 'no_overlap')`;
     }
     if (urns.length > 0) {
-      await tx`
+      const added = await tx<{ member_urn: string }[]>`
         insert into pnet_connections (account_id, member_urn)
-        select ${step.account_id}, unnest(${urns}::text[]) on conflict do nothing`;
+        select ${step.account_id}, unnest(${urns}::text[]) on conflict do nothing returning member_urn`;
+      await recordInvitationsAccepted(tx, step, added.map((a) => a.member_urn));
     }
     await tx`update pnet_accounts set connections_last_checked_at = now(), updated_at = now() where id = ${step.account_id}`;
+  }
+}
+
+/** A new connection that one of our invitations asked for is an accepted invitation (a workspace event). */
+async function recordInvitationsAccepted(tx: Db, step: StepRow, newUrns: string[]): Promise<void> {
+  if (newUrns.length === 0) return;
+  const accepted = await tx<{ profile_url: string | null; name: string | null; sender_profile_id: string | null }[]>`
+    select distinct on (s.outcome->>'member_urn') s.params->>'profile_url' as profile_url, s.outcome->>'name' as name, a.sender_profile_id
+    from browser_steps s join pnet_accounts a on a.id = s.account_id
+    where s.account_id = ${step.account_id} and s.kind = 'connection_request' and s.status = 'succeeded'
+      and s.outcome->>'member_urn' = any(${newUrns}::text[])`;
+  for (const a of accepted) {
+    await recordWorkspaceEvent(tx, {
+      workspaceId: step.workspace_id,
+      type: 'invitation.accepted',
+      payload: { account_id: step.account_id, sender_profile_id: a.sender_profile_id, profile_url: a.profile_url ?? '', name: a.name },
+    });
   }
 }
 

@@ -6,6 +6,7 @@
 import { type Db } from '../../db/sql.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import type { StepRow } from './steps.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 /** How often each read runs; the claim still paces them within working hours and their ceilings. */
 export const housekeepingEverySeconds: Partial<Record<ActionKind, number>> = {
@@ -25,12 +26,20 @@ export const checkpointBackOffSeconds = [60 * 60, 4 * 60 * 60, 24 * 60 * 60, 72 
 
 /** Called in the settling transaction when the browser reports a checkpoint. */
 export async function holdAtCheckpoint(tx: Db, accountId: string): Promise<void> {
-  await tx`
+  const [held] = await tx<{ workspace_id: string; sender_profile_id: string | null; checkpoint_until: Date | null }[]>`
     update pnet_accounts set checkpoint_status = 'checkpoint', checkpoints_reported = checkpoints_reported + 1,
       checkpoint_until = now() + (${checkpointBackOffSeconds}::int[])[least(checkpoints_reported + 1, ${checkpointBackOffSeconds.length})]
         * interval '1 second',
       updated_at = now()
-    where id = ${accountId}`;
+    where id = ${accountId}
+    returning workspace_id, sender_profile_id, checkpoint_until`;
+  if (held) {
+    await recordWorkspaceEvent(tx, {
+      workspaceId: held.workspace_id,
+      type: 'account.checkpoint',
+      payload: { account_id: accountId, sender_profile_id: held.sender_profile_id, checkpoint_until: held.checkpoint_until?.toISOString() ?? null },
+    });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

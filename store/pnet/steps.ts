@@ -11,6 +11,7 @@ import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
 import { housekeepingKinds, stepPrices } from '../../domain/pnet/limits.js';
 import { recordStatus } from '../../domain/pnet/steps.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from '../platform/credits.js';
 import {
     dailyCeilingRefusal,
@@ -206,6 +207,7 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
       usageDate = unit.usageDate;
       const full = dailyCeilingRefusal(await consumeUsageUnit(tx, account!.id, usageDate, usageKind, unit.dailyLimit), unit.dailyLimit, usageKind);
       if (full) throw failureOf(full);
+      await recordCapReached(tx, account!, usageKind, ceiling.used_today + 1, unit.dailyLimit, ceiling.used_this_week + 1, ceiling.weekly_limit);
       await setNextMeteredAt(tx, account!.id, nextMeteredAt(now, account!.min_action_interval_seconds, random()));
     }
     const claimed = tx<StepRow[]>`
@@ -215,6 +217,24 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
       where id = ${step!.id} returning *`;
     return commitWith(claimed, ([row]): StepTransitionResult => ({ step: toBrowserStep(row!), verification: decision.verification }));
   });
+}
+
+/** The unit that fills a day's (or a week's) ceiling is a workspace event, committed with the claim that takes it. */
+async function recordCapReached(
+  tx: Db,
+  account: { id: string; workspace_id: string; sender_profile_id: string | null },
+  action: string,
+  usedToday: number,
+  dailyLimit: number,
+  usedThisWeek: number,
+  weeklyLimit: number,
+): Promise<void> {
+  const base = { account_id: account.id, sender_profile_id: account.sender_profile_id, action };
+  if (usedToday === dailyLimit) {
+    await recordWorkspaceEvent(tx, { workspaceId: account.workspace_id, type: 'account.daily_cap_reached', payload: { ...base, limit: dailyLimit } });
+  } else if (usedThisWeek === weeklyLimit) {
+    await recordWorkspaceEvent(tx, { workspaceId: account.workspace_id, type: 'account.weekly_cap_reached', payload: { ...base, limit: weeklyLimit } });
+  }
 }
 
 export async function setNextMeteredAt(tx: Db, accountId: string, at: Date): Promise<void> {
@@ -253,7 +273,18 @@ export async function recordResult(tx: Db, stepId: string, report: SettleReport,
       outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
       acted_at = ${acted ? tx`now()` : tx`acted_at`}, updated_at = now()
     where id = ${stepId} returning *`;
+  if (settled!.status === 'failed') await recordStepFailed(tx, settled!);
   return settled!;
+}
+
+/** A step that failed is a workspace event, in the transaction that fails it. */
+async function recordStepFailed(tx: Db, step: StepRow): Promise<void> {
+  const [account] = await tx<{ sender_profile_id: string | null }[]>`select sender_profile_id from pnet_accounts where id = ${step.account_id}`;
+  await recordWorkspaceEvent(tx, {
+    workspaceId: step.workspace_id,
+    type: 'step.failed',
+    payload: { step_id: step.id, account_id: step.account_id, sender_profile_id: account?.sender_profile_id ?? null, kind: step.kind, error_code: step.error_code },
+  });
 }
 
 /** Counts the unit of the step's claim again (a requeued read that ran after all). */
@@ -308,6 +339,7 @@ export async function failMissedWindow(tx: Db, stepId: string): Promise<StepRow 
   const [row] = await tx<StepRow[]>`
     update browser_steps set status = 'failed', error_code = 'missed_window', finished_at = now(), updated_at = now()
     where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
+  if (row) await recordStepFailed(tx, row);
   return row;
 }
 

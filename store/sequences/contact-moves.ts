@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../db/sql.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 import type { StepParams } from '../../domain/pnet/steps.js';
 import type {
     AdvanceContact,
@@ -182,8 +183,23 @@ export async function failAtStep(db: Db, contactId: string, error: string) {
 }
 
 export async function completeContact(db: Db, contactId: string) {
-  await db`update sequence_contacts set status = 'completed', wait_reason = null, wait_until = null, finished_at = now(),
-             revision = revision + 1, updated_at = now() where id = ${contactId}`;
+  const [c] = await db<{ workspace_id: string; sequence_id: string }[]>`
+    update sequence_contacts set status = 'completed', wait_reason = null, wait_until = null, finished_at = now(),
+      revision = revision + 1, updated_at = now() where id = ${contactId} returning workspace_id, sequence_id`;
+  if (c) {
+    await recordWorkspaceEvent(db, {
+      workspaceId: c.workspace_id, type: 'sequence_contact.finished', payload: { sequence_id: c.sequence_id, sequence_contact_id: contactId },
+    });
+  }
+}
+
+/** A stopped contact is a workspace event, in the transaction that stops it (pass the rows the stop returned). */
+export async function recordContactStopped(db: Db, stopped: { workspace_id: string; sequence_id: string; id: string }[], reason: string): Promise<void> {
+  for (const c of stopped) {
+    await recordWorkspaceEvent(db, {
+      workspaceId: c.workspace_id, type: 'sequence_contact.stopped', payload: { sequence_id: c.sequence_id, sequence_contact_id: c.id, reason },
+    });
+  }
 }
 
 /** The contact was reached (a message sent, a pnet step succeeded): the recontact cooldown counts from now. */
@@ -203,10 +219,11 @@ export async function moveOn(db: Db, contactId: string, move: Extract<AdvanceMov
 
 /** Stops the contact: open messages stop, and its waiting pnet steps are returned to cancel. */
 export async function stopContact(db: Db, c: Pick<AdvanceContact, 'id' | 'workspace_id' | 'contact_key'>, reason: string): Promise<StepRow[]> {
-  await db`
+  const stopped = await db<{ workspace_id: string; sequence_id: string; id: string }[]>`
     update sequence_contacts set status = 'stopped', stop_reason = ${reason}, wait_reason = null, wait_until = null,
       finished_at = now(), revision = revision + 1, updated_at = now()
-    where id = ${c.id}`;
+    where id = ${c.id} returning workspace_id, sequence_id, id`;
+  await recordContactStopped(db, stopped, reason);
   await db`update sequence_sends set status = 'stopped', reason = ${reason}, updated_at = now()
            where contact_id = ${c.id} and status in ('awaiting_approval', 'approved')`;
   return activeStepsOf(db, c);

@@ -6,6 +6,7 @@
  */
 import type { Db } from '../../db/sql.js';
 import { outreachBlocksQuery } from './sequences.js';
+import { recordContactStopped } from './contact-moves.js';
 
 /** A send with what its email and its checks need: the contact, the sequence and the sender. */
 export interface SendRecord {
@@ -73,8 +74,11 @@ export async function stopSend(db: Db, sendId: string, reason: string): Promise<
 
 /** Cooldown and other sequences are not stop reasons of 014: the contact stops here. */
 export async function stopContactAtSend(db: Db, contactId: string, reason: string): Promise<void> {
-  await db`update sequence_contacts set status = 'stopped', stop_reason = ${reason}, wait_reason = null, wait_until = null, finished_at = now(),
-             revision = revision + 1, updated_at = now() where id = ${contactId} and status in ('active', 'paused', 'failed')`;
+  const stopped = await db<{ workspace_id: string; sequence_id: string; id: string }[]>`
+    update sequence_contacts set status = 'stopped', stop_reason = ${reason}, wait_reason = null, wait_until = null, finished_at = now(),
+      revision = revision + 1, updated_at = now() where id = ${contactId} and status in ('active', 'paused', 'failed')
+    returning workspace_id, sequence_id, id`;
+  await recordContactStopped(db, stopped, reason);
 }
 
 /** SMTP certainly did not take it: the claim is given back, so a retry may send it. */

@@ -18,6 +18,7 @@ import {
     type SequenceUpdate
 } from '../../domain/sequences/sequences.js';
 import { AdvanceContact } from '../../domain/sequences/advance.js';
+import { recordContactStopped } from './contact-moves.js';
 
 /** A graph the schema accepted but whose shape is wrong: answered 422 with these issues. */
 
@@ -514,6 +515,7 @@ export async function setContactState(sql: Sql, workspaceId: string, sequenceId:
       update sequence_contacts set status = 'stopped', stop_reason = 'stopped', wait_reason = null, wait_until = null, finished_at = now(),
         revision = revision + 1, updated_at = now()
       where id = ${contactId} returning *`;
+    await recordContactStopped(tx, [row!], 'stopped');
     return row!;
   });
 }

@@ -1,3 +1,4 @@
+import { recordWorkspaceEvent, withinTransaction } from '../notifications/outbox.js';
 import { writeFormulaCells } from './cells.js';
 import { loadColumns } from './columns.js';
 import type { Db } from '../../db/sql.js';
@@ -223,10 +224,11 @@ export async function settleRow(db: Db, ctx: RunContext, rowId: string, end: Ext
  * reached get back what they held (or say why they hold nothing), and the cells still running err.
  */
 export async function endRun(db: Db, runId: string, end: Extract<RunEndingDecision, { kind: 'end' }>) {
-  await db`
+  const [ended] = await db<RunRecord[]>`
     update column_runs set status = ${end.status}, error = coalesce(${end.error}, error), finished_at = now(),
       rows_total = case when ${end.status} = 'completed' then rows_claimed else rows_total end
-    where id = ${runId}`;
+    where id = ${runId} returning *`;
+  if (ended) await recordColumnRunFinished(db, ended);
   const ctx = await loadContext(db, runId);
   if (!ctx) return;
   await db`
@@ -402,10 +404,22 @@ export async function findRun(db: Db, runId: string): Promise<RunRecord | undefi
 
 /** Any going status -> failed with the reason; undefined when the run had finished already. */
 export async function failGoingRun(db: Db, runId: string, error: string): Promise<RunRecord | undefined> {
-  const [failed] = await db<RunRecord[]>`
+  return withinTransaction(db, async (tx) => {
+    const [failed] = await tx<RunRecord[]>`
           update column_runs set status = 'failed', error = ${error}, finished_at = now()
           where id = ${runId} and status in ('queued', 'running', 'cancelling') returning *`;
-  return failed;
+    if (failed) await recordColumnRunFinished(tx, failed);
+    return failed;
+  });
+}
+
+/** A run that ended (completed, cancelled or failed) is a workspace event, in the transaction that ends it. */
+async function recordColumnRunFinished(db: Db, run: RunRecord): Promise<void> {
+  await recordWorkspaceEvent(db, {
+    workspaceId: run.workspace_id,
+    type: 'column_run.finished',
+    payload: { run_id: run.id, table_id: run.table_id, column_id: run.column_id, status: run.status, error: run.error ?? null },
+  });
 }
 
 /** The whole run record under its row lock. */
