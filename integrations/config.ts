@@ -22,6 +22,8 @@ import { endpointCaller, type EndpointCaller } from './web/web-endpoint.js';
 import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfig } from './chat-model.js';
 import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
 import { mailerFrom, type Mailer } from './mailer.js';
+import { createTeamChatClient, type TeamChatClient, type TeamChatConfig } from './team-chat/client.js';
+import { webhookSender, type WebhookSender } from './webhooks/sender.js';
 import { defaultChatAttachmentLimits, type ChatAttachmentLimits } from '../domain/assistant/attachments.js';
 import { defaultBusinessDocumentLimits, type BusinessDocumentLimits } from '../domain/documents/documents.js';
 import type { EnrichmentProvider } from '../domain/tables/enrichments.js';
@@ -207,6 +209,25 @@ export interface IntegrationsConfig {
   connectedAppsKnown: KnownApps;
   /** Data sourcing (issue 23): APOLLO_API_KEY / APOLLO_API_URL, LEAD_SEARCH_PRICE_PER_ROW, HUBSPOT_API_URL, CT_LOG_URL. */
   sourcing: SourcingConfig;
+  /** Notifications (issue 21): WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true lets webhook endpoints be private addresses (local twins only); the team chat (TEAM_CHAT_*). */
+  notifications: { webhooksAllowPrivateNetworks: boolean; teamChat: TeamChatConfig | { missing: string[] } };
+}
+
+/** The team chat's settings (Slack's addresses by default); without TEAM_CHAT_CLIENT_ID or a callback address, what is missing. */
+function teamChatFrom(env: Environment): TeamChatConfig | { missing: string[] } {
+  const clientId = env.TEAM_CHAT_CLIENT_ID?.trim();
+  const publicBase = env.PUBLIC_BASE_URL?.trim().replace(/\/+$/, '');
+  const redirectUrl = env.TEAM_CHAT_REDIRECT_URL?.trim() || (publicBase ? `${publicBase}/notifications/chatapp/callback/` : '');
+  const missing = [...(clientId ? [] : ['TEAM_CHAT_CLIENT_ID']), ...(redirectUrl ? [] : ['TEAM_CHAT_REDIRECT_URL (or PUBLIC_BASE_URL)'])];
+  if (!clientId || !redirectUrl) return { missing };
+  return {
+    clientId,
+    clientSecret: env.TEAM_CHAT_CLIENT_SECRET || undefined,
+    authUrl: env.TEAM_CHAT_AUTH_URL?.trim() || 'https://slack.com/oauth/v2/authorize',
+    apiUrl: env.TEAM_CHAT_API_URL?.trim() || 'https://slack.com/api',
+    redirectUrl,
+    scopes: ['chat:write', 'channels:read', 'groups:read'],
+  };
 }
 
 function paymentsFrom(env: Environment): (StripeConfig & { returnUrl: string }) | { missing: string[] } {
@@ -266,6 +287,7 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     connectedAppsKnown: parseKnownApps(env.CONNECTED_APPS_KNOWN),
     referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
     sourcing: sourcingConfigFrom(env),
+    notifications: { webhooksAllowPrivateNetworks: env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS === 'true', teamChat: teamChatFrom(env) },
   };
 }
 
@@ -330,6 +352,8 @@ export interface Integrations {
   connectedApps: { known: KnownApps; clientMetadata: ClientMetadataReader };
   /** Lead-search providers, the CRM's address, the CT log and DNS for subdomains (a test may replace them). */
   sourcing: Sourcing;
+  /** Webhook POSTs (the page reader's address checks unless WEBHOOKS_ALLOW_PRIVATE_NETWORKS) and the team chat's client or what it needs (a test may set them). */
+  notifications: { webhooks: WebhookSender; teamChat: TeamChatClient | { missing: string[] } };
 }
 
 /**
@@ -377,6 +401,10 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     referralLinkBase: config.referralLinkBase,
     connectedApps: { known: config.connectedAppsKnown, clientMetadata: clientMetadataReader({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }) },
     sourcing: createSourcing(config.sourcing, { dnsServers: config.dnsServers }),
+    notifications: {
+      webhooks: webhookSender({ allowPrivateNetworks: config.notifications.webhooksAllowPrivateNetworks }),
+      teamChat: 'missing' in config.notifications.teamChat ? config.notifications.teamChat : createTeamChatClient(config.notifications.teamChat),
+    },
   };
 }
 
