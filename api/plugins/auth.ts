@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Sql } from '../../db/sql.js';
-import type { Scope } from '../../domain/platform/api-keys.js';
+import { keyScopeOnPlan, type Scope } from '../../domain/platform/api-keys.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
@@ -192,7 +192,7 @@ async function authenticate(
       plan: key.plan,
       memberId: key.member_id,
       role: key.role ?? 'member',
-      scope: key.scope,
+      scope: keyScopeOnPlan(key.scope, key.plan),
       via: 'api_key',
       apiKeyId: key.id,
       accountId: null,
@@ -242,7 +242,12 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
       });
     }
     if (access === 'write' && principal.scope !== 'write') {
-      throw new ApiError('forbidden', 'This API key has read scope; this operation needs a write key.');
+      throw new ApiError(
+        'forbidden',
+        principal.via === 'api_key' && principal.plan !== 'paid'
+          ? 'This workspace is on the free plan, where API keys read only; this operation needs the paid plan.'
+          : 'This API key has read scope; this operation needs a write key.',
+      );
     }
     if (config.role === 'admin' && principal.role !== 'admin') {
       throw new ApiError('forbidden', 'Only a workspace admin may do this.');

@@ -50,6 +50,11 @@ export function scopesForPlan(plan: Plan): Scope[] {
   return plan === 'paid' ? ['read', 'write'] : ['read'];
 }
 
+/** What a key may do now: the plan decides (a write key of a workspace gone free reads only until it pays again). */
+export function keyScopeOnPlan(scope: Scope, plan: Plan): Scope {
+  return plan === 'paid' ? scope : 'read';
+}
+
 export function defaultScope(plan: Plan): Scope {
   return plan === 'paid' ? 'write' : 'read';
 }
