@@ -1,5 +1,7 @@
 /** Creating workspaces and members from the operator's side (admin command line, local stack). */
 import { randomUUID } from 'node:crypto';
+import { workspaceOfReferralCode } from '../store/billing/accounts.js';
+import { ApiError } from '../domain/shared/errors.js';
 import { grantCredits } from '../store/platform/credits.js';
 import { createApiKey } from '../store/platform/api-keys.js';
 import { mintAccessToken } from '../services/platform/tokens.js';
@@ -19,11 +21,13 @@ function nameFromEmail(email: string): string {
 }
 
 /** A workspace, its first admin and an API key of the plan's default scope. */
-export async function createWorkspaceWithAdmin(sql: Sql, input: { name: string; plan: Plan; email?: string }) {
+export async function createWorkspaceWithAdmin(sql: Sql, input: { name: string; plan: Plan; email?: string; referralCode?: string }) {
   const userId = randomUUID();
+  const referredBy = input.referralCode ? await workspaceOfReferralCode(sql, input.referralCode) : null;
+  if (referredBy === undefined) throw new ApiError('unprocessable', `No workspace has the referral code "${input.referralCode}".`);
   const email = input.email ?? `admin+${userId.slice(0, 8)}@localhost`;
   const { workspace, key } = await sql.begin(async (tx) => {
-    const workspace = await createWorkspace(tx, { name: input.name, plan: input.plan });
+    const workspace = await createWorkspace(tx, { name: input.name, plan: input.plan, referredBy });
     const member = await addMember(tx, { workspaceId: workspace.id, idpUserId: userId, displayName: nameFromEmail(email), email, role: 'admin' });
     const key = await createApiKey(tx, {
       workspaceId: workspace.id,

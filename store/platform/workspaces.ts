@@ -1,3 +1,4 @@
+import { openBillingAccount } from '../billing/accounts.js';
 import type { Db } from '../../db/sql.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 
@@ -24,10 +25,12 @@ export async function getMember(db: Db, workspaceId: string, id: string) {
   return row && toMember(row);
 }
 
-export async function createWorkspace(db: Db, input: { name: string; plan: Plan }) {
+/** A workspace with its credit balance and billing account; `referredBy` attributes it to a referrer, once. */
+export async function createWorkspace(db: Db, input: { name: string; plan: Plan; referredBy?: string | null }) {
   const [row] = await db<WorkspaceRow[]>`
     insert into workspaces (name, plan) values (${input.name}, ${input.plan}) returning id, name, plan, created_at`;
   await db`insert into credit_balances (workspace_id) values (${row!.id})`;
+  await openBillingAccount(db, { workspaceId: row!.id, anchor: row!.created_at, referredBy: input.referredBy ?? null });
   return toWorkspace(row!);
 }
 
