@@ -41,6 +41,9 @@ import { businessDocumentRoutes } from './routes/documents/documents.js';
 import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
 import { cloudDriveRoutes } from './routes/cloud-drive/cloud-drive.js';
 import { onboardingRoutes } from './routes/onboarding/onboarding.js';
+import { connectedAppRoutes } from './routes/connected-apps/connected-apps.js';
+import { mcpRoutes } from './routes/connected-apps/mcp.js';
+import { oauthRoutes } from './routes/connected-apps/oauth.js';
 
 export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   // One set of outside services for every route (one suppliers object for agent tools, saved
@@ -120,6 +123,9 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(businessDocumentRoutes(deps));
   await app.register(cloudDriveRoutes(deps));
   await app.register(onboardingRoutes(deps));
+  await app.register(connectedAppRoutes(deps));
+  await app.register(oauthRoutes(deps));
+  await app.register(mcpRoutes(deps));
   // The grid's change feed: one LISTEN connection and its streams per process (tests read its counts).
   const tableEvents = new TableEventHub(deps.sql, app.log);
   app.decorate('tableEvents', tableEvents);

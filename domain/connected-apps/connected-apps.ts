@@ -27,7 +27,7 @@ export const ConnectedAppSchema = z
     brand: BrandSchema,
     redirect_host: z.string().describe('Where the app receives its code: the host of its redirect address'),
     access: AccessSchema.describe('What the person chose; a workspace not on the paid plan reads as `read` on every call'),
-    user_id: UuidSchema.describe('The member who approved it (the member the app acts as)'),
+    user_id: z.string().describe('The identity-provider user id of the person who approved it (the member the app acts as)'),
     person_name: z.string().describe('Their full name, or their email when they have none'),
     person_email: z.string(),
     last_used_at: TimestampSchema.nullable().describe('The last call, to the minute'),

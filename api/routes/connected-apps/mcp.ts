@@ -1,0 +1,203 @@
+/**
+ * The MCP server of connected AI apps: Streamable HTTP at `POST /mcp`, built with the official
+ * SDK's server and transport (stateless: one server and transport per request, JSON answers), mounted
+ * here through Fastify's raw request and response.
+ *
+ * Every request is authorised on its own (services/connected-apps/authorization.ts): the access
+ * token (live, issued for this resource), the app not revoked, the member still in the workspace,
+ * and the workspace's plan read now (not on the paid plan: `read`, whatever was chosen). Then a rate
+ * limit per app. A `write` tool called with `read` access is refused before the server sees it:
+ * 403 `insufficient_scope`, as the MCP authorization spec says.
+ *
+ * Tools are the service's own operations (the assistant's catalogue, read from the OpenAPI
+ * document), called in-process through the operation door as the member who approved the app.
+ * A write runs only when the assistant's grant rule lets it run without asking (the app's write
+ * consent stands as the grant): priced at or over the workspace's approval threshold, destructive
+ * or a send, it is not run, and the result says why.
+ */
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { appOperations, type Access } from '../../../domain/connected-apps/connected-apps.js';
+import { operationRequest, type CatalogueOperation } from '../../../domain/assistant/operations.js';
+import { isDestructiveOperation, sendingOperations, type OperationDoor } from '../../../domain/assistant/tool-cards.js';
+import { runsWithoutAsking } from '../../../domain/assistant/assistant.js';
+import { readSettings } from '../../../store/assistant/settings.js';
+import { touchAppLastUsed, type AccessTokenRow } from '../../../store/connected-apps/oauth.js';
+import { authoriseCall, mcpPath, resourceMetadataUrl, type Endpoints } from '../../../services/connected-apps/authorization.js';
+import type { Sql } from '../../../db/sql.js';
+import type { RouteDeps } from '../../deps.js';
+import { RateLimiter } from '../../plugins/rate-limit.js';
+import { endpointsOf } from './oauth.js';
+
+const serverInfo = { name: 'outreach-workspace', version: '1.0.0' };
+
+function bearerOf(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  return typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+}
+
+function describe(op: CatalogueOperation): string {
+  const price = op.price_credits ? ` Costs ${op.price_credits} credit${op.price_credits === 1 ? '' : 's'} a call.` : '';
+  return `${op.summary || op.name}${op.description ? `\n\n${op.description}` : ''}\n\n${op.method} ${op.path}.${price}`;
+}
+
+export function toolOf(op: CatalogueOperation): Tool {
+  return {
+    name: op.name,
+    title: op.summary || op.name,
+    description: describe(op),
+    inputSchema: op.input_schema as Tool['inputSchema'],
+    annotations: {
+      title: op.summary || op.name,
+      readOnlyHint: op.access === 'read',
+      destructiveHint: op.access === 'write' && isDestructiveOperation(op),
+      openWorldHint: sendingOperations.has(op.name),
+    },
+    _meta: { price_credits: op.price_credits, method: op.method, path: op.path },
+  };
+}
+
+/** The JSON-RPC tool calls a request body carries (one message or a batch). */
+function calledTools(body: unknown): string[] {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.flatMap((m) => {
+    const msg = m as { method?: unknown; params?: { name?: unknown } } | null;
+    return msg && msg.method === 'tools/call' && typeof msg.params?.name === 'string' ? [msg.params.name] : [];
+  });
+}
+
+interface CallContext {
+  sql: Sql;
+  door: OperationDoor;
+  app: AccessTokenRow;
+  access: Access;
+}
+
+async function callTool(ctx: CallContext, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  const op = appOperations(ctx.door.catalogue(), ctx.access).find((o) => o.name === name);
+  if (!op) throw new McpError(ErrorCode.InvalidParams, `There is no tool named ${name}.`);
+  let request: ReturnType<typeof operationRequest>;
+  try {
+    request = operationRequest(op, args);
+  } catch (error) {
+    return { isError: true, content: [{ type: 'text', text: (error as Error).message }] };
+  }
+  if (op.access === 'write') {
+    const settings = await readSettings(ctx.sql, ctx.app.workspace_id);
+    const destructive = isDestructiveOperation(op);
+    const sends = sendingOperations.has(op.name);
+    const runs = runsWithoutAsking({
+      verb: op.name,
+      priceCredits: op.price_credits,
+      destructive,
+      sends,
+      conversationId: null,
+      memberId: ctx.app.member_id,
+      settings,
+      // The person's write consent for this app is the standing grant of every write operation.
+      grants: [{ verb: op.name, scope: 'project_all', conversation_id: null, member_id: null }],
+    });
+    if (!runs) {
+      const why = sends
+        ? 'it reaches people outside the workspace'
+        : destructive
+          ? 'it removes something that cannot be brought back from here'
+          : `it costs ${op.price_credits} credits, at or over the workspace's approval threshold of ${settings.approval_threshold_credits}`;
+      const text = `Not run: ${op.summary || op.name} needs a person's approval because ${why}. Ask the person to do it in the workspace.`;
+      return {
+        isError: true,
+        content: [{ type: 'text', text }],
+        structuredContent: { status: 'needs_approval', reason: text, price_credits: op.price_credits, approval_threshold_credits: settings.approval_threshold_credits },
+      };
+    }
+  }
+  const answer = await ctx.door.call(ctx.app.member_id, request);
+  const structured = { status: answer.status, body: answer.body };
+  return { isError: answer.status >= 400, content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
+}
+
+function mcpServer(ctx: CallContext): Server {
+  const server = new Server(serverInfo, {
+    capabilities: { tools: {} },
+    instructions: `Tools are this workspace's API operations, with ${ctx.access} access. Inputs: path and query parameters by name, the JSON body under \`body\`.`,
+  });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf) }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => callTool(ctx, request.params.name, (request.params.arguments ?? {}) as Record<string, unknown>));
+  return server;
+}
+
+/** Writes last_used_at at most once a minute per app per process; the SQL guard covers the rest. */
+function lastUsedRecorder(sql: Sql, log: FastifyRequest['log'], now: () => number) {
+  const lastMinute = new Map<string, number>();
+  return (appId: string) => {
+    const minute = Math.floor(now() / 60_000);
+    if (lastMinute.get(appId) === minute) return;
+    lastMinute.set(appId, minute);
+    if (lastMinute.size > 50_000) lastMinute.clear();
+    touchAppLastUsed(sql, appId).catch((err: unknown) => log.warn({ err }, 'could not record a connected app last_used_at'));
+  };
+}
+
+export const mcpRoutes =
+  ({ sql, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
+  async (app) => {
+    const limiter = new RateLimiter(rateLimit);
+    const recordUse = lastUsedRecorder(sql, app.log, limiter.now);
+
+    function challenge(reply: FastifyReply, e: Endpoints, status: 401 | 403, extra: string, detail: string) {
+      return reply
+        .code(status)
+        .header('www-authenticate', `Bearer resource_metadata="${resourceMetadataUrl(e)}"${extra}`)
+        .header('cache-control', 'no-store')
+        .send({ detail });
+    }
+
+    app.post(mcpPath, { schema: { hide: true }, config: { access: 'public' } }, async (request, reply) => {
+      const e = endpointsOf(integrations.publicBaseUrl, request);
+      const token = bearerOf(request);
+      const authorised = await authoriseCall(sql, token, e);
+      if (!authorised.ok) {
+        return challenge(reply, e, 401, token ? `, error="invalid_token", error_description="${authorised.description.replace(/"/g, "'")}"` : '', authorised.description);
+      }
+      const limited = limiter.take(`app:${authorised.app.app_id}`);
+      if (!limited.allowed) {
+        return reply.code(429).header('retry-after', String(limited.retryAfterSeconds)).send({ detail: `Too many calls from this app; retry in ${limited.retryAfterSeconds} s.` });
+      }
+      recordUse(authorised.app.app_id);
+      const door = integrations.operations;
+      if (!door) return reply.code(503).send({ detail: 'The workspace API cannot be called from this process.' });
+      if (authorised.access === 'read') {
+        const writeOnly = new Set(appOperations(door.catalogue(), 'write').filter((op) => op.access === 'write').map((op) => op.name));
+        const refused = calledTools(request.body).find((name) => writeOnly.has(name));
+        if (refused) {
+          const why =
+            authorised.app.access === 'write'
+              ? 'the workspace is not on the paid plan, so connected apps only read there'
+              : 'this app was approved to read only';
+          return challenge(reply, e, 403, ', error="insufficient_scope", scope="read write"', `${refused} makes changes, and ${why}.`);
+        }
+      }
+      const server = mcpServer({ sql, door, app: authorised.app, access: authorised.access });
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      await server.connect(transport);
+      reply.hijack();
+      reply.raw.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await transport.handleRequest(request.raw, reply.raw, request.body);
+    });
+
+    // Stateless: no server-to-client stream and no session to end.
+    for (const method of ['GET', 'DELETE'] as const) {
+      app.route({
+        method,
+        url: mcpPath,
+        schema: { hide: true },
+        config: { access: 'public' },
+        handler: async (_request, reply) => reply.code(405).header('allow', 'POST').send({ detail: 'This MCP endpoint is stateless: POST JSON-RPC messages to it.' }),
+      });
+    }
+  };

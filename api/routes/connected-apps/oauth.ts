@@ -1,0 +1,141 @@
+/**
+ * The OAuth 2.1 endpoints of connected AI apps (decision 040): protected resource metadata (RFC
+ * 9728), authorization server metadata (RFC 8414), registration (RFC 7591), the authorization
+ * endpoint, the token endpoint, revocation (RFC 7009), and the consent page (server-rendered HTML
+ * that drives the JSON consent routes of connected-apps.ts).
+ *
+ * These speak OAuth, not this API: form-encoded bodies, RFC 6749 error bodies (`error`,
+ * `error_description`) and browser redirects. They are public (the client has no credential of
+ * ours yet; the code, the PKCE verifier or the refresh token is the credential) and are left out of
+ * the OpenAPI document: a client finds them from the metadata, as the MCP authorization spec says.
+ */
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  authorizationServerMetadata,
+  consentApp,
+  exchangeToken,
+  OAuthError,
+  protectedResourceMetadata,
+  registerClient,
+  revokeToken,
+  startAuthorization,
+  type AuthorizeQuery,
+  type Endpoints,
+  type OAuthDeps,
+  type TokenForm,
+} from '../../../services/connected-apps/authorization.js';
+import { ApiError } from '../../../domain/shared/errors.js';
+import type { RouteDeps } from '../../deps.js';
+import { consentPage } from './consent-page.js';
+
+/** This service's address: PUBLIC_BASE_URL when set, else the address the request came to. */
+export function endpointsOf(publicBaseUrl: string | undefined, request: FastifyRequest): Endpoints {
+  const configured = publicBaseUrl?.trim().replace(/\/+$/, '');
+  return { base: configured || `${request.protocol}://${request.host}` };
+}
+
+const hidden = { hide: true } as const;
+const publicRoute = { access: 'public' } as const;
+
+/** A query or form with only its string values (a repeated parameter is refused, RFC 6749 3.1). */
+function singleValues(raw: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries((raw ?? {}) as Record<string, unknown>)) {
+    if (Array.isArray(value)) throw new OAuthError('invalid_request', `${key} is given more than once.`);
+    if (typeof value === 'string') out[key] = value;
+  }
+  return out;
+}
+
+function sendOAuthError(reply: FastifyReply, error: unknown) {
+  if (!(error instanceof OAuthError)) throw error;
+  reply.header('cache-control', 'no-store');
+  if (error.status === 401) reply.header('www-authenticate', 'Basic realm="oauth"');
+  return reply.code(error.status).send(error.body());
+}
+
+export const oauthRoutes =
+  ({ sql, integrations }: RouteDeps): FastifyPluginAsync =>
+  async (app) => {
+    // Read at each use, so a test (or a reload) that replaces the settings is heard.
+    const deps: OAuthDeps = {
+      sql,
+      get known() {
+        return integrations.connectedApps.known;
+      },
+      get clientMetadata() {
+        return integrations.connectedApps.clientMetadata;
+      },
+    };
+    const endpoints = (request: FastifyRequest) => endpointsOf(integrations.publicBaseUrl, request);
+    app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 64 * 1024 }, (_request, body, done) => {
+      done(null, Object.fromEntries(new URLSearchParams(String(body))));
+    });
+
+    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
+      app.get(path, { schema: hidden, config: publicRoute }, async (request, reply) => {
+        reply.header('access-control-allow-origin', '*');
+        return protectedResourceMetadata(endpoints(request));
+      });
+    }
+    for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+      app.get(path, { schema: hidden, config: publicRoute }, async (request, reply) => {
+        reply.header('access-control-allow-origin', '*');
+        return authorizationServerMetadata(endpoints(request));
+      });
+    }
+
+    app.post('/oauth/register', { schema: hidden, config: publicRoute }, async (request, reply) => {
+      try {
+        return reply.code(201).header('cache-control', 'no-store').send(await registerClient(deps, request.body));
+      } catch (error) {
+        return sendOAuthError(reply, error);
+      }
+    });
+
+    app.get('/oauth/authorize', { schema: hidden, config: publicRoute }, async (request, reply) => {
+      const e = endpoints(request);
+      try {
+        const outcome = await startAuthorization(deps, singleValues(request.query) as AuthorizeQuery, e);
+        return reply.redirect('redirect' in outcome ? outcome.redirect : `${e.base}/oauth/consent/${outcome.consentId}`, 302);
+      } catch (error) {
+        if (!(error instanceof OAuthError)) throw error;
+        // No trusted redirect: the person reads the refusal here.
+        return reply
+          .code(error.status === 401 ? 400 : error.status)
+          .type('text/html; charset=utf-8')
+          .send(consentPage({ kind: 'refused', message: `${error.error}: ${error.description}` }));
+      }
+    });
+
+    app.post('/oauth/token', { schema: hidden, config: publicRoute }, async (request, reply) => {
+      reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+      try {
+        return await exchangeToken(deps, singleValues(request.body) as TokenForm, endpoints(request));
+      } catch (error) {
+        return sendOAuthError(reply, error);
+      }
+    });
+
+    app.post('/oauth/revoke', { schema: hidden, config: publicRoute }, async (request, reply) => {
+      try {
+        await revokeToken(deps, singleValues(request.body));
+        return reply.code(200).send({});
+      } catch (error) {
+        return sendOAuthError(reply, error);
+      }
+    });
+
+    /** The consent page: the app as it asks (before sign-in); the page reads the person's workspaces through the JSON routes. */
+    app.get<{ Params: { request_id: string } }>('/oauth/consent/:request_id', { schema: hidden, config: publicRoute }, async (request, reply) => {
+      reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').header('x-frame-options', 'DENY');
+      reply.header('content-security-policy', "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'");
+      try {
+        const appInfo = await consentApp(sql, request.params.request_id);
+        return consentPage({ kind: 'ask', requestId: request.params.request_id, app: appInfo });
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.status >= 500) throw error;
+        return reply.code(error.status).send(consentPage({ kind: 'refused', message: error.detail }));
+      }
+    });
+  };
