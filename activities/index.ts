@@ -23,6 +23,7 @@ import { createDocumentExtractor } from '../integrations/documents/extractor.js'
 import { createAssistantTurnActivities } from './assistant/turn.js';
 import { createCardActivities } from './assistant/cards.js';
 import { createDocumentActivities } from './documents/documents.js';
+import { createSourcingActivities } from './sourcing/index.js';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -70,7 +71,8 @@ export function createActivities(deps: ActivityDeps) {
       chatModel: () => integrations.chatModel,
       drive: { integrations, maxBytes: integrations.businessDocuments.maxUploadBytes },
     }),
-    ...createBillingActivities({ sql: deps.sql }) };
+    ...createBillingActivities({ sql: deps.sql }),
+    ...createSourcingActivities({ sql: deps.sql, integrations }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

@@ -40,6 +40,7 @@ import { assistantConversationRoutes } from './routes/assistant/conversations.js
 import { businessDocumentRoutes } from './routes/documents/documents.js';
 import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
 import { cloudDriveRoutes } from './routes/cloud-drive/cloud-drive.js';
+import { sourcingRoutes } from './routes/sourcing/index.js';
 import { onboardingRoutes } from './routes/onboarding/onboarding.js';
 import { connectedAppRoutes } from './routes/connected-apps/connected-apps.js';
 import { mcpRoutes } from './routes/connected-apps/mcp.js';
@@ -122,6 +123,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(chatAttachmentRoutes(deps));
   await app.register(businessDocumentRoutes(deps));
   await app.register(cloudDriveRoutes(deps));
+  await app.register(sourcingRoutes(deps));
   await app.register(onboardingRoutes(deps));
   await app.register(connectedAppRoutes(deps));
   await app.register(oauthRoutes(deps));

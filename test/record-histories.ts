@@ -88,6 +88,8 @@ import { chatAttachmentWorkflowId } from '../workflows/assistant/chat-attachment
 import { documentWorkflow } from '../workflows/documents/document.js';
 import { documentWorkflowId } from '../workflows/documents/document.contract.js';
 import type { DocumentActivities } from '../activities/documents/documents.js';
+import { leadSearchWorkflow } from '../workflows/sourcing/lead-search.js';
+import type { LeadSearchActivities } from '../activities/sourcing/lead-search.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -396,6 +398,18 @@ const documentFakes = {
   summariseDocument: async () => ({ ready: true, steps: [documentStep('summarise', 'local extractive summary (no chat model configured)')] }),
   failDocumentRun: async ({ error }: { error: string }) => ({ steps: [documentStep('failed', error)] }),
 } satisfies Partial<DocumentActivities>;
+// A lead search: a page, a 429 waited out, the last page.
+const leadProgress = (status: string, pages: number, rows: number) => ({ status, pages_read: pages, rows_landed: rows, duplicates: 0, credits_charged: rows, rate_limited: 0, total_available: 8 });
+let leadCalls = 0;
+const leadSearchFakes = {
+  beginLeadSearchRun: async () => ({ nextPage: 1, progress: leadProgress('running', 0, 0) }),
+  leadSearchPage: async ({ page }: { page: number }) => {
+    leadCalls += 1;
+    if (leadCalls === 2) return { kind: 'rate_limited' as const, waitSeconds: 1 };
+    return page === 1 ? { kind: 'landed' as const, nextPage: 2, progress: leadProgress('running', 1, 4) } : { kind: 'ended' as const, progress: leadProgress('succeeded', 2, 8) };
+  },
+  endLeadSearch: async () => undefined,
+} satisfies Partial<LeadSearchActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -405,6 +419,7 @@ const worker = await Worker.create({
     ...assistantTurnActivities,
     ...chatAttachmentFakes,
     ...documentFakes,
+    ...leadSearchFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -653,6 +668,8 @@ await worker.runUntil(async () => {
     taskQueue, workflowId: documentWorkflowId('document-refused'), args: [{ documentId: 'document-refused', workspaceId: 'w', run: 1 }],
   });
   await documentRefused.result();
+  const leadSearch = await env.client.workflow.start(leadSearchWorkflow, { taskQueue, workflowId: 'lead-search/recorded', args: [{ searchId: 'recorded', workspaceId: 'w' }] });
+  await leadSearch.result();
 
   const histories = [
     ['credit-hold-expired', expired],
@@ -679,6 +696,7 @@ await worker.runUntil(async () => {
     ['chat-attachment-refused-recorded', attachmentRefused],
     ['document-read-ready', documentRead],
     ['document-refused-failed', documentRefused],
+    ['lead-search-paged-rate-limited', leadSearch],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

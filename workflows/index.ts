@@ -16,3 +16,4 @@ export { assistantTurnWorkflow } from './assistant/assistant-turn.js';
 export { chatAttachmentWorkflow } from './assistant/chat-attachment.js';
 export { documentWorkflow } from './documents/document.js';
 export { workspaceBillingWorkflow } from './billing/workspace-billing.js';
+export { leadSearchWorkflow } from './sourcing/lead-search.js';

@@ -17,6 +17,8 @@ export interface ApolloConfig {
   baseUrl: string;
   pricePerRow: number;
   timeoutMs?: number;
+  /** Results asked per page (Apollo's most, 100, by default; a smaller one in tests). */
+  pageSize?: number;
 }
 
 export const apolloPageSizeMax = 100;
@@ -119,7 +121,7 @@ function companyResult(o: ApolloOrganization): LeadResult {
 export function apolloProvider(config: ApolloConfig): LeadSearchProvider {
   const base = config.baseUrl.replace(/\/+$/, '');
   return {
-    info: { key: 'apollo', name: 'Apollo.io people and company search', kinds: ['people', 'companies'], price_per_row: config.pricePerRow, page_size: apolloPageSizeMax },
+    info: { key: 'apollo', name: 'Apollo.io people and company search', kinds: ['people', 'companies'], price_per_row: config.pricePerRow, page_size: Math.min(apolloPageSizeMax, config.pageSize ?? apolloPageSizeMax) },
     async search(kind, query, page, perPage, signal): Promise<LeadSearchPage> {
       const path = kind === 'people' ? '/api/v1/mixed_people/api_search' : '/api/v1/mixed_companies/search';
       const answer = await requestJson(`${base}${path}`, {

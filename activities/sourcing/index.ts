@@ -1,0 +1,8 @@
+/** Data sourcing's activities (issue 23), bound to the service's database and outside services. */
+import type { Sql } from '../../db/sql.js';
+import type { Integrations } from '../../integrations/config.js';
+import { createLeadSearchActivities } from './lead-search.js';
+
+export function createSourcingActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'sourcing' | 'secretsKeys' | 'webEndpoint'> }) {
+  return { ...createLeadSearchActivities(deps) };
+}

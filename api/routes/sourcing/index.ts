@@ -1,0 +1,10 @@
+/** Data sourcing's routes (issue 23). */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { RouteDeps } from '../../deps.js';
+import { leadSearchRoutes } from './lead-searches.js';
+
+export const sourcingRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    await app.register(leadSearchRoutes(deps));
+  };
