@@ -23,6 +23,7 @@ import { createDocumentExtractor } from '../integrations/documents/extractor.js'
 import { createAssistantTurnActivities } from './assistant/turn.js';
 import { createCardActivities } from './assistant/cards.js';
 import { createDocumentActivities } from './documents/documents.js';
+import { createNotificationActivities } from './notifications/notifications.js';
 import { createSourcingActivities } from './sourcing/index.js';
 
 export interface ActivityDeps {
@@ -72,7 +73,8 @@ export function createActivities(deps: ActivityDeps) {
       drive: { integrations, maxBytes: integrations.businessDocuments.maxUploadBytes },
     }),
     ...createBillingActivities({ sql: deps.sql }),
-    ...createSourcingActivities({ sql: deps.sql, integrations }) };
+    ...createSourcingActivities({ sql: deps.sql, integrations }),
+    ...createNotificationActivities({ sql: deps.sql, integrations: { ...integrations, mailer } }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */
