@@ -5,11 +5,12 @@
  * are refused, so the assistant says so instead of pretending.
  */
 import { z } from 'zod';
-import { UuidSchema } from '../shared/common.js';
+import { NameSchema, UuidSchema } from '../shared/common.js';
 import { ColumnCreateSchema } from '../tables/tables.js';
 import { runRowsMax } from '../tables/enrichments.js';
 import { enrolRowsMax } from '../sequences/sequences.js';
 import type { Verb } from './assistant.js';
+import { LeadSearchKindSchema, LeadSearchQuerySchema, leadSearchMaxResults } from '../sourcing/lead-search.js';
 
 export const VerbInputSchemas = {
   add_column: z.strictObject({
@@ -27,6 +28,18 @@ export const VerbInputSchemas = {
     row_ids: z.array(UuidSchema).min(1).max(enrolRowsMax).describe("Rows of the sequence's audience table"),
     sender_profile_id: UuidSchema.nullable().default(null),
   }),
+  start_search: z.strictObject({
+    table_id: UuidSchema.describe('The table the results land in (deduplicated by profile URL, email or domain)'),
+    kind: LeadSearchKindSchema.default('people'),
+    query: LeadSearchQuerySchema,
+    max_results: z.int().min(1).max(leadSearchMaxResults).default(100),
+  }),
+  create_table_from_search: z.strictObject({
+    table_name: NameSchema.optional().describe('The new table’s name; made from the query when omitted'),
+    kind: LeadSearchKindSchema.default('people'),
+    query: LeadSearchQuerySchema,
+    max_results: z.int().min(1).max(leadSearchMaxResults).default(100),
+  }),
   call_endpoint: z.strictObject({
     url: z.string().min(1).max(2000).describe('An http or https address on the public internet'),
     method: z.enum(['POST', 'PUT']).default('POST'),
@@ -40,8 +53,6 @@ export const isBuiltVerb = (name: string): name is BuiltVerb => Object.hasOwn(Ve
 
 /** Why a verb is refused in this build: its supplier is another part of the service not built yet. */
 export const refusedVerbs: Partial<Record<Verb, string>> = {
-  create_table_from_search: 'Lead search is not available yet: this service has no search provider to run it on.',
-  start_search: 'Lead search is not available yet: this service has no search provider to run it on.',
   push_to_destination: 'Pushing rows to a destination is not available yet: no destination (CRM write-back) can be connected.',
 };
 
@@ -50,6 +61,8 @@ const descriptions: Record<BuiltVerb, string> = {
   run_column: 'Run an enrichment column over every row of its table. Proposes a card priced per row that gets a result.',
   enrich_rows: 'Run an enrichment column over chosen rows. Proposes a card priced per row that gets a result.',
   add_contacts_to_sequence: "Enrol rows of a sequence's audience table as contacts of the sequence. Proposes a card.",
+  start_search: 'Search for people or companies (titles, seniorities, departments, locations, company domains, industries, head counts, keywords) and land each result as a row of an existing table. Proposes a card; each new row costs the provider’s price, charged as it lands, and duplicates cost nothing.',
+  create_table_from_search: 'Make a new table and fill it from a search for people or companies. Proposes a card; each new row costs the provider’s price, charged as it lands.',
   call_endpoint: 'Send JSON to an outside endpoint (a webhook of another tool). Proposes a card; the request is sent at most once.',
 };
 

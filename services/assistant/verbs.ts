@@ -151,6 +151,18 @@ export async function quoteVerb(deps: VerbDeps, workspaceId: string, verb: strin
         price: free,
       };
     }
+    case 'start_search':
+    case 'create_table_from_search': {
+      const input = verb === 'start_search' ? parseInput('start_search', raw) : parseInput('create_table_from_search', raw);
+      const into = 'table_id' in input ? (await requireTable(sql, workspaceId, input.table_id), `into table ${input.table_id}`) : `into a new table${input.table_name ? ` "${input.table_name}"` : ''}`;
+      return {
+        ...base,
+        input,
+        summary: `Search for up to ${input.max_results} ${input.kind} ${into}`,
+        lines: [`Query ${JSON.stringify(input.query)}`, 'Results the table already has (same profile URL, email or domain) are skipped'],
+        price: { credits: null, per: 'call', expected: null, aside: 'Each new row costs the search provider’s price (GET /lead-searches/providers/), charged as it lands; duplicates cost nothing' },
+      };
+    }
     case 'add_contacts_to_sequence': {
       const input = parseInput('add_contacts_to_sequence', raw);
       const sequence = await findSequenceRow(sql, workspaceId, input.sequence_id);
@@ -250,6 +262,30 @@ async function applyToolCard(deps: VerbDeps, card: ProposalRow): Promise<Applied
   };
 }
 
+/** Starts the card's lead search through the API's own operation (POST /lead-searches/), at most once, as the member the card acts for. */
+async function applySearchCard(deps: VerbDeps, card: ProposalRow): Promise<Applied> {
+  const door = deps.operations?.();
+  if (!door) throw new VerbRefused('The API cannot be called from this process.');
+  if (!card.member_id) throw new VerbRefused('This card has no member to act for.');
+  if (!(await startCall(deps.sql, card.id))) throw new VerbRefused('Starting the search was interrupted and may or may not have happened: check the lead searches, and ask again if it did not.');
+  const answer = await door.call(card.member_id, { method: 'POST', url: '/lead-searches/', body: card.input });
+  const body = answer.body as { id?: string; table_id?: string; detail?: string } | null;
+  if (answer.status !== 202 || !body?.id || !body.table_id) throw new VerbRefused(body?.detail ?? `The API answered ${answer.status}.`);
+  return {
+    kind: 'done',
+    charged: 0,
+    outcome: 'done',
+    result: {
+      content: `Started the search; its results land in the table as they come (follow it at /lead-searches/${body.id}/).`,
+      link: `/tables/${body.table_id}/`,
+      link_label: 'Open the table',
+      entity_id: body.table_id,
+      opens: 'table',
+      made: card.verb === 'create_table_from_search' ? 1 : 0,
+    },
+  };
+}
+
 /** Does what the card says. `holdId` is the card's hold when it has a price. */
 export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: string | null): Promise<Applied> {
   if (card.kind === 'tool') return applyToolCard(deps, card);
@@ -291,6 +327,9 @@ export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: strin
         },
       };
     }
+    case 'start_search':
+    case 'create_table_from_search':
+      return applySearchCard(deps, card);
     case 'call_endpoint': {
       const input = card.input as VerbInput<'call_endpoint'>;
       const caller = deps.endpoints?.();

@@ -220,11 +220,11 @@ describe('cards', () => {
   });
 
   it('refuses a verb this build cannot run with the reason, and raises no card', async () => {
-    script = callsThenWords([{ name: 'start_search', arguments: { query: 'heads of sales' } }], 'Search is not available yet.');
+    script = callsThenWords([{ name: 'push_to_destination', arguments: { table_id: tableId } }], 'Pushing is not available yet.');
     const id = await conversation();
-    const { parts } = await ask(id, 'Find heads of sales');
+    const { parts } = await ask(id, 'Push this table to the CRM');
     const refused = parts.find((p) => p.type === 'tool-output-error')!;
-    expect(String(refused.errorText)).toContain('Lead search is not available yet');
+    expect(String(refused.errorText)).toContain('Pushing rows to a destination is not available yet');
     expect(parts.some((p) => p.type === 'data-proposal')).toBe(false);
     expect((await get(`/assistant/actions/?conversation_id=${id}`)).json()).toEqual({ actions: [], total_count: 0 });
   });

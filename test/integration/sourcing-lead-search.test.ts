@@ -5,6 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLeadSearchProviders } from '../../integrations/lead-search/index.js';
+import { openAiChatModel } from '../../integrations/chat-model.js';
+import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
+import { readStream } from '../support/assistant.js';
 import { serveLeadSearchTwin, twinPeople } from '../../sim/lead-search-server.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { leadSearchProgressQuery } from '../../workflows/sourcing/lead-search.contract.js';
@@ -12,6 +15,8 @@ import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
 let twin: Awaited<ReturnType<typeof serveLeadSearchTwin>>;
+let model: ChatModelServer;
+let script: (request: ChatModelServerRequest) => ChatModelScript = () => ({ content: 'Hello.' });
 let limited = false;
 let alwaysLimited = false;
 
@@ -22,8 +27,13 @@ beforeAll(async () => {
     rateLimit: (n) => alwaysLimited || (limited && n % 3 === 2),
     retryAfter: 1,
   });
+  model = await serveChatModel((request) => script(request));
+  stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: model.url });
 });
-afterAll(() => twin?.close());
+afterAll(async () => {
+  await twin?.close();
+  await model?.close();
+});
 
 const configure = (pageSize = 4, pricePerRow = 2) => {
   stack.integrations.sourcing.leadSearch = createLeadSearchProviders({ apollo: { apiKey: 'twin-key', baseUrl: twin.url, pricePerRow, pageSize } });
@@ -146,3 +156,44 @@ describe('lead search', () => {
     expect(other.statusCode).toBe(404);
   });
 });
+
+describe("the assistant's search verbs", () => {
+  it('create_table_from_search raises a card whose approval starts the search into a new table; start_search lands in a table and finds duplicates', async () => {
+    configure(4, 1);
+    const post = (url: string, payload: object) => stack.app.inject({ method: 'POST', url, headers: withKey(paid.apiKey), payload });
+    const conversation = (await post('/assistant/conversations/', {})).json().id as string;
+    const call = (name: string, args: unknown) => {
+      script = (request) => (request.messages.some((m) => m.role === 'tool') ? { content: 'Proposed.' } : { toolCalls: [{ name, arguments: args }] });
+    };
+    const proposeAndApprove = async (text: string) => {
+      const res = await post(`/assistant/conversations/${conversation}/messages/`, { content: text });
+      expect(res.statusCode, res.body).toBe(200);
+      const proposal = readStream(res.body).parts.find((p) => p.type === 'data-proposal')!.data as { id: string; summary: string; price_credits: number | null; price_aside: string };
+      expect(proposal.price_credits).toBeNull();
+      expect(proposal.price_aside).toMatch(/charged as it lands/);
+      const approved = await post(`/assistant/actions/${proposal.id}/approve/`, {});
+      expect(approved.statusCode, approved.body).toBe(200);
+      let card = approved.json();
+      for (let i = 0; i < 50 && card.status === 'applying'; i += 1) {
+        await new Promise((r) => setTimeout(r, 100));
+        card = (await stack.app.inject({ method: 'GET', url: `/assistant/actions/${proposal.id}/`, headers: withKey(paid.apiKey) })).json();
+      }
+      return { proposal, card };
+    };
+
+    call('create_table_from_search', { table_name: 'Assistant VPs', query: { titles: ['vp'] }, max_results: 5 });
+    const made = await proposeAndApprove('Make a table of VPs');
+    expect(made.proposal.summary).toMatch(/up to 5 people into a new table "Assistant VPs"/);
+    expect(made.card).toMatchObject({ status: 'applied', applied_result: { opens: 'table', made: 1 } });
+    const tableId = made.card.applied_result.entity_id as string;
+    const [search] = (await stack.sql<{ id: string }[]>`select id from lead_searches where table_id = ${tableId}`) as unknown as [{ id: string }];
+    expect(await finished(paid.apiKey, search.id)).toMatchObject({ status: 'succeeded', rows_landed: 5, credits_charged: 5 });
+
+    call('start_search', { table_id: tableId, query: { titles: ['vp'] }, max_results: 8 });
+    const more = await proposeAndApprove('Find more VPs for that table');
+    expect(more.card).toMatchObject({ status: 'applied', applied_result: { entity_id: tableId } });
+    const searches = await stack.sql<{ id: string }[]>`select id from lead_searches where table_id = ${tableId} order by created_at desc`;
+    expect(await finished(paid.apiKey, searches[0]!.id)).toMatchObject({ status: 'succeeded', rows_landed: 3, duplicates: 5 });
+  });
+});
+
