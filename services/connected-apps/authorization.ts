@@ -258,17 +258,31 @@ export async function startAuthorization(deps: OAuthDeps, q: AuthorizeQuery, e: 
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-async function pendingRequest(sql: Sql, id: string) {
+/**
+ * A consent request as this member may see it: unknown, or decided by someone else, is not found
+ * (a decided request tells nobody else anything); decided by them or expired is a conflict.
+ */
+async function visibleRequest(sql: Sql, id: string, memberId: string | null) {
   const request = uuidPattern.test(id) ? await findAuthorizationRequest(sql, id) : undefined;
-  if (!request) throw notFound('Consent request');
+  if (!request || (request.status !== 'pending' && request.decided_by !== memberId)) throw notFound('Consent request');
+  return request;
+}
+
+/** Refuses (404) a consent request this member may not see, before anything else is judged. */
+export async function checkConsentVisible(sql: Sql, id: string, memberId: string | null): Promise<void> {
+  await visibleRequest(sql, id, memberId);
+}
+
+async function pendingRequest(sql: Sql, id: string, memberId: string | null = null) {
+  const request = await visibleRequest(sql, id, memberId);
   if (request.status !== 'pending') throw new ApiError('conflict', `This consent request was already ${request.status}.`);
   if (request.expired) throw new ApiError('conflict', 'This consent request has expired; start connecting again from the app.');
   return request;
 }
 
 /** What the consent page shows, before sign-in (the app) and after (the person's workspaces). */
-export async function consentApp(sql: Sql, id: string) {
-  const request = await pendingRequest(sql, id);
+export async function consentApp(sql: Sql, id: string, memberId: string | null = null) {
+  const request = await pendingRequest(sql, id, memberId);
   const checked = checkRedirectUri(request.redirect_uri);
   return {
     app_name: request.client_name,
@@ -280,14 +294,14 @@ export async function consentApp(sql: Sql, id: string) {
 }
 
 export async function readConsentRequest(sql: Sql, id: string, memberId: string): Promise<ConsentRequest> {
-  const app = await consentApp(sql, id);
+  const app = await consentApp(sql, id, memberId);
   const memberships = await membershipsOf(sql, memberId);
   return { ...app, workspaces: memberships.map((m) => ({ workspace_id: m.workspace_id, name: m.name, can_write: m.plan === 'paid' })) };
 }
 
 /** Approve: the connected app and its one-time code, and the client's redirect with that code. */
 export async function approveConsent(sql: Sql, id: string, memberId: string, choice: { workspace_id: string; access: Access }, e: Endpoints): Promise<{ redirect_url: string }> {
-  const request = await pendingRequest(sql, id);
+  const request = await pendingRequest(sql, id, memberId);
   const membership = (await membershipsOf(sql, memberId)).find((m) => m.workspace_id === choice.workspace_id);
   if (!membership) throw notFound('Workspace');
   const checked = checkRedirectUri(request.redirect_uri);
@@ -322,7 +336,7 @@ export async function approveConsent(sql: Sql, id: string, memberId: string, cho
 }
 
 export async function denyConsent(sql: Sql, id: string, memberId: string, e: Endpoints): Promise<{ redirect_url: string }> {
-  const request = await pendingRequest(sql, id);
+  const request = await pendingRequest(sql, id, memberId);
   if (!(await decideAuthorizationRequest(sql, id, 'denied', memberId, null))) throw new ApiError('conflict', 'This consent request was decided a moment ago.');
   return { redirect_url: redirectWith(request.redirect_uri, { error: 'access_denied', error_description: 'The person declined.', state: request.state }, e) };
 }

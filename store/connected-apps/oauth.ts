@@ -77,6 +77,7 @@ export interface AuthorizationRequestRow {
   resource: string;
   scope: string | null;
   status: 'pending' | 'approved' | 'denied';
+  decided_by: string | null;
   expires_at: Date;
   expired: boolean;
   client_name: string;
@@ -97,7 +98,7 @@ export async function insertAuthorizationRequest(
 
 export async function findAuthorizationRequest(db: Db, id: string): Promise<AuthorizationRequestRow | undefined> {
   const [row] = await db<AuthorizationRequestRow[]>`
-    select r.id, r.client_ref, r.redirect_uri, r.state, r.code_challenge, r.resource, r.scope, r.status, r.expires_at,
+    select r.id, r.client_ref, r.redirect_uri, r.state, r.code_challenge, r.resource, r.scope, r.status, r.decided_by, r.expires_at,
            r.expires_at <= now() as expired, c.client_name, c.brand, c.recognised
     from oauth_authorization_requests r join oauth_clients c on c.id = r.client_ref
     where r.id = ${id}`;

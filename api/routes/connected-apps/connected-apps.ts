@@ -9,7 +9,7 @@ import type { FastifyRequest } from 'fastify';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import { ConnectedAppListSchema, ConsentApproveSchema, ConsentRedirectSchema, ConsentRequestSchema } from '../../../domain/connected-apps/connected-apps.js';
-import { approveConsent, denyConsent, readConsentRequest } from '../../../services/connected-apps/authorization.js';
+import { approveConsent, checkConsentVisible, denyConsent, readConsentRequest } from '../../../services/connected-apps/authorization.js';
 import { findApp, listApps, revokeApp } from '../../../store/connected-apps/oauth.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -18,14 +18,15 @@ import { endpointsOf } from './oauth.js';
 const tags = ['connected-apps'];
 const AppParamsSchema = z.object({ app_id: UuidSchema });
 const ConsentParamsSchema = z.object({ request_id: UuidSchema });
-const decided = DetailBodySchema.describe('The consent request was already approved or denied, or it expired (10 minutes)');
+const decided = DetailBodySchema.describe('You already approved or denied this consent request, or it expired (10 minutes). Decided by someone else, it is not found');
 
 export const connectedAppRoutes =
   ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     /** The signed-in person behind a consent decision: a bearer member, never an API key. */
-    function person(request: FastifyRequest): string {
+    async function person(request: FastifyRequest & { params: { request_id: string } }): Promise<string> {
       const principal = principalOf(request);
+      await checkConsentVisible(sql, request.params.request_id, principal.memberId);
       if (principal.via !== 'bearer' || !principal.memberId) {
         throw new ApiError('forbidden', 'Consent is given by a signed-in person (a bearer token), not an API key.');
       }
@@ -73,7 +74,7 @@ export const connectedAppRoutes =
           response: { 200: ConsentRequestSchema, 409: decided },
         },
       },
-      async (request) => readConsentRequest(sql, request.params.request_id, person(request)),
+      async (request) => readConsentRequest(sql, request.params.request_id, await person(request)),
     );
 
     app.post(
@@ -91,7 +92,7 @@ export const connectedAppRoutes =
           response: { 200: ConsentRedirectSchema, 409: decided },
         },
       },
-      async (request) => approveConsent(sql, request.params.request_id, person(request), request.body, endpointsOf(integrations.publicBaseUrl, request)),
+      async (request) => approveConsent(sql, request.params.request_id, await person(request), request.body, endpointsOf(integrations.publicBaseUrl, request)),
     );
 
     app.post(
@@ -105,6 +106,6 @@ export const connectedAppRoutes =
           response: { 200: ConsentRedirectSchema, 409: decided },
         },
       },
-      async (request) => denyConsent(sql, request.params.request_id, person(request), endpointsOf(integrations.publicBaseUrl, request)),
+      async (request) => denyConsent(sql, request.params.request_id, await person(request), endpointsOf(integrations.publicBaseUrl, request)),
     );
   };
