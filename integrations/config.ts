@@ -128,7 +128,7 @@ export function readAuthSettings(env: Environment = process.env): AuthSettings {
 // ---------------------------------------------------------------------------------------------
 // The Temporal binaries (worker/tools.ts): an explicit variable, else PATH, else `.tools/`.
 
-export type ToolVariable = 'TEMPORAL_CLI' | 'TEMPORAL_TEST_SERVER';
+export type ToolVariable = 'TEMPORAL_CLI' | 'TEMPORAL_TEST_SERVER' | 'STRIPE_MOCK';
 
 export interface ToolSettings {
   /** TOOLS_DIR, resolved; `.tools/` of the project when unset. */
@@ -143,7 +143,7 @@ export function readToolSettings(env: Environment = process.env): ToolSettings {
   return {
     toolsDir: env.TOOLS_DIR ? resolve(env.TOOLS_DIR) : resolve(projectRoot, '.tools'),
     searchPath: env.PATH ?? '',
-    binaries: { TEMPORAL_CLI: env.TEMPORAL_CLI || undefined, TEMPORAL_TEST_SERVER: env.TEMPORAL_TEST_SERVER || undefined },
+    binaries: { TEMPORAL_CLI: env.TEMPORAL_CLI || undefined, TEMPORAL_TEST_SERVER: env.TEMPORAL_TEST_SERVER || undefined, STRIPE_MOCK: env.STRIPE_MOCK || undefined },
   };
 }
 

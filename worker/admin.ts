@@ -1,8 +1,10 @@
 /**
  * The operator command line (a contract used by scripts and tests):
- *   create-workspace --name NAME --plan free|paid [--email E]
+ *   create-workspace --name NAME --plan free|paid [--email E] [--referral CODE]
  *   add-member --workspace ID --email E --role admin|member
  *   grant-credits --workspace ID --amount N
+ *   set-plan --workspace ID --plan free|paid      (an operator's plan, without a payment provider)
+ *   design-partner --workspace ID --decision accept|decline|end [--note TEXT]
  *   pause-everywhere --paused true|false   (stops all unattended sending, every workspace)
  * It works against the database the service uses: DATABASE_URL, else the running local stack's
  * (DATA_DIR/stack.json), else it starts the embedded Postgres of DATA_DIR for the one command.
@@ -18,22 +20,26 @@ import { PlanSchema, RoleSchema } from '../domain/shared/common.js';
 import { ApiError } from '../domain/shared/errors.js';
 import { readConfig } from './config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
-import { addWorkspaceMember, createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
+import { addWorkspaceMember, createWorkspaceWithAdmin, decideDesignPartnerApplication, grantWorkspaceCredits, setWorkspacePlan } from './provisioning.js';
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
 import { workspaceExists } from '../store/platform/workspaces.js';
 
 const commands = {
-  'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional() }),
+  'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional(), referral: z.string().min(1).max(64).optional() }),
   'add-member': z.object({ workspace: z.uuid(), email: z.email(), role: RoleSchema }),
   'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
   'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
+  'set-plan': z.object({ workspace: z.uuid(), plan: PlanSchema }),
+  'design-partner': z.object({ workspace: z.uuid(), decision: z.enum(['accept', 'decline', 'end']), note: z.string().max(2000).optional() }),
 };
 
 const usage = `usage: npm run --silent admin -- <command> [options]
-  create-workspace --name NAME --plan free|paid [--email E]
+  create-workspace --name NAME --plan free|paid [--email E] [--referral CODE]
   add-member --workspace ID --email E --role admin|member
   grant-credits --workspace ID --amount N
-  pause-everywhere --paused true|false`;
+  pause-everywhere --paused true|false
+  set-plan --workspace ID --plan free|paid
+  design-partner --workspace ID --decision accept|decline|end [--note TEXT]`;
 
 async function withDatabase<T>(run: (sql: Sql) => Promise<T>): Promise<T> {
   const config = readConfig();
@@ -82,6 +88,9 @@ async function main(argv: string[]): Promise<void> {
       role: { type: 'string' },
       amount: { type: 'string' },
       paused: { type: 'string' },
+      referral: { type: 'string' },
+      decision: { type: 'string' },
+      note: { type: 'string' },
     },
     strict: true,
   });
@@ -93,7 +102,7 @@ async function main(argv: string[]): Promise<void> {
     switch (command) {
       case 'create-workspace': {
         const o = parsed.data as z.infer<(typeof commands)['create-workspace']>;
-        return createWorkspaceWithAdmin(sql, { name: o.name, plan: o.plan, email: o.email });
+        return createWorkspaceWithAdmin(sql, { name: o.name, plan: o.plan, email: o.email, referralCode: o.referral });
       }
       case 'add-member': {
         const o = parsed.data as z.infer<(typeof commands)['add-member']>;
@@ -104,6 +113,16 @@ async function main(argv: string[]): Promise<void> {
         const o = parsed.data as z.infer<(typeof commands)['pause-everywhere']>;
         await setPausedEverywhere(sql, o.paused === 'true');
         return { paused_everywhere: o.paused === 'true' };
+      }
+      case 'set-plan': {
+        const o = parsed.data as z.infer<(typeof commands)['set-plan']>;
+        await requireWorkspace(sql, o.workspace);
+        return setWorkspacePlan(sql, o.workspace, o.plan);
+      }
+      case 'design-partner': {
+        const o = parsed.data as z.infer<(typeof commands)['design-partner']>;
+        await requireWorkspace(sql, o.workspace);
+        return decideDesignPartnerApplication(sql, o.workspace, o.decision, o.note ?? null);
       }
       default: {
         const o = parsed.data as z.infer<(typeof commands)['grant-credits']>;

@@ -1,6 +1,8 @@
 /** Creating workspaces and members from the operator's side (admin command line, local stack). */
 import { randomUUID } from 'node:crypto';
-import { workspaceOfReferralCode } from '../store/billing/accounts.js';
+import { setPlan, workspaceOfReferralCode } from '../store/billing/accounts.js';
+import { decideDesignPartner, readDesignPartner } from '../store/billing/design-partners.js';
+import { settleBillingAt } from '../services/billing/settle.js';
 import { ApiError } from '../domain/shared/errors.js';
 import { grantCredits } from '../store/platform/credits.js';
 import { createApiKey } from '../store/platform/api-keys.js';
@@ -54,4 +56,26 @@ export async function grantWorkspaceCredits(sql: Sql, input: { workspaceId: stri
     causeKey: input.causeKey ?? `admin-grant:${randomUUID()}`,
     note: 'granted from the admin command line',
   });
+}
+
+/**
+ * An operator's plan (no payment provider, or a deal made outside it). The period's grants follow
+ * at once, through the same settlement the billing workflow runs (a grant already made is not repeated).
+ */
+export async function setWorkspacePlan(sql: Sql, workspaceId: string, plan: Plan) {
+  await sql.begin((tx) => setPlan(tx, workspaceId, plan, new Date()));
+  const settled = await settleBillingAt(sql, workspaceId, new Date());
+  return { plan: settled.plan, granted: settled.granted };
+}
+
+/** An operator's decision on a design-partner application; an acceptance grants the period's benefit at once. */
+export async function decideDesignPartnerApplication(sql: Sql, workspaceId: string, decision: 'accept' | 'decline' | 'end', note: string | null) {
+  const status = ({ accept: 'accepted', decline: 'declined', end: 'ended' } as const)[decision];
+  const row = await decideDesignPartner(sql, workspaceId, status, note);
+  if (!row) {
+    const current = await readDesignPartner(sql, workspaceId);
+    throw new ApiError('conflict', current ? `The application is ${current.status}; "${decision}" needs one that is ${decision === 'end' ? 'accepted' : 'pending'}.` : 'This workspace has not applied.');
+  }
+  const settled = await settleBillingAt(sql, workspaceId, new Date());
+  return { status: row.status, granted: settled.granted };
 }

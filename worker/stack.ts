@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { buildApp } from '../api/app.js';
 import { findLiveKey } from '../store/platform/api-keys.js';
+import { keepBillingWorkflowsStarted } from '../services/billing/billing-client.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
@@ -20,6 +21,7 @@ import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from './provisioning.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
 import { startTemporalOnPostgres } from './temporal-postgres.js';
+import { startEventDispatcher } from '../services/notifications/dispatcher.js';
 import { createServiceWorker, runtimeTelemetry } from './worker.js';
 
 export const databaseName = 'outreach';
@@ -124,6 +126,9 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
         await connection.close();
         await clientConnection.close();
       });
+      // Workspace events go to their delivery workflows from the worker role (services/notifications/dispatcher.ts).
+      const dispatcher = startEventDispatcher({ sql, client: new Client({ connection: clientConnection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue });
+      stops.push(() => dispatcher.stop());
     }
 
     // The app is built in every role: the API role serves it, and in the worker role the assistant's
@@ -152,6 +157,16 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     // Only the embedded local stack mints a development workspace; a real database gets its
     // workspaces from the admin command line.
     const dev = config.databaseUrl ? null : await ensureDevCredentials(sql, config.dataDir);
+    if (workerConnection) {
+      // Every workspace's billing clock (grants, grace and period ends) runs as its own workflow.
+      const stopBilling = keepBillingWorkflowsStarted({
+        client: new Client({ connection, namespace: config.temporalNamespace }),
+        taskQueue: config.taskQueue,
+        sql,
+        onError: (error) => log.warn({ err: error }, 'billing workflows not started; retrying in a minute'),
+      });
+      stops.push(stopBilling);
+    }
     const stackFile: StackFile = { pid: process.pid, database_url: databaseUrl, temporal_address: temporalAddress, api_url: apiUrl };
     writeFileSync(stackFilePath(config.dataDir), JSON.stringify(stackFile, null, 2));
     stops.push(async () => rmSync(stackFilePath(config.dataDir), { force: true }));

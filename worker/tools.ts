@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readToolSettings, type ToolVariable } from '../integrations/config.js';
+import { childEnvironment, readToolSettings, type ToolVariable } from '../integrations/config.js';
 
 export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** Where downloaded tools live; TOOLS_DIR moves it (a shared cache, or a test's empty folder). */
@@ -124,4 +124,37 @@ export function resolveToolOrExit(spec: ToolSpec): string {
     }
     throw error;
   }
+}
+
+/** stripe-mock, Stripe's own mock API server, the billing tests' payment provider. */
+export const stripeMockVersion = '0.203.0';
+const stripeMockVariable: ToolVariable = 'STRIPE_MOCK';
+
+/**
+ * The path of stripe-mock: STRIPE_MOCK, on PATH, or built once from the Go module proxy into
+ * `.tools/stripe-mock/` (`go install`, about 20 s), as the Temporal server is for Postgres.
+ */
+export function resolveStripeMock(): string {
+  const fromEnv = readToolSettings().binaries[stripeMockVariable];
+  if (fromEnv) {
+    if (!existsSync(fromEnv)) throw new ToolMissingError(`STRIPE_MOCK is set to ${fromEnv}, which does not exist.`);
+    return fromEnv;
+  }
+  const found = onPath('stripe-mock');
+  if (found) return found;
+  const bin = join(toolsDir, 'stripe-mock', stripeMockVersion);
+  const path = join(bin, 'stripe-mock');
+  if (isExecutable(path)) return path;
+  mkdirSync(bin, { recursive: true });
+  try {
+    execFileSync('go', ['install', `github.com/stripe/stripe-mock@v${stripeMockVersion}`], { stdio: ['ignore', 'ignore', 'pipe'], env: childEnvironment({ GOBIN: bin, GOFLAGS: '-mod=mod' }) });
+  } catch (error) {
+    const reason = (error as { code?: string }).code === 'ENOENT' ? 'there is no `go` on PATH' : String((error as { stderr?: Buffer }).stderr ?? error).trim().split('\n').slice(-3).join(' ');
+    throw new ToolMissingError(
+      `Cannot build stripe-mock (the billing tests' Stripe): ${reason}. Install Go, check that the Go module proxy is reachable, ` +
+        `or build it yourself (go install github.com/stripe/stripe-mock@v${stripeMockVersion}) and set STRIPE_MOCK to its path.`,
+    );
+  }
+  if (!isExecutable(path)) throw new ToolMissingError(`go install left no stripe-mock at ${path}; set STRIPE_MOCK to a build of it.`);
+  return path;
 }

@@ -6,6 +6,7 @@ import type { ValidationIssue } from './common.js';
  * as their ApplicationFailure type, so the same table maps them too.
  */
 export const errorStatus = {
+  bad_request: 400,
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,

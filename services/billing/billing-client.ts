@@ -33,3 +33,21 @@ export async function startMissingBillingWorkflows(client: Client, taskQueue: st
     if (ids.length < batch) return started;
   }
 }
+
+/**
+ * Keeps every workspace's billing workflow started: once now, then every `everyMs` (workspaces made
+ * by the admin command line while the service runs). Answers the function that stops it.
+ */
+export function keepBillingWorkflowsStarted(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
+  let running: Promise<unknown> = Promise.resolve();
+  const sweep = () => {
+    running = startMissingBillingWorkflows(input.client, input.taskQueue, input.sql).catch(input.onError);
+  };
+  sweep();
+  const timer = setInterval(sweep, input.everyMs ?? 60_000);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await running;
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * The payment provider's webhook (issue 19). Public: the Stripe-Signature header over the raw
+ * body is the credential. A missing, wrong or stale signature is 400 and changes nothing; an
+ * event handled before answers 200 with `duplicate: true` and changes nothing either. The
+ * workspace's billing workflow is woken after the event's transaction commits.
+ */
+import { validatorCompiler, type FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { WebhookAnswerSchema } from '../../../domain/billing/billing.js';
+import { DetailBodySchema } from '../../../domain/shared/common.js';
+import { ApiError } from '../../../domain/shared/errors.js';
+import { WebhookSignatureError } from '../../../integrations/payments/provider.js';
+import { wakeWorkspaceBilling } from '../../../services/billing/billing-client.js';
+import { paymentsOf } from '../../../services/billing/billing.js';
+import { handleBillingEvent } from '../../../services/billing/events.js';
+import type { RouteDeps } from '../../deps.js';
+import { billingUnconfigured } from './billing.js';
+
+/** Stripe's events are small; a body past this is not one. */
+const webhookBytesMax = 1024 * 1024;
+
+export const billingWebhookRoutes =
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    // The signature is over the exact bytes: this scope keeps JSON bodies raw.
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: webhookBytesMax }, (_request, body, done) => done(null, body));
+
+    app.post(
+      '/billing/webhooks/stripe/',
+      {
+        config: { access: 'public' },
+        bodyLimit: webhookBytesMax,
+        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        schema: {
+          operationId: 'receiveStripeEvent',
+          tags: ['billing'],
+          summary: "Receive one of Stripe's events (checkout, invoices, subscriptions, refunds, disputes), verified by its signature",
+          description:
+            'Not API-key authenticated: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" with STRIPE_WEBHOOK_SECRET>`, ' +
+            'at most 300 s old. Each event id is handled once, in any order: a redelivery answers `duplicate: true` and changes nothing.',
+          headers: z.object({ 'stripe-signature': z.string().optional() }),
+          response: {
+            200: WebhookAnswerSchema,
+            400: DetailBodySchema.describe('The signature is missing, wrong or stale, or the body is not an event; nothing changed'),
+            413: DetailBodySchema,
+            503: billingUnconfigured,
+          },
+        },
+      },
+      async (request) => {
+        const { provider } = paymentsOf(deps.integrations);
+        const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.from(typeof request.body === 'string' ? request.body : '');
+        let event;
+        try {
+          event = provider.parseWebhook(raw, request.headers['stripe-signature']);
+        } catch (error) {
+          if (error instanceof WebhookSignatureError) throw new ApiError('bad_request', `Webhook signature refused: ${error.message}`);
+          throw new ApiError('bad_request', `The body is not an event this service can read: ${error instanceof Error ? error.message.slice(0, 300) : String(error)}`);
+        }
+        const result = await handleBillingEvent(deps.sql, event);
+        if (!result.duplicate && result.workspaceId) {
+          // After the commit; a lost wake is caught up by the workflow's own timer.
+          await wakeWorkspaceBilling(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.workspaceId).catch((error: unknown) =>
+            request.log.warn({ err: error, workspaceId: result.workspaceId }, 'billing workflow not woken'),
+          );
+        }
+        return { received: true as const, duplicate: result.duplicate, outcome: result.outcome };
+      },
+    );
+  };
