@@ -74,7 +74,7 @@ export function createActivities(deps: ActivityDeps) {
     }),
     ...createBillingActivities({ sql: deps.sql }),
     ...createSourcingActivities({ sql: deps.sql, integrations }),
-    ...createNotificationActivities({ sql: deps.sql, integrations: { ...integrations, mailer } }) };
+    ...createNotificationActivities({ sql: deps.sql, integrations, mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer) }) };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */

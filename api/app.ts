@@ -42,6 +42,8 @@ import { AnswerStreamHub } from '../services/assistant/answer-stream.js';
 import { cloudDriveRoutes } from './routes/cloud-drive/cloud-drive.js';
 import { sourcingRoutes } from './routes/sourcing/index.js';
 import { onboardingRoutes } from './routes/onboarding/onboarding.js';
+import { notificationRoutes } from './routes/notifications/notifications.js';
+import { webhookEndpointRoutes } from './routes/notifications/webhooks.js';
 import { billingRoutes } from './routes/billing/billing.js';
 import { billingProgramRoutes } from './routes/billing/programs.js';
 import { billingWebhookRoutes } from './routes/billing/webhooks.js';
@@ -128,6 +130,8 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(cloudDriveRoutes(deps));
   await app.register(sourcingRoutes(deps));
   await app.register(onboardingRoutes(deps));
+  await app.register(notificationRoutes(deps));
+  await app.register(webhookEndpointRoutes(deps));
   await app.register(billingRoutes(deps));
   await app.register(billingProgramRoutes(deps));
   await app.register(billingWebhookRoutes(deps));

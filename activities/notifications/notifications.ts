@@ -1,6 +1,7 @@
 /** The notification workflows' activities: thin doors to services/notifications and the store. */
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
+import type { Mailer } from '../../integrations/mailer.js';
 import type { AttemptResult } from '../../domain/notifications/webhooks.js';
 import type { NotificationChannel } from '../../domain/notifications/rules.js';
 import { attemptDelivery, type AttemptInput } from '../../services/notifications/delivery.js';
@@ -11,9 +12,11 @@ export interface NotificationActivities {
   attemptNotificationDelivery(input: AttemptInput): Promise<AttemptResult>;
 }
 
-export function createNotificationActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'notifications' | 'mailer' | 'secretsKeys'> }): NotificationActivities {
+/** `integrations` is read at each call (a test may set a client on it); `mailer` is the worker's (its deps' override, else the integrations'). */
+export function createNotificationActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'notifications' | 'secretsKeys'>; mailer: () => Mailer | null }): NotificationActivities {
+  const live = () => ({ notifications: deps.integrations.notifications, secretsKeys: deps.integrations.secretsKeys, mailer: deps.mailer() });
   return {
     planNotificationDeliveries: ({ eventId }) => deps.sql.begin((tx) => planEventDeliveries(tx, eventId)),
-    attemptNotificationDelivery: (input) => attemptDelivery(deps.sql, deps.integrations, input),
+    attemptNotificationDelivery: (input) => attemptDelivery(deps.sql, live(), input),
   };
 }

@@ -1,0 +1,62 @@
+/**
+ * Webhook endpoints' use cases (issue 21): a secret made and sealed at creation and rotation
+ * (shown once), and replay: one message, or every message to the endpoint since a time, queued
+ * again under a new run of its delivery (same `webhook-id`) and delivered by its own workflow.
+ */
+import { randomUUID } from 'node:crypto';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Sql } from '../../db/sql.js';
+import type { Integrations } from '../../integrations/config.js';
+import { newWebhookSecret } from '../../integrations/webhooks/signing.js';
+import { replayMax } from '../../domain/notifications/webhooks.js';
+import { ApiError } from '../../domain/shared/errors.js';
+import { eventById, eventsSince } from '../../store/notifications/outbox.js';
+import { reopenDelivery, webhookDeliveryOf } from '../../store/notifications/deliveries.js';
+import { insertEndpoint, rotateSecret, type EndpointRow } from '../../store/notifications/webhooks.js';
+import { notificationReplayWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
+import { sealFor, sealingContext } from './delivery.js';
+
+export async function createEndpoint(
+  sql: Sql,
+  integrations: Pick<Integrations, 'secretsKeys'>,
+  input: { workspaceId: string; url: string; description: string; eventTypes: string[]; enabled: boolean; createdBy: string | null },
+): Promise<{ endpoint: EndpointRow; secret: string }> {
+  const id = randomUUID();
+  const secret = newWebhookSecret();
+  const endpoint = await insertEndpoint(sql, { id, ...input, secretSealed: await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)) });
+  return { endpoint, secret };
+}
+
+export async function rotateEndpointSecret(sql: Sql, integrations: Pick<Integrations, 'secretsKeys'>, workspaceId: string, id: string, overlapSeconds: number) {
+  const secret = newWebhookSecret();
+  const endpoint = await rotateSecret(sql, workspaceId, id, await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)), overlapSeconds);
+  return endpoint ? { endpoint, secret } : undefined;
+}
+
+/** Queues the messages again; answers how many. An event of another workspace is 404. */
+export async function replayEndpoint(
+  sql: Sql,
+  temporal: { client: Client; taskQueue: string },
+  endpoint: EndpointRow,
+  what: { eventId?: string; since?: Date },
+): Promise<number> {
+  let eventIds: string[];
+  if (what.eventId) {
+    const event = await eventById(sql, what.eventId);
+    if (!event || event.workspace_id !== endpoint.workspace_id) throw new ApiError('not_found', 'No event with this id in the workspace.');
+    eventIds = [event.id];
+  } else {
+    const events = await eventsSince(sql, endpoint.workspace_id, what.since!, replayMax);
+    eventIds = events.filter((e) => endpoint.event_types.length === 0 || endpoint.event_types.includes(e.type)).map((e) => e.id);
+  }
+  for (const eventId of eventIds) {
+    const run = await sql.begin(async (tx) => reopenDelivery(tx, await webhookDeliveryOf(tx, endpoint.workspace_id, endpoint.id, eventId)));
+    const [delivery] = await sql<{ id: string }[]>`select id from notification_deliveries where event_id = ${eventId} and channel_key = ${`webhook:${endpoint.id}`}`;
+    await temporal.client.workflow
+      .start('notificationReplayWorkflow', { workflowId: notificationReplayWorkflowId(delivery!.id, run), taskQueue: temporal.taskQueue, args: [{ deliveryId: delivery!.id, run }] })
+      .catch((error: unknown) => {
+        if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+      });
+  }
+  return eventIds.length;
+}

@@ -1,0 +1,182 @@
+/**
+ * Outbound webhooks (issue 21): an event committed reaches a subscribed endpoint through the
+ * dispatcher and the delivery workflow, signed so the Standard Webhooks reference library
+ * verifies it; the secret is shown once; a rotation's overlap signs with both secrets; attempts
+ * are listed; a replay sends the same webhook-id again; private addresses are refused unless allowed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Webhook } from 'standardwebhooks';
+import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
+import { webhookSender } from '../../integrations/webhooks/sender.js';
+import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
+
+const { stack, paid, free } = useTestStack();
+let receiver: LocalHttp;
+let status = 200;
+let dispatcher: EventDispatcher;
+
+beforeAll(async () => {
+  receiver = await serveHttp((_req, res) => {
+    res.writeHead(status, { 'content-type': 'text/plain' }).end(status === 200 ? 'thanks' : 'not now');
+  });
+  // Local receivers are on loopback: the development setting allows them here.
+  stack.integrations.notifications.webhooks = webhookSender({ allowPrivateNetworks: true });
+  dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200 });
+});
+afterAll(async () => {
+  await dispatcher?.stop();
+  await receiver?.close();
+});
+
+async function until<T>(read: () => Promise<T | undefined> | T | undefined, what: string, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await read();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const creditsLow = (workspaceId: string, balance: number) =>
+  stack.sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId, type: 'credits.low', payload: { balance, threshold: 100 } }));
+
+const requestsFor = (eventId: string) => receiver.requests.filter((r) => r.path.startsWith('/hooks') && JSON.parse(r.body).id === eventId);
+
+async function createEndpoint(key: string, body: Record<string, unknown>) {
+  const res = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(key), payload: body });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json() as { id: string; secret: string; url: string };
+}
+
+describe('webhook endpoints', () => {
+  it('deliver a committed event signed so the reference library verifies it, show the secret once and list the attempt', async () => {
+    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/a`, event_types: ['credits.low'], description: 'ops' });
+    expect(endpoint.secret).toMatch(/^whsec_/);
+    const read = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withKey(paid.apiKey) });
+    expect(read.statusCode).toBe(200);
+    expect(read.json()).not.toHaveProperty('secret');
+    expect(read.body).not.toContain(endpoint.secret.slice(6));
+
+    const eventId = await creditsLow(paid.workspaceId, 40);
+    const [request] = await until(() => (requestsFor(eventId).length ? requestsFor(eventId) : undefined), 'the webhook');
+    const verified = new Webhook(endpoint.secret).verify(request!.body, request!.headers as Record<string, string>) as { id: string; type: string; payload: unknown };
+    expect(verified).toMatchObject({ id: eventId, type: 'credits.low', workspace_id: paid.workspaceId, payload: { balance: 40, threshold: 100 } });
+    expect(request!.headers['webhook-id']).toMatch(/^msg_[0-9a-f]{32}$/);
+    expect(() => new Webhook('whsec_' + Buffer.alloc(24, 1).toString('base64')).verify(request!.body, request!.headers as Record<string, string>)).toThrow();
+
+    const attempts = await until(async () => {
+      const res = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/`, headers: withKey(paid.apiKey) });
+      const list = res.json().attempts as { outcome: string; status_code: number; response_excerpt: string; webhook_id: string; event_id: string }[];
+      return list.length ? list : undefined;
+    }, 'the attempt');
+    expect(attempts).toEqual([expect.objectContaining({ outcome: 'succeeded', status_code: 200, response_excerpt: 'thanks', event_id: eventId, webhook_id: request!.headers['webhook-id'] })]);
+
+    // Another workspace's endpoint, and an endpoint not taking the type, receive nothing.
+    expect(receiver.requests.filter((r) => r.path === '/hooks/a' && JSON.parse(r.body).id !== eventId)).toEqual([]);
+  });
+
+  it('sign with both secrets during a rotation overlap, and with the new one only after an overlap of 0', async () => {
+    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/rotate`, event_types: ['credits.low'] });
+    const rotated = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/rotate-secret/`, headers: withKey(paid.apiKey), payload: { overlap_seconds: 3600 } });
+    expect(rotated.statusCode).toBe(200);
+    const { secret: newSecret, previous_secret_expires_at } = rotated.json() as { secret: string; previous_secret_expires_at: string };
+    expect(newSecret).not.toBe(endpoint.secret);
+    expect(previous_secret_expires_at).not.toBeNull();
+
+    const first = await creditsLow(paid.workspaceId, 30);
+    const during = await until(() => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === first), 'the overlap message');
+    expect(String(during.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    for (const secret of [endpoint.secret, newSecret]) expect(() => new Webhook(secret).verify(during.body, during.headers as Record<string, string>)).not.toThrow();
+
+    const again = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/rotate-secret/`, headers: withKey(paid.apiKey), payload: { overlap_seconds: 0 } });
+    const latest = (again.json() as { secret: string }).secret;
+    const second = await creditsLow(paid.workspaceId, 20);
+    const after = await until(() => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === second), 'the message after');
+    expect(() => new Webhook(latest).verify(after.body, after.headers as Record<string, string>)).not.toThrow();
+    expect(() => new Webhook(newSecret).verify(after.body, after.headers as Record<string, string>)).toThrow();
+  });
+
+  it('replay one message with the same webhook-id, listed as a replay', async () => {
+    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/replay`, event_types: ['credits.low'] });
+    const eventId = await creditsLow(paid.workspaceId, 10);
+    const first = await until(() => receiver.requests.find((r) => r.path === '/hooks/replay' && JSON.parse(r.body).id === eventId), 'the first message');
+    const res = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { event_id: eventId } });
+    expect(res.statusCode, res.body).toBe(202);
+    expect(res.json()).toEqual({ replayed: 1 });
+    const both = await until(() => {
+      const seen = receiver.requests.filter((r) => r.path === '/hooks/replay');
+      return seen.length >= 2 ? seen : undefined;
+    }, 'the replay');
+    expect(both.map((r) => r.headers['webhook-id'])).toEqual([first.headers['webhook-id'], first.headers['webhook-id']]);
+    const attempts = await until(async () => {
+      const list = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/`, headers: withKey(paid.apiKey) })).json().attempts as { trigger: string }[];
+      return list.length >= 2 ? list : undefined;
+    }, 'both attempts');
+    expect(attempts.map((a) => a.trigger)).toEqual(['replay', 'scheduled']);
+
+    // Everything since a time: both events of the endpoint's type since before the first.
+    const since = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { since: new Date(Date.now() - 60_000).toISOString() } });
+    expect(since.statusCode).toBe(202);
+    expect(since.json().replayed).toBeGreaterThanOrEqual(1);
+
+    const both2 = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { event_id: eventId, since: new Date().toISOString() } });
+    expect(both2.statusCode).toBe(422);
+    const otherEvent = await creditsLow(free.workspaceId, 1);
+    const foreign = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { event_id: otherEvent } });
+    expect(foreign.statusCode).toBe(404);
+  });
+
+  it('record a failing receiver with its status and excerpt, and refuse bad input with the issues shape', async () => {
+    status = 503;
+    try {
+      const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/failing`, event_types: ['credits.low'] });
+      const eventId = await creditsLow(paid.workspaceId, 5);
+      const attempts = await until(async () => {
+        const list = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/?event_id=${eventId}`, headers: withKey(paid.apiKey) })).json().attempts as { outcome: string; status_code: number; response_excerpt: string }[];
+        return list.length ? list : undefined;
+      }, 'the failed attempt');
+      expect(attempts[0]).toMatchObject({ outcome: 'failed', status_code: 503, response_excerpt: 'not now' });
+      const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withKey(paid.apiKey) })).json();
+      expect(read.failing_since).not.toBeNull();
+      await stack.app.inject({ method: 'DELETE', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withKey(paid.apiKey) });
+    } finally {
+      status = 200;
+    }
+    for (const payload of [{ url: 'ftp://example.com/x' }, { url: 'https://example.com', event_types: ['no.such'] }, { url: 'https://example.com', extra: 1 }, { url: 'x'.repeat(2049) }]) {
+      const res = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload });
+      expect(res.statusCode, JSON.stringify(payload)).toBe(422);
+      expect(res.json().issues.length).toBeGreaterThan(0);
+    }
+    const longest = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: `https://example.com/${'a'.repeat(2048 - 20)}`, description: 'd'.repeat(500) } });
+    expect(longest.statusCode).toBe(201);
+    const tooLong = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: 'https://example.com', description: 'd'.repeat(501) } });
+    expect(tooLong.statusCode).toBe(422);
+  });
+
+  it("keep another workspace's endpoint out of reach", async () => {
+    const endpoint = await createEndpoint(paid.apiKey, { url: 'https://example.com/hook' });
+    for (const [method, url] of [['GET', ''], ['PATCH', ''], ['DELETE', ''], ['GET', 'attempts/'], ['POST', 'rotate-secret/']] as const) {
+      const res = await stack.app.inject({ method, url: `/webhooks/endpoints/${endpoint.id}/${url}`, headers: withToken(free.accessToken), ...(method === 'GET' || method === 'DELETE' ? {} : { payload: {} }) });
+      expect(res.statusCode, `${method} ${url}`).toBe(404);
+    }
+  });
+});
+
+describe('the webhook sender', () => {
+  it('refuses loopback, private, link-local and metadata addresses unless allowed, on every redirect', async () => {
+    const strict = webhookSender();
+    for (const url of ['http://127.0.0.1:9/x', 'http://10.0.0.1/x', 'http://169.254.169.254/latest/meta-data', 'http://[::1]/x', 'http://192.168.1.1/', 'http://localhost:9/x']) {
+      const result = await strict.post(url, '{}', {});
+      expect(result.kind, url).toBe('refused');
+    }
+    const redirecting = await serveHttp((_req, res) => void res.writeHead(307, { location: 'http://169.254.169.254/latest/meta-data' }).end());
+    try {
+      expect((await strict.post(`${redirecting.url}/r`, '{}', {})).kind).toBe('refused');
+    } finally {
+      await redirecting.close();
+    }
+  }, 30_000);
+});
