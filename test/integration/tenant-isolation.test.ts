@@ -4,7 +4,7 @@ import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-serve
 import { insertConversation } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
 import { expectTenantIsolation } from '../support/tenant-isolation.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
 // The assistant's answers come from a local chat model: two add_column calls, then words.
@@ -114,6 +114,17 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     await stack.app.inject({ method: 'GET', url: `/sender-profiles/${intruderProfile.id}/pnet/`, headers: withKey(intruder.apiKey) })
   ).json().connection_token;
 
+  // A connected AI app of the owner, from a consent request the owner decided (issue 22).
+  const appRedirect = 'https://app.example/callback';
+  const oauthClient = (await stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { client_name: 'Owned app', redirect_uris: [appRedirect] } })).json();
+  const { resource } = (await stack.app.inject({ method: 'GET', url: '/.well-known/oauth-protected-resource/mcp' })).json();
+  const authorize = await stack.app.inject({ method: 'GET', url: `/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: oauthClient.client_id, redirect_uri: appRedirect,
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', resource })}` });
+  const consentRequestId = String(authorize.headers.location).split('/').pop()!;
+  const consented = await stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentRequestId}/approve/`, headers: withToken(owner.accessToken), payload: { workspace_id: owner.workspaceId, access: 'read' } });
+  expect(consented.statusCode).toBe(200);
+  const [connectedApp] = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })).json().data;
+
   const checked = await expectTenantIsolation({
     app: stack.app,
     intruderHeaders: withKey(intruder.apiKey),
@@ -126,7 +137,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       thread_id: inboxThread!.id, label_id: inboxLabel.id, suggestion_id: inboxSuggestion.id, entry_id: dncEntry.id,
       mailbox_id: mailbox.id,
       conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id,
-      document_id: businessDocument.id },
+      document_id: businessDocument.id, app_id: connectedApp.id, request_id: consentRequestId },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
       resumeSequence: { expected_revision: 1 }, archiveSequence: { expected_revision: 1 }, enrolSequenceContacts: { row_ids: [row.id] },
@@ -156,6 +167,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       replyInboxThread: { body: 'Stolen' },
       updateAssistantConversation: { title: 'Stolen' },
       sendAssistantMessage: { content: 'Stolen' },
+      approveConsentRequest: { workspace_id: intruder.workspaceId, access: 'write' },
     },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
@@ -163,6 +175,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'addInboxThreadLabel',
     'applyTrainingProposal',
     'approveAssistantAction',
+    'approveConsentRequest',
     'approveInboxSuggestion',
     'approveSequenceMessage',
     'approveTask',
@@ -193,6 +206,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'deleteTableRow',
     'deleteTableRowsBulk',
     'deleteTableView',
+    'denyConsentRequest',
     'deploySavedAgent',
     'discardTrainingChanges',
     'disconnectSenderPnetAccount',
@@ -230,6 +244,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readChatAttachmentPages',
     'readColumnRun',
     'readColumnTemplate',
+    'readConsentRequest',
     'readDoNotContact',
     'readEmailTemplate',
     'readInboxMailbox',
@@ -271,6 +286,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'retrySequenceContact',
     'retryStep',
     'revokeAssistantGrant',
+    'revokeConnectedApp',
     'runAgentColumnRows',
     'saveColumnTemplate',
     'sendAssistantMessage',
@@ -303,6 +319,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'uploadChatAttachment',
   ]);
 
+  expect((await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })).json().data).toEqual([connectedApp]);
   const after = await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(owner.apiKey) });
   expect(after.statusCode).toBe(200);
   expect(after.json().name).toBe('owned');
