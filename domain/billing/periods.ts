@@ -39,6 +39,8 @@ export interface BillingSnapshot {
   currentPeriodEnd: Date | null;
   graceEndsAt: Date | null;
   designPartner: boolean;
+  /** Start of the last period whose plan credits were granted; null before the first grant. */
+  lastGrantedPeriodStart: Date | null;
 }
 
 export interface CreditGrant {
@@ -53,7 +55,10 @@ export interface BillingDue {
   /** The plan after the downgrade, which the grants are priced on. */
   plan: Plan;
   period: GrantPeriod;
-  /** This period's grants; the ledger's unique cause makes a repeated one a no-op. */
+  /**
+   * The grants of this period and of any period missed since the last grant (the workers were
+   * down across a period's start), oldest first; the ledger's unique cause makes a repeated one a no-op.
+   */
   grants: CreditGrant[];
   /** When something is next due: the period's end, the grace's end or the subscription's end. */
   nextWakeAt: Date;
@@ -61,7 +66,8 @@ export interface BillingDue {
 
 /**
  * What is due at `now`, in order: a paid plan past its grace or past the end of a subscription set
- * to end is downgraded first, then the period's grants are priced on the plan in force.
+ * to end is downgraded first, then the period's grants (and those of periods missed while no
+ * worker ran) are priced on the plan in force.
  *
  * | plan | grace ended | cancel at period end and period ended | downgrade |
  * |---|---|---|---|
@@ -77,14 +83,30 @@ export function decideBillingDue(s: BillingSnapshot, now: Date): BillingDue {
   const plan: Plan = downgrade ? 'free' : s.plan;
   const period = grantPeriodAt(s.grantAnchor, now);
   const credits = periodCredits(plan, s.designPartner);
-  const key = period.start.toISOString();
   const grants: CreditGrant[] = [];
-  if (credits.plan > 0) grants.push({ causeKey: `plan-grant:${key}`, amount: credits.plan, note: `${plan} plan credits for the period from ${key}` });
-  if (credits.design_partner > 0) grants.push({ causeKey: `design-partner-grant:${key}`, amount: credits.design_partner, note: `design-partner credits for the period from ${key}` });
+  for (const start of periodsToGrant(s.grantAnchor, period, s.lastGrantedPeriodStart)) {
+    const key = start.toISOString();
+    if (credits.plan > 0) grants.push({ causeKey: `plan-grant:${key}`, amount: credits.plan, note: `${plan} plan credits for the period from ${key}` });
+    if (credits.design_partner > 0) grants.push({ causeKey: `design-partner-grant:${key}`, amount: credits.design_partner, note: `design-partner credits for the period from ${key}` });
+  }
   const wakes = [period.end];
   if (plan === 'paid' && s.graceEndsAt && s.graceEndsAt > now) wakes.push(s.graceEndsAt);
   if (plan === 'paid' && s.cancelAtPeriodEnd && s.currentPeriodEnd && s.currentPeriodEnd > now) wakes.push(s.currentPeriodEnd);
   return { downgrade, plan, period, grants, nextWakeAt: new Date(Math.min(...wakes.map((d) => d.getTime()))) };
+}
+
+/**
+ * Period starts to grant: the current one, and before it every one that started after the last
+ * granted (none before the first grant: a workspace's billing begins with its current period).
+ */
+function periodsToGrant(anchor: Date, current: GrantPeriod, lastGranted: Date | null): Date[] {
+  const starts: Date[] = [];
+  for (let index = current.index; index >= 0; index -= 1) {
+    const start = addMonths(anchor, index);
+    if (index < current.index && (lastGranted === null || start <= lastGranted)) break;
+    starts.unshift(start);
+  }
+  return starts;
 }
 
 /** When a payment failure's grace ends. */

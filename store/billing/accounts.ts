@@ -20,6 +20,7 @@ export interface BillingAccountRow {
   referral_code: string;
   referred_by: string | null;
   design_partner: boolean;
+  last_granted_period_start: Date | null;
 }
 
 /** A referral code: 10 characters of a case-free alphabet without look-alikes. */
@@ -45,7 +46,9 @@ const accountColumns = (db: Db) => db`
   a.workspace_id, w.plan, w.name as workspace_name, a.customer_id, a.subscription_id, a.subscription_status,
   a.subscription_event_at, a.current_period_end, a.cancel_at_period_end, a.payment_failed_at, a.grace_ends_at,
   a.grant_anchor, a.referral_code, a.referred_by,
-  exists (select 1 from design_partner_applications d where d.workspace_id = a.workspace_id and d.status = 'accepted') as design_partner`;
+  exists (select 1 from design_partner_applications d where d.workspace_id = a.workspace_id and d.status = 'accepted') as design_partner,
+  (select max(substr(l.cause_key, 12))::timestamptz from credit_ledger l
+   where l.workspace_id = a.workspace_id and l.cause_key like 'plan-grant:%') as last_granted_period_start`;
 
 export async function readBillingAccount(db: Db, workspaceId: string): Promise<BillingAccountRow | undefined> {
   const [row] = await db<BillingAccountRow[]>`
@@ -83,6 +86,7 @@ export function billingSnapshot(a: BillingAccountRow): BillingSnapshot {
     currentPeriodEnd: a.current_period_end,
     graceEndsAt: a.grace_ends_at,
     designPartner: a.design_partner,
+    lastGrantedPeriodStart: a.last_granted_period_start,
   };
 }
 

@@ -26,7 +26,7 @@ describe('grant periods', () => {
 });
 
 describe('decideBillingDue', () => {
-  const base: BillingSnapshot = { plan: 'paid', grantAnchor: d('2026-01-10T00:00:00Z'), cancelAtPeriodEnd: false, currentPeriodEnd: null, graceEndsAt: null, designPartner: false };
+  const base: BillingSnapshot = { plan: 'paid', grantAnchor: d('2026-01-10T00:00:00Z'), cancelAtPeriodEnd: false, currentPeriodEnd: null, graceEndsAt: null, designPartner: false, lastGrantedPeriodStart: d('2026-03-10T00:00:00Z') };
   const now = d('2026-03-15T00:00:00Z');
   const cases: [string, Partial<BillingSnapshot>, { downgrade: string | null; plan: string; grants: number[]; wake: string }][] = [
     ['paid, nothing pending', {}, { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-04-10T00:00:00.000Z' }],
@@ -46,6 +46,21 @@ describe('decideBillingDue', () => {
     expect(due.nextWakeAt.toISOString()).toBe(want.wake);
     // The cause names the period, so each period is granted once.
     for (const g of due.grants) expect(g.causeKey).toMatch(/:2026-03-10T00:00:00\.000Z$/);
+  });
+});
+
+describe('missed periods', () => {
+  const base: BillingSnapshot = { plan: 'free', grantAnchor: d('2026-01-10T00:00:00Z'), cancelAtPeriodEnd: false, currentPeriodEnd: null, graceEndsAt: null, designPartner: false, lastGrantedPeriodStart: null };
+  const starts = (s: BillingSnapshot, now: string) => decideBillingDue(s, d(now)).grants.map((g) => g.causeKey.slice('plan-grant:'.length, 'plan-grant:'.length + 10));
+  it('grant only the current period before any grant', () => {
+    expect(starts(base, '2026-05-01T00:00:00Z')).toEqual(['2026-04-10']);
+  });
+  it('grant every period started since the last grant, oldest first', () => {
+    expect(starts({ ...base, lastGrantedPeriodStart: d('2026-01-10T00:00:00Z') }, '2026-04-11T00:00:00Z')).toEqual(['2026-02-10', '2026-03-10', '2026-04-10']);
+    expect(starts({ ...base, lastGrantedPeriodStart: d('2026-04-10T00:00:00Z') }, '2026-04-11T00:00:00Z')).toEqual(['2026-04-10']);
+  });
+  it('start again from a moved anchor (an upgrade): its first period is new', () => {
+    expect(starts({ ...base, grantAnchor: d('2026-04-20T00:00:00Z'), lastGrantedPeriodStart: d('2026-04-10T00:00:00Z') }, '2026-04-21T00:00:00Z')).toEqual(['2026-04-20']);
   });
 });
 
