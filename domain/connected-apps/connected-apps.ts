@@ -215,8 +215,5 @@ export function appOperations(catalogue: CatalogueOperation[], access: Access): 
   return assistantOperations(catalogue).filter((op) => !op.tags.includes('connected-apps') && (access === 'write' || op.access === 'read'));
 }
 
-/** An operation of the workspace's catalogue that an app never sees, whatever its access. */
-export const hiddenFromApps = (catalogue: CatalogueOperation[], name: string) => !appOperations(catalogue, 'write').some((op) => op.name === name);
-
 /** The host of a redirect address, as the consent page shows it. */
 export const redirectHost = (uri: string) => new URL(uri).host;
