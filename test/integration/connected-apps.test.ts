@@ -80,7 +80,7 @@ describe('discovery', () => {
   it('answers 401 with the resource metadata address, and both metadata documents', async () => {
     const res = await mcpPost(null, listTools);
     expect(res.status).toBe(401);
-    expect(res.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`);
+    expect(res.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp", scope="read write"`);
     const prm = await (await fetch(`${base}/.well-known/oauth-protected-resource/mcp`)).json();
     expect(prm).toMatchObject({ resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: ['read', 'write'] });
     const as = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();

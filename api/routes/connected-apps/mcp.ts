@@ -159,7 +159,9 @@ export const mcpRoutes =
       const token = bearerOf(request);
       const authorised = await authoriseCall(sql, token, e);
       if (!authorised.ok) {
-        return challenge(reply, e, 401, token ? `, error="invalid_token", error_description="${authorised.description.replace(/"/g, "'")}"` : '', authorised.description);
+        // The scopes an app may ask for (RFC 6750 3, a SHOULD of the MCP spec); the person chooses on the consent page.
+        const scope = ', scope="read write"';
+        return challenge(reply, e, 401, token ? `${scope}, error="invalid_token", error_description="${authorised.description.replace(/"/g, "'")}"` : scope, authorised.description);
       }
       const limited = limiter.take(`app:${authorised.app.app_id}`);
       if (!limited.allowed) {
