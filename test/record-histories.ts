@@ -88,6 +88,9 @@ import { chatAttachmentWorkflowId } from '../workflows/assistant/chat-attachment
 import { documentWorkflow } from '../workflows/documents/document.js';
 import { documentWorkflowId } from '../workflows/documents/document.contract.js';
 import type { DocumentActivities } from '../activities/documents/documents.js';
+import { notificationEventWorkflow, notificationReplayWorkflow } from '../workflows/notifications/notification-event.js';
+import { notificationEventWorkflowId, notificationReplayWorkflowId } from '../workflows/notifications/notification-event.contract.js';
+import type { NotificationActivities } from '../activities/notifications/notifications.js';
 import { leadSearchWorkflow } from '../workflows/sourcing/lead-search.js';
 import type { LeadSearchActivities } from '../activities/sourcing/lead-search.js';
 
@@ -410,6 +413,12 @@ const leadSearchFakes = {
   },
   endLeadSearch: async () => undefined,
 } satisfies Partial<LeadSearchActivities>;
+// A workspace event to a webhook (refused once, then 2xx after 5 s) and a team-chat channel (posted at once).
+const notificationFakes = {
+  planNotificationDeliveries: async () => [{ id: 'd-webhook', run: 1, channel: 'webhook' as const }, { id: 'd-chat', run: 1, channel: 'team_chat' as const }],
+  attemptNotificationDelivery: async ({ deliveryId, attempt }: { deliveryId: string; attempt: number }) =>
+    deliveryId === 'd-webhook' && attempt === 1 ? { kind: 'failed' as const, statusCode: 503 } : { kind: 'succeeded' as const, statusCode: 200 },
+} satisfies Partial<NotificationActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -420,6 +429,7 @@ const worker = await Worker.create({
     ...chatAttachmentFakes,
     ...documentFakes,
     ...leadSearchFakes,
+    ...notificationFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -670,6 +680,10 @@ await worker.runUntil(async () => {
   await documentRefused.result();
   const leadSearch = await env.client.workflow.start(leadSearchWorkflow, { taskQueue, workflowId: 'lead-search/recorded', args: [{ searchId: 'recorded', workspaceId: 'w' }] });
   await leadSearch.result();
+  const notificationEvent = await env.client.workflow.start(notificationEventWorkflow, { taskQueue, workflowId: notificationEventWorkflowId('recorded'), args: [{ eventId: 'recorded' }] });
+  await notificationEvent.result();
+  const notificationReplay = await env.client.workflow.start(notificationReplayWorkflow, { taskQueue, workflowId: notificationReplayWorkflowId('d-chat', 2), args: [{ deliveryId: 'd-chat', run: 2 }] });
+  await notificationReplay.result();
 
   const histories = [
     ['credit-hold-expired', expired],
@@ -697,6 +711,8 @@ await worker.runUntil(async () => {
     ['document-read-ready', documentRead],
     ['document-refused-failed', documentRefused],
     ['lead-search-paged-rate-limited', leadSearch],
+    ['notification-event-retried-then-delivered', notificationEvent],
+    ['notification-replay-delivered', notificationReplay],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).
