@@ -153,6 +153,16 @@ describe('the SDK client end to end', () => {
     expect(made.isError).toBe(false);
     expect(made.structuredContent).toMatchObject({ status: 201, body: { name: 'Made by an app' } });
 
+    // Resources: the workspace's tables (and sequences), read as the member; another workspace's is not found.
+    const tableId = (made.structuredContent as { body: { id: string } }).body.id;
+    const { resources } = await client.listResources();
+    expect(resources).toContainEqual(expect.objectContaining({ uri: `workspace://tables/${tableId}`, name: 'Made by an app' }));
+    const content = await client.readResource({ uri: `workspace://tables/${tableId}` });
+    expect(JSON.parse(String((content.contents[0] as { text: string }).text))).toMatchObject({ id: tableId, name: 'Made by an app' });
+    const foreign = (await stack.app.inject({ method: 'POST', url: '/tables/', headers: withToken(free.accessToken), payload: { name: 'Not yours' } })).json();
+    await expect(client.readResource({ uri: `workspace://tables/${foreign.id}` })).rejects.toThrow(/No resource/);
+    expect((await client.listResources()).resources.map((r) => r.name)).not.toContain('Not yours');
+
     await stack.sql`update workspaces set plan = 'free' where id = ${paid.workspaceId}`;
     try {
       const raw = await mcpPost(provider.saved!.access_token, callTool('createTable', { body: { name: 'After downgrade' } }));

@@ -13,12 +13,23 @@
  * document), called in-process through the operation door as the member who approved the app.
  * A write runs only when the assistant's grant rule lets it run without asking (the app's write
  * consent stands as the grant): priced at or over the workspace's approval threshold, destructive
- * or a send, it is not run, and the result says why.
+ * or a send, it is not run, and the result says why. Resources: the workspace's tables and sequences.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  type CallToolResult,
+  type Resource,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { appOperations, type Access } from '../../../domain/connected-apps/connected-apps.js';
 import { operationRequest, type CatalogueOperation } from '../../../domain/assistant/operations.js';
 import { isDestructiveOperation, sendingOperations, type OperationDoor } from '../../../domain/assistant/tool-cards.js';
@@ -118,13 +129,53 @@ async function callTool(ctx: CallContext, name: string, args: Record<string, unk
   return { isError: answer.status >= 400, content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
 }
 
+/**
+ * Resources: the workspace's tables and sequences, each read as the API reads it (a table with its
+ * columns, a sequence with its graph), through the same door and as the same member as the tools.
+ */
+const resourceKinds = {
+  tables: { list: '/tables/?limit=200', field: 'tables', read: (id: string) => `/tables/${id}/`, mimeType: 'application/json' },
+  sequences: { list: '/sequences/', field: 'sequences', read: (id: string) => `/sequences/${id}/`, mimeType: 'application/json' },
+} as const;
+const resourceUri = /^workspace:\/\/(tables|sequences)\/([0-9a-f-]{36})$/;
+
+async function listResources(ctx: CallContext): Promise<Resource[]> {
+  const out: Resource[] = [];
+  for (const [kind, k] of Object.entries(resourceKinds)) {
+    const answer = await ctx.door.call(ctx.app.member_id, { method: 'GET', url: k.list });
+    const items = answer.status === 200 ? ((answer.body as Record<string, unknown>)[k.field] as { id: string; name: string; description?: string | null }[]) : [];
+    for (const item of items ?? []) {
+      out.push({ uri: `workspace://${kind}/${item.id}`, name: item.name, title: item.name, mimeType: k.mimeType, ...(item.description ? { description: item.description } : {}) });
+    }
+  }
+  return out;
+}
+
+async function readResource(ctx: CallContext, uri: string) {
+  const m = resourceUri.exec(uri);
+  if (!m) throw new McpError(ErrorCode.InvalidParams, `No resource ${uri}: resources are workspace://tables/<id> and workspace://sequences/<id>.`);
+  const kind = resourceKinds[m[1] as keyof typeof resourceKinds];
+  const answer = await ctx.door.call(ctx.app.member_id, { method: 'GET', url: kind.read(m[2]!) });
+  if (answer.status === 404) throw new McpError(ErrorCode.InvalidParams, `No resource ${uri} in this workspace.`);
+  if (answer.status !== 200) throw new McpError(ErrorCode.InternalError, `Reading ${uri} answered ${answer.status}.`);
+  return { contents: [{ uri, mimeType: kind.mimeType, text: JSON.stringify(answer.body) }] };
+}
+
 function mcpServer(ctx: CallContext): Server {
   const server = new Server(serverInfo, {
-    capabilities: { tools: {} },
+    capabilities: { tools: {}, resources: {} },
     instructions: `Tools are this workspace's API operations, with ${ctx.access} access. Inputs: path and query parameters by name, the JSON body under \`body\`.`,
   });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf) }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => callTool(ctx, request.params.name, (request.params.arguments ?? {}) as Record<string, unknown>));
+  server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: await listResources(ctx) }));
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+    resourceTemplates: [
+      { uriTemplate: 'workspace://tables/{table_id}', name: 'Table', description: 'A table of the workspace, with its columns', mimeType: 'application/json' },
+      { uriTemplate: 'workspace://sequences/{sequence_id}', name: 'Sequence', description: 'A sequence of the workspace, with its steps', mimeType: 'application/json' },
+    ],
+  }));
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => readResource(ctx, request.params.uri));
   return server;
 }
 
