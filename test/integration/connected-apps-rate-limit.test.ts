@@ -16,7 +16,7 @@ async function appToken(): Promise<string> {
     clock += 60_000;
     return run();
   };
-  const { client_id } = (await stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } })).json();
+  const { client_id } = (await step(() => stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } }))).json();
   const verifier = randomBytes(32).toString('base64url');
   const resource = 'http://localhost:80/mcp';
   const authorize = await stack.app.inject({
@@ -28,12 +28,14 @@ async function appToken(): Promise<string> {
     stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/approve/`, headers: withToken(paid.accessToken), payload: { workspace_id: paid.workspaceId, access: 'read' } }),
   );
   const code = new URL(approved.json().redirect_url).searchParams.get('code')!;
-  const tokens = await stack.app.inject({
-    method: 'POST',
-    url: '/oauth/token',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    payload: new URLSearchParams({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier }).toString(),
-  });
+  const tokens = await step(() =>
+    stack.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier }).toString(),
+    }),
+  );
   return tokens.json().access_token;
 }
 
@@ -58,4 +60,16 @@ it('lets an app make 3 calls a minute, refuses the 4th, not another app, and ref
   clock += 20_000;
   expect((await list(first)).statusCode).toBe(200);
   expect((await list(first)).statusCode).toBe(429);
+});
+
+it('limits registration and the token endpoint per client address: 3 a minute, the 4th is slow_down', async () => {
+  clock += 60_000;
+  const register = () => stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } });
+  for (let i = 1; i <= 3; i += 1) expect((await register()).statusCode, `registration ${i}`).toBe(201);
+  const past = await register();
+  expect(past.statusCode).toBe(429);
+  expect(past.json()).toMatchObject({ error: 'slow_down' });
+  expect(past.headers['retry-after']).toBe('20');
+  // Discovery is not limited.
+  expect((await stack.app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' })).statusCode).toBe(200);
 });

@@ -27,6 +27,7 @@ import {
 import { ApiError } from '../../../domain/shared/errors.js';
 import type { RouteDeps } from '../../deps.js';
 import { consentPage } from './consent-page.js';
+import { RateLimiter } from '../../plugins/rate-limit.js';
 
 /** This service's address: PUBLIC_BASE_URL when set, else the address the request came to. */
 export function endpointsOf(publicBaseUrl: string | undefined, request: FastifyRequest): Endpoints {
@@ -55,7 +56,7 @@ function sendOAuthError(reply: FastifyReply, error: unknown) {
 }
 
 export const oauthRoutes =
-  ({ sql, integrations }: RouteDeps): FastifyPluginAsync =>
+  ({ sql, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
   async (app) => {
     // Read at each use, so a test (or a reload) that replaces the settings is heard.
     const deps: OAuthDeps = {
@@ -84,6 +85,19 @@ export const oauthRoutes =
         return authorizationServerMetadata(endpoints(request));
       });
     }
+
+    // Registration and the token endpoint take no credential of ours: limited per client address instead.
+    const limiter = new RateLimiter(rateLimit);
+    app.addHook('onRequest', async (request, reply) => {
+      if (request.method !== 'POST' || !request.routeOptions.url?.startsWith('/oauth/')) return;
+      const limited = limiter.take(`oauth:${request.ip}`);
+      if (!limited.allowed) {
+        return reply
+          .code(429)
+          .header('retry-after', String(limited.retryAfterSeconds))
+          .send({ error: 'slow_down', error_description: `Too many requests; retry in ${limited.retryAfterSeconds} s.` });
+      }
+    });
 
     app.post('/oauth/register', { schema: hidden, config: publicRoute }, async (request, reply) => {
       try {
