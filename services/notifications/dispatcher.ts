@@ -9,7 +9,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
 import { markEventsDispatched, undispatchedEvents } from '../../store/notifications/outbox.js';
-import { notificationEventWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
+import { notificationDigestCron, notificationDigestWorkflowId, notificationEventWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 
 export interface EventDispatcher {
   /** Runs one pass now; answers how many events it handed on. */
@@ -17,7 +17,7 @@ export interface EventDispatcher {
   stop(): Promise<void>;
 }
 
-export function startEventDispatcher(options: { sql: Sql; client: Client; taskQueue: string; pollMs?: number; batch?: number }): EventDispatcher {
+export function startEventDispatcher(options: { sql: Sql; client: Client; taskQueue: string; pollMs?: number; batch?: number; digest?: boolean }): EventDispatcher {
   const { sql, client, taskQueue } = options;
   const batch = options.batch ?? 200;
   let stopped = false;
@@ -64,6 +64,12 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
     return running;
   }
 
+  // The daily digest's cron workflow, started once for the namespace's task queue (already running: nothing to do).
+  if (options.digest !== false) {
+    void client.workflow
+      .start('notificationDigestWorkflow', { workflowId: notificationDigestWorkflowId, taskQueue, cronSchedule: notificationDigestCron, args: [] })
+      .catch(() => undefined);
+  }
   const listening = sql.listen('workspace_events', () => void kick()).catch(() => null);
   const timer = setInterval(() => void kick(), options.pollMs ?? 1000);
   void kick();

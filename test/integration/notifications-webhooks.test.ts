@@ -23,7 +23,7 @@ beforeAll(async () => {
   });
   // Local receivers are on loopback: the development setting allows them here.
   stack.integrations.notifications.webhooks = webhookSender({ allowPrivateNetworks: true });
-  dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200 });
+  dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200, digest: false });
 });
 afterAll(async () => {
   await dispatcher?.stop();

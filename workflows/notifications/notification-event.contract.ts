@@ -18,3 +18,8 @@ export interface NotificationEventOutcome {
   deliveries: number;
   succeeded: number;
 }
+
+/** The one daily digest workflow: a cron workflow started by the dispatcher (started again is a no-op). */
+export const notificationDigestWorkflowId = 'notification-digest';
+/** Every day at 08:00 UTC. */
+export const notificationDigestCron = '0 8 * * *';

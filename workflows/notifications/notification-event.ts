@@ -11,7 +11,7 @@ import type { NotificationActivities } from '../../activities/notifications/noti
 import { decideNext } from '../../domain/notifications/webhooks.js';
 import type { NotificationEventInput, NotificationEventOutcome, NotificationReplayInput } from './notification-event.contract.js';
 
-const { planNotificationDeliveries } = proxyActivities<NotificationActivities>({
+const { planNotificationDeliveries, sendNotificationDigests } = proxyActivities<NotificationActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
@@ -39,4 +39,12 @@ export async function notificationEventWorkflow(input: NotificationEventInput): 
 
 export async function notificationReplayWorkflow(input: NotificationReplayInput): Promise<boolean> {
   return deliver(input.deliveryId, input.run, 'replay');
+}
+
+/**
+ * The daily digest (run by its cron schedule, `notificationDigestCron`): every member's waiting
+ * digest deliveries in one email each.
+ */
+export async function notificationDigestWorkflow(): Promise<number> {
+  return sendNotificationDigests({});
 }

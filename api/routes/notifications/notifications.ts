@@ -6,7 +6,9 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, TimestampSchema, UuidSchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { ApiError, notFound, ValidationRefusal } from '../../../domain/shared/errors.js';
+
+const refuse = (loc: string[], msg: string, input: unknown) => new ValidationRefusal([{ loc, msg, type: 'value_error', input }]);
 import { criticalEventTypes, eventTitles, eventTypes, EventTypeSchema, WorkspaceEventSchema } from '../../../domain/notifications/events.js';
 import {
   CreateRuleSchema,
@@ -77,7 +79,7 @@ export const notificationRoutes =
         if (before) {
           const [at, id] = before.split(',') as [string, string];
           const parsed = TimestampSchema.safeParse(at);
-          if (!parsed.success || !UuidSchema.safeParse(id).success) throw new ApiError('unprocessable', 'Invalid query: before must be a next_before value');
+          if (!parsed.success || !UuidSchema.safeParse(id).success) throw refuse(['query', 'before'], 'must be a next_before value', before);
           cursor = { at: new Date(at), id };
         }
         const events = await listWorkspaceEvents(sql, principalOf(request).workspaceId, { limit: limit + 1, ...(type ? { type } : {}), ...(cursor ? { before: cursor } : {}) });
@@ -112,11 +114,11 @@ export const notificationRoutes =
         const principal = principalOf(request);
         const body = request.body;
         if (body.webhook_endpoint_id && !(await findEndpoint(sql, principal.workspaceId, body.webhook_endpoint_id))) {
-          throw new ApiError('unprocessable', 'Invalid body: webhook_endpoint_id names no endpoint of this workspace');
+          throw refuse(['body', 'webhook_endpoint_id'], 'names no endpoint of this workspace', body.webhook_endpoint_id);
         }
         if (body.member_ids?.length) {
           const found = await sql<{ id: string }[]>`select id from members where workspace_id = ${principal.workspaceId} and id = any(${body.member_ids}::uuid[])`;
-          if (found.length !== new Set(body.member_ids).size) throw new ApiError('unprocessable', 'Invalid body: member_ids names someone who is not a member of this workspace');
+          if (found.length !== new Set(body.member_ids).size) throw refuse(['body', 'member_ids'], 'names someone who is not a member of this workspace', body.member_ids);
         }
         if ((await countRules(sql, principal.workspaceId)) >= rulesMax) throw new ApiError('conflict', `A workspace has at most ${rulesMax} notification rules; delete one first.`);
         return reply.code(201).send(ruleOut(await insertRule(sql, principal.workspaceId, body, principal.memberId ?? null)));
@@ -150,7 +152,7 @@ export const notificationRoutes =
         const { workspaceId } = principalOf(request);
         if (request.body.member_ids?.length) {
           const found = await sql<{ id: string }[]>`select id from members where workspace_id = ${workspaceId} and id = any(${request.body.member_ids}::uuid[])`;
-          if (found.length !== new Set(request.body.member_ids).size) throw new ApiError('unprocessable', 'Invalid body: member_ids names someone who is not a member of this workspace');
+          if (found.length !== new Set(request.body.member_ids).size) throw refuse(['body', 'member_ids'], 'names someone who is not a member of this workspace', request.body.member_ids);
         }
         const rule = await updateRule(sql, workspaceId, request.params.rule_id, request.body);
         if (!rule) throw notFound('Notification rule');
