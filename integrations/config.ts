@@ -400,7 +400,7 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     payments: 'missing' in config.payments ? config.payments : { provider: createStripeProvider(config.payments), returnUrl: config.payments.returnUrl },
     referralLinkBase: config.referralLinkBase,
     connectedApps: { known: config.connectedAppsKnown, clientMetadata: clientMetadataReader({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }) },
-    sourcing: createSourcing(config.sourcing, { dnsServers: config.dnsServers }),
+    sourcing: createSourcing(config.sourcing, { dnsServers: config.dnsServers, allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
     notifications: {
       webhooks: webhookSender({ allowPrivateNetworks: config.notifications.webhooksAllowPrivateNetworks }),
       teamChat: 'missing' in config.notifications.teamChat ? config.notifications.teamChat : createTeamChatClient(config.notifications.teamChat),

@@ -41,14 +41,17 @@ export function sourcingConfigFrom(env: Env): SourcingConfig {
 export interface Sourcing {
   leadSearch: LeadSearchProviders;
   crm: { apiUrl: string; timeoutMs: number };
+  /** A CSV import's address may be on a private network (WEB_READER_ALLOW_PRIVATE_NETWORKS, the page reader's setting). */
+  csvAllowPrivateNetworks: boolean;
   ctLog: CtLogClient;
   dns: HostResolver;
 }
 
-export function createSourcing(config: SourcingConfig, options: { dnsServers?: string[] | undefined }): Sourcing {
+export function createSourcing(config: SourcingConfig, options: { dnsServers?: string[] | undefined; allowPrivateNetworks?: boolean }): Sourcing {
   return {
     leadSearch: createLeadSearchProviders({ apollo: config.apollo }),
     crm: { apiUrl: config.crmApiUrl, timeoutMs: 30_000 },
+    csvAllowPrivateNetworks: options.allowPrivateNetworks === true,
     ctLog: ctLogClient({ baseUrl: config.ctLogUrl }),
     dns: hostResolver(options.dnsServers),
   };

@@ -93,6 +93,8 @@ import { notificationEventWorkflowId, notificationReplayWorkflowId } from '../wo
 import type { NotificationActivities } from '../activities/notifications/notifications.js';
 import { leadSearchWorkflow } from '../workflows/sourcing/lead-search.js';
 import type { LeadSearchActivities } from '../activities/sourcing/lead-search.js';
+import { importRunWorkflow, writeBackWorkflow } from '../workflows/sourcing/imports.js';
+import type { CrmActivities } from '../activities/sourcing/crm.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -413,6 +415,15 @@ const leadSearchFakes = {
   },
   endLeadSearch: async () => undefined,
 } satisfies Partial<LeadSearchActivities>;
+// An import run of two chunks, and a write-back of one.
+let importChunks = 0;
+const importFakes = {
+  beginImportRun: async () => true,
+  importChunk: async () => ({ done: (importChunks += 1) % 2 === 0, read: 100 }),
+  endImportRun: async () => undefined,
+  writeBackChunkActivity: async () => ({ done: true, progress: '3 written, 0 unchanged, 2 failed' }),
+  endWriteBack: async () => undefined,
+} satisfies Partial<CrmActivities>;
 // A workspace event to a webhook (refused once, then 2xx after 5 s) and a team-chat channel (posted at once).
 const notificationFakes = {
   planNotificationDeliveries: async () => [{ id: 'd-webhook', run: 1, channel: 'webhook' as const }, { id: 'd-chat', run: 1, channel: 'team_chat' as const }],
@@ -430,6 +441,7 @@ const worker = await Worker.create({
     ...chatAttachmentFakes,
     ...documentFakes,
     ...leadSearchFakes,
+    ...importFakes,
     ...notificationFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
@@ -681,6 +693,10 @@ await worker.runUntil(async () => {
   await documentRefused.result();
   const leadSearch = await env.client.workflow.start(leadSearchWorkflow, { taskQueue, workflowId: 'lead-search/recorded', args: [{ searchId: 'recorded', workspaceId: 'w' }] });
   await leadSearch.result();
+  const importRun = await env.client.workflow.start(importRunWorkflow, { taskQueue, workflowId: 'import-run/recorded/run-1', args: [{ importId: 'recorded', workspaceId: 'w', trigger: 'manual', runId: 'run-1' }] });
+  await importRun.result();
+  const writeBack = await env.client.workflow.start(writeBackWorkflow, { taskQueue, workflowId: 'write-back/recorded', args: [{ writeBackId: 'recorded', workspaceId: 'w' }] });
+  await writeBack.result();
   const notificationEvent = await env.client.workflow.start(notificationEventWorkflow, { taskQueue, workflowId: notificationEventWorkflowId('recorded'), args: [{ eventId: 'recorded' }] });
   await notificationEvent.result();
   const notificationReplay = await env.client.workflow.start(notificationReplayWorkflow, { taskQueue, workflowId: notificationReplayWorkflowId('d-chat', 2), args: [{ deliveryId: 'd-chat', run: 2 }] });
@@ -714,6 +730,8 @@ await worker.runUntil(async () => {
     ['document-read-ready', documentRead],
     ['document-refused-failed', documentRefused],
     ['lead-search-paged-rate-limited', leadSearch],
+    ['import-run-two-chunks', importRun],
+    ['write-back-one-chunk', writeBack],
     ['notification-event-retried-then-delivered', notificationEvent],
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],

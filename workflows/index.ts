@@ -17,4 +17,5 @@ export { chatAttachmentWorkflow } from './assistant/chat-attachment.js';
 export { documentWorkflow } from './documents/document.js';
 export { workspaceBillingWorkflow } from './billing/workspace-billing.js';
 export { leadSearchWorkflow } from './sourcing/lead-search.js';
+export { importRunWorkflow, writeBackWorkflow } from './sourcing/imports.js';
 export { notificationDigestWorkflow, notificationEventWorkflow, notificationReplayWorkflow } from './notifications/notification-event.js';

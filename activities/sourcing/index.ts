@@ -2,7 +2,8 @@
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import { createLeadSearchActivities } from './lead-search.js';
+import { createCrmActivities } from './crm.js';
 
 export function createSourcingActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'sourcing' | 'secretsKeys' | 'webEndpoint'> }) {
-  return { ...createLeadSearchActivities(deps) };
+  return { ...createLeadSearchActivities(deps), ...createCrmActivities(deps) };
 }

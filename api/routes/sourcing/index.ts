@@ -2,9 +2,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { RouteDeps } from '../../deps.js';
 import { leadSearchRoutes } from './lead-searches.js';
+import { crmRoutes } from './crm.js';
+import { scheduleRoutes } from './schedules.js';
 
 export const sourcingRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     await app.register(leadSearchRoutes(deps));
+    await app.register(crmRoutes(deps));
+    await app.register(scheduleRoutes(deps));
   };
