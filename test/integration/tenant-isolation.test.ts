@@ -125,6 +125,10 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect(consented.statusCode).toBe(200);
   const [connectedApp] = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })).json().data;
 
+  // Notifications (issue 21): a rule and a webhook endpoint of the owner's.
+  const notificationRule = await ownerTables('/notifications/rules/', { event_type: 'credits.low', channel: 'email' });
+  const webhookEndpoint = await ownerTables('/webhooks/endpoints/', { url: 'https://example.com/owned-hook' });
+
   const checked = await expectTenantIsolation({
     app: stack.app,
     intruderHeaders: withKey(intruder.apiKey),
@@ -137,7 +141,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       thread_id: inboxThread!.id, label_id: inboxLabel.id, suggestion_id: inboxSuggestion.id, entry_id: dncEntry.id,
       mailbox_id: mailbox.id,
       conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id,
-      document_id: businessDocument.id, app_id: connectedApp.id, request_id: consentRequestId },
+      document_id: businessDocument.id, app_id: connectedApp.id, request_id: consentRequestId, rule_id: notificationRule.id, endpoint_id: webhookEndpoint.id },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
       resumeSequence: { expected_revision: 1 }, archiveSequence: { expected_revision: 1 }, enrolSequenceContacts: { row_ids: [row.id] },
@@ -168,6 +172,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       updateAssistantConversation: { title: 'Stolen' },
       sendAssistantMessage: { content: 'Stolen' },
       approveConsentRequest: { workspace_id: intruder.workspaceId, access: 'write' },
+      updateNotificationRule: { enabled: false }, updateWebhookEndpoint: { enabled: false }, rotateWebhookSecret: {},
+      replayWebhookMessages: { since: '2020-01-01T00:00:00Z' },
     },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
@@ -198,6 +204,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'deleteEmailTemplate',
     'deleteInboxLabel',
     'deleteInboxMailbox',
+    'deleteNotificationRule',
     'deleteSavedAgent',
     'deleteSavedAgentExample',
     'deleteTable',
@@ -206,6 +213,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'deleteTableRow',
     'deleteTableRowsBulk',
     'deleteTableView',
+    'deleteWebhookEndpoint',
     'denyConsentRequest',
     'deploySavedAgent',
     'discardTrainingChanges',
@@ -232,6 +240,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'listTableRuns',
     'listTableViews',
     'listTrainingSessions',
+    'listWebhookAttempts',
     'migrateSequenceContacts',
     'pauseSequence',
     'pauseSequenceContact',
@@ -251,6 +260,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readInboxSuggestion',
     'readInboxThread',
     'readMember',
+    'readNotificationRule',
     'readOutboundAgent',
     'readOutboundConversation',
     'readPnetSettings',
@@ -269,12 +279,14 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'readTableRow',
     'readTableView',
     'readTrainingSession',
+    'readWebhookEndpoint',
     'recordTableView',
     'rejectSequenceMessage',
     'rejectTask',
     'releaseStepClaim',
     'releaseStepHold',
     'removeInboxThreadLabel',
+    'replayWebhookMessages',
     'replyInboxThread',
     'reportRunningWait',
     'reportStepAttempt',
@@ -287,6 +299,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'retryStep',
     'revokeAssistantGrant',
     'revokeConnectedApp',
+    'rotateWebhookSecret',
     'runAgentColumnRows',
     'saveColumnTemplate',
     'sendAssistantMessage',
@@ -306,6 +319,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'updateInboxLabel',
     'updateInboxMailbox',
     'updateInboxThread',
+    'updateNotificationRule',
     'updateOutboundAgent',
     'updatePnetSettings',
     'updateSavedAgent',
@@ -316,6 +330,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'updateTableRow',
     'updateTableRowsBulk',
     'updateTableView',
+    'updateWebhookEndpoint',
     'uploadChatAttachment',
   ]);
 
