@@ -125,6 +125,20 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect(consented.statusCode).toBe(200);
   const [connectedApp] = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })).json().data;
 
+  // Data sourcing (issue 23): a lead search, a CRM connection, an import with a schedule, a write-back (records as the API writes them).
+  const [leadSearch] = await stack.sql<{ id: string }[]>`
+    insert into lead_searches (workspace_id, table_id, provider, kind, query, max_results, price_per_row, status)
+    values (${owner.workspaceId}, ${table.id}, 'apollo', 'people', ${stack.sql.json({})}, 10, 1, 'running') returning id`;
+  const [crmConnection] = await stack.sql<{ id: string }[]>`
+    insert into crm_connections (workspace_id, name, auth_kind, token_sealed) values (${owner.workspaceId}, 'Owned CRM', 'private_app', 's1.x.y.z.w') returning id`;
+  const sourcingImport = await ownerTables(`/tables/${table.id}/imports/`, {
+    source: 'crm', name: 'Owned import', connection_id: crmConnection!.id, object_type: 'contacts', run_now: false, mapping: [{ source: 'email', column_name: 'Email' }],
+  });
+  const importSchedule = await ownerTables('/import-schedules/', { import_id: sourcingImport.id, interval_seconds: 86400, paused: true });
+  const [writeBack] = await stack.sql<{ id: string }[]>`
+    insert into write_backs (workspace_id, table_id, connection_id, object_type, id_property, mapping, status)
+    values (${owner.workspaceId}, ${table.id}, ${crmConnection!.id}, 'contacts', 'email', ${stack.sql.json([])}, 'succeeded') returning id`;
+
   // Notifications (issue 21): a rule and a webhook endpoint of the owner's.
   const notificationRule = await ownerTables('/notifications/rules/', { event_type: 'credits.low', channel: 'email' });
   const webhookEndpoint = await ownerTables('/webhooks/endpoints/', { url: 'https://example.com/owned-hook' });
@@ -141,7 +155,9 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       thread_id: inboxThread!.id, label_id: inboxLabel.id, suggestion_id: inboxSuggestion.id, entry_id: dncEntry.id,
       mailbox_id: mailbox.id,
       conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id,
-      document_id: businessDocument.id, app_id: connectedApp.id, request_id: consentRequestId, rule_id: notificationRule.id, endpoint_id: webhookEndpoint.id },
+      document_id: businessDocument.id, app_id: connectedApp.id, request_id: consentRequestId,
+      search_id: leadSearch!.id, connection_id: crmConnection!.id, import_id: sourcingImport.id, schedule_id: importSchedule.id, write_back_id: writeBack!.id,
+      rule_id: notificationRule.id, endpoint_id: webhookEndpoint.id },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
       resumeSequence: { expected_revision: 1 }, archiveSequence: { expected_revision: 1 }, enrolSequenceContacts: { row_ids: [row.id] },
@@ -174,6 +190,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       approveConsentRequest: { workspace_id: intruder.workspaceId, access: 'write' },
       updateNotificationRule: { enabled: false }, updateWebhookEndpoint: { enabled: false }, rotateWebhookSecret: {},
       replayWebhookMessages: { since: '2020-01-01T00:00:00Z' },
+      createImport: { source: 'crm', name: 'Stolen', connection_id: crmConnection!.id, object_type: 'contacts', run_now: false, mapping: [{ source: 'email', column_name: 'Email' }] },
+      createWriteBack: { connection_id: crmConnection!.id, object_type: 'contacts', id_property: 'email', mapping: [{ column_id: column.id, property: 'email' }] },
     },
   });
   expect(checked.map((o) => o.operationId).sort()).toEqual([
@@ -189,19 +207,25 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'cancelAgentColumnRuns',
     'cancelAgentRun',
     'cancelColumnRun',
+    'cancelLeadSearch',
     'cancelStep',
     'closeTrainingSession',
+    'createImport',
     'createSavedAgentExample',
     'createTableColumn',
     'createTableColumnFromTemplate',
     'createTableRow',
     'createTableRowsBulk',
     'createTableView',
+    'createWriteBack',
     'deleteApiKey',
     'deleteBusinessDocument',
     'deleteColumnTemplate',
+    'deleteCrmConnection',
     'deleteDoNotContact',
     'deleteEmailTemplate',
+    'deleteImport',
+    'deleteImportSchedule',
     'deleteInboxLabel',
     'deleteInboxMailbox',
     'deleteNotificationRule',
@@ -222,6 +246,11 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'dismissInboxSuggestion',
     'enrolSequenceContacts',
     'exportTableCsv',
+    'getCrmConnection',
+    'getImport',
+    'getImportSchedule',
+    'getLeadSearch',
+    'getWriteBack',
     'giveTrainingVerdict',
     'grantStepCommit',
     'importTableCsv',
@@ -229,6 +258,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'listAgentColumnRuns',
     'listChatAttachments',
     'listColumnRuns',
+    'listImports',
     'listOutboundAgentVersions',
     'listSavedAgentExamples',
     'listSavedAgentTrainingRuns',
@@ -241,7 +271,9 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'listTableViews',
     'listTrainingSessions',
     'listWebhookAttempts',
+    'listWriteBackRows',
     'migrateSequenceContacts',
+    'pauseImportSchedule',
     'pauseSequence',
     'pauseSequenceContact',
     'pollInboxMailbox',
@@ -293,6 +325,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'reportStepResult',
     'rereadBusinessDocument',
     'restoreTable',
+    'resumeImportSchedule',
     'resumeSequence',
     'resumeSequenceContact',
     'retrySequenceContact',
@@ -301,6 +334,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'revokeConnectedApp',
     'rotateWebhookSecret',
     'runAgentColumnRows',
+    'runImport',
     'saveColumnTemplate',
     'sendAssistantMessage',
     'setSequenceAgent',
