@@ -44,6 +44,8 @@ export interface Sourcing {
   /** A CSV import's address may be on a private network (WEB_READER_ALLOW_PRIVATE_NETWORKS, the page reader's setting). */
   csvAllowPrivateNetworks: boolean;
   ctLog: CtLogClient;
+  /** The first back-off after a busy CT log (429 without Retry-After, 502, timeout), doubled each try: 1 s. */
+  ctLogBackoffMs: number;
   dns: HostResolver;
 }
 
@@ -53,6 +55,7 @@ export function createSourcing(config: SourcingConfig, options: { dnsServers?: s
     crm: { apiUrl: config.crmApiUrl, timeoutMs: 30_000 },
     csvAllowPrivateNetworks: options.allowPrivateNetworks === true,
     ctLog: ctLogClient({ baseUrl: config.ctLogUrl }),
+    ctLogBackoffMs: 1000,
     dns: hostResolver(options.dnsServers),
   };
 }

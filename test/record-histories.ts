@@ -95,6 +95,8 @@ import { leadSearchWorkflow } from '../workflows/sourcing/lead-search.js';
 import type { LeadSearchActivities } from '../activities/sourcing/lead-search.js';
 import { importRunWorkflow, writeBackWorkflow } from '../workflows/sourcing/imports.js';
 import type { CrmActivities } from '../activities/sourcing/crm.js';
+import { subdomainDiscoveryWorkflow } from '../workflows/sourcing/subdomains.js';
+import type { SubdomainActivities } from '../activities/sourcing/subdomains.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -424,6 +426,10 @@ const importFakes = {
   writeBackChunkActivity: async () => ({ done: true, progress: '3 written, 0 unchanged, 2 failed' }),
   endWriteBack: async () => undefined,
 } satisfies Partial<CrmActivities>;
+const subdomainFakes = {
+  subdomainChunk: async () => ({ done: true, progress: '1/1 domains, 3 live subdomains' }),
+  endSubdomainDiscovery: async () => undefined,
+} satisfies Partial<SubdomainActivities>;
 // A workspace event to a webhook (refused once, then 2xx after 5 s) and a team-chat channel (posted at once).
 const notificationFakes = {
   planNotificationDeliveries: async () => [{ id: 'd-webhook', run: 1, channel: 'webhook' as const }, { id: 'd-chat', run: 1, channel: 'team_chat' as const }],
@@ -442,6 +448,7 @@ const worker = await Worker.create({
     ...documentFakes,
     ...leadSearchFakes,
     ...importFakes,
+    ...subdomainFakes,
     ...notificationFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
@@ -673,6 +680,16 @@ await worker.runUntil(async () => {
     updateId: 'approve-card-1',
   });
   await turn.result(); // the run is checked twice (time skips the waits), then every card is done
+  // A connected app's card (issue 22): raised outside the model, the turn asks none and waits for its decision.
+  const appTurn = await env.client.workflow.start(assistantTurnWorkflow, {
+    taskQueue, workflowId: assistantTurnWorkflowId('message-app'), args: [{ messageId: 'message-app', workspaceId: 'w', conversationId: 'conversation-app', raisedCards: ['card-app'] }],
+  });
+  while ((await appTurn.query(assistantTurnQuery).catch(() => null))?.answering !== false) await new Promise((resolve) => setTimeout(resolve, 50));
+  await appTurn.executeUpdate(decideCardsUpdate, {
+    args: [{ cardIds: ['card-app'], decision: 'approved', scope: 'once', key: 'request-app', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
+    updateId: 'approve-card-app',
+  });
+  await appTurn.result();
 
   // A chat attachment read, and one refused: the refusal is recorded and answered, not a failed workflow.
   const attachmentRead = await env.client.workflow.start(chatAttachmentWorkflow, {
@@ -697,6 +714,8 @@ await worker.runUntil(async () => {
   await importRun.result();
   const writeBack = await env.client.workflow.start(writeBackWorkflow, { taskQueue, workflowId: 'write-back/recorded', args: [{ writeBackId: 'recorded', workspaceId: 'w' }] });
   await writeBack.result();
+  const subdomains = await env.client.workflow.start(subdomainDiscoveryWorkflow, { taskQueue, workflowId: 'subdomain-discovery/recorded', args: [{ discoveryId: 'recorded', workspaceId: 'w' }] });
+  await subdomains.result();
   const notificationEvent = await env.client.workflow.start(notificationEventWorkflow, { taskQueue, workflowId: notificationEventWorkflowId('recorded'), args: [{ eventId: 'recorded' }] });
   await notificationEvent.result();
   const notificationReplay = await env.client.workflow.start(notificationReplayWorkflow, { taskQueue, workflowId: notificationReplayWorkflowId('d-chat', 2), args: [{ deliveryId: 'd-chat', run: 2 }] });
@@ -725,6 +744,7 @@ await worker.runUntil(async () => {
     ['sequence-contact-sent-waited-replied', sequenceContact],
     ['sequence-feed-batches-then-off', sequenceFeed],
     ['assistant-turn-two-cards-one-approved', turn],
+    ['assistant-turn-connected-app-card-approved', appTurn],
     ['chat-attachment-read', attachmentRead],
     ['chat-attachment-refused-recorded', attachmentRefused],
     ['document-read-ready', documentRead],
@@ -732,6 +752,7 @@ await worker.runUntil(async () => {
     ['lead-search-paged-rate-limited', leadSearch],
     ['import-run-two-chunks', importRun],
     ['write-back-one-chunk', writeBack],
+    ['subdomain-discovery-one-chunk', subdomains],
     ['notification-event-retried-then-delivered', notificationEvent],
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],

@@ -18,4 +18,5 @@ export { documentWorkflow } from './documents/document.js';
 export { workspaceBillingWorkflow } from './billing/workspace-billing.js';
 export { leadSearchWorkflow } from './sourcing/lead-search.js';
 export { importRunWorkflow, writeBackWorkflow } from './sourcing/imports.js';
+export { subdomainDiscoveryWorkflow } from './sourcing/subdomains.js';
 export { notificationDigestWorkflow, notificationEventWorkflow, notificationReplayWorkflow } from './notifications/notification-event.js';

@@ -3,7 +3,8 @@ import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import { createLeadSearchActivities } from './lead-search.js';
 import { createCrmActivities } from './crm.js';
+import { createSubdomainActivities } from './subdomains.js';
 
 export function createSourcingActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'sourcing' | 'secretsKeys' | 'webEndpoint'> }) {
-  return { ...createLeadSearchActivities(deps), ...createCrmActivities(deps) };
+  return { ...createLeadSearchActivities(deps), ...createCrmActivities(deps), ...createSubdomainActivities(deps) };
 }

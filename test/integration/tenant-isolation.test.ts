@@ -138,6 +138,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const [writeBack] = await stack.sql<{ id: string }[]>`
     insert into write_backs (workspace_id, table_id, connection_id, object_type, id_property, mapping, status)
     values (${owner.workspaceId}, ${table.id}, ${crmConnection!.id}, 'contacts', 'email', ${stack.sql.json([])}, 'succeeded') returning id`;
+  const [discovery] = await stack.sql<{ id: string }[]>`
+    insert into subdomain_discoveries (workspace_id, table_id, domain, status) values (${owner.workspaceId}, ${table.id}, 'owned.example', 'succeeded') returning id`;
 
   // Notifications (issue 21): a rule and a webhook endpoint of the owner's.
   const notificationRule = await ownerTables('/notifications/rules/', { event_type: 'credits.low', channel: 'email' });
@@ -156,7 +158,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       mailbox_id: mailbox.id,
       conversation_id: conversation.id, message_id: answer!.id, proposal_id: cards[1]!.id, grant_id: assistantGrant.id, attachment_id: attachment.id,
       document_id: businessDocument.id, app_id: connectedApp.id, request_id: consentRequestId,
-      search_id: leadSearch!.id, connection_id: crmConnection!.id, import_id: sourcingImport.id, schedule_id: importSchedule.id, write_back_id: writeBack!.id,
+      search_id: leadSearch!.id, connection_id: crmConnection!.id, import_id: sourcingImport.id, schedule_id: importSchedule.id, write_back_id: writeBack!.id, discovery_id: discovery!.id,
       rule_id: notificationRule.id, endpoint_id: webhookEndpoint.id },
     bodies: {
       updateSequence: { expected_revision: 1 }, launchSequence: { expected_revision: 1 }, pauseSequence: { expected_revision: 1 },
@@ -250,6 +252,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'getImport',
     'getImportSchedule',
     'getLeadSearch',
+    'getSubdomainDiscovery',
     'getWriteBack',
     'giveTrainingVerdict',
     'grantStepCommit',

@@ -4,6 +4,7 @@ import type { RouteDeps } from '../../deps.js';
 import { leadSearchRoutes } from './lead-searches.js';
 import { crmRoutes } from './crm.js';
 import { scheduleRoutes } from './schedules.js';
+import { subdomainRoutes } from './subdomains.js';
 
 export const sourcingRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
@@ -11,4 +12,5 @@ export const sourcingRoutes =
     await app.register(leadSearchRoutes(deps));
     await app.register(crmRoutes(deps));
     await app.register(scheduleRoutes(deps));
+    await app.register(subdomainRoutes(deps));
   };
