@@ -680,6 +680,16 @@ await worker.runUntil(async () => {
     updateId: 'approve-card-1',
   });
   await turn.result(); // the run is checked twice (time skips the waits), then every card is done
+  // A connected app's card (issue 22): raised outside the model, the turn asks none and waits for its decision.
+  const appTurn = await env.client.workflow.start(assistantTurnWorkflow, {
+    taskQueue, workflowId: assistantTurnWorkflowId('message-app'), args: [{ messageId: 'message-app', workspaceId: 'w', conversationId: 'conversation-app', raisedCards: ['card-app'] }],
+  });
+  while ((await appTurn.query(assistantTurnQuery).catch(() => null))?.answering !== false) await new Promise((resolve) => setTimeout(resolve, 50));
+  await appTurn.executeUpdate(decideCardsUpdate, {
+    args: [{ cardIds: ['card-app'], decision: 'approved', scope: 'once', key: 'request-app', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
+    updateId: 'approve-card-app',
+  });
+  await appTurn.result();
 
   // A chat attachment read, and one refused: the refusal is recorded and answered, not a failed workflow.
   const attachmentRead = await env.client.workflow.start(chatAttachmentWorkflow, {
@@ -734,6 +744,7 @@ await worker.runUntil(async () => {
     ['sequence-contact-sent-waited-replied', sequenceContact],
     ['sequence-feed-batches-then-off', sequenceFeed],
     ['assistant-turn-two-cards-one-approved', turn],
+    ['assistant-turn-connected-app-card-approved', appTurn],
     ['chat-attachment-read', attachmentRead],
     ['chat-attachment-refused-recorded', attachmentRefused],
     ['document-read-ready', documentRead],

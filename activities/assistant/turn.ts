@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
-import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Price, type Verb } from '../../domain/assistant/assistant.js';
+import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Verb } from '../../domain/assistant/assistant.js';
 import { readTools, verbTools } from '../../domain/assistant/verbs.js';
 import { pageReadBytesMax } from '../../domain/assistant/attachments.js';
 import { getAttachment, listAttachments, readAttachmentPages, type AttachmentRecord } from '../../store/assistant/attachments.js';
@@ -15,7 +15,7 @@ import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } f
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { prepareColumn, quoteVerb, VerbRefused, type Quote, type ToolCardInput, type VerbDeps } from '../../services/assistant/verbs.js';
 import { operationRequest } from '../../domain/assistant/operations.js';
-import { assistantOperations, briefAnswer, findOperations, isDestructiveOperation, operationTools, sendingOperations, type OperationDoor } from '../../domain/assistant/tool-cards.js';
+import { assistantOperations, briefAnswer, findOperations, operationTools, toolCardQuote, type OperationDoor } from '../../domain/assistant/tool-cards.js';
 import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
 import { answerText, appendParts, appendToolOutput, openTextBlocks, findModelStep, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
@@ -304,21 +304,10 @@ async function quoteCall(
     const answer = await door.call(ctx.member_id, request);
     return { answer: { status: answer.status, body: answer.body } };
   }
-  const destructive = isDestructiveOperation(op);
-  const price: Price = op.price_credits
-    ? { credits: op.price_credits, per: 'call', expected: op.price_credits, aside: `${op.method} ${op.path}` }
-    : { credits: null, per: 'call', expected: null, aside: 'Costs no credits' };
   return {
     kind: 'tool',
     verb: op.name,
-    verbLabel: op.summary || op.name,
-    input: { operation: op.name, request } satisfies ToolCardInput as unknown as Record<string, unknown>,
-    summary: `${op.summary || op.name} (${request.method} ${request.url})`,
-    lines: [`${request.method} ${request.url}`, ...(request.body !== undefined ? [briefAnswer(request.body, 500)] : [])],
-    price,
-    destructive,
-    loss: destructive ? `${op.summary || op.name}: what it removes cannot be brought back from here.` : null,
-    sends: sendingOperations.has(op.name),
+    ...toolCardQuote(op, request),
     sourceColumnId: null,
     runsColumnId: null,
     prepares: false,

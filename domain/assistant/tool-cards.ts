@@ -7,6 +7,7 @@
  */
 import type { CatalogueOperation, JsonSchema } from './operations.js';
 import type { ToolDefinition } from './verbs.js';
+import type { Price } from './assistant.js';
 
 /**
  * What the assistant never calls: its own decisions and settings (a card must not approve cards
@@ -93,4 +94,26 @@ export interface OperationDoor {
 export function briefAnswer(body: unknown, max = 8000): string {
   const text = typeof body === 'string' ? body : JSON.stringify(body);
   return text.length <= max ? text : `${text.slice(0, max)}… (cut: ${text.length} characters in all)`;
+}
+
+/**
+ * What a tool card for a write operation says before anyone decides: its label and summary, the
+ * lines it shows, its price (the route's fixed price, else free), and whether it destroys or sends.
+ * The assistant's cards and a connected app's cards (issue 22) are quoted the same way.
+ */
+export function toolCardQuote(op: CatalogueOperation, request: { method: string; url: string; body?: unknown }) {
+  const destructive = isDestructiveOperation(op);
+  const price: Price = op.price_credits
+    ? { credits: op.price_credits, per: 'call', expected: op.price_credits, aside: `${op.method} ${op.path}` }
+    : { credits: null, per: 'call', expected: null, aside: 'Costs no credits' };
+  return {
+    verbLabel: op.summary || op.name,
+    input: { operation: op.name, request } as Record<string, unknown>,
+    summary: `${op.summary || op.name} (${request.method} ${request.url})`,
+    lines: [`${request.method} ${request.url}`, ...(request.body !== undefined ? [briefAnswer(request.body, 500)] : [])],
+    price,
+    destructive,
+    loss: destructive ? `${op.summary || op.name}: what it removes cannot be brought back from here.` : null,
+    sends: sendingOperations.has(op.name),
+  };
 }

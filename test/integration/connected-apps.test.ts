@@ -176,17 +176,32 @@ describe('the SDK client end to end', () => {
     expect(back.status).toBe(200);
   });
 
-  it("does not run a write the assistant's grant rule would ask about, and says so", async () => {
+  it("raises an assistant card for a write the grant rule would ask about, says so, and runs it once approved", async () => {
     const provider = new MemoryOAuthProvider(redirect, 'Careful assistant');
     const { client } = await authorizeAndConnect(mcpUrl, provider, approveAs(paid.accessToken, paid.workspaceId, 'write'));
     const settings = await stack.app.inject({ method: 'PATCH', url: '/assistant/settings/', headers: withKey(paid.apiKey), payload: { approval_threshold_credits: 0 } });
     expect(settings.statusCode).toBe(200);
     try {
       const asked = await client.callTool({ name: 'createTable', arguments: { body: { name: 'Over the threshold' } } });
-      expect(asked.isError).toBe(true);
-      expect(asked.structuredContent).toMatchObject({ status: 'needs_approval', approval_threshold_credits: 0 });
-      const tables = await stack.app.inject({ method: 'GET', url: '/tables/', headers: withKey(paid.apiKey) });
-      expect(tables.body).not.toContain('Over the threshold');
+      expect(asked.isError).toBe(false);
+      expect(asked.structuredContent).toMatchObject({ status: 'awaiting_approval', approval_threshold_credits: 0, card_id: expect.any(String) });
+      expect(String((asked.content as { text: string }[])[0]!.text)).toMatch(/needs a person's approval/);
+      const cardId = (asked.structuredContent as { card_id: string }).card_id;
+      const tables = () => stack.app.inject({ method: 'GET', url: '/tables/', headers: withKey(paid.apiKey) }).then((r) => r.body);
+      expect(await tables()).not.toContain('Over the threshold');
+      const card = (await stack.app.inject({ method: 'GET', url: `/assistant/actions/${cardId}/`, headers: withKey(paid.apiKey) })).json();
+      expect(card).toMatchObject({ origin: 'api', kind: 'tool', verb: 'createTable', status: 'pending', conversation_id: expect.any(String) });
+      expect(card.detail.lines[0]).toBe('Asked by Careful assistant');
+      const approved = await stack.app.inject({ method: 'POST', url: `/assistant/actions/${cardId}/approve/`, headers: withKey(paid.apiKey), payload: { scope: 'once' } });
+      expect(approved.statusCode, approved.body).toBe(200);
+      expect(approved.json().status).toBe('applied');
+      expect(await tables()).toContain('Over the threshold');
+      // A destructive call asks too, whatever the threshold.
+      await stack.app.inject({ method: 'PATCH', url: '/assistant/settings/', headers: withKey(paid.apiKey), payload: { approval_threshold_credits: 25 } });
+      const table = JSON.parse(await tables()).tables.find((t: { name: string }) => t.name === 'Over the threshold');
+      const destroy = await client.callTool({ name: 'deleteTable', arguments: { table_id: table.id } });
+      expect(destroy.structuredContent).toMatchObject({ status: 'awaiting_approval' });
+      expect(await tables()).toContain('Over the threshold');
     } finally {
       await stack.app.inject({ method: 'PATCH', url: '/assistant/settings/', headers: withKey(paid.apiKey), payload: { approval_threshold_credits: 25 } });
     }

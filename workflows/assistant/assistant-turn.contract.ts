@@ -12,6 +12,11 @@ export interface AssistantTurnInput {
   messageId: string;
   workspaceId: string;
   conversationId: string;
+  /**
+   * Cards raised outside the model, already written for this message (a connected AI app's call
+   * that needs a person, issue 22): the turn asks no model and only waits for their decisions.
+   */
+  raisedCards?: string[];
 }
 
 /** Who decides, as the activity log records them. */

@@ -79,8 +79,12 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
   );
 
   // The answer: model steps, each tool call a card, until the model answers without calling a tool.
+  // Cards raised outside the model (a connected app's call) need no answer: only their decisions.
   const transcript: TurnMessage[] = [];
-  try {
+  if (input.raisedCards) {
+    for (const id of input.raisedCards) statuses.set(id, 'pending');
+    await cards.finishAnswer({ messageId: input.messageId });
+  } else try {
     for (let step = 0; step < maxModelSteps; step += 1) {
       const result = await model.answerStep({ messageId: input.messageId, step, transcript });
       if (result.toolCalls.length === 0) break;

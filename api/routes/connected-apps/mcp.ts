@@ -13,7 +13,8 @@
  * document), called in-process through the operation door as the member who approved the app.
  * A write runs only when the assistant's grant rule lets it run without asking (the app's write
  * consent stands as the grant): priced at or over the workspace's approval threshold, destructive
- * or a send, it is not run, and the result says why. Resources: the workspace's tables and sequences.
+ * or a send, it raises an assistant card instead (services/connected-apps/app-cards.ts), and the
+ * result says so and names the card. Resources: the workspace's tables and sequences.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -36,6 +37,8 @@ import { isDestructiveOperation, sendingOperations, type OperationDoor } from '.
 import { runsWithoutAsking } from '../../../domain/assistant/assistant.js';
 import { readSettings } from '../../../store/assistant/settings.js';
 import { touchAppLastUsed, type AccessTokenRow } from '../../../store/connected-apps/oauth.js';
+import { raiseAppCard } from '../../../services/connected-apps/app-cards.js';
+import type { Temporal } from '../../../services/assistant/turn-client.js';
 import { authoriseCall, mcpPath, resourceMetadataUrl, type Endpoints } from '../../../services/connected-apps/authorization.js';
 import type { Sql } from '../../../db/sql.js';
 import type { RouteDeps } from '../../deps.js';
@@ -81,6 +84,7 @@ function calledTools(body: unknown): string[] {
 
 interface CallContext {
   sql: Sql;
+  temporal: Temporal;
   door: OperationDoor;
   app: AccessTokenRow;
   access: Access;
@@ -116,11 +120,21 @@ async function callTool(ctx: CallContext, name: string, args: Record<string, unk
         : destructive
           ? 'it removes something that cannot be brought back from here'
           : `it costs ${op.price_credits} credits, at or over the workspace's approval threshold of ${settings.approval_threshold_credits}`;
-      const text = `Not run: ${op.summary || op.name} needs a person's approval because ${why}. Ask the person to do it in the workspace.`;
+      const card = await raiseAppCard(ctx, { workspaceId: ctx.app.workspace_id, memberId: ctx.app.member_id, appName: ctx.app.app_name }, op, request);
+      const text =
+        `Not run yet: ${op.summary || op.name} needs a person's approval because ${why}. ` +
+        `It waits as assistant card ${card.id} (${card.price_label}) in the workspace; it runs when approved there.`;
       return {
-        isError: true,
+        isError: false,
         content: [{ type: 'text', text }],
-        structuredContent: { status: 'needs_approval', reason: text, price_credits: op.price_credits, approval_threshold_credits: settings.approval_threshold_credits },
+        structuredContent: {
+          status: 'awaiting_approval',
+          card_id: card.id,
+          summary: card.summary,
+          price_label: card.price_label,
+          reason: text,
+          approval_threshold_credits: settings.approval_threshold_credits,
+        },
       };
     }
   }
@@ -192,7 +206,7 @@ function lastUsedRecorder(sql: Sql, log: FastifyRequest['log'], now: () => numbe
 }
 
 export const mcpRoutes =
-  ({ sql, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
+  ({ sql, temporal, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
   async (app) => {
     const limiter = new RateLimiter(rateLimit);
     const recordUse = lastUsedRecorder(sql, app.log, limiter.now);
@@ -232,7 +246,7 @@ export const mcpRoutes =
           return challenge(reply, e, 403, ', error="insufficient_scope", scope="read write"', `${refused} makes changes, and ${why}.`);
         }
       }
-      const server = mcpServer({ sql, door, app: authorised.app, access: authorised.access });
+      const server = mcpServer({ sql, temporal, door, app: authorised.app, access: authorised.access });
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       await server.connect(transport);
       reply.hijack();
