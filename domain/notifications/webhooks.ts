@@ -53,7 +53,7 @@ export const WebhookEndpointWithSecretSchema = WebhookEndpointSchema.extend({
 
 export const WebhookEndpointListSchema = z.object({ endpoints: z.array(WebhookEndpointSchema) }).meta({ id: 'WebhookEndpointList' });
 
-const EventTypesSchema = z.array(EventTypeSchema).max(50).refine((t) => new Set(t).size === t.length, 'must not repeat a type');
+const EventTypesSchema = z.array(EventTypeSchema).max(50).transform((t) => [...new Set(t)]).describe('A type given twice counts once.');
 
 export const CreateWebhookEndpointSchema = z
   .object({

@@ -70,17 +70,17 @@ export async function markEventsDispatched(db: Db, ids: string[]): Promise<void>
   await db`update workspace_events set dispatched_at = now() where id = any(${ids}::uuid[]) and dispatched_at is null`;
 }
 
-/** A workspace's events, newest first, keyset-paged by (occurred_at, id). */
+/** A workspace's events, newest first, keyset-paged by (occurred_at, id) after the event `beforeId`. */
 export async function listWorkspaceEvents(
   db: Db,
   workspaceId: string,
-  q: { limit: number; type?: string; before?: { at: Date; id: string } },
+  q: { limit: number; type?: string; beforeId?: string },
 ): Promise<WorkspaceEvent[]> {
   const rows = await db<EventRow[]>`
     select * from workspace_events
     where workspace_id = ${workspaceId}
       ${q.type ? db`and type = ${q.type}` : db``}
-      ${q.before ? db`and (occurred_at, id) < (${q.before.at}, ${q.before.id})` : db``}
+      ${q.beforeId ? db`and (occurred_at, id) < (select occurred_at, id from workspace_events where id = ${q.beforeId} and workspace_id = ${workspaceId})` : db``}
     order by occurred_at desc, id desc limit ${q.limit}`;
   return rows.map(eventOut);
 }

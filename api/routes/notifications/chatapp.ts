@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, TimestampSchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, TimestampSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { completeTeamChatConnect, disconnectTeamChat, listTeamChatChannels, startTeamChatConnect, teamChatStateOf, authorizationMinutes } from '../../../services/notifications/team-chat.js';
 import { teamChatConnection } from '../../../store/notifications/team-chat.js';
 import type { RouteDeps } from '../../deps.js';
@@ -78,7 +78,12 @@ export const teamChatRoutes =
           summary: "The team chat's redirect back after the install: checks the state, exchanges the code, stores the bot token encrypted",
           description: 'Public: the state, made by POST /notifications/chatapp/connect/ and usable once, names the workspace. Rules kept from an earlier connection route again.',
           querystring: CallbackQuerySchema,
-          response: { 200: CallbackAnswerSchema, 502: DetailBodySchema.describe('The team chat could not complete the exchange'), 503: unconfigured },
+          response: {
+            200: CallbackAnswerSchema,
+            422: ValidationBodySchema.describe('The state is missing, unknown, used or expired, the person refused, or the team chat refused the code'),
+            502: DetailBodySchema.describe('The team chat could not complete the exchange'),
+            503: unconfigured,
+          },
         },
       },
       async (request) => {

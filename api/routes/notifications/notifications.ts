@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, TimestampSchema, UuidSchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound, ValidationRefusal } from '../../../domain/shared/errors.js';
 
 const refuse = (loc: string[], msg: string, input: unknown) => new ValidationRefusal([{ loc, msg, type: 'value_error', input }]);
@@ -34,13 +34,13 @@ const EventTypeListSchema = z
   .object({ event_types: z.array(z.object({ type: EventTypeSchema, title: z.string(), critical: z.boolean() })) })
   .meta({ id: 'NotificationEventTypeList' });
 const EventListSchema = z
-  .object({ events: z.array(WorkspaceEventSchema), next_before: z.string().nullable().describe('Pass as `before` for older events; null at the end.') })
+  .object({ events: z.array(WorkspaceEventSchema), next_before: UuidSchema.nullable().describe('Pass as `before` for older events; null at the end.') })
   .meta({ id: 'WorkspaceEventList' });
 const EventsQuerySchema = z
   .object({
     limit: z.coerce.number().int().min(1).max(100).default(50),
     type: EventTypeSchema.optional(),
-    before: z.string().regex(/^[^,]+,[0-9a-fA-F-]{36}$/, 'must be a next_before value').optional().describe('From `next_before`: older events.'),
+    before: UuidSchema.optional().describe('An event id from `next_before`: the events older than it (none when it names no event of the workspace).'),
   })
   .strict();
 
@@ -75,17 +75,10 @@ export const notificationRoutes =
       },
       async (request) => {
         const { limit, type, before } = request.query;
-        let cursor: { at: Date; id: string } | undefined;
-        if (before) {
-          const [at, id] = before.split(',') as [string, string];
-          const parsed = TimestampSchema.safeParse(at);
-          if (!parsed.success || !UuidSchema.safeParse(id).success) throw refuse(['query', 'before'], 'must be a next_before value', before);
-          cursor = { at: new Date(at), id };
-        }
-        const events = await listWorkspaceEvents(sql, principalOf(request).workspaceId, { limit: limit + 1, ...(type ? { type } : {}), ...(cursor ? { before: cursor } : {}) });
+        const events = await listWorkspaceEvents(sql, principalOf(request).workspaceId, { limit: limit + 1, ...(type ? { type } : {}), ...(before ? { beforeId: before } : {}) });
         const page = events.slice(0, limit);
         const last = page[page.length - 1];
-        return { events: page as never, next_before: events.length > limit && last ? `${last.occurred_at},${last.id}` : null };
+        return { events: page as never, next_before: events.length > limit && last ? last.id : null };
       },
     );
 
