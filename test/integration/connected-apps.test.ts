@@ -94,6 +94,18 @@ describe('discovery', () => {
   });
 });
 
+describe('the MCP endpoint', () => {
+  it("refuses a browser page of another origin (DNS rebinding), whatever its token", async () => {
+    const res = await fetch(mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', origin: 'https://evil.example' },
+      body: JSON.stringify(listTools),
+    });
+    expect(res.status).toBe(403);
+    expect((await fetch(mcpUrl, { method: 'GET' })).status).toBe(405);
+  });
+});
+
 describe('the SDK client end to end', () => {
   it('registers, gets consent, lists read tools on a free workspace, reads, is refused a write, refreshes and is cut off by a revoke', async () => {
     const provider = new MemoryOAuthProvider(redirect, 'Free assistant');
@@ -336,6 +348,14 @@ describe('registration', () => {
       const res = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: uris }) });
       expect(res.status, JSON.stringify(uris)).toBe(400);
     }
+    // The longest name (255) and one more; the longest state (2048) and one more.
+    const named = (client_name: string) => fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name, redirect_uris: [redirect] }) });
+    expect((await named('n'.repeat(255))).status).toBe(201);
+    expect((await named('n'.repeat(256))).status).toBe(400);
+    const { client_id: stateClient } = await register();
+    expect((await fetch(authorizeUrl(stateClient, pkce().challenge, { state: 's'.repeat(2048) }), { redirect: 'manual' })).headers.get('location')).toMatch(/\/oauth\/consent\//);
+    const longState = await fetch(authorizeUrl(stateClient, pkce().challenge, { state: 's'.repeat(2049) }), { redirect: 'manual' });
+    expect(new URL(longState.headers.get('location')!).searchParams.get('error')).toBe('invalid_request');
     // The most redirects a client may register (20), and one more.
     const at = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: Array.from({ length: 20 }, (_, i) => `https://app.example/cb${i}`) }) });
     expect(at.status).toBe(201);

@@ -221,6 +221,11 @@ export const mcpRoutes =
 
     app.post(mcpPath, { schema: { hide: true }, config: { access: 'public' } }, async (request, reply) => {
       const e = endpointsOf(integrations.publicBaseUrl, request);
+      // The spec's guard against DNS rebinding: a browser page of another origin may not call us.
+      const origin = request.headers.origin;
+      if (typeof origin === 'string' && origin !== new URL(e.base).origin) {
+        return reply.code(403).send({ detail: `Requests from ${origin.slice(0, 200)} are not accepted; MCP clients call from their own process, not a web page of another origin.` });
+      }
       const token = bearerOf(request);
       const authorised = await authoriseCall(sql, token, e);
       if (!authorised.ok) {
