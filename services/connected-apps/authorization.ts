@@ -306,7 +306,8 @@ export async function approveConsent(sql: Sql, id: string, memberId: string, cho
   if (!membership) throw notFound('Workspace');
   const checked = checkRedirectUri(request.redirect_uri);
   const code = newSecret('oac_');
-  const decided = await sql.begin(async (tx) => {
+  // All or nothing: a decision that lost a race rolls its app back.
+  await sql.begin(async (tx) => {
     const appId = await insertApp(tx, {
       workspaceId: membership.workspace_id,
       memberId: membership.member_id,
@@ -318,7 +319,7 @@ export async function approveConsent(sql: Sql, id: string, memberId: string, cho
       isLocal: checked.ok && checked.isLocal,
       access: choice.access,
     });
-    if (!(await decideAuthorizationRequest(tx, id, 'approved', memberId, appId))) return false;
+    if (!(await decideAuthorizationRequest(tx, id, 'approved', memberId, appId))) throw new ApiError('conflict', 'This consent request was decided a moment ago.');
     await insertCode(tx, {
       codeHash: hashSecret(code),
       requestId: id,
@@ -329,9 +330,7 @@ export async function approveConsent(sql: Sql, id: string, memberId: string, cho
       resource: request.resource,
       seconds: authorizationCodeSeconds,
     });
-    return true;
   });
-  if (!decided) throw new ApiError('conflict', 'This consent request was decided a moment ago.');
   return { redirect_url: redirectWith(request.redirect_uri, { code, state: request.state }, e) };
 }
 

@@ -451,3 +451,16 @@ describe('the consent routes', () => {
 afterAll(async () => {
   // The stack closes the app (and its listener).
 });
+
+describe('racing decisions', () => {
+  it('approves a consent request once when two approvals race, leaving one app', async () => {
+    const { client_id } = await register('Raced app');
+    const consentId = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
+    const approve = () =>
+      stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/approve/`, headers: withToken(paid.accessToken), payload: { workspace_id: paid.workspaceId, access: 'read' } });
+    const answers = await Promise.all([approve(), approve(), approve()]);
+    expect(answers.map((a) => a.statusCode).sort()).toEqual([200, 409, 409]);
+    const apps = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withToken(paid.accessToken) })).json().data;
+    expect(apps.filter((a: { app_name: string }) => a.app_name === 'Raced app')).toHaveLength(1);
+  });
+});
