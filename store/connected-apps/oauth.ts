@@ -89,6 +89,8 @@ export async function insertAuthorizationRequest(
   db: Db,
   r: { clientRef: string; redirectUri: string; state: string | null; codeChallenge: string; resource: string; scope: string | null; seconds: number },
 ): Promise<string> {
+  // Requests nobody approved are of no use a day after they lapse (approved ones hold their code's chain).
+  await db`delete from oauth_authorization_requests where status <> 'approved' and expires_at < now() - interval '1 day'`;
   const [row] = await db<{ id: string }[]>`
     insert into oauth_authorization_requests (client_ref, redirect_uri, state, code_challenge, code_challenge_method, resource, scope, expires_at)
     values (${r.clientRef}, ${r.redirectUri}, ${r.state}, ${r.codeChallenge}, 'S256', ${r.resource}, ${r.scope}, now() + ${r.seconds}::int * interval '1 second')
@@ -199,6 +201,8 @@ export async function issueTokens(
 ): Promise<IssuedTokens> {
   const accessToken = newSecret('oat_');
   const refreshToken = newSecret('ort_');
+  // The app's access tokens that lapsed an hour ago are gone for good (refresh tokens stay until they lapse: a replay must still be seen).
+  await db`delete from oauth_tokens where app_id = ${t.appId} and kind = 'access' and expires_at < now() - interval '1 hour'`;
   await db`
     insert into oauth_tokens (token_hash, kind, app_id, client_ref, code_hash, parent_hash, audience, scope, expires_at)
     values

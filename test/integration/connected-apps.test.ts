@@ -464,3 +464,22 @@ describe('racing decisions', () => {
     expect(apps.filter((a: { app_name: string }) => a.app_name === 'Raced app')).toHaveLength(1);
   });
 });
+
+describe('housekeeping', () => {
+  it('forgets lapsed access tokens and unapproved requests, keeping what a replay check needs', async () => {
+    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
+    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
+    const accessHash = createHash('sha256').update(issued.access_token).digest();
+    await stack.sql`update oauth_tokens set expires_at = now() - interval '61 minutes' where token_hash = ${accessHash}`;
+    const stale = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
+    await stack.sql`update oauth_authorization_requests set expires_at = now() - interval '25 hours' where id = ${stale}`;
+    const rotated = await (await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })).json();
+    expect(rotated.access_token).toMatch(/^oat_/);
+    expect(await stack.sql`select 1 from oauth_tokens where token_hash = ${accessHash}`).toHaveLength(0);
+    await consentIdOf(authorizeUrl(client_id, pkce().challenge));
+    expect(await stack.sql`select 1 from oauth_authorization_requests where id = ${stale}`).toHaveLength(0);
+    // The spent refresh token is kept: shown again, it still revokes the chain.
+    expect((await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })).status).toBe(400);
+    expect((await mcpPost(rotated.access_token, listTools)).status).toBe(401);
+  });
+});
