@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
 import { driveSimConfig, startDriveSim, type DriveSim } from '../../sim/drive-server.js';
+import { startTeamChatSim, type TeamChatSim } from '../../sim/team-chat-server.js';
 import { projectRoot } from '../../worker/tools.js';
 
 // The assistant's and the cloud drive's routes are fuzzed with their outside services there to
@@ -10,13 +11,16 @@ import { projectRoot } from '../../worker/tools.js';
 // those routes answer 503 by design and every answer would be that.
 let model: ChatModelServer;
 let drive: DriveSim;
+let teamChat: TeamChatSim;
 beforeAll(async () => {
   model = await serveChatModel(() => ({ content: 'A short answer.' }));
   drive = await startDriveSim();
+  teamChat = await startTeamChatSim();
 });
 afterAll(async () => {
   await model?.close();
   await drive?.close();
+  await teamChat?.close();
 });
 
 it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
@@ -33,6 +37,12 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
       OPENAI_MODEL: 'local-model',
       OPENAI_BASE_URL: model.url,
       ...driveEnvironment(),
+      // The team chat's twin (a Slack-shaped Web API), so its connect route is fuzzed past the 503.
+      TEAM_CHAT_CLIENT_ID: teamChat.clientId,
+      TEAM_CHAT_CLIENT_SECRET: teamChat.clientSecret,
+      TEAM_CHAT_AUTH_URL: teamChat.authUrl,
+      TEAM_CHAT_API_URL: teamChat.apiUrl,
+      TEAM_CHAT_REDIRECT_URL: 'http://localhost/notifications/chatapp/callback/',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
