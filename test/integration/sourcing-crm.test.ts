@@ -206,6 +206,16 @@ describe('write-back', () => {
     const resultColumn = (await stack.sql<{ id: string }[]>`select id from table_columns where table_id = ${tableId} and name = 'CRM result'`)[0]!.id;
     expect(cells.map((c) => c.cells[resultColumn]!.split(' ')[0])).toEqual(['written', 'written', 'failed:', 'failed:', 'written']);
 
+    const base = { connection_id: connectionId, object_type: 'contacts', id_property: 'email', mapping: [{ column_id: email, property: 'email' }] };
+    const many = (k: number) => Array.from({ length: k }, () => crypto.randomUUID());
+    expect((await post(`/tables/${tableId}/write-backs/`, { ...base, row_ids: [] })).statusCode).toBe(422);
+    expect((await post(`/tables/${tableId}/write-backs/`, { ...base, row_ids: many(1001) })).statusCode).toBe(422);
+    const atBound = await post(`/tables/${tableId}/write-backs/`, { ...base, row_ids: many(1000) });
+    expect(atBound.statusCode).toBe(202);
+    expect(await finished(atBound.json().id)).toMatchObject({ status: 'succeeded', rows_total: 0, rows_written: 0 });
+    expect((await post(`/tables/${tableId}/write-backs/`, { ...base, id_property: 'domain' })).statusCode).toBe(422);
+    expect((await post(`/tables/${tableId}/write-backs/`, { ...base, mapping: [{ column_id: crypto.randomUUID(), property: 'email' }] })).statusCode).toBe(422);
+
     const upserted = twin.counts.upserted;
     const again = await finished((await start()).json().id);
     expect(again).toMatchObject({ status: 'succeeded', rows_written: 0, rows_unchanged: 3, rows_failed: 2 });
@@ -221,6 +231,9 @@ describe('import schedules', () => {
       filters: [{ property: 'lifecyclestage', operator: 'EQ', value: 'customer' }], mapping: [{ source: 'email', column_name: 'Email' }],
     })).json();
     expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 59 })).statusCode).toBe(422);
+    expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 2_678_401 })).statusCode).toBe(422);
+    expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 60, catchup_window_seconds: 59 })).statusCode).toBe(422);
+    expect((await post('/import-schedules/', { import_id: '00000000-0000-4000-8000-000000000000', interval_seconds: 60 })).statusCode).toBe(404);
     const created = await post('/import-schedules/', { import_id: imp.id, interval_seconds: 3600, catchup_window_seconds: 600 });
     expect(created.statusCode, created.body).toBe(201);
     const schedule = created.json();
