@@ -4,6 +4,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
 import { driveSimConfig, startDriveSim, type DriveSim } from '../../sim/drive-server.js';
 import { startTeamChatSim, type TeamChatSim } from '../../sim/team-chat-server.js';
+import { serveCrmTwin, type CrmTwin } from '../../sim/crm-server.js';
+import { serveCtLog } from '../../sim/ct-log-server.js';
+import { serveLeadSearchTwin, twinPeople } from '../../sim/lead-search-server.js';
 import { projectRoot } from '../../worker/tools.js';
 
 // The assistant's and the cloud drive's routes are fuzzed with their outside services there to
@@ -12,15 +15,25 @@ import { projectRoot } from '../../worker/tools.js';
 let model: ChatModelServer;
 let drive: DriveSim;
 let teamChat: TeamChatSim;
+// Data sourcing's twins: a CRM (a connection's token is checked there), a CT log, a lead-search provider.
+let crm: CrmTwin;
+let ctLog: Awaited<ReturnType<typeof serveCtLog>>;
+let leads: Awaited<ReturnType<typeof serveLeadSearchTwin>>;
 beforeAll(async () => {
   model = await serveChatModel(() => ({ content: 'A short answer.' }));
   drive = await startDriveSim();
   teamChat = await startTeamChatSim();
+  crm = await serveCrmTwin({ tokens: ['pat-fuzz'] });
+  ctLog = await serveCtLog({});
+  leads = await serveLeadSearchTwin({ apiKey: 'fuzz-key', people: twinPeople(20) });
 });
 afterAll(async () => {
   await model?.close();
   await drive?.close();
   await teamChat?.close();
+  await crm?.close();
+  await ctLog?.close();
+  await leads?.close();
 });
 
 it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
@@ -43,6 +56,10 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
       TEAM_CHAT_AUTH_URL: teamChat.authUrl,
       TEAM_CHAT_API_URL: teamChat.apiUrl,
       TEAM_CHAT_REDIRECT_URL: 'http://localhost/notifications/chatapp/callback/',
+      HUBSPOT_API_URL: crm.url,
+      CT_LOG_URL: ctLog.url,
+      APOLLO_API_KEY: 'fuzz-key',
+      APOLLO_API_URL: leads.url,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
