@@ -39,10 +39,12 @@ type InvoiceEvent = Extract<BillingEvent, { invoiceId: string }>;
 export async function handleBillingEvent(sql: Sql, event: BillingEvent): Promise<BillingEventResult> {
   const workspaceId = (await workspaceOfBillingEvent(sql, event.workspaceId, event.customerId)) ?? null;
   return sql.begin(async (tx) => {
+    // The account first (see lockBillingAccount), then the event's row: a redelivery waits for the
+    // first delivery's commit and then finds its row.
+    const account = workspaceId ? await lockBillingAccount(tx, workspaceId) : undefined;
     if (!(await recordBillingEvent(tx, { id: event.id, type: event.type, workspaceId, occurredAt: event.occurredAt }))) {
       return { duplicate: true, workspaceId, outcome: 'already handled' };
     }
-    const account = workspaceId ? await lockBillingAccount(tx, workspaceId) : undefined;
     const outcome = !account ? 'ignored: no workspace of this service' : event.kind === 'ignored' ? 'ignored: not an event billing acts on' : await apply(tx, account, event);
     await setBillingEventOutcome(tx, event.id, outcome);
     return { duplicate: false, workspaceId, outcome };

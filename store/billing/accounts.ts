@@ -57,13 +57,16 @@ export async function readBillingAccount(db: Db, workspaceId: string): Promise<B
 }
 
 /**
- * Locks the account and its workspace for one event's or one period's changes: events of a
- * workspace apply one at a time, whatever order they arrive in.
+ * Locks the account for one event's or one period's changes: events of a workspace apply one at a
+ * time, whatever order they arrive in. Taken before anything else of the transaction, and on the
+ * account alone: the workspace row is only key-share locked by the rows that reference it (an
+ * event, a ledger row), and an update of its plan does not conflict with that, so two events of a
+ * workspace can never hold a key share each while waiting for the other's.
  */
 export async function lockBillingAccount(tx: Db, workspaceId: string): Promise<BillingAccountRow | undefined> {
   const [row] = await tx<BillingAccountRow[]>`
     select ${accountColumns(tx)} from billing_accounts a join workspaces w on w.id = a.workspace_id
-    where a.workspace_id = ${workspaceId} for update of a, w`;
+    where a.workspace_id = ${workspaceId} for update of a`;
   return row;
 }
 

@@ -11,7 +11,7 @@ import type { BillingActivities } from '../../activities/billing/billing.js';
 import { billingChangedSignal, workspaceBillingStateQuery, type WorkspaceBillingInput, type WorkspaceBillingView } from './workspace-billing.contract.js';
 
 const { settleBilling } = proxyActivities<BillingActivities>({
-  startToCloseTimeout: '30 seconds',
+  startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2 },
 });
 
