@@ -210,8 +210,11 @@ export async function importCrmChunk(
     }
     const filters = imp.filters.map((f) => ({ propertyName: f.property, operator: f.operator, ...(f.value === undefined ? {} : { value: f.value }) }));
     let after: string | null = null;
+    // The query stays the same while it is paged by `after`; it starts again from the watermark
+    // committed last (a new chunk, or before the search's paging limit).
+    let since: { propertyName: string; operator: string; value: string }[] = [];
     for (let page = 0; page < o.pages; page += 1) {
-      const since = current.watermark ? [{ propertyName: modifiedProperty[type], operator: 'GTE', value: current.watermark.toISOString() }] : [];
+      if (after === null) since = current.watermark ? [{ propertyName: modifiedProperty[type], operator: 'GTE', value: current.watermark.toISOString() }] : [];
       const answer = await withRateLimit(
         () => client.search(token, type, { filters: [...filters, ...since], sort: { propertyName: modifiedProperty[type], direction: 'ASCENDING' }, after, limit: o.pageSize, properties }),
         o.beat,

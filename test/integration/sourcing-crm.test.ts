@@ -115,6 +115,16 @@ describe('CRM import', () => {
     expect(await rowCount(tableId)).toBe(50);
   });
 
+  it('imports every record of an unfiltered set across pages (100 a page)', async () => {
+    const tableId = await table('Everyone');
+    const res = await post(`/tables/${tableId}/imports/`, {
+      source: 'crm', name: 'Everyone', connection_id: connectionId, object_type: 'contacts', mapping: [{ source: 'email', column_name: 'Email' }],
+    });
+    const imp = await settledRun(tableId, res.json().id);
+    expect(imp.runs[0]).toMatchObject({ status: 'succeeded', rows_created: 250 });
+    expect(await rowCount(tableId)).toBe(250);
+  });
+
   it('imports the members of a list', async () => {
     const tableId = await table('List');
     twin.lists.set('77', [...twin.store.contacts.keys()].slice(0, 120));
