@@ -97,6 +97,9 @@ import { importRunWorkflow, writeBackWorkflow } from '../workflows/sourcing/impo
 import type { CrmActivities } from '../activities/sourcing/crm.js';
 import { subdomainDiscoveryWorkflow } from '../workflows/sourcing/subdomains.js';
 import type { SubdomainActivities } from '../activities/sourcing/subdomains.js';
+import { workspaceBillingWorkflow } from '../workflows/billing/workspace-billing.js';
+import { billingChangedSignal, workspaceBillingWorkflowId } from '../workflows/billing/workspace-billing.contract.js';
+import type { BillingActivities } from '../activities/billing/billing.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -437,6 +440,22 @@ const notificationFakes = {
     deliveryId === 'd-webhook' && attempt === 1 ? { kind: 'failed' as const, statusCode: 503 } : { kind: 'succeeded' as const, statusCode: 200 },
   sendNotificationDigests: async () => 2,
 } satisfies Partial<NotificationActivities>;
+// Billing: two settlements a month apart (a grant each), a signal, then the workspace is gone.
+const billingSettles = { n: 0 };
+const billingFakes = {
+  settleBilling: async ({ now }: { workspaceId: string; now: string }) => {
+    billingSettles.n += 1;
+    const closed = billingSettles.n >= 3;
+    return {
+      closed,
+      plan: closed ? null : ('free' as const),
+      periodStart: closed ? null : now,
+      nextWakeAt: closed ? null : new Date(Date.parse(now) + 31 * 86_400_000).toISOString(),
+      granted: closed ? 0 : 100,
+      downgraded: false,
+    };
+  },
+} satisfies Partial<BillingActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -450,6 +469,7 @@ const worker = await Worker.create({
     ...importFakes,
     ...subdomainFakes,
     ...notificationFakes,
+    ...billingFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -723,6 +743,10 @@ await worker.runUntil(async () => {
   const notificationDigest = await env.client.workflow.start(notificationDigestWorkflow, { taskQueue, workflowId: 'notification-digest-recorded', args: [] });
   await notificationDigest.result();
 
+  const billing = await env.client.workflow.start(workspaceBillingWorkflow, { taskQueue, workflowId: workspaceBillingWorkflowId('recorded'), args: [{ workspaceId: 'w' }] });
+  await env.sleep('32 days');
+  await billing.signal(billingChangedSignal);
+  await billing.result();
   const histories = [
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
@@ -756,6 +780,7 @@ await worker.runUntil(async () => {
     ['notification-event-retried-then-delivered', notificationEvent],
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],
+    ['workspace-billing-granted-woken-closed', billing],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

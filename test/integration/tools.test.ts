@@ -68,7 +68,7 @@ describe('finding the Temporal CLI', () => {
 
   it('uses TEMPORAL_CLI and TEMPORAL_TEST_SERVER when set, installing nothing', async () => {
     const bin = fakeBin('temporal', 'exit 0');
-    const out = await prepareTools([nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
+    const out = await prepareTools([nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal'), STRIPE_MOCK: join(bin, 'temporal') });
     expect(out).toMatchObject({ code: 0, stderr: '' });
     const missing = await prepareTools([nodeDir], { TEMPORAL_CLI: join(scratch, 'nowhere') });
     expect(missing.code).toBe(1);
@@ -77,8 +77,28 @@ describe('finding the Temporal CLI', () => {
 
   it('prefers a temporal binary on PATH', async () => {
     const bin = fakeBin('temporal', 'exit 0');
-    const out = await prepareTools([bin, nodeDir], { TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
+    const out = await prepareTools([bin, nodeDir], { TEMPORAL_TEST_SERVER: join(bin, 'temporal'), STRIPE_MOCK: join(bin, 'temporal') });
     expect(out).toMatchObject({ code: 0, stderr: '' });
+  });
+});
+
+describe('building stripe-mock for the billing tests', () => {
+  it('says in one paragraph that it needs Go, or STRIPE_MOCK, when there is none', async () => {
+    const bin = fakeBin('temporal', 'exit 0');
+    const out = await prepareTools([nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
+    expect(out.code).toBe(1);
+    const text = out.stderr.trim();
+    expect(text).toMatch(/^Cannot build stripe-mock \(the billing tests' Stripe\): there is no `go` on PATH/);
+    expect(text).toMatch(/STRIPE_MOCK/);
+    expect(text.split('\n')).toHaveLength(1);
+  });
+
+  it("passes on Go's own words when the build fails", async () => {
+    const bin = fakeBin('temporal', 'exit 0');
+    const go = fakeBin('go', 'echo "go: github.com/stripe/stripe-mock@v0.203.0: module lookup disabled by GOPROXY=off" >&2\nexit 1');
+    const out = await prepareTools([go, nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain('module lookup disabled by GOPROXY=off');
   });
 });
 
