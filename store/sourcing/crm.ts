@@ -269,13 +269,17 @@ export interface WriteBackSourceRow {
 
 /** The next batch of rows after the cursor, with the hash last written for each. */
 export async function writeBackBatch(db: Db, w: WriteBackRow, limit: number): Promise<WriteBackSourceRow[]> {
+  // The batch first (the table's order index), then each row's link by its key: never a join over all links.
   return db<WriteBackSourceRow[]>`
-    select r.id, r.seq::text as seq, r.cells, l.written_hash
-    from table_rows r
-    left join crm_row_links l on l.row_id = r.id and l.connection_id = ${w.connection_id} and l.object_type = ${w.object_type}
-    where r.table_id = ${w.table_id} and r.seq > ${w.after_seq}::bigint
-      and (${w.row_ids}::uuid[] is null or r.id = any(${w.row_ids}::uuid[]))
-    order by r.seq limit ${limit}`;
+    with batch as (
+      select r.id, r.seq, r.cells from table_rows r
+      where r.table_id = ${w.table_id} and r.seq > ${w.after_seq}::bigint
+        and (${w.row_ids}::uuid[] is null or r.id = any(${w.row_ids}::uuid[]))
+      order by r.seq limit ${limit}
+    )
+    select b.id, b.seq::text as seq, b.cells,
+      (select l.written_hash from crm_row_links l where l.row_id = b.id and l.connection_id = ${w.connection_id} and l.object_type = ${w.object_type}) as written_hash
+    from batch b order by b.seq`;
 }
 
 export interface RowResult {
