@@ -46,7 +46,7 @@ export function createCrmActivities(deps: CrmActivityDeps) {
       if (!imp) return { done: true, read: 0 };
       try {
         if (imp.source === 'csv_url') return await importCsvChunk(sql, deps.integrations, imp, runId);
-        return await importCrmChunk(sql, deps.integrations, imp, runId, { pages: deps.importPages ?? 50, pageSize: deps.importPageSize ?? 100, beat, readImport: () => readImport(sql, importId) });
+        return await importCrmChunk(sql, deps.integrations, imp, runId, { pages: deps.importPages ?? 50, pageSize: deps.importPageSize ?? 200, beat, readImport: () => readImport(sql, importId) });
       } catch (error) {
         return refused(error);
       }

@@ -175,7 +175,7 @@ export async function importCrmChunk(
   integrations: SourcingIntegrations,
   imp: ImportRow,
   runId: string,
-  o: { pages: number; pageSize: number; beat?: () => void; readImport: () => Promise<ImportRow | undefined> },
+  o: { pages: number; pageSize: number; landEvery?: number; beat?: () => void; readImport: () => Promise<ImportRow | undefined> },
 ): Promise<ChunkOutcome> {
   const connection = await getCrmConnection(sql, imp.workspace_id, imp.connection_id!);
   if (!connection) throw new CrmRefusal('The CRM connection of this import was deleted.');
@@ -211,24 +211,36 @@ export async function importCrmChunk(
     const filters = imp.filters.map((f) => ({ propertyName: f.property, operator: f.operator, ...(f.value === undefined ? {} : { value: f.value }) }));
     let after: string | null = null;
     // The query stays the same while it is paged by `after`; it starts again from the watermark
-    // committed last (a new chunk, or before the search's paging limit).
+    // committed last (a new chunk, or before the search's paging limit). Pages are landed
+    // `landEvery` records at a time, each landing one transaction with the watermark moved.
     let since: { propertyName: string; operator: string; value: string }[] = [];
+    let buffer: CrmObject[] = [];
+    const land = async (): Promise<boolean> => {
+      if (buffer.length === 0) return true;
+      const last = buffer.at(-1)!;
+      const landed = await landImportPage(sql, current, runId, buffer.map(toRecord), { watermark: new Date(last.updatedAt), id: last.id });
+      read += buffer.length;
+      buffer = [];
+      o.beat?.();
+      current = (await o.readImport())!;
+      return landed;
+    };
     for (let page = 0; page < o.pages; page += 1) {
       if (after === null) since = current.watermark ? [{ propertyName: modifiedProperty[type], operator: 'GTE', value: current.watermark.toISOString() }] : [];
       const answer = await withRateLimit(
         () => client.search(token, type, { filters: [...filters, ...since], sort: { propertyName: modifiedProperty[type], direction: 'ASCENDING' }, after, limit: o.pageSize, properties }),
         o.beat,
       );
-      const last = answer.results.at(-1);
-      const to = last ? { watermark: new Date(last.updatedAt), id: last.id } : { watermark: current.watermark, id: current.watermark_id };
-      if (answer.results.length > 0 && !(await landImportPage(sql, current, runId, answer.results.map(toRecord), to))) return { done: true, read };
-      read += answer.results.length;
-      o.beat?.();
-      if (!answer.after) return { done: true, read };
-      current = (await o.readImport())!;
+      buffer.push(...answer.results);
       // The search pages at most 10,000 deep: start again from the new watermark well before.
-      after = Number(answer.after) >= 9_000 ? null : answer.after;
+      const restart = !answer.after || Number(answer.after) >= 9_000;
+      if (restart || buffer.length >= (o.landEvery ?? 1000)) {
+        if (!(await land())) return { done: true, read };
+      }
+      if (!answer.after) return { done: true, read };
+      after = restart ? null : answer.after;
     }
+    if (!(await land())) return { done: true, read };
     return { done: false, read };
   } catch (error) {
     return refusal(error, connection, sql);
@@ -284,7 +296,8 @@ export async function writeBackChunk(sql: Sql, integrations: SourcingIntegration
   let current = w;
   try {
     for (let n = 0; n < o.batches; n += 1) {
-      const rows = await writeBackBatch(sql, current, crmBatchMax);
+      // Five CRM batches a round: their upserts go out together, their results land in one transaction.
+      const rows = await writeBackBatch(sql, current, crmBatchMax * 5);
       if (rows.length === 0) return { done: true };
       const results: RowResult[] = [];
       const sending: { rowId: string; input: UpsertInput; hash: string }[] = [];
@@ -312,7 +325,8 @@ export async function writeBackChunk(sql: Sql, integrations: SourcingIntegration
         }
         sending.push({ rowId: row.id, input: { id: idValue, idProperty: current.id_property, properties }, hash });
       }
-      const answers = await upsertAll(client, token, current.object_type, sending.map((s) => s.input), o.beat);
+      const groups = Array.from({ length: Math.ceil(sending.length / crmBatchMax) }, (_, i) => sending.slice(i * crmBatchMax, (i + 1) * crmBatchMax));
+      const answers = new Map((await Promise.all(groups.map((g) => upsertAll(client, token, current.object_type, g.map((s) => s.input), o.beat)))).flatMap((m) => [...m]));
       for (const s of sending) {
         const a = answers.get(s.input.id.toLowerCase())!;
         results.push(a.error ? { rowId: s.rowId, result: 'failed', objectId: null, error: a.error, hash: null } : { rowId: s.rowId, result: 'written', objectId: a.objectId, error: null, hash: s.hash });
