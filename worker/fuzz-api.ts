@@ -49,6 +49,8 @@ function runSchemathesis(apiUrl: string, apiKey: string, maxExamples: string): P
     '--header', `X-API-Key: ${apiKey}`,
     '--checks', 'all',
     '--max-examples', maxExamples,
+    // Anything after `npm run fuzz:api --` goes to Schemathesis (`--include-tag billing`, say).
+    ...process.argv.slice(2),
   ];
   const shown = args.map((arg) => (/\s/.test(arg) ? `'${arg}'` : arg)).join(' ').replace(apiKey, '<key>');
   process.stdout.write(`\n$ python3 ${shown}\n\n`);

@@ -68,12 +68,12 @@ export const CheckoutRequestSchema = z
   .strict();
 
 export const CheckoutAnswerSchema = z.object({
-  url: z.url().describe("The provider's checkout page; the plan or the credits follow from its events"),
+  url: z.string().describe("The provider's checkout page; the plan or the credits follow from its events"),
   session_id: z.string(),
   expires_at: TimestampSchema.nullable(),
 });
 
-export const PortalAnswerSchema = z.object({ url: z.url().describe("The provider's customer portal: payment methods, invoices, cancel") });
+export const PortalAnswerSchema = z.object({ url: z.string().describe("The provider's customer portal: payment methods, invoices, cancel") });
 
 export const DowngradeAnswerSchema = z.object({
   detail: z.string(),

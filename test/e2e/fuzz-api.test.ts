@@ -7,6 +7,7 @@ import { startTeamChatSim, type TeamChatSim } from '../../sim/team-chat-server.j
 import { serveCrmTwin, type CrmTwin } from '../../sim/crm-server.js';
 import { serveCtLog } from '../../sim/ct-log-server.js';
 import { serveLeadSearchTwin, twinPeople } from '../../sim/lead-search-server.js';
+import { startStripeMock, type StripeMock } from '../../sim/stripe-mock.js';
 import { projectRoot } from '../../worker/tools.js';
 
 // The assistant's and the cloud drive's routes are fuzzed with their outside services there to
@@ -19,7 +20,10 @@ let teamChat: TeamChatSim;
 let crm: CrmTwin;
 let ctLog: Awaited<ReturnType<typeof serveCtLog>>;
 let leads: Awaited<ReturnType<typeof serveLeadSearchTwin>>;
+// Billing's provider: stripe-mock, so checkout and the portal are fuzzed past their 503.
+let stripe: StripeMock;
 beforeAll(async () => {
+  stripe = await startStripeMock();
   model = await serveChatModel(() => ({ content: 'A short answer.' }));
   drive = await startDriveSim();
   teamChat = await startTeamChatSim();
@@ -34,6 +38,7 @@ afterAll(async () => {
   await crm?.close();
   await ctLog?.close();
   await leads?.close();
+  await stripe?.stop();
 });
 
 it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
@@ -60,6 +65,10 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
       CT_LOG_URL: ctLog.url,
       APOLLO_API_KEY: 'fuzz-key',
       APOLLO_API_URL: leads.url,
+      STRIPE_SECRET_KEY: 'sk_test_fuzz',
+      STRIPE_WEBHOOK_SECRET: 'whsec_fuzz',
+      STRIPE_API_BASE: stripe.apiBase,
+      BILLING_RETURN_URL: 'http://localhost/billing/',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
