@@ -81,7 +81,7 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   const failures = /=+ FAILURES =+([\s\S]*?)(?:=+ (?:WARNINGS|SUMMARY) =+)/.exec(output)?.[1]?.trim();
   expect({ code, failures: code === 0 ? '' : (failures ?? output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
   expect(output).toMatch(/Tested: \d+/);
-}, 600_000);
+}, 1_200_000);
 
 function driveEnvironment(): Record<string, string> {
   const config = driveSimConfig(drive);
