@@ -5,6 +5,8 @@
  */
 import type { Db, Sql } from '../../db/sql.js';
 import type { CrmObjectType, Import, ImportRun, WriteBack } from '../../domain/sourcing/crm.js';
+import { writeFormulaCells } from '../tables/cells.js';
+import { loadColumns } from '../tables/columns.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -315,10 +317,13 @@ export async function recordWriteBackBatch(sql: Sql, w: WriteBackRow, fromSeq: s
         last_result = excluded.last_result, last_error = excluded.last_error, last_written_at = now()`;
     if (w.result_column_id) {
       const cells = results.map((r) => ({ id: r.rowId, set: { [w.result_column_id!]: resultText(r) } }));
-      await tx`
+      const changed = await tx<{ id: string; cells: Record<string, string> }[]>`
         update table_rows r set cells = r.cells || x.set, updated_at = now()
         from jsonb_to_recordset(${tx.json(cells as never)}) as x (id uuid, set jsonb)
-        where r.table_id = ${w.table_id} and r.id = x.id and not (r.cells @> x.set)`;
+        where r.table_id = ${w.table_id} and r.id = x.id and not (r.cells @> x.set)
+        returning r.id, r.cells`;
+      // A formula reading the result column is computed again, as for any cell written.
+      if (changed.length > 0) await writeFormulaCells(tx, await loadColumns(tx, w.table_id), changed);
     }
     const count = (k: RowResult['result']) => results.filter((r) => r.result === k).length;
     await tx`
