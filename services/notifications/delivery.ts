@@ -20,6 +20,7 @@ import { deliveryById, markDigested, pendingDigest, recordAttempt, recordedAttem
 import { eventById } from '../../store/notifications/outbox.js';
 import { endpointById, markEndpointFailing, markEndpointHealthy } from '../../store/notifications/webhooks.js';
 import { markTeamChatRevoked, teamChatConnection } from '../../store/notifications/team-chat.js';
+import { memberEmailOf } from '../../store/notifications/rules.js';
 import { secretsKeyring } from '../platform/sealing.js';
 
 type NotificationIntegrations = Pick<Integrations, 'notifications' | 'mailer' | 'secretsKeys'>;
@@ -150,12 +151,12 @@ async function tryTeamChat(sql: Sql, integrations: NotificationIntegrations, d: 
 async function tryEmail(sql: Sql, integrations: NotificationIntegrations, d: DeliveryRow, event: NonNullable<Awaited<ReturnType<typeof eventById>>>): Promise<Tried> {
   const mailer = integrations.mailer;
   if (!mailer) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'No mail server is configured here (SMTP_URL).', durationMs: 0 };
-  const [member] = await sql<{ email: string }[]>`select email from members where id = ${d.member_id}`;
-  if (!member) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The member left the workspace.', durationMs: 0 };
+  const email = await memberEmailOf(sql, d.member_id);
+  if (!email) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The member left the workspace.', durationMs: 0 };
   const started = Date.now();
   try {
     const mail = memberEmail(event);
-    const sent = await mailer.send({ messageId: `<notification.${d.id}@${mailer.domain}>`, from: { name: 'Notifications', address: mailer.defaultFrom }, to: member.email, ...mail });
+    const sent = await mailer.send({ messageId: `<notification.${d.id}@${mailer.domain}>`, from: { name: 'Notifications', address: mailer.defaultFrom }, to: email, ...mail });
     return { outcome: 'succeeded', statusCode: null, excerpt: sent.response.slice(0, 200), error: null, durationMs: Date.now() - started };
   } catch (error) {
     return { outcome: 'failed', statusCode: null, excerpt: null, error: `The mail server refused: ${(error as Error).message}`.slice(0, 500), durationMs: Date.now() - started };
@@ -171,9 +172,9 @@ export async function sendDigest(sql: Sql, integrations: NotificationIntegration
   if (!mailer) return 0;
   const items = await pendingDigest(sql, memberId, 500);
   if (items.length === 0) return 0;
-  const [member] = await sql<{ email: string }[]>`select email from members where id = ${memberId}`;
-  if (!member) return 0;
+  const email = await memberEmailOf(sql, memberId);
+  if (!email) return 0;
   const mail = digestEmail(items);
-  await mailer.send({ messageId: `<digest.${items[0]!.id}.${randomUUID()}@${mailer.domain}>`, from: { name: 'Notifications', address: mailer.defaultFrom }, to: member.email, ...mail });
+  await mailer.send({ messageId: `<digest.${items[0]!.id}.${randomUUID()}@${mailer.domain}>`, from: { name: 'Notifications', address: mailer.defaultFrom }, to: email, ...mail });
   return markDigested(sql, items.map((i) => i.id));
 }

@@ -50,10 +50,12 @@ export async function replayEndpoint(
     eventIds = events.filter((e) => endpoint.event_types.length === 0 || endpoint.event_types.includes(e.type)).map((e) => e.id);
   }
   for (const eventId of eventIds) {
-    const run = await sql.begin(async (tx) => reopenDelivery(tx, await webhookDeliveryOf(tx, endpoint.workspace_id, endpoint.id, eventId)));
-    const [delivery] = await sql<{ id: string }[]>`select id from notification_deliveries where event_id = ${eventId} and channel_key = ${`webhook:${endpoint.id}`}`;
+    const delivery = await sql.begin(async (tx) => {
+      const id = await webhookDeliveryOf(tx, endpoint.workspace_id, endpoint.id, eventId);
+      return { id, run: await reopenDelivery(tx, id) };
+    });
     await temporal.client.workflow
-      .start('notificationReplayWorkflow', { workflowId: notificationReplayWorkflowId(delivery!.id, run), taskQueue: temporal.taskQueue, args: [{ deliveryId: delivery!.id, run }] })
+      .start('notificationReplayWorkflow', { workflowId: notificationReplayWorkflowId(delivery.id, delivery.run), taskQueue: temporal.taskQueue, args: [{ deliveryId: delivery.id, run: delivery.run }] })
       .catch((error: unknown) => {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
       });

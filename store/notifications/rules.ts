@@ -108,3 +108,16 @@ export async function preferencesForType(db: Db, workspaceId: string, eventType:
     select member_id, mode from notification_preferences where workspace_id = ${workspaceId} and event_type = ${eventType}`;
   return new Map(rows.map((r) => [r.member_id, r.mode]));
 }
+
+/** How many of `ids` are members of the workspace (distinct). */
+export async function countWorkspaceMembers(db: Db, workspaceId: string, ids: string[]): Promise<number> {
+  const [row] = await db<{ n: number }[]>`select count(*)::int as n from members where workspace_id = ${workspaceId} and id = any(${ids}::uuid[])`;
+  return row!.n;
+}
+
+/** A member's email address, if they are still a member. */
+export async function memberEmailOf(db: Db, memberId: string | null): Promise<string | undefined> {
+  if (!memberId) return undefined;
+  const [row] = await db<{ email: string }[]>`select email from members where id = ${memberId}`;
+  return row?.email;
+}

@@ -20,7 +20,7 @@ import {
   UpdateRuleSchema,
 } from '../../../domain/notifications/rules.js';
 import { listWorkspaceEvents } from '../../../store/notifications/outbox.js';
-import { countRules, deleteRule, findRule, insertRule, listRules, memberPreferences, ruleOut, setPreferences, updateRule } from '../../../store/notifications/rules.js';
+import { countRules, countWorkspaceMembers, deleteRule, findRule, insertRule, listRules, memberPreferences, ruleOut, setPreferences, updateRule } from '../../../store/notifications/rules.js';
 import { findEndpoint } from '../../../store/notifications/webhooks.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -110,8 +110,7 @@ export const notificationRoutes =
           throw refuse(['body', 'webhook_endpoint_id'], 'names no endpoint of this workspace', body.webhook_endpoint_id);
         }
         if (body.member_ids?.length) {
-          const found = await sql<{ id: string }[]>`select id from members where workspace_id = ${principal.workspaceId} and id = any(${body.member_ids}::uuid[])`;
-          if (found.length !== new Set(body.member_ids).size) throw refuse(['body', 'member_ids'], 'names someone who is not a member of this workspace', body.member_ids);
+          if ((await countWorkspaceMembers(sql, principal.workspaceId, body.member_ids)) !== new Set(body.member_ids).size) throw refuse(['body', 'member_ids'], 'names someone who is not a member of this workspace', body.member_ids);
         }
         if ((await countRules(sql, principal.workspaceId)) >= rulesMax) throw new ApiError('conflict', `A workspace has at most ${rulesMax} notification rules; delete one first.`);
         return reply.code(201).send(ruleOut(await insertRule(sql, principal.workspaceId, body, principal.memberId ?? null)));
@@ -144,8 +143,7 @@ export const notificationRoutes =
       async (request) => {
         const { workspaceId } = principalOf(request);
         if (request.body.member_ids?.length) {
-          const found = await sql<{ id: string }[]>`select id from members where workspace_id = ${workspaceId} and id = any(${request.body.member_ids}::uuid[])`;
-          if (found.length !== new Set(request.body.member_ids).size) throw refuse(['body', 'member_ids'], 'names someone who is not a member of this workspace', request.body.member_ids);
+          if ((await countWorkspaceMembers(sql, workspaceId, request.body.member_ids)) !== new Set(request.body.member_ids).size) throw refuse(['body', 'member_ids'], 'names someone who is not a member of this workspace', request.body.member_ids);
         }
         const rule = await updateRule(sql, workspaceId, request.params.rule_id, request.body);
         if (!rule) throw notFound('Notification rule');
