@@ -31,6 +31,8 @@ export interface Principal {
   accountId: string | null;
   /** The hash of that connection token, for a statement that checks it is still the account's. */
   connectionTokenHash?: Buffer;
+  /** A write key reading only because its workspace is on the free plan (the 403 names the plan). */
+  narrowedByPlan?: boolean;
 }
 
 /** `extension` routes take only a connection token, and a connection token reaches nothing else. */
@@ -193,6 +195,7 @@ async function authenticate(
       memberId: key.member_id,
       role: key.role ?? 'member',
       scope: keyScopeOnPlan(key.scope, key.plan),
+      narrowedByPlan: key.scope !== keyScopeOnPlan(key.scope, key.plan),
       via: 'api_key',
       apiKeyId: key.id,
       accountId: null,
@@ -244,7 +247,7 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
     if (access === 'write' && principal.scope !== 'write') {
       throw new ApiError(
         'forbidden',
-        principal.via === 'api_key' && principal.plan !== 'paid'
+        principal.narrowedByPlan
           ? 'This workspace is on the free plan, where API keys read only; this operation needs the paid plan.'
           : 'This API key has read scope; this operation needs a write key.',
       );
