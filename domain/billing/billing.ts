@@ -1,7 +1,7 @@
 /** Billing's API shapes (issue 19): the overview, invoices, payments, checkout, referrals, design partners. Money is integer cents with a currency. */
 import { z } from 'zod';
 import { CreditBalanceSchema } from '../platform/credits.js';
-import { PlanSchema, TimestampSchema } from '../shared/common.js';
+import { PlanSchema, TimestampSchema, textSchema } from '../shared/common.js';
 import { CreditPackIdSchema } from './catalogue.js';
 
 const cents = z.int().min(0).describe('An amount of money in the smallest unit of its currency (cents), never a float');
@@ -117,7 +117,7 @@ export const DesignPartnerSchema = z
 export const DesignPartnerApplySchema = z
   .object({
     company_website: z.url().max(2048),
-    use_case: z.string().trim().min(1).max(2000).describe('What the workspace will use the service for'),
+    use_case: textSchema(1, 2000).describe('What the workspace will use the service for'),
     team_size: z.int().min(1).max(100000),
   })
   .strict();

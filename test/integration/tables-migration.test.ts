@@ -12,7 +12,9 @@ import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { migrate } from '../../db/migrate.js';
 import { createSql, type Sql } from '../../db/sql.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
-import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
+import { randomUUID } from 'node:crypto';
+import { createApiKey } from '../../store/platform/api-keys.js';
+import { addMember } from '../../store/platform/workspaces.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
 import { withKey } from '../support/test-stack.js';
 
@@ -31,9 +33,14 @@ beforeAll(async () => {
   sql = createSql(adminUrl.replace(/\/postgres$/, `/${name}`), { max: 5 });
   await migrate(sql, { before: '009' });
 
+  // Workspaces as a database at 008 held them (today's createWorkspace also opens a billing
+  // account, a table of migration 031; that migration opens one for each workspace it finds).
   for (const label of ['a', 'b'] as const) {
-    const created = await createWorkspaceWithAdmin(sql, { name: `Workspace ${label}`, plan: 'paid' });
-    ws[label] = { id: created.workspace_id, key: created.api_key, api: undefined as never };
+    const [workspace] = await sql<{ id: string }[]>`insert into workspaces (name, plan) values (${`Workspace ${label}`}, 'paid') returning id`;
+    await sql`insert into credit_balances (workspace_id) values (${workspace!.id})`;
+    const member = await addMember(sql, { workspaceId: workspace!.id, idpUserId: randomUUID(), displayName: 'Admin', email: `admin-${label}@example.com`, role: 'admin' });
+    const key = await createApiKey(sql, { workspaceId: workspace!.id, createdBy: member.id, name: 'Admin key', scope: 'write', expireAt: null });
+    ws[label] = { id: workspace!.id, key: key.key, api: undefined as never };
   }
   const tagged: [string, 'a' | 'b', string[]][] = [
     ['one tag', 'a', ['Leads']],
