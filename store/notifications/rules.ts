@@ -1,5 +1,5 @@
 /** Notification rules and member preferences (issue 21): rows per workspace, reached by workspace. */
-import type { Db } from '../../db/sql.js';
+import type { Db, Sql } from '../../db/sql.js';
 import type { EventType } from '../../domain/notifications/events.js';
 import type { CreateRule, NotificationChannel, NotificationRule, PreferenceMode } from '../../domain/notifications/rules.js';
 
@@ -90,7 +90,12 @@ export async function memberPreferences(db: Db, memberId: string): Promise<Map<s
   return new Map(rows.map((r) => [r.event_type, r.mode]));
 }
 
-export async function setPreferences(db: Db, workspaceId: string, memberId: string, prefs: { event_type: string; mode: PreferenceMode }[]): Promise<void> {
+/** Sets a member's preferences, all or none (one transaction). */
+export async function setPreferences(sql: Sql, workspaceId: string, memberId: string, prefs: { event_type: string; mode: PreferenceMode }[]): Promise<void> {
+  await sql.begin((tx) => writePreferences(tx, workspaceId, memberId, prefs));
+}
+
+async function writePreferences(db: Db, workspaceId: string, memberId: string, prefs: { event_type: string; mode: PreferenceMode }[]): Promise<void> {
   for (const p of prefs) {
     if (p.mode === 'each') {
       await db`delete from notification_preferences where member_id = ${memberId} and event_type = ${p.event_type}`;

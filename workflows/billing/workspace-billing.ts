@@ -7,6 +7,7 @@
  * the ledger, so a period is granted once whatever restarts, retries or signals happen.
  */
 import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { msUntil, workflowNow } from '../shared/clock.js';
 import type { BillingActivities } from '../../activities/billing/billing.js';
 import { billingChangedSignal, workspaceBillingStateQuery, type WorkspaceBillingInput, type WorkspaceBillingView } from './workspace-billing.contract.js';
 
@@ -28,12 +29,12 @@ export async function workspaceBillingWorkflow(input: WorkspaceBillingInput): Pr
 
   for (let i = 0; i < settlementsPerRun; i += 1) {
     changed = false;
-    const settled = await settleBilling({ workspaceId: input.workspaceId, now: new Date().toISOString() });
+    const settled = await settleBilling({ workspaceId: input.workspaceId, now: workflowNow().toISOString() });
     if (settled.closed) return;
     Object.assign(view, { plan: settled.plan, periodStart: settled.periodStart, nextWakeAt: settled.nextWakeAt });
     view.grantedThisRun += settled.granted;
     if (settled.downgraded) view.downgrades += 1;
-    const waitMs = Math.max(1_000, Date.parse(settled.nextWakeAt!) - Date.now());
+    const waitMs = Math.max(1_000, msUntil(settled.nextWakeAt!));
     await condition(() => changed, waitMs);
     if (workflowInfo().continueAsNewSuggested) break;
   }

@@ -6,6 +6,7 @@
  * resumes at the attempt it was on, and the attempt's record answers a retried activity.
  * A replay of one delivery runs the same loop under its own workflow.
  */
+import { workflowNow } from '../shared/clock.js';
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { NotificationActivities } from '../../activities/notifications/notifications.js';
 import { decideNext } from '../../domain/notifications/webhooks.js';
@@ -23,7 +24,7 @@ const { attemptNotificationDelivery } = proxyActivities<NotificationActivities>(
 
 async function deliver(deliveryId: string, run: number, trigger: 'scheduled' | 'replay'): Promise<boolean> {
   for (let attempt = 1; ; attempt += 1) {
-    const result = await attemptNotificationDelivery({ deliveryId, run, attempt, trigger, at: new Date(Date.now()).toISOString() });
+    const result = await attemptNotificationDelivery({ deliveryId, run, attempt, trigger, at: workflowNow().toISOString() });
     const next = decideNext(result, attempt);
     if (next.kind === 'done') return result.kind === 'succeeded';
     if (next.kind === 'give_up') return false;

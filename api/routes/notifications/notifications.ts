@@ -194,7 +194,7 @@ export const notificationRoutes =
       async (request) => {
         const { memberId, workspaceId } = principalOf(request);
         if (!memberId) throw new ApiError('forbidden', 'Preferences belong to a member; this credential acts for none.');
-        await sql.begin((tx) => setPreferences(tx, workspaceId, memberId, request.body.preferences));
+        await setPreferences(sql, workspaceId, memberId, request.body.preferences);
         const modes = await memberPreferences(sql, memberId);
         return { preferences: eventTypes.map((t) => ({ event_type: t, mode: criticalEventTypes.has(t) ? 'each' : (modes.get(t) ?? 'each'), critical: criticalEventTypes.has(t) })) };
       },
