@@ -197,6 +197,8 @@ export interface IntegrationsConfig {
   chatAttachments: ChatAttachmentLimits;
   /** Business-context documents: DOCUMENTS_MAX (25 per workspace), DOCUMENT_CONTEXT_CHARS (12000 per prompt), DOCUMENT_MAX_BYTES (10 MiB). */
   businessDocuments: BusinessDocumentLimits;
+  /** The affiliate program: AFFILIATE_HOLDING_DAYS, AFFILIATE_COOKIE_DAYS, AFFILIATE_LANDING_URL. */
+  affiliates: AffiliateSettings;
   /** The cloud drive (DRIVE_*): its settings, or the variables it still needs (its routes answer 503 naming them). */
   cloudDrive: CloudDriveConfig | { missing: string[] };
   /** SECRETS_KEY (32 bytes, base64) seals stored third-party secrets; unset, the one kept in the database. SECRETS_KEY_PREVIOUS (comma-separated) still opens. */
@@ -288,6 +290,34 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
     sourcing: sourcingConfigFrom(env),
     notifications: { webhooksAllowPrivateNetworks: env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS === 'true', teamChat: teamChatFrom(env) },
+    affiliates: affiliateSettingsFrom(env),
+  };
+}
+
+/**
+ * The affiliate program (decision 043): AFFILIATE_HOLDING_DAYS (how long a commission is held
+ * before it is available; 30, fractions allowed so a bench can make it seconds), AFFILIATE_COOKIE_DAYS
+ * (how long after a click a signup is attributed; 30) and AFFILIATE_LANDING_URL (where the public
+ * click route redirects; PUBLIC_BASE_URL, else `/`).
+ */
+export interface AffiliateSettings {
+  holdingMs: number;
+  cookieWindowDays: number;
+  landingUrl: string;
+}
+
+function affiliateSettingsFrom(env: Environment): AffiliateSettings {
+  const days = (name: string, fallback: number) => {
+    const raw = env[name]?.trim();
+    if (!raw) return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number of days, not "${raw}".`);
+    return value;
+  };
+  return {
+    holdingMs: Math.round(days('AFFILIATE_HOLDING_DAYS', 30) * 86_400_000),
+    cookieWindowDays: days('AFFILIATE_COOKIE_DAYS', 30),
+    landingUrl: env.AFFILIATE_LANDING_URL?.trim() || env.PUBLIC_BASE_URL?.trim() || '/',
   };
 }
 
@@ -354,6 +384,8 @@ export interface Integrations {
   sourcing: Sourcing;
   /** Webhook POSTs (the page reader's address checks unless WEBHOOKS_ALLOW_PRIVATE_NETWORKS) and the team chat's client or what it needs (a test may set them). */
   notifications: { webhooks: WebhookSender; teamChat: TeamChatClient | { missing: string[] } };
+  /** The affiliate program's settings (a test may change them). */
+  affiliates: AffiliateSettings;
 }
 
 /**
@@ -405,6 +437,7 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
       webhooks: webhookSender({ allowPrivateNetworks: config.notifications.webhooksAllowPrivateNetworks }),
       teamChat: 'missing' in config.notifications.teamChat ? config.notifications.teamChat : createTeamChatClient(config.notifications.teamChat),
     },
+    affiliates: { ...config.affiliates },
   };
 }
 
