@@ -35,6 +35,7 @@ import { parseKnownApps, type KnownApps } from '../domain/connected-apps/connect
 import { sourcingConfigFrom, createSourcing, type Sourcing, type SourcingConfig } from './sourcing.js';
 import { createStripeProvider, type StripeConfig } from './payments/stripe.js';
 import type { PaymentProvider } from './payments/provider.js';
+import { affiliatePayoutsConfigFrom, createAffiliatePayouts, type AffiliatePayouts, type AffiliatePayoutsConfig } from './payouts/settings.js';
 
 /** An environment: `process.env`, or a test's own. */
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -213,6 +214,8 @@ export interface IntegrationsConfig {
   sourcing: SourcingConfig;
   /** Notifications (issue 21): WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true lets webhook endpoints be private addresses (local twins only); the team chat (TEAM_CHAT_*). */
   notifications: { webhooksAllowPrivateNetworks: boolean; teamChat: TeamChatConfig | { missing: string[] } };
+  /** Affiliate payouts (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET, PAYPAL_API_BASE, AFFILIATE_PAYOUT_DAY, AFFILIATE_PAYOUT_MINIMUM_CENTS, AFFILIATE_FORFEIT_DAYS; integrations/payouts/settings.ts). */
+  affiliatePayouts: AffiliatePayoutsConfig;
 }
 
 /** The team chat's settings (Slack's addresses by default); without TEAM_CHAT_CLIENT_ID or a callback address, what is missing. */
@@ -290,6 +293,7 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
     sourcing: sourcingConfigFrom(env),
     notifications: { webhooksAllowPrivateNetworks: env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS === 'true', teamChat: teamChatFrom(env) },
+    affiliatePayouts: affiliatePayoutsConfigFrom(env),
     affiliates: affiliateSettingsFrom(env),
   };
 }
@@ -384,6 +388,8 @@ export interface Integrations {
   sourcing: Sourcing;
   /** Webhook POSTs (the page reader's address checks unless WEBHOOKS_ALLOW_PRIVATE_NETWORKS) and the team chat's client or what it needs (a test may set them). */
   notifications: { webhooks: WebhookSender; teamChat: TeamChatClient | { missing: string[] } };
+  /** The payout provider (PayPal) or the variables it needs, and the payout terms (a test may set them). */
+  affiliatePayouts: AffiliatePayouts;
   /** The affiliate program's settings (a test may change them). */
   affiliates: AffiliateSettings;
 }
@@ -437,6 +443,7 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
       webhooks: webhookSender({ allowPrivateNetworks: config.notifications.webhooksAllowPrivateNetworks }),
       teamChat: 'missing' in config.notifications.teamChat ? config.notifications.teamChat : createTeamChatClient(config.notifications.teamChat),
     },
+    affiliatePayouts: createAffiliatePayouts(config.affiliatePayouts),
     affiliates: { ...config.affiliates },
   };
 }
