@@ -25,6 +25,8 @@ import { createCardActivities } from './assistant/cards.js';
 import { createDocumentActivities } from './documents/documents.js';
 import { createNotificationActivities } from './notifications/notifications.js';
 import { createSourcingActivities } from './sourcing/index.js';
+import { createAffiliatePayoutActivities } from './affiliates/payouts.js';
+import { createCommissionActivities } from './affiliates/commission.js';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -73,7 +75,9 @@ export function createActivities(deps: ActivityDeps) {
       drive: { integrations, maxBytes: integrations.businessDocuments.maxUploadBytes },
     }),
     ...createBillingActivities({ sql: deps.sql }),
+    ...createCommissionActivities({ sql: deps.sql }),
     ...createSourcingActivities({ sql: deps.sql, integrations }),
+    ...createAffiliatePayoutActivities({ sql: deps.sql, integrations }),
     ...createNotificationActivities({ sql: deps.sql, integrations, mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer) }) };
 }
 

@@ -26,28 +26,33 @@ import { recordBillingEvent, setBillingEventOutcome } from '../../store/billing/
 import { setRevokedCredits, upsertInvoice, upsertPayment, type PaymentRow } from '../../store/billing/invoices.js';
 import { grantCreditsIn, revokeCreditsIn } from '../../store/platform/credits.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { applyAffiliateBillingEffects, type AffiliateTerms } from '../affiliates/billing-hook.js';
 
 export interface BillingEventResult {
   duplicate: boolean;
   workspaceId: string | null;
   outcome: string;
+  /** Affiliate commissions this event made or moved (issue 20): their workflows are woken after the commit. */
+  affiliateCommissionIds: string[];
 }
 
 type Of<K extends BillingEvent['kind']> = Extract<BillingEvent, { kind: K }>;
 type InvoiceEvent = Extract<BillingEvent, { invoiceId: string }>;
 
-export async function handleBillingEvent(sql: Sql, event: BillingEvent): Promise<BillingEventResult> {
+export async function handleBillingEvent(sql: Sql, event: BillingEvent, affiliates: AffiliateTerms = { holdingMs: 30 * 86_400_000 }): Promise<BillingEventResult> {
   const workspaceId = (await workspaceOfBillingEvent(sql, event.workspaceId, event.customerId)) ?? null;
   return sql.begin(async (tx) => {
     // The account first (see lockBillingAccount), then the event's row: a redelivery waits for the
     // first delivery's commit and then finds its row.
     const account = workspaceId ? await lockBillingAccount(tx, workspaceId) : undefined;
     if (!(await recordBillingEvent(tx, { id: event.id, type: event.type, workspaceId, occurredAt: event.occurredAt }))) {
-      return { duplicate: true, workspaceId, outcome: 'already handled' };
+      return { duplicate: true, workspaceId, outcome: 'already handled', affiliateCommissionIds: [] };
     }
     const outcome = !account ? 'ignored: no workspace of this service' : event.kind === 'ignored' ? 'ignored: not an event billing acts on' : await apply(tx, account, event);
     await setBillingEventOutcome(tx, event.id, outcome);
-    return { duplicate: false, workspaceId, outcome };
+    // The affiliate program's commission, clawback or reversal commits with the event (decision 043).
+    const affiliateCommissionIds = account ? await applyAffiliateBillingEffects(tx, account.workspace_id, event, affiliates) : [];
+    return { duplicate: false, workspaceId, outcome, affiliateCommissionIds };
   }) as Promise<BillingEventResult>;
 }
 

@@ -60,15 +60,18 @@ export interface AffiliateBalances {
 
 /**
  * What a payout may take (available: matured commissions minus clawbacks, payouts and forfeitures,
- * plus reversals and returns) and what is still in its holding period, from the rows written up
- * to `now`. Both are the sums of the ledger's rows, so they add up to the ledger to the cent.
+ * plus reversals and returns) and what is still in its holding period. Both are sums of the
+ * ledger's rows, so they add up to the ledger to the cent. A commission counts as available once
+ * its maturation marked it so (the durable timer), not merely once `available_at` has passed, so
+ * a refund arriving while the worker was down is still in time; `_now` is kept for the callers'
+ * contract and changes nothing.
  */
-export async function affiliateBalances(db: Db, affiliateId: string, now: Date = new Date()): Promise<AffiliateBalances> {
+export async function affiliateBalances(db: Db, affiliateId: string, _now?: Date): Promise<AffiliateBalances> {
   const [row] = await db<{ available: number; held: number }[]>`
     select coalesce(sum(amount_cents) filter (where not held), 0)::bigint as available,
            coalesce(sum(amount_cents) filter (where held), 0)::bigint as held
       from affiliate_ledger
-     where affiliate_id = ${affiliateId} and occurred_at <= ${now}`;
+     where affiliate_id = ${affiliateId}`;
   return { availableCents: row!.available, heldCents: row!.held };
 }
 

@@ -13,6 +13,7 @@ import { WebhookSignatureError } from '../../../integrations/payments/provider.j
 import { wakeWorkspaceBilling } from '../../../services/billing/billing-client.js';
 import { paymentsOf } from '../../../services/billing/billing.js';
 import { handleBillingEvent } from '../../../services/billing/events.js';
+import { wakeCommissions } from '../../../services/affiliates/maturation.js';
 import type { RouteDeps } from '../../deps.js';
 import { billingUnconfigured } from './billing.js';
 
@@ -58,7 +59,13 @@ export const billingWebhookRoutes =
           if (error instanceof WebhookSignatureError) throw new ApiError('bad_request', `Webhook signature refused: ${error.message}`);
           throw new ApiError('bad_request', `The body is not an event this service can read: ${error instanceof Error ? error.message.slice(0, 300) : String(error)}`);
         }
-        const result = await handleBillingEvent(deps.sql, event);
+        const result = await handleBillingEvent(deps.sql, event, deps.integrations.affiliates);
+        if (result.affiliateCommissionIds.length > 0) {
+          // After the commit (decision 043); a lost wake is caught up by the commission workflows' keeper and their own timers.
+          await wakeCommissions(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.affiliateCommissionIds, event.kind === 'dispute' ? 'dispute' : event.kind === 'charge_refunded' ? 'refund' : 'created').catch(
+            (error: unknown) => request.log.warn({ err: error }, 'commission workflows not woken'),
+          );
+        }
         if (!result.duplicate && result.workspaceId) {
           // After the commit; a lost wake is caught up by the workflow's own timer.
           await wakeWorkspaceBilling(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.workspaceId).catch((error: unknown) =>
