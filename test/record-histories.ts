@@ -100,6 +100,9 @@ import type { SubdomainActivities } from '../activities/sourcing/subdomains.js';
 import { workspaceBillingWorkflow } from '../workflows/billing/workspace-billing.js';
 import { billingChangedSignal, workspaceBillingWorkflowId } from '../workflows/billing/workspace-billing.contract.js';
 import type { BillingActivities } from '../activities/billing/billing.js';
+import { commissionWorkflow } from '../workflows/affiliates/commission.js';
+import { commissionChangedSignal, commissionWorkflowId } from '../workflows/affiliates/commission.contract.js';
+import type { CommissionActivities } from '../activities/affiliates/commission.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -456,6 +459,15 @@ const billingFakes = {
     };
   },
 } satisfies Partial<BillingActivities>;
+// A commission: held for 30 days, a partial refund's signal wakes it (still held), then it matures.
+const commissionLooks = { n: 0, availableAt: '' };
+const commissionFakes = {
+  lookAtCommission: async ({ now }: { commissionId: string; now: string }) => {
+    commissionLooks.n += 1;
+    if (commissionLooks.n === 1) commissionLooks.availableAt = new Date(Date.parse(now) + 30 * 86_400_000).toISOString();
+    return { status: commissionLooks.n >= 3 ? ('available' as const) : ('held' as const), availableAt: commissionLooks.availableAt };
+  },
+} satisfies Partial<CommissionActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -470,6 +482,7 @@ const worker = await Worker.create({
     ...subdomainFakes,
     ...notificationFakes,
     ...billingFakes,
+    ...commissionFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -747,6 +760,10 @@ await worker.runUntil(async () => {
   await env.sleep('32 days');
   await billing.signal(billingChangedSignal);
   await billing.result();
+  const commission = await env.client.workflow.start(commissionWorkflow, { taskQueue, workflowId: commissionWorkflowId('recorded'), args: [{ commissionId: 'recorded' }] });
+  await env.sleep('2 days');
+  await commission.signal(commissionChangedSignal, { reason: 'refund' });
+  await commission.result();
   const histories = [
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
@@ -781,6 +798,7 @@ await worker.runUntil(async () => {
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],
     ['workspace-billing-granted-woken-closed', billing],
+    ['commission-refund-signal-then-matured', commission],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

@@ -11,6 +11,7 @@ import pino from 'pino';
 import { buildApp } from '../api/app.js';
 import { findLiveKey } from '../store/platform/api-keys.js';
 import { keepBillingWorkflowsStarted } from '../services/billing/billing-client.js';
+import { keepCommissionWorkflowsStarted } from '../services/affiliates/maturation.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
@@ -166,6 +167,15 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
         onError: (error) => log.warn({ err: error }, 'billing workflows not started; retrying in a minute'),
       });
       stops.push(stopBilling);
+      // Commission workflows whose start was lost between an event's commit and its wake (decision 043).
+      stops.push(
+        keepCommissionWorkflowsStarted({
+          client: new Client({ connection, namespace: config.temporalNamespace }),
+          taskQueue: config.taskQueue,
+          sql,
+          onError: (error) => log.warn({ err: error }, 'commission workflows not started; retrying in 10 s'),
+        }),
+      );
     }
     const stackFile: StackFile = { pid: process.pid, database_url: databaseUrl, temporal_address: temporalAddress, api_url: apiUrl };
     writeFileSync(stackFilePath(config.dataDir), JSON.stringify(stackFile, null, 2));
