@@ -301,13 +301,15 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
 /**
  * The affiliate program (decision 043): AFFILIATE_HOLDING_DAYS (how long a commission is held
  * before it is available; 30, fractions allowed so a bench can make it seconds), AFFILIATE_COOKIE_DAYS
- * (how long after a click a signup is attributed; 30) and AFFILIATE_LANDING_URL (where the public
- * click route redirects; PUBLIC_BASE_URL, else `/`).
+ * (how long after a click a signup is attributed; 30), AFFILIATE_LANDING_URL (where the public
+ * click route redirects; PUBLIC_BASE_URL, else `/`) and AFFILIATE_CLICK_RATE_PER_MINUTE (120 per address).
  */
 export interface AffiliateSettings {
   holdingMs: number;
   cookieWindowDays: number;
   landingUrl: string;
+  /** AFFILIATE_CLICK_RATE_PER_MINUTE: clicks one address may send to the public click route per minute (120; 0 switches the limit off, as the bench does). */
+  clickRatePerMinute: number;
 }
 
 function affiliateSettingsFrom(env: Environment): AffiliateSettings {
@@ -322,6 +324,7 @@ function affiliateSettingsFrom(env: Environment): AffiliateSettings {
     holdingMs: Math.round(days('AFFILIATE_HOLDING_DAYS', 30) * 86_400_000),
     cookieWindowDays: days('AFFILIATE_COOKIE_DAYS', 30),
     landingUrl: env.AFFILIATE_LANDING_URL?.trim() || env.PUBLIC_BASE_URL?.trim() || '/',
+    clickRatePerMinute: Math.max(0, intFrom(env, 'AFFILIATE_CLICK_RATE_PER_MINUTE', 120)),
   };
 }
 
