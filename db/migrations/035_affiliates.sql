@@ -30,8 +30,9 @@ create table affiliate_codes (
 create unique index affiliate_codes_code on affiliate_codes (lower(code));
 create index affiliate_codes_affiliate on affiliate_codes (affiliate_id, created_at);
 
--- One row per visitor, code and day (the affiliate's day): a repeated click only bumps `hits`, so
--- the counted clicks of a day are the rows and the raw count stays one upsert. Bots are not recorded.
+-- One row per visitor, affiliate and day (the affiliate's day): a repeated click (of any of its
+-- codes) only bumps `hits`, so the counted clicks of a day are the rows and recording a click stays
+-- one upsert. Bots are not recorded. `code_id` is the code of the day's first click.
 create table affiliate_clicks (
   id uuid primary key default gen_random_uuid(),
   affiliate_id uuid not null references affiliates (id) on delete cascade,
@@ -40,9 +41,8 @@ create table affiliate_clicks (
   day date not null,
   hits int not null default 1,
   clicked_at timestamptz not null default now(),
-  unique (code_id, visitor_key, day)
+  unique (affiliate_id, visitor_key, day)
 );
-create index affiliate_clicks_day on affiliate_clicks (affiliate_id, day);
 
 -- A workspace is attributed once (its signup); its conversion is its first payment.
 create table affiliate_attributions (
