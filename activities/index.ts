@@ -25,6 +25,7 @@ import { createCardActivities } from './assistant/cards.js';
 import { createDocumentActivities } from './documents/documents.js';
 import { createNotificationActivities } from './notifications/notifications.js';
 import { createSourcingActivities } from './sourcing/index.js';
+import { createAffiliatePayoutActivities } from './affiliates/payouts.js';
 import { createCommissionActivities } from './affiliates/commission.js';
 
 export interface ActivityDeps {
@@ -76,6 +77,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createBillingActivities({ sql: deps.sql }),
     ...createCommissionActivities({ sql: deps.sql }),
     ...createSourcingActivities({ sql: deps.sql, integrations }),
+    ...createAffiliatePayoutActivities({ sql: deps.sql, integrations }),
     ...createNotificationActivities({ sql: deps.sql, integrations, mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer) }) };
 }
 

@@ -44,6 +44,7 @@ import { sourcingRoutes } from './routes/sourcing/index.js';
 import { onboardingRoutes } from './routes/onboarding/onboarding.js';
 import { notificationRoutes } from './routes/notifications/notifications.js';
 import { webhookEndpointRoutes } from './routes/notifications/webhooks.js';
+import { affiliatePayoutRoutes } from './routes/affiliates/payouts.js';
 import { teamChatRoutes } from './routes/notifications/chatapp.js';
 import { billingRoutes } from './routes/billing/billing.js';
 import { billingProgramRoutes } from './routes/billing/programs.js';
@@ -133,6 +134,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(onboardingRoutes(deps));
   await app.register(notificationRoutes(deps));
   await app.register(webhookEndpointRoutes(deps));
+  await app.register(affiliatePayoutRoutes(deps));
   await app.register(teamChatRoutes(deps));
   await app.register(billingRoutes(deps));
   await app.register(billingProgramRoutes(deps));

@@ -100,6 +100,9 @@ import type { SubdomainActivities } from '../activities/sourcing/subdomains.js';
 import { workspaceBillingWorkflow } from '../workflows/billing/workspace-billing.js';
 import { billingChangedSignal, workspaceBillingWorkflowId } from '../workflows/billing/workspace-billing.contract.js';
 import type { BillingActivities } from '../activities/billing/billing.js';
+import { affiliatePayoutCycleWorkflow } from '../workflows/affiliates/payout-cycle.js';
+import { payoutCycleWorkflowId } from '../workflows/affiliates/payout-cycle.contract.js';
+import type { AffiliatePayoutActivities } from '../activities/affiliates/payouts.js';
 import { commissionWorkflow } from '../workflows/affiliates/commission.js';
 import { commissionChangedSignal, commissionWorkflowId } from '../workflows/affiliates/commission.contract.js';
 import type { CommissionActivities } from '../activities/affiliates/commission.js';
@@ -459,6 +462,21 @@ const billingFakes = {
     };
   },
 } satisfies Partial<BillingActivities>;
+// The payout cycle: earlier payouts read back, two pages of affiliates, one batch sent, its items pending once, then settled.
+const payoutFollows = { n: 0 };
+const payoutFakes = {
+  affiliatePayoutProviderMissing: async () => [],
+  followAffiliatePayouts: async () => {
+    payoutFollows.n += 1;
+    return { batches: 1, moved: payoutFollows.n === 1 ? 0 : 1, stillOpen: payoutFollows.n === 2 ? 1 : 0 };
+  },
+  forfeitAffiliateBalances: async () => 0,
+  prepareAffiliatePayouts: async ({ after }: { cycleAt: string; after: string | null; limit: number }) => (after ? { next: null, created: 1, skipped: 0 } : { next: 'a-200', created: 2, skipped: 198 }),
+  sendAffiliatePayoutBatch: (() => {
+    let sent = 0;
+    return async () => (sent++ === 0 ? { done: false, batchId: 'b-1', sent: 3, failed: 0, requeued: 0 } : { done: true, batchId: null, sent: 0, failed: 0, requeued: 0 });
+  })(),
+} satisfies Partial<AffiliatePayoutActivities>;
 // A commission: held for 30 days, a partial refund's signal wakes it (still held), then it matures.
 const commissionLooks = { n: 0, availableAt: '' };
 const commissionFakes = {
@@ -482,6 +500,7 @@ const worker = await Worker.create({
     ...subdomainFakes,
     ...notificationFakes,
     ...billingFakes,
+    ...payoutFakes,
     ...commissionFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
@@ -764,6 +783,8 @@ await worker.runUntil(async () => {
   await env.sleep('2 days');
   await commission.signal(commissionChangedSignal, { reason: 'refund' });
   await commission.result();
+  const payoutCycle = await env.client.workflow.start(affiliatePayoutCycleWorkflow, { taskQueue, workflowId: payoutCycleWorkflowId('2026-12'), args: [{ cycleAt: '2026-12-01T00:00:00.000Z' }] });
+  await payoutCycle.result();
   const histories = [
     ['credit-hold-expired', expired],
     ['credit-hold-settled', settled],
@@ -798,6 +819,7 @@ await worker.runUntil(async () => {
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],
     ['workspace-billing-granted-woken-closed', billing],
+    ['affiliate-payout-cycle-paged-sent-followed', payoutCycle],
     ['commission-refund-signal-then-matured', commission],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must

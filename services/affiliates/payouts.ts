@@ -1,0 +1,325 @@
+/**
+ * Affiliate payouts' use cases (issue 20; decision 044), shared by the routes, the cycle's
+ * activities and the admin command line:
+ *
+ * - the gate snapshot of one affiliate and its decision (decidePayoutGate: the same function for the
+ *   performance read, the settings read and the cycle);
+ * - the cycle's steps, each idempotent: follow open payouts (read their batches back and apply each
+ *   item's status), forfeit balances whose return stayed unclaimed past the period, make the
+ *   period's payouts a page of affiliates at a time (payout row and `payout` ledger row in one
+ *   transaction; UNIQUE (affiliate, period) makes a second run a no-op), and send them in batches
+ *   under a stable sender batch id.
+ */
+import type { Db, Sql } from '../../db/sql.js';
+import { decidePayoutGate, payoutPeriodOf, type PayoutGateDecision } from '../../domain/affiliates/payout-gates.js';
+import { decidePayoutTransition, forfeitsAt, payoutBatchSize, senderBatchIdOf, type PayoutEvent, type PayoutSettingsSchema, type PayoutSettingsUpdateSchema } from '../../domain/affiliates/payouts.js';
+import { notFound } from '../../domain/shared/errors.js';
+import type { z } from 'zod';
+import { PayoutValidationError, type PayoutProvider } from '../../integrations/payouts/provider.js';
+import type { AffiliatePayoutTerms } from '../../integrations/payouts/settings.js';
+import { affiliateOfWorkspace, lockAffiliate } from '../../store/affiliates/affiliates.js';
+import { affiliateBalances, appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
+import {
+  assignNewBatch,
+  batchesToFollow,
+  batchPayouts,
+  forfeitureCandidates,
+  forfeitureCauseKey,
+  gateSnapshot,
+  gateSnapshotPage,
+  heldMaturities,
+  holdDestination,
+  insertPayout,
+  lockPayout,
+  markBatchRefused,
+  markBatchSent,
+  movePayout,
+  notePayoutProvider,
+  openBatch,
+  payoutProgramPaused,
+  payoutSettings,
+  payoutsPage,
+  setPayoutEmail,
+  type GateSnapshotRow,
+  type PayoutRow,
+} from '../../store/affiliates/payouts.js';
+
+/** The gate decision for one affiliate at `now` (cycleAt: as the cycle asks it). Undefined for an unknown affiliate. */
+export async function payoutGateOf(db: Db, affiliateId: string, now: Date, terms: AffiliatePayoutTerms, cycleAt?: Date): Promise<PayoutGateDecision | undefined> {
+  const snapshot = await gateSnapshot(db, affiliateId);
+  if (!snapshot) return undefined;
+  const [paused, balances, maturities] = await Promise.all([payoutProgramPaused(db), affiliateBalances(db, affiliateId, now), heldMaturities(db, affiliateId)]);
+  return decideFromSnapshot(snapshot, { paused, availableCents: balances.availableCents, maturities, now, terms, cycleAt });
+}
+
+function decideFromSnapshot(
+  s: GateSnapshotRow,
+  x: { paused: boolean; availableCents: number; maturities: { availableAt: Date; amountCents: number }[]; now: Date; terms: AffiliatePayoutTerms; cycleAt?: Date },
+): PayoutGateDecision {
+  return decidePayoutGate({
+    now: x.now,
+    ...(x.cycleAt ? { cycleAt: x.cycleAt } : {}),
+    schedule: { dayOfMonth: x.terms.dayOfMonth, minimumCents: x.terms.minimumCents },
+    programPaused: x.paused,
+    unavailable: s.unavailable ?? false,
+    underReview: s.under_review ?? false,
+    blocked: s.blocked ?? false,
+    identityVerified: s.identity_verified ?? false,
+    payoutEmail: s.payout_email,
+    destinationHold: s.destination_hold ?? false,
+    availableCents: x.availableCents,
+    maturities: x.maturities,
+    paidPeriods: s.periods,
+    timeZone: s.time_zone,
+  });
+}
+
+// ---- Applying the provider's word ----
+
+/** One payout's event in one transaction: the status move, the money back and the destination hold together. */
+export async function applyPayoutEvent(sql: Sql, payoutId: string, event: PayoutEvent, detail: { providerItemId: string | null; now: Date }): Promise<PayoutRow['status'] | null> {
+  return sql.begin(async (tx) => {
+    const payout = await lockPayout(tx, payoutId);
+    if (!payout) return null;
+    const move = decidePayoutTransition(payout.status, event);
+    const providerStatus = event.kind === 'item' ? event.providerStatus : null;
+    if (!move) {
+      if (providerStatus) await notePayoutProvider(tx, { id: payout.id, providerStatus, providerItemId: detail.providerItemId });
+      return null;
+    }
+    const reason = event.kind === 'refused' ? event.reason : null;
+    const moved = await movePayout(tx, { id: payout.id, from: payout.status, to: move.to, providerStatus, providerItemId: detail.providerItemId, reason, now: detail.now });
+    if (!moved) return null;
+    if (move.moneyBack) {
+      await lockAffiliate(tx, payout.affiliate_id);
+      await appendAffiliateLedgerEntry(tx, {
+        affiliateId: payout.affiliate_id,
+        kind: 'adjustment',
+        amountCents: payout.amount_cents,
+        description:
+          move.moneyBack === 'returned'
+            ? `Payout for ${payout.period} returned unclaimed; back on the balance`
+            : `Payout for ${payout.period} failed${reason ? ` (${reason})` : providerStatus ? ` (${providerStatus})` : ''}; back on the balance`,
+        causeKey: `payout-${move.moneyBack}:${payout.id}`,
+        occurredAt: detail.now,
+      });
+    }
+    if (move.holdDestination) await holdDestination(tx, payout.affiliate_id, move.holdDestination, detail.now);
+    return move.to;
+  });
+}
+
+/** Reads every sent batch with an open payout back from the provider and applies each item. */
+export async function followOpenPayouts(sql: Sql, provider: PayoutProvider, now: Date): Promise<{ batches: number; moved: number; stillOpen: number }> {
+  let moved = 0;
+  let stillOpen = 0;
+  const batches = await batchesToFollow(sql);
+  for (const batch of batches) {
+    const read = await provider.getBatch(batch.provider_batch_id!);
+    const bySender = new Map(read.items.map((i) => [i.senderItemId, i]));
+    for (const payout of await batchPayouts(sql, batch.id)) {
+      const item = bySender.get(payout.id);
+      if (!item) continue;
+      const to = await applyPayoutEvent(sql, payout.id, { kind: 'item', providerStatus: item.status }, { providerItemId: item.providerItemId, now });
+      if (to) moved += 1;
+      const status = to ?? payout.status;
+      if (status === 'held' || status === 'created') stillOpen += 1;
+    }
+  }
+  return { batches: batches.length, moved, stillOpen };
+}
+
+// ---- Forfeiture ----
+
+/** Forfeits the available balance of each affiliate whose return has stayed unclaimed (destination held) for the period. */
+export async function forfeitUnclaimedBalances(sql: Sql, now: Date, forfeitAfterDays: number): Promise<number> {
+  // A hold that started at `since` forfeits at forfeitsAt(since): every hold started on or before this instant is due.
+  const before = new Date(now.getTime() - forfeitsAt(new Date(0), forfeitAfterDays).getTime());
+  let forfeited = 0;
+  for (const c of await forfeitureCandidates(sql, before, 500)) {
+    const wrote = await sql.begin(async (tx) => {
+      await lockAffiliate(tx, c.affiliate_id);
+      const { availableCents } = await affiliateBalances(tx, c.affiliate_id, now);
+      return appendAffiliateLedgerEntry(tx, {
+        affiliateId: c.affiliate_id,
+        kind: 'forfeiture',
+        // A balance at or below zero forfeits nothing; the zero row still marks this hold as settled.
+        amountCents: -Math.max(0, availableCents),
+        description:
+          availableCents > 0
+            ? `Unclaimed for ${forfeitAfterDays} days after a returned payout; the available balance is forfeited`
+            : `Unclaimed for ${forfeitAfterDays} days after a returned payout; nothing was available to forfeit`,
+        causeKey: forfeitureCauseKey(c.affiliate_id, c.destination_hold_since),
+        occurredAt: now,
+      });
+    });
+    if (wrote) forfeited += 1;
+  }
+  return forfeited;
+}
+
+// ---- Making the period's payouts ----
+
+export interface PreparePage {
+  next: string | null;
+  created: number;
+  skipped: number;
+}
+
+/** One page of affiliates: each one the gate lets through gets the period's payout, its ledger row in the same transaction. */
+export async function preparePayoutsPage(sql: Sql, input: { cycleAt: Date; after: string | null; limit: number; terms: AffiliatePayoutTerms }): Promise<PreparePage> {
+  const page = await gateSnapshotPage(sql, input.after, input.limit);
+  const paused = await payoutProgramPaused(sql);
+  let created = 0;
+  let skipped = 0;
+  for (const snapshot of page) {
+    const made = await sql.begin(async (tx) => {
+      // The affiliate's row is locked, so its balance cannot change under the payout (clawbacks, maturation and payouts take it first).
+      await lockAffiliate(tx, snapshot.affiliate_id);
+      const fresh = (await gateSnapshot(tx, snapshot.affiliate_id)) ?? snapshot;
+      const { availableCents } = await affiliateBalances(tx, snapshot.affiliate_id, input.cycleAt);
+      const gate = decideFromSnapshot(fresh, { paused, availableCents, maturities: [], now: input.cycleAt, terms: input.terms, cycleAt: input.cycleAt });
+      if (!gate.payable) return false;
+      const payout = await insertPayout(tx, {
+        affiliateId: snapshot.affiliate_id,
+        workspaceId: snapshot.workspace_id,
+        period: gate.period,
+        amountCents: availableCents,
+        receiverEmail: fresh.payout_email!,
+        now: input.cycleAt,
+      });
+      if (!payout) return false;
+      await appendAffiliateLedgerEntry(tx, {
+        affiliateId: snapshot.affiliate_id,
+        kind: 'payout',
+        amountCents: -availableCents,
+        description: `Payout for ${gate.period} to ${fresh.payout_email}`,
+        causeKey: `payout:${payout.id}`,
+        occurredAt: input.cycleAt,
+      });
+      return true;
+    });
+    if (made) created += 1;
+    else skipped += 1;
+  }
+  return { next: page.length < input.limit ? null : page[page.length - 1]!.affiliate_id, created, skipped };
+}
+
+// ---- Sending ----
+
+export interface SendResult {
+  /** No batch was left to send. */
+  done: boolean;
+  batchId: string | null;
+  sent: number;
+  failed: number;
+  requeued: number;
+}
+
+/**
+ * Sends the period's next batch: an open one left by a crash first (under its sender batch id, so
+ * the provider answers the batch it already made), else a new one. A 422 fails the items it names
+ * (money back) and puts the others back for the next batch.
+ */
+export async function sendNextPayoutBatch(sql: Sql, provider: PayoutProvider, input: { period: string; now: Date; batchSize?: number }): Promise<SendResult> {
+  const batch =
+    (await openBatch(sql, input.period)) ??
+    (await sql.begin((tx) => assignNewBatch(tx, { period: input.period, limit: input.batchSize ?? payoutBatchSize, senderBatchId: (id) => senderBatchIdOf(input.period, id) })));
+  if (!batch) return { done: true, batchId: null, sent: 0, failed: 0, requeued: 0 };
+  const payouts = (await batchPayouts(sql, batch.id)).filter((p) => p.status === 'held');
+  if (payouts.length === 0) {
+    await sql.begin((tx) => markBatchRefused(tx, batch.id));
+    return { done: false, batchId: batch.id, sent: 0, failed: 0, requeued: 0 };
+  }
+  try {
+    const result = await provider.createBatch({
+      senderBatchId: batch.sender_batch_id,
+      emailSubject: 'Your affiliate payout',
+      items: payouts.map((p) => ({ senderItemId: p.id, receiverEmail: p.receiver_email, amountCents: p.amount_cents, currency: 'USD' as const, note: `Affiliate commissions for ${p.period}` })),
+    });
+    await sql.begin((tx) => markBatchSent(tx, { batchId: batch.id, providerBatchId: result.providerBatchId, now: input.now }));
+    const bySender = new Map(result.items.map((i) => [i.senderItemId, i]));
+    for (const p of payouts) {
+      const item = bySender.get(p.id);
+      // Accepted: at least `created`; the item's own status may already say more.
+      await applyPayoutEvent(sql, p.id, { kind: 'item', providerStatus: item?.status === undefined || item.status === 'PENDING' ? 'PENDING' : item.status }, { providerItemId: item?.providerItemId ?? null, now: input.now });
+    }
+    return { done: false, batchId: batch.id, sent: payouts.length, failed: 0, requeued: 0 };
+  } catch (error) {
+    if (!(error instanceof PayoutValidationError)) throw error;
+    let failed = 0;
+    for (const [index, reason] of error.itemIssues) {
+      const p = payouts[index];
+      if (!p) continue;
+      if (await applyPayoutEvent(sql, p.id, { kind: 'refused', reason: `The provider refused it: ${reason}` }, { providerItemId: null, now: input.now })) failed += 1;
+    }
+    if (error.itemIssues.size === 0) {
+      // The whole request was refused without naming an item: fail them all, with the provider's words.
+      for (const p of payouts) if (await applyPayoutEvent(sql, p.id, { kind: 'refused', reason: error.message }, { providerItemId: null, now: input.now })) failed += 1;
+    }
+    await sql.begin((tx) => markBatchRefused(tx, batch.id));
+    return { done: false, batchId: batch.id, sent: 0, failed, requeued: payouts.length - failed };
+  }
+}
+
+export { payoutPeriodOf };
+
+type PayoutSettings = z.infer<typeof PayoutSettingsSchema>;
+type PayoutSettingsUpdate = z.infer<typeof PayoutSettingsUpdateSchema>;
+
+// ---- What the routes answer ----
+
+function payoutOf(row: PayoutRow): PayoutView {
+  return { id: row.id, period: row.period, amount_cents: row.amount_cents, status: row.status, paid_at: row.paid_at?.toISOString() ?? null, created_at: row.created_at.toISOString() };
+}
+
+export interface PayoutView {
+  id: string;
+  period: string;
+  amount_cents: number;
+  status: PayoutRow['status'];
+  paid_at: string | null;
+  created_at: string;
+}
+
+async function enrolled(db: Db, workspaceId: string) {
+  const affiliate = await affiliateOfWorkspace(db, workspaceId);
+  if (!affiliate) throw notFound('Affiliate enrolment (enrol the workspace first)');
+  return affiliate;
+}
+
+/** The workspace's payouts, newest first. */
+export async function listPayouts(sql: Sql, workspaceId: string, page: { limit: number; offset: number }): Promise<{ payouts: PayoutView[]; next_offset: number | null }> {
+  const affiliate = await enrolled(sql, workspaceId);
+  const rows = await payoutsPage(sql, affiliate.id, { limit: page.limit + 1, offset: page.offset });
+  return { payouts: rows.slice(0, page.limit).map(payoutOf), next_offset: rows.length > page.limit ? page.offset + page.limit : null };
+}
+
+/** The payout settings with the gate's answer (the same decidePayoutGate the cycle applies). */
+export async function readPayoutSettings(sql: Sql, workspaceId: string, terms: AffiliatePayoutTerms, now: Date = new Date()): Promise<PayoutSettings> {
+  const affiliate = await enrolled(sql, workspaceId);
+  const [settings, paused, gate] = await Promise.all([payoutSettings(sql, affiliate.id), payoutProgramPaused(sql), payoutGateOf(sql, affiliate.id, now, terms)]);
+  return {
+    payout_email: settings?.payout_email ?? null,
+    identity_verified: settings?.identity_verified ?? false,
+    destination_hold: settings?.destination_hold ?? false,
+    destination_hold_reason: settings?.destination_hold_reason ?? null,
+    under_review: settings?.under_review ?? false,
+    blocked: settings?.blocked ?? false,
+    unavailable: settings?.unavailable ?? false,
+    program_paused: paused,
+    minimum_cents: terms.minimumCents,
+    payout_day_of_month: terms.dayOfMonth,
+    forfeit_after_days: terms.forfeitAfterDays,
+    next_payout_status: gate!.next_payout_status,
+    next_payout_blocker: gate!.next_payout_blocker,
+    next_payout_cents: gate!.next_payout_cents,
+    next_payout_on: gate!.next_payout_on,
+  };
+}
+
+export async function updatePayoutSettings(sql: Sql, workspaceId: string, body: PayoutSettingsUpdate, terms: AffiliatePayoutTerms): Promise<PayoutSettings> {
+  const affiliate = await enrolled(sql, workspaceId);
+  await setPayoutEmail(sql, { affiliateId: affiliate.id, workspaceId, email: body.payout_email?.trim().toLowerCase() ?? null });
+  return readPayoutSettings(sql, workspaceId, terms);
+}
