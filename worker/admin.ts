@@ -6,6 +6,8 @@
  *   set-plan --workspace ID --plan free|paid      (an operator's plan, without a payment provider)
  *   design-partner --workspace ID --decision accept|decline|end [--note TEXT]
  *   pause-everywhere --paused true|false   (stops all unattended sending, every workspace)
+ *   affiliate-payouts --paused true|false [--note TEXT]   (the affiliate program's payout pause)
+ *   affiliate-gate --workspace ID --gate under_review|blocked|unavailable|identity_verified|destination_hold --on true|false [--note TEXT]
  * It works against the database the service uses: DATABASE_URL, else the running local stack's
  * (DATA_DIR/stack.json), else it starts the embedded Postgres of DATA_DIR for the one command.
  */
@@ -23,6 +25,7 @@ import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { addWorkspaceMember, createWorkspaceWithAdmin, decideDesignPartnerApplication, grantWorkspaceCredits, setWorkspacePlan } from './provisioning.js';
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
 import { workspaceExists } from '../store/platform/workspaces.js';
+import { setAffiliatePayoutGate, setAffiliatePayoutsPaused } from '../services/affiliates/payouts.js';
 
 const commands = {
   'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional(), referral: z.string().min(1).max(64).optional() }),
@@ -31,6 +34,13 @@ const commands = {
   'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
   'set-plan': z.object({ workspace: z.uuid(), plan: PlanSchema }),
   'design-partner': z.object({ workspace: z.uuid(), decision: z.enum(['accept', 'decline', 'end']), note: z.string().max(2000).optional() }),
+  'affiliate-payouts': z.object({ paused: z.enum(['true', 'false']), note: z.string().max(2000).optional() }),
+  'affiliate-gate': z.object({
+    workspace: z.uuid(),
+    gate: z.enum(['under_review', 'blocked', 'unavailable', 'identity_verified', 'destination_hold']),
+    on: z.enum(['true', 'false']),
+    note: z.string().max(2000).optional(),
+  }),
 };
 
 const usage = `usage: npm run --silent admin -- <command> [options]
@@ -39,7 +49,9 @@ const usage = `usage: npm run --silent admin -- <command> [options]
   grant-credits --workspace ID --amount N
   pause-everywhere --paused true|false
   set-plan --workspace ID --plan free|paid
-  design-partner --workspace ID --decision accept|decline|end [--note TEXT]`;
+  design-partner --workspace ID --decision accept|decline|end [--note TEXT]
+  affiliate-payouts --paused true|false [--note TEXT]
+  affiliate-gate --workspace ID --gate under_review|blocked|unavailable|identity_verified|destination_hold --on true|false [--note TEXT]`;
 
 async function withDatabase<T>(run: (sql: Sql) => Promise<T>): Promise<T> {
   const config = readConfig();
@@ -91,6 +103,8 @@ async function main(argv: string[]): Promise<void> {
       referral: { type: 'string' },
       decision: { type: 'string' },
       note: { type: 'string' },
+      gate: { type: 'string' },
+      on: { type: 'string' },
     },
     strict: true,
   });
@@ -123,6 +137,16 @@ async function main(argv: string[]): Promise<void> {
         const o = parsed.data as z.infer<(typeof commands)['design-partner']>;
         await requireWorkspace(sql, o.workspace);
         return decideDesignPartnerApplication(sql, o.workspace, o.decision, o.note ?? null);
+      }
+      case 'affiliate-payouts': {
+        const o = parsed.data as z.infer<(typeof commands)['affiliate-payouts']>;
+        return setAffiliatePayoutsPaused(sql, o.paused === 'true', o.note ?? null);
+      }
+      case 'affiliate-gate': {
+        const o = parsed.data as z.infer<(typeof commands)['affiliate-gate']>;
+        await requireWorkspace(sql, o.workspace);
+        const set = await setAffiliatePayoutGate(sql, { workspaceId: o.workspace, gate: o.gate, on: o.on === 'true', note: o.note ?? null });
+        return { affiliate_id: set.affiliate_id, gate: set.gate, on: set.on };
       }
       default: {
         const o = parsed.data as z.infer<(typeof commands)['grant-credits']>;

@@ -39,8 +39,11 @@ import {
   payoutProgramPaused,
   payoutSettings,
   payoutsPage,
+  setOperatorGate,
   setPayoutEmail,
+  setPayoutProgramPaused,
   type GateSnapshotRow,
+  type OperatorGate,
   type PayoutRow,
 } from '../../store/affiliates/payouts.js';
 
@@ -322,4 +325,19 @@ export async function updatePayoutSettings(sql: Sql, workspaceId: string, body: 
   const affiliate = await enrolled(sql, workspaceId);
   await setPayoutEmail(sql, { affiliateId: affiliate.id, workspaceId, email: body.payout_email?.trim().toLowerCase() ?? null });
   return readPayoutSettings(sql, workspaceId, terms);
+}
+
+// ---- What operators set (the admin command line) ----
+
+/** Turns one of a workspace's affiliate payout gates on or off; not found when it is not enrolled. */
+export async function setAffiliatePayoutGate(sql: Sql, input: { workspaceId: string; gate: OperatorGate; on: boolean; note: string | null; now?: Date }) {
+  const affiliate = await enrolled(sql, input.workspaceId);
+  const row = await setOperatorGate(sql, { affiliateId: affiliate.id, workspaceId: input.workspaceId, gate: input.gate, on: input.on, note: input.note, now: input.now ?? new Date() });
+  return { affiliate_id: affiliate.id, gate: input.gate, on: input.on, settings: row };
+}
+
+/** The program-wide pause: while paused every cycle pays nobody (next_payout_status `paused`). */
+export async function setAffiliatePayoutsPaused(sql: Sql, paused: boolean, note: string | null) {
+  await setPayoutProgramPaused(sql, paused, note);
+  return { affiliate_payouts_paused: paused };
 }
