@@ -45,6 +45,7 @@ import { onboardingRoutes } from './routes/onboarding/onboarding.js';
 import { notificationRoutes } from './routes/notifications/notifications.js';
 import { webhookEndpointRoutes } from './routes/notifications/webhooks.js';
 import { affiliatePayoutRoutes } from './routes/affiliates/payouts.js';
+import { affiliateRoutes } from './routes/affiliates/affiliates.js';
 import { teamChatRoutes } from './routes/notifications/chatapp.js';
 import { billingRoutes } from './routes/billing/billing.js';
 import { billingProgramRoutes } from './routes/billing/programs.js';
@@ -134,6 +135,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(onboardingRoutes(deps));
   await app.register(notificationRoutes(deps));
   await app.register(webhookEndpointRoutes(deps));
+  await app.register(affiliateRoutes(deps));
   await app.register(affiliatePayoutRoutes(deps));
   await app.register(teamChatRoutes(deps));
   await app.register(billingRoutes(deps));

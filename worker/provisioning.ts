@@ -12,6 +12,8 @@ import type { Sql } from '../db/sql.js';
 import { defaultScope } from '../domain/platform/api-keys.js';
 import type { Plan, Role } from '../domain/shared/common.js';
 import { signingSecret } from './auth-config.js';
+import { attributeNewWorkspace } from '../services/affiliates/affiliates.js';
+import { cookieWindowDays } from '../domain/affiliates/affiliates.js';
 
 async function tokenFor(sql: Sql, userId: string, workspaceId: string): Promise<string | null> {
   const secret = await signingSecret(sql);
@@ -22,14 +24,28 @@ function nameFromEmail(email: string): string {
   return email.split('@')[0]!.replace(/[._-]+/g, ' ').trim() || email;
 }
 
-/** A workspace, its first admin and an API key of the plan's default scope. */
-export async function createWorkspaceWithAdmin(sql: Sql, input: { name: string; plan: Plan; email?: string; referralCode?: string }) {
+/**
+ * A workspace, its first admin and an API key of the plan's default scope. `affiliateCode` or
+ * `affiliateClick` (the click id the affiliate link handed out, honoured within `cookieWindowDays`,
+ * 30 by default) attributes the signup to an affiliate in the same transaction (decision 043).
+ */
+export async function createWorkspaceWithAdmin(
+  sql: Sql,
+  input: { name: string; plan: Plan; email?: string; referralCode?: string; affiliateCode?: string; affiliateClick?: string; cookieWindowDays?: number },
+) {
   const userId = randomUUID();
   const referredBy = input.referralCode ? await workspaceOfReferralCode(sql, input.referralCode) : null;
   if (referredBy === undefined) throw new ApiError('unprocessable', `No workspace has the referral code "${input.referralCode}".`);
   const email = input.email ?? `admin+${userId.slice(0, 8)}@localhost`;
   const { workspace, key } = await sql.begin(async (tx) => {
     const workspace = await createWorkspace(tx, { name: input.name, plan: input.plan, referredBy });
+    await attributeNewWorkspace(tx, {
+      workspaceId: workspace.id,
+      code: input.affiliateCode,
+      clickId: input.affiliateClick,
+      at: new Date(),
+      cookieWindowDays: input.cookieWindowDays ?? cookieWindowDays,
+    });
     const member = await addMember(tx, { workspaceId: workspace.id, idpUserId: userId, displayName: nameFromEmail(email), email, role: 'admin' });
     const key = await createApiKey(tx, {
       workspaceId: workspace.id,

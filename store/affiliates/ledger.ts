@@ -81,16 +81,9 @@ export async function releaseHeldEntries(tx: Db, commissionId: string): Promise<
   return rows.length;
 }
 
-export async function ledgerPage(
-  db: Db,
-  affiliateId: string,
-  page: { limit: number; before?: { occurredAt: Date; id: string } | null },
-): Promise<AffiliateLedgerRow[]> {
-  const b = page.before;
+/** The ledger, newest first, a page at a time. */
+export async function ledgerPage(db: Db, affiliateId: string, page: { limit: number; offset: number }): Promise<AffiliateLedgerRow[]> {
   return db<AffiliateLedgerRow[]>`
-    select * from affiliate_ledger
-     where affiliate_id = ${affiliateId}
-       ${b ? db`and (occurred_at, id) < (${b.occurredAt}, ${b.id})` : db``}
-     order by occurred_at desc, id desc
-     limit ${page.limit}`;
+    select * from affiliate_ledger where affiliate_id = ${affiliateId}
+     order by occurred_at desc, id desc limit ${page.limit} offset ${page.offset}`;
 }
