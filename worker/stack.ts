@@ -11,7 +11,9 @@ import pino from 'pino';
 import { buildApp } from '../api/app.js';
 import { findLiveKey } from '../store/platform/api-keys.js';
 import { keepBillingWorkflowsStarted } from '../services/billing/billing-client.js';
+import { keepPayoutScheduleEnsured } from '../services/affiliates/payouts-client.js';
 import { keepCommissionWorkflowsStarted } from '../services/affiliates/maturation.js';
+import { keepStepSignalSweeperStarted } from '../services/pnet/browser-step-client.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
@@ -167,6 +169,12 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
         onError: (error) => log.warn({ err: error }, 'billing workflows not started; retrying in a minute'),
       });
       stops.push(stopBilling);
+      // The affiliate payout cycle's monthly Temporal Schedule (decision 044), made once.
+      stops.push(
+        keepPayoutScheduleEnsured({ client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue }, integrations.affiliatePayouts.dayOfMonth, (error) =>
+          log.warn({ err: error }, 'affiliate payout schedule not made; retrying in a minute'),
+        ),
+      );
       // Commission workflows whose start was lost between an event's commit and its wake (decision 043).
       stops.push(
         keepCommissionWorkflowsStarted({
@@ -176,6 +184,13 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
           onError: (error) => log.warn({ err: error }, 'commission workflows not started; retrying in 10 s'),
         }),
       );
+      // Signals of browsers' step transitions lost with an API process are sent again (decision 046).
+      const stopSweeper = keepStepSignalSweeperStarted({
+        client: new Client({ connection, namespace: config.temporalNamespace }),
+        taskQueue: config.taskQueue,
+        onError: (error) => log.warn({ err: error }, 'step-signal sweeper not started; retrying in a minute'),
+      });
+      stops.push(stopSweeper);
     }
     const stackFile: StackFile = { pid: process.pid, database_url: databaseUrl, temporal_address: temporalAddress, api_url: apiUrl };
     writeFileSync(stackFilePath(config.dataDir), JSON.stringify(stackFile, null, 2));

@@ -7,7 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
-import { runPayoutCycle } from '../../services/affiliates/payouts-client.js';
+import { ensurePayoutSchedule, runPayoutCycle } from '../../services/affiliates/payouts-client.js';
+import { affiliatePayoutScheduleId } from '../../workflows/affiliates/payout-cycle.contract.js';
 import { insertAffiliate } from '../../store/affiliates/affiliates.js';
 import { affiliateBalances, appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
 import { setOperatorGate, setPayoutEmail, setPayoutProgramPaused, type OperatorGate } from '../../store/affiliates/payouts.js';
@@ -204,5 +205,24 @@ describe('payout routes', () => {
     for (const limit of [0, 201]) expect((await stack.app.inject({ method: 'GET', url: `/affiliate/payouts/?limit=${limit}`, headers: withKey(a.apiKey) })).statusCode).toBe(422);
     for (const limit of [1, 200]) expect((await stack.app.inject({ method: 'GET', url: `/affiliate/payouts/?limit=${limit}`, headers: withKey(a.apiKey) })).statusCode).toBe(200);
     expect((await stack.app.inject({ method: 'GET', url: '/affiliate/payouts/?offset=-1', headers: withKey(a.apiKey) })).statusCode).toBe(422);
+  });
+});
+
+describe('the payout schedule', () => {
+  it('is made once, monthly on the configured day at 00:00 UTC, and moves when the day changes', async () => {
+    const temporal = { client: stack.client, taskQueue: stack.taskQueue };
+    const handle = stack.client.schedule.getHandle(affiliatePayoutScheduleId);
+    await handle.delete().catch(() => undefined);
+    try {
+      expect(await ensurePayoutSchedule(temporal, 1)).toBe('created');
+      expect(await ensurePayoutSchedule(temporal, 1)).toBe('kept');
+      const first = (await handle.describe()).info.nextActionTimes[0]!;
+      expect([first.getUTCDate(), first.getUTCHours(), first.getUTCMinutes()]).toEqual([1, 0, 0]);
+      expect(await ensurePayoutSchedule(temporal, 15)).toBe('updated');
+      const moved = (await handle.describe()).info.nextActionTimes[0]!;
+      expect(moved.getUTCDate()).toBe(15);
+    } finally {
+      await handle.delete().catch(() => undefined);
+    }
   });
 });
