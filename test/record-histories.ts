@@ -88,8 +88,8 @@ import { chatAttachmentWorkflowId } from '../workflows/assistant/chat-attachment
 import { documentWorkflow } from '../workflows/documents/document.js';
 import { documentWorkflowId } from '../workflows/documents/document.contract.js';
 import type { DocumentActivities } from '../activities/documents/documents.js';
-import { notificationDigestWorkflow, notificationEventWorkflow, notificationReplayWorkflow } from '../workflows/notifications/notification-event.js';
-import { notificationEventWorkflowId, notificationReplayWorkflowId } from '../workflows/notifications/notification-event.contract.js';
+import { notificationBatchWorkflow, notificationDigestWorkflow, notificationReplayWorkflow } from '../workflows/notifications/notification-event.js';
+import { notificationBatchWorkflowId, notificationReplayWorkflowId } from '../workflows/notifications/notification-event.contract.js';
 import type { NotificationActivities } from '../activities/notifications/notifications.js';
 import { leadSearchWorkflow } from '../workflows/sourcing/lead-search.js';
 import type { LeadSearchActivities } from '../activities/sourcing/lead-search.js';
@@ -439,11 +439,11 @@ const subdomainFakes = {
   subdomainChunk: async () => ({ done: true, progress: '1/1 domains, 3 live subdomains' }),
   endSubdomainDiscovery: async () => undefined,
 } satisfies Partial<SubdomainActivities>;
-// A workspace event to a webhook (refused once, then 2xx after 5 s) and a team-chat channel (posted at once).
+// A batch of two events: both planned and first attempted in one activity; one webhook refused (503) is retried after 5 s and then delivered; a replay's first attempt delivers.
 const notificationFakes = {
-  planNotificationDeliveries: async () => [{ id: 'd-webhook', run: 1, channel: 'webhook' as const }, { id: 'd-chat', run: 1, channel: 'team_chat' as const }],
-  attemptNotificationDelivery: async ({ deliveryId, attempt }: { deliveryId: string; attempt: number }) =>
-    deliveryId === 'd-webhook' && attempt === 1 ? { kind: 'failed' as const, statusCode: 503 } : { kind: 'succeeded' as const, statusCode: 200 },
+  deliverNotificationBatch: async () => ({ deliveries: 4, succeeded: 3, failed: [{ id: 'd-webhook', run: 1, result: { kind: 'failed' as const, statusCode: 503 } }] }),
+  attemptNotificationDeliveries: async ({ deliveries }: { deliveries: { id: string; run: number }[] }) =>
+    deliveries.map((d) => ({ ...d, result: { kind: 'succeeded' as const, statusCode: 200 } })),
   sendNotificationDigests: async () => 2,
 } satisfies Partial<NotificationActivities>;
 // Billing: two settlements a month apart (a grant each), a signal, then the workspace is gone.
@@ -768,8 +768,8 @@ await worker.runUntil(async () => {
   await writeBack.result();
   const subdomains = await env.client.workflow.start(subdomainDiscoveryWorkflow, { taskQueue, workflowId: 'subdomain-discovery/recorded', args: [{ discoveryId: 'recorded', workspaceId: 'w' }] });
   await subdomains.result();
-  const notificationEvent = await env.client.workflow.start(notificationEventWorkflow, { taskQueue, workflowId: notificationEventWorkflowId('recorded'), args: [{ eventId: 'recorded' }] });
-  await notificationEvent.result();
+  const notificationBatch = await env.client.workflow.start(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId('recorded-1'), args: [{ eventIds: ['recorded-1', 'recorded-2'] }] });
+  await notificationBatch.result();
   const notificationReplay = await env.client.workflow.start(notificationReplayWorkflow, { taskQueue, workflowId: notificationReplayWorkflowId('d-chat', 2), args: [{ deliveryId: 'd-chat', run: 2 }] });
   await notificationReplay.result();
   const notificationDigest = await env.client.workflow.start(notificationDigestWorkflow, { taskQueue, workflowId: 'notification-digest-recorded', args: [] });
@@ -815,7 +815,7 @@ await worker.runUntil(async () => {
     ['import-run-two-chunks', importRun],
     ['write-back-one-chunk', writeBack],
     ['subdomain-discovery-one-chunk', subdomains],
-    ['notification-event-retried-then-delivered', notificationEvent],
+    ['notification-batch-one-retried-then-delivered', notificationBatch],
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],
     ['workspace-billing-granted-woken-closed', billing],

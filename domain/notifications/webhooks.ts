@@ -143,3 +143,27 @@ export function decideNext(result: AttemptResult, attempt: number): { kind: 'don
 export function shouldDisable(failingSince: Date | null, at: Date): boolean {
   return failingSince !== null && at.getTime() - failingSince.getTime() >= disableAfterFailingMs;
 }
+
+/** One delivery's attempt result, as the batch activities answer it. */
+export interface AttemptedDelivery {
+  id: string;
+  run: number;
+  result: AttemptResult;
+}
+
+/**
+ * The retries after attempt number `attempt`: the deliveries that failed and may try again,
+ * grouped by how long they wait (the schedule's next step, or a longer Retry-After), so a batch
+ * whose deliveries fail alike waits on one timer and retries in one activity. Ordered by wait.
+ */
+export function retryGroups(attempted: AttemptedDelivery[], attempt: number): { afterSeconds: number; deliveries: { id: string; run: number }[] }[] {
+  const groups = new Map<number, { id: string; run: number }[]>();
+  for (const d of attempted) {
+    const next = decideNext(d.result, attempt);
+    if (next.kind !== 'retry') continue;
+    const group = groups.get(next.afterSeconds) ?? [];
+    group.push({ id: d.id, run: d.run });
+    groups.set(next.afterSeconds, group);
+  }
+  return [...groups.entries()].sort(([a], [b]) => a - b).map(([afterSeconds, deliveries]) => ({ afterSeconds, deliveries }));
+}

@@ -1,8 +1,8 @@
 /**
- * One attempt to deliver one event to one channel (issue 21; decision 038), called by the
- * delivery workflow's activity. The attempt is recorded and the delivery settled in one
- * transaction, compare-and-set, so a retried activity records nothing twice; an attempt already
- * recorded (a worker killed after recording) is answered from its record without sending again.
+ * Delivering events to their channels (issue 21; decisions 038, 045): a batch's plan and first
+ * attempts (deliverBatch), and any attempt number of several deliveries (attemptDeliveries), each
+ * attempt recorded and its delivery settled compare-and-set, so a retried activity records
+ * nothing twice; an attempt already recorded is answered from its record without sending again.
  *
  * Deduplication: a webhook carries the delivery's stable `webhook-id`, the same on every retry
  * and replay, so a receiver deduplicates; team chat and email cannot deduplicate, so a worker
@@ -15,11 +15,13 @@ import { SealedSecretError, seal, unseal } from '../../integrations/secrets/seal
 import { signedHeaders } from '../../integrations/webhooks/signing.js';
 import { TeamChatError } from '../../integrations/team-chat/client.js';
 import { memberEmail, teamChatMessage, digestEmail } from '../../domain/notifications/render.js';
-import { disableAfterFailingMs, retryScheduleSeconds, webhookIdOf, type AttemptOutcome, type AttemptResult } from '../../domain/notifications/webhooks.js';
-import { deliveryById, markDigested, pendingDigest, recordAttempt, recordedAttempt, type DeliveryRow } from '../../store/notifications/deliveries.js';
-import { eventById } from '../../store/notifications/outbox.js';
-import { endpointById, markEndpointFailing, markEndpointHealthy } from '../../store/notifications/webhooks.js';
-import { markTeamChatRevoked, teamChatConnection } from '../../store/notifications/team-chat.js';
+import { disableAfterFailingMs, retryScheduleSeconds, webhookIdOf, type AttemptedDelivery, type AttemptOutcome, type AttemptResult } from '../../domain/notifications/webhooks.js';
+import type { WorkspaceEvent } from '../../domain/notifications/events.js';
+import type { Keyring } from '../../integrations/secrets/sealed.js';
+import { deliveriesByIds, markDigested, pendingDigest, planBatchDeliveries, recordAttempt, recordedAttempts, type DeliveryRow } from '../../store/notifications/deliveries.js';
+import { eventsByIds } from '../../store/notifications/outbox.js';
+import { endpointsByIds, markEndpointFailing, type EndpointRow } from '../../store/notifications/webhooks.js';
+import { markTeamChatRevoked, teamChatConnection, type TeamChatConnectionRow } from '../../store/notifications/team-chat.js';
 import { memberEmailOf } from '../../store/notifications/rules.js';
 import { secretsKeyring } from '../platform/sealing.js';
 
@@ -35,13 +37,26 @@ export async function sealFor(sql: Sql, integrations: Pick<Integrations, 'secret
   return seal(await secretsKeyring(sql, integrations), plaintext, context);
 }
 
-export interface AttemptInput {
-  deliveryId: string;
-  run: number;
+export interface AttemptsInput {
+  deliveries: { id: string; run: number }[];
+  /** The attempt number these are (1 for the first). */
   attempt: number;
   trigger: 'scheduled' | 'replay';
   /** The workflow's clock (time-skipping tests move it): what an endpoint's failing time is measured in. */
   at: string;
+}
+
+export interface AttemptOptions {
+  /** How many attempts are in flight at once (default 32; the sender keeps connections alive). */
+  concurrency?: number;
+  /**
+   * Aborted when the activity is cancelled (its worker is going away): no attempt starts after it
+   * and none is recorded, as after a SIGKILL; the retried activity answers each from its record
+   * or sends again with the same `webhook-id`.
+   */
+  signal?: AbortSignal;
+  /** Rows already read (the plan's), so the batch's first attempts read nothing twice. */
+  rows?: DeliveryRow[];
 }
 
 interface Tried {
@@ -61,36 +76,124 @@ const resultOf = (t: { outcome: AttemptOutcome; status_code?: number | null; sta
   return { kind: 'failed', statusCode: status, ...(t.retryAfterSeconds ? { retryAfterSeconds: t.retryAfterSeconds } : {}), ...(t.permanent ? { permanent: true } : {}) };
 };
 
-export async function attemptDelivery(sql: Sql, integrations: NotificationIntegrations, input: AttemptInput): Promise<AttemptResult> {
-  const delivery = await deliveryById(sql, input.deliveryId);
-  if (!delivery || delivery.run !== input.run) return { kind: 'skipped', reason: 'superseded' };
-  if (delivery.status !== 'pending') return delivery.status === 'succeeded' ? { kind: 'succeeded', statusCode: 200 } : { kind: 'skipped', reason: delivery.status };
-  const recorded = await recordedAttempt(sql, delivery.id, input.run, input.attempt);
-  if (recorded) return resultOf(recorded);
-  const event = await eventById(sql, delivery.event_id);
-  if (!event) return { kind: 'skipped', reason: 'event gone' };
-
-  let tried: Tried;
-  if (delivery.channel === 'webhook') tried = await tryWebhook(sql, integrations, delivery, event);
-  else if (delivery.channel === 'team_chat') tried = await tryTeamChat(sql, integrations, delivery, event);
-  else tried = await tryEmail(sql, integrations, delivery, event);
-
-  const last = input.attempt >= retryScheduleSeconds.length;
-  const settle = tried.outcome === 'succeeded' ? 'succeeded' : tried.outcome === 'skipped' ? 'skipped' : last || tried.permanent ? 'failed' : 'pending';
-  await sql.begin(async (tx) => {
-    const recordedNow = await recordAttempt(tx, { deliveryId: delivery.id, run: input.run, attempt: input.attempt, trigger: input.trigger, ...tried, settle });
-    if (!recordedNow || delivery.channel !== 'webhook' || !delivery.webhook_endpoint_id) return;
-    if (tried.outcome === 'succeeded') await markEndpointHealthy(tx, delivery.webhook_endpoint_id);
-    else if (tried.outcome !== 'skipped') await markEndpointFailing(tx, delivery.webhook_endpoint_id, new Date(input.at), disableAfterFailingMs);
-  });
-  return resultOf(tried);
+/** What one batch of attempts reads once: the events, the endpoints, the keyring, each workspace's team-chat connection. */
+interface Shared {
+  events: Map<string, WorkspaceEvent>;
+  endpoints: Map<string, EndpointRow>;
+  keyring: () => Promise<Keyring>;
+  connections: Map<string, Promise<TeamChatConnectionRow | undefined>>;
 }
 
-async function tryWebhook(sql: Sql, integrations: NotificationIntegrations, d: DeliveryRow, event: NonNullable<Awaited<ReturnType<typeof eventById>>>): Promise<Tried> {
-  const endpoint = d.webhook_endpoint_id ? await endpointById(sql, d.webhook_endpoint_id) : undefined;
+const memo = <T>(make: () => Promise<T>) => {
+  let made: Promise<T> | undefined;
+  return () => (made ??= make());
+};
+
+async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  return results;
+}
+
+const aborted = () => Object.assign(new Error('The attempts were cancelled: their worker is going away.'), { name: 'AbortError' });
+
+/**
+ * Attempts number `input.attempt` of several deliveries at once (bounded), each recorded and its
+ * delivery settled by one compare-and-set statement, so a retried activity records nothing twice.
+ * An attempt already recorded (a worker killed after recording) is answered from its record
+ * without sending; a delivery no longer pending is answered from its status; a delivery replayed
+ * since (another run) is skipped as superseded. Answers one result per delivery, in order.
+ */
+export async function attemptDeliveries(sql: Sql, integrations: NotificationIntegrations, input: AttemptsInput, options: AttemptOptions = {}): Promise<AttemptedDelivery[]> {
+  const ids = input.deliveries.map((d) => d.id);
+  const [rows, recorded] = await Promise.all([
+    options.rows ?? deliveriesByIds(sql, ids),
+    recordedAttempts(sql, input.deliveries, input.attempt),
+  ]);
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  const [events, endpoints] = await Promise.all([
+    eventsByIds(sql, [...new Set(rows.map((r) => r.event_id))]),
+    endpointsByIds(sql, [...new Set(rows.flatMap((r) => (r.webhook_endpoint_id ? [r.webhook_endpoint_id] : [])))]),
+  ]);
+  const shared: Shared = { events, endpoints, keyring: memo(() => secretsKeyring(sql, integrations)), connections: new Map() };
+  return mapLimit(input.deliveries, options.concurrency ?? 32, async ({ id, run }): Promise<AttemptedDelivery> => {
+    const answer = (result: AttemptResult): AttemptedDelivery => ({ id, run, result });
+    if (options.signal?.aborted) throw aborted();
+    const delivery = byId.get(id);
+    if (!delivery || delivery.run !== run) return answer({ kind: 'skipped', reason: 'superseded' });
+    if (delivery.status !== 'pending') return answer(delivery.status === 'succeeded' ? { kind: 'succeeded', statusCode: 200 } : { kind: 'skipped', reason: delivery.status });
+    const before = recorded.get(`${id}:${run}`);
+    if (before) return answer(resultOf(before));
+    const event = shared.events.get(delivery.event_id);
+    if (!event) return answer({ kind: 'skipped', reason: 'event gone' });
+
+    let tried: Tried;
+    if (delivery.channel === 'webhook') tried = await tryWebhook(shared, integrations, delivery, event);
+    else if (delivery.channel === 'team_chat') tried = await tryTeamChat(sql, shared, integrations, delivery, event);
+    else tried = await tryEmail(sql, integrations, delivery, event);
+    // Killed while the request was out: nothing is recorded (the retried activity sends again, same webhook-id).
+    if (options.signal?.aborted) throw aborted();
+
+    const last = input.attempt >= retryScheduleSeconds.length;
+    const settle = tried.outcome === 'succeeded' ? 'succeeded' : tried.outcome === 'skipped' ? 'skipped' : last || tried.permanent ? 'failed' : 'pending';
+    const attempt = { deliveryId: id, run, attempt: input.attempt, trigger: input.trigger, ...tried, settle } as const;
+    const endpointId = delivery.channel === 'webhook' ? delivery.webhook_endpoint_id : null;
+    let recordedNow: boolean;
+    if (tried.outcome === 'succeeded' || tried.outcome === 'skipped' || !endpointId) {
+      recordedNow = await recordAttempt(sql, { ...attempt, healthyEndpointId: tried.outcome === 'succeeded' ? endpointId : null });
+    } else {
+      recordedNow = await sql.begin(async (tx) => {
+        const made = await recordAttempt(tx, attempt);
+        if (made) await markEndpointFailing(tx, endpointId, new Date(input.at), disableAfterFailingMs);
+        return made;
+      });
+    }
+    if (recordedNow) return answer(resultOf(tried));
+    // Another run of this activity recorded it first: its record is the answer.
+    const [theirs] = (await recordedAttempts(sql, [{ id, run }], input.attempt)).values();
+    return answer(theirs ? resultOf(theirs) : { kind: 'skipped', reason: 'superseded' });
+  });
+}
+
+export interface BatchOutcome {
+  /** Deliveries of the batch's events (not counting digests). */
+  deliveries: number;
+  succeeded: number;
+  /** The first attempts that failed and may be retried, for the workflow's retry loop. */
+  failed: AttemptedDelivery[];
+}
+
+/**
+ * A batch of committed events: plans every delivery (idempotent, one transaction) and makes every
+ * first attempt at once (bounded, recorded). Retried after a killed worker, it plans nothing
+ * twice, answers settled deliveries from their status and recorded attempts from their record.
+ */
+export async function deliverBatch(sql: Sql, integrations: NotificationIntegrations, input: { eventIds: string[]; at: string }, options: AttemptOptions = {}): Promise<BatchOutcome> {
+  const rows = await sql.begin((tx) => planBatchDeliveries(tx, input.eventIds));
+  const attempted = await attemptDeliveries(
+    sql, integrations,
+    { deliveries: rows.map((r) => ({ id: r.id, run: 1 })), attempt: 1, trigger: 'scheduled', at: input.at },
+    { ...options, rows },
+  );
+  return {
+    deliveries: rows.length,
+    succeeded: attempted.filter((a) => a.result.kind === 'succeeded').length,
+    failed: attempted.filter((a) => a.result.kind === 'failed'),
+  };
+}
+
+async function tryWebhook(shared: Shared, integrations: NotificationIntegrations, d: DeliveryRow, event: WorkspaceEvent): Promise<Tried> {
+  const endpoint = d.webhook_endpoint_id ? shared.endpoints.get(d.webhook_endpoint_id) : undefined;
   if (!endpoint) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The endpoint was deleted.', durationMs: 0 };
   if (!endpoint.enabled) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The endpoint is disabled.', durationMs: 0 };
-  const keyring = await secretsKeyring(sql, integrations);
+  const keyring = await shared.keyring();
   const secrets: string[] = [];
   try {
     secrets.push(unseal(keyring, endpoint.secret_sealed, sealingContext.webhookSecret(endpoint.id)));
@@ -114,16 +217,18 @@ async function tryWebhook(sql: Sql, integrations: NotificationIntegrations, d: D
   return { outcome: answer.kind === 'timeout' ? 'timeout' : answer.kind === 'refused' ? 'refused' : 'failed', statusCode: null, excerpt: null, error: answer.error, durationMs: answer.durationMs };
 }
 
-async function tryTeamChat(sql: Sql, integrations: NotificationIntegrations, d: DeliveryRow, event: NonNullable<Awaited<ReturnType<typeof eventById>>>): Promise<Tried> {
+async function tryTeamChat(sql: Sql, shared: Shared, integrations: NotificationIntegrations, d: DeliveryRow, event: WorkspaceEvent): Promise<Tried> {
   const skipped = (error: string): Tried => ({ outcome: 'skipped', statusCode: null, excerpt: null, error, durationMs: 0 });
   const client = integrations.notifications.teamChat;
   if ('missing' in client) return skipped(`The team chat is not configured here (${client.missing.join(', ')}).`);
-  const connection = await teamChatConnection(sql, d.workspace_id);
+  let connecting = shared.connections.get(d.workspace_id);
+  if (!connecting) shared.connections.set(d.workspace_id, (connecting = teamChatConnection(sql, d.workspace_id)));
+  const connection = await connecting;
   if (!connection) return skipped('The team chat is disconnected; the rule keeps its channel for a reconnect.');
   if (connection.status !== 'connected') return skipped(`The team chat needs reconnecting: ${connection.last_error ?? 'its token no longer works'}.`);
   let token: string;
   try {
-    token = unseal(await secretsKeyring(sql, integrations), connection.bot_token_sealed, sealingContext.botToken(d.workspace_id));
+    token = unseal(await shared.keyring(), connection.bot_token_sealed, sealingContext.botToken(d.workspace_id));
   } catch (error) {
     if (!(error instanceof SealedSecretError)) throw error;
     await markTeamChatRevoked(sql, d.workspace_id, connection.bot_token_sealed, `The stored token cannot be opened: ${error.message}`);
@@ -148,7 +253,7 @@ async function tryTeamChat(sql: Sql, integrations: NotificationIntegrations, d: 
   }
 }
 
-async function tryEmail(sql: Sql, integrations: NotificationIntegrations, d: DeliveryRow, event: NonNullable<Awaited<ReturnType<typeof eventById>>>): Promise<Tried> {
+async function tryEmail(sql: Sql, integrations: NotificationIntegrations, d: DeliveryRow, event: WorkspaceEvent): Promise<Tried> {
   const mailer = integrations.mailer;
   if (!mailer) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'No mail server is configured here (SMTP_URL).', durationMs: 0 };
   const email = await memberEmailOf(sql, d.member_id);

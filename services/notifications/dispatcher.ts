@@ -1,48 +1,70 @@
 /**
- * The event dispatcher (issue 21; decision 038): hands each committed workspace event to its
- * delivery workflow. Woken by the outbox's NOTIFY at commit, and polling every second besides, it
- * takes undispatched events (oldest first, locked with SKIP LOCKED so several workers share),
- * starts `notification-event/<id>` for each (a start already made is Temporal's refusal, taken as
- * done) and marks them dispatched in the same transaction. A process killed in between leaves
- * them undispatched; the next pass starts them again, which Temporal refuses: nothing twice.
+ * The event dispatcher (issue 21; decisions 038, 045): hands committed workspace events to
+ * delivery batches. Woken by the outbox's NOTIFY at commit (and polling every second besides),
+ * it waits `windowMs` for more events to commit, then takes up to `batch` undispatched events
+ * (oldest first, locked with SKIP LOCKED so several workers share), starts one
+ * `notification-batch/<first event id>` workflow with them and marks them dispatched in the same
+ * transaction. A process killed between the start and the commit leaves them undispatched; the
+ * next pass takes them again (perhaps with others) and its start is refused by the workflow id:
+ * it then marks only the events that workflow was started with, read from its history, and the
+ * rest go in the next batch. Nothing is handed on twice and nothing is lost.
  */
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { markEventsDispatched, undispatchedEvents } from '../../store/notifications/outbox.js';
-import { notificationDigestCron, notificationDigestWorkflowId, notificationEventWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
+import {
+  notificationBatchMax,
+  notificationBatchWorkflowId,
+  notificationDigestCron,
+  notificationDigestWorkflowId,
+  type NotificationBatchInput,
+} from '../../workflows/notifications/notification-event.contract.js';
 
 export interface EventDispatcher {
-  /** Runs one pass now; answers how many events it handed on. */
+  /** Runs one pass now (no window); answers how many events it handed on. */
   kick(): Promise<number>;
   stop(): Promise<void>;
 }
 
-export function startEventDispatcher(options: { sql: Sql; client: Client; taskQueue: string; pollMs?: number; batch?: number; digest?: boolean }): EventDispatcher {
+/** The events a batch workflow was started with (the first event of its history). */
+async function startedWith(client: Client, workflowId: string): Promise<string[]> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!payload) throw new Error(`${workflowId} has no input in its history.`);
+  return defaultPayloadConverter.fromPayload<NotificationBatchInput>(payload).eventIds;
+}
+
+export function startEventDispatcher(options: { sql: Sql; client: Client; taskQueue: string; pollMs?: number; windowMs?: number; batch?: number; digest?: boolean }): EventDispatcher {
   const { sql, client, taskQueue } = options;
-  const batch = options.batch ?? 200;
+  const batch = Math.min(options.batch ?? notificationBatchMax, notificationBatchMax);
+  const windowMs = options.windowMs ?? 100;
   let stopped = false;
   let running: Promise<number> | null = null;
   let again = false;
+  let waiting: NodeJS.Timeout | null = null;
 
   async function pass(): Promise<number> {
     let total = 0;
     for (;;) {
-      const handed = await sql.begin(async (tx) => {
+      const { claimed, handed } = await sql.begin(async (tx) => {
         const events = await undispatchedEvents(tx, batch);
-        await Promise.all(
-          events.map((e) =>
-            client.workflow
-              .start('notificationEventWorkflow', { workflowId: notificationEventWorkflowId(e.id), taskQueue, args: [{ eventId: e.id }] })
-              .catch((error: unknown) => {
-                if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
-              }),
-          ),
-        );
-        await markEventsDispatched(tx, events.map((e) => e.id));
-        return events.length;
+        if (events.length === 0) return { claimed: 0, handed: 0 };
+        const ids = events.map((e) => e.id);
+        const workflowId = notificationBatchWorkflowId(ids[0]!);
+        let started = ids;
+        try {
+          await client.workflow.start('notificationBatchWorkflow', { workflowId, taskQueue, args: [{ eventIds: ids } satisfies NotificationBatchInput] });
+        } catch (error) {
+          if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+          const theirs = new Set(await startedWith(client, workflowId));
+          started = ids.filter((id) => theirs.has(id));
+        }
+        await markEventsDispatched(tx, started);
+        return { claimed: events.length, handed: started.length };
       });
       total += handed;
-      if (handed < batch || stopped) return total;
+      if (claimed < batch || stopped) return total;
     }
   }
 
@@ -58,10 +80,19 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
         running = null;
         if (again && !stopped) {
           again = false;
-          void kick();
+          soon();
         }
       });
     return running;
+  }
+
+  /** A pass after the window: events committing together go in one batch. */
+  function soon() {
+    if (stopped || waiting) return;
+    waiting = setTimeout(() => {
+      waiting = null;
+      void kick();
+    }, windowMs);
   }
 
   // The daily digest's cron workflow, started once for the namespace's task queue (already running: nothing to do).
@@ -70,7 +101,7 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
       .start('notificationDigestWorkflow', { workflowId: notificationDigestWorkflowId, taskQueue, cronSchedule: notificationDigestCron, args: [] })
       .catch(() => undefined);
   }
-  const listening = sql.listen('workspace_events', () => void kick()).catch(() => null);
+  const listening = sql.listen('workspace_events', () => soon()).catch(() => null);
   const timer = setInterval(() => void kick(), options.pollMs ?? 1000);
   void kick();
 
@@ -79,6 +110,7 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
     async stop() {
       stopped = true;
       clearInterval(timer);
+      if (waiting) clearTimeout(waiting);
       const listener = await listening;
       await listener?.unlisten().catch(() => undefined);
       await running;

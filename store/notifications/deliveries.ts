@@ -1,5 +1,5 @@
 /**
- * Deliveries (issue 21): one row per (event, channel), made once by the event's workflow (unique
+ * Deliveries (issue 21): one row per (event, channel), made once by the batch's first activity (unique
  * on event and channel key), and every attempt recorded. Each attempt's write is compare-and-set
  * on (delivery, run, status pending) and the attempt row is unique on (delivery, run, attempt),
  * so a retried activity or a killed worker records an attempt once and settles a delivery once.
@@ -9,6 +9,7 @@ import type { EventType } from '../../domain/notifications/events.js';
 import { planDeliveries, type NotificationChannel } from '../../domain/notifications/rules.js';
 import { webhookIdOf, type AttemptOutcome } from '../../domain/notifications/webhooks.js';
 import { listRules, preferencesForType } from './rules.js';
+import type { PreferenceMode } from '../../domain/notifications/rules.js';
 
 export interface DeliveryRow {
   id: string;
@@ -25,47 +26,67 @@ export interface DeliveryRow {
   attempt_count: number;
 }
 
-/** Plans the event's deliveries (once: a second call finds them made) and answers those still to send. */
-export async function planEventDeliveries(db: Db, eventId: string): Promise<{ id: string; run: number; channel: NotificationChannel }[]> {
-  const [event] = await db<{ workspace_id: string; type: EventType; payload: Record<string, unknown> }[]>`
-    select workspace_id, type, payload from workspace_events where id = ${eventId}`;
-  if (!event) return [];
-  const [rules, endpoints, members, preferences] = await Promise.all([
-    listRules(db, event.workspace_id),
-    db<{ id: string; event_types: string[]; enabled: boolean; created_by: string | null }[]>`
-      select id, event_types, enabled, created_by from webhook_endpoints where workspace_id = ${event.workspace_id}`,
-    db<{ id: string }[]>`select id from members where workspace_id = ${event.workspace_id} order by created_at`,
-    preferencesForType(db, event.workspace_id, event.type),
-  ]);
-  // The owner of an endpoint the service disabled is told by email whatever the rules say (or, with no owner left, the admins).
-  let alwaysEmail: string[] = [];
-  if (event.type === 'webhook.endpoint_disabled') {
-    const owner = endpoints.find((e) => e.id === event.payload.endpoint_id)?.created_by;
-    alwaysEmail = owner
-      ? [owner]
-      : (await db<{ id: string }[]>`select id from members where workspace_id = ${event.workspace_id} and role = 'admin'`).map((m) => m.id);
+/**
+ * Plans the deliveries of a batch of events (once: a second call finds them made, unique on
+ * event and channel key) and answers every delivery of those events that is not waiting for a
+ * digest, in event order. Rules, endpoints and members are read once per workspace of the batch,
+ * preferences once per workspace and type, and the rows are written in one statement.
+ */
+export async function planBatchDeliveries(db: Db, eventIds: string[]): Promise<DeliveryRow[]> {
+  if (eventIds.length === 0) return [];
+  const events = await db<{ id: string; workspace_id: string; type: EventType; payload: Record<string, unknown> }[]>`
+    select id, workspace_id, type, payload from workspace_events where id = any(${eventIds}::uuid[]) order by seq`;
+  type Endpoint = { id: string; event_types: string[]; enabled: boolean; created_by: string | null };
+  const workspaces = new Map<string, Promise<{ rules: Awaited<ReturnType<typeof listRules>>; endpoints: Endpoint[]; members: string[]; admins: string[] }>>();
+  const contextOf = (workspaceId: string) => {
+    let context = workspaces.get(workspaceId);
+    if (!context) {
+      context = Promise.all([
+        listRules(db, workspaceId),
+        db<Endpoint[]>`select id, event_types, enabled, created_by from webhook_endpoints where workspace_id = ${workspaceId}`,
+        db<{ id: string; role: string }[]>`select id, role from members where workspace_id = ${workspaceId} order by created_at`,
+      ]).then(([rules, endpoints, members]) => ({ rules, endpoints, members: members.map((m) => m.id), admins: members.filter((m) => m.role === 'admin').map((m) => m.id) }));
+      workspaces.set(workspaceId, context);
+    }
+    return context;
+  };
+  const preferences = new Map<string, Promise<Map<string, PreferenceMode>>>();
+  const preferencesOf = (workspaceId: string, type: string) => {
+    const key = `${workspaceId}:${type}`;
+    let found = preferences.get(key);
+    if (!found) preferences.set(key, (found = preferencesForType(db, workspaceId, type)));
+    return found;
+  };
+  const rows: Record<string, string | null>[] = [];
+  for (const event of events) {
+    const { rules, endpoints, members, admins } = await contextOf(event.workspace_id);
+    // The owner of an endpoint the service disabled is told by email whatever the rules say (or, with no owner left, the admins).
+    let alwaysEmail: string[] = [];
+    if (event.type === 'webhook.endpoint_disabled') {
+      const owner = endpoints.find((e) => e.id === event.payload.endpoint_id)?.created_by;
+      alwaysEmail = owner ? [owner] : admins;
+    }
+    const planned = planDeliveries({ event: { type: event.type, payload: event.payload }, rules, endpoints, members, preferences: await preferencesOf(event.workspace_id, event.type), alwaysEmail });
+    for (const d of planned) {
+      rows.push({
+        workspace_id: event.workspace_id, event_id: event.id, channel: d.channel, channel_key: d.channelKey, rule_id: d.ruleId,
+        webhook_endpoint_id: d.endpointId, member_id: d.memberId, chat_channel_id: d.chatChannelId, status: d.status,
+      });
+    }
   }
-  const planned = planDeliveries({
-    event: { type: event.type, payload: event.payload },
-    rules,
-    endpoints,
-    members: members.map((m) => m.id),
-    preferences,
-    alwaysEmail,
-  });
-  for (const d of planned) {
-    await db`
-      insert into notification_deliveries (workspace_id, event_id, channel, channel_key, rule_id, webhook_endpoint_id, member_id, chat_channel_id, status)
-      values (${event.workspace_id}, ${eventId}, ${d.channel}, ${d.channelKey}, ${d.ruleId}, ${d.endpointId}, ${d.memberId}, ${d.chatChannelId}, ${d.status})
-      on conflict (event_id, channel_key) do nothing`;
+  const columns = ['workspace_id', 'event_id', 'channel', 'channel_key', 'rule_id', 'webhook_endpoint_id', 'member_id', 'chat_channel_id', 'status'] as const;
+  for (let i = 0; i < rows.length; i += 1000) {
+    await db`insert into notification_deliveries ${db(rows.slice(i, i + 1000), ...columns)} on conflict (event_id, channel_key) do nothing`;
   }
-  return db<{ id: string; run: number; channel: NotificationChannel }[]>`
-    select id, run, channel from notification_deliveries where event_id = ${eventId} and status = 'pending' order by channel_key`;
+  return db<DeliveryRow[]>`
+    select d.* from notification_deliveries d join workspace_events e on e.id = d.event_id
+    where d.event_id = any(${eventIds}::uuid[]) and d.status not in ('digest_pending', 'digested')
+    order by e.seq, d.channel_key`;
 }
 
-export async function deliveryById(db: Db, id: string): Promise<DeliveryRow | undefined> {
-  const [row] = await db<DeliveryRow[]>`select * from notification_deliveries where id = ${id}`;
-  return row;
+export async function deliveriesByIds(db: Db, ids: string[]): Promise<DeliveryRow[]> {
+  if (ids.length === 0) return [];
+  return db<DeliveryRow[]>`select * from notification_deliveries where id = any(${ids}::uuid[])`;
 }
 
 export interface RecordedAttempt {
@@ -74,10 +95,14 @@ export interface RecordedAttempt {
   error: string | null;
 }
 
-export async function recordedAttempt(db: Db, deliveryId: string, run: number, attempt: number): Promise<RecordedAttempt | undefined> {
-  const [row] = await db<RecordedAttempt[]>`
-    select outcome, status_code, error from notification_delivery_attempts where delivery_id = ${deliveryId} and run = ${run} and attempt = ${attempt}`;
-  return row;
+/** The attempts numbered `attempt` already recorded for these deliveries' runs, by `<delivery id>:<run>`. */
+export async function recordedAttempts(db: Db, deliveries: { id: string; run: number }[], attempt: number): Promise<Map<string, RecordedAttempt>> {
+  if (deliveries.length === 0) return new Map();
+  const rows = await db<(RecordedAttempt & { delivery_id: string; run: number })[]>`
+    select delivery_id, run, outcome, status_code, error from notification_delivery_attempts
+    where delivery_id = any(${deliveries.map((d) => d.id)}::uuid[]) and attempt = ${attempt}`;
+  const runs = new Map(deliveries.map((d) => [d.id, d.run]));
+  return new Map(rows.filter((r) => runs.get(r.delivery_id) === r.run).map((r) => [`${r.delivery_id}:${r.run}`, r]));
 }
 
 export interface NewAttempt {
@@ -94,21 +119,32 @@ export interface NewAttempt {
   settle: 'pending' | 'succeeded' | 'failed' | 'skipped';
 }
 
-/** Records the attempt and settles the delivery, once (compare-and-set); false when another write got there first. */
-export async function recordAttempt(db: Db, a: NewAttempt): Promise<boolean> {
-  const [inserted] = await db`
-    insert into notification_delivery_attempts (delivery_id, run, attempt, trigger, duration_ms, outcome, status_code, response_excerpt, error)
-    select ${a.deliveryId}, ${a.run}, ${a.attempt}, ${a.trigger}, ${Math.max(0, Math.round(a.durationMs))}, ${a.outcome}, ${a.statusCode},
-      ${a.excerpt?.replace(/\u0000/g, '').slice(0, 1000) ?? null}, ${a.error?.slice(0, 1000) ?? null}
-    where exists (select 1 from notification_deliveries where id = ${a.deliveryId} and run = ${a.run} and status = 'pending')
-    on conflict (delivery_id, run, attempt) do nothing
-    returning id`;
-  if (!inserted) return false;
-  await db`
-    update notification_deliveries set attempt_count = attempt_count + 1, last_status_code = ${a.statusCode}, last_error = ${a.error?.slice(0, 1000) ?? null},
-      status = ${a.settle}, succeeded_at = case when ${a.settle} = 'succeeded' then now() else succeeded_at end, updated_at = now()
-    where id = ${a.deliveryId} and run = ${a.run} and status = 'pending'`;
-  return true;
+/**
+ * Records the attempt and settles the delivery, once, in one statement (compare-and-set on the
+ * delivery's run and pending status; the attempt is unique on delivery, run and attempt); a 2xx
+ * to a webhook also clears its endpoint's failing time in that statement. False when another
+ * write got there first.
+ */
+export async function recordAttempt(db: Db, a: NewAttempt & { healthyEndpointId?: string | null }): Promise<boolean> {
+  const [row] = await db<{ n: number }[]>`
+    with inserted as (
+      insert into notification_delivery_attempts (delivery_id, run, attempt, trigger, duration_ms, outcome, status_code, response_excerpt, error)
+      select ${a.deliveryId}, ${a.run}, ${a.attempt}, ${a.trigger}, ${Math.max(0, Math.round(a.durationMs))}, ${a.outcome}, ${a.statusCode},
+        ${a.excerpt?.replace(/\u0000/g, '').slice(0, 1000) ?? null}, ${a.error?.slice(0, 1000) ?? null}
+      where exists (select 1 from notification_deliveries where id = ${a.deliveryId} and run = ${a.run} and status = 'pending')
+      on conflict (delivery_id, run, attempt) do nothing
+      returning id
+    ), settled as (
+      update notification_deliveries set attempt_count = attempt_count + 1, last_status_code = ${a.statusCode}, last_error = ${a.error?.slice(0, 1000) ?? null},
+        status = ${a.settle}, succeeded_at = case when ${a.settle} = 'succeeded' then now() else succeeded_at end, updated_at = now()
+      where id = ${a.deliveryId} and run = ${a.run} and status = 'pending' and exists (select 1 from inserted)
+      returning id
+    ), healthy as (
+      update webhook_endpoints set failing_since = null
+      where id = ${a.healthyEndpointId ?? null}::uuid and failing_since is not null and exists (select 1 from settled)
+    )
+    select count(*)::int as n from inserted`;
+  return row!.n > 0;
 }
 
 /** A delivery queued again: a new run (so the next attempts count from 1), pending. Answers the run. */

@@ -58,7 +58,14 @@ export async function eventById(db: Db, eventId: string): Promise<WorkspaceEvent
   return row && eventOut(row);
 }
 
-/** Events not yet handed to a delivery workflow, oldest first; locked so two dispatchers share. */
+/** Events by id (those that exist). */
+export async function eventsByIds(db: Db, ids: string[]): Promise<Map<string, WorkspaceEvent>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db<EventRow[]>`select * from workspace_events where id = any(${ids}::uuid[])`;
+  return new Map(rows.map((r) => [r.id, eventOut(r)]));
+}
+
+/** Events not yet handed to a delivery batch, oldest first; locked so two dispatchers share. */
 export async function undispatchedEvents(tx: Db, limit: number): Promise<{ id: string; workspace_id: string }[]> {
   return tx<{ id: string; workspace_id: string }[]>`
     select id, workspace_id from workspace_events where dispatched_at is null

@@ -63,11 +63,6 @@ export async function findEndpoint(db: Db, workspaceId: string, id: string): Pro
   return row;
 }
 
-export async function endpointById(db: Db, id: string): Promise<EndpointRow | undefined> {
-  const [row] = await db<EndpointRow[]>`select * from webhook_endpoints where id = ${id}`;
-  return row;
-}
-
 export async function updateEndpoint(
   db: Db,
   workspaceId: string,
@@ -105,9 +100,11 @@ export async function rotateSecret(db: Db, workspaceId: string, id: string, newS
   return row;
 }
 
-/** A 2xx: the endpoint is healthy again. */
-export async function markEndpointHealthy(db: Db, id: string): Promise<void> {
-  await db`update webhook_endpoints set failing_since = null where id = ${id} and failing_since is not null`;
+/** Endpoints by id (those that exist). */
+export async function endpointsByIds(db: Db, ids: string[]): Promise<Map<string, EndpointRow>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db<EndpointRow[]>`select * from webhook_endpoints where id = any(${ids}::uuid[])`;
+  return new Map(rows.map((r) => [r.id, r]));
 }
 
 /**

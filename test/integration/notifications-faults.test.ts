@@ -1,9 +1,9 @@
 /**
  * The notification fault test (issue 21): receivers that fail 30% of first requests (500) and
  * time out on 5% (no answer), the worker killed every 3 seconds for 45 s while 150 events go to 3
- * endpoints each: every event reaches every endpoint, no delivery has two 2xx recorded, and the
- * attempts are listed. Retries of a failed message are answered, so every message settles within
- * the schedule's first two retries (at once, 5 s); the long waits are tested under time skipping
+ * endpoints each, in batches (decision 045): every event reaches every endpoint, no delivery has
+ * two 2xx recorded, and the attempts are listed. Retries of a failed message are answered, so
+ * every message settles within the schedule's first two retries (at once, 5 s); the long waits are tested under time skipping
  * (notifications-retries.test.ts). The sender's time limit is 2 s here instead of 15 s.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -71,9 +71,10 @@ it('delivers every event to every endpoint through failing receivers and killed 
       select count(*)::int as n from notification_deliveries where event_id = any(${ids}::uuid[]) and status = 'succeeded'`;
     return row!.n;
   };
-  // Kills for the first 45 s (or until all settle), then the worker is left alone: an attempt lost
-  // with its worker is retried only after its 45 s time limit, so a delivery hit by kills again and
-  // again would outlast any fixed deadline without saying anything about correctness.
+  // Kills for the first 45 s (or until all settle), then the worker is left alone: a batch's
+  // attempts lost with their worker are retried after the next worker starts (a real SIGKILL: after
+  // the 10 s heartbeat timeout), so a batch hit by kills again and again would outlast any fixed
+  // deadline without saying anything about correctness.
   const chaosEnds = Date.now() + 45_000;
   const deadline = Date.now() + 170_000;
   let kills = 0;

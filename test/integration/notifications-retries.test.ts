@@ -2,7 +2,8 @@
  * Delivery over days, under time skipping (issue 21): a failing receiver is tried on the
  * documented schedule (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) and the delivery ends
  * failed with every attempt recorded; an endpoint failing for 5 days is disabled and its owner
- * told by email; a receiver that recovers ends the retries.
+ * told by email; a receiver that recovers ends the retries; a batch's deliveries that fail alike
+ * wait on one timer and are retried together.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNotificationActivities } from '../../activities/notifications/notifications.js';
@@ -12,8 +13,8 @@ import { retryScheduleSeconds } from '../../domain/notifications/webhooks.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { startSmtpSink, type SmtpSink } from '../../sim/smtp-sink.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
-import { notificationEventWorkflow } from '../../workflows/notifications/notification-event.js';
-import { notificationEventWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
+import { notificationBatchWorkflow } from '../../workflows/notifications/notification-event.js';
+import { notificationBatchWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 import { useTestStack, withToken } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 
@@ -49,13 +50,14 @@ async function endpointAt(path: string) {
   return res.json() as { id: string };
 }
 
+// A batch of one event, as the dispatcher starts it.
 const deliverEvent = async (eventId: string) =>
-  temporal.env.client.workflow.execute(notificationEventWorkflow, { taskQueue, workflowId: notificationEventWorkflowId(eventId), args: [{ eventId }] });
+  temporal.env.client.workflow.execute(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId(eventId), args: [{ eventIds: [eventId] }] });
 
 const creditsLow = () => stack.sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId: paid.workspaceId, type: 'credits.low', payload: { balance: 1, threshold: 10 } }));
 
 async function timersOf(eventId: string): Promise<number[]> {
-  const history = await temporal.env.client.workflow.getHandle(notificationEventWorkflowId(eventId)).fetchHistory();
+  const history = await temporal.env.client.workflow.getHandle(notificationBatchWorkflowId(eventId)).fetchHistory();
   return (history.events ?? [])
     .map((e) => e.timerStartedEventAttributes?.startToFireTimeout)
     .filter((t): t is NonNullable<typeof t> => Boolean(t))
@@ -66,7 +68,7 @@ describe('webhook retries', () => {
   it('follow the schedule to the eighth attempt, then the delivery is failed with every attempt listed', async () => {
     const endpoint = await endpointAt('/always-down');
     const eventId = await creditsLow();
-    expect(await deliverEvent(eventId)).toEqual({ deliveries: 1, succeeded: 0 });
+    expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 0 });
     expect(await timersOf(eventId)).toEqual(retryScheduleSeconds.slice(1));
     const [delivery] = await stack.sql<{ status: string; attempt_count: number }[]>`select status, attempt_count from notification_deliveries where event_id = ${eventId}`;
     expect(delivery).toEqual({ status: 'failed', attempt_count: 8 });
@@ -84,17 +86,31 @@ describe('webhook retries', () => {
     answers.set('/recovers', [429, 503, 204]);
     const endpoint = await endpointAt('/recovers');
     const eventId = await creditsLow();
-    expect(await deliverEvent(eventId)).toEqual({ deliveries: 1, succeeded: 1 });
+    expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 1 });
     expect(await timersOf(eventId)).toEqual([600, 300]);
     const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withToken(paid.accessToken) })).json();
     expect(read.failing_since).toBeNull();
+  });
+
+  it('retry a batch whose deliveries failed alike on one timer and in one round', async () => {
+    answers.set('/batch', [503, 503, 503, 204, 204, 204]);
+    const endpoint = await endpointAt('/batch');
+    const eventIds = [await creditsLow(), await creditsLow(), await creditsLow()];
+    const outcome = await temporal.env.client.workflow.execute(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId(eventIds[0]!), args: [{ eventIds }] });
+    expect(outcome).toEqual({ events: 3, deliveries: 3, succeeded: 3 });
+    expect(await timersOf(eventIds[0]!)).toEqual([5]);
+    const listed = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/`, headers: withToken(paid.accessToken) });
+    const attempts = listed.json().attempts as { event_id: string; attempt: number; status_code: number }[];
+    for (const eventId of eventIds) {
+      expect(attempts.filter((a) => a.event_id === eventId).map((a) => [a.attempt, a.status_code])).toEqual([[2, 204], [1, 503]]);
+    }
   });
 
   it('disable an endpoint failing for 5 days and tell its owner by email, once', async () => {
     const endpoint = await endpointAt('/dead');
     await stack.sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where id = ${endpoint.id}`;
     const eventId = await creditsLow();
-    expect(await deliverEvent(eventId)).toEqual({ deliveries: 1, succeeded: 0 });
+    expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 0 });
     const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withToken(paid.accessToken) })).json();
     expect(read).toMatchObject({ enabled: false, disabled_reason: expect.stringContaining('5 days') });
     // The attempt after it was disabled is not made: recorded as skipped.
@@ -103,7 +119,7 @@ describe('webhook retries', () => {
 
     const disabled = await stack.sql<{ id: string; payload: { endpoint_id: string } }[]>`select id, payload from workspace_events where type = 'webhook.endpoint_disabled'`;
     expect(disabled.map((e) => e.payload.endpoint_id)).toEqual([endpoint.id]);
-    expect(await deliverEvent(disabled[0]!.id)).toEqual({ deliveries: 1, succeeded: 1 });
+    expect(await deliverEvent(disabled[0]!.id)).toEqual({ events: 1, deliveries: 1, succeeded: 1 });
     const [owner] = await stack.sql<{ email: string }[]>`select email from members where workspace_id = ${paid.workspaceId} and role = 'admin' order by created_at limit 1`;
     expect(sink.messages.map((m) => [m.to, m.subject])).toEqual([[[owner!.email.toLowerCase()], 'A webhook endpoint was disabled']]);
 

@@ -2,7 +2,9 @@
  * Outbound webhooks (issue 21): an event committed reaches a subscribed endpoint through the
  * dispatcher and the delivery workflow, signed so the Standard Webhooks reference library
  * verifies it; the secret is shown once; a rotation's overlap signs with both secrets; attempts
- * are listed; a replay sends the same webhook-id again; private addresses are refused unless allowed.
+ * are listed; a replay sends the same webhook-id again; a dispatcher that died between starting a
+ * batch and its commit hands nothing on twice and loses nothing; private addresses are refused
+ * unless allowed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
@@ -10,6 +12,7 @@ import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
 import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { notificationBatchWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
@@ -154,6 +157,29 @@ describe('webhook endpoints', () => {
     expect(longest.statusCode).toBe(201);
     const tooLong = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: 'https://example.com', description: 'd'.repeat(501) } });
     expect(tooLong.statusCode).toBe(422);
+  });
+
+  it('hand every event on once when a dispatcher died between starting a batch and committing it', async () => {
+    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/restart`, event_types: ['credits.low'] });
+    await dispatcher.stop();
+    const first = await creditsLow(paid.workspaceId, 1);
+    const second = await creditsLow(paid.workspaceId, 2);
+    // What the dead dispatcher left: the first event's batch started, neither event marked dispatched.
+    const started = await stack.client.workflow.start('notificationBatchWorkflow', { workflowId: notificationBatchWorkflowId(first), taskQueue: stack.taskQueue, args: [{ eventIds: [first] }] });
+    dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200, digest: false });
+    await until(async () => ((await stack.sql`select 1 from workspace_events where id in (${first}, ${second}) and dispatched_at is not null`).length === 2 ? true : undefined), 'both dispatched');
+    const forEvent = (id: string) => receiver.requests.filter((r) => r.path === '/hooks/restart' && JSON.parse(r.body).id === id);
+    await until(() => (forEvent(first).length && forEvent(second).length ? true : undefined), 'both events, the second in the next batch');
+    // Each was sent once and recorded once: by the batch the dead dispatcher started, or by the next.
+    const attempts = await stack.sql<{ event_id: string; outcome: string }[]>`
+      select d.event_id, a.outcome from notification_deliveries d join notification_delivery_attempts a on a.delivery_id = d.id
+      where d.event_id in (${first}, ${second}) and d.webhook_endpoint_id = ${endpoint.id} order by d.event_id = ${second}`;
+    expect(attempts).toEqual([{ event_id: first, outcome: 'succeeded' }, { event_id: second, outcome: 'succeeded' }]);
+    expect(forEvent(first)).toHaveLength(1);
+    expect(forEvent(second)).toHaveLength(1);
+    expect((await started.describe()).status.name).not.toBe('FAILED');
+    expect(forEvent(first)).toHaveLength(1);
+    expect(forEvent(second)).toHaveLength(1);
   });
 
   it("keep another workspace's endpoint out of reach", async () => {

@@ -1,12 +1,21 @@
 /** The notification workflows' contract (workflows/notifications/notification-event.ts): ids and inputs. */
 
-/** One workflow per event: started by the dispatcher after the event commits; starting it twice is refused by Temporal. */
-export const notificationEventWorkflowId = (eventId: string) => `notification-event/${eventId}`;
+/**
+ * One workflow per batch of committed events, named by its first event: started by the
+ * dispatcher in the transaction that marks the events dispatched; a start made twice (a
+ * dispatcher killed before its commit) is Temporal's refusal, and the dispatcher then marks
+ * only the events that workflow was started with (decision 045).
+ */
+export const notificationBatchWorkflowId = (firstEventId: string) => `notification-batch/${firstEventId}`;
 /** One workflow per replay of one delivery (its run). */
 export const notificationReplayWorkflowId = (deliveryId: string, run: number) => `notification-delivery/${deliveryId}/${run}`;
 
-export interface NotificationEventInput {
-  eventId: string;
+/** The most events one batch takes. */
+export const notificationBatchMax = 200;
+
+export interface NotificationBatchInput {
+  /** Oldest first; at most notificationBatchMax. */
+  eventIds: string[];
 }
 
 export interface NotificationReplayInput {
@@ -14,7 +23,9 @@ export interface NotificationReplayInput {
   run: number;
 }
 
-export interface NotificationEventOutcome {
+export interface NotificationBatchOutcome {
+  events: number;
+  /** Deliveries of the batch's events (digests not counted). */
   deliveries: number;
   succeeded: number;
 }
