@@ -1,0 +1,166 @@
+/**
+ * Commission maturation on the time-skipping server (issue 20): commission/<id> sleeps until
+ * available_at and marks the commission available; a refund inside the holding period claws it back
+ * and ends the workflow, a refund after it changes nothing, a dispute claws back and a won one gives
+ * it back; and a holding period across a daylight-saving change matures on the right local day.
+ */
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { createCommissionActivities } from '../../activities/affiliates/commission.js';
+import type { BillingEvent } from '../../domain/billing/provider-events.js';
+import { handleBillingEvent } from '../../services/billing/events.js';
+import { affiliateMaturities } from '../../services/affiliates/affiliates.js';
+import { insertAffiliate, insertAffiliateCode } from '../../store/affiliates/affiliates.js';
+import { affiliateBalances } from '../../store/affiliates/ledger.js';
+import { commissionWorkflow } from '../../workflows/affiliates/commission.js';
+import { commissionChangedSignal, commissionWorkflowId } from '../../workflows/affiliates/commission.contract.js';
+import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
+import { useTestStack } from '../support/test-stack.js';
+import { useTimeSkippingWorker } from '../support/time-skipping.js';
+
+const { stack } = useTestStack({ workspaces: false });
+const taskQueue = 'affiliate-maturation';
+const ctx = useTimeSkippingWorker(taskQueue, () => createCommissionActivities({ sql: stack.sql }));
+const day = 86_400_000;
+const holding = { holdingMs: 30 * day };
+
+const envNow = async () => new Date(await ctx.env.currentTimeMs());
+const base = (kind: string, workspaceId: string, at: Date) => ({ id: `evt_${randomBytes(6).toString('hex')}`, type: kind, occurredAt: at, workspaceId, customerId: null });
+
+async function referredWorkspace(timeZone = 'UTC') {
+  const owner = await stack.createWorkspace('paid');
+  const { affiliate } = await insertAffiliate(stack.sql, { workspaceId: owner.workspaceId, displayName: 'Ann', timeZone });
+  const code = `mat-${randomBytes(4).toString('hex')}`;
+  await insertAffiliateCode(stack.sql, { affiliateId: affiliate.id, workspaceId: owner.workspaceId, code, isVanity: true });
+  const referred = await createWorkspaceWithAdmin(stack.sql, { name: 'Referred', plan: 'free', affiliateCode: code });
+  return { affiliateId: affiliate.id, ownerWorkspaceId: owner.workspaceId, workspaceId: referred.workspace_id };
+}
+
+async function pay(workspaceId: string, invoiceId: string, cents: number, terms = holding) {
+  const at = await envNow();
+  const event: BillingEvent = {
+    ...base('invoice.paid', workspaceId, at),
+    kind: 'invoice_paid',
+    invoiceId,
+    subscriptionId: null,
+    paymentId: null,
+    amountDueCents: cents,
+    amountPaidCents: cents,
+    currency: 'usd',
+    periodStart: null,
+    periodEnd: null,
+    hostedInvoiceUrl: null,
+    createdAt: at,
+  };
+  const result = await handleBillingEvent(stack.sql, event, terms);
+  expect(result.affiliateCommissionIds, result.outcome).toHaveLength(1);
+  const commissionId = result.affiliateCommissionIds[0]!;
+  const handle = await ctx.env.client.workflow.start(commissionWorkflow, { taskQueue, workflowId: commissionWorkflowId(commissionId), args: [{ commissionId }] });
+  return { commissionId, handle };
+}
+
+async function refund(workspaceId: string, paymentId: string, amount: number, refunded: number) {
+  const at = await envNow();
+  return handleBillingEvent(stack.sql, { ...base('charge.refunded', workspaceId, at), kind: 'charge_refunded', paymentId, amountCents: amount, refundedCents: refunded, currency: 'usd', createdAt: at }, holding);
+}
+
+async function dispute(workspaceId: string, paymentId: string, amount: number, status: 'open' | 'won' | 'lost') {
+  const at = await envNow();
+  return handleBillingEvent(stack.sql, { ...base('charge.dispute.updated', workspaceId, at), kind: 'dispute', paymentId, disputeStatus: status, amountCents: amount, currency: 'usd', createdAt: at }, holding);
+}
+
+/** 23:30 EST on the Saturday before the next second Sunday of March (New York springs forward at 02:00 that Sunday). */
+function nextSpringForward(after: Date): Date {
+  for (let year = after.getUTCFullYear(); ; year += 1) {
+    const secondSunday = [8, 9, 10, 11, 12, 13, 14].find((d) => new Date(Date.UTC(year, 2, d)).getUTCDay() === 0)!;
+    const at = new Date(Date.UTC(year, 2, secondSunday - 1, 23 + 5, 30));
+    if (at > after) return at;
+  }
+}
+
+const status = async (id: string) => (await stack.sql<{ status: string }[]>`select status from affiliate_commissions where id = ${id}`)[0]!.status;
+
+describe('commission maturation', () => {
+  it('matures at available_at, not a moment before', async () => {
+    const { affiliateId, workspaceId } = await referredWorkspace();
+    const { commissionId, handle } = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 4900);
+    await ctx.env.sleep(30 * day - 60_000);
+    expect(await status(commissionId)).toBe('held');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 980 });
+    expect(await handle.result()).toBe('available');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 980, heldCents: 0 });
+    // A refund after the holding period leaves the commission as it is.
+    const invoice = (await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where id = ${commissionId}`)[0]!.invoice_id;
+    await refund(workspaceId, invoice, 4900, 4900);
+    expect(await status(commissionId)).toBe('available');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 980, heldCents: 0 });
+  });
+
+  it('claws back a refund made before the commission matures, and the workflow ends without making it available', async () => {
+    const { affiliateId, workspaceId } = await referredWorkspace();
+    const invoice = `in_${randomBytes(5).toString('hex')}`;
+    const { commissionId, handle } = await pay(workspaceId, invoice, 10000);
+    await ctx.env.sleep(30 * day - 1000);
+    await refund(workspaceId, invoice, 10000, 10000);
+    await handle.signal(commissionChangedSignal, { reason: 'refund' });
+    expect(await handle.result()).toBe('clawed_back');
+    await ctx.env.sleep(5 * day);
+    expect(await status(commissionId)).toBe('clawed_back');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
+  });
+
+  it('claws back while a dispute is open and gives it back when it is won; a lost one stands', async () => {
+    const { affiliateId, workspaceId } = await referredWorkspace();
+    const invoice = `in_${randomBytes(5).toString('hex')}`;
+    const { handle } = await pay(workspaceId, invoice, 5000);
+    await ctx.env.sleep(5 * day);
+    await dispute(workspaceId, invoice, 5000, 'open');
+    await handle.signal(commissionChangedSignal, { reason: 'dispute' });
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
+    await ctx.env.sleep(5 * day);
+    await dispute(workspaceId, invoice, 5000, 'won');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 1000 });
+    expect(await handle.result()).toBe('available');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 1000, heldCents: 0 });
+
+    // A closed dispute is never reopened.
+    await dispute(workspaceId, invoice, 5000, 'open');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 1000, heldCents: 0 });
+    // A dispute after the commission matured takes from the available balance; lost, it stays taken.
+    // (The time-skipping server may run far ahead once nothing waits: a fresh referral keeps the next payment inside its commission months.)
+    const other = await referredWorkspace();
+    const second = `in_${randomBytes(5).toString('hex')}`;
+    const { commissionId, handle: h2 } = await pay(other.workspaceId, second, 5000);
+    expect(await h2.result()).toBe('available');
+    expect(await affiliateBalances(stack.sql, other.affiliateId)).toEqual({ availableCents: 1000, heldCents: 0 });
+    await dispute(other.workspaceId, second, 5000, 'open');
+    expect(await affiliateBalances(stack.sql, other.affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
+    await dispute(other.workspaceId, second, 5000, 'lost');
+    expect(await status(commissionId)).toBe('clawed_back');
+    expect(await affiliateBalances(stack.sql, other.affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
+  });
+
+  it('matures on the right local day across a daylight-saving change', async () => {
+    const { affiliateId, ownerWorkspaceId, workspaceId } = await referredWorkspace('America/New_York');
+    // Pay at 23:30 local time in March just before the change, held until 23:30 local after it.
+    const now = await envNow();
+    const beforeChange = nextSpringForward(now);
+    await ctx.env.sleep(beforeChange.getTime() - now.getTime());
+    const { commissionId, handle } = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 2000, { holdingMs: day });
+    const [row] = await stack.sql<{ available_at: Date; earned_at: Date; earned_day: string }[]>`
+      select available_at, earned_at, to_char(earned_day, 'YYYY-MM-DD') as earned_day from affiliate_commissions where id = ${commissionId}`;
+    const paidAt = row!.earned_at;
+    // 24 hours, though the local clock moves 25 hours across the change (23:30 EST to 00:30 EDT two days later).
+    expect(row!.available_at.getTime() - paidAt.getTime()).toBe(day);
+    const localDay = (d: Date) => new Intl.DateTimeFormat('en-CA', { timeZone: 'America/New_York' }).format(d);
+    expect(row!.earned_day).toBe(localDay(paidAt));
+    const { maturities } = await affiliateMaturities(stack.sql, ownerWorkspaceId);
+    expect(maturities).toEqual([{ day: localDay(row!.available_at), amount_cents: 400, running_available_cents: 400 }]);
+    // Paid on Saturday evening EST; available on Monday 00:30 EDT (24 hours later, two local days on).
+    expect(new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', weekday: 'short', hour: '2-digit', hourCycle: 'h23' }).format(row!.available_at)).toMatch(/^Mon,? 00$/);
+    await ctx.env.sleep(day - 120_000);
+    expect(await status(commissionId)).toBe('held');
+    expect(await handle.result()).toBe('available');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 400, heldCents: 0 });
+  });
+});
