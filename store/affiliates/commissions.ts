@@ -124,7 +124,7 @@ export async function setDispute(tx: Db, id: string, from: string | null, to: 'o
 export async function markCommissionAvailable(tx: Db, id: string, now: Date): Promise<CommissionRow | null> {
   const [row] = await tx<CommissionRow[]>`
     update affiliate_commissions
-       set status = case when dispute_status = 'lost' then 'clawed_back' else 'available' end, matured_at = ${now}
+       set status = case when dispute_status = 'lost' then 'clawed_back' else 'available' end, matured_at = greatest(${now}::timestamptz, clock_timestamp())
      where id = ${id} and status = 'held' and available_at <= ${now}
      returning *`;
   return row ?? null;
@@ -147,4 +147,17 @@ export async function paymentMoney(db: Db, paymentId: string): Promise<{ refunde
   const [row] = await db<{ refunded_cents: number; dispute_status: 'open' | 'won' | 'lost' | null }[]>`
     select refunded_cents, dispute_status from billing_payments where payment_id = ${paymentId}`;
   return row;
+}
+
+/** For the benchmark: each matured commission's lag from available_at to being marked available, in ms. */
+export async function maturationLagsMs(db: Db, ids: readonly string[]): Promise<number[]> {
+  const rows = await db<{ lag: number }[]>`
+    select extract(epoch from (matured_at - available_at)) * 1000 as lag
+      from affiliate_commissions where id = any(${ids as string[]}::uuid[]) and matured_at is not null`;
+  return rows.map((r) => Number(r.lag));
+}
+
+export async function countHeld(db: Db, ids: readonly string[]): Promise<number> {
+  const [row] = await db<{ n: number }[]>`select count(*)::int as n from affiliate_commissions where id = any(${ids as string[]}::uuid[]) and status = 'held'`;
+  return row!.n;
 }
