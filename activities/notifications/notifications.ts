@@ -1,8 +1,8 @@
 /**
  * The notification workflows' activities: thin doors to services/notifications and the store.
  * The delivery activities heartbeat every second while their requests are out (a killed worker's
- * batch is retried within the heartbeat timeout, not after its start-to-close limit) and stop
- * starting or recording attempts once cancelled.
+ * batch is retried within the heartbeat timeout, not after its start-to-close limit) and start
+ * no attempt once cancelled (those already out are recorded as they end).
  */
 import { Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';

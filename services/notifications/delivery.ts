@@ -18,7 +18,7 @@ import { memberEmail, teamChatMessage, digestEmail } from '../../domain/notifica
 import { disableAfterFailingMs, retryScheduleSeconds, webhookIdOf, type AttemptedDelivery, type AttemptOutcome, type AttemptResult } from '../../domain/notifications/webhooks.js';
 import type { WorkspaceEvent } from '../../domain/notifications/events.js';
 import type { Keyring } from '../../integrations/secrets/sealed.js';
-import { deliveriesByIds, markDigested, pendingDigest, planBatchDeliveries, recordAttempt, recordedAttempts, type DeliveryRow } from '../../store/notifications/deliveries.js';
+import { deliveriesByIds, markDigested, pendingDigest, planBatchDeliveries, recordAttempts, recordedAttempts, type DeliveryRow, type NewAttempt } from '../../store/notifications/deliveries.js';
 import { eventsByIds } from '../../store/notifications/outbox.js';
 import { endpointsByIds, markEndpointFailing, type EndpointRow } from '../../store/notifications/webhooks.js';
 import { markTeamChatRevoked, teamChatConnection, type TeamChatConnectionRow } from '../../store/notifications/team-chat.js';
@@ -50,9 +50,9 @@ export interface AttemptOptions {
   /** How many attempts are in flight at once (default 32; the sender keeps connections alive). */
   concurrency?: number;
   /**
-   * Aborted when the activity is cancelled (its worker is going away): no attempt starts after it
-   * and none is recorded, as after a SIGKILL; the retried activity answers each from its record
-   * or sends again with the same `webhook-id`.
+   * Aborted when the activity is cancelled (its worker is going away): no attempt starts after it;
+   * those already out are recorded as they end. The retried activity answers each from its record
+   * or, for an attempt whose worker died before recording it, sends again with the same `webhook-id`.
    */
   signal?: AbortSignal;
   /** Rows already read (the plan's), so the batch's first attempts read nothing twice. */
@@ -106,7 +106,7 @@ const aborted = () => Object.assign(new Error('The attempts were cancelled: thei
 
 /**
  * Attempts number `input.attempt` of several deliveries at once (bounded), each recorded and its
- * delivery settled by one compare-and-set statement, so a retried activity records nothing twice.
+ * delivery settled compare-and-set (many per statement), so a retried activity records nothing twice.
  * An attempt already recorded (a worker killed after recording) is answered from its record
  * without sending; a delivery no longer pending is answered from its status; a delivery replayed
  * since (another run) is skipped as superseded. Answers one result per delivery, in order.
@@ -123,6 +123,7 @@ export async function attemptDeliveries(sql: Sql, integrations: NotificationInte
     endpointsByIds(sql, [...new Set(rows.flatMap((r) => (r.webhook_endpoint_id ? [r.webhook_endpoint_id] : [])))]),
   ]);
   const shared: Shared = { events, endpoints, keyring: memo(() => secretsKeyring(sql, integrations)), connections: new Map() };
+  const record = attemptRecorder(sql, new Date(input.at));
   return mapLimit(input.deliveries, options.concurrency ?? 32, async ({ id, run }): Promise<AttemptedDelivery> => {
     const answer = (result: AttemptResult): AttemptedDelivery => ({ id, run, result });
     if (options.signal?.aborted) throw aborted();
@@ -138,28 +139,57 @@ export async function attemptDeliveries(sql: Sql, integrations: NotificationInte
     if (delivery.channel === 'webhook') tried = await tryWebhook(shared, integrations, delivery, event);
     else if (delivery.channel === 'team_chat') tried = await tryTeamChat(sql, shared, integrations, delivery, event);
     else tried = await tryEmail(sql, integrations, delivery, event);
-    // Killed while the request was out: nothing is recorded (the retried activity sends again, same webhook-id).
-    if (options.signal?.aborted) throw aborted();
 
     const last = input.attempt >= retryScheduleSeconds.length;
     const settle = tried.outcome === 'succeeded' ? 'succeeded' : tried.outcome === 'skipped' ? 'skipped' : last || tried.permanent ? 'failed' : 'pending';
-    const attempt = { deliveryId: id, run, attempt: input.attempt, trigger: input.trigger, ...tried, settle } as const;
     const endpointId = delivery.channel === 'webhook' ? delivery.webhook_endpoint_id : null;
-    let recordedNow: boolean;
-    if (tried.outcome === 'succeeded' || tried.outcome === 'skipped' || !endpointId) {
-      recordedNow = await recordAttempt(sql, { ...attempt, healthyEndpointId: tried.outcome === 'succeeded' ? endpointId : null });
-    } else {
-      recordedNow = await sql.begin(async (tx) => {
-        const made = await recordAttempt(tx, attempt);
-        if (made) await markEndpointFailing(tx, endpointId, new Date(input.at), disableAfterFailingMs);
-        return made;
-      });
-    }
+    const recordedNow = await record({
+      deliveryId: id, run, attempt: input.attempt, trigger: input.trigger, ...tried, settle,
+      healthyEndpointId: tried.outcome === 'succeeded' ? endpointId : null,
+      failingEndpointId: tried.outcome !== 'succeeded' && tried.outcome !== 'skipped' ? endpointId : null,
+    });
     if (recordedNow) return answer(resultOf(tried));
     // Another run of this activity recorded it first: its record is the answer.
     const [theirs] = (await recordedAttempts(sql, [{ id, run }], input.attempt)).values();
     return answer(theirs ? resultOf(theirs) : { kind: 'skipped', reason: 'superseded' });
   });
+}
+
+type ToRecord = NewAttempt & { healthyEndpointId: string | null; failingEndpointId: string | null };
+
+/**
+ * Records attempts as they finish, many per transaction: one flush at a time, and whatever
+ * finished meanwhile goes in the next. A failed webhook attempt marks its endpoint failing (and
+ * disables it after 5 days) in the transaction that records it. Answers whether this call
+ * recorded the attempt.
+ */
+function attemptRecorder(sql: Sql, at: Date): (attempt: ToRecord) => Promise<boolean> {
+  let queue: { attempt: ToRecord; done: (recorded: boolean) => void; fail: (error: unknown) => void }[] = [];
+  let flushing = false;
+  async function flush() {
+    flushing = true;
+    while (queue.length > 0) {
+      const items = queue;
+      queue = [];
+      try {
+        const recorded = await sql.begin(async (tx) => {
+          const made = await recordAttempts(tx, items.map((i) => i.attempt));
+          const failing = new Set(items.flatMap((i) => (i.attempt.failingEndpointId && made.has(i.attempt.deliveryId) ? [i.attempt.failingEndpointId] : [])));
+          for (const endpointId of failing) await markEndpointFailing(tx, endpointId, at, disableAfterFailingMs);
+          return made;
+        });
+        for (const i of items) i.done(recorded.has(i.attempt.deliveryId));
+      } catch (error) {
+        for (const i of items) i.fail(error);
+      }
+    }
+    flushing = false;
+  }
+  return (attempt) =>
+    new Promise<boolean>((done, fail) => {
+      queue.push({ attempt, done, fail });
+      if (!flushing) void flush();
+    });
 }
 
 export interface BatchOutcome {

@@ -120,31 +120,40 @@ export interface NewAttempt {
 }
 
 /**
- * Records the attempt and settles the delivery, once, in one statement (compare-and-set on the
- * delivery's run and pending status; the attempt is unique on delivery, run and attempt); a 2xx
- * to a webhook also clears its endpoint's failing time in that statement. False when another
- * write got there first.
+ * Records attempts and settles their deliveries, each once, in one statement (compare-and-set on
+ * each delivery's run and pending status; an attempt is unique on delivery, run and attempt); a
+ * 2xx to a webhook also clears its endpoint's failing time in that statement. Answers the
+ * deliveries whose attempt this call recorded (another write may have got there first).
  */
-export async function recordAttempt(db: Db, a: NewAttempt & { healthyEndpointId?: string | null }): Promise<boolean> {
-  const [row] = await db<{ n: number }[]>`
-    with inserted as (
+export async function recordAttempts(db: Db, attempts: (NewAttempt & { healthyEndpointId?: string | null })[]): Promise<Set<string>> {
+  if (attempts.length === 0) return new Set();
+  const column = <T>(pick: (a: NewAttempt & { healthyEndpointId?: string | null }) => T) => attempts.map(pick);
+  const rows = await db<{ delivery_id: string }[]>`
+    with input as (
+      select * from unnest(
+        ${column((a) => a.deliveryId)}::uuid[], ${column((a) => a.run)}::int[], ${column((a) => a.attempt)}::int[], ${column((a) => a.trigger)}::text[],
+        ${column((a) => Math.max(0, Math.round(a.durationMs)))}::int[], ${column((a) => a.outcome)}::text[], ${column((a) => a.statusCode)}::int[],
+        ${column((a) => a.excerpt?.replace(/\u0000/g, '').slice(0, 1000) ?? null)}::text[], ${column((a) => a.error?.replace(/\u0000/g, '').slice(0, 1000) ?? null)}::text[],
+        ${column((a) => a.settle)}::text[], ${column((a) => a.healthyEndpointId ?? null)}::uuid[]
+      ) as t(delivery_id, run, attempt, trigger, duration_ms, outcome, status_code, excerpt, error, settle, healthy_endpoint_id)
+    ), inserted as (
       insert into notification_delivery_attempts (delivery_id, run, attempt, trigger, duration_ms, outcome, status_code, response_excerpt, error)
-      select ${a.deliveryId}, ${a.run}, ${a.attempt}, ${a.trigger}, ${Math.max(0, Math.round(a.durationMs))}, ${a.outcome}, ${a.statusCode},
-        ${a.excerpt?.replace(/\u0000/g, '').slice(0, 1000) ?? null}, ${a.error?.slice(0, 1000) ?? null}
-      where exists (select 1 from notification_deliveries where id = ${a.deliveryId} and run = ${a.run} and status = 'pending')
+      select i.delivery_id, i.run, i.attempt, i.trigger, i.duration_ms, i.outcome, i.status_code, i.excerpt, i.error from input i
+      where exists (select 1 from notification_deliveries d where d.id = i.delivery_id and d.run = i.run and d.status = 'pending')
       on conflict (delivery_id, run, attempt) do nothing
-      returning id
+      returning delivery_id
     ), settled as (
-      update notification_deliveries set attempt_count = attempt_count + 1, last_status_code = ${a.statusCode}, last_error = ${a.error?.slice(0, 1000) ?? null},
-        status = ${a.settle}, succeeded_at = case when ${a.settle} = 'succeeded' then now() else succeeded_at end, updated_at = now()
-      where id = ${a.deliveryId} and run = ${a.run} and status = 'pending' and exists (select 1 from inserted)
-      returning id
+      update notification_deliveries d set attempt_count = d.attempt_count + 1, last_status_code = i.status_code, last_error = i.error,
+        status = i.settle, succeeded_at = case when i.settle = 'succeeded' then now() else d.succeeded_at end, updated_at = now()
+      from input i
+      where d.id = i.delivery_id and d.run = i.run and d.status = 'pending' and i.delivery_id in (select delivery_id from inserted)
+      returning i.healthy_endpoint_id
     ), healthy as (
       update webhook_endpoints set failing_since = null
-      where id = ${a.healthyEndpointId ?? null}::uuid and failing_since is not null and exists (select 1 from settled)
+      where id in (select healthy_endpoint_id from settled) and failing_since is not null
     )
-    select count(*)::int as n from inserted`;
-  return row!.n > 0;
+    select delivery_id from inserted`;
+  return new Set(rows.map((r) => r.delivery_id));
 }
 
 /** A delivery queued again: a new run (so the next attempts count from 1), pending. Answers the run. */
