@@ -123,6 +123,11 @@ export async function followOpenPayouts(sql: Sql, provider: PayoutProvider, now:
     for (const payout of await batchPayouts(sql, batch.id)) {
       const item = bySender.get(payout.id);
       if (!item) continue;
+      // Nothing new from the provider: no transaction.
+      if (payout.provider_status === item.status && !decidePayoutTransition(payout.status, { kind: 'item', providerStatus: item.status })) {
+        if (payout.status === 'held' || payout.status === 'created') stillOpen += 1;
+        continue;
+      }
       const to = await applyPayoutEvent(sql, payout.id, { kind: 'item', providerStatus: item.status }, { providerItemId: item.providerItemId, now });
       if (to) moved += 1;
       const status = to ?? payout.status;
@@ -176,6 +181,19 @@ export async function preparePayoutsPage(sql: Sql, input: { cycleAt: Date; after
   let created = 0;
   let skipped = 0;
   for (const snapshot of page) {
+    // A first look without a lock: most affiliates are not payable (paid this period, gated, under the minimum).
+    const look = decideFromSnapshot(snapshot, {
+      paused,
+      availableCents: (await affiliateBalances(sql, snapshot.affiliate_id, input.cycleAt)).availableCents,
+      maturities: [],
+      now: input.cycleAt,
+      terms: input.terms,
+      cycleAt: input.cycleAt,
+    });
+    if (!look.payable) {
+      skipped += 1;
+      continue;
+    }
     const made = await sql.begin(async (tx) => {
       // The affiliate's row is locked, so its balance cannot change under the payout (clawbacks, maturation and payouts take it first).
       await lockAffiliate(tx, snapshot.affiliate_id);
