@@ -1,6 +1,6 @@
 /**
  * The operator command line (a contract used by scripts and tests):
- *   create-workspace --name NAME --plan free|paid [--email E] [--referral CODE]
+ *   create-workspace --name NAME --plan free|paid [--email E] [--referral CODE] [--affiliate CODE | --affiliate-click ID]
  *   add-member --workspace ID --email E --role admin|member
  *   grant-credits --workspace ID --amount N
  *   set-plan --workspace ID --plan free|paid      (an operator's plan, without a payment provider)
@@ -21,6 +21,7 @@ import { createSql, type Sql } from '../db/sql.js';
 import { PlanSchema, RoleSchema } from '../domain/shared/common.js';
 import { ApiError } from '../domain/shared/errors.js';
 import { readConfig } from './config.js';
+import { readIntegrationsConfig } from '../integrations/config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { addWorkspaceMember, createWorkspaceWithAdmin, decideDesignPartnerApplication, grantWorkspaceCredits, setWorkspacePlan } from './provisioning.js';
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
@@ -28,7 +29,14 @@ import { workspaceExists } from '../store/platform/workspaces.js';
 import { setAffiliatePayoutGate, setAffiliatePayoutsPaused } from '../services/affiliates/payouts.js';
 
 const commands = {
-  'create-workspace': z.object({ name: z.string().min(1).max(255), plan: PlanSchema, email: z.email().optional(), referral: z.string().min(1).max(64).optional() }),
+  'create-workspace': z.object({
+    name: z.string().min(1).max(255),
+    plan: PlanSchema,
+    email: z.email().optional(),
+    referral: z.string().min(1).max(64).optional(),
+    affiliate: z.string().min(1).max(64).optional(),
+    'affiliate-click': z.uuid().optional(),
+  }),
   'add-member': z.object({ workspace: z.uuid(), email: z.email(), role: RoleSchema }),
   'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
   'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
@@ -101,6 +109,8 @@ async function main(argv: string[]): Promise<void> {
       amount: { type: 'string' },
       paused: { type: 'string' },
       referral: { type: 'string' },
+      affiliate: { type: 'string' },
+      'affiliate-click': { type: 'string' },
       decision: { type: 'string' },
       note: { type: 'string' },
       gate: { type: 'string' },
@@ -116,7 +126,15 @@ async function main(argv: string[]): Promise<void> {
     switch (command) {
       case 'create-workspace': {
         const o = parsed.data as z.infer<(typeof commands)['create-workspace']>;
-        return createWorkspaceWithAdmin(sql, { name: o.name, plan: o.plan, email: o.email, referralCode: o.referral });
+        return createWorkspaceWithAdmin(sql, {
+          name: o.name,
+          plan: o.plan,
+          email: o.email,
+          referralCode: o.referral,
+          affiliateCode: o.affiliate,
+          affiliateClick: o['affiliate-click'],
+          cookieWindowDays: readIntegrationsConfig().affiliates.cookieWindowDays,
+        });
       }
       case 'add-member': {
         const o = parsed.data as z.infer<(typeof commands)['add-member']>;
