@@ -4,7 +4,9 @@
  * TEMPORAL_TASK_QUEUE). WORKFLOW_BUNDLE names a prebuilt bundle so a restart takes a second,
  * not a webpack build. Prints "worker ready" once it polls.
  */
+import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { keepStepSignalSweeperStarted } from '../services/pnet/browser-step-client.js';
 import { readFileSync } from 'node:fs';
 import { createSql } from '../db/sql.js';
 import { readConfig } from '../worker/config.js';
@@ -28,8 +30,15 @@ const { worker } = await createServiceWorker({
   bundle: bundlePath ? { code: readFileSync(bundlePath, 'utf8'), sourceMap: '' } : undefined,
 });
 const running = worker.run();
+// As the stack's worker role does: the sweeper of lost step signals runs (decision 046).
+const stopSweeper = keepStepSignalSweeperStarted({
+  client: new Client({ connection: await Connection.connect({ address: config.temporalAddress }), namespace: config.temporalNamespace }),
+  taskQueue: config.taskQueue,
+  onError: (error) => process.stderr.write(`step-signal sweeper not started: ${String(error)}\n`),
+});
 process.stdout.write('worker ready\n');
 // SIGTERM (the SDK's default shutdown signals) drains it; then leave, whatever handles remain.
 await running;
+await stopSweeper();
 await sql.end({ timeout: 5 });
 process.exit(0);

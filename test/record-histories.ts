@@ -12,11 +12,14 @@ import { browserStepWorkflow } from '../workflows/pnet/browser-step.js';
 import {
     approveStepUpdate,
     browserStepWorkflowId,
+    browserStepStateQuery,
     cancelStepUpdate,
-    claimStepUpdate,
-    reportResultUpdate,
     retryStepUpdate,
+    stepChangedSignal,
 } from '../workflows/pnet/browser-step.contract.js';
+import { stepSignalSweeperWorkflow } from '../workflows/pnet/step-signals.js';
+import type { StoredStepStatus } from '../domain/pnet/steps.js';
+import { stepSignalSweeperWorkflowId } from '../workflows/pnet/step-signals.contract.js';
 import { creditHoldWorkflow } from '../workflows/platform/credit-hold.js';
 import { creditHoldSettledSignal, creditHoldWorkflowId } from '../workflows/platform/credit-hold.contract.js';
 import { ApplicationFailure } from '@temporalio/common';
@@ -115,6 +118,8 @@ const taskQueue = 'record-histories';
 // waits until the cancel signal is in, so the history holds it mid-run.
 const claims = new Map<string, number>();
 const renewedStepId = '00000000-0000-4000-8000-000000000009';
+/** What each step's row says when its workflow reads a change the API committed, in order. */
+const stepChanges = new Map<string, StoredStepStatus[]>();
 let releaseSlowRows: () => void = () => {};
 const slowRows = new Promise<void>((resolve) => (releaseSlowRows = resolve));
 let slowStarted = 0;
@@ -506,8 +511,12 @@ const worker = await Worker.create({
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
     cancelStep: async () => ({ step: { status: 'failed' } }),
-    claimStep: async () => ({ step: { status: 'claimed', claimed_at: '2026-01-01T00:00:00.000Z' } }),
-    settleStep: async () => ({ step: { status: 'succeeded' } }),
+    readStepChange: async ({ stepId }: { stepId: string }) => {
+      const status = stepChanges.get(stepId)!.shift()!;
+      const claimedAt = status === 'claimed' ? new Date(await env.currentTimeMs()).toISOString() : null;
+      return { status, claimedAt, errorCode: null, wakes: status === 'succeeded' };
+    },
+    resendStepSignals: async () => 0,
     // The renewed step's first look finds a check-in since: its lease runs a minute more.
     expireClaim: async ({ stepId, now }: { stepId: string; now: string }) => {
       const looks = (claims.get(stepId) ?? 0) + 1;
@@ -562,30 +571,40 @@ await worker.runUntil(async () => {
   await step.executeUpdate(approveStepUpdate);
   await step.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
   await step.result();
+  stepChanges.set('00000000-0000-4000-8000-000000000004', ['claimed', 'claimed', 'succeeded']);
+  stepChanges.set(renewedStepId, ['claimed', 'claimed', 'succeeded']);
   const claimed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
     workflowId: browserStepWorkflowId('claimed-lapsed-then-settled'),
     args: [{ stepId: '00000000-0000-4000-8000-000000000004', workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
   });
-  await claimed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
+  // The API commits a claim, then a result, and signals each; the workflow reads the row.
+  const changed = async (handle: typeof claimed, status: StoredStepStatus) => {
+    await handle.signal(stepChangedSignal);
+    while ((await handle.query(browserStepStateQuery)).status !== status) await new Promise((r) => setTimeout(r, 20));
+  };
+  await changed(claimed, 'claimed');
   await env.sleep('200 seconds'); // no check-in for a whole lease: the read goes back in line
-  await claimed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
-  await claimed.executeUpdate(reportResultUpdate, {
-    args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
-  });
+  await changed(claimed, 'claimed');
+  await claimed.signal(stepChangedSignal);
   await claimed.result();
   const renewed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
     workflowId: browserStepWorkflowId('lease-renewed-lapsed-then-settled'),
     args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
   });
-  await renewed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
+  await changed(renewed, 'claimed');
   await env.sleep('200 seconds'); // renewed once in SQL, then silent: the read goes back in line
-  await renewed.executeUpdate(claimStepUpdate, { args: [{ sessionId: 's', verifyFirst: false }] });
-  await renewed.executeUpdate(reportResultUpdate, {
-    args: [{ status: 'succeeded', claimed_at: null, duration_ms: 10, error_code: null, error_message: null, outcome: null }],
-  });
+  await changed(renewed, 'claimed');
+  await renewed.signal(stepChangedSignal);
   await renewed.result();
+  // The sweeper: a few turns with nothing to send again, still running when recorded.
+  // Its history is read now and the run ended: left running, its turns would fill the rest of the recording's skipped days.
+  const sweeping = await env.client.workflow.start(stepSignalSweeperWorkflow, { taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 5, everySeconds: 5 }] });
+  await env.sleep('16 seconds');
+  const sweeperHistory = await sweeping.fetchHistory();
+  await sweeping.terminate();
+  const sweeper = { fetchHistory: async () => sweeperHistory };
   // A retried failure: the step's run closes when it fails, and the retry starts the next run.
   const failed = await env.client.workflow.start(browserStepWorkflow, {
     taskQueue,
@@ -819,6 +838,7 @@ await worker.runUntil(async () => {
     ['notification-replay-delivered', notificationReplay],
     ['notification-digest-sent', notificationDigest],
     ['workspace-billing-granted-woken-closed', billing],
+    ['step-signal-sweeper-three-turns', sweeper],
     ['affiliate-payout-cycle-paged-sent-followed', payoutCycle],
     ['commission-refund-signal-then-matured', commission],
   ] as const;

@@ -7,6 +7,7 @@
 export { creditHoldWorkflow } from './platform/credit-hold.js';
 export { browserStepWorkflow } from './pnet/browser-step.js';
 export { senderAccountWorkflow } from './pnet/sender-account.js';
+export { stepSignalSweeperWorkflow } from './pnet/step-signals.js';
 export { columnRunWorkflow } from './tables/column-run.js';
 export { trainingSessionWorkflow } from './agents/training-session.js';
 export { agentRunWorkflow, agentTrainingWorkflow } from './agents/agent-run.js';

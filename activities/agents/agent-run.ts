@@ -662,7 +662,7 @@ export type AgentRunActivities = ReturnType<typeof createAgentRunActivities>;
  * lost signal). Same shape as withSequenceWake; the two compose.
  */
 export function withAgentRunWake<T extends object>(activities: T, sql: Sql): T {
-  return afterStepTransitions(activities, ['settleStep', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep'], async (stepId, step) => {
+  return afterStepTransitions(activities, ['readStepChange', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep'], async (stepId, step) => {
     // A transition that answers the record shows whether a run queued the step: most did not,
     // and the look-up is a round trip that every settle would wait for.
     if (step && step.params.agent_run_id === undefined) return;

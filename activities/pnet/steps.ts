@@ -1,36 +1,32 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import { commitWith, transaction, type Sql } from '../../db/sql.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { decideLapse, decideLease, decideSettle } from '../../domain/pnet/settle.js';
-import { recordCheck } from '../../store/pnet/checks.js';
-import { recordPnetRead } from '../../store/inbox/messages.js';
-import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
-import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
+import { decideLapse, decideLease, terminalStatuses } from '../../domain/pnet/settle.js';
+import type { StepTransitionResult } from '../../domain/pnet/agent.js';
+import { signalStepWorkflow } from '../../services/pnet/browser-step-client.js';
 import {
   approveWaiting,
   cancelWaiting,
-  claim,
   conflict,
-  countUsageAgain,
   failMissedWindow,
-  failureOf,
   findStep,
   holdEnd,
   holdStepCredits,
+  iso,
   lockClaim,
-  lockClaimedStep,
-  lockStep,
+  markSignalsResent,
   recordLapse,
-  recordResult,
   refusal,
   rejectWaiting,
   requeueFailed,
-  requeueReleased,
   resumeEnabledOf,
   returnUsageUnit,
   stepHoldEnd,
+  stepsWithSignalDue,
+  takeStepChange,
   toBrowserStep,
   transition,
-  type ClaimInput,
 } from '../../store/pnet/steps.js';
 
 /**
@@ -49,6 +45,8 @@ export function afterStepTransitions<T extends object>(
     if (!inner) continue;
     (wrapped as Record<string, unknown>)[name] = async (input: { stepId: string }) => {
       const result = await inner(input);
+      // A read of a change that did not settle the step (a claim, a release) wakes nothing.
+      if ((result as { wakes?: boolean } | undefined)?.wakes === false) return result;
       await after(input.stepId, (result as { step?: BrowserStep } | undefined)?.step);
       return result;
     };
@@ -56,48 +54,39 @@ export function afterStepTransitions<T extends object>(
   return wrapped;
 }
 
-export function createPnetStepActivities({ sql, random = Math.random }: { sql: Sql; random?: () => number }) {
+export function createPnetStepActivities({ sql }: { sql: Sql }) {
   return {
-    claimStep: (input: ClaimInput) => claim(sql, input, random),
-
     /**
-     * Settles the current claim with the browser's result (3.1): decided by decideSettle
-     * (domain/pnet/settle.ts) from the step locked here, applied in this one transaction.
+     * What the step's workflow learns after the API committed a browser's claim, result or release
+     * (issue 24): the row's status and current claim, its `signal_due_at` cleared in the same
+     * statement. A settled step carries its record, for the wakes of whatever waits on it.
      */
-    async settleStep({ stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
-      return transaction(sql, async (tx) => {
-        const locked = await lockStep(tx, stepId);
-        const decision = decideSettle(locked, report);
-        if (decision.kind === 'refuse') throw failureOf(decision);
-        const step = locked!;
-        // The same result again (an attempt retried after the first one committed): the record as it stands.
-        if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false };
-        // One statement after another, in this order, under the step's row lock; the hold's
-        // statement last, sent with the COMMIT.
-        const settled = await recordResult(tx, stepId, report, decision.acted);
-        if (decision.returnUsageUnit) await returnUsageUnit(tx, step);
-        if (decision.recordCheck) await recordCheck(tx, step, report);
-        // A read that found conversations records them in the unified inbox.
-        if (decision.recordRead) await recordPnetRead(tx, step, report.outcome);
-        if (decision.holdAtCheckpoint) await holdAtCheckpoint(tx, step.account_id);
-        // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
-        if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
-        const answer: StepTransitionResult = { step: toBrowserStep(settled), checkpoint: decision.checkpoint };
-        return decision.credits === 'none' ? answer : commitWith(holdEnd(tx, step.credit_hold_id!, decision.credits), () => answer);
-      });
+    async readStepChange({ stepId }: { stepId: string }) {
+      const row = await takeStepChange(sql, stepId);
+      if (!row) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
+      const settled = terminalStatuses.has(row.status);
+      return {
+        status: row.status,
+        claimedAt: row.status === 'claimed' ? iso(row.claimed_at) : null,
+        errorCode: row.error_code,
+        ...(settled ? { step: toBrowserStep(row) } : {}),
+        wakes: settled,
+      };
     },
 
     /**
-     * The browser gives its claim back (it verified the action is absent, or the page to reopen is
-     * paused): the step goes back in line and the usage unit is returned; it counts for nothing.
+     * The sweeper's turn (workflows/pnet/step-signals.ts): signals again, starting it if it is not
+     * running, every step's workflow that has not read a change for `graceSeconds`, because its
+     * signal was lost with its API process or Temporal was unreachable. Each is marked anew, so a
+     * workflow slow to read (its worker down) is signalled once per grace, not on every turn.
      */
-    async releaseClaim({ stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ step: BrowserStep }> {
-      return sql.begin(async (tx) => {
-        const step = await lockClaimedStep(tx, stepId, claimedAt);
-        if (!step) throw conflict('The step is not claimed under that claim any more.');
-        await returnUsageUnit(tx, step);
-        return { step: toBrowserStep(await requeueReleased(tx, stepId)) };
-      });
+    async resendStepSignals({ graceSeconds, limit }: { graceSeconds: number; limit: number }): Promise<number> {
+      const rows = await stepsWithSignalDue(sql, graceSeconds, limit);
+      if (rows.length === 0) return 0;
+      const { client, info } = Context.current();
+      await Promise.all(rows.map((row) => signalStepWorkflow(client, info.taskQueue, row)));
+      await markSignalsResent(sql, rows.map((r) => r.id));
+      return rows.length;
     },
 
     /**

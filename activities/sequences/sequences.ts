@@ -288,7 +288,7 @@ export async function wakeContactsOfSteps(sql: Sql, client: Client, stepIds: str
  * once it settles (or is retried): the contact waits for its step without polling.
  */
 export function withSequenceWake<T extends object>(activities: T, sql: Sql): T {
-  return afterStepTransitions(activities, ['settleStep', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep', 'retryStep'], async (stepId, step) => {
+  return afterStepTransitions(activities, ['readStepChange', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep', 'retryStep'], async (stepId, step) => {
     // A transition that answers the record shows whether the step belongs to a sequence: a step
     // outside one has no contact to wake, and the look-up would cost every settle a round trip.
     if (step && step.sequence_id === null) return;

@@ -4,6 +4,7 @@ import type { Sql } from '../../db/sql.js';
 import { markBillingWorkflowStarted, workspacesWithoutBillingWorkflow } from '../../store/billing/accounts.js';
 import { workspaceBillingWorkflow } from '../../workflows/billing/workspace-billing.js';
 import { billingChangedSignal, workspaceBillingWorkflowId, type WorkspaceBillingInput } from '../../workflows/billing/workspace-billing.contract.js';
+import { repeatEvery } from '../platform/repeat.js';
 
 const options = (taskQueue: string, workspaceId: string) => ({
   taskQueue,
@@ -39,15 +40,5 @@ export async function startMissingBillingWorkflows(client: Client, taskQueue: st
  * by the admin command line while the service runs). Answers the function that stops it.
  */
 export function keepBillingWorkflowsStarted(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
-  let running: Promise<unknown> = Promise.resolve();
-  const sweep = () => {
-    running = startMissingBillingWorkflows(input.client, input.taskQueue, input.sql).catch(input.onError);
-  };
-  sweep();
-  const timer = setInterval(sweep, input.everyMs ?? 60_000);
-  timer.unref();
-  return async () => {
-    clearInterval(timer);
-    await running;
-  };
+  return repeatEvery(() => startMissingBillingWorkflows(input.client, input.taskQueue, input.sql), input.everyMs ?? 60_000, input.onError);
 }

@@ -6,10 +6,13 @@ import { recordStepRun } from '../../store/pnet/step-queue.js';
 import type { StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { Sql } from '../../db/sql.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
-import { browserStepWorkflowId, type BrowserStepInput } from '../../workflows/pnet/browser-step.contract.js';
+import { browserStepWorkflowId, stepChangedSignal, type BrowserStepInput } from '../../workflows/pnet/browser-step.contract.js';
 import { senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
+import { stepSignalSweeperWorkflow } from '../../workflows/pnet/step-signals.js';
+import { defaultStepSignalSweeper, stepSignalSweeperWorkflowId, type StepSignalSweeperInput } from '../../workflows/pnet/step-signals.contract.js';
 import { accountChangedSignal, senderAccountWorkflowId } from '../../workflows/pnet/sender-account.contract.js';
 import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import { repeatEvery } from '../platform/repeat.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
   const input: BrowserStepInput = {
@@ -107,4 +110,47 @@ export async function signalSenderAccount(client: Client, taskQueue: string, acc
       { key: SenderAccountIdKey, value: account.id },
     ],
   });
+}
+
+/**
+ * Signals `stepChanged` to the step's workflow, starting it if it is not running (its start was
+ * lost, or a retry reopened a step whose run had closed). The sweeper's path; the API's is
+ * `tellStepWorkflow`.
+ */
+export async function signalStepWorkflow(client: Client, taskQueue: string, row: StepRow): Promise<void> {
+  const { workflowIdConflictPolicy: _policy, ...options } = startOptions(taskQueue, row);
+  await client.workflow.signalWithStart(browserStepWorkflow, { ...options, signal: stepChangedSignal });
+}
+
+/**
+ * After the API committed a browser's claim, result or release: tells the step's workflow without
+ * the browser waiting for it (the answer does not wait on Temporal). A signal lost here (the
+ * process died, Temporal unreachable) is sent again by the sweeper from the row's `signal_due_at`.
+ */
+export function tellStepWorkflow(to: StepWorkflows, row: Pick<StepRow, 'id' | 'workflow_run_id'>, onError: (err: unknown) => void): void {
+  const signal = (runId?: string) => to.client.workflow.getHandle(browserStepWorkflowId(row.id), runId).signal(stepChangedSignal);
+  signal(row.workflow_run_id ?? undefined)
+    .catch(async (error: unknown) => {
+      if (!(error instanceof WorkflowNotFoundError) || row.workflow_run_id === null) throw error;
+      // The recorded run is not the running one (a restored database, say): by the workflow id
+      // alone, and the record forgets it.
+      await signal();
+      await recordRun(to.sql, row.id, null);
+    })
+    .catch(onError);
+}
+
+/** Starts the step-signal sweeper (workflows/pnet/step-signals.ts) unless it runs. */
+export async function startStepSignalSweeper(client: Client, taskQueue: string, input: StepSignalSweeperInput = defaultStepSignalSweeper): Promise<void> {
+  await client.workflow.start(stepSignalSweeperWorkflow, {
+    taskQueue,
+    workflowId: stepSignalSweeperWorkflowId(taskQueue),
+    args: [input],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+}
+
+/** The worker's bootstrap keeps the sweeper started: now, and again every minute (Temporal may be down at first, or the run terminated by an operator). */
+export function keepStepSignalSweeperStarted(input: { client: Client; taskQueue: string; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
+  return repeatEvery(() => startStepSignalSweeper(input.client, input.taskQueue), input.everyMs ?? 60_000, input.onError);
 }

@@ -58,6 +58,8 @@ export interface StepRow {
   run_before: Date | null;
   /** The run of the step's workflow its start recorded (migration 022); null until then. */
   workflow_run_id: string | null;
+  /** A browser's transition the step's workflow has not read yet (migration 037). */
+  signal_due_at: Date | null;
 }
 
 // The pure rules of a step's transitions live in domain/pnet/settle.ts; these are re-exported for
@@ -211,9 +213,9 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
       await setNextMeteredAt(tx, account!.id, nextMeteredAt(now, account!.min_action_interval_seconds, random()));
     }
     const claimed = tx<StepRow[]>`
-      update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()), claim_session_id = ${input.sessionId},
+      update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', coalesce(${input.now ?? null}::timestamptz, now())), claim_session_id = ${input.sessionId},
         usage_date = ${usageDate}, usage_kind = ${decision.usageKind}, commit_granted_at = null, running_wait = null,
-        updated_at = now()
+        updated_at = now(), signal_due_at = now()
       where id = ${step!.id} returning *`;
     return commitWith(claimed, ([row]): StepTransitionResult => ({ step: toBrowserStep(row!), verification: decision.verification }));
   });
@@ -271,7 +273,7 @@ export async function recordResult(tx: Db, stepId: string, report: SettleReport,
     update browser_steps set status = ${report.status}, finished_at = now(), duration_ms = ${report.duration_ms},
       error_code = ${report.error_code}, error_message = ${report.error_message},
       outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
-      acted_at = ${acted ? tx`now()` : tx`acted_at`}, updated_at = now()
+      acted_at = ${acted ? tx`now()` : tx`acted_at`}, updated_at = now(), signal_due_at = now()
     where id = ${stepId} returning *`;
   if (settled!.status === 'failed') await recordStepFailed(tx, settled!);
   return settled!;
@@ -309,7 +311,7 @@ export async function lockClaimedStep(tx: Db, stepId: string, claimedAt: string)
 
 export async function requeueReleased(tx: Db, stepId: string): Promise<StepRow> {
   const [released] = await tx<StepRow[]>`
-    update browser_steps set status = 'queued', queued_at = now(), usage_date = null, usage_kind = null, updated_at = now()
+    update browser_steps set status = 'queued', queued_at = now(), usage_date = null, usage_kind = null, updated_at = now(), signal_due_at = now()
     where id = ${stepId} returning *`;
   return released!;
 }
@@ -403,11 +405,40 @@ export interface ClaimInput {
   accountId: string;
   sessionId: string;
   verifyFirst: boolean;
-  /** When the claim is made, for working hours, the gap and the day's and week's ceilings. */
+  /**
+   * When the claim is made, for working hours, the gap, the day's and week's ceilings and the
+   * lease's start; the database's clock when absent (the API). A time-skipping test passes its
+   * server's clock, which the step's lease timer runs on.
+   */
   now?: string;
 }
 
 /** The browser acted after all (a late success of a failed step): a retry checks first. */
 export async function markStepActed(sql: Db, stepId: string): Promise<void> {
   await sql`update browser_steps set acted_at = coalesce(acted_at, now()), updated_at = now() where id = ${stepId}`;
+}
+
+/**
+ * The step as its workflow learns it after a browser's transition the API committed (issue 24):
+ * one statement reads the row and clears `signal_due_at`, so a change committed after this read
+ * marks the row again and is signalled again.
+ */
+export async function takeStepChange(db: Db, stepId: string): Promise<StepRow | undefined> {
+  // Clears only a mark that is there: a row read without one is not written again.
+  const [row] = await db<StepRow[]>`
+    with taken as (update browser_steps set signal_due_at = null where id = ${stepId} and signal_due_at is not null returning *)
+    select * from taken union all select * from browser_steps where id = ${stepId} and not exists (select 1 from taken)`;
+  return row;
+}
+
+/** Steps whose workflow has not read a change for `graceSeconds` (its signal was lost): oldest first. */
+export async function stepsWithSignalDue(db: Db, graceSeconds: number, limit: number): Promise<StepRow[]> {
+  return db<StepRow[]>`
+    select * from browser_steps where signal_due_at is not null and signal_due_at < now() - make_interval(secs => ${graceSeconds})
+    order by signal_due_at limit ${limit}`;
+}
+
+/** The sweeper signalled these steps again: their marks start a new grace. */
+export async function markSignalsResent(db: Db, stepIds: string[]): Promise<void> {
+  await db`update browser_steps set signal_due_at = now() where id = any(${stepIds}::uuid[]) and signal_due_at is not null`;
 }

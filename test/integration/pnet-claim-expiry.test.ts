@@ -10,7 +10,11 @@ import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
 import { senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
 import { accountChangedSignal, senderAccountStateQuery } from '../../workflows/pnet/sender-account.contract.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
-import { browserStepStateQuery, claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.contract.js';
+import { browserStepStateQuery } from '../../workflows/pnet/browser-step.contract.js';
+import { stepSignalSweeperWorkflow } from '../../workflows/pnet/step-signals.js';
+import { stepSignalSweeperWorkflowId } from '../../workflows/pnet/step-signals.contract.js';
+import { claimAndTell, settleAndTell } from '../support/pnet.js';
+import { claimStep } from '../../services/pnet/step-transitions.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
@@ -27,7 +31,7 @@ let env: TestWorkflowEnvironment;
 beforeAll(() => void ({ env } = temporal));
 
 /** A connected account with a session, and a claimed step of the given kind. */
-async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false) {
+async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false, { told = true } = {}) {
   const profile = (
     await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
   ).json();
@@ -47,7 +51,9 @@ async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false)
     workflowId: `browser-step/${step!.id}`,
     args: [{ stepId: step!.id, workspaceId: paid.workspaceId, accountId: account!.id, kind, status: 'queued' }],
   });
-  const claimed = await handle.executeUpdate(claimStepUpdate, { args: [{ sessionId: session!.id, verifyFirst: false }] });
+  const claim = { stepId: step!.id, accountId: account!.id, sessionId: session!.id, verifyFirst: false };
+  // Unless told, the claim is committed and its workflow never signalled (the API died in between).
+  const claimed = told ? await claimAndTell(stack.sql, env, handle, claim) : await claimStep(stack.sql, { ...claim, now: new Date(await env.currentTimeMs()).toISOString() });
   return { handle, stepId: step!.id, accountId: account!.id, sessionId: session!.id, claimedAt: claimed.step.claimed_at! };
 }
 
@@ -96,7 +102,7 @@ describe('claim expiry', () => {
 describe('claim expiry with resume on', () => {
   it('puts a cut-off step back as resuming for a verifying browser, and the third cut-off ends it', async () => {
     const heldBefore = await openHolds();
-    const { handle, stepId, sessionId } = await claimedStep('send_message', true);
+    const { handle, stepId, sessionId, accountId } = await claimedStep('send_message', true);
     expect(await openHolds()).toBe(heldBefore + 2);
     for (const cutOff of [1, 2]) {
       await env.sleep(`${claimLeaseSeconds + 5} seconds`);
@@ -104,8 +110,10 @@ describe('claim expiry with resume on', () => {
       // The hold stays: the step may still succeed.
       expect(await openHolds()).toBe(heldBefore + 2);
       await stack.sql`update pnet_accounts set next_metered_at = null`;
-      await expect(handle.executeUpdate(claimStepUpdate, { args: [{ sessionId, verifyFirst: false }] })).rejects.toThrow();
-      const again = await handle.executeUpdate(claimStepUpdate, { args: [{ sessionId, verifyFirst: true }] });
+      const claim = { stepId, accountId, sessionId };
+      // A resuming step goes only to a browser that looks first.
+      await expect(claimStep(stack.sql, { ...claim, verifyFirst: false, now: new Date(await env.currentTimeMs()).toISOString() })).rejects.toThrow();
+      const again = await claimAndTell(stack.sql, env, handle, { ...claim, verifyFirst: true });
       expect(again.verification).toEqual({ mode: 'verify_then_act', commit_granted_at: null });
       expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'claimed', claims: cutOff + 1 });
     }
@@ -123,7 +131,7 @@ describe('a late success for a step whose claim lapsed', () => {
     await env.sleep(`${claimLeaseSeconds + 5} seconds`);
     expect(await stepRow(stepId)).toEqual({ status: 'resuming', error_code: null });
     const late = { status: 'succeeded' as const, claimed_at: claimedAt, duration_ms: 1, error_code: null, error_message: null, outcome: null };
-    expect((await handle.executeUpdate(reportResultUpdate, { args: [late] })).step).toMatchObject({ status: 'succeeded' });
+    expect((await settleAndTell(stack.sql, handle, stepId, late)).step).toMatchObject({ status: 'succeeded' });
     expect(await usedUnits(accountId)).toBe(1);
   });
 
@@ -133,11 +141,28 @@ describe('a late success for a step whose claim lapsed', () => {
     expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
     expect(await usedUnits(accountId)).toBe(0);
     const late = { claimed_at: claimedAt, duration_ms: 1, error_message: null, outcome: null };
-    await expect(handle.executeUpdate(reportResultUpdate, { args: [{ ...late, status: 'failed', error_code: 'timed_out' }] })).rejects.toThrow();
+    await expect(settleAndTell(stack.sql, handle, stepId, { ...late, status: 'failed', error_code: 'timed_out' })).rejects.toThrow();
     expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
-    await handle.executeUpdate(reportResultUpdate, { args: [{ ...late, status: 'succeeded', error_code: null }] });
+    await settleAndTell(stack.sql, handle, stepId, { ...late, status: 'succeeded', error_code: null });
     expect(await stepRow(stepId)).toEqual({ status: 'succeeded', error_code: null });
     expect(await usedUnits(accountId)).toBe(1);
+  });
+});
+
+describe('a claim whose signal was lost (the API died between its commit and the signal)', () => {
+  it('still lapses on time: the sweeper signals its workflow, which times the lease from the claim', async () => {
+    const { handle, stepId, accountId } = await claimedStep('check_inbox', false, { told: false });
+    expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'queued', claims: 0 });
+    expect(await usedUnits(accountId)).toBe(1);
+    const sweeper = await env.client.workflow.start(stepSignalSweeperWorkflow, {
+      taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 0, everySeconds: 5 }],
+    });
+    await env.sleep(`${claimLeaseSeconds + 10} seconds`);
+    // The read went back in line (a housekeeping read acted on nothing), its unit returned.
+    expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
+    expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'queued', claims: 1 });
+    expect(await usedUnits(accountId)).toBe(0);
+    await sweeper.terminate();
   });
 });
 

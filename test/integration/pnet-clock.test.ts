@@ -11,7 +11,7 @@ import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { defaultLimits } from '../../domain/pnet/limits.js';
 import { zonedInstant } from '../../domain/shared/zoned-time.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
-import { claimStepUpdate, reportResultUpdate } from '../../workflows/pnet/browser-step.contract.js';
+import { claimAndTell, settleAndTell } from '../support/pnet.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 
@@ -50,20 +50,17 @@ async function account(settings: { working_hours?: typeof allWeek; limits?: Reco
     return temporal.env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, step!), typedSearchAttributes: [] });
   }
   type Handle = Awaited<ReturnType<typeof queue>>;
-  const claim = (handle: Handle) => handle.executeUpdate(claimStepUpdate, { args: [{ sessionId: session!.id, verifyFirst: false }] });
   /** The claim's refusal, or null when it was handed out (and then settled, freeing the account). */
   async function refusal(handle: Handle): Promise<string | null> {
+    const stepId = handle.workflowId.slice('browser-step/'.length);
     try {
-      const claimed = await claim(handle);
-      await handle.executeUpdate(reportResultUpdate, {
-        args: [{ status: 'succeeded', claimed_at: claimed.step.claimed_at, duration_ms: 1, error_code: null, error_message: null, outcome: null }],
+      const claimed = await claimAndTell(stack.sql, temporal.env, handle, { stepId, accountId, sessionId: session!.id, verifyFirst: false });
+      await settleAndTell(stack.sql, handle, stepId, {
+        status: 'succeeded', claimed_at: claimed.step.claimed_at, duration_ms: 1, error_code: null, error_message: null, outcome: null,
       });
       return null;
     } catch (error) {
-      // The update failed because its activity did: the refusal is the innermost message.
-      let cause = error as Error | undefined;
-      while (cause?.cause instanceof Error) cause = cause.cause;
-      return cause?.message ?? String(error);
+      return (error as Error).message;
     }
   }
   const skipGap = () => stack.sql`update pnet_accounts set next_metered_at = null where id = ${accountId}`;

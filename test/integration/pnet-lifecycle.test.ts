@@ -9,7 +9,7 @@ import { getBalance } from '../../store/platform/credits.js';
 import { configVersion } from '../../domain/pnet/agent.js';
 import { stepPrices } from '../../domain/pnet/limits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
-import { connectedAccount as connected } from '../support/pnet.js';
+import { connectedAccount as connected, until } from '../support/pnet.js';
 import { useTestStack, withKey, withToken, type TestWorkspace } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -333,17 +333,16 @@ describe('disconnecting the account', () => {
 
 describe('retried attempts and lost answers', () => {
   it('answers a claim or a settle retried after it committed with the record, not a refusal', async () => {
-    const { createPnetStepActivities } = await import('../../activities/pnet/steps.js');
+    const { claimStep, settleStep } = await import('../../services/pnet/step-transitions.js');
     const a = await connected(stack, paid);
     const step = await a.queue({ kind: 'check_inbox' }, { test: true });
     const [session] = await stack.sql<{ id: string }[]>`select id from pnet_sessions where account_id = ${a.accountId}`;
-    const steps = createPnetStepActivities({ sql: stack.sql });
     const input = { stepId: step.id, accountId: a.accountId, sessionId: session!.id, verifyFirst: false };
-    const first = await steps.claimStep(input);
-    expect((await steps.claimStep(input)).step).toEqual(first.step);
+    const first = await claimStep(stack.sql, input);
+    expect((await claimStep(stack.sql, input)).step).toEqual(first.step);
     const report = { status: 'succeeded' as const, claimed_at: first.step.claimed_at, duration_ms: 10, error_code: null, error_message: null, outcome: null };
-    const settled = await steps.settleStep({ stepId: step.id, report });
-    expect((await steps.settleStep({ stepId: step.id, report })).step).toEqual(settled.step);
+    const settled = await settleStep(stack.sql, { stepId: step.id, report });
+    expect((await settleStep(stack.sql, { stepId: step.id, report })).step).toEqual(settled.step);
   });
 
   it('hands a browser its own running claim again, verify_only once it was granted the commit', async () => {
@@ -375,16 +374,20 @@ describe("the run of a step's workflow", () => {
     const described = await stack.client.workflow.getHandle(`browser-step/${step.id}`).describe();
     expect(await runOf(step.id)).toBe(described.runId);
 
-    // A run the server does not know (a restored database, say): the claim goes by the workflow id.
+    // A run the server does not know (a restored database, say): the claim's signal goes by the workflow id.
     await stack.sql`update browser_steps set workflow_run_id = ${randomUUID()} where id = ${step.id}`;
     const claimed = (await a.claim()).json().step;
     expect(claimed).toMatchObject({ id: step.id, status: 'claimed' });
-    expect(await runOf(step.id)).toBeNull();
+    await until('the signal went by the workflow id', async () => (await runOf(step.id)) === null);
+    const unread = async () => (await stack.sql`select 1 from browser_steps where id = ${step.id} and signal_due_at is not null`).length > 0;
+    await until('the workflow read the claim', async () => !(await unread()));
     await stack.sql`update browser_steps set workflow_run_id = ${described.runId} where id = ${step.id}`;
     const failed = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'selector_missing' });
     expect(failed.json().status).toBe('failed');
 
-    // A failed step's run has closed: the retry starts another, and the step goes on in it.
+    // A failed step's run closes once it reads the result: the retry starts another, and the step goes on in it.
+    const first = stack.client.workflow.getHandle(`browser-step/${step.id}`, described.runId);
+    await until("the failed step's run closed", async () => (await first.describe()).status.name === 'COMPLETED');
     const retried = await api(ws, 'POST', `/pnet/steps/${step.id}/retry/`);
     expect(retried.json().status).toBe('queued');
     await skipGap(a.accountId);

@@ -1,5 +1,12 @@
 /** A sender account driven as the browser extension drives it, for the pnet tests. */
+import type { WorkflowHandle } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
+import type { Sql } from '../../db/sql.js';
+import type { SettleReport } from '../../domain/pnet/agent.js';
+import { claimStep, settleStep } from '../../services/pnet/step-transitions.js';
+import type { ClaimInput } from '../../store/pnet/steps.js';
+import { browserStepStateQuery, stepChangedSignal } from '../../workflows/pnet/browser-step.contract.js';
 import { withKey, withToken, type TestStack, type TestWorkspace } from './test-stack.js';
 
 export const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
@@ -26,4 +33,40 @@ export async function connectedAccount(stack: TestStack, ws: TestWorkspace, sett
   const claim = async (body: object = {}) => agent('/pnet/agent/claim/', { browser_id: browserId, ...body });
   const report = (stepId: string, body: object) => agent(`/pnet/agent/actions/${stepId}/result/`, body);
   return { accountId: account!.id, profileId: profile.id as string, token, browserId, agent, heartbeat, queue, claim, report };
+}
+
+/**
+ * What the API does with a browser's claim or result (decision 046) for a step whose workflow runs
+ * on a test server: commit it (a claim at the server's clock, which the lease timer runs on), then
+ * signal the workflow, and wait until it has read the change.
+ */
+export async function claimAndTell(sql: Sql, env: TestWorkflowEnvironment, handle: WorkflowHandle, input: Omit<ClaimInput, 'now'>) {
+  const result = await claimStep(sql, { ...input, now: new Date(await env.currentTimeMs()).toISOString() });
+  await tellAndWait(handle, result.step.status);
+  return result;
+}
+
+export async function settleAndTell(sql: Sql, handle: WorkflowHandle, stepId: string, report: SettleReport) {
+  const result = await settleStep(sql, { stepId, report });
+  await tellAndWait(handle, result.step.status);
+  return result;
+}
+
+/** Signals `stepChanged` and waits (up to 10 s) until the workflow's view shows `status`. */
+export async function tellAndWait(handle: WorkflowHandle, status: string): Promise<void> {
+  await handle.signal(stepChangedSignal);
+  const deadline = Date.now() + 10_000;
+  while ((await handle.query(browserStepStateQuery)).status !== status) {
+    if (Date.now() > deadline) throw new Error(`the step's workflow did not read ${status}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Waits (up to `ms`) until `check` holds; fails naming `what`. */
+export async function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

@@ -2,7 +2,7 @@
  * The browser-step workflow's contract (workflows/pnet/browser-step.ts): its id, its input, its
  * view, and the Updates and query the API, the activities and the tests address it with.
  */
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import type { StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
@@ -30,15 +30,6 @@ export interface BrowserStepView {
   claims: number;
 }
 
-export interface ClaimRequest {
-  sessionId: string;
-  verifyFirst: boolean;
-}
-
-export interface ReleaseRequest {
-  claimedAt: string;
-}
-
 export interface RejectRequest {
   reason: string | null;
 }
@@ -48,10 +39,13 @@ export interface CancelRequest {
   errorCode: Extract<StepErrorCode, 'cancelled' | 'sender_changed'>;
 }
 
-export const claimStepUpdate = defineUpdate<StepTransitionResult, [ClaimRequest]>('claimStep');
-export const reportResultUpdate = defineUpdate<StepTransitionResult, [SettleReport]>('reportResult');
+/**
+ * The API committed a browser's claim, result or release of the step (issue 24): the workflow reads
+ * the row (clearing its `signal_due_at`) and sets or ends its lease timer. Carries nothing: signals
+ * may arrive late or out of order, the row is the truth.
+ */
+export const stepChangedSignal = defineSignal('stepChanged');
 export const approveStepUpdate = defineUpdate<StepTransitionResult>('approveStep');
-export const releaseClaimUpdate = defineUpdate<StepTransitionResult, [ReleaseRequest]>('releaseClaim');
 /** A person retries a failed step: one that may have acted comes back `resuming` (verify first). */
 export const retryStepUpdate = defineUpdate<StepTransitionResult>('retryStep');
 export const rejectStepUpdate = defineUpdate<StepTransitionResult, [RejectRequest]>('rejectStep');

@@ -1,8 +1,10 @@
 /**
- * One browser step's life, from the Tasks page or the queue to a terminal status. Person-side
- * transitions arrive as Updates: the validator refuses cheaply from the workflow's own view (the
- * API answers 409), the handler runs the guarded SQL activity and returns the record, so the HTTP
- * answer is the workflow's answer. Its id, input, Updates and query are in browser-step.contract.ts.
+ * One browser step's life, from the Tasks page or the queue to a terminal status. The browser's own
+ * transitions (claim, result, release) are committed and answered by the API (issue 24, decision
+ * 046); the API then signals `stepChanged` and this workflow reads the row and owns what time does:
+ * the claim's lease timer and the window's deadline. Person-side transitions arrive as Updates whose
+ * handlers run the guarded SQL and return the record. Its id, input, signal, Updates and query are
+ * in browser-step.contract.ts.
  */
 import {
     ApplicationFailure,
@@ -23,18 +25,13 @@ import {
   approveStepUpdate,
   browserStepStateQuery,
   cancelStepUpdate,
-  claimStepUpdate,
   rejectStepUpdate,
-  releaseClaimUpdate,
-  reportResultUpdate,
   retryStepUpdate,
+  stepChangedSignal,
   type BrowserStepInput,
   type BrowserStepView,
   type CancelRequest,
-  type ClaimRequest,
   type RejectRequest,
-  type ReleaseRequest,
-  type SettleReport,
   type StepTransitionResult,
 } from './browser-step.contract.js';
 
@@ -51,18 +48,15 @@ const steps = proxyLocalActivities<PnetStepActivities>({
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes: ['conflict', 'not_found'] },
 });
 
-function refuse(view: BrowserStepView, allowed: StoredStepStatus[], action: string): void {
-  if (!allowed.includes(view.status)) {
-    const shown = view.status === 'awaiting_approval' ? 'awaiting approval' : view.status;
-    throw ApplicationFailure.nonRetryable(`The step is ${shown}; it cannot be ${action}.`, 'conflict');
-  }
+function refuseUnlessAwaiting(view: BrowserStepView, action: string): void {
+  if (view.status !== 'awaiting_approval') throw ApplicationFailure.nonRetryable(`The step is ${view.status}; it cannot be ${action}.`, 'conflict');
 }
 
 export async function browserStepWorkflow(input: BrowserStepInput): Promise<BrowserStepView> {
   const view: BrowserStepView = { stepId: input.stepId, status: input.status, claimedAt: null, claims: 0 };
   /**
    * The transitions run one at a time, each with the view change it makes. Two Updates accepted
-   * in one task (a settle and a claim racing) would otherwise run their local activities side by
+   * in one task (a cancel and a retry racing) would otherwise run their local activities side by
    * side, and which finished first decided where the main loop's next timer fell among their
    * completions; a replay, which has both results at once, ordered them differently and failed as
    * non-deterministic (found by the chaos run; test/integration/browser-step-updates.test.ts).
@@ -70,80 +64,71 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   const transitions = new Mutex();
   const tracked = workflowInfo().typedSearchAttributes.get(StepStatusKey) !== undefined;
   const moveTo = (status: StoredStepStatus, errorCode: string | null = null) => {
+    if (status === view.status) return;
     view.status = status;
     if (!tracked) return;
     // Operators find every step that ended one way (claim_expired, say) by its error code.
     upsertSearchAttributes([{ key: StepStatusKey, value: status }, ...(errorCode !== null ? [{ key: StepErrorCodeKey, value: errorCode }] : [])]);
   };
-  /** Runs a transition (under the lock) and moves the view to `status`, by default the step's own. */
-  const transition = (run: () => Promise<StepTransitionResult>, status?: StoredStepStatus, after?: (result: StepTransitionResult) => void) =>
+  const seeClaim = (claimedAt: string | null) => {
+    if (claimedAt !== null && claimedAt !== view.claimedAt) view.claims += 1;
+    view.claimedAt = claimedAt;
+  };
+  /**
+   * Runs a person's transition (under the lock) and moves the view to `status`, by default the
+   * step's own (the record shows a cancelled step as failed; the view keeps the stored status).
+   */
+  const transition = (run: () => Promise<StepTransitionResult>, status?: StoredStepStatus) =>
     transitions.runExclusive(async () => {
       const result = await run();
-      after?.(result);
+      // A person's transition never leaves the step claimed (a claimed step refuses them all).
+      seeClaim(null);
       moveTo(status ?? result.step.status, result.step.error_code);
       return result;
     });
 
+  /** Set by `stepChanged`: the API committed a browser's transition this run has not read. */
+  let told = false;
+  const readChange = () =>
+    transitions.runExclusive(async () => {
+      told = false;
+      const row = await steps.readStepChange({ stepId: input.stepId });
+      seeClaim(row.claimedAt);
+      moveTo(row.status, row.errorCode);
+    });
+
+  setHandler(stepChangedSignal, () => {
+    told = true;
+  });
   setHandler(browserStepStateQuery, () => view);
-  setHandler(
-    claimStepUpdate,
-    ({ sessionId, verifyFirst }) =>
-      transition(
-        () => steps.claimStep({ stepId: input.stepId, accountId: input.accountId, sessionId, verifyFirst, now: workflowNow().toISOString() }),
-        'claimed',
-        (result) => {
-          view.claimedAt = result.step.claimed_at;
-          view.claims += 1;
-        },
-      ),
-    { validator: (_request: ClaimRequest) => refuse(view, ['queued', 'resuming'], 'claimed') },
-  );
-  setHandler(
-    reportResultUpdate,
-    (report) => transition(() => steps.settleStep({ stepId: input.stepId, report })),
-    // A late success for a step put back in line is accepted (it ran); the activity decides.
-    { validator: (report: SettleReport) => refuse(view, report.status === 'succeeded' ? ['claimed', 'queued', 'resuming'] : ['claimed'], 'settled by this result') },
-  );
-  setHandler(
-    retryStepUpdate,
-    () =>
-      transition(() => steps.retryStep({ stepId: input.stepId }), undefined, () => {
-        view.claimedAt = null;
-      }),
-    { validator: () => refuse(view, ['failed'], 'retried') },
-  );
-  setHandler(
-    releaseClaimUpdate,
-    ({ claimedAt }) => transition(() => steps.releaseClaim({ stepId: input.stepId, claimedAt }), 'queued'),
-    { validator: (_release: ReleaseRequest) => refuse(view, ['claimed'], 'released') },
-  );
-  setHandler(
-    approveStepUpdate,
-    () => transition(() => steps.approveStep({ stepId: input.stepId }), 'queued'),
-    { validator: () => refuse(view, ['awaiting_approval'], 'approved') },
-  );
-  setHandler(
-    rejectStepUpdate,
-    ({ reason }) => transition(() => steps.rejectStep({ stepId: input.stepId, reason }), 'rejected'),
-    { validator: (_request: RejectRequest) => refuse(view, ['awaiting_approval'], 'rejected') },
-  );
-  setHandler(
-    cancelStepUpdate,
-    ({ errorCode }) => transition(() => steps.cancelStep({ stepId: input.stepId, errorCode }), 'cancelled'),
-    { validator: (_request: CancelRequest) => refuse(view, ['awaiting_approval', 'queued', 'resuming'], 'cancelled') },
-  );
+  // A browser never moves a step awaiting approval, so the view refuses approve and reject
+  // cheaply. Retry and cancel refuse in SQL: a browser's claim or result may be committed and not
+  // read here yet, so for them the view can lag the row.
+  setHandler(approveStepUpdate, () => transition(() => steps.approveStep({ stepId: input.stepId }), 'queued'), {
+    validator: () => refuseUnlessAwaiting(view, 'approved'),
+  });
+  setHandler(rejectStepUpdate, ({ reason }: RejectRequest) => transition(() => steps.rejectStep({ stepId: input.stepId, reason }), 'rejected'), {
+    validator: (_request: RejectRequest) => refuseUnlessAwaiting(view, 'rejected'),
+  });
+  setHandler(retryStepUpdate, () => transition(() => steps.retryStep({ stepId: input.stepId })));
+  setHandler(cancelStepUpdate, ({ errorCode }: CancelRequest) => transition(() => steps.cancelStep({ stepId: input.stepId, errorCode }), 'cancelled'));
 
   // A retry reopens a settled step, so the run closes only when it is settled and idle.
   do {
     while (!terminal.has(view.status)) {
-      const waited = () => terminal.has(view.status) || view.status === 'claimed';
-      if (input.runBefore === undefined) await condition(waited);
-      else if (!(await condition(waited, Math.max(1, msUntil(input.runBefore))))) {
-        // Past its deadline while still waiting (a claim or a settle in flight wins the race in SQL).
-        await transitions.runExclusive(async () => {
-          const missed = await steps.missWindow({ stepId: input.stepId });
-          moveTo(missed.status, missed.errorCode ?? null);
-        });
+      if (view.status !== 'claimed') {
+        // Waiting for a browser (or a person): the API's signal, or the window's deadline.
+        const woken = () => told || terminal.has(view.status) || view.status === 'claimed';
+        if (input.runBefore === undefined) await condition(woken);
+        else if (!(await condition(woken, Math.max(1, msUntil(input.runBefore))))) {
+          // Past its deadline while still waiting (a claim committed meanwhile wins the race in SQL).
+          await transitions.runExclusive(async () => {
+            const missed = await steps.missWindow({ stepId: input.stepId });
+            moveTo(missed.status, missed.errorCode ?? null);
+          });
+        }
+        if (told) await readChange();
+        continue;
       }
       // The claim's lease: every check-in of the running browser moves its end (recorded in SQL);
       // the timer looks when the lease would end and sleeps on to the renewed end, so silence for
@@ -151,10 +136,11 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
       let leaseUntil: number | null = null;
       while (view.status === 'claimed') {
         const claim = view.claimedAt!;
-        leaseUntil ??= workflowNow().getTime() + claimLeaseSeconds * 1000;
+        leaseUntil ??= Date.parse(claim) + claimLeaseSeconds * 1000;
         const ms = leaseUntil - workflowNow().getTime();
-        if (await condition(() => view.status !== 'claimed' || view.claimedAt !== claim, Math.max(1, ms))) {
-          leaseUntil = null;
+        if (await condition(() => told || view.status !== 'claimed' || view.claimedAt !== claim, Math.max(1, ms))) {
+          if (told) await readChange();
+          if (view.claimedAt !== claim) leaseUntil = null;
           continue;
         }
         leaseUntil = await transitions.runExclusive(async () => {
@@ -164,6 +150,7 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
             const now = workflowNow().getTime();
             return looked.leaseUntil ? Math.max(Date.parse(looked.leaseUntil), now + 1000) : now + claimLeaseSeconds * 1000;
           }
+          seeClaim(null);
           moveTo(looked.status, looked.errorCode ?? null);
           return null;
         });

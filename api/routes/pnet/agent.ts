@@ -4,6 +4,7 @@
  * endpoint 2 under /pnet/agent/.
  */
 import { z } from 'zod';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { pnetReplyProfiles } from '../../../store/inbox/messages.js';
 import { findStep, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
@@ -14,8 +15,8 @@ import { agentConfig } from '../../../domain/pnet/agent-config.js';
 import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentConfigSchema, AgentRunningWaitSchema, RunningWaitAnswerSchema, StepAttemptSchema } from '../../../domain/pnet/running.js';
 import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
 import { BrowserStepSchema, recordStatus, type StoredStepStatus } from '../../../domain/pnet/steps.js';
-import { claimStepUpdate, releaseClaimUpdate, reportResultUpdate } from '../../../workflows/pnet/browser-step.contract.js';
-import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
+import { signalSenderAccount, tellStepWorkflow } from '../../../services/pnet/browser-step-client.js';
+import { claimStep, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
 import type { AppDeps } from '../../deps.js';
 import { browserSession } from '../../../store/pnet/check-ins.js';
 import { markStepActed } from '../../../store/pnet/steps.js';
@@ -34,6 +35,10 @@ const heartbeatConfig = { ...config, checksConnectionToken: true };
 export const pnetAgentRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    /** Tells the step's workflow of a transition committed here, after the answer's commit; a lost signal is the sweeper's. */
+    const tell = (request: FastifyRequest, step: Pick<StepRow, 'id' | 'workflow_run_id'>) =>
+      tellStepWorkflow({ ...temporal, sql }, step, (err) => request.log.warn({ err, stepId: step.id }, 'step workflow not signalled; the sweeper will'));
+
     /** A step of the calling browser's own account; any other answers 404. */
     async function accountStep(principal: Principal, stepId: string): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
       const step = await findStep(sql, stepId, principal.workspaceId);
@@ -134,13 +139,9 @@ export const pnetAgentRoutes =
           return { step: toBrowserStep(pick.yours), verification, reason: null, wait: null };
         }
         if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
-        const claimed = await updateStep(
-          { ...temporal, sql },
-          pick.step,
-          claimStepUpdate,
-          `claim:${pick.step.id}:${pick.sessionId}:${pick.step.queued_at?.toISOString()}`,
-          [{ sessionId: pick.sessionId, verifyFirst: request.body.verify_first }],
-        );
+        // Committed here and answered at once; the step's workflow hears of it afterwards (decision 046).
+        const claimed = await claimStep(sql, { stepId: pick.step.id, accountId, sessionId: pick.sessionId, verifyFirst: request.body.verify_first });
+        tell(request, pick.step);
         return { step: claimed.step, verification: claimed.verification ?? null, reason: null, wait: null };
       },
     );
@@ -178,13 +179,8 @@ export const pnetAgentRoutes =
           throw new ApiError('conflict', `The step is already ${step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status)}; nothing changed.`);
         }
         const { diagnostic: _dropped, ...settle } = report;
-        const result = await updateStep(
-          { ...temporal, sql },
-          step,
-          reportResultUpdate,
-          `result:${step.id}:${report.claimed_at ?? step.claimed_at?.toISOString()}:${report.status}`,
-          [settle],
-        );
+        const result = await settleStep(sql, { stepId: step.id, report: settle });
+        tell(request, step);
         // Replies a conversation read recorded stop their contacts' pending steps now.
         const repliedProfiles = result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
         if (repliedProfiles.length > 0) {
@@ -223,7 +219,8 @@ export const pnetAgentRoutes =
         if (step.status !== 'claimed') throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
         const { claimed_at: claimedAt, reason } = request.body;
         request.log.info({ stepId: step.id, reason }, 'claim released');
-        const result = await updateStep({ ...temporal, sql }, step, releaseClaimUpdate, `release:${step.id}:${claimedAt}`, [{ claimedAt }]);
+        const result = await releaseClaim(sql, { stepId: step.id, claimedAt });
+        tell(request, step);
         return result.step;
       },
     );

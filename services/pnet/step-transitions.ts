@@ -1,0 +1,73 @@
+/**
+ * A browser's own transitions of its step (issue 24, decision 046): the claim, the result and the
+ * release are guarded SQL transactions the API commits and answers itself. No browser waits on a
+ * workflow task: the step's workflow, which owns the lease timer, is told afterwards (a signal sent
+ * after the answer, or the sweeper's when that signal was lost; `signal_due_at` marks the change
+ * until the workflow has read it). Person-side transitions stay Updates of the workflow.
+ */
+import { commitWith, transaction, type Sql } from '../../db/sql.js';
+import type { BrowserStep } from '../../domain/pnet/steps.js';
+import { decideSettle } from '../../domain/pnet/settle.js';
+import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
+import { recordPnetRead } from '../../store/inbox/messages.js';
+import { recordCheck } from '../../store/pnet/checks.js';
+import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
+import {
+  claim,
+  conflict,
+  countUsageAgain,
+  failureOf,
+  holdEnd,
+  lockClaimedStep,
+  lockStep,
+  recordResult,
+  requeueReleased,
+  returnUsageUnit,
+  toBrowserStep,
+  type ClaimInput,
+} from '../../store/pnet/steps.js';
+
+/** Hands the step to the browser's session (3.1's claim): account locked, one running step, cap and gap, credit hold and budget unit. */
+export function claimStep(sql: Sql, input: ClaimInput, random: () => number = Math.random): Promise<StepTransitionResult> {
+  return claim(sql, input, random);
+}
+
+/**
+ * Settles the current claim with the browser's result (3.1): decided by decideSettle
+ * (domain/pnet/settle.ts) from the step locked here, applied in this one transaction.
+ */
+export function settleStep(sql: Sql, { stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
+  return transaction(sql, async (tx) => {
+    const locked = await lockStep(tx, stepId);
+    const decision = decideSettle(locked, report);
+    if (decision.kind === 'refuse') throw failureOf(decision);
+    const step = locked!;
+    // The same result again (a request retried after the first one committed): the record as it stands.
+    if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false };
+    // One statement after another, in this order, under the step's row lock; the hold's
+    // statement last, sent with the COMMIT.
+    const settled = await recordResult(tx, stepId, report, decision.acted);
+    if (decision.returnUsageUnit) await returnUsageUnit(tx, step);
+    if (decision.recordCheck) await recordCheck(tx, step, report);
+    // A read that found conversations records them in the unified inbox.
+    if (decision.recordRead) await recordPnetRead(tx, step, report.outcome);
+    if (decision.holdAtCheckpoint) await holdAtCheckpoint(tx, step.account_id);
+    // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
+    if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
+    const answer: StepTransitionResult = { step: toBrowserStep(settled), checkpoint: decision.checkpoint };
+    return decision.credits === 'none' ? answer : commitWith(holdEnd(tx, step.credit_hold_id!, decision.credits), () => answer);
+  });
+}
+
+/**
+ * The browser gives its claim back (it verified the action is absent, or the page to reopen is
+ * paused): the step goes back in line and the usage unit is returned; it counts for nothing.
+ */
+export function releaseClaim(sql: Sql, { stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ step: BrowserStep }> {
+  return sql.begin(async (tx) => {
+    const step = await lockClaimedStep(tx, stepId, claimedAt);
+    if (!step) throw conflict('The step is not claimed under that claim any more.');
+    await returnUsageUnit(tx, step);
+    return { step: toBrowserStep(await requeueReleased(tx, stepId)) };
+  });
+}

@@ -1,0 +1,29 @@
+/**
+ * The step-signal sweeper (issue 24, decision 046): the API commits a browser's claim, result or
+ * release and signals the step's workflow afterwards, so a process that dies between the two (or a
+ * Temporal server unreachable then) leaves a change no workflow has read, perhaps a claim with no
+ * lease timer. The row keeps `signal_due_at` until its workflow reads it; this workflow signals
+ * again every step whose change stayed unread for the grace, starting its workflow if need be. So
+ * nothing is claimed without a timer for longer than the grace and a turn.
+ */
+import { continueAsNew, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import type { PnetStepActivities } from '../../activities/pnet/steps.js';
+import type { StepSignalSweeperInput } from './step-signals.contract.js';
+
+const { resendStepSignals } = proxyActivities<PnetStepActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+
+/** Steps signalled per turn; a full turn is followed by another at once. */
+const perTurn = 500;
+/** Turns per run before continuing as new: about eight events each. */
+const turnsPerRun = 300;
+
+export async function stepSignalSweeperWorkflow(input: StepSignalSweeperInput): Promise<void> {
+  for (let turn = 0; turn < turnsPerRun && !workflowInfo().continueAsNewSuggested; turn += 1) {
+    const resent = await resendStepSignals({ graceSeconds: input.graceSeconds, limit: perTurn });
+    if (resent < perTurn) await sleep(input.everySeconds * 1000);
+  }
+  await continueAsNew<typeof stepSignalSweeperWorkflow>(input);
+}
