@@ -22,6 +22,7 @@ import { freePort } from '../../worker/ports.js';
 import { resolveTool, temporalTestServer } from '../../worker/tools.js';
 import { events, postStripeEvent, webhookSecret, type StripeEventJson } from '../support/billing.js';
 import { useTestStack } from '../support/test-stack.js';
+import { skipTime } from '../support/time-skipping.js';
 
 const { stack } = useTestStack({ workspaces: false });
 // The issue's 500 (BILLING_FAULT_WORKSPACES=500: 250 s here) is too long beside the rest of `npm
@@ -158,7 +159,7 @@ describe.skipIf(process.env.BILLING_FAULTS !== '1')('billing under a worker SIGK
     // first period's grants only.
     for (let month = 1; month <= 3; month += 1) {
       log(`month ${month}`);
-      await env.sleep(31 * day);
+      await skipTime(env, 31 * day);
       if (killsOn && month === 3 && process.env.BILLING_FAULT_BURST_KILL === '1') {
         await new Promise((r) => setTimeout(r, 100));
         await worker.restart('SIGKILL');

@@ -1,4 +1,7 @@
 /** A time-skipping Temporal server and a worker on it, for days-long waits in seconds. */
+import { Connection, type ConnectionOptions } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time.js';
+import { InternalConnectionOptionsSymbol } from '@temporalio/client/lib/connection.js';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, inject } from 'vitest';
@@ -30,4 +33,28 @@ export function useTimeSkippingWorker(taskQueue: string, activities: (env: TestW
     await ctx.env?.teardown();
   });
   return ctx;
+}
+
+/**
+ * Skips `ms` of workflow time, like `env.sleep`, but on its own connection that pings at most
+ * every 10 minutes and never retries the call. The environment's connection pings every 30 s; the
+ * test server allows one ping per 5 min, so a sleep that takes long in real time (a killed worker's
+ * tasks locking time skipping until they time out) ends in GOAWAY "excess pings", the client's retry
+ * sends a second unlock-with-sleep, and the server's skipping lock count no longer balances: the
+ * sleep then waits for real days. One call per connection keeps the count balanced.
+ */
+export async function skipTime(env: TestWorkflowEnvironment, ms: number): Promise<void> {
+  // The test service is reached only with the SDK's internal option, as TestWorkflowEnvironment does.
+  const options = {
+    address: env.address,
+    channelArgs: { 'grpc.keepalive_time_ms': 600_000, 'grpc.keepalive_permit_without_calls': 0 },
+    interceptors: [],
+    [InternalConnectionOptionsSymbol]: { supportsTestService: true },
+  } as ConnectionOptions;
+  const connection = await Connection.connect(options);
+  try {
+    await connection.testService!.unlockTimeSkippingWithSleep({ duration: msToTs(ms) });
+  } finally {
+    await connection.close();
+  }
 }
