@@ -30,7 +30,7 @@ import {
   heldMaturities,
   holdDestination,
   insertPayout,
-  lockPayout,
+  lockPayouts,
   markBatchRefused,
   markBatchSent,
   movePayout,
@@ -79,37 +79,65 @@ function decideFromSnapshot(
 
 // ---- Applying the provider's word ----
 
-/** One payout's event in one transaction: the status move, the money back and the destination hold together. */
-export async function applyPayoutEvent(sql: Sql, payoutId: string, event: PayoutEvent, detail: { providerItemId: string | null; now: Date }): Promise<PayoutRow['status'] | null> {
-  return sql.begin(async (tx) => {
-    const payout = await lockPayout(tx, payoutId);
-    if (!payout) return null;
-    const move = decidePayoutTransition(payout.status, event);
-    const providerStatus = event.kind === 'item' ? event.providerStatus : null;
-    if (!move) {
-      if (providerStatus) await notePayoutProvider(tx, { id: payout.id, providerStatus, providerItemId: detail.providerItemId });
-      return null;
-    }
-    const reason = event.kind === 'refused' ? event.reason : null;
-    const moved = await movePayout(tx, { id: payout.id, from: payout.status, to: move.to, providerStatus, providerItemId: detail.providerItemId, reason, now: detail.now });
-    if (!moved) return null;
-    if (move.moneyBack) {
-      await lockAffiliate(tx, payout.affiliate_id);
-      await appendAffiliateLedgerEntry(tx, {
-        affiliateId: payout.affiliate_id,
-        kind: 'adjustment',
-        amountCents: payout.amount_cents,
-        description:
-          move.moneyBack === 'returned'
-            ? `Payout for ${payout.period} returned unclaimed; back on the balance`
-            : `Payout for ${payout.period} failed${reason ? ` (${reason})` : providerStatus ? ` (${providerStatus})` : ''}; back on the balance`,
-        causeKey: `payout-${move.moneyBack}:${payout.id}`,
-        occurredAt: detail.now,
-      });
-    }
-    if (move.holdDestination) await holdDestination(tx, payout.affiliate_id, move.holdDestination, detail.now);
-    return move.to;
+export interface PayoutEventInput {
+  payoutId: string;
+  event: PayoutEvent;
+  providerItemId: string | null;
+}
+
+/**
+ * Payouts' events in one transaction (a batch's items): each payout locked (in id order), its
+ * status moved by compare-and-set, its money back and its destination held with it. Answers each
+ * payout's new status, or null where nothing moved.
+ */
+export async function applyPayoutEvents(sql: Sql, events: PayoutEventInput[], now: Date): Promise<Map<string, PayoutRow['status'] | null>> {
+  const result = new Map<string, PayoutRow['status'] | null>();
+  if (events.length === 0) return result;
+  const byId = new Map(events.map((e) => [e.payoutId, e]));
+  await sql.begin(async (tx) => {
+    const payouts = await lockPayouts(tx, [...byId.keys()]);
+    const plans = payouts.map((payout) => {
+      const input = byId.get(payout.id)!;
+      return { payout, input, move: decidePayoutTransition(payout.status, input.event) };
+    });
+    // Money goes back under the affiliate's lock (as maturation and clawbacks take it), in id order.
+    const affiliates = [...new Set(plans.filter((p) => p.move?.moneyBack).map((p) => p.payout.affiliate_id))].sort();
+    await Promise.all(affiliates.map((id) => lockAffiliate(tx, id)));
+    await Promise.all(
+      plans.map(async ({ payout, input, move }) => {
+        const providerStatus = input.event.kind === 'item' ? input.event.providerStatus : null;
+        if (!move) {
+          if (providerStatus) await notePayoutProvider(tx, { id: payout.id, providerStatus, providerItemId: input.providerItemId });
+          result.set(payout.id, null);
+          return;
+        }
+        const reason = input.event.kind === 'refused' ? input.event.reason : null;
+        const moved = await movePayout(tx, { id: payout.id, from: payout.status, to: move.to, providerStatus, providerItemId: input.providerItemId, reason, now });
+        result.set(payout.id, moved ? move.to : null);
+        if (!moved) return;
+        if (move.moneyBack) {
+          await appendAffiliateLedgerEntry(tx, {
+            affiliateId: payout.affiliate_id,
+            kind: 'adjustment',
+            amountCents: payout.amount_cents,
+            description:
+              move.moneyBack === 'returned'
+                ? `Payout for ${payout.period} returned unclaimed; back on the balance`
+                : `Payout for ${payout.period} failed${reason ? ` (${reason})` : providerStatus ? ` (${providerStatus})` : ''}; back on the balance`,
+            causeKey: `payout-${move.moneyBack}:${payout.id}`,
+            occurredAt: now,
+          });
+        }
+        if (move.holdDestination) await holdDestination(tx, payout.affiliate_id, move.holdDestination, now);
+      }),
+    );
   });
+  return result;
+}
+
+/** One payout's event (see applyPayoutEvents). */
+export async function applyPayoutEvent(sql: Sql, payoutId: string, event: PayoutEvent, detail: { providerItemId: string | null; now: Date }): Promise<PayoutRow['status'] | null> {
+  return (await applyPayoutEvents(sql, [{ payoutId, event, providerItemId: detail.providerItemId }], detail.now)).get(payoutId) ?? null;
 }
 
 /** Reads every sent batch with an open payout back from the provider and applies each item. */
@@ -120,15 +148,17 @@ export async function followOpenPayouts(sql: Sql, provider: PayoutProvider, now:
   for (const batch of batches) {
     const read = await provider.getBatch(batch.provider_batch_id!);
     const bySender = new Map(read.items.map((i) => [i.senderItemId, i]));
-    for (const payout of await batchPayouts(sql, batch.id)) {
+    const payouts = await batchPayouts(sql, batch.id);
+    const events: PayoutEventInput[] = [];
+    for (const payout of payouts) {
       const item = bySender.get(payout.id);
-      if (!item) continue;
-      // Nothing new from the provider: no transaction.
-      if (payout.provider_status === item.status && !decidePayoutTransition(payout.status, { kind: 'item', providerStatus: item.status })) {
-        if (payout.status === 'held' || payout.status === 'created') stillOpen += 1;
-        continue;
-      }
-      const to = await applyPayoutEvent(sql, payout.id, { kind: 'item', providerStatus: item.status }, { providerItemId: item.providerItemId, now });
+      // Nothing new from the provider: nothing to write.
+      if (!item || (payout.provider_status === item.status && !decidePayoutTransition(payout.status, { kind: 'item', providerStatus: item.status }))) continue;
+      events.push({ payoutId: payout.id, event: { kind: 'item', providerStatus: item.status }, providerItemId: item.providerItemId });
+    }
+    const applied = await applyPayoutEvents(sql, events, now);
+    for (const payout of payouts) {
+      const to = applied.get(payout.id) ?? null;
       if (to) moved += 1;
       const status = to ?? payout.status;
       if (status === 'held' || status === 'created') stillOpen += 1;
@@ -178,51 +208,45 @@ export interface PreparePage {
 export async function preparePayoutsPage(sql: Sql, input: { cycleAt: Date; after: string | null; limit: number; terms: AffiliatePayoutTerms }): Promise<PreparePage> {
   const page = await gateSnapshotPage(sql, input.after, input.limit);
   const paused = await payoutProgramPaused(sql);
-  let created = 0;
-  let skipped = 0;
-  for (const snapshot of page) {
-    // A first look without a lock: most affiliates are not payable (paid this period, gated, under the minimum).
-    const look = decideFromSnapshot(snapshot, {
-      paused,
-      availableCents: (await affiliateBalances(sql, snapshot.affiliate_id, input.cycleAt)).availableCents,
-      maturities: [],
-      now: input.cycleAt,
-      terms: input.terms,
-      cycleAt: input.cycleAt,
-    });
-    if (!look.payable) {
-      skipped += 1;
-      continue;
-    }
-    const made = await sql.begin(async (tx) => {
-      // The affiliate's row is locked, so its balance cannot change under the payout (clawbacks, maturation and payouts take it first).
-      await lockAffiliate(tx, snapshot.affiliate_id);
-      const fresh = (await gateSnapshot(tx, snapshot.affiliate_id)) ?? snapshot;
-      const { availableCents } = await affiliateBalances(tx, snapshot.affiliate_id, input.cycleAt);
-      const gate = decideFromSnapshot(fresh, { paused, availableCents, maturities: [], now: input.cycleAt, terms: input.terms, cycleAt: input.cycleAt });
-      if (!gate.payable) return false;
-      const payout = await insertPayout(tx, {
-        affiliateId: snapshot.affiliate_id,
-        workspaceId: snapshot.workspace_id,
-        period: gate.period,
-        amountCents: availableCents,
-        receiverEmail: fresh.payout_email!,
-        now: input.cycleAt,
-      });
-      if (!payout) return false;
-      await appendAffiliateLedgerEntry(tx, {
-        affiliateId: snapshot.affiliate_id,
-        kind: 'payout',
-        amountCents: -availableCents,
-        description: `Payout for ${gate.period} to ${fresh.payout_email}`,
-        causeKey: `payout:${payout.id}`,
-        occurredAt: input.cycleAt,
-      });
-      return true;
-    });
-    if (made) created += 1;
-    else skipped += 1;
-  }
+  const decide = (snapshot: GateSnapshotRow, availableCents: number) =>
+    decideFromSnapshot(snapshot, { paused, availableCents, maturities: [], now: input.cycleAt, terms: input.terms, cycleAt: input.cycleAt });
+  // A first look without a lock: most affiliates of a repeated run are not payable (paid this period, gated, under the minimum).
+  const looks = await Promise.all(page.map(async (snapshot) => ({ snapshot, available: (await affiliateBalances(sql, snapshot.affiliate_id, input.cycleAt)).availableCents })));
+  const candidates = looks.filter((l) => decide(l.snapshot, l.available).payable).map((l) => l.snapshot);
+  // The page's payouts in one transaction: each affiliate's row locked (in id order, as the page
+  // is), so its balance cannot change under its payout (clawbacks, maturation and payouts take it
+  // first); the gate read again under the lock; the payout and its ledger row together.
+  const created = await sql.begin(async (tx) => {
+    await Promise.all(candidates.map((c) => lockAffiliate(tx, c.affiliate_id)));
+    const made = await Promise.all(
+      candidates.map(async (snapshot) => {
+        const [fresh, balances] = await Promise.all([gateSnapshot(tx, snapshot.affiliate_id), affiliateBalances(tx, snapshot.affiliate_id, input.cycleAt)]);
+        const availableCents = balances.availableCents;
+        const gate = decide(fresh ?? snapshot, availableCents);
+        if (!fresh || !gate.payable) return false;
+        const payout = await insertPayout(tx, {
+          affiliateId: snapshot.affiliate_id,
+          workspaceId: snapshot.workspace_id,
+          period: gate.period,
+          amountCents: availableCents,
+          receiverEmail: fresh.payout_email!,
+          now: input.cycleAt,
+        });
+        if (!payout) return false;
+        await appendAffiliateLedgerEntry(tx, {
+          affiliateId: snapshot.affiliate_id,
+          kind: 'payout',
+          amountCents: -availableCents,
+          description: `Payout for ${gate.period} to ${fresh.payout_email}`,
+          causeKey: `payout:${payout.id}`,
+          occurredAt: input.cycleAt,
+        });
+        return true;
+      }),
+    );
+    return made.filter(Boolean).length;
+  });
+  const skipped = page.length - created;
   return { next: page.length < input.limit ? null : page[page.length - 1]!.affiliate_id, created, skipped };
 }
 
@@ -260,24 +284,25 @@ export async function sendNextPayoutBatch(sql: Sql, provider: PayoutProvider, in
     });
     await sql.begin((tx) => markBatchSent(tx, { batchId: batch.id, providerBatchId: result.providerBatchId, now: input.now }));
     const bySender = new Map(result.items.map((i) => [i.senderItemId, i]));
-    for (const p of payouts) {
-      const item = bySender.get(p.id);
-      // Accepted: at least `created`; the item's own status may already say more.
-      await applyPayoutEvent(sql, p.id, { kind: 'item', providerStatus: item?.status === undefined || item.status === 'PENDING' ? 'PENDING' : item.status }, { providerItemId: item?.providerItemId ?? null, now: input.now });
-    }
+    // Accepted: at least `created`; an item's own status may already say more.
+    await applyPayoutEvents(
+      sql,
+      payouts.map((p) => {
+        const item = bySender.get(p.id);
+        return { payoutId: p.id, event: { kind: 'item' as const, providerStatus: item?.status ?? 'PENDING' }, providerItemId: item?.providerItemId ?? null };
+      }),
+      input.now,
+    );
     return { done: false, batchId: batch.id, sent: payouts.length, failed: 0, requeued: 0 };
   } catch (error) {
     if (!(error instanceof PayoutValidationError)) throw error;
-    let failed = 0;
-    for (const [index, reason] of error.itemIssues) {
-      const p = payouts[index];
-      if (!p) continue;
-      if (await applyPayoutEvent(sql, p.id, { kind: 'refused', reason: `The provider refused it: ${reason}` }, { providerItemId: null, now: input.now })) failed += 1;
-    }
-    if (error.itemIssues.size === 0) {
-      // The whole request was refused without naming an item: fail them all, with the provider's words.
-      for (const p of payouts) if (await applyPayoutEvent(sql, p.id, { kind: 'refused', reason: error.message }, { providerItemId: null, now: input.now })) failed += 1;
-    }
+    // The named items fail with the provider's reason; a refusal naming no item fails them all, with its words.
+    const refused: PayoutEventInput[] =
+      error.itemIssues.size === 0
+        ? payouts.map((p) => ({ payoutId: p.id, event: { kind: 'refused' as const, reason: error.message }, providerItemId: null }))
+        : [...error.itemIssues].flatMap(([index, reason]) => (payouts[index] ? [{ payoutId: payouts[index].id, event: { kind: 'refused' as const, reason: `The provider refused it: ${reason}` }, providerItemId: null }] : []));
+    const applied = await applyPayoutEvents(sql, refused, input.now);
+    const failed = [...applied.values()].filter((to) => to === 'failed').length;
     await sql.begin((tx) => markBatchRefused(tx, batch.id));
     return { done: false, batchId: batch.id, sent: 0, failed, requeued: payouts.length - failed };
   }

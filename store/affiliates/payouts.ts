@@ -197,6 +197,12 @@ export async function lockPayout(tx: Db, id: string): Promise<PayoutRow | undefi
   return row;
 }
 
+/** Locks payouts in id order (a batch's items applied in one transaction). */
+export async function lockPayouts(tx: Db, ids: string[]): Promise<PayoutRow[]> {
+  if (ids.length === 0) return [];
+  return tx<PayoutRow[]>`select * from affiliate_payouts where id = any(${ids}::uuid[]) order by id for update`;
+}
+
 export async function payoutsPage(db: Db, affiliateId: string, page: { limit: number; offset: number }): Promise<PayoutRow[]> {
   return db<PayoutRow[]>`
     select * from affiliate_payouts where affiliate_id = ${affiliateId}
