@@ -1,7 +1,7 @@
-/** The pure rules of notifications: the fan-out of one event, the retry decision, the 5-day disable. */
+/** The pure rules of notifications: the fan-out of one event, the retry decision and a batch's retry rounds, the 5-day disable. */
 import { describe, expect, it } from 'vitest';
 import { planDeliveries, type PlanInput } from '../../domain/notifications/rules.js';
-import { decideNext, disableAfterFailingMs, retryScheduleSeconds, shouldDisable } from '../../domain/notifications/webhooks.js';
+import { decideNext, disableAfterFailingMs, retryGroups, retryScheduleSeconds, shouldDisable } from '../../domain/notifications/webhooks.js';
 
 const base = (over: Partial<PlanInput> = {}): PlanInput => ({
   event: { type: 'reply.received', payload: { sequence_contact_id: null } },
@@ -49,6 +49,29 @@ describe('the retry decision', () => {
     expect(decideNext({ kind: 'failed', statusCode: null, permanent: true }, 1)).toEqual({ kind: 'give_up' });
     expect(decideNext({ kind: 'succeeded', statusCode: 204 }, 1)).toEqual({ kind: 'done' });
     expect(decideNext({ kind: 'skipped', reason: 'disconnected' }, 1)).toEqual({ kind: 'done' });
+  });
+
+  it("groups a batch's retries by their wait, shortest first, leaving out the settled, the permanent and the exhausted", () => {
+    const failed = (id: string, extra: object = {}) => ({ id, run: 1, result: { kind: 'failed' as const, statusCode: 503, ...extra } });
+    const attempted = [
+      failed('a'),
+      { id: 'b', run: 1, result: { kind: 'succeeded' as const, statusCode: 200 } },
+      failed('c', { retryAfterSeconds: 600 }),
+      failed('d'),
+      failed('e', { permanent: true }),
+      { id: 'f', run: 2, result: { kind: 'skipped' as const, reason: 'The endpoint is disabled.' } },
+      failed('g', { retryAfterSeconds: 3 }),
+    ];
+    expect(retryGroups(attempted, 1)).toEqual([
+      { afterSeconds: 5, deliveries: [{ id: 'a', run: 1 }, { id: 'd', run: 1 }, { id: 'g', run: 1 }] },
+      { afterSeconds: 600, deliveries: [{ id: 'c', run: 1 }] },
+    ]);
+    // After the second attempt the schedule says 5 minutes; a Retry-After of 600 s still wins.
+    expect(retryGroups(attempted, 2)).toEqual([
+      { afterSeconds: 300, deliveries: [{ id: 'a', run: 1 }, { id: 'd', run: 1 }, { id: 'g', run: 1 }] },
+      { afterSeconds: 600, deliveries: [{ id: 'c', run: 1 }] },
+    ]);
+    expect(retryGroups(attempted, retryScheduleSeconds.length)).toEqual([]);
   });
 
   it('disables at exactly 5 days of failing, not a millisecond before', () => {
