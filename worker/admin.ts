@@ -8,6 +8,7 @@
  *   pause-everywhere --paused true|false   (stops all unattended sending, every workspace)
  *   affiliate-payouts --paused true|false [--note TEXT]   (the affiliate program's payout pause)
  *   affiliate-gate --workspace ID --gate under_review|blocked|unavailable|identity_verified|destination_hold --on true|false [--note TEXT]
+ *   affiliate-payout-cycle [--at ISO]   (runs the payout cycle now for that time's month, on the service's Temporal)
  * It works against the database the service uses: DATABASE_URL, else the running local stack's
  * (DATA_DIR/stack.json), else it starts the embedded Postgres of DATA_DIR for the one command.
  */
@@ -27,6 +28,8 @@ import { addWorkspaceMember, createWorkspaceWithAdmin, decideDesignPartnerApplic
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
 import { workspaceExists } from '../store/platform/workspaces.js';
 import { setAffiliatePayoutGate, setAffiliatePayoutsPaused } from '../services/affiliates/payouts.js';
+import { runPayoutCycle } from '../services/affiliates/payouts-client.js';
+import { Client, Connection } from '@temporalio/client';
 
 const commands = {
   'create-workspace': z.object({
@@ -43,6 +46,7 @@ const commands = {
   'set-plan': z.object({ workspace: z.uuid(), plan: PlanSchema }),
   'design-partner': z.object({ workspace: z.uuid(), decision: z.enum(['accept', 'decline', 'end']), note: z.string().max(2000).optional() }),
   'affiliate-payouts': z.object({ paused: z.enum(['true', 'false']), note: z.string().max(2000).optional() }),
+  'affiliate-payout-cycle': z.object({ at: z.iso.datetime({ offset: true }).optional() }),
   'affiliate-gate': z.object({
     workspace: z.uuid(),
     gate: z.enum(['under_review', 'blocked', 'unavailable', 'identity_verified', 'destination_hold']),
@@ -59,6 +63,7 @@ const usage = `usage: npm run --silent admin -- <command> [options]
   set-plan --workspace ID --plan free|paid
   design-partner --workspace ID --decision accept|decline|end [--note TEXT]
   affiliate-payouts --paused true|false [--note TEXT]
+  affiliate-payout-cycle [--at ISO]
   affiliate-gate --workspace ID --gate under_review|blocked|unavailable|identity_verified|destination_hold --on true|false [--note TEXT]`;
 
 async function withDatabase<T>(run: (sql: Sql) => Promise<T>): Promise<T> {
@@ -115,12 +120,18 @@ async function main(argv: string[]): Promise<void> {
       note: { type: 'string' },
       gate: { type: 'string' },
       on: { type: 'string' },
+      at: { type: 'string' },
     },
     strict: true,
   });
   const parsed = commands[command as keyof typeof commands].safeParse(values);
   if (!parsed.success) {
     throw new UsageError(parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; '));
+  }
+  if (command === 'affiliate-payout-cycle') {
+    const o = parsed.data as z.infer<(typeof commands)['affiliate-payout-cycle']>;
+    process.stdout.write(`${JSON.stringify(await runPayoutCycleNow(o.at ? new Date(o.at) : new Date()))}\n`);
+    return;
   }
   const result = await withDatabase(async (sql) => {
     switch (command) {
@@ -174,6 +185,25 @@ async function main(argv: string[]): Promise<void> {
     }
   });
   process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+/** The payout cycle on the service's Temporal (TEMPORAL_ADDRESS, else the running local stack's), waited for. */
+async function runPayoutCycleNow(at: Date) {
+  const config = readConfig();
+  let address = config.temporalAddress;
+  const stackFile = stackFilePath(config.dataDir);
+  if (!address && existsSync(stackFile)) {
+    const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as StackFile;
+    if (isAlive(stack.pid)) address = stack.temporal_address;
+  }
+  if (!address) throw new UsageError('no Temporal to run the cycle on: set TEMPORAL_ADDRESS or start the service (npm start)');
+  const connection = await Connection.connect({ address });
+  try {
+    // Read back once: items still pending are followed by the next cycle.
+    return await runPayoutCycle({ client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue }, { at, followForMs: 0 });
+  } finally {
+    await connection.close();
+  }
 }
 
 async function requireWorkspace(sql: Sql, id: string) {
