@@ -7,14 +7,12 @@
  * workflow finds out. The time is the workflow's (`workflowNow`), so a time-skipping test and a
  * replay agree; a worker killed at any point resumes the same sleep or retries the same guarded write.
  */
-import { condition, continueAsNew, proxyLocalActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { msUntil, workflowNow } from '../shared/clock.js';
 import type { CommissionActivities } from '../../activities/affiliates/commission.js';
 import { commissionChangedSignal, commissionStateQuery, type CommissionInput, type CommissionState } from './commission.contract.js';
 
-// A local activity: one short guarded transaction, run by the worker that runs the workflow, so a
-// look costs no activity task round trip (20,000 commissions maturing at once is the bench's load).
-const { lookAtCommission } = proxyLocalActivities<CommissionActivities>({
+const { lookAtCommission } = proxyActivities<CommissionActivities>({
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', backoffCoefficient: 2 },
 });
