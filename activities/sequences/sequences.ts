@@ -207,6 +207,9 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
         return answer({ kind: 'write', stepId: d.stepId, version: d.version, input: d.input });
       case 'insert_send':
         await insertSend(tx, c, d, snap.sender!.from_email, messageIdOf(c.id, d.stepId, c.version, domain));
+        // A message held for a person: the contact waits on it in the same transaction, so the
+        // approval queue never lists a message whose contact does not yet say it waits for one.
+        if (d.status === 'awaiting_approval') return waiting(c.id, { reason: 'approval', until: null, write: true });
         return answer({ kind: 'next' });
       case 'send_email':
         return answer({ kind: 'send_email', sendId: d.sendId });
