@@ -262,13 +262,14 @@ export interface SendResult {
 }
 
 /**
- * Sends the period's next batch: an open one left by a crash first (under its sender batch id, so
- * the provider answers the batch it already made), else a new one. A 422 fails the items it names
- * (money back) and puts the others back for the next batch.
+ * Sends the next batch: an open one left by a crash first (under its sender batch id, so the
+ * provider answers the batch it already made), else a new one of the held payouts waiting, of this
+ * period or one an earlier cycle could not send. A 422 fails the items it names (money back) and
+ * puts the others back for the next batch.
  */
 export async function sendNextPayoutBatch(sql: Sql, provider: PayoutProvider, input: { period: string; now: Date; batchSize?: number }): Promise<SendResult> {
   const batch =
-    (await openBatch(sql, input.period)) ??
+    (await openBatch(sql)) ??
     (await sql.begin((tx) => assignNewBatch(tx, { period: input.period, limit: input.batchSize ?? payoutBatchSize, senderBatchId: (id) => senderBatchIdOf(input.period, id) })));
   if (!batch) return { done: true, batchId: null, sent: 0, failed: 0, requeued: 0 };
   const payouts = (await batchPayouts(sql, batch.id)).filter((p) => p.status === 'held');

@@ -240,16 +240,19 @@ export async function notePayoutProvider(tx: Db, input: { id: string; providerSt
 
 // ---- Batches ----
 
-/** The period's batch still to be accepted (a crash between assigning and sending), if any. */
-export async function openBatch(db: Db, period: string): Promise<PayoutBatchRow | undefined> {
-  const [row] = await db<PayoutBatchRow[]>`select * from affiliate_payout_batches where period = ${period} and status = 'open' order by created_at limit 1`;
+/** A batch still to be accepted (a crash between assigning and sending), if any, oldest first. */
+export async function openBatch(db: Db): Promise<PayoutBatchRow | undefined> {
+  const [row] = await db<PayoutBatchRow[]>`select * from affiliate_payout_batches where status = 'open' order by created_at limit 1`;
   return row;
 }
 
-/** A new batch with up to `limit` of the period's held payouts no batch has yet; null when none is left. */
+/**
+ * A new batch (labelled with the sending cycle's period) with up to `limit` held payouts no batch
+ * has yet, of any period (one an earlier cycle could not send goes with this one); null when none is left.
+ */
 export async function assignNewBatch(tx: Db, input: { period: string; limit: number; senderBatchId: (batchId: string) => string }): Promise<PayoutBatchRow | null> {
   const waiting = await tx<{ id: string }[]>`
-    select id from affiliate_payouts where period = ${input.period} and status = 'held' and batch_id is null
+    select id from affiliate_payouts where status = 'held' and batch_id is null
      order by created_at, id limit ${input.limit} for update skip locked`;
   if (waiting.length === 0) return null;
   const [fresh] = await tx<{ id: string }[]>`select gen_random_uuid() as id`;

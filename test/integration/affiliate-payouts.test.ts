@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { ensurePayoutSchedule, runPayoutCycle } from '../../services/affiliates/payouts-client.js';
+import { preparePayoutsPage } from '../../services/affiliates/payouts.js';
 import { affiliatePayoutScheduleId } from '../../workflows/affiliates/payout-cycle.contract.js';
 import { insertAffiliate } from '../../store/affiliates/affiliates.js';
 import { affiliateBalances, appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
@@ -178,6 +179,20 @@ describe('the payout cycle', () => {
     } finally {
       stack.integrations.affiliatePayouts.provider = provider;
     }
+  });
+});
+
+describe('a payout an earlier cycle made but could not send', () => {
+  it('goes out with the next cycle, once', async () => {
+    const a = await affiliate({ cents: 5600 });
+    // The earlier cycle made its payouts and died before sending (or lost its provider).
+    await preparePayoutsPage(stack.sql, { cycleAt: month(11), after: null, limit: 10_000, terms: stack.integrations.affiliatePayouts });
+    expect(await payoutsOf(a.affiliateId)).toMatchObject([{ period: '2027-12', status: 'held' }]);
+    await cycle(new Date(Date.UTC(2028, 0, 1)));
+    const rows = await payoutsOf(a.affiliateId);
+    expect(rows).toMatchObject([{ period: '2027-12', status: 'paid', amount_cents: 5600 }]);
+    expect(twin.itemsBySenderItemId().get(rows[0]!.id)).toBe(1);
+    expect(await available(a.affiliateId)).toBe(0);
   });
 });
 
