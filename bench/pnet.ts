@@ -11,12 +11,15 @@
  *            for 1.5–3 s and reported;
  *   phase 2  check-ins ramped to 1,000/s with the same stream of steps;
  *   steps    claim-to-settle in closed loops of 64, and the CPU each settled step costs;
+ *   outage   (BENCH_WORKER_APART=1 only) the worker process frozen for 30 s while phase 1's load
+ *            goes on: claims and results answered meanwhile, and how late the claims of
+ *            browsers that went silent in it lapse;
  * with the baseline route (GET /health/postgres/, one `select 1`) measured at the same rates in
  * the same run, and every browser-step workflow's history read back from Temporal.
  *
  * Open-loop latencies count from each request's scheduled time (no coordinated omission).
  * BENCH_BROWSERS and BENCH_SECONDS (each measured window, default 60) shrink a run, and
- * BENCH_PHASES (a comma list of max, alone, phase1, phase2, steps; default all) picks the parts:
+ * BENCH_PHASES (a comma list of max, alone, phase1, phase2, steps, outage; default all) picks the parts:
  * `BENCH_PHASES=max,alone` measures the heartbeat alone in a few minutes. The workflows are read
  * back when a part ran steps.
  */
@@ -31,6 +34,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { connectionToken, createSenderProfile, updatePnetSettings } from '../store/pnet/accounts.js';
 import { createSql, type Sql } from '../db/sql.js';
+import { claimLeaseSeconds } from '../domain/pnet/timing.js';
 import { browserStepWorkflowId } from '../workflows/pnet/browser-step.contract.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
 import { cpuPercent, cpuSnapshot, renice, type Component, type CpuSnapshot } from './cpu.js';
@@ -45,10 +49,13 @@ const windowSeconds = Number(process.env.BENCH_SECONDS ?? 60);
 const warmSeconds = Math.min(20, windowSeconds);
 const stepRate = 20;
 const closedWorkers = 64;
-const allPhases = ['max', 'alone', 'phase1', 'phase2', 'steps'] as const;
+const allPhases = ['max', 'alone', 'phase1', 'phase2', 'steps', 'outage'] as const;
 type PhaseName = (typeof allPhases)[number];
+/** The outage freezes the worker's process, so it needs the worker apart from the API (serve.ts). */
+const workerApart = process.env.BENCH_WORKER_APART === '1';
+const outageSeconds = 30;
 const phasesWanted = new Set(
-  (process.env.BENCH_PHASES ?? allPhases.join(','))
+  (process.env.BENCH_PHASES ?? allPhases.filter((p) => p !== 'outage' || workerApart).join(','))
     .split(',')
     .map((p) => p.trim())
     .filter(Boolean),
@@ -57,6 +64,7 @@ for (const p of phasesWanted) {
   if (!(allPhases as readonly string[]).includes(p)) throw new Error(`BENCH_PHASES: unknown part "${p}" (parts: ${allPhases.join(', ')})`);
 }
 const runs = (p: PhaseName) => phasesWanted.has(p);
+if (runs('outage') && !workerApart) throw new Error('BENCH_PHASES: the outage part needs BENCH_WORKER_APART=1 (the worker in its own process)');
 /**
  * BENCH_NICE=bench:-10,temporal:10 sets those processes' scheduling priority (every thread of
  * each) once the stack is up: an experiment, to tell how much of a latency is the CPU the parts
@@ -84,6 +92,8 @@ interface Browser {
   identity: { member_urn: string; display_name: string };
   running: { action_id: string; claimed_at: string } | null;
   busy: boolean;
+  /** Gone quiet after a claim (the outage part): no check-in, no result, ever again. */
+  silent?: boolean;
 }
 
 interface StepRecord {
@@ -125,6 +135,9 @@ class Sim {
   settled = 0;
   /** Steps handed out and answered, including the closed-loop phase. */
   settledTotal = 0;
+  /** The share of claims after which the browser goes silent (the outage part), and those claims. */
+  silentRate = 0;
+  readonly silentClaims: { stepId: string; claimedAt: string }[] = [];
   private cursor = 0;
 
   constructor(
@@ -171,6 +184,7 @@ class Sim {
 
   /** One check-in as the extension sends it; work waiting sets the browser to claim it. */
   async heartbeat(b: Browser, first = false): Promise<number> {
+    if (b.silent) return 204;
     const { status, json } = await this.post(this.heartbeats, '/pnet/agent/heartbeat/', b.headers, {
       browser_id: b.browserId,
       browser_label: 'Chrome (bench)',
@@ -194,12 +208,20 @@ class Sim {
       const step = (claim.json as { step: StepRecord | null } | null)?.step;
       if (!step) return;
       b.running = { action_id: step.id, claimed_at: step.claimed_at };
+      if (Math.random() < this.silentRate) {
+        // The browser stops here: its claim must lapse on the lease timer alone.
+        b.silent = true;
+        this.silentClaims.push({ stepId: step.id, claimedAt: step.claimed_at });
+        return;
+      }
       const runMs = 1500 + Math.random() * 1500;
       await sleep(runMs);
       await this.report(b, step, Math.round(runMs));
     } finally {
-      b.running = null;
-      b.busy = false;
+      if (!b.silent) {
+        b.running = null;
+        b.busy = false;
+      }
     }
   }
 
@@ -433,6 +455,15 @@ function temporalWindow(before: { server: Scrape; worker: Scrape }, after: { ser
 // ---------------------------------------------------------------------------------------------
 // The run
 
+interface OutageResult {
+  heartbeat: Recorder;
+  during: StepStats;
+  silent: number;
+  lapsed: number;
+  /** Milliseconds from each silent claim's lease end to its lapse. */
+  late: Recorder;
+}
+
 interface PhaseResult {
   name: string;
   rate: number;
@@ -520,9 +551,11 @@ async function main() {
     /** Lets every queued step be claimed and settled, check-ins going on at the phase's rate. */
     const drain = async (rate: number) => {
       const deadline = performance.now() + 90_000;
-      while (sim.settled < sim.queued && performance.now() < deadline) await heartbeatLoad(2, () => rate);
-      while (browsers.some((b) => b.busy) && performance.now() < deadline) await sleep(100);
-      if (sim.settled < sim.queued) log(`  drain: ${sim.queued - sim.settled} steps still unsettled after 90 s`);
+      // A silent browser's claim settles by lapsing (the outage part), not by a result.
+      const open = () => sim.queued - sim.settled - sim.silentClaims.length;
+      while (open() > 0 && performance.now() < deadline) await heartbeatLoad(2, () => rate);
+      while (browsers.some((b) => b.busy && !b.silent) && performance.now() < deadline) await sleep(100);
+      if (open() > 0) log(`  drain: ${open()} steps still unsettled after 90 s`);
     };
 
     const phase = async (name: string, rate: number, options: { rampFrom?: number; withSteps: boolean }): Promise<PhaseResult> => {
@@ -592,7 +625,7 @@ async function main() {
       phases.push(await phase('phase 1', rate1, { withSteps: true }));
       baselines.set(rate1, await baselineAt(rate1, Math.min(30, windowSeconds)));
     }
-    if (runs('phase1') || runs('phase2')) baselineSteps = await baselineAt(stepRate, 20);
+    if (runs('phase1') || runs('phase2') || runs('outage')) baselineSteps = await baselineAt(stepRate, 20);
     if (runs('phase2')) phases.push(await phase('phase 2', 1000, { rampFrom: rate1, withSteps: true }));
 
     let steps: StepsResult | null = null;
@@ -640,6 +673,42 @@ async function main() {
       steps = { queueRate, queueCpuMs, maxStepsPerSecond, maxSteps, maxStepsCpu: cpuPercent(cpuFrom, cpuTo), stepCpuMs };
     }
 
+    let outage: OutageResult | null = null;
+    if (runs('outage')) {
+      // A worker outage (issue 24): claims and results keep answering from Postgres alone, and
+      // every claim made in the outage whose browser then goes silent lapses on time.
+      const rate = rate1;
+      log(`outage: warm-up ${warmSeconds} s, then the worker frozen for ${outageSeconds} s at ${rate} heartbeats/s with ${stepRate} steps/s; 5% of browsers go silent after a claim`);
+      sim.stepsOn = true;
+      const producer = produce(warmSeconds + outageSeconds);
+      await heartbeatLoad(warmSeconds, () => rate);
+      const during = newStepStats();
+      sim.stats = during;
+      sim.silentRate = 0.05;
+      serve.worker('pause');
+      const heartbeat = await heartbeatLoad(outageSeconds, () => rate);
+      serve.worker('resume');
+      sim.stats = null;
+      sim.silentRate = 0;
+      await producer;
+      await drain(rate);
+      sim.stepsOn = false;
+      const silent = sim.silentClaims.map((c) => c.stepId);
+      log(`  claims p99 ${fmt(during.claim.percentile(99))}, results p99 ${fmt(during.result.percentile(99))} during the outage; waiting for ${silent.length} silent claims to lapse`);
+      const lapseDeadline = performance.now() + (claimLeaseSeconds + 90) * 1000;
+      const stillClaimed = async () =>
+        (await sql<{ n: number }[]>`select count(*)::int as n from browser_steps where id = any(${silent}::uuid[]) and status = 'claimed'`)[0]!.n;
+      while ((await stillClaimed()) > 0 && performance.now() < lapseDeadline) await heartbeatLoad(5, () => rate);
+      // How long after its lease's end each silent claim lapsed (its row's last change).
+      const lapses = await sql<{ late_ms: number; status: string }[]>`
+        select status, extract(epoch from (updated_at - (claimed_at + make_interval(secs => ${claimLeaseSeconds})))) * 1000 as late_ms
+        from browser_steps where id = any(${silent}::uuid[])`;
+      const late = new Recorder();
+      for (const l of lapses) if (l.status !== 'claimed') late.add(Number(l.late_ms), 200);
+      outage = { heartbeat, during, silent: silent.length, lapsed: late.count, late };
+      log(`  ${late.count}/${silent.length} silent claims lapsed, after their lease's end p50 ${fmt(late.percentile(50))} p99 ${fmt(late.percentile(99))} max ${fmt(late.percentile(100))}`);
+    }
+
     let wf: WorkflowsResult | null = null;
     if (runs('phase1') || runs('phase2') || runs('steps')) {
       log('reading the browser-step workflows from Temporal');
@@ -649,6 +718,7 @@ async function main() {
     for (const p of phases) if (p.withSteps && p.steps.reports.length) breakdowns.set(p.name, await resultBreakdown(temporal, p.steps.reports));
 
     printTable({ max, phases, baselines, baselineSteps, steps, wf, breakdowns, browsers: browsers.length });
+    if (outage) printOutage(outage, baselineSteps);
     await sim.close();
   } catch (error) {
     failed = true;
@@ -827,3 +897,18 @@ function printTable(r: {
 }
 
 await main();
+
+function printOutage(o: OutageResult, baseline: BaselineResult | null) {
+  const rows = [
+    ['claim (during the outage)', o.during.claim],
+    ['result report (during the outage)', o.during.result],
+    ['heartbeat (during the outage)', o.heartbeat],
+  ] as const;
+  console.log(`\nWorker outage of ${outageSeconds} s (the worker process frozen), ${stepRate} steps/s offered`);
+  console.log('| Request | Answered | p50 | p99 | vs baseline p99 |');
+  console.log('|---|---|---|---|---|');
+  for (const [name, r] of rows) {
+    console.log(`| ${name} | ${r.count} (${r.statusSummary()}) | ${fmt(r.percentile(50))} | ${fmt(r.percentile(99))} | ${baseline ? ratio(r.percentile(99), baseline.recorder.percentile(99)) : 'n/a'} |`);
+  }
+  console.log(`| silent claims made in the outage | ${o.lapsed} of ${o.silent} lapsed | late ${fmt(o.late.percentile(50))} | late ${fmt(o.late.percentile(99))} | max ${fmt(o.late.percentile(100))} |`);
+}

@@ -83,6 +83,12 @@ const stop = async () => {
 };
 process.on('message', (message) => {
   if (message === 'stop') void stop();
+  // bench:pnet's outage: the worker process frozen (SIGSTOP) and thawed, as a worker that hangs or
+  // restarts for that long; only with BENCH_WORKER_APART=1 (in-process, the API would stop too).
+  if (message === 'worker-pause' || message === 'worker-resume') {
+    if (!worker) throw new Error('a worker outage needs BENCH_WORKER_APART=1');
+    worker.kill(message === 'worker-pause' ? 'SIGSTOP' : 'SIGCONT');
+  }
   if (message === 'window-reset') {
     loopDelay.reset();
     for (const histogram of Object.values(checkInTimings)) histogram.reset();

@@ -63,6 +63,8 @@ export async function startServe(dataDir: string, logFile: string, options: { he
           child.send('window-read');
         }),
     },
+    /** Freezes or thaws the worker process (BENCH_WORKER_APART=1 only): a worker outage. */
+    worker: (state: 'pause' | 'resume') => child.send(`worker-${state}`),
     stop: async () => {
       if (child.exitCode === null) child.send('stop');
       await Promise.race([stopped, sleep(60_000)]);
