@@ -11,7 +11,7 @@
  *   commission/<id> workflow: the lag from available_at to available (p50, p99; target p99 < 5 s)
  *   and the largest workflow history among a sample.
  * - `affiliateBenchPhases`: phases run after maturation on the same stack and data (the payout
- *   cycle's time is added there), each printing its own lines.
+ *   cycle's time can be added there; today it has its own bench:affiliate-payouts), each printing its own lines.
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -49,7 +49,7 @@ export interface AffiliateBenchContext {
   affiliateIds: string[];
   log: (line: string) => void;
 }
-/** Phases run after maturation, in order (the payout side adds its cycle here). */
+/** Phases run after maturation, in order, on the same stack and data. */
 export const affiliateBenchPhases: { name: string; run: (ctx: AffiliateBenchContext) => Promise<void> }[] = [];
 
 const log = (line: string) => console.log(line);
