@@ -113,7 +113,7 @@ async function main() {
     await pool(clicksN, concurrency, async (i) => {
       const a = affiliates[i % affiliatesN]!;
       const visitor = i % 10 === 9 ? i - 1 : i;
-      if ((await get(`/affiliate/links/${a.code}?visitor=v${visitor}`)) !== 302) throw new Error('click failed');
+      if ((await get(`/affiliate/links/${a.code}/?visitor=v${visitor}`)) !== 302) throw new Error('click failed');
     });
     const clicksPerSecond = clicksN / ((performance.now() - t) / 1000);
     log('| Series | Requests | Per second | Ratio to baseline |');

@@ -29,7 +29,7 @@ async function enrolled(displayName = 'Ann', timeZone?: string) {
 const click = (code: string, o: { ua?: string; visitor?: string; ip?: string } = {}) =>
   stack.app.inject({
     method: 'GET',
-    url: `/affiliate/links/${encodeURIComponent(code)}${o.visitor ? `?visitor=${o.visitor}` : ''}`,
+    url: `/affiliate/links/${encodeURIComponent(code)}/${o.visitor ? `?visitor=${o.visitor}` : ''}`,
     headers: { 'user-agent': o.ua ?? 'Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0' },
     remoteAddress: o.ip ?? '203.0.113.7',
   });

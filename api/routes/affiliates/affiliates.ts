@@ -24,7 +24,7 @@ import {
   commissionMonths,
   commissionPercent,
 } from '../../../domain/affiliates/affiliates.js';
-import { DetailBodySchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import {
   affiliateDailyStats,
@@ -107,7 +107,7 @@ export const affiliateRoutes =
     );
 
     app.get(
-      '/affiliate/links/:code',
+      '/affiliate/links/:code/',
       {
         config: { access: 'public' },
         schema: {
@@ -123,7 +123,7 @@ export const affiliateRoutes =
           response: {
             302: z.null().describe('To the landing page (AFFILIATE_LANDING_URL)'),
             404: DetailBodySchema.describe('No affiliate has this code'),
-            422: DetailBodySchema.describe('The code or visitor id is not acceptable'),
+            422: ValidationBodySchema.describe('The code or visitor id is not acceptable'),
             429: DetailBodySchema.describe('Too many clicks from this address; see Retry-After'),
           },
         },
