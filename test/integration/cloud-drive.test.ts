@@ -66,6 +66,21 @@ describe('cloud drive', () => {
     expect((await readError(paid.workspaceId, 'pdf_1')).reason).toBe('not_configured');
   });
 
+  it('bounds the callback at a 2,048-character code and a 1,024-character scope', async () => {
+    configure();
+    const callback = (code: string, scope: string) =>
+      stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/?${new URLSearchParams({ code, scope, state: 'not-a-state' })}` });
+    // At the bounds the schema takes it, and the unknown state is what is refused.
+    const at = await callback('c'.repeat(2048), 's'.repeat(1024));
+    expect(at.statusCode).toBe(422);
+    expect(at.json().detail).toMatch(/authorization is unknown/);
+    for (const [code, scope, field] of [['c'.repeat(2049), 's', 'code'], ['c', 's'.repeat(1025), 'scope']] as const) {
+      const past = await callback(code, scope);
+      expect(past.statusCode, past.body).toBe(422);
+      expect(past.json().detail).toMatch(new RegExp(`Invalid query field "${field}": Too big`));
+    }
+  });
+
   it('connects with PKCE, shows its state without tokens, and keeps the tokens encrypted at rest', async () => {
     configure();
     const before = await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(paid.apiKey) });
