@@ -78,8 +78,8 @@ export const AffiliateSchema = z
     held_cents: z.int().describe('Commissions still in their holding period, in USD cents'),
     commission_percent: z.int(),
     commission_months: z.int(),
-    holding_days: z.int(),
-    cookie_window_days: z.int(),
+    holding_days: z.number().describe('AFFILIATE_HOLDING_DAYS (fractions allowed)'),
+    cookie_window_days: z.number().describe('AFFILIATE_COOKIE_DAYS'),
   })
   .meta({ id: 'Affiliate' });
 

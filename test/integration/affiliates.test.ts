@@ -46,6 +46,11 @@ describe('enrolment and codes', () => {
     expect(created.json()).toMatchObject({ display_name: 'x'.repeat(255), time_zone: 'UTC', available_cents: 0, held_cents: 0, commission_percent: 20, commission_months: 12 });
     expect(created.json().codes).toEqual([expect.objectContaining({ is_vanity: false })]);
     expect((await call(ws, 'POST', '/affiliate/', { display_name: 'again' })).statusCode).toBe(409);
+    // A holding period in fractions of a day (AFFILIATE_HOLDING_DAYS=1.5) reads as such.
+    const holdingMs = stack.integrations.affiliates.holdingMs;
+    stack.integrations.affiliates.holdingMs = 1.5 * 86_400_000;
+    expect((await call(ws, 'GET', '/affiliate/')).json()).toMatchObject({ holding_days: 1.5, cookie_window_days: 30 });
+    stack.integrations.affiliates.holdingMs = holdingMs;
     const other = await stack.createWorkspace('paid');
     expect((await call(other, 'POST', '/affiliate/', { display_name: 'y' })).statusCode).toBe(201);
   });
