@@ -103,6 +103,15 @@ export const eventPayloadSchemas = {
     failing_since: TimestampSchema,
     reason: z.string(),
   }),
+  /** The workspace's affiliate payout reached its PayPal account (status `paid`, 3.5). */
+  'affiliate.payout_sent': z.object({
+    payout_id: UuidSchema,
+    affiliate_id: UuidSchema,
+    period: z.string(),
+    amount_cents: z.int(),
+    currency: z.string().regex(/^[a-z]{3}$/),
+    paid_at: TimestampSchema,
+  }),
 } as const;
 
 export type EventType = keyof typeof eventPayloadSchemas;
@@ -128,6 +137,7 @@ export const eventTitles: Record<EventType, string> = {
   'document.failed': 'A document failed',
   'column_run.finished': 'A column run finished',
   'webhook.endpoint_disabled': 'A webhook endpoint was disabled',
+  'affiliate.payout_sent': 'An affiliate payout was sent',
 };
 
 /** Events a member can neither mute nor move to a digest: they need someone now. */

@@ -5,6 +5,7 @@
  */
 import type { Db } from '../../db/sql.js';
 import type { PayoutStatus } from '../../domain/affiliates/payouts.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 export interface PayoutRow {
   id: string;
@@ -227,8 +228,18 @@ export async function movePayout(
       failed_at = case when ${input.to} = 'failed' then ${input.now}::timestamptz else failed_at end,
       updated_at = now()
     where id = ${input.id} and status = ${input.from}
-    returning id`;
-  return rows.length === 1;
+    returning id, affiliate_id, period, amount_cents, paid_at`;
+  const moved = rows[0] as { id: string; affiliate_id: string; period: string; amount_cents: number; paid_at: Date } | undefined;
+  // The money reached the affiliate: a workspace event (issue 21's catalogue), in this transaction.
+  if (moved && input.to === 'paid') {
+    const [affiliate] = await tx<{ workspace_id: string }[]>`select workspace_id from affiliates where id = ${moved.affiliate_id}`;
+    await recordWorkspaceEvent(tx, {
+      workspaceId: affiliate!.workspace_id,
+      type: 'affiliate.payout_sent',
+      payload: { payout_id: moved.id, affiliate_id: moved.affiliate_id, period: moved.period, amount_cents: Number(moved.amount_cents), currency: 'usd', paid_at: moved.paid_at.toISOString() },
+    });
+  }
+  return moved !== undefined;
 }
 
 /** The provider's word without a status move (an item still PENDING or ONHOLD, its item id learnt). */

@@ -78,6 +78,12 @@ describe('the payout cycle', () => {
       expect(twin.itemsBySenderItemId().get(rows[0]!.id)).toBe(1);
     }
     expect((await payoutsOf(ok.affiliateId))[0]!.amount_cents).toBe(7500);
+    // Each paid payout is a workspace event of its affiliate's workspace, once (issue 21's catalogue).
+    const sent = await stack.sql<{ workspace_id: string; payload: { payout_id: string; amount_cents: number; period: string } }[]>`
+      select workspace_id, payload from workspace_events where type = 'affiliate.payout_sent' and workspace_id = any(${[ok.workspaceId, atMinimum.workspaceId, below.workspaceId]}::uuid[])`;
+    expect(sent.map((e) => [e.workspace_id, e.payload.amount_cents, e.payload.period]).sort()).toEqual(
+      [[ok.workspaceId, 7500, '2027-01'], [atMinimum.workspaceId, 5000, '2027-01']].sort(),
+    );
     for (const a of [below, unverified, noEmail, blocked, review, unavailable, held]) {
       expect(await payoutsOf(a.affiliateId)).toEqual([]);
       expect(await available(a.affiliateId)).toBe(a === below ? 4999 : 9000);
