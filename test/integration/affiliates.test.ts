@@ -4,7 +4,10 @@
  * limited), signup attribution by code or click within the cookie window, and commissions,
  * clawbacks and reversals from signed Stripe events, each written once.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../../worker/tools.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { affiliateBalances } from '../../store/affiliates/ledger.js';
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
@@ -246,5 +249,26 @@ describe('attribution and money from billing events', () => {
     await postStripeEvent(stack.app, paidInvoice(workspaceId, `in_after_${workspaceId.slice(0, 6)}`, 1000, end));
     const rows = await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where workspace_id = ${workspaceId} order by earned_at`;
     expect(rows.map((r) => r.invoice_id.split('_')[1])).toEqual(['first', 'last']);
+  });
+
+  it('attributes a workspace made by the admin command line with --affiliate, and refuses a code no one has', async () => {
+    const { ws, affiliate } = await enrolled();
+    const admin = (...args: string[]) =>
+      promisify(execFile)('npm', ['run', '--silent', 'admin', '--', 'create-workspace', '--name', 'Cli', '--plan', 'free', ...args], {
+        cwd: projectRoot,
+        env: { ...process.env, DATABASE_URL: stack.databaseUrl },
+      }).then(
+        (r) => ({ code: 0, out: r.stdout }),
+        (e: { code: number; stderr: string }) => ({ code: e.code, out: e.stderr }),
+      );
+    const made = await admin('--affiliate', affiliate.codes[0]!.code);
+    expect(made.code).toBe(0);
+    const workspaceId = (JSON.parse(made.out) as { workspace_id: string }).workspace_id;
+    const [row] = await stack.sql<{ affiliate_id: string }[]>`select affiliate_id from affiliate_attributions where workspace_id = ${workspaceId}`;
+    expect(row!.affiliate_id).toBe(affiliate.id);
+    const refused = await admin('--affiliate', 'nobody-has-this-code');
+    expect(refused.code).not.toBe(0);
+    expect(refused.out).toMatch(/No affiliate has the code/);
+    expect((await call(ws, 'GET', '/affiliate/stats/daily/?days=1')).json().days[0].signups).toBe(1);
   });
 });
