@@ -17,7 +17,7 @@
  * Every move is a compare-and-set on the status, and its money moves in the same transaction.
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema } from '../shared/common.js';
+import { EmailAddressSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { NextPayoutBlockerSchema, NextPayoutStatusSchema } from './payout-gates.js';
 
 export const PayoutStatusSchema = z.enum(['held', 'created', 'paid', 'unclaimed', 'returned', 'failed']);
@@ -32,7 +32,7 @@ export const payoutBatchSize = 500;
 
 export const PayoutSettingsUpdateSchema = z
   .object({
-    payout_email: z.email().max(254).nullable().describe('Where payouts are sent (a PayPal account email); null removes it. Changing it lifts a destination hold'),
+    payout_email: EmailAddressSchema.nullable().describe('Where payouts are sent (a PayPal account email); null removes it. Changing it lifts a destination hold'),
   })
   .meta({ id: 'AffiliatePayoutSettingsUpdate' });
 
