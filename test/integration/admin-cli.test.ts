@@ -1,23 +1,11 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../worker/tools.js';
+import { runAdmin } from '../support/admin.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
-const run = promisify(execFile);
 const { stack } = useTestStack({ workspaces: false });
 
-async function admin(...args: string[]) {
-  const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: stack.databaseUrl };
-  delete env.AUTH_JWT_SECRET;
-  try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: projectRoot, env });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+// Without AUTH_JWT_SECRET: the command line reads the service's signing secret from the database.
+const admin = (...args: string[]) => runAdmin(args, { DATABASE_URL: stack.databaseUrl, AUTH_JWT_SECRET: undefined });
 
 describe('the admin command line', () => {
   it('creates a workspace whose key and 24-hour token work against the service', async () => {

@@ -1,16 +1,13 @@
 /** The operator's affiliate payout commands (issue 20): the program pause and each gate, as the settings route then shows them. */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { startPayPalPayoutsTwin, type PayPalPayoutsTwin } from '../../sim/paypal-payouts-server.js';
 import { appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
 import { insertAffiliate } from '../../store/affiliates/affiliates.js';
 import { setOperatorGate, setPayoutEmail, setPayoutProgramPaused } from '../../store/affiliates/payouts.js';
-import { projectRoot } from '../../worker/tools.js';
+import { runAdmin } from '../support/admin.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
-const run = promisify(execFile);
 const { stack } = useTestStack({ workspaces: false });
 let twin: PayPalPayoutsTwin;
 beforeAll(async () => {
@@ -19,17 +16,9 @@ beforeAll(async () => {
 });
 afterAll(() => twin?.close());
 
-async function admin(...args: string[]) {
-  // The service's Temporal and task queue: the stack's worker runs what the command starts.
-  const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: stack.databaseUrl, TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: stack.taskQueue };
-  try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: projectRoot, env });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+// The service's Temporal and task queue: the stack's worker runs what the command starts.
+const admin = (...args: string[]) =>
+  runAdmin(args, { DATABASE_URL: stack.databaseUrl, TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_TASK_QUEUE: stack.taskQueue });
 
 describe('affiliate payout admin commands', () => {
   it('pause the program and block, as the settings route then says; refuse a workspace not enrolled', async () => {

@@ -4,10 +4,8 @@
  * limited), signup attribution by code or click within the cookie window, and commissions,
  * clawbacks and reversals from signed Stripe events, each written once.
  */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../worker/tools.js';
+import { runAdmin } from '../support/admin.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { affiliateBalances } from '../../store/affiliates/ledger.js';
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
@@ -253,14 +251,10 @@ describe('attribution and money from billing events', () => {
 
   it('attributes a workspace made by the admin command line with --affiliate, and refuses a code no one has', async () => {
     const { ws, affiliate } = await enrolled();
-    const admin = (...args: string[]) =>
-      promisify(execFile)('npm', ['run', '--silent', 'admin', '--', 'create-workspace', '--name', 'Cli', '--plan', 'free', ...args], {
-        cwd: projectRoot,
-        env: { ...process.env, DATABASE_URL: stack.databaseUrl },
-      }).then(
-        (r) => ({ code: 0, out: r.stdout }),
-        (e: { code: number; stderr: string }) => ({ code: e.code, out: e.stderr }),
-      );
+    const admin = async (...args: string[]) => {
+      const r = await runAdmin(['create-workspace', '--name', 'Cli', '--plan', 'free', ...args], { DATABASE_URL: stack.databaseUrl });
+      return { code: r.code, out: r.code === 0 ? r.stdout : r.stderr };
+    };
     const made = await admin('--affiliate', affiliate.codes[0]!.code);
     expect(made.code).toBe(0);
     const workspaceId = (JSON.parse(made.out) as { workspace_id: string }).workspace_id;
