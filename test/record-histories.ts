@@ -106,9 +106,9 @@ import type { BillingActivities } from '../activities/billing/billing.js';
 import { affiliatePayoutCycleWorkflow } from '../workflows/affiliates/payout-cycle.js';
 import { payoutCycleWorkflowId } from '../workflows/affiliates/payout-cycle.contract.js';
 import type { AffiliatePayoutActivities } from '../activities/affiliates/payouts.js';
-import { commissionWorkflow } from '../workflows/affiliates/commission.js';
-import { commissionChangedSignal, commissionWorkflowId } from '../workflows/affiliates/commission.contract.js';
-import type { CommissionActivities } from '../activities/affiliates/commission.js';
+import { affiliateMaturationWorkflow } from '../workflows/affiliates/affiliate-maturation.js';
+import { affiliateMaturationWorkflowId, maturationWakeSignal } from '../workflows/affiliates/affiliate-maturation.contract.js';
+import type { AffiliateMaturationActivities } from '../activities/affiliates/maturation.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -482,15 +482,23 @@ const payoutFakes = {
     return async () => (sent++ === 0 ? { done: false, batchId: 'b-1', sent: 3, failed: 0, requeued: 0 } : { done: true, batchId: null, sent: 0, failed: 0, requeued: 0 });
   })(),
 } satisfies Partial<AffiliatePayoutActivities>;
-// A commission: held for 30 days, a partial refund's signal wakes it (still held), then it matures.
-const commissionLooks = { n: 0, availableAt: '' };
-const commissionFakes = {
-  lookAtCommission: async ({ now }: { commissionId: string; now: string }) => {
-    commissionLooks.n += 1;
-    if (commissionLooks.n === 1) commissionLooks.availableAt = new Date(Date.parse(now) + 30 * 86_400_000).toISOString();
-    return { status: commissionLooks.n >= 3 ? ('available' as const) : ('held' as const), availableAt: commissionLooks.availableAt };
+// An affiliate's maturation: a commission held 30 days, a signal for one made due in 2 days (its
+// wake), that one matured at its time, and the run (3 loops) continues as new; the next run
+// matures the first at day 30 and ends with nothing held.
+const maturationLooks = { n: 0, start: 0 };
+const maturationFakes = {
+  matureDueCommissions: async ({ now }: { affiliateId: string; now: string }) => {
+    maturationLooks.n += 1;
+    if (maturationLooks.n === 1) maturationLooks.start = Date.parse(now);
+    const at = (days: number) => new Date(maturationLooks.start + days * 86_400_000).toISOString();
+    const looks = [
+      { matured: 0, nextAt: at(30), gone: false },
+      { matured: 0, nextAt: at(2), gone: false },
+      { matured: 1, nextAt: at(30), gone: false },
+    ];
+    return looks[maturationLooks.n - 1] ?? { matured: 1, nextAt: null, gone: false };
   },
-} satisfies Partial<CommissionActivities>;
+} satisfies Partial<AffiliateMaturationActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -506,7 +514,7 @@ const worker = await Worker.create({
     ...notificationFakes,
     ...billingFakes,
     ...payoutFakes,
-    ...commissionFakes,
+    ...maturationFakes,
     releaseExpiredHold: async () => 'released',
     approveStep: async () => ({ step: { status: 'queued' } }),
     rejectStep: async () => ({ step: { status: 'rejected' } }),
@@ -798,10 +806,11 @@ await worker.runUntil(async () => {
   await env.sleep('32 days');
   await billing.signal(billingChangedSignal);
   await billing.result();
-  const commission = await env.client.workflow.start(commissionWorkflow, { taskQueue, workflowId: commissionWorkflowId('recorded'), args: [{ commissionId: 'recorded' }] });
-  await env.sleep('2 days');
-  await commission.signal(commissionChangedSignal, { reason: 'refund' });
-  await commission.result();
+  const maturation = await env.client.workflow.start(affiliateMaturationWorkflow, { taskQueue, workflowId: affiliateMaturationWorkflowId('recorded'), args: [{ affiliateId: 'recorded', loopsPerRun: 3 }] });
+  await env.sleep('1 hour');
+  await maturation.signal(maturationWakeSignal, { reason: 'created' });
+  await maturation.result();
+  const maturationFirstRun = env.client.workflow.getHandle(maturation.workflowId, maturation.firstExecutionRunId);
   const payoutCycle = await env.client.workflow.start(affiliatePayoutCycleWorkflow, { taskQueue, workflowId: payoutCycleWorkflowId('2026-12'), args: [{ cycleAt: '2026-12-01T00:00:00.000Z' }] });
   await payoutCycle.result();
   const histories = [
@@ -840,7 +849,8 @@ await worker.runUntil(async () => {
     ['workspace-billing-granted-woken-closed', billing],
     ['step-signal-sweeper-three-turns', sweeper],
     ['affiliate-payout-cycle-paged-sent-followed', payoutCycle],
-    ['commission-refund-signal-then-matured', commission],
+    ['affiliate-maturation-woken-matured-continued-as-new', maturationFirstRun],
+    ['affiliate-maturation-matured-then-ended', maturation],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

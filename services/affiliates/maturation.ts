@@ -1,59 +1,77 @@
-/** Maturing a commission at the workflow's time, and starting and waking commission workflows. */
+/**
+ * Maturing an affiliate's due commissions at the workflow's time, and waking affiliates'
+ * maturation workflows (decision 047: one `affiliate-maturation/<affiliateId>` per affiliate).
+ */
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
-import { commissionById, commissionsWithoutWorkflow, markCommissionAvailable, markCommissionWorkflowStarted } from '../../store/affiliates/commissions.js';
-import { releaseHeldEntries } from '../../store/affiliates/ledger.js';
-import { commissionWorkflow } from '../../workflows/affiliates/commission.js';
-import { commissionChangedSignal, commissionWorkflowId, type CommissionInput, type CommissionState } from '../../workflows/affiliates/commission.contract.js';
+import { affiliatesToWake, affiliatesWithLostWake, lockAffiliateForMaturation, matureDueCommissionsOf, recordMaturationWake } from '../../store/affiliates/commissions.js';
+import { releaseHeldEntriesOf } from '../../store/affiliates/ledger.js';
+import { affiliateMaturationWorkflow } from '../../workflows/affiliates/affiliate-maturation.js';
+import {
+  affiliateMaturationWorkflowId,
+  maturationWakeSignal,
+  type AffiliateMaturationInput,
+  type MaturationLook,
+} from '../../workflows/affiliates/affiliate-maturation.contract.js';
+
+type WakeReason = 'created' | 'refund' | 'dispute' | 'sweeper';
 
 /**
- * Marks the commission available when it is held and due at `now` (compare-and-set), releasing its
- * held ledger rows in the same transaction; answers the commission's state either way.
+ * One look of the affiliate's maturation, in one transaction: the affiliate's lock, every held
+ * commission due at `now` marked available (compare-and-set), their held ledger rows released, and
+ * the next held commission's available_at recorded as the affiliate's wake and answered.
  */
-export async function matureCommissionAt(sql: Sql, commissionId: string, now: Date): Promise<CommissionState> {
+export async function matureDueCommissions(sql: Sql, affiliateId: string, now: Date): Promise<MaturationLook> {
   return sql.begin(async (tx) => {
-    const matured = await markCommissionAvailable(tx, commissionId, now);
-    if (matured) {
-      await releaseHeldEntries(tx, commissionId);
-      return { status: matured.status, availableAt: matured.available_at.toISOString() };
-    }
-    const row = await commissionById(tx, commissionId);
-    return row ? { status: row.status, availableAt: row.available_at.toISOString() } : { status: 'gone', availableAt: null };
-  }) as Promise<CommissionState>;
+    if (!(await lockAffiliateForMaturation(tx, affiliateId))) return { matured: 0, nextAt: null, gone: true };
+    const matured = await matureDueCommissionsOf(tx, affiliateId, now);
+    // A statement of its own: it sees a clawback a refund committed while the update waited on its commission.
+    await releaseHeldEntriesOf(tx, matured);
+    const next = await recordMaturationWake(tx, affiliateId);
+    return { matured: matured.length, nextAt: next?.toISOString() ?? null, gone: false };
+  }) as Promise<MaturationLook>;
 }
 
-/** Signal-with-start each commission's workflow (a new one starts; a running one looks again), then records it started. */
-export async function wakeCommissions(client: Client, taskQueue: string, sql: Sql, ids: readonly string[], reason: 'refund' | 'dispute' | 'created' = 'created'): Promise<void> {
+/** Signal-with-start these affiliates' maturation workflows (a new run starts when none is running). */
+export async function wakeAffiliateMaturations(client: Client, taskQueue: string, affiliateIds: readonly string[], reason: WakeReason): Promise<void> {
   await Promise.all(
-    ids.map((commissionId) =>
-      client.workflow.signalWithStart(commissionWorkflow, {
+    affiliateIds.map((affiliateId) =>
+      client.workflow.signalWithStart(affiliateMaturationWorkflow, {
         taskQueue,
-        workflowId: commissionWorkflowId(commissionId),
-        args: [{ commissionId }] as [CommissionInput],
-        signal: commissionChangedSignal,
+        workflowId: affiliateMaturationWorkflowId(affiliateId),
+        args: [{ affiliateId }] as [AffiliateMaturationInput],
+        signal: maturationWakeSignal,
         signalArgs: [{ reason }],
       }),
     ),
   );
-  await markCommissionWorkflowStarted(sql, ids);
 }
 
-/** Starts the workflow of every held commission whose start was lost (a crash between the commit and the wake). Answers how many. */
-export async function startMissingCommissionWorkflows(client: Client, taskQueue: string, sql: Sql, batch = 500): Promise<number> {
-  let started = 0;
-  for (;;) {
-    const ids = await commissionsWithoutWorkflow(sql, batch);
-    await wakeCommissions(client, taskQueue, sql, ids);
-    started += ids.length;
-    if (ids.length < batch) return started;
-  }
+/**
+ * After a billing event's commit, for the commissions it made or moved: wakes only the affiliates
+ * whose maturation would not look in time by itself (no wake recorded, or one later than a held
+ * commission's available_at). With a fixed holding period a new commission matures after the held
+ * ones, so a busy affiliate needs no signal. Answers how many affiliates it signalled.
+ */
+export async function wakeCommissions(client: Client, taskQueue: string, sql: Sql, commissionIds: readonly string[], reason: WakeReason = 'created'): Promise<number> {
+  const affiliateIds = await affiliatesToWake(sql, commissionIds);
+  await wakeAffiliateMaturations(client, taskQueue, affiliateIds, reason);
+  return affiliateIds.length;
 }
 
-/** Runs startMissingCommissionWorkflows now and every `everyMs` (10 s); answers the function that stops it. */
-export function keepCommissionWorkflowsStarted(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
+/** Signals every affiliate whose wake was lost (affiliatesWithLostWake). Answers how many. */
+export async function sweepLostMaturationWakes(client: Client, taskQueue: string, sql: Sql, options: { now?: Date; graceMs?: number; batch?: number } = {}): Promise<number> {
+  const batch = options.batch ?? 500;
+  const ids = await affiliatesWithLostWake(sql, options.now ?? new Date(), options.graceMs ?? 30_000, batch);
+  await wakeAffiliateMaturations(client, taskQueue, ids, 'sweeper');
+  return ids.length;
+}
+
+/** Runs sweepLostMaturationWakes now and every `everyMs` (10 s); answers the function that stops it. */
+export function keepAffiliateMaturationsWoken(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
   let running: Promise<unknown> = Promise.resolve();
   const sweep = () => {
-    running = startMissingCommissionWorkflows(input.client, input.taskQueue, input.sql).catch(input.onError);
+    running = sweepLostMaturationWakes(input.client, input.taskQueue, input.sql).catch(input.onError);
   };
   sweep();
   const timer = setInterval(sweep, input.everyMs ?? 10_000);

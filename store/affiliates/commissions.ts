@@ -36,7 +36,6 @@ export interface CommissionRow {
   refund_clawed_cents: number;
   dispute_status: 'open' | 'won' | 'lost' | null;
   dispute_clawed_cents: number;
-  workflow_started_at: Date | null;
   created_at: Date;
 }
 
@@ -118,27 +117,72 @@ export async function setDispute(tx: Db, id: string, from: string | null, to: 'o
 }
 
 /**
- * Matures a held commission whose time has come: held -> available (compare-and-set), in the
- * transaction that releases its held ledger rows. Null when it was not held or not yet due.
+ * Maturation (decision 047) takes the affiliate's row lock first, in a statement of its own, so the
+ * statements after it see every commission committed before it, and a webhook's wake check after
+ * its commit (affiliatesToWake, which waits on that lock) sees the wake this transaction records.
+ * False when the affiliate no longer exists.
  */
-export async function markCommissionAvailable(tx: Db, id: string, now: Date): Promise<CommissionRow | null> {
-  const [row] = await tx<CommissionRow[]>`
+export async function lockAffiliateForMaturation(tx: Db, affiliateId: string): Promise<boolean> {
+  const rows = await tx`select id from affiliates where id = ${affiliateId} for no key update`;
+  return rows.length === 1;
+}
+
+/**
+ * Matures every held commission of the affiliate due at `now` in one set-based compare-and-set
+ * (held -> available, or clawed_back when its dispute was lost while it was held). Answers their ids.
+ */
+export async function matureDueCommissionsOf(tx: Db, affiliateId: string, now: Date): Promise<string[]> {
+  const rows = await tx<{ id: string }[]>`
     update affiliate_commissions
-       set status = case when dispute_status = 'lost' then 'clawed_back' else 'available' end, matured_at = greatest(${now}::timestamptz, clock_timestamp())
-     where id = ${id} and status = 'held' and available_at <= ${now}
-     returning *`;
-  return row ?? null;
+       set status = case when dispute_status = 'lost' then 'clawed_back' else 'available' end,
+           matured_at = greatest(${now}::timestamptz, clock_timestamp())
+     where affiliate_id = ${affiliateId} and status = 'held' and available_at <= ${now}
+     returning id`;
+  return rows.map((r) => r.id);
 }
 
-export async function markCommissionWorkflowStarted(db: Db, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return;
-  await db`update affiliate_commissions set workflow_started_at = now() where id = any(${ids as string[]}::uuid[]) and workflow_started_at is null`;
+/** Records (and answers) when the affiliate's maturation looks next: its soonest held commission's available_at, null when none is held. */
+export async function recordMaturationWake(tx: Db, affiliateId: string): Promise<Date | null> {
+  const [row] = await tx<{ wake: Date | null }[]>`
+    update affiliates
+       set maturation_wake_at = (select min(available_at) from affiliate_commissions where affiliate_id = ${affiliateId} and status = 'held')
+     where id = ${affiliateId}
+     returning maturation_wake_at as wake`;
+  return row?.wake ?? null;
 }
 
-/** Held commissions whose workflow was never started (its start was lost with a crash), oldest first. */
-export async function commissionsWithoutWorkflow(db: Db, limit: number): Promise<string[]> {
+/**
+ * After a billing event's commit: the affiliates of these commissions whose maturation would not
+ * look in time by itself (a held one due before the recorded wake, or no wake recorded). Waits on a
+ * maturation holding the affiliate's lock, so it reads the wake that maturation records.
+ */
+export async function affiliatesToWake(db: Db, commissionIds: readonly string[]): Promise<string[]> {
+  if (commissionIds.length === 0) return [];
   const rows = await db<{ id: string }[]>`
-    select id from affiliate_commissions where workflow_started_at is null and status = 'held' order by created_at limit ${limit}`;
+    select a.id
+      from affiliate_commissions c join affiliates a on a.id = c.affiliate_id
+     where c.id = any(${commissionIds as string[]}::uuid[]) and c.status = 'held'
+       and (a.maturation_wake_at is null or a.maturation_wake_at > c.available_at)
+       for share of a`;
+  return [...new Set(rows.map((r) => r.id))];
+}
+
+/**
+ * The sweeper's read (a wake lost with a crash between a commit and its signal): affiliates with
+ * commissions held since before `now - grace` whose recorded wake is missing, later than their
+ * soonest held available_at, or long past (the workflow is gone or stuck). Soonest first.
+ */
+export async function affiliatesWithLostWake(db: Db, now: Date, graceMs: number, limit: number): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`
+    select a.id
+      from (select affiliate_id, min(available_at) as soonest from affiliate_commissions
+             where status = 'held' and created_at < ${now}::timestamptz - make_interval(secs => ${graceMs / 1000})
+             group by affiliate_id) h
+      join affiliates a on a.id = h.affiliate_id
+     where a.maturation_wake_at is null
+        or a.maturation_wake_at > h.soonest
+        or a.maturation_wake_at < ${now}::timestamptz - make_interval(secs => ${graceMs / 1000})
+     order by h.soonest limit ${limit}`;
   return rows.map((r) => r.id);
 }
 

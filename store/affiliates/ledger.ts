@@ -81,6 +81,13 @@ export async function releaseHeldEntries(tx: Db, commissionId: string): Promise<
   return rows.length;
 }
 
+/** Releases the held rows of commissions matured together (decision 047: one statement for all of an affiliate's due commissions). */
+export async function releaseHeldEntriesOf(tx: Db, commissionIds: readonly string[]): Promise<number> {
+  if (commissionIds.length === 0) return 0;
+  const rows = await tx`update affiliate_ledger set held = false where commission_id = any(${commissionIds as string[]}::uuid[]) and held returning id`;
+  return rows.length;
+}
+
 /** The ledger, newest first, a page at a time. */
 export async function ledgerPage(db: Db, affiliateId: string, page: { limit: number; offset: number }): Promise<AffiliateLedgerRow[]> {
   return db<AffiliateLedgerRow[]>`

@@ -1,26 +1,29 @@
 /**
- * Commission maturation on the time-skipping server (issue 20): commission/<id> sleeps until
- * available_at and marks the commission available; a refund inside the holding period claws it back
- * and ends the workflow, a refund after it changes nothing, a dispute claws back and a won one gives
- * it back; and a holding period across a daylight-saving change matures on the right local day.
+ * Commission maturation on the time-skipping server (issue 20, decision 047): the affiliate's
+ * `affiliate-maturation/<id>` workflow, woken the way the webhook wakes it, sleeps until the next
+ * available_at and marks what is due available; a refund inside the holding period claws it back
+ * and it never becomes available, a refund after it changes nothing, a dispute claws back and a won
+ * one gives it back; a holding period across a daylight-saving change matures on the right local
+ * day; many commissions due at one moment mature in one look; and a lost wake is caught by the sweeper.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createCommissionActivities } from '../../activities/affiliates/commission.js';
+import { createAffiliateMaturationActivities } from '../../activities/affiliates/maturation.js';
 import type { BillingEvent } from '../../domain/billing/provider-events.js';
 import { handleBillingEvent } from '../../services/billing/events.js';
 import { affiliateMaturities } from '../../services/affiliates/affiliates.js';
+import { sweepLostMaturationWakes, wakeCommissions } from '../../services/affiliates/maturation.js';
 import { insertAffiliate, insertAffiliateCode } from '../../store/affiliates/affiliates.js';
 import { affiliateBalances } from '../../store/affiliates/ledger.js';
-import { commissionWorkflow } from '../../workflows/affiliates/commission.js';
-import { commissionChangedSignal, commissionWorkflowId } from '../../workflows/affiliates/commission.contract.js';
+import type { affiliateMaturationWorkflow } from '../../workflows/affiliates/affiliate-maturation.js';
+import { affiliateMaturationWorkflowId } from '../../workflows/affiliates/affiliate-maturation.contract.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { useTestStack } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 
 const { stack } = useTestStack({ workspaces: false });
 const taskQueue = 'affiliate-maturation';
-const ctx = useTimeSkippingWorker(taskQueue, () => createCommissionActivities({ sql: stack.sql }));
+const ctx = useTimeSkippingWorker(taskQueue, () => createAffiliateMaturationActivities({ sql: stack.sql }));
 const day = 86_400_000;
 const holding = { holdingMs: 30 * day };
 
@@ -36,8 +39,9 @@ async function referredWorkspace(timeZone = 'UTC') {
   return { affiliateId: affiliate.id, ownerWorkspaceId: owner.workspaceId, workspaceId: referred.workspace_id };
 }
 
-async function pay(workspaceId: string, invoiceId: string, cents: number, terms = holding) {
-  const at = await envNow();
+/** Pays an invoice through the billing event handler and wakes the affiliate's maturation as the webhook does after the commit. */
+async function pay(workspaceId: string, invoiceId: string, cents: number, terms = holding, options: { at?: Date; wake?: boolean } = {}) {
+  const at = options.at ?? (await envNow());
   const event: BillingEvent = {
     ...base('invoice.paid', workspaceId, at),
     kind: 'invoice_paid',
@@ -55,7 +59,9 @@ async function pay(workspaceId: string, invoiceId: string, cents: number, terms 
   const result = await handleBillingEvent(stack.sql, event, terms);
   expect(result.affiliateCommissionIds, result.outcome).toHaveLength(1);
   const commissionId = result.affiliateCommissionIds[0]!;
-  const handle = await ctx.env.client.workflow.start(commissionWorkflow, { taskQueue, workflowId: commissionWorkflowId(commissionId), args: [{ commissionId }] });
+  if (options.wake !== false) await wakeCommissions(ctx.env.client, taskQueue, stack.sql, result.affiliateCommissionIds);
+  const [row] = await stack.sql<{ affiliate_id: string }[]>`select affiliate_id from affiliate_commissions where id = ${commissionId}`;
+  const handle = ctx.env.client.workflow.getHandle<typeof affiliateMaturationWorkflow>(affiliateMaturationWorkflowId(row!.affiliate_id));
   return { commissionId, handle };
 }
 
@@ -79,6 +85,17 @@ function nextSpringForward(after: Date): Date {
 }
 
 const status = async (id: string) => (await stack.sql<{ status: string }[]>`select status from affiliate_commissions where id = ${id}`)[0]!.status;
+const wakeAt = async (affiliateId: string) => (await stack.sql<{ w: Date | null }[]>`select maturation_wake_at as w from affiliates where id = ${affiliateId}`)[0]!.w;
+/** A workflow task runs in real time after a skip: polls (a few seconds at most) until `read` answers `want`. */
+async function eventually<T>(read: () => Promise<T>, want: T): Promise<T> {
+  const deadline = Date.now() + 10_000;
+  let value = await read();
+  while (JSON.stringify(value) !== JSON.stringify(want) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    value = await read();
+  }
+  return value;
+}
 
 describe('commission maturation', () => {
   it('matures at available_at, not a moment before', async () => {
@@ -87,7 +104,10 @@ describe('commission maturation', () => {
     await ctx.env.sleep(30 * day - 60_000);
     expect(await status(commissionId)).toBe('held');
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 980 });
-    expect(await handle.result()).toBe('available');
+    // Nothing else is held: the workflow ends once it matured the commission, its wake cleared.
+    expect(await handle.result()).toEqual({ matured: 1, nextAt: null });
+    expect(await status(commissionId)).toBe('available');
+    expect(await wakeAt(affiliateId)).toBeNull();
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 980, heldCents: 0 });
     // A refund after the holding period leaves the commission as it is.
     const invoice = (await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where id = ${commissionId}`)[0]!.invoice_id;
@@ -101,9 +121,10 @@ describe('commission maturation', () => {
     const invoice = `in_${randomBytes(5).toString('hex')}`;
     const { commissionId, handle } = await pay(workspaceId, invoice, 10000);
     await ctx.env.sleep(30 * day - 1000);
-    await refund(workspaceId, invoice, 10000, 10000);
-    await handle.signal(commissionChangedSignal, { reason: 'refund' });
-    expect(await handle.result()).toBe('clawed_back');
+    const refunded = await refund(workspaceId, invoice, 10000, 10000);
+    // A clawed-back commission is no longer held: the webhook's wake signals no one.
+    expect(await wakeCommissions(ctx.env.client, taskQueue, stack.sql, refunded.affiliateCommissionIds, 'refund')).toBe(0);
+    expect(await handle.result()).toEqual({ matured: 0, nextAt: null });
     await ctx.env.sleep(5 * day);
     expect(await status(commissionId)).toBe('clawed_back');
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
@@ -115,12 +136,11 @@ describe('commission maturation', () => {
     const { handle } = await pay(workspaceId, invoice, 5000);
     await ctx.env.sleep(5 * day);
     await dispute(workspaceId, invoice, 5000, 'open');
-    await handle.signal(commissionChangedSignal, { reason: 'dispute' });
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
     await ctx.env.sleep(5 * day);
     await dispute(workspaceId, invoice, 5000, 'won');
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 0, heldCents: 1000 });
-    expect(await handle.result()).toBe('available');
+    expect(await handle.result()).toEqual({ matured: 1, nextAt: null });
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 1000, heldCents: 0 });
 
     // A closed dispute is never reopened.
@@ -131,7 +151,8 @@ describe('commission maturation', () => {
     const other = await referredWorkspace();
     const second = `in_${randomBytes(5).toString('hex')}`;
     const { commissionId, handle: h2 } = await pay(other.workspaceId, second, 5000);
-    expect(await h2.result()).toBe('available');
+    expect(await h2.result()).toEqual({ matured: 1, nextAt: null });
+    expect(await status(commissionId)).toBe('available');
     expect(await affiliateBalances(stack.sql, other.affiliateId)).toEqual({ availableCents: 1000, heldCents: 0 });
     await dispute(other.workspaceId, second, 5000, 'open');
     expect(await affiliateBalances(stack.sql, other.affiliateId)).toEqual({ availableCents: 0, heldCents: 0 });
@@ -160,7 +181,44 @@ describe('commission maturation', () => {
     expect(new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', weekday: 'short', hour: '2-digit', hourCycle: 'h23' }).format(row!.available_at)).toMatch(/^Mon,? 00$/);
     await ctx.env.sleep(day - 120_000);
     expect(await status(commissionId)).toBe('held');
-    expect(await handle.result()).toBe('available');
+    expect(await handle.result()).toEqual({ matured: 1, nextAt: null });
+    expect(await status(commissionId)).toBe('available');
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 400, heldCents: 0 });
+  });
+
+  it('matures many commissions of one affiliate due at the same moment in one wake', async () => {
+    const { affiliateId, workspaceId } = await referredWorkspace();
+    const at = await envNow();
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i += 1) ids.push((await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 1000, holding, { at })).commissionId);
+    const handle = ctx.env.client.workflow.getHandle<typeof affiliateMaturationWorkflow>(affiliateMaturationWorkflowId(affiliateId));
+    expect(await handle.result()).toEqual({ matured: 20, nextAt: null });
+    const rows = await stack.sql<{ status: string; matured_at: Date }[]>`select status, matured_at from affiliate_commissions where id = any(${ids}::uuid[])`;
+    expect(rows.map((r) => r.status)).toEqual(Array(20).fill('available'));
+    // One look at the workflow's time marked them all (one matured_at), after the one timer that ran to their available_at.
+    expect(new Set(rows.map((r) => r.matured_at.getTime())).size).toBe(1);
+    const events = (await handle.fetchHistory()).events ?? [];
+    expect(events.filter((e) => e.timerFiredEventAttributes)).toHaveLength(1);
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 4000, heldCents: 0 });
+  });
+
+  it('catches a lost wake with the sweeper: a commission due before the recorded wake, whose signal never came', async () => {
+    const { affiliateId, workspaceId } = await referredWorkspace();
+    const first = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 5000);
+    const [late] = await stack.sql<{ available_at: Date }[]>`select available_at from affiliate_commissions where id = ${first.commissionId}`;
+    expect((await eventually(() => wakeAt(affiliateId), late!.available_at))?.getTime()).toBe(late!.available_at.getTime());
+    const sweepAt = async () => ({ now: new Date(Math.max((await envNow()).getTime(), Date.now()) + 1000), graceMs: 0 });
+    // A healthy affiliate is left alone.
+    expect(await sweepLostMaturationWakes(ctx.env.client, taskQueue, stack.sql, await sweepAt())).toBe(0);
+    // A commission held one day, its signal lost (a crash between the commit and the wake).
+    const soon = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 5000, { holdingMs: day }, { wake: false });
+    expect(await sweepLostMaturationWakes(ctx.env.client, taskQueue, stack.sql, await sweepAt())).toBe(1);
+    const [due] = await stack.sql<{ available_at: Date }[]>`select available_at from affiliate_commissions where id = ${soon.commissionId}`;
+    expect((await eventually(() => wakeAt(affiliateId), due!.available_at))?.getTime()).toBe(due!.available_at.getTime());
+    await ctx.env.sleep(day + 60_000);
+    expect(await eventually(() => status(soon.commissionId), 'available')).toBe('available');
+    expect(await status(first.commissionId)).toBe('held');
+    expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 1000, heldCents: 1000 });
+    expect(await first.handle.result()).toEqual({ matured: 2, nextAt: null });
   });
 });
