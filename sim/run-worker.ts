@@ -28,10 +28,15 @@ const { worker } = await createServiceWorker({
   namespace: config.temporalNamespace,
   taskQueue: config.taskQueue,
   bundle: bundlePath ? { code: readFileSync(bundlePath, 'utf8'), sourceMap: '' } : undefined,
+  // WORKER_MAX_CACHED_WORKFLOWS=0 turns sticky queues off: the time-skipping test server never moves
+  // a task off a dead worker's sticky queue, so after a SIGKILL that workflow would wait for good.
+  ...(process.env.WORKER_MAX_CACHED_WORKFLOWS ? { maxCachedWorkflows: Number(process.env.WORKER_MAX_CACHED_WORKFLOWS) } : {}),
 });
 const running = worker.run();
-// As the stack's worker role does: the sweeper of lost step signals runs (decision 046).
-const stopSweeper = keepStepSignalSweeperStarted({
+// As the stack's worker role does: the sweeper of lost step signals runs (decision 046), unless
+// STEP_SIGNAL_SWEEPER=0: on a time-skipping server its 5 s loop turns a skipped month into half a
+// million workflow tasks, so a test skipping months on this worker turns it off.
+const stopSweeper = process.env.STEP_SIGNAL_SWEEPER === '0' ? async () => undefined : keepStepSignalSweeperStarted({
   client: new Client({ connection: await Connection.connect({ address: config.temporalAddress }), namespace: config.temporalNamespace }),
   taskQueue: config.taskQueue,
   onError: (error) => process.stderr.write(`step-signal sweeper not started: ${String(error)}\n`),

@@ -27,6 +27,8 @@ export async function createServiceWorker(options: {
   /** The outside services, built once by the bootstrap (shared with the API); from the environment when omitted. */
   integrations?: Integrations;
   bundle?: WorkflowBundleWithSourceMap;
+  /** Workflows kept in memory between tasks; 0 turns sticky queues off (every task from the shared queue). */
+  maxCachedWorkflows?: number;
 }): Promise<{ worker: Worker; connection: NativeConnection; clientConnection: Connection }> {
   const connection = await NativeConnection.connect({ address: options.address });
   // Activities that start workflows (the account's housekeeping reads) use a client of their own.
@@ -41,6 +43,7 @@ export async function createServiceWorker(options: {
     activities: createActivities({ sql: options.sql, startStep, ...(options.integrations ? { integrations: options.integrations } : {}) }),
     // Let running activities finish on shutdown before they are cancelled.
     shutdownGraceTime: '20 seconds',
+    ...(options.maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows: options.maxCachedWorkflows }),
   });
   return { worker, connection, clientConnection };
 }

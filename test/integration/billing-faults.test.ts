@@ -1,9 +1,11 @@
 /**
- * Billing's fault test (issue 19): workspaces (120 in the suite, 500 with BILLING_FAULT_WORKSPACES) buy packs, a third of them upgrade, and every
- * workspace's monthly grant runs across three periods on the time-skipping server, while the
- * worker (a child process, the service's own worker) is SIGKILLed every couple of seconds and
- * every webhook is delivered twice, in shuffled order. Afterwards: every period granted exactly
- * once at the plan's amount, every pack credited once, every ledger summing to its balance.
+ * Billing's fault test (issue 19): workspaces (120 in `npm test`, 500 in `npm run fault:billing`)
+ * buy packs, a third of them upgrade, and every workspace's monthly grant runs across three periods on the time-skipping server, while the
+ * worker (a child process, the service's own worker) is SIGKILLed every couple of seconds during
+ * the webhooks and the first grants, and twice in each later month's grants, and every webhook is
+ * delivered twice, in shuffled order. Afterwards: every period granted exactly once at the plan's
+ * amount, every pack credited once, every ledger summing to its balance. How it works around the
+ * test server's limits: docs/testing.md.
  */
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { mkdtempSync } from 'node:fs';
@@ -22,7 +24,7 @@ import { freePort } from '../../worker/ports.js';
 import { resolveTool, temporalTestServer } from '../../worker/tools.js';
 import { events, postStripeEvent, webhookSecret, type StripeEventJson } from '../support/billing.js';
 import { useTestStack } from '../support/test-stack.js';
-import { skipTime } from '../support/time-skipping.js';
+import { releaseLeakedTimeLocks, skipTime } from '../support/time-skipping.js';
 
 const { stack } = useTestStack({ workspaces: false });
 // The issue's 500 (BILLING_FAULT_WORKSPACES=500: 250 s here) is too long beside the rest of `npm
@@ -36,7 +38,6 @@ let worker: ServiceProcess;
 let app: Awaited<ReturnType<typeof buildApp>>;
 
 beforeAll(async () => {
-  if (process.env.BILLING_FAULTS !== '1') return;
   const port = await freePort(7390);
   env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) }, port } });
   const logDir = mkdtempSync(join(tmpdir(), 'billing-faults-'));
@@ -51,6 +52,12 @@ beforeAll(async () => {
       TEMPORAL_TASK_QUEUE: taskQueue,
       WORKFLOW_BUNDLE: inject('workflowBundlePath'),
       EXIT_WITH_PARENT: '1',
+      // The pnet sweeper's 5 s loop would make each skipped month half a million tasks.
+      STEP_SIGNAL_SWEEPER: '0',
+      // No sticky queues: the test server never moves a task off a killed worker's sticky queue
+      // (its history names the shared queue, the task waits on the dead one), so that workflow
+      // would wait for good and hold time skipping locked.
+      WORKER_MAX_CACHED_WORKFLOWS: '0',
     }),
     join(logDir, 'worker.log'),
     'worker ready',
@@ -91,9 +98,7 @@ async function inBatches<T>(items: T[], size: number, run: (item: T) => Promise<
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(run));
 }
 
-// Opt-in (BILLING_FAULTS=1, `npm run fault:billing`): on the time-skipping server a sleep started
-// after worker kills sometimes never returns (issue 19's closing note), which would hang the suite.
-describe.skipIf(process.env.BILLING_FAULTS !== '1')('billing under a worker SIGKILLed again and again (BILLING_FAULTS=1 runs it)', () => {
+describe('billing under a worker SIGKILLed again and again', () => {
   it('grants every period once, credits every pack once, and every ledger balances', async () => {
     const ids: string[] = [];
     for (let i = 0; i < workspaces; i += 1) ids.push((await createWorkspace(stack.sql, { name: `Faults ${i}`, plan: 'free' })).id);
@@ -101,17 +106,31 @@ describe.skipIf(process.env.BILLING_FAULTS !== '1')('billing under a worker SIGK
     expect(await startMissingBillingWorkflows(env.client, taskQueue, stack.sql)).toBe(workspaces);
 
     let kills = 0;
+    let lastKillAt = 0;
+    let leaked = 0;
     const killsOn = process.env.BILLING_FAULT_KILLS !== '0';
-    let killing = killsOn;
     const log = (m: string) => process.env.BILLING_FAULT_LOG && console.log(new Date().toISOString(), m);
+    const kill = async () => {
+      await worker.restart('SIGKILL');
+      kills += 1;
+      lastKillAt = Date.now();
+    };
+    let killing = killsOn;
     const killer = (async () => {
       while (killing) {
         await new Promise((r) => setTimeout(r, 2000 + Math.random() * 2000));
-        if (!killing) break;
-        await worker.restart('SIGKILL');
-        kills += 1;
+        if (killing) await kill();
       }
     })();
+    // A task held by a killed worker that times out inside a skip can leave the test server's
+    // time skipping locked for good (its clock then runs at real speed: the hang issue 19's note
+    // recorded; temporalio/sdk-java#2246 is the same lost lock count for activity timeouts). So no
+    // skip starts until every task the killed worker held has timed out with time locked: an
+    // activity's start-to-close (10 s) or a workflow task's timeout (10 s), plus a margin.
+    const quiet = async () => {
+      const wait = lastKillAt + 25_000 - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    };
 
     // Every webhook twice, all of them shuffled: a subscription's events may come before its checkout.
     const deliveries: StripeEventJson[] = [];
@@ -148,26 +167,21 @@ describe.skipIf(process.env.BILLING_FAULTS !== '1')('billing under a worker SIGK
     await settled(0);
     killing = false;
     await killer;
-    await settled(0);
-    if (killsOn) await new Promise((r) => setTimeout(r, 6000));
-    // Three months of workflow time. At a month's start every workspace settles at once. With
-    // BILLING_FAULT_BURST_KILL=1 the worker is also SIGKILLed in the middle of the last month's
-    // burst, and the clock runs at real speed (the dead worker's attempts time out after 10 s and run
-    // again on the next worker) until all have settled. That passed in our runs but, like any sleep on
-    // the time-skipping server started after a kill in a burst, it sometimes hung (the client logs
-    // "rejected by server because of excess pings"), so the suite kills during the webhooks and the
-    // first period's grants only.
+    // Three months of workflow time. Each skip ends with the month's grants still being applied
+    // (activities do not hold the server's clock), and the worker is SIGKILLed twice in that burst.
     for (let month = 1; month <= 3; month += 1) {
-      log(`month ${month}`);
+      await quiet();
+      leaked += await releaseLeakedTimeLocks(env);
+      log(`month ${month}: workspace-billing/${ids[0]} and ${ids.length - 1} more`);
       await skipTime(env, 31 * day);
-      if (killsOn && month === 3 && process.env.BILLING_FAULT_BURST_KILL === '1') {
-        await new Promise((r) => setTimeout(r, 100));
-        await worker.restart('SIGKILL');
-        kills += 1;
+      if (killsOn) {
+        await kill();
+        await new Promise((r) => setTimeout(r, 500));
+        await kill();
       }
       await settled(month);
     }
-    log('settled');
+    log(`settled; ${leaked} leaked time locks released`);
     const now = new Date(await env.currentTimeMs());
     const expectedStarts = (anchor: Date) => {
       const starts: string[] = [];
