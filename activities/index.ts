@@ -26,7 +26,7 @@ import { createDocumentActivities } from './documents/documents.js';
 import { createNotificationActivities } from './notifications/notifications.js';
 import { createSourcingActivities } from './sourcing/index.js';
 import { createAffiliatePayoutActivities } from './affiliates/payouts.js';
-import { createAffiliateMaturationActivities } from './affiliates/maturation.js';
+import { createCommissionMaturationActivities } from './affiliates/maturation.js';
 
 export interface ActivityDeps {
   sql: Sql;
@@ -75,7 +75,7 @@ export function createActivities(deps: ActivityDeps) {
       drive: { integrations, maxBytes: integrations.businessDocuments.maxUploadBytes },
     }),
     ...createBillingActivities({ sql: deps.sql }),
-    ...createAffiliateMaturationActivities({ sql: deps.sql }),
+    ...createCommissionMaturationActivities({ sql: deps.sql }),
     ...createSourcingActivities({ sql: deps.sql, integrations }),
     ...createAffiliatePayoutActivities({ sql: deps.sql, integrations }),
     ...createNotificationActivities({ sql: deps.sql, integrations, mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer) }) };

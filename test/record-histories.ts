@@ -106,9 +106,9 @@ import type { BillingActivities } from '../activities/billing/billing.js';
 import { affiliatePayoutCycleWorkflow } from '../workflows/affiliates/payout-cycle.js';
 import { payoutCycleWorkflowId } from '../workflows/affiliates/payout-cycle.contract.js';
 import type { AffiliatePayoutActivities } from '../activities/affiliates/payouts.js';
-import { affiliateMaturationWorkflow } from '../workflows/affiliates/affiliate-maturation.js';
-import { affiliateMaturationWorkflowId, maturationWakeSignal } from '../workflows/affiliates/affiliate-maturation.contract.js';
-import type { AffiliateMaturationActivities } from '../activities/affiliates/maturation.js';
+import { commissionMaturationWorkflow } from '../workflows/affiliates/commission-maturation.js';
+import { commissionMaturationWorkflowId, maturationWakeSignal } from '../workflows/affiliates/commission-maturation.contract.js';
+import type { CommissionMaturationActivities } from '../activities/affiliates/maturation.js';
 
 const env = await TestWorkflowEnvironment.createTimeSkipping({
   server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
@@ -482,23 +482,23 @@ const payoutFakes = {
     return async () => (sent++ === 0 ? { done: false, batchId: 'b-1', sent: 3, failed: 0, requeued: 0 } : { done: true, batchId: null, sent: 0, failed: 0, requeued: 0 });
   })(),
 } satisfies Partial<AffiliatePayoutActivities>;
-// An affiliate's maturation: a commission held 30 days, a signal for one made due in 2 days (its
-// wake), that one matured at its time, and the run (3 loops) continues as new; the next run
-// matures the first at day 30 and ends with nothing held.
+// A maturation shard: a commission held 30 days, a signal for one made due in 2 days (its wake),
+// that one matured at its time, and the run (3 looks) continues as new; the next run matures the
+// first at day 30 and ends with nothing held.
 const maturationLooks = { n: 0, start: 0 };
 const maturationFakes = {
-  matureDueCommissions: async ({ now }: { affiliateId: string; now: string }) => {
+  matureDueCommissions: async ({ now }: { shard: number; now: string }) => {
     maturationLooks.n += 1;
     if (maturationLooks.n === 1) maturationLooks.start = Date.parse(now);
     const at = (days: number) => new Date(maturationLooks.start + days * 86_400_000).toISOString();
     const looks = [
-      { matured: 0, nextAt: at(30), gone: false },
-      { matured: 0, nextAt: at(2), gone: false },
-      { matured: 1, nextAt: at(30), gone: false },
+      { matured: 0, nextAt: at(30) },
+      { matured: 0, nextAt: at(2) },
+      { matured: 1, nextAt: at(30) },
     ];
-    return looks[maturationLooks.n - 1] ?? { matured: 1, nextAt: null, gone: false };
+    return looks[maturationLooks.n - 1] ?? { matured: 1, nextAt: null };
   },
-} satisfies Partial<AffiliateMaturationActivities>;
+} satisfies Partial<CommissionMaturationActivities>;
 // The activities answer as the real ones would, without a database.
 const worker = await Worker.create({
   connection: env.nativeConnection,
@@ -806,7 +806,7 @@ await worker.runUntil(async () => {
   await env.sleep('32 days');
   await billing.signal(billingChangedSignal);
   await billing.result();
-  const maturation = await env.client.workflow.start(affiliateMaturationWorkflow, { taskQueue, workflowId: affiliateMaturationWorkflowId('recorded'), args: [{ affiliateId: 'recorded', loopsPerRun: 3 }] });
+  const maturation = await env.client.workflow.start(commissionMaturationWorkflow, { taskQueue, workflowId: commissionMaturationWorkflowId(3), args: [{ shard: 3, loopsPerRun: 3 }] });
   await env.sleep('1 hour');
   await maturation.signal(maturationWakeSignal, { reason: 'created' });
   await maturation.result();
@@ -849,8 +849,8 @@ await worker.runUntil(async () => {
     ['workspace-billing-granted-woken-closed', billing],
     ['step-signal-sweeper-three-turns', sweeper],
     ['affiliate-payout-cycle-paged-sent-followed', payoutCycle],
-    ['affiliate-maturation-woken-matured-continued-as-new', maturationFirstRun],
-    ['affiliate-maturation-matured-then-ended', maturation],
+    ['commission-maturation-woken-matured-continued-as-new', maturationFirstRun],
+    ['commission-maturation-matured-then-ended', maturation],
   ] as const;
   // Histories already recorded stay as they are: they are the archive that today's code must
   // still replay. Only new ones are written (or all with --force).

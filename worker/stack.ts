@@ -12,7 +12,7 @@ import { buildApp } from '../api/app.js';
 import { findLiveKey } from '../store/platform/api-keys.js';
 import { keepBillingWorkflowsStarted } from '../services/billing/billing-client.js';
 import { keepPayoutScheduleEnsured } from '../services/affiliates/payouts-client.js';
-import { keepAffiliateMaturationsWoken } from '../services/affiliates/maturation.js';
+import { keepCommissionMaturationsWoken } from '../services/affiliates/maturation.js';
 import { keepStepSignalSweeperStarted } from '../services/pnet/browser-step-client.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { migrate } from '../db/migrate.js';
@@ -175,13 +175,13 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
           log.warn({ err: error }, 'affiliate payout schedule not made; retrying in a minute'),
         ),
       );
-      // Affiliates' maturation wakes lost between an event's commit and its signal (decision 047).
+      // Commission maturation wakes lost between an event's commit and its signal (decision 047).
       stops.push(
-        keepAffiliateMaturationsWoken({
+        keepCommissionMaturationsWoken({
           client: new Client({ connection, namespace: config.temporalNamespace }),
           taskQueue: config.taskQueue,
           sql,
-          onError: (error) => log.warn({ err: error }, 'affiliate maturations not woken; retrying in 10 s'),
+          onError: (error) => log.warn({ err: error }, 'commission maturations not woken; retrying in 10 s'),
         }),
       );
       // Signals of browsers' step transitions lost with an API process are sent again (decision 046).

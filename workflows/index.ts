@@ -17,7 +17,7 @@ export { assistantTurnWorkflow } from './assistant/assistant-turn.js';
 export { chatAttachmentWorkflow } from './assistant/chat-attachment.js';
 export { documentWorkflow } from './documents/document.js';
 export { workspaceBillingWorkflow } from './billing/workspace-billing.js';
-export { affiliateMaturationWorkflow } from './affiliates/affiliate-maturation.js';
+export { commissionMaturationWorkflow } from './affiliates/commission-maturation.js';
 export { leadSearchWorkflow } from './sourcing/lead-search.js';
 export { importRunWorkflow, writeBackWorkflow } from './sourcing/imports.js';
 export { subdomainDiscoveryWorkflow } from './sourcing/subdomains.js';

@@ -1,45 +1,45 @@
 /**
- * Maturing an affiliate's due commissions at the workflow's time, and waking affiliates'
- * maturation workflows (decision 047: one `affiliate-maturation/<affiliateId>` per affiliate).
+ * Maturing a shard's due commissions at the workflow's time, and waking the maturation workflows
+ * (decision 047: one `commission-maturation/<shard>` per shard of affiliates).
  */
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
-import { affiliatesToWake, affiliatesWithLostWake, lockAffiliateForMaturation, matureDueCommissionsOf, recordMaturationWake } from '../../store/affiliates/commissions.js';
+import { lockMaturationShard, matureDueCommissionsOfShard, recordShardWake, shardsToWake, shardsWithLostWake } from '../../store/affiliates/commissions.js';
 import { releaseHeldEntriesOf } from '../../store/affiliates/ledger.js';
-import { affiliateMaturationWorkflow } from '../../workflows/affiliates/affiliate-maturation.js';
+import { commissionMaturationWorkflow } from '../../workflows/affiliates/commission-maturation.js';
 import {
-  affiliateMaturationWorkflowId,
+  commissionMaturationWorkflowId,
   maturationWakeSignal,
-  type AffiliateMaturationInput,
+  type CommissionMaturationInput,
   type MaturationLook,
-} from '../../workflows/affiliates/affiliate-maturation.contract.js';
+} from '../../workflows/affiliates/commission-maturation.contract.js';
 
 type WakeReason = 'created' | 'refund' | 'dispute' | 'sweeper';
 
 /**
- * One look of the affiliate's maturation, in one transaction: the affiliate's lock, every held
- * commission due at `now` marked available (compare-and-set), their held ledger rows released, and
- * the next held commission's available_at recorded as the affiliate's wake and answered.
+ * One look of a shard's maturation, in one transaction: the shard's lock, every held commission
+ * due at `now` marked available (compare-and-set), their held ledger rows released, and the next
+ * held commission's available_at recorded as the shard's wake and answered.
  */
-export async function matureDueCommissions(sql: Sql, affiliateId: string, now: Date): Promise<MaturationLook> {
+export async function matureDueCommissions(sql: Sql, shard: number, now: Date): Promise<MaturationLook> {
   return sql.begin(async (tx) => {
-    if (!(await lockAffiliateForMaturation(tx, affiliateId))) return { matured: 0, nextAt: null, gone: true };
-    const matured = await matureDueCommissionsOf(tx, affiliateId, now);
+    await lockMaturationShard(tx, shard);
+    const matured = await matureDueCommissionsOfShard(tx, shard, now);
     // A statement of its own: it sees a clawback a refund committed while the update waited on its commission.
     await releaseHeldEntriesOf(tx, matured);
-    const next = await recordMaturationWake(tx, affiliateId);
-    return { matured: matured.length, nextAt: next?.toISOString() ?? null, gone: false };
+    const next = await recordShardWake(tx, shard);
+    return { matured: matured.length, nextAt: next?.toISOString() ?? null };
   }) as Promise<MaturationLook>;
 }
 
-/** Signal-with-start these affiliates' maturation workflows (a new run starts when none is running). */
-export async function wakeAffiliateMaturations(client: Client, taskQueue: string, affiliateIds: readonly string[], reason: WakeReason): Promise<void> {
+/** Signal-with-start these shards' maturation workflows (a new run starts when none is running). */
+export async function wakeMaturationShards(client: Client, taskQueue: string, shards: readonly number[], reason: WakeReason): Promise<void> {
   await Promise.all(
-    affiliateIds.map((affiliateId) =>
-      client.workflow.signalWithStart(affiliateMaturationWorkflow, {
+    shards.map((shard) =>
+      client.workflow.signalWithStart(commissionMaturationWorkflow, {
         taskQueue,
-        workflowId: affiliateMaturationWorkflowId(affiliateId),
-        args: [{ affiliateId }] as [AffiliateMaturationInput],
+        workflowId: commissionMaturationWorkflowId(shard),
+        args: [{ shard }] as [CommissionMaturationInput],
         signal: maturationWakeSignal,
         signalArgs: [{ reason }],
       }),
@@ -48,27 +48,26 @@ export async function wakeAffiliateMaturations(client: Client, taskQueue: string
 }
 
 /**
- * After a billing event's commit, for the commissions it made or moved: wakes only the affiliates
- * whose maturation would not look in time by itself (no wake recorded, or one later than a held
+ * After a billing event's commit, for the commissions it made or moved: wakes only the shards whose
+ * maturation would not look in time by itself (no wake recorded, or one later than a held
  * commission's available_at). With a fixed holding period a new commission matures after the held
- * ones, so a busy affiliate needs no signal. Answers how many affiliates it signalled.
+ * ones, so a busy shard needs no signal. Answers how many shards it signalled.
  */
 export async function wakeCommissions(client: Client, taskQueue: string, sql: Sql, commissionIds: readonly string[], reason: WakeReason = 'created'): Promise<number> {
-  const affiliateIds = await affiliatesToWake(sql, commissionIds);
-  await wakeAffiliateMaturations(client, taskQueue, affiliateIds, reason);
-  return affiliateIds.length;
+  const shards = await shardsToWake(sql, commissionIds);
+  await wakeMaturationShards(client, taskQueue, shards, reason);
+  return shards.length;
 }
 
-/** Signals every affiliate whose wake was lost (affiliatesWithLostWake). Answers how many. */
-export async function sweepLostMaturationWakes(client: Client, taskQueue: string, sql: Sql, options: { now?: Date; graceMs?: number; batch?: number } = {}): Promise<number> {
-  const batch = options.batch ?? 500;
-  const ids = await affiliatesWithLostWake(sql, options.now ?? new Date(), options.graceMs ?? 30_000, batch);
-  await wakeAffiliateMaturations(client, taskQueue, ids, 'sweeper');
-  return ids.length;
+/** Signals every shard whose wake was lost (shardsWithLostWake). Answers how many. */
+export async function sweepLostMaturationWakes(client: Client, taskQueue: string, sql: Sql, options: { now?: Date; graceMs?: number } = {}): Promise<number> {
+  const shards = await shardsWithLostWake(sql, options.now ?? new Date(), options.graceMs ?? 30_000);
+  await wakeMaturationShards(client, taskQueue, shards, 'sweeper');
+  return shards.length;
 }
 
 /** Runs sweepLostMaturationWakes now and every `everyMs` (10 s); answers the function that stops it. */
-export function keepAffiliateMaturationsWoken(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
+export function keepCommissionMaturationsWoken(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
   let running: Promise<unknown> = Promise.resolve();
   const sweep = () => {
     running = sweepLostMaturationWakes(input.client, input.taskQueue, input.sql).catch(input.onError);

@@ -36,6 +36,8 @@ export interface CommissionRow {
   refund_clawed_cents: number;
   dispute_status: 'open' | 'won' | 'lost' | null;
   dispute_clawed_cents: number;
+  /** The maturation shard (decision 047), from the affiliate. */
+  maturation_shard: number;
   created_at: Date;
 }
 
@@ -117,73 +119,71 @@ export async function setDispute(tx: Db, id: string, from: string | null, to: 'o
 }
 
 /**
- * Maturation (decision 047) takes the affiliate's row lock first, in a statement of its own, so the
+ * Maturation (decision 047) takes its shard's row lock first, in a statement of its own, so the
  * statements after it see every commission committed before it, and a webhook's wake check after
- * its commit (affiliatesToWake, which waits on that lock) sees the wake this transaction records.
- * False when the affiliate no longer exists.
+ * its commit (shardsToWake, which waits on that lock) reads the wake this transaction records.
  */
-export async function lockAffiliateForMaturation(tx: Db, affiliateId: string): Promise<boolean> {
-  const rows = await tx`select id from affiliates where id = ${affiliateId} for no key update`;
-  return rows.length === 1;
+export async function lockMaturationShard(tx: Db, shard: number): Promise<void> {
+  await tx`select shard from affiliate_maturation_shards where shard = ${shard} for no key update`;
 }
 
 /**
- * Matures every held commission of the affiliate due at `now` in one set-based compare-and-set
+ * Matures every held commission of the shard due at `now` in one set-based compare-and-set
  * (held -> available, or clawed_back when its dispute was lost while it was held). Answers their ids.
  */
-export async function matureDueCommissionsOf(tx: Db, affiliateId: string, now: Date): Promise<string[]> {
+export async function matureDueCommissionsOfShard(tx: Db, shard: number, now: Date): Promise<string[]> {
   const rows = await tx<{ id: string }[]>`
     update affiliate_commissions
        set status = case when dispute_status = 'lost' then 'clawed_back' else 'available' end,
            matured_at = greatest(${now}::timestamptz, clock_timestamp())
-     where affiliate_id = ${affiliateId} and status = 'held' and available_at <= ${now}
+     where maturation_shard = ${shard} and status = 'held' and available_at <= ${now}
      returning id`;
   return rows.map((r) => r.id);
 }
 
-/** Records (and answers) when the affiliate's maturation looks next: its soonest held commission's available_at, null when none is held. */
-export async function recordMaturationWake(tx: Db, affiliateId: string): Promise<Date | null> {
+/** Records (and answers) when the shard's maturation looks next: its soonest held commission's available_at, null when none is held. */
+export async function recordShardWake(tx: Db, shard: number): Promise<Date | null> {
   const [row] = await tx<{ wake: Date | null }[]>`
-    update affiliates
-       set maturation_wake_at = (select min(available_at) from affiliate_commissions where affiliate_id = ${affiliateId} and status = 'held')
-     where id = ${affiliateId}
-     returning maturation_wake_at as wake`;
+    update affiliate_maturation_shards
+       set wake_at = (select min(available_at) from affiliate_commissions where maturation_shard = ${shard} and status = 'held')
+     where shard = ${shard}
+     returning wake_at as wake`;
   return row?.wake ?? null;
 }
 
 /**
- * After a billing event's commit: the affiliates of these commissions whose maturation would not
- * look in time by itself (a held one due before the recorded wake, or no wake recorded). Waits on a
- * maturation holding the affiliate's lock, so it reads the wake that maturation records.
+ * After a billing event's commit: the shards of these commissions whose maturation would not look
+ * in time by itself (a held one due before the recorded wake, or no wake recorded). Waits on a look
+ * holding the shard's lock, so it reads the wake that look records.
  */
-export async function affiliatesToWake(db: Db, commissionIds: readonly string[]): Promise<string[]> {
+export async function shardsToWake(db: Db, commissionIds: readonly string[]): Promise<number[]> {
   if (commissionIds.length === 0) return [];
-  const rows = await db<{ id: string }[]>`
-    select a.id
-      from affiliate_commissions c join affiliates a on a.id = c.affiliate_id
+  const rows = await db<{ shard: number }[]>`
+    select s.shard
+      from affiliate_commissions c join affiliate_maturation_shards s on s.shard = c.maturation_shard
      where c.id = any(${commissionIds as string[]}::uuid[]) and c.status = 'held'
-       and (a.maturation_wake_at is null or a.maturation_wake_at > c.available_at)
-       for share of a`;
-  return [...new Set(rows.map((r) => r.id))];
+       and (s.wake_at is null or s.wake_at > c.available_at)
+       for share of s`;
+  return [...new Set(rows.map((r) => r.shard))];
 }
 
 /**
- * The sweeper's read (a wake lost with a crash between a commit and its signal): affiliates with
+ * The sweeper's read (a wake lost with a crash between a commit and its signal): shards with
  * commissions held since before `now - grace` whose recorded wake is missing, later than their
- * soonest held available_at, or long past (the workflow is gone or stuck). Soonest first.
+ * soonest held available_at, or long past (the workflow is gone or stuck).
  */
-export async function affiliatesWithLostWake(db: Db, now: Date, graceMs: number, limit: number): Promise<string[]> {
-  const rows = await db<{ id: string }[]>`
-    select a.id
-      from (select affiliate_id, min(available_at) as soonest from affiliate_commissions
+export async function shardsWithLostWake(db: Db, now: Date, graceMs: number): Promise<number[]> {
+  const rows = await db<{ shard: number }[]>`
+    select s.shard
+      from (select maturation_shard, min(available_at) as soonest from affiliate_commissions
              where status = 'held' and created_at < ${now}::timestamptz - make_interval(secs => ${graceMs / 1000})
-             group by affiliate_id) h
-      join affiliates a on a.id = h.affiliate_id
-     where a.maturation_wake_at is null
-        or a.maturation_wake_at > h.soonest
-        or a.maturation_wake_at < ${now}::timestamptz - make_interval(secs => ${graceMs / 1000})
-     order by h.soonest limit ${limit}`;
-  return rows.map((r) => r.id);
+             group by maturation_shard) h
+      join affiliate_maturation_shards s on s.shard = h.maturation_shard
+     where s.wake_at is null
+        or s.wake_at > h.soonest
+        or s.wake_at < ${now}::timestamptz - make_interval(secs => ${graceMs / 1000})
+     order by s.shard`;
+  return rows.map((r) => r.shard);
 }
 
 /** A payment's refunded total and dispute as billing recorded them (billing_payments). */

@@ -1,6 +1,6 @@
 /**
- * Commission maturation on the time-skipping server (issue 20, decision 047): the affiliate's
- * `affiliate-maturation/<id>` workflow, woken the way the webhook wakes it, sleeps until the next
+ * Commission maturation on the time-skipping server (issue 20, decision 047): the shard's
+ * `commission-maturation/<shard>` workflow, woken the way the webhook wakes it, sleeps until the next
  * available_at and marks what is due available; a refund inside the holding period claws it back
  * and it never becomes available, a refund after it changes nothing, a dispute claws back and a won
  * one gives it back; a holding period across a daylight-saving change matures on the right local
@@ -8,22 +8,22 @@
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createAffiliateMaturationActivities } from '../../activities/affiliates/maturation.js';
+import { createCommissionMaturationActivities } from '../../activities/affiliates/maturation.js';
 import type { BillingEvent } from '../../domain/billing/provider-events.js';
 import { handleBillingEvent } from '../../services/billing/events.js';
 import { affiliateMaturities } from '../../services/affiliates/affiliates.js';
 import { sweepLostMaturationWakes, wakeCommissions } from '../../services/affiliates/maturation.js';
 import { insertAffiliate, insertAffiliateCode } from '../../store/affiliates/affiliates.js';
 import { affiliateBalances } from '../../store/affiliates/ledger.js';
-import type { affiliateMaturationWorkflow } from '../../workflows/affiliates/affiliate-maturation.js';
-import { affiliateMaturationWorkflowId } from '../../workflows/affiliates/affiliate-maturation.contract.js';
+import type { commissionMaturationWorkflow } from '../../workflows/affiliates/commission-maturation.js';
+import { commissionMaturationWorkflowId } from '../../workflows/affiliates/commission-maturation.contract.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { useTestStack } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 
 const { stack } = useTestStack({ workspaces: false });
 const taskQueue = 'affiliate-maturation';
-const ctx = useTimeSkippingWorker(taskQueue, () => createAffiliateMaturationActivities({ sql: stack.sql }));
+const ctx = useTimeSkippingWorker(taskQueue, () => createCommissionMaturationActivities({ sql: stack.sql }));
 const day = 86_400_000;
 const holding = { holdingMs: 30 * day };
 
@@ -60,9 +60,7 @@ async function pay(workspaceId: string, invoiceId: string, cents: number, terms 
   expect(result.affiliateCommissionIds, result.outcome).toHaveLength(1);
   const commissionId = result.affiliateCommissionIds[0]!;
   if (options.wake !== false) await wakeCommissions(ctx.env.client, taskQueue, stack.sql, result.affiliateCommissionIds);
-  const [row] = await stack.sql<{ affiliate_id: string }[]>`select affiliate_id from affiliate_commissions where id = ${commissionId}`;
-  const handle = ctx.env.client.workflow.getHandle<typeof affiliateMaturationWorkflow>(affiliateMaturationWorkflowId(row!.affiliate_id));
-  return { commissionId, handle };
+  return { commissionId, handle: await shardWorkflow(commissionId) };
 }
 
 async function refund(workspaceId: string, paymentId: string, amount: number, refunded: number) {
@@ -85,7 +83,13 @@ function nextSpringForward(after: Date): Date {
 }
 
 const status = async (id: string) => (await stack.sql<{ status: string }[]>`select status from affiliate_commissions where id = ${id}`)[0]!.status;
-const wakeAt = async (affiliateId: string) => (await stack.sql<{ w: Date | null }[]>`select maturation_wake_at as w from affiliates where id = ${affiliateId}`)[0]!.w;
+const shardOf = async (commissionId: string) => (await stack.sql<{ s: number }[]>`select maturation_shard as s from affiliate_commissions where id = ${commissionId}`)[0]!.s;
+/** The maturation workflow of the commission's shard (its affiliate's). */
+const shardWorkflow = async (commissionId: string) =>
+  ctx.env.client.workflow.getHandle<typeof commissionMaturationWorkflow>(commissionMaturationWorkflowId(await shardOf(commissionId)));
+/** The wake the commission's shard recorded. */
+const wakeAt = async (commissionId: string) =>
+  (await stack.sql<{ w: Date | null }[]>`select wake_at as w from affiliate_maturation_shards where shard = ${await shardOf(commissionId)}`)[0]!.w;
 /** A workflow task runs in real time after a skip: polls (a few seconds at most) until `read` answers `want`. */
 async function eventually<T>(read: () => Promise<T>, want: T): Promise<T> {
   const deadline = Date.now() + 10_000;
@@ -107,7 +111,7 @@ describe('commission maturation', () => {
     // Nothing else is held: the workflow ends once it matured the commission, its wake cleared.
     expect(await handle.result()).toEqual({ matured: 1, nextAt: null });
     expect(await status(commissionId)).toBe('available');
-    expect(await wakeAt(affiliateId)).toBeNull();
+    expect(await wakeAt(commissionId)).toBeNull();
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 980, heldCents: 0 });
     // A refund after the holding period leaves the commission as it is.
     const invoice = (await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where id = ${commissionId}`)[0]!.invoice_id;
@@ -191,7 +195,7 @@ describe('commission maturation', () => {
     const at = await envNow();
     const ids: string[] = [];
     for (let i = 0; i < 20; i += 1) ids.push((await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 1000, holding, { at })).commissionId);
-    const handle = ctx.env.client.workflow.getHandle<typeof affiliateMaturationWorkflow>(affiliateMaturationWorkflowId(affiliateId));
+    const handle = await shardWorkflow(ids[0]!);
     expect(await handle.result()).toEqual({ matured: 20, nextAt: null });
     const rows = await stack.sql<{ status: string; matured_at: Date }[]>`select status, matured_at from affiliate_commissions where id = any(${ids}::uuid[])`;
     expect(rows.map((r) => r.status)).toEqual(Array(20).fill('available'));
@@ -206,15 +210,15 @@ describe('commission maturation', () => {
     const { affiliateId, workspaceId } = await referredWorkspace();
     const first = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 5000);
     const [late] = await stack.sql<{ available_at: Date }[]>`select available_at from affiliate_commissions where id = ${first.commissionId}`;
-    expect((await eventually(() => wakeAt(affiliateId), late!.available_at))?.getTime()).toBe(late!.available_at.getTime());
+    expect((await eventually(() => wakeAt(first.commissionId), late!.available_at))?.getTime()).toBe(late!.available_at.getTime());
     const sweepAt = async () => ({ now: new Date(Math.max((await envNow()).getTime(), Date.now()) + 1000), graceMs: 0 });
-    // A healthy affiliate is left alone.
+    // A healthy shard is left alone.
     expect(await sweepLostMaturationWakes(ctx.env.client, taskQueue, stack.sql, await sweepAt())).toBe(0);
     // A commission held one day, its signal lost (a crash between the commit and the wake).
     const soon = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 5000, { holdingMs: day }, { wake: false });
     expect(await sweepLostMaturationWakes(ctx.env.client, taskQueue, stack.sql, await sweepAt())).toBe(1);
     const [due] = await stack.sql<{ available_at: Date }[]>`select available_at from affiliate_commissions where id = ${soon.commissionId}`;
-    expect((await eventually(() => wakeAt(affiliateId), due!.available_at))?.getTime()).toBe(due!.available_at.getTime());
+    expect((await eventually(() => wakeAt(soon.commissionId), due!.available_at))?.getTime()).toBe(due!.available_at.getTime());
     await ctx.env.sleep(day + 60_000);
     expect(await eventually(() => status(soon.commissionId), 'available')).toBe('available');
     expect(await status(first.commissionId)).toBe('held');

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { runAdmin } from '../support/admin.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { affiliateBalances } from '../../store/affiliates/ledger.js';
-import { affiliateMaturationWorkflowId } from '../../workflows/affiliates/affiliate-maturation.contract.js';
+import { commissionMaturationWorkflowId } from '../../workflows/affiliates/commission-maturation.contract.js';
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
@@ -174,8 +174,9 @@ describe('attribution and money from billing events', () => {
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 980 });
     const read = (await call(ws, 'GET', '/affiliate/')).json();
     expect(read).toMatchObject({ held_cents: 980, available_cents: 0 });
-    // The webhook woke the affiliate's maturation workflow after the commit (decision 047).
-    expect((await stack.client.workflow.getHandle(affiliateMaturationWorkflowId(affiliate.id)).describe()).status.name).toBe('RUNNING');
+    // The webhook woke the maturation workflow of the commission's shard after the commit (decision 047).
+    const [{ shard }] = await stack.sql<[{ shard: number }]>`select maturation_shard as shard from affiliate_commissions where invoice_id = ${invoice}`;
+    expect((await stack.client.workflow.getHandle(commissionMaturationWorkflowId(shard)).describe()).status.name).toBe('RUNNING');
     const maturities = (await call(ws, 'GET', '/affiliate/maturities/')).json().maturities;
     expect(maturities).toEqual([{ day: expect.any(String), amount_cents: 980, running_available_cents: 980 }]);
 

@@ -61,9 +61,9 @@ export const billingWebhookRoutes =
         }
         const result = await handleBillingEvent(deps.sql, event, deps.integrations.affiliates);
         if (result.affiliateCommissionIds.length > 0) {
-          // After the commit, only affiliates whose maturation would not look in time (decision 047); a lost wake is caught by the worker's sweeper.
+          // After the commit, only maturation shards that would not look in time (decision 047); a lost wake is caught by the worker's sweeper.
           await wakeCommissions(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.affiliateCommissionIds, event.kind === 'dispute' ? 'dispute' : event.kind === 'charge_refunded' ? 'refund' : 'created').catch(
-            (error: unknown) => request.log.warn({ err: error }, 'affiliate maturations not woken'),
+            (error: unknown) => request.log.warn({ err: error }, 'commission maturations not woken'),
           );
         }
         if (!result.duplicate && result.workspaceId) {
