@@ -2,26 +2,24 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { commitWith, transaction, type Sql } from '../../db/sql.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { decideLapse, decideLease, terminalStatuses } from '../../domain/pnet/settle.js';
+import { terminalStatuses } from '../../domain/pnet/settle.js';
+import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import type { StepTransitionResult } from '../../domain/pnet/agent.js';
 import { signalStepWorkflow } from '../../services/pnet/browser-step-client.js';
+import { expireClaimAt, type ClaimLook } from '../../services/pnet/step-transitions.js';
 import {
   approveWaiting,
   cancelWaiting,
   conflict,
   failMissedWindow,
   findStep,
-  holdEnd,
   holdStepCredits,
   iso,
-  lockClaim,
   markSignalsResent,
-  recordLapse,
+  overdueClaims,
   refusal,
   rejectWaiting,
   requeueFailed,
-  resumeEnabledOf,
-  returnUsageUnit,
   stepHoldEnd,
   stepsWithSignalDue,
   takeStepChange,
@@ -75,13 +73,26 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
     },
 
     /**
-     * The sweeper's turn (workflows/pnet/step-signals.ts): signals again, starting it if it is not
-     * running, every step's workflow that has not read a change for `graceSeconds`, because its
-     * signal was lost with its API process or Temporal was unreachable. Each is marked anew, so a
-     * workflow slow to read (its worker down) is signalled once per grace, not on every turn.
+     * The sweeper's turn (workflows/pnet/step-signals.ts), at the sweeper's `now`:
+     * - claims whose lease ended more than `graceSeconds` ago are lapsed here, as their own lease
+     *   timer would (expireClaimAt), because that timer is late (its worker was down and is
+     *   catching up) or was never set (the claim's signal was lost);
+     * - then every step's workflow that has not read a change for `graceSeconds` (its signal lost
+     *   with its API process, or Temporal unreachable), and every one lapsed here, is signalled,
+     *   started if it is not running. Each is marked anew, so a workflow slow to read is signalled
+     *   once per grace, not on every turn.
+     * Answers how many steps it lapsed or signalled.
      */
-    async resendStepSignals({ graceSeconds, limit }: { graceSeconds: number; limit: number }): Promise<number> {
-      const rows = await stepsWithSignalDue(sql, graceSeconds, limit);
+    async resendStepSignals({ graceSeconds, limit, now }: { graceSeconds: number; limit: number; now?: string }): Promise<number> {
+      const at = now ? new Date(now) : new Date();
+      const lapsed: string[] = [];
+      for (const claim of await overdueClaims(sql, at, claimLeaseSeconds, graceSeconds, limit)) {
+        const look = await expireClaimAt(sql, { stepId: claim.id, claimedAt: claim.claimed_at.toISOString(), now: at, tell: true });
+        if (look.status !== 'claimed') lapsed.push(claim.id);
+      }
+      const due = await stepsWithSignalDue(sql, graceSeconds, limit);
+      const told = new Set(due.map((row) => row.id));
+      const rows = [...due, ...(await Promise.all(lapsed.filter((id) => !told.has(id)).map((id) => findStep(sql, id)))).filter((row) => row !== undefined)];
       if (rows.length === 0) return 0;
       const { client, info } = Context.current();
       await Promise.all(rows.map((row) => signalStepWorkflow(client, info.taskQueue, row)));
@@ -103,39 +114,9 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
       });
     },
 
-    /**
-     * A claim whose browser went silent. A housekeeping read goes back in line (it acted on
-     * nothing). Anything else may have acted: with resume on it comes back `resuming` (handed only
-     * to a browser that looks first), else it fails with claim_expired for a person to retry; the
-     * third cut-off ends it as interrupted_repeatedly. A failure returns the credit hold.
-     *
-     * The lease timer fired. A claim its running browser renewed since (`lease_renewed_at`, written
-     * by check-ins) lives on: the answer is `claimed` with the lease's new end, and the workflow
-     * sleeps to it. `now` is the workflow's clock.
-     */
-    async expireClaim({
-      stepId,
-      claimedAt,
-      now,
-    }: {
-      stepId: string;
-      claimedAt: string;
-      now?: string;
-    }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null; leaseUntil?: string }> {
-      return transaction(sql, async (tx) => {
-        // Guarded by the claim: a claim settled, released or claimed again since answers where the step is.
-        const step = await lockClaim(tx, stepId, claimedAt);
-        if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
-        const lease = decideLease({ claimed_at: step.claimed_at!, lease_renewed_at: step.lease_renewed_at }, now ? new Date(now) : new Date());
-        if (lease.kind === 'lives') return { status: 'claimed' as const, leaseUntil: lease.leaseUntil.toISOString() };
-        // Read only once the lease has lapsed: a renewed claim costs the timer one statement.
-        const lapse = decideLapse(step, await resumeEnabledOf(tx, step.account_id));
-        await recordLapse(tx, stepId, lapse);
-        // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
-        if (lapse.returnUsageUnit) await returnUsageUnit(tx, step);
-        const answer = { status: lapse.status, errorCode: lapse.errorCode };
-        return lapse.credits === 'release' ? commitWith(holdEnd(tx, step.credit_hold_id!, 'release'), () => answer) : answer;
-      });
+    /** The lease timer fired (services/pnet/step-transitions.ts expireClaimAt); `now` is the workflow's clock. */
+    async expireClaim({ stepId, claimedAt, now }: { stepId: string; claimedAt: string; now?: string }): Promise<ClaimLook> {
+      return expireClaimAt(sql, { stepId, claimedAt, now: now ? new Date(now) : new Date() });
     },
 
     /**

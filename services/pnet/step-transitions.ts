@@ -7,7 +7,8 @@
  */
 import { commitWith, transaction, type Sql } from '../../db/sql.js';
 import type { BrowserStep } from '../../domain/pnet/steps.js';
-import { decideSettle } from '../../domain/pnet/settle.js';
+import { decideLapse, decideLease, decideSettle } from '../../domain/pnet/settle.js';
+import type { StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import { recordPnetRead } from '../../store/inbox/messages.js';
 import { recordCheck } from '../../store/pnet/checks.js';
@@ -17,11 +18,15 @@ import {
   conflict,
   countUsageAgain,
   failureOf,
+  findStep,
   holdEnd,
+  lockClaim,
   lockClaimedStep,
   lockStep,
+  recordLapse,
   recordResult,
   requeueReleased,
+  resumeEnabledOf,
   returnUsageUnit,
   toBrowserStep,
   type ClaimInput,
@@ -69,5 +74,38 @@ export function releaseClaim(sql: Sql, { stepId, claimedAt }: { stepId: string; 
     if (!step) throw conflict('The step is not claimed under that claim any more.');
     await returnUsageUnit(tx, step);
     return { step: toBrowserStep(await requeueReleased(tx, stepId)) };
+  });
+}
+
+export interface ClaimLook {
+  status: StoredStepStatus;
+  errorCode?: StepErrorCode | null;
+  /** The claim lives on (its running browser renewed it): when its lease now ends. */
+  leaseUntil?: string;
+}
+
+/**
+ * A claim whose lease may have ended, looked at `now`. A claim its running browser renewed since
+ * (`lease_renewed_at`, written by check-ins) lives on: the answer is `claimed` with the lease's new
+ * end. Else it lapses: a housekeeping read goes back in line (it acted on nothing); anything else
+ * may have acted: with resume on it comes back `resuming` (handed only to a browser that looks
+ * first), else it fails with claim_expired for a person to retry; the third cut-off ends it as
+ * interrupted_repeatedly. A failure returns the credit hold. Guarded by the claim: a claim settled,
+ * released or claimed again since answers where the step is. The step's lease timer calls it, and
+ * the sweeper for a claim whose timer is late (`tell` then marks the change for the workflow).
+ */
+export function expireClaimAt(sql: Sql, { stepId, claimedAt, now, tell = false }: { stepId: string; claimedAt: string; now: Date; tell?: boolean }): Promise<ClaimLook> {
+  return transaction(sql, async (tx) => {
+    const step = await lockClaim(tx, stepId, claimedAt);
+    if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
+    const lease = decideLease({ claimed_at: step.claimed_at!, lease_renewed_at: step.lease_renewed_at }, now);
+    if (lease.kind === 'lives') return { status: 'claimed' as const, leaseUntil: lease.leaseUntil.toISOString() };
+    // Read only once the lease has lapsed: a renewed claim costs the timer one statement.
+    const lapse = decideLapse(step, await resumeEnabledOf(tx, step.account_id));
+    await recordLapse(tx, stepId, lapse, tell);
+    // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
+    if (lapse.returnUsageUnit) await returnUsageUnit(tx, step);
+    const answer: ClaimLook = { status: lapse.status, errorCode: lapse.errorCode };
+    return lapse.credits === 'release' ? commitWith(holdEnd(tx, step.credit_hold_id!, 'release'), () => answer) : answer;
   });
 }

@@ -379,13 +379,31 @@ export async function resumeEnabledOf(tx: Db, accountId: string): Promise<boolea
   return account?.resume_enabled ?? false;
 }
 
-/** Records a lapsed claim, under lockClaim's row lock: back in line now, or finished now. */
-export async function recordLapse(tx: Db, stepId: string, lapse: LapseDecision) {
+/**
+ * Records a lapsed claim, under lockClaim's row lock: back in line now, or finished now. `tell`
+ * marks the change for the step's workflow (`signal_due_at`) when someone else than the workflow
+ * lapsed it (the sweeper).
+ */
+export async function recordLapse(tx: Db, stepId: string, lapse: LapseDecision, tell = false) {
   await tx`
     update browser_steps set status = ${lapse.status}, error_code = ${lapse.errorCode}, cut_offs = ${lapse.cutOffs},
       finished_at = ${lapse.backInLine ? null : tx`now()`},
-      queued_at = ${lapse.backInLine ? tx`now()` : tx`queued_at`}, updated_at = now()
+      queued_at = ${lapse.backInLine ? tx`now()` : tx`queued_at`}, updated_at = now(),
+      signal_due_at = ${tell ? tx`now()` : tx`signal_due_at`}
     where id = ${stepId}`;
+}
+
+/**
+ * Claims whose lease ended more than `graceSeconds` before `now` and are still claimed: their
+ * workflow's lease timer is late (its worker was down) or was never set. Read through the
+ * one-running-step index, so it costs at most one row per account.
+ */
+export async function overdueClaims(db: Db, now: Date, leaseSeconds: number, graceSeconds: number, limit: number): Promise<{ id: string; claimed_at: Date }[]> {
+  return db<{ id: string; claimed_at: Date }[]>`
+    select id, claimed_at from browser_steps
+    where status = 'claimed'
+      and greatest(claimed_at, coalesce(lease_renewed_at, claimed_at)) + make_interval(secs => ${leaseSeconds + graceSeconds}) < ${now}
+    order by claimed_at limit ${limit}`;
 }
 
 /** Gives back the usage unit a claim consumed (a failure, a skip or a lapse acted on nothing). */

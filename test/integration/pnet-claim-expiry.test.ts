@@ -149,23 +149,6 @@ describe('a late success for a step whose claim lapsed', () => {
   });
 });
 
-describe('a claim whose signal was lost (the API died between its commit and the signal)', () => {
-  it('still lapses on time: the sweeper signals its workflow, which times the lease from the claim', async () => {
-    const { handle, stepId, accountId } = await claimedStep('check_inbox', false, { told: false });
-    expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'queued', claims: 0 });
-    expect(await usedUnits(accountId)).toBe(1);
-    const sweeper = await env.client.workflow.start(stepSignalSweeperWorkflow, {
-      taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 0, everySeconds: 5 }],
-    });
-    await env.sleep(`${claimLeaseSeconds + 10} seconds`);
-    // The read went back in line (a housekeeping read acted on nothing), its unit returned.
-    expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
-    expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'queued', claims: 1 });
-    expect(await usedUnits(accountId)).toBe(0);
-    await sweeper.terminate();
-  });
-});
-
 describe('the sender-account workflow', () => {
   async function connectedAccount() {
     const profile = (
@@ -260,5 +243,46 @@ describe('a deadline', () => {
     expect(await stepRow(step!.id)).toEqual({ status: 'failed', error_code: 'missed_window' });
     expect(await openHolds()).toBe(heldBefore);
     expect(await handle.result()).toMatchObject({ status: 'failed' });
+  });
+});
+
+// Last in the file: the sweeper runs on from here (terminating it with its activity in hand leaves
+// the test server's time skipping locked), and a sweeper running every 5 s would slow every long
+// skip of the tests above.
+describe('the step-signal sweeper', () => {
+  // No grace: the grace of a lost signal is counted from Postgres's clock, which a skip does not move.
+  beforeAll(async () => {
+    await env.client.workflow.start(stepSignalSweeperWorkflow, {
+      taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 0, everySeconds: 5 }],
+    });
+  });
+
+  it('lapses a claim whose signal was lost (the API died between its commit and the signal) on time: its workflow, signalled again, times the lease from the claim', async () => {
+    const { handle, stepId, accountId } = await claimedStep('check_inbox', false, { told: false });
+    expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'queued', claims: 0 });
+    expect(await usedUnits(accountId)).toBe(1);
+    await env.sleep(`${claimLeaseSeconds + 2} seconds`);
+    // The read went back in line (a housekeeping read acted on nothing), its unit returned, and
+    // the workflow saw the claim (so the signal, not the sweeper's lapse, brought it there).
+    expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
+    expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'queued', claims: 1 });
+    expect(await usedUnits(accountId)).toBe(0);
+  });
+
+  it('lapses a claim whose lease timer is late (its worker busy or down) at its next turn after the lease, in SQL, and tells its workflow', async () => {
+    const heldBefore = await openHolds();
+    const { handle, stepId, accountId } = await claimedStep('send_message', false, { told: false });
+    // The change counts as read: only the lease's end, not a lost signal, can bring the sweeper here.
+    await stack.sql`update browser_steps set signal_due_at = null where id = ${stepId}`;
+    // Not before the lease has ended.
+    await env.sleep(`${claimLeaseSeconds - 1} seconds`);
+    expect(await stepRow(stepId)).toEqual({ status: 'claimed', error_code: null });
+    await env.sleep('10 seconds');
+    // Lapsed as its own timer would: it may have acted, so it fails, keeping its unit and returning its credits.
+    expect(await stepRow(stepId)).toEqual({ status: 'failed', error_code: 'claim_expired' });
+    expect(await usedUnits(accountId)).toBe(1);
+    expect(await openHolds()).toBe(heldBefore);
+    // The workflow was told and ends with the step, never having seen the claim.
+    expect(await handle.result()).toMatchObject({ status: 'failed', claims: 0 });
   });
 });

@@ -4,9 +4,12 @@
  * Temporal server unreachable then) leaves a change no workflow has read, perhaps a claim with no
  * lease timer. The row keeps `signal_due_at` until its workflow reads it; this workflow signals
  * again every step whose change stayed unread for the grace, starting its workflow if need be. So
- * nothing is claimed without a timer for longer than the grace and a turn.
+ * nothing is claimed without a timer for longer than the grace and a turn. Each turn also lapses
+ * every claim still held a grace after its lease's end (its lease timer late behind a thawed
+ * worker's backlog, or never set), so a silent browser's claim is handed out again on time.
  */
 import { continueAsNew, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { workflowNow } from '../shared/clock.js';
 import type { PnetStepActivities } from '../../activities/pnet/steps.js';
 import type { StepSignalSweeperInput } from './step-signals.contract.js';
 
@@ -22,7 +25,7 @@ const turnsPerRun = 300;
 
 export async function stepSignalSweeperWorkflow(input: StepSignalSweeperInput): Promise<void> {
   for (let turn = 0; turn < turnsPerRun && !workflowInfo().continueAsNewSuggested; turn += 1) {
-    const resent = await resendStepSignals({ graceSeconds: input.graceSeconds, limit: perTurn });
+    const resent = await resendStepSignals({ graceSeconds: input.graceSeconds, limit: perTurn, now: workflowNow().toISOString() });
     if (resent < perTurn) await sleep(input.everySeconds * 1000);
   }
   await continueAsNew<typeof stepSignalSweeperWorkflow>(input);
