@@ -31,6 +31,11 @@ export interface AppDeps {
   agentSuppliers?: AgentSuppliers;
   /** The inbox's reply mailer and suggestion writer; from the process environment (SMTP_URL, OPENAI_*) when omitted, null for none. */
   inbox?: { mailer?: Mailer | null; chatModel?: ChatModel | null };
+  /**
+   * Fault points for the chaos runs (sim/run-api.ts), never set by the service itself:
+   * `afterClaimCommit` runs between a claim's commit and its signal to the step's workflow.
+   */
+  faults?: { afterClaimCommit?: () => void };
 }
 
 /** What the routes get: the caller's deps with every outside service filled in by buildApp. */

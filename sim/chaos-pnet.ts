@@ -3,7 +3,8 @@
  * faults. Real Postgres and a Temporal dev server (its SQLite file kept across a restart), the
  * worker and the API as child processes; simulated browsers work through the steps while the
  * worker is SIGKILLed and restarted every few seconds, the API is restarted once and Temporal
- * once, and results are posted up to 5 times at once, some naming stale claims. At the end it
+ * once, the API SIGKILLs itself between a claim's commit and its signal every N claims, and
+ * results are posted up to 5 times at once, some naming stale claims. At the end it
  * checks the invariants (chaos-checks.ts), prints the counts, and exits 1 on any violation.
  */
 import { writeFileSync } from 'node:fs';
@@ -37,6 +38,8 @@ const usage = `Usage: npm run chaos:pnet -- [options]
   --seconds S            give up waiting for the steps after S seconds (default 1200)
   --kill-every S         SIGKILL the worker about every S seconds (default 5; 0: never)
   --max-kills N          stop killing after N kills (default: keep killing until the steps settle)
+  --kill-api-after-claim N  the API SIGKILLs itself between the commit of every N-th claim it makes
+                         and that claim's signal to the step's workflow (default 25; 0: never)
   --metered N            metered steps per account, the rest unmetered tests (default 2; the gap is 30 s)
   --fail-rate R          (default 0.1)     --skip-rate R       (default 0.05)
   --duplicate-rate R     results posted 2 to 5 times at once (default 0.5)
@@ -83,6 +86,7 @@ interface Options {
   seconds: number;
   killEvery: number;
   maxKills: number;
+  killApiAfterClaim: number;
   metered: number;
   failRate: number;
   skipRate: number;
@@ -109,6 +113,7 @@ function readOptions(): Options {
       seconds: { type: 'string' },
       'kill-every': { type: 'string' },
       'max-kills': { type: 'string' },
+      'kill-api-after-claim': { type: 'string' },
       metered: { type: 'string' },
       'fail-rate': { type: 'string' },
       'skip-rate': { type: 'string' },
@@ -141,6 +146,7 @@ function readOptions(): Options {
     seconds: numberFlag(values, 'seconds', 1200, { min: 10 }),
     killEvery: numberFlag(values, 'kill-every', 5, { min: 0 }),
     maxKills: numberFlag(values, 'max-kills', Infinity, { min: 0 }),
+    killApiAfterClaim: numberFlag(values, 'kill-api-after-claim', 25, { min: 0 }),
     metered: numberFlag(values, 'metered', 2, { min: 0, max: meteredKinds.length }),
     failRate: rate('fail-rate', 0.1),
     skipRate: rate('skip-rate', 0.05),
@@ -235,6 +241,8 @@ async function main() {
       RATE_LIMIT_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
       WORKFLOW_BUNDLE: bundlePath,
+      // Read by the API only (sim/run-api.ts).
+      CHAOS_KILL_AFTER_CLAIM: String(o.killApiAfterClaim),
       // The children go when this process goes, however it goes.
       EXIT_WITH_PARENT: '1',
     });
@@ -441,7 +449,8 @@ async function main() {
       `chaos:pnet finished in ${elapsed.toFixed(0)} s (seed ${o.seed})`,
       `faults             worker SIGKILLed ${faults.kills} times (back in ${restartAvg.toFixed(1)} s on average), ` +
         `API restarted ${faults.apiRestarts}, Temporal restarted ${faults.temporalRestarts} (down ${(faults.temporalDownMs / 1000).toFixed(1)} s); ` +
-        `exits nobody asked for: worker ${worker.unexpectedExits}, API ${api.unexpectedExits}`,
+        `API SIGKILLed between a claim's commit and its signal ${api.unexpectedExits} times (every ${o.killApiAfterClaim || 'no'} claim${o.killApiAfterClaim === 1 ? '' : 's'}); ` +
+        `exits nobody asked for: worker ${worker.unexpectedExits}`,
       `steps              ${mine.length} queued here (${meteredQueued} metered), ${rows.length - mine.length} scheduled by the accounts themselves; ` +
         `${settledSoFar} of the ${mine.length} settled`,
       formatCounters(counters),

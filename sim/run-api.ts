@@ -17,6 +17,8 @@ if (process.env.EXIT_WITH_PARENT === '1') {
 }
 
 const config = readConfig();
+const killAfterClaim = Number(process.env.CHAOS_KILL_AFTER_CLAIM ?? 0);
+let claims = 0;
 if (!config.databaseUrl || !config.temporalAddress) throw new Error('run-api needs DATABASE_URL and TEMPORAL_ADDRESS');
 const sql = createSql(config.databaseUrl);
 const connection = await Connection.connect({ address: config.temporalAddress });
@@ -26,6 +28,10 @@ const app = await buildApp({
   verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
   rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
   logger: pino({ level: config.logLevel }),
+  // CHAOS_KILL_AFTER_CLAIM=N: the process SIGKILLs itself between the commit of its N-th claim and
+  // that claim's signal (issue 24's fault): the claim is committed, the browser never hears, and no
+  // workflow was told. Counted per process, so a restarted API dies again N claims on.
+  ...(killAfterClaim > 0 ? { faults: { afterClaimCommit: () => void (++claims % killAfterClaim === 0 && process.kill(process.pid, 'SIGKILL')) } } : {}),
 });
 await app.listen({ port: config.port, host: config.host });
 process.stdout.write(`api ready http://${config.host}:${config.port}\n`);

@@ -1,7 +1,8 @@
 /**
  * The short version of `npm run chaos:pnet`, as a child process: its own Temporal server (the
  * run restarts it), the worker and the API as child processes, simulated browsers, worker
- * SIGKILLs, one API restart and one Temporal restart; it must exit 0 (every invariant held).
+ * SIGKILLs, one API restart, one Temporal restart and the API SIGKILLed between a claim's commit
+ * and its signal every 8 claims; it must exit 0 (every invariant held).
  * Silent and late browsers are left to the full run: each costs a 90 s claim lease. A claim whose
  * answer a restart lost costs one too, which is why the run may take up to 200 s.
  */
@@ -18,7 +19,7 @@ afterAll(async () => {
   for (const fn of cleanups.reverse()) await fn();
 });
 
-it('keeps every invariant through worker kills, an API restart and a Temporal restart', async () => {
+it('keeps every invariant through worker kills, an API restart, a Temporal restart and API kills between a claim and its signal', async () => {
   const db = await createTestDatabase();
   cleanups.push(() => db.drop());
   const dataDir = mkdtempSync(join(tmpdir(), 'chaos-pnet-'));
@@ -38,7 +39,7 @@ it('keeps every invariant through worker kills, an API restart and a Temporal re
 
   const args = [
     ...['--steps', '40', '--accounts', '5', '--browsers', '1', '--metered', '0'],
-    ...['--kill-every', '4', '--max-kills', '2', '--late-rate', '0', '--silence-rate', '0', '--run-ms', '50-300', '--seconds', '200'],
+    ...['--kill-every', '4', '--max-kills', '2', '--kill-api-after-claim', '8', '--late-rate', '0', '--silence-rate', '0', '--run-ms', '50-300', '--seconds', '200'],
     ...['--data-dir', dataDir, '--database-url', db.url, '--workflow-bundle', inject('workflowBundlePath'), '--seed', '42'],
   ];
   const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-pnet.ts', ...args], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -60,5 +61,8 @@ it('keeps every invariant through worker kills, an API restart and a Temporal re
   const kills = Number(/worker SIGKILLed (\d+) times/.exec(output)?.[1]);
   expect(kills, output).toBeGreaterThanOrEqual(2);
   expect(output).toMatch(/API restarted 1, Temporal restarted 1/);
+  // Issue 24's fault: claims committed with no signal sent and no answer heard; each still settled once.
+  const apiKills = Number(/API SIGKILLed between a claim's commit and its signal (\d+) times/.exec(output)?.[1]);
+  expect(apiKills, output).toBeGreaterThanOrEqual(3);
   expect(output).toMatch(/40 of the 40 settled/);
 }, 330_000);

@@ -33,7 +33,7 @@ const config = { access: 'extension' as const };
 const heartbeatConfig = { ...config, checksConnectionToken: true };
 
 export const pnetAgentRoutes =
-  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, faults }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     /** Tells the step's workflow of a transition committed here, after the answer's commit; a lost signal is the sweeper's. */
     const tell = (request: FastifyRequest, step: Pick<StepRow, 'id' | 'workflow_run_id'>) =>
@@ -141,6 +141,7 @@ export const pnetAgentRoutes =
         if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
         // Committed here and answered at once; the step's workflow hears of it afterwards (decision 046).
         const claimed = await claimStep(sql, { stepId: pick.step.id, accountId, sessionId: pick.sessionId, verifyFirst: request.body.verify_first });
+        faults?.afterClaimCommit?.();
         tell(request, pick.step);
         return { step: claimed.step, verification: claimed.verification ?? null, reason: null, wait: null };
       },
