@@ -8,12 +8,14 @@
  * every claim still held a grace after its lease's end (its lease timer late behind a thawed
  * worker's backlog, or never set), so a silent browser's claim is handed out again on time.
  */
-import { continueAsNew, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { continueAsNew, proxyLocalActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import { workflowNow } from '../shared/clock.js';
 import type { PnetStepActivities } from '../../activities/pnet/steps.js';
 import type { StepSignalSweeperInput } from './step-signals.contract.js';
 
-const { resendStepSignals } = proxyActivities<PnetStepActivities>({
+// A local activity: a turn waits for its own workflow task only, not also for an activity task
+// behind every step's in the queue (after a worker outage, that queue holds the outage's backlog).
+const { resendStepSignals } = proxyLocalActivities<PnetStepActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
