@@ -31,6 +31,7 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { readServiceConfig } from '../integrations/config.js';
 import { Pool } from 'undici';
 import { connectionToken, createSenderProfile, updatePnetSettings } from '../store/pnet/accounts.js';
 import { createSql, type Sql } from '../db/sql.js';
@@ -318,6 +319,23 @@ const messageEvents = new Set([
 ]);
 
 /** Every workflow's history length from the list; message rates from at most 2,000 histories. */
+/** Waits (at most 5 minutes) until the task queue's workflow and activity backlogs stay under 20 for three looks 2 s apart; answers the last backlog. */
+async function drainedQueues(connection: Connection, taskQueue: string): Promise<number> {
+  const deadline = performance.now() + 300_000;
+  let quiet = 0;
+  let backlog = Infinity;
+  while (quiet < 3 && performance.now() < deadline) {
+    backlog = 0;
+    for (const taskQueueType of [1, 2]) {
+      const described = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue, kind: 1 }, taskQueueType, reportStats: true });
+      backlog += Number(described.stats?.approximateBacklogCount ?? 0);
+    }
+    quiet = backlog < 20 ? quiet + 1 : 0;
+    await sleep(2000);
+  }
+  return backlog;
+}
+
 async function inspectWorkflows(client: Client) {
   const ids: string[] = [];
   let maxHistory = 0;
@@ -535,6 +553,12 @@ async function main() {
     });
     log(`connected ${connected}/${browsers.length} browsers (first heartbeat with identity and lease) in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     if (connected !== browsers.length) throw new Error('not every browser connected');
+    // Connecting starts every account's workflow and its first housekeeping reads (about three
+    // step workflows an account) at once: a burst no running service sees. The phases measure the
+    // steady state after it, so wait until Temporal's queues have drained.
+    t = performance.now();
+    const backlog = await drainedQueues(connection, readServiceConfig().taskQueue);
+    log(`connect burst drained from Temporal's queues in ${((performance.now() - t) / 1000).toFixed(1)} s (backlog now ${backlog})`);
 
     const heartbeatLoad = (seconds: number, rate: (t: number) => number) => openLoop({ seconds, rate, send: () => sim.heartbeat(sim.nextBrowser()) });
     const baselineAt = async (rate: number, seconds: number): Promise<BaselineResult> => {
@@ -800,13 +824,16 @@ function printTable(r: {
     ]);
     rows.push([`${at}: heartbeats answered per second`, p.heartbeat.rate().toFixed(0), base.rate().toFixed(0), ratio(p.heartbeat.rate(), base.rate()), '', p.heartbeat.errors ? `${p.heartbeat.errors} errors` : '']);
     if (!p.withSteps || !stepsBase) continue;
+    // Issue 24: beside 200 check-ins/s, < 50 ms and at most 3x the baseline's p99; beside 1,000/s, < 100 ms.
+    const resultP99 = p.steps.result.percentile(99);
+    const resultMet = target ? resultP99 < 100 : resultP99 < 50 && resultP99 <= 3 * stepsBase.percentile(99);
     rows.push([
       `${p.name}: result report p99`,
-      fmt(p.steps.result.percentile(99)),
+      fmt(resultP99),
       fmt(stepsBase.percentile(99)),
-      ratio(p.steps.result.percentile(99), stepsBase.percentile(99)),
-      `< 250 ms at ${stepRate}/s`,
-      met(p.steps.result.percentile(99) < 250 && p.stepsPerSecond >= stepRate * 0.9),
+      ratio(resultP99, stepsBase.percentile(99)),
+      target ? `< 100 ms at ${stepRate}/s` : `< 50 ms and ≤ 3× the baseline at ${stepRate}/s`,
+      met(resultMet && p.stepsPerSecond >= stepRate * 0.9),
     ]);
     rows.push([`${p.name}: claim p99 / queue p99`, `${fmt(p.steps.claim.percentile(99))} / ${fmt(p.steps.queue.percentile(99))}`, fmt(stepsBase.percentile(99)), '', '', '']);
     rows.push([`${p.name}: claim-to-settle steps per second`, p.stepsPerSecond.toFixed(1), stepsBase.rate().toFixed(1), ratio(p.stepsPerSecond, stepsBase.rate()), `${stepRate} offered`, '']);
