@@ -171,9 +171,12 @@ describe('webhook endpoints', () => {
     const forEvent = (id: string) => receiver.requests.filter((r) => r.path === '/hooks/restart' && JSON.parse(r.body).id === id);
     await until(() => (forEvent(first).length && forEvent(second).length ? true : undefined), 'both events, the second in the next batch');
     // Each was sent once and recorded once: by the batch the dead dispatcher started, or by the next.
-    const attempts = await stack.sql<{ event_id: string; outcome: string }[]>`
+    // An attempt is recorded after its answer arrives, so the second may be written a moment after the receiver saw it.
+    const recorded = () => stack.sql<{ event_id: string; outcome: string }[]>`
       select d.event_id, a.outcome from notification_deliveries d join notification_delivery_attempts a on a.delivery_id = d.id
       where d.event_id in (${first}, ${second}) and d.webhook_endpoint_id = ${endpoint.id} order by d.event_id = ${second}`;
+    await until(async () => ((await recorded()).length >= 2 ? true : undefined), 'both attempts recorded');
+    const attempts = await recorded();
     expect(attempts).toEqual([{ event_id: first, outcome: 'succeeded' }, { event_id: second, outcome: 'succeeded' }]);
     expect(forEvent(first)).toHaveLength(1);
     expect(forEvent(second)).toHaveLength(1);
