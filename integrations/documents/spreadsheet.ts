@@ -5,6 +5,7 @@
  * opens it; a CSV is read with csv-parse.
  */
 import { parse } from 'csv-parse/sync';
+import type { Workbook } from 'exceljs';
 import { Readable } from 'node:stream';
 import { rowText, sheetHeading } from '../../domain/assistant/attachments.js';
 import { checkArchive } from './archive.js';
@@ -80,7 +81,12 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
     }
   } catch (error) {
     if (error instanceof ExtractionRefused) throw error;
-    throw new ExtractionRefused(`The workbook cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`);
+    // A fault of the streaming reader itself, not of the file: a valid workbook once failed here
+    // with "Cannot read properties of undefined (reading 'sheets')" (its workbook model read
+    // before it was parsed). Such a workbook is read whole instead; the archive check has bounded
+    // what it inflates to.
+    if (error instanceof TypeError) return readWholeWorkbook(new ExcelJS.Workbook(), bytes, progress);
+    throw unreadable(error);
   }
   // Workbook order: the order of <sheets> in xl/workbook.xml, whatever order the zip holds them in.
   const order = ((reader as unknown as { model?: { sheets?: { id: number | string; name: string }[] } }).model?.sheets ?? []).map((s) => String(s.id));
@@ -90,6 +96,28 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
   };
   const ordered = sheets.map((s, i) => ({ s, i })).sort((a, b) => rank(a.s) - rank(b.s) || a.i - b.i);
   return ordered.flatMap(({ s }) => [sheetHeading(s.name), ...s.rows]);
+}
+
+const unreadable = (error: unknown) => new ExtractionRefused(`The workbook cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`);
+
+/** The workbook read whole (exceljs's non-streaming loader), its sheets in workbook order. */
+async function readWholeWorkbook(workbook: Workbook, bytes: Buffer, progress: SpreadsheetProgress): Promise<string[]> {
+  try {
+    await workbook.xlsx.load(bytes as unknown as Parameters<Workbook['xlsx']['load']>[0]);
+  } catch (error) {
+    throw unreadable(error);
+  }
+  return workbook.worksheets.flatMap((worksheet) => {
+    const rows: string[] = [];
+    worksheet.eachRow((row) => {
+      const values = row.values as unknown[];
+      const cells: string[] = [];
+      for (let c = 1; c < values.length; c += 1) cells.push(cellText(values[c]));
+      rows.push(rowText(cells));
+      progress.onRow?.();
+    });
+    return [sheetHeading(worksheet.name), ...rows];
+  });
 }
 
 /** The delimiter of a CSV: whichever of , ; tab | appears most often outside quotes on its first line. */
