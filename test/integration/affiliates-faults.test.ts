@@ -76,7 +76,8 @@ it('matures every unrefunded commission once and none refunded inside its holdin
   await chaos;
   expect(faults.workers.length).toBeGreaterThanOrEqual(9);
 
-  const deadline = Date.now() + 45_000;
+  // Correctness, not speed (bench:affiliates measures the lag): a loaded CI machine gets time to recover from the kills.
+  const deadline = Date.now() + 90_000;
   const held = async () => (await stack.sql<{ n: number }[]>`select count(*)::int as n from affiliate_commissions where id = any(${all}::uuid[]) and status = 'held'`)[0]!.n;
   while ((await held()) > 0 && Date.now() < deadline) await sleep(500);
   expect(await held()).toBe(0);

@@ -30,7 +30,9 @@ import {
 const { matureDueCommissions } = proxyLocalActivities<CommissionMaturationActivities>({
   startToCloseTimeout: '10 seconds',
   localRetryThreshold: '500 milliseconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', backoffCoefficient: 2 },
+  // At most 5 s between attempts: attempts cut off by killed workers count too, and a look due now
+  // should not wait half a minute behind them (the maturation target is 5 s).
+  retry: { initialInterval: '1 second', maximumInterval: '5 seconds', backoffCoefficient: 2 },
 });
 
 export async function commissionMaturationWorkflow(input: CommissionMaturationInput): Promise<CommissionMaturationState> {
