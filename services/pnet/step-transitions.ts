@@ -6,9 +6,8 @@
  * until the workflow has read it). Person-side transitions stay Updates of the workflow.
  */
 import { commitWith, transaction, type Sql } from '../../db/sql.js';
-import type { BrowserStep } from '../../domain/pnet/steps.js';
+import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
 import { decideLapse, decideLease, decideSettle } from '../../domain/pnet/settle.js';
-import type { StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import { recordPnetRead } from '../../store/inbox/messages.js';
 import { recordCheck } from '../../store/pnet/checks.js';
@@ -20,7 +19,6 @@ import {
   failureOf,
   findStep,
   holdEnd,
-  lockClaim,
   lockClaimedStep,
   lockStep,
   recordLapse,
@@ -96,7 +94,7 @@ export interface ClaimLook {
  */
 export function expireClaimAt(sql: Sql, { stepId, claimedAt, now, tell = false }: { stepId: string; claimedAt: string; now: Date; tell?: boolean }): Promise<ClaimLook> {
   return transaction(sql, async (tx) => {
-    const step = await lockClaim(tx, stepId, claimedAt);
+    const step = await lockClaimedStep(tx, stepId, claimedAt);
     if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
     const lease = decideLease({ claimed_at: step.claimed_at!, lease_renewed_at: step.lease_renewed_at }, now);
     if (lease.kind === 'lives') return { status: 'claimed' as const, leaseUntil: lease.leaseUntil.toISOString() };

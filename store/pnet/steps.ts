@@ -302,9 +302,12 @@ export function holdEnd(tx: Db, holdId: string, end: 'charge' | 'release') {
   return end === 'charge' ? chargeHoldStatement(tx, holdId) : releaseHoldStatement(tx, holdId);
 }
 
-/** The claim given back: requeued under the step's lock, its day's unit already returned by the caller. */
-export async function lockClaimedStep(tx: Db, stepId: string, claimedAt: string): Promise<StepRow | undefined> {
-  const [step] = await tx<StepRow[]>`
+/**
+ * The step locked if it is still claimed under `claimedAt`, with the lease's renewal (which
+ * check-ins write): for a claim given back, and for a lease's end.
+ */
+export async function lockClaimedStep(tx: Db, stepId: string, claimedAt: string): Promise<(StepRow & { lease_renewed_at: Date | null }) | undefined> {
+  const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
     select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
   return step;
 }
@@ -366,12 +369,6 @@ export async function cancelWaiting(tx: Db, stepId: string, errorCode: 'cancelle
   return row;
 }
 
-/** The step locked if it is still claimed under `claimedAt` (with the lease's renewal, which check-ins write). */
-export async function lockClaim(tx: Db, stepId: string, claimedAt: string) {
-  const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
-    select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
-  return step;
-}
 
 /** Whether the account lets a cut-off step resume (false for an account that is gone). */
 export async function resumeEnabledOf(tx: Db, accountId: string): Promise<boolean> {
@@ -380,7 +377,7 @@ export async function resumeEnabledOf(tx: Db, accountId: string): Promise<boolea
 }
 
 /**
- * Records a lapsed claim, under lockClaim's row lock: back in line now, or finished now. `tell`
+ * Records a lapsed claim, under lockClaimedStep's row lock: back in line now, or finished now. `tell`
  * marks the change for the step's workflow (`signal_due_at`) when someone else than the workflow
  * lapsed it (the sweeper).
  */
