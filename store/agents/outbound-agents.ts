@@ -96,15 +96,27 @@ export async function addVersion(
   return agent!.version;
 }
 
+/**
+ * Locks the agent's row alone; its current version is read after, in a statement of its own. A
+ * locking read joined to the versions that waited on an edit re-reads only the agent's row: its new
+ * version number would meet the old version row and the join would find nothing (a 404 for an edit
+ * that arrived beside another).
+ */
+async function lockAgent(tx: Db, agentId: string, workspaceId?: string): Promise<boolean> {
+  const rows = await tx`
+    select 1 from outbound_agents where id = ${agentId} ${workspaceId ? tx`and workspace_id = ${workspaceId}` : tx``} for update`;
+  return rows.length === 1;
+}
+
 /** A name change keeps the version; a change of instructions or slots makes a new version. */
 export async function updateAgent(sql: Sql, workspaceId: string, agentId: string, body: OutboundAgentUpdate): Promise<OutboundAgent | undefined> {
   checkSlots(body.slots);
   return sql.begin(async (tx) => {
+    if (!(await lockAgent(tx, agentId, workspaceId))) return undefined;
     const [current] = await tx<AgentRecord[]>`
       select a.id, a.name, a.version, v.instructions, v.slots, a.created_at, a.updated_at
       from outbound_agents a join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
-      where a.id = ${agentId} and a.workspace_id = ${workspaceId}
-      for update of a`;
+      where a.id = ${agentId}`;
     if (!current) return undefined;
     if (body.name !== undefined && body.name !== current.name) {
       await tx`update outbound_agents set name = ${body.name}, updated_at = now() where id = ${agentId}`;
@@ -343,9 +355,10 @@ export async function agentAtVersion(db: Db, agentId: string, version: number) {
 
 /** The agent's current version, its row locked so a new version is added on top of this one. */
 export async function lockCurrentAgentVersion(tx: Db, agentId: string) {
+  if (!(await lockAgent(tx, agentId))) return undefined;
   const [agent] = await tx<{ version: number; instructions: string; slots: AgentSlot[] }[]>`
     select a.version, v.instructions, v.slots from outbound_agents a
     join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
-    where a.id = ${agentId} for update of a`;
+    where a.id = ${agentId}`;
   return agent;
 }

@@ -62,12 +62,15 @@ export async function readBillingAccount(db: Db, workspaceId: string): Promise<B
  * account alone: the workspace row is only key-share locked by the rows that reference it (an
  * event, a ledger row), and an update of its plan does not conflict with that, so two events of a
  * workspace can never hold a key share each while waiting for the other's.
+ *
+ * The account is read again after the lock, in a statement of its own: a locking read that waited
+ * re-reads only the locked row, and would pair the upgrade's new anchor with the workspace's plan
+ * as it was before the wait (a paid period granted at the free plan's credits).
  */
 export async function lockBillingAccount(tx: Db, workspaceId: string): Promise<BillingAccountRow | undefined> {
-  const [row] = await tx<BillingAccountRow[]>`
-    select ${accountColumns(tx)} from billing_accounts a join workspaces w on w.id = a.workspace_id
-    where a.workspace_id = ${workspaceId} for update of a`;
-  return row;
+  const locked = await tx`select 1 from billing_accounts where workspace_id = ${workspaceId} for update`;
+  if (locked.length === 0) return undefined;
+  return readBillingAccount(tx, workspaceId);
 }
 
 /** The workspace an event names: its metadata's workspace (when it exists), else the customer's. */

@@ -9,6 +9,7 @@ import { useTestStack, withKey, withToken, type TestWorkspace } from '../support
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
 import { createWorkspaceWithAdmin, decideDesignPartnerApplication } from '../../worker/provisioning.js';
 import { settleBillingAt } from '../../services/billing/settle.js';
+import { lockBillingAccount, upgradeToPaid } from '../../store/billing/accounts.js';
 
 const { stack } = useTestStack({ workspaces: false });
 const stripe = useStripeMock();
@@ -103,6 +104,37 @@ describe('with Stripe (stripe-mock)', () => {
     expect(await available(ws.workspaceId)).toBe(2000);
     const grants = await stack.sql`select 1 from credit_ledger where workspace_id = ${ws.workspaceId} and cause_key like 'plan-grant:%'`;
     expect(grants).toHaveLength(1);
+  });
+
+  it('prices a period settled while an upgrade commits on the paid plan, not the plan read before the wait', async () => {
+    // The billing fault test caught a paid period granted at the free plan's 100: the period's
+    // settle waited on the account's lock behind the upgrade, then saw the upgrade's new anchor
+    // with the workspace's plan as it was before the wait.
+    const ws = await stack.createWorkspace('free');
+    const anchor = new Date(Date.now() + 3_600_000);
+    let commit!: () => void;
+    let locked!: () => void;
+    const held = new Promise<void>((r) => (commit = r));
+    const holding = new Promise<void>((r) => (locked = r));
+    const upgrade = stack.sql.begin(async (tx) => {
+      await lockBillingAccount(tx, ws.workspaceId);
+      await upgradeToPaid(tx, ws.workspaceId, anchor);
+      locked();
+      await held;
+    });
+    await holding;
+    const settle = settleBillingAt(stack.sql, ws.workspaceId, new Date(anchor.getTime() + 1000));
+    await vi.waitFor(async () => {
+      const [waiting] = await stack.sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%billing_accounts%'`;
+      expect(waiting!.n).toBe(1);
+    }, { timeout: 5_000, interval: 20 });
+    commit();
+    await upgrade;
+    expect(await settle).toMatchObject({ plan: 'paid', granted: 2000, periodStart: anchor.toISOString() });
+    const grant = await stack.sql<{ amount: number }[]>`
+      select amount from credit_ledger where workspace_id = ${ws.workspaceId} and cause_key = ${`plan-grant:${anchor.toISOString()}`}`;
+    expect(grant).toEqual([{ amount: 2000 }]);
   });
 
   it('lets the plan decide API keys: a write key of a workspace gone free reads only', async () => {

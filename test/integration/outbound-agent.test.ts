@@ -115,6 +115,22 @@ describe('outbound agents', () => {
     expect(listed.map((a: { id: string }) => a.id)).toContain(agent.id);
   });
 
+  it('applies edits that arrive together one after another: each makes its own version, none is lost as not found', async () => {
+    const agent = await agentOf(paid);
+    const edits = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        stack.app.inject({
+          method: 'PATCH',
+          url: `/outbound-agents/${agent.id}/`,
+          headers: withKey(paid.apiKey),
+          payload: { slots: [{ slot_key: 'opener', prompt: `Edit ${i}.` }] },
+        }),
+      ),
+    );
+    expect(edits.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(edits.map((r) => r.json().version).sort((a: number, b: number) => a - b)).toEqual([2, 3, 4, 5, 6, 7].map((v) => v + agent.version - 1));
+  });
+
   it('refuses a slot key given twice (409), an empty slot list and a bad slot key (422)', async () => {
     const post = (payload: object) => stack.app.inject({ method: 'POST', url: '/outbound-agents/', headers: withKey(paid.apiKey), payload: { name: 'A', ...payload } });
     const twice = await post({ slots: [{ slot_key: 'opener', prompt: 'a' }, { slot_key: 'opener', prompt: 'b' }] });
