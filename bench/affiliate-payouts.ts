@@ -84,7 +84,7 @@ try {
   const run = async (suffix: string) => {
     const started = performance.now();
     const handle = await client.workflow.start('affiliatePayoutCycleWorkflow', {
-      taskQueue, workflowId: `${payoutCycleWorkflowId('2026-12')}/${suffix}`, args: [{ cycleAt, followForMs: 0 }],
+      taskQueue, workflowId: `${payoutCycleWorkflowId(taskQueue, '2026-12')}/${suffix}`, args: [{ cycleAt, followForMs: 0 }],
     });
     const result = (await handle.result()) as PayoutCycleResult;
     const seconds = (performance.now() - started) / 1000;

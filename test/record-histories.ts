@@ -806,12 +806,12 @@ await worker.runUntil(async () => {
   await env.sleep('32 days');
   await billing.signal(billingChangedSignal);
   await billing.result();
-  const maturation = await env.client.workflow.start(commissionMaturationWorkflow, { taskQueue, workflowId: commissionMaturationWorkflowId(3), args: [{ shard: 3, loopsPerRun: 3 }] });
+  const maturation = await env.client.workflow.start(commissionMaturationWorkflow, { taskQueue, workflowId: commissionMaturationWorkflowId(taskQueue, 3), args: [{ shard: 3, loopsPerRun: 3 }] });
   await env.sleep('1 hour');
   await maturation.signal(maturationWakeSignal, { reason: 'created' });
   await maturation.result();
   const maturationFirstRun = env.client.workflow.getHandle(maturation.workflowId, maturation.firstExecutionRunId);
-  const payoutCycle = await env.client.workflow.start(affiliatePayoutCycleWorkflow, { taskQueue, workflowId: payoutCycleWorkflowId('2026-12'), args: [{ cycleAt: '2026-12-01T00:00:00.000Z' }] });
+  const payoutCycle = await env.client.workflow.start(affiliatePayoutCycleWorkflow, { taskQueue, workflowId: payoutCycleWorkflowId(taskQueue, '2026-12'), args: [{ cycleAt: '2026-12-01T00:00:00.000Z' }] });
   await payoutCycle.result();
   const histories = [
     ['credit-hold-expired', expired],

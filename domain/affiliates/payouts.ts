@@ -134,7 +134,3 @@ export function forfeitsAt(holdSince: Date, forfeitAfterDays: number): Date {
 export function senderBatchIdOf(period: string, batchId: string): string {
   return `affiliate-payouts-${period}-${batchId}`;
 }
-
-export function payoutCycleWorkflowIdOf(period: string): string {
-  return `affiliate-payout-cycle/${period}`;
-}

@@ -1,6 +1,6 @@
 /**
  * Maturing a shard's due commissions at the workflow's time, and waking the maturation workflows
- * (decision 047: one `commission-maturation/<shard>` per shard of affiliates).
+ * (decision 047: one `commission-maturation/<task queue>/<shard>` per shard of affiliates).
  */
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
@@ -38,7 +38,7 @@ export async function wakeMaturationShards(client: Client, taskQueue: string, sh
     shards.map((shard) =>
       client.workflow.signalWithStart(commissionMaturationWorkflow, {
         taskQueue,
-        workflowId: commissionMaturationWorkflowId(shard),
+        workflowId: commissionMaturationWorkflowId(taskQueue, shard),
         args: [{ shard }] as [CommissionMaturationInput],
         signal: maturationWakeSignal,
         signalArgs: [{ reason }],

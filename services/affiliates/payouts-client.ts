@@ -1,6 +1,6 @@
 /**
  * The payout cycle's Temporal side (issue 20; decision 044): the program-wide Schedule
- * `affiliate-payout-cycle` (a calendar spec: the configured day of each month at 00:00 UTC, overlap
+ * `affiliate-payout-cycle/<task queue>` (a calendar spec: the configured day of each month at 00:00 UTC, overlap
  * SKIP, a day of catch-up), made once when the worker starts and kept as it is afterwards (its
  * day follows AFFILIATE_PAYOUT_DAY: a changed day updates it), and a cycle run by hand for a time.
  * Pausing the program is a payout gate in Postgres, not a paused Schedule: a cycle still runs,
@@ -20,9 +20,9 @@ export async function ensurePayoutSchedule(temporal: PayoutTemporal, dayOfMonth:
   const spec = { calendars: [{ dayOfMonth, hour: 0, minute: 0, comment: 'Affiliate payouts, monthly at 00:00 UTC' }] };
   try {
     await temporal.client.schedule.create({
-      scheduleId: affiliatePayoutScheduleId,
+      scheduleId: affiliatePayoutScheduleId(temporal.taskQueue),
       spec,
-      action: { type: 'startWorkflow', workflowType: 'affiliatePayoutCycleWorkflow', args: [{}], taskQueue: temporal.taskQueue, workflowId: affiliatePayoutScheduleId },
+      action: { type: 'startWorkflow', workflowType: 'affiliatePayoutCycleWorkflow', args: [{}], taskQueue: temporal.taskQueue, workflowId: affiliatePayoutScheduleId(temporal.taskQueue) },
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 day' },
       memo: { what: 'affiliate payout cycle (decision 044)' },
     });
@@ -30,7 +30,7 @@ export async function ensurePayoutSchedule(temporal: PayoutTemporal, dayOfMonth:
   } catch (error) {
     if (!(error instanceof ScheduleAlreadyRunning)) throw error;
   }
-  const handle = temporal.client.schedule.getHandle(affiliatePayoutScheduleId);
+  const handle = temporal.client.schedule.getHandle(affiliatePayoutScheduleId(temporal.taskQueue));
   const described = await handle.describe();
   const days = described.spec.calendars?.[0]?.dayOfMonth;
   const current = Array.isArray(days) ? days[0] : days;
@@ -61,7 +61,7 @@ export function keepPayoutScheduleEnsured(temporal: PayoutTemporal, dayOfMonth: 
 /** Runs a cycle now for `at`'s period (an operator or a test); a cycle of that period already running is joined. */
 export async function runPayoutCycle(temporal: PayoutTemporal, input: { at: Date; followForMs?: number }): Promise<PayoutCycleResult> {
   const args: PayoutCycleInput = { cycleAt: input.at.toISOString(), ...(input.followForMs !== undefined ? { followForMs: input.followForMs } : {}) };
-  const workflowId = payoutCycleWorkflowId(payoutPeriodOf(input.at));
+  const workflowId = payoutCycleWorkflowId(temporal.taskQueue, payoutPeriodOf(input.at));
   try {
     const handle = await temporal.client.workflow.start('affiliatePayoutCycleWorkflow', { taskQueue: temporal.taskQueue, workflowId, args: [args] });
     return (await handle.result()) as PayoutCycleResult;

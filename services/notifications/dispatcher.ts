@@ -98,7 +98,7 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
   // The daily digest's cron workflow, started once for the namespace's task queue (already running: nothing to do).
   if (options.digest !== false) {
     void client.workflow
-      .start('notificationDigestWorkflow', { workflowId: notificationDigestWorkflowId, taskQueue, cronSchedule: notificationDigestCron, args: [] })
+      .start('notificationDigestWorkflow', { workflowId: notificationDigestWorkflowId(taskQueue), taskQueue, cronSchedule: notificationDigestCron, args: [] })
       .catch(() => undefined);
   }
   const listening = sql.listen('workspace_events', () => soon()).catch(() => null);

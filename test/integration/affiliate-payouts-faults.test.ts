@@ -49,7 +49,7 @@ async function cycleUnderKills(cycleAt: Date, runId: string): Promise<{ result: 
   const crashes = ['prepareAffiliatePayouts', 'sendAffiliatePayoutBatch', 'followAffiliatePayouts'].map((activity) => faults.crashAfter(activity));
   const handle = await stack.client.workflow.start('affiliatePayoutCycleWorkflow', {
     taskQueue: faults.taskQueue,
-    workflowId: `${payoutCycleWorkflowId(cycleAt.toISOString().slice(0, 7))}/${runId}`,
+    workflowId: `${payoutCycleWorkflowId(faults.taskQueue, cycleAt.toISOString().slice(0, 7))}/${runId}`,
     args: [{ cycleAt: cycleAt.toISOString(), followForMs: 0 }],
   });
   let done = false;

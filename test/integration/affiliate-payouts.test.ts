@@ -232,7 +232,7 @@ describe('payout routes', () => {
 describe('the payout schedule', () => {
   it('is made once, monthly on the configured day at 00:00 UTC, and moves when the day changes', async () => {
     const temporal = { client: stack.client, taskQueue: stack.taskQueue };
-    const handle = stack.client.schedule.getHandle(affiliatePayoutScheduleId);
+    const handle = stack.client.schedule.getHandle(affiliatePayoutScheduleId(stack.taskQueue));
     await handle.delete().catch(() => undefined);
     try {
       expect(await ensurePayoutSchedule(temporal, 1)).toBe('created');

@@ -86,7 +86,7 @@ const status = async (id: string) => (await stack.sql<{ status: string }[]>`sele
 const shardOf = async (commissionId: string) => (await stack.sql<{ s: number }[]>`select maturation_shard as s from affiliate_commissions where id = ${commissionId}`)[0]!.s;
 /** The maturation workflow of the commission's shard (its affiliate's). */
 const shardWorkflow = async (commissionId: string) =>
-  ctx.env.client.workflow.getHandle<typeof commissionMaturationWorkflow>(commissionMaturationWorkflowId(await shardOf(commissionId)));
+  ctx.env.client.workflow.getHandle<typeof commissionMaturationWorkflow>(commissionMaturationWorkflowId(taskQueue, await shardOf(commissionId)));
 /** The wake the commission's shard recorded. */
 const wakeAt = async (commissionId: string) =>
   (await stack.sql<{ w: Date | null }[]>`select wake_at as w from affiliate_maturation_shards where shard = ${await shardOf(commissionId)}`)[0]!.w;

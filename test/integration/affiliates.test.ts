@@ -4,11 +4,13 @@
  * limited), signup attribution by code or click within the cookie window, and commissions,
  * clawbacks and reversals from signed Stripe events, each written once.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { runAdmin } from '../support/admin.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { affiliateBalances } from '../../store/affiliates/ledger.js';
 import { commissionMaturationWorkflowId } from '../../workflows/affiliates/commission-maturation.contract.js';
+import { commissionMaturationWorkflow } from '../../workflows/affiliates/commission-maturation.js';
+import { wakeCommissions } from '../../services/affiliates/maturation.js';
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
@@ -175,8 +177,18 @@ describe('attribution and money from billing events', () => {
     const read = (await call(ws, 'GET', '/affiliate/')).json();
     expect(read).toMatchObject({ held_cents: 980, available_cents: 0 });
     // The webhook woke the maturation workflow of the commission's shard after the commit (decision 047).
-    const [{ shard }] = await stack.sql<[{ shard: number }]>`select maturation_shard as shard from affiliate_commissions where invoice_id = ${invoice}`;
-    expect((await stack.client.workflow.getHandle(commissionMaturationWorkflowId(shard)).describe()).status.name).toBe('RUNNING');
+    const [{ shard, id: commissionId }] = await stack.sql<[{ shard: number; id: string }]>`select maturation_shard as shard, id from affiliate_commissions where invoice_id = ${invoice}`;
+    expect((await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).describe()).status.name).toBe('RUNNING');
+    // Another lane of the namespace (its own task queue and database) may run the same shard, and
+    // nobody may be polling its queue: this lane's wakes still reach this lane's workflow.
+    const otherLane = `other-lane-${workspaceId.slice(0, 8)}`;
+    const foreign = await stack.client.workflow.start(commissionMaturationWorkflow, { taskQueue: otherLane, workflowId: commissionMaturationWorkflowId(otherLane, shard), args: [{ shard }] });
+    await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).terminate('a lane beside this one');
+    await stack.sql`update affiliate_maturation_shards set wake_at = null where shard = ${shard}`;
+    expect(await wakeCommissions(stack.client, stack.taskQueue, stack.sql, [commissionId], 'created')).toBe(1);
+    await vi.waitFor(async () => expect((await stack.sql<{ w: Date | null }[]>`select wake_at as w from affiliate_maturation_shards where shard = ${shard}`)[0]!.w).not.toBeNull(), { timeout: 10_000, interval: 100 });
+    expect((await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).describe()).status.name).toBe('RUNNING');
+    await foreign.terminate('test over');
     const maturities = (await call(ws, 'GET', '/affiliate/maturities/')).json().maturities;
     expect(maturities).toEqual([{ day: expect.any(String), amount_cents: 980, running_available_cents: 980 }]);
 

@@ -1,8 +1,12 @@
 /** The commission maturation workflow's contract (workflows/affiliates/commission-maturation.ts): its id, input, signal and query. */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 
-/** A commission's shard is its affiliate's: migration 038's `hashtext(affiliate_id::text) & 7` (8 shards). */
-export const commissionMaturationWorkflowId = (shard: number) => `commission-maturation/${shard}`;
+/**
+ * A commission's shard is its affiliate's: migration 038's `hashtext(affiliate_id::text) & 7` (8 shards).
+ * The id carries the task queue: a lane sharing the namespace (staging, another test file) has a
+ * database of its own, and its shard workflow must never take this lane's wakes.
+ */
+export const commissionMaturationWorkflowId = (taskQueue: string, shard: number) => `commission-maturation/${taskQueue}/${shard}`;
 
 export interface CommissionMaturationInput {
   shard: number;

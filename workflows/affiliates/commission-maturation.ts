@@ -1,5 +1,5 @@
 /**
- * Commissions maturing (issue 20, decision 047): `commission-maturation/<shard>` owns the
+ * Commissions maturing (issue 20, decision 047): `commission-maturation/<task queue>/<shard>` owns the
  * commissions of the affiliates hashed to its shard, and loops. A local activity, at the
  * workflow's `now` (`workflowNow`, so a time-skipping test and a replay agree), marks every held
  * commission of the shard that is due available in one set-based compare-and-set (held ->

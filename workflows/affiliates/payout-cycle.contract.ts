@@ -1,9 +1,12 @@
 /** The affiliate payout cycle's contract (workflows/affiliates/payout-cycle.ts): its ids, input and result. */
 
-/** The Temporal Schedule that starts the cycle (monthly by default; decision 044). */
-export const affiliatePayoutScheduleId = 'affiliate-payout-cycle';
-/** A cycle started by hand for a period (the admin command line, tests): one at a time per period. */
-export const payoutCycleWorkflowId = (period: string) => `affiliate-payout-cycle/${period}`;
+/**
+ * The Temporal Schedule that starts the cycle (monthly by default; decision 044), one per task
+ * queue: a lane sharing the namespace (staging, another test file) pays from a database of its own.
+ */
+export const affiliatePayoutScheduleId = (taskQueue: string) => `affiliate-payout-cycle/${taskQueue}`;
+/** A cycle started by hand for a period (the admin command line, tests): one at a time per period and task queue. */
+export const payoutCycleWorkflowId = (taskQueue: string, period: string) => `affiliate-payout-cycle/${taskQueue}/${period}`;
 
 export interface PayoutCycleInput {
   /** The cycle's time (ISO); its UTC month is the period. The workflow's own clock when omitted (the Schedule's runs). */

@@ -30,7 +30,10 @@ export interface NotificationBatchOutcome {
   succeeded: number;
 }
 
-/** The one daily digest workflow: a cron workflow started by the dispatcher (started again is a no-op). */
-export const notificationDigestWorkflowId = 'notification-digest';
+/**
+ * The daily digest workflow of a task queue: a cron workflow started by the dispatcher (started
+ * again is a no-op). Per task queue: a lane sharing the namespace digests a database of its own.
+ */
+export const notificationDigestWorkflowId = (taskQueue: string) => `notification-digest/${taskQueue}`;
 /** Every day at 08:00 UTC. */
 export const notificationDigestCron = '0 8 * * *';
