@@ -6,7 +6,7 @@ import { operationDoor } from './operation-door.js';
 import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
 import type { AppDeps, RouteDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
-import { registerErrorHandling } from './plugins/errors.js';
+import { answerClientError, registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { registerRouting } from './plugins/routing.js';
 import { RateLimiter } from './plugins/rate-limit.js';
@@ -84,6 +84,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
     // limit (an undocumented 431).
     http: { maxHeaderSize: 64 * 1024 },
     return503OnClosing: true,
+    clientErrorHandler: answerClientError,
     // A `__proto__` or `constructor` key is dropped rather than the whole body refused: it is
     // never a field of ours, and clients that echo arbitrary objects should not be punished.
     onProtoPoisoning: 'remove',

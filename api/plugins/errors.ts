@@ -4,6 +4,7 @@
  * becomes 503; anything else is a 500 whose detail says nothing about the internals (the full
  * error goes to the log with the request id).
  */
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { ApiError, ValidationRefusal, isErrorCode, validationDetail } from '../../domain/shared/errors.js';
@@ -129,4 +130,26 @@ export function registerErrorHandling(app: FastifyInstance) {
     request.log.error({ err: error }, 'unhandled error');
     return reply.code(500).send({ detail: 'Internal server error. The request id is ' + request.id + '.' });
   });
+}
+
+/**
+ * A request Node's HTTP parser refuses before any route sees it (a header it cannot parse, such as
+ * a Content-Length that is not a number): answered in spec 7's shape, as every other refusal, and
+ * the connection closed, since what follows on it cannot be trusted. Fastify's `clientErrorHandler`.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, detail] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'The request did not arrive in time.']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'The request headers are larger than 64 KiB.']
+        : [400, 'Bad Request', 'The HTTP request is malformed (a header the HTTP parser refuses, such as a Content-Length that is not a number).'];
+  const body = JSON.stringify({ detail });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
 }

@@ -36,6 +36,7 @@ export const securitySchemes = {
 } as const;
 
 const errorDescriptions: Record<number, string> = {
+  400: 'The HTTP request is malformed (a header the HTTP parser refuses, such as a non-numeric Content-Length, or a body shorter than its Content-Length)',
   401: 'Missing or invalid credentials',
   403: 'The credential may not do this (scope, role or plan)',
   404: 'Not found in this workspace',
@@ -56,7 +57,7 @@ function withErrorResponses(route: RouteOptions) {
   const extensions = schema as Record<`x-${string}`, unknown>;
   extensions['x-access'] = access;
   if (route.config?.priceCredits !== undefined) extensions['x-price-credits'] = route.config.priceCredits;
-  const codes = isPublic ? [500, 503] : [401, 403, 422, 429, 500, 503];
+  const codes = isPublic ? [400, 500, 503] : [400, 401, 403, 422, 429, 500, 503];
   if (!isPublic && route.url.includes(':')) codes.push(404);
   for (const code of codes) {
     response[code] ??= (code === 422 ? ValidationBodySchema : DetailBodySchema).describe(errorDescriptions[code]!);

@@ -1,4 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
+import { connect } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/app.js';
 import { createSql } from '../../db/sql.js';
@@ -96,6 +97,29 @@ describe('error shapes (spec 7)', () => {
     const staticBesideParam = await stack.app.inject({ method: 'PATCH', url: '/api-keys/count/', headers: withKey(ws.apiKey) });
     expect(staticBesideParam.statusCode).toBe(405);
     expect(staticBesideParam.headers.allow).toBe('GET, HEAD');
+  });
+
+  it('answers a request the HTTP parser refuses (a Content-Length that is not a number) with 400 and detail, as documented', async () => {
+    const port = Number(new URL(await stack.app.listen({ port: 0, host: '127.0.0.1' })).port);
+    try {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.write(`DELETE /notifications/chatapp/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${ws.apiKey}\r\ncontent-length: y#DwOMavnO\r\n\r\n`);
+        });
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk));
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+      });
+      const [head, body] = raw.split('\r\n\r\n');
+      expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(head).toMatch(/content-type: application\/json/i);
+      expect(JSON.parse(body!)).toEqual({ detail: expect.stringMatching(/Content-Length that is not a number/) });
+    } finally {
+      await stack.app.server.close();
+    }
+    const document = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    expect(Object.keys(document.paths['/notifications/chatapp/'].delete.responses)).toContain('400');
   });
 
   it('answers 500 with a generic detail that leaks no stack or message', async () => {
