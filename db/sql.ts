@@ -24,59 +24,72 @@ export function createSql(url: string, options: SqlOptions = {}): Sql {
 }
 
 /**
- * A transaction body's last statement, to go out with the COMMIT: made by `commitWith` and returned
- * from the body, so by construction nothing of the body can follow it. `answer` turns its rows into
- * what the transaction answers.
+ * A transaction body's last statements, to go out with the COMMIT: made by `commitWith` (one) or
+ * `commitWithAll` (several, sent in order) and returned from the body, so by construction nothing
+ * of the body can follow them. `answer` turns their rows into what the transaction answers.
  */
 export class FinalStatement<T> {
   private constructor(
-    // Any statement's rows: the type ties them to `answer` in `of`, the only way to make one.
-    readonly statement: postgres.PendingQuery<postgres.Row[]>,
-    readonly answer: (rows: postgres.Row[]) => T,
+    readonly statements: readonly Statement[],
+    readonly answer: (rows: postgres.Row[][]) => T,
   ) {}
 
-  static of<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer: (rows: R) => T): FinalStatement<T> {
-    return new FinalStatement(statement as unknown as postgres.PendingQuery<postgres.Row[]>, answer as unknown as (rows: postgres.Row[]) => T);
+  static of<T>(statements: readonly Statement[], answer: (rows: postgres.Row[][]) => T): FinalStatement<T> {
+    return new FinalStatement(statements, answer);
   }
 }
+
+/** Any statement not sent yet, whatever its rows. */
+type Statement = PromiseLike<readonly object[]> & { execute(): unknown };
 
 /** The body's last statement, sent with the COMMIT (see `transaction`); answers its rows, or what `answer` makes of them. */
 export function commitWith<R extends readonly object[]>(statement: postgres.PendingQuery<R>): FinalStatement<R>;
 export function commitWith<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer: (rows: R) => T): FinalStatement<T>;
 export function commitWith<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer?: (rows: R) => T): FinalStatement<T | R> {
-  return FinalStatement.of<R, T | R>(statement, answer ?? ((rows: R) => rows));
+  return FinalStatement.of<T | R>([statement], ([rows]) => (answer ? answer(rows as unknown as R) : (rows as unknown as R)));
+}
+
+/** The body's last statements, sent in this order with the COMMIT and no wait between them; `answer` gets each one's rows. */
+export function commitWithAll<T>(statements: readonly Statement[], answer: (rows: postgres.Row[][]) => T): FinalStatement<T> {
+  return FinalStatement.of(statements, answer);
 }
 
 /**
- * A transaction on a connection of its own, whose body may end by returning `commitWith(statement)`:
- * the statement and COMMIT go out together, so the server commits the moment the statement is
- * done. A statement that locks a row every transaction of a workspace needs (its credit balance)
- * then holds that lock for the server's time alone, not for a round trip through this process's
- * event loop, which under load is most of a transaction's life. A failing statement turns the
- * COMMIT into a rollback and rejects. (sql.begin cannot do this: it hands its connection back to
- * the pool when it sees a COMMIT it did not send.) A body that returns anything else commits after
- * it, as sql.begin does. Use `savepoint` below, which works on either kind of transaction.
+ * A transaction on a connection of its own, whose body may end by returning `commitWith(...)`:
+ * the statements and COMMIT go out together, so the server commits the moment they are done. A
+ * statement that locks a row every transaction of a workspace needs (its credit balance) then
+ * holds that lock for the server's time alone, not for a round trip through this process's event
+ * loop, which under load is most of a transaction's life. A failing statement turns the COMMIT
+ * into a rollback and rejects. (sql.begin cannot do this: it hands its connection back to the pool
+ * when it sees a COMMIT it did not send.) A body that returns anything else commits after it, as
+ * sql.begin does. Use `savepoint` below, which works on either kind of transaction.
+ *
+ * BEGIN goes out with the body's first statement, not a round trip ahead of it: on a reserved
+ * connection statements run in the order they are sent, and a BEGIN that fails (the connection
+ * lost) fails everything after it.
  */
 export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql) => Promise<T | FinalStatement<T>>): Promise<T> {
   const tx = await sql.reserve();
   let open = false;
   try {
-    await tx`begin`;
+    const begun = tx`begin`.execute();
+    begun.catch(() => {});
     open = true;
     const ending = await body(tx);
+    await begun;
     open = false;
     if (!(ending instanceof FinalStatement)) {
       await tx`commit`;
       return ending;
     }
     const commit = tx`commit`;
-    // Queries go out in the order they are executed; neither waits for the other's answer.
-    void ending.statement.execute();
+    // Queries go out in the order they are executed; none waits for another's answer.
+    for (const statement of ending.statements) void statement.execute();
     void commit.execute();
-    const [rows, committed] = await Promise.allSettled([ending.statement, commit]);
-    if (rows.status === 'rejected') throw rows.reason;
-    if (committed.status === 'rejected') throw committed.reason;
-    return ending.answer(rows.value);
+    const settled = await Promise.allSettled<PromiseLike<readonly object[]>>([...ending.statements, commit]);
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    return ending.answer(settled.slice(0, -1).map((s) => (s as PromiseFulfilledResult<postgres.Row[]>).value));
   } catch (error) {
     if (open) await tx`rollback`.catch(() => {});
     throw error;

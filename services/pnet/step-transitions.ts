@@ -5,11 +5,11 @@
  * after the answer, or the sweeper's when that signal was lost; `signal_due_at` marks the change
  * until the workflow has read it). Person-side transitions stay Updates of the workflow.
  */
-import { commitWith, transaction, type Sql } from '../../db/sql.js';
+import { commitWith, commitWithAll, transaction, type Sql } from '../../db/sql.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { decideLapse, decideLease, decideSettle } from '../../domain/pnet/settle.js';
+import { decideLapse, decideLease, decideSettle, type SettleRecord } from '../../domain/pnet/settle.js';
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
-import { recordPnetRead } from '../../store/inbox/messages.js';
+import { recordPnetRead, recordsPnetRead } from '../../store/inbox/messages.js';
 import { recordCheck } from '../../store/pnet/checks.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
 import {
@@ -23,11 +23,14 @@ import {
   lockStep,
   recordLapse,
   recordResult,
+  recordResultStatement,
   requeueReleased,
   resumeEnabledOf,
   returnUsageUnit,
+  returnUsageUnitStatement,
   toBrowserStep,
   type ClaimInput,
+  type StepRow,
 } from '../../store/pnet/steps.js';
 
 /** Hands the step to the browser's session (3.1's claim): account locked, one running step, cap and gap, credit hold and budget unit. */
@@ -47,19 +50,38 @@ export function settleStep(sql: Sql, { stepId, report }: { stepId: string; repor
     const step = locked!;
     // The same result again (a request retried after the first one committed): the record as it stands.
     if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false };
-    // One statement after another, in this order, under the step's row lock; the hold's
-    // statement last, sent with the COMMIT.
+    const answer = (settled: StepRow): StepTransitionResult => ({ step: toBrowserStep(settled), checkpoint: decision.checkpoint });
+    // In this order, under the step's row lock; the hold's statement last, with the COMMIT.
+    const unit = decision.returnUsageUnit ? returnUsageUnitStatement(tx, step) : null;
+    const hold = decision.credits === 'none' ? null : holdEnd(tx, step.credit_hold_id!, decision.credits);
+    if (!writesMore(decision, step, report)) {
+      // Most results: the record, the unit and the hold go out with the COMMIT, one round trip.
+      const writes = [recordResultStatement(tx, stepId, report, decision.acted), ...(unit ? [unit] : []), ...(hold ? [hold] : [])];
+      return commitWithAll(writes, ([recorded]) => answer(recorded![0] as StepRow));
+    }
+    // The rest write what they read first (a failure's event, a check, a read's conversations, a
+    // checkpoint's hold, a recount), one statement after another.
     const settled = await recordResult(tx, stepId, report, decision.acted);
-    if (decision.returnUsageUnit) await returnUsageUnit(tx, step);
+    if (unit) await unit;
     if (decision.recordCheck) await recordCheck(tx, step, report);
     // A read that found conversations records them in the unified inbox.
     if (decision.recordRead) await recordPnetRead(tx, step, report.outcome);
     if (decision.holdAtCheckpoint) await holdAtCheckpoint(tx, step.account_id);
     // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
     if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
-    const answer: StepTransitionResult = { step: toBrowserStep(settled), checkpoint: decision.checkpoint };
-    return decision.credits === 'none' ? answer : commitWith(holdEnd(tx, step.credit_hold_id!, decision.credits), () => answer);
+    return hold ? commitWith(hold, () => answer(settled)) : answer(settled);
   });
+}
+
+/** Whether a settle writes more than its record, its unit and its hold (see settleStep). */
+function writesMore(decision: SettleRecord, step: StepRow, report: SettleReport): boolean {
+  return (
+    report.status === 'failed' ||
+    decision.recordCheck ||
+    (decision.recordRead && recordsPnetRead(step.kind)) ||
+    decision.holdAtCheckpoint ||
+    decision.countUsageAgain
+  );
 }
 
 /**

@@ -198,12 +198,15 @@ export async function recordSentEmail(
  * transaction (under a savepoint, so an unreadable outcome never blocks the settle). Returns the
  * profile URLs that wrote new replies, for waking their sequence contacts.
  */
+/** The step kinds whose success recordPnetRead writes to the inbox (the others it leaves alone). */
+export const recordsPnetRead = (kind: ActionKind) => kind === 'check_inbox' || kind === 'read_conversation';
+
 export async function recordPnetRead(
   tx: Db,
   step: { workspace_id: string; account_id: string; kind: ActionKind; params: Record<string, unknown> },
   outcome: Record<string, unknown> | null,
 ): Promise<string[]> {
-  if (step.kind !== 'check_inbox' && step.kind !== 'read_conversation') return [];
+  if (!recordsPnetRead(step.kind)) return [];
   try {
     return await savepoint(tx, (sp) => (step.kind === 'check_inbox' ? recordCheckInbox(sp, step, outcome) : recordConversation(sp, step, outcome)));
   } catch (err) {

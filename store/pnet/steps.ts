@@ -269,14 +269,19 @@ export async function lockStep(tx: Db, stepId: string): Promise<StepRow | undefi
  * until commit, so the statement needs no status guard of its own.
  */
 export async function recordResult(tx: Db, stepId: string, report: SettleReport, acted: boolean): Promise<StepRow> {
-  const [settled] = await tx<StepRow[]>`
+  const [settled] = await recordResultStatement(tx, stepId, report, acted);
+  if (settled!.status === 'failed') await recordStepFailed(tx, settled!);
+  return settled!;
+}
+
+/** recordResult's one statement, not sent yet: a result that is not a failure records nothing else. */
+export function recordResultStatement(tx: Db, stepId: string, report: SettleReport, acted: boolean) {
+  return tx<StepRow[]>`
     update browser_steps set status = ${report.status}, finished_at = now(), duration_ms = ${report.duration_ms},
       error_code = ${report.error_code}, error_message = ${report.error_message},
       outcome = ${report.outcome ? tx.json(report.outcome as never) : null},
       acted_at = ${acted ? tx`now()` : tx`acted_at`}, updated_at = now(), signal_due_at = now()
     where id = ${stepId} returning *`;
-  if (settled!.status === 'failed') await recordStepFailed(tx, settled!);
-  return settled!;
 }
 
 /** A step that failed is a workspace event, in the transaction that fails it. */
@@ -405,10 +410,16 @@ export async function overdueClaims(db: Db, now: Date, leaseSeconds: number, gra
 
 /** Gives back the usage unit a claim consumed (a failure, a skip or a lapse acted on nothing). */
 export async function returnUsageUnit(tx: Db, step: Pick<StepRow, 'id' | 'usage_kind'>) {
-  if (!step.usage_kind) return;
+  const statement = returnUsageUnitStatement(tx, step);
+  if (statement) await statement;
+}
+
+/** returnUsageUnit's statement, not sent yet; null for a step that took no unit. */
+export function returnUsageUnitStatement(tx: Db, step: Pick<StepRow, 'id' | 'usage_kind'>) {
+  if (!step.usage_kind) return null;
   // The date is read in SQL, not round-tripped through a JS Date and a time zone. The floor
   // (`used > 0`) is checked by the statement that counts down, so the count never goes below 0.
-  await tx`
+  return tx`
     update pnet_usage u set used = u.used - 1
     from browser_steps s
     where s.id = ${step.id} and u.account_id = s.account_id and u.local_date = s.usage_date

@@ -5,7 +5,7 @@ import { creditHoldWorkflow } from '../../workflows/platform/credit-hold.js';
 import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.contract.js';
 import { watchCreditHold } from '../../activities/platform/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
-import { commitWith, createSql, savepoint, transaction } from '../../db/sql.js';
+import { commitWith, commitWithAll, createSql, savepoint, transaction } from '../../db/sql.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { createCreditActivities } from '../../activities/platform/credits.js';
@@ -138,6 +138,35 @@ describe('a settle sent with its COMMIT', () => {
     } finally {
       await one.end();
     }
+  });
+
+  it('sends several final statements in order with the COMMIT: each one\'s rows answered, and a failing one rolls back them all', async () => {
+    const ws = await stack.createWorkspace();
+    await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
+    const answered = await transaction(stack.sql, async (tx) => {
+      const [before] = await tx<{ available: number }[]>`select available from credit_balances where workspace_id = ${ws.workspaceId} for update`;
+      return commitWithAll(
+        [
+          tx`update credit_balances set available = available + 5 where workspace_id = ${ws.workspaceId} returning available`,
+          // Sent after the first without waiting for it, so it reads what the first wrote.
+          tx`update credit_balances set available = available * 2 where workspace_id = ${ws.workspaceId} returning available`,
+        ],
+        ([first, second]) => [before!.available, first![0]!.available, second![0]!.available],
+      );
+    });
+    expect(answered).toEqual([10, 15, 30]);
+    const failing = transaction(stack.sql, async (tx) =>
+      commitWithAll(
+        [
+          tx`update credit_balances set available = available + 1000 where workspace_id = ${ws.workspaceId}`,
+          tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`,
+          tx`update credit_balances set held = held + 1 where workspace_id = ${ws.workspaceId}`,
+        ],
+        () => 'committed',
+      ),
+    );
+    await expect(failing).rejects.toMatchObject({ code: '23505' });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toMatchObject({ available: 30, held: 0 });
   });
 
   it('keeps a savepoint of its own: a failure inside rolls back to it and the rest commits', async () => {
