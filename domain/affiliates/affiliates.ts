@@ -10,7 +10,7 @@
  * workspace is created with a code (or a click id) within 30 days of the click.
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, NameSchema } from '../shared/common.js';
+import { TimestampSchema, UuidSchema, NameSchema, textSchema } from '../shared/common.js';
 import { TimeZoneSchema } from '../pnet/sender-profiles.js';
 import { NextPayoutBlockerSchema, NextPayoutStatusSchema } from './payout-gates.js';
 
@@ -56,9 +56,9 @@ export const StatsQuerySchema = z.object({
 export const PerformanceQuerySchema = z.object({
   days: z.coerce.number().int().min(performanceDaysBounds.min).max(performanceDaysBounds.max).default(performanceDaysBounds.default).describe('The window: the last N days ending today in the affiliate’s zone (1 to 365), compared with the N days before it'),
 });
-export const ClickParamsSchema = z.object({ code: z.string().min(1).max(64) });
+export const ClickParamsSchema = z.object({ code: textSchema(1, 64) });
 export const ClickQuerySchema = z.object({
-  visitor: z.string().min(1).max(200).optional().describe('A visitor id the landing page already has; otherwise the visitor is its address and user agent'),
+  visitor: textSchema(1, 200).optional().describe('A visitor id the landing page already has; otherwise the visitor is its address and user agent'),
 });
 
 // ---- Responses ----

@@ -110,6 +110,11 @@ describe('the public link', () => {
     expect(bot.statusCode).toBe(302);
     expect(new URL(bot.headers.location as string).searchParams.get('aff_click')).toBeNull();
     expect((await click('no-such-code-here', { ip: '198.51.100.4' })).statusCode).toBe(404);
+    // A visitor id or code Postgres cannot store or compare (a NUL character) is refused by the schema, counting nothing.
+    const nul = await click(code, { ip: '198.51.100.5', visitor: '%00x' });
+    expect(nul.statusCode).toBe(422);
+    expect(nul.json().issues[0].loc).toEqual(['query', 'visitor']);
+    expect((await click('a\u0000b', { ip: '198.51.100.5' })).statusCode).toBe(422);
     const stats = (await call(ws, 'GET', '/affiliate/stats/daily/?days=1')).json().days;
     expect(stats).toEqual([expect.objectContaining({ clicks: 3, signups: 0, conversions: 0, earned_cents: 0 })]);
   });

@@ -351,7 +351,7 @@ describe('the OpenAPI document', () => {
     expect(uploadOp.tags).toEqual(['assistant']);
     expect(Object.keys(uploadOp.requestBody.content)).toEqual(['multipart/form-data']);
     expect(uploadOp.requestBody.content['multipart/form-data'].schema.properties.file).toMatchObject({ type: 'string', format: 'binary' });
-    expect(Object.keys(uploadOp.responses).sort()).toEqual(['201', '401', '403', '404', '413', '415', '422', '429', '500', '503']);
+    expect(Object.keys(uploadOp.responses).sort()).toEqual(['201', '400', '401', '403', '404', '413', '415', '422', '429', '500', '503']);
     expect(uploadOp.description).toContain('Sheet: <name>');
     const readOp = doc.paths['/chat-attachments/{attachment_id}/pages/'].get;
     expect(readOp.operationId).toBe('readChatAttachmentPages');
