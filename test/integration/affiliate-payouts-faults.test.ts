@@ -7,6 +7,7 @@
  * item), every payout's money moves once, and every ledger sums to its balance to the cent.
  */
 import { randomBytes } from 'node:crypto';
+import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
@@ -70,7 +71,22 @@ async function cycleUnderKills(cycleAt: Date, runId: string): Promise<{ result: 
     await replace();
   }
   await chain;
-  return { result: await result, kills };
+  return { result: await stalledAfter(handle, result, 60_000), kills };
+}
+
+/** The cycle's result, or after `ms` a failure that says where the cycle stood: its pending work, its last events, the worker polling. */
+async function stalledAfter(handle: WorkflowHandle, result: Promise<PayoutCycleResult>, ms: number): Promise<PayoutCycleResult> {
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<'stalled'>((r) => (timer = setTimeout(() => r('stalled'), ms)));
+  const first = await Promise.race([result, stalled]).finally(() => clearTimeout(timer));
+  if (first !== 'stalled') return first;
+  const described = await handle.describe();
+  const events = ((await handle.fetchHistory()).events ?? []).map((e) => `${String(e.eventId)} ${String(e.eventType)}`);
+  const raw = described.raw;
+  throw new Error(
+    `The cycle ${handle.workflowId} stalled: ${described.status.name}; pending activities ${JSON.stringify(raw.pendingActivities?.map((a) => [a.activityType?.name, a.state, a.attempt, a.lastFailure?.message]))}; ` +
+      `pending workflow task ${JSON.stringify(raw.pendingWorkflowTask ?? null)}; worker ${faults.current?.name ?? 'none'} of ${faults.workers.length}; last events ${events.slice(-12).join(' | ')}`,
+  );
 }
 
 it('pays every affiliate exactly once per period through killed workers and a lost answer, and every ledger sums to its balance', async () => {

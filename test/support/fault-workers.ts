@@ -109,12 +109,18 @@ export function useFaultWorkers(stack: TestStack, options: { enrichmentProviders
       workflowBundle: { codePath: inject('workflowBundlePath') },
       activities: Object.fromEntries(Object.entries(real).map(([name, fn]) => [name, wrap(name, fn)])),
       shutdownGraceTime: shutdownGraceMs,
+      // A kill never waits long for an attempt that does not stop when cancelled (a statement
+      // behind a lock, a call without an abort signal): abandoned, it times out at Temporal as a
+      // SIGKILLed worker's would, and the next worker polls. Unbounded, one such attempt left the
+      // replacement waiting and a payout cycle with no worker (CI, issue 20).
+      shutdownForceTime: Math.max(shutdownGraceMs, 0) + 5_000,
     });
     const running = worker.run();
     const stop = async (kill: boolean) => {
       if (kill) state.killed = true;
       if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running;
+      // A killed worker's end is not the test's concern: one forced down by shutdownForceTime rejects.
+      await (kill ? running.catch(() => undefined) : running);
       if (current === handle) current = undefined;
     };
     const handle: FaultWorker = { name: `worker ${workers.length + 1}`, started, kill: () => stop(true), drain: () => stop(false) };
