@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Sql } from '../../db/sql.js';
 import { keyScopeOnPlan, type Scope } from '../../domain/platform/api-keys.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
-import { ApiError } from '../../domain/shared/errors.js';
+import { ApiError, unauthenticated } from '../../domain/shared/errors.js';
 import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../../store/platform/api-keys.js';
 import { memberById, memberOfIdpUser } from '../../store/platform/auth.js';
@@ -67,8 +67,7 @@ export interface AuthDeps {
 /** The header of a call made on a member's behalf from inside this process. */
 export const actingHeader = 'x-acting-as';
 
-export const unauthenticated = () =>
-  new ApiError('unauthorized', 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.');
+export { unauthenticated };
 
 /** The access a route needs: declared, or derived from its method. */
 export function routeAccess(method: string, declared?: Access): Access {

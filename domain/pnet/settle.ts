@@ -125,6 +125,20 @@ export function sameResultAgain(
 }
 
 /**
+ * A browser's result for a step already at rest (endpoint 2): null when it is not at rest or it is
+ * the same result again (decideSettle answers those); otherwise refused with nothing changed,
+ * except that a success for a step that failed marks that it acted after all (a retry checks first).
+ */
+export function decideAtRest(
+  step: Pick<SettleSnapshot, 'status' | 'claimed_at' | 'error_code'>,
+  report: Pick<SettleFacts, 'status' | 'claimed_at' | 'error_code'>,
+): { message: string; markActed: boolean } | null {
+  if (!terminalStatuses.has(step.status) || sameResultAgain(step, report)) return null;
+  const shown = step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>);
+  return { message: `The step is already ${shown}; nothing changed.`, markActed: step.status === 'failed' && report.status === 'succeeded' };
+}
+
+/**
  * Settles the current claim with the browser's result. A result naming an earlier claim is
  * refused, unless it is a success for a step not settled since (it did run). Reads no clock: the
  * times recorded are the database's.

@@ -5,9 +5,10 @@
  * after the answer, or the sweeper's when that signal was lost; `signal_due_at` marks the change
  * until the workflow has read it). Person-side transitions stay Updates of the workflow.
  */
-import { commitWith, commitWithAll, transaction, type Sql } from '../../db/sql.js';
+import { commitWith, commitWithAll, transaction, type FinalStatement, type Sql } from '../../db/sql.js';
+import { ApiError, notFound, unauthenticated } from '../../domain/shared/errors.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
-import { decideLapse, decideLease, decideSettle, type SettleRecord } from '../../domain/pnet/settle.js';
+import { decideAtRest, decideLapse, decideLease, decideSettle, type SettleRecord } from '../../domain/pnet/settle.js';
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import { recordPnetRead, recordsPnetRead } from '../../store/inbox/messages.js';
 import { recordCheck } from '../../store/pnet/checks.js';
@@ -19,8 +20,10 @@ import {
   failureOf,
   findStep,
   holdEnd,
+  lockBrowserStep,
   lockClaimedStep,
   lockStep,
+  markStepActed,
   recordLapse,
   recordResult,
   recordResultStatement,
@@ -30,6 +33,7 @@ import {
   returnUsageUnitStatement,
   toBrowserStep,
   type ClaimInput,
+  type ReportingBrowser,
   type StepRow,
 } from '../../store/pnet/steps.js';
 
@@ -38,19 +42,34 @@ export function claimStep(sql: Sql, input: ClaimInput, random: () => number = Ma
   return claim(sql, input, random);
 }
 
+/** A settle's answer, with the step's row as it was locked (the route tells its workflow and wakes what waits on it). */
+export type SettleAnswer = StepTransitionResult & { locked: StepRow };
+
 /**
  * Settles the current claim with the browser's result (3.1): decided by decideSettle
- * (domain/pnet/settle.ts) from the step locked here, applied in this one transaction.
+ * (domain/pnet/settle.ts) from the step locked here, applied in this one transaction. With
+ * `browser` (the result route) the lock is also the route's check: a step of another account is
+ * 404, a replaced connection token 401, and a step already at rest answers as endpoint 2 says: the
+ * same result again is 200, a success for a step that failed marks that it acted (a retry checks
+ * first) and is 409 like any other.
  */
-export function settleStep(sql: Sql, { stepId, report }: { stepId: string; report: SettleReport }): Promise<StepTransitionResult> {
-  return transaction(sql, async (tx) => {
-    const locked = await lockStep(tx, stepId);
+export async function settleStep(sql: Sql, { stepId, report, browser }: { stepId: string; report: SettleReport; browser?: ReportingBrowser }): Promise<SettleAnswer> {
+  const answer = await transaction(sql, async (tx): Promise<SettleAnswer | { refused: string } | FinalStatement<SettleAnswer>> => {
+    const locked = browser ? await lockBrowserStep(tx, stepId, browser) : await lockStep(tx, stepId);
+    if (browser && !locked) throw notFound('Step');
+    if (locked && 'token_current' in locked && !locked.token_current) throw unauthenticated();
+    const atRest = browser && locked ? decideAtRest(locked, report) : null;
+    if (atRest) {
+      // Nothing written, unless it acted after all: that mark commits, and the refusal follows it.
+      if (atRest.markActed) await markStepActed(tx, stepId);
+      return { refused: atRest.message };
+    }
     const decision = decideSettle(locked, report);
     if (decision.kind === 'refuse') throw failureOf(decision);
     const step = locked!;
     // The same result again (a request retried after the first one committed): the record as it stands.
-    if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false };
-    const answer = (settled: StepRow): StepTransitionResult => ({ step: toBrowserStep(settled), checkpoint: decision.checkpoint });
+    if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false, locked: step };
+    const answer = (settled: StepRow): SettleAnswer => ({ step: toBrowserStep(settled), checkpoint: decision.checkpoint, locked: step });
     // In this order, under the step's row lock; the hold's statement last, with the COMMIT.
     const unit = decision.returnUsageUnit ? returnUsageUnitStatement(tx, step) : null;
     const hold = decision.credits === 'none' ? null : holdEnd(tx, step.credit_hold_id!, decision.credits);
@@ -71,6 +90,8 @@ export function settleStep(sql: Sql, { stepId, report }: { stepId: string; repor
     if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
     return hold ? commitWith(hold, () => answer(settled)) : answer(settled);
   });
+  if ('refused' in answer) throw new ApiError('conflict', answer.refused);
+  return answer;
 }
 
 /** Whether a settle writes more than its record, its unit and its hold (see settleStep). */

@@ -264,6 +264,29 @@ export async function lockStep(tx: Db, stepId: string): Promise<StepRow | undefi
   return step;
 }
 
+/** The browser a result comes from: its account's workspace, the account, and the connection token's hash it sent. */
+export interface ReportingBrowser {
+  workspaceId: string;
+  accountId: string;
+  connectionTokenHash: Buffer;
+}
+
+/**
+ * A step of the reporting browser's own account, locked, with whether the token it sent is still
+ * the account's (a disconnect replaces it): the result route's only read, so its answer takes the
+ * principal from memory and still refuses a replaced token. A step awaiting approval is not the
+ * browser's to see.
+ */
+export async function lockBrowserStep(tx: Db, stepId: string, browser: ReportingBrowser): Promise<(StepRow & { token_current: boolean }) | undefined> {
+  const [step] = await tx<(StepRow & { token_current: boolean })[]>`
+    select s.*, a.connection_token_hash = ${browser.connectionTokenHash} as token_current
+      from browser_steps s join pnet_accounts a on a.id = s.account_id
+     where s.id = ${stepId} and s.workspace_id = ${browser.workspaceId} and s.account_id = ${browser.accountId}
+       and s.status <> 'awaiting_approval'
+       for update of s`;
+  return step;
+}
+
 /**
  * Records a browser's result. Under lockStep's row lock: the status it was decided from holds
  * until commit, so the statement needs no status guard of its own.

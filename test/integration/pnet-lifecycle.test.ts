@@ -317,6 +317,10 @@ describe('disconnecting the account', () => {
     expect((await api(ws, 'GET', `/pnet/steps/${running.id}/`)).json().status).toBe('claimed');
     expect(await balance()).toEqual({ available: 10, held: 0, spent: 0 });
     expect((await a.heartbeat()).statusCode).toBe(401);
+    // Its result under the old token is refused too, though the token was resolved (and kept in
+    // memory) a moment ago: the settle's own statement checks it. The step stays claimed.
+    expect((await a.report(running.id, { status: 'succeeded', claimed_at: claimed.claimed_at })).statusCode).toBe(401);
+    expect((await api(ws, 'GET', `/pnet/steps/${running.id}/`)).json().status).toBe('claimed');
     // Another identity connects it again with the new token.
     const identity = { member_urn: `urn:li:member:${randomUUID()}`, display_name: 'Grace H.' };
     const again = await stack.app.inject({

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   dailyCeilingRefusal,
+  decideAtRest,
   decideClaim,
   decideLapse,
   decideLease,
@@ -185,6 +186,29 @@ const snapshot = (over: Partial<ClaimSnapshot> = {}, stepOver: Partial<NonNullab
   ...over,
 });
 const request = { sessionId: 'session-1', verifyFirst: false };
+
+describe('a result for a step already at rest (endpoint 2)', () => {
+  it.each([
+    ['claimed', 'succeeded', null],
+    ['queued', 'succeeded', null],
+    ['succeeded', 'succeeded', null],
+    ['succeeded', 'failed', { message: 'The step is already succeeded; nothing changed.', markActed: false }],
+    ['failed', 'succeeded', { message: 'The step is already failed; nothing changed.', markActed: true }],
+    ['skipped', 'succeeded', { message: 'The step is already skipped; nothing changed.', markActed: false }],
+    ['rejected', 'failed', { message: 'The step is already rejected; nothing changed.', markActed: false }],
+    ['cancelled', 'succeeded', { message: 'The step is already cancelled; nothing changed.', markActed: false }],
+    ['cancelled', 'skipped', { message: 'The step is already cancelled; nothing changed.', markActed: false }],
+  ] as const)('a %s step, a %s result: %j', (status, reported, expected) => {
+    const errorCode = reported === 'failed' ? 'selector_missing' : null;
+    expect(decideAtRest(step({ status, error_code: status === 'failed' ? 'selector_missing' : null }), report({ status: reported, error_code: errorCode }))).toEqual(expected);
+  });
+
+  it('lets the same failure again through to decideSettle (200 with the record), but not another failure code', () => {
+    const failed = step({ status: 'failed', error_code: 'selector_missing' });
+    expect(decideAtRest(failed, report({ status: 'failed', error_code: 'selector_missing' }))).toBeNull();
+    expect(decideAtRest(failed, report({ status: 'failed', error_code: 'timed_out' }))).toMatchObject({ markActed: false });
+  });
+});
 
 describe('claiming a step', () => {
   it('claims a waiting metered step against its kind’s ceiling, with nothing to verify', () => {

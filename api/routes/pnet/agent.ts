@@ -14,23 +14,20 @@ import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import { agentConfig } from '../../../domain/pnet/agent-config.js';
 import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentConfigSchema, AgentRunningWaitSchema, RunningWaitAnswerSchema, StepAttemptSchema } from '../../../domain/pnet/running.js';
 import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
-import { BrowserStepSchema, recordStatus, type StoredStepStatus } from '../../../domain/pnet/steps.js';
+import { BrowserStepSchema, type StoredStepStatus } from '../../../domain/pnet/steps.js';
 import { signalSenderAccount, tellStepWorkflow } from '../../../services/pnet/browser-step-client.js';
 import { claimStep, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
 import type { AppDeps } from '../../deps.js';
 import { browserSession } from '../../../store/pnet/check-ins.js';
-import { markStepActed } from '../../../store/pnet/steps.js';
 import { principalOf, unauthenticated, type Principal } from '../../plugins/auth.js';
 import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
-import { sameResultAgain } from '../../../domain/pnet/settle.js';
-import { terminalStatuses } from '../../../domain/pnet/settle.js';
 
 const tags = ['pnet-agent'];
 const ActionParamsSchema = z.object({ action_id: UuidSchema });
 const config = { access: 'extension' as const };
-/** The heartbeat's statement checks the connection token itself, so auth may take it from memory. */
-const heartbeatConfig = { ...config, checksConnectionToken: true };
+/** The heartbeat's and the result's statements check the connection token themselves, so auth may take it from memory. */
+const checksTokenConfig = { ...config, checksConnectionToken: true };
 
 export const pnetAgentRoutes =
   ({ sql, temporal, faults }: AppDeps): FastifyPluginAsyncZod =>
@@ -49,7 +46,7 @@ export const pnetAgentRoutes =
     app.post(
       '/pnet/agent/heartbeat/',
       {
-        config: heartbeatConfig,
+        config: checksTokenConfig,
         schema: {
           operationId: 'agentHeartbeat',
           tags,
@@ -150,7 +147,8 @@ export const pnetAgentRoutes =
     app.post(
       '/pnet/agent/actions/:action_id/result/',
       {
-        config,
+        // The settle's lock statement checks the connection token itself, so auth may take it from memory.
+        config: checksTokenConfig,
         schema: {
           operationId: 'reportStepResult',
           tags,
@@ -167,21 +165,15 @@ export const pnetAgentRoutes =
       async (request) => {
         const principal = principalOf(request);
         const report = request.body;
-        const step = await accountStep(principal, request.params.action_id);
         if (report.diagnostic !== undefined && !DiagnosticSchema.safeParse(report.diagnostic).success) {
-          request.log.info({ stepId: step.id }, 'unreadable diagnostic dropped');
-        }
-        if (terminalStatuses.has(step.status)) {
-          if (sameResultAgain(step, report)) return toBrowserStep(step);
-          if (step.status === 'failed' && report.status === 'succeeded') {
-            // It acted after all: the step stays failed and a retry checks first.
-            await markStepActed(sql, step.id);
-          }
-          throw new ApiError('conflict', `The step is already ${step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status)}; nothing changed.`);
+          request.log.info({ stepId: request.params.action_id }, 'unreadable diagnostic dropped');
         }
         const { diagnostic: _dropped, ...settle } = report;
-        const result = await settleStep(sql, { stepId: step.id, report: settle });
-        tell(request, step);
+        // One transaction is the whole check: the step of this account, the token still its own, then the settle.
+        const browser = { workspaceId: principal.workspaceId, accountId: principal.accountId!, connectionTokenHash: principal.connectionTokenHash! };
+        const result = await settleStep(sql, { stepId: request.params.action_id, report: settle, browser });
+        const step = result.locked;
+        if (result.step.status !== step.status) tell(request, step);
         // Replies a conversation read recorded stop their contacts' pending steps now.
         const repliedProfiles = result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
         if (repliedProfiles.length > 0) {
