@@ -69,15 +69,15 @@ if (runs('outage') && !workerApart) throw new Error('BENCH_PHASES: the outage pa
 /**
  * BENCH_NICE=bench:-10,temporal:10 sets those processes' scheduling priority (every thread of
  * each) once the stack is up: an experiment, to tell how much of a latency is the CPU the parts
- * share on one machine. Off by default.
+ * share on one machine. `worker` (with BENCH_WORKER_APART=1) is the worker's own process. Off by default.
  */
 const niceWanted = (process.env.BENCH_NICE ?? '')
   .split(',')
   .filter(Boolean)
   .map((part) => {
-    const m = /^(bench|api|temporal):(-?\d+)$/.exec(part.trim());
-    if (!m) throw new Error(`BENCH_NICE: "${part}" is not bench|api|temporal:<nice>`);
-    return { component: m[1] as 'bench' | 'api' | 'temporal', nice: Number(m[2]) };
+    const m = /^(bench|api|temporal|worker):(-?\d+)$/.exec(part.trim());
+    if (!m) throw new Error(`BENCH_NICE: "${part}" is not bench|api|temporal|worker:<nice>`);
+    return { component: m[1] as 'bench' | 'api' | 'temporal' | 'worker', nice: Number(m[2]) };
   });
 
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -529,8 +529,9 @@ async function main() {
   log(`starting the stack (DATA_DIR ${dataDir}, log ${logFile})`);
   const { serve, pids } = await startBenchStack(dataDir, logFile, log);
   for (const { component, nice } of niceWanted) {
-    const threads = renice(pids[component], nice);
-    log(`BENCH_NICE: ${component} (pid ${pids[component]}) at nice ${nice}, ${threads} threads`);
+    const pid = component === 'worker' ? (serve.workerPid ?? undefined) : pids[component];
+    const threads = renice(pid, nice);
+    log(`BENCH_NICE: ${component} (pid ${pid}) at nice ${nice}, ${threads} threads`);
   }
   const sql = createSql(serve.databaseUrl, { max: 8 });
   // Its own connection, so sampling never waits behind the bench's other queries.

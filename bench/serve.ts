@@ -17,6 +17,8 @@ export interface ServeReady {
   databaseUrl: string;
   temporalAddress: string;
   temporalMetricsUrl: string | null;
+  /** The worker's own process (BENCH_WORKER_APART=1), else null. */
+  workerPid: number | null;
 }
 
 /**
@@ -67,7 +69,7 @@ if (apart) {
     started.once('exit', (code) => reject(new Error(`the worker process exited (code ${code})`)));
   });
 }
-process.send!({ type: 'ready', apiUrl: stack.apiUrl!, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress, temporalMetricsUrl: stack.temporalMetricsUrl } satisfies ServeReady);
+process.send!({ type: 'ready', apiUrl: stack.apiUrl!, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress, temporalMetricsUrl: stack.temporalMetricsUrl, workerPid: worker?.pid ?? null } satisfies ServeReady);
 
 let stopping = false;
 const stop = async () => {
