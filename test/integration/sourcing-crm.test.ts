@@ -6,7 +6,7 @@
  * nothing; schedules (Temporal Schedules: next runs, pause and resume, one per import, a firing
  * imports only what changed); a CSV at an address.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { serveCrmTwin, type CrmTwin } from '../../sim/crm-server.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
@@ -257,6 +257,10 @@ describe('import schedules', () => {
     await stack.client.schedule.getHandle(schedule.schedule_id).trigger();
     const first = await settledRun(tableId, imp.id);
     expect(first.runs[0]).toMatchObject({ trigger: 'schedule', status: 'succeeded', rows_created: 50 });
+    // The run's row says succeeded a moment before its workflow closes; a firing in that moment is
+    // skipped by the overlap policy, so the next one waits until the Schedule runs nothing.
+    const handle = stack.client.schedule.getHandle(schedule.schedule_id);
+    await vi.waitFor(async () => expect((await handle.describe()).info.runningActions).toEqual([]), { timeout: 10_000, interval: 100 });
     await stack.client.schedule.getHandle(schedule.schedule_id).trigger();
     const second = await settledRun(tableId, imp.id, 2);
     expect(second.runs[0]).toMatchObject({ trigger: 'schedule', status: 'succeeded', rows_created: 0, rows_updated: 0 });
