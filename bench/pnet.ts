@@ -318,16 +318,15 @@ const messageEvents = new Set([
   'EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED',
 ]);
 
-/** Every workflow's history length from the list; message rates from at most 2,000 histories. */
 /** Waits (at most 5 minutes) until the task queue's workflow and activity backlogs stay under 20 for three looks 2 s apart; answers the last backlog. */
-async function drainedQueues(connection: Connection, taskQueue: string): Promise<number> {
+async function drainedQueues(connection: Connection, { taskQueue, temporalNamespace: namespace }: { taskQueue: string; temporalNamespace: string }): Promise<number> {
   const deadline = performance.now() + 300_000;
   let quiet = 0;
   let backlog = Infinity;
   while (quiet < 3 && performance.now() < deadline) {
     backlog = 0;
     for (const taskQueueType of [1, 2]) {
-      const described = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue, kind: 1 }, taskQueueType, reportStats: true });
+      const described = await connection.workflowService.describeTaskQueue({ namespace, taskQueue: { name: taskQueue, kind: 1 }, taskQueueType, reportStats: true });
       backlog += Number(described.stats?.approximateBacklogCount ?? 0);
     }
     quiet = backlog < 20 ? quiet + 1 : 0;
@@ -336,6 +335,7 @@ async function drainedQueues(connection: Connection, taskQueue: string): Promise
   return backlog;
 }
 
+/** Every workflow's history length from the list; message rates from at most 2,000 histories. */
 async function inspectWorkflows(client: Client) {
   const ids: string[] = [];
   let maxHistory = 0;
@@ -558,7 +558,7 @@ async function main() {
     // step workflows an account) at once: a burst no running service sees. The phases measure the
     // steady state after it, so wait until Temporal's queues have drained.
     t = performance.now();
-    const backlog = await drainedQueues(connection, readServiceConfig().taskQueue);
+    const backlog = await drainedQueues(connection, readServiceConfig());
     log(`connect burst drained from Temporal's queues in ${((performance.now() - t) / 1000).toFixed(1)} s (backlog now ${backlog})`);
 
     const heartbeatLoad = (seconds: number, rate: (t: number) => number) => openLoop({ seconds, rate, send: () => sim.heartbeat(sim.nextBrowser()) });

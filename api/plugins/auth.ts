@@ -67,8 +67,6 @@ export interface AuthDeps {
 /** The header of a call made on a member's behalf from inside this process. */
 export const actingHeader = 'x-acting-as';
 
-export { unauthenticated };
-
 /** The access a route needs: declared, or derived from its method. */
 export function routeAccess(method: string, declared?: Access): Access {
   return declared ?? (method === 'GET' || method === 'HEAD' ? 'read' : 'write');

@@ -18,11 +18,12 @@ export interface PayoutTemporal {
 /** Makes the monthly Schedule when missing, or moves it to the configured day. */
 export async function ensurePayoutSchedule(temporal: PayoutTemporal, dayOfMonth: number): Promise<'created' | 'kept' | 'updated'> {
   const spec = { calendars: [{ dayOfMonth, hour: 0, minute: 0, comment: 'Affiliate payouts, monthly at 00:00 UTC' }] };
+  const scheduleId = affiliatePayoutScheduleId(temporal.taskQueue);
   try {
     await temporal.client.schedule.create({
-      scheduleId: affiliatePayoutScheduleId(temporal.taskQueue),
+      scheduleId,
       spec,
-      action: { type: 'startWorkflow', workflowType: 'affiliatePayoutCycleWorkflow', args: [{}], taskQueue: temporal.taskQueue, workflowId: affiliatePayoutScheduleId(temporal.taskQueue) },
+      action: { type: 'startWorkflow', workflowType: 'affiliatePayoutCycleWorkflow', args: [{}], taskQueue: temporal.taskQueue, workflowId: scheduleId },
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 day' },
       memo: { what: 'affiliate payout cycle (decision 044)' },
     });
@@ -30,7 +31,7 @@ export async function ensurePayoutSchedule(temporal: PayoutTemporal, dayOfMonth:
   } catch (error) {
     if (!(error instanceof ScheduleAlreadyRunning)) throw error;
   }
-  const handle = temporal.client.schedule.getHandle(affiliatePayoutScheduleId(temporal.taskQueue));
+  const handle = temporal.client.schedule.getHandle(scheduleId);
   const described = await handle.describe();
   const days = described.spec.calendars?.[0]?.dayOfMonth;
   const current = Array.isArray(days) ? days[0] : days;

@@ -55,14 +55,20 @@ export type SettleAnswer = StepTransitionResult & { locked: StepRow };
  */
 export async function settleStep(sql: Sql, { stepId, report, browser }: { stepId: string; report: SettleReport; browser?: ReportingBrowser }): Promise<SettleAnswer> {
   const answer = await transaction(sql, async (tx): Promise<SettleAnswer | { refused: string } | FinalStatement<SettleAnswer>> => {
-    const locked = browser ? await lockBrowserStep(tx, stepId, browser) : await lockStep(tx, stepId);
-    if (browser && !locked) throw notFound('Step');
-    if (locked && 'token_current' in locked && !locked.token_current) throw unauthenticated();
-    const atRest = browser && locked ? decideAtRest(locked, report) : null;
-    if (atRest) {
-      // Nothing written, unless it acted after all: that mark commits, and the refusal follows it.
-      if (atRest.markActed) await markStepActed(tx, stepId);
-      return { refused: atRest.message };
+    let locked: StepRow | undefined;
+    if (browser) {
+      const mine = await lockBrowserStep(tx, stepId, browser);
+      if (!mine) throw notFound('Step');
+      if (!mine.token_current) throw unauthenticated();
+      const atRest = decideAtRest(mine, report);
+      if (atRest) {
+        // Nothing written, unless it acted after all: that mark commits, and the refusal follows it.
+        if (atRest.markActed) await markStepActed(tx, stepId);
+        return { refused: atRest.message };
+      }
+      locked = mine;
+    } else {
+      locked = await lockStep(tx, stepId);
     }
     const decision = decideSettle(locked, report);
     if (decision.kind === 'refuse') throw failureOf(decision);

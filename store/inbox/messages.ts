@@ -193,13 +193,14 @@ export async function recordSentEmail(
 // ---------------------------------------------------------------------------------------------
 // pnet reads
 
+/** The step kinds whose success recordPnetRead writes to the inbox (the others it leaves alone). */
+export const recordsPnetRead = (kind: ActionKind) => kind === 'check_inbox' || kind === 'read_conversation';
+
 /**
  * Records what a successful check_inbox or read_conversation found, in the settling
  * transaction (under a savepoint, so an unreadable outcome never blocks the settle). Returns the
  * profile URLs that wrote new replies, for waking their sequence contacts.
  */
-/** The step kinds whose success recordPnetRead writes to the inbox (the others it leaves alone). */
-export const recordsPnetRead = (kind: ActionKind) => kind === 'check_inbox' || kind === 'read_conversation';
 
 export async function recordPnetRead(
   tx: Db,

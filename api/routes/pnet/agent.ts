@@ -10,7 +10,7 @@ import { pnetReplyProfiles } from '../../../store/inbox/messages.js';
 import { findStep, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { ApiError, notFound, unauthenticated } from '../../../domain/shared/errors.js';
 import { agentConfig } from '../../../domain/pnet/agent-config.js';
 import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentConfigSchema, AgentRunningWaitSchema, RunningWaitAnswerSchema, StepAttemptSchema } from '../../../domain/pnet/running.js';
 import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
@@ -19,7 +19,7 @@ import { signalSenderAccount, tellStepWorkflow } from '../../../services/pnet/br
 import { claimStep, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
 import type { AppDeps } from '../../deps.js';
 import { browserSession } from '../../../store/pnet/check-ins.js';
-import { principalOf, unauthenticated, type Principal } from '../../plugins/auth.js';
+import { principalOf, type Principal } from '../../plugins/auth.js';
 import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
 
