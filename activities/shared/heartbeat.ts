@@ -10,3 +10,13 @@ export function heartbeating(): NodeJS.Timeout | undefined {
   }
   return setInterval(() => context.heartbeat(), 5_000);
 }
+
+/** Runs `work` with `heartbeating()` around it: an attempt its worker took down with it stops beating, and its heartbeat timeout retries it. */
+export async function whileBeating<T>(work: () => Promise<T>): Promise<T> {
+  const beat = heartbeating();
+  try {
+    return await work();
+  } finally {
+    clearInterval(beat);
+  }
+}

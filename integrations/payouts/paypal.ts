@@ -32,6 +32,8 @@ export interface PayPalClientOptions {
   /** Attempts per call when answered 429 (4). */
   maxAttempts?: number;
   fetch?: typeof fetch;
+  /** How long one request may take before it counts as unreachable (30 s): a hung connection never holds a cycle's attempt. */
+  requestTimeoutMs?: number;
 }
 
 const pageSize = 1000;
@@ -68,11 +70,19 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
   const doFetch = options.fetch ?? fetch;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const maxAttempts = options.maxAttempts ?? 4;
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  const send = async (url: string, init: RequestInit): Promise<Response> => {
+    try {
+      return await doFetch(url, { ...init, signal: AbortSignal.timeout(requestTimeoutMs) });
+    } catch (error) {
+      throw new PayoutProviderError(`PayPal could not be reached: ${(error as Error).message}`, null);
+    }
+  };
   let token: { value: string; until: number } | null = null;
 
   async function accessToken(): Promise<string> {
     if (token && token.until > Date.now()) return token.value;
-    const res = await doFetch(`${base}/v1/oauth2/token`, {
+    const res = await send(`${base}/v1/oauth2/token`, {
       method: 'POST',
       headers: {
         authorization: `Basic ${Buffer.from(`${config.clientId}:${config.clientSecret}`).toString('base64')}`,
@@ -94,16 +104,11 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
     let refreshed = false;
     for (let attempt = 1; ; attempt++) {
       const bearer = await accessToken();
-      let res: Response;
-      try {
-        res = await doFetch(`${base}${path}`, {
-          method,
-          headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', accept: 'application/json' },
-          body: body === undefined ? undefined : JSON.stringify(body),
-        });
-      } catch (error) {
-        throw new PayoutProviderError(`PayPal could not be reached: ${(error as Error).message}`, null);
-      }
+      const res = await send(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', accept: 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       const json: unknown = await res.json().catch(() => null);
       if (res.status === 401 && !refreshed) {
         token = null;

@@ -3,6 +3,8 @@
  * the token, 429 is waited out, 422 names the bad items, a repeated sender batch id reads the
  * batch the first send made — and items going UNCLAIMED, then RETURNED after 30 days.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPayPalPayouts, itemIndexOf } from '../../integrations/payouts/paypal.js';
 import { PayoutProviderError, PayoutValidationError, type PayoutItemRequest } from '../../integrations/payouts/provider.js';
@@ -71,6 +73,19 @@ describe('PayPal payouts client against the twin', () => {
     const batch = await client().createBatch({ senderBatchId: 'b-429', emailSubject: 's', items: [item('p7', 'g@example.com')] });
     expect(batch.items).toHaveLength(1);
     expect(waits).toEqual([1000, 1000]);
+  });
+
+  it('a server that takes the request and never answers is unreachable after the request timeout, not a hung cycle', async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+      const hung = createPayPalPayouts({ clientId: twin.clientId, clientSecret: twin.clientSecret, apiBase: url }, { requestTimeoutMs: 300 });
+      await expect(hung.getBatch('X')).rejects.toMatchObject({ name: 'PayoutProviderError', status: null, message: expect.stringMatching(/PayPal could not be reached/) });
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
   });
 
   it('429 past the attempts is a provider error a later retry can fix', async () => {

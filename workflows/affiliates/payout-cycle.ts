@@ -14,6 +14,8 @@ import type { PayoutCycleInput, PayoutCycleResult } from './payout-cycle.contrac
 
 const acts = proxyActivities<AffiliatePayoutActivities>({
   startToCloseTimeout: '5 minutes',
+  // The activities beat every 5 s: an attempt whose worker died is retried within 20 s, not 5 minutes.
+  heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute', backoffCoefficient: 2 },
 });
 
