@@ -297,9 +297,8 @@ async function main() {
         }),
       );
     });
-    browsers.forEach((b) => b.start());
     onCleanup(async () => void (await Promise.all(browsers.map((b) => b.halt()))));
-    say(`${accounts.length} accounts set up, ${browsers.length} browsers checking in`);
+    say(`${accounts.length} accounts set up, ${browsers.length} browsers`);
 
     // The steps, spread evenly and queued round-robin so every account has work at once.
     type Planned = { accountId: string; params: Record<string, unknown>; test: boolean; contact: string };
@@ -320,6 +319,11 @@ async function main() {
     const mine = queueAnswers.filter((a) => a.status === 201).map((a) => a.body.id);
     const meteredQueued = queueOrder.filter(({ step }, i) => !step.test && queueAnswers[i]!.status === 201).length;
     say(`${mine.length} steps queued (${meteredQueued} metered)${refused.length ? `; ${refused.length} refused: ${[...new Set(refused.map((r) => r.status))].join(', ')}` : ''}`);
+    // The browsers start once every step is queued: their claims arm the API's kill between a
+    // claim's commit and its signal, and a queueing POST lost with the API is not repeated (it may
+    // have committed), so a kill during the queueing ended the run before it began.
+    browsers.forEach((b) => b.start());
+    say(`${browsers.length} browsers checking in`);
 
     // The faults, while the browsers work.
     const observer = new ClaimObserver(sql, ws.workspace_id).start();
