@@ -83,7 +83,7 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
      *   once per grace, not on every turn.
      * Answers how many steps it lapsed or signalled.
      */
-    async resendStepSignals({ graceSeconds, limit, now }: { graceSeconds: number; limit: number; now?: string }): Promise<number> {
+    async resendStepSignals({ graceSeconds, limit, now, taskQueue }: { graceSeconds: number; limit: number; now?: string; taskQueue?: string }): Promise<number> {
       const at = now ? new Date(now) : new Date();
       const lapsed: string[] = [];
       for (const claim of await overdueClaims(sql, at, claimLeaseSeconds, graceSeconds, limit)) {
@@ -95,7 +95,7 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
       const rows = [...due, ...(await Promise.all(lapsed.filter((id) => !told.has(id)).map((id) => findStep(sql, id)))).filter((row) => row !== undefined)];
       if (rows.length === 0) return 0;
       const { client, info } = Context.current();
-      await Promise.all(rows.map((row) => signalStepWorkflow(client, info.taskQueue, row)));
+      await Promise.all(rows.map((row) => signalStepWorkflow(client, taskQueue ?? info.taskQueue, row)));
       await markSignalsResent(sql, rows.map((r) => r.id));
       return rows.length;
     },

@@ -9,7 +9,7 @@ import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
 import { browserStepWorkflowId, stepChangedSignal, type BrowserStepInput } from '../../workflows/pnet/browser-step.contract.js';
 import { senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
 import { stepSignalSweeperWorkflow } from '../../workflows/pnet/step-signals.js';
-import { defaultStepSignalSweeper, stepSignalSweeperWorkflowId, type StepSignalSweeperInput } from '../../workflows/pnet/step-signals.contract.js';
+import { defaultStepSignalSweeper, stepSignalSweeperQueue, stepSignalSweeperWorkflowId, type StepSignalSweeperInput } from '../../workflows/pnet/step-signals.contract.js';
 import { accountChangedSignal, senderAccountWorkflowId } from '../../workflows/pnet/sender-account.contract.js';
 import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { repeatEvery } from '../platform/repeat.js';
@@ -140,12 +140,12 @@ export function tellStepWorkflow(to: StepWorkflows, row: Pick<StepRow, 'id' | 'w
     .catch(onError);
 }
 
-/** Starts the step-signal sweeper (workflows/pnet/step-signals.ts) unless it runs. */
+/** Starts the step-signal sweeper (workflows/pnet/step-signals.ts) of `taskQueue`'s steps, on its own queue, unless it runs. */
 export async function startStepSignalSweeper(client: Client, taskQueue: string, input: StepSignalSweeperInput = defaultStepSignalSweeper): Promise<void> {
   await client.workflow.start(stepSignalSweeperWorkflow, {
-    taskQueue,
+    taskQueue: stepSignalSweeperQueue(taskQueue),
     workflowId: stepSignalSweeperWorkflowId(taskQueue),
-    args: [input],
+    args: [{ ...input, stepTaskQueue: taskQueue }],
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
 }
