@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { readConfig } from '../worker/config.js';
-import type { StackFile } from '../worker/stack.js';
+import type { StackFile } from '../worker/stack-file.js';
 import { AgentClient } from './agent-client.js';
 import { SimBrowser, formatCounters, sumCounters } from './browser.js';
 import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';

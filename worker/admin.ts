@@ -25,7 +25,7 @@ import { readConfig } from './config.js';
 import { readIntegrationsConfig } from '../integrations/config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { addWorkspaceMember, createWorkspaceWithAdmin, decideDesignPartnerApplication, grantWorkspaceCredits, setWorkspacePlan } from './provisioning.js';
-import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack.js';
+import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack-file.js';
 import { workspaceExists } from '../store/platform/workspaces.js';
 import { setAffiliatePayoutGate, setAffiliatePayoutsPaused } from '../services/affiliates/payouts.js';
 import { runPayoutCycle } from '../services/affiliates/payouts-client.js';

@@ -26,30 +26,7 @@ import { startTemporalDevServer } from './temporal-dev-server.js';
 import { startTemporalOnPostgres } from './temporal-postgres.js';
 import { startEventDispatcher } from '../services/notifications/dispatcher.js';
 import { createServiceWorker, runtimeTelemetry } from './worker.js';
-
-export const databaseName = 'outreach';
-
-/** What a running stack tells the admin command line (written to DATA_DIR/stack.json). */
-export interface StackFile {
-  pid: number;
-  database_url: string;
-  temporal_address: string;
-  api_url: string | null;
-}
-
-export function stackFilePath(dataDir: string) {
-  return join(dataDir, 'stack.json');
-}
-
-export async function ensureDatabase(adminUrl: string, name: string) {
-  const admin = createSql(adminUrl, { max: 1 });
-  try {
-    const [exists] = await admin`select 1 from pg_database where datname = ${name}`;
-    if (!exists) await admin`create database ${admin(name)}`;
-  } finally {
-    await admin.end();
-  }
-}
+import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack-file.js';
 
 /** The development key survives restarts in a local file (only its hash is in the database). */
 async function ensureDevCredentials(sql: Sql, dataDir: string) {

@@ -7,11 +7,28 @@
  * formula that uses anything else is refused before it is compiled. Nothing here throws at a
  * caller: a formula that cannot be used, or a row it fails on, is a cell error.
  */
-import { all, create, type EvalFunction, type MathNode } from 'mathjs';
+import { createRequire } from 'node:module';
+import type { EvalFunction, MathJsInstance, MathNode } from 'mathjs';
 import { cellTextMax, displayValue, type CellValue } from './tables.js';
 
-const math = create(all!, { number: 'number' });
-const builtin = { equal: math.equal, larger: math.larger, smaller: math.smaller, largerEq: math.largerEq, smallerEq: math.smallerEq };
+type Builtin = Pick<MathJsInstance, 'equal' | 'larger' | 'smaller' | 'largerEq' | 'smallerEq'>;
+let instance: { math: MathJsInstance; builtin: Builtin } | null = null;
+
+/**
+ * The formula language, built on first use: loading mathjs and creating its instance takes 1.5 to
+ * 4 s, which every process importing the tables' store (the API, the worker, the operator command
+ * line) would otherwise pay at start, whether or not a formula is ever computed.
+ */
+function formulaMath(): MathJsInstance {
+  if (instance) return instance.math;
+  const { all, create } = createRequire(import.meta.url)('mathjs') as typeof import('mathjs');
+  const math = create(all!, { number: 'number' });
+  const builtin: Builtin = { equal: math.equal, larger: math.larger, smaller: math.smaller, largerEq: math.largerEq, smallerEq: math.smallerEq };
+  instance = { math, builtin };
+  math.import(spreadsheetFunctions, { override: true });
+  return math;
+}
+const builtin = (): Builtin => (formulaMath(), instance!.builtin);
 
 const text = (v: unknown) => displayValue(v as CellValue);
 const isNullish = (v: unknown) => v === null || v === undefined;
@@ -21,43 +38,40 @@ const ordering =
   (a: unknown, b: unknown) => {
     if (isNullish(a) || isNullish(b)) return false;
     if (typeof a === 'string' && typeof b === 'string') return holds(a < b ? -1 : a > b ? 1 : 0);
-    return builtin[name](a as never, b as never);
+    return builtin()[name](a as never, b as never);
   };
 
 /** Empty equals only empty; next to text, a value compares by the text a person sees. */
 function equalCells(a: unknown, b: unknown): boolean {
   if (isNullish(a) || isNullish(b)) return isNullish(a) && isNullish(b);
   if (typeof a === 'string' || typeof b === 'string') return text(a) === text(b);
-  return Boolean(builtin.equal(a as never, b as never));
+  return Boolean(builtin().equal(a as never, b as never));
 }
 
 // Text is compared as text (mathjs would read "Ada" == "Ada" as numbers and fail), and a
 // spreadsheet's text helpers are added under their usual names.
-math.import(
-  {
-    equal: (a: unknown, b: unknown) => equalCells(a, b),
-    unequal: (a: unknown, b: unknown) => !equalCells(a, b),
-    larger: ordering('larger', (o) => o > 0),
-    smaller: ordering('smaller', (o) => o < 0),
-    largerEq: ordering('largerEq', (o) => o >= 0),
-    smallerEq: ordering('smallerEq', (o) => o <= 0),
-    concat: (...parts: unknown[]) => parts.map(text).join(''),
-    text,
-    lower: (v: unknown) => text(v).toLowerCase(),
-    upper: (v: unknown) => text(v).toUpperCase(),
-    trim: (v: unknown) => text(v).trim(),
-    len: (v: unknown) => text(v).length,
-    contains: (v: unknown, part: unknown) => text(v).toLowerCase().includes(text(part).toLowerCase()),
-    startsWith: (v: unknown, part: unknown) => text(v).toLowerCase().startsWith(text(part).toLowerCase()),
-    endsWith: (v: unknown, part: unknown) => text(v).toLowerCase().endsWith(text(part).toLowerCase()),
-    left: (v: unknown, n: unknown) => text(v).slice(0, Math.max(0, Number(n))),
-    right: (v: unknown, n: unknown) => (Number(n) > 0 ? text(v).slice(-Number(n)) : ''),
-    replace: (v: unknown, find: unknown, by: unknown) => (text(find) === '' ? text(v) : text(v).split(text(find)).join(text(by))),
-    isEmpty: (v: unknown) => isNullish(v) || v === '',
-    coalesce: (...values: unknown[]) => values.find((v) => !isNullish(v) && v !== '') ?? null,
-  },
-  { override: true },
-);
+const spreadsheetFunctions = {
+  equal: (a: unknown, b: unknown) => equalCells(a, b),
+  unequal: (a: unknown, b: unknown) => !equalCells(a, b),
+  larger: ordering('larger', (o) => o > 0),
+  smaller: ordering('smaller', (o) => o < 0),
+  largerEq: ordering('largerEq', (o) => o >= 0),
+  smallerEq: ordering('smallerEq', (o) => o <= 0),
+  concat: (...parts: unknown[]) => parts.map(text).join(''),
+  text,
+  lower: (v: unknown) => text(v).toLowerCase(),
+  upper: (v: unknown) => text(v).toUpperCase(),
+  trim: (v: unknown) => text(v).trim(),
+  len: (v: unknown) => text(v).length,
+  contains: (v: unknown, part: unknown) => text(v).toLowerCase().includes(text(part).toLowerCase()),
+  startsWith: (v: unknown, part: unknown) => text(v).toLowerCase().startsWith(text(part).toLowerCase()),
+  endsWith: (v: unknown, part: unknown) => text(v).toLowerCase().endsWith(text(part).toLowerCase()),
+  left: (v: unknown, n: unknown) => text(v).slice(0, Math.max(0, Number(n))),
+  right: (v: unknown, n: unknown) => (Number(n) > 0 ? text(v).slice(-Number(n)) : ''),
+  replace: (v: unknown, find: unknown, by: unknown) => (text(find) === '' ? text(v) : text(v).split(text(find)).join(text(by))),
+  isEmpty: (v: unknown) => isNullish(v) || v === '',
+  coalesce: (...values: unknown[]) => values.find((v) => !isNullish(v) && v !== '') ?? null,
+};
 
 const allowedFunctions = new Set([
   'abs', 'ceil', 'floor', 'round', 'fix', 'sqrt', 'cbrt', 'exp', 'log', 'log10', 'log2', 'pow', 'mod', 'sign', 'min', 'max',
@@ -215,7 +229,7 @@ export function compileFormula(stored: string, columnExists: (id: string) => boo
   if (expression.trim() === '') return failed('The formula is empty.');
   let node: MathNode;
   try {
-    node = math.parse(expression);
+    node = formulaMath().parse(expression);
   } catch (error) {
     return failed(brief(`The formula cannot be read: ${(error as Error).message}`));
   }

@@ -7,7 +7,9 @@ const { stack } = useTestStack({ workspaces: false });
 // Without AUTH_JWT_SECRET: the command line reads the service's signing secret from the database.
 const admin = (...args: string[]) => runAdmin(args, { DATABASE_URL: stack.databaseUrl, AUTH_JWT_SECRET: undefined });
 
-describe('the admin command line', () => {
+// Each test starts the command line two to four times as separate processes; on a loaded two-core
+// machine one start has taken 16 s, so a test gets more than the suite's 60 s.
+describe('the admin command line', { timeout: 180_000 }, () => {
   it('creates a workspace whose key and 24-hour token work against the service', async () => {
     const out = await admin('create-workspace', '--name', 'Acme', '--plan', 'free', '--email', 'ops@acme.test');
     expect(out.code).toBe(0);
