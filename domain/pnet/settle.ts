@@ -288,6 +288,14 @@ export function decideLease(claim: { claimed_at: Date; lease_renewed_at: Date | 
   return leaseUntil > now.getTime() ? { kind: 'lives', leaseUntil: new Date(leaseUntil) } : { kind: 'lapsed' };
 }
 
+/**
+ * A claim whose lease ended more than `graceSeconds` ago and is still claimed: its lease timer is
+ * late (its worker is down) or was never set (the API died before telling its workflow).
+ */
+export function claimOverdue(claim: { claimed_at: Date; lease_renewed_at: Date | null }, now: Date, graceSeconds: number): boolean {
+  return decideLease(claim, new Date(now.getTime() - graceSeconds * 1000)).kind === 'lapsed';
+}
+
 export interface LapseDecision {
   status: 'queued' | 'resuming' | 'failed';
   errorCode: 'interrupted_repeatedly' | 'claim_expired' | null;

@@ -12,6 +12,7 @@ import { decideAtRest, decideLapse, decideLease, decideSettle, type SettleRecord
 import type { SettleReport, StepTransitionResult } from '../../domain/pnet/agent.js';
 import { recordPnetRead, recordsPnetRead } from '../../store/inbox/messages.js';
 import { recordCheck } from '../../store/pnet/checks.js';
+import { pickClaimCandidate, type ClaimCandidate } from '../../store/pnet/check-ins.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
 import {
   claim,
@@ -40,6 +41,25 @@ import {
 /** Hands the step to the browser's session (3.1's claim): account locked, one running step, cap and gap, credit hold and budget unit. */
 export function claimStep(sql: Sql, input: ClaimInput, random: () => number = Math.random): Promise<StepTransitionResult> {
   return claim(sql, input, random);
+}
+
+/**
+ * The step a browser's claim would take (pickClaimCandidate), after lapsing a running claim of the
+ * account whose lease timer is overdue: the same guarded lapse the timer runs, so whichever comes
+ * first wins and the other changes nothing. A browser that goes silent while its worker is down, or
+ * whose claim's workflow was never told, then blocks its account only until the next claim asks,
+ * not until a worker catches up. `lapsed` is the step to tell its workflow about.
+ */
+export async function pickClaim(
+  sql: Sql,
+  accountId: string,
+  request: { browser_id: string; verify_first: boolean; unmetered_only: boolean },
+): Promise<ClaimCandidate & { lapsed?: StepRow }> {
+  const pick = await pickClaimCandidate(sql, accountId, request);
+  if (!pick.overdue) return pick;
+  const look = await expireClaimAt(sql, { stepId: pick.overdue.id, claimedAt: pick.overdue.claimed_at!.toISOString(), now: new Date(), tell: true });
+  const again = await pickClaimCandidate(sql, accountId, request);
+  return look.status === 'claimed' ? again : { ...again, lapsed: pick.overdue };
 }
 
 /** A settle's answer, with the step's row as it was locked (the route tells its workflow and wakes what waits on it). */

@@ -13,6 +13,8 @@ import { pollAfterSeconds, type Wait } from '../../domain/pnet/pacing.js';
 import { configVersion, leaseSeconds, type AgentHeartbeat, type AgentState } from '../../domain/pnet/agent.js';
 import type { RunMode } from '../../domain/pnet/sender-profiles.js';
 import { nextLocalMidnight } from '../../domain/shared/zoned-time.js';
+import { claimOverdue } from '../../domain/pnet/settle.js';
+import { overdueClaimGraceSeconds } from '../../domain/pnet/timing.js';
 import { hashConnectionToken } from './accounts.js';
 import { ceilingWait, lineSql, pacingWait, repliesWait, toLine, unpacedReady, waitFor, waitOf, type LineAccount } from './line.js';
 
@@ -384,8 +386,21 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
 }
 
 /**
- * The step a claim would hand out, picked in Postgres (the step's workflow then claims it under
- * the account lock): unmetered first, then oldest first; a kind at its ceiling is passed over
+ * What the claim route hands on: the step to claim, or why none (`wait`); `yours` is this browser's
+ * own running claim, `overdue` a running claim whose lease timer is late (the answer is then
+ * `running` until someone lapses it).
+ */
+export interface ClaimCandidate {
+  step: StepRow | null;
+  sessionId: string;
+  wait: Wait | null;
+  yours?: StepRow;
+  overdue?: StepRow;
+}
+
+/**
+ * The step a claim would hand out, picked in Postgres (the claim then takes it under the account
+ * lock): unmetered first, then oldest first; a kind at its ceiling is passed over
  * with the reason kept; gap and working hours stop metered work.
  */
 export async function pickClaimCandidate(
@@ -393,7 +408,7 @@ export async function pickClaimCandidate(
   accountId: string,
   request: { browser_id: string; verify_first: boolean; unmetered_only: boolean },
   now = new Date(),
-): Promise<{ step: StepRow | null; sessionId: string; wait: Wait | null; yours?: StepRow }> {
+): Promise<ClaimCandidate> {
   const account = (await loadAccount(sql, accountId))!;
   const [session] = await sql<{ id: string }[]>`
     select id from pnet_sessions where account_id = ${accountId} and browser_id = ${request.browser_id}`;
@@ -403,7 +418,11 @@ export async function pickClaimCandidate(
   const blocked = (reason: Wait['reason']) => ({ step: null, sessionId: session.id, wait: waitFor(reason, null) });
   if (account.status !== 'connected') return blocked('not_connected');
   if (account.checkpoint_status !== 'ok') return blocked('checkpoint');
-  const [running] = await sql<StepRow[]>`select * from browser_steps where account_id = ${accountId} and status = 'claimed'`;
+  const [running] = await sql<(StepRow & { lease_renewed_at: Date | null })[]>`
+    select * from browser_steps where account_id = ${accountId} and status = 'claimed'`;
+  // A claim whose lease timer is late blocks the account until it lapses: the caller lapses it
+  // (the same guarded statement as the timer) and asks again (decision 046).
+  if (running?.claimed_at && claimOverdue({ claimed_at: running.claimed_at, lease_renewed_at: running.lease_renewed_at }, now, overdueClaimGraceSeconds)) return { ...blocked('running'), overdue: running };
   // This browser's own claim whose answer it never got (a timeout, a restart): hand it back.
   if (running?.claim_session_id === session.id) return { step: null, sessionId: session.id, wait: null, yours: running };
   if (running) return blocked('running');

@@ -2,7 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { backendErrorCodes, browserReportedErrorCodes } from '../../domain/pnet/steps.js';
-import { connectedAccount as connected } from '../support/pnet.js';
+import { claimLeaseSeconds, overdueClaimGraceSeconds } from '../../domain/pnet/timing.js';
+import { browserStepStateQuery } from '../../workflows/pnet/browser-step.contract.js';
+import { connectedAccount as connected, until } from '../support/pnet.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -342,6 +344,37 @@ describe('releasing a claim', () => {
     expect((await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' })).statusCode).toBe(409);
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
     expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
+  });
+
+  it("lapses a running claim whose lease timer is late when its account's next claim asks, not before the grace, and tells its workflow", async () => {
+    const a = await connectedAccount();
+    const silent = await a.queue({ kind: 'check_inbox' });
+    const first = (await a.claim()).json().step;
+    expect(first.id).toBe(silent.id);
+    const signalRead = async () => (await stack.sql`select signal_due_at from browser_steps where id = ${silent.id}`)[0]!.signal_due_at === null;
+    // The workflow has read the claim and set its lease timer 90 s out; the browser goes silent and
+    // the timer is late (moved here by moving the claim back: the API reads Postgres's clock).
+    await until('the claim read by its workflow', signalRead);
+    const leaseEndedAgo = (seconds: number) =>
+      stack.sql`update browser_steps set claimed_at = date_trunc('milliseconds', now() - make_interval(secs => ${claimLeaseSeconds + seconds})) where id = ${silent.id} returning claimed_at`;
+    const [moved] = await leaseEndedAgo(overdueClaimGraceSeconds - 1);
+    // Inside the grace the timer still owns it: the account's browser gets its own claim back.
+    expect((await a.claim()).json().step).toMatchObject({ id: silent.id, status: 'claimed', claimed_at: moved!.claimed_at.toISOString() });
+    await leaseEndedAgo(overdueClaimGraceSeconds + 1);
+    await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
+    // Lapsed as its timer would have (a housekeeping read goes back in line, its unit returned),
+    // and handed out again in the same answer: a new claim, one unit used.
+    const againBody = (await a.claim()).json();
+    console.log('AGAIN', JSON.stringify(againBody), JSON.stringify(await stack.sql`select id, status, queued_at, claimed_at, held, signal_due_at from browser_steps where account_id = ${a.accountId}`));
+    const again = againBody.step;
+    expect(again).toMatchObject({ id: silent.id, status: 'claimed' });
+    expect(Date.now() - Date.parse(again.claimed_at)).toBeLessThan(claimLeaseSeconds * 1000);
+    const used = await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
+    expect(used[0]!.used).toBe(1);
+    // Its workflow is told of the lapse and of the new claim, and times the new lease.
+    await until('the changes read by its workflow', signalRead);
+    const state = await stack.client.workflow.getHandle(`browser-step/${silent.id}`).query(browserStepStateQuery);
+    expect(state).toMatchObject({ status: 'claimed', claims: 2 });
   });
 
   it('never counts a release or a reported attempt as a cut-off', async () => {

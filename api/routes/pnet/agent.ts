@@ -16,11 +16,11 @@ import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentCon
 import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
 import { BrowserStepSchema, type StoredStepStatus } from '../../../domain/pnet/steps.js';
 import { signalSenderAccount, tellStepWorkflow } from '../../../services/pnet/browser-step-client.js';
-import { claimStep, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
+import { claimStep, pickClaim, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
 import type { AppDeps } from '../../deps.js';
 import { browserSession } from '../../../store/pnet/check-ins.js';
 import { principalOf, type Principal } from '../../plugins/auth.js';
-import { checkIn, pickClaimCandidate, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
+import { checkIn, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
 
 const tags = ['pnet-agent'];
@@ -128,7 +128,9 @@ export const pnetAgentRoutes =
       },
       async (request) => {
         const accountId = principalOf(request).accountId!;
-        const pick = await pickClaimCandidate(sql, accountId, request.body);
+        const pick = await pickClaim(sql, accountId, request.body);
+        // A claim lapsed here because its lease timer was late: its workflow hears of it afterwards.
+        if (pick.lapsed) tell(request, pick.lapsed);
         if (pick.yours) {
           // Granted the commit under this claim, it may have pressed: it looks before anything else.
           const granted = pick.yours.commit_granted_at?.toISOString() ?? null;
