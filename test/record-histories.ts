@@ -452,11 +452,13 @@ const notificationFakes = {
   sendNotificationDigests: async () => 2,
 } satisfies Partial<NotificationActivities>;
 // Billing: two settlements a month apart (a grant each), a signal, then the workspace is gone.
-const billingSettles = { n: 0 };
+// Counted by the settlement's time, not by calls: an attempt retried under load (it happened once)
+// is the same settlement, and counting it closed the workflow before the signal reached it.
+const billingSettles = new Set<string>();
 const billingFakes = {
   settleBilling: async ({ now }: { workspaceId: string; now: string }) => {
-    billingSettles.n += 1;
-    const closed = billingSettles.n >= 3;
+    billingSettles.add(now);
+    const closed = billingSettles.size >= 3;
     return {
       closed,
       plan: closed ? null : ('free' as const),
@@ -561,305 +563,309 @@ const worker = await Worker.create({
   },
 });
 const expiresAt = new Date(Date.now() + 24 * 3600 * 1000).toISOString();
-await worker.runUntil(async () => {
-  const expired = await env.client.workflow.start(creditHoldWorkflow, {
-    taskQueue, workflowId: creditHoldWorkflowId('expired'), args: [{ holdId: '00000000-0000-4000-8000-000000000001', workspaceId: 'w', expiresAt }],
-  });
-  await expired.result();
-  const settled = await env.client.workflow.start(creditHoldWorkflow, {
-    taskQueue, workflowId: creditHoldWorkflowId('settled'), args: [{ holdId: '00000000-0000-4000-8000-000000000002', workspaceId: 'w', expiresAt }],
-  });
-  await settled.signal(creditHoldSettledSignal, { outcome: 'charged' });
-  await settled.result();
-  const step = await env.client.workflow.start(browserStepWorkflow, {
-    taskQueue,
-    workflowId: browserStepWorkflowId('approved-then-cancelled'),
-    args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval' }],
-  });
-  await step.executeUpdate(approveStepUpdate);
-  await step.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
-  await step.result();
-  stepChanges.set('00000000-0000-4000-8000-000000000004', ['claimed', 'claimed', 'succeeded']);
-  stepChanges.set(renewedStepId, ['claimed', 'claimed', 'succeeded']);
-  const claimed = await env.client.workflow.start(browserStepWorkflow, {
-    taskQueue,
-    workflowId: browserStepWorkflowId('claimed-lapsed-then-settled'),
-    args: [{ stepId: '00000000-0000-4000-8000-000000000004', workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
-  });
-  // The API commits a claim, then a result, and signals each; the workflow reads the row.
-  const changed = async (handle: typeof claimed, status: StoredStepStatus) => {
-    await handle.signal(stepChangedSignal);
-    while ((await handle.query(browserStepStateQuery)).status !== status) await new Promise((r) => setTimeout(r, 20));
-  };
-  await changed(claimed, 'claimed');
-  await env.sleep('200 seconds'); // no check-in for a whole lease: the read goes back in line
-  await changed(claimed, 'claimed');
-  await claimed.signal(stepChangedSignal);
-  await claimed.result();
-  const renewed = await env.client.workflow.start(browserStepWorkflow, {
-    taskQueue,
-    workflowId: browserStepWorkflowId('lease-renewed-lapsed-then-settled'),
-    args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
-  });
-  await changed(renewed, 'claimed');
-  await env.sleep('200 seconds'); // renewed once in SQL, then silent: the read goes back in line
-  await changed(renewed, 'claimed');
-  await renewed.signal(stepChangedSignal);
-  await renewed.result();
-  // The sweeper: a few turns with nothing to send again, still running when recorded.
-  // Its history is read now and the run ended: left running, its turns would fill the rest of the recording's skipped days.
-  const sweeping = await env.client.workflow.start(stepSignalSweeperWorkflow, { taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 5, everySeconds: 5 }] });
-  await env.sleep('16 seconds');
-  const sweeperHistory = await sweeping.fetchHistory();
-  await sweeping.terminate();
-  const sweeper = { fetchHistory: async () => sweeperHistory };
-  // A retried failure: the step's run closes when it fails, and the retry starts the next run.
-  const failed = await env.client.workflow.start(browserStepWorkflow, {
-    taskQueue,
-    workflowId: browserStepWorkflowId('retried'),
-    args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed' }],
-  });
-  await failed.executeUpdate(retryStepUpdate);
-  await failed.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
-  await failed.result();
-  // A queued step nobody claims before its deadline fails with missed_window.
-  const missed = await env.client.workflow.start(browserStepWorkflow, {
-    taskQueue,
-    workflowId: browserStepWorkflowId('missed-window'),
-    args: [{
-      stepId: '00000000-0000-4000-8000-000000000007',
-      workspaceId: 'w',
-      accountId: 'a',
-      kind: 'profile_view',
-      status: 'queued',
-      runBefore: new Date((await env.currentTimeMs()) + 3_600_000).toISOString(),
-    }],
-  });
-  await missed.result();
-  // An account's clock: ticks on its timer and on a signal, still running when recorded.
-  const account = await env.client.workflow.start(senderAccountWorkflow, {
-    taskQueue,
-    workflowId: senderAccountWorkflowId('ticking'),
-    args: [{ accountId: '00000000-0000-4000-8000-000000000006', workspaceId: 'w' }],
-  });
-  await env.sleep('40 minutes');
-  await account.signal(accountChangedSignal);
-  await env.sleep('1 minute');
-  const columnRun = await env.client.workflow.start(columnRunWorkflow, {
-    taskQueue,
-    workflowId: columnRunWorkflowId('completed'),
-    args: [{ runId: 'run-completed', workspaceId: 'w', tableId: 't', columnId: 'c' }],
-  });
-  await columnRun.signal(rowsAddedSignal);
-  await columnRun.result();
-  const cancelledRun = await env.client.workflow.start(columnRunWorkflow, {
-    taskQueue,
-    workflowId: columnRunWorkflowId('cancelled'),
-    args: [{ runId: 'run-cancelled', workspaceId: 'w', tableId: 't', columnId: 'c' }],
-  });
-  while (slowStarted < 2) await new Promise((resolve) => setTimeout(resolve, 50));
-  await cancelledRun.signal(cancelColumnRunSignal);
-  releaseSlowRows();
-  await cancelledRun.result();
-  // Agent runs: researched and finished (a profile read woken by its settling signal); a refused
-  // tool and the step bound failing the run; a run cancelled while it waits on a profile read.
-  const researched = await env.client.workflow.start(agentRunWorkflow, {
-    taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-1', 'run-researched'), args: [{ runId: 'run-researched', workspaceId: 'w' }],
-  });
-  await queuedReads.researched;
-  await researched.signal(pnetStepSettledSignal, { stepId: 'step-run-researched-2' });
-  await researched.result();
-  const refusedTool = await env.client.workflow.start(agentRunWorkflow, {
-    taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-2', 'run-tool-refused'), args: [{ runId: 'run-tool-refused', workspaceId: 'w' }],
-  });
-  await refusedTool.result();
-  const cancelledAgent = await env.client.workflow.start(agentRunWorkflow, {
-    taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-3', 'run-cancelled-waiting'), args: [{ runId: 'run-cancelled-waiting', workspaceId: 'w' }],
-  });
-  await queuedReads.cancelled;
-  await cancelledAgent.executeUpdate(cancelAgentRunUpdate);
-  await cancelledAgent.result();
-  const agentTraining = await env.client.workflow.start(agentTrainingWorkflow, {
-    taskQueue,
-    workflowId: agentTrainingWorkflowId('training-1'),
-    args: [{
-      trainingRunId: 'training-1',
-      workspaceId: 'w',
-      runs: ['run-example-1', 'run-example-2'].map((runId, i) => ({ runId, workflowId: agentExampleRunWorkflowId('training-1', `example-${i + 1}`) })),
-    }],
-  });
-  await agentTraining.result();
+// The time-skipping server is stopped however the recording ends (a failure once left it running).
+try {
+  await worker.runUntil(async () => {
+    const expired = await env.client.workflow.start(creditHoldWorkflow, {
+      taskQueue, workflowId: creditHoldWorkflowId('expired'), args: [{ holdId: '00000000-0000-4000-8000-000000000001', workspaceId: 'w', expiresAt }],
+    });
+    await expired.result();
+    const settled = await env.client.workflow.start(creditHoldWorkflow, {
+      taskQueue, workflowId: creditHoldWorkflowId('settled'), args: [{ holdId: '00000000-0000-4000-8000-000000000002', workspaceId: 'w', expiresAt }],
+    });
+    await settled.signal(creditHoldSettledSignal, { outcome: 'charged' });
+    await settled.result();
+    const step = await env.client.workflow.start(browserStepWorkflow, {
+      taskQueue,
+      workflowId: browserStepWorkflowId('approved-then-cancelled'),
+      args: [{ stepId: '00000000-0000-4000-8000-000000000003', workspaceId: 'w', accountId: 'a', kind: 'profile_view', status: 'awaiting_approval' }],
+    });
+    await step.executeUpdate(approveStepUpdate);
+    await step.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
+    await step.result();
+    stepChanges.set('00000000-0000-4000-8000-000000000004', ['claimed', 'claimed', 'succeeded']);
+    stepChanges.set(renewedStepId, ['claimed', 'claimed', 'succeeded']);
+    const claimed = await env.client.workflow.start(browserStepWorkflow, {
+      taskQueue,
+      workflowId: browserStepWorkflowId('claimed-lapsed-then-settled'),
+      args: [{ stepId: '00000000-0000-4000-8000-000000000004', workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
+    });
+    // The API commits a claim, then a result, and signals each; the workflow reads the row.
+    const changed = async (handle: typeof claimed, status: StoredStepStatus) => {
+      await handle.signal(stepChangedSignal);
+      while ((await handle.query(browserStepStateQuery)).status !== status) await new Promise((r) => setTimeout(r, 20));
+    };
+    await changed(claimed, 'claimed');
+    await env.sleep('200 seconds'); // no check-in for a whole lease: the read goes back in line
+    await changed(claimed, 'claimed');
+    await claimed.signal(stepChangedSignal);
+    await claimed.result();
+    const renewed = await env.client.workflow.start(browserStepWorkflow, {
+      taskQueue,
+      workflowId: browserStepWorkflowId('lease-renewed-lapsed-then-settled'),
+      args: [{ stepId: renewedStepId, workspaceId: 'w', accountId: 'a', kind: 'check_inbox', status: 'queued' }],
+    });
+    await changed(renewed, 'claimed');
+    await env.sleep('200 seconds'); // renewed once in SQL, then silent: the read goes back in line
+    await changed(renewed, 'claimed');
+    await renewed.signal(stepChangedSignal);
+    await renewed.result();
+    // The sweeper: a few turns with nothing to send again, still running when recorded.
+    // Its history is read now and the run ended: left running, its turns would fill the rest of the recording's skipped days.
+    const sweeping = await env.client.workflow.start(stepSignalSweeperWorkflow, { taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 5, everySeconds: 5 }] });
+    await env.sleep('16 seconds');
+    const sweeperHistory = await sweeping.fetchHistory();
+    await sweeping.terminate();
+    const sweeper = { fetchHistory: async () => sweeperHistory };
+    // A retried failure: the step's run closes when it fails, and the retry starts the next run.
+    const failed = await env.client.workflow.start(browserStepWorkflow, {
+      taskQueue,
+      workflowId: browserStepWorkflowId('retried'),
+      args: [{ stepId: '00000000-0000-4000-8000-000000000005', workspaceId: 'w', accountId: 'a', kind: 'send_message', status: 'failed' }],
+    });
+    await failed.executeUpdate(retryStepUpdate);
+    await failed.executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }] });
+    await failed.result();
+    // A queued step nobody claims before its deadline fails with missed_window.
+    const missed = await env.client.workflow.start(browserStepWorkflow, {
+      taskQueue,
+      workflowId: browserStepWorkflowId('missed-window'),
+      args: [{
+        stepId: '00000000-0000-4000-8000-000000000007',
+        workspaceId: 'w',
+        accountId: 'a',
+        kind: 'profile_view',
+        status: 'queued',
+        runBefore: new Date((await env.currentTimeMs()) + 3_600_000).toISOString(),
+      }],
+    });
+    await missed.result();
+    // An account's clock: ticks on its timer and on a signal, still running when recorded.
+    const account = await env.client.workflow.start(senderAccountWorkflow, {
+      taskQueue,
+      workflowId: senderAccountWorkflowId('ticking'),
+      args: [{ accountId: '00000000-0000-4000-8000-000000000006', workspaceId: 'w' }],
+    });
+    await env.sleep('40 minutes');
+    await account.signal(accountChangedSignal);
+    await env.sleep('1 minute');
+    const columnRun = await env.client.workflow.start(columnRunWorkflow, {
+      taskQueue,
+      workflowId: columnRunWorkflowId('completed'),
+      args: [{ runId: 'run-completed', workspaceId: 'w', tableId: 't', columnId: 'c' }],
+    });
+    await columnRun.signal(rowsAddedSignal);
+    await columnRun.result();
+    const cancelledRun = await env.client.workflow.start(columnRunWorkflow, {
+      taskQueue,
+      workflowId: columnRunWorkflowId('cancelled'),
+      args: [{ runId: 'run-cancelled', workspaceId: 'w', tableId: 't', columnId: 'c' }],
+    });
+    while (slowStarted < 2) await new Promise((resolve) => setTimeout(resolve, 50));
+    await cancelledRun.signal(cancelColumnRunSignal);
+    releaseSlowRows();
+    await cancelledRun.result();
+    // Agent runs: researched and finished (a profile read woken by its settling signal); a refused
+    // tool and the step bound failing the run; a run cancelled while it waits on a profile read.
+    const researched = await env.client.workflow.start(agentRunWorkflow, {
+      taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-1', 'run-researched'), args: [{ runId: 'run-researched', workspaceId: 'w' }],
+    });
+    await queuedReads.researched;
+    await researched.signal(pnetStepSettledSignal, { stepId: 'step-run-researched-2' });
+    await researched.result();
+    const refusedTool = await env.client.workflow.start(agentRunWorkflow, {
+      taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-2', 'run-tool-refused'), args: [{ runId: 'run-tool-refused', workspaceId: 'w' }],
+    });
+    await refusedTool.result();
+    const cancelledAgent = await env.client.workflow.start(agentRunWorkflow, {
+      taskQueue, workflowId: agentCellRunWorkflowId('column-1', 'row-3', 'run-cancelled-waiting'), args: [{ runId: 'run-cancelled-waiting', workspaceId: 'w' }],
+    });
+    await queuedReads.cancelled;
+    await cancelledAgent.executeUpdate(cancelAgentRunUpdate);
+    await cancelledAgent.result();
+    const agentTraining = await env.client.workflow.start(agentTrainingWorkflow, {
+      taskQueue,
+      workflowId: agentTrainingWorkflowId('training-1'),
+      args: [{
+        trainingRunId: 'training-1',
+        workspaceId: 'w',
+        runs: ['run-example-1', 'run-example-2'].map((runId, i) => ({ runId, workflowId: agentExampleRunWorkflowId('training-1', `example-${i + 1}`) })),
+      }],
+    });
+    await agentTraining.result();
 
-  // A training session: a note on the first contact while the second is being written (its rewrite
-  // comes before the third write), the rewrite discarded, a note and a kept rewrite on the second,
-  // Looks good twice, the proposal drafted and applied.
-  const training = await env.client.workflow.start(trainingSessionWorkflow, {
-    taskQueue,
-    workflowId: trainingSessionWorkflowId(trainingSessionId),
-    args: [{ sessionId: trainingSessionId, workspaceId: 'w', sequenceId: '00000000-0000-4000-8000-00000000001a' }],
-  });
-  const trainingState = () => training.query(trainingStateQuery);
-  const until = async (done: (s: TrainingWorkflowState) => boolean) => {
-    while (!done(await trainingState())) await new Promise((resolve) => setTimeout(resolve, 50));
-  };
-  const [first, second] = sampleIds as [string, string, string];
-  while (!secondWriteStarted) await new Promise((resolve) => setTimeout(resolve, 50));
-  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: first, verdict: 'note', note: 'Shorter, please.' }] });
-  releaseSecondWrite();
-  await until((s) => s.view?.status === 'reviewing');
-  const afterDiscard = await training.executeUpdate(discardChangesUpdate, { args: [{ expectedRevision: (await trainingState()).view!.revision }] });
-  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: second, verdict: 'note', note: 'Mention the event.', expected_revision: afterDiscard.revision }] });
-  await until((s) => s.view?.contacts[second] === 'awaiting_verdict' && s.writing === null);
-  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: second, verdict: 'looks_good' }] });
-  await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: first, verdict: 'looks_good' }] });
-  await until((s) => s.view?.status === 'proposed');
-  await training.executeUpdate(applyProposalUpdate, { args: [{ expectedRevision: (await trainingState()).view!.revision }] });
-  await training.result();
+    // A training session: a note on the first contact while the second is being written (its rewrite
+    // comes before the third write), the rewrite discarded, a note and a kept rewrite on the second,
+    // Looks good twice, the proposal drafted and applied.
+    const training = await env.client.workflow.start(trainingSessionWorkflow, {
+      taskQueue,
+      workflowId: trainingSessionWorkflowId(trainingSessionId),
+      args: [{ sessionId: trainingSessionId, workspaceId: 'w', sequenceId: '00000000-0000-4000-8000-00000000001a' }],
+    });
+    const trainingState = () => training.query(trainingStateQuery);
+    const until = async (done: (s: TrainingWorkflowState) => boolean) => {
+      while (!done(await trainingState())) await new Promise((resolve) => setTimeout(resolve, 50));
+    };
+    const [first, second] = sampleIds as [string, string, string];
+    while (!secondWriteStarted) await new Promise((resolve) => setTimeout(resolve, 50));
+    await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: first, verdict: 'note', note: 'Shorter, please.' }] });
+    releaseSecondWrite();
+    await until((s) => s.view?.status === 'reviewing');
+    const afterDiscard = await training.executeUpdate(discardChangesUpdate, { args: [{ expectedRevision: (await trainingState()).view!.revision }] });
+    await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: second, verdict: 'note', note: 'Mention the event.', expected_revision: afterDiscard.revision }] });
+    await until((s) => s.view?.contacts[second] === 'awaiting_verdict' && s.writing === null);
+    await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: second, verdict: 'looks_good' }] });
+    await training.executeUpdate(giveVerdictUpdate, { args: [{ record_id: first, verdict: 'looks_good' }] });
+    await until((s) => s.view?.status === 'proposed');
+    await training.executeUpdate(applyProposalUpdate, { args: [{ expectedRevision: (await trainingState()).view!.revision }] });
+    await training.result();
 
-  // A mailbox: polls until the run's bound (an interval between), continues as new, then stops.
-  const mailbox = await env.client.workflow.start(mailboxPollWorkflow, {
-    taskQueue, workflowId: mailboxPollWorkflowId('00000000-0000-4000-8000-000000000020'), args: [{ mailboxId: '00000000-0000-4000-8000-000000000020', workspaceId: 'w', pollsPerRun: 3 }],
-  });
-  const mailboxState = () => env.client.workflow.getHandle(mailbox.workflowId).query(mailboxPollStateQuery);
-  while ((await mailboxState().catch(() => null))?.waiting !== 'interval') await new Promise((resolve) => setTimeout(resolve, 50));
-  await env.sleep('61 seconds'); // the interval passes: the third poll ends the run
-  while (mailboxPolls < 4 || (await mailboxState().catch(() => null))?.waiting !== 'interval') await new Promise((resolve) => setTimeout(resolve, 50));
-  await env.client.workflow.getHandle(mailbox.workflowId).signal(pollMailboxNowSignal);
-  await mailbox.result();
-  const mailboxFirstRun = env.client.workflow.getHandle(mailbox.workflowId, mailbox.firstExecutionRunId);
+    // A mailbox: polls until the run's bound (an interval between), continues as new, then stops.
+    const mailbox = await env.client.workflow.start(mailboxPollWorkflow, {
+      taskQueue, workflowId: mailboxPollWorkflowId('00000000-0000-4000-8000-000000000020'), args: [{ mailboxId: '00000000-0000-4000-8000-000000000020', workspaceId: 'w', pollsPerRun: 3 }],
+    });
+    const mailboxState = () => env.client.workflow.getHandle(mailbox.workflowId).query(mailboxPollStateQuery);
+    while ((await mailboxState().catch(() => null))?.waiting !== 'interval') await new Promise((resolve) => setTimeout(resolve, 50));
+    await env.sleep('61 seconds'); // the interval passes: the third poll ends the run
+    while (mailboxPolls < 4 || (await mailboxState().catch(() => null))?.waiting !== 'interval') await new Promise((resolve) => setTimeout(resolve, 50));
+    await env.client.workflow.getHandle(mailbox.workflowId).signal(pollMailboxNowSignal);
+    await mailbox.result();
+    const mailboxFirstRun = env.client.workflow.getHandle(mailbox.workflowId, mailbox.firstExecutionRunId);
 
-  // A sequence contact: the agent writes the first email, it is sent, a day's wait passes, the
-  // second email goes, and a reply during the next wait stops the contact (the wake signal).
-  const sequenceContact = await env.client.workflow.start(sequenceContactWorkflow, {
-    taskQueue,
-    workflowId: sequenceContactWorkflowId('sequence-1', 'contact-1'),
-    args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w' }],
-  });
-  const contactPhase = async () => (await sequenceContact.query(sequenceContactStateQuery)).phase;
-  const waitingAt = async (step: (typeof contactSteps)[number]) => contactSteps[contact.step] === step && (await contactPhase()) === 'waiting';
-  while (!(await waitingAt('wait-1'))) await new Promise((resolve) => setTimeout(resolve, 50));
-  await env.sleep('25 hours'); // the day's wait ends
-  while (!(await waitingAt('wait-2'))) await new Promise((resolve) => setTimeout(resolve, 50));
-  contact.replied = true; // the inbox recorded a reply, and wakes the contact
-  await sequenceContact.signal(wakeContactSignal);
-  await sequenceContact.result();
-  const sequenceFeed = await env.client.workflow.start(sequenceFeedWorkflow, {
-    taskQueue, workflowId: sequenceFeedWorkflowId('sequence-1'), args: [{ sequenceId: 'sequence-1', pollSeconds: 30 }],
-  });
-  await sequenceFeed.result(); // the poll interval passes (time skips), and the third read finds feeding off
+    // A sequence contact: the agent writes the first email, it is sent, a day's wait passes, the
+    // second email goes, and a reply during the next wait stops the contact (the wake signal).
+    const sequenceContact = await env.client.workflow.start(sequenceContactWorkflow, {
+      taskQueue,
+      workflowId: sequenceContactWorkflowId('sequence-1', 'contact-1'),
+      args: [{ contactId: 'contact-1', sequenceId: 'sequence-1', workspaceId: 'w' }],
+    });
+    const contactPhase = async () => (await sequenceContact.query(sequenceContactStateQuery)).phase;
+    const waitingAt = async (step: (typeof contactSteps)[number]) => contactSteps[contact.step] === step && (await contactPhase()) === 'waiting';
+    while (!(await waitingAt('wait-1'))) await new Promise((resolve) => setTimeout(resolve, 50));
+    await env.sleep('25 hours'); // the day's wait ends
+    while (!(await waitingAt('wait-2'))) await new Promise((resolve) => setTimeout(resolve, 50));
+    contact.replied = true; // the inbox recorded a reply, and wakes the contact
+    await sequenceContact.signal(wakeContactSignal);
+    await sequenceContact.result();
+    const sequenceFeed = await env.client.workflow.start(sequenceFeedWorkflow, {
+      taskQueue, workflowId: sequenceFeedWorkflowId('sequence-1'), args: [{ sequenceId: 'sequence-1', pollSeconds: 30 }],
+    });
+    await sequenceFeed.result(); // the poll interval passes (time skips), and the third read finds feeding off
 
-  const turn = await env.client.workflow.start(assistantTurnWorkflow, {
-    taskQueue, workflowId: assistantTurnWorkflowId('message-1'), args: [{ messageId: 'message-1', workspaceId: 'w', conversationId: 'conversation-1' }],
-  });
-  while (!Object.keys((await turn.query(assistantTurnQuery).catch(() => null))?.cards ?? {}).includes('card-2') || (await turn.query(assistantTurnQuery)).answering) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  await turn.executeUpdate(decideCardsUpdate, {
-    args: [{ cardIds: ['card-1'], decision: 'approved', scope: 'once', key: 'request-1', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
-    updateId: 'approve-card-1',
-  });
-  await turn.result(); // the run is checked twice (time skips the waits), then every card is done
-  // A connected app's card (issue 22): raised outside the model, the turn asks none and waits for its decision.
-  const appTurn = await env.client.workflow.start(assistantTurnWorkflow, {
-    taskQueue, workflowId: assistantTurnWorkflowId('message-app'), args: [{ messageId: 'message-app', workspaceId: 'w', conversationId: 'conversation-app', raisedCards: ['card-app'] }],
-  });
-  while ((await appTurn.query(assistantTurnQuery).catch(() => null))?.answering !== false) await new Promise((resolve) => setTimeout(resolve, 50));
-  await appTurn.executeUpdate(decideCardsUpdate, {
-    args: [{ cardIds: ['card-app'], decision: 'approved', scope: 'once', key: 'request-app', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
-    updateId: 'approve-card-app',
-  });
-  await appTurn.result();
+    const turn = await env.client.workflow.start(assistantTurnWorkflow, {
+      taskQueue, workflowId: assistantTurnWorkflowId('message-1'), args: [{ messageId: 'message-1', workspaceId: 'w', conversationId: 'conversation-1' }],
+    });
+    while (!Object.keys((await turn.query(assistantTurnQuery).catch(() => null))?.cards ?? {}).includes('card-2') || (await turn.query(assistantTurnQuery)).answering) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await turn.executeUpdate(decideCardsUpdate, {
+      args: [{ cardIds: ['card-1'], decision: 'approved', scope: 'once', key: 'request-1', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
+      updateId: 'approve-card-1',
+    });
+    await turn.result(); // the run is checked twice (time skips the waits), then every card is done
+    // A connected app's card (issue 22): raised outside the model, the turn asks none and waits for its decision.
+    const appTurn = await env.client.workflow.start(assistantTurnWorkflow, {
+      taskQueue, workflowId: assistantTurnWorkflowId('message-app'), args: [{ messageId: 'message-app', workspaceId: 'w', conversationId: 'conversation-app', raisedCards: ['card-app'] }],
+    });
+    while ((await appTurn.query(assistantTurnQuery).catch(() => null))?.answering !== false) await new Promise((resolve) => setTimeout(resolve, 50));
+    await appTurn.executeUpdate(decideCardsUpdate, {
+      args: [{ cardIds: ['card-app'], decision: 'approved', scope: 'once', key: 'request-app', actor: { kind: 'user', memberId: 'member-1', displayName: 'Ada' } }],
+      updateId: 'approve-card-app',
+    });
+    await appTurn.result();
 
-  // A chat attachment read, and one refused: the refusal is recorded and answered, not a failed workflow.
-  const attachmentRead = await env.client.workflow.start(chatAttachmentWorkflow, {
-    taskQueue, workflowId: chatAttachmentWorkflowId('attachment-read'), args: [{ attachmentId: 'attachment-read', workspaceId: 'w' }],
-  });
-  await attachmentRead.result();
-  const attachmentRefused = await env.client.workflow.start(chatAttachmentWorkflow, {
-    taskQueue, workflowId: chatAttachmentWorkflowId('attachment-refused'), args: [{ attachmentId: 'attachment-refused', workspaceId: 'w' }],
-  });
-  await attachmentRefused.result();
-  const documentRead = await env.client.workflow.start(documentWorkflow, {
-    taskQueue, workflowId: documentWorkflowId('document-read'), args: [{ documentId: 'document-read', workspaceId: 'w', run: 1 }],
-  });
-  await documentRead.result();
-  const documentRefused = await env.client.workflow.start(documentWorkflow, {
-    taskQueue, workflowId: documentWorkflowId('document-refused'), args: [{ documentId: 'document-refused', workspaceId: 'w', run: 1 }],
-  });
-  await documentRefused.result();
-  const leadSearch = await env.client.workflow.start(leadSearchWorkflow, { taskQueue, workflowId: 'lead-search/recorded', args: [{ searchId: 'recorded', workspaceId: 'w' }] });
-  await leadSearch.result();
-  const importRun = await env.client.workflow.start(importRunWorkflow, { taskQueue, workflowId: 'import-run/recorded/run-1', args: [{ importId: 'recorded', workspaceId: 'w', trigger: 'manual', runId: 'run-1' }] });
-  await importRun.result();
-  const writeBack = await env.client.workflow.start(writeBackWorkflow, { taskQueue, workflowId: 'write-back/recorded', args: [{ writeBackId: 'recorded', workspaceId: 'w' }] });
-  await writeBack.result();
-  const subdomains = await env.client.workflow.start(subdomainDiscoveryWorkflow, { taskQueue, workflowId: 'subdomain-discovery/recorded', args: [{ discoveryId: 'recorded', workspaceId: 'w' }] });
-  await subdomains.result();
-  const notificationBatch = await env.client.workflow.start(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId('recorded-1'), args: [{ eventIds: ['recorded-1', 'recorded-2'] }] });
-  await notificationBatch.result();
-  const notificationReplay = await env.client.workflow.start(notificationReplayWorkflow, { taskQueue, workflowId: notificationReplayWorkflowId('d-chat', 2), args: [{ deliveryId: 'd-chat', run: 2 }] });
-  await notificationReplay.result();
-  const notificationDigest = await env.client.workflow.start(notificationDigestWorkflow, { taskQueue, workflowId: 'notification-digest-recorded', args: [] });
-  await notificationDigest.result();
+    // A chat attachment read, and one refused: the refusal is recorded and answered, not a failed workflow.
+    const attachmentRead = await env.client.workflow.start(chatAttachmentWorkflow, {
+      taskQueue, workflowId: chatAttachmentWorkflowId('attachment-read'), args: [{ attachmentId: 'attachment-read', workspaceId: 'w' }],
+    });
+    await attachmentRead.result();
+    const attachmentRefused = await env.client.workflow.start(chatAttachmentWorkflow, {
+      taskQueue, workflowId: chatAttachmentWorkflowId('attachment-refused'), args: [{ attachmentId: 'attachment-refused', workspaceId: 'w' }],
+    });
+    await attachmentRefused.result();
+    const documentRead = await env.client.workflow.start(documentWorkflow, {
+      taskQueue, workflowId: documentWorkflowId('document-read'), args: [{ documentId: 'document-read', workspaceId: 'w', run: 1 }],
+    });
+    await documentRead.result();
+    const documentRefused = await env.client.workflow.start(documentWorkflow, {
+      taskQueue, workflowId: documentWorkflowId('document-refused'), args: [{ documentId: 'document-refused', workspaceId: 'w', run: 1 }],
+    });
+    await documentRefused.result();
+    const leadSearch = await env.client.workflow.start(leadSearchWorkflow, { taskQueue, workflowId: 'lead-search/recorded', args: [{ searchId: 'recorded', workspaceId: 'w' }] });
+    await leadSearch.result();
+    const importRun = await env.client.workflow.start(importRunWorkflow, { taskQueue, workflowId: 'import-run/recorded/run-1', args: [{ importId: 'recorded', workspaceId: 'w', trigger: 'manual', runId: 'run-1' }] });
+    await importRun.result();
+    const writeBack = await env.client.workflow.start(writeBackWorkflow, { taskQueue, workflowId: 'write-back/recorded', args: [{ writeBackId: 'recorded', workspaceId: 'w' }] });
+    await writeBack.result();
+    const subdomains = await env.client.workflow.start(subdomainDiscoveryWorkflow, { taskQueue, workflowId: 'subdomain-discovery/recorded', args: [{ discoveryId: 'recorded', workspaceId: 'w' }] });
+    await subdomains.result();
+    const notificationBatch = await env.client.workflow.start(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId('recorded-1'), args: [{ eventIds: ['recorded-1', 'recorded-2'] }] });
+    await notificationBatch.result();
+    const notificationReplay = await env.client.workflow.start(notificationReplayWorkflow, { taskQueue, workflowId: notificationReplayWorkflowId('d-chat', 2), args: [{ deliveryId: 'd-chat', run: 2 }] });
+    await notificationReplay.result();
+    const notificationDigest = await env.client.workflow.start(notificationDigestWorkflow, { taskQueue, workflowId: 'notification-digest-recorded', args: [] });
+    await notificationDigest.result();
 
-  const billing = await env.client.workflow.start(workspaceBillingWorkflow, { taskQueue, workflowId: workspaceBillingWorkflowId('recorded'), args: [{ workspaceId: 'w' }] });
-  await env.sleep('32 days');
-  await billing.signal(billingChangedSignal);
-  await billing.result();
-  const maturation = await env.client.workflow.start(commissionMaturationWorkflow, { taskQueue, workflowId: commissionMaturationWorkflowId(taskQueue, 3), args: [{ shard: 3, loopsPerRun: 3 }] });
-  await env.sleep('1 hour');
-  await maturation.signal(maturationWakeSignal, { reason: 'created' });
-  await maturation.result();
-  const maturationFirstRun = env.client.workflow.getHandle(maturation.workflowId, maturation.firstExecutionRunId);
-  const payoutCycle = await env.client.workflow.start(affiliatePayoutCycleWorkflow, { taskQueue, workflowId: payoutCycleWorkflowId(taskQueue, '2026-12'), args: [{ cycleAt: '2026-12-01T00:00:00.000Z' }] });
-  await payoutCycle.result();
-  const histories = [
-    ['credit-hold-expired', expired],
-    ['credit-hold-settled', settled],
-    ['browser-step-approved-then-cancelled', step],
-    ['browser-step-claimed-lapsed-then-settled', claimed],
-    ['browser-step-lease-renewed-lapsed-then-settled', renewed],
-    ['browser-step-retried-then-cancelled', failed],
-    ['browser-step-missed-window', missed],
-    ['sender-account-ticking', account],
-    ['column-run-completed-with-failure', columnRun],
-    ['column-run-cancelled', cancelledRun],
-    ['agent-run-researched-then-finished', researched],
-    ['agent-run-tool-refused-then-failed', refusedTool],
-    ['agent-run-cancelled-while-waiting', cancelledAgent],
-    ['agent-training-two-examples', agentTraining],
-    ['training-session-note-discard-apply', training],
-    ['mailbox-poll-continued-as-new', mailboxFirstRun],
-    ['mailbox-poll-stopped', mailbox],
-    ['sequence-contact-sent-waited-replied', sequenceContact],
-    ['sequence-feed-batches-then-off', sequenceFeed],
-    ['assistant-turn-two-cards-one-approved', turn],
-    ['assistant-turn-connected-app-card-approved', appTurn],
-    ['chat-attachment-read', attachmentRead],
-    ['chat-attachment-refused-recorded', attachmentRefused],
-    ['document-read-ready', documentRead],
-    ['document-refused-failed', documentRefused],
-    ['lead-search-paged-rate-limited', leadSearch],
-    ['import-run-two-chunks', importRun],
-    ['write-back-one-chunk', writeBack],
-    ['subdomain-discovery-one-chunk', subdomains],
-    ['notification-batch-one-retried-then-delivered', notificationBatch],
-    ['notification-replay-delivered', notificationReplay],
-    ['notification-digest-sent', notificationDigest],
-    ['workspace-billing-granted-woken-closed', billing],
-    ['step-signal-sweeper-three-turns', sweeper],
-    ['affiliate-payout-cycle-paged-sent-followed', payoutCycle],
-    ['commission-maturation-woken-matured-continued-as-new', maturationFirstRun],
-    ['commission-maturation-matured-then-ended', maturation],
-  ] as const;
-  // Histories already recorded stay as they are: they are the archive that today's code must
-  // still replay. Only new ones are written (or all with --force).
-  for (const [name, handle] of histories) {
-    const file = join(projectRoot, 'test', 'histories', `${name}.json`);
-    if (existsSync(file) && !process.argv.includes('--force')) continue;
-    writeFileSync(file, historyToJSON(await handle.fetchHistory()));
-    console.log(`recorded ${file}`);
-  }
-  await account.terminate();
-});
-await env.teardown();
+    const billing = await env.client.workflow.start(workspaceBillingWorkflow, { taskQueue, workflowId: workspaceBillingWorkflowId('recorded'), args: [{ workspaceId: 'w' }] });
+    await env.sleep('32 days');
+    await billing.signal(billingChangedSignal);
+    await billing.result();
+    const maturation = await env.client.workflow.start(commissionMaturationWorkflow, { taskQueue, workflowId: commissionMaturationWorkflowId(taskQueue, 3), args: [{ shard: 3, loopsPerRun: 3 }] });
+    await env.sleep('1 hour');
+    await maturation.signal(maturationWakeSignal, { reason: 'created' });
+    await maturation.result();
+    const maturationFirstRun = env.client.workflow.getHandle(maturation.workflowId, maturation.firstExecutionRunId);
+    const payoutCycle = await env.client.workflow.start(affiliatePayoutCycleWorkflow, { taskQueue, workflowId: payoutCycleWorkflowId(taskQueue, '2026-12'), args: [{ cycleAt: '2026-12-01T00:00:00.000Z' }] });
+    await payoutCycle.result();
+    const histories = [
+      ['credit-hold-expired', expired],
+      ['credit-hold-settled', settled],
+      ['browser-step-approved-then-cancelled', step],
+      ['browser-step-claimed-lapsed-then-settled', claimed],
+      ['browser-step-lease-renewed-lapsed-then-settled', renewed],
+      ['browser-step-retried-then-cancelled', failed],
+      ['browser-step-missed-window', missed],
+      ['sender-account-ticking', account],
+      ['column-run-completed-with-failure', columnRun],
+      ['column-run-cancelled', cancelledRun],
+      ['agent-run-researched-then-finished', researched],
+      ['agent-run-tool-refused-then-failed', refusedTool],
+      ['agent-run-cancelled-while-waiting', cancelledAgent],
+      ['agent-training-two-examples', agentTraining],
+      ['training-session-note-discard-apply', training],
+      ['mailbox-poll-continued-as-new', mailboxFirstRun],
+      ['mailbox-poll-stopped', mailbox],
+      ['sequence-contact-sent-waited-replied', sequenceContact],
+      ['sequence-feed-batches-then-off', sequenceFeed],
+      ['assistant-turn-two-cards-one-approved', turn],
+      ['assistant-turn-connected-app-card-approved', appTurn],
+      ['chat-attachment-read', attachmentRead],
+      ['chat-attachment-refused-recorded', attachmentRefused],
+      ['document-read-ready', documentRead],
+      ['document-refused-failed', documentRefused],
+      ['lead-search-paged-rate-limited', leadSearch],
+      ['import-run-two-chunks', importRun],
+      ['write-back-one-chunk', writeBack],
+      ['subdomain-discovery-one-chunk', subdomains],
+      ['notification-batch-one-retried-then-delivered', notificationBatch],
+      ['notification-replay-delivered', notificationReplay],
+      ['notification-digest-sent', notificationDigest],
+      ['workspace-billing-granted-woken-closed', billing],
+      ['step-signal-sweeper-three-turns', sweeper],
+      ['affiliate-payout-cycle-paged-sent-followed', payoutCycle],
+      ['commission-maturation-woken-matured-continued-as-new', maturationFirstRun],
+      ['commission-maturation-matured-then-ended', maturation],
+    ] as const;
+    // Histories already recorded stay as they are: they are the archive that today's code must
+    // still replay. Only new ones are written (or all with --force).
+    for (const [name, handle] of histories) {
+      const file = join(projectRoot, 'test', 'histories', `${name}.json`);
+      if (existsSync(file) && !process.argv.includes('--force')) continue;
+      writeFileSync(file, historyToJSON(await handle.fetchHistory()));
+      console.log(`recorded ${file}`);
+    }
+    await account.terminate();
+  });
+} finally {
+  await env.teardown();
+}

@@ -3,7 +3,7 @@
  * record why it cannot be read. A file the extractor refuses (encrypted, damaged, an archive past
  * its limits, past the time or memory limit) is a non-retryable `unprocessable` failure.
  */
-import { heartbeating } from '../shared/heartbeat.js';
+import { whileBeating } from '../shared/heartbeat.js';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ExtractionRefused, type DocumentExtractor } from '../../integrations/documents/extractor.js';
@@ -21,14 +21,11 @@ export function createChatAttachmentActivities({ sql, extractor }: { sql: Sql; e
       if (!row.content) throw ApplicationFailure.nonRetryable('The attachment has no content to read.', unreadableFileFailure);
       let pages: string[];
       // Alive while the file is read, so a worker that dies mid-file is noticed within the heartbeat timeout.
-      const beat = heartbeating();
       try {
-        pages = (await extractor.extract(row.kind, row.content)).pages;
+        pages = (await whileBeating(() => extractor.extract(row.kind, row.content!))).pages;
       } catch (error) {
         if (error instanceof ExtractionRefused) throw ApplicationFailure.nonRetryable(error.message, unreadableFileFailure);
         throw error;
-      } finally {
-        clearInterval(beat);
       }
       const stored = await finishAttachment(sql, attachmentId, pages);
       if (stored?.status === 'failed') return { status: 'failed', error: stored.error ?? 'The file could not be read.' };

@@ -5,7 +5,7 @@
  * changes nothing; each records its step once (by name) in the row and returns it to the workflow.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { heartbeating } from '../shared/heartbeat.js';
+import { whileBeating } from '../shared/heartbeat.js';
 import type { Sql } from '../../db/sql.js';
 import { chunkChars, chunkText, detectDocumentKind, kindContentTypes, kindOfContentType, step, type DocumentStep } from '../../domain/documents/documents.js';
 import type { Integrations } from '../../integrations/config.js';
@@ -82,14 +82,11 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
       if (content) {
         const kind = kindOfContentType(contentType);
         if (!kind) throw unreadable(`Files of type ${contentType} are not read; upload a PDF, DOCX, Markdown, plain text or HTML file.`);
-        const beat = heartbeating();
         try {
-          ({ text, detail } = await readDocumentText(kind, content, deps.extractor));
+          ({ text, detail } = await whileBeating(() => readDocumentText(kind, content, deps.extractor)));
         } catch (error) {
           if (error instanceof DocumentUnreadable) throw unreadable(error.message);
           throw error;
-        } finally {
-          clearInterval(beat);
         }
       } else {
         text = (await readChunks(sql, documentId)).join('');
@@ -120,9 +117,8 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
         detail = 'kept the summary edited by hand (re-read without regenerate_summary)';
       } else {
         const chunks = await readChunks(sql, documentId);
-        const beat = heartbeating();
         try {
-          const written = await summariseText(chunks, deps.chatModel());
+          const written = await whileBeating(() => summariseText(chunks, deps.chatModel()));
           if (!written) throw unreadable('No summary could be written: the document has no sentences to summarise. Upload a document with prose, or write the summary by hand.');
           summary = written;
           detail = written.detail;
@@ -131,8 +127,6 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
             throw unreadable(`The chat model could not summarise the document (${error.message}); re-read it later, or write the summary by hand.`);
           }
           throw error;
-        } finally {
-          clearInterval(beat);
         }
       }
       const done = step('summarise', detail, started, new Date());

@@ -330,6 +330,8 @@ export async function checkInBatch(
   return Promise.all(batch.map(({ input, now }, n) => agentState(sql, input, byInput.get(n), now)));
 }
 
+const earliest = (a: Date | null, b: Date | null) => (a && b ? (a < b ? a : b) : (a ?? b));
+
 /** One check-in's answer from its row of the batch; null when the token no longer opens the account. */
 async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & CheckInExtras) | undefined, now: Date): Promise<AgentState | null> {
   // The token no longer opens the account (replaced by a disconnect, or the account deleted).
@@ -371,7 +373,9 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
     approvals_waiting: line.approvals,
     poll_after_seconds: pollAfterSeconds({
       minActionIntervalSeconds: current.min_action_interval_seconds,
-      workSoonAt: wait?.next_at ? new Date(wait.next_at) : null,
+      // A running claim whose browser went silent frees the account when its lease is overdue:
+      // the account's browsers look again then, and their claim lapses it.
+      workSoonAt: earliest(wait?.next_at ? new Date(wait.next_at) : null, line.runningLapsesAt),
       now,
     }),
     config_version: configVersion,

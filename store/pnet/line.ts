@@ -9,6 +9,7 @@ import { workingWindow, type Wait } from '../../domain/pnet/pacing.js';
 import { limitKindOf, messageKinds, type ActionKind } from '../../domain/pnet/limits.js';
 import type { Usage } from '../../domain/pnet/accounts.js';
 import { addDays, localWeekStart, nextLocalMidnight, zonedInstant } from '../../domain/shared/zoned-time.js';
+import { claimLeaseSeconds, overdueClaimGraceSeconds } from '../../domain/pnet/timing.js';
 
 /** The account columns the line's waits read (the heartbeat reads only these). */
 export type LineAccount = Pick<
@@ -17,9 +18,13 @@ export type LineAccount = Pick<
 >;
 
 export interface Line {
+  /** Steps waiting for a browser: in line, or claimed with a lease overdue (the next claim lapses it first). */
   queued: number;
   approvals: number;
+  /** A claim runs under a live lease (or one ended less than the grace ago). */
   running: boolean;
+  /** When the running claim's lease, unrenewed, becomes overdue and the account's next claim frees it. */
+  runningLapsesAt: Date | null;
   /** Kinds of the unpaced steps waiting (test steps: no gap, no ceiling, no working hours). */
   unmeteredKinds: ActionKind[];
   /** Kinds of the metered steps waiting, the kind of the oldest step first. */
@@ -40,9 +45,10 @@ type LineRow = Omit<Line, 'running' | 'unmeteredKinds' | 'meteredKinds'> & {
  */
 export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres.Row[]>) => db<LineRow[]>`
     select
-      count(*) filter (where status in ('queued', 'resuming') and not held)::int as queued,
+      count(*) filter (where status in ('queued', 'resuming') and not held or status = 'claimed' and not held and lapses_at <= now())::int as queued,
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
-      count(*) filter (where status = 'claimed')::int as running,
+      count(*) filter (where status = 'claimed' and (held or lapses_at > now()))::int as running,
+      min(lapses_at) filter (where status = 'claimed') as "runningLapsesAt",
       array_agg(distinct kind) filter (where status in ('queued', 'resuming') and not held and not metered) as "unmeteredKinds",
       -- Looked up only when there is one: most accounts have nothing metered waiting.
       case when count(*) filter (where status in ('queued', 'resuming') and not held and metered) > 0 then
@@ -50,12 +56,17 @@ export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres
           select kind, min(queued_at) as first_at from browser_steps
           where account_id = ${account} and status in ('queued', 'resuming') and not held and metered group by kind) k) end as "meteredKinds"
     from browser_steps
+      -- When a claim's lease, as last renewed, has been over for the grace (claimOverdue).
+      cross join lateral (select greatest(claimed_at, coalesce(lease_renewed_at, claimed_at))
+        + make_interval(secs => ${claimLeaseSeconds + overdueClaimGraceSeconds}) as lapses_at) l
     -- Only live steps count; naming them lets the partial index browser_steps_live serve the read.
     where account_id = ${account} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
 
 export const toLine = (row: LineRow): Line => ({
   ...row,
   running: row.running > 0,
+  // Read inside a JSON row by the heartbeat, as text there.
+  runningLapsesAt: row.runningLapsesAt ? new Date(row.runningLapsesAt) : null,
   unmeteredKinds: row.unmeteredKinds ?? [],
   meteredKinds: row.meteredKinds ?? [],
 });

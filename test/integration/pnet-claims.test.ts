@@ -358,9 +358,13 @@ describe('releasing a claim', () => {
     const leaseEndedAgo = (seconds: number) =>
       stack.sql`update browser_steps set claimed_at = date_trunc('milliseconds', now() - make_interval(secs => ${claimLeaseSeconds + seconds})) where id = ${silent.id} returning claimed_at`;
     const [moved] = await leaseEndedAgo(overdueClaimGraceSeconds - 1);
-    // Inside the grace the timer still owns it: the account's browser gets its own claim back.
+    // Inside the grace the timer still owns it: the account's browser gets its own claim back, and
+    // a check-in says nothing waits but to look again when the claim becomes overdue.
     expect((await a.claim()).json().step).toMatchObject({ id: silent.id, status: 'claimed', claimed_at: moved!.claimed_at.toISOString() });
+    expect((await a.heartbeat()).json()).toMatchObject({ queued_count: 0, poll_after_seconds: 1, wait: null });
     await leaseEndedAgo(overdueClaimGraceSeconds + 1);
+    // Past it the step waits for a browser again: a check-in says so, and the browser claims.
+    expect((await a.heartbeat()).json()).toMatchObject({ queued_count: 1, wait: { reason: 'ready' } });
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
     // Lapsed as its timer would have (a housekeeping read goes back in line, its unit returned),
     // and handed out again in the same answer: a new claim, one unit used.
