@@ -56,9 +56,15 @@ export const AgentStateSchema = z
     lease_granted: z.boolean(),
     lease_holder_label: z.string().nullable(),
     account_mismatch: z.boolean(),
-    queued_count: z.int(),
+    queued_count: z
+      .int()
+      .describe(
+        'Steps waiting for a browser, not one running. A claim whose lease ended more than 5 s ago unrenewed counts here: its browser went silent, and the next claim lapses it first.',
+      ),
     approvals_waiting: z.int(),
-    poll_after_seconds: z.int(),
+    poll_after_seconds: z
+      .int()
+      .describe('Time before the next check-in: the account\'s gap at most, at most 15 while work is about to run, and no later than a running claim would become overdue.'),
     config_version: z.int(),
     attempts_enabled: z.boolean(),
     resume_enabled: z.boolean(),
