@@ -447,13 +447,15 @@ async function main() {
     }
     const counters = sumCounters(browsers.map((b) => b.counters));
     const elapsed = (Date.now() - started) / 1000;
-    const restartAvg = faults.workerRestartMs.length ? faults.workerRestartMs.reduce((a, b) => a + b, 0) / faults.workerRestartMs.length / 1000 : 0;
+    const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0);
+    const restartAvg = faults.workerRestartMs.length ? sum(faults.workerRestartMs) / faults.workerRestartMs.length / 1000 : 0;
     const lines = [
       '',
       `chaos:pnet finished in ${elapsed.toFixed(0)} s (seed ${o.seed})`,
       `faults             worker SIGKILLed ${faults.kills} times (back in ${restartAvg.toFixed(1)} s on average), ` +
         `API restarted ${faults.apiRestarts}, Temporal restarted ${faults.temporalRestarts} (down ${(faults.temporalDownMs / 1000).toFixed(1)} s); ` +
-        `API SIGKILLed between a claim's commit and its signal ${api.unexpectedExits} times (every ${o.killApiAfterClaim || 'no'} claim${o.killApiAfterClaim === 1 ? '' : 's'}); ` +
+        `API SIGKILLed between a claim's commit and its signal ${api.unexpectedExits} times (every ${o.killApiAfterClaim || 'no'} claim${o.killApiAfterClaim === 1 ? '' : 's'}` +
+        `${api.downMs.length ? `, back in ${(sum(api.downMs) / api.downMs.length / 1000).toFixed(1)} s on average, down ${(sum(api.downMs) / 1000).toFixed(0)} s in all` : ''}); ` +
         `exits nobody asked for: worker ${worker.unexpectedExits}`,
       `steps              ${mine.length} queued here (${meteredQueued} metered), ${rows.length - mine.length} scheduled by the accounts themselves; ` +
         `${settledSoFar} of the ${mine.length} settled`,

@@ -11,6 +11,8 @@ import { projectRoot } from '../worker/tools.js';
 export class ServiceProcess {
   starts = 0;
   unexpectedExits = 0;
+  /** For each exit nobody asked for: from the exit to the new process's ready line. */
+  readonly downMs: number[] = [];
   private child: ChildProcess | null = null;
   private exited: Promise<void> = Promise.resolve();
   private expectingExit = false;
@@ -83,7 +85,11 @@ export class ServiceProcess {
         if (this.expectingExit || this.stopped) return;
         // Nobody asked it to go: count it and bring it back.
         this.unexpectedExits += 1;
-        this.restarting = this.start().catch(() => undefined);
+        const exitedAt = Date.now();
+        this.restarting = this.start().then(
+          () => void this.downMs.push(Date.now() - exitedAt),
+          () => undefined,
+        );
       });
     });
   }

@@ -59,7 +59,7 @@ export const AgentStateSchema = z
     queued_count: z
       .int()
       .describe(
-        'Steps waiting for a browser, not one running. A claim whose lease ended more than 5 s ago unrenewed counts here: its browser went silent, and the next claim lapses it first.',
+        'Steps waiting for a browser, not one running. Counted here too: a claim whose lease ended more than 5 s ago unrenewed (its browser went silent; the next claim lapses it first), and, for the browser it was handed to, a claim it does not name (the answer was lost; the next claim hands it back).',
       ),
     approvals_waiting: z.int(),
     poll_after_seconds: z

@@ -361,6 +361,9 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
   }
   const runningClaim: AgentState['running_claim'] = running ? (claimCurrent ? 'renewed' : 'lost') : null;
   const line = toLine(lineRow);
+  // This browser's own claim, which it does not name: the claim's answer never reached it (the
+  // API died, a timeout). It waits for this browser, and a claim hands it back at once.
+  const answerLost = !running && line.running && line.runningSessionId === sessionId;
   const usage = usageFromDays(current, usageDays, now);
   const wait = waitOf(current, line, usage, now, stopped);
   return {
@@ -369,7 +372,7 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
     lease_granted: leaseGranted,
     lease_holder_label: leaseGranted ? null : holderLabel,
     account_mismatch: mismatch,
-    queued_count: line.queued,
+    queued_count: line.queued + (answerLost ? 1 : 0),
     approvals_waiting: line.approvals,
     poll_after_seconds: pollAfterSeconds({
       minActionIntervalSeconds: current.min_action_interval_seconds,

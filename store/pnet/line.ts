@@ -25,6 +25,8 @@ export interface Line {
   running: boolean;
   /** When the running claim's lease, unrenewed, becomes overdue and the account's next claim frees it. */
   runningLapsesAt: Date | null;
+  /** The browser session the running claim was handed to. */
+  runningSessionId: string | null;
   /** Kinds of the unpaced steps waiting (test steps: no gap, no ceiling, no working hours). */
   unmeteredKinds: ActionKind[];
   /** Kinds of the metered steps waiting, the kind of the oldest step first. */
@@ -49,6 +51,7 @@ export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres
       count(*) filter (where status = 'awaiting_approval' and not held)::int as approvals,
       count(*) filter (where status = 'claimed' and (held or lapses_at > now()))::int as running,
       min(lapses_at) filter (where status = 'claimed') as "runningLapsesAt",
+      min(claim_session_id::text) filter (where status = 'claimed') as "runningSessionId",
       array_agg(distinct kind) filter (where status in ('queued', 'resuming') and not held and not metered) as "unmeteredKinds",
       -- Looked up only when there is one: most accounts have nothing metered waiting.
       case when count(*) filter (where status in ('queued', 'resuming') and not held and metered) > 0 then

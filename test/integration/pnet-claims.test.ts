@@ -346,9 +346,24 @@ describe('releasing a claim', () => {
     expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed' });
   });
 
+  it('tells a browser that does not name its own running claim (the answer was lost) that a step waits, and hands the claim back', async () => {
+    const a = await connectedAccount();
+    const step = await a.queue({ kind: 'check_inbox' });
+    // The claim commits; its answer never reaches the browser.
+    const lost = (await a.claim()).json().step;
+    // Checking in without naming it: a step waits for this browser (its own claim), so it asks.
+    expect((await a.heartbeat()).json()).toMatchObject({ queued_count: 1, running_claim: null, wait: null });
+    expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed', claimed_at: lost.claimed_at });
+    // Naming it, nothing else waits; another browser of the account is not told to ask.
+    expect((await a.heartbeat({ running: { action_id: step.id, claimed_at: lost.claimed_at } })).json()).toMatchObject({ queued_count: 0, running_claim: 'renewed' });
+    const other = await a.agent('/pnet/agent/heartbeat/', { browser_id: randomUUID(), browser_label: 'Firefox', extension_version: '2.0.0' });
+    expect(other.json()).toMatchObject({ queued_count: 0, lease_granted: true });
+  });
+
   it("lapses a running claim whose lease timer is late when its account's next claim asks, not before the grace, and tells its workflow", async () => {
     const a = await connectedAccount();
     const silent = await a.queue({ kind: 'check_inbox' });
+    const other = randomUUID();
     const first = (await a.claim()).json().step;
     expect(first.id).toBe(silent.id);
     const signalRead = async () => (await stack.sql`select signal_due_at from browser_steps where id = ${silent.id}`)[0]!.signal_due_at === null;
@@ -359,12 +374,13 @@ describe('releasing a claim', () => {
       stack.sql`update browser_steps set claimed_at = date_trunc('milliseconds', now() - make_interval(secs => ${claimLeaseSeconds + seconds})) where id = ${silent.id} returning claimed_at`;
     const [moved] = await leaseEndedAgo(overdueClaimGraceSeconds - 1);
     // Inside the grace the timer still owns it: the account's browser gets its own claim back, and
-    // a check-in says nothing waits but to look again when the claim becomes overdue.
+    // a check-in of another browser says nothing waits, but to look again when it becomes overdue.
     expect((await a.claim()).json().step).toMatchObject({ id: silent.id, status: 'claimed', claimed_at: moved!.claimed_at.toISOString() });
-    expect((await a.heartbeat()).json()).toMatchObject({ queued_count: 0, poll_after_seconds: 1, wait: null });
+    const otherBrowser = () => a.agent('/pnet/agent/heartbeat/', { browser_id: other, browser_label: 'Firefox', extension_version: '2.0.0' });
+    expect((await otherBrowser()).json()).toMatchObject({ queued_count: 0, poll_after_seconds: 1, wait: null });
     await leaseEndedAgo(overdueClaimGraceSeconds + 1);
     // Past it the step waits for a browser again: a check-in says so, and the browser claims.
-    expect((await a.heartbeat()).json()).toMatchObject({ queued_count: 1, wait: { reason: 'ready' } });
+    expect((await otherBrowser()).json()).toMatchObject({ queued_count: 1, wait: { reason: 'ready' } });
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
     // Lapsed as its timer would have (a housekeeping read goes back in line, its unit returned),
     // and handed out again in the same answer: a new claim, one unit used.
