@@ -413,13 +413,14 @@ describe('the mailbox-poll workflow, on a time-skipping server', () => {
     const id = crypto.randomUUID();
     scripts.set(id, ['polled', 'polled', 'polled', 'disabled']);
     const handle = await start(id, 2);
-    for (let i = 0; i < 100 && (await handle.query(mailboxPollStateQuery)).polls < 1; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 600 && (await handle.query(mailboxPollStateQuery)).polls < 1; i++) await new Promise((r) => setTimeout(r, 50));
     await handle.signal(pollMailboxNowSignal);
     expect(await handle.result()).toBe('disabled');
-    const times = polls.get(id)!.map((t) => Math.round((t - polls.get(id)![0]!) / 1000));
-    // Poll 2 came from the signal, not the hour; poll 3 opened a new run (continue-as-new) and read at once.
-    expect(times.slice(0, 3)).toEqual([0, 0, 0]);
-    expect(times).toHaveLength(4);
+    const secondsAfterFirst = polls.get(id)!.map((t) => (t - polls.get(id)![0]!) / 1000);
+    // Poll 2 came from the signal, not the hour; poll 3 opened a new run (continue-as-new) and read
+    // at once. "At once" is seconds on a loaded machine (a second apart once failed a rounding to 0).
+    expect(secondsAfterFirst.slice(0, 3).every((s) => s < 60)).toBe(true);
+    expect(secondsAfterFirst).toHaveLength(4);
     expect((await handle.describe()).runId).not.toBe(handle.firstExecutionRunId);
   });
 });
