@@ -179,6 +179,11 @@ async function authenticate(
   if (typeof acting === 'string' && deps.actingSecret) return actingPrincipal(deps, acting, deps.actingSecret);
   const apiKey = request.headers['x-api-key'];
   const authorization = request.headers.authorization;
+  // A credential that cannot be read is refused even beside a good one: which one the caller meant
+  // is unknown, and a request is never let through on a guess (Schemathesis sent a valid key with
+  // a malformed Authorization header and was answered 200).
+  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  if (authorization !== undefined && !bearer) throw unauthenticated();
   const checkedLater = request.routeOptions.config.checksConnectionToken === true;
   if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, apiKey, tokens, checkedLater);
   if (typeof apiKey === 'string' && apiKey.length > 0) {
@@ -198,7 +203,6 @@ async function authenticate(
       accountId: null,
     };
   }
-  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
   if (!bearer) throw unauthenticated();
   if (bearer.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, bearer, tokens, checkedLater);
   const claims = await deps.verifyToken(bearer);

@@ -123,6 +123,18 @@ describe('API keys (2.13)', () => {
     expect(list.api_keys.map((k: { name: string }) => k.name).sort()).toEqual(['Admin key', 'edge']);
   });
 
+  it('refuses a good key beside an Authorization header that is not a bearer token, and takes it beside one', async () => {
+    const get = (authorization: string) =>
+      stack.app.inject({ method: 'GET', url: '/workspace/', headers: { ...withKey(paid.apiKey), authorization } });
+    for (const malformed of ['Basic dXNlcjpwYXNz', 'Bearer', 'Bearer a b', '']) {
+      const refused = await get(malformed);
+      expect(refused.statusCode, malformed).toBe(401);
+      expect(refused.json()).toHaveProperty('detail');
+    }
+    // Well formed, the key still decides (it is read first).
+    expect((await get('Bearer not-a-token')).statusCode).toBe(200);
+  });
+
   it('answers 422 with a path issue for a malformed key id', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/api-keys/not-a-uuid/', headers: withKey(paid.apiKey) });
     expect(res.statusCode).toBe(422);
