@@ -31,7 +31,7 @@ export const securitySchemes = {
   BearerAuth: {
     type: 'http',
     scheme: 'bearer',
-    description: 'A JWT of the identity provider; on the extension routes, the account connection token (opc_…)',
+    description: 'A JWT of the identity provider; on the extension routes, the account connection token (opc_…). With X-API-Key too, the key is read first, and an Authorization header that is not `Bearer <token>` is refused with 401.',
   },
 } as const;
 
