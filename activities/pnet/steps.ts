@@ -3,7 +3,6 @@ import { ApplicationFailure } from '@temporalio/common';
 import { commitWith, transaction, type Sql } from '../../db/sql.js';
 import type { BrowserStep, StepErrorCode, StoredStepStatus } from '../../domain/pnet/steps.js';
 import { terminalStatuses } from '../../domain/pnet/settle.js';
-import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
 import type { StepTransitionResult } from '../../domain/pnet/agent.js';
 import { signalStepWorkflow } from '../../services/pnet/browser-step-client.js';
 import { expireClaimAt, type ClaimLook } from '../../services/pnet/step-transitions.js';
@@ -86,7 +85,7 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
     async resendStepSignals({ graceSeconds, limit, now, taskQueue }: { graceSeconds: number; limit: number; now?: string; taskQueue?: string }): Promise<number> {
       const at = now ? new Date(now) : new Date();
       const lapsed: string[] = [];
-      for (const claim of await overdueClaims(sql, at, claimLeaseSeconds, graceSeconds, limit)) {
+      for (const claim of await overdueClaims(sql, at, graceSeconds, limit)) {
         const look = await expireClaimAt(sql, { stepId: claim.id, claimedAt: claim.claimed_at.toISOString(), now: at, tell: true });
         if (look.status !== 'claimed') lapsed.push(claim.id);
       }

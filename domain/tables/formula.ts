@@ -12,23 +12,23 @@ import type { EvalFunction, MathJsInstance, MathNode } from 'mathjs';
 import { cellTextMax, displayValue, type CellValue } from './tables.js';
 
 type Builtin = Pick<MathJsInstance, 'equal' | 'larger' | 'smaller' | 'largerEq' | 'smallerEq'>;
-let instance: { math: MathJsInstance; builtin: Builtin } | null = null;
+let language: { math: MathJsInstance; builtin: Builtin } | null = null;
 
 /**
  * The formula language, built on first use: loading mathjs and creating its instance takes 1.5 to
  * 4 s, which every process importing the tables' store (the API, the worker, the operator command
  * line) would otherwise pay at start, whether or not a formula is ever computed.
  */
-function formulaMath(): MathJsInstance {
-  if (instance) return instance.math;
+function formulaLanguage(): { math: MathJsInstance; builtin: Builtin } {
+  if (language) return language;
   const { all, create } = createRequire(import.meta.url)('mathjs') as typeof import('mathjs');
   const math = create(all!, { number: 'number' });
-  const builtin: Builtin = { equal: math.equal, larger: math.larger, smaller: math.smaller, largerEq: math.largerEq, smallerEq: math.smallerEq };
-  instance = { math, builtin };
+  // Kept before the spreadsheet's overrides replace them.
+  language = { math, builtin: { equal: math.equal, larger: math.larger, smaller: math.smaller, largerEq: math.largerEq, smallerEq: math.smallerEq } };
   math.import(spreadsheetFunctions, { override: true });
-  return math;
+  return language;
 }
-const builtin = (): Builtin => (formulaMath(), instance!.builtin);
+const builtin = () => formulaLanguage().builtin;
 
 const text = (v: unknown) => displayValue(v as CellValue);
 const isNullish = (v: unknown) => v === null || v === undefined;
@@ -229,7 +229,7 @@ export function compileFormula(stored: string, columnExists: (id: string) => boo
   if (expression.trim() === '') return failed('The formula is empty.');
   let node: MathNode;
   try {
-    node = formulaMath().parse(expression);
+    node = formulaLanguage().math.parse(expression);
   } catch (error) {
     return failed(brief(`The formula cannot be read: ${(error as Error).message}`));
   }

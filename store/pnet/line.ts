@@ -40,6 +40,13 @@ type LineRow = Omit<Line, 'running' | 'unmeteredKinds' | 'meteredKinds'> & {
 };
 
 /**
+ * When a claim of `browser_steps`, its lease as last renewed, has been over for `graceSeconds`: the
+ * SQL form of claimOverdue (domain/pnet/settle.ts), for the line and the sweeper alike.
+ */
+export const claimLapsesAtSql = (db: Db, graceSeconds: number) =>
+  db`(greatest(claimed_at, coalesce(lease_renewed_at, claimed_at)) + make_interval(secs => ${claimLeaseSeconds + graceSeconds}))`;
+
+/**
  * The line's counts as one row; a fragment too, so the heartbeat reads it inside its own
  * statement (there `account` is a column of the outer query, one line per account of the batch).
  * The waiting kinds, not only the oldest step's: a kind at its ceiling or held back by the inbox
@@ -59,9 +66,7 @@ export const lineSql = (db: Db, account: string | postgres.PendingQuery<postgres
           select kind, min(queued_at) as first_at from browser_steps
           where account_id = ${account} and status in ('queued', 'resuming') and not held and metered group by kind) k) end as "meteredKinds"
     from browser_steps
-      -- When a claim's lease, as last renewed, has been over for the grace (claimOverdue).
-      cross join lateral (select greatest(claimed_at, coalesce(lease_renewed_at, claimed_at))
-        + make_interval(secs => ${claimLeaseSeconds + overdueClaimGraceSeconds}) as lapses_at) l
+      cross join lateral (select ${claimLapsesAtSql(db, overdueClaimGraceSeconds)} as lapses_at) l
     -- Only live steps count; naming them lets the partial index browser_steps_live serve the read.
     where account_id = ${account} and status in ('awaiting_approval', 'queued', 'resuming', 'claimed')`;
 

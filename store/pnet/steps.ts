@@ -25,6 +25,7 @@ import {
 } from '../../domain/pnet/settle.js';
 import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './account-rows.js';
+import { claimLapsesAtSql } from './line.js';
 
 export interface StepRow {
   id: string;
@@ -423,11 +424,10 @@ export async function recordLapse(tx: Db, stepId: string, lapse: LapseDecision, 
  * workflow's lease timer is late (its worker was down) or was never set. Read through the
  * one-running-step index, so it costs at most one row per account.
  */
-export async function overdueClaims(db: Db, now: Date, leaseSeconds: number, graceSeconds: number, limit: number): Promise<{ id: string; claimed_at: Date }[]> {
+export async function overdueClaims(db: Db, now: Date, graceSeconds: number, limit: number): Promise<{ id: string; claimed_at: Date }[]> {
   return db<{ id: string; claimed_at: Date }[]>`
     select id, claimed_at from browser_steps
-    where status = 'claimed'
-      and greatest(claimed_at, coalesce(lease_renewed_at, claimed_at)) + make_interval(secs => ${leaseSeconds + graceSeconds}) < ${now}
+    where status = 'claimed' and ${claimLapsesAtSql(db, graceSeconds)} < ${now}
     order by claimed_at limit ${limit}`;
 }
 
