@@ -56,7 +56,7 @@ const workflowForbidden = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'temporal-docker/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'temporal-docker/**', 'coverage/**', 'dist/**'] },
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.base],

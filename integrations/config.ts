@@ -64,6 +64,8 @@ export interface ServiceConfig {
   logLevel: string;
   /** `ip:port` where the worker serves the Temporal SDK's own metrics (Prometheus text); unset, none. */
   workerMetricsAddress: string | undefined;
+  /** WORKFLOW_BUNDLE: the worker's prebuilt workflow bundle (`npm run build`); unset, built from the source at start. */
+  workflowBundle: string | undefined;
 }
 
 function intFrom(env: Environment, name: string, fallback: number): number {
@@ -103,6 +105,7 @@ export function readServiceConfig(env: Environment = process.env): ServiceConfig
     role,
     logLevel: env.LOG_LEVEL ?? 'info',
     workerMetricsAddress: metricsAddress(env.TEMPORAL_WORKER_METRICS),
+    workflowBundle: env.WORKFLOW_BUNDLE ? resolve(env.WORKFLOW_BUNDLE) : undefined,
   };
 }
 

@@ -235,8 +235,11 @@ export function checkExpiredClaims(
   log: SimLog,
   observed: ObservedClaim[],
   rows: StepRowLite[],
-  options: { leaseSeconds: number; slackSeconds: number; endedAt: number },
+  options: { leaseSeconds: number; slackSeconds: number; endedAt: number; apiDown?: readonly { from: number; to: number }[] },
 ): CheckResult {
+  // How much of a late claim's wait the API was down for: nothing could be handed out then.
+  const apiDownWithin = (from: number, to: number) =>
+    (options.apiDown ?? []).reduce((ms, d) => ms + Math.max(0, Math.min(to, d.to) - Math.max(from, d.from)), 0);
   const violations: string[] = [];
   const byId = new Map(rows.map((r) => [r.id, r]));
   const simClaims = new Set(log.claims.map((c) => claimKey(c.stepId, c.claimedAt)));
@@ -270,7 +273,11 @@ export function checkExpiredClaims(
     slowest = Math.max(slowest, event - lapseAt);
     const what = settledAt <= (next?.start ?? Infinity) ? 'settled' : next!.stepId === claim.stepId ? 'handed out again' : `followed by step ${shortId(next!.stepId)}`;
     if (event > deadline) {
-      violations.push(`step ${shortId(claim.stepId)} (${claim.why}) was ${what} ${seconds(event - lapseAt)} after its lease ran out (allowed ${options.slackSeconds} s)`);
+      const down = apiDownWithin(lapseAt, event);
+      violations.push(
+        `step ${shortId(claim.stepId)} (${claim.why}) was ${what} ${seconds(event - lapseAt)} after its lease ran out (allowed ${options.slackSeconds} s)` +
+          (options.apiDown ? `; the API was down ${seconds(down)} of that` : ''),
+      );
     } else if (what === 'settled') tally.settled += 1;
     else if (what === 'handed out again') tally.same += 1;
     else tally.other += 1;

@@ -7,7 +7,6 @@
  * results are posted up to 5 times at once, some naming stale claims. At the end it
  * checks the invariants (chaos-checks.ts), prints the counts, and exits 1 on any violation.
  */
-import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -20,14 +19,13 @@ import { freePort } from '../worker/ports.js';
 import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provisioning.js';
 import { startTemporalDevServer, type TemporalDevServerHandle } from '../worker/temporal-dev-server.js';
 import { projectRoot } from '../worker/tools.js';
-import { bundleWorkflows } from '../worker/worker.js';
 import { AgentClient } from './agent-client.js';
 import { SimBrowser, formatCounters, sumCounters } from './browser.js';
 import { checkExpiredClaims, checkLedger, checkLine, checkNoOverlap, checkSettles, terminalStatuses, type CheckResult, type StepRowLite } from './chaos-checks.js';
 import { couldNotRun, reportAndExit, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { ClaimObserver } from './claim-observer.js';
 import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';
-import { ServiceProcess } from './service-process.js';
+import { ServiceProcess, buildServiceScripts } from './service-process.js';
 import { SimLog } from './sim-log.js';
 
 const usage = `Usage: npm run chaos:pnet -- [options]
@@ -215,13 +213,9 @@ async function main() {
       // Whichever server runs at the end (it is restarted once) is the one to stop.
       onCleanup(async () => temporal?.stop());
     };
-    const bundle = async () => {
-      if (o.workflowBundle) return o.workflowBundle;
-      const file = join(o.dataDir, 'workflow-bundle.js');
-      writeFileSync(file, (await bundleWorkflows()).code);
-      return file;
-    };
-    const [databaseUrl, , bundlePath] = await Promise.all([startPostgres(), startTemporal(), bundle()]);
+    const [databaseUrl, , built] = await Promise.all([startPostgres(), startTemporal(), buildServiceScripts(o.workflowBundle)]);
+    onCleanup(async () => built.remove());
+    const { scripts } = built;
     const sql = createSql(databaseUrl, { max: 5 });
     onCleanup(() => sql.end({ timeout: 5 }));
     await migrate(sql);
@@ -240,14 +234,14 @@ async function main() {
       PORT: String(apiPort),
       RATE_LIMIT_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
-      WORKFLOW_BUNDLE: bundlePath,
+      WORKFLOW_BUNDLE: scripts.workflowBundle,
       // Read by the API only (sim/run-api.ts).
       CHAOS_KILL_AFTER_CLAIM: String(o.killApiAfterClaim),
       // The children go when this process goes, however it goes.
       EXIT_WITH_PARENT: '1',
     });
-    const worker = new ServiceProcess('worker', 'sim/run-worker.ts', childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
-    const api = new ServiceProcess('api', 'sim/run-api.ts', childEnv, join(o.dataDir, 'api.log'), 'api ready');
+    const worker = new ServiceProcess('worker', scripts.worker, childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
+    const api = new ServiceProcess('api', scripts.api, childEnv, join(o.dataDir, 'api.log'), 'api ready');
     onCleanup(() => worker.stop());
     onCleanup(() => api.stop());
     await Promise.all([worker.start(), api.start()]);
@@ -433,7 +427,7 @@ async function main() {
       checkSettles(log, rows),
       await checkLedger(sql, rows),
       checkNoOverlap(log, observed, observer.doubleClaims),
-      checkExpiredClaims(log, observed, rows, { leaseSeconds: claimLeaseSeconds, slackSeconds: 15, endedAt: browsersStoppedAt }),
+      checkExpiredClaims(log, observed, rows, { leaseSeconds: claimLeaseSeconds, slackSeconds: 15, endedAt: browsersStoppedAt, apiDown: api.downs }),
     ];
     if (timedOut) {
       const waiting = rows.filter((r) => mine.includes(r.id) && !terminalStatuses.has(r.status));

@@ -18,7 +18,6 @@
  *     as `replied` (only a contact that replied), and every send Postgres calls confirmed-sent
  *     really reached the sink.
  */
-import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
@@ -31,11 +30,10 @@ import { freePort } from '../worker/ports.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { startTemporalDevServer, type TemporalDevServerHandle } from '../worker/temporal-dev-server.js';
 import { projectRoot } from '../worker/tools.js';
-import { bundleWorkflows } from '../worker/worker.js';
 import type { CheckResult } from './chaos-checks.js';
 import { couldNotRun, reportAndExit, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { UsageError, numberFlag, seededRandom } from './cli.js';
-import { ServiceProcess } from './service-process.js';
+import { ServiceProcess, buildServiceScripts } from './service-process.js';
 import { startSmtpSink, type SinkMessage, type SmtpSink } from './smtp-sink.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -472,13 +470,9 @@ async function main() {
       temporalAddress = temporal.address;
       onCleanup(() => temporal.stop());
     };
-    const bundle = async () => {
-      if (o.workflowBundle) return o.workflowBundle;
-      const file = join(o.dataDir, 'workflow-bundle.js');
-      writeFileSync(file, (await bundleWorkflows()).code);
-      return file;
-    };
-    const [databaseUrl, , bundlePath] = await Promise.all([startPostgres(), startTemporal(), bundle()]);
+    const [databaseUrl, , built] = await Promise.all([startPostgres(), startTemporal(), buildServiceScripts(o.workflowBundle)]);
+    onCleanup(async () => built.remove());
+    const { scripts } = built;
     const sql = createSql(databaseUrl, { max: 5 });
     onCleanup(() => sql.end({ timeout: 5 }));
     await migrate(sql);
@@ -516,13 +510,13 @@ async function main() {
       PORT: String(apiPort),
       RATE_LIMIT_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
-      WORKFLOW_BUNDLE: bundlePath,
+      WORKFLOW_BUNDLE: scripts.workflowBundle,
       SMTP_URL: sink.url,
       SMTP_FROM: 'outreach@chaos.example',
       EXIT_WITH_PARENT: '1',
     });
-    const worker = new ServiceProcess('worker', 'sim/run-worker.ts', childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
-    const apiProcess = new ServiceProcess('api', 'sim/run-api.ts', childEnv, join(o.dataDir, 'api.log'), 'api ready');
+    const worker = new ServiceProcess('worker', scripts.worker, childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
+    const apiProcess = new ServiceProcess('api', scripts.api, childEnv, join(o.dataDir, 'api.log'), 'api ready');
     onCleanup(() => worker.stop());
     onCleanup(() => apiProcess.stop());
     await Promise.all([worker.start(), apiProcess.start()]);

@@ -7,7 +7,6 @@
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { keepStepSignalSweeperStarted } from '../services/pnet/browser-step-client.js';
-import { readFileSync } from 'node:fs';
 import { createSql } from '../db/sql.js';
 import { readConfig } from '../worker/config.js';
 import { createServiceWorker, runtimeTelemetry } from '../worker/worker.js';
@@ -20,14 +19,13 @@ if (process.env.EXIT_WITH_PARENT === '1') {
 }
 
 if (!config.databaseUrl || !config.temporalAddress) throw new Error('run-worker needs DATABASE_URL and TEMPORAL_ADDRESS');
-const bundlePath = process.env.WORKFLOW_BUNDLE;
 const sql = createSql(config.databaseUrl);
 const { worker } = await createServiceWorker({
   sql,
   address: config.temporalAddress,
   namespace: config.temporalNamespace,
   taskQueue: config.taskQueue,
-  bundle: bundlePath ? { code: readFileSync(bundlePath, 'utf8'), sourceMap: '' } : undefined,
+  ...(config.workflowBundle ? { bundle: { codePath: config.workflowBundle } } : {}),
   // WORKER_MAX_CACHED_WORKFLOWS=0 turns sticky queues off: the time-skipping test server never moves
   // a task off a dead worker's sticky queue, so after a SIGKILL that workflow would wait for good.
   ...(process.env.WORKER_MAX_CACHED_WORKFLOWS ? { maxCachedWorkflows: Number(process.env.WORKER_MAX_CACHED_WORKFLOWS) } : {}),

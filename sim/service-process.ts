@@ -1,18 +1,48 @@
 /**
  * One half of the service (worker or API) as a child process the chaos test can kill and
  * restart. Its output goes to a log file; it is ready when it prints its ready line. An exit
- * nobody asked for is counted and the process is started again.
+ * nobody asked for is counted and the process is started again. The script is a built bundle
+ * (`.mjs`, see worker/build.ts: a restart then loads no TypeScript) or a `.ts` file run through tsx.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildEntries, buildWorkflowBundle, freshBuildDir } from '../worker/build.js';
 import { projectRoot } from '../worker/tools.js';
+
+export interface ServiceScripts {
+  api: string;
+  worker: string;
+  /** For WORKFLOW_BUNDLE. */
+  workflowBundle: string;
+}
+
+/**
+ * The API's and the worker's child scripts, built into a new folder under dist/ (see
+ * worker/build.ts), with the workflow bundle unless one is given; `remove` deletes the folder.
+ */
+export async function buildServiceScripts(workflowBundle?: string): Promise<{ scripts: ServiceScripts; remove: () => void }> {
+  const dir = freshBuildDir('services');
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  try {
+    const [[api, worker], bundle] = await Promise.all([
+      buildEntries(['sim/run-api.ts', 'sim/run-worker.ts'], dir),
+      workflowBundle ?? buildWorkflowBundle(join(dir, 'workflows.js')),
+    ]);
+    return { scripts: { api: api!, worker: worker!, workflowBundle: bundle }, remove };
+  } catch (error) {
+    remove();
+    throw error;
+  }
+}
 
 export class ServiceProcess {
   starts = 0;
   unexpectedExits = 0;
-  /** For each exit nobody asked for: from the exit to the new process's ready line. */
-  readonly downMs: number[] = [];
+  /** Each time it was down, from its exit (one nobody asked for, or a restart's) to the new process's ready line (epoch ms). */
+  readonly downs: { from: number; to: number }[] = [];
   private child: ChildProcess | null = null;
   private exited: Promise<void> = Promise.resolve();
   private expectingExit = false;
@@ -28,6 +58,10 @@ export class ServiceProcess {
     private readonly readyLine: string,
   ) {
     this.out = createWriteStream(logFile, { flags: 'a' });
+  }
+
+  get downMs(): number[] {
+    return this.downs.map((d) => d.to - d.from);
   }
 
   get pid(): number | undefined {
@@ -52,7 +86,8 @@ export class ServiceProcess {
     this.starts += 1;
     this.out.write(`\n--- start ${this.starts} at ${new Date().toISOString()}\n`);
     // Its own process group: a Ctrl-C in the terminal reaches the chaos run, which stops it in order.
-    const child = spawn(process.execPath, ['--import', 'tsx', this.script], { cwd: projectRoot, env: this.env(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const args = this.script.endsWith('.mjs') ? ['--enable-source-maps', this.script] : ['--import', 'tsx', this.script];
+    const child = spawn(process.execPath, args, { cwd: projectRoot, env: this.env(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     child.stderr!.pipe(this.out, { end: false });
@@ -87,7 +122,7 @@ export class ServiceProcess {
         this.unexpectedExits += 1;
         const exitedAt = Date.now();
         this.restarting = this.start().then(
-          () => void this.downMs.push(Date.now() - exitedAt),
+          () => void this.downs.push({ from: exitedAt, to: Date.now() }),
           () => undefined,
         );
       });
@@ -112,7 +147,9 @@ export class ServiceProcess {
 
   async restart(signal: NodeJS.Signals, graceMs?: number): Promise<void> {
     await this.kill(signal, graceMs);
+    const from = Date.now();
     await this.start();
+    this.downs.push({ from, to: Date.now() });
   }
 
   async stop(): Promise<void> {

@@ -97,7 +97,14 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
 
     let workerConnection: NativeConnection | null = null;
     if (config.role !== 'api') {
-      const { worker, connection, clientConnection } = await createServiceWorker({ sql, address: temporalAddress, namespace: config.temporalNamespace, taskQueue: config.taskQueue, integrations });
+      const { worker, connection, clientConnection } = await createServiceWorker({
+        sql,
+        address: temporalAddress,
+        namespace: config.temporalNamespace,
+        taskQueue: config.taskQueue,
+        integrations,
+        ...(config.workflowBundle ? { bundle: { codePath: config.workflowBundle } } : {}),
+      });
       workerConnection = connection;
       const running = worker.run();
       stops.push(async () => {

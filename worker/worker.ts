@@ -1,5 +1,5 @@
 /** The Temporal worker: every workflow (bundled) and every activity, bound to real dependencies. */
-import { NativeConnection, Worker, bundleWorkflowCode, type State, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { NativeConnection, Worker, bundleWorkflowCode, type State, type WorkflowBundleOption, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
@@ -58,7 +58,8 @@ export async function createServiceWorker(options: {
   taskQueue: string;
   /** The outside services, built once by the bootstrap (shared with the API); from the environment when omitted. */
   integrations?: Integrations;
-  bundle?: WorkflowBundleWithSourceMap;
+  /** A prebuilt workflow bundle (`npm run build`, WORKFLOW_BUNDLE); built from the source at start when omitted. */
+  bundle?: WorkflowBundleOption;
   /** Workflows kept in memory between tasks; 0 turns sticky queues off (every task from the shared queue). */
   maxCachedWorkflows?: number;
 }): Promise<{ worker: ServiceWorker; connection: NativeConnection; clientConnection: Connection }> {

@@ -43,7 +43,7 @@ beforeAll(async () => {
   const logDir = mkdtempSync(join(tmpdir(), 'billing-faults-'));
   worker = new ServiceProcess(
     'worker',
-    'sim/run-worker.ts',
+    inject('serviceScripts').worker,
     () => ({
       ...process.env,
       DATABASE_URL: stack.databaseUrl,
