@@ -2,7 +2,7 @@
  * One half of the service (worker or API) as a child process the chaos test can kill and
  * restart. Its output goes to a log file; it is ready when it prints its ready line. An exit
  * nobody asked for is counted and the process is started again. The script is a built bundle
- * (`.mjs`, see worker/build.ts: a restart then loads no TypeScript) or a `.ts` file run through tsx.
+ * (`buildServiceScripts`): a restart loads no TypeScript, as in production.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
@@ -86,8 +86,7 @@ export class ServiceProcess {
     this.starts += 1;
     this.out.write(`\n--- start ${this.starts} at ${new Date().toISOString()}\n`);
     // Its own process group: a Ctrl-C in the terminal reaches the chaos run, which stops it in order.
-    const args = this.script.endsWith('.mjs') ? ['--enable-source-maps', this.script] : ['--import', 'tsx', this.script];
-    const child = spawn(process.execPath, args, { cwd: projectRoot, env: this.env(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const child = spawn(process.execPath, ['--enable-source-maps', this.script], { cwd: projectRoot, env: this.env(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     child.stderr!.pipe(this.out, { end: false });
