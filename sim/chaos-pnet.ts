@@ -20,12 +20,13 @@ import { createWorkspaceWithAdmin, grantWorkspaceCredits } from '../worker/provi
 import { startTemporalDevServer, type TemporalDevServerHandle } from '../worker/temporal-dev-server.js';
 import { projectRoot } from '../worker/tools.js';
 import { AgentClient } from './agent-client.js';
+import { startApiBalancer, type ApiBalancer } from './api-balancer.js';
 import { SimBrowser, formatCounters, sumCounters } from './browser.js';
 import { checkExpiredClaims, checkLedger, checkLine, checkNoOverlap, checkSettles, terminalStatuses, type CheckResult, type StepRowLite } from './chaos-checks.js';
 import { couldNotRun, reportAndExit, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { ClaimObserver } from './claim-observer.js';
 import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';
-import { ServiceProcess, buildServiceScripts } from './service-process.js';
+import { ServiceProcess, allDown, buildServiceScripts } from './service-process.js';
 import { SimLog } from './sim-log.js';
 
 const usage = `Usage: npm run chaos:pnet -- [options]
@@ -36,7 +37,8 @@ const usage = `Usage: npm run chaos:pnet -- [options]
   --seconds S            give up waiting for the steps after S seconds (default 1200)
   --kill-every S         SIGKILL the worker about every S seconds (default 5; 0: never)
   --max-kills N          stop killing after N kills (default: keep killing until the steps settle)
-  --kill-api-after-claim N  the API SIGKILLs itself between the commit of every N-th claim it makes
+  --apis N               API processes behind one load balancer (default 2; 1: the browsers talk to it directly)
+  --kill-api-after-claim N  each API process SIGKILLs itself between the commit of every N-th claim it makes
                          and that claim's signal to the step's workflow (default 25; 0: never)
   --metered N            metered steps per account, the rest unmetered tests (default 2; the gap is 30 s)
   --fail-rate R          (default 0.1)     --skip-rate R       (default 0.05)
@@ -85,6 +87,7 @@ interface Options {
   killEvery: number;
   maxKills: number;
   killApiAfterClaim: number;
+  apis: number;
   metered: number;
   failRate: number;
   skipRate: number;
@@ -112,6 +115,7 @@ function readOptions(): Options {
       'kill-every': { type: 'string' },
       'max-kills': { type: 'string' },
       'kill-api-after-claim': { type: 'string' },
+      apis: { type: 'string' },
       metered: { type: 'string' },
       'fail-rate': { type: 'string' },
       'skip-rate': { type: 'string' },
@@ -145,6 +149,7 @@ function readOptions(): Options {
     killEvery: numberFlag(values, 'kill-every', 5, { min: 0 }),
     maxKills: numberFlag(values, 'max-kills', Infinity, { min: 0 }),
     killApiAfterClaim: numberFlag(values, 'kill-api-after-claim', 25, { min: 0 }),
+    apis: numberFlag(values, 'apis', 2, { min: 1, max: 8 }),
     metered: numberFlag(values, 'metered', 2, { min: 0, max: meteredKinds.length }),
     failRate: rate('fail-rate', 0.1),
     skipRate: rate('skip-rate', 0.05),
@@ -222,16 +227,16 @@ async function main() {
     let temporalAddress = temporal!.address;
     say(`Postgres ready, Temporal at ${temporalAddress}`);
 
-    const apiPort = await freePort(18300);
-    const apiUrl = `http://127.0.0.1:${apiPort}`;
-    const childEnv = (): NodeJS.ProcessEnv => ({
+    const apiPorts: number[] = [];
+    for (let i = 0; i < o.apis; i += 1) apiPorts.push(await freePort(18300 + i * 10));
+    const childEnv = (port = apiPorts[0]!): NodeJS.ProcessEnv => ({
       ...process.env,
       DATABASE_URL: databaseUrl,
       TEMPORAL_ADDRESS: temporalAddress,
       TEMPORAL_NAMESPACE: 'default',
       TEMPORAL_TASK_QUEUE: 'chaos-pnet',
       HOST: '127.0.0.1',
-      PORT: String(apiPort),
+      PORT: String(port),
       RATE_LIMIT_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
       WORKFLOW_BUNDLE: scripts.workflowBundle,
@@ -241,11 +246,22 @@ async function main() {
       EXIT_WITH_PARENT: '1',
     });
     const worker = new ServiceProcess('worker', scripts.worker, childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
-    const api = new ServiceProcess('api', scripts.api, childEnv, join(o.dataDir, 'api.log'), 'api ready');
+    // Production runs several API processes behind a balancer; the browsers and the operator
+    // reach them through one (sim/api-balancer.ts), so one process's death is not an outage.
+    const apis = apiPorts.map(
+      (port, i) => new ServiceProcess(o.apis > 1 ? `api ${i + 1}` : 'api', scripts.api, () => childEnv(port), join(o.dataDir, o.apis > 1 ? `api-${i + 1}.log` : 'api.log'), 'api ready'),
+    );
     onCleanup(() => worker.stop());
-    onCleanup(() => api.stop());
-    await Promise.all([worker.start(), api.start()]);
-    say(`worker (pid ${worker.pid}) and API (pid ${api.pid}, ${apiUrl}) ready`);
+    for (const api of apis) onCleanup(() => api.stop());
+    await Promise.all([worker.start(), ...apis.map((api) => api.start())]);
+    const balancer = o.apis > 1 ? await startApiBalancer(() => apiPorts.map((port) => `http://127.0.0.1:${port}`)) : null;
+    if (balancer) onCleanup(() => balancer.close());
+    const apiUrl = balancer?.url ?? `http://127.0.0.1:${apiPorts[0]}`;
+    say(`worker (pid ${worker.pid}) and ${o.apis} API process(es) (pids ${apis.map((a) => a.pid).join(', ')}) ready; the API at ${apiUrl}`);
+    const restartApis = async (signal: NodeJS.Signals, graceMs: number) => {
+      // A rolling restart: one process at a time, so the others answer meanwhile.
+      for (const api of apis) await api.restart(signal, graceMs);
+    };
 
     // A workspace with plenty of credits, and its sender accounts as an operator sets them up.
     const ws = await createWorkspaceWithAdmin(sql, { name: `Chaos ${o.seed}`, plan: 'paid' });
@@ -344,7 +360,7 @@ async function main() {
           // A deploy's drain: in-flight requests get 15 s to finish (they may wait on a killed
           // worker), then the process is killed and their answers are lost.
           say('restarting the API (SIGTERM: it drains for up to 15 s, then a new one starts)');
-          await api.restart('SIGTERM', 15_000);
+          await restartApis('SIGTERM', 15_000);
           faults.apiRestarts += 1;
           say('API back');
         }
@@ -359,7 +375,7 @@ async function main() {
           faults.temporalDownMs = Date.now() - at;
           faults.temporalRestarts += 1;
           say(`Temporal back at ${temporalAddress} after ${(faults.temporalDownMs / 1000).toFixed(1)} s`);
-          if (temporalAddress !== before) await Promise.all([api.restart('SIGTERM', 15_000), worker.restart('SIGKILL')]);
+          if (temporalAddress !== before) await Promise.all([restartApis('SIGTERM', 15_000), worker.restart('SIGKILL')]);
         }
         const planned = (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
         if (planned || !(await pause(500))) return;
@@ -427,7 +443,7 @@ async function main() {
       checkSettles(log, rows),
       await checkLedger(sql, rows),
       checkNoOverlap(log, observed, observer.doubleClaims),
-      checkExpiredClaims(log, observed, rows, { leaseSeconds: claimLeaseSeconds, slackSeconds: 15, endedAt: browsersStoppedAt, apiDown: api.downs }),
+      checkExpiredClaims(log, observed, rows, { leaseSeconds: claimLeaseSeconds, slackSeconds: 15, endedAt: browsersStoppedAt, apiDown: allDown(apis.map((api) => api.downs)) }),
     ];
     if (timedOut) {
       const waiting = rows.filter((r) => mine.includes(r.id) && !terminalStatuses.has(r.status));
@@ -448,8 +464,7 @@ async function main() {
       `chaos:pnet finished in ${elapsed.toFixed(0)} s (seed ${o.seed})`,
       `faults             worker SIGKILLed ${faults.kills} times (back in ${restartAvg.toFixed(1)} s on average), ` +
         `API restarted ${faults.apiRestarts}, Temporal restarted ${faults.temporalRestarts} (down ${(faults.temporalDownMs / 1000).toFixed(1)} s); ` +
-        `API SIGKILLed between a claim's commit and its signal ${api.unexpectedExits} times (every ${o.killApiAfterClaim || 'no'} claim${o.killApiAfterClaim === 1 ? '' : 's'}` +
-        `${api.downMs.length ? `, back in ${(sum(api.downMs) / api.downMs.length / 1000).toFixed(1)} s on average, down ${(sum(api.downMs) / 1000).toFixed(0)} s in all` : ''}); ` +
+        apiFaults(apis, o.killApiAfterClaim, balancer) +
         `exits nobody asked for: worker ${worker.unexpectedExits}`,
       `steps              ${mine.length} queued here (${meteredQueued} metered), ${rows.length - mine.length} scheduled by the accounts themselves; ` +
         `${settledSoFar} of the ${mine.length} settled`,
@@ -457,10 +472,24 @@ async function main() {
       `database poller    ${observer.samples} samples, ${observed.length} distinct claims seen`,
       timings(log),
     ];
-    await reportAndExit(lines, checks, o.dataDir, cleanup);
+    await reportAndExit(lines, checks, [worker, ...apis].map((p) => p.logFile), cleanup);
   } catch (error) {
     await couldNotRun('chaos:pnet', error, say, cleanup);
   }
+}
+
+/** The API processes' own deaths (issue 24's fault), how long each was down, and when none answered. */
+function apiFaults(apis: readonly ServiceProcess[], every: number, balancer: ApiBalancer | null): string {
+  const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0);
+  const downMs = apis.flatMap((api) => api.downMs);
+  const none = allDown(apis.map((api) => api.downs)).map((d) => d.to - d.from);
+  const kills = sum(apis.map((api) => api.unexpectedExits));
+  return (
+    `API SIGKILLed between a claim's commit and its signal ${kills} times (every ${every || 'no'} claim${every === 1 ? '' : 's'} of a process` +
+    `${downMs.length ? `; a process back in ${(sum(downMs) / downMs.length / 1000).toFixed(1)} s on average` : ''}` +
+    `${apis.length > 1 ? `; ${apis.length} processes, none answering ${(sum(none) / 1000).toFixed(0)} s in all` : downMs.length ? `, down ${(sum(downMs) / 1000).toFixed(0)} s in all` : ''}` +
+    `${balancer ? `; balancer: ${balancer.counts.forwarded.join(' / ')} requests forwarded, ${balancer.counts.diedMidRequest} cut off mid-request, ${balancer.counts.refusedEverywhere} refused everywhere` : ''}); `
+  );
 }
 
 const percentile = (values: number[], p: number) => {

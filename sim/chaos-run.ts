@@ -106,8 +106,8 @@ export function checkLines(checks: CheckResult[]): string[] {
  * Ends a chaos run: prints its summary, the checks and where the service logs are, cleans up and
  * exits 1 when a check failed (else 0).
  */
-export async function reportAndExit(summary: string[], checks: CheckResult[], dataDir: string, cleanup: () => Promise<void>): Promise<never> {
-  const lines = [...summary, '', ...checkLines(checks), '', `logs: ${join(dataDir, 'worker.log')}, ${join(dataDir, 'api.log')}`];
+export async function reportAndExit(summary: string[], checks: CheckResult[], logs: readonly string[], cleanup: () => Promise<void>): Promise<never> {
+  const lines = [...summary, '', ...checkLines(checks), '', `logs: ${logs.join(', ')}`];
   process.stdout.write(`${lines.join('\n')}\n`);
   const failed = checks.filter((c) => !c.ok).length;
   process.stdout.write(failed ? `\n${failed} check(s) failed.\n` : '\nAll checks passed.\n');

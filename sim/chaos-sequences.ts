@@ -641,7 +641,7 @@ async function main() {
       `emails             ${counts.messages} taken by the sink, ${counts.sends} sends recorded; ${counts.unconfirmed} unconfirmed`,
       `replies            ${replyPlan.size} planned, ${replies.recorded} recorded (${replies.posted} posts, ${replies.failed} given up)`,
     ];
-    await reportAndExit(lines, checks, o.dataDir, cleanup);
+    await reportAndExit(lines, checks, [join(o.dataDir, 'worker.log'), join(o.dataDir, 'api.log')], cleanup);
   } catch (error) {
     await couldNotRun('chaos:sequences', error, say, cleanup);
   }

@@ -54,7 +54,7 @@ export class ServiceProcess {
     readonly name: string,
     private readonly script: string,
     private readonly env: () => NodeJS.ProcessEnv,
-    logFile: string,
+    readonly logFile: string,
     private readonly readyLine: string,
   ) {
     this.out = createWriteStream(logFile, { flags: 'a' });
@@ -159,4 +159,13 @@ export class ServiceProcess {
     await this.kill('SIGTERM');
     this.out.end();
   }
+}
+
+type Down = { from: number; to: number };
+
+/** When all of several processes were down at once (for replicas, the only real outage). */
+export function allDown(lists: readonly (readonly Down[])[]): Down[] {
+  const both = (a: readonly Down[], b: readonly Down[]) =>
+    a.flatMap((x) => b.map((y) => ({ from: Math.max(x.from, y.from), to: Math.min(x.to, y.to) }))).filter((d) => d.to > d.from);
+  return lists.length ? lists.slice(1).reduce<Down[]>((acc, list) => both(acc, list), [...lists[0]!]).sort((x, y) => x.from - y.from) : [];
 }
