@@ -52,6 +52,8 @@ interface Service {
   entrypoint?: string | string[];
   command?: string | string[];
   volumes?: (string | { source?: string; target: string })[];
+  deploy?: { replicas?: number };
+  ports?: string[];
 }
 interface Compose {
   services: Record<string, Service>;
@@ -107,7 +109,7 @@ describe('temporal-docker/docker-compose.yml', () => {
   });
 
   it('has the expected services', () => {
-    for (const name of ['postgresql', 'temporal', 'temporal-setup', 'temporal-ui', 'api', 'worker']) {
+    for (const name of ['postgresql', 'temporal', 'temporal-setup', 'temporal-ui', 'api', 'gateway', 'worker']) {
       expect(services, name).toHaveProperty(name);
     }
     expect(services.postgresql!.image).toBe('postgres:16');
@@ -156,6 +158,23 @@ describe('temporal-docker/docker-compose.yml', () => {
       expect(env.AUTH_JWT_SECRET).toBe('test-secret');
       expect(env.PORT).toBe('3000');
     }
+  });
+
+  it('puts two API processes behind a gateway that never sends a request twice', () => {
+    expect(services.api!.deploy?.replicas).toBeGreaterThanOrEqual(2);
+    // One address for the replicas: only the gateway publishes the API's port.
+    expect(services.api!.ports ?? []).toEqual([]);
+    expect(services.gateway!.ports).toEqual(['127.0.0.1:3000:3000']);
+    expect(services.gateway!.depends_on).toMatchObject({ api: { condition: 'service_healthy' } });
+    const conf = readFileSync(join(dir, 'nginx', 'api.conf'), 'utf8');
+    const mounts = (services.gateway!.volumes ?? []).map((v) => (typeof v === 'string' ? v : `${v.source}:${v.target}`));
+    expect(mounts.join()).toContain('./nginx/api.conf:/etc/nginx/conf.d/default.conf');
+    expect(conf).toMatch(/^\s*proxy_pass \$api;/m);
+    expect(conf).toMatch(/set \$api http:\/\/api:3000;/);
+    // Only a refused or failed connection moves a request on; non_idempotent would resend a POST.
+    expect(conf).toMatch(/^\s*proxy_next_upstream error;/m);
+    expect(conf).not.toMatch(/non_idempotent/);
+    expect(conf).toMatch(/^\s*proxy_buffering off;/m);
   });
 
   it('points the UI at the temporal service', () => {
