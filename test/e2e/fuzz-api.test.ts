@@ -81,6 +81,8 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   const failures = /=+ FAILURES =+([\s\S]*?)(?:=+ (?:WARNINGS|SUMMARY) =+)/.exec(output)?.[1]?.trim();
   expect({ code, failures: code === 0 ? '' : (failures ?? output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
   expect(output).toMatch(/Tested: \d+/);
+  // What was run and how long each phase took, for the CI log.
+  console.log(/=+ SUMMARY =+[\s\S]*$/.exec(output)?.[0] ?? output.slice(-3000));
 }, 1_200_000);
 
 function driveEnvironment(): Record<string, string> {
