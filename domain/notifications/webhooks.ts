@@ -28,7 +28,8 @@ export const WebhookUrlSchema = z
   .string()
   .min(1)
   .max(2048)
-  .regex(/^https?:\/\/[^\s/?#]+[^\s]*$/i, 'must be an http or https URL')
+  // No whitespace or control characters anywhere (Postgres cannot store a NUL; no URL has one).
+  .regex(/^https?:\/\/[^\s/?#\u0000-\u001f\u007f]+[^\s\u0000-\u001f\u007f]*$/i, 'must be an http or https URL')
   .describe('Where events are POSTed: http or https. Loopback, private, link-local and metadata addresses are refused at every delivery.');
 
 export const WebhookEndpointSchema = z

@@ -148,11 +148,18 @@ describe('webhook endpoints', () => {
     } finally {
       status = 200;
     }
-    for (const payload of [{ url: 'ftp://example.com/x' }, { url: 'https://example.com', event_types: ['no.such'] }, { url: 'https://example.com', extra: 1 }, { url: 'x'.repeat(2049) }]) {
+    for (const payload of [{ url: 'ftp://example.com/x' }, { url: 'https://example.com', event_types: ['no.such'] }, { url: 'https://example.com', extra: 1 }, { url: 'x'.repeat(2049) }, { url: 'https://example.com/a\u0000b' }, { url: 'https://exa\u0001mple.com/' }]) {
       const res = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload });
       expect(res.statusCode, JSON.stringify(payload)).toBe(422);
       expect(res.json().issues.length).toBeGreaterThan(0);
     }
+    // The same rule on a change: a URL with a NUL is refused by its schema, naming the field.
+    const kept = await createEndpoint(paid.apiKey, { url: 'https://example.com/kept' });
+    const nul = await stack.app.inject({ method: 'PATCH', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey), payload: { url: 'https://example.com/\u0000' } });
+    expect(nul.statusCode).toBe(422);
+    expect(nul.json().issues[0].loc).toEqual(['body', 'url']);
+    expect((await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey) })).json().url).toBe('https://example.com/kept');
+    await stack.app.inject({ method: 'DELETE', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey) });
     const longest = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: `https://example.com/${'a'.repeat(2048 - 20)}`, description: 'd'.repeat(500) } });
     expect(longest.statusCode).toBe(201);
     const tooLong = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: 'https://example.com', description: 'd'.repeat(501) } });
