@@ -42,7 +42,8 @@ afterAll(async () => {
 });
 
 it('passes every Schemathesis check on every operation of the OpenAPI document', async () => {
-  const child = spawn('npm', ['run', '--silent', 'fuzz:api'], {
+  // Two Schemathesis workers: while one waits on the API the other generates its next case.
+  const child = spawn('npm', ['run', '--silent', 'fuzz:api', '--', '--workers', '2'], {
     cwd: projectRoot,
     env: {
       ...process.env,
