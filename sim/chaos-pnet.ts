@@ -457,7 +457,6 @@ async function main() {
     }
     const counters = sumCounters(browsers.map((b) => b.counters));
     const elapsed = (Date.now() - started) / 1000;
-    const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0);
     const restartAvg = faults.workerRestartMs.length ? sum(faults.workerRestartMs) / faults.workerRestartMs.length / 1000 : 0;
     const lines = [
       '',
@@ -478,9 +477,10 @@ async function main() {
   }
 }
 
+const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0);
+
 /** The API processes' own deaths (issue 24's fault), how long each was down, and when none answered. */
 function apiFaults(apis: readonly ServiceProcess[], every: number, balancer: ApiBalancer | null): string {
-  const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0);
   const downMs = apis.flatMap((api) => api.downMs);
   const none = allDown(apis.map((api) => api.downs)).map((d) => d.to - d.from);
   const kills = sum(apis.map((api) => api.unexpectedExits));
