@@ -3,8 +3,8 @@
  * BENCH_SECTIONS (comma-separated, default all):
  *
  * - `attachments`: chat attachment pages. A 50- and a 200-page PDF of text and tables (pdf-lib)
- *   read by our extractor, the code path of the activity (a worker thread with its limits), in
- *   pages per second and peak memory (the thread's heap and the process's RSS), beside poppler's
+ *   read by our extractor, the code path of the activity (a reader process with its limits), in
+ *   pages per second and peak memory (the reader's heap and its RSS growth), beside poppler's
  *   `pdftotext -layout` on the same files when it is installed, with the ratio against the target
  *   (at least 0.5x poppler's pages per second) and how many pages read line for line like poppler's
  *   once its gaps are cut to three spaces. BENCH_ATTACHMENT_RUNS (default 5) runs per file.
@@ -85,7 +85,7 @@ async function benchAttachments(out: Log = log): Promise<void> {
       const pdf = await reportPdf(pages);
       const file = join(dir, `report-${pages}.pdf`);
       writeFileSync(file, pdf);
-      // A fresh thread per file (its start included), then warm threads, as a worker that keeps reading files has.
+      // A fresh reader per file (its start included), then warm readers, as a worker that keeps reading files has.
       const coldTimes: number[] = [];
       for (let i = 0; i < Math.min(3, runs); i += 1) {
         const started = performance.now();
@@ -100,12 +100,11 @@ async function benchAttachments(out: Log = log): Promise<void> {
       let rssGrowth = 0;
       let texts: string[] = [];
       for (let i = 0; i < runs; i += 1) {
-        const rssBefore = process.memoryUsage.rss();
         const started = performance.now();
         const result = await extractor.extract('pdf', pdf);
         warmTimes.push(performance.now() - started);
         peakHeap = Math.max(peakHeap, result.peakHeapBytes);
-        rssGrowth = Math.max(rssGrowth, result.peakRssBytes - rssBefore);
+        rssGrowth = Math.max(rssGrowth, result.rssGrowthBytes);
         texts = result.pages;
         if (poppler) {
           const popplerStarted = performance.now();
@@ -130,11 +129,11 @@ async function benchAttachments(out: Log = log): Promise<void> {
       );
     }
     out('');
-    out('| pages | ours, warm thread (pages/s) | ours, fresh thread per file (pages/s) | pdftotext -layout (pages/s) | ratio, warm (target ≥ 0.5×) | peak thread heap | process RSS growth while reading | pages matching poppler line for line |');
+    out('| pages | ours, warm reader (pages/s) | ours, fresh reader per file (pages/s) | pdftotext -layout (pages/s) | ratio, warm (target ≥ 0.5×) | peak reader heap | reader RSS growth while reading | pages matching poppler line for line |');
     out('|---|---|---|---|---|---|---|---|');
     for (const row of rows) out(row);
     out('');
-    out(`Peak thread heap by pages read: ${Object.entries(heaps).map(([pages, heap]) => `${pages}: ${mb(heap)}`).join(', ')} (flat: garbage not yet collected, not pages kept).`);
+    out(`Peak reader heap by pages read: ${Object.entries(heaps).map(([pages, heap]) => `${pages}: ${mb(heap)}`).join(', ')} (flat: garbage not yet collected, not pages kept).`);
     if (ratios.length) out(`Target ≥ 0.5× poppler's pages per second: ${ratios.every((r) => r >= 0.5) ? 'met' : 'not met'} (${ratios.map((r) => `${r.toFixed(2)}×`).join(', ')}).`);
   } finally {
     await Promise.all([extractor.close(), coldExtractor.close()]);

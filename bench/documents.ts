@@ -7,7 +7,7 @@
  * a heading, prose about what it sells and a price table), the small one first:
  *
  * - the raw extraction rate: the same files read by the extractor alone
- *   (`integrations/documents/extractor.ts`, the worker's options: two threads), no workflow;
+ *   (`integrations/documents/extractor.ts`, the worker's options: two readers), no workflow;
  * - the workflow: a fresh workspace uploads every file (multipart, `POST /business-context/documents/`,
  *   8 at a time) and polls `GET /business-context/documents/` until each is ready or failed; the
  *   time runs from the first upload to the last document's final write (its `updated_at`), so it
@@ -163,7 +163,7 @@ async function runSet(
   for (let i = 0; i < set.documents; i += 1) files.push(await businessPdf(i, set.pages));
   const bytes = files.reduce((sum, f) => sum + f.length, 0);
 
-  // The extractor alone, with the worker's options (two threads, each replaced after 25 files), on cold threads as the stack's are.
+  // The extractor alone, with the worker's options (two readers, each replaced after 25 files), on cold readers as the stack's are.
   const extractor = createDocumentExtractor(defaultChatAttachmentLimits);
   let peakHeap = 0;
   const extractStarted = performance.now();
@@ -180,7 +180,7 @@ async function runSet(
   }
   const extractSeconds = (performance.now() - extractStarted) / 1000;
   log(`  extractor alone: ${extractSeconds.toFixed(1)} s, ${n((set.documents * 60) / extractSeconds, 1)} documents/min, ${n((set.documents * set.pages) / extractSeconds)} pages/s`);
-  await sleep(2000); // the bench's threads gone before the stack's turn
+  await sleep(2000); // the bench's readers gone before the stack's turn
 
   const admin = await createWorkspaceWithAdmin(stack.sql, { name: `Bench documents ${set.documents}x${set.pages}`, plan: 'paid' });
   const memory = watchMemory(stack.pid);
@@ -270,7 +270,7 @@ try {
 
 log(`done; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 console.log('');
-console.log('| documents × pages | PDFs | extractor alone (documents/min) | workflow, upload to last ready (documents/min) | workflow ÷ extraction (target ≤ 1.20) | history events per workflow (min / median / max, of n) | stack RSS before → peak | extractor thread peak heap |');
+console.log('| documents × pages | PDFs | extractor alone (documents/min) | workflow, upload to last ready (documents/min) | workflow ÷ extraction (target ≤ 1.20) | history events per workflow (min / median / max, of n) | stack RSS before → peak | extractor reader peak heap |');
 console.log('|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   const ratio = r.workflow.seconds / r.extraction.seconds;

@@ -1,18 +1,16 @@
 /**
- * The extractor's worker thread: it loads pdfjs once, says `ready`, then reads one file per
+ * The extractor's reader process: it loads pdfjs once, says `ready`, then reads one file per
  * message and answers its pages, or why the file cannot be read. It holds no state between files
- * but the loaded modules. The parent (extractor.ts) limits its heap, its time and the process's
- * memory growth, and ends it when a file passes a limit.
+ * but the loaded modules. The parent (extractor.ts) limits its heap, its time and its memory
+ * growth, and kills it when a file passes a limit; it ends itself when the parent goes.
  */
-import { parentPort } from 'node:worker_threads';
 import type { AttachmentKind } from '../../domain/assistant/attachments.js';
 import { extractPdf, warmUpPdf } from './pdf.js';
-import type { ExtractJob, WorkerMessage } from './protocol.js';
+import type { ExtractJob, ReaderMessage } from './protocol.js';
 import { ExtractionRefused } from './refusal.js';
 import { extractCsv, extractXlsx } from './spreadsheet.js';
 
-const port = parentPort!;
-const post = (message: WorkerMessage) => port.postMessage(message);
+const post = (message: ReaderMessage) => process.send!(message);
 
 /** The largest heap this isolate used while reading the current file, sampled after each page or row. */
 let peakHeap = 0;
@@ -35,10 +33,11 @@ async function extract(kind: AttachmentKind, bytes: Buffer): Promise<string[]> {
 }
 
 await warmUpPdf();
-port.on('message', (job: ExtractJob) => {
+process.on('disconnect', () => process.exit(0));
+process.on('message', (job: ExtractJob) => {
   peakHeap = process.memoryUsage().heapUsed;
   sampled = 0;
-  extract(job.kind, Buffer.from(job.bytes)).then(
+  extract(job.kind, Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength)).then(
     (pages) => {
       peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
       post({ type: 'done', id: job.id, pages, peakHeapBytes: peakHeap });

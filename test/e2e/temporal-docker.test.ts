@@ -54,6 +54,7 @@ interface Service {
   volumes?: (string | { source?: string; target: string })[];
   deploy?: { replicas?: number };
   ports?: string[];
+  ulimits?: Record<string, number | { soft: number; hard: number }>;
 }
 interface Compose {
   services: Record<string, Service>;
@@ -157,6 +158,8 @@ describe('temporal-docker/docker-compose.yml', () => {
       expect(env.TEMPORAL_ADDRESS).toBe('temporal:7233');
       expect(env.AUTH_JWT_SECRET).toBe('test-secret');
       expect(env.PORT).toBe('3000');
+      // A reader aborted at its heap limit leaves no core file behind (decision 051).
+      expect(service.ulimits?.core).toBe(0);
     }
   });
 

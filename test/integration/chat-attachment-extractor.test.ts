@@ -1,8 +1,8 @@
 /**
- * The document extractor on its worker threads, without the service around it: what it reads,
+ * The document extractor in its reader processes, without the service around it: what it reads,
  * what it refuses (encrypted and damaged files, zip bombs before they are opened) and the limits
- * it reads within (a deadline, the thread's heap, the process's memory growth), each ending only
- * the thread that passed it.
+ * it reads within (a deadline, the reader's heap, the reader's memory growth), each ending only
+ * the reader that passed it, never the process that asked.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -65,7 +65,7 @@ describe('reading', () => {
     expect(elapsedMs).toBeGreaterThan(0);
   });
 
-  it('keeps the caller\'s bytes whole (a copy goes to the thread)', async () => {
+  it('keeps the caller\'s bytes whole (a copy goes to the reader)', async () => {
     const pdf = await buildPdf([{ blank: true }]);
     const before = Buffer.from(pdf);
     await extractor.extract('pdf', pdf);
@@ -167,7 +167,7 @@ describe('zip bombs are refused from the central directory, before anything open
 });
 
 describe('limits', () => {
-  it('stops a file that takes longer than the deadline, and the next file gets a fresh thread', async () => {
+  it('stops a file that takes longer than the deadline, and the next file gets a fresh reader', async () => {
     const extractor = extractorWith({ extractSeconds: 1 });
     const slow = await reportPdf(400);
     expect(await refusalOf(extractor.extract('pdf', slow))).toBe('Reading the file took longer than 1 s, the most allowed; it was stopped.');
@@ -176,7 +176,7 @@ describe('limits', () => {
     expect(next.startupMs).toBeGreaterThan(0);
   });
 
-  it("stops a file that needs more than the thread's heap", async () => {
+  it("stops a file that needs more than the reader's heap", async () => {
     const extractor = extractorWith({ extractHeapMb: 128 });
     // Five million one-character cells: far more than 128 MB of strings and arrays.
     const csv = Buffer.from('a,'.repeat(5_000_000) + 'a\n');
@@ -184,7 +184,7 @@ describe('limits', () => {
     expect((await extractor.extract('csv', Buffer.from('still,reading\n'))).pages).toEqual(['still   reading']);
   });
 
-  it("stops a file whose decoded streams grow the process's memory past the limit (outside the heap)", async () => {
+  it("stops a file whose decoded streams grow the reader's memory past the limit (outside the heap)", async () => {
     const extractor = extractorWith({ extractRssGrowthMb: 150 });
     // A page whose content stream inflates from under a megabyte to 1 GiB of spaces.
     const doc = await PDFDocument.create();
