@@ -7,7 +7,8 @@
  * results are posted up to 5 times at once, some naming stale claims. At the end it
  * checks the invariants (chaos-checks.ts), prints the counts, and exits 1 on any violation.
  */
-import { join, resolve } from 'node:path';
+import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { migrate } from '../db/migrate.js';
@@ -229,6 +230,9 @@ async function main() {
 
     const apiPorts: number[] = [];
     for (let i = 0; i < o.apis; i += 1) apiPorts.push(await freePort(18300 + i * 10));
+    // The API fault's token (sim/run-api.ts): with several processes, one kills itself only once it takes it.
+    const faultToken = join(o.dataDir, 'api-fault-token');
+    const gated = o.killApiAfterClaim > 0 && o.apis > 1;
     const childEnv = (port = apiPorts[0]!): NodeJS.ProcessEnv => ({
       ...process.env,
       DATABASE_URL: databaseUrl,
@@ -242,6 +246,7 @@ async function main() {
       WORKFLOW_BUNDLE: scripts.workflowBundle,
       // Read by the API only (sim/run-api.ts).
       CHAOS_KILL_AFTER_CLAIM: String(o.killApiAfterClaim),
+      ...(gated ? { CHAOS_FAULT_TOKEN: faultToken } : {}),
       // The children go when this process goes, however it goes.
       EXIT_WITH_PARENT: '1',
     });
@@ -258,9 +263,39 @@ async function main() {
     if (balancer) onCleanup(() => balancer.close());
     const apiUrl = balancer?.url ?? `http://127.0.0.1:${apiPorts[0]}`;
     say(`worker (pid ${worker.pid}) and ${o.apis} API process(es) (pids ${apis.map((a) => a.pid).join(', ')}) ready; the API at ${apiUrl}`);
+    // The token is there while at least two API processes answer (up, not being restarted, no
+    // victim of the fault still dying), so the fault never takes the last one (decision 050).
+    // With one process there is no token: every fault is an outage, the shape of `--apis 1`.
+    const faultTokenHeld = `${faultToken}.held-by-the-run`;
+    const restarting = new Set<ServiceProcess>();
+    const answering = () => apis.filter((api) => api.up && !restarting.has(api)).length;
+    // A victim renames the token to `<token>.<its pid>` and dies; until the run has seen it go
+    // (a new process in its place), it counts as down.
+    const victimStillHere = () => {
+      const pids = new Set(apis.map((api) => String(api.pid)));
+      const taken = readdirSync(o.dataDir).filter((name) => name.startsWith(`${basename(faultToken)}.`) && name !== basename(faultTokenHeld));
+      for (const name of taken) if (!pids.has(name.split('.').pop()!)) rmSync(join(o.dataDir, name), { force: true });
+      return taken.some((name) => pids.has(name.split('.').pop()!));
+    };
+    const keepFaultToken = setInterval(() => {
+      if (gated && !existsSync(faultTokenHeld) && !existsSync(faultToken) && !victimStillHere() && answering() >= 2) writeFileSync(faultToken, '');
+    }, 200);
+    onCleanup(async () => clearInterval(keepFaultToken));
     const restartApis = async (signal: NodeJS.Signals, graceMs: number) => {
-      // A rolling restart: one process at a time, so the others answer meanwhile.
-      for (const api of apis) await api.restart(signal, graceMs);
+      // A rolling restart: one process at a time, so the others answer meanwhile. Before each,
+      // the run takes the token (the rename is atomic, as the victims' is), and gives it back at
+      // once only if two others still answer.
+      for (const api of apis) {
+        while (gated && !tryRename(faultToken, faultTokenHeld)) await sleep(200);
+        restarting.add(api);
+        if (gated && answering() >= 2) renameSync(faultTokenHeld, faultToken);
+        try {
+          await api.restart(signal, graceMs);
+        } finally {
+          restarting.delete(api);
+          rmSync(faultTokenHeld, { force: true });
+        }
+      }
     };
 
     // A workspace with plenty of credits, and its sender accounts as an operator sets them up.
@@ -539,3 +574,13 @@ main().catch((error: unknown) => {
   process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(2);
 });
+
+/** Renames `from` to `to`; false when `from` is not there (someone else took it). */
+function tryRename(from: string, to: string): boolean {
+  try {
+    renameSync(from, to);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -49,6 +49,8 @@ export class ServiceProcess {
   private stopped = false;
   private readonly out: WriteStream;
   private restarting: Promise<void> | null = null;
+  /** Between its ready line and its exit. */
+  private answering = false;
 
   constructor(
     readonly name: string,
@@ -62,6 +64,11 @@ export class ServiceProcess {
 
   get downMs(): number[] {
     return this.downs.map((d) => d.to - d.from);
+  }
+
+  /** Whether it is running and has printed its ready line. */
+  get up(): boolean {
+    return this.answering;
   }
 
   get pid(): number | undefined {
@@ -105,13 +112,15 @@ export class ServiceProcess {
         seen = (seen + chunk.toString()).slice(-1000);
         if (seen.includes(this.readyLine)) {
           ready = true;
+          this.answering = true;
           clearTimeout(timer);
           resolve();
         }
       });
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
-        this.out.write(`--- exit code ${code} signal ${signal}\n`);
+        this.answering = false;
+        this.out.write(`--- exit code ${code} signal ${signal} at ${new Date().toISOString()}\n`);
         if (!ready) {
           reject(new Error(`${this.name} exited before it was ready (code ${code}, signal ${signal})`));
           return;

@@ -39,7 +39,8 @@ it('keeps every invariant through worker kills, an API restart, a Temporal resta
 
   const args = [
     ...['--steps', '40', '--accounts', '5', '--browsers', '1', '--metered', '0'],
-    ...['--kill-every', '4', '--max-kills', '2', '--kill-api-after-claim', '8', '--late-rate', '0', '--silence-rate', '0', '--run-ms', '50-300', '--seconds', '200'],
+    // Steps long enough that the claim fault, one process at a time, fits around the API's rolling restart.
+    ...['--kill-every', '4', '--max-kills', '2', '--kill-api-after-claim', '3', '--late-rate', '0', '--silence-rate', '0', '--run-ms', '300-1500', '--seconds', '200'],
     ...['--data-dir', dataDir, '--database-url', db.url, '--workflow-bundle', inject('workflowBundlePath'), '--seed', '42'],
   ];
   const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-pnet.ts', ...args], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -63,6 +64,8 @@ it('keeps every invariant through worker kills, an API restart, a Temporal resta
   expect(output).toMatch(/API restarted 1, Temporal restarted 1/);
   // Issue 24's fault: claims committed with no signal sent and no answer heard; each still settled once.
   const apiKills = Number(/API SIGKILLed between a claim's commit and its signal (\d+) times/.exec(output)?.[1]);
-  expect(apiKills, output).toBeGreaterThanOrEqual(3);
+  expect(apiKills, output).toBeGreaterThanOrEqual(2);
+  // It takes one of the two processes at a time: never both, so the browsers always had an API.
+  expect(output).toMatch(/2 processes, none answering 0 s in all/);
   expect(output).toMatch(/40 of the 40 settled/);
 }, 330_000);
