@@ -42,7 +42,7 @@ function ensureSchemathesis() {
   }
 }
 
-function runSchemathesis(apiUrl: string, apiKey: string, maxExamples: string): Promise<number> {
+function runSchemathesis(apiUrl: string, apiKey: string, extensionToken: string, maxExamples: string): Promise<number> {
   const args = [
     // Schemathesis's own command line with one fix to it (see the script).
     join(projectRoot, 'worker', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
@@ -60,7 +60,8 @@ function runSchemathesis(apiUrl: string, apiKey: string, maxExamples: string): P
   const child = spawn('python3', args, {
     cwd: toolsDir,
     stdio: 'inherit',
-    env: childEnvironment({ PYTHONPATH: target }),
+    // schemathesis.toml sends the extension routes this token in X-API-Key instead of the key.
+    env: childEnvironment({ PYTHONPATH: target, FUZZ_EXTENSION_TOKEN: extensionToken }),
   });
   // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
   // child ends, and the caller's finally stops the stack instead of Node dying with it running.
@@ -73,19 +74,44 @@ function runSchemathesis(apiUrl: string, apiKey: string, maxExamples: string): P
 }
 
 /**
+ * The extension's routes (`/pnet/agent/…`) take a sender account's connection token, not an API
+ * key: a sender profile of the key's workspace is created for the run and its token read, so
+ * those routes are fuzzed past their 401.
+ */
+async function extensionTokenFor(apiUrl: string, apiKey: string): Promise<string> {
+  const headers = { 'X-API-Key': apiKey, 'Content-Type': 'application/json' };
+  const created = await fetch(`${apiUrl}/sender-profiles/`, { method: 'POST', headers, body: JSON.stringify({ name: `Fuzzing ${new Date().toISOString()}` }) });
+  if (created.status !== 201) throw new Error(`Could not create a sender profile for the extension routes: ${created.status} ${await created.text()}`);
+  const { id } = (await created.json()) as { id: string };
+  const account = await fetch(`${apiUrl}/sender-profiles/${id}/pnet/`, { headers });
+  if (!account.ok) throw new Error(`Could not read the sender profile's connection token: ${account.status} ${await account.text()}`);
+  return ((await account.json()) as { connection_token: string }).connection_token;
+}
+
+/**
  * Schemathesis feeds the ids of keys it created itself into PATCH and DELETE /api-keys/{key_id}/,
  * never the ids from GET /api-keys/ (the dependency analysis ties key_id to ApiKeyCreated only), so
- * it cannot expire or delete the key it authenticates with. Should that change, every later
- * request would be a 401, which the document allows, and the run would pass having tested nothing:
- * so the key is checked afterwards and a dead key fails the run.
+ * it cannot expire or delete the key it authenticates with, nor disconnect the sender whose token
+ * the extension routes use (its profile id comes from no Location header it saw). Should that
+ * change, every later request would be a 401, which the document allows, and the run would pass
+ * having tested nothing: so the key and the token are checked afterwards and a dead one fails the run.
  */
 async function fuzz(apiUrl: string, apiKey: string, maxExamples: string): Promise<number> {
   const authenticates = async () => (await fetch(`${apiUrl}/workspace/`, { headers: { 'X-API-Key': apiKey } })).status !== 401;
   if (!(await authenticates())) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
-  const code = await runSchemathesis(apiUrl, apiKey, maxExamples);
-  if (await authenticates()) return code;
-  process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
-  return code || 1;
+  const extensionToken = await extensionTokenFor(apiUrl, apiKey);
+  const extensionAuthenticates = async () => (await fetch(`${apiUrl}/pnet/agent/config/`, { headers: { 'X-API-Key': extensionToken } })).status !== 401;
+  if (!(await extensionAuthenticates())) throw new Error(`The connection token does not authenticate at ${apiUrl}/pnet/agent/config/.`);
+  const code = await runSchemathesis(apiUrl, apiKey, extensionToken, maxExamples);
+  if (!(await authenticates())) {
+    process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
+    return code || 1;
+  }
+  if (!(await extensionAuthenticates())) {
+    process.stderr.write('\nThe connection token the extension routes were fuzzed with no longer works (its sender was disconnected during the run): their results after that point are 401s and prove nothing.\n');
+    return code || 1;
+  }
+  return code;
 }
 
 async function main(): Promise<number> {
