@@ -5,7 +5,7 @@
  * training run's answers are compared with the expected ones).
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const promptSegmentsMax = 200;
 export const promptTextMax = 20_000;
@@ -230,7 +230,7 @@ export const AgentExampleCreateSchema = z
   .object({
     label: NameSchema.nullable().optional(),
     inputs: boundedRecord(UuidSchema, ExampleValueSchema, agentInputsMax, 'Input values by input id (an unknown id is 422)').default({}),
-    expected: boundedRecord(z.string().min(1).max(100), ExampleValueSchema, agentOutputFieldsMax, 'Expected values by output field key (an unknown key is 422)'),
+    expected: boundedRecord(lineSchema(1, 100), ExampleValueSchema, agentOutputFieldsMax, 'Expected values by output field key (an unknown key is 422)'),
   })
   .meta({ id: 'SavedAgentExampleCreate' });
 export type AgentExampleCreate = z.infer<typeof AgentExampleCreateSchema>;
@@ -354,11 +354,11 @@ export const AgentDeploySchema = z
     column_name: NameSchema.nullable().optional().describe("The parent column's name; the agent's name when omitted"),
     input_mappings: boundedRecord(UuidSchema, UuidSchema, agentInputsMax, 'Agent input id to table column id').default({}),
     output_field_names: z
-      .array(z.string().min(1).max(100))
+      .array(lineSchema(1, 100))
       .max(deployFieldsMax)
       .optional()
       .describe('Output field keys to fan out into child columns; every output field when omitted'),
-    output_column_names: boundedRecord(z.string().min(1).max(100), NameSchema, deployFieldsMax, 'Names per output field; a taken name falls back to the derived one').optional(),
+    output_column_names: boundedRecord(lineSchema(1, 100), NameSchema, deployFieldsMax, 'Names per output field; a taken name falls back to the derived one').optional(),
     position: z.int().min(0).max(1_000_000).nullable().optional().describe('0 is the first column; appended when omitted. The output columns follow it.'),
     run_rows: z.int().min(1).max(runRowsMax).nullable().optional().describe('The first rows (in row order) to run right after creation; omitted means unrun; there is no run-all'),
     use_row_context: z.boolean().nullable().optional().describe("Stamped onto the column; null keeps the agent's stored answer"),

@@ -1,6 +1,6 @@
 /** The cloud-drive connection's API shapes (issue 18). Tokens have no field here: no answer carries one. */
 import { z } from 'zod';
-import { TimestampSchema } from '../shared/common.js';
+import { TimestampSchema, lineSchema } from '../shared/common.js';
 
 export const CloudDriveStatusSchema = z.enum(['connected', 'reconnect_required']).describe('`reconnect_required`: the grant was revoked or expired; connect again');
 
@@ -25,10 +25,10 @@ export const CloudDriveConnectAnswerSchema = z.object({
 // bytes (12 characters each), stays under the server's 64 KiB header limit: past that Node
 // answers an undocumented 431 before any schema sees the request (the fuzz run found it).
 export const CloudDriveCallbackQuerySchema = z.object({
-  code: z.string().min(1).max(2048).optional(),
-  state: z.string().min(1).max(256).optional(),
-  error: z.string().max(256).optional().describe('Set by the drive when the person refused (access_denied)'),
-  scope: z.string().max(1024).optional(),
+  code: lineSchema(1, 2048).optional(),
+  state: lineSchema(1, 256).optional(),
+  error: lineSchema(0, 256).optional().describe('Set by the drive when the person refused (access_denied)'),
+  scope: lineSchema(0, 1024).optional(),
 });
 
 export const CloudDriveCallbackAnswerSchema = z.object({

@@ -7,7 +7,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, type Plan } from '../shared/common.js';
+import { TimestampSchema, UuidSchema, lineSchema, type Plan } from '../shared/common.js';
 import type { CatalogueOperation } from '../assistant/operations.js';
 import { assistantOperations } from '../assistant/tool-cards.js';
 
@@ -58,7 +58,7 @@ export type ConsentRequest = z.infer<typeof ConsentRequestSchema>;
 
 export const ConsentApproveSchema = z
   .strictObject({
-    workspace_id: z.string().min(1).max(255).describe('One of the workspaces the consent request lists'),
+    workspace_id: lineSchema(1, 255).describe('One of the workspaces the consent request lists'),
     access: AccessSchema,
   })
   .meta({ id: 'ConsentApprove' });

@@ -5,7 +5,7 @@
  * model is configured (it says it is an extract, never passing for a model's summary).
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema } from '../shared/common.js';
+import { TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const summaryMax = 2000;
 export const titleMax = 255;
@@ -82,8 +82,8 @@ export const BusinessDocumentListSchema = z
 export const UpdateBusinessDocumentSchema = z
   .object({
     included_in_context: z.boolean().optional(),
-    summary: SummarySchema.nullable().optional().describe('A summary written by hand (sets summary_edited), or null to clear it and generate it again'),
-    title: TitleSchema.optional(),
+    summary: textSchema(0, summaryMax).nullable().optional().describe('A summary written by hand (sets summary_edited), or null to clear it and generate it again'),
+    title: lineSchema(1, titleMax).optional(),
   })
   .strict();
 export type UpdateBusinessDocument = z.infer<typeof UpdateBusinessDocumentSchema>;
@@ -95,6 +95,7 @@ export const DomainSchema = z
   .string()
   .min(3)
   .max(253)
+  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
   .transform((value) => value.trim().toLowerCase().replace(/\.$/, ''))
   .refine((value) => /^(?=.{3,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/.test(value), {
     message: 'Give a bare company domain such as example.com: no scheme, path, port or IP address',

@@ -5,7 +5,7 @@
  * (reply, bounce, auto-reply), how a webhook signature is formed, and the pnet read outcomes.
  */
 import { z } from 'zod';
-import { EmailAddressSchema, NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { EmailAddressSchema, NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const ChannelSchema = z.enum(['email', 'pnet']).meta({ id: 'InboxChannel' });
 export type Channel = z.infer<typeof ChannelSchema>;
@@ -208,7 +208,7 @@ export const SuggestionApprovedSchema = z
 
 // pnet reads (spec 2.19 leaves which outcome fields belong to which kind to us).
 
-const OutcomeUrlSchema = z.string().min(1).max(2048);
+const OutcomeUrlSchema = lineSchema(1, 2048);
 export const PnetInboxThreadSchema = z.object({
   thread_url: OutcomeUrlSchema,
   profile_url: OutcomeUrlSchema.nullable().optional(),
@@ -217,9 +217,9 @@ export const PnetInboxThreadSchema = z.object({
   unread: z.boolean().optional(),
 });
 export const PnetConversationMessageSchema = z.object({
-  id: z.string().min(1).max(255).describe('The network message id: the same message read twice is one message'),
+  id: lineSchema(1, 255).describe('The network message id: the same message read twice is one message'),
   direction: z.enum(['inbound', 'outbound']),
-  text: z.string().max(replyBodyMax),
+  text: textSchema(0, replyBodyMax),
   sent_at: TimestampSchema,
   profile_url: OutcomeUrlSchema.nullable().optional(),
 });

@@ -5,7 +5,7 @@
  * planDeliveries is the pure fan-out of one event.
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema } from '../shared/common.js';
+import { TimestampSchema, UuidSchema, lineSchema } from '../shared/common.js';
 import { criticalEventTypes, EventTypeSchema, type EventType } from './events.js';
 
 export const ChannelSchema = z.enum(['email', 'team_chat', 'webhook']).meta({ id: 'NotificationChannel' });
@@ -53,7 +53,7 @@ export const CreateRuleSchema = z
     channel: ChannelSchema,
     member_ids: z.array(UuidSchema).max(100).optional(),
     chat_channel_id: ChatChannelIdSchema.optional(),
-    chat_channel_name: z.string().max(255).optional(),
+    chat_channel_name: lineSchema(0, 255).optional(),
     webhook_endpoint_id: UuidSchema.optional(),
     enabled: z.boolean().optional(),
   })
@@ -73,7 +73,7 @@ export const UpdateRuleSchema = z
     filters: RuleFiltersSchema.optional(),
     member_ids: z.array(UuidSchema).max(100).optional(),
     chat_channel_id: ChatChannelIdSchema.optional(),
-    chat_channel_name: z.string().max(255).optional(),
+    chat_channel_name: lineSchema(0, 255).optional(),
     enabled: z.boolean().optional(),
   })
   .strict()

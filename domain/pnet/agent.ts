@@ -1,6 +1,6 @@
 /** The extension protocol (2.4): heartbeat, set state, claims, results, the sending switch and tool availability. */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 import { pnetInboxOutcomeFields } from '../inbox/inbox.js';
 import { UsageSchema, WaitSchema, WaitReasonSchema } from './accounts.js';
 import { ActionKindSchema } from './limits.js';
@@ -13,7 +13,7 @@ export const configVersion = 2;
 /** How long a lease outlives its holder's last check-in. */
 export const leaseSeconds = 45;
 
-const LeaseNonceSchema = z.string().min(8).max(64);
+const LeaseNonceSchema = lineSchema(8, 64);
 
 export const AgentIdentitySchema = z
   .object({

@@ -1,6 +1,6 @@
 /** The rest of the extension protocol: leave to commit, attempts, running waits, config. */
 import { z } from 'zod';
-import { TimestampSchema, textSchema } from '../shared/common.js';
+import { TimestampSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const AgentCommitSchema = z
   .object({ claimed_at: TimestampSchema.describe('The claim the browser is running') })
@@ -35,7 +35,7 @@ export const AgentRunningWaitSchema = z
     awake_seconds: z.int().min(0),
     tab_discarded: z.boolean().nullable().default(null),
     tab_frozen: z.boolean().nullable().default(null),
-    tab_status: z.string().max(16).nullable().default(null),
+    tab_status: lineSchema(0, 16).nullable().default(null),
   })
   .meta({ id: 'AgentRunningWait' });
 

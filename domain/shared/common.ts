@@ -37,6 +37,13 @@ export const NameSchema = z
   .max(255)
   .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
 
+/**
+ * One line a machine or a person wrote (an id, a code, a URL, a title): no control characters,
+ * which no such value has and of which Postgres cannot store one (NUL).
+ */
+export const lineSchema = (min: number, max: number) =>
+  z.string().min(min).max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+
 /** Free text (newlines allowed); Postgres cannot store a NUL character, so the schema refuses it. */
 export const textSchema = (min: number, max: number) =>
   z.string().min(min).max(max).regex(/^[^\u0000]*$/, 'must not contain NUL characters');

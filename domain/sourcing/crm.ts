@@ -3,7 +3,7 @@
  * import runs, recurring import schedules and write-backs (issue 23). Pure schemas and rules.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const CrmObjectTypeSchema = z.enum(['contacts', 'companies']);
 export type CrmObjectType = z.infer<typeof CrmObjectTypeSchema>;
@@ -73,7 +73,7 @@ export const ImportCreateSchema = z
     z.strictObject({
       source: z.literal('csv_url'),
       name: NameSchema,
-      csv_url: z.string().min(1).max(2048).describe('An http or https address on the public internet, read with the page reader’s address checks'),
+      csv_url: lineSchema(1, 2048).describe('An http or https address on the public internet, read with the page reader’s address checks'),
       mapping: ImportMappingSchema,
       key_field: textSchema(1, 255).describe('The CSV header whose value keys a row'),
       run_now: z.boolean().default(true),

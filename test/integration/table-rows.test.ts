@@ -92,6 +92,20 @@ describe('bulk rows', () => {
     expect(first).toEqual([0, 1, 2]);
   });
 
+  it('answers a row with a NUL in a cell key, a row id or a value on its own, never the whole request', async () => {
+    const { table, ids } = await tableWithColumns('N', 'Note');
+    const created = await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [{ cells: { [ids.N!]: 1 } }, { cells: { 'k\u0000': 1 } }, { cells: { [ids.Note!]: 'a\u0000b' } }] });
+    expect(created.statusCode).toBe(200);
+    expect(created.json().results.map((r: { status: string }) => r.status)).toEqual(['created', 'rejected', 'rejected']);
+    const kept = created.json().results[0].id as string;
+    const updated = await api.patch(`/tables/${table.id}/rows/bulk/`, { rows: [{ id: kept, cells: { [ids.N!]: 2 } }, { id: 'r\u0000', cells: {} }] });
+    expect(updated.statusCode).toBe(200);
+    expect(updated.json().results.map((r: { status: string }) => r.status)).toEqual(['updated', expect.not.stringMatching(/^updated$/)]);
+    const deleted = await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: ['r\u0000', kept] });
+    expect(deleted.statusCode).toBe(200);
+    expect(await rowCount(table.id)).toBe(0);
+  });
+
   it('answers each kind of bad row on its own', async () => {
     const { table, ids } = await tableWithColumns('N');
     const formula = await api.column(table.id, { kind: 'formula', name: 'Twice', formula: '{N} * 2' });

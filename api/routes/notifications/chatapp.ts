@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, TimestampSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, TimestampSchema, ValidationBodySchema, lineSchema } from '../../../domain/shared/common.js';
 import { completeTeamChatConnect, disconnectTeamChat, listTeamChatChannels, startTeamChatConnect, teamChatStateOf, authorizationMinutes } from '../../../services/notifications/team-chat.js';
 import { teamChatConnection } from '../../../store/notifications/team-chat.js';
 import type { RouteDeps } from '../../deps.js';
@@ -27,7 +27,7 @@ const TeamChatStateSchema = z
   })
   .meta({ id: 'TeamChatState' });
 const ConnectAnswerSchema = z.object({ authorize_url: z.string(), expires_at: TimestampSchema }).meta({ id: 'TeamChatConnectAnswer' });
-const CallbackQuerySchema = z.object({ code: z.string().max(512).optional(), state: z.string().max(256).optional(), error: z.string().max(256).optional() });
+const CallbackQuerySchema = z.object({ code: lineSchema(0, 512).optional(), state: lineSchema(0, 256).optional(), error: lineSchema(0, 256).optional() });
 const CallbackAnswerSchema = z
   .object({ detail: z.string(), connected: z.literal(true), team_name: z.string(), rules: z.int().min(0).describe('Team-chat rules whose channels route again') })
   .meta({ id: 'TeamChatCallbackAnswer' });
