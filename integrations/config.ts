@@ -196,7 +196,7 @@ export interface IntegrationsConfig {
   /**
    * Chat attachments: CHAT_ATTACHMENT_MAX_BYTES (the largest upload, 20 MiB), and the extraction's
    * limits CHAT_ATTACHMENT_EXTRACT_SECONDS (60), CHAT_ATTACHMENT_EXTRACT_HEAP_MB (256) and
-   * CHAT_ATTACHMENT_EXTRACT_RSS_MB (768, the process's memory growth while files are read).
+   * CHAT_ATTACHMENT_EXTRACT_RSS_MB (768, the reader process's memory growth while it reads a file).
    */
   chatAttachments: ChatAttachmentLimits;
   /** Business-context documents: DOCUMENTS_MAX (25 per workspace), DOCUMENT_CONTEXT_CHARS (12000 per prompt), DOCUMENT_MAX_BYTES (10 MiB). */

@@ -24,10 +24,10 @@ export const pageReadLimitMax = 50;
 
 /** How long one file's extraction may take (CHAT_ATTACHMENT_EXTRACT_SECONDS). */
 export const extractSecondsDefault = 60;
-/** The extractor's JavaScript heap (CHAT_ATTACHMENT_EXTRACT_HEAP_MB). */
+/** The reader process's JavaScript heap (CHAT_ATTACHMENT_EXTRACT_HEAP_MB). */
 export const extractHeapMbDefault = 256;
 /**
- * How much the process's resident memory may grow while files are extracted
+ * How much the reader process's resident memory may grow while it reads one file
  * (CHAT_ATTACHMENT_EXTRACT_RSS_MB): a PDF's decoded streams live outside the JavaScript heap, so
  * the heap limit alone does not bound them.
  */
