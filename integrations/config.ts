@@ -158,6 +158,8 @@ export interface FuzzSettings {
   /** FUZZ_BASE_URL and FUZZ_API_KEY: a running service to fuzz instead of a fresh stack. */
   baseUrl: string | undefined;
   apiKey: string | undefined;
+  /** FUZZ_EXTENSION_TOKEN: with FUZZ_BASE_URL, a connection token (of another workspace) for the extension's routes. */
+  extensionToken: string | undefined;
   /** FUZZ_MAX_EXAMPLES, 100 when unset or empty. */
   maxExamples: string;
   /** The fresh stack's LOG_LEVEL: `error` when unset, so only unhandled errors reach the terminal. */
@@ -165,7 +167,13 @@ export interface FuzzSettings {
 }
 
 export function readFuzzSettings(env: Environment = process.env): FuzzSettings {
-  return { baseUrl: env.FUZZ_BASE_URL, apiKey: env.FUZZ_API_KEY, maxExamples: env.FUZZ_MAX_EXAMPLES || '100', logLevel: env.LOG_LEVEL ?? 'error' };
+  return {
+    baseUrl: env.FUZZ_BASE_URL,
+    apiKey: env.FUZZ_API_KEY,
+    extensionToken: env.FUZZ_EXTENSION_TOKEN || undefined,
+    maxExamples: env.FUZZ_MAX_EXAMPLES || '100',
+    logLevel: env.LOG_LEVEL ?? 'error',
+  };
 }
 
 /** What a child process (pip, go, Schemathesis) runs with: this process's environment plus `extra`. */

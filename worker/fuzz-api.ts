@@ -10,7 +10,9 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { childEnvironment, readFuzzSettings } from '../integrations/config.js';
+import { createSql } from '../db/sql.js';
 import { readConfig } from './config.js';
+import { createWorkspaceWithAdmin } from './provisioning.js';
 import { freePort } from './ports.js';
 import { startStack } from './stack.js';
 import { ToolMissingError, projectRoot, toolsDir } from './tools.js';
@@ -75,12 +77,14 @@ function runSchemathesis(apiUrl: string, apiKey: string, extensionToken: string,
 
 /**
  * The extension's routes (`/pnet/agent/…`) take a sender account's connection token, not an API
- * key: a sender profile of the key's workspace is created for the run and its token read, so
- * those routes are fuzzed past their 401.
+ * key. The local stack gets a second workspace with a sender profile, whose token is used there:
+ * in the fuzzed key's own workspace, Schemathesis reads the profile from GET /sender-profiles/ and
+ * disconnects it, replacing the token mid-run. Against a running service, FUZZ_EXTENSION_TOKEN
+ * names one (of another workspace than FUZZ_API_KEY's); without it those routes get the key, 401.
  */
 async function extensionTokenFor(apiUrl: string, apiKey: string): Promise<string> {
   const headers = { 'X-API-Key': apiKey, 'Content-Type': 'application/json' };
-  const created = await fetch(`${apiUrl}/sender-profiles/`, { method: 'POST', headers, body: JSON.stringify({ name: `Fuzzing ${new Date().toISOString()}` }) });
+  const created = await fetch(`${apiUrl}/sender-profiles/`, { method: 'POST', headers, body: JSON.stringify({ name: 'Fuzzing the extension routes' }) });
   if (created.status !== 201) throw new Error(`Could not create a sender profile for the extension routes: ${created.status} ${await created.text()}`);
   const { id } = (await created.json()) as { id: string };
   const account = await fetch(`${apiUrl}/sender-profiles/${id}/pnet/`, { headers });
@@ -91,23 +95,22 @@ async function extensionTokenFor(apiUrl: string, apiKey: string): Promise<string
 /**
  * Schemathesis feeds the ids of keys it created itself into PATCH and DELETE /api-keys/{key_id}/,
  * never the ids from GET /api-keys/ (the dependency analysis ties key_id to ApiKeyCreated only), so
- * it cannot expire or delete the key it authenticates with, nor disconnect the sender whose token
- * the extension routes use (its profile id comes from no Location header it saw). Should that
- * change, every later request would be a 401, which the document allows, and the run would pass
- * having tested nothing: so the key and the token are checked afterwards and a dead one fails the run.
+ * it cannot expire or delete the key it authenticates with. Should that change, every later
+ * request would be a 401, which the document allows, and the run would pass having tested nothing:
+ * so the key and the extension's token are checked afterwards and a dead one fails the run.
  */
-async function fuzz(apiUrl: string, apiKey: string, maxExamples: string): Promise<number> {
-  const authenticates = async () => (await fetch(`${apiUrl}/workspace/`, { headers: { 'X-API-Key': apiKey } })).status !== 401;
-  if (!(await authenticates())) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
-  const extensionToken = await extensionTokenFor(apiUrl, apiKey);
-  const extensionAuthenticates = async () => (await fetch(`${apiUrl}/pnet/agent/config/`, { headers: { 'X-API-Key': extensionToken } })).status !== 401;
-  if (!(await extensionAuthenticates())) throw new Error(`The connection token does not authenticate at ${apiUrl}/pnet/agent/config/.`);
-  const code = await runSchemathesis(apiUrl, apiKey, extensionToken, maxExamples);
-  if (!(await authenticates())) {
+async function fuzz(apiUrl: string, apiKey: string, extensionToken: string | undefined, maxExamples: string): Promise<number> {
+  const authenticates = async (key: string, path: string) => (await fetch(`${apiUrl}${path}`, { headers: { 'X-API-Key': key } })).status !== 401;
+  if (!(await authenticates(apiKey, '/workspace/'))) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
+  if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
+    throw new Error(`The connection token does not authenticate at ${apiUrl}/pnet/agent/config/.`);
+  }
+  const code = await runSchemathesis(apiUrl, apiKey, extensionToken ?? '', maxExamples);
+  if (!(await authenticates(apiKey, '/workspace/'))) {
     process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
     return code || 1;
   }
-  if (!(await extensionAuthenticates())) {
+  if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
     process.stderr.write('\nThe connection token the extension routes were fuzzed with no longer works (its sender was disconnected during the run): their results after that point are 401s and prove nothing.\n');
     return code || 1;
   }
@@ -116,8 +119,8 @@ async function fuzz(apiUrl: string, apiKey: string, maxExamples: string): Promis
 
 async function main(): Promise<number> {
   ensureSchemathesis();
-  const { baseUrl, apiKey: key, maxExamples, logLevel } = readFuzzSettings();
-  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, maxExamples);
+  const { baseUrl, apiKey: key, extensionToken, maxExamples, logLevel } = readFuzzSettings();
+  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, extensionToken, maxExamples);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
@@ -135,7 +138,15 @@ async function main(): Promise<number> {
       // Only unhandled errors (the 500s a failure report needs explained) reach the terminal.
       logLevel,
     });
-    return await fuzz(stack.apiUrl!, stack.devApiKey!, maxExamples);
+    // The extension's sender lives in a workspace of its own, out of the fuzzed key's reach.
+    const sql = createSql(stack.databaseUrl!);
+    let senderKey: string;
+    try {
+      senderKey = (await createWorkspaceWithAdmin(sql, { name: 'Fuzzing the extension routes', plan: 'paid' })).api_key;
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+    return await fuzz(stack.apiUrl!, stack.devApiKey!, await extensionTokenFor(stack.apiUrl!, senderKey), maxExamples);
   } finally {
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });
