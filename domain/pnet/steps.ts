@@ -39,7 +39,8 @@ export const StepErrorCodeSchema = z
   .meta({ id: 'StepErrorCode' });
 export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
 /** Codes the backend writes itself when a step settles without the browser's result. */
-export const backendErrorCodes: ReadonlySet<StepErrorCode> = new Set(['cancelled', 'missed_window', 'sender_changed', 'claim_expired', 'interrupted_repeatedly']);
+export const backendErrorCodeList = ['cancelled', 'missed_window', 'sender_changed', 'claim_expired', 'interrupted_repeatedly'] as const satisfies readonly StepErrorCode[];
+export const backendErrorCodes: ReadonlySet<StepErrorCode> = new Set(backendErrorCodeList);
 /** Codes a browser reports for a step it could not do (the first twelve of the vocabulary). */
 export const browserReportedErrorCodes = StepErrorCodeSchema.options.slice(0, 12);
 

@@ -1,5 +1,6 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { backendErrorCodeList } from '../../domain/pnet/steps.js';
 import { useTestStack } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
@@ -51,6 +52,12 @@ describe('the OpenAPI document', () => {
       properties: { name: { type: 'string', minLength: 1, maxLength: 255 } },
       required: ['name'],
     });
+  });
+
+  it("lists in the result report only the error codes a browser may send, not the service's own", () => {
+    const report = JSON.stringify(doc.components.schemas.ResultReport);
+    for (const code of backendErrorCodeList) expect(report).not.toContain(`"${code}"`);
+    expect(report).toContain('"selector_missing"');
   });
 
   it('serves an API reference page at /docs/', async () => {
