@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { backendErrorCodes, browserReportedErrorCodes, type BrowserStep, type StepErrorCode } from '../domain/pnet/steps.js';
+import { browserReportedErrorCodes, type BrowserErrorCode, type BrowserStep, type StepErrorCode } from '../domain/pnet/steps.js';
 import { claimLeaseSeconds } from '../domain/pnet/timing.js';
 import type { AgentState } from '../domain/pnet/agent.js';
 import type { AgentAnswer, AgentClient, ClaimAnswer, ResultBody } from './agent-client.js';
@@ -18,10 +18,7 @@ import { SimLog, type ClaimRecord, type ReportCopy, type ReportRecord } from './
  * account rather than the step and stop its line, which a load simulation does not want.
  */
 const accountLevel: ReadonlySet<StepErrorCode> = new Set(['blocked_checkpoint', 'not_authenticated', 'account_mismatch']);
-type ReportedCode = NonNullable<ResultBody['error_code']>;
-export const browserErrorCodes: readonly ReportedCode[] = browserReportedErrorCodes.filter(
-  (code): code is ReportedCode => !accountLevel.has(code) && !backendErrorCodes.has(code),
-);
+export const browserErrorCodes: readonly BrowserErrorCode[] = browserReportedErrorCodes.filter((code) => !accountLevel.has(code));
 
 export interface BrowserOptions {
   client: AgentClient;

@@ -5,7 +5,7 @@ import { pnetInboxOutcomeFields } from '../inbox/inbox.js';
 import { UsageSchema, WaitSchema, WaitReasonSchema } from './accounts.js';
 import { ActionKindSchema } from './limits.js';
 import { RunModeSchema } from './sender-profiles.js';
-import { BrowserStepSchema, StepErrorCodeSchema, backendErrorCodeList, backendErrorCodes } from './steps.js';
+import { BrowserErrorCodeSchema, BrowserStepSchema, backendErrorCodes } from './steps.js';
 import type { BrowserStep } from './steps.js';
 
 /** The selector and pacing config's version; a browser on any other version fetches it again. */
@@ -137,11 +137,7 @@ export const ResultReportSchema = z
     claimed_at: TimestampSchema.nullable().default(null),
     diagnostic: z.unknown().optional().describe('Page-report summary; never changes how the step settles, dropped when unreadable'),
     duration_ms: z.int().min(0).nullable().default(null),
-    // An enum without the service's own codes, so the document lists exactly what a browser may send.
-    error_code: StepErrorCodeSchema.exclude(backendErrorCodeList, {
-      error: `must be a code of the vocabulary a browser reports; ${backendErrorCodeList.join(', ')} are written by the service itself when a step settles without the browser`,
-    })
-      .nullable()
+    error_code: BrowserErrorCodeSchema.nullable()
       .default(null)
       .describe(`A browser reports any code of the vocabulary but the service's own: ${[...backendErrorCodes].join(', ')}`),
     error_message: textSchema(0, 2000).nullable().default(null),

@@ -41,8 +41,13 @@ export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
 /** Codes the backend writes itself when a step settles without the browser's result. */
 export const backendErrorCodeList = ['cancelled', 'missed_window', 'sender_changed', 'claim_expired', 'interrupted_repeatedly'] as const satisfies readonly StepErrorCode[];
 export const backendErrorCodes: ReadonlySet<StepErrorCode> = new Set(backendErrorCodeList);
+/** What a result report may carry: the vocabulary less the backend's own, so the document lists exactly that. */
+export const BrowserErrorCodeSchema = StepErrorCodeSchema.exclude(backendErrorCodeList, {
+  error: `must be a code of the vocabulary a browser reports; ${backendErrorCodeList.join(', ')} are written by the service itself when a step settles without the browser`,
+});
+export type BrowserErrorCode = z.infer<typeof BrowserErrorCodeSchema>;
 /** Codes a browser reports for a step it could not do (the first twelve of the vocabulary). */
-export const browserReportedErrorCodes = StepErrorCodeSchema.options.slice(0, 12);
+export const browserReportedErrorCodes = BrowserErrorCodeSchema.options.slice(0, 12);
 
 const ProfileUrlSchema = z.url({ protocol: /^https?$/ }).max(2048);
 
