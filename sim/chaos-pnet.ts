@@ -266,34 +266,32 @@ async function main() {
     // The token is there while at least two API processes answer (up, not being restarted, no
     // victim of the fault still dying), so the fault never takes the last one (decision 050).
     // With one process there is no token: every fault is an outage, the shape of `--apis 1`.
-    const faultTokenHeld = `${faultToken}.held-by-the-run`;
     const restarting = new Set<ServiceProcess>();
     const answering = () => apis.filter((api) => api.up && !restarting.has(api)).length;
     // A victim renames the token to `<token>.<its pid>` and dies; until the run has seen it go
     // (a new process in its place), it counts as down.
     const victimStillHere = () => {
       const pids = new Set(apis.map((api) => String(api.pid)));
-      const taken = readdirSync(o.dataDir).filter((name) => name.startsWith(`${basename(faultToken)}.`) && name !== basename(faultTokenHeld));
+      const taken = readdirSync(o.dataDir).filter((name) => name.startsWith(`${basename(faultToken)}.`));
       for (const name of taken) if (!pids.has(name.split('.').pop()!)) rmSync(join(o.dataDir, name), { force: true });
       return taken.some((name) => pids.has(name.split('.').pop()!));
     };
     const keepFaultToken = setInterval(() => {
-      if (gated && !existsSync(faultTokenHeld) && !existsSync(faultToken) && !victimStillHere() && answering() >= 2) writeFileSync(faultToken, '');
+      if (gated && !existsSync(faultToken) && !victimStillHere() && answering() >= 2) writeFileSync(faultToken, '');
     }, 200);
     onCleanup(async () => clearInterval(keepFaultToken));
     const restartApis = async (signal: NodeJS.Signals, graceMs: number) => {
       // A rolling restart: one process at a time, so the others answer meanwhile. Before each,
-      // the run takes the token (the rename is atomic, as the victims' is), and gives it back at
-      // once only if two others still answer.
+      // the run takes the token away (the rename is atomic, as the victims' is, and waits for the
+      // last victim to be back); the token returns only if two others still answer.
       for (const api of apis) {
-        while (gated && !tryRename(faultToken, faultTokenHeld)) await sleep(200);
+        while (gated && !tryRename(faultToken, `${faultToken}.run`)) await sleep(200);
+        rmSync(`${faultToken}.run`, { force: true });
         restarting.add(api);
-        if (gated && answering() >= 2) renameSync(faultTokenHeld, faultToken);
         try {
           await api.restart(signal, graceMs);
         } finally {
           restarting.delete(api);
-          rmSync(faultTokenHeld, { force: true });
         }
       }
     };
