@@ -5,7 +5,7 @@
  * model is configured (it says it is an extract, never passing for a model's summary).
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
+import { TimestampSchema, UuidSchema, lineSchema, noControlCharacters, textSchema } from '../shared/common.js';
 
 export const summaryMax = 2000;
 export const titleMax = 255;
@@ -95,7 +95,7 @@ export const DomainSchema = z
   .string()
   .min(3)
   .max(253)
-  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
+  .regex(noControlCharacters, 'must not contain control characters')
   .transform((value) => value.trim().toLowerCase().replace(/\.$/, ''))
   .refine((value) => /^(?=.{3,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/.test(value), {
     message: 'Give a bare company domain such as example.com: no scheme, path, port or IP address',

@@ -30,19 +30,14 @@ export type Plan = z.infer<typeof PlanSchema>;
 export const RoleSchema = z.enum(['admin', 'member']);
 export type Role = z.infer<typeof RoleSchema>;
 
-/** A name a person reads in a list: 1 to 255 characters, no control characters. */
-export const NameSchema = z
-  .string()
-  .min(1)
-  .max(255)
-  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+/** No control characters: no one-line value has one, and Postgres cannot store one of them (NUL). */
+export const noControlCharacters = /^[^\u0000-\u001f\u007f]*$/;
 
-/**
- * One line a machine or a person wrote (an id, a code, a URL, a title): no control characters,
- * which no such value has and of which Postgres cannot store one (NUL).
- */
-export const lineSchema = (min: number, max: number) =>
-  z.string().min(min).max(max).regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters');
+/** One line a machine or a person wrote (an id, a code, a URL, a title). */
+export const lineSchema = (min: number, max: number) => z.string().min(min).max(max).regex(noControlCharacters, 'must not contain control characters');
+
+/** A name a person reads in a list: 1 to 255 characters, no control characters. */
+export const NameSchema = lineSchema(1, 255);
 
 /** Free text (newlines allowed); Postgres cannot store a NUL character, so the schema refuses it. */
 export const textSchema = (min: number, max: number) =>
