@@ -269,6 +269,21 @@ describe('heartbeat', () => {
     const stale = await b.heartbeat({ running: { action_id: step.id, claimed_at: new Date(claimed!.claimed_at.getTime() - 60_000).toISOString() } });
     expect(stale.json().running_claim).toBe('lost');
     expect(await renewedAt()).toEqual(first);
+    // The claim is an instant: named at the largest UTC offset Postgres keeps, it is the same claim;
+    // one minute past that offset, or in a year Postgres lacks, is refused naming the field.
+    const at = (offsetMinutes: number) => {
+      const local = new Date(claimed!.claimed_at.getTime() + offsetMinutes * 60_000).toISOString().slice(0, 23);
+      const sign = offsetMinutes < 0 ? '-' : '+';
+      const size = Math.abs(offsetMinutes);
+      return `${local}${sign}${String(Math.floor(size / 60)).padStart(2, '0')}:${String(size % 60).padStart(2, '0')}`;
+    };
+    expect((await b.heartbeat({ running: { action_id: step.id, claimed_at: at(15 * 60 + 59) } })).json().running_claim).toBe('renewed');
+    expect((await b.heartbeat({ running: { action_id: step.id, claimed_at: at(-(15 * 60 + 59)) } })).json().running_claim).toBe('renewed');
+    for (const claimedAt of [at(16 * 60), at(-(17 * 60 + 34)), '0000-12-31T23:59:59Z']) {
+      const refused = await b.heartbeat({ running: { action_id: step.id, claimed_at: claimedAt } });
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json().issues[0].loc).toEqual(['body', 'running.claimed_at']);
+    }
   });
 
   it('sets the run mode from the extension', async () => {
