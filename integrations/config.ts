@@ -160,6 +160,8 @@ export interface FuzzSettings {
   apiKey: string | undefined;
   /** FUZZ_EXTENSION_TOKEN: with FUZZ_BASE_URL, a connection token (of another workspace) for the extension's routes. */
   extensionToken: string | undefined;
+  /** FUZZ_CLAIMED_STEP: with FUZZ_EXTENSION_TOKEN, a claimed step of its account for the step routes. */
+  claimedStepId: string | undefined;
   /** FUZZ_MAX_EXAMPLES, 100 when unset or empty. */
   maxExamples: string;
   /** The fresh stack's LOG_LEVEL: `error` when unset, so only unhandled errors reach the terminal. */
@@ -171,6 +173,7 @@ export function readFuzzSettings(env: Environment = process.env): FuzzSettings {
     baseUrl: env.FUZZ_BASE_URL,
     apiKey: env.FUZZ_API_KEY,
     extensionToken: env.FUZZ_EXTENSION_TOKEN || undefined,
+    claimedStepId: env.FUZZ_CLAIMED_STEP || undefined,
     maxExamples: env.FUZZ_MAX_EXAMPLES || '100',
     logLevel: env.LOG_LEVEL ?? 'error',
   };

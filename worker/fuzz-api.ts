@@ -6,6 +6,7 @@
  * per operation. Exits with Schemathesis's code: 0 when it found no failure.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,7 +45,7 @@ function ensureSchemathesis() {
   }
 }
 
-function runSchemathesis(apiUrl: string, apiKey: string, extensionToken: string, maxExamples: string): Promise<number> {
+function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender, maxExamples: string): Promise<number> {
   const args = [
     // Schemathesis's own command line with one fix to it (see the script).
     join(projectRoot, 'worker', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
@@ -63,7 +64,11 @@ function runSchemathesis(apiUrl: string, apiKey: string, extensionToken: string,
     cwd: toolsDir,
     stdio: 'inherit',
     // schemathesis.toml sends the extension routes this token in X-API-Key instead of the key.
-    env: childEnvironment({ PYTHONPATH: target, FUZZ_EXTENSION_TOKEN: extensionToken }),
+    env: childEnvironment({
+      PYTHONPATH: target,
+      FUZZ_EXTENSION_TOKEN: sender.token ?? '',
+      FUZZ_CLAIMED_STEP: sender.claimedStepId ?? '00000000-0000-0000-0000-000000000000',
+    }),
   });
   // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
   // child ends, and the caller's finally stops the stack instead of Node dying with it running.
@@ -81,15 +86,47 @@ function runSchemathesis(apiUrl: string, apiKey: string, extensionToken: string,
  * in the fuzzed key's own workspace, Schemathesis reads the profile from GET /sender-profiles/ and
  * disconnects it, replacing the token mid-run. Against a running service, FUZZ_EXTENSION_TOKEN
  * names one (of another workspace than FUZZ_API_KEY's); without it those routes get the key, 401.
+ *
+ * The step routes (`/pnet/agent/actions/{action_id}/…`) need a step of that account: one is queued
+ * and claimed the way a browser does, and its id is every case's `action_id` (FUZZ_CLAIMED_STEP).
+ * Schemathesis's claimed_at never names the claim, so they answer 409 past their checks.
  */
-async function extensionTokenFor(apiUrl: string, apiKey: string): Promise<string> {
-  const headers = { 'X-API-Key': apiKey, 'Content-Type': 'application/json' };
-  const created = await fetch(`${apiUrl}/sender-profiles/`, { method: 'POST', headers, body: JSON.stringify({ name: 'Fuzzing the extension routes' }) });
-  if (created.status !== 201) throw new Error(`Could not create a sender profile for the extension routes: ${created.status} ${await created.text()}`);
-  const { id } = (await created.json()) as { id: string };
-  const account = await fetch(`${apiUrl}/sender-profiles/${id}/pnet/`, { headers });
-  if (!account.ok) throw new Error(`Could not read the sender profile's connection token: ${account.status} ${await account.text()}`);
-  return ((await account.json()) as { connection_token: string }).connection_token;
+interface ExtensionSender {
+  token: string | undefined;
+  /** When there is none, a nil id: those routes answer 404. */
+  claimedStepId: string | undefined;
+}
+
+async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<ExtensionSender> {
+  const call = async (method: string, path: string, headers: Record<string, string>, body?: object) => {
+    const response = await fetch(`${apiUrl}${path}`, {
+      method,
+      headers: { ...headers, 'Content-Type': 'application/json' },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    if (!response.ok) throw new Error(`Could not set up the extension's sender: ${method} ${path} answered ${response.status} ${await response.text()}`);
+    return (await response.json()) as Record<string, unknown>;
+  };
+  const keyed = { 'X-API-Key': apiKey };
+  const { id } = (await call('POST', '/sender-profiles/', keyed, { name: 'Fuzzing the extension routes' })) as { id: string };
+  const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
+  await call('PATCH', `/sender-profiles/${id}/pnet/settings/`, keyed, { run_mode: 'automatic', working_hours: allWeek });
+  const token = (await call('GET', `/sender-profiles/${id}/pnet/`, keyed)).connection_token as string;
+  const browser = { browser_id: randomUUID() };
+  const tokened = { 'X-API-Key': token };
+  await call('POST', '/pnet/agent/heartbeat/', tokened, {
+    ...browser, browser_label: 'Fuzzing', extension_version: '2.0.0', identity: { member_urn: 'urn:li:member:fuzzing' }, lease_nonce: 'fuzzing-lease',
+  });
+  const account = (await call('GET', `/sender-profiles/${id}/pnet/`, keyed)).account as { id: string };
+  await call('POST', '/pnet/steps/', keyed, { account_id: account.id, params: { kind: 'check_inbox' } });
+  let answer: { step: { id: string } | null } = { step: null };
+  for (let attempt = 0; attempt < 50; attempt += 1) {
+    answer = (await call('POST', '/pnet/agent/claim/', tokened, browser)) as typeof answer;
+    // The connected account may have queued its own inbox read first: any step handed over will do.
+    if (answer.step) return { token, claimedStepId: answer.step.id };
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`Could not set up the extension's sender: no step was handed to its browser within 10 s (last answer ${JSON.stringify(answer)}).`);
 }
 
 /**
@@ -99,13 +136,14 @@ async function extensionTokenFor(apiUrl: string, apiKey: string): Promise<string
  * request would be a 401, which the document allows, and the run would pass having tested nothing:
  * so the key and the extension's token are checked afterwards and a dead one fails the run.
  */
-async function fuzz(apiUrl: string, apiKey: string, extensionToken: string | undefined, maxExamples: string): Promise<number> {
+async function fuzz(apiUrl: string, apiKey: string, sender: ExtensionSender, maxExamples: string): Promise<number> {
+  const extensionToken = sender.token;
   const authenticates = async (key: string, path: string) => (await fetch(`${apiUrl}${path}`, { headers: { 'X-API-Key': key } })).status !== 401;
   if (!(await authenticates(apiKey, '/workspace/'))) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
   if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
     throw new Error(`The connection token does not authenticate at ${apiUrl}/pnet/agent/config/.`);
   }
-  const code = await runSchemathesis(apiUrl, apiKey, extensionToken ?? '', maxExamples);
+  const code = await runSchemathesis(apiUrl, apiKey, sender, maxExamples);
   if (!(await authenticates(apiKey, '/workspace/'))) {
     process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
     return code || 1;
@@ -119,8 +157,8 @@ async function fuzz(apiUrl: string, apiKey: string, extensionToken: string | und
 
 async function main(): Promise<number> {
   ensureSchemathesis();
-  const { baseUrl, apiKey: key, extensionToken, maxExamples, logLevel } = readFuzzSettings();
-  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, extensionToken, maxExamples);
+  const { baseUrl, apiKey: key, extensionToken, claimedStepId, maxExamples, logLevel } = readFuzzSettings();
+  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, { token: extensionToken, claimedStepId }, maxExamples);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
@@ -146,7 +184,7 @@ async function main(): Promise<number> {
     } finally {
       await sql.end({ timeout: 5 });
     }
-    return await fuzz(stack.apiUrl!, stack.devApiKey!, await extensionTokenFor(stack.apiUrl!, senderKey), maxExamples);
+    return await fuzz(stack.apiUrl!, stack.devApiKey!, await extensionSenderFor(stack.apiUrl!, senderKey), maxExamples);
   } finally {
     await stack?.stop();
     rmSync(dataDir, { recursive: true, force: true });

@@ -24,18 +24,19 @@ export type ValidationBody = z.infer<typeof ValidationBodySchema>;
 
 export const UuidSchema = z.uuid();
 /**
- * An RFC 3339 instant Postgres can store: years 0001 to 9999 (Postgres has no year 0000) and a UTC
- * offset of at most 15:59 (Postgres refuses a larger displacement). One pattern, so every client
- * (and the fuzzer) sees the same bounds the server keeps; the calendar (leap days) is in it too.
+ * An RFC 3339 instant stored and read back whole: years 1000 to 9999 (Postgres has no year 0000, and
+ * the driver reads a year below 100 back wrong or not at all) and a UTC offset of at most 15:59
+ * (Postgres refuses a larger displacement). One pattern, so every client (and the fuzzer) sees the
+ * bounds the server keeps; the calendar (leap days) is in it too.
  */
-const yearPattern = String.raw`(?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3})`;
-const leapYearPattern = String.raw`(?:\d\d[2468][048]|\d\d[13579][26]|\d\d0[48]|(?:[2468][048]|[13579][26]|0[48])00)`;
+const yearPattern = String.raw`[1-9]\d{3}`;
+const leapYearPattern = String.raw`(?:[1-9]\d(?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[13579][26])00)`;
 const monthDayPattern = String.raw`(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))`;
 const timePattern = String.raw`(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|[+-](?:0\d|1[0-5]):[0-5]\d)`;
 export const timestampPattern = new RegExp(`^(?:${leapYearPattern}-02-29|${yearPattern}-${monthDayPattern})T${timePattern}$`);
 export const TimestampSchema = z
   .string()
-  .regex(timestampPattern, 'must be an RFC 3339 date-time (years 0001 to 9999, a UTC offset of at most 15:59)')
+  .regex(timestampPattern, 'must be an RFC 3339 date-time (years 1000 to 9999, a UTC offset of at most 15:59)')
   .meta({ format: 'date-time' });
 
 export const PlanSchema = z.enum(['free', 'paid']);

@@ -279,7 +279,7 @@ describe('heartbeat', () => {
     };
     expect((await b.heartbeat({ running: { action_id: step.id, claimed_at: at(15 * 60 + 59) } })).json().running_claim).toBe('renewed');
     expect((await b.heartbeat({ running: { action_id: step.id, claimed_at: at(-(15 * 60 + 59)) } })).json().running_claim).toBe('renewed');
-    for (const claimedAt of [at(16 * 60), at(-(17 * 60 + 34)), '0000-12-31T23:59:59Z']) {
+    for (const claimedAt of [at(16 * 60), at(-(17 * 60 + 34)), '0999-12-31T23:59:59Z']) {
       const refused = await b.heartbeat({ running: { action_id: step.id, claimed_at: claimedAt } });
       expect(refused.statusCode).toBe(422);
       expect(refused.json().issues[0].loc).toEqual(['body', 'running.claimed_at']);
