@@ -152,7 +152,7 @@ export function readToolSettings(env: Environment = process.env): ToolSettings {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `npm run fuzz:api` (worker/fuzz-api.ts).
+// `npm run fuzz:api` (sim/fuzz-api.ts).
 
 export interface FuzzSettings {
   /** FUZZ_BASE_URL and FUZZ_API_KEY: a running service to fuzz instead of a fresh stack. */

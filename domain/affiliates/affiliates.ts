@@ -10,7 +10,7 @@
  * workspace is created with a code (or a click id) within 30 days of the click.
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, NameSchema, textSchema } from '../shared/common.js';
+import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { TimeZoneSchema } from '../pnet/sender-profiles.js';
 import { NextPayoutBlockerSchema, NextPayoutStatusSchema } from './payout-gates.js';
 
@@ -47,14 +47,14 @@ export const VanityCodeSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{2,31
 export const CreateCodeRequestSchema = z.object({ code: VanityCodeSchema }).meta({ id: 'AffiliateCodeCreateRequest' });
 
 export const PageQuerySchema = z.object({
-  limit: z.coerce.number().int().min(pageBounds.min).max(pageBounds.max).default(pageBounds.default).describe('Rows per page, 1 to 200'),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0).describe('Rows to skip, 0 to 1,000,000'),
+  limit: queryInteger(z.int().min(pageBounds.min).max(pageBounds.max).default(pageBounds.default)).describe('Rows per page, 1 to 200'),
+  offset: queryInteger(z.int().min(0).max(1_000_000).default(0)).describe('Rows to skip, 0 to 1,000,000'),
 });
 export const StatsQuerySchema = z.object({
-  days: z.coerce.number().int().min(statsDaysBounds.min).max(statsDaysBounds.max).default(statsDaysBounds.default).describe('Days to answer, ending today in the affiliate’s zone (1 to 366)'),
+  days: queryInteger(z.int().min(statsDaysBounds.min).max(statsDaysBounds.max).default(statsDaysBounds.default)).describe('Days to answer, ending today in the affiliate’s zone (1 to 366)'),
 });
 export const PerformanceQuerySchema = z.object({
-  days: z.coerce.number().int().min(performanceDaysBounds.min).max(performanceDaysBounds.max).default(performanceDaysBounds.default).describe('The window: the last N days ending today in the affiliate’s zone (1 to 365), compared with the N days before it'),
+  days: queryInteger(z.int().min(performanceDaysBounds.min).max(performanceDaysBounds.max).default(performanceDaysBounds.default)).describe('The window: the last N days ending today in the affiliate’s zone (1 to 365), compared with the N days before it'),
 });
 export const ClickParamsSchema = z.object({ code: textSchema(1, 64) });
 export const ClickQuerySchema = z.object({

@@ -4,7 +4,7 @@
  * Pure: schemas, enums, bounds and the rules the store and the turn's workflow apply.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 // ---- Verbs and settings (2.11) ----
 
@@ -178,8 +178,8 @@ export const ProposalActionsSchema = z
 export const ProposalListQuerySchema = z.object({
   status: ProposalStatusSchema.optional(),
   conversation_id: UuidSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(100),
-  offset: z.coerce.number().int().min(0).default(0),
+  limit: queryInteger(z.int().min(1).max(200).default(100)),
+  offset: queryInteger(z.int().min(0).default(0)),
 });
 export const ProposalListSchema = z
   .object({ actions: z.array(ProposalSchema).describe('In the order made'), total_count: z.int() })
@@ -284,8 +284,8 @@ export const ActivityListSchema = z
   .meta({ id: 'AssistantActivityList' });
 export const ActivityListQuerySchema = z.object({
   conversation_id: UuidSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(100),
-  offset: z.coerce.number().int().min(0).default(0),
+  limit: queryInteger(z.int().min(1).max(200).default(100)),
+  offset: queryInteger(z.int().min(0).default(0)),
 });
 
 // ---- Conversations and messages ----
@@ -327,8 +327,8 @@ export const ConversationListSchema = z
 export const ConversationListQuerySchema = z.object({
   archived: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe('Only archived (true) or only open (false) conversations; open ones when omitted'),
   all_members: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe("An admin's view of every member's conversations"),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  offset: z.coerce.number().int().min(0).default(0),
+  limit: queryInteger(z.int().min(1).max(200).default(50)),
+  offset: queryInteger(z.int().min(0).default(0)),
 });
 export const ConversationCreateSchema = z.strictObject({ title: NameSchema.optional() }).meta({ id: 'AssistantConversationCreate' });
 export const ConversationUpdateSchema = z

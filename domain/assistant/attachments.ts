@@ -5,7 +5,7 @@
  * (docs/decisions/033-chat-attachment-extraction.md).
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema } from '../shared/common.js';
+import { queryInteger, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 // ---- Limits ----
 
@@ -296,8 +296,8 @@ export const ChatAttachmentListSchema = z
   .meta({ id: 'ChatAttachmentList' });
 
 export const ChatAttachmentPagesQuerySchema = z.object({
-  offset: z.coerce.number().int().min(0).default(0).describe('First page to read, counted from zero'),
-  limit: z.coerce.number().int().min(1).max(pageReadLimitMax).default(pageReadLimitMax).describe('Most pages to read, 1 to 50'),
+  offset: queryInteger(z.int().min(0).default(0)).describe('First page to read, counted from zero'),
+  limit: queryInteger(z.int().min(1).max(pageReadLimitMax).default(pageReadLimitMax)).describe('Most pages to read, 1 to 50'),
 });
 export type ChatAttachmentPagesQuery = z.infer<typeof ChatAttachmentPagesQuerySchema>;
 

@@ -1,7 +1,7 @@
 /** Billing's API shapes (issue 19): the overview, invoices, payments, checkout, referrals, design partners. Money is integer cents with a currency. */
 import { z } from 'zod';
 import { CreditBalanceSchema } from '../platform/credits.js';
-import { PlanSchema, TimestampSchema, textSchema } from '../shared/common.js';
+import { PlanSchema, queryInteger, textSchema, TimestampSchema } from '../shared/common.js';
 import { CreditPackIdSchema } from './catalogue.js';
 
 const cents = z.int().min(0).describe('An amount of money in the smallest unit of its currency (cents), never a float');
@@ -61,7 +61,7 @@ export const PaymentSchema = z
   })
   .meta({ id: 'Payment' });
 
-export const BillingListQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) });
+export const BillingListQuerySchema = z.object({ limit: queryInteger(z.int().min(1).max(100).default(20)) });
 
 export const CheckoutRequestSchema = z
   .object({ purchase: z.union([z.literal('plan'), CreditPackIdSchema]).describe('`plan` to upgrade to paid, or a credit pack') })

@@ -4,7 +4,7 @@
  * rules here mirror normalize_email() and normalize_profile_url() exactly.
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const dncKinds = ['email', 'domain', 'profile_url'] as const;
 export const DncKindSchema = z.enum(dncKinds).meta({ id: 'DoNotContactKind' });
@@ -138,8 +138,8 @@ export type DncBulkResult = z.infer<typeof DncBulkResultSchema>;
 export const DncListQuerySchema = z.object({
   kind: DncKindSchema.optional(),
   search: textSchema(1, 200).optional().describe('Entries whose value contains this text (case-insensitive)'),
-  limit: z.coerce.number().int().min(1).max(dncPageMax).default(50),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  limit: queryInteger(z.int().min(1).max(dncPageMax).default(50)),
+  offset: queryInteger(z.int().min(0).max(1_000_000).default(0)),
 });
 export type DncListQuery = z.infer<typeof DncListQuerySchema>;
 

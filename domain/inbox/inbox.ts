@@ -5,7 +5,7 @@
  * (reply, bounce, auto-reply), how a webhook signature is formed, and the pnet read outcomes.
  */
 import { z } from 'zod';
-import { EmailAddressSchema, NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
+import { EmailAddressSchema, lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const ChannelSchema = z.enum(['email', 'pnet']).meta({ id: 'InboxChannel' });
 export type Channel = z.infer<typeof ChannelSchema>;
@@ -83,8 +83,8 @@ export const ThreadListQuerySchema = z.object({
   label_id: UuidSchema.optional(),
   archived: queryBool.default(false).describe('Archived threads instead of the inbox'),
   search: textSchema(1, 200).optional().describe('Contact name, email, profile URL or subject containing this text'),
-  limit: z.coerce.number().int().min(1).max(threadPageMax).default(50),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  limit: queryInteger(z.int().min(1).max(threadPageMax).default(50)),
+  offset: queryInteger(z.int().min(0).max(1_000_000).default(0)),
 });
 export type ThreadListQuery = z.infer<typeof ThreadListQuerySchema>;
 
@@ -196,7 +196,7 @@ export type Suggestion = z.infer<typeof SuggestionSchema>;
 export const SuggestionListQuerySchema = z.object({
   status: SuggestionStatusSchema.default('pending'),
   thread_id: UuidSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(threadPageMax).default(50),
+  limit: queryInteger(z.int().min(1).max(threadPageMax).default(50)),
 });
 export const SuggestionListSchema = z.object({ suggestions: z.array(SuggestionSchema).describe('Newest first') }).meta({ id: 'InboxSuggestionList' });
 export const SuggestionApproveSchema = z

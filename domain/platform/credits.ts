@@ -1,6 +1,6 @@
 /** Section 1: credits are the unit of spend, kept as a ledger of movements. */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema } from '../shared/common.js';
+import { queryInteger, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const CreditMovementKindSchema = z.enum(['grant', 'hold', 'charge', 'release', 'revoke']);
 export type CreditMovementKind = z.infer<typeof CreditMovementKindSchema>;
@@ -28,8 +28,8 @@ export const CreditMovementSchema = z
 export type CreditMovement = z.infer<typeof CreditMovementSchema>;
 
 export const CreditLedgerQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  before_id: z.coerce.number().int().min(1).optional().describe('Return movements older than this id'),
+  limit: queryInteger(z.int().min(1).max(200).default(50)),
+  before_id: queryInteger(z.int().min(1).optional()).describe('Return movements older than this id'),
 });
 
 export const CreditLedgerPageSchema = z

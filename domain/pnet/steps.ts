@@ -1,6 +1,6 @@
 /** Browser action steps (2.2) and their statuses (3.1). */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { ActionKindSchema } from './limits.js';
 
 export const StepStatusSchema = z
@@ -137,7 +137,7 @@ export const StepListQuerySchema = z.object({
   kind: ActionKindSchema.optional(),
   account_id: UuidSchema.optional(),
   held: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: queryInteger(z.int().min(1).max(200).default(50)),
   before: TimestampSchema.optional().describe('Steps created before this time (the previous page’s next_before)'),
 });
 

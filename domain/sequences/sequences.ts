@@ -4,7 +4,7 @@
  * imported by the API, the activities and the workflow alike.
  */
 import { z } from 'zod';
-import { EmailAddressSchema, NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { EmailAddressSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { SegmentsSchema } from '../inbox/email-templates.js';
 import { addDays, localDate, localParts, zonedInstant } from '../shared/zoned-time.js';
 
@@ -363,7 +363,7 @@ export const SequenceContactListSchema = z
   .meta({ id: 'SequenceContactList' });
 export const ContactListQuerySchema = z.object({
   status: ContactStatusSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(contactPageMax).default(100),
+  limit: queryInteger(z.int().min(1).max(contactPageMax).default(100)),
   after: UuidSchema.optional().describe('The `next_after` of the previous page'),
 });
 
@@ -440,7 +440,7 @@ export const ApprovalListQuerySchema = z.object({
     .default('false')
     .transform((v) => v === 'true')
     .describe('true: instead of the messages waiting for a person, the sent ones whose delivery is unconfirmed, newest first'),
-  limit: z.coerce.number().int().min(1).max(approvalsPageMax).default(50),
+  limit: queryInteger(z.int().min(1).max(approvalsPageMax).default(50)),
 });
 export const ApproveRequestSchema = z
   .strictObject({

@@ -39,6 +39,14 @@ export const TimestampSchema = z
   .regex(timestampPattern, 'must be an RFC 3339 date-time (years 1000 to 9999, a UTC offset of at most 15:59)')
   .meta({ format: 'date-time' });
 
+/**
+ * An integer query parameter: the query string carries text, so a decimal integer's digits are read
+ * as the number and anything else (an empty value, `1e3`, ` 3`) is refused as not an integer, where
+ * `z.coerce` would read `''` as 0. The schema documents the integer, its bounds and its default.
+ */
+export const queryInteger = <T extends z.ZodType<number | undefined>>(schema: T) =>
+  z.preprocess((value) => (typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : value), schema);
+
 export const PlanSchema = z.enum(['free', 'paid']);
 export type Plan = z.infer<typeof PlanSchema>;
 export const RoleSchema = z.enum(['admin', 'member']);

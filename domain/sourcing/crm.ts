@@ -3,7 +3,7 @@
  * import runs, recurring import schedules and write-backs (issue 23). Pure schemas and rules.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
+import { lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const CrmObjectTypeSchema = z.enum(['contacts', 'companies']);
 export type CrmObjectType = z.infer<typeof CrmObjectTypeSchema>;
@@ -208,8 +208,8 @@ export const WriteBackRowSchema = z
 export const WriteBackRowPageSchema = z.object({ rows: z.array(WriteBackRowSchema), total_count: z.int() });
 export const WriteBackRowQuerySchema = z.object({
   result: z.enum(['written', 'unchanged', 'failed']).optional(),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  limit: queryInteger(z.int().min(1).max(500).default(100)),
+  offset: queryInteger(z.int().min(0).max(1_000_000).default(0)),
 });
 
 /** A cell value as a CRM property value (text); null for an empty cell. */

@@ -3,7 +3,7 @@
  * landed in a table, one row per result, deduplicated by a stable key. Pure schemas and rules.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
+import { lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const LeadSearchKindSchema = z.enum(['people', 'companies']).describe('What the search finds: people (contacts) or companies');
 export type LeadSearchKind = z.infer<typeof LeadSearchKindSchema>;
@@ -89,8 +89,8 @@ export type LeadSearch = z.infer<typeof LeadSearchSchema>;
 
 export const LeadSearchListQuerySchema = z.object({
   table_id: UuidSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(25),
-  offset: z.coerce.number().int().min(0).max(100_000).default(0),
+  limit: queryInteger(z.int().min(1).max(100).default(25)),
+  offset: queryInteger(z.int().min(0).max(100_000).default(0)),
 });
 export const LeadSearchPageSchema = z.object({ searches: z.array(LeadSearchSchema), total_count: z.int() }).meta({ id: 'LeadSearchPage' });
 

@@ -6,7 +6,7 @@
  * nothing else.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import type { CellValue } from './tables.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ export const ColumnRunListQuerySchema = z.object({
     .transform((v) => v === 'true')
     .optional()
     .describe('Only runs still going (true) or only finished ones (false)'),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: queryInteger(z.int().min(1).max(200).default(50)),
 });
 export type ColumnRunListQuery = z.infer<typeof ColumnRunListQuerySchema>;
 

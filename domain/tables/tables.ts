@@ -7,7 +7,7 @@
  * answer 409, except in bulk operations, where each row gets its own answer.
  */
 import { z } from 'zod';
-import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
+import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { EnrichmentColumnConfigSchema, EnrichmentColumnCreateSchema } from './enrichments.js';
 import { AgentColumnConfigSchema } from '../agents/saved-agents.js';
 
@@ -103,8 +103,8 @@ export const TableListQuerySchema = z.object({
   deleted: queryBool.default(false).describe('The trash: deleted tables only'),
   favorite: queryBool.optional().describe("Only the caller's favourites"),
   order: TableOrderSchema.default('updated').describe('name A to Z; recent: last viewed by the caller first; created or updated: newest first'),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  limit: queryInteger(z.int().min(1).max(200).default(50)),
+  offset: queryInteger(z.int().min(0).max(1_000_000).default(0)),
 });
 export type TableListQuery = z.infer<typeof TableListQuerySchema>;
 
@@ -330,8 +330,8 @@ export const RowQuerySchema = z.object({
   sort: repeated(SortParamSchema, sortsMax).optional().describe(`<column_id>[:asc|:desc], repeatable up to ${sortsMax}; replaces the view’s sorts`),
 });
 export const RowListQuerySchema = RowQuerySchema.extend({
-  limit: z.coerce.number().int().min(1).max(rowPageMax).default(100),
-  offset: z.coerce.number().int().min(0).max(100_000_000).default(0),
+  limit: queryInteger(z.int().min(1).max(rowPageMax).default(100)),
+  offset: queryInteger(z.int().min(0).max(100_000_000).default(0)),
 });
 export type RowQuery = z.infer<typeof RowQuerySchema>;
 export type RowListQuery = z.infer<typeof RowListQuerySchema>;

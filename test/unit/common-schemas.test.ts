@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TimestampSchema, lineSchema, textSchema } from '../../domain/shared/common.js';
+import { z } from 'zod';
+import { TimestampSchema, lineSchema, queryInteger, textSchema } from '../../domain/shared/common.js';
 
 const accepts = (value: string) => TimestampSchema.safeParse(value).success;
 
@@ -51,5 +52,26 @@ describe('request strings', () => {
     expect(text.safeParse('a\nb\tc').success).toBe(true);
     expect(text.safeParse('a\u0000b').success).toBe(false);
     expect(text.safeParse('abcdef').success).toBe(false);
+  });
+});
+
+describe('integer query parameters', () => {
+  const page = z.object({ offset: queryInteger(z.int().min(0).max(1_000_000).default(0)) });
+  const read = (query: Record<string, string>) => page.safeParse(query);
+
+  it('reads decimal digits as the number, at and past its bounds, and the default when absent', () => {
+    expect(read({}).data).toEqual({ offset: 0 });
+    expect(read({ offset: '0' }).data).toEqual({ offset: 0 });
+    expect(read({ offset: '1000000' }).data).toEqual({ offset: 1_000_000 });
+    expect(read({ offset: '1000001' }).success).toBe(false);
+    expect(read({ offset: '-1' }).success).toBe(false);
+  });
+
+  it('refuses what is not an integer written out, where a plain coercion would read a number', () => {
+    for (const offset of ['', ' ', ' 3', '1e3', '0x10', '2.5', 'Infinity']) expect(read({ offset }).success, JSON.stringify(offset)).toBe(false);
+  });
+
+  it('documents an integer with its bounds and default', () => {
+    expect(z.toJSONSchema(page, { io: 'input' }).properties?.offset).toEqual({ type: 'integer', minimum: 0, maximum: 1_000_000, default: 0 });
   });
 });

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, queryInteger, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
     AgentDeploySchema,
@@ -57,7 +57,7 @@ const TableParamsSchema = z.object({ table_id: UuidSchema });
 const AgentColumnParamsSchema = z.object({ table_id: UuidSchema, column_id: UuidSchema });
 const unprocessable = ValidationBodySchema.describe('A value out of bounds (stay_on_domain without a starting URL column is one), or an input or output field the agent does not have');
 const agentConflict = DetailBodySchema.describe('The agent does not hold together: a prompt input reference to no input, two inputs of one name, two output fields of one key');
-const limitQuery = z.object({ limit: z.coerce.number().int().min(1).max(200).default(50) });
+const limitQuery = z.object({ limit: queryInteger(z.int().min(1).max(200).default(50)) });
 
 export const DeployedAgentSchema = z
   .object({

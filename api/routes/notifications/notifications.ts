@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, queryInteger, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound, ValidationRefusal } from '../../../domain/shared/errors.js';
 
 const refuse = (loc: string[], msg: string, input: unknown) => new ValidationRefusal([{ loc, msg, type: 'value_error', input }]);
@@ -38,7 +38,7 @@ const EventListSchema = z
   .meta({ id: 'WorkspaceEventList' });
 const EventsQuerySchema = z
   .object({
-    limit: z.coerce.number().int().min(1).max(100).default(50),
+    limit: queryInteger(z.int().min(1).max(100).default(50)),
     type: EventTypeSchema.optional(),
     before: UuidSchema.optional().describe('An event id from `next_before`: the events older than it (none when it names no event of the workspace).'),
   })

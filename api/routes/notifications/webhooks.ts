@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, queryInteger, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
   CreateWebhookEndpointSchema,
@@ -34,8 +34,8 @@ const schedule = retryScheduleSeconds.map((s) => (s < 60 ? `${s} s` : s < 3600 ?
 
 const AttemptsQuerySchema = z
   .object({
-    limit: z.coerce.number().int().min(1).max(100).default(50),
-    before: z.coerce.number().int().min(1).optional().describe('An attempt id from `next_before`: older attempts.'),
+    limit: queryInteger(z.int().min(1).max(100).default(50)),
+    before: queryInteger(z.int().min(1).optional()).describe('An attempt id from `next_before`: older attempts.'),
     event_id: UuidSchema.optional().describe("Only this event's attempts."),
   })
   .strict();

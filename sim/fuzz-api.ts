@@ -1,7 +1,8 @@
 /**
  * `npm run fuzz:api`: Schemathesis fuzzes every operation of the OpenAPI document, with every
  * check on, against the real stack (embedded Postgres, the Temporal dev server, the worker and
- * the API) started in a throwaway DATA_DIR. With FUZZ_BASE_URL and FUZZ_API_KEY it fuzzes that
+ * the API) started in a throwaway DATA_DIR, its outside services local twins (sim/fuzz-suppliers.ts).
+ * With FUZZ_BASE_URL and FUZZ_API_KEY it fuzzes that
  * running service instead and starts nothing. FUZZ_MAX_EXAMPLES (default 100) bounds the cases
  * per operation. Exits with Schemathesis's code: 0 when it found no failure.
  */
@@ -12,11 +13,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { childEnvironment, readFuzzSettings } from '../integrations/config.js';
 import { createSql } from '../db/sql.js';
-import { readConfig } from './config.js';
-import { createWorkspaceWithAdmin } from './provisioning.js';
-import { freePort } from './ports.js';
-import { startStack } from './stack.js';
-import { ToolMissingError, projectRoot, toolsDir } from './tools.js';
+import { readConfig } from '../worker/config.js';
+import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
+import { freePort } from '../worker/ports.js';
+import { startStack } from '../worker/stack.js';
+import { startFuzzSuppliers } from './fuzz-suppliers.js';
+import { ToolMissingError, projectRoot, toolsDir } from '../worker/tools.js';
 
 const target = join(toolsDir, 'schemathesis');
 
@@ -48,7 +50,7 @@ function ensureSchemathesis() {
 function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender, maxExamples: string): Promise<number> {
   const args = [
     // Schemathesis's own command line with one fix to it (see the script).
-    join(projectRoot, 'worker', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
+    join(projectRoot, 'sim', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
     '--url', apiUrl,
     '--header', `X-API-Key: ${apiKey}`,
     '--checks', 'all',
@@ -160,6 +162,10 @@ async function main(): Promise<number> {
   const { baseUrl, apiKey: key, extensionToken, claimedStepId, maxExamples, logLevel } = readFuzzSettings();
   if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, { token: extensionToken, claimedStepId }, maxExamples);
 
+  // The outside services' routes are fuzzed past their 503 (not configured) against local twins,
+  // never against a real service whose settings happen to be in the environment.
+  const suppliers = await startFuzzSuppliers();
+  Object.assign(process.env, suppliers.environment);
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
   chmodSync(dataDir, 0o711);
@@ -187,6 +193,7 @@ async function main(): Promise<number> {
     return await fuzz(stack.apiUrl!, stack.devApiKey!, await extensionSenderFor(stack.apiUrl!, senderKey), maxExamples);
   } finally {
     await stack?.stop();
+    await suppliers.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
