@@ -20,7 +20,7 @@ import type { WorkspaceEvent } from '../../domain/notifications/events.js';
 import type { Keyring } from '../../integrations/secrets/sealed.js';
 import { deliveriesByIds, markDigested, pendingDigest, planBatchDeliveries, recordAttempts, recordedAttempts, type DeliveryRow, type NewAttempt } from '../../store/notifications/deliveries.js';
 import { eventsByIds } from '../../store/notifications/outbox.js';
-import { endpointsByIds, markEndpointFailing, type EndpointRow } from '../../store/notifications/webhooks.js';
+import { endpointsByIds, lockEndpoints, markEndpointFailing, type EndpointRow } from '../../store/notifications/webhooks.js';
 import { markTeamChatRevoked, teamChatConnection, type TeamChatConnectionRow } from '../../store/notifications/team-chat.js';
 import { memberEmailOf } from '../../store/notifications/rules.js';
 import { secretsKeyring } from '../platform/sealing.js';
@@ -173,6 +173,9 @@ function attemptRecorder(sql: Sql, at: Date): (attempt: ToRecord) => Promise<boo
       queue = [];
       try {
         const recorded = await sql.begin(async (tx) => {
+          // Batches to the same endpoints flush at once: each takes their rows in one order first,
+          // or two flushes marking one endpoint healthy and another failing deadlock (seen under load).
+          await lockEndpoints(tx, items.flatMap((i) => [i.attempt.healthyEndpointId, i.attempt.failingEndpointId].filter((id): id is string => id !== null)));
           const made = await recordAttempts(tx, items.map((i) => i.attempt));
           const failing = new Set(items.flatMap((i) => (i.attempt.failingEndpointId && made.has(i.attempt.deliveryId) ? [i.attempt.failingEndpointId] : [])));
           for (const endpointId of failing) await markEndpointFailing(tx, endpointId, at, disableAfterFailingMs);

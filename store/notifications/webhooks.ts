@@ -107,6 +107,13 @@ export async function endpointsByIds(db: Db, ids: string[]): Promise<Map<string,
   return new Map(rows.map((r) => [r.id, r]));
 }
 
+/** Locks endpoints' rows in id order, so transactions writing several endpoints never wait on each other in a circle. */
+export async function lockEndpoints(db: Db, ids: string[]): Promise<void> {
+  const unique = [...new Set(ids)];
+  if (unique.length === 0) return;
+  await db`select id from webhook_endpoints where id = any(${unique}::uuid[]) order by id for update`;
+}
+
 /**
  * A failed attempt at `at`: failing_since is set if it was not; when it has been failing for
  * `disableAfterMs` the endpoint is disabled (compare-and-set on enabled, so once) and the

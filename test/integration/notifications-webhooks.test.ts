@@ -12,6 +12,7 @@ import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
 import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { lockEndpoints } from '../../store/notifications/webhooks.js';
 import { notificationBatchWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
@@ -198,6 +199,34 @@ describe('webhook endpoints', () => {
       const res = await stack.app.inject({ method, url: `/webhooks/endpoints/${endpoint.id}/${url}`, headers: withToken(free.accessToken), ...(method === 'GET' || method === 'DELETE' ? {} : { payload: {} }) });
       expect(res.statusCode, `${method} ${url}`).toBe(404);
     }
+  });
+});
+
+describe('recording attempts for several endpoints at once', () => {
+  it('takes the endpoints in one order, so two flushes writing them in opposite orders both commit', async () => {
+    const endpoint = async () =>
+      (
+        await stack.app.inject({
+          method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey),
+          payload: { url: `${receiver.url}/order`, event_types: ['credits.low'] },
+        })
+      ).json().id as string;
+    const [a, b] = [await endpoint(), await endpoint()];
+    // Each flush writes its first endpoint, waits until the other has written its own, then the
+    // second: without one lock order first, that is a circle Postgres ends with 40P01.
+    let written = 0;
+    const bothWritten = async () => {
+      written += 1;
+      while (written < 2) await new Promise((r) => setTimeout(r, 20));
+    };
+    const flush = (first: string, second: string) =>
+      stack.sql.begin(async (tx) => {
+        await lockEndpoints(tx, [first, second]);
+        await tx`update webhook_endpoints set failing_since = now() where id = ${first}`;
+        await Promise.race([bothWritten(), new Promise((r) => setTimeout(r, 1500))]);
+        await tx`update webhook_endpoints set failing_since = null where id = ${second}`;
+      });
+    await expect(Promise.all([flush(a, b), flush(b, a)])).resolves.toBeDefined();
   });
 });
 
