@@ -10,7 +10,19 @@ export default defineConfig({
     maxWorkers: 2,
     projects: [
       { test: { ...shared, name: 'unit', include: ['test/unit/**/*.test.ts'] } },
-      { test: { ...shared, name: 'integration', include: ['test/integration/**/*.test.ts'], globalSetup: ['test/support/global-setup.ts'] } },
+      // Integration files share their fork's modules (isolate: false): each loads the app and the SDK
+      // once per fork instead of once per file; test/support/restore-environment.ts hands each file
+      // the environment it started with.
+      {
+        test: {
+          ...shared,
+          name: 'integration',
+          isolate: false,
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          setupFiles: ['test/support/restore-environment.ts'],
+        },
+      },
       { test: { ...shared, name: 'e2e', include: ['test/e2e/**/*.test.ts'], globalSetup: ['test/support/global-setup.ts'] } },
     ],
   },
