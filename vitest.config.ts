@@ -9,10 +9,10 @@ export default defineConfig({
   test: {
     maxWorkers: 2,
     projects: [
-      { test: { ...shared, name: 'unit', include: ['test/unit/**/*.test.ts'] } },
-      // Integration files share their fork's modules (isolate: false): each loads the app and the SDK
-      // once per fork instead of once per file; test/support/restore-environment.ts hands each file
-      // the environment it started with.
+      // Unit and integration files share their fork's modules (isolate: false): the app, the SDK and
+      // the schemas load once per fork instead of once per file; test/support/restore-environment.ts
+      // hands each integration file the environment it started with (unit files touch none).
+      { test: { ...shared, name: 'unit', isolate: false, include: ['test/unit/**/*.test.ts'] } },
       {
         test: {
           ...shared,
