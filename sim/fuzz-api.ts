@@ -2,8 +2,7 @@
  * `npm run fuzz:api`: Schemathesis fuzzes every operation of the OpenAPI document, with every
  * check on, against the real stack (embedded Postgres, the Temporal dev server, the worker and
  * the API) started in a throwaway DATA_DIR, its outside services local twins (sim/fuzz-suppliers.ts).
- * With FUZZ_BASE_URL and FUZZ_API_KEY it fuzzes that
- * running service instead and starts nothing. FUZZ_MAX_EXAMPLES (default 100) bounds the cases
+ * With FUZZ_BASE_URL and FUZZ_API_KEY it fuzzes that running service instead and starts nothing. FUZZ_MAX_EXAMPLES (default 100) bounds the cases
  * per operation. Exits with Schemathesis's code: 0 when it found no failure.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -139,7 +138,7 @@ async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<Exten
  * so the key and the extension's token are checked afterwards and a dead one fails the run.
  */
 async function fuzz(apiUrl: string, apiKey: string, sender: ExtensionSender, maxExamples: string): Promise<number> {
-  const extensionToken = sender.token;
+  const { token: extensionToken } = sender;
   const authenticates = async (key: string, path: string) => (await fetch(`${apiUrl}${path}`, { headers: { 'X-API-Key': key } })).status !== 401;
   if (!(await authenticates(apiKey, '/workspace/'))) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
   if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
@@ -162,16 +161,17 @@ async function main(): Promise<number> {
   const { baseUrl, apiKey: key, extensionToken, claimedStepId, maxExamples, logLevel } = readFuzzSettings();
   if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, { token: extensionToken, claimedStepId }, maxExamples);
 
-  // The outside services' routes are fuzzed past their 503 (not configured) against local twins,
-  // never against a real service whose settings happen to be in the environment.
-  const suppliers = await startFuzzSuppliers();
-  Object.assign(process.env, suppliers.environment);
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
   chmodSync(dataDir, 0o711);
-  const port = await freePort(3100);
+  let suppliers: Awaited<ReturnType<typeof startFuzzSuppliers>> | undefined;
   let stack: Awaited<ReturnType<typeof startStack>> | undefined;
   try {
+    // The outside services' routes are fuzzed past their 503 (not configured) against local twins,
+    // never against a real service whose settings happen to be in the environment.
+    suppliers = await startFuzzSuppliers();
+    Object.assign(process.env, suppliers.environment);
+    const port = await freePort(3100);
     stack = await startStack({
       ...readConfig(),
       dataDir,
@@ -193,7 +193,7 @@ async function main(): Promise<number> {
     return await fuzz(stack.apiUrl!, stack.devApiKey!, await extensionSenderFor(stack.apiUrl!, senderKey), maxExamples);
   } finally {
     await stack?.stop();
-    await suppliers.close();
+    await suppliers?.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -33,7 +33,7 @@ const yearPattern = String.raw`[1-9]\d{3}`;
 const leapYearPattern = String.raw`(?:[1-9]\d(?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[13579][26])00)`;
 const monthDayPattern = String.raw`(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))`;
 const timePattern = String.raw`(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?(?:Z|[+-](?:0\d|1[0-5]):[0-5]\d)`;
-export const timestampPattern = new RegExp(`^(?:${leapYearPattern}-02-29|${yearPattern}-${monthDayPattern})T${timePattern}$`);
+const timestampPattern = new RegExp(`^(?:${leapYearPattern}-02-29|${yearPattern}-${monthDayPattern})T${timePattern}$`);
 export const TimestampSchema = z
   .string()
   .regex(timestampPattern, 'must be an RFC 3339 date-time (years 1000 to 9999, a UTC offset of at most 15:59)')
