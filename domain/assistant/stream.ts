@@ -32,6 +32,29 @@ export const StreamPartSchema = z
   .meta({ id: 'AssistantStreamPart' });
 export type StreamPart = z.infer<typeof StreamPartSchema>;
 
+/**
+ * One event as Server-Sent Events frame it, which is what an OpenAPI 3.1 `text/event-stream` schema
+ * describes: the `data` line holds a part's JSON (contentSchema), or `[DONE]` last. An EventSource
+ * names an event without an `event:` line `message`.
+ */
+export const StreamEventSchema = z
+  .union([
+    z
+      .object({
+        event: z.literal('message').optional(),
+        id: z.string().regex(/^[0-9]+$/).describe("The part's position in the answer: reconnect with it as Last-Event-ID"),
+        data: z
+          .string()
+          .regex(/^\{/)
+          .meta({ contentMediaType: 'application/json', contentSchema: { $ref: '#/components/schemas/AssistantStreamPart' } }),
+      })
+      .describe('One part of the answer'),
+    z
+      .object({ event: z.literal('message').optional(), id: z.string().optional(), data: z.literal('[DONE]') })
+      .describe('The last event, after `finish` or `error`'),
+  ])
+  .meta({ id: 'AssistantStreamEvent' });
+
 /** The parts after which nothing more is written for the message. */
 export const isLastPart = (part: { type: string }) => part.type === 'finish' || part.type === 'error';
 

@@ -22,10 +22,13 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   child.stdout.on('data', (c) => (output += c));
   child.stderr.on('data', (c) => (output += c));
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-  // On failure show Schemathesis' failures section (each with its curl to reproduce), not the
-  // warnings about links that come after it.
-  const failures = /=+ FAILURES =+([\s\S]*?)(?:=+ (?:WARNINGS|SUMMARY) =+)/.exec(output)?.[1]?.trim();
-  expect({ code, failures: code === 0 ? '' : (failures ?? output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
+  // On failure show Schemathesis' failures and errors sections (each failure with its curl to
+  // reproduce, each runtime error with its operation and cause), not the warnings about links that
+  // come after them.
+  const reported = [...output.matchAll(/=+ (?:FAILURES|ERRORS) =+([\s\S]*?)(?==+ (?:ERRORS|FAILURES|WARNINGS|SUMMARY) =+)/g)]
+    .map((section) => section[0].trim())
+    .join('\n\n');
+  expect({ code, failures: code === 0 ? '' : (reported || output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
   expect(output).toMatch(/Tested: \d+/);
   // What was run and how long each phase took, for the CI log.
   console.log(/=+ SUMMARY =+[\s\S]*$/.exec(output)?.[0] ?? output.slice(-3000));

@@ -60,6 +60,27 @@ describe('the OpenAPI document', () => {
     expect(report).toContain('"selector_missing"');
   });
 
+  it('names only components it has, and describes each event of a stream as Server-Sent Events frame it', () => {
+    const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]!);
+    expect(refs.length).toBeGreaterThan(10);
+    expect(refs.filter((name) => !(name in doc.components.schemas))).toEqual([]);
+    // An OpenAPI 3.1 event-stream schema describes one event: its `data` line is a string (the JSON
+    // it holds is the contentSchema), so a schema of the JSON itself fails every client's validator.
+    type Schema = { $ref?: string; anyOf?: Schema[]; oneOf?: Schema[]; properties?: Record<string, Schema>; type?: string };
+    const resolve = (s: Schema): Schema => (s.$ref ? (doc.components.schemas[s.$ref.split('/').pop()!] as Schema) : s);
+    const streams = operations().flatMap(({ path, method, op }) =>
+      Object.values(op.responses as Record<string, { content?: Record<string, { schema: Schema }> }>).flatMap((response) => {
+        const stream = response.content?.['text/event-stream'];
+        return stream ? [{ at: `${method.toUpperCase()} ${path}`, schema: resolve(stream.schema) }] : [];
+      }),
+    );
+    expect(streams.map((s) => s.at)).toEqual(expect.arrayContaining(['GET /tables/{table_id}/events/', 'POST /assistant/conversations/{conversation_id}/messages/']));
+    for (const { at, schema } of streams) {
+      const events = (schema.anyOf ?? schema.oneOf ?? [schema]).map(resolve);
+      expect({ at, data: events.map((event) => event.properties?.data?.type) }).toEqual({ at, data: events.map(() => 'string') });
+    }
+  });
+
   it('serves an API reference page at /docs/', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/docs/' });
     expect(res.statusCode).toBe(200);

@@ -20,7 +20,7 @@ import {
   defaultConversationTitle,
   titleFrom,
 } from '../../../domain/assistant/assistant.js';
-import { StreamPartSchema, uiMessageStreamHeader, type StreamPart } from '../../../domain/assistant/stream.js';
+import { StreamEventSchema, uiMessageStreamHeader, type StreamPart } from '../../../domain/assistant/stream.js';
 import type { AnswerStreamHub } from '../../../services/assistant/answer-stream.js';
 import { startTurn } from '../../../services/assistant/turn-client.js';
 import {
@@ -46,9 +46,9 @@ const StreamHeadersSchema = z.object({
 const streamResponse = {
   200: {
     description:
-      'text/event-stream in the AI SDK UI message stream protocol (header `x-vercel-ai-ui-message-stream: v1`): each event a JSON part (AssistantStreamPart) with its position as the SSE id, ' +
+      'text/event-stream in the AI SDK UI message stream protocol (header `x-vercel-ai-ui-message-stream: v1`): each event (AssistantStreamEvent) a JSON part (AssistantStreamPart) with its position as the SSE id, ' +
       'ending with `data: [DONE]` after `finish` or `error`. A comment line every 15 s keeps proxies from closing a quiet stream.',
-    content: { 'text/event-stream': { schema: StreamPartSchema } },
+    content: { 'text/event-stream': { schema: StreamEventSchema } },
   },
 };
 export const noChatModelDetail =
