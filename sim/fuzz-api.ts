@@ -46,7 +46,7 @@ function ensureSchemathesis() {
   }
 }
 
-function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender, maxExamples: string): Promise<number> {
+function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender, resources: FuzzedResources, maxExamples: string): Promise<number> {
   const args = [
     // Schemathesis's own command line with one fix to it (see the script).
     join(projectRoot, 'sim', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
@@ -69,6 +69,8 @@ function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender
       PYTHONPATH: target,
       FUZZ_EXTENSION_TOKEN: sender.token ?? '',
       FUZZ_CLAIMED_STEP: sender.claimedStepId ?? '00000000-0000-0000-0000-000000000000',
+      FUZZ_TABLE_ID: resources.tableId,
+      FUZZ_SEQUENCE_ID: resources.sequenceId,
     }),
   });
   // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
@@ -98,16 +100,21 @@ interface ExtensionSender {
   claimedStepId: string | undefined;
 }
 
-async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<ExtensionSender> {
-  const call = async (method: string, path: string, headers: Record<string, string>, body?: object) => {
+/** One call of the setup before the run: anything but a 2xx stops it, naming the call. */
+function setupCaller(apiUrl: string, what: string) {
+  return async (method: string, path: string, headers: Record<string, string>, body?: object) => {
     const response = await fetch(`${apiUrl}${path}`, {
       method,
       headers: { ...headers, 'Content-Type': 'application/json' },
       body: body ? JSON.stringify(body) : undefined,
     });
-    if (!response.ok) throw new Error(`Could not set up the extension's sender: ${method} ${path} answered ${response.status} ${await response.text()}`);
+    if (!response.ok) throw new Error(`Could not set up ${what}: ${method} ${path} answered ${response.status} ${await response.text()}`);
     return (await response.json()) as Record<string, unknown>;
   };
+}
+
+async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<ExtensionSender> {
+  const call = setupCaller(apiUrl, "the extension's sender");
   const keyed = { 'X-API-Key': apiKey };
   const { id } = (await call('POST', '/sender-profiles/', keyed, { name: 'Fuzzing the extension routes' })) as { id: string };
   const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
@@ -131,6 +138,24 @@ async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<Exten
 }
 
 /**
+ * A table and a sequence in the fuzzed key's workspace: schemathesis.toml names them in every path
+ * under /tables/{table_id}/ and /sequences/{sequence_id}/ (FUZZ_TABLE_ID, FUZZ_SEQUENCE_ID), so
+ * those routes are fuzzed past their 404 (Schemathesis learns few of these ids on its own).
+ */
+interface FuzzedResources {
+  tableId: string;
+  sequenceId: string;
+}
+
+async function resourcesFor(apiUrl: string, apiKey: string): Promise<FuzzedResources> {
+  const call = setupCaller(apiUrl, 'the fuzzed table and sequence');
+  const keyed = { 'X-API-Key': apiKey };
+  const table = (await call('POST', '/tables/', keyed, { name: 'Fuzzing the table routes' })) as { id: string };
+  const sequence = (await call('POST', '/sequences/', keyed, { name: 'Fuzzing the sequence routes' })) as { id: string };
+  return { tableId: table.id, sequenceId: sequence.id };
+}
+
+/**
  * Schemathesis feeds the ids of keys it created itself into PATCH and DELETE /api-keys/{key_id}/,
  * never the ids from GET /api-keys/ (the dependency analysis ties key_id to ApiKeyCreated only), so
  * it cannot expire or delete the key it authenticates with. Should that change, every later
@@ -144,7 +169,7 @@ async function fuzz(apiUrl: string, apiKey: string, sender: ExtensionSender, max
   if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
     throw new Error(`The connection token does not authenticate at ${apiUrl}/pnet/agent/config/.`);
   }
-  const code = await runSchemathesis(apiUrl, apiKey, sender, maxExamples);
+  const code = await runSchemathesis(apiUrl, apiKey, sender, await resourcesFor(apiUrl, apiKey), maxExamples);
   if (!(await authenticates(apiKey, '/workspace/'))) {
     process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
     return code || 1;
