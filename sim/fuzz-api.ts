@@ -48,7 +48,7 @@ function ensureSchemathesis() {
 
 function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender, resources: FuzzedResources, maxExamples: string): Promise<number> {
   const args = [
-    // Schemathesis's own command line with one fix to it (see the script).
+    // Schemathesis's own command line with two fixes to what it runs on (see the script).
     join(projectRoot, 'sim', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
     '--url', apiUrl,
     '--header', `X-API-Key: ${apiKey}`,
