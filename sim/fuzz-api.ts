@@ -71,6 +71,8 @@ function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender
       FUZZ_CLAIMED_STEP: sender.claimedStepId ?? '00000000-0000-0000-0000-000000000000',
       FUZZ_TABLE_ID: resources.tableId,
       FUZZ_SEQUENCE_ID: resources.sequenceId,
+      FUZZ_CONTACT_ID: resources.contactId,
+      FUZZ_SESSION_ID: resources.sessionId,
     }),
   });
   // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
@@ -138,21 +140,31 @@ async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<Exten
 }
 
 /**
- * A table and a sequence in the fuzzed key's workspace: schemathesis.toml names them in every path
- * under /tables/{table_id}/ and /sequences/{sequence_id}/ (FUZZ_TABLE_ID, FUZZ_SEQUENCE_ID), so
- * those routes are fuzzed past their 404 (Schemathesis learns few of these ids on its own).
+ * A table and a sequence in the fuzzed key's workspace, a contact of the sequence (the table's one
+ * row) and a training session of its outbound agent: schemathesis.toml names them in every path
+ * under them (FUZZ_TABLE_ID, FUZZ_SEQUENCE_ID, FUZZ_CONTACT_ID, FUZZ_SESSION_ID), so those routes
+ * are fuzzed past their 404 (Schemathesis learns few of these ids on its own).
  */
 interface FuzzedResources {
   tableId: string;
   sequenceId: string;
+  contactId: string;
+  sessionId: string;
 }
 
 async function resourcesFor(apiUrl: string, apiKey: string): Promise<FuzzedResources> {
   const call = setupCaller(apiUrl, 'the fuzzed table and sequence');
   const keyed = { 'X-API-Key': apiKey };
-  const table = (await call('POST', '/tables/', keyed, { name: 'Fuzzing the table routes' })) as { id: string };
-  const sequence = (await call('POST', '/sequences/', keyed, { name: 'Fuzzing the sequence routes' })) as { id: string };
-  return { tableId: table.id, sequenceId: sequence.id };
+  const id = async (method: string, path: string, body?: object) => ((await call(method, path, keyed, body)) as { id: string }).id;
+  const tableId = await id('POST', '/tables/', { name: 'Fuzzing the table routes' });
+  const email = await id('POST', `/tables/${tableId}/columns/`, { kind: 'input', name: 'Email' });
+  const rowId = await id('POST', `/tables/${tableId}/rows/`, { cells: { [email]: 'fuzzing@example.com' } });
+  const sequenceId = await id('POST', '/sequences/', { name: 'Fuzzing the sequence routes', audience_table_id: tableId, audience_mapping: { email_column_id: email } });
+  const enrolled = (await call('POST', `/sequences/${sequenceId}/contacts/`, keyed, { row_ids: [rowId] })) as { results: { contact: { id: string } }[] };
+  const agentId = await id('POST', '/outbound-agents/', { name: 'Fuzzing the training routes', slots: [{ slot_key: 'opener', prompt: 'Say hello.' }] });
+  await call('PUT', `/sequences/${sequenceId}/agent/`, keyed, { agent_id: agentId });
+  const sessionId = await id('POST', `/sequences/${sequenceId}/agent/training/`, { sample_size: 1, ready_after: 1 });
+  return { tableId, sequenceId, contactId: enrolled.results[0]!.contact.id, sessionId };
 }
 
 /**
