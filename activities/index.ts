@@ -56,16 +56,39 @@ export function createActivities(deps: ActivityDeps) {
   const mailer = deps.mailer !== undefined ? deps.mailer : integrations.mailer;
   const enrichmentProviders = deps.enrichmentProviders ?? integrations.enrichmentProviders;
   const extractor = createDocumentExtractor(integrations.chatAttachments);
-  return { ...createCreditActivities(deps), ...withAgentRunWake(withSequenceWake(createPnetStepActivities(deps), deps.sql), deps.sql), ...createSenderAccountActivities(deps),
+  return {
+    ...createCreditActivities(deps),
+    ...withAgentRunWake(withSequenceWake(createPnetStepActivities(deps), deps.sql), deps.sql),
+    ...createSenderAccountActivities(deps),
     ...createColumnRunActivities({ sql: deps.sql, enrichmentProviders }),
     ...createSequenceActivities({ sql: deps.sql, ...(mailer ? { messageDomain: mailer.domain } : {}) }),
     ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: integrations.publicBaseUrl }),
-    ...createAgentRunActivities({ sql: deps.sql, suppliers: deps.agentSuppliers ?? integrations.agentSuppliers, startStep: deps.startStep, businessContextChars: integrations.businessDocuments.contextChars }),
+    ...createAgentRunActivities({
+      sql: deps.sql,
+      suppliers: deps.agentSuppliers ?? integrations.agentSuppliers,
+      startStep: deps.startStep,
+      businessContextChars: integrations.businessDocuments.contextChars,
+    }),
     ...outboundAgentActivities(deps, integrations, enrichmentProviders),
-    ...createInboxActivities({ sql: deps.sql, mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork, integrations }),
-    ...createAssistantTurnActivities({ sql: deps.sql, chatModel: () => integrations.chatModel, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint, enrichmentProviders,
-      businessContextChars: () => integrations.businessDocuments.contextChars }),
-    ...createCardActivities({ sql: deps.sql, enrichmentProviders, operations: () => integrations.operations, endpoints: () => integrations.webEndpoint }),
+    ...createInboxActivities({
+      sql: deps.sql,
+      mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork,
+      integrations,
+    }),
+    ...createAssistantTurnActivities({
+      sql: deps.sql,
+      chatModel: () => integrations.chatModel,
+      operations: () => integrations.operations,
+      endpoints: () => integrations.webEndpoint,
+      enrichmentProviders,
+      businessContextChars: () => integrations.businessDocuments.contextChars,
+    }),
+    ...createCardActivities({
+      sql: deps.sql,
+      enrichmentProviders,
+      operations: () => integrations.operations,
+      endpoints: () => integrations.webEndpoint,
+    }),
     ...createChatAttachmentActivities({ sql: deps.sql, extractor }),
     // Business-context documents share the attachments' extractor threads (and their limits).
     ...createDocumentActivities({
@@ -78,11 +101,20 @@ export function createActivities(deps: ActivityDeps) {
     ...createCommissionMaturationActivities({ sql: deps.sql }),
     ...createSourcingActivities({ sql: deps.sql, integrations }),
     ...createAffiliatePayoutActivities({ sql: deps.sql, integrations }),
-    ...createNotificationActivities({ sql: deps.sql, integrations, mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer) }) };
+    ...createNotificationActivities({
+      sql: deps.sql,
+      integrations,
+      mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer),
+    }),
+  };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */
-function outboundAgentActivities(deps: ActivityDeps, integrations: Integrations, enrichmentProviders: EnrichmentProviders) {
+function outboundAgentActivities(
+  deps: ActivityDeps,
+  integrations: Integrations,
+  enrichmentProviders: EnrichmentProviders,
+) {
   const outbound = {
     sql: deps.sql,
     chatModel: deps.chatModel === undefined ? integrations.chatModel : deps.chatModel,

@@ -101,7 +101,12 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await registerOpenApi(app);
   // The assistant's tool cards call this app as a member; the secret that says so never leaves the process.
   const actingSecret = randomBytes(32).toString('base64url');
-  registerAuth(app, { sql: deps.sql, verifyToken: deps.verifyToken, rateLimiter: new RateLimiter(deps.rateLimit), actingSecret });
+  registerAuth(app, {
+    sql: deps.sql,
+    verifyToken: deps.verifyToken,
+    rateLimiter: new RateLimiter(deps.rateLimit),
+    actingSecret,
+  });
   integrations.operations = operationDoor(app, actingSecret);
 
   await app.register(healthRoutes(deps));

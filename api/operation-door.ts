@@ -17,7 +17,10 @@ export function operationDoor(app: FastifyInstance, actingSecret: string): Opera
       const res = await app.inject({
         method: request.method as 'GET',
         url: request.url,
-        headers: { [actingHeader]: `${actingSecret}:${memberId}`, ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          [actingHeader]: `${actingSecret}:${memberId}`,
+          ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         ...(request.body !== undefined ? { payload: JSON.stringify(request.body) } : {}),
       });
       let body: unknown = res.body;

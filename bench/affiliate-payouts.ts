@@ -38,7 +38,11 @@ const bare = createPayPalPayouts({ clientId: twin.clientId, clientSecret: twin.c
 const bareStarted = performance.now();
 for (let i = 0; i < affiliatesN; i += payoutBatchSize) {
   const items = Array.from({ length: Math.min(payoutBatchSize, affiliatesN - i) }, (_, k) => ({
-    senderItemId: `bare-${i + k}`, receiverEmail: `bare${i + k}@bench.example`, amountCents: 5000 + k, currency: 'USD' as const, note: 'bench',
+    senderItemId: `bare-${i + k}`,
+    receiverEmail: `bare${i + k}@bench.example`,
+    amountCents: 5000 + k,
+    currency: 'USD' as const,
+    note: 'bench',
   }));
   const batch = await bare.createBatch({ senderBatchId: `bare-${i}`, emailSubject: 'bench', items });
   await bare.getBatch(batch.providerBatchId);
@@ -70,10 +74,32 @@ try {
         expectedCents += cents;
         await sql.begin(async (tx) => {
           const ws = await createWorkspace(tx, { name: `Affiliate ${i}`, plan: 'paid' });
-          const { affiliate } = await insertAffiliate(tx, { workspaceId: ws.id, displayName: `Affiliate ${i}`, timeZone: 'UTC' });
-          await appendAffiliateLedgerEntry(tx, { affiliateId: affiliate.id, kind: 'commission', amountCents: cents, description: 'bench', causeKey: `bench-commission:${affiliate.id}`, occurredAt: new Date('2026-01-01') });
-          await setPayoutEmail(tx, { affiliateId: affiliate.id, workspaceId: ws.id, email: `aff${i}${i % 10 === 3 ? '+unclaimed' : ''}@bench.example` });
-          await setOperatorGate(tx, { affiliateId: affiliate.id, workspaceId: ws.id, gate: 'identity_verified', on: true, note: null, now: new Date() });
+          const { affiliate } = await insertAffiliate(tx, {
+            workspaceId: ws.id,
+            displayName: `Affiliate ${i}`,
+            timeZone: 'UTC',
+          });
+          await appendAffiliateLedgerEntry(tx, {
+            affiliateId: affiliate.id,
+            kind: 'commission',
+            amountCents: cents,
+            description: 'bench',
+            causeKey: `bench-commission:${affiliate.id}`,
+            occurredAt: new Date('2026-01-01'),
+          });
+          await setPayoutEmail(tx, {
+            affiliateId: affiliate.id,
+            workspaceId: ws.id,
+            email: `aff${i}${i % 10 === 3 ? '+unclaimed' : ''}@bench.example`,
+          });
+          await setOperatorGate(tx, {
+            affiliateId: affiliate.id,
+            workspaceId: ws.id,
+            gate: 'identity_verified',
+            on: true,
+            note: null,
+            now: new Date(),
+          });
         });
       }
     }),
@@ -84,7 +110,9 @@ try {
   const run = async (suffix: string) => {
     const started = performance.now();
     const handle = await client.workflow.start('affiliatePayoutCycleWorkflow', {
-      taskQueue, workflowId: `${payoutCycleWorkflowId(taskQueue, '2026-12')}/${suffix}`, args: [{ cycleAt, followForMs: 0 }],
+      taskQueue,
+      workflowId: `${payoutCycleWorkflowId(taskQueue, '2026-12')}/${suffix}`,
+      args: [{ cycleAt, followForMs: 0 }],
     });
     const result = (await handle.result()) as PayoutCycleResult;
     const seconds = (performance.now() - started) / 1000;
@@ -94,15 +122,25 @@ try {
   const first = await run('bench-1');
   const again = await run('bench-2');
   const statuses = await countPayoutsByStatus(sql, '2026-12');
-  const sentCents = [...twin.sentCentsByReceiver().entries()].filter(([r]) => r.endsWith('@bench.example') && r.startsWith('aff')).reduce((s, [, c]) => s + c, 0);
+  const sentCents = [...twin.sentCentsByReceiver().entries()]
+    .filter(([r]) => r.endsWith('@bench.example') && r.startsWith('aff'))
+    .reduce((s, [, c]) => s + c, 0);
   const twice = [...twin.itemsBySenderItemId().values()].filter((n) => n > 1).length;
 
   log('| Payout cycle | Affiliates | Payouts made | Sent | Time | Target | History events |');
   log('|---|---|---|---|---|---|---|');
-  log(`| first run of the period | ${affiliatesN} | ${first.result.created} | ${first.result.sent} | ${first.seconds.toFixed(2)} s | < 60 s | ${first.history} |`);
-  log(`| same period again | ${affiliatesN} | ${again.result.created} | ${again.result.sent} | ${again.seconds.toFixed(2)} s | | ${again.history} |`);
-  log(`statuses: ${JSON.stringify(statuses)}; cents sent ${sentCents} of ${expectedCents} expected; items sent twice: ${twice}`);
-  log(`ratio: the cycle took ${(first.seconds / bareSeconds).toFixed(1)}x the twin's bare send and read-back of the same items`);
+  log(
+    `| first run of the period | ${affiliatesN} | ${first.result.created} | ${first.result.sent} | ${first.seconds.toFixed(2)} s | < 60 s | ${first.history} |`,
+  );
+  log(
+    `| same period again | ${affiliatesN} | ${again.result.created} | ${again.result.sent} | ${again.seconds.toFixed(2)} s | | ${again.history} |`,
+  );
+  log(
+    `statuses: ${JSON.stringify(statuses)}; cents sent ${sentCents} of ${expectedCents} expected; items sent twice: ${twice}`,
+  );
+  log(
+    `ratio: the cycle took ${(first.seconds / bareSeconds).toFixed(1)}x the twin's bare send and read-back of the same items`,
+  );
 } finally {
   await connection.close();
   await sql.end({ timeout: 5 });

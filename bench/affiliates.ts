@@ -62,18 +62,22 @@ const log = (line: string) => console.log(line);
 const load = () => loadavg()[0]!.toFixed(1);
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+  return sorted.length === 0
+    ? NaN
+    : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 };
 
 async function pool<T>(count: number, width: number, run: (i: number) => Promise<T>): Promise<T[]> {
   const out: T[] = new Array(count);
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < count) {
-      const i = next++;
-      out[i] = await run(i);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < count) {
+        const i = next++;
+        out[i] = await run(i);
+      }
+    }),
+  );
   return out;
 }
 
@@ -89,15 +93,26 @@ async function main() {
   const client = new Client({ connection });
   const { taskQueue } = readServiceConfig(process.env);
   try {
-    log(`## Affiliates (issue 20): ${affiliatesN} affiliates, ${clicksN} clicks, ${conversionsN} conversions, ${commissionsN} commissions held ${holdSeconds} s`);
+    log(
+      `## Affiliates (issue 20): ${affiliatesN} affiliates, ${clicksN} clicks, ${conversionsN} conversions, ${commissionsN} commissions held ${holdSeconds} s`,
+    );
     let t = performance.now();
     const affiliates = await pool(affiliatesN, 8, async (i) =>
       sql.begin(async (tx) => {
         const ws = await createWorkspace(tx, { name: `Affiliate ${i}`, plan: 'paid' });
         await markBillingWorkflowStarted(tx, ws.id);
-        const { affiliate } = await insertAffiliate(tx, { workspaceId: ws.id, displayName: `Affiliate ${i}`, timeZone: 'UTC' });
+        const { affiliate } = await insertAffiliate(tx, {
+          workspaceId: ws.id,
+          displayName: `Affiliate ${i}`,
+          timeZone: 'UTC',
+        });
         const code = `bench-${i}-${randomBytes(3).toString('hex')}`;
-        const row = await insertAffiliateCode(tx, { affiliateId: affiliate.id, workspaceId: ws.id, code, isVanity: true });
+        const row = await insertAffiliateCode(tx, {
+          affiliateId: affiliate.id,
+          workspaceId: ws.id,
+          code,
+          isVanity: true,
+        });
         return { id: affiliate.id, code: row!.code, codeId: row!.id };
       }),
     );
@@ -105,7 +120,10 @@ async function main() {
 
     // Clicks against the baseline, same concurrency, one after the other.
     const get = async (path: string) => {
-      const res = await fetch(`${base}${path}`, { redirect: 'manual', headers: { 'user-agent': 'Mozilla/5.0 (bench) Firefox/140.0' } });
+      const res = await fetch(`${base}${path}`, {
+        redirect: 'manual',
+        headers: { 'user-agent': 'Mozilla/5.0 (bench) Firefox/140.0' },
+      });
       await res.arrayBuffer();
       return res.status;
     };
@@ -127,7 +145,9 @@ async function main() {
     log('| Series | Requests | Per second | Ratio to baseline |');
     log('|---|---|---|---|');
     log(`| baseline GET /health/postgres/ | ${baselineN} | ${baselinePerSecond.toFixed(0)} | 1.00x |`);
-    log(`| public link clicks | ${clicksN} | ${clicksPerSecond.toFixed(0)} | ${(clicksPerSecond / baselinePerSecond).toFixed(2)}x (target >= 0.5x) |`);
+    log(
+      `| public link clicks | ${clicksN} | ${clicksPerSecond.toFixed(0)} | ${(clicksPerSecond / baselinePerSecond).toFixed(2)}x (target >= 0.5x) |`,
+    );
 
     // Conversions: referred workspaces attributed to affiliates round robin.
     t = performance.now();
@@ -136,7 +156,13 @@ async function main() {
         const ws = await createWorkspace(tx, { name: `Referred ${i}`, plan: 'free' });
         await markBillingWorkflowStarted(tx, ws.id);
         const a = affiliates[i % affiliatesN]!;
-        await attributeSignup(tx, { workspaceId: ws.id, affiliateId: a.id, codeId: a.codeId, clickId: null, at: new Date() });
+        await attributeSignup(tx, {
+          workspaceId: ws.id,
+          affiliateId: a.id,
+          codeId: a.codeId,
+          clickId: null,
+          at: new Date(),
+        });
         return ws.id;
       }),
     );
@@ -156,30 +182,50 @@ async function main() {
       const at = new Date();
       const invoiceId = `in_bench_${i}_${randomBytes(3).toString('hex')}`;
       const event: BillingEvent = {
-        id: `evt_bench_${i}_${randomBytes(3).toString('hex')}`, type: 'invoice.paid', occurredAt: at, workspaceId, customerId: null,
-        kind: 'invoice_paid', invoiceId, subscriptionId: null, paymentId: null, amountDueCents: 4900, amountPaidCents: 4900, currency: 'usd',
-        periodStart: null, periodEnd: null, hostedInvoiceUrl: null, createdAt: at,
+        id: `evt_bench_${i}_${randomBytes(3).toString('hex')}`,
+        type: 'invoice.paid',
+        occurredAt: at,
+        workspaceId,
+        customerId: null,
+        kind: 'invoice_paid',
+        invoiceId,
+        subscriptionId: null,
+        paymentId: null,
+        amountDueCents: 4900,
+        amountPaidCents: 4900,
+        currency: 'usd',
+        periodStart: null,
+        periodEnd: null,
+        hostedInvoiceUrl: null,
+        createdAt: at,
       };
       const result = await handleBillingEvent(sql, event, terms);
       signalled += await wakeCommissions(client, taskQueue, sql, result.affiliateCommissionIds);
       ids.push(...result.affiliateCommissionIds);
     });
     const paidSeconds = (performance.now() - started) / 1000;
-    log(`paid: ${ids.length} commissions in ${paidSeconds.toFixed(1)} s (${(ids.length / paidSeconds).toFixed(0)}/s, paced at ${commissionRate}/s); ${signalled} payments signalled a shard's workflow (load ${loadAtStart} -> ${load()})`);
+    log(
+      `paid: ${ids.length} commissions in ${paidSeconds.toFixed(1)} s (${(ids.length / paidSeconds).toFixed(0)}/s, paced at ${commissionRate}/s); ${signalled} payments signalled a shard's workflow (load ${loadAtStart} -> ${load()})`,
+    );
     const deadline = Date.now() + (holdSeconds + 600) * 1000;
     while ((await countHeld(sql, ids)) > 0 && Date.now() < deadline) await sleep(1000);
     const held = await countHeld(sql, ids);
     const lags = await maturationLagsMs(sql, ids);
     log('| Maturation | Commissions | p50 lag | p99 lag | max lag | Still held | Load (1 min) |');
     log('|---|---|---|---|---|---|---|');
-    log(`| available_at -> available | ${lags.length} | ${(percentile(lags, 50) / 1000).toFixed(2)} s | ${(percentile(lags, 99) / 1000).toFixed(2)} s (target < 5 s) | ${(Math.max(...lags) / 1000).toFixed(2)} s | ${held} | ${load()} |`);
+    log(
+      `| available_at -> available | ${lags.length} | ${(percentile(lags, 50) / 1000).toFixed(2)} s | ${(percentile(lags, 99) / 1000).toFixed(2)} s (target < 5 s) | ${(Math.max(...lags) / 1000).toFixed(2)} s | ${held} | ${load()} |`,
+    );
     // Every run (a run continues as new after 50 looks) of every shard's maturation workflow.
     let runs = 0;
     let largest = 0;
     for await (const run of client.workflow.list({ query: `WorkflowType = 'commissionMaturationWorkflow'` })) {
       runs += 1;
       // Visibility records a run's length when it closes; a running one is described.
-      const length = run.status.name === 'RUNNING' ? (await client.workflow.getHandle(run.workflowId, run.runId).describe()).historyLength : run.historyLength;
+      const length =
+        run.status.name === 'RUNNING'
+          ? (await client.workflow.getHandle(run.workflowId, run.runId).describe()).historyLength
+          : run.historyLength;
       largest = Math.max(largest, length);
     }
     log(`largest workflow history: ${largest} events (of ${runs} maturation runs)`);

@@ -55,7 +55,8 @@ async function timedAnswer(o: TurnBenchOptions, conversationId: string, content:
     body += (chunk as Buffer).toString('utf8');
     if (Number.isNaN(firstText) && body.includes('"text-delta"')) firstText = performance.now() - started;
   }
-  if (!body.includes('data: [DONE]') || !body.includes('"finish"')) throw new Error(`the answer did not finish: ${body.slice(-300)}`);
+  if (!body.includes('data: [DONE]') || !body.includes('"finish"'))
+    throw new Error(`the answer did not finish: ${body.slice(-300)}`);
   return { firstByte, firstText, total: performance.now() - started };
 }
 
@@ -63,12 +64,18 @@ export async function benchStream(o: TurnBenchOptions) {
   const conversations = o.conversations ?? 20;
   const questions = o.questionsEach ?? 10;
   o.setScript(() => ({ content: 'Here is a short answer from the local model.' }));
-  const ids = await Promise.all([...Array(conversations)].map(() => call<{ id: string }>(o, 'POST', '/assistant/conversations/', {}).then((c) => c.id)));
+  const ids = await Promise.all(
+    [...Array(conversations)].map(() =>
+      call<{ id: string }>(o, 'POST', '/assistant/conversations/', {}).then((c) => c.id),
+    ),
+  );
   await timedAnswer(o, ids[0]!, 'warm up');
   // One conversation at a time first: the overhead of an answer alone, beside the same at C at once.
   const alone: number[] = [];
   for (let q = 0; q < 20; q += 1) alone.push((await timedAnswer(o, ids[0]!, `Alone ${q}`)).firstByte);
-  o.log(`stream, one conversation at a time: first byte p50 ${ms(percentile(alone, 50))}, p99 ${ms(percentile(alone, 99))}`);
+  o.log(
+    `stream, one conversation at a time: first byte p50 ${ms(percentile(alone, 50))}, p99 ${ms(percentile(alone, 99))}`,
+  );
   const samples: Awaited<ReturnType<typeof timedAnswer>>[] = [];
   const t = performance.now();
   await Promise.all(
@@ -77,15 +84,38 @@ export async function benchStream(o: TurnBenchOptions) {
     }),
   );
   const seconds = (performance.now() - t) / 1000;
-  const row = (name: string, values: number[]) => `| ${name} | ${ms(percentile(values, 50))} | ${ms(percentile(values, 95))} | ${ms(percentile(values, 99))} |`;
-  o.log(`stream: ${samples.length} answers over ${conversations} concurrent conversations in ${seconds.toFixed(1)} s (${(samples.length / seconds).toFixed(1)} answers/s)`);
+  const row = (name: string, values: number[]) =>
+    `| ${name} | ${ms(percentile(values, 50))} | ${ms(percentile(values, 95))} | ${ms(percentile(values, 99))} |`;
+  o.log(
+    `stream: ${samples.length} answers over ${conversations} concurrent conversations in ${seconds.toFixed(1)} s (${(samples.length / seconds).toFixed(1)} answers/s)`,
+  );
   o.log('| measure | p50 | p95 | p99 |');
   o.log('|---|---|---|---|');
-  o.log(row('first byte (the `start` event)', samples.map((s) => s.firstByte)));
-  o.log(row('first text delta', samples.map((s) => s.firstText)));
-  o.log(row('whole answer', samples.map((s) => s.total)));
-  const p99 = percentile(samples.map((s) => s.firstByte), 99);
-  o.log(`target: first byte p99 < 50 ms at ${conversations} concurrent conversations: ${p99 < 50 ? 'met' : 'missed'} (${ms(p99)}, ratio ${(p99 / 50).toFixed(2)}x of the target)`);
+  o.log(
+    row(
+      'first byte (the `start` event)',
+      samples.map((s) => s.firstByte),
+    ),
+  );
+  o.log(
+    row(
+      'first text delta',
+      samples.map((s) => s.firstText),
+    ),
+  );
+  o.log(
+    row(
+      'whole answer',
+      samples.map((s) => s.total),
+    ),
+  );
+  const p99 = percentile(
+    samples.map((s) => s.firstByte),
+    99,
+  );
+  o.log(
+    `target: first byte p99 < 50 ms at ${conversations} concurrent conversations: ${p99 < 50 ? 'met' : 'missed'} (${ms(p99)}, ratio ${(p99 / 50).toFixed(2)}x of the target)`,
+  );
   return { samples, p99 };
 }
 
@@ -94,14 +124,28 @@ export async function benchApproveAll(o: TurnBenchOptions) {
   const table = await call<{ id: string }>(o, 'POST', '/tables/', { name: 'Approve-all bench' });
   const latencies: number[] = [];
   for (let round = 0; round < rounds; round += 1) {
-    const calls = [...Array(50)].map((_, i) => ({ name: 'add_column', arguments: { table_id: table.id, column: { kind: 'input', name: `R${round} C${i}` } } }));
-    o.setScript((r) => (r.messages.some((m) => m.role === 'tool') ? { content: 'Fifty cards.' } : { toolCalls: calls }));
+    const calls = [...Array(50)].map((_, i) => ({
+      name: 'add_column',
+      arguments: { table_id: table.id, column: { kind: 'input', name: `R${round} C${i}` } },
+    }));
+    o.setScript((r) =>
+      r.messages.some((m) => m.role === 'tool') ? { content: 'Fifty cards.' } : { toolCalls: calls },
+    );
     const conversation = await call<{ id: string }>(o, 'POST', '/assistant/conversations/', {});
     await timedAnswer(o, conversation.id, 'Add fifty columns');
-    const listed = await call<{ actions: { id: string; status: string }[] }>(o, 'GET', `/assistant/actions/?conversation_id=${conversation.id}&limit=100`);
+    const listed = await call<{ actions: { id: string; status: string }[] }>(
+      o,
+      'GET',
+      `/assistant/actions/?conversation_id=${conversation.id}&limit=100`,
+    );
     if (listed.actions.length !== 50) throw new Error(`expected 50 cards, found ${listed.actions.length}`);
     const t = performance.now();
-    const answer = await call<{ actions: { id: string; status: string }[] }>(o, 'POST', '/assistant/actions/approve-all/', { proposal_ids: listed.actions.map((a) => a.id) });
+    const answer = await call<{ actions: { id: string; status: string }[] }>(
+      o,
+      'POST',
+      '/assistant/actions/approve-all/',
+      { proposal_ids: listed.actions.map((a) => a.id) },
+    );
     latencies.push(performance.now() - t);
     const notApplied = answer.actions.filter((a) => a.status !== 'applied');
     if (notApplied.length > 0) throw new Error(`${notApplied.length} cards not applied: ${notApplied[0]!.status}`);
@@ -109,10 +153,13 @@ export async function benchApproveAll(o: TurnBenchOptions) {
       select (select count(*)::int from table_columns where table_id = ${table.id} and name like ${`R${round} C%`}) as columns,
         (select count(*)::int from assistant_activity where conversation_id = ${conversation.id} and cause_key like 'outcome:%') as outcomes,
         (select count(*)::int from assistant_activity where conversation_id = ${conversation.id} and cause_key like 'decision:%') as decisions`;
-    if (counts!.columns !== 50 || counts!.outcomes !== 50 || counts!.decisions !== 50) throw new Error(`not exactly once: ${JSON.stringify(counts)}`);
+    if (counts!.columns !== 50 || counts!.outcomes !== 50 || counts!.decisions !== 50)
+      throw new Error(`not exactly once: ${JSON.stringify(counts)}`);
   }
   const p99 = percentile(latencies, 99);
-  o.log(`approve-all of 50 cards, ${rounds} rounds: p50 ${ms(percentile(latencies, 50))}, p99 ${ms(p99)}; every card applied exactly once (50 columns, 50 decisions, 50 outcomes a round)`);
+  o.log(
+    `approve-all of 50 cards, ${rounds} rounds: p50 ${ms(percentile(latencies, 50))}, p99 ${ms(p99)}; every card applied exactly once (50 columns, 50 decisions, 50 outcomes a round)`,
+  );
   o.log(`target: p99 < 2 s: ${p99 < 2000 ? 'met' : 'missed'} (ratio ${(p99 / 2000).toFixed(2)}x of the target)`);
   return { latencies, p99 };
 }
@@ -139,7 +186,13 @@ export async function runTurnBenchmarks(log: (line: string) => void) {
   const sql = createSql(serve.databaseUrl, { max: 2 });
   try {
     const admin = await createWorkspaceWithAdmin(sql, { name: 'Bench assistant', plan: 'paid' });
-    const options: TurnBenchOptions = { apiUrl: serve.apiUrl, apiKey: admin.api_key, sql, log, setScript: (s) => (script = s) };
+    const options: TurnBenchOptions = {
+      apiUrl: serve.apiUrl,
+      apiKey: admin.api_key,
+      sql,
+      log,
+      setScript: (s) => (script = s),
+    };
     const stream = await benchStream(options);
     const approveAll = await benchApproveAll(options);
     return { stream, approveAll };

@@ -35,11 +35,19 @@ async function reportPdf(pages: number): Promise<Buffer> {
     text('Sales by item and region, in euros, as booked at the end of the quarter.', 50, 82, 11);
     let top = 112;
     const row = (cells: string[]) => {
-      cells.forEach((cell, c) => cell.split('\n').forEach((line, i) => text(line, [50, 200, 350, 480][c]!, top + i * 14)));
+      cells.forEach((cell, c) =>
+        cell.split('\n').forEach((line, i) => text(line, [50, 200, 350, 480][c]!, top + i * 14)),
+      );
       top += 14 * Math.max(...cells.map((c) => c.split('\n').length)) + 4;
     };
     row(['Item', 'Region', 'Amount', 'Status']);
-    for (let r = 0; r < 28; r += 1) row([`Item ${p * 28 + r + 1}`, r % 10 === 0 ? `Region ${r % 4}\n(north)` : `Region ${r % 4}`, (r * 123.45).toFixed(2), r % 7 === 0 ? 'late' : 'ok']);
+    for (let r = 0; r < 28; r += 1)
+      row([
+        `Item ${p * 28 + r + 1}`,
+        r % 10 === 0 ? `Region ${r % 4}\n(north)` : `Region ${r % 4}`,
+        (r * 123.45).toFixed(2),
+        r % 7 === 0 ? 'late' : 'ok',
+      ]);
   }
   return Buffer.from(await doc.save());
 }
@@ -77,7 +85,11 @@ async function benchAttachments(out: Log = log): Promise<void> {
   const coldExtractor = createDocumentExtractor(defaultChatAttachmentLimits, { concurrency: 1, filesPerWorker: 1 });
   try {
     out('## Assistant: attachment pages');
-    out(poppler ? `poppler: ${poppler}` : 'poppler: pdftotext is not installed (apt-get install -y poppler-utils); its column is left empty.');
+    out(
+      poppler
+        ? `poppler: ${poppler}`
+        : 'poppler: pdftotext is not installed (apt-get install -y poppler-utils); its column is left empty.',
+    );
     const rows: string[] = [];
     const ratios: number[] = [];
     const heaps: Record<number, number> = {};
@@ -120,8 +132,15 @@ async function benchAttachments(out: Log = log): Promise<void> {
       if (poppler) {
         popplerRate = rate(pages, median(popplerTimes));
         ratios.push(ours / popplerRate);
-        const popplerPages = execFileSync('pdftotext', ['-layout', file, '-'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }).split('\f').slice(0, pages);
-        const same = texts.filter((text, i) => oursComparable(text) === popplerComparable(popplerPages[i] ?? '')).length;
+        const popplerPages = execFileSync('pdftotext', ['-layout', file, '-'], {
+          encoding: 'utf8',
+          maxBuffer: 64 * 1024 * 1024,
+        })
+          .split('\f')
+          .slice(0, pages);
+        const same = texts.filter(
+          (text, i) => oursComparable(text) === popplerComparable(popplerPages[i] ?? ''),
+        ).length;
         matching = `${same}/${pages}`;
       }
       rows.push(
@@ -129,12 +148,21 @@ async function benchAttachments(out: Log = log): Promise<void> {
       );
     }
     out('');
-    out('| pages | ours, warm reader (pages/s) | ours, fresh reader per file (pages/s) | pdftotext -layout (pages/s) | ratio, warm (target ≥ 0.5×) | peak reader heap | reader RSS growth while reading | pages matching poppler line for line |');
+    out(
+      '| pages | ours, warm reader (pages/s) | ours, fresh reader per file (pages/s) | pdftotext -layout (pages/s) | ratio, warm (target ≥ 0.5×) | peak reader heap | reader RSS growth while reading | pages matching poppler line for line |',
+    );
     out('|---|---|---|---|---|---|---|---|');
     for (const row of rows) out(row);
     out('');
-    out(`Peak reader heap by pages read: ${Object.entries(heaps).map(([pages, heap]) => `${pages}: ${mb(heap)}`).join(', ')} (flat: garbage not yet collected, not pages kept).`);
-    if (ratios.length) out(`Target ≥ 0.5× poppler's pages per second: ${ratios.every((r) => r >= 0.5) ? 'met' : 'not met'} (${ratios.map((r) => `${r.toFixed(2)}×`).join(', ')}).`);
+    out(
+      `Peak reader heap by pages read: ${Object.entries(heaps)
+        .map(([pages, heap]) => `${pages}: ${mb(heap)}`)
+        .join(', ')} (flat: garbage not yet collected, not pages kept).`,
+    );
+    if (ratios.length)
+      out(
+        `Target ≥ 0.5× poppler's pages per second: ${ratios.every((r) => r >= 0.5) ? 'met' : 'not met'} (${ratios.map((r) => `${r.toFixed(2)}×`).join(', ')}).`,
+      );
   } finally {
     await Promise.all([extractor.close(), coldExtractor.close()]);
     rmSync(dir, { recursive: true, force: true });
@@ -151,7 +179,10 @@ async function benchTurns(out: Log = log): Promise<void> {
 // ---- main ----
 
 const sections: Record<string, (out: Log) => Promise<void>> = { attachments: benchAttachments, turns: benchTurns };
-const chosen = (process.env.BENCH_SECTIONS ?? Object.keys(sections).join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+const chosen = (process.env.BENCH_SECTIONS ?? Object.keys(sections).join(','))
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
 for (const name of chosen) {
   const section = sections[name];
   if (!section) throw new Error(`Unknown section "${name}"; choose from ${Object.keys(sections).join(', ')}.`);

@@ -37,21 +37,44 @@ import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
 import { documentWorkflowId } from '../workflows/documents/document.contract.js';
 import { startBenchStack } from './stack.js';
 
-const large = { documents: Number(process.env.BENCH_DOCUMENTS ?? 200), pages: Number(process.env.BENCH_DOCUMENT_PAGES ?? 20) };
-const small = { documents: Number(process.env.BENCH_SMALL_DOCUMENTS ?? 50), pages: Number(process.env.BENCH_SMALL_PAGES ?? 5) };
+const large = {
+  documents: Number(process.env.BENCH_DOCUMENTS ?? 200),
+  pages: Number(process.env.BENCH_DOCUMENT_PAGES ?? 20),
+};
+const small = {
+  documents: Number(process.env.BENCH_SMALL_DOCUMENTS ?? 50),
+  pages: Number(process.env.BENCH_SMALL_PAGES ?? 5),
+};
 const historySample = Number(process.env.BENCH_HISTORIES ?? 25);
 const uploadConcurrency = Number(process.env.BENCH_UPLOAD_CONCURRENCY ?? 8);
 const settleSeconds = Number(process.env.BENCH_SETTLE_SECONDS ?? 1800);
 const maxOverhead = 0.2;
 
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
-const n = (v: number, digits = 0) => v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const n = (v: number, digits = 0) =>
+  v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
 // ---- the files ----
 
-const products = ['Outreach Starter', 'Pipeline Pro', 'Inbox Guard', 'Signal Finder', 'Reply Coach', 'Territory Planner', 'Deal Desk', 'Forecast Lens'];
-const audiences = ['B2B sales teams', 'agencies', 'founders who sell', 'revenue operations', 'customer success teams', 'recruiters'];
+const products = [
+  'Outreach Starter',
+  'Pipeline Pro',
+  'Inbox Guard',
+  'Signal Finder',
+  'Reply Coach',
+  'Territory Planner',
+  'Deal Desk',
+  'Forecast Lens',
+];
+const audiences = [
+  'B2B sales teams',
+  'agencies',
+  'founders who sell',
+  'revenue operations',
+  'customer success teams',
+  'recruiters',
+];
 
 /** Splits prose into lines of at most `width` characters. */
 function wrap(prose: string, width: number): string[] {
@@ -103,7 +126,12 @@ async function businessPdf(index: number, pages: number): Promise<Buffer> {
     };
     row(['Plan', 'Seats', 'Price per month', 'Term'], bold);
     for (let r = 0; r < 12; r += 1) {
-      row([`${product} ${['Solo', 'Team', 'Business', 'Enterprise'][r % 4]}`, String(1 + r * 5), `EUR ${(49 + r * 37 + index).toFixed(2)}`, r % 3 === 0 ? 'annual' : 'monthly']);
+      row([
+        `${product} ${['Solo', 'Team', 'Business', 'Enterprise'][r % 4]}`,
+        String(1 + r * 5),
+        `EUR ${(49 + r * 37 + index).toFixed(2)}`,
+        r % 3 === 0 ? 'annual' : 'monthly',
+      ]);
     }
   }
   return Buffer.from(await doc.save());
@@ -149,7 +177,14 @@ interface SetResult {
   pages: number;
   megabytes: number;
   extraction: { seconds: number; peakThreadHeapMiB: number };
-  workflow: { seconds: number; uploadSeconds: number; ready: number; failed: number; stepMs: Record<string, number>; localSummaries: number };
+  workflow: {
+    seconds: number;
+    uploadSeconds: number;
+    ready: number;
+    failed: number;
+    stepMs: Record<string, number>;
+    localSummaries: number;
+  };
   histories: { min: number; median: number; max: number; read: number };
   memory: { beforeMiB: number; peakMiB: number };
 }
@@ -171,7 +206,8 @@ async function runSet(
     await Promise.all(
       files.map(async (file) => {
         const result = await extractor.extract('pdf', file);
-        if (result.pages.length !== set.pages) throw new Error(`extracted ${result.pages.length} pages, expected ${set.pages}`);
+        if (result.pages.length !== set.pages)
+          throw new Error(`extracted ${result.pages.length} pages, expected ${set.pages}`);
         peakHeap = Math.max(peakHeap, result.peakHeapBytes);
       }),
     );
@@ -179,17 +215,26 @@ async function runSet(
     await extractor.close();
   }
   const extractSeconds = (performance.now() - extractStarted) / 1000;
-  log(`  extractor alone: ${extractSeconds.toFixed(1)} s, ${n((set.documents * 60) / extractSeconds, 1)} documents/min, ${n((set.documents * set.pages) / extractSeconds)} pages/s`);
+  log(
+    `  extractor alone: ${extractSeconds.toFixed(1)} s, ${n((set.documents * 60) / extractSeconds, 1)} documents/min, ${n((set.documents * set.pages) / extractSeconds)} pages/s`,
+  );
   await sleep(2000); // the bench's readers gone before the stack's turn
 
-  const admin = await createWorkspaceWithAdmin(stack.sql, { name: `Bench documents ${set.documents}x${set.pages}`, plan: 'paid' });
+  const admin = await createWorkspaceWithAdmin(stack.sql, {
+    name: `Bench documents ${set.documents}x${set.pages}`,
+    plan: 'paid',
+  });
   const memory = watchMemory(stack.pid);
   const startedAt = Date.now();
   const started = performance.now();
   const ids = await mapLimit(files, uploadConcurrency, async (file, i) => {
     const form = new FormData();
     form.append('file', new Blob([new Uint8Array(file)], { type: 'application/pdf' }), `company-${i + 1}.pdf`);
-    const res = await request(`${stack.apiUrl}/business-context/documents/`, { method: 'POST', headers: { 'x-api-key': admin.api_key }, body: form });
+    const res = await request(`${stack.apiUrl}/business-context/documents/`, {
+      method: 'POST',
+      headers: { 'x-api-key': admin.api_key },
+      body: form,
+    });
     const text = await res.body.text();
     if (res.statusCode !== 202) throw new Error(`upload ${i + 1}: ${res.statusCode} ${text}`);
     return (JSON.parse(text) as { id: string }).id;
@@ -200,13 +245,16 @@ async function runSet(
   let listed: ListedDocument[] = [];
   let lastLog = performance.now();
   for (;;) {
-    const res = await request(`${stack.apiUrl}/business-context/documents/`, { headers: { 'x-api-key': admin.api_key } });
+    const res = await request(`${stack.apiUrl}/business-context/documents/`, {
+      headers: { 'x-api-key': admin.api_key },
+    });
     const text = await res.body.text();
     if (res.statusCode !== 200) throw new Error(`list: ${res.statusCode} ${text}`);
     listed = (JSON.parse(text) as { documents: ListedDocument[] }).documents;
     const settled = listed.filter((d) => d.status === 'ready' || d.status === 'failed').length;
     if (settled === ids.length) break;
-    if ((performance.now() - started) / 1000 > settleSeconds) throw new Error(`${ids.length - settled} documents not settled after ${settleSeconds} s`);
+    if ((performance.now() - started) / 1000 > settleSeconds)
+      throw new Error(`${ids.length - settled} documents not settled after ${settleSeconds} s`);
     if (performance.now() - lastLog > 15_000) {
       lastLog = performance.now();
       log(`  settled ${settled}/${ids.length}; stack RSS ${rssMiB(stack.pid).toFixed(0)} MiB`);
@@ -221,10 +269,14 @@ async function runSet(
   const stepMs: Record<string, number> = {};
   for (const d of listed) for (const s of d.steps) stepMs[s.name] = (stepMs[s.name] ?? 0) + s.duration_ms;
   const localSummaries = listed.filter((d) => d.summary !== null).length;
-  log(`  workflow: ${seconds.toFixed(1)} s, ${n((set.documents * 60) / seconds, 1)} documents/min; ${listed.length - failed.length} ready, ${failed.length} failed`);
+  log(
+    `  workflow: ${seconds.toFixed(1)} s, ${n((set.documents * 60) / seconds, 1)} documents/min; ${listed.length - failed.length} ready, ${failed.length} failed`,
+  );
 
   // History length of a sample (every document when fewer), read from Temporal.
-  const sample = ids.filter((_, i) => i % Math.max(1, Math.floor(ids.length / historySample)) === 0).slice(0, historySample);
+  const sample = ids
+    .filter((_, i) => i % Math.max(1, Math.floor(ids.length / historySample)) === 0)
+    .slice(0, historySample);
   // Each read once its workflow has closed (a document is ready a moment before its workflow completes).
   const lengths = await mapLimit(sample, 8, async (id) => {
     const handle = stack.temporal.workflow.getHandle(documentWorkflowId(id));
@@ -237,7 +289,14 @@ async function runSet(
     pages: set.pages,
     megabytes: bytes / 1024 / 1024,
     extraction: { seconds: extractSeconds, peakThreadHeapMiB: peakHeap / 1024 / 1024 },
-    workflow: { seconds, uploadSeconds, ready: listed.length - failed.length, failed: failed.length, stepMs, localSummaries },
+    workflow: {
+      seconds,
+      uploadSeconds,
+      ready: listed.length - failed.length,
+      failed: failed.length,
+      stepMs,
+      localSummaries,
+    },
     histories: { min: Math.min(...lengths), median: median(lengths), max: Math.max(...lengths), read: lengths.length },
     memory: mem,
   };
@@ -251,7 +310,11 @@ process.env.DOCUMENTS_MAX = String(Math.max(1000, large.documents, small.documen
 
 const dataDir = mkdtempSync(join(tmpdir(), 'bench-documents-'));
 chmodSync(dataDir, 0o755);
-log(`starting the stack (DATA_DIR ${dataDir}); load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+log(
+  `starting the stack (DATA_DIR ${dataDir}); load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
 const { serve, pids } = await startBenchStack(dataDir, `${dataDir}.log`, log);
 const sql = createSql(serve.databaseUrl, { max: 2 });
 const connection = await Connection.connect({ address: serve.temporalAddress });
@@ -259,7 +322,8 @@ const temporal = new Client({ connection });
 const results: SetResult[] = [];
 try {
   for (const set of [small, large]) {
-    if (set.documents > 0 && set.pages > 0) results.push(await runSet(set, { apiUrl: serve.apiUrl, pid: pids.api, sql, temporal }));
+    if (set.documents > 0 && set.pages > 0)
+      results.push(await runSet(set, { apiUrl: serve.apiUrl, pid: pids.api, sql, temporal }));
   }
 } finally {
   await connection.close();
@@ -268,9 +332,15 @@ try {
   rmSync(dataDir, { recursive: true, force: true });
 }
 
-log(`done; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+log(
+  `done; load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
 console.log('');
-console.log('| documents × pages | PDFs | extractor alone (documents/min) | workflow, upload to last ready (documents/min) | workflow ÷ extraction (target ≤ 1.20) | history events per workflow (min / median / max, of n) | stack RSS before → peak | extractor reader peak heap |');
+console.log(
+  '| documents × pages | PDFs | extractor alone (documents/min) | workflow, upload to last ready (documents/min) | workflow ÷ extraction (target ≤ 1.20) | history events per workflow (min / median / max, of n) | stack RSS before → peak | extractor reader peak heap |',
+);
 console.log('|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   const ratio = r.workflow.seconds / r.extraction.seconds;
@@ -283,8 +353,12 @@ for (const r of results) {
 }
 console.log('');
 for (const r of results) {
-  const steps = Object.entries(r.workflow.stepMs).map(([name, ms]) => `${name} ${(ms / r.documents).toFixed(0)} ms`).join(', ');
-  console.log(`${r.documents} × ${r.pages}: upload of all ${r.workflow.uploadSeconds.toFixed(1)} s; steps, mean per document: ${steps}; ${r.workflow.localSummaries} local summaries.`);
+  const steps = Object.entries(r.workflow.stepMs)
+    .map(([name, ms]) => `${name} ${(ms / r.documents).toFixed(0)} ms`)
+    .join(', ');
+  console.log(
+    `${r.documents} × ${r.pages}: upload of all ${r.workflow.uploadSeconds.toFixed(1)} s; steps, mean per document: ${steps}; ${r.workflow.localSummaries} local summaries.`,
+  );
 }
 if (results.length === 2) {
   const [s, l] = results as [SetResult, SetResult];

@@ -52,7 +52,12 @@ export type Send = (arrival: number) => Promise<number>;
  * Arrivals are spaced by the rate in force, fired from a 1 ms timer; a request still in flight
  * never delays the next arrival. Resolves when every request has answered.
  */
-export async function openLoop(options: { seconds: number; rate: (t: number) => number; send: Send; recorder?: Recorder }): Promise<Recorder> {
+export async function openLoop(options: {
+  seconds: number;
+  rate: (t: number) => number;
+  send: Send;
+  recorder?: Recorder;
+}): Promise<Recorder> {
   const recorder = options.recorder ?? new Recorder();
   const start = performance.now();
   const end = start + options.seconds * 1000;

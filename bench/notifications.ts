@@ -60,7 +60,8 @@ async function receiver(): Promise<Receiver> {
   return r;
 }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 const receivers = await Promise.all(Array.from({ length: channels }, () => receiver()));
 process.env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS = 'true';
@@ -88,13 +89,23 @@ try {
   const committed = new Map<string, number>();
   const started = Date.now();
   const interval = 1000 / perSecond;
-  await mapLimit(Array.from({ length: eventsTotal }, (_, i) => i), 16, async (i) => {
-    const due = started + i * interval;
-    const wait = due - Date.now();
-    if (wait > 0) await sleep(wait);
-    const id = await sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId: workspace.workspace_id, type: 'credits.low', payload: { balance: i, threshold: 100 } }));
-    committed.set(id, Date.now());
-  });
+  await mapLimit(
+    Array.from({ length: eventsTotal }, (_, i) => i),
+    16,
+    async (i) => {
+      const due = started + i * interval;
+      const wait = due - Date.now();
+      if (wait > 0) await sleep(wait);
+      const id = await sql.begin((tx) =>
+        recordWorkspaceEvent(tx, {
+          workspaceId: workspace.workspace_id,
+          type: 'credits.low',
+          payload: { balance: i, threshold: 100 },
+        }),
+      );
+      committed.set(id, Date.now());
+    },
+  );
   const offeredFor = (Date.now() - started) / 1000;
   log(`committed ${committed.size} events in ${offeredFor.toFixed(1)} s`);
 
@@ -103,7 +114,8 @@ try {
   while (delivered() < eventsTotal * channels && Date.now() < deadline) await sleep(200);
   const lastAt = Math.max(...receivers.flatMap((r) => [...r.firsts.values()]));
   const latencies: number[] = [];
-  for (const r of receivers) for (const [id, at] of r.firsts) if (committed.has(id)) latencies.push(at - committed.get(id)!);
+  for (const r of receivers)
+    for (const [id, at] of r.firsts) if (committed.has(id)) latencies.push(at - committed.get(id)!);
   latencies.sort((a, b) => a - b);
   const deliveryRate = delivered() / ((lastAt - started) / 1000);
 
@@ -116,7 +128,10 @@ try {
     if (sampledIds.length < 500) sampledIds.push(w.workflowId);
   }
   await mapLimit(sampledIds, 16, async (id) => {
-    const described = await temporal.workflow.getHandle(id).describe().catch(() => null);
+    const described = await temporal.workflow
+      .getHandle(id)
+      .describe()
+      .catch(() => null);
     if (described) largest = Math.max(largest, described.historyLength);
   });
   const sampled = sampledIds.length;
@@ -125,11 +140,22 @@ try {
   const bareTotal = Math.min(eventsTotal * channels, 30_000);
   const secret = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
   const bareStarted = Date.now();
-  await mapLimit(Array.from({ length: bareTotal }, (_, i) => i), 64, async (i) => {
-    const body = JSON.stringify({ bare: i });
-    const res = await fetch(receivers[i % channels]!.url, { method: 'POST', headers: { 'content-type': 'application/json', ...signedHeaders([secret], `msg_bare${i}`, Math.floor(Date.now() / 1000), body) }, body });
-    await res.arrayBuffer();
-  });
+  await mapLimit(
+    Array.from({ length: bareTotal }, (_, i) => i),
+    64,
+    async (i) => {
+      const body = JSON.stringify({ bare: i });
+      const res = await fetch(receivers[i % channels]!.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...signedHeaders([secret], `msg_bare${i}`, Math.floor(Date.now() / 1000), body),
+        },
+        body,
+      });
+      await res.arrayBuffer();
+    },
+  );
   const bareRate = bareTotal / ((Date.now() - bareStarted) / 1000);
 
   const duplicates = receivers.reduce((n, r) => n + (r.requests - r.firsts.size), 0) - bareTotal;
@@ -137,13 +163,19 @@ try {
   log(`events offered            ${eventsTotal} at ${perSecond}/s (${offeredFor.toFixed(1)} s)`);
   log(`deliveries (first 2xx)    ${delivered()} of ${eventsTotal * channels}`);
   log(`deliveries per second     ${deliveryRate.toFixed(0)}`);
-  log(`commit → 2xx p50 / p99    ${percentile(latencies, 50)} ms / ${percentile(latencies, 99)} ms (target p99 < 1000 ms)`);
-  log(`batch workflows           ${batches} (${(eventsTotal / Math.max(1, batches)).toFixed(1)} events each on average)`);
+  log(
+    `commit → 2xx p50 / p99    ${percentile(latencies, 50)} ms / ${percentile(latencies, 99)} ms (target p99 < 1000 ms)`,
+  );
+  log(
+    `batch workflows           ${batches} (${(eventsTotal / Math.max(1, batches)).toFixed(1)} events each on average)`,
+  );
   log(`largest history           ${largest} events (of ${sampled} batch workflows read)`);
   log(`bare signed POSTs/s       ${bareRate.toFixed(0)} (one Node process, 64 at a time)`);
   log(`ratio                     ${(deliveryRate / bareRate).toFixed(2)}x of bare (target ≥ 0.5x)`);
   log(`repeated POSTs            ${Math.max(0, duplicates)}`);
-  log(`load average (1/5 min)    ${loadavg()[0]!.toFixed(1)} / ${loadavg()[1]!.toFixed(1)} on ${cpus().length} cores (${loadAtStart} when the events started)`);
+  log(
+    `load average (1/5 min)    ${loadavg()[0]!.toFixed(1)} / ${loadavg()[1]!.toFixed(1)} on ${cpus().length} cores (${loadAtStart} when the events started)`,
+  );
 } finally {
   await connection.close();
   await sql.end();

@@ -50,7 +50,9 @@ export function sampleWaits(sql: Sql, everyMs = 20): { stop: () => Promise<PgWai
     stop: async () => {
       running = false;
       await loop;
-      return [...counts.values()].map((c) => ({ statement: c.statement, wait: c.wait, average: c.n / Math.max(1, ticks) })).sort((a, b) => b.average - a.average);
+      return [...counts.values()]
+        .map((c) => ({ statement: c.statement, wait: c.wait, average: c.n / Math.max(1, ticks) }))
+        .sort((a, b) => b.average - a.average);
     },
   };
 }

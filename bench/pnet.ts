@@ -62,10 +62,12 @@ const phasesWanted = new Set(
     .filter(Boolean),
 );
 for (const p of phasesWanted) {
-  if (!(allPhases as readonly string[]).includes(p)) throw new Error(`BENCH_PHASES: unknown part "${p}" (parts: ${allPhases.join(', ')})`);
+  if (!(allPhases as readonly string[]).includes(p))
+    throw new Error(`BENCH_PHASES: unknown part "${p}" (parts: ${allPhases.join(', ')})`);
 }
 const runs = (p: PhaseName) => phasesWanted.has(p);
-if (runs('outage') && !workerApart) throw new Error('BENCH_PHASES: the outage part needs BENCH_WORKER_APART=1 (the worker in its own process)');
+if (runs('outage') && !workerApart)
+  throw new Error('BENCH_PHASES: the outage part needs BENCH_WORKER_APART=1 (the worker in its own process)');
 /**
  * BENCH_NICE=bench:-10,temporal:10 sets those processes' scheduling priority (every thread of
  * each) once the stack is up: an experiment, to tell how much of a latency is the CPU the parts
@@ -116,7 +118,13 @@ interface StepStats {
   /** Each answered result report: its step, and when it was sent and answered (wall clock, ms). */
   reports: ReportTiming[];
 }
-const newStepStats = (): StepStats => ({ queue: new Recorder(), claim: new Recorder(), result: new Recorder(), settledAt: [], reports: [] });
+const newStepStats = (): StepStats => ({
+  queue: new Recorder(),
+  claim: new Recorder(),
+  result: new Recorder(),
+  settledAt: [],
+  reports: [],
+});
 
 interface ReportTiming {
   stepId: string;
@@ -147,7 +155,13 @@ class Sim {
     private readonly apiKey: string,
   ) {
     // A request unanswered for a minute counts as an error instead of stalling the run.
-    const options = { connections: 256, pipelining: 1, keepAliveTimeout: 120_000, headersTimeout: 60_000, bodyTimeout: 60_000 };
+    const options = {
+      connections: 256,
+      pipelining: 1,
+      keepAliveTimeout: 120_000,
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
+    };
     this.heartbeats = new Pool(apiUrl, options);
     this.work = new Pool(apiUrl, options);
     this.baselines = new Pool(apiUrl, options);
@@ -157,10 +171,21 @@ class Sim {
     return Promise.all([this.heartbeats.close(), this.work.close(), this.baselines.close()]);
   }
 
-  private async post(pool: Pool, path: string, headers: Record<string, string>, body: object): Promise<{ status: number; json: unknown }> {
+  private async post(
+    pool: Pool,
+    path: string,
+    headers: Record<string, string>,
+    body: object,
+  ): Promise<{ status: number; json: unknown }> {
     try {
-      const res = await pool.request({ method: 'POST', path, headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-      const json = res.statusCode === 200 || res.statusCode === 201 ? await res.body.json() : (await res.body.text(), null);
+      const res = await pool.request({
+        method: 'POST',
+        path,
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const json =
+        res.statusCode === 200 || res.statusCode === 201 ? await res.body.json() : (await res.body.text(), null);
       return { status: res.statusCode, json };
     } catch {
       return { status: 0, json: null };
@@ -194,7 +219,8 @@ class Sim {
       lease_nonce: b.nonce,
       running: first ? null : b.running,
     });
-    if (status === 200 && this.stepsOn && !b.busy && (json as AgentStateBody).wait?.reason === 'ready') void this.runStep(b);
+    if (status === 200 && this.stepsOn && !b.busy && (json as AgentStateBody).wait?.reason === 'ready')
+      void this.runStep(b);
     return status;
   }
 
@@ -250,12 +276,17 @@ class Sim {
   async queueStep(accountId: string, n: number): Promise<number> {
     const stats = this.stats;
     const sent = performance.now();
-    const { status } = await this.post(this.work, '/pnet/steps/', { 'x-api-key': this.apiKey }, {
-      account_id: accountId,
-      params: { kind: 'profile_view', profile_url: `https://pnet.example/in/bench-${n}` },
-      contact_key: `bench-${n}`,
-      test: true,
-    });
+    const { status } = await this.post(
+      this.work,
+      '/pnet/steps/',
+      { 'x-api-key': this.apiKey },
+      {
+        account_id: accountId,
+        params: { kind: 'profile_view', profile_url: `https://pnet.example/in/bench-${n}` },
+        contact_key: `bench-${n}`,
+        test: true,
+      },
+    );
     stats?.queue.add(performance.now() - sent, status);
     if (status === 201) this.queued += 1;
     return status;
@@ -289,7 +320,11 @@ async function provision(sql: Sql, count: number) {
   const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
   await inParallel(count, 8, async (n) => {
     const profile = await createSenderProfile(sql, ws.workspace_id, { name: `Sender ${n}`, timezone: 'UTC' });
-    await updatePnetSettings(sql, ws.workspace_id, profile.id, { run_mode: 'automatic', working_hours: allWeek, min_action_interval_seconds: 30 });
+    await updatePnetSettings(sql, ws.workspace_id, profile.id, {
+      run_mode: 'automatic',
+      working_hours: allWeek,
+      min_action_interval_seconds: 30,
+    });
   });
   const accounts = await sql<{ id: string; connection_token_version: number }[]>`
     select id, connection_token_version from pnet_accounts where workspace_id = ${ws.workspace_id} order by id`;
@@ -319,14 +354,22 @@ const messageEvents = new Set([
 ]);
 
 /** Waits (at most 5 minutes) until the task queue's workflow and activity backlogs stay under 20 for three looks 2 s apart; answers the last backlog. */
-async function drainedQueues(connection: Connection, { taskQueue, temporalNamespace: namespace }: { taskQueue: string; temporalNamespace: string }): Promise<number> {
+async function drainedQueues(
+  connection: Connection,
+  { taskQueue, temporalNamespace: namespace }: { taskQueue: string; temporalNamespace: string },
+): Promise<number> {
   const deadline = performance.now() + 300_000;
   let quiet = 0;
   let backlog = Infinity;
   while (quiet < 3 && performance.now() < deadline) {
     backlog = 0;
     for (const taskQueueType of [1, 2]) {
-      const described = await connection.workflowService.describeTaskQueue({ namespace, taskQueue: { name: taskQueue, kind: 1 }, taskQueueType, reportStats: true });
+      const described = await connection.workflowService.describeTaskQueue({
+        namespace,
+        taskQueue: { name: taskQueue, kind: 1 },
+        taskQueueType,
+        reportStats: true,
+      });
       backlog += Number(described.stats?.approximateBacklogCount ?? 0);
     }
     quiet = backlog < 20 ? quiet + 1 : 0;
@@ -348,7 +391,9 @@ async function inspectWorkflows(client: Client) {
   let maxLifetimeRate = 0;
   let maxMessages = 0;
   await inParallel(read.length, 16, async (i) => {
-    const history = JSON.parse(historyToJSON(await client.workflow.getHandle(read[i]!).fetchHistory())) as { events: { eventType: string; eventTime: string }[] };
+    const history = JSON.parse(historyToJSON(await client.workflow.getHandle(read[i]!).fetchHistory())) as {
+      events: { eventType: string; eventTime: string }[];
+    };
     maxHistory = Math.max(maxHistory, history.events.length);
     const times = history.events.filter((e) => messageEvents.has(e.eventType)).map((e) => Date.parse(e.eventTime));
     maxMessages = Math.max(maxMessages, times.length);
@@ -384,8 +429,14 @@ async function resultBreakdown(client: Client, reports: ReportTiming[]) {
   const slowest = byLatency.slice(0, Math.max(5, Math.ceil(reports.length / 100)));
   const sample = [...reports].sort(() => Math.random() - 0.5).slice(0, 200);
   const split = async (r: ReportTiming): Promise<number[] | null> => {
-    const history = JSON.parse(historyToJSON(await client.workflow.getHandle(browserStepWorkflowId(r.stepId)).fetchHistory())) as {
-      events: { eventType: string; eventTime: string; markerRecordedEventAttributes?: { details?: { data?: { payloads?: { data?: string }[] } } } }[];
+    const history = JSON.parse(
+      historyToJSON(await client.workflow.getHandle(browserStepWorkflowId(r.stepId)).fetchHistory()),
+    ) as {
+      events: {
+        eventType: string;
+        eventTime: string;
+        markerRecordedEventAttributes?: { details?: { data?: { payloads?: { data?: string }[] } } };
+      }[];
     };
     const at = (type: string) => {
       const e = [...history.events].reverse().find((ev) => ev.eventType === `EVENT_TYPE_WORKFLOW_TASK_${type}`);
@@ -396,12 +447,29 @@ async function resultBreakdown(client: Client, reports: ReportTiming[]) {
     // workflow's time (the task's start) plus how long it ran.
     const marker = [...history.events].reverse().find((ev) => ev.eventType === 'EVENT_TYPE_MARKER_RECORDED');
     const encoded = marker?.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
-    const data = encoded ? (JSON.parse(Buffer.from(encoded, 'base64').toString()) as { original_schedule_time?: unknown; complete_time?: unknown }) : {};
-    const time = (t: unknown) => (typeof t === 'string' ? Date.parse(t) : t && typeof t === 'object' && 'seconds' in t ? Number((t as { seconds: number }).seconds) * 1000 + Number((t as { nanos?: number }).nanos ?? 0) / 1e6 : NaN);
+    const data = encoded
+      ? (JSON.parse(Buffer.from(encoded, 'base64').toString()) as {
+          original_schedule_time?: unknown;
+          complete_time?: unknown;
+        })
+      : {};
+    const time = (t: unknown) =>
+      typeof t === 'string'
+        ? Date.parse(t)
+        : t && typeof t === 'object' && 'seconds' in t
+          ? Number((t as { seconds: number }).seconds) * 1000 + Number((t as { nanos?: number }).nanos ?? 0) / 1e6
+          : NaN;
     const laScheduled = time(data.original_schedule_time);
     const laRan = time(data.complete_time) - started;
     if (![scheduled, started, completed, laScheduled, laRan].every(Number.isFinite)) return null;
-    return [scheduled - r.sentAt, started - scheduled, laScheduled - started, laRan, completed - laScheduled - laRan, r.answeredAt - completed];
+    return [
+      scheduled - r.sentAt,
+      started - scheduled,
+      laScheduled - started,
+      laRan,
+      completed - laScheduled - laRan,
+      r.answeredAt - completed,
+    ];
   };
   const read = async (list: ReportTiming[]) => {
     const rows: number[][] = [];
@@ -413,8 +481,13 @@ async function resultBreakdown(client: Client, reports: ReportTiming[]) {
   };
   const [slow, typical] = [await read(slowest), await read(sample)];
   const mean = (rows: number[][], k: number) => rows.reduce((sum, r) => sum + r[k]!, 0) / Math.max(rows.length, 1);
-  const median = (rows: number[][], k: number) => rows.map((r) => r[k]!).sort((a, b) => a - b)[Math.floor(rows.length / 2)] ?? NaN;
-  const rows: { name: string; typical: number; slowest: number }[] = segments.map((name, k) => ({ name, typical: median(typical, k), slowest: mean(slow, k) }));
+  const median = (rows: number[][], k: number) =>
+    rows.map((r) => r[k]!).sort((a, b) => a - b)[Math.floor(rows.length / 2)] ?? NaN;
+  const rows: { name: string; typical: number; slowest: number }[] = segments.map((name, k) => ({
+    name,
+    typical: median(typical, k),
+    slowest: mean(slow, k),
+  }));
   return [...rows, { name: 'reports read', typical: typical.length, slowest: slow.length }];
 }
 type Breakdown = Awaited<ReturnType<typeof resultBreakdown>>;
@@ -438,7 +511,11 @@ interface TemporalView {
   matched: { queue: 'normal' | 'sticky'; sync: number; all: number }[];
 }
 
-function temporalWindow(before: { server: Scrape; worker: Scrape }, after: { server: Scrape; worker: Scrape }, seconds: number): TemporalView {
+function temporalWindow(
+  before: { server: Scrape; worker: Scrape },
+  after: { server: Scrape; worker: Scrape },
+  seconds: number,
+): TemporalView {
   const ops = new Map<string, { count: number; sum: number }>();
   for (const name of ['persistence_latency', 'visibility_persistence_latency']) {
     const operations = new Set([...(after.server.get(name)?.keys() ?? [])].map((l) => labelOf(l, 'operation')));
@@ -459,15 +536,37 @@ function temporalWindow(before: { server: Scrape; worker: Scrape }, after: { ser
   const worker = [
     sdk('workflow task: scheduled to picked', 'temporal_workflow_task_schedule_to_start_latency', () => true),
     sdk('workflow task: picked to completed', 'temporal_workflow_task_execution_latency', () => true),
-    sdk('  claim SQL (local activity)', 'temporal_local_activity_execution_latency', (l) => labelOf(l, 'activity_type') === 'claimStep'),
-    sdk('  settle SQL (local activity)', 'temporal_local_activity_execution_latency', (l) => labelOf(l, 'activity_type') === 'settleStep'),
-    sdk('  completing it (RespondWorkflowTaskCompleted)', 'temporal_request_latency', (l) => labelOf(l, 'operation') === 'RespondWorkflowTaskCompleted'),
+    sdk(
+      '  claim SQL (local activity)',
+      'temporal_local_activity_execution_latency',
+      (l) => labelOf(l, 'activity_type') === 'claimStep',
+    ),
+    sdk(
+      '  settle SQL (local activity)',
+      'temporal_local_activity_execution_latency',
+      (l) => labelOf(l, 'activity_type') === 'settleStep',
+    ),
+    sdk(
+      '  completing it (RespondWorkflowTaskCompleted)',
+      'temporal_request_latency',
+      (l) => labelOf(l, 'operation') === 'RespondWorkflowTaskCompleted',
+    ),
   ];
   const matched = (['normal', 'sticky'] as const).map((queue) => {
-    const keep = (l: string) => labelOf(l, 'task_type') === 'Workflow' && (labelOf(l, 'partition') === '__sticky__') === (queue === 'sticky');
-    return { queue, sync: histogramChange(before.server, after.server, 'poll_success_sync', keep).count, all: histogramChange(before.server, after.server, 'poll_success', keep).count };
+    const keep = (l: string) =>
+      labelOf(l, 'task_type') === 'Workflow' && (labelOf(l, 'partition') === '__sticky__') === (queue === 'sticky');
+    return {
+      queue,
+      sync: histogramChange(before.server, after.server, 'poll_success_sync', keep).count,
+      all: histogramChange(before.server, after.server, 'poll_success', keep).count,
+    };
   });
-  return { persistence, persistenceInFlight: persistence.reduce((sum, p) => sum + p.totalSeconds, 0) / seconds, worker, matched };
+  return {
+    persistence,
+    persistenceInFlight: persistence.reduce((sum, p) => sum + p.totalSeconds, 0) / seconds,
+    worker,
+    matched,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -541,7 +640,10 @@ async function main() {
   const connection = await Connection.connect({ address: serve.temporalAddress });
   const temporal = new Client({ connection });
   const snap = () => cpuSnapshot(pids);
-  const readMetrics = async () => ({ server: await scrape(serve.temporalMetricsUrl), worker: await scrape(serve.workerMetricsUrl) });
+  const readMetrics = async () => ({
+    server: await scrape(serve.temporalMetricsUrl),
+    worker: await scrape(serve.workerMetricsUrl),
+  });
   let failed = false;
   try {
     let t = performance.now();
@@ -554,26 +656,37 @@ async function main() {
     await inParallel(browsers.length, 32, async (i) => {
       if ((await sim.heartbeat(browsers[i]!, true)) === 200) connected += 1;
     });
-    log(`connected ${connected}/${browsers.length} browsers (first heartbeat with identity and lease) in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    log(
+      `connected ${connected}/${browsers.length} browsers (first heartbeat with identity and lease) in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+    );
     if (connected !== browsers.length) throw new Error('not every browser connected');
     // Connecting starts every account's workflow and its first housekeeping reads (about three
     // step workflows an account) at once: a burst no running service sees. The phases measure the
     // steady state after it, so wait until Temporal's queues have drained.
     t = performance.now();
     const backlog = await drainedQueues(connection, readServiceConfig());
-    log(`connect burst drained from Temporal's queues in ${((performance.now() - t) / 1000).toFixed(1)} s (backlog now ${backlog})`);
+    log(
+      `connect burst drained from Temporal's queues in ${((performance.now() - t) / 1000).toFixed(1)} s (backlog now ${backlog})`,
+    );
 
-    const heartbeatLoad = (seconds: number, rate: (t: number) => number) => openLoop({ seconds, rate, send: () => sim.heartbeat(sim.nextBrowser()) });
+    const heartbeatLoad = (seconds: number, rate: (t: number) => number) =>
+      openLoop({ seconds, rate, send: () => sim.heartbeat(sim.nextBrowser()) });
     const baselineAt = async (rate: number, seconds: number): Promise<BaselineResult> => {
       log(`baseline at ${rate}/s for ${seconds} s`);
       const before = snap();
       const recorder = await openLoop({ seconds, rate: () => rate, send: () => sim.baseline() });
-      log(`  baseline p50 ${fmt(recorder.percentile(50))} p99 ${fmt(recorder.percentile(99))} at ${recorder.rate().toFixed(0)}/s (${recorder.statusSummary()})`);
+      log(
+        `  baseline p50 ${fmt(recorder.percentile(50))} p99 ${fmt(recorder.percentile(99))} at ${recorder.rate().toFixed(0)}/s (${recorder.statusSummary()})`,
+      );
       return { rate, recorder, cpu: cpuPercent(before, snap()) };
     };
     let stepCounter = 0;
     const produce = (seconds: number) =>
-      openLoop({ seconds, rate: () => stepRate, send: () => sim.queueStep(browsers[Math.floor(Math.random() * browsers.length)]!.accountId, stepCounter++) });
+      openLoop({
+        seconds,
+        rate: () => stepRate,
+        send: () => sim.queueStep(browsers[Math.floor(Math.random() * browsers.length)]!.accountId, stepCounter++),
+      });
 
     /** Lets every queued step be claimed and settled, check-ins going on at the phase's rate. */
     const drain = async (rate: number) => {
@@ -585,10 +698,17 @@ async function main() {
       if (open() > 0) log(`  drain: ${open()} steps still unsettled after 90 s`);
     };
 
-    const phase = async (name: string, rate: number, options: { rampFrom?: number; withSteps: boolean }): Promise<PhaseResult> => {
+    const phase = async (
+      name: string,
+      rate: number,
+      options: { rampFrom?: number; withSteps: boolean },
+    ): Promise<PhaseResult> => {
       const lead = options.rampFrom !== undefined ? 20 : warmSeconds;
-      const leadText = options.rampFrom !== undefined ? `ramp ${options.rampFrom}→${rate}/s over ${lead} s` : `warm-up ${lead} s`;
-      log(`${name}: ${leadText}, then ${windowSeconds} s at ${rate} heartbeats/s${options.withSteps ? ` with ${stepRate} steps/s` : ', no steps'}`);
+      const leadText =
+        options.rampFrom !== undefined ? `ramp ${options.rampFrom}→${rate}/s over ${lead} s` : `warm-up ${lead} s`;
+      log(
+        `${name}: ${leadText}, then ${windowSeconds} s at ${rate} heartbeats/s${options.withSteps ? ` with ${stepRate} steps/s` : ', no steps'}`,
+      );
       sim.stepsOn = options.withSteps;
       const producer = options.withSteps ? produce(lead + windowSeconds) : Promise.resolve(null);
       const from = options.rampFrom;
@@ -602,7 +722,9 @@ async function main() {
       const windowStart = performance.now();
       // The one-round-trip baseline at the step rate in the same window: the floor a result report
       // is held to under the same load (the quiet baseline is measured in a window of its own).
-      const beside = options.withSteps ? openLoop({ seconds: windowSeconds, rate: () => stepRate, send: () => sim.baseline() }) : null;
+      const beside = options.withSteps
+        ? openLoop({ seconds: windowSeconds, rate: () => stepRate, send: () => sim.baseline() })
+        : null;
       const heartbeat = await heartbeatLoad(windowSeconds, () => rate);
       const windowEnd = performance.now();
       const baselineBeside = beside ? await beside : null;
@@ -618,9 +740,23 @@ async function main() {
       const stepsPerSecond = settledInWindow / ((windowEnd - windowStart) / 1000);
       log(
         `  heartbeat p50 ${fmt(heartbeat.percentile(50))} p99 ${fmt(heartbeat.percentile(99))} at ${heartbeat.rate().toFixed(0)}/s (${heartbeat.statusSummary()})` +
-          (options.withSteps ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}` : ''),
+          (options.withSteps
+            ? `; steps ${stepsPerSecond.toFixed(1)}/s, result p99 ${fmt(steps.result.percentile(99))}`
+            : ''),
       );
-      return { name, rate, withSteps: options.withSteps, heartbeat, steps, stepsPerSecond, cpu, api, temporal: temporalView, pgWaits, baselineBeside };
+      return {
+        name,
+        rate,
+        withSteps: options.withSteps,
+        heartbeat,
+        steps,
+        stepsPerSecond,
+        cpu,
+        api,
+        temporal: temporalView,
+        pgWaits,
+        baselineBeside,
+      };
     };
 
     // Maximum throughput first, on a quiet stack: nothing else queued, no workflow busy.
@@ -630,7 +766,11 @@ async function main() {
     let max: MaxResult | null = null;
     if (runs('max')) {
       log(`max throughput: closed loops of ${closedWorkers}, ${maxSeconds} s each`);
-      const maxHeartbeat = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.heartbeat(sim.nextBrowser()) });
+      const maxHeartbeat = await closedLoop({
+        seconds: maxSeconds,
+        workers: closedWorkers,
+        send: () => sim.heartbeat(sim.nextBrowser()),
+      });
       cpuTo = snap();
       const maxHeartbeatCpu = cpuPercent(cpuFrom, cpuTo);
       const heartbeatCost = cpuPerRequest(cpuFrom, cpuTo, maxHeartbeat.count);
@@ -639,7 +779,9 @@ async function main() {
       cpuTo = snap();
       const maxBaselineCpu = cpuPercent(cpuFrom, cpuTo);
       const baselineCost = cpuPerRequest(cpuFrom, cpuTo, maxBaseline.count);
-      log(`  heartbeat ${maxHeartbeat.rate().toFixed(0)}/s (p99 ${fmt(maxHeartbeat.percentile(99))}); baseline ${maxBaseline.rate().toFixed(0)}/s (p99 ${fmt(maxBaseline.percentile(99))})`);
+      log(
+        `  heartbeat ${maxHeartbeat.rate().toFixed(0)}/s (p99 ${fmt(maxHeartbeat.percentile(99))}); baseline ${maxBaseline.rate().toFixed(0)}/s (p99 ${fmt(maxBaseline.percentile(99))})`,
+      );
       log(`  CPU per request: heartbeat ${costText(heartbeatCost)}; baseline ${costText(baselineCost)}`);
       max = { maxHeartbeat, maxBaseline, maxHeartbeatCpu, maxBaselineCpu, heartbeatCost, baselineCost };
     }
@@ -673,13 +815,15 @@ async function main() {
       // Bounded in time too: behind a backlog of the step stream, starting workflows slows down.
       const queueDeadline = performance.now() + 120_000;
       await inParallel(perAccount * busyBrowsers.length, 16, async (n) => {
-        if (performance.now() < queueDeadline) await sim.queueStep(busyBrowsers[n % busyBrowsers.length]!.accountId, stepCounter++);
+        if (performance.now() < queueDeadline)
+          await sim.queueStep(busyBrowsers[n % busyBrowsers.length]!.accountId, stepCounter++);
       });
       sim.stats = null;
       const queueRate = queueStats.queue.count / ((performance.now() - queueStart) / 1000);
       // What queueing a step costs (its row, its workflow's start and first task), apart from its claim and settle.
       const queueCpuTo = snap();
-      const perQueued = (c: Component) => (queueStats.queue.count ? ((queueCpuTo[c] - queueCpuFrom[c]) * 1000) / queueStats.queue.count : NaN);
+      const perQueued = (c: Component) =>
+        queueStats.queue.count ? ((queueCpuTo[c] - queueCpuFrom[c]) * 1000) / queueStats.queue.count : NaN;
       const queueCpuMs = { api: perQueued('api'), postgres: perQueued('postgres'), temporal: perQueued('temporal') };
       log(
         `  queued at ${queueRate.toFixed(0)}/s, p99 ${fmt(queueStats.queue.percentile(99))}; ` +
@@ -690,18 +834,30 @@ async function main() {
       sim.stats = maxSteps;
       cpuFrom = snap();
       let worker = 0;
-      const stepLoop = await closedLoop({ seconds: maxSeconds, workers: closedWorkers, send: () => sim.claimAndSettle(busyBrowsers[worker++ % busyBrowsers.length]!) });
+      const stepLoop = await closedLoop({
+        seconds: maxSeconds,
+        workers: closedWorkers,
+        send: () => sim.claimAndSettle(busyBrowsers[worker++ % busyBrowsers.length]!),
+      });
       cpuTo = snap();
       sim.stats = null;
       const maxStepsPerSecond = maxSteps.settledAt.length / ((stepLoop.ended - stepLoop.started) / 1000);
       // CPU milliseconds each settled step cost each part: where the step stream's ceiling comes from.
-      const perStep = (c: Component) => (maxSteps.settledAt.length ? ((cpuTo[c] - cpuFrom[c]) * 1000) / maxSteps.settledAt.length : NaN);
+      const perStep = (c: Component) =>
+        maxSteps.settledAt.length ? ((cpuTo[c] - cpuFrom[c]) * 1000) / maxSteps.settledAt.length : NaN;
       const stepCpuMs = { api: perStep('api'), postgres: perStep('postgres'), temporal: perStep('temporal') };
       log(
         `  claim-to-settle ${maxStepsPerSecond.toFixed(1)} steps/s, result p99 ${fmt(maxSteps.result.percentile(99))}, claim p99 ${fmt(maxSteps.claim.percentile(99))}; ` +
           `CPU per step: API+worker ${stepCpuMs.api.toFixed(0)} ms, Temporal ${stepCpuMs.temporal.toFixed(0)} ms, Postgres ${stepCpuMs.postgres.toFixed(1)} ms`,
       );
-      steps = { queueRate, queueCpuMs, maxStepsPerSecond, maxSteps, maxStepsCpu: cpuPercent(cpuFrom, cpuTo), stepCpuMs };
+      steps = {
+        queueRate,
+        queueCpuMs,
+        maxStepsPerSecond,
+        maxSteps,
+        maxStepsCpu: cpuPercent(cpuFrom, cpuTo),
+        stepCpuMs,
+      };
     }
 
     let outage: OutageResult | null = null;
@@ -709,7 +865,9 @@ async function main() {
       // A worker outage (issue 24): claims and results keep answering from Postgres alone, and
       // every claim made in the outage whose browser then goes silent lapses on time.
       const rate = rate1;
-      log(`outage: warm-up ${warmSeconds} s, then the worker frozen for ${outageSeconds} s at ${rate} heartbeats/s with ${stepRate} steps/s; 5% of browsers go silent after a claim`);
+      log(
+        `outage: warm-up ${warmSeconds} s, then the worker frozen for ${outageSeconds} s at ${rate} heartbeats/s with ${stepRate} steps/s; 5% of browsers go silent after a claim`,
+      );
       sim.stepsOn = true;
       const producer = produce(warmSeconds + outageSeconds);
       await heartbeatLoad(warmSeconds, () => rate);
@@ -725,10 +883,16 @@ async function main() {
       await drain(rate);
       sim.stepsOn = false;
       const silent = sim.silentClaims.map((c) => c.stepId);
-      log(`  claims p99 ${fmt(during.claim.percentile(99))}, results p99 ${fmt(during.result.percentile(99))} during the outage; waiting for ${silent.length} silent claims to lapse`);
+      log(
+        `  claims p99 ${fmt(during.claim.percentile(99))}, results p99 ${fmt(during.result.percentile(99))} during the outage; waiting for ${silent.length} silent claims to lapse`,
+      );
       const lapseDeadline = performance.now() + (claimLeaseSeconds + 90) * 1000;
       const stillClaimed = async () =>
-        (await sql<{ n: number }[]>`select count(*)::int as n from browser_steps where id = any(${silent}::uuid[]) and status = 'claimed'`)[0]!.n;
+        (
+          await sql<
+            { n: number }[]
+          >`select count(*)::int as n from browser_steps where id = any(${silent}::uuid[]) and status = 'claimed'`
+        )[0]!.n;
       while ((await stillClaimed()) > 0 && performance.now() < lapseDeadline) await heartbeatLoad(5, () => rate);
       // How long after its lease's end each silent claim lapsed (its row's last change).
       const lapses = await sql<{ late_ms: number; status: string }[]>`
@@ -737,7 +901,9 @@ async function main() {
       const late = new Recorder();
       for (const l of lapses) if (l.status !== 'claimed') late.add(Number(l.late_ms), 200);
       outage = { heartbeat, during, silent: silent.length, lapsed: late.count, late };
-      log(`  ${late.count}/${silent.length} silent claims lapsed, after their lease's end p50 ${fmt(late.percentile(50))} p99 ${fmt(late.percentile(99))} max ${fmt(late.percentile(100))}`);
+      log(
+        `  ${late.count}/${silent.length} silent claims lapsed, after their lease's end p50 ${fmt(late.percentile(50))} p99 ${fmt(late.percentile(99))} max ${fmt(late.percentile(100))}`,
+      );
     }
 
     let wf: WorkflowsResult | null = null;
@@ -746,7 +912,9 @@ async function main() {
       wf = await inspectWorkflows(temporal);
     }
     const breakdowns = new Map<string, Breakdown>();
-    for (const p of phases) if (p.withSteps && p.steps.reports.length) breakdowns.set(p.name, await resultBreakdown(temporal, p.steps.reports));
+    for (const p of phases)
+      if (p.withSteps && p.steps.reports.length)
+        breakdowns.set(p.name, await resultBreakdown(temporal, p.steps.reports));
 
     printTable({ max, phases, baselines, baselineSteps, steps, wf, breakdowns, browsers: browsers.length });
     if (outage) printOutage(outage, baselineSteps);
@@ -788,7 +956,8 @@ function cpuPerRequest(from: CpuSnapshot, to: CpuSnapshot, count: number): Reque
 }
 
 const costText = (c: RequestCost) => `${c.api.toFixed(0)} + ${c.postgres.toFixed(0)} µs`;
-const cpuText = (c: Record<Component, number>) => `API+worker ${c.api}%, Postgres ${c.postgres}%, Temporal ${c.temporal}%, load generator ${c.bench}%, other ${c.other}%`;
+const cpuText = (c: Record<Component, number>) =>
+  `API+worker ${c.api}%, Postgres ${c.postgres}%, Temporal ${c.temporal}%, load generator ${c.bench}%, other ${c.other}%`;
 
 function printTable(r: {
   max: MaxResult | null;
@@ -808,19 +977,47 @@ function printTable(r: {
   if (r.max) {
     const m = r.max;
     const hbMax = m.maxHeartbeat.rate();
-    rows.push([`max heartbeats per second (closed loop of ${closedWorkers})`, hbMax.toFixed(0), baseMax.toFixed(0), ratio(hbMax, baseMax), '≥ 0.5×', met(hbMax / baseMax >= 0.5)]);
-    rows.push([`  p99 at that load`, fmt(m.maxHeartbeat.percentile(99)), fmt(m.maxBaseline.percentile(99)), ratio(m.maxHeartbeat.percentile(99), m.maxBaseline.percentile(99)), '', '']);
+    rows.push([
+      `max heartbeats per second (closed loop of ${closedWorkers})`,
+      hbMax.toFixed(0),
+      baseMax.toFixed(0),
+      ratio(hbMax, baseMax),
+      '≥ 0.5×',
+      met(hbMax / baseMax >= 0.5),
+    ]);
+    rows.push([
+      `  p99 at that load`,
+      fmt(m.maxHeartbeat.percentile(99)),
+      fmt(m.maxBaseline.percentile(99)),
+      ratio(m.maxHeartbeat.percentile(99), m.maxBaseline.percentile(99)),
+      '',
+      '',
+    ]);
     // What a request costs the stack in CPU does not depend on what else shares the machine; on a
     // machine of its own, CPU-bound throughput goes as its inverse.
     const hbCost = m.heartbeatCost.api + m.heartbeatCost.postgres;
     const baseCost = m.baselineCost.api + m.baselineCost.postgres;
-    rows.push([`  CPU per request, API + Postgres`, costText(m.heartbeatCost), costText(m.baselineCost), ratio(hbCost, baseCost), '', '']);
+    rows.push([
+      `  CPU per request, API + Postgres`,
+      costText(m.heartbeatCost),
+      costText(m.baselineCost),
+      ratio(hbCost, baseCost),
+      '',
+      '',
+    ]);
   }
   for (const p of r.phases) {
     const base = r.baselines.get(p.rate)!.recorder;
     const at = `${p.name}, ${p.rate}/s${p.withSteps ? ` + ${stepRate} steps/s` : ''}`;
     const target = p.rate === 1000;
-    rows.push([`${at}: heartbeat p50`, fmt(p.heartbeat.percentile(50)), fmt(base.percentile(50)), ratio(p.heartbeat.percentile(50), base.percentile(50)), '', '']);
+    rows.push([
+      `${at}: heartbeat p50`,
+      fmt(p.heartbeat.percentile(50)),
+      fmt(base.percentile(50)),
+      ratio(p.heartbeat.percentile(50), base.percentile(50)),
+      '',
+      '',
+    ]);
     rows.push([
       `${at}: heartbeat p99`,
       fmt(p.heartbeat.percentile(99)),
@@ -829,7 +1026,14 @@ function printTable(r: {
       target ? '< 50 ms' : '',
       target ? met(p.heartbeat.percentile(99) < 50) : '',
     ]);
-    rows.push([`${at}: heartbeats answered per second`, p.heartbeat.rate().toFixed(0), base.rate().toFixed(0), ratio(p.heartbeat.rate(), base.rate()), '', p.heartbeat.errors ? `${p.heartbeat.errors} errors` : '']);
+    rows.push([
+      `${at}: heartbeats answered per second`,
+      p.heartbeat.rate().toFixed(0),
+      base.rate().toFixed(0),
+      ratio(p.heartbeat.rate(), base.rate()),
+      '',
+      p.heartbeat.errors ? `${p.heartbeat.errors} errors` : '',
+    ]);
     if (!p.withSteps || !stepsBase) continue;
     // Issue 24: beside 200 check-ins/s, < 50 ms and at most 3x the baseline's p99; beside 1,000/s, < 100 ms.
     const resultP99 = p.steps.result.percentile(99);
@@ -854,13 +1058,41 @@ function printTable(r: {
         target ? '' : met(resultP99 <= 3 * besideP99),
       ]);
     }
-    rows.push([`${p.name}: claim p99 / queue p99`, `${fmt(p.steps.claim.percentile(99))} / ${fmt(p.steps.queue.percentile(99))}`, fmt(stepsBase.percentile(99)), '', '', '']);
-    rows.push([`${p.name}: claim-to-settle steps per second`, p.stepsPerSecond.toFixed(1), stepsBase.rate().toFixed(1), ratio(p.stepsPerSecond, stepsBase.rate()), `${stepRate} offered`, '']);
+    rows.push([
+      `${p.name}: claim p99 / queue p99`,
+      `${fmt(p.steps.claim.percentile(99))} / ${fmt(p.steps.queue.percentile(99))}`,
+      fmt(stepsBase.percentile(99)),
+      '',
+      '',
+      '',
+    ]);
+    rows.push([
+      `${p.name}: claim-to-settle steps per second`,
+      p.stepsPerSecond.toFixed(1),
+      stepsBase.rate().toFixed(1),
+      ratio(p.stepsPerSecond, stepsBase.rate()),
+      `${stepRate} offered`,
+      '',
+    ]);
   }
   if (r.steps) {
     const st = r.steps;
-    rows.push([`max claim-to-settle steps per second (closed loop of ${closedWorkers})`, st.maxStepsPerSecond.toFixed(1), r.max ? baseMax.toFixed(0) : '', r.max ? ratio(st.maxStepsPerSecond, baseMax) : '', '', '']);
-    rows.push([`  its result p99 / claim p99`, `${fmt(st.maxSteps.result.percentile(99))} / ${fmt(st.maxSteps.claim.percentile(99))}`, '', '', '', '']);
+    rows.push([
+      `max claim-to-settle steps per second (closed loop of ${closedWorkers})`,
+      st.maxStepsPerSecond.toFixed(1),
+      r.max ? baseMax.toFixed(0) : '',
+      r.max ? ratio(st.maxStepsPerSecond, baseMax) : '',
+      '',
+      '',
+    ]);
+    rows.push([
+      `  its result p99 / claim p99`,
+      `${fmt(st.maxSteps.result.percentile(99))} / ${fmt(st.maxSteps.claim.percentile(99))}`,
+      '',
+      '',
+      '',
+      '',
+    ]);
     const cpuRow = (what: string, ms: StepsResult['stepCpuMs']) => [
       `  CPU per ${what}: API+worker / Temporal / Postgres`,
       `${ms.api.toFixed(0)} / ${ms.temporal.toFixed(0)} / ${ms.postgres.toFixed(1)} ms`,
@@ -871,8 +1103,22 @@ function printTable(r: {
     rows.push(cpuRow('queued step', st.queueCpuMs));
   }
   if (r.wf) {
-    rows.push([`browser-step workflows: most history events`, String(r.wf.maxHistory), '', '', '≤ 4096', met(r.wf.maxHistory <= 4096)]);
-    rows.push([`browser-step workflows: highest average message rate over a life`, `${r.wf.maxLifetimeRate.toFixed(2)}/s`, '', '', '≤ 1/s', met(r.wf.maxLifetimeRate <= 1)]);
+    rows.push([
+      `browser-step workflows: most history events`,
+      String(r.wf.maxHistory),
+      '',
+      '',
+      '≤ 4096',
+      met(r.wf.maxHistory <= 4096),
+    ]);
+    rows.push([
+      `browser-step workflows: highest average message rate over a life`,
+      `${r.wf.maxLifetimeRate.toFixed(2)}/s`,
+      '',
+      '',
+      '≤ 1/s',
+      met(r.wf.maxLifetimeRate <= 1),
+    ]);
     rows.push([`browser-step workflows: most messages within one second`, String(r.wf.maxPerSecond), '', '', '', '']);
   }
 
@@ -883,35 +1129,45 @@ function printTable(r: {
     '',
     `Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, load average ${loadavg()
       .map((l) => l.toFixed(1))
-      .join(' ')}; ${r.browsers} browsers; Temporal: ${onPostgres ? 'the server on Postgres (TEMPORAL_PERSISTENCE=postgres)' : 'the dev server on SQLite'}` +
-      (r.wf ? `; ${r.wf.workflows} step workflows (${r.wf.read} histories read).` : '; parts: ' + [...phasesWanted].join(', ') + '.'),
+      .join(
+        ' ',
+      )}; ${r.browsers} browsers; Temporal: ${onPostgres ? 'the server on Postgres (TEMPORAL_PERSISTENCE=postgres)' : 'the dev server on SQLite'}` +
+      (r.wf
+        ? `; ${r.wf.workflows} step workflows (${r.wf.read} histories read).`
+        : '; parts: ' + [...phasesWanted].join(', ') + '.'),
     '',
     line(header),
     line(header.map(() => '---')),
     ...rows.map(line),
     '',
     'CPU (percent of one core; "other" is everything else on the machine):',
-    ...(r.max ? [`  max heartbeat: ${cpuText(r.max.maxHeartbeatCpu)}`, `  max baseline: ${cpuText(r.max.maxBaselineCpu)}`] : []),
+    ...(r.max
+      ? [`  max heartbeat: ${cpuText(r.max.maxHeartbeatCpu)}`, `  max baseline: ${cpuText(r.max.maxBaselineCpu)}`]
+      : []),
     ...r.phases.flatMap((p) => [
       `  ${p.name} window: ${cpuText(p.cpu)}; the API process's event loop delay p50 ${fmt(p.api.eventLoop.p50Ms)}, p99 ${fmt(p.api.eventLoop.p99Ms)}, max ${fmt(p.api.eventLoop.maxMs)}`,
       `    its check-ins: the request, parsed to answered, p50 ${fmt(p.api.checkIns.requestP50Ms)}, p99 ${fmt(p.api.checkIns.requestP99Ms)}; ` +
         `inside it, waited for a statement p50 ${fmt(p.api.checkIns.waitedP50Ms)}, p99 ${fmt(p.api.checkIns.waitedP99Ms)}; ` +
         `${p.api.checkIns.statements} statements, each sent to answered p50 ${fmt(p.api.checkIns.statementP50Ms)}, p99 ${fmt(p.api.checkIns.statementP99Ms)}`,
     ]),
-    ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map((b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`),
+    ...[...r.baselines.values(), ...(r.baselineSteps ? [r.baselineSteps] : [])].map(
+      (b) => `  baseline at ${b.rate}/s: ${cpuText(b.cpu)}`,
+    ),
     ...(r.steps ? [`  max claim-to-settle: ${cpuText(r.steps.maxStepsCpu)}`] : []),
     '',
     ...r.phases
       .filter((p) => p.withSteps && p.temporal.persistence.length > 0)
       .flatMap((p) => [
-        (onPostgres
+        onPostgres
           ? `Temporal in the ${p.name} window: the server's persistence (Postgres, pools of connections) summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many calls in flight at once, on average):`
           : `Temporal in the ${p.name} window: the dev server's persistence goes through one SQLite connection, ` +
-            `and its operations summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many waiting on it at once, on average):`),
+            `and its operations summed ${p.temporal.persistenceInFlight.toFixed(1)} s per second (that many waiting on it at once, on average):`,
         '',
         line(['Operation', 'count', 'mean', 'total']),
         line(['---', '---', '---', '---']),
-        ...p.temporal.persistence.slice(0, 8).map((o) => line([o.operation, String(o.count), fmt(o.meanMs), `${o.totalSeconds.toFixed(1)} s`])),
+        ...p.temporal.persistence
+          .slice(0, 8)
+          .map((o) => line([o.operation, String(o.count), fmt(o.meanMs), `${o.totalSeconds.toFixed(1)} s`])),
         '',
         line(['Worker SDK', 'count', 'mean', '90% under']),
         line(['---', '---', '---', '---']),
@@ -935,7 +1191,13 @@ function printTable(r: {
       '',
       line(['Part', 'median', 'slowest 1%']),
       line(['---', '---', '---']),
-      ...rows.map((row) => line([row.name, row.name === 'reports read' ? String(row.typical) : fmt(row.typical), row.name === 'reports read' ? String(row.slowest) : fmt(row.slowest)])),
+      ...rows.map((row) =>
+        line([
+          row.name,
+          row.name === 'reports read' ? String(row.typical) : fmt(row.typical),
+          row.name === 'reports read' ? String(row.slowest) : fmt(row.slowest),
+        ]),
+      ),
       '',
     ]),
   ];
@@ -954,7 +1216,11 @@ function printOutage(o: OutageResult, baseline: BaselineResult | null) {
   console.log('| Request | Answered | p50 | p99 | vs baseline p99 |');
   console.log('|---|---|---|---|---|');
   for (const [name, r] of rows) {
-    console.log(`| ${name} | ${r.count} (${r.statusSummary()}) | ${fmt(r.percentile(50))} | ${fmt(r.percentile(99))} | ${baseline ? ratio(r.percentile(99), baseline.recorder.percentile(99)) : 'n/a'} |`);
+    console.log(
+      `| ${name} | ${r.count} (${r.statusSummary()}) | ${fmt(r.percentile(50))} | ${fmt(r.percentile(99))} | ${baseline ? ratio(r.percentile(99), baseline.recorder.percentile(99)) : 'n/a'} |`,
+    );
   }
-  console.log(`| silent claims made in the outage | ${o.lapsed} of ${o.silent} lapsed | late ${fmt(o.late.percentile(50))} | late ${fmt(o.late.percentile(99))} | max ${fmt(o.late.percentile(100))} |`);
+  console.log(
+    `| silent claims made in the outage | ${o.lapsed} of ${o.silent} lapsed | late ${fmt(o.late.percentile(50))} | late ${fmt(o.late.percentile(99))} | max ${fmt(o.late.percentile(100))} |`,
+  );
 }

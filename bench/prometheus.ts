@@ -57,7 +57,12 @@ export interface HistogramChange {
  * The observations made between two reads of one histogram, over the label sets `match` keeps
  * (summed together): for example one operation of one service.
  */
-export function histogramChange(before: Scrape, after: Scrape, name: string, match: (labels: string) => boolean): HistogramChange {
+export function histogramChange(
+  before: Scrape,
+  after: Scrape,
+  name: string,
+  match: (labels: string) => boolean,
+): HistogramChange {
   const buckets = new Map<number, number>();
   let sum = 0;
   let count = 0;

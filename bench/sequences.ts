@@ -114,19 +114,28 @@ async function main() {
       emailOf: (i) => `person${i}@audience${i % 50}.example`,
       label: 'Bench',
     });
-    log(`audience of ${n(setup.rows.length)} rows, ${setup.senders.length} senders and a ${emails}-email sequence (waits of ${waitMinutes} min) in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    log(
+      `audience of ${n(setup.rows.length)} rows, ${setup.senders.length} senders and a ${emails}-email sequence (waits of ${waitMinutes} min) in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+    );
 
     // The server's own ceiling: bare starts of a workflow nobody runs (a task queue without a
     // worker), with the three search attributes a contact's workflow carries, from this process.
     const baseline = await bareStarts(temporal, baselineStarts, 64);
-    log(`baseline: ${n(baselineStarts)} bare workflow starts in ${baseline.seconds.toFixed(1)} s (${n(baselineStarts / baseline.seconds)}/s)`);
+    log(
+      `baseline: ${n(baselineStarts)} bare workflow starts in ${baseline.seconds.toFixed(1)} s (${n(baselineStarts / baseline.seconds)}/s)`,
+    );
 
     // Enrolment: every row through the API; each answer means the contact is recorded and its workflow started.
     const idle = memory(pids.api).rss;
     const cpuBefore = cpuSnapshot(pids);
     t = performance.now();
     const enrolStartedAt = Date.now();
-    const answers = await enrolRows(api, setup.sequenceId, setup.rows.map((r) => r.rowId), { batch: enrolBatch, concurrency: enrolConcurrency });
+    const answers = await enrolRows(
+      api,
+      setup.sequenceId,
+      setup.rows.map((r) => r.rowId),
+      { batch: enrolBatch, concurrency: enrolConcurrency },
+    );
     const enrolSeconds = (performance.now() - t) / 1000;
     const enrolCpu = cpuPercent(cpuBefore, cpuSnapshot(pids));
     const enrolled = answers.filter((a) => a.status === 'enrolled').length;
@@ -137,7 +146,13 @@ async function main() {
     log(`enrolled ${n(enrolled)} contacts in ${enrolSeconds.toFixed(1)} s (${n(enrolled / enrolSeconds)}/s)`);
 
     // Progression: until every contact finished, or the deadline.
-    const order = [...Array.from({ length: emails }, (_, k) => [`email_${k + 1}`, ...(k + 1 < emails && waitMinutes > 0 ? [`wait_${k + 1}`] : [])]).flat(), 'done'];
+    const order = [
+      ...Array.from({ length: emails }, (_, k) => [
+        `email_${k + 1}`,
+        ...(k + 1 < emails && waitMinutes > 0 ? [`wait_${k + 1}`] : []),
+      ]).flat(),
+      'done',
+    ];
     const graphSteps = order.length;
     const deadline = Date.now() + runSeconds * 1000;
     let lastPrint = 0;
@@ -152,7 +167,9 @@ async function main() {
       if (open === 0 || Date.now() > deadline) break;
       if (Date.now() - lastPrint > 10_000) {
         lastPrint = Date.now();
-        log(`  contacts ${rows.map((r) => `${r.status} ${n(r.n)}`).join(', ')}; emails taken ${n(sink.messages.length)}; API+worker RSS ${memory(pids.api).rss.toFixed(0)} MiB`);
+        log(
+          `  contacts ${rows.map((r) => `${r.status} ${n(r.n)}`).join(', ')}; emails taken ${n(sink.messages.length)}; API+worker RSS ${memory(pids.api).rss.toFixed(0)} MiB`,
+        );
       }
       await sleep(1000);
     }
@@ -162,14 +179,21 @@ async function main() {
     const positions = await sql<{ id: string; status: string; current_step_id: string | null }[]>`
       select id, status, current_step_id from sequence_contacts where sequence_id = ${setup.sequenceId}`;
     // A contact passed every step before the one it stands on; a completed one passed them all.
-    const passed = new Map(positions.map((c) => [c.id, c.status === 'completed' ? graphSteps : Math.max(0, order.indexOf(c.current_step_id ?? order[0]!))]));
+    const passed = new Map(
+      positions.map((c) => [
+        c.id,
+        c.status === 'completed' ? graphSteps : Math.max(0, order.indexOf(c.current_step_id ?? order[0]!)),
+      ]),
+    );
     const stepsExecuted = [...passed.values()].reduce((a, b) => a + b, 0);
     const completed = positions.filter((c) => c.status === 'completed').length;
     const runSecondsMeasured = (runEnd - enrolStartedAt) / 1000;
     const times = sink.messages.map((m) => m.receivedAt);
     const emailWindow = times.length > 1 ? (Math.max(...times) - Math.min(...times)) / 1000 : 0;
     const duplicates = sink.duplicateMessageIds().size;
-    log(`${n(completed)} of ${n(enrolled)} contacts completed in ${runSecondsMeasured.toFixed(0)} s; ${n(stepsExecuted)} steps executed; ${n(sink.messages.length)} emails taken`);
+    log(
+      `${n(completed)} of ${n(enrolled)} contacts completed in ${runSecondsMeasured.toFixed(0)} s; ${n(stepsExecuted)} steps executed; ${n(sink.messages.length)} emails taken`,
+    );
 
     // Histories: every workflow's length from the list, and the full history of the largest and a sample.
     log('reading the sequence-contact workflows from Temporal');
@@ -181,9 +205,19 @@ async function main() {
     // (from Postgres) and a random sample of the rest, each workflow's current run.
     const byProgress = [...passed].sort((a, b) => b[1] - a[1]).map(([id]) => id);
     const furthest = byProgress.slice(0, Math.ceil(historySample / 2));
-    const others = byProgress.slice(furthest.length).sort(() => Math.random() - 0.5).slice(0, Math.floor(historySample / 2));
-    const read = [...furthest, ...others].map((contactId) => ({ contactId, id: sequenceContactWorkflowId(setup.sequenceId, contactId) }));
-    const fetched = await mapLimit(read, 16, async (wf) => (await temporal.workflow.getHandle(wf.id).fetchHistory()).events?.length ?? 0);
+    const others = byProgress
+      .slice(furthest.length)
+      .sort(() => Math.random() - 0.5)
+      .slice(0, Math.floor(historySample / 2));
+    const read = [...furthest, ...others].map((contactId) => ({
+      contactId,
+      id: sequenceContactWorkflowId(setup.sequenceId, contactId),
+    }));
+    const fetched = await mapLimit(
+      read,
+      16,
+      async (wf) => (await temporal.workflow.getHandle(wf.id).fetchHistory()).events?.length ?? 0,
+    );
     const maxHistory = Math.max(0, ...listed.map((w) => w.length), ...fetched);
     // Events per step the contact has passed.
     const perStep = read.flatMap((wf, i) => {
@@ -199,21 +233,78 @@ async function main() {
     const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : 'n/a');
     const enrolTargetSeconds = (targets.enrolSeconds * enrolled) / targets.enrolContacts;
     const rows: string[][] = [
-      [`enrolment of ${n(enrolled)} contacts (recorded + workflow started)`, `${enrolSeconds.toFixed(1)} s`, `< ${enrolTargetSeconds.toFixed(0)} s`, ratio(enrolSeconds, enrolTargetSeconds), met(enrolSeconds < enrolTargetSeconds)],
-      ['enrolments per second', n(enrolled / enrolSeconds), `> ${n(targets.enrolContacts / targets.enrolSeconds)}`, ratio(enrolled / enrolSeconds, targets.enrolContacts / targets.enrolSeconds), met(enrolled / enrolSeconds > targets.enrolContacts / targets.enrolSeconds)],
-      [`  baseline: bare workflow starts per second on the same server (${n(baselineStarts)}, no worker)`, n(baselineStarts / baseline.seconds), '', `enrolment ${ratio(enrolled / enrolSeconds, baselineStarts / baseline.seconds)}`, ''],
-      [`sequence steps executed per second (emails, waits, ends; ${n(stepsExecuted)} in ${runSecondsMeasured.toFixed(0)} s)`, (stepsExecuted / runSecondsMeasured).toFixed(1), '', '', ''],
-      [`emails taken by the SMTP sink per second (${n(sink.messages.length)} over ${emailWindow.toFixed(0)} s)`, emailWindow > 0 ? (sink.messages.length / emailWindow).toFixed(1) : 'n/a', '', '', ''],
-      [`contacts completed within the run`, `${n(completed)} of ${n(enrolled)}`, '', '', completed < enrolled ? `the rest still going after ${runSeconds} s (BENCH_SECONDS)` : ''],
+      [
+        `enrolment of ${n(enrolled)} contacts (recorded + workflow started)`,
+        `${enrolSeconds.toFixed(1)} s`,
+        `< ${enrolTargetSeconds.toFixed(0)} s`,
+        ratio(enrolSeconds, enrolTargetSeconds),
+        met(enrolSeconds < enrolTargetSeconds),
+      ],
+      [
+        'enrolments per second',
+        n(enrolled / enrolSeconds),
+        `> ${n(targets.enrolContacts / targets.enrolSeconds)}`,
+        ratio(enrolled / enrolSeconds, targets.enrolContacts / targets.enrolSeconds),
+        met(enrolled / enrolSeconds > targets.enrolContacts / targets.enrolSeconds),
+      ],
+      [
+        `  baseline: bare workflow starts per second on the same server (${n(baselineStarts)}, no worker)`,
+        n(baselineStarts / baseline.seconds),
+        '',
+        `enrolment ${ratio(enrolled / enrolSeconds, baselineStarts / baseline.seconds)}`,
+        '',
+      ],
+      [
+        `sequence steps executed per second (emails, waits, ends; ${n(stepsExecuted)} in ${runSecondsMeasured.toFixed(0)} s)`,
+        (stepsExecuted / runSecondsMeasured).toFixed(1),
+        '',
+        '',
+        '',
+      ],
+      [
+        `emails taken by the SMTP sink per second (${n(sink.messages.length)} over ${emailWindow.toFixed(0)} s)`,
+        emailWindow > 0 ? (sink.messages.length / emailWindow).toFixed(1) : 'n/a',
+        '',
+        '',
+        '',
+      ],
+      [
+        `contacts completed within the run`,
+        `${n(completed)} of ${n(enrolled)}`,
+        '',
+        '',
+        completed < enrolled ? `the rest still going after ${runSeconds} s (BENCH_SECONDS)` : '',
+      ],
       ['duplicate Message-IDs at the sink', String(duplicates), '0', '', met(duplicates === 0)],
-      [`largest workflow history (${n(listed.length)} listed, ${fetched.length} read in full; mean of those ${meanHistory.toFixed(0)})`, `${n(maxHistory)} events`, `≤ ${n(targets.maxHistory)}`, ratio(maxHistory, targets.maxHistory), met(maxHistory <= targets.maxHistory)],
+      [
+        `largest workflow history (${n(listed.length)} listed, ${fetched.length} read in full; mean of those ${meanHistory.toFixed(0)})`,
+        `${n(maxHistory)} events`,
+        `≤ ${n(targets.maxHistory)}`,
+        ratio(maxHistory, targets.maxHistory),
+        met(maxHistory <= targets.maxHistory),
+      ],
       ...(completed < enrolled
-        ? [[`  projected at the end of the sequence (most events per step passed × ${graphSteps} steps)`, `${n(projectedHistory)} events`, `≤ ${n(targets.maxHistory)}`, ratio(projectedHistory, targets.maxHistory), met(projectedHistory <= targets.maxHistory)]]
+        ? [
+            [
+              `  projected at the end of the sequence (most events per step passed × ${graphSteps} steps)`,
+              `${n(projectedHistory)} events`,
+              `≤ ${n(targets.maxHistory)}`,
+              ratio(projectedHistory, targets.maxHistory),
+              met(projectedHistory <= targets.maxHistory),
+            ],
+          ]
         : []),
-      ['peak RSS, API + worker process', `${peak.api.toFixed(0)} MiB`, '', '', `idle before enrolment ${idle.toFixed(0)} MiB`],
+      [
+        'peak RSS, API + worker process',
+        `${peak.api.toFixed(0)} MiB`,
+        '',
+        '',
+        `idle before enrolment ${idle.toFixed(0)} MiB`,
+      ],
       ['peak RSS, Temporal dev server', `${peak.temporal.toFixed(0)} MiB`, '', '', ''],
     ];
-    const cpuText = (c: Record<Component, number>) => `API+worker ${c.api}%, Postgres ${c.postgres}%, Temporal ${c.temporal}%, this bench (and the sink) ${c.bench}%, other ${c.other}%`;
+    const cpuText = (c: Record<Component, number>) =>
+      `API+worker ${c.api}%, Postgres ${c.postgres}%, Temporal ${c.temporal}%, this bench (and the sink) ${c.bench}%, other ${c.other}%`;
     const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
     const header = ['Measure', 'Value', 'Target', 'Ratio', 'Result'];
     process.stdout.write(

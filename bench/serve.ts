@@ -56,7 +56,13 @@ let worker: ChildProcess | null = null;
 if (apart) {
   worker = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../worker/start.ts', import.meta.url))], {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...workerEnv, SERVICE_ROLE: 'worker', DATABASE_URL: stack.databaseUrl, TEMPORAL_ADDRESS: stack.temporalAddress, DATA_DIR: join(process.env.DATA_DIR!, 'worker') },
+    env: {
+      ...workerEnv,
+      SERVICE_ROLE: 'worker',
+      DATABASE_URL: stack.databaseUrl,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      DATA_DIR: join(process.env.DATA_DIR!, 'worker'),
+    },
   });
   const started = worker;
   await new Promise<void>((resolve, reject) => {
@@ -69,7 +75,14 @@ if (apart) {
     started.once('exit', (code) => reject(new Error(`the worker process exited (code ${code})`)));
   });
 }
-process.send!({ type: 'ready', apiUrl: stack.apiUrl!, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress, temporalMetricsUrl: stack.temporalMetricsUrl, workerPid: worker?.pid ?? null } satisfies ServeReady);
+process.send!({
+  type: 'ready',
+  apiUrl: stack.apiUrl!,
+  databaseUrl: stack.databaseUrl,
+  temporalAddress: stack.temporalAddress,
+  temporalMetricsUrl: stack.temporalMetricsUrl,
+  workerPid: worker?.pid ?? null,
+} satisfies ServeReady);
 
 let stopping = false;
 const stop = async () => {

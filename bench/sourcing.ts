@@ -31,12 +31,20 @@ import { startBenchStack } from './stack.js';
 const large = Number(process.env.BENCH_RECORDS ?? 100_000);
 const small = Number(process.env.BENCH_SMALL_RECORDS ?? 10_000);
 const log = (line: string) => process.stdout.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
-const n = (v: number, digits = 0) => v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+const n = (v: number, digits = 0) =>
+  v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const rssMiB = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
 const token = 'pat-bench';
 const twin = await serveCrmTwin({ tokens: [token] });
-for (let i = 0; i < large; i += 1) twin.add('contacts', { email: `person${i}@bench.example`, firstname: `First${i}`, lastname: `Last${i}`, segment: i < small ? 'small' : 'rest' });
+for (let i = 0; i < large; i += 1)
+  twin.add('contacts', {
+    email: `person${i}@bench.example`,
+    firstname: `First${i}`,
+    lastname: `Last${i}`,
+    segment: i < small ? 'small' : 'rest',
+  });
 log(`twin seeded with ${n(large)} contacts`);
 const client = hubspotClient({ apiUrl: twin.url });
 
@@ -47,8 +55,16 @@ async function bareReads(): Promise<number> {
   let watermark: string | null = null;
   let after: string | null = null;
   for (;;) {
-    const since: { propertyName: string; operator: string; value: string }[] = watermark ? [{ propertyName: modifiedProperty.contacts, operator: 'GTE', value: watermark }] : [];
-    const page = await client.search(token, 'contacts', { filters: since, sort: { propertyName: modifiedProperty.contacts, direction: 'ASCENDING' }, after, limit: 100, properties: ['email', 'firstname', 'lastname'] });
+    const since: { propertyName: string; operator: string; value: string }[] = watermark
+      ? [{ propertyName: modifiedProperty.contacts, operator: 'GTE', value: watermark }]
+      : [];
+    const page = await client.search(token, 'contacts', {
+      filters: since,
+      sort: { propertyName: modifiedProperty.contacts, direction: 'ASCENDING' },
+      after,
+      limit: 100,
+      properties: ['email', 'firstname', 'lastname'],
+    });
     read += page.results.length;
     if (!page.after) break;
     if (Number(page.after) >= 9000) {
@@ -62,7 +78,11 @@ async function bareReads(): Promise<number> {
 async function bareUpserts(): Promise<number> {
   const started = performance.now();
   for (let i = 0; i < large; i += 100) {
-    const inputs = Array.from({ length: Math.min(100, large - i) }, (_, k) => ({ id: `person${i + k}@bench.example`, idProperty: 'email', properties: { email: `person${i + k}@bench.example`, firstname: `First${i + k}`, lastname: `Last${i + k}` } }));
+    const inputs = Array.from({ length: Math.min(100, large - i) }, (_, k) => ({
+      id: `person${i + k}@bench.example`,
+      idProperty: 'email',
+      properties: { email: `person${i + k}@bench.example`, firstname: `First${i + k}`, lastname: `Last${i + k}` },
+    }));
     await client.batchUpsert(token, 'contacts', inputs);
   }
   return (performance.now() - started) / 1000;
@@ -82,7 +102,11 @@ const temporal = new Client({ connection });
 const ws = await createWorkspaceWithAdmin(sql, { name: 'Bench sourcing', plan: 'paid' });
 await grantWorkspaceCredits(sql, { workspaceId: ws.workspace_id, amount: 1_000_000, causeKey: 'bench' });
 const api = async (method: string, path: string, body?: unknown) => {
-  const res = await fetch(`${serve.apiUrl}${path}`, { method, headers: { 'x-api-key': ws.api_key, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(`${serve.apiUrl}${path}`, {
+    method,
+    headers: { 'x-api-key': ws.api_key, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
   return text ? JSON.parse(text) : null;
@@ -104,9 +128,16 @@ async function importSet(records: number, label: string) {
   const table = await api('POST', '/tables/', { name: label });
   const started = performance.now();
   const imp = await api('POST', `/tables/${table.id}/imports/`, {
-    source: 'crm', name: label, connection_id: conn.id, object_type: 'contacts',
+    source: 'crm',
+    name: label,
+    connection_id: conn.id,
+    object_type: 'contacts',
     ...(records < large ? { filters: [{ property: 'segment', operator: 'EQ', value: 'small' }] } : {}),
-    mapping: [{ source: 'email', column_name: 'Email' }, { source: 'firstname', column_name: 'First name' }, { source: 'lastname', column_name: 'Last name' }],
+    mapping: [
+      { source: 'email', column_name: 'Email' },
+      { source: 'firstname', column_name: 'First name' },
+      { source: 'lastname', column_name: 'Last name' },
+    ],
   });
   for (;;) {
     const now = await api('GET', `/tables/${table.id}/imports/${imp.id}/`);
@@ -119,15 +150,26 @@ async function importSet(records: number, label: string) {
 }
 const smallSet = small > 0 ? await watchMemory(() => importSet(small, 'Small import')) : null;
 const largeSet = await watchMemory(() => importSet(large, 'Import'));
-log(`import: ${n(largeSet.result.run.rows_created)} rows in ${largeSet.result.seconds.toFixed(1)} s (${largeSet.result.run.status})`);
+log(
+  `import: ${n(largeSet.result.run.rows_created)} rows in ${largeSet.result.seconds.toFixed(1)} s (${largeSet.result.run.status})`,
+);
 
-const columns = (await api('GET', `/tables/${largeSet.result.table}/columns/`)).columns as { id: string; name: string }[];
+const columns = (await api('GET', `/tables/${largeSet.result.table}/columns/`)).columns as {
+  id: string;
+  name: string;
+}[];
 const col = (name: string) => columns.find((c) => c.name === name)!.id;
 const wbStarted = performance.now();
 const writeBack = await watchMemory(async () => {
   const wb = await api('POST', `/tables/${largeSet.result.table}/write-backs/`, {
-    connection_id: conn.id, object_type: 'contacts', id_property: 'email',
-    mapping: [{ column_id: col('Email'), property: 'email' }, { column_id: col('First name'), property: 'firstname' }, { column_id: col('Last name'), property: 'lastname' }],
+    connection_id: conn.id,
+    object_type: 'contacts',
+    id_property: 'email',
+    mapping: [
+      { column_id: col('Email'), property: 'email' },
+      { column_id: col('First name'), property: 'firstname' },
+      { column_id: col('Last name'), property: 'lastname' },
+    ],
   });
   for (;;) {
     const now = await api('GET', `/tables/${largeSet.result.table}/write-backs/${wb.id}/`);
@@ -135,10 +177,17 @@ const writeBack = await watchMemory(async () => {
     await sleep(200);
   }
 });
-log(`write-back: ${n(writeBack.result.wb.rows_written)} written in ${writeBack.result.seconds.toFixed(1)} s (${writeBack.result.wb.status})`);
+log(
+  `write-back: ${n(writeBack.result.wb.rows_written)} written in ${writeBack.result.seconds.toFixed(1)} s (${writeBack.result.wb.status})`,
+);
 
 // ---- the schedule: 30 firings a minute apart, backfilled ----
-const schedule = await api('POST', '/import-schedules/', { import_id: largeSet.result.imp.id, interval_seconds: 60, catchup_window_seconds: 3600, paused: true });
+const schedule = await api('POST', '/import-schedules/', {
+  import_id: largeSet.result.imp.id,
+  interval_seconds: 60,
+  catchup_window_seconds: 3600,
+  paused: true,
+});
 const handle = temporal.schedule.getHandle(schedule.schedule_id);
 const end = new Date();
 await handle.backfill({ start: new Date(end.getTime() - 30 * 60_000), end, overlap: ScheduleOverlapPolicy.BUFFER_ALL });
@@ -146,7 +195,9 @@ let runs: { status: string; workflowId: string }[] = [];
 for (let i = 0; i < 600; i += 1) {
   const imp = await api('GET', `/tables/${largeSet.result.table}/imports/${largeSet.result.imp.id}/`);
   const scheduled = imp.runs.filter((r: { trigger: string }) => r.trigger === 'schedule');
-  const done = await sql<{ n: number }[]>`select count(*)::int as n from import_runs where import_id = ${largeSet.result.imp.id} and trigger = 'schedule' and status <> 'running'`;
+  const done = await sql<
+    { n: number }[]
+  >`select count(*)::int as n from import_runs where import_id = ${largeSet.result.imp.id} and trigger = 'schedule' and status <> 'running'`;
   if (done[0]!.n >= 30) {
     runs = scheduled;
     break;
@@ -156,7 +207,9 @@ for (let i = 0; i < 600; i += 1) {
 const scheduledRuns = await sql<{ workflow_id: string; rows_created: number; rows_updated: number }[]>`
   select workflow_id, rows_created, rows_updated from import_runs where import_id = ${largeSet.result.imp.id} and trigger = 'schedule'`;
 const lengths: number[] = [];
-for await (const wf of temporal.workflow.list({ query: `WorkflowType = 'importRunWorkflow' AND WorkflowId STARTS_WITH 'import-run/${largeSet.result.imp.id}/scheduled'` })) {
+for await (const wf of temporal.workflow.list({
+  query: `WorkflowType = 'importRunWorkflow' AND WorkflowId STARTS_WITH 'import-run/${largeSet.result.imp.id}/scheduled'`,
+})) {
   const history = await temporal.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
   lengths.push(history.events?.length ?? 0);
 }
@@ -178,7 +231,9 @@ await twin.close();
 const importRate = largeSet.result.run.rows_created / largeSet.result.seconds;
 const writeRate = writeBack.result.wb.rows_written / writeBack.result.seconds;
 console.log('');
-console.log('| records | ceiling: bare paged reads | import (POST to run succeeded) | import ÷ ceiling (target ≥ 0.5) | ceiling: bare batch upserts | write-back (POST to succeeded) | write-back ÷ ceiling (target ≥ 0.5) |');
+console.log(
+  '| records | ceiling: bare paged reads | import (POST to run succeeded) | import ÷ ceiling (target ≥ 0.5) | ceiling: bare batch upserts | write-back (POST to succeeded) | write-back ÷ ceiling (target ≥ 0.5) |',
+);
 console.log('|---|---|---|---|---|---|---|');
 console.log(
   `| ${n(large)} | ${n(large / readSeconds)}/s (${readSeconds.toFixed(1)} s) | ${n(importRate)}/s (${largeSet.result.seconds.toFixed(1)} s, ${n(largeSet.result.run.rows_created)} rows) | ${(importRate / (large / readSeconds)).toFixed(2)} | ` +

@@ -70,7 +70,10 @@ export async function startServe(dataDir: string, logFile: string, options: { he
       await Promise.race([stopped, sleep(60_000)]);
       if (child.exitCode === null) child.kill('SIGKILL');
       // A stack that died on its way down leaves Postgres and Temporal behind: stop them here.
-      for (const [file, signal] of [[join(dataDir, 'postgres', 'postmaster.pid'), 'SIGINT'], [join(dataDir, 'temporal.pid'), 'SIGTERM']] as const) {
+      for (const [file, signal] of [
+        [join(dataDir, 'postgres', 'postmaster.pid'), 'SIGINT'],
+        [join(dataDir, 'temporal.pid'), 'SIGTERM'],
+      ] as const) {
         const pid = pidFromFile(file);
         // Only a process of this run (its command line names this DATA_DIR), never a reused pid.
         if (!pid || !commandLine(pid).includes(dataDir)) continue;
@@ -107,7 +110,6 @@ export function pidFromFile(file: string): number | undefined {
   const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
   return Number.isInteger(pid) && pid > 0 ? pid : undefined;
 }
-
 
 /**
  * A benchmark's stack: started (or the run ends here with the tail of its log), stopped on Ctrl-C

@@ -108,7 +108,10 @@ async function main() {
   log(`starting the stack in ${dataDir}`);
   const serve = await startServe(dataDir, join(dataDir, 'stack.log'), { heapMiB });
   const sql = createSql(serve.databaseUrl, { max: 2 });
-  const stackPids = { postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')), temporal: pidFromFile(join(dataDir, 'temporal.pid')) };
+  const stackPids = {
+    postgres: pidFromFile(join(dataDir, 'postgres', 'postmaster.pid')),
+    temporal: pidFromFile(join(dataDir, 'temporal.pid')),
+  };
   let failed = false;
   const results: Figures[] = [];
   try {
@@ -142,23 +145,35 @@ async function main() {
           bodyTimeout: 0,
         });
         const report = (await res.body.json()) as { rows_added: number; rejected_count: number };
-        if (res.statusCode !== 200 || report.rows_added !== rows) throw new Error(`import answered ${res.statusCode}: ${JSON.stringify(report).slice(0, 300)}`);
+        if (res.statusCode !== 200 || report.rows_added !== rows)
+          throw new Error(`import answered ${res.statusCode}: ${JSON.stringify(report).slice(0, 300)}`);
         return report;
       });
 
       log(`${rows} rows: formula column`);
       const formula = await withPeakMemory(serve.pid, stackPids, () =>
-        api('POST', `/tables/${table.id}/columns/`, { kind: 'formula', name: 'Label', formula: 'concat(upper({first_name}), " at ", {company}, " / ", {employees} * 2)' }),
+        api('POST', `/tables/${table.id}/columns/`, {
+          kind: 'formula',
+          name: 'Label',
+          formula: 'concat(upper({first_name}), " at ", {company}, " / ", {employees} * 2)',
+        }),
       );
-      const sample = await api<{ rows: { computed: Record<string, { value: unknown }> }[] }>('GET', `/tables/${table.id}/rows/?limit=1&offset=${rows - 1}`);
+      const sample = await api<{ rows: { computed: Record<string, { value: unknown }> }[] }>(
+        'GET',
+        `/tables/${table.id}/rows/?limit=1&offset=${rows - 1}`,
+      );
       const labels = Object.values(sample.rows[0]!.computed).map((c) => c.value);
-      if (!labels.some((v) => typeof v === 'string' && v.includes(' at Company '))) throw new Error(`the last row has no formula value: ${JSON.stringify(sample).slice(0, 300)}`);
+      if (!labels.some((v) => typeof v === 'string' && v.includes(' at Company ')))
+        throw new Error(`the last row has no formula value: ${JSON.stringify(sample).slice(0, 300)}`);
 
       log(`${rows} rows: paging the grid`);
       const grid = await withPeakMemory(serve.pid, stackPids, async () => {
         let seen = 0;
         for (let offset = 0; ; offset += pageSize) {
-          const page = await api<{ rows: unknown[] }>('GET', `/tables/${table.id}/rows/?limit=${pageSize}&offset=${offset}`);
+          const page = await api<{ rows: unknown[] }>(
+            'GET',
+            `/tables/${table.id}/rows/?limit=${pageSize}&offset=${offset}`,
+          );
           seen += page.rows.length;
           if (page.rows.length < pageSize) break;
         }
@@ -167,7 +182,11 @@ async function main() {
 
       log(`${rows} rows: export`);
       const exported = await withPeakMemory(serve.pid, stackPids, async () => {
-        const res = await request(`${serve.apiUrl}/tables/${table.id}/csv/`, { headers, headersTimeout: 0, bodyTimeout: 0 });
+        const res = await request(`${serve.apiUrl}/tables/${table.id}/csv/`, {
+          headers,
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        });
         if (res.statusCode !== 200) throw new Error(`export answered ${res.statusCode}`);
         let lines = 0;
         let quoted = false;

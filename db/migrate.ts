@@ -31,7 +31,8 @@ export const retiredMigrationNumbers: Readonly<Record<number, string>> = {
  * before this check existed; it is not to be repeated): `.data` folders may list them as applied.
  */
 export const droppedMigrationFiles: Readonly<Record<string, string>> = {
-  '022_check_in_fillfactor.sql': 'Dropped (measured in bench:pnet, it changed nothing); 022 is now 022_browser_steps_run.sql.',
+  '022_check_in_fillfactor.sql':
+    'Dropped (measured in bench:pnet, it changed nothing); 022 is now 022_browser_steps_run.sql.',
 };
 
 const migrationName = /^(\d{3})_[a-z0-9_]+\.sql$/;
@@ -46,7 +47,10 @@ export function migrationFiles(): string[] {
  * Problems with the numbering of `files`: from 001 up to the highest, every number has exactly one
  * file unless it is retired, and no retired number has one. Empty when the numbering is sound.
  */
-export function checkMigrationNumbers(files: readonly string[], retired: Readonly<Record<number, string>> = retiredMigrationNumbers): string[] {
+export function checkMigrationNumbers(
+  files: readonly string[],
+  retired: Readonly<Record<number, string>> = retiredMigrationNumbers,
+): string[] {
   const byNumber = new Map<number, string[]>();
   for (const name of files) {
     const match = migrationName.exec(name);
@@ -60,11 +64,18 @@ export function checkMigrationNumbers(files: readonly string[], retired: Readonl
     const names = byNumber.get(n) ?? [];
     const label = String(n).padStart(3, '0');
     if (Object.hasOwn(retired, n)) {
-      if (names.length > 0) problems.push(`migration number ${label} is retired (${retired[n]}) but ${names.join(', ')} takes it: use ${String(highest + 1).padStart(3, '0')}.`);
+      if (names.length > 0)
+        problems.push(
+          `migration number ${label} is retired (${retired[n]}) but ${names.join(', ')} takes it: use ${String(highest + 1).padStart(3, '0')}.`,
+        );
     } else if (names.length === 0) {
-      problems.push(`migration number ${label} is missing: number files one after another, or list ${label} in retiredMigrationNumbers (db/migrate.ts) with the reason.`);
+      problems.push(
+        `migration number ${label} is missing: number files one after another, or list ${label} in retiredMigrationNumbers (db/migrate.ts) with the reason.`,
+      );
     } else if (names.length > 1) {
-      problems.push(`migration number ${label} is taken by ${names.length} files (${names.join(', ')}): each file gets a number of its own.`);
+      problems.push(
+        `migration number ${label} is taken by ${names.length} files (${names.join(', ')}): each file gets a number of its own.`,
+      );
     }
   }
   return problems;

@@ -44,13 +44,24 @@ type Statement = PromiseLike<readonly object[]> & { execute(): unknown };
 
 /** The body's last statement, sent with the COMMIT (see `transaction`); answers its rows, or what `answer` makes of them. */
 export function commitWith<R extends readonly object[]>(statement: postgres.PendingQuery<R>): FinalStatement<R>;
-export function commitWith<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer: (rows: R) => T): FinalStatement<T>;
-export function commitWith<R extends readonly object[], T>(statement: postgres.PendingQuery<R>, answer?: (rows: R) => T): FinalStatement<T | R> {
-  return FinalStatement.of<T | R>([statement], ([rows]) => (answer ? answer(rows as unknown as R) : (rows as unknown as R)));
+export function commitWith<R extends readonly object[], T>(
+  statement: postgres.PendingQuery<R>,
+  answer: (rows: R) => T,
+): FinalStatement<T>;
+export function commitWith<R extends readonly object[], T>(
+  statement: postgres.PendingQuery<R>,
+  answer?: (rows: R) => T,
+): FinalStatement<T | R> {
+  return FinalStatement.of<T | R>([statement], ([rows]) =>
+    answer ? answer(rows as unknown as R) : (rows as unknown as R),
+  );
 }
 
 /** The body's last statements, sent in this order with the COMMIT and no wait between them; `answer` gets each one's rows. */
-export function commitWithAll<T>(statements: readonly Statement[], answer: (rows: postgres.Row[][]) => T): FinalStatement<T> {
+export function commitWithAll<T>(
+  statements: readonly Statement[],
+  answer: (rows: postgres.Row[][]) => T,
+): FinalStatement<T> {
   return FinalStatement.of(statements, answer);
 }
 
@@ -68,7 +79,10 @@ export function commitWithAll<T>(statements: readonly Statement[], answer: (rows
  * connection statements run in the order they are sent, and a BEGIN that fails (the connection
  * lost) fails everything after it.
  */
-export async function transaction<T>(sql: Sql, body: (tx: postgres.ReservedSql) => Promise<T | FinalStatement<T>>): Promise<T> {
+export async function transaction<T>(
+  sql: Sql,
+  body: (tx: postgres.ReservedSql) => Promise<T | FinalStatement<T>>,
+): Promise<T> {
   const tx = await sql.reserve();
   let open = false;
   try {

@@ -102,11 +102,14 @@ export function chatModelConfigFrom(env: Record<string, string | undefined>): Ch
 
 function failure(error: unknown, timeoutSeconds: number): ChatModelError {
   if (error instanceof ChatModelError) return error;
-  if (error instanceof APIUserAbortError) return new ChatModelError(`The model did not answer within ${timeoutSeconds} seconds.`, true);
-  if (error instanceof APIConnectionError) return new ChatModelError(`The model API could not be reached: ${error.message}`, true);
+  if (error instanceof APIUserAbortError)
+    return new ChatModelError(`The model did not answer within ${timeoutSeconds} seconds.`, true);
+  if (error instanceof APIConnectionError)
+    return new ChatModelError(`The model API could not be reached: ${error.message}`, true);
   if (error instanceof APIError) {
     // An error event inside a stream has no status: the answer broke off on the provider's side.
-    if (error.status === undefined) return new ChatModelError(`The model API failed mid-answer: ${error.message}`.slice(0, 500), true);
+    if (error.status === undefined)
+      return new ChatModelError(`The model API failed mid-answer: ${error.message}`.slice(0, 500), true);
     const status = error.status;
     const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
     return new ChatModelError(`The model API answered ${status}: ${error.message}`.slice(0, 500), retryable);
@@ -121,7 +124,11 @@ function wireMessage(message: ChatMessage): ChatCompletionMessageParam {
     return {
       role: 'assistant',
       content: message.content || null,
-      tool_calls: message.toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })),
+      tool_calls: message.toolCalls.map((call) => ({
+        id: call.id,
+        type: 'function',
+        function: { name: call.name, arguments: call.arguments },
+      })),
     };
   }
   return { role: message.role, content: message.content };
@@ -133,7 +140,12 @@ function requestBody(model: string, request: ChatRequest & { tools?: ChatTool[] 
     model,
     messages: request.messages.map(wireMessage),
     ...(request.tools?.length
-      ? { tools: request.tools.map((tool) => ({ type: 'function' as const, function: { name: tool.name, description: tool.description, parameters: tool.parameters } })) }
+      ? {
+          tools: request.tools.map((tool) => ({
+            type: 'function' as const,
+            function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+          })),
+        }
       : {}),
     ...(request.json ? { response_format: { type: 'json_object' as const } } : {}),
     ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
@@ -143,7 +155,12 @@ function requestBody(model: string, request: ChatRequest & { tools?: ChatTool[] 
 
 export function openAiChatModel(config: ChatModelConfig): ChatModel {
   const timeoutSeconds = config.timeoutSeconds ?? 60;
-  const client = new OpenAI({ apiKey: config.apiKey, baseURL: config.baseUrl, maxRetries: 0, timeout: timeoutSeconds * 1000 });
+  const client = new OpenAI({
+    apiKey: config.apiKey,
+    baseURL: config.baseUrl,
+    maxRetries: 0,
+    timeout: timeoutSeconds * 1000,
+  });
   return {
     key: config.model,
     timeoutSeconds,
@@ -206,7 +223,10 @@ export function openAiChatModel(config: ChatModelConfig): ChatModel {
       if (stopped) throw stopped;
       if (!finishReason) throw new ChatModelError('The model API closed the stream before the answer finished.', true);
       for (const [index, call] of [...calls].sort(([a], [b]) => a - b)) {
-        yield { type: 'tool-call', call: { id: call.id || `call_${index}`, name: call.name, arguments: call.arguments || '{}' } };
+        yield {
+          type: 'tool-call',
+          call: { id: call.id || `call_${index}`, name: call.name, arguments: call.arguments || '{}' },
+        };
       }
       yield { type: 'finish', finishReason, promptTokens, completionTokens };
     },

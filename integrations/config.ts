@@ -20,7 +20,11 @@ import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js'
 import type { OperationDoor } from '../domain/assistant/tool-cards.js';
 import { endpointCaller, type EndpointCaller } from './web/web-endpoint.js';
 import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfig } from './chat-model.js';
-import { createEnrichmentProviders, type EnrichmentEnvironment, type EnrichmentProviders } from './enrichment-providers/index.js';
+import {
+  createEnrichmentProviders,
+  type EnrichmentEnvironment,
+  type EnrichmentProviders,
+} from './enrichment-providers/index.js';
 import { mailerFrom, type Mailer } from './mailer.js';
 import { createTeamChatClient, type TeamChatClient, type TeamChatConfig } from './team-chat/client.js';
 import { webhookSender, type WebhookSender } from './webhooks/sender.js';
@@ -35,7 +39,12 @@ import { parseKnownApps, type KnownApps } from '../domain/connected-apps/connect
 import { sourcingConfigFrom, createSourcing, type Sourcing, type SourcingConfig } from './sourcing.js';
 import { createStripeProvider, type StripeConfig } from './payments/stripe.js';
 import type { PaymentProvider } from './payments/provider.js';
-import { affiliatePayoutsConfigFrom, createAffiliatePayouts, type AffiliatePayouts, type AffiliatePayoutsConfig } from './payouts/settings.js';
+import {
+  affiliatePayoutsConfigFrom,
+  createAffiliatePayouts,
+  type AffiliatePayouts,
+  type AffiliatePayoutsConfig,
+} from './payouts/settings.js';
 
 /** An environment: `process.env`, or a test's own. */
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -81,13 +90,15 @@ function metricsAddress(raw: string | undefined): string | undefined {
   // The SDK binds a socket address, not a name: an IPv4 address or a bracketed IPv6 one.
   const m = /^(\d{1,3}(?:\.\d{1,3}){3}|\[[\da-fA-F:.]+\]):(\d{1,5})$/.exec(raw);
   const port = Number(m?.[2]);
-  if (!m || port < 1 || port > 65535) throw new Error(`TEMPORAL_WORKER_METRICS must be ip:port (127.0.0.1:9464), not "${raw}".`);
+  if (!m || port < 1 || port > 65535)
+    throw new Error(`TEMPORAL_WORKER_METRICS must be ip:port (127.0.0.1:9464), not "${raw}".`);
   return raw;
 }
 
 export function readServiceConfig(env: Environment = process.env): ServiceConfig {
   const role = env.SERVICE_ROLE ?? 'all';
-  if (role !== 'all' && role !== 'api' && role !== 'worker') throw new Error(`SERVICE_ROLE must be all, api or worker, not "${role}".`);
+  if (role !== 'all' && role !== 'api' && role !== 'worker')
+    throw new Error(`SERVICE_ROLE must be all, api or worker, not "${role}".`);
   const temporalPersistence = env.TEMPORAL_PERSISTENCE || 'sqlite';
   if (temporalPersistence !== 'sqlite' && temporalPersistence !== 'postgres') {
     throw new Error(`TEMPORAL_PERSISTENCE must be sqlite or postgres, not "${temporalPersistence}".`);
@@ -147,7 +158,11 @@ export function readToolSettings(env: Environment = process.env): ToolSettings {
   return {
     toolsDir: env.TOOLS_DIR ? resolve(env.TOOLS_DIR) : resolve(projectRoot, '.tools'),
     searchPath: env.PATH ?? '',
-    binaries: { TEMPORAL_CLI: env.TEMPORAL_CLI || undefined, TEMPORAL_TEST_SERVER: env.TEMPORAL_TEST_SERVER || undefined, STRIPE_MOCK: env.STRIPE_MOCK || undefined },
+    binaries: {
+      TEMPORAL_CLI: env.TEMPORAL_CLI || undefined,
+      TEMPORAL_TEST_SERVER: env.TEMPORAL_TEST_SERVER || undefined,
+      STRIPE_MOCK: env.STRIPE_MOCK || undefined,
+    },
   };
 }
 
@@ -236,8 +251,12 @@ export interface IntegrationsConfig {
 function teamChatFrom(env: Environment): TeamChatConfig | { missing: string[] } {
   const clientId = env.TEAM_CHAT_CLIENT_ID?.trim();
   const publicBase = env.PUBLIC_BASE_URL?.trim().replace(/\/+$/, '');
-  const redirectUrl = env.TEAM_CHAT_REDIRECT_URL?.trim() || (publicBase ? `${publicBase}/notifications/chatapp/callback/` : '');
-  const missing = [...(clientId ? [] : ['TEAM_CHAT_CLIENT_ID']), ...(redirectUrl ? [] : ['TEAM_CHAT_REDIRECT_URL (or PUBLIC_BASE_URL)'])];
+  const redirectUrl =
+    env.TEAM_CHAT_REDIRECT_URL?.trim() || (publicBase ? `${publicBase}/notifications/chatapp/callback/` : '');
+  const missing = [
+    ...(clientId ? [] : ['TEAM_CHAT_CLIENT_ID']),
+    ...(redirectUrl ? [] : ['TEAM_CHAT_REDIRECT_URL (or PUBLIC_BASE_URL)']),
+  ];
   if (!clientId || !redirectUrl) return { missing };
   return {
     clientId,
@@ -268,7 +287,10 @@ function cloudDriveFrom(env: Environment): CloudDriveConfig | { missing: string[
   const clientId = env.DRIVE_CLIENT_ID?.trim();
   const publicBase = env.PUBLIC_BASE_URL?.trim().replace(/\/+$/, '');
   const redirectUrl = env.DRIVE_REDIRECT_URL?.trim() || (publicBase ? `${publicBase}/cloud-drive/callback/` : '');
-  const missing = [...(clientId ? [] : ['DRIVE_CLIENT_ID']), ...(redirectUrl ? [] : ['DRIVE_REDIRECT_URL (or PUBLIC_BASE_URL)'])];
+  const missing = [
+    ...(clientId ? [] : ['DRIVE_CLIENT_ID']),
+    ...(redirectUrl ? [] : ['DRIVE_REDIRECT_URL (or PUBLIC_BASE_URL)']),
+  ];
   if (!clientId || !redirectUrl) return { missing };
   return {
     clientId,
@@ -282,13 +304,19 @@ function cloudDriveFrom(env: Environment): CloudDriveConfig | { missing: string[
 }
 
 function secretsKeysFrom(env: Environment): { current: Buffer; previous: Buffer[] } | null {
-  const previous = (env.SECRETS_KEY_PREVIOUS ?? '').split(',').map((s) => s.trim()).filter(Boolean).map((k) => parseSealingKey(k, 'SECRETS_KEY_PREVIOUS'));
+  const previous = (env.SECRETS_KEY_PREVIOUS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((k) => parseSealingKey(k, 'SECRETS_KEY_PREVIOUS'));
   return env.SECRETS_KEY?.trim() ? { current: parseSealingKey(env.SECRETS_KEY, 'SECRETS_KEY'), previous } : null;
 }
 
 export function readIntegrationsConfig(env: Environment = process.env): IntegrationsConfig {
   const url = (name: string) => env[name]?.trim() || null;
-  const servers = env.DNS_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const servers = env.DNS_SERVERS?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   return {
     smtp: env.SMTP_URL ? { url: env.SMTP_URL, from: env.SMTP_FROM ?? 'sequences@localhost' } : null,
     publicBaseUrl: env.PUBLIC_BASE_URL,
@@ -296,7 +324,11 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     dnsServers: servers,
     webReaderAllowPrivateNetworks: env.WEB_READER_ALLOW_PRIVATE_NETWORKS === 'true',
     mailboxAllowPrivateNetworks: env.MAILBOX_ALLOW_PRIVATE_NETWORKS === 'true',
-    agentTools: { searchApiUrl: url('SEARCH_API_URL'), workEmailFinderUrl: url('WORK_EMAIL_FINDER_URL'), peopleFinderUrl: url('PEOPLE_FINDER_URL') },
+    agentTools: {
+      searchApiUrl: url('SEARCH_API_URL'),
+      workEmailFinderUrl: url('WORK_EMAIL_FINDER_URL'),
+      peopleFinderUrl: url('PEOPLE_FINDER_URL'),
+    },
     sequenceFeedPollSeconds: Math.max(1, Number(env.SEQUENCE_FEED_POLL_SECONDS) || 30),
     chatAttachments: chatAttachmentLimitsFrom(env),
     businessDocuments: businessDocumentLimitsFrom(env),
@@ -304,9 +336,14 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
     secretsKeys: secretsKeysFrom(env),
     payments: paymentsFrom(env),
     connectedAppsKnown: parseKnownApps(env.CONNECTED_APPS_KNOWN),
-    referralLinkBase: env.REFERRAL_LINK_BASE?.trim() || (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
+    referralLinkBase:
+      env.REFERRAL_LINK_BASE?.trim() ||
+      (env.PUBLIC_BASE_URL?.trim() ? `${env.PUBLIC_BASE_URL.trim().replace(/\/+$/, '')}/signup` : null),
     sourcing: sourcingConfigFrom(env),
-    notifications: { webhooksAllowPrivateNetworks: env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS === 'true', teamChat: teamChatFrom(env) },
+    notifications: {
+      webhooksAllowPrivateNetworks: env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS === 'true',
+      teamChat: teamChatFrom(env),
+    },
     affiliatePayouts: affiliatePayoutsConfigFrom(env),
     affiliates: affiliateSettingsFrom(env),
   };
@@ -331,7 +368,8 @@ function affiliateSettingsFrom(env: Environment): AffiliateSettings {
     const raw = env[name]?.trim();
     if (!raw) return fallback;
     const value = Number(raw);
-    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number of days, not "${raw}".`);
+    if (!Number.isFinite(value) || value <= 0)
+      throw new Error(`${name} must be a positive number of days, not "${raw}".`);
     return value;
   };
   return {
@@ -391,7 +429,10 @@ export interface Integrations {
    * from its domain: the page reader (the web page column's address checks) and where a domain's
    * pages are (https://<domain>; a test points it at a local server).
    */
-  businessDocuments: BusinessDocumentLimits & { pageReader: EnrichmentProvider; siteOrigin: (domain: string) => string };
+  businessDocuments: BusinessDocumentLimits & {
+    pageReader: EnrichmentProvider;
+    siteOrigin: (domain: string) => string;
+  };
   /** The cloud drive's client, or the variables it needs (a test may set a client on it). */
   cloudDrive: CloudDriveClient | { missing: string[] };
   /** The keys stored third-party secrets are sealed with; null for the one kept in the database (services/platform/sealing.ts). */
@@ -431,7 +472,10 @@ function factoryEnvironment(config: IntegrationsConfig): Record<string, string |
 }
 
 /** Every outside service of the configuration; `enrichment` swaps the MX resolver or the page reader's limits (tests). */
-export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<EnrichmentEnvironment, 'env'> = {}): Integrations {
+export function createIntegrations(
+  config: IntegrationsConfig,
+  enrichment: Omit<EnrichmentEnvironment, 'env'> = {},
+): Integrations {
   const env = factoryEnvironment(config);
   const chatModel = chatModelFrom(env);
   return {
@@ -452,13 +496,25 @@ export function createIntegrations(config: IntegrationsConfig, enrichment: Omit<
     },
     cloudDrive: 'missing' in config.cloudDrive ? config.cloudDrive : createCloudDriveClient(config.cloudDrive),
     secretsKeys: config.secretsKeys,
-    payments: 'missing' in config.payments ? config.payments : { provider: createStripeProvider(config.payments), returnUrl: config.payments.returnUrl },
+    payments:
+      'missing' in config.payments
+        ? config.payments
+        : { provider: createStripeProvider(config.payments), returnUrl: config.payments.returnUrl },
     referralLinkBase: config.referralLinkBase,
-    connectedApps: { known: config.connectedAppsKnown, clientMetadata: clientMetadataReader({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }) },
-    sourcing: createSourcing(config.sourcing, { dnsServers: config.dnsServers, allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
+    connectedApps: {
+      known: config.connectedAppsKnown,
+      clientMetadata: clientMetadataReader({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),
+    },
+    sourcing: createSourcing(config.sourcing, {
+      dnsServers: config.dnsServers,
+      allowPrivateNetworks: config.webReaderAllowPrivateNetworks,
+    }),
     notifications: {
       webhooks: webhookSender({ allowPrivateNetworks: config.notifications.webhooksAllowPrivateNetworks }),
-      teamChat: 'missing' in config.notifications.teamChat ? config.notifications.teamChat : createTeamChatClient(config.notifications.teamChat),
+      teamChat:
+        'missing' in config.notifications.teamChat
+          ? config.notifications.teamChat
+          : createTeamChatClient(config.notifications.teamChat),
     },
     affiliatePayouts: createAffiliatePayouts(config.affiliatePayouts),
     affiliates: { ...config.affiliates },

@@ -60,7 +60,10 @@ export function certainlyNotSent(error: unknown): boolean {
   const e = error as { code?: string; responseCode?: number };
   // No connection, or the server answered with a refusal (envelope or message): nothing was taken.
   // A socket dropped or timed out mid-message is not on this list: it may have been delivered.
-  return ['ECONNECTION', 'EDNS', 'ETLS', 'EAUTH', 'EENVELOPE', 'EMESSAGE'].includes(e.code ?? '') || (typeof e.responseCode === 'number' && e.responseCode >= 400);
+  return (
+    ['ECONNECTION', 'EDNS', 'ETLS', 'EAUTH', 'EENVELOPE', 'EMESSAGE'].includes(e.code ?? '') ||
+    (typeof e.responseCode === 'number' && e.responseCode >= 400)
+  );
 }
 
 export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

@@ -31,7 +31,11 @@ export function sourcingConfigFrom(env: Env): SourcingConfig {
   const apolloKey = env.APOLLO_API_KEY?.trim();
   return {
     apollo: apolloKey
-      ? { apiKey: apolloKey, baseUrl: env.APOLLO_API_URL?.trim() || 'https://api.apollo.io', pricePerRow: wholeFrom(env, 'LEAD_SEARCH_PRICE_PER_ROW', 1) }
+      ? {
+          apiKey: apolloKey,
+          baseUrl: env.APOLLO_API_URL?.trim() || 'https://api.apollo.io',
+          pricePerRow: wholeFrom(env, 'LEAD_SEARCH_PRICE_PER_ROW', 1),
+        }
       : null,
     crmApiUrl: env.HUBSPOT_API_URL?.trim() || 'https://api.hubapi.com',
     ctLogUrl: env.CT_LOG_URL?.trim() || 'https://crt.sh',
@@ -49,7 +53,10 @@ export interface Sourcing {
   dns: HostResolver;
 }
 
-export function createSourcing(config: SourcingConfig, options: { dnsServers?: string[] | undefined; allowPrivateNetworks?: boolean }): Sourcing {
+export function createSourcing(
+  config: SourcingConfig,
+  options: { dnsServers?: string[] | undefined; allowPrivateNetworks?: boolean },
+): Sourcing {
   return {
     leadSearch: createLeadSearchProviders({ apollo: config.apollo }),
     crm: { apiUrl: config.crmApiUrl, timeoutMs: 30_000 },

@@ -5,7 +5,14 @@
  * whether to retry instead of catching.
  */
 import type { z } from 'zod';
-import type { AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentState, ResultReportSchema } from '../domain/pnet/agent.js';
+import type {
+  AgentClaimSchema,
+  AgentHeartbeatSchema,
+  AgentReleaseSchema,
+  AgentSetStateSchema,
+  AgentState,
+  ResultReportSchema,
+} from '../domain/pnet/agent.js';
 import type { BrowserStep } from '../domain/pnet/steps.js';
 import type { Wait } from '../domain/pnet/pacing.js';
 
@@ -53,7 +60,10 @@ export class AgentClient {
 
   /** The same client, its requests also aborted by `signal`. */
   withSignal(signal: AbortSignal): AgentClient {
-    return new AgentClient({ ...this.options, signal: this.options.signal ? AbortSignal.any([this.options.signal, signal]) : signal });
+    return new AgentClient({
+      ...this.options,
+      signal: this.options.signal ? AbortSignal.any([this.options.signal, signal]) : signal,
+    });
   }
 
   heartbeat(body: HeartbeatBody) {
@@ -83,7 +93,10 @@ export class AgentClient {
         method: 'POST',
         headers: { authorization: `Bearer ${this.options.token}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
-        signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs ?? 120_000), ...(this.options.signal ? [this.options.signal] : [])]),
+        signal: AbortSignal.any([
+          AbortSignal.timeout(this.options.timeoutMs ?? 120_000),
+          ...(this.options.signal ? [this.options.signal] : []),
+        ]),
       });
       const text = await response.text();
       let parsed: unknown = null;
@@ -103,7 +116,14 @@ export class AgentClient {
         retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null,
       };
     } catch (error) {
-      return { status: 0, body: null, detail: (error as Error).message, sentAt, answeredAt: Date.now(), retryAfterSeconds: null };
+      return {
+        status: 0,
+        body: null,
+        detail: (error as Error).message,
+        sentAt,
+        answeredAt: Date.now(),
+        retryAfterSeconds: null,
+      };
     }
   }
 }

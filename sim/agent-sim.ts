@@ -36,7 +36,10 @@ const usage = `Usage: npm run agent:sim -- --token TOKEN [options]
 /** The API of the stack `npm start` runs with this DATA_DIR. */
 export function localStackApiUrl(dataDir = readConfig().dataDir): string {
   const file = join(dataDir, 'stack.json');
-  if (!existsSync(file)) throw new UsageError(`No --api given and no running stack found (${file} is missing). Start one with "npm start", or pass --api URL.`);
+  if (!existsSync(file))
+    throw new UsageError(
+      `No --api given and no running stack found (${file} is missing). Start one with "npm start", or pass --api URL.`,
+    );
   const stack = JSON.parse(readFileSync(file, 'utf8')) as StackFile;
   if (!stack.api_url) throw new UsageError(`The stack in ${file} runs no API (SERVICE_ROLE=worker?). Pass --api URL.`);
   return stack.api_url;
@@ -73,7 +76,10 @@ async function main() {
   const duration = numberFlag(values, 'duration', 0, { min: 0 });
   const apiUrl = values.api ?? localStackApiUrl();
   const random = values.seed === undefined ? Math.random : seededRandom(numberFlag(values, 'seed', 0));
-  const identity = { member_urn: values.identity ?? `urn:li:member:sim-${createHash('sha256').update(values.token).digest('hex').slice(0, 16)}` };
+  const identity = {
+    member_urn:
+      values.identity ?? `urn:li:member:sim-${createHash('sha256').update(values.token).digest('hex').slice(0, 16)}`,
+  };
   const client = new AgentClient({ apiUrl, token: values.token });
   const log = new SimLog();
   const browsers = Array.from({ length: Math.floor(count) }, (_, i) =>
@@ -94,7 +100,9 @@ async function main() {
     }).start(),
   );
   const started = Date.now();
-  process.stdout.write(`${browsers.length} simulated browser(s) checking in at ${apiUrl} as ${identity.member_urn}. Ctrl-C prints the summary.\n`);
+  process.stdout.write(
+    `${browsers.length} simulated browser(s) checking in at ${apiUrl} as ${identity.member_urn}. Ctrl-C prints the summary.\n`,
+  );
 
   const progress = setInterval(() => {
     const c = sumCounters(browsers.map((b) => b.counters));
@@ -125,7 +133,10 @@ async function main() {
 function summary(browsers: SimBrowser[], log: SimLog, elapsedMs: number): string {
   const fates = new Map<ClaimFate, number>();
   for (const claim of log.claims) fates.set(claim.fate, (fates.get(claim.fate) ?? 0) + 1);
-  const perBrowser = browsers.map((b) => `  ${b.label}: ${b.counters.claims} claims, lease granted on ${b.counters.leaseGranted} of ${b.counters.leaseGranted + b.counters.leaseDenied} check-ins`);
+  const perBrowser = browsers.map(
+    (b) =>
+      `  ${b.label}: ${b.counters.claims} claims, lease granted on ${b.counters.leaseGranted} of ${b.counters.leaseGranted + b.counters.leaseDenied} check-ins`,
+  );
   return [
     `Summary after ${(elapsedMs / 1000).toFixed(1)} s`,
     formatCounters(sumCounters(browsers.map((b) => b.counters))),
@@ -139,6 +150,8 @@ main().catch((error: unknown) => {
     process.stderr.write(`${(error as Error).message}\n\n${usage}\n`);
     process.exit(2);
   }
-  process.stderr.write(`agent:sim failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `agent:sim failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

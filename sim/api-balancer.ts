@@ -17,7 +17,15 @@ export interface ApiBalancer {
 }
 
 /** Hop-by-hop headers: they describe one connection, not the request. */
-const hopByHop = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer']);
+const hopByHop = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+]);
 
 function endToEnd(headers: IncomingMessage['headers']): IncomingMessage['headers'] {
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !hopByHop.has(name.toLowerCase())));
@@ -50,7 +58,14 @@ export async function startApiBalancer(backends: () => readonly string[], port =
       const target = new URL(targets[index]!);
       let connected = false;
       const upstream = request(
-        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: { ...endToEnd(req.headers), 'content-length': String(body.length) }, agent: false },
+        {
+          host: target.hostname,
+          port: target.port,
+          method: req.method,
+          path: req.url,
+          headers: { ...endToEnd(req.headers), 'content-length': String(body.length) },
+          agent: false,
+        },
         (answer) => {
           res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
           answer.pipe(res);

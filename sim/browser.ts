@@ -6,7 +6,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { browserReportedErrorCodes, type BrowserErrorCode, type BrowserStep, type StepErrorCode } from '../domain/pnet/steps.js';
+import {
+  browserReportedErrorCodes,
+  type BrowserErrorCode,
+  type BrowserStep,
+  type StepErrorCode,
+} from '../domain/pnet/steps.js';
 import { claimLeaseSeconds } from '../domain/pnet/timing.js';
 import type { AgentState } from '../domain/pnet/agent.js';
 import type { AgentAnswer, AgentClient, ClaimAnswer, ResultBody } from './agent-client.js';
@@ -17,8 +22,14 @@ import { SimLog, type ClaimRecord, type ReportCopy, type ReportRecord } from './
  * less `blocked_checkpoint`, `not_authenticated` and `account_mismatch`: those describe the
  * account rather than the step and stop its line, which a load simulation does not want.
  */
-const accountLevel: ReadonlySet<StepErrorCode> = new Set(['blocked_checkpoint', 'not_authenticated', 'account_mismatch']);
-export const browserErrorCodes: readonly BrowserErrorCode[] = browserReportedErrorCodes.filter((code) => !accountLevel.has(code));
+const accountLevel: ReadonlySet<StepErrorCode> = new Set([
+  'blocked_checkpoint',
+  'not_authenticated',
+  'account_mismatch',
+]);
+export const browserErrorCodes: readonly BrowserErrorCode[] = browserReportedErrorCodes.filter(
+  (code) => !accountLevel.has(code),
+);
 
 export interface BrowserOptions {
   client: AgentClient;
@@ -117,7 +128,8 @@ export function sumCounters(all: BrowserCounters[]): BrowserCounters {
       if (typeof value === 'number') (total[key] as number) += value;
     }
     for (const [status, n] of Object.entries(c.reports)) total.reports[status] = (total.reports[status] ?? 0) + n;
-    for (const [reason, n] of Object.entries(c.emptyReasons)) total.emptyReasons[reason] = (total.emptyReasons[reason] ?? 0) + n;
+    for (const [reason, n] of Object.entries(c.emptyReasons))
+      total.emptyReasons[reason] = (total.emptyReasons[reason] ?? 0) + n;
     for (const status of ['succeeded', 'failed', 'skipped'] as const) total.settled[status] += c.settled[status];
   }
   return total;
@@ -130,12 +142,19 @@ export function formatCounters(c: BrowserCounters): string {
     .join(', ');
   return [
     `check-ins          ${c.checkIns} (${c.checkInErrors} without a 200; lease granted ${c.leaseGranted}, held elsewhere ${c.leaseDenied})`,
-    `claims             ${c.claims} handed out, ${c.claimsEmpty} empty${c.claimsEmpty ? ` (${Object.entries(c.emptyReasons).map(([r, n]) => `${r} ${n}`).join(', ')})` : ''}, ` +
-      `${c.claimsRefused} refused, ${c.claimErrors} without an answer`,
+    `claims             ${c.claims} handed out, ${c.claimsEmpty} empty${
+      c.claimsEmpty
+        ? ` (${Object.entries(c.emptyReasons)
+            .map(([r, n]) => `${r} ${n}`)
+            .join(', ')})`
+        : ''
+    }, ` + `${c.claimsRefused} refused, ${c.claimErrors} without an answer`,
     `settled by sims    succeeded ${c.settled.succeeded}, failed ${c.settled.failed}, skipped ${c.settled.skipped}; results refused ${c.refused}`,
     `result posts       ${reports || 'none'} (${c.reportRetries} retries)`,
     `misbehaviours      duplicates ${c.duplicates}, stale ${c.stale}, late ${c.late}, silences ${c.silences}, lost claims ${c.lostClaims}, releases ${c.releases}`,
-    ...(c.accountMismatch ? [`account mismatch   ${c.accountMismatch} browser(s) stopped (signed in as another identity)`] : []),
+    ...(c.accountMismatch
+      ? [`account mismatch   ${c.accountMismatch} browser(s) stopped (signed in as another identity)`]
+      : []),
   ].join('\n');
 }
 
@@ -201,8 +220,19 @@ export class SimBrowser {
   private loopDone: Promise<void> | null = null;
 
   constructor(options: BrowserOptions) {
-    this.o = { ...defaults, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) } as Settings;
-    for (const rate of ['failRate', 'skipRate', 'duplicateRate', 'staleRate', 'lateRate', 'silenceRate', 'releaseRate'] as const) {
+    this.o = {
+      ...defaults,
+      ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
+    } as Settings;
+    for (const rate of [
+      'failRate',
+      'skipRate',
+      'duplicateRate',
+      'staleRate',
+      'lateRate',
+      'silenceRate',
+      'releaseRate',
+    ] as const) {
       if (!(this.o[rate] >= 0 && this.o[rate] <= 1)) throw new Error(`${rate} must be between 0 and 1`);
     }
     if (this.o.failRate + this.o.skipRate > 1) throw new Error('failRate + skipRate must be at most 1');
@@ -251,7 +281,10 @@ export class SimBrowser {
       const answer = await this.checkIn(null);
       if (answer.status !== 200 || !answer.body) {
         failures += 1;
-        await this.wait(answer.retryAfterSeconds ? answer.retryAfterSeconds * 1000 : Math.min(250 * 2 ** failures, 5000), this.idle.signal);
+        await this.wait(
+          answer.retryAfterSeconds ? answer.retryAfterSeconds * 1000 : Math.min(250 * 2 ** failures, 5000),
+          this.idle.signal,
+        );
         continue;
       }
       failures = 0;
@@ -262,7 +295,9 @@ export class SimBrowser {
         this.counters.accountMismatch += 1;
         return;
       }
-      if (!stateSet) stateSet = (await this.client.setState({ browser_id: this.browserId, lease_nonce: this.leaseNonce })).status === 200;
+      if (!stateSet)
+        stateSet =
+          (await this.client.setState({ browser_id: this.browserId, lease_nonce: this.leaseNonce })).status === 200;
       if (state.lease_granted) this.counters.leaseGranted += 1;
       else this.counters.leaseDenied += 1;
       if (state.lease_granted && (state.queued_count > 0 || state.unpaced_waiting) && !this.stopping) {
@@ -290,7 +325,10 @@ export class SimBrowser {
     return answer;
   }
 
-  private async claimNext(): Promise<{ answer: AgentAnswer<ClaimAnswer>; body: ClaimAnswer & { step: BrowserStep } } | null> {
+  private async claimNext(): Promise<{
+    answer: AgentAnswer<ClaimAnswer>;
+    body: ClaimAnswer & { step: BrowserStep };
+  } | null> {
     const answer = await this.client.claim({ browser_id: this.browserId, verify_first: this.o.verifyFirst });
     if (answer.status === 200 && answer.body) {
       if (answer.body.step?.claimed_at) {
@@ -328,7 +366,16 @@ export class SimBrowser {
       settledAt: null,
     });
     const verification = body.verification ?? null;
-    const live: LiveClaim = { step, verification, record, lost: false, quiet: false, acting: true, lostSignal: new AbortController(), done: new AbortController() };
+    const live: LiveClaim = {
+      step,
+      verification,
+      record,
+      lost: false,
+      quiet: false,
+      acting: true,
+      lostSignal: new AbortController(),
+      done: new AbortController(),
+    };
     const renewing = this.keepRenewing(live);
     try {
       const act = await this.act(live);
@@ -370,8 +417,10 @@ export class SimBrowser {
     if (look) {
       if (!(await this.work(live, duration / 3))) return { kind: 'abandon', fate: live.lost ? 'lost' : 'stopped' };
       const alreadyDone = live.verification !== null && r() < 0.5;
-      if (alreadyDone) return { kind: 'report', report: this.result(live.step, 'succeeded', Date.now() - started), late: false };
-      if (live.verification?.mode === 'verify_only' || live.verification === null) return { kind: 'release', reason: 'verified_absent' };
+      if (alreadyDone)
+        return { kind: 'report', report: this.result(live.step, 'succeeded', Date.now() - started), late: false };
+      if (live.verification?.mode === 'verify_only' || live.verification === null)
+        return { kind: 'release', reason: 'verified_absent' };
     }
     if (!(await this.work(live, duration))) return { kind: 'abandon', fate: live.lost ? 'lost' : 'stopped' };
     // The irreversible click happens here. A build that asks the server for a commit grant
@@ -385,14 +434,19 @@ export class SimBrowser {
       live.quiet = true;
       live.acting = false;
       live.record.ranUntil = Date.now();
-      if (!(await this.wait(this.o.silenceSeconds * 1000, this.idle.signal))) return { kind: 'abandon', fate: 'stopped' };
+      if (!(await this.wait(this.o.silenceSeconds * 1000, this.idle.signal)))
+        return { kind: 'abandon', fate: 'stopped' };
       return { kind: 'report', report, late: true };
     }
     return { kind: 'report', report, late: false };
   }
 
   private result(step: BrowserStep, status: ResultBody['status'], durationMs: number): ResultBody {
-    const base = { claimed_at: step.claimed_at, duration_ms: durationMs, diagnostic: { before_commit: false, config_version: this.lastState?.config_version ?? 1 } };
+    const base = {
+      claimed_at: step.claimed_at,
+      duration_ms: durationMs,
+      diagnostic: { before_commit: false, config_version: this.lastState?.config_version ?? 1 },
+    };
     if (status === 'failed') {
       const code = browserErrorCodes[Math.floor(this.random() * browserErrorCodes.length)]!;
       return { ...base, status, error_code: code, error_message: `Simulated ${code}` };
@@ -417,7 +471,8 @@ export class SimBrowser {
       if (live.quiet || stop.aborted) return;
       if (answer.status !== 200 || !answer.body) continue;
       this.lastState = answer.body;
-      if (answer.body.running_claim === 'renewed') live.record.heldUntil = Math.max(live.record.heldUntil, answer.sentAt);
+      if (answer.body.running_claim === 'renewed')
+        live.record.heldUntil = Math.max(live.record.heldUntil, answer.sentAt);
       // While the result is on its way a `lost` answer may just be the settle landing first.
       if (answer.body.running_claim === 'lost' && live.acting) {
         this.counters.lostClaims += 1;
@@ -429,7 +484,9 @@ export class SimBrowser {
   }
 
   private async giveBack(live: LiveClaim, reason: 'verified_absent' | 'reopen_paused') {
-    const answer = await this.withRetry(() => this.client.release(live.step.id, { claimed_at: live.step.claimed_at!, reason }));
+    const answer = await this.withRetry(() =>
+      this.client.release(live.step.id, { claimed_at: live.step.claimed_at!, reason }),
+    );
     if (answer.status === 200 && answer.body) {
       this.counters.releases += 1;
       live.record.fate = 'released';
@@ -467,7 +524,13 @@ export class SimBrowser {
     } else if (own.some((p) => p.http === 409)) {
       this.counters.refused += 1;
     }
-    live.record.fate = late ? 'late' : accepted ? 'settled' : own.some((p) => p.http === 409) ? 'refused' : 'unanswered';
+    live.record.fate = late
+      ? 'late'
+      : accepted
+        ? 'settled'
+        : own.some((p) => p.http === 409)
+          ? 'refused'
+          : 'unanswered';
   }
 
   private async postOnce(live: LiveClaim, body: ResultBody, copy: ReportCopy, late: boolean): Promise<ReportRecord> {
@@ -491,7 +554,14 @@ export class SimBrowser {
       sentAt: started,
       answeredAt: answer.answeredAt,
       detail: answer.detail,
-      answer: step ? { status: step.status, finished_at: step.finished_at, claimed_at: step.claimed_at, error_code: step.error_code } : null,
+      answer: step
+        ? {
+            status: step.status,
+            finished_at: step.finished_at,
+            claimed_at: step.claimed_at,
+            error_code: step.error_code,
+          }
+        : null,
     };
     this.log.addReport(record);
     this.counters.reports[String(answer.status)] = (this.counters.reports[String(answer.status)] ?? 0) + 1;
@@ -506,7 +576,9 @@ export class SimBrowser {
       const transient = answer.status === 0 || answer.status === 429 || answer.status >= 500;
       if (!transient || Date.now() - started > this.o.reportGiveUpMs) return answer;
       this.counters.reportRetries += 1;
-      const backoff = answer.retryAfterSeconds ? answer.retryAfterSeconds * 1000 : Math.min(250 * 2 ** (attempt - 1), 3000);
+      const backoff = answer.retryAfterSeconds
+        ? answer.retryAfterSeconds * 1000
+        : Math.min(250 * 2 ** (attempt - 1), 3000);
       if (!(await this.wait(backoff, this.halted.signal))) return answer;
     }
   }

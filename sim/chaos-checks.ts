@@ -67,7 +67,8 @@ export function checkLine(rows: StepRowLite[], log?: SimLog): CheckResult {
   for (const row of rows) {
     if (terminalStatuses.has(row.status)) continue;
     if (row.status === 'queued' || row.status === 'resuming') continue;
-    const given = row.claimed_at && log?.claims.find((c) => c.stepId === row.id && c.claimedAt === row.claimed_at!.getTime());
+    const given =
+      row.claimed_at && log?.claims.find((c) => c.stepId === row.id && c.claimedAt === row.claimed_at!.getTime());
     const whose =
       row.status !== 'claimed' || !log
         ? ''
@@ -77,7 +78,11 @@ export function checkLine(rows: StepRowLite[], log?: SimLog): CheckResult {
     violations.push(`step ${shortId(row.id)} (${row.kind}) is ${row.status} at the end${whose}`);
   }
   const byStatus = countBy(rows, (r) => (r.status === 'failed' && r.error_code ? `failed/${r.error_code}` : r.status));
-  return result('every step terminal or correctly queued', `${rows.length} steps: ${formatCounts(byStatus)}`, violations);
+  return result(
+    'every step terminal or correctly queued',
+    `${rows.length} steps: ${formatCounts(byStatus)}`,
+    violations,
+  );
 }
 
 /**
@@ -96,11 +101,16 @@ export function checkSettles(log: SimLog, rows: StepRowLite[]): CheckResult {
     accepted.set(report.stepId, settles);
   }
   for (const [stepId, settles] of accepted) {
-    if (settles.size > 1) violations.push(`step ${shortId(stepId)} was settled more than once: ${[...settles].join(' / ')}`);
+    if (settles.size > 1)
+      violations.push(`step ${shortId(stepId)} was settled more than once: ${[...settles].join(' / ')}`);
     const row = byId.get(stepId);
     const [only] = settles;
-    const rowSettle = row && row.finished_at ? `${row.status === 'cancelled' ? 'failed' : row.status} at ${row.finished_at.toISOString()}` : `${row?.status ?? 'missing'}`;
-    if (settles.size === 1 && only !== rowSettle) violations.push(`step ${shortId(stepId)}: browsers were told "${only}" but the row says "${rowSettle}"`);
+    const rowSettle =
+      row && row.finished_at
+        ? `${row.status === 'cancelled' ? 'failed' : row.status} at ${row.finished_at.toISOString()}`
+        : `${row?.status ?? 'missing'}`;
+    if (settles.size === 1 && only !== rowSettle)
+      violations.push(`step ${shortId(stepId)}: browsers were told "${only}" but the row says "${rowSettle}"`);
   }
 
   // Copies of one result for one claim must be answered alike: "the same result again" is 200.
@@ -114,24 +124,36 @@ export function checkSettles(log: SimLog, rows: StepRowLite[]): CheckResult {
     copies.set(key, tally);
   }
   const mixed = [...copies].filter(([, t]) => t.ok > 0 && t.refused > 0).map(([key]) => key.split('@')[0]!);
-  if (mixed.length) notes.push(`${mixed.length} result(s) posted several times got 200 for one copy and 409 for another: steps ${mixed.slice(0, 5).map(shortId).join(', ')}`);
+  if (mixed.length)
+    notes.push(
+      `${mixed.length} result(s) posted several times got 200 for one copy and 409 for another: steps ${mixed.slice(0, 5).map(shortId).join(', ')}`,
+    );
   const staleAccepted = log.reports.filter((r) => r.copy === 'stale' && r.http === 200).length;
   if (staleAccepted) notes.push(`${staleAccepted} stale result(s) naming an earlier claim were accepted`);
 
   const settledRows = rows.filter((r) => terminalStatuses.has(r.status));
-  const byBackend = settledRows.filter((r) => r.error_code && backendErrorCodes.has(r.error_code as StepErrorCode)).length;
+  const byBackend = settledRows.filter(
+    (r) => r.error_code && backendErrorCodes.has(r.error_code as StepErrorCode),
+  ).length;
   const unanswered = settledRows.filter(
-    (r) => !accepted.has(r.id) && !(r.error_code && backendErrorCodes.has(r.error_code as StepErrorCode)) && r.status !== 'rejected',
+    (r) =>
+      !accepted.has(r.id) &&
+      !(r.error_code && backendErrorCodes.has(r.error_code as StepErrorCode)) &&
+      r.status !== 'rejected',
   );
   if (unanswered.length) {
-    const refusedOwn = unanswered.filter((r) => log.reports.some((p) => p.stepId === r.id && p.copy !== 'stale' && p.http === 409));
+    const refusedOwn = unanswered.filter((r) =>
+      log.reports.some((p) => p.stepId === r.id && p.copy !== 'stale' && p.http === 409),
+    );
     notes.push(
       `${unanswered.length} step(s) settled by a browser result that no browser got a 200 for` +
         (refusedOwn.length
           ? `; ${refusedOwn.length} of them answered 409 to the very result that settled them: ` +
             refusedOwn
               .slice(0, 5)
-              .map((r) => `${shortId(r.id)} ("${log.reports.find((p) => p.stepId === r.id && p.http === 409)?.detail}")`)
+              .map(
+                (r) => `${shortId(r.id)} ("${log.reports.find((p) => p.stepId === r.id && p.http === 409)?.detail}")`,
+              )
               .join(', ')
           : ''),
     );
@@ -169,7 +191,14 @@ export function claimIntervals(log: SimLog, observed: ObservedClaim[]): ClaimInt
     const key = claimKey(seen.stepId, seen.claimedAt);
     const known = intervals.get(key);
     if (known) known.end = Math.max(known.end, seen.lastSeen);
-    else intervals.set(key, { stepId: seen.stepId, accountId: seen.accountId, start: seen.claimedAt, end: seen.lastSeen, source: 'no browser (answer lost)' });
+    else
+      intervals.set(key, {
+        stepId: seen.stepId,
+        accountId: seen.accountId,
+        start: seen.claimedAt,
+        end: seen.lastSeen,
+        source: 'no browser (answer lost)',
+      });
   }
   return [...intervals.values()];
 }
@@ -179,7 +208,12 @@ export function claimIntervals(log: SimLog, observed: ObservedClaim[]): ClaimInt
  * time (beyond `toleranceMs`, two transactions' clocks), and no two browsers of one account were
  * acting at the same time.
  */
-export function checkNoOverlap(log: SimLog, observed: ObservedClaim[], doubleClaims: string[], toleranceMs = 500): CheckResult {
+export function checkNoOverlap(
+  log: SimLog,
+  observed: ObservedClaim[],
+  doubleClaims: string[],
+  toleranceMs = 500,
+): CheckResult {
   const violations = [...doubleClaims];
   const intervals = claimIntervals(log, observed);
   const byAccount = new Map<string, ClaimInterval[]>();
@@ -212,7 +246,9 @@ export function checkNoOverlap(log: SimLog, observed: ObservedClaim[], doubleCla
       const before = list[i - 1]!;
       const after = list[i]!;
       if (after.answeredAt < before.ranUntil) {
-        violations.push(`account ${shortId(after.accountId)}: ${after.browser} ran step ${shortId(after.stepId)} while ${before.browser} was still running step ${shortId(before.stepId)}`);
+        violations.push(
+          `account ${shortId(after.accountId)}: ${after.browser} ran step ${shortId(after.stepId)} while ${before.browser} was still running step ${shortId(before.stepId)}`,
+        );
       }
     }
   }
@@ -235,7 +271,12 @@ export function checkExpiredClaims(
   log: SimLog,
   observed: ObservedClaim[],
   rows: StepRowLite[],
-  options: { leaseSeconds: number; slackSeconds: number; endedAt: number; apiDown?: readonly { from: number; to: number }[] },
+  options: {
+    leaseSeconds: number;
+    slackSeconds: number;
+    endedAt: number;
+    apiDown?: readonly { from: number; to: number }[];
+  },
 ): CheckResult {
   // How much of a late claim's wait the API was down for: nothing could be handed out then.
   const apiDownWithin = (from: number, to: number) =>
@@ -244,34 +285,60 @@ export function checkExpiredClaims(
   const byId = new Map(rows.map((r) => [r.id, r]));
   const simClaims = new Set(log.claims.map((c) => claimKey(c.stepId, c.claimedAt)));
   const claimsOfAccount = new Map<string, ClaimInterval[]>();
-  for (const i of claimIntervals(log, observed)) claimsOfAccount.set(i.accountId, [...(claimsOfAccount.get(i.accountId) ?? []), i]);
+  for (const i of claimIntervals(log, observed))
+    claimsOfAccount.set(i.accountId, [...(claimsOfAccount.get(i.accountId) ?? []), i]);
 
   const lapsed: { stepId: string; accountId: string; claimedAt: number; renewedAt: number; why: string }[] = [
     ...log.claims
       .filter((c) => c.fate === 'silent' || c.fate === 'late' || c.fate === 'lost' || c.fate === 'refused')
-      .map((c) => ({ stepId: c.stepId, accountId: c.accountId, claimedAt: c.claimedAt, renewedAt: Math.max(c.claimedAt, c.lastRenewalSentAt), why: c.fate })),
+      .map((c) => ({
+        stepId: c.stepId,
+        accountId: c.accountId,
+        claimedAt: c.claimedAt,
+        renewedAt: Math.max(c.claimedAt, c.lastRenewalSentAt),
+        why: c.fate,
+      })),
     // Claims whose answer no browser got: nobody ever renewed them.
     ...observed
       .filter((o) => !simClaims.has(claimKey(o.stepId, o.claimedAt)))
-      .map((o) => ({ stepId: o.stepId, accountId: o.accountId, claimedAt: o.claimedAt, renewedAt: o.claimedAt, why: 'answer lost' })),
+      .map((o) => ({
+        stepId: o.stepId,
+        accountId: o.accountId,
+        claimedAt: o.claimedAt,
+        renewedAt: o.claimedAt,
+        why: 'answer lost',
+      })),
   ];
   const tally = { same: 0, other: 0, settled: 0, pending: 0 };
   let slowest = -Infinity;
   for (const claim of lapsed) {
     const lapseAt = claim.renewedAt + options.leaseSeconds * 1000;
     const deadline = lapseAt + options.slackSeconds * 1000;
-    const later = (claimsOfAccount.get(claim.accountId) ?? []).filter((i) => i.start > claim.claimedAt).sort((a, b) => a.start - b.start);
+    const later = (claimsOfAccount.get(claim.accountId) ?? [])
+      .filter((i) => i.start > claim.claimedAt)
+      .sort((a, b) => a.start - b.start);
     const next = later[0];
     const row = byId.get(claim.stepId);
-    const settledAt = row && terminalStatuses.has(row.status) && row.finished_at && row.finished_at.getTime() > claim.claimedAt ? row.finished_at.getTime() : Infinity;
+    const settledAt =
+      row && terminalStatuses.has(row.status) && row.finished_at && row.finished_at.getTime() > claim.claimedAt
+        ? row.finished_at.getTime()
+        : Infinity;
     const event = Math.min(next?.start ?? Infinity, settledAt);
     if (!Number.isFinite(event)) {
       if (options.endedAt < deadline) tally.pending += 1;
-      else violations.push(`step ${shortId(claim.stepId)} (${claim.why}): its account handed out nothing after the claim lapsed; the step is ${row?.status ?? 'missing'}`);
+      else
+        violations.push(
+          `step ${shortId(claim.stepId)} (${claim.why}): its account handed out nothing after the claim lapsed; the step is ${row?.status ?? 'missing'}`,
+        );
       continue;
     }
     slowest = Math.max(slowest, event - lapseAt);
-    const what = settledAt <= (next?.start ?? Infinity) ? 'settled' : next!.stepId === claim.stepId ? 'handed out again' : `followed by step ${shortId(next!.stepId)}`;
+    const what =
+      settledAt <= (next?.start ?? Infinity)
+        ? 'settled'
+        : next!.stepId === claim.stepId
+          ? 'handed out again'
+          : `followed by step ${shortId(next!.stepId)}`;
     if (event > deadline) {
       const down = apiDownWithin(lapseAt, event);
       violations.push(
@@ -324,11 +391,19 @@ export async function checkLedger(db: Db, rows: StepRowLite[]): Promise<CheckRes
   for (const w of ledger) {
     const id = shortId(w.workspace_id);
     if (w.granted !== w.available + w.held + w.spent) {
-      violations.push(`workspace ${id}: granted ${w.granted} ≠ available ${w.available} + held ${w.held} + spent ${w.spent}`);
+      violations.push(
+        `workspace ${id}: granted ${w.granted} ≠ available ${w.available} + held ${w.held} + spent ${w.spent}`,
+      );
     }
     if (w.held !== w.open_holds) violations.push(`workspace ${id}: held ${w.held} ≠ open holds ${w.open_holds}`);
-    if (w.available !== w.granted - w.held_moved + w.released) violations.push(`workspace ${id}: available ${w.available} disagrees with the ledger (${w.granted} − ${w.held_moved} + ${w.released})`);
-    if (w.held !== w.held_moved - w.charged - w.released) violations.push(`workspace ${id}: held ${w.held} disagrees with the ledger (${w.held_moved} − ${w.charged} − ${w.released})`);
+    if (w.available !== w.granted - w.held_moved + w.released)
+      violations.push(
+        `workspace ${id}: available ${w.available} disagrees with the ledger (${w.granted} − ${w.held_moved} + ${w.released})`,
+      );
+    if (w.held !== w.held_moved - w.charged - w.released)
+      violations.push(
+        `workspace ${id}: held ${w.held} disagrees with the ledger (${w.held_moved} − ${w.charged} − ${w.released})`,
+      );
     if (w.spent !== w.charged) violations.push(`workspace ${id}: spent ${w.spent} ≠ charges ${w.charged}`);
   }
 
@@ -346,11 +421,18 @@ export async function checkLedger(db: Db, rows: StepRowLite[]): Promise<CheckRes
     const row = byId.get(step.step_id);
     if (step.charges > 1) violations.push(`step ${shortId(step.step_id)} was charged ${step.charges} times`);
     if (!row) continue;
-    if (terminalStatuses.has(row.status) && step.open > 0) violations.push(`step ${shortId(step.step_id)} is ${row.status} and still holds credits`);
-    if (row.status !== 'succeeded' && step.charges > 0) violations.push(`step ${shortId(step.step_id)} is ${row.status} and was charged`);
+    if (terminalStatuses.has(row.status) && step.open > 0)
+      violations.push(`step ${shortId(step.step_id)} is ${row.status} and still holds credits`);
+    if (row.status !== 'succeeded' && step.charges > 0)
+      violations.push(`step ${shortId(step.step_id)} is ${row.status} and was charged`);
   }
   const totals = ledger.reduce(
-    (t, w) => ({ granted: t.granted + w.granted, available: t.available + w.available, held: t.held + w.held, spent: t.spent + w.spent }),
+    (t, w) => ({
+      granted: t.granted + w.granted,
+      available: t.available + w.available,
+      held: t.held + w.held,
+      spent: t.spent + w.spent,
+    }),
     { granted: 0, available: 0, held: 0, spent: 0 },
   );
   const charges = perStep.reduce((n, s) => n + s.charges, 0);

@@ -23,7 +23,16 @@ import { projectRoot } from '../worker/tools.js';
 import { AgentClient } from './agent-client.js';
 import { startApiBalancer, type ApiBalancer } from './api-balancer.js';
 import { SimBrowser, formatCounters, sumCounters } from './browser.js';
-import { checkExpiredClaims, checkLedger, checkLine, checkNoOverlap, checkSettles, terminalStatuses, type CheckResult, type StepRowLite } from './chaos-checks.js';
+import {
+  checkExpiredClaims,
+  checkLedger,
+  checkLine,
+  checkNoOverlap,
+  checkSettles,
+  terminalStatuses,
+  type CheckResult,
+  type StepRowLite,
+} from './chaos-checks.js';
 import { couldNotRun, reportAndExit, elapsedSay, freshDataDir, mapLimit, runCleanups } from './chaos-run.js';
 import { ClaimObserver } from './claim-observer.js';
 import { UsageError, numberFlag, rangeFlag, seededRandom } from './cli.js';
@@ -57,7 +66,15 @@ const usage = `Usage: npm run chaos:pnet -- [options]
 
 const allKinds: readonly ActionKind[] = ActionKindSchema.options;
 /** Metered kinds whose first-week (warm-up) daily ceiling leaves room for a few each. */
-const meteredKinds: ActionKind[] = ['profile_view', 'follow_contact', 'like_latest_post', 'send_message', 'connection_request', 'check_inbox', 'read_conversation'];
+const meteredKinds: ActionKind[] = [
+  'profile_view',
+  'follow_contact',
+  'like_latest_post',
+  'send_message',
+  'connection_request',
+  'check_inbox',
+  'read_conversation',
+];
 const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
 
 function paramsFor(kind: ActionKind, n: number): Record<string, unknown> {
@@ -172,7 +189,6 @@ function readOptions(): Options {
 const started = Date.now();
 const say = elapsedSay(started);
 
-
 /** The operator's side of the API (X-API-Key), for setting up accounts and queueing steps. */
 function operatorApi(baseUrl: () => string, apiKey: string) {
   return async <T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
@@ -193,11 +209,12 @@ function operatorApi(baseUrl: () => string, apiKey: string) {
   };
 }
 
-
 async function main() {
   const o = readOptions();
   const random = seededRandom(o.seed);
-  say(`chaos:pnet: ${o.steps} steps, ${o.accounts} accounts, ${o.browsers} browser(s) each, seed ${o.seed}; data in ${o.dataDir}`);
+  say(
+    `chaos:pnet: ${o.steps} steps, ${o.accounts} accounts, ${o.browsers} browser(s) each, seed ${o.seed}; data in ${o.dataDir}`,
+  );
   await freshDataDir(o.dataDir);
 
   const { onCleanup, cleanup } = runCleanups(say);
@@ -219,7 +236,11 @@ async function main() {
       // Whichever server runs at the end (it is restarted once) is the one to stop.
       onCleanup(async () => temporal?.stop());
     };
-    const [databaseUrl, , built] = await Promise.all([startPostgres(), startTemporal(), buildServiceScripts(o.workflowBundle)]);
+    const [databaseUrl, , built] = await Promise.all([
+      startPostgres(),
+      startTemporal(),
+      buildServiceScripts(o.workflowBundle),
+    ]);
     onCleanup(async () => built.remove());
     const { scripts } = built;
     const sql = createSql(databaseUrl, { max: 5 });
@@ -250,19 +271,35 @@ async function main() {
       // The children go when this process goes, however it goes.
       EXIT_WITH_PARENT: '1',
     });
-    const worker = new ServiceProcess('worker', scripts.worker, childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
+    const worker = new ServiceProcess(
+      'worker',
+      scripts.worker,
+      childEnv,
+      join(o.dataDir, 'worker.log'),
+      'worker ready',
+    );
     // Production runs several API processes behind a balancer; the browsers and the operator
     // reach them through one (sim/api-balancer.ts), so one process's death is not an outage.
     const apis = apiPorts.map(
-      (port, i) => new ServiceProcess(o.apis > 1 ? `api ${i + 1}` : 'api', scripts.api, () => childEnv(port), join(o.dataDir, o.apis > 1 ? `api-${i + 1}.log` : 'api.log'), 'api ready'),
+      (port, i) =>
+        new ServiceProcess(
+          o.apis > 1 ? `api ${i + 1}` : 'api',
+          scripts.api,
+          () => childEnv(port),
+          join(o.dataDir, o.apis > 1 ? `api-${i + 1}.log` : 'api.log'),
+          'api ready',
+        ),
     );
     onCleanup(() => worker.stop());
     for (const api of apis) onCleanup(() => api.stop());
     await Promise.all([worker.start(), ...apis.map((api) => api.start())]);
-    const balancer = o.apis > 1 ? await startApiBalancer(() => apiPorts.map((port) => `http://127.0.0.1:${port}`)) : null;
+    const balancer =
+      o.apis > 1 ? await startApiBalancer(() => apiPorts.map((port) => `http://127.0.0.1:${port}`)) : null;
     if (balancer) onCleanup(() => balancer.close());
     const apiUrl = balancer?.url ?? `http://127.0.0.1:${apiPorts[0]}`;
-    say(`worker (pid ${worker.pid}) and ${o.apis} API process(es) (pids ${apis.map((a) => a.pid).join(', ')}) ready; the API at ${apiUrl}`);
+    say(
+      `worker (pid ${worker.pid}) and ${o.apis} API process(es) (pids ${apis.map((a) => a.pid).join(', ')}) ready; the API at ${apiUrl}`,
+    );
     // The token is there while at least two API processes answer (up, not being restarted, no
     // victim of the fault still dying), so the fault never takes the last one (decision 050).
     // With one process there is no token: every fault is an outage, the shape of `--apis 1`.
@@ -300,44 +337,57 @@ async function main() {
     const ws = await createWorkspaceWithAdmin(sql, { name: `Chaos ${o.seed}`, plan: 'paid' });
     await grantWorkspaceCredits(sql, { workspaceId: ws.workspace_id, amount: 1_000_000, causeKey: 'chaos-pnet-grant' });
     const operator = operatorApi(() => apiUrl, ws.api_key);
-    const accounts = await mapLimit(Array.from({ length: o.accounts }, (_, i) => i), 5, async (i) => {
-      const profile = await operator<{ id: string }>('POST', '/sender-profiles/', { name: `Chaos sender ${i + 1}` });
-      if (profile.status !== 201) throw new Error(`creating a sender profile answered ${profile.status}: ${JSON.stringify(profile.body)}`);
-      const settings = await operator('PATCH', `/sender-profiles/${profile.body.id}/pnet/settings/`, {
-        run_mode: 'automatic',
-        working_hours: allWeek,
-        min_action_interval_seconds: 30,
-        resume_enabled: true,
-      });
-      if (settings.status !== 200) throw new Error(`updating settings answered ${settings.status}: ${JSON.stringify(settings.body)}`);
-      const wrapper = await operator<{ connection_token: string }>('GET', `/sender-profiles/${profile.body.id}/pnet/`);
-      const [account] = await sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.body.id}`;
-      return { index: i, profileId: profile.body.id, accountId: account!.id, token: wrapper.body.connection_token };
-    });
+    const accounts = await mapLimit(
+      Array.from({ length: o.accounts }, (_, i) => i),
+      5,
+      async (i) => {
+        const profile = await operator<{ id: string }>('POST', '/sender-profiles/', { name: `Chaos sender ${i + 1}` });
+        if (profile.status !== 201)
+          throw new Error(`creating a sender profile answered ${profile.status}: ${JSON.stringify(profile.body)}`);
+        const settings = await operator('PATCH', `/sender-profiles/${profile.body.id}/pnet/settings/`, {
+          run_mode: 'automatic',
+          working_hours: allWeek,
+          min_action_interval_seconds: 30,
+          resume_enabled: true,
+        });
+        if (settings.status !== 200)
+          throw new Error(`updating settings answered ${settings.status}: ${JSON.stringify(settings.body)}`);
+        const wrapper = await operator<{ connection_token: string }>(
+          'GET',
+          `/sender-profiles/${profile.body.id}/pnet/`,
+        );
+        const [account] = await sql<
+          { id: string }[]
+        >`select id from pnet_accounts where sender_profile_id = ${profile.body.id}`;
+        return { index: i, profileId: profile.body.id, accountId: account!.id, token: wrapper.body.connection_token };
+      },
+    );
 
     // The browsers: every account's share one token and one identity; the lease picks the claimer.
     const log = new SimLog();
     const browsers = accounts.flatMap((account) => {
       const client = new AgentClient({ apiUrl, token: account.token, timeoutMs: 180_000 });
-      return Array.from({ length: o.browsers }, (_, b) =>
-        new SimBrowser({
-          client,
-          identity: { member_urn: `urn:li:member:chaos-${o.seed}-${account.index}` },
-          label: `Account ${account.index + 1} browser ${b + 1}`,
-          log,
-          random: seededRandom(o.seed + 1 + account.index * 16 + b),
-          maxPollSeconds: 2,
-          renewEveryMs: 2000,
-          runMs: o.runMs,
-          failRate: o.failRate,
-          skipRate: o.skipRate,
-          duplicateRate: o.duplicateRate,
-          maxCopies: 5,
-          staleRate: o.staleRate,
-          lateRate: o.lateRate,
-          silenceRate: o.silenceRate,
-          releaseRate: o.releaseRate,
-        }),
+      return Array.from(
+        { length: o.browsers },
+        (_, b) =>
+          new SimBrowser({
+            client,
+            identity: { member_urn: `urn:li:member:chaos-${o.seed}-${account.index}` },
+            label: `Account ${account.index + 1} browser ${b + 1}`,
+            log,
+            random: seededRandom(o.seed + 1 + account.index * 16 + b),
+            maxPollSeconds: 2,
+            renewEveryMs: 2000,
+            runMs: o.runMs,
+            failRate: o.failRate,
+            skipRate: o.skipRate,
+            duplicateRate: o.duplicateRate,
+            maxCopies: 5,
+            staleRate: o.staleRate,
+            lateRate: o.lateRate,
+            silenceRate: o.silenceRate,
+            releaseRate: o.releaseRate,
+          }),
       );
     });
     onCleanup(async () => void (await Promise.all(browsers.map((b) => b.halt()))));
@@ -352,16 +402,30 @@ async function main() {
       // Each account's first few are metered (distinct kinds, inside the warm-up ceilings); unmetered go first anyway.
       const meteredKind = meteredOf[a]![plan[a]!.length];
       const kind = meteredKind ?? allKinds[Math.floor(random() * allKinds.length)]!;
-      plan[a]!.push({ accountId: accounts[a]!.accountId, params: paramsFor(kind, n), test: !meteredKind, contact: `chaos-contact-${n}` });
+      plan[a]!.push({
+        accountId: accounts[a]!.accountId,
+        params: paramsFor(kind, n),
+        test: !meteredKind,
+        contact: `chaos-contact-${n}`,
+      });
     }
-    const queueOrder = plan.flatMap((steps, a) => steps.map((step, i) => ({ step, order: i * accounts.length + a }))).sort((x, y) => x.order - y.order);
+    const queueOrder = plan
+      .flatMap((steps, a) => steps.map((step, i) => ({ step, order: i * accounts.length + a })))
+      .sort((x, y) => x.order - y.order);
     const queueAnswers = await mapLimit(queueOrder, 8, async ({ step }) =>
-      operator<{ id: string; status: string }>('POST', '/pnet/steps/', { account_id: step.accountId, params: step.params, contact_key: step.contact, test: step.test }),
+      operator<{ id: string; status: string }>('POST', '/pnet/steps/', {
+        account_id: step.accountId,
+        params: step.params,
+        contact_key: step.contact,
+        test: step.test,
+      }),
     );
     const refused = queueAnswers.filter((a) => a.status !== 201);
     const mine = queueAnswers.filter((a) => a.status === 201).map((a) => a.body.id);
     const meteredQueued = queueOrder.filter(({ step }, i) => !step.test && queueAnswers[i]!.status === 201).length;
-    say(`${mine.length} steps queued (${meteredQueued} metered)${refused.length ? `; ${refused.length} refused: ${[...new Set(refused.map((r) => r.status))].join(', ')}` : ''}`);
+    say(
+      `${mine.length} steps queued (${meteredQueued} metered)${refused.length ? `; ${refused.length} refused: ${[...new Set(refused.map((r) => r.status))].join(', ')}` : ''}`,
+    );
     // The browsers start once every step is queued: their claims arm the API's kill between a
     // claim's commit and its signal, and a queueing POST lost with the API is not repeated (it may
     // have committed), so a kill during the queueing ended the run before it began.
@@ -371,11 +435,24 @@ async function main() {
     // The faults, while the browsers work.
     const observer = new ClaimObserver(sql, ws.workspace_id).start();
     onCleanup(() => observer.stop());
-    const faults = { kills: 0, apiRestarts: 0, temporalRestarts: 0, temporalDownMs: 0, workerRestartMs: [] as number[] };
+    const faults = {
+      kills: 0,
+      apiRestarts: 0,
+      temporalRestarts: 0,
+      temporalDownMs: 0,
+      workerRestartMs: [] as number[],
+    };
     const stopFaults = new AbortController();
-    const pause = (ms: number) => sleep(ms, undefined, { signal: stopFaults.signal }).then(() => true, () => false);
-    const mineDone = async () => (await sql<{ n: number }[]>`
-      select count(*)::int as n from browser_steps where id = any(${mine}::uuid[]) and status in ${sql([...terminalStatuses])}`)[0]!.n;
+    const pause = (ms: number) =>
+      sleep(ms, undefined, { signal: stopFaults.signal }).then(
+        () => true,
+        () => false,
+      );
+    const mineDone = async () =>
+      (
+        await sql<{ n: number }[]>`
+      select count(*)::int as n from browser_steps where id = any(${mine}::uuid[]) and status in ${sql([...terminalStatuses])}`
+      )[0]!.n;
     let settledSoFar = 0;
 
     const killer = (async () => {
@@ -403,14 +480,20 @@ async function main() {
           const at = Date.now();
           await temporal!.stop();
           temporal = null;
-          temporal = await startTemporalDevServer({ dataDir: o.dataDir, preferredPort: Number(before.split(':').pop()), ui: false });
+          temporal = await startTemporalDevServer({
+            dataDir: o.dataDir,
+            preferredPort: Number(before.split(':').pop()),
+            ui: false,
+          });
           temporalAddress = temporal.address;
           faults.temporalDownMs = Date.now() - at;
           faults.temporalRestarts += 1;
           say(`Temporal back at ${temporalAddress} after ${(faults.temporalDownMs / 1000).toFixed(1)} s`);
-          if (temporalAddress !== before) await Promise.all([restartApis('SIGTERM', 15_000), worker.restart('SIGKILL')]);
+          if (temporalAddress !== before)
+            await Promise.all([restartApis('SIGTERM', 15_000), worker.restart('SIGKILL')]);
         }
-        const planned = (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
+        const planned =
+          (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
         if (planned || !(await pause(500))) return;
       }
     })().catch((error: unknown) => say(`a restart failed: ${(error as Error).message}`));
@@ -427,7 +510,11 @@ async function main() {
     for (;;) {
       settledSoFar = await mineDone().catch(() => settledSoFar);
       const planned = (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
-      if ((settledSoFar === mine.length && planned && (o.killEvery === 0 || faults.kills >= Math.min(2, o.maxKills))) || Date.now() > deadline) break;
+      if (
+        (settledSoFar === mine.length && planned && (o.killEvery === 0 || faults.kills >= Math.min(2, o.maxKills))) ||
+        Date.now() > deadline
+      )
+        break;
       if (Date.now() - lastPrint > 5000) {
         lastPrint = Date.now();
         const c = sumCounters(browsers.map((b) => b.counters));
@@ -460,7 +547,9 @@ async function main() {
       if (!claimedNow.length || Date.now() > waitUntil) break;
       if (Date.now() - lastPrint > 10_000) {
         lastPrint = Date.now();
-        say(`${claimedNow.length} step(s) still claimed with no browser running them; waiting up to ${Math.round((waitUntil - Date.now()) / 1000)} s for the lease to lapse`);
+        say(
+          `${claimedNow.length} step(s) still claimed with no browser running them; waiting up to ${Math.round((waitUntil - Date.now()) / 1000)} s for the lease to lapse`,
+        );
       }
       await sleep(1000);
     }
@@ -476,7 +565,12 @@ async function main() {
       checkSettles(log, rows),
       await checkLedger(sql, rows),
       checkNoOverlap(log, observed, observer.doubleClaims),
-      checkExpiredClaims(log, observed, rows, { leaseSeconds: claimLeaseSeconds, slackSeconds: 15, endedAt: browsersStoppedAt, apiDown: allDown(apis.map((api) => api.downs)) }),
+      checkExpiredClaims(log, observed, rows, {
+        leaseSeconds: claimLeaseSeconds,
+        slackSeconds: 15,
+        endedAt: browsersStoppedAt,
+        apiDown: allDown(apis.map((api) => api.downs)),
+      }),
     ];
     if (timedOut) {
       const waiting = rows.filter((r) => mine.includes(r.id) && !terminalStatuses.has(r.status));
@@ -490,7 +584,9 @@ async function main() {
     }
     const counters = sumCounters(browsers.map((b) => b.counters));
     const elapsed = (Date.now() - started) / 1000;
-    const restartAvg = faults.workerRestartMs.length ? sum(faults.workerRestartMs) / faults.workerRestartMs.length / 1000 : 0;
+    const restartAvg = faults.workerRestartMs.length
+      ? sum(faults.workerRestartMs) / faults.workerRestartMs.length / 1000
+      : 0;
     const lines = [
       '',
       `chaos:pnet finished in ${elapsed.toFixed(0)} s (seed ${o.seed})`,
@@ -504,7 +600,12 @@ async function main() {
       `database poller    ${observer.samples} samples, ${observed.length} distinct claims seen`,
       timings(log),
     ];
-    await reportAndExit(lines, checks, [worker, ...apis].map((p) => p.logFile), cleanup);
+    await reportAndExit(
+      lines,
+      checks,
+      [worker, ...apis].map((p) => p.logFile),
+      cleanup,
+    );
   } catch (error) {
     await couldNotRun('chaos:pnet', error, say, cleanup);
   }
@@ -534,7 +635,9 @@ const percentile = (values: number[], p: number) => {
 /** How long a result took to be answered, and a claim to be settled, as the browsers saw it. */
 function timings(log: SimLog): string {
   const results = log.reports.filter((r) => r.copy === 'first' && r.http === 200).map((r) => r.answeredAt - r.sentAt);
-  const settles = log.claims.filter((c) => c.fate === 'settled' && c.settledAt !== null).map((c) => c.settledAt! - c.claimedAt);
+  const settles = log.claims
+    .filter((c) => c.fate === 'settled' && c.settledAt !== null)
+    .map((c) => c.settledAt! - c.claimedAt);
   const s = (ms: number) => (Number.isNaN(ms) ? 'n/a' : `${(ms / 1000).toFixed(2)} s`);
   return (
     `timings            result answered p50 ${s(percentile(results, 50))}, p99 ${s(percentile(results, 99))}, max ${s(Math.max(...results))}; ` +
@@ -550,7 +653,9 @@ async function stranded(sql: Sql, waiting: StepRowLite[]): Promise<string[]> {
   for (const [accountId, rows] of byAccount) {
     const [running] = await sql<{ id: string; claimed_at: Date }[]>`
       select id, claimed_at from browser_steps where account_id = ${accountId} and status = 'claimed'`;
-    const [account] = await sql<{ next_metered_at: Date | null; replies_failing: boolean; inbox_next_check_at: Date | null }[]>`
+    const [account] = await sql<
+      { next_metered_at: Date | null; replies_failing: boolean; inbox_next_check_at: Date | null }[]
+    >`
       select next_metered_at, replies_failing, inbox_next_check_at from pnet_accounts where id = ${accountId}`;
     const why = running
       ? `behind step ${running.id.slice(0, 8)}, claimed since ${running.claimed_at.toISOString()} (${Math.round((Date.now() - running.claimed_at.getTime()) / 1000)} s)`
@@ -559,7 +664,9 @@ async function stranded(sql: Sql, waiting: StepRowLite[]): Promise<string[]> {
         : account?.replies_failing
           ? `held back by the account's failing inbox read (next read due ${account.inbox_next_check_at?.toISOString() ?? 'unknown'})`
           : 'with nothing holding them';
-    out.push(`account ${accountId.slice(0, 8)}: ${rows.length} step(s) still ${[...new Set(rows.map((r) => r.status))].join('/')} ${why}`);
+    out.push(
+      `account ${accountId.slice(0, 8)}: ${rows.length} step(s) still ${[...new Set(rows.map((r) => r.status))].join('/')} ${why}`,
+    );
   }
   return out;
 }

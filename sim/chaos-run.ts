@@ -19,7 +19,9 @@ export function elapsedSay(started: number): Say {
 /** A process left running by an earlier run that was killed still holds the data folder. */
 async function stopLeftovers(dataDir: string) {
   const pids = [
-    existsSync(join(dataDir, 'postgres', 'postmaster.pid')) ? Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]) : 0,
+    existsSync(join(dataDir, 'postgres', 'postmaster.pid'))
+      ? Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0])
+      : 0,
     existsSync(join(dataDir, 'temporal.pid')) ? Number(readFileSync(join(dataDir, 'temporal.pid'), 'utf8')) : 0,
   ];
   for (const pid of pids.filter((p) => Number.isInteger(p) && p > 0)) {
@@ -78,7 +80,11 @@ export function runCleanups(say: Say) {
 }
 
 /** `fn` over `items`, at most `limit` at a time, results in item order. */
-export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function mapLimit<T, R>(
+  items: T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   await Promise.all(
@@ -106,7 +112,12 @@ export function checkLines(checks: CheckResult[]): string[] {
  * Ends a chaos run: prints its summary, the checks and where the service logs are, cleans up and
  * exits 1 when a check failed (else 0).
  */
-export async function reportAndExit(summary: string[], checks: CheckResult[], logs: readonly string[], cleanup: () => Promise<void>): Promise<never> {
+export async function reportAndExit(
+  summary: string[],
+  checks: CheckResult[],
+  logs: readonly string[],
+  cleanup: () => Promise<void>,
+): Promise<never> {
   const lines = [...summary, '', ...checkLines(checks), '', `logs: ${logs.join(', ')}`];
   process.stdout.write(`${lines.join('\n')}\n`);
   const failed = checks.filter((c) => !c.ok).length;
@@ -116,7 +127,12 @@ export async function reportAndExit(summary: string[], checks: CheckResult[], lo
 }
 
 /** A chaos run that could not run at all (set-up failed): says why, cleans up and exits 2. */
-export async function couldNotRun(name: string, error: unknown, say: Say, cleanup: () => Promise<void>): Promise<never> {
+export async function couldNotRun(
+  name: string,
+  error: unknown,
+  say: Say,
+  cleanup: () => Promise<void>,
+): Promise<never> {
   say(`${name} could not run: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
   await cleanup();
   process.exit(2);

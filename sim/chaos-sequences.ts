@@ -63,7 +63,8 @@ export function httpApi(baseUrl: () => string, apiKey: string): HttpApi {
 
 async function expectStatus<T>(call: Promise<{ status: number; body: T }>, status: number, what: string): Promise<T> {
   const res = await call;
-  if (res.status !== status) throw new Error(`${what} answered ${res.status}: ${JSON.stringify(res.body).slice(0, 500)}`);
+  if (res.status !== status)
+    throw new Error(`${what} answered ${res.status}: ${JSON.stringify(res.body).slice(0, 500)}`);
   return res.body;
 }
 
@@ -75,7 +76,10 @@ export function linearEmailGraph(emails: number, waitMinutes: number, firstNameC
     steps.push({
       id: `email_${k}`,
       type: 'email',
-      subject_segments: [{ kind: 'text', text: `Step ${k}: a question for ` }, { kind: 'column', column_id: firstNameColumn, options: ['you'] }],
+      subject_segments: [
+        { kind: 'text', text: `Step ${k}: a question for ` },
+        { kind: 'column', column_id: firstNameColumn, options: ['you'] },
+      ],
       body_segments: [
         { kind: 'text', text: 'Hello ' },
         { kind: 'builtin', builtin: 'first_name', options: ['there'] },
@@ -84,7 +88,14 @@ export function linearEmailGraph(emails: number, waitMinutes: number, firstNameC
       ],
       next,
     });
-    if (k < emails && waitMinutes > 0) steps.push({ id: `wait_${k}`, type: 'wait', minutes: waitMinutes, business_hours: false, next: `email_${k + 1}` });
+    if (k < emails && waitMinutes > 0)
+      steps.push({
+        id: `wait_${k}`,
+        type: 'wait',
+        minutes: waitMinutes,
+        business_hours: false,
+        next: `email_${k + 1}`,
+      });
   }
   steps.push({ id: 'done', type: 'end' });
   return { start: 'email_1', steps };
@@ -104,10 +115,28 @@ export interface OutreachSetup {
  */
 export async function setUpOutreach(
   api: HttpApi,
-  o: { contacts: number; senders: number; emails: number; waitMinutes: number; emailOf: (i: number) => string; label: string },
+  o: {
+    contacts: number;
+    senders: number;
+    emails: number;
+    waitMinutes: number;
+    emailOf: (i: number) => string;
+    label: string;
+  },
 ): Promise<OutreachSetup> {
-  const table = await expectStatus(api<{ id: string }>('POST', '/tables/', { name: `${o.label} audience` }), 201, 'creating the audience table');
-  const column = async (name: string) => (await expectStatus(api<{ id: string }>('POST', `/tables/${table.id}/columns/`, { kind: 'input', name }), 201, `adding column ${name}`)).id;
+  const table = await expectStatus(
+    api<{ id: string }>('POST', '/tables/', { name: `${o.label} audience` }),
+    201,
+    'creating the audience table',
+  );
+  const column = async (name: string) =>
+    (
+      await expectStatus(
+        api<{ id: string }>('POST', `/tables/${table.id}/columns/`, { kind: 'input', name }),
+        201,
+        `adding column ${name}`,
+      )
+    ).id;
   const emailColumn = await column('Email');
   const firstColumn = await column('First name');
   const companyColumn = await column('Company');
@@ -116,7 +145,9 @@ export async function setUpOutreach(
     const batch = Array.from({ length: Math.min(1000, o.contacts - start) }, (_, j) => start + j);
     const answer = await expectStatus(
       api<{ results: { id: string | null; status: string }[] }>('POST', `/tables/${table.id}/rows/bulk/`, {
-        rows: batch.map((i) => ({ cells: { [emailColumn]: o.emailOf(i), [firstColumn]: `Person${i}`, [companyColumn]: `Company ${i % 97}` } })),
+        rows: batch.map((i) => ({
+          cells: { [emailColumn]: o.emailOf(i), [firstColumn]: `Person${i}`, [companyColumn]: `Company ${i % 97}` },
+        })),
       }),
       200,
       'adding rows',
@@ -128,22 +159,38 @@ export async function setUpOutreach(
   }
   const senders: OutreachSetup['senders'] = [];
   for (let s = 0; s < o.senders; s += 1) {
-    const profile = await expectStatus(api<{ id: string }>('POST', '/sender-profiles/', { name: `${o.label} sender ${s + 1}` }), 201, 'creating a sender profile');
+    const profile = await expectStatus(
+      api<{ id: string }>('POST', '/sender-profiles/', { name: `${o.label} sender ${s + 1}` }),
+      201,
+      'creating a sender profile',
+    );
     senders.push({ profileId: profile.id, fromEmail: `sender${s + 1}@outreach.example` });
   }
   const sequence = await expectStatus(
     api<{ id: string; revision: number }>('POST', '/sequences/', {
       name: `${o.label} sequence`,
       audience_table_id: table.id,
-      audience_mapping: { email_column_id: emailColumn, first_name_column_id: firstColumn, company_name_column_id: companyColumn },
+      audience_mapping: {
+        email_column_id: emailColumn,
+        first_name_column_id: firstColumn,
+        company_name_column_id: companyColumn,
+      },
       email_mode: 'automatic',
-      senders: senders.map((s, i) => ({ sender_profile_id: s.profileId, from_email: s.fromEmail, from_name: `Sender ${i + 1}` })),
+      senders: senders.map((s, i) => ({
+        sender_profile_id: s.profileId,
+        from_email: s.fromEmail,
+        from_name: `Sender ${i + 1}`,
+      })),
       graph: linearEmailGraph(o.emails, o.waitMinutes, firstColumn),
     }),
     201,
     'creating the sequence',
   );
-  await expectStatus(api('POST', `/sequences/${sequence.id}/launch/`, { expected_revision: sequence.revision }), 200, 'launching the sequence');
+  await expectStatus(
+    api('POST', `/sequences/${sequence.id}/launch/`, { expected_revision: sequence.revision }),
+    200,
+    'launching the sequence',
+  );
   return { tableId: table.id, sequenceId: sequence.id, rows, senders };
 }
 
@@ -168,7 +215,11 @@ export async function enrolRows(
     // Enrolment is idempotent per row (a repeat answers already_enrolled), so a lost answer is asked again.
     for (let attempt = 1; ; attempt += 1) {
       try {
-        const body = await expectStatus(api<{ results: EnrolAnswer[] }>('POST', `/sequences/${sequenceId}/contacts/`, { row_ids: batch }), 200, 'enrolling rows');
+        const body = await expectStatus(
+          api<{ results: EnrolAnswer[] }>('POST', `/sequences/${sequenceId}/contacts/`, { row_ids: batch }),
+          200,
+          'enrolling rows',
+        );
         answers[i] = body.results;
         o.onBatch?.(body.results);
         return;
@@ -180,7 +231,6 @@ export async function enrolRows(
   });
   return answers.flat();
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // The fault run
@@ -254,7 +304,9 @@ function readOptions(): Options {
     killEvery: numberFlag(values, 'kill-every', 8, { min: 0 }),
     maxKills: numberFlag(values, 'max-kills', 20, { min: 0 }),
     seconds: numberFlag(values, 'seconds', 1200, { min: 10 }),
-    dataDir: resolve(values['data-dir'] ?? join(resolve(projectRoot, process.env.DATA_DIR ?? '.data'), 'chaos-sequences')),
+    dataDir: resolve(
+      values['data-dir'] ?? join(resolve(projectRoot, process.env.DATA_DIR ?? '.data'), 'chaos-sequences'),
+    ),
     databaseUrl: values['database-url'],
     temporalAddress: values['temporal-address'],
     workflowBundle: values['workflow-bundle'],
@@ -264,7 +316,6 @@ function readOptions(): Options {
 
 const started = Date.now();
 const say = elapsedSay(started);
-
 
 /**
  * This run's instrumentation, in its own database: when each send was claimed for SMTP (with the
@@ -295,7 +346,6 @@ async function installAudit(sql: Sql) {
   `);
 }
 
-
 interface SendRow {
   id: string;
   contact_id: string;
@@ -317,13 +367,22 @@ interface ContactRow {
 }
 
 /** The invariants, read from the sink and from Postgres once the contacts are done. */
-export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: readonly SinkMessage[], emailSteps: number): Promise<{ checks: CheckResult[]; counts: Record<string, number> }> {
-  const sends = await sql<SendRow[]>`select id, contact_id, step_id, status, unconfirmed, message_id from sequence_sends where sequence_id = ${sequenceId}`;
+export async function checkSequenceRun(
+  sql: Sql,
+  sequenceId: string,
+  sink: readonly SinkMessage[],
+  emailSteps: number,
+): Promise<{ checks: CheckResult[]; counts: Record<string, number> }> {
+  const sends = await sql<
+    SendRow[]
+  >`select id, contact_id, step_id, status, unconfirmed, message_id from sequence_sends where sequence_id = ${sequenceId}`;
   const contacts = await sql<ContactRow[]>`
     select id, email, status, stop_reason, current_step_id, wait_reason, wait_until, error from sequence_contacts where sequence_id = ${sequenceId}`;
   const byMessageId = new Map(sends.map((s) => [s.message_id, s]));
   const contactById = new Map(contacts.map((c) => [c.id, c]));
-  const replies = await sql<{ from_email: string; inserted_at: Date }[]>`select from_email, min(inserted_at) as inserted_at from chaos_replies group by from_email`;
+  const replies = await sql<
+    { from_email: string; inserted_at: Date }[]
+  >`select from_email, min(inserted_at) as inserted_at from chaos_replies group by from_email`;
   const replyAt = new Map(replies.map((r) => [r.from_email, r.inserted_at.getTime()]));
 
   // 1. Nothing taken twice at the sink.
@@ -343,7 +402,8 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
     seenSteps.set(key, (seenSteps.get(key) ?? 0) + 1);
   }
   for (const [id, n] of seenIds) if (n > 1) duplicates.push(`Message-ID ${id} taken ${n} times`);
-  for (const [key, n] of seenSteps) if (n > 1) duplicates.push(`contact/step ${key} taken ${n} times (under different Message-IDs)`);
+  for (const [key, n] of seenSteps)
+    if (n > 1) duplicates.push(`contact/step ${key} taken ${n} times (under different Message-IDs)`);
   const dupCheck: CheckResult = {
     name: 'no duplicate emails at the SMTP sink',
     ok: duplicates.length === 0 && unknown.length === 0,
@@ -353,7 +413,9 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
   };
 
   // 2. No send claimed once its contact's reply was recorded (the claim's snapshot saw the reply).
-  const afterReply = await sql<{ send_id: string; contact_id: string; step_id: string; claimed_at: Date; inserted_at: Date }[]>`
+  const afterReply = await sql<
+    { send_id: string; contact_id: string; step_id: string; claimed_at: Date; inserted_at: Date }[]
+  >`
     select c.send_id, s.contact_id, s.step_id, c.claimed_at, r.inserted_at
     from chaos_send_claims c
     join sequence_sends s on s.id = c.send_id
@@ -378,10 +440,17 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
     ok: afterReply.length === 0 && unclaimed.length === 0,
     summary: `${replies.length} replies recorded; ${claimsOf.length} send claims, ${afterReply.length} of them after the contact's reply`,
     violations: [
-      ...afterReply.map((r) => `contact ${r.contact_id} step ${r.step_id} claimed at ${r.claimed_at.toISOString()}, after its reply recorded at ${r.inserted_at.toISOString()}`),
+      ...afterReply.map(
+        (r) =>
+          `contact ${r.contact_id} step ${r.step_id} claimed at ${r.claimed_at.toISOString()}, after its reply recorded at ${r.inserted_at.toISOString()}`,
+      ),
       ...unclaimed,
     ],
-    notes: arrivedAfterReply ? [`${arrivedAfterReply} email(s) reached the sink after their contact's reply was recorded, each claimed before the reply committed (already on its way)`] : [],
+    notes: arrivedAfterReply
+      ? [
+          `${arrivedAfterReply} email(s) reached the sink after their contact's reply was recorded, each claimed before the reply committed (already on its way)`,
+        ]
+      : [],
   };
 
   // 3. Every contact where it should be, and every confirmed send really delivered.
@@ -389,7 +458,14 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
   const sendsOf = new Map<string, SendRow[]>();
   for (const s of sends) sendsOf.set(s.contact_id, [...(sendsOf.get(s.contact_id) ?? []), s]);
   const wrong: string[] = [];
-  const counts = { completed: 0, stoppedReplied: 0, completedAfterReply: 0, unconfirmed: 0, unconfirmedDelivered: 0, repliedContacts: replies.length };
+  const counts = {
+    completed: 0,
+    stoppedReplied: 0,
+    completedAfterReply: 0,
+    unconfirmed: 0,
+    unconfirmedDelivered: 0,
+    repliedContacts: replies.length,
+  };
   for (const c of contacts) {
     const replied = replyAt.has(c.email.toLowerCase());
     const mine = sendsOf.get(c.id) ?? [];
@@ -398,7 +474,8 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
     if (c.status === 'completed') {
       counts.completed += 1;
       if (replied) counts.completedAfterReply += 1;
-      if (sentSteps.size !== emailSteps) wrong.push(`contact ${c.id} completed with ${sentSteps.size} of ${emailSteps} email steps sent`);
+      if (sentSteps.size !== emailSteps)
+        wrong.push(`contact ${c.id} completed with ${sentSteps.size} of ${emailSteps} email steps sent`);
     } else if (c.status === 'stopped' && c.stop_reason === 'replied' && replied) {
       counts.stoppedReplied += 1;
     } else {
@@ -409,12 +486,14 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
       if (s.unconfirmed) {
         counts.unconfirmed += 1;
         if (delivered.has(s.message_id)) counts.unconfirmedDelivered += 1;
-      } else if (!delivered.has(s.message_id)) wrong.push(`send ${s.message_id} is recorded as sent but never reached the sink`);
+      } else if (!delivered.has(s.message_id))
+        wrong.push(`send ${s.message_id} is recorded as sent but never reached the sink`);
     }
   }
   for (const m of sink) {
     const send = m.messageId ? byMessageId.get(m.messageId) : undefined;
-    if (send && send.status !== 'sent') wrong.push(`${send.message_id} reached the sink but its send is ${send.status}`);
+    if (send && send.status !== 'sent')
+      wrong.push(`${send.message_id} reached the sink but its send is ${send.status}`);
   }
   const stateCheck: CheckResult = {
     name: 'every contact in a correct final state',
@@ -422,10 +501,15 @@ export async function checkSequenceRun(sql: Sql, sequenceId: string, sink: reado
     summary: `${contacts.length} contacts: ${counts.completed} completed (${counts.completedAfterReply} of them replied after their last email), ${counts.stoppedReplied} stopped as replied, ${contacts.length - counts.completed - counts.stoppedReplied} elsewhere`,
     violations: wrong,
     notes: counts.unconfirmed
-      ? [`${counts.unconfirmed} send(s) claimed by a worker killed before SMTP answered: counted sent, never retried (${counts.unconfirmedDelivered} of them did reach the sink)`]
+      ? [
+          `${counts.unconfirmed} send(s) claimed by a worker killed before SMTP answered: counted sent, never retried (${counts.unconfirmedDelivered} of them did reach the sink)`,
+        ]
       : [],
   };
-  return { checks: [dupCheck, replyCheck, stateCheck], counts: { ...counts, contacts: contacts.length, sends: sends.length, messages: sink.length } };
+  return {
+    checks: [dupCheck, replyCheck, stateCheck],
+    counts: { ...counts, contacts: contacts.length, sends: sends.length, messages: sink.length },
+  };
 }
 
 /** A reply from the contact, as raw MIME for the inbound-email webhook (no Date header: it is recorded as received now). */
@@ -448,7 +532,9 @@ function replyMime(from: string, to: string, inReplyTo: string | null, id: strin
 async function main() {
   const o = readOptions();
   const random = seededRandom(o.seed);
-  say(`chaos:sequences: ${o.contacts} contacts, ${o.emails} emails${o.waitMinutes ? ` ${o.waitMinutes} min apart` : ' back to back'}, ${o.senders} senders, seed ${o.seed}; data in ${o.dataDir}`);
+  say(
+    `chaos:sequences: ${o.contacts} contacts, ${o.emails} emails${o.waitMinutes ? ` ${o.waitMinutes} min apart` : ' back to back'}, ${o.senders} senders, seed ${o.seed}; data in ${o.dataDir}`,
+  );
   await freshDataDir(o.dataDir);
 
   const { onCleanup, cleanup } = runCleanups(say);
@@ -470,7 +556,11 @@ async function main() {
       temporalAddress = temporal.address;
       onCleanup(() => temporal.stop());
     };
-    const [databaseUrl, , built] = await Promise.all([startPostgres(), startTemporal(), buildServiceScripts(o.workflowBundle)]);
+    const [databaseUrl, , built] = await Promise.all([
+      startPostgres(),
+      startTemporal(),
+      buildServiceScripts(o.workflowBundle),
+    ]);
     onCleanup(async () => built.remove());
     const { scripts } = built;
     const sql = createSql(databaseUrl, { max: 5 });
@@ -515,24 +605,44 @@ async function main() {
       SMTP_FROM: 'outreach@chaos.example',
       EXIT_WITH_PARENT: '1',
     });
-    const worker = new ServiceProcess('worker', scripts.worker, childEnv, join(o.dataDir, 'worker.log'), 'worker ready');
+    const worker = new ServiceProcess(
+      'worker',
+      scripts.worker,
+      childEnv,
+      join(o.dataDir, 'worker.log'),
+      'worker ready',
+    );
     const apiProcess = new ServiceProcess('api', scripts.api, childEnv, join(o.dataDir, 'api.log'), 'api ready');
     onCleanup(() => worker.stop());
     onCleanup(() => apiProcess.stop());
     await Promise.all([worker.start(), apiProcess.start()]);
-    say(`Postgres ready, Temporal at ${temporalAddress}, SMTP sink at ${sink.url}; worker (pid ${worker.pid}) and API (${apiUrl}) ready`);
+    say(
+      `Postgres ready, Temporal at ${temporalAddress}, SMTP sink at ${sink.url}; worker (pid ${worker.pid}) and API (${apiUrl}) ready`,
+    );
 
     const ws = await createWorkspaceWithAdmin(sql, { name: `Chaos sequences ${o.seed}`, plan: 'paid' });
     const api = httpApi(() => apiUrl, ws.api_key);
-    const { secret } = await expectStatus(api<{ secret: string }>('POST', '/inbox/settings/webhook-secret/'), 201, 'making the webhook secret');
+    const { secret } = await expectStatus(
+      api<{ secret: string }>('POST', '/inbox/settings/webhook-secret/'),
+      201,
+      'making the webhook secret',
+    );
     const emailOf = (i: number) => `person${i}.s${o.seed}@contacts.example`;
     for (let i = 0; i < o.contacts; i += 1) contactOfEmail.set(emailOf(i), i);
-    const setup = await setUpOutreach(api, { contacts: o.contacts, senders: o.senders, emails: o.emails, waitMinutes: o.waitMinutes, emailOf, label: 'Chaos' });
+    const setup = await setUpOutreach(api, {
+      contacts: o.contacts,
+      senders: o.senders,
+      emails: o.emails,
+      waitMinutes: o.waitMinutes,
+      emailOf,
+      label: 'Chaos',
+    });
     say(`${setup.rows.length} rows, ${setup.senders.length} senders, sequence ${setup.sequenceId} launched`);
 
     // Who replies, and when: before the first email (0), after the k-th, or after the last; then a random delay.
     for (let i = 0; i < o.contacts; i += 1) {
-      if (random() < o.replyRate) replyPlan.set(i, { afterEmails: Math.floor(random() * (o.emails + 1)), delayMs: Math.floor(random() * 3000) });
+      if (random() < o.replyRate)
+        replyPlan.set(i, { afterEmails: Math.floor(random() * (o.emails + 1)), delayMs: Math.floor(random() * 3000) });
     }
     const replies = { posted: 0, recorded: 0, failed: 0 };
     const replyTasks: Promise<void>[] = [];
@@ -577,7 +687,11 @@ async function main() {
     // The faults, from enrolment on.
     const faults = { kills: 0, restartMs: [] as number[] };
     const stopFaults = new AbortController();
-    const pause = (ms: number) => sleep(ms, undefined, { signal: stopFaults.signal }).then(() => true, () => false);
+    const pause = (ms: number) =>
+      sleep(ms, undefined, { signal: stopFaults.signal }).then(
+        () => true,
+        () => false,
+      );
     const killer = (async () => {
       while (o.killEvery > 0 && faults.kills < o.maxKills && (await pause(o.killEvery * 1000 * (0.5 + random())))) {
         const at = Date.now();
@@ -589,20 +703,28 @@ async function main() {
 
     const indexOfRow = new Map(setup.rows.map((r, i) => [r.rowId, i]));
     const enrolStarted = Date.now();
-    const answers = await enrolRows(api, setup.sequenceId, setup.rows.map((r) => r.rowId), {
-      batch: 250,
-      concurrency: 2,
-      onBatch: (batch) => {
-        for (const a of batch) {
-          const index = indexOfRow.get(a.row_id);
-          const plan = index === undefined ? undefined : replyPlan.get(index);
-          if (index !== undefined && a.status === 'enrolled' && plan?.afterEmails === 0) setTimeout(() => postReply(index), plan.delayMs);
-        }
+    const answers = await enrolRows(
+      api,
+      setup.sequenceId,
+      setup.rows.map((r) => r.rowId),
+      {
+        batch: 250,
+        concurrency: 2,
+        onBatch: (batch) => {
+          for (const a of batch) {
+            const index = indexOfRow.get(a.row_id);
+            const plan = index === undefined ? undefined : replyPlan.get(index);
+            if (index !== undefined && a.status === 'enrolled' && plan?.afterEmails === 0)
+              setTimeout(() => postReply(index), plan.delayMs);
+          }
+        },
       },
-    });
+    );
     const enrolled = answers.filter((a) => a.status === 'enrolled').length;
     const refusedRows = answers.filter((a) => a.status !== 'enrolled');
-    say(`${enrolled} contacts enrolled in ${((Date.now() - enrolStarted) / 1000).toFixed(1)} s${refusedRows.length ? `; ${refusedRows.length} not: ${[...new Set(refusedRows.map((a) => a.reason ?? a.status))].join(', ')}` : ''}`);
+    say(
+      `${enrolled} contacts enrolled in ${((Date.now() - enrolStarted) / 1000).toFixed(1)} s${refusedRows.length ? `; ${refusedRows.length} not: ${[...new Set(refusedRows.map((a) => a.reason ?? a.status))].join(', ')}` : ''}`,
+    );
 
     // Until every contact has finished (and a couple of kills happened), or the deadline.
     const deadline = started + o.seconds * 1000;
@@ -610,13 +732,17 @@ async function main() {
     let open = enrolled;
     for (;;) {
       const rows = await sql<{ status: string; n: number }[]>`
-        select status, count(*)::int as n from sequence_contacts where sequence_id = ${setup.sequenceId} group by status`.catch(() => null);
+        select status, count(*)::int as n from sequence_contacts where sequence_id = ${setup.sequenceId} group by status`.catch(
+        () => null,
+      );
       if (rows) open = rows.filter((r) => !['completed', 'stopped'].includes(r.status)).reduce((a, r) => a + r.n, 0);
       const killsDone = o.killEvery === 0 || faults.kills >= Math.min(2, o.maxKills);
       if ((open === 0 && killsDone) || Date.now() > deadline) break;
       if (Date.now() - lastPrint > 5000) {
         lastPrint = Date.now();
-        say(`contacts ${rows?.map((r) => `${r.status} ${r.n}`).join(', ') ?? '?'}; emails taken ${sink.messages.length} (refused ${sink.refused}); replies recorded ${replies.recorded}; worker kills ${faults.kills}`);
+        say(
+          `contacts ${rows?.map((r) => `${r.status} ${r.n}`).join(', ') ?? '?'}; emails taken ${sink.messages.length} (refused ${sink.refused}); replies recorded ${replies.recorded}; worker kills ${faults.kills}`,
+        );
       }
       await sleep(500);
     }
@@ -631,7 +757,9 @@ async function main() {
 
     const { checks, counts } = await checkSequenceRun(sql, setup.sequenceId, sink.messages, o.emails);
     const elapsed = (Date.now() - started) / 1000;
-    const restartAvg = faults.restartMs.length ? faults.restartMs.reduce((a, b) => a + b, 0) / faults.restartMs.length / 1000 : 0;
+    const restartAvg = faults.restartMs.length
+      ? faults.restartMs.reduce((a, b) => a + b, 0) / faults.restartMs.length / 1000
+      : 0;
     const lines = [
       '',
       `chaos:sequences finished in ${elapsed.toFixed(0)} s (seed ${o.seed})`,

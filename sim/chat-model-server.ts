@@ -21,7 +21,10 @@ export interface WireChatMessage {
 export interface ChatModelServerRequest {
   model: string;
   messages: WireChatMessage[];
-  tools?: { type: 'function'; function: { name: string; description?: string; parameters?: Record<string, unknown> } }[];
+  tools?: {
+    type: 'function';
+    function: { name: string; description?: string; parameters?: Record<string, unknown> };
+  }[];
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
   [key: string]: unknown;
@@ -70,13 +73,24 @@ function pieces(text: string, size: number): string[] {
 
 const tokens = (text: string) => Math.ceil(text.length / 4);
 
-export async function serveChatModel(answer: (request: ChatModelServerRequest) => ChatModelScript | Promise<ChatModelScript>): Promise<ChatModelServer> {
+export async function serveChatModel(
+  answer: (request: ChatModelServerRequest) => ChatModelScript | Promise<ChatModelScript>,
+): Promise<ChatModelServer> {
   const requests: ChatModelServerRequest[] = [];
   const http = await serveHttp(async (req, res, body) => {
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
       res.statusCode = 404;
       res.setHeader('content-type', 'application/json');
-      return void res.end(JSON.stringify({ error: { message: `Unknown path ${req.url}`, type: 'invalid_request_error', param: null, code: 'unknown_url' } }));
+      return void res.end(
+        JSON.stringify({
+          error: {
+            message: `Unknown path ${req.url}`,
+            type: 'invalid_request_error',
+            param: null,
+            code: 'unknown_url',
+          },
+        }),
+      );
     }
     const request = JSON.parse(body) as ChatModelServerRequest;
     requests.push(request);
@@ -91,7 +105,9 @@ export async function serveChatModel(answer: (request: ChatModelServerRequest) =
       res.statusCode = status;
       res.setHeader('content-type', 'application/json');
       if (status === 429) res.setHeader('retry-after', '1');
-      return void res.end(JSON.stringify({ error: { message: `local error ${status}`, type: kind.type, param: null, code: kind.code } }));
+      return void res.end(
+        JSON.stringify({ error: { message: `local error ${status}`, type: kind.type, param: null, code: kind.code } }),
+      );
     }
 
     const id = `chatcmpl-local-${n}`;
@@ -104,8 +120,13 @@ export async function serveChatModel(answer: (request: ChatModelServerRequest) =
     }));
     const finishReason = calls.length ? 'tool_calls' : 'stop';
     const promptTokens = script.usage?.promptTokens ?? tokens(JSON.stringify(request.messages));
-    const completionTokens = script.usage?.completionTokens ?? tokens(content + calls.map((c) => c.name + c.arguments).join(''));
-    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+    const completionTokens =
+      script.usage?.completionTokens ?? tokens(content + calls.map((c) => c.name + c.arguments).join(''));
+    const usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    };
 
     if (!request.stream) {
       res.setHeader('content-type', 'application/json');
@@ -122,7 +143,15 @@ export async function serveChatModel(answer: (request: ChatModelServerRequest) =
                 role: 'assistant',
                 content: content || (calls.length ? null : ''),
                 refusal: null,
-                ...(calls.length ? { tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) } : {}),
+                ...(calls.length
+                  ? {
+                      tool_calls: calls.map((c) => ({
+                        id: c.id,
+                        type: 'function',
+                        function: { name: c.name, arguments: c.arguments },
+                      })),
+                    }
+                  : {}),
               },
               logprobs: null,
               finish_reason: finishReason,
@@ -137,7 +166,11 @@ export async function serveChatModel(answer: (request: ChatModelServerRequest) =
     // The chunks, as OpenAI sends them: the role, the text in pieces, each tool call's id and name
     // then its arguments in pieces, the finish reason, and the usage when asked for.
     const withUsage = request.stream_options?.include_usage === true;
-    const chunk = (delta: Record<string, unknown> | null, finish: string | null = null, extra: Record<string, unknown> = {}) => ({
+    const chunk = (
+      delta: Record<string, unknown> | null,
+      finish: string | null = null,
+      extra: Record<string, unknown> = {},
+    ) => ({
       id,
       object: 'chat.completion.chunk',
       created,
@@ -147,16 +180,25 @@ export async function serveChatModel(answer: (request: ChatModelServerRequest) =
       ...(withUsage ? { usage: null } : {}),
       ...extra,
     });
-    const chunks: unknown[] = [chunk({ role: 'assistant', content: calls.length && !content ? null : '', refusal: null })];
+    const chunks: unknown[] = [
+      chunk({ role: 'assistant', content: calls.length && !content ? null : '', refusal: null }),
+    ];
     if (content) for (const piece of pieces(content, 4)) chunks.push(chunk({ content: piece }));
     calls.forEach((call, index) => {
-      chunks.push(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
-      for (const piece of pieces(call.arguments, 8)) chunks.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+      chunks.push(
+        chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }),
+      );
+      for (const piece of pieces(call.arguments, 8))
+        chunks.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
     });
     chunks.push(chunk({}, finishReason));
     if (withUsage) chunks.push(chunk(null, null, { usage }));
 
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
     await writeEvents(res, chunks, script);
   });
   return {

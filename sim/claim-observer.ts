@@ -44,13 +44,23 @@ export class ClaimObserver {
     const accounts = new Map<string, string>();
     for (const row of claimed) {
       const other = accounts.get(row.account_id);
-      if (other) this.doubleClaims.push(`account ${row.account_id.slice(0, 8)} had steps ${other.slice(0, 8)} and ${row.id.slice(0, 8)} claimed at once`);
+      if (other)
+        this.doubleClaims.push(
+          `account ${row.account_id.slice(0, 8)} had steps ${other.slice(0, 8)} and ${row.id.slice(0, 8)} claimed at once`,
+        );
       accounts.set(row.account_id, row.id);
       const key = `${row.id}@${row.claimed_at.getTime()}`;
       const seen = this.claims.get(key);
       // The query ran after startedAt: the claim was held at least until then.
       if (seen) seen.lastSeen = startedAt;
-      else this.claims.set(key, { stepId: row.id, accountId: row.account_id, claimedAt: row.claimed_at.getTime(), firstSeen: startedAt, lastSeen: startedAt });
+      else
+        this.claims.set(key, {
+          stepId: row.id,
+          accountId: row.account_id,
+          claimedAt: row.claimed_at.getTime(),
+          firstSeen: startedAt,
+          lastSeen: startedAt,
+        });
     }
   }
 

@@ -1,11 +1,22 @@
 /** Small helpers shared by the simulator's command lines: flags, numbers, a seeded random. */
 
-export function numberFlag(values: Record<string, unknown>, name: string, fallback: number, bounds: { min?: number; max?: number } = {}): number {
+export function numberFlag(
+  values: Record<string, unknown>,
+  name: string,
+  fallback: number,
+  bounds: { min?: number; max?: number } = {},
+): number {
   const raw = values[name];
   if (raw === undefined) return fallback;
   const value = Number(raw);
-  if (!Number.isFinite(value) || (bounds.min !== undefined && value < bounds.min) || (bounds.max !== undefined && value > bounds.max)) {
-    throw new UsageError(`--${name} must be a number${bounds.min !== undefined ? ` from ${bounds.min}` : ''}${bounds.max !== undefined ? ` to ${bounds.max}` : ''}, not "${String(raw)}".`);
+  if (
+    !Number.isFinite(value) ||
+    (bounds.min !== undefined && value < bounds.min) ||
+    (bounds.max !== undefined && value > bounds.max)
+  ) {
+    throw new UsageError(
+      `--${name} must be a number${bounds.min !== undefined ? ` from ${bounds.min}` : ''}${bounds.max !== undefined ? ` to ${bounds.max}` : ''}, not "${String(raw)}".`,
+    );
   }
   return value;
 }
@@ -15,7 +26,8 @@ export function rangeFlag(values: Record<string, unknown>, name: string, fallbac
   const raw = values[name];
   if (raw === undefined) return fallback;
   const match = /^(\d+)-(\d+)$/.exec(String(raw));
-  if (!match || Number(match[1]) > Number(match[2])) throw new UsageError(`--${name} must be MIN-MAX in milliseconds, for example 200-1500.`);
+  if (!match || Number(match[1]) > Number(match[2]))
+    throw new UsageError(`--${name} must be MIN-MAX in milliseconds, for example 200-1500.`);
   return [Number(match[1]), Number(match[2])];
 }
 

@@ -32,7 +32,10 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
   const store: Record<TwinType, Map<string, TwinObject>> = { contacts: new Map(), companies: new Map() };
   const lists = new Map<string, string[]>();
   const indexes: Record<TwinType, Map<string, Map<string, string>>> = { contacts: new Map(), companies: new Map() };
-  const sorted: Record<TwinType, { version: number; list: TwinObject[] | null }> = { contacts: { version: 0, list: null }, companies: { version: 0, list: null } };
+  const sorted: Record<TwinType, { version: number; list: TwinObject[] | null }> = {
+    contacts: { version: 0, list: null },
+    companies: { version: 0, list: null },
+  };
   let nextId = 1000;
   let requests = 0;
   let clock = Date.parse('2026-01-01T00:00:00.000Z');
@@ -71,7 +74,12 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
   function add(type: TwinType, properties: Record<string, string>): string {
     const id = String(nextId++);
     const at = now();
-    put(type, { id, properties: { ...properties, hs_object_id: id, [modified[type]]: at, createdate: at }, createdAt: at, updatedAt: at });
+    put(type, {
+      id,
+      properties: { ...properties, hs_object_id: id, [modified[type]]: at, createdate: at },
+      createdAt: at,
+      updatedAt: at,
+    });
     return id;
   }
 
@@ -82,13 +90,25 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
   }
 
   const byUpdated = (type: TwinType) => {
-    if (!sorted[type].list) sorted[type].list = [...store[type].values()].sort((a, b) => (a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : Number(a.id) - Number(b.id)));
+    if (!sorted[type].list)
+      sorted[type].list = [...store[type].values()].sort((a, b) =>
+        a.updatedAt < b.updatedAt ? -1 : a.updatedAt > b.updatedAt ? 1 : Number(a.id) - Number(b.id),
+      );
     return sorted[type].list;
   };
 
-  const shown = (o: TwinObject, properties: string[] | undefined, type: TwinType = o.properties.hs_lastmodifieddate !== undefined ? 'companies' : 'contacts') => ({
+  const shown = (
+    o: TwinObject,
+    properties: string[] | undefined,
+    type: TwinType = o.properties.hs_lastmodifieddate !== undefined ? 'companies' : 'contacts',
+  ) => ({
     id: o.id,
-    properties: Object.fromEntries((properties?.length ? [...properties, 'hs_object_id', 'createdate', modified[type]] : Object.keys(o.properties)).map((p) => [p, o.properties[p] ?? null])),
+    properties: Object.fromEntries(
+      (properties?.length
+        ? [...properties, 'hs_object_id', 'createdate', modified[type]]
+        : Object.keys(o.properties)
+      ).map((p) => [p, o.properties[p] ?? null]),
+    ),
     createdAt: o.createdAt,
     updatedAt: o.updatedAt,
     archived: false,
@@ -122,7 +142,8 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
   }
 
   const invalid = (properties: Record<string, string>) =>
-    Object.values(properties).some((v) => v === 'INVALID') || (properties.email !== undefined && !properties.email.includes('@'));
+    Object.values(properties).some((v) => v === 'INVALID') ||
+    (properties.email !== undefined && !properties.email.includes('@'));
 
   function handle(req: IncomingMessage, res: ServerResponse, raw: string) {
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
@@ -133,11 +154,24 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
     requests += 1;
     const auth = req.headers.authorization ?? '';
     if (!options.tokens.includes(auth.replace(/^Bearer /, ''))) {
-      return send(401, { status: 'error', message: 'Authentication credentials not found.', category: 'INVALID_AUTHENTICATION' });
+      return send(401, {
+        status: 'error',
+        message: 'Authentication credentials not found.',
+        category: 'INVALID_AUTHENTICATION',
+      });
     }
     if (options.rateLimit?.(requests, url.pathname)) {
       counts.rateLimited += 1;
-      return send(429, { status: 'error', message: 'You have reached your secondly limit.', errorType: 'RATE_LIMIT', policyName: 'SECONDLY' }, { 'retry-after': String(options.retryAfter ?? 1) });
+      return send(
+        429,
+        {
+          status: 'error',
+          message: 'You have reached your secondly limit.',
+          errorType: 'RATE_LIMIT',
+          policyName: 'SECONDLY',
+        },
+        { 'retry-after': String(options.retryAfter ?? 1) },
+      );
     }
     let body: Record<string, unknown> = {};
     if (raw) {
@@ -147,7 +181,8 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
         return send(400, { status: 'error', message: 'Invalid input JSON', category: 'VALIDATION_ERROR' });
       }
     }
-    if (url.pathname === '/account-info/v3/details') return send(200, { portalId: options.portalId ?? 4242, accountType: 'STANDARD', timeZone: 'UTC' });
+    if (url.pathname === '/account-info/v3/details')
+      return send(200, { portalId: options.portalId ?? 4242, accountType: 'STANDARD', timeZone: 'UTC' });
     const member = /^\/crm\/v3\/lists\/([^/]+)\/memberships$/.exec(url.pathname);
     if (member && req.method === 'GET') {
       const ids = lists.get(decodeURIComponent(member[1]!));
@@ -155,7 +190,10 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
       const from = Number(url.searchParams.get('after') ?? 0);
       const limit = Math.min(250, Number(url.searchParams.get('limit') ?? 100));
       const page = ids.slice(from, from + limit);
-      return send(200, { results: page.map((recordId) => ({ recordId, membershipTimestamp: '2026-01-01T00:00:00Z' })), ...(from + limit < ids.length ? { paging: { next: { after: String(from + limit) } } } : {}) });
+      return send(200, {
+        results: page.map((recordId) => ({ recordId, membershipTimestamp: '2026-01-01T00:00:00Z' })),
+        ...(from + limit < ids.length ? { paging: { next: { after: String(from + limit) } } } : {}),
+      });
     }
     const m = /^\/crm\/v3\/objects\/(contacts|companies)(\/search|\/batch\/read|\/batch\/upsert)?$/.exec(url.pathname);
     if (!m) return send(404, { status: 'error', message: 'Not found', category: 'OBJECT_NOT_FOUND' });
@@ -163,24 +201,34 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
     const action = m[2] ?? '';
     if (action === '' && req.method === 'GET') {
       const limit = Number(url.searchParams.get('limit') ?? 10);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 100) return send(400, { status: 'error', message: 'limit must be 1 to 100', category: 'VALIDATION_ERROR' });
+      if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+        return send(400, { status: 'error', message: 'limit must be 1 to 100', category: 'VALIDATION_ERROR' });
       const after = url.searchParams.get('after');
       const props = url.searchParams.get('properties')?.split(',').filter(Boolean);
       const all = [...store[type].keys()];
       const start = after ? all.indexOf(after) + 1 : 0;
       const page = all.slice(start, start + limit).map((id) => shown(store[type].get(id)!, props));
-      return send(200, { results: page, ...(start + limit < all.length ? { paging: { next: { after: page.at(-1)!.id } } } : {}) });
+      return send(200, {
+        results: page,
+        ...(start + limit < all.length ? { paging: { next: { after: page.at(-1)!.id } } } : {}),
+      });
     }
     if (action === '/search' && req.method === 'POST') {
       const limit = Number(body.limit ?? 10);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 200) return send(400, { status: 'error', message: 'limit must be 1 to 200', category: 'VALIDATION_ERROR' });
-      const filters = ((body.filterGroups as { filters: { propertyName: string; operator: string; value?: string }[] }[] | undefined) ?? []).flatMap((g) => g.filters);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 200)
+        return send(400, { status: 'error', message: 'limit must be 1 to 200', category: 'VALIDATION_ERROR' });
+      const filters = (
+        (body.filterGroups as
+          { filters: { propertyName: string; operator: string; value?: string }[] }[] | undefined) ?? []
+      ).flatMap((g) => g.filters);
       const sort = (body.sorts as { propertyName: string; direction: string }[] | undefined)?.[0];
       let found: TwinObject[];
       const onModified = sort?.propertyName === modified[type] && sort.direction === 'ASCENDING';
       if (onModified) {
         const list = byUpdated(type);
-        const gte = filters.find((f) => f.propertyName === modified[type] && (f.operator === 'GTE' || f.operator === 'GT'));
+        const gte = filters.find(
+          (f) => f.propertyName === modified[type] && (f.operator === 'GTE' || f.operator === 'GT'),
+        );
         let lo = 0;
         if (gte?.value) {
           let hi = list.length;
@@ -197,27 +245,46 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
         found = [...store[type].values()].filter((o) => filters.every((f) => matches(o, f)));
       }
       const from = Number(body.after ?? 0);
-      if (from >= 10_000) return send(400, { status: 'error', message: 'Paging past 10,000 results is not supported.', category: 'VALIDATION_ERROR' });
+      if (from >= 10_000)
+        return send(400, {
+          status: 'error',
+          message: 'Paging past 10,000 results is not supported.',
+          category: 'VALIDATION_ERROR',
+        });
       const props = body.properties as string[] | undefined;
       const page = found.slice(from, from + limit).map((o) => shown(o, props));
-      return send(200, { total: found.length, results: page, ...(from + limit < found.length ? { paging: { next: { after: String(from + limit) } } } : {}) });
+      return send(200, {
+        total: found.length,
+        results: page,
+        ...(from + limit < found.length ? { paging: { next: { after: String(from + limit) } } } : {}),
+      });
     }
     if (action === '/batch/read' && req.method === 'POST') {
       const inputs = (body.inputs as { id: string }[] | undefined) ?? [];
-      if (inputs.length > 100) return send(400, { status: 'error', message: 'At most 100 inputs', category: 'VALIDATION_ERROR' });
+      if (inputs.length > 100)
+        return send(400, { status: 'error', message: 'At most 100 inputs', category: 'VALIDATION_ERROR' });
       const props = body.properties as string[] | undefined;
-      const results = inputs.flatMap((i) => (store[type].has(String(i.id)) ? [shown(store[type].get(String(i.id))!, props)] : []));
+      const results = inputs.flatMap((i) =>
+        store[type].has(String(i.id)) ? [shown(store[type].get(String(i.id))!, props)] : [],
+      );
       return send(200, { status: 'COMPLETE', results, startedAt: now(), completedAt: now() });
     }
     if (action === '/batch/upsert' && req.method === 'POST') {
-      const inputs = (body.inputs as { id: string; idProperty: string; properties: Record<string, string> }[] | undefined) ?? [];
-      if (inputs.length === 0 || inputs.length > 100) return send(400, { status: 'error', message: 'Between 1 and 100 inputs', category: 'VALIDATION_ERROR' });
+      const inputs =
+        (body.inputs as { id: string; idProperty: string; properties: Record<string, string> }[] | undefined) ?? [];
+      if (inputs.length === 0 || inputs.length > 100)
+        return send(400, { status: 'error', message: 'Between 1 and 100 inputs', category: 'VALIDATION_ERROR' });
       const results: unknown[] = [];
       const errors: unknown[] = [];
       for (const input of inputs) {
         const properties = { ...input.properties, [input.idProperty]: input.properties[input.idProperty] ?? input.id };
         if (invalid(properties) || !input.idProperty || !input.id) {
-          errors.push({ status: 'error', category: 'VALIDATION_ERROR', message: `Property values were not valid: ${JSON.stringify(input.properties).slice(0, 200)}`, context: { ids: [input.id] } });
+          errors.push({
+            status: 'error',
+            category: 'VALIDATION_ERROR',
+            message: `Property values were not valid: ${JSON.stringify(input.properties).slice(0, 200)}`,
+            context: { ids: [input.id] },
+          });
           continue;
         }
         counts.upserted += 1;
@@ -237,7 +304,13 @@ export async function serveCrmTwin(options: CrmTwinOptions) {
         }
       }
       const status = errors.length ? 207 : 200;
-      return send(status, { status: 'COMPLETE', results, ...(errors.length ? { errors, numErrors: errors.length } : {}), startedAt: now(), completedAt: now() });
+      return send(status, {
+        status: 'COMPLETE',
+        results,
+        ...(errors.length ? { errors, numErrors: errors.length } : {}),
+        startedAt: now(),
+        completedAt: now(),
+      });
     }
     return send(405, { status: 'error', message: 'Method not allowed', category: 'VALIDATION_ERROR' });
   }

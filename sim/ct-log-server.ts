@@ -8,7 +8,10 @@ import { serveHttp } from './local-http.js';
 
 export type CtFailure = '429' | '502' | 'timeout' | null;
 
-export async function serveCtLog(certificates: Record<string, string[][]>, options: { fail?: (n: number, domain: string) => CtFailure; hangMs?: number } = {}) {
+export async function serveCtLog(
+  certificates: Record<string, string[][]>,
+  options: { fail?: (n: number, domain: string) => CtFailure; hangMs?: number } = {},
+) {
   let n = 0;
   const server = await serveHttp(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://ct');
@@ -21,8 +24,10 @@ export async function serveCtLog(certificates: Record<string, string[][]>, optio
       if (!res.writableEnded && !res.destroyed) res.destroy();
       return;
     }
-    if (failure === '429') return void res.writeHead(429, { 'retry-after': '1', 'content-type': 'text/plain' }).end('Too Many Requests');
-    if (failure === '502') return void res.writeHead(502, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>');
+    if (failure === '429')
+      return void res.writeHead(429, { 'retry-after': '1', 'content-type': 'text/plain' }).end('Too Many Requests');
+    if (failure === '502')
+      return void res.writeHead(502, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>');
     if (url.searchParams.get('output') !== 'json') return void res.writeHead(400).end('output=json only');
     const certs = (certificates[domain] ?? []).map((names, i) => ({
       issuer_ca_id: 16418,

@@ -13,7 +13,13 @@ export interface HostRecords {
 }
 
 function encodeName(name: string): Buffer {
-  return Buffer.concat([...name.split('.').filter(Boolean).map((label) => Buffer.concat([Buffer.from([label.length]), Buffer.from(label, 'ascii')])), Buffer.from([0])]);
+  return Buffer.concat([
+    ...name
+      .split('.')
+      .filter(Boolean)
+      .map((label) => Buffer.concat([Buffer.from([label.length]), Buffer.from(label, 'ascii')])),
+    Buffer.from([0]),
+  ]);
 }
 
 function ipv6Bytes(address: string): Buffer {
@@ -66,5 +72,9 @@ export async function serveDnsZones(zones: Record<string, HostRecords>, options:
   });
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
   const { port } = socket.address();
-  return { server: `127.0.0.1:${port}`, queries, close: () => new Promise<void>((resolve) => socket.close(() => resolve())) };
+  return {
+    server: `127.0.0.1:${port}`,
+    queries,
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
 }

@@ -46,11 +46,19 @@ const json = (res: ServerResponse, status: number, body: unknown, headers: Recor
   res.end(JSON.stringify(body));
 };
 
-const driveError = (res: ServerResponse, code: number, status: string, message: string, reason: string, headers: Record<string, string> = {}) =>
-  json(res, code, { error: { code, message, errors: [{ message, domain: 'global', reason }], status } }, headers);
+const driveError = (
+  res: ServerResponse,
+  code: number,
+  status: string,
+  message: string,
+  reason: string,
+  headers: Record<string, string> = {},
+) => json(res, code, { error: { code, message, errors: [{ message, domain: 'global', reason }], status } }, headers);
 
 /** `rotateRefreshTokens`: each refresh answers a new refresh token and revokes the one used (as some drives do). */
-export async function startDriveSim(options: { accessTokenSeconds?: number; accountEmail?: string; rotateRefreshTokens?: boolean } = {}): Promise<DriveSim> {
+export async function startDriveSim(
+  options: { accessTokenSeconds?: number; accountEmail?: string; rotateRefreshTokens?: boolean } = {},
+): Promise<DriveSim> {
   const clientId = `client-${randomBytes(4).toString('hex')}`;
   const clientSecret = randomBytes(12).toString('hex');
   const accountEmail = options.accountEmail ?? 'owner@drive.example';
@@ -85,7 +93,8 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
     if (req.method === 'GET' && url.pathname === '/o/oauth2/auth') {
       const q = url.searchParams;
       if (q.get('client_id') !== clientId) return json(res, 400, { error: 'invalid_client' });
-      if (q.get('response_type') !== 'code' || q.get('code_challenge_method') !== 'S256' || !q.get('code_challenge')) return json(res, 400, { error: 'invalid_request' });
+      if (q.get('response_type') !== 'code' || q.get('code_challenge_method') !== 'S256' || !q.get('code_challenge'))
+        return json(res, 400, { error: 'invalid_request' });
       const redirectUri = q.get('redirect_uri') ?? '';
       const code = `4/${randomBytes(16).toString('base64url')}`;
       codes.set(code, { challenge: q.get('code_challenge')!, redirectUri, used: false });
@@ -98,20 +107,31 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
     }
     if (req.method === 'POST' && url.pathname === '/token') {
       const form = new URLSearchParams(body);
-      if (form.get('client_id') !== clientId || form.get('client_secret') !== clientSecret) return json(res, 401, { error: 'invalid_client', error_description: 'The OAuth client was not found.' });
+      if (form.get('client_id') !== clientId || form.get('client_secret') !== clientSecret)
+        return json(res, 401, { error: 'invalid_client', error_description: 'The OAuth client was not found.' });
       if (form.get('grant_type') === 'authorization_code') {
         const entry = codes.get(form.get('code') ?? '');
-        if (!entry || entry.used) return json(res, 400, { error: 'invalid_grant', error_description: 'Malformed auth code.' });
+        if (!entry || entry.used)
+          return json(res, 400, { error: 'invalid_grant', error_description: 'Malformed auth code.' });
         entry.used = true;
-        if (entry.redirectUri !== form.get('redirect_uri')) return json(res, 400, { error: 'redirect_uri_mismatch', error_description: 'Bad Request' });
+        if (entry.redirectUri !== form.get('redirect_uri'))
+          return json(res, 400, { error: 'redirect_uri_mismatch', error_description: 'Bad Request' });
         const verifier = form.get('code_verifier') ?? '';
-        if (createHash('sha256').update(verifier).digest('base64url') !== entry.challenge) return json(res, 400, { error: 'invalid_grant', error_description: 'Invalid code verifier.' });
+        if (createHash('sha256').update(verifier).digest('base64url') !== entry.challenge)
+          return json(res, 400, { error: 'invalid_grant', error_description: 'Invalid code verifier.' });
         grants.authorization_code += 1;
-        return json(res, 200, { access_token: issueAccess(), refresh_token: issueRefresh(), expires_in: options.accessTokenSeconds ?? 3599, scope, token_type: 'Bearer' });
+        return json(res, 200, {
+          access_token: issueAccess(),
+          refresh_token: issueRefresh(),
+          expires_in: options.accessTokenSeconds ?? 3599,
+          scope,
+          token_type: 'Bearer',
+        });
       }
       if (form.get('grant_type') === 'refresh_token') {
         const entry = refresh.get(form.get('refresh_token') ?? '');
-        if (!entry || entry.revoked) return json(res, 400, { error: 'invalid_grant', error_description: 'Token has been expired or revoked.' });
+        if (!entry || entry.revoked)
+          return json(res, 400, { error: 'invalid_grant', error_description: 'Token has been expired or revoked.' });
         grants.refresh_token += 1;
         if (options.rotateRefreshTokens) entry.revoked = true;
         return json(res, 200, {
@@ -127,12 +147,18 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
     if (req.method === 'GET' && url.pathname.startsWith('/drive/v3/')) {
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
       const known = access.get(token);
-      if (!known || known.expired) return driveError(res, 401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials.', 'authError', { 'www-authenticate': 'Bearer realm="https://accounts.google.com/"' });
+      if (!known || known.expired)
+        return driveError(res, 401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials.', 'authError', {
+          'www-authenticate': 'Bearer realm="https://accounts.google.com/"',
+        });
       if (limited.count > 0) {
         limited.count -= 1;
-        return driveError(res, 429, 'RESOURCE_EXHAUSTED', 'Rate Limit Exceeded', 'rateLimitExceeded', { 'retry-after': String(limited.retryAfter) });
+        return driveError(res, 429, 'RESOURCE_EXHAUSTED', 'Rate Limit Exceeded', 'rateLimitExceeded', {
+          'retry-after': String(limited.retryAfter),
+        });
       }
-      if (url.pathname === '/drive/v3/about') return json(res, 200, { user: { emailAddress: accountEmail, kind: 'drive#user' } });
+      if (url.pathname === '/drive/v3/about')
+        return json(res, 200, { user: { emailAddress: accountEmail, kind: 'drive#user' } });
       const m = /^\/drive\/v3\/files\/([^/]+)(\/export)?$/.exec(url.pathname);
       if (!m) return driveError(res, 404, 'NOT_FOUND', 'Not Found', 'notFound');
       const id = decodeURIComponent(m[1]!);
@@ -141,15 +167,43 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
       const native = file.mimeType.startsWith('application/vnd.google-apps.');
       const content = typeof file.content === 'string' ? Buffer.from(file.content, 'utf8') : file.content;
       if (m[2]) {
-        if (file.forbidden) return driveError(res, 403, 'PERMISSION_DENIED', 'The user does not have sufficient permissions for this file.', 'insufficientFilePermissions');
-        if (!native) return driveError(res, 403, 'PERMISSION_DENIED', 'Export only supports Docs Editors files.', 'fileNotExportable');
+        if (file.forbidden)
+          return driveError(
+            res,
+            403,
+            'PERMISSION_DENIED',
+            'The user does not have sufficient permissions for this file.',
+            'insufficientFilePermissions',
+          );
+        if (!native)
+          return driveError(
+            res,
+            403,
+            'PERMISSION_DENIED',
+            'Export only supports Docs Editors files.',
+            'fileNotExportable',
+          );
         const type = url.searchParams.get('mimeType') ?? '';
         res.writeHead(200, { 'content-type': type, 'content-length': String(content.length) });
         return res.end(content);
       }
       if (url.searchParams.get('alt') === 'media') {
-        if (file.forbidden) return driveError(res, 403, 'PERMISSION_DENIED', 'The user does not have sufficient permissions for this file.', 'insufficientFilePermissions');
-        if (native) return driveError(res, 403, 'PERMISSION_DENIED', 'Only files with binary content can be downloaded. Use Export with Docs Editors files.', 'fileNotDownloadable');
+        if (file.forbidden)
+          return driveError(
+            res,
+            403,
+            'PERMISSION_DENIED',
+            'The user does not have sufficient permissions for this file.',
+            'insufficientFilePermissions',
+          );
+        if (native)
+          return driveError(
+            res,
+            403,
+            'PERMISSION_DENIED',
+            'Only files with binary content can be downloaded. Use Export with Docs Editors files.',
+            'fileNotDownloadable',
+          );
         res.writeHead(200, { 'content-type': file.mimeType, 'content-length': String(content.length) });
         return res.end(content);
       }
@@ -162,7 +216,16 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
         ...(native ? {} : { size: String(content.length) }),
       };
       const fields = url.searchParams.get('fields');
-      const picked = fields ? Object.fromEntries(Object.entries(all).filter(([k]) => fields.split(',').map((f) => f.trim()).includes(k))) : { kind: all.kind, id: all.id, name: all.name, mimeType: all.mimeType };
+      const picked = fields
+        ? Object.fromEntries(
+            Object.entries(all).filter(([k]) =>
+              fields
+                .split(',')
+                .map((f) => f.trim())
+                .includes(k),
+            ),
+          )
+        : { kind: all.kind, id: all.id, name: all.name, mimeType: all.mimeType };
       return json(res, 200, picked);
     }
     return json(res, 404, { error: 'not_found' });
@@ -190,7 +253,8 @@ export async function startDriveSim(options: { accessTokenSeconds?: number; acco
     async consent(authorizeUrl) {
       const response = await fetch(authorizeUrl, { redirect: 'manual' });
       const location = response.headers.get('location');
-      if (response.status !== 302 || !location) throw new Error(`The drive's authorize endpoint answered ${response.status}: ${await response.text()}`);
+      if (response.status !== 302 || !location)
+        throw new Error(`The drive's authorize endpoint answered ${response.status}: ${await response.text()}`);
       return new URL(location);
     },
     close: () => http.close(),

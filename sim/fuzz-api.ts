@@ -33,12 +33,20 @@ function ensureSchemathesis() {
   mkdirSync(target, { recursive: true });
   process.stdout.write('Installing Schemathesis into .tools/schemathesis...\n');
   try {
-    execFileSync('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', target, 'schemathesis'], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    execFileSync(
+      'python3',
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--target', target, 'schemathesis'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
   } catch (error) {
     rmSync(target, { recursive: true, force: true }); // a half install would pass the check above next time
-    const stderr = String((error as { stderr?: Buffer }).stderr ?? '').trim().split('\n').slice(-3).join(' ');
+    const stderr = String((error as { stderr?: Buffer }).stderr ?? '')
+      .trim()
+      .split('\n')
+      .slice(-3)
+      .join(' ');
     throw new ToolMissingError(
       `Cannot install Schemathesis: "python3 -m pip install --target .tools/schemathesis schemathesis" failed ` +
         `(${stderr || 'no output'}). Check that PyPI is reachable and run again.`,
@@ -46,18 +54,33 @@ function ensureSchemathesis() {
   }
 }
 
-function runSchemathesis(apiUrl: string, apiKey: string, sender: ExtensionSender, resources: FuzzedResources, maxExamples: string): Promise<number> {
+function runSchemathesis(
+  apiUrl: string,
+  apiKey: string,
+  sender: ExtensionSender,
+  resources: FuzzedResources,
+  maxExamples: string,
+): Promise<number> {
   const args = [
     // Schemathesis's own command line with two fixes to what it runs on (see the script).
-    join(projectRoot, 'sim', 'schemathesis-run.py'), 'run', `${apiUrl}/openapi.json`,
-    '--url', apiUrl,
-    '--header', `X-API-Key: ${apiKey}`,
-    '--checks', 'all',
-    '--max-examples', maxExamples,
+    join(projectRoot, 'sim', 'schemathesis-run.py'),
+    'run',
+    `${apiUrl}/openapi.json`,
+    '--url',
+    apiUrl,
+    '--header',
+    `X-API-Key: ${apiKey}`,
+    '--checks',
+    'all',
+    '--max-examples',
+    maxExamples,
     // Anything after `npm run fuzz:api --` goes to Schemathesis (`--include-tag billing`, say).
     ...process.argv.slice(2),
   ];
-  const shown = args.map((arg) => (/\s/.test(arg) ? `'${arg}'` : arg)).join(' ').replace(apiKey, '<key>');
+  const shown = args
+    .map((arg) => (/\s/.test(arg) ? `'${arg}'` : arg))
+    .join(' ')
+    .replace(apiKey, '<key>');
   process.stdout.write(`\n$ python3 ${shown}\n\n`);
   // Schemathesis keeps its crash cache (failures replayed first next run) in .schemathesis/ and
   // Hypothesis its data in .hypothesis/ of the working folder: .tools/ is ignored by git.
@@ -110,7 +133,10 @@ function setupCaller(apiUrl: string, what: string) {
       headers: { ...headers, 'Content-Type': 'application/json' },
       body: body ? JSON.stringify(body) : undefined,
     });
-    if (!response.ok) throw new Error(`Could not set up ${what}: ${method} ${path} answered ${response.status} ${await response.text()}`);
+    if (!response.ok)
+      throw new Error(
+        `Could not set up ${what}: ${method} ${path} answered ${response.status} ${await response.text()}`,
+      );
     return (await response.json()) as Record<string, unknown>;
   };
 }
@@ -118,14 +144,23 @@ function setupCaller(apiUrl: string, what: string) {
 async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<ExtensionSender> {
   const call = setupCaller(apiUrl, "the extension's sender");
   const keyed = { 'X-API-Key': apiKey };
-  const { id } = (await call('POST', '/sender-profiles/', keyed, { name: 'Fuzzing the extension routes' })) as { id: string };
+  const { id } = (await call('POST', '/sender-profiles/', keyed, { name: 'Fuzzing the extension routes' })) as {
+    id: string;
+  };
   const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
-  await call('PATCH', `/sender-profiles/${id}/pnet/settings/`, keyed, { run_mode: 'automatic', working_hours: allWeek });
+  await call('PATCH', `/sender-profiles/${id}/pnet/settings/`, keyed, {
+    run_mode: 'automatic',
+    working_hours: allWeek,
+  });
   const token = (await call('GET', `/sender-profiles/${id}/pnet/`, keyed)).connection_token as string;
   const browser = { browser_id: randomUUID() };
   const tokened = { 'X-API-Key': token };
   await call('POST', '/pnet/agent/heartbeat/', tokened, {
-    ...browser, browser_label: 'Fuzzing', extension_version: '2.0.0', identity: { member_urn: 'urn:li:member:fuzzing' }, lease_nonce: 'fuzzing-lease',
+    ...browser,
+    browser_label: 'Fuzzing',
+    extension_version: '2.0.0',
+    identity: { member_urn: 'urn:li:member:fuzzing' },
+    lease_nonce: 'fuzzing-lease',
   });
   const account = (await call('GET', `/sender-profiles/${id}/pnet/`, keyed)).account as { id: string };
   await call('POST', '/pnet/steps/', keyed, { account_id: account.id, params: { kind: 'check_inbox' } });
@@ -136,7 +171,9 @@ async function extensionSenderFor(apiUrl: string, apiKey: string): Promise<Exten
     if (answer.step) return { token, claimedStepId: answer.step.id };
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  throw new Error(`Could not set up the extension's sender: no step was handed to its browser within 10 s (last answer ${JSON.stringify(answer)}).`);
+  throw new Error(
+    `Could not set up the extension's sender: no step was handed to its browser within 10 s (last answer ${JSON.stringify(answer)}).`,
+  );
 }
 
 /**
@@ -155,13 +192,23 @@ interface FuzzedResources {
 async function resourcesFor(apiUrl: string, apiKey: string): Promise<FuzzedResources> {
   const call = setupCaller(apiUrl, 'the fuzzed table and sequence');
   const keyed = { 'X-API-Key': apiKey };
-  const id = async (method: string, path: string, body?: object) => ((await call(method, path, keyed, body)) as { id: string }).id;
+  const id = async (method: string, path: string, body?: object) =>
+    ((await call(method, path, keyed, body)) as { id: string }).id;
   const tableId = await id('POST', '/tables/', { name: 'Fuzzing the table routes' });
   const email = await id('POST', `/tables/${tableId}/columns/`, { kind: 'input', name: 'Email' });
   const rowId = await id('POST', `/tables/${tableId}/rows/`, { cells: { [email]: 'fuzzing@example.com' } });
-  const sequenceId = await id('POST', '/sequences/', { name: 'Fuzzing the sequence routes', audience_table_id: tableId, audience_mapping: { email_column_id: email } });
-  const enrolled = (await call('POST', `/sequences/${sequenceId}/contacts/`, keyed, { row_ids: [rowId] })) as { results: { contact: { id: string } }[] };
-  const agentId = await id('POST', '/outbound-agents/', { name: 'Fuzzing the training routes', slots: [{ slot_key: 'opener', prompt: 'Say hello.' }] });
+  const sequenceId = await id('POST', '/sequences/', {
+    name: 'Fuzzing the sequence routes',
+    audience_table_id: tableId,
+    audience_mapping: { email_column_id: email },
+  });
+  const enrolled = (await call('POST', `/sequences/${sequenceId}/contacts/`, keyed, { row_ids: [rowId] })) as {
+    results: { contact: { id: string } }[];
+  };
+  const agentId = await id('POST', '/outbound-agents/', {
+    name: 'Fuzzing the training routes',
+    slots: [{ slot_key: 'opener', prompt: 'Say hello.' }],
+  });
   await call('PUT', `/sequences/${sequenceId}/agent/`, keyed, { agent_id: agentId });
   const sessionId = await id('POST', `/sequences/${sequenceId}/agent/training/`, { sample_size: 1, ready_after: 1 });
   return { tableId, sequenceId, contactId: enrolled.results[0]!.contact.id, sessionId };
@@ -176,18 +223,24 @@ async function resourcesFor(apiUrl: string, apiKey: string): Promise<FuzzedResou
  */
 async function fuzz(apiUrl: string, apiKey: string, sender: ExtensionSender, maxExamples: string): Promise<number> {
   const { token: extensionToken } = sender;
-  const authenticates = async (key: string, path: string) => (await fetch(`${apiUrl}${path}`, { headers: { 'X-API-Key': key } })).status !== 401;
-  if (!(await authenticates(apiKey, '/workspace/'))) throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
+  const authenticates = async (key: string, path: string) =>
+    (await fetch(`${apiUrl}${path}`, { headers: { 'X-API-Key': key } })).status !== 401;
+  if (!(await authenticates(apiKey, '/workspace/')))
+    throw new Error(`The API key does not authenticate at ${apiUrl}/workspace/.`);
   if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
     throw new Error(`The connection token does not authenticate at ${apiUrl}/pnet/agent/config/.`);
   }
   const code = await runSchemathesis(apiUrl, apiKey, sender, await resourcesFor(apiUrl, apiKey), maxExamples);
   if (!(await authenticates(apiKey, '/workspace/'))) {
-    process.stderr.write('\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n');
+    process.stderr.write(
+      '\nThe API key the fuzzer authenticated with no longer works (deleted or expired during the run): its results after that point are 401s and prove nothing.\n',
+    );
     return code || 1;
   }
   if (extensionToken && !(await authenticates(extensionToken, '/pnet/agent/config/'))) {
-    process.stderr.write('\nThe connection token the extension routes were fuzzed with no longer works (its sender was disconnected during the run): their results after that point are 401s and prove nothing.\n');
+    process.stderr.write(
+      '\nThe connection token the extension routes were fuzzed with no longer works (its sender was disconnected during the run): their results after that point are 401s and prove nothing.\n',
+    );
     return code || 1;
   }
   return code;
@@ -196,7 +249,8 @@ async function fuzz(apiUrl: string, apiKey: string, sender: ExtensionSender, max
 async function main(): Promise<number> {
   ensureSchemathesis();
   const { baseUrl, apiKey: key, extensionToken, claimedStepId, maxExamples, logLevel } = readFuzzSettings();
-  if (baseUrl && key) return fuzz(baseUrl.replace(/\/+$/, ''), key, { token: extensionToken, claimedStepId }, maxExamples);
+  if (baseUrl && key)
+    return fuzz(baseUrl.replace(/\/+$/, ''), key, { token: extensionToken, claimedStepId }, maxExamples);
 
   const dataDir = mkdtempSync(join(tmpdir(), 'fuzz-api-'));
   // mkdtemp makes it 0700; as root, embedded Postgres runs as a postgres user that must get in.
@@ -238,7 +292,11 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(error instanceof ToolMissingError ? `\n${error.message}\n\n` : `fuzz:api failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(
+      error instanceof ToolMissingError
+        ? `\n${error.message}\n\n`
+        : `fuzz:api failed: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
     process.exit(1);
   },
 );

@@ -19,7 +19,14 @@ export interface TwinPerson {
   linkedin_url: string | null;
   city: string;
   country: string;
-  organization: { name: string; primary_domain: string; website_url: string; industry: string; estimated_num_employees: number; linkedin_url: string };
+  organization: {
+    name: string;
+    primary_domain: string;
+    website_url: string;
+    industry: string;
+    estimated_num_employees: number;
+    linkedin_url: string;
+  };
 }
 
 /** `n` people at `companies` companies; person i is the same person in every call. */
@@ -68,12 +75,16 @@ export async function serveLeadSearchTwin(options: LeadSearchTwinOptions) {
     };
     const path = (req.url ?? '').split('?')[0];
     const people = path === '/api/v1/mixed_people/api_search';
-    if (req.method !== 'POST' || (!people && path !== '/api/v1/mixed_companies/search')) return send(404, { error: 'Not found' });
-    if (req.headers['x-api-key'] !== options.apiKey) return send(401, { error: 'Invalid access credentials.', error_code: 'INVALID_API_KEY' });
+    if (req.method !== 'POST' || (!people && path !== '/api/v1/mixed_companies/search'))
+      return send(404, { error: 'Not found' });
+    if (req.headers['x-api-key'] !== options.apiKey)
+      return send(401, { error: 'Invalid access credentials.', error_code: 'INVALID_API_KEY' });
     searches += 1;
     if (options.rateLimit?.(searches)) {
       res.setHeader('retry-after', String(options.retryAfter ?? 1));
-      return send(429, { message: 'The maximum number of api calls allowed for api/v1/mixed_people/api_search is 50 times per minute.' });
+      return send(429, {
+        message: 'The maximum number of api calls allowed for api/v1/mixed_people/api_search is 50 times per minute.',
+      });
     }
     let q: Record<string, unknown>;
     try {
@@ -83,19 +94,36 @@ export async function serveLeadSearchTwin(options: LeadSearchTwinOptions) {
     }
     const page = Number(q.page ?? 1);
     const perPage = Number(q.per_page ?? 10);
-    if (!Number.isInteger(page) || page < 1 || page > 500 || !Number.isInteger(perPage) || perPage < 1 || perPage > 100) {
+    if (
+      !Number.isInteger(page) ||
+      page < 1 ||
+      page > 500 ||
+      !Number.isInteger(perPage) ||
+      perPage < 1 ||
+      perPage > 100
+    ) {
       return send(422, { error: 'page must be 1 to 500 and per_page 1 to 100' });
     }
     const titles = (q.person_titles as string[] | undefined)?.map((t) => t.toLowerCase());
     const domains = q.q_organization_domains_list as string[] | undefined;
     let found = options.people.filter(
-      (p) => (!people || !titles?.length || titles.some((t) => p.title.toLowerCase().includes(t))) && (!domains?.length || domains.includes(p.organization.primary_domain)),
+      (p) =>
+        (!people || !titles?.length || titles.some((t) => p.title.toLowerCase().includes(t))) &&
+        (!domains?.length || domains.includes(p.organization.primary_domain)),
     );
     if (!people) found = [...new Map(found.map((p) => [p.organization.primary_domain, p])).values()];
     const slice = found.slice((page - 1) * perPage, page * perPage);
-    const pagination = { page, per_page: perPage, total_entries: found.length, total_pages: Math.ceil(found.length / perPage) };
+    const pagination = {
+      page,
+      per_page: perPage,
+      total_entries: found.length,
+      total_pages: Math.ceil(found.length / perPage),
+    };
     if (people) return send(200, { people: slice, pagination });
-    return send(200, { organizations: slice.map((p) => ({ ...p.organization, city: p.city, country: p.country })), pagination });
+    return send(200, {
+      organizations: slice.map((p) => ({ ...p.organization, city: p.city, country: p.country })),
+      pagination,
+    });
   });
   return { ...server, searchCount: () => searches };
 }

@@ -13,7 +13,9 @@ export interface LocalHttp {
   close: () => Promise<void>;
 }
 
-export async function serveHttp(handler: (req: IncomingMessage, res: ServerResponse, body: string) => void | Promise<void>): Promise<LocalHttp> {
+export async function serveHttp(
+  handler: (req: IncomingMessage, res: ServerResponse, body: string) => void | Promise<void>,
+): Promise<LocalHttp> {
   const requests: LocalHttp['requests'] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -39,4 +41,3 @@ export async function serveHttp(handler: (req: IncomingMessage, res: ServerRespo
       }),
   };
 }
-

@@ -117,7 +117,16 @@ export async function startPayPalPayoutsTwin(options: PayPalTwinOptions = {}) {
     if (throttled > 0) {
       throttled--;
       counts.status429++;
-      send(res, 429, { name: 'RATE_LIMIT_REACHED', message: 'Too many requests. Blocked due to rate limiting.', debug_id: debugId() }, { 'retry-after': '1' });
+      send(
+        res,
+        429,
+        {
+          name: 'RATE_LIMIT_REACHED',
+          message: 'Too many requests. Blocked due to rate limiting.',
+          debug_id: debugId(),
+        },
+        { 'retry-after': '1' },
+      );
       return false;
     }
     return true;
@@ -128,36 +137,75 @@ export async function startPayPalPayoutsTwin(options: PayPalTwinOptions = {}) {
     if (req.method === 'POST' && url.pathname === '/v1/oauth2/token') {
       counts.token++;
       const auth = req.headers.authorization ?? '';
-      const [id, secret] = Buffer.from(auth.replace(/^Basic /, ''), 'base64').toString('utf8').split(':');
+      const [id, secret] = Buffer.from(auth.replace(/^Basic /, ''), 'base64')
+        .toString('utf8')
+        .split(':');
       if (id !== clientId || secret !== clientSecret || !/grant_type=client_credentials/.test(body)) {
         return send(res, 401, { error: 'invalid_client', error_description: 'Client Authentication failed' });
       }
       const token = `A21AA${randomBytes(16).toString('hex')}`;
       tokens.add(token);
-      return send(res, 200, { scope: 'https://uri.paypal.com/payments/payouts', access_token: token, token_type: 'Bearer', app_id: 'APP-TWIN', expires_in: options.tokenSeconds ?? 32400, nonce: debugId() });
+      return send(res, 200, {
+        scope: 'https://uri.paypal.com/payments/payouts',
+        access_token: token,
+        token_type: 'Bearer',
+        app_id: 'APP-TWIN',
+        expires_in: options.tokenSeconds ?? 32400,
+        nonce: debugId(),
+      });
     }
     if (req.method === 'POST' && url.pathname === '/v1/payments/payouts') {
       if (!authorised(req, res)) return;
       counts.create++;
-      let parsed: { sender_batch_header?: { sender_batch_id?: string }; items?: Array<{ receiver?: string; amount?: { value?: string; currency?: string }; sender_item_id?: string }> };
+      let parsed: {
+        sender_batch_header?: { sender_batch_id?: string };
+        items?: Array<{ receiver?: string; amount?: { value?: string; currency?: string }; sender_item_id?: string }>;
+      };
       try {
         parsed = JSON.parse(body) as typeof parsed;
       } catch {
-        return send(res, 400, { name: 'MALFORMED_REQUEST', message: 'The request JSON is not well formed.', debug_id: debugId() });
+        return send(res, 400, {
+          name: 'MALFORMED_REQUEST',
+          message: 'The request JSON is not well formed.',
+          debug_id: debugId(),
+        });
       }
       const senderBatchId = parsed.sender_batch_header?.sender_batch_id;
       const items = parsed.items ?? [];
       const details: Array<{ field: string; location: string; issue: string }> = [];
-      if (!senderBatchId) details.push({ field: 'sender_batch_header.sender_batch_id', location: 'body', issue: 'MISSING_REQUIRED_PARAMETER' });
-      if (items.length === 0 || items.length > 15000) details.push({ field: 'items', location: 'body', issue: 'Between 1 and 15000 items are required.' });
+      if (!senderBatchId)
+        details.push({
+          field: 'sender_batch_header.sender_batch_id',
+          location: 'body',
+          issue: 'MISSING_REQUIRED_PARAMETER',
+        });
+      if (items.length === 0 || items.length > 15000)
+        details.push({ field: 'items', location: 'body', issue: 'Between 1 and 15000 items are required.' });
       items.forEach((item, i) => {
-        if (!item.receiver || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(item.receiver)) details.push({ field: `items[${i}].receiver`, location: 'body', issue: 'Receiver is invalid or does not match with type' });
-        if (!item.amount?.value || !/^\d+\.\d{2}$/.test(item.amount.value) || Number(item.amount.value) <= 0) details.push({ field: `items[${i}].amount.value`, location: 'body', issue: 'Amount must be a positive value with two decimals' });
-        if (item.amount?.currency !== 'USD') details.push({ field: `items[${i}].amount.currency`, location: 'body', issue: 'Currency code is invalid' });
+        if (!item.receiver || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(item.receiver))
+          details.push({
+            field: `items[${i}].receiver`,
+            location: 'body',
+            issue: 'Receiver is invalid or does not match with type',
+          });
+        if (!item.amount?.value || !/^\d+\.\d{2}$/.test(item.amount.value) || Number(item.amount.value) <= 0)
+          details.push({
+            field: `items[${i}].amount.value`,
+            location: 'body',
+            issue: 'Amount must be a positive value with two decimals',
+          });
+        if (item.amount?.currency !== 'USD')
+          details.push({ field: `items[${i}].amount.currency`, location: 'body', issue: 'Currency code is invalid' });
       });
       if (details.length) {
         counts.status422++;
-        return send(res, 422, { name: 'UNPROCESSABLE_ENTITY', message: 'The requested action could not be performed, semantically incorrect, or failed business validation.', debug_id: debugId(), details });
+        return send(res, 422, {
+          name: 'UNPROCESSABLE_ENTITY',
+          message:
+            'The requested action could not be performed, semantically incorrect, or failed business validation.',
+          debug_id: debugId(),
+          details,
+        });
       }
       const existing = bySender.get(senderBatchId!);
       if (existing) {
@@ -172,7 +220,14 @@ export async function startPayPalPayoutsTwin(options: PayPalTwinOptions = {}) {
               field: 'SENDER_BATCH_ID',
               location: 'body',
               issue: `Batch with given sender_batch_id already exists`,
-              link: [{ href: `${baseUrl}/v1/payments/payouts/${existing}`, rel: 'self', method: 'GET', encType: 'application/json' }],
+              link: [
+                {
+                  href: `${baseUrl}/v1/payments/payouts/${existing}`,
+                  rel: 'self',
+                  method: 'GET',
+                  encType: 'application/json',
+                },
+              ],
             },
           ],
           links: [],
@@ -196,16 +251,28 @@ export async function startPayPalPayoutsTwin(options: PayPalTwinOptions = {}) {
       bySender.set(batch.sender_batch_id, batch.payout_batch_id);
       if (loseNextAnswer) {
         loseNextAnswer = false;
-        return send(res, 500, { name: 'INTERNAL_SERVER_ERROR', message: 'An internal server error occurred.', debug_id: debugId() });
+        return send(res, 500, {
+          name: 'INTERNAL_SERVER_ERROR',
+          message: 'An internal server error occurred.',
+          debug_id: debugId(),
+        });
       }
-      return send(res, 201, { batch_header: { ...header(batch), batch_status: 'PENDING' }, links: [{ href: `${baseUrl}/v1/payments/payouts/${batch.payout_batch_id}`, rel: 'self', method: 'GET' }] });
+      return send(res, 201, {
+        batch_header: { ...header(batch), batch_status: 'PENDING' },
+        links: [{ href: `${baseUrl}/v1/payments/payouts/${batch.payout_batch_id}`, rel: 'self', method: 'GET' }],
+      });
     }
     const get = url.pathname.match(/^\/v1\/payments\/payouts\/([^/]+)$/);
     if (req.method === 'GET' && get) {
       if (!authorised(req, res)) return;
       counts.read++;
       const batch = batches.get(decodeURIComponent(get[1]!));
-      if (!batch) return send(res, 404, { name: 'RESOURCE_NOT_FOUND', message: 'The specified resource does not exist.', debug_id: debugId() });
+      if (!batch)
+        return send(res, 404, {
+          name: 'RESOURCE_NOT_FOUND',
+          message: 'The specified resource does not exist.',
+          debug_id: debugId(),
+        });
       const page = Math.max(1, Number(url.searchParams.get('page')) || 1);
       const size = Math.min(1000, Math.max(1, Number(url.searchParams.get('page_size')) || 1000));
       const slice = batch.items.slice((page - 1) * size, page * size);
@@ -215,15 +282,27 @@ export async function startPayPalPayoutsTwin(options: PayPalTwinOptions = {}) {
           payout_item_id: i.payout_item_id,
           transaction_status: itemStatus(i),
           payout_batch_id: batch.payout_batch_id,
-          payout_item: { recipient_type: 'EMAIL', amount: { value: i.value, currency: i.currency }, receiver: i.receiver, sender_item_id: i.sender_item_id, recipient_wallet: 'PAYPAL' },
-          ...(itemStatus(i) === 'FAILED' ? { errors: { name: 'RECEIVER_ACCOUNT_LOCKED', message: 'Receiver account is locked or inactive' } } : {}),
+          payout_item: {
+            recipient_type: 'EMAIL',
+            amount: { value: i.value, currency: i.currency },
+            receiver: i.receiver,
+            sender_item_id: i.sender_item_id,
+            recipient_wallet: 'PAYPAL',
+          },
+          ...(itemStatus(i) === 'FAILED'
+            ? { errors: { name: 'RECEIVER_ACCOUNT_LOCKED', message: 'Receiver account is locked or inactive' } }
+            : {}),
           time_processed: new Date(i.createdAt).toISOString(),
         })),
         total_items: batch.items.length,
         total_pages: Math.max(1, Math.ceil(batch.items.length / size)),
       });
     }
-    send(res, 404, { name: 'RESOURCE_NOT_FOUND', message: 'The specified resource does not exist.', debug_id: debugId() });
+    send(res, 404, {
+      name: 'RESOURCE_NOT_FOUND',
+      message: 'The specified resource does not exist.',
+      debug_id: debugId(),
+    });
   });
   baseUrl = http.url;
 
@@ -256,13 +335,15 @@ export async function startPayPalPayoutsTwin(options: PayPalTwinOptions = {}) {
     /** Cents sent per receiver across every batch (an item counted once however often its batch was sent). */
     sentCentsByReceiver(): Map<string, number> {
       const sums = new Map<string, number>();
-      for (const b of batches.values()) for (const i of b.items) sums.set(i.receiver, (sums.get(i.receiver) ?? 0) + Math.round(Number(i.value) * 100));
+      for (const b of batches.values())
+        for (const i of b.items) sums.set(i.receiver, (sums.get(i.receiver) ?? 0) + Math.round(Number(i.value) * 100));
       return sums;
     },
     /** Items per sender item id (our payout id): more than one means a payout was sent twice. */
     itemsBySenderItemId(): Map<string, number> {
       const n = new Map<string, number>();
-      for (const b of batches.values()) for (const i of b.items) n.set(i.sender_item_id, (n.get(i.sender_item_id) ?? 0) + 1);
+      for (const b of batches.values())
+        for (const i of b.items) n.set(i.sender_item_id, (n.get(i.sender_item_id) ?? 0) + 1);
       return n;
     },
     close: http.close,

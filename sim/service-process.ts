@@ -23,7 +23,9 @@ export interface ServiceScripts {
  * The API's and the worker's child scripts, built into a new folder under dist/ (see
  * worker/build.ts), with the workflow bundle unless one is given; `remove` deletes the folder.
  */
-export async function buildServiceScripts(workflowBundle?: string): Promise<{ scripts: ServiceScripts; remove: () => void }> {
+export async function buildServiceScripts(
+  workflowBundle?: string,
+): Promise<{ scripts: ServiceScripts; remove: () => void }> {
   const dir = freshBuildDir('services');
   const remove = () => rmSync(dir, { recursive: true, force: true });
   try {
@@ -93,7 +95,12 @@ export class ServiceProcess {
     this.starts += 1;
     this.out.write(`\n--- start ${this.starts} at ${new Date().toISOString()}\n`);
     // Its own process group: a Ctrl-C in the terminal reaches the chaos run, which stops it in order.
-    const child = spawn(process.execPath, ['--enable-source-maps', this.script], { cwd: projectRoot, env: this.env(), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const child = spawn(process.execPath, ['--enable-source-maps', this.script], {
+      cwd: projectRoot,
+      env: this.env(),
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     child.stderr!.pipe(this.out, { end: false });
@@ -175,6 +182,13 @@ type Down = { from: number; to: number };
 /** When all of several processes were down at once (for replicas, the only real outage). */
 export function allDown(lists: readonly (readonly Down[])[]): Down[] {
   const both = (a: readonly Down[], b: readonly Down[]) =>
-    a.flatMap((x) => b.map((y) => ({ from: Math.max(x.from, y.from), to: Math.min(x.to, y.to) }))).filter((d) => d.to > d.from);
-  return lists.length ? lists.slice(1).reduce<Down[]>((acc, list) => both(acc, list), [...lists[0]!]).sort((x, y) => x.from - y.from) : [];
+    a
+      .flatMap((x) => b.map((y) => ({ from: Math.max(x.from, y.from), to: Math.min(x.to, y.to) })))
+      .filter((d) => d.to > d.from);
+  return lists.length
+    ? lists
+        .slice(1)
+        .reduce<Down[]>((acc, list) => both(acc, list), [...lists[0]!])
+        .sort((x, y) => x.from - y.from)
+    : [];
 }

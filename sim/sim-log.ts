@@ -72,7 +72,12 @@ export interface ReportRecord {
   answeredAt: number;
   detail: string | null;
   /** The step record a 200 answered with. */
-  answer: { status: StepStatus; finished_at: string | null; claimed_at: string | null; error_code: StepErrorCode | null } | null;
+  answer: {
+    status: StepStatus;
+    finished_at: string | null;
+    claimed_at: string | null;
+    error_code: StepErrorCode | null;
+  } | null;
 }
 
 export class SimLog {

@@ -87,7 +87,9 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
         ended = true;
         if (options.refuseRate && random() < options.refuseRate) {
           refused += 1;
-          const error = Object.assign(new Error('Try again later (refused on purpose by the test sink)'), { responseCode: 451 });
+          const error = Object.assign(new Error('Try again later (refused on purpose by the test sink)'), {
+            responseCode: 451,
+          });
           callback(error);
           return;
         }

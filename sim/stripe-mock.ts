@@ -18,10 +18,15 @@ export async function startStripeMock(): Promise<StripeMock> {
   const binary = resolveStripeMock();
   const port = await freePort(12111);
   const httpsPort = await freePort(port + 1, [port]);
-  const child = spawn(binary, ['-http-port', String(port), '-https-port', String(httpsPort)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(binary, ['-http-port', String(port), '-https-port', String(httpsPort)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`stripe-mock did not start in 30 s: ${output.slice(-500)}`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`stripe-mock did not start in 30 s: ${output.slice(-500)}`)),
+      30_000,
+    );
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (output.includes('Listening for HTTP')) {

@@ -53,7 +53,9 @@ const reply = (res: ServerResponse, status: number, body: unknown, headers: Reco
   res.end(JSON.stringify(body));
 };
 
-export async function startTeamChatSim(options: { channels?: TeamChatSimChannel[]; pageSize?: number; failRate?: number; random?: () => number } = {}): Promise<TeamChatSim> {
+export async function startTeamChatSim(
+  options: { channels?: TeamChatSimChannel[]; pageSize?: number; failRate?: number; random?: () => number } = {},
+): Promise<TeamChatSim> {
   const clientId = `${randomBytes(4).toString('hex')}.${randomBytes(4).toString('hex')}`;
   const clientSecret = randomBytes(12).toString('hex');
   const teamId = `T${randomBytes(4).toString('hex').toUpperCase()}`;
@@ -75,7 +77,11 @@ export async function startTeamChatSim(options: { channels?: TeamChatSimChannel[
     const url = new URL(req.url ?? '/', 'http://sim');
     if (url.pathname === '/oauth/v2/authorize') {
       const redirect = url.searchParams.get('redirect_uri');
-      if (url.searchParams.get('client_id') !== clientId || !redirect || url.searchParams.get('code_challenge_method') !== 'S256') {
+      if (
+        url.searchParams.get('client_id') !== clientId ||
+        !redirect ||
+        url.searchParams.get('code_challenge_method') !== 'S256'
+      ) {
         return reply(res, 400, { ok: false, error: 'invalid_request' });
       }
       const code = randomBytes(12).toString('hex');
@@ -95,14 +101,29 @@ export async function startTeamChatSim(options: { channels?: TeamChatSimChannel[
 
     if (method === 'oauth.v2.access') {
       const code = codes.get(String(params.code ?? ''));
-      if (params.client_id !== clientId || (params.client_secret !== undefined && params.client_secret !== clientSecret)) return reply(res, 200, { ok: false, error: 'invalid_client_id' });
+      if (
+        params.client_id !== clientId ||
+        (params.client_secret !== undefined && params.client_secret !== clientSecret)
+      )
+        return reply(res, 200, { ok: false, error: 'invalid_client_id' });
       if (!code || code.used) return reply(res, 200, { ok: false, error: 'invalid_code' });
-      const challenge = createHash('sha256').update(String(params.code_verifier ?? '')).digest('base64url');
-      if (challenge !== code.challenge || params.redirect_uri !== code.redirectUri) return reply(res, 200, { ok: false, error: 'invalid_code' });
+      const challenge = createHash('sha256')
+        .update(String(params.code_verifier ?? ''))
+        .digest('base64url');
+      if (challenge !== code.challenge || params.redirect_uri !== code.redirectUri)
+        return reply(res, 200, { ok: false, error: 'invalid_code' });
       code.used = true;
       const token = `xoxb-${randomBytes(16).toString('hex')}`;
       tokens.set(token, { revoked: false });
-      return reply(res, 200, { ok: true, access_token: token, token_type: 'bot', scope: 'chat:write,channels:read,groups:read', bot_user_id: 'U0BOT', app_id: 'A0APP', team: { id: teamId, name: 'Local Team' } });
+      return reply(res, 200, {
+        ok: true,
+        access_token: token,
+        token_type: 'bot',
+        scope: 'chat:write,channels:read,groups:read',
+        bot_user_id: 'U0BOT',
+        app_id: 'A0APP',
+        team: { id: teamId, name: 'Local Team' },
+      });
     }
 
     if (limited.count > 0) {
@@ -128,12 +149,25 @@ export async function startTeamChatSim(options: { channels?: TeamChatSimChannel[
       const channel = channels.find((c) => c.id === params.channel);
       if (!channel) return reply(res, 200, { ok: false, error: 'channel_not_found' });
       if (!channel.is_member) return reply(res, 200, { ok: false, error: 'not_in_channel' });
-      if (typeof params.text !== 'string' && !Array.isArray(params.blocks)) return reply(res, 200, { ok: false, error: 'no_text' });
-      if (options.failRate && random() < options.failRate) return reply(res, 500, { ok: false, error: 'internal_error' });
+      if (typeof params.text !== 'string' && !Array.isArray(params.blocks))
+        return reply(res, 200, { ok: false, error: 'no_text' });
+      if (options.failRate && random() < options.failRate)
+        return reply(res, 500, { ok: false, error: 'internal_error' });
       ts += 1;
-      const post = { channel: channel.id, text: String(params.text ?? ''), blocks: params.blocks as unknown[] | undefined, ts: `${ts}.000100`, token };
+      const post = {
+        channel: channel.id,
+        text: String(params.text ?? ''),
+        blocks: params.blocks as unknown[] | undefined,
+        ts: `${ts}.000100`,
+        token,
+      };
       posts.push(post);
-      return reply(res, 200, { ok: true, channel: channel.id, ts: post.ts, message: { text: post.text, bot_id: 'B0BOT' } });
+      return reply(res, 200, {
+        ok: true,
+        channel: channel.id,
+        ts: post.ts,
+        message: { text: post.text, bot_id: 'B0BOT' },
+      });
     }
     return reply(res, 200, { ok: false, error: 'unknown_method' });
   });

@@ -24,7 +24,13 @@ import { ApiError } from '../domain/shared/errors.js';
 import { readConfig } from './config.js';
 import { readIntegrationsConfig } from '../integrations/config.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
-import { addWorkspaceMember, createWorkspaceWithAdmin, decideDesignPartnerApplication, grantWorkspaceCredits, setWorkspacePlan } from './provisioning.js';
+import {
+  addWorkspaceMember,
+  createWorkspaceWithAdmin,
+  decideDesignPartnerApplication,
+  grantWorkspaceCredits,
+  setWorkspacePlan,
+} from './provisioning.js';
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack-file.js';
 import { workspaceExists } from '../store/platform/workspaces.js';
 import { setAffiliatePayoutGate, setAffiliatePayoutsPaused } from '../services/affiliates/payouts.js';
@@ -44,7 +50,11 @@ const commands = {
   'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
   'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
   'set-plan': z.object({ workspace: z.uuid(), plan: PlanSchema }),
-  'design-partner': z.object({ workspace: z.uuid(), decision: z.enum(['accept', 'decline', 'end']), note: z.string().max(2000).optional() }),
+  'design-partner': z.object({
+    workspace: z.uuid(),
+    decision: z.enum(['accept', 'decline', 'end']),
+    note: z.string().max(2000).optional(),
+  }),
   'affiliate-payouts': z.object({ paused: z.enum(['true', 'false']), note: z.string().max(2000).optional() }),
   'affiliate-payout-cycle': z.object({ at: z.iso.datetime({ offset: true }).optional() }),
   'affiliate-gate': z.object({
@@ -174,7 +184,12 @@ async function main(argv: string[]): Promise<void> {
       case 'affiliate-gate': {
         const o = parsed.data as z.infer<(typeof commands)['affiliate-gate']>;
         await requireWorkspace(sql, o.workspace);
-        const set = await setAffiliatePayoutGate(sql, { workspaceId: o.workspace, gate: o.gate, on: o.on === 'true', note: o.note ?? null });
+        const set = await setAffiliatePayoutGate(sql, {
+          workspaceId: o.workspace,
+          gate: o.gate,
+          on: o.on === 'true',
+          note: o.note ?? null,
+        });
         return { affiliate_id: set.affiliate_id, gate: set.gate, on: set.on };
       }
       default: {
@@ -196,11 +211,15 @@ async function runPayoutCycleNow(at: Date) {
     const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as StackFile;
     if (isAlive(stack.pid)) address = stack.temporal_address;
   }
-  if (!address) throw new UsageError('no Temporal to run the cycle on: set TEMPORAL_ADDRESS or start the service (npm start)');
+  if (!address)
+    throw new UsageError('no Temporal to run the cycle on: set TEMPORAL_ADDRESS or start the service (npm start)');
   const connection = await Connection.connect({ address });
   try {
     // Read back once: items still pending are followed by the next cycle.
-    return await runPayoutCycle({ client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue }, { at, followForMs: 0 });
+    return await runPayoutCycle(
+      { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue },
+      { at, followForMs: 0 },
+    );
   } finally {
     await connection.close();
   }
@@ -215,7 +234,8 @@ class UsageError extends Error {}
 main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) process.stderr.write(`${error.message}\n${usage}\n`);
   else if (error instanceof ApiError) process.stderr.write(`${error.detail}\n`);
-  else if ((error as { code?: string }).code === '23505') process.stderr.write(`Already exists: ${(error as Error).message}\n`);
+  else if ((error as { code?: string }).code === '23505')
+    process.stderr.write(`Already exists: ${(error as Error).message}\n`);
   else process.stderr.write(`admin failed: ${(error as Error).message}\n`);
   process.exit(error instanceof UsageError ? 2 : 1);
 });

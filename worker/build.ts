@@ -27,7 +27,10 @@ const ownModuleUrls: Plugin = {
   setup(b) {
     b.onLoad({ filter: /\.ts$/ }, (args) => {
       if (args.path.includes('/node_modules/')) return undefined;
-      const contents = readFileSync(args.path, 'utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(args.path).href));
+      const contents = readFileSync(args.path, 'utf8').replaceAll(
+        'import.meta.url',
+        JSON.stringify(pathToFileURL(args.path).href),
+      );
       return { contents, loader: 'ts' };
     });
   },
@@ -48,7 +51,10 @@ export function freshBuildDir(prefix: string): string {
  */
 export async function buildEntries(entries: readonly string[], outDir: string): Promise<string[]> {
   const inside = relative(projectRoot, resolve(outDir));
-  if (inside.startsWith('..') || isAbsolute(inside)) throw new Error(`A bundle imports the project's packages, so it must be built inside ${projectRoot}, not in ${outDir}.`);
+  if (inside.startsWith('..') || isAbsolute(inside))
+    throw new Error(
+      `A bundle imports the project's packages, so it must be built inside ${projectRoot}, not in ${outDir}.`,
+    );
   mkdirSync(outDir, { recursive: true });
   await build({
     entryPoints: entries.map((entry) => resolve(projectRoot, entry)),

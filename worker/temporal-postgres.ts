@@ -31,28 +31,51 @@ export interface TemporalServerBuild {
 
 function buildPaths(): TemporalServerBuild & { dir: string } {
   const dir = join(toolsDir, 'temporal-server', `v${temporalServerVersion}`);
-  return { dir, server: join(dir, 'temporal-server'), sqlTool: join(dir, 'temporal-sql-tool'), schemaDir: join(dir, 'schema') };
+  return {
+    dir,
+    server: join(dir, 'temporal-server'),
+    sqlTool: join(dir, 'temporal-sql-tool'),
+    schemaDir: join(dir, 'schema'),
+  };
 }
 
 /** The built server, building it first when `.tools/` has none (needs Go and the module proxy). */
 export function resolveTemporalServer(log: (line: string) => void = () => {}): TemporalServerBuild {
   const paths = buildPaths();
-  if (existsSync(paths.server) && existsSync(paths.sqlTool) && existsSync(join(paths.schemaDir, 'temporal'))) return paths;
-  const go = (args: string[], cwd: string) => execFileSync('go', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], env: childEnvironment({ GOFLAGS: '-mod=mod' }) });
+  if (existsSync(paths.server) && existsSync(paths.sqlTool) && existsSync(join(paths.schemaDir, 'temporal')))
+    return paths;
+  const go = (args: string[], cwd: string) =>
+    execFileSync('go', args, {
+      cwd,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: childEnvironment({ GOFLAGS: '-mod=mod' }),
+    });
   const src = join(paths.dir, 'src');
   mkdirSync(src, { recursive: true });
   writeFileSync(join(src, 'go.mod'), 'module outreach/temporal-server\n\ngo 1.23\n');
   try {
-    log(`building the Temporal server ${temporalServerVersion} from the Go module proxy into ${paths.dir} (once; about five minutes on two cores)`);
+    log(
+      `building the Temporal server ${temporalServerVersion} from the Go module proxy into ${paths.dir} (once; about five minutes on two cores)`,
+    );
     go(['get', `go.temporal.io/server@v${temporalServerVersion}`], src);
     go(['build', '-o', paths.server, 'go.temporal.io/server/cmd/server'], src);
     go(['build', '-o', paths.sqlTool, 'go.temporal.io/server/cmd/tools/sql'], src);
-    const moduleDir = execFileSync('go', ['list', '-m', '-f', '{{.Dir}}', 'go.temporal.io/server'], { cwd: src, encoding: 'utf8' }).trim();
+    const moduleDir = execFileSync('go', ['list', '-m', '-f', '{{.Dir}}', 'go.temporal.io/server'], {
+      cwd: src,
+      encoding: 'utf8',
+    }).trim();
     cpSync(join(moduleDir, 'schema', 'postgresql', 'v12'), paths.schemaDir, { recursive: true });
     // The module cache is read-only, and the copy kept its modes: let `rm -r .tools` remove it.
     execFileSync('chmod', ['-R', 'u+w', paths.schemaDir]);
   } catch (error) {
-    const reason = (error as { code?: string }).code === 'ENOENT' ? 'there is no `go` on PATH' : String((error as { stderr?: Buffer }).stderr ?? error).trim().split('\n').slice(-3).join(' ');
+    const reason =
+      (error as { code?: string }).code === 'ENOENT'
+        ? 'there is no `go` on PATH'
+        : String((error as { stderr?: Buffer }).stderr ?? error)
+            .trim()
+            .split('\n')
+            .slice(-3)
+            .join(' ');
     throw new ToolMissingError(
       `Cannot build the Temporal server for TEMPORAL_PERSISTENCE=postgres: ${reason}. It needs Go (the server asks for 1.26.8; an older go fetches that toolchain itself) ` +
         `and the Go module proxy; or leave TEMPORAL_PERSISTENCE unset for the dev server (SQLite).`,
@@ -71,18 +94,44 @@ export interface PostgresTarget {
 /** Host, port and credentials of a postgres:// URL (the stack's database) for the server's stores. */
 export function postgresTarget(databaseUrl: string): PostgresTarget {
   const url = new URL(databaseUrl);
-  return { host: url.hostname, port: Number(url.port || 5432), user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) };
+  return {
+    host: url.hostname,
+    port: Number(url.port || 5432),
+    user: decodeURIComponent(url.username),
+    password: decodeURIComponent(url.password),
+  };
 }
 
 const stores = { default: 'temporal', visibility: 'temporal_visibility' } as const;
 
 /** Creates or brings up to date both schemas; every step is idempotent, so it runs at each start. */
 function setupSchemas(build: TemporalServerBuild, pg: PostgresTarget) {
-  for (const [folder, database] of [['temporal', stores.default], ['visibility', stores.visibility]] as const) {
+  for (const [folder, database] of [
+    ['temporal', stores.default],
+    ['visibility', stores.visibility],
+  ] as const) {
     const tool = (...args: string[]) =>
-      execFileSync(build.sqlTool, ['--plugin', 'postgres12', '--ep', pg.host, '--port', String(pg.port), '--user', pg.user, '--password', pg.password, '--db', database, ...args], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      execFileSync(
+        build.sqlTool,
+        [
+          '--plugin',
+          'postgres12',
+          '--ep',
+          pg.host,
+          '--port',
+          String(pg.port),
+          '--user',
+          pg.user,
+          '--password',
+          pg.password,
+          '--db',
+          database,
+          ...args,
+        ],
+        {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
     tool('create-database');
     tool('setup-schema', '-v', '0.0');
     tool('update-schema', '-d', join(build.schemaDir, folder, 'versioned'));
@@ -97,7 +146,8 @@ function setupSchemas(build: TemporalServerBuild, pg: PostgresTarget) {
 async function relaxCommits(databaseUrl: string) {
   const admin = createSql(databaseUrl, { max: 1 });
   try {
-    for (const database of Object.values(stores)) await admin`alter database ${admin(database)} set synchronous_commit = off`;
+    for (const database of Object.values(stores))
+      await admin`alter database ${admin(database)} set synchronous_commit = off`;
   } finally {
     await admin.end();
   }
@@ -182,7 +232,14 @@ export function serverConfig(pg: PostgresTarget, ports: Ports, dynamicConfigFile
         failoverVersionIncrement: 10,
         masterClusterName: 'active',
         currentClusterName: 'active',
-        clusterInformation: { active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: `127.0.0.1:${ports.frontend}` } },
+        clusterInformation: {
+          active: {
+            enabled: true,
+            initialFailoverVersion: 1,
+            rpcName: 'frontend',
+            rpcAddress: `127.0.0.1:${ports.frontend}`,
+          },
+        },
       },
       dcRedirectionPolicy: { policy: 'noop' },
       archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } },
@@ -214,7 +271,10 @@ async function registerNamespace(connection: Connection, namespace: string): Pro
     () => false,
   );
   if (!exists) {
-    await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+    await connection.workflowService.registerNamespace({
+      namespace,
+      workflowExecutionRetentionPeriod: msToTs('1 day'),
+    });
   }
   // The namespace registry is refreshed every few seconds: until then the operator service does not know it.
   for (let attempt = 0; ; attempt += 1) {
@@ -258,7 +318,9 @@ export async function startTemporalOnPostgres(options: {
   const address = `127.0.0.1:${ports.frontend}`;
 
   const launch = async () => {
-    const child = spawn(build.server, ['--config-file', join(configDir, 'config.yaml'), '--allow-no-auth', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(build.server, ['--config-file', join(configDir, 'config.yaml'), '--allow-no-auth', 'start'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const { output } = captureOutput(child);
     writeFileSync(pidFile, String(child.pid));
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

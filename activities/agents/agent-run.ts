@@ -83,7 +83,6 @@ export interface AgentRunActivityDeps {
   startStep?: (row: StepRow) => Promise<void>;
 }
 
-
 export type AgentRunPlan =
   | { state: 'finished'; status: AgentRunStatus | 'gone' }
   | { state: 'refused'; reason: string }
@@ -127,7 +126,12 @@ async function settleCells(
   db: Db,
   run: AgentRunRecord,
   from: string[],
-  to: { state: 'done' | 'error' | 'skipped'; values: Record<string, unknown> | null; error: string | null; cost: number },
+  to: {
+    state: 'done' | 'error' | 'skipped';
+    values: Record<string, unknown> | null;
+    error: string | null;
+    cost: number;
+  },
 ): Promise<boolean> {
   const group = await agentCellGroup(db, run.column_id!);
   const writes = group.map((c) => ({
@@ -139,7 +143,10 @@ async function settleCells(
   if (moved.length > 0) {
     // Formulas that read the agent's output columns follow them.
     const columns = await loadColumns(db, run.table_id!);
-    const affected = dependentsOf(columns.plan, group.map((c) => c.id));
+    const affected = dependentsOf(
+      columns.plan,
+      group.map((c) => c.id),
+    );
     if ([...affected].some((id) => columns.byId.get(id)?.kind === 'formula')) {
       const row = await rowWithCells(db, run.row_id);
       if (row) await writeFormulaCells(db, columns, [row], affected);
@@ -156,7 +163,15 @@ async function releaseRunHold(db: Db, run: Pick<AgentRunRecord, 'id' | 'workspac
 async function insertStep(
   db: Db,
   runId: string,
-  step: { n: number; action: AgentAction; detail: string; duration_ms: number; observation: string; outcome: AgentStepOutcome; thought: string | null },
+  step: {
+    n: number;
+    action: AgentAction;
+    detail: string;
+    duration_ms: number;
+    observation: string;
+    outcome: AgentStepOutcome;
+    thought: string | null;
+  },
 ): Promise<RecordedStep> {
   await insertRunStep(db, runId, {
     n: step.n,
@@ -169,7 +184,8 @@ async function insertStep(
   });
   const stored = await findRunStep(db, runId, step.n);
   // The run's record went with its row or column while the step ran.
-  if (!stored) throw ApplicationFailure.nonRetryable('The run is gone: its row or column was deleted.', 'agent_run_gone');
+  if (!stored)
+    throw ApplicationFailure.nonRetryable('The run is gone: its row or column was deleted.', 'agent_run_gone');
   return stored;
 }
 
@@ -181,7 +197,11 @@ async function rowContext(db: Db, run: AgentRunRecord, cells: Cells): Promise<st
   const lines: string[] = [];
   for (const c of columns.list) {
     if (c.id === run.column_id || c.parent_column_id === run.column_id) continue;
-    const value = Object.hasOwn(cells, c.id) ? displayValue(cells[c.id]) : byId.has(c.id) ? displayValue(byId.get(c.id) as CellValue) : '';
+    const value = Object.hasOwn(cells, c.id)
+      ? displayValue(cells[c.id])
+      : byId.has(c.id)
+        ? displayValue(byId.get(c.id) as CellValue)
+        : '';
     if (value !== '') lines.push(`${c.name}: ${clip(value, 1000)}`);
   }
   return lines.length > 0 ? `About this row:\n${lines.join('\n')}` : '';
@@ -197,16 +217,22 @@ const toolHelp: Record<AgentAction, string> = {
   workspace_action: 'workspace_action {"action": string}: act in the workspace',
   find_work_email: 'find_work_email {"full_name": string, "domain": string}: find a person’s work email',
   read_pnet_profile: 'read_pnet_profile {"profile_url": string}: read a network profile',
-  find_people_at_company: 'find_people_at_company {"company": string, "title": string?}: find people working at a company',
+  find_people_at_company:
+    'find_people_at_company {"company": string, "title": string?}: find people working at a company',
   finish: 'finish {"values": {<output key>: value}}: give the answer (null for a field you could not find)',
 };
 
 function systemPrompt(run: AgentRunRecord, actions: AgentAction[], plain: boolean, maxSteps: number): string {
-  const fields = run.agent.output_fields.map((f) => `- ${f.key} (${f.type}): ${f.name}${f.description ? ` — ${f.description}` : ''}`).join('\n');
+  const fields = run.agent.output_fields
+    .map((f) => `- ${f.key} (${f.type}): ${f.name}${f.description ? ` — ${f.description}` : ''}`)
+    .join('\n');
   if (plain) {
     return `Answer the request with one JSON object {"values": {...}} holding these fields (null when unknown):\n${fields}`;
   }
-  const mcp = run.mcp_tools.length > 0 ? `\nMCP tools:\n${run.mcp_tools.map((t) => `- ${t.name}: ${t.description}`).join('\n')}` : '';
+  const mcp =
+    run.mcp_tools.length > 0
+      ? `\nMCP tools:\n${run.mcp_tools.map((t) => `- ${t.name}: ${t.description}`).join('\n')}`
+      : '';
   return [
     'You are a research agent. Work step by step; each answer is ONE JSON object:',
     '{"thought": "why this step", "action": "<action>", "args": {...}} or, when done, {"thought": "...", "action": "finish", "values": {...}}.',
@@ -224,18 +250,38 @@ function parseDecision(content: string, plain: boolean): AgentDecision {
   try {
     parsed = JSON.parse(content.replace(/^```(?:json)?\s*|\s*```$/g, ''));
   } catch {
-    return { action: 'finish', thought: null, args: {}, values: null, problem: `The model's answer was not JSON: ${clip(content, 300)}` };
+    return {
+      action: 'finish',
+      thought: null,
+      args: {},
+      values: null,
+      problem: `The model's answer was not JSON: ${clip(content, 300)}`,
+    };
   }
   const o = (parsed ?? {}) as { thought?: unknown; action?: unknown; args?: unknown; values?: unknown };
   const thought = typeof o.thought === 'string' ? o.thought : null;
-  const values = o.values !== null && typeof o.values === 'object' && !Array.isArray(o.values) ? (o.values as Record<string, unknown>) : null;
-  if (plain) return values ? { action: 'finish', thought, args: {}, values, problem: null } : { action: 'finish', thought, args: {}, values: null, problem: 'The answer had no "values" object.' };
+  const values =
+    o.values !== null && typeof o.values === 'object' && !Array.isArray(o.values)
+      ? (o.values as Record<string, unknown>)
+      : null;
+  if (plain)
+    return values
+      ? { action: 'finish', thought, args: {}, values, problem: null }
+      : { action: 'finish', thought, args: {}, values: null, problem: 'The answer had no "values" object.' };
   if (typeof o.action !== 'string' || !(agentActions as readonly string[]).includes(o.action)) {
-    return { action: 'finish', thought, args: {}, values: null, problem: `The model named no known action (${clip(String(o.action), 100)}).` };
+    return {
+      action: 'finish',
+      thought,
+      args: {},
+      values: null,
+      problem: `The model named no known action (${clip(String(o.action), 100)}).`,
+    };
   }
   const action = o.action as AgentAction;
-  if (action === 'finish' && !values) return { action, thought, args: {}, values: null, problem: 'finish came without a "values" object.' };
-  const args = o.args !== null && typeof o.args === 'object' && !Array.isArray(o.args) ? (o.args as Record<string, unknown>) : {};
+  if (action === 'finish' && !values)
+    return { action, thought, args: {}, values: null, problem: 'finish came without a "values" object.' };
+  const args =
+    o.args !== null && typeof o.args === 'object' && !Array.isArray(o.args) ? (o.args as Record<string, unknown>) : {};
   return { action, thought, args, values, problem: null };
 }
 
@@ -249,12 +295,26 @@ type ToolAnswer = { outcome: AgentStepOutcome; observation: string };
 const refused = (observation: string): ToolAnswer => ({ outcome: 'refused', observation });
 
 /** The relationship facts a profile_view with read_relationship reports, as the model reads them. */
-const profileFacts = ['profile_resolved', 'vanity', 'member_urn', 'already_connected', 'invitation_pending', 'can_send_message', 'already_following', 'open_profile'] as const;
+const profileFacts = [
+  'profile_resolved',
+  'vanity',
+  'member_urn',
+  'already_connected',
+  'invitation_pending',
+  'can_send_message',
+  'already_following',
+  'open_profile',
+] as const;
 
 function profileObservation(step: StepRow): string {
   const outcome = step.outcome ?? {};
-  const facts = profileFacts.filter((k) => outcome[k] !== undefined && outcome[k] !== null).map((k) => `${k}: ${String(outcome[k])}`);
-  return [`Profile ${String(step.params.profile_url)} read by the workspace's pnet account.`, ...(facts.length ? facts : ['The browser reported no relationship facts.'])].join('\n');
+  const facts = profileFacts
+    .filter((k) => outcome[k] !== undefined && outcome[k] !== null)
+    .map((k) => `${k}: ${String(outcome[k])}`);
+  return [
+    `Profile ${String(step.params.profile_url)} read by the workspace's pnet account.`,
+    ...(facts.length ? facts : ['The browser reported no relationship facts.']),
+  ].join('\n');
 }
 
 function profileFailure(step: StepRow): string {
@@ -267,7 +327,6 @@ function profileFailure(step: StepRow): string {
 }
 
 export function createAgentRunActivities({ sql, suppliers, startStep, businessContextChars }: AgentRunActivityDeps) {
-
   /** A tool whose switch in /agent-tools/ is off is refused even when its supplier is there. */
   async function switchedOn(workspaceId: string, key: 'find_work_email' | 'read_pnet_profile') {
     return agentToolEnabled(sql, workspaceId, key);
@@ -280,11 +339,24 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
     return onDomain(url, domain) ? null : `${url} is outside ${domain}; the agent stays on the starting URL’s domain.`;
   }
 
-  async function useTool(run: AgentRunRecord, decision: AgentDecision, offered: AgentAction[], signal: AbortSignal): Promise<ToolAnswer> {
+  async function useTool(
+    run: AgentRunRecord,
+    decision: AgentDecision,
+    offered: AgentAction[],
+    signal: AbortSignal,
+  ): Promise<ToolAnswer> {
     const { action, args } = decision;
-    if (action === 'fetch_page') return refused('fetch_page is historical and no longer runs; use scrape to read a page.');
+    if (action === 'fetch_page')
+      return refused('fetch_page is historical and no longer runs; use scrape to read a page.');
     if (!offered.includes(action)) {
-      const why = run.agent.reach === 'none' ? 'the agent’s reach is none' : action === 'search' ? 'allow_search is off' : ['scrape', 'map', 'crawl'].includes(action) ? 'allow_fetch is off' : `its reach is ${run.agent.reach}`;
+      const why =
+        run.agent.reach === 'none'
+          ? 'the agent’s reach is none'
+          : action === 'search'
+            ? 'allow_search is off'
+            : ['scrape', 'map', 'crawl'].includes(action)
+              ? 'allow_fetch is off'
+              : `its reach is ${run.agent.reach}`;
       return refused(`${action} is not offered to this agent: ${why}.`);
     }
     switch (action) {
@@ -294,7 +366,10 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         if (!query) return { outcome: 'failed', observation: 'search needs a "query".' };
         const results = await suppliers.search.search(query, signal);
         if (results.length === 0) return { outcome: 'completed', observation: 'No results.' };
-        return { outcome: 'completed', observation: results.map((r, i) => `${i + 1}. ${r.title} — ${r.url}\n${r.snippet}`).join('\n') };
+        return {
+          outcome: 'completed',
+          observation: results.map((r, i) => `${i + 1}. ${r.title} — ${r.url}\n${r.snippet}`).join('\n'),
+        };
       }
       case 'scrape':
       case 'map':
@@ -304,12 +379,22 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         if (gate) return refused(gate);
         if (action === 'scrape') {
           const page = await suppliers.web.scrape(url, signal);
-          return { outcome: 'completed', observation: page.text || page.title ? `${page.title ?? ''}\n${page.text}`.trim() : 'The page has no readable text.' };
+          return {
+            outcome: 'completed',
+            observation:
+              page.text || page.title ? `${page.title ?? ''}\n${page.text}`.trim() : 'The page has no readable text.',
+          };
         }
         const mapped = await suppliers.web.map(url, signal);
-        if (action === 'map') return { outcome: 'completed', observation: mapped.links.length ? mapped.links.join('\n') : 'The page links nowhere.' };
+        if (action === 'map')
+          return {
+            outcome: 'completed',
+            observation: mapped.links.length ? mapped.links.join('\n') : 'The page links nowhere.',
+          };
         const host = new URL(mapped.url).host;
-        const pages = [mapped.url, ...mapped.links.filter((l) => new URL(l).host === host && l !== mapped.url)].filter((l) => !domainGate(run, l)).slice(0, 4);
+        const pages = [mapped.url, ...mapped.links.filter((l) => new URL(l).host === host && l !== mapped.url)]
+          .filter((l) => !domainGate(run, l))
+          .slice(0, 4);
         const reads: string[] = [];
         for (const page of pages) {
           try {
@@ -324,28 +409,46 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
       case 'mcp_tool': {
         const name = text(args.tool);
         const tool = run.mcp_tools.find((t) => t.name === name);
-        if (!tool) return { outcome: 'failed', observation: `No attached MCP server offers a tool "${clip(name, 100)}".` };
+        if (!tool)
+          return { outcome: 'failed', observation: `No attached MCP server offers a tool "${clip(name, 100)}".` };
         const server = run.agent.mcp_servers[tool.server];
         if (!server) return { outcome: 'failed', observation: 'The MCP server of that tool is no longer attached.' };
-        const toolArgs = args.arguments !== null && typeof args.arguments === 'object' ? (args.arguments as Record<string, unknown>) : {};
+        const toolArgs =
+          args.arguments !== null && typeof args.arguments === 'object'
+            ? (args.arguments as Record<string, unknown>)
+            : {};
         const answer = await suppliers.mcp.callTool(server.url, name, toolArgs, signal);
         return { outcome: answer.isError ? 'failed' : 'completed', observation: answer.text || '(no text)' };
       }
       case 'find_work_email': {
         if (!suppliers.workEmail) return refused('No email-finder service is configured (WORK_EMAIL_FINDER_URL).');
-        if (!(await switchedOn(run.workspace_id, 'find_work_email'))) return refused('find_work_email is switched off for this workspace (PATCH /agent-tools/find_work_email/).');
+        if (!(await switchedOn(run.workspace_id, 'find_work_email')))
+          return refused('find_work_email is switched off for this workspace (PATCH /agent-tools/find_work_email/).');
         const fullName = text(args.full_name);
         const domain = text(args.domain);
-        if (!fullName || !domain) return { outcome: 'failed', observation: 'find_work_email needs "full_name" and "domain".' };
+        if (!fullName || !domain)
+          return { outcome: 'failed', observation: 'find_work_email needs "full_name" and "domain".' };
         const found = await suppliers.workEmail.find({ full_name: fullName, domain }, signal);
-        return { outcome: 'completed', observation: found.email ? `${found.email}${found.confidence ? ` (confidence ${found.confidence})` : ''}` : 'No work email found.' };
+        return {
+          outcome: 'completed',
+          observation: found.email
+            ? `${found.email}${found.confidence ? ` (confidence ${found.confidence})` : ''}`
+            : 'No work email found.',
+        };
       }
       case 'find_people_at_company': {
         if (!suppliers.peopleFinder) return refused('No people-finder service is configured (PEOPLE_FINDER_URL).');
         const company = text(args.company);
         if (!company) return { outcome: 'failed', observation: 'find_people_at_company needs "company".' };
         const people = await suppliers.peopleFinder.find({ company, title: text(args.title) || null }, signal);
-        return { outcome: 'completed', observation: people.length ? people.map((p) => `${p.name}${p.title ? `, ${p.title}` : ''}${p.profile_url ? ` — ${p.profile_url}` : ''}`).join('\n') : 'Nobody found.' };
+        return {
+          outcome: 'completed',
+          observation: people.length
+            ? people
+                .map((p) => `${p.name}${p.title ? `, ${p.title}` : ''}${p.profile_url ? ` — ${p.profile_url}` : ''}`)
+                .join('\n')
+            : 'Nobody found.',
+        };
       }
       case 'read_pnet_profile':
         // The workflow queues a browser step for it (queueProfileRead) and waits; it never runs inline.
@@ -366,7 +469,11 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
       const run = await loadAgentRun(sql, runId);
       if (!run) return { state: 'finished', status: 'gone' };
       if (endedRun.has(run.status)) return { state: 'finished', status: run.status };
-      if (!suppliers.chatModel) return { state: 'refused', reason: 'No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.' };
+      if (!suppliers.chatModel)
+        return {
+          state: 'refused',
+          reason: 'No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.',
+        };
       const agent = run.agent;
       const sets = runToolsets(agent.reach, agent.mcp_servers.length);
       const plain = !sets.web && !sets.mcp;
@@ -374,7 +481,8 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
       if (sets.mcp && run.status === 'queued') {
         for (const [server, { url }] of agent.mcp_servers.entries()) {
           try {
-            for (const t of await suppliers.mcp.listTools(url, activitySignal())) mcpTools.push({ server, name: t.name, description: clip(t.description, 300) });
+            for (const t of await suppliers.mcp.listTools(url, activitySignal()))
+              mcpTools.push({ server, name: t.name, description: clip(t.description, 300) });
           } catch {
             // A server that cannot list its tools offers none this run; the others still do.
           }
@@ -390,30 +498,50 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         if (current.target === 'cell') {
           const row = await rowCells(tx, current.row_id);
           if (!row) return { state: 'refused', reason: 'The row was deleted.' };
-          if (!(await claimRunCell(tx, current.column_id, current.row_id, runId))) return { state: 'refused', reason: 'A newer run owns this row’s cells.' };
+          if (!(await claimRunCell(tx, current.column_id, current.row_id, runId)))
+            return { state: 'refused', reason: 'A newer run owns this row’s cells.' };
           await claimRunOutputCells(tx, current.column_id, current.row_id, runId);
           const config = await agentColumnConfig(tx, current.column_id);
           const mapped = Object.entries(config?.inputs ?? {});
-          const computed = await doneCellValuesOf(tx, current.row_id, mapped.map(([, id]) => id));
-          const read = (id: string) => (Object.hasOwn(row.cells, id) ? row.cells[id] : computed.find((c) => c.column_id === id)?.value) ?? null;
+          const computed = await doneCellValuesOf(
+            tx,
+            current.row_id,
+            mapped.map(([, id]) => id),
+          );
+          const read = (id: string) =>
+            (Object.hasOwn(row.cells, id) ? row.cells[id] : computed.find((c) => c.column_id === id)?.value) ?? null;
           values = Object.fromEntries(mapped.map(([inputId, columnId]) => [inputId, read(columnId)]));
           if (current.use_row_context) context = await rowContext(tx, current, row.cells);
           const startColumn = agent.settings.starting_url_column_id;
           if (startColumn) startUrl = displayValue(read(startColumn) as CellValue) || null;
         }
         // The `agent` section of a context_ref reads the agent's own context, then the workspace's business context.
-        const business = businessContextSection(await businessContext(tx, current.workspace_id, businessContextChars ?? contextCharsDefault));
+        const business = businessContextSection(
+          await businessContext(tx, current.workspace_id, businessContextChars ?? contextCharsDefault),
+        );
         const agentContext = [agent.settings.context, business].filter(Boolean).join('\n\n') || null;
         const prompt = renderPrompt(agent.prompt, values, { agent: agentContext, row: context });
         if (current.price_credits > 0) {
           try {
-            await holdCredits(tx, { workspaceId: current.workspace_id, amount: current.price_credits, causeKey: agentRunCauseKey(runId), ttlSeconds: 86_400 });
+            await holdCredits(tx, {
+              workspaceId: current.workspace_id,
+              amount: current.price_credits,
+              causeKey: agentRunCauseKey(runId),
+              ttlSeconds: 86_400,
+            });
           } catch (error) {
-            if (error instanceof ApiError && error.code === 'insufficient_credits') return { state: 'refused', reason: error.detail };
+            if (error instanceof ApiError && error.code === 'insufficient_credits')
+              return { state: 'refused', reason: error.detail };
             throw error;
           }
         }
-        await startAgentRun(tx, runId, { prompt, startUrl, mcpTools, modelKey: suppliers.chatModel!.key, inputs: values });
+        await startAgentRun(tx, runId, {
+          prompt,
+          startUrl,
+          mcpTools,
+          modelKey: suppliers.chatModel!.key,
+          inputs: values,
+        });
         return null;
       });
       if (outcome) return outcome;
@@ -423,9 +551,14 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
     /** Asks the model for step `n`, with every step so far; an answer that is no usable step is recorded as a failed one. */
     async decideAgentStep({ runId, n }: { runId: string; n: number }): Promise<AgentDecision> {
       const run = await loadAgentRun(sql, runId);
-      if (!run || run.status !== 'running') throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
+      if (!run || run.status !== 'running')
+        throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
       const model = suppliers.chatModel;
-      if (!model) throw ApplicationFailure.nonRetryable('No chat model is configured here; agents cannot run.', 'agent_unavailable');
+      if (!model)
+        throw ApplicationFailure.nonRetryable(
+          'No chat model is configured here; agents cannot run.',
+          'agent_unavailable',
+        );
       const sets = runToolsets(run.agent.reach, run.agent.mcp_servers.length);
       const plain = !sets.web && !sets.mcp;
       const actions = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
@@ -438,7 +571,8 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         messages.push({ role: 'assistant', content: JSON.stringify({ thought: s.thought, step: s.detail }) });
         messages.push({ role: 'user', content: `Observation (${s.outcome}): ${s.observation}` });
       }
-      if (!plain && steps.length >= maxStepsFor[run.agent.settings.effort]) messages.push({ role: 'user', content: 'No research steps remain: answer with finish now.' });
+      if (!plain && steps.length >= maxStepsFor[run.agent.settings.effort])
+        messages.push({ role: 'user', content: 'No research steps remain: answer with finish now.' });
       const started = Date.now();
       let content: string;
       try {
@@ -450,40 +584,78 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
       }
       const decision = parseDecision(content, plain);
       if (decision.problem) {
-        await insertStep(sql, runId, { n, action: 'finish', detail: 'an answer that was no usable step', duration_ms: Date.now() - started, observation: decision.problem, outcome: 'failed', thought: decision.thought });
+        await insertStep(sql, runId, {
+          n,
+          action: 'finish',
+          detail: 'an answer that was no usable step',
+          duration_ms: Date.now() - started,
+          observation: decision.problem,
+          outcome: 'failed',
+          thought: decision.thought,
+        });
       }
       return decision;
     },
 
     /** Runs one tool and records its step. Supplier failures are retried (3 attempts), then recorded as a failed step. */
-    async runAgentTool({ runId, n, decision }: { runId: string; n: number; decision: AgentDecision }): Promise<RecordedStep> {
+    async runAgentTool({
+      runId,
+      n,
+      decision,
+    }: {
+      runId: string;
+      n: number;
+      decision: AgentDecision;
+    }): Promise<RecordedStep> {
       const done = await findRunStep(sql, runId, n);
       if (done) return done;
       const run = await loadAgentRun(sql, runId);
-      if (!run || run.status !== 'running') throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
+      if (!run || run.status !== 'running')
+        throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
       const offered = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
       const started = Date.now();
       let answer: ToolAnswer;
       try {
         answer = await useTool(run, decision, offered, activitySignal());
       } catch (error) {
-        const failure = error instanceof ToolFailure ? error : new ToolFailure((error as Error).message ?? String(error), true);
-        if (failure.retryable && attempt() < 3) throw ApplicationFailure.retryable(failure.message, 'agent_tool_failed');
+        const failure =
+          error instanceof ToolFailure ? error : new ToolFailure((error as Error).message ?? String(error), true);
+        if (failure.retryable && attempt() < 3)
+          throw ApplicationFailure.retryable(failure.message, 'agent_tool_failed');
         answer = { outcome: 'failed', observation: failure.message };
       }
-      return insertStep(sql, runId, { n, action: decision.action, detail: detailOf(decision), duration_ms: Date.now() - started, observation: answer.observation, outcome: answer.outcome, thought: decision.thought });
+      return insertStep(sql, runId, {
+        n,
+        action: decision.action,
+        detail: detailOf(decision),
+        duration_ms: Date.now() - started,
+        observation: answer.observation,
+        outcome: answer.outcome,
+        thought: decision.thought,
+      });
     },
 
     /** The answer: stored on the cells (or the example's result) and charged, in one transaction; an empty answer costs nothing. */
-    async finishAgentRun({ runId, n, decision }: { runId: string; n: number; decision: AgentDecision }): Promise<AgentRunStatus | 'gone'> {
+    async finishAgentRun({
+      runId,
+      n,
+      decision,
+    }: {
+      runId: string;
+      n: number;
+      decision: AgentDecision;
+    }): Promise<AgentRunStatus | 'gone'> {
       return sql.begin(async (tx) => {
         const run = await loadAgentRun(tx, runId, true);
         if (!run) return 'gone';
         if (run.status !== 'running') return run.status;
         const keys = run.agent.output_fields.map((f) => f.key);
         const given = decision.values ?? {};
-        const values = Object.fromEntries(keys.map((k) => [k, Object.hasOwn(given, k) && given[k] !== undefined ? given[k] : null])) as Record<string, unknown>;
-        for (const [k, v] of Object.entries(values)) if (v !== null && typeof v === 'object') values[k] = JSON.stringify(v);
+        const values = Object.fromEntries(
+          keys.map((k) => [k, Object.hasOwn(given, k) && given[k] !== undefined ? given[k] : null]),
+        ) as Record<string, unknown>;
+        for (const [k, v] of Object.entries(values))
+          if (v !== null && typeof v === 'object') values[k] = JSON.stringify(v);
         const empty = Object.values(values).every((v) => v === null || (typeof v === 'string' && v.trim() === ''));
         // The price of the run's reach was held; a run bills as what it offered (web with MCP bills as web).
         const billed = billedReach(runToolsets(run.agent.reach, run.agent.mcp_servers.length));
@@ -498,7 +670,13 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
           thought: decision.thought,
         });
         let delivered = true;
-        if (run.target === 'cell') delivered = await settleCells(tx, run, ['running'], { state: 'done', values: empty ? null : values, error: null, cost });
+        if (run.target === 'cell')
+          delivered = await settleCells(tx, run, ['running'], {
+            state: 'done',
+            values: empty ? null : values,
+            error: null,
+            cost,
+          });
         const holdId = await findRunHold(tx, run.workspace_id, runId);
         const charged = delivered && !empty ? cost : 0;
         if (holdId) await (charged > 0 ? chargeHold(tx, holdId, charged) : releaseHold(tx, holdId));
@@ -513,7 +691,15 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
     },
 
     /** A run that could not finish: its cells err, its hold is returned (also when its record went with its row or column). */
-    async failAgentRun({ runId, workspaceId, error }: { runId: string; workspaceId: string; error: string }): Promise<AgentRunStatus | 'gone'> {
+    async failAgentRun({
+      runId,
+      workspaceId,
+      error,
+    }: {
+      runId: string;
+      workspaceId: string;
+      error: string;
+    }): Promise<AgentRunStatus | 'gone'> {
       return sql.begin(async (tx) => {
         const run = await loadAgentRun(tx, runId, true);
         if (!run) {
@@ -521,7 +707,13 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
           return 'gone';
         }
         if (endedRun.has(run.status)) return run.status;
-        if (run.target === 'cell') await settleCells(tx, run, ['pending', 'running'], { state: 'error', values: null, error: clip(error, 1000), cost: 0 });
+        if (run.target === 'cell')
+          await settleCells(tx, run, ['pending', 'running'], {
+            state: 'error',
+            values: null,
+            error: clip(error, 1000),
+            cost: 0,
+          });
         await releaseRunHold(tx, run);
         await failRunRow(tx, runId, clip(error, 2000));
         return 'failed';
@@ -535,15 +727,33 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
      * manual (a manual one puts it on the Tasks page first), with a browser holding its lease, then
      * the one with the fewest open steps. A retry finds the step it queued.
      */
-    async queueProfileRead({ runId, n, decision }: { runId: string; n: number; decision: AgentDecision }): Promise<ProfileReadQueued> {
+    async queueProfileRead({
+      runId,
+      n,
+      decision,
+    }: {
+      runId: string;
+      n: number;
+      decision: AgentDecision;
+    }): Promise<ProfileReadQueued> {
       const done = await findRunStep(sql, runId, n);
       if (done) return { state: 'recorded', step: done };
       const run = await loadAgentRun(sql, runId);
-      if (!run || run.status !== 'running') throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
+      if (!run || run.status !== 'running')
+        throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
       const record = (outcome: AgentStepOutcome, observation: string) =>
-        insertStep(sql, runId, { n, action: 'read_pnet_profile', detail: detailOf(decision), duration_ms: 0, observation, outcome, thought: decision.thought }).then((step) => ({ state: 'recorded' as const, step }));
+        insertStep(sql, runId, {
+          n,
+          action: 'read_pnet_profile',
+          detail: detailOf(decision),
+          duration_ms: 0,
+          observation,
+          outcome,
+          thought: decision.thought,
+        }).then((step) => ({ state: 'recorded' as const, step }));
       const offered = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
-      if (!offered.includes('read_pnet_profile')) return record('refused', `read_pnet_profile is not offered to this agent: its reach is ${run.agent.reach}.`);
+      if (!offered.includes('read_pnet_profile'))
+        return record('refused', `read_pnet_profile is not offered to this agent: its reach is ${run.agent.reach}.`);
       const existing = await profileReadStepOf(sql, run.workspace_id, runId, n);
       if (existing) {
         if (!terminalStatuses.has(existing.status)) await startStep?.(existing);
@@ -551,7 +761,11 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
       }
       const account = await profileReadAccount(sql, run.workspace_id);
       if (!account) return record('refused', 'No pnet account of this workspace is connected to read profiles with.');
-      if (!(await switchedOn(run.workspace_id, 'read_pnet_profile'))) return record('refused', 'read_pnet_profile is switched off for this workspace (PATCH /agent-tools/read_pnet_profile/).');
+      if (!(await switchedOn(run.workspace_id, 'read_pnet_profile')))
+        return record(
+          'refused',
+          'read_pnet_profile is switched off for this workspace (PATCH /agent-tools/read_pnet_profile/).',
+        );
       if (!startStep) return record('refused', 'This worker cannot queue browser steps.');
       const given = text(decision.args.profile_url);
       let profileUrl: string;
@@ -563,14 +777,27 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         return record('failed', 'read_pnet_profile needs "profile_url", an http(s) address of a profile.');
       }
       // A visit shows on the person's side: nobody on the do-not-contact list is visited.
-      if ((await profileStopReason(sql, run.workspace_id, profileUrl)) === 'do_not_contact') return record('refused', 'This profile is on the workspace’s do-not-contact list; it is not visited.');
+      if ((await profileStopReason(sql, run.workspace_id, profileUrl)) === 'do_not_contact')
+        return record('refused', 'This profile is on the workspace’s do-not-contact list; it is not visited.');
       let row: StepRow;
       try {
         // The run's id and step ride along in params (stored as given): the settle hook finds the run by them.
-        const params = { kind: 'profile_view' as const, profile_url: profileUrl, read_relationship: true, agent_run_id: runId, agent_run_step: n };
-        row = await insertBrowserStep(sql, run.workspace_id, { account_id: account.id, params, contact_key: null, sequence_id: null, run_before: null, test: false }, account.run_mode);
+        const params = {
+          kind: 'profile_view' as const,
+          profile_url: profileUrl,
+          read_relationship: true,
+          agent_run_id: runId,
+          agent_run_step: n,
+        };
+        row = await insertBrowserStep(
+          sql,
+          run.workspace_id,
+          { account_id: account.id, params, contact_key: null, sequence_id: null, run_before: null, test: false },
+          account.run_mode,
+        );
       } catch (error) {
-        if (error instanceof ApplicationFailure && error.type === 'insufficient_credits') return record('failed', `The profile read could not be queued: ${error.message}`);
+        if (error instanceof ApplicationFailure && error.type === 'insufficient_credits')
+          return record('failed', `The profile read could not be queued: ${error.message}`);
         throw error;
       }
       await startStep(row);
@@ -582,7 +809,19 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
      * null while it has not (the run keeps waiting). Past the wait a step still waiting is
      * cancelled (its hold goes back) and the research step fails.
      */
-    async recordProfileRead({ runId, n, stepId, timedOut, decision }: { runId: string; n: number; stepId: string; timedOut: boolean; decision: AgentDecision }): Promise<RecordedStep | null> {
+    async recordProfileRead({
+      runId,
+      n,
+      stepId,
+      timedOut,
+      decision,
+    }: {
+      runId: string;
+      n: number;
+      stepId: string;
+      timedOut: boolean;
+      decision: AgentDecision;
+    }): Promise<RecordedStep | null> {
       const done = await findRunStep(sql, runId, n);
       if (done) return done;
       const read = () => findStep(sql, stepId);
@@ -592,7 +831,10 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         if (['awaiting_approval', 'queued', 'resuming'].includes(step.status)) {
           await Context.current()
             .client.workflow.getHandle(browserStepWorkflowId(stepId))
-            .executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }], updateId: `agent-run-timeout/${stepId}` })
+            .executeUpdate(cancelStepUpdate, {
+              args: [{ errorCode: 'cancelled' }],
+              updateId: `agent-run-timeout/${stepId}`,
+            })
             .catch(() => undefined); // claimed meanwhile, or already settled: read again below
           step = await read();
         }
@@ -601,9 +843,22 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
       let answer: ToolAnswer;
       if (!step) answer = { outcome: 'failed', observation: 'The profile read’s browser step is gone.' };
       else if (step.status === 'succeeded') answer = { outcome: 'completed', observation: profileObservation(step) };
-      else if (terminalStatuses.has(step.status) && !(timedOut && step.status === 'cancelled')) answer = { outcome: 'failed', observation: profileFailure(step) };
-      else answer = { outcome: 'failed', observation: `The profile read did not finish within ${profileReadWaitMinutes} minutes (its step is ${step.status === 'cancelled' ? 'cancelled now' : `still ${step.status}`}).` };
-      return insertStep(sql, runId, { n, action: 'read_pnet_profile', detail: detailOf(decision), duration_ms: duration, observation: answer.observation, outcome: answer.outcome, thought: decision.thought });
+      else if (terminalStatuses.has(step.status) && !(timedOut && step.status === 'cancelled'))
+        answer = { outcome: 'failed', observation: profileFailure(step) };
+      else
+        answer = {
+          outcome: 'failed',
+          observation: `The profile read did not finish within ${profileReadWaitMinutes} minutes (its step is ${step.status === 'cancelled' ? 'cancelled now' : `still ${step.status}`}).`,
+        };
+      return insertStep(sql, runId, {
+        n,
+        action: 'read_pnet_profile',
+        detail: detailOf(decision),
+        duration_ms: duration,
+        observation: answer.observation,
+        outcome: answer.outcome,
+        thought: decision.thought,
+      });
     },
 
     /**
@@ -611,7 +866,13 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
      * error "cancelled"), its hold is returned, never charged; a profile read it queued is
      * cancelled too. Racing finishAgentRun on the run's row lock, exactly one of them wins.
      */
-    async cancelAgentRun({ runId, workspaceId }: { runId: string; workspaceId: string }): Promise<AgentRunStatus | 'gone'> {
+    async cancelAgentRun({
+      runId,
+      workspaceId,
+    }: {
+      runId: string;
+      workspaceId: string;
+    }): Promise<AgentRunStatus | 'gone'> {
       const status = await sql.begin(async (tx) => {
         const run = await loadAgentRun(tx, runId, true);
         if (!run) {
@@ -622,7 +883,12 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         if (run.target === 'cell') {
           const group = (await agentCellGroup(tx, run.column_id!)).map((c) => c.id);
           await restoreRunCells(tx, run, group);
-          await settleCells(tx, run, ['pending', 'running'], { state: 'skipped', values: null, error: 'cancelled', cost: 0 });
+          await settleCells(tx, run, ['pending', 'running'], {
+            state: 'skipped',
+            values: null,
+            error: 'cancelled',
+            cost: 0,
+          });
         }
         await releaseRunHold(tx, run);
         await cancelRunRow(tx, runId);
@@ -633,7 +899,10 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         for (const s of open) {
           await Context.current()
             .client.workflow.getHandle(browserStepWorkflowId(s.id))
-            .executeUpdate(cancelStepUpdate, { args: [{ errorCode: 'cancelled' }], updateId: `agent-run-cancel/${s.id}` })
+            .executeUpdate(cancelStepUpdate, {
+              args: [{ errorCode: 'cancelled' }],
+              updateId: `agent-run-cancel/${s.id}`,
+            })
             .catch(() => undefined); // claimed meanwhile: the browser finishes it
         }
       }
@@ -647,7 +916,10 @@ export function createAgentRunActivities({ sql, suppliers, startStep, businessCo
         if (!training || training.status !== 'running') return;
         const runs = await trainingRunAnswers(tx, trainingRunId);
         const keys = runs[0]?.agent.output_fields.map((f) => f.key) ?? [];
-        const score = scoreAgreement(keys, runs.filter((r) => r.expected).map((r) => ({ expected: r.expected!, values: r.result })));
+        const score = scoreAgreement(
+          keys,
+          runs.filter((r) => r.expected).map((r) => ({ expected: r.expected!, values: r.result })),
+        );
         await completeTrainingRun(tx, trainingRunId, score);
       });
     },
@@ -662,17 +934,24 @@ export type AgentRunActivities = ReturnType<typeof createAgentRunActivities>;
  * lost signal). Same shape as withSequenceWake; the two compose.
  */
 export function withAgentRunWake<T extends object>(activities: T, sql: Sql): T {
-  return afterStepTransitions(activities, ['readStepChange', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep'], async (stepId, step) => {
-    // A transition that answers the record shows whether a run queued the step: most did not,
-    // and the look-up is a round trip that every settle would wait for.
-    if (step && step.params.agent_run_id === undefined) return;
-    await wakeAgentRunOfStep(sql, stepId).catch(() => undefined);
-  });
+  return afterStepTransitions(
+    activities,
+    ['readStepChange', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep'],
+    async (stepId, step) => {
+      // A transition that answers the record shows whether a run queued the step: most did not,
+      // and the look-up is a round trip that every settle would wait for.
+      if (step && step.params.agent_run_id === undefined) return;
+      await wakeAgentRunOfStep(sql, stepId).catch(() => undefined);
+    },
+  );
 }
 
 async function wakeAgentRunOfStep(sql: Sql, stepId: string): Promise<void> {
   const workflowId = await runWaitingOnStep(sql, stepId);
   if (!workflowId) return;
   // A closed run has nothing to wake.
-  await Context.current().client.workflow.getHandle(workflowId).signal(pnetStepSettledSignal, { stepId }).catch(() => undefined);
+  await Context.current()
+    .client.workflow.getHandle(workflowId)
+    .signal(pnetStepSettledSignal, { stepId })
+    .catch(() => undefined);
 }

@@ -14,37 +14,39 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import {
-    ModelDraftSchema,
-    ModelVerdictSchema,
-    assess,
-    contactKeyMax,
-    factsFromFields,
-    judgeDraft,
-    localDraft,
-    localWriterKey,
-    mergeVerdicts,
-    modelMessagePriceTenths,
-    subjectKeyOf,
-    type Assessment, type Draft,
-    type Finding,
-    type JudgeVerdict, type WriteContext
+  ModelDraftSchema,
+  ModelVerdictSchema,
+  assess,
+  contactKeyMax,
+  factsFromFields,
+  judgeDraft,
+  localDraft,
+  localWriterKey,
+  mergeVerdicts,
+  modelMessagePriceTenths,
+  subjectKeyOf,
+  type Assessment,
+  type Draft,
+  type Finding,
+  type JudgeVerdict,
+  type WriteContext,
 } from '../../domain/agents/outbound-agents.js';
 import { ChatModelError, type ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, holdCredits, releaseHold, type CreditHold } from '../../store/platform/credits.js';
 import {
-    claimWrite,
-    failWrite,
-    findMessage,
-    findResearchedConversation,
-    findWrite,
-    loadAgentVersion,
-    openConversation,
-    storeResearch,
-    storeWrittenMessage,
-    touchConversation,
-    writtenThread,
-    type ResearchedConversation,
-    type StoredMessage,
+  claimWrite,
+  failWrite,
+  findMessage,
+  findResearchedConversation,
+  findWrite,
+  loadAgentVersion,
+  openConversation,
+  storeResearch,
+  storeWrittenMessage,
+  touchConversation,
+  writtenThread,
+  type ResearchedConversation,
+  type StoredMessage,
 } from '../../store/agents/outbound-agents.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { researchContact, type Research } from '../../services/agents/research.js';
@@ -99,7 +101,9 @@ function writerPrompt(ctx: WriteContext): string {
     ctx.instructions ? `Instructions for every message:\n${ctx.instructions}` : '',
     ctx.business ?? '',
     `This step (${ctx.slot.slot_key}):\n${ctx.slot.prompt}`,
-    ctx.lessons.length > 0 ? `Lessons from people who reviewed earlier messages (follow them):\n${ctx.lessons.map((l) => `- ${l}`).join('\n')}` : '',
+    ctx.lessons.length > 0
+      ? `Lessons from people who reviewed earlier messages (follow them):\n${ctx.lessons.map((l) => `- ${l}`).join('\n')}`
+      : '',
     'Answer a JSON object: {"angle": what the message leans on (a research category), "subject": string or null (null unless an email), ' +
       '"body": the message, "reasoning": why it is written so, "facts_used": [facts copied word for word from the brief], ' +
       '"confidence_score": 0 to 100}.',
@@ -109,14 +113,24 @@ function writerPrompt(ctx: WriteContext): string {
 }
 
 function contactPrompt(ctx: WriteContext): string {
-  const facts = ctx.brief.map((f) => `- [${f.category}] ${f.fact} (source: ${f.source_title})`).join('\n') || '- (nothing found)';
-  const thread = ctx.thread.map((m) => `[${m.slot_key}] ${m.subject ? `Subject: ${m.subject}\n` : ''}${m.body}`).join('\n---\n');
-  return [`Person: ${ctx.contact.name ?? '(name unknown)'}`, `Research brief:\n${facts}`, thread ? `Messages already sent, oldest first:\n${thread}` : '']
+  const facts =
+    ctx.brief.map((f) => `- [${f.category}] ${f.fact} (source: ${f.source_title})`).join('\n') || '- (nothing found)';
+  const thread = ctx.thread
+    .map((m) => `[${m.slot_key}] ${m.subject ? `Subject: ${m.subject}\n` : ''}${m.body}`)
+    .join('\n---\n');
+  return [
+    `Person: ${ctx.contact.name ?? '(name unknown)'}`,
+    `Research brief:\n${facts}`,
+    thread ? `Messages already sent, oldest first:\n${thread}` : '',
+  ]
     .filter(Boolean)
     .join('\n\n');
 }
 
-function parseJson<T>(text: string, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }): T | null {
+function parseJson<T>(
+  text: string,
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+): T | null {
   try {
     const parsed = schema.safeParse(JSON.parse(text));
     return parsed.success ? parsed.data : null;
@@ -127,7 +141,16 @@ function parseJson<T>(text: string, schema: { safeParse(v: unknown): { success: 
 
 async function ask(model: ChatModel, system: string, user: string): Promise<string> {
   try {
-    return (await model.complete({ json: true, temperature: 0.4, messages: [{ role: 'system', content: system }, { role: 'user', content: user }] })).content;
+    return (
+      await model.complete({
+        json: true,
+        temperature: 0.4,
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: user },
+        ],
+      })
+    ).content;
   } catch (error) {
     if (error instanceof ChatModelError) throw new WriteFailure(error.message, error.retryable);
     throw new WriteFailure(`The model call failed: ${(error as Error).message}`, true);
@@ -135,16 +158,31 @@ async function ask(model: ChatModel, system: string, user: string): Promise<stri
 }
 
 /** Writes and judges one message. Throws WriteFailure when the model fails or answers badly. */
-export async function composeMessage(model: ChatModel | null, ctx: WriteContext, extraFindings: Finding[] = []): Promise<Written> {
+export async function composeMessage(
+  model: ChatModel | null,
+  ctx: WriteContext,
+  extraFindings: Finding[] = [],
+): Promise<Written> {
   if (!model) {
     const draft = localDraft(ctx);
     const judged = judgeDraft(draft, ctx);
-    return { draft, ...judged, findings: [...extraFindings, ...judged.findings], assessment: assess(draft, judged.verdict, ctx.brief), modelKey: localWriterKey, priceTenths: 0 };
+    return {
+      draft,
+      ...judged,
+      findings: [...extraFindings, ...judged.findings],
+      assessment: assess(draft, judged.verdict, ctx.brief),
+      modelKey: localWriterKey,
+      priceTenths: 0,
+    };
   }
   const answer = await ask(model, writerPrompt(ctx), contactPrompt(ctx));
   const parsed = parseJson(answer, ModelDraftSchema);
   // Retryable: the same request usually comes back well-formed on a second try.
-  if (!parsed) throw new WriteFailure('The model did not answer with the message JSON (angle, body, facts_used, confidence_score).', true);
+  if (!parsed)
+    throw new WriteFailure(
+      'The model did not answer with the message JSON (angle, body, facts_used, confidence_score).',
+      true,
+    );
   const draft: Draft = {
     angle: parsed.angle,
     subject: ctx.slot.kind === 'email' ? (parsed.subject ?? '') || null : null,
@@ -169,26 +207,50 @@ export async function composeMessage(model: ChatModel | null, ctx: WriteContext,
   const modelVerdict = parseJson(judgeAnswer, ModelVerdictSchema);
   if (modelVerdict) {
     verdict = mergeVerdicts(verdict, modelVerdict);
-    if (modelVerdict.reasons.length > 0 && !(modelVerdict.grounded && modelVerdict.language_ok && modelVerdict.on_topic && modelVerdict.safe)) {
+    if (
+      modelVerdict.reasons.length > 0 &&
+      !(modelVerdict.grounded && modelVerdict.language_ok && modelVerdict.on_topic && modelVerdict.safe)
+    ) {
       findings.push({ code: 'model_judge', excerpt: '', message: modelVerdict.reasons.join(' '), severity: 'warning' });
     }
   } else {
-    findings.push({ code: 'model_judge', excerpt: '', message: 'The model judge gave no usable verdict; only the deterministic checks were applied.', severity: 'info' });
+    findings.push({
+      code: 'model_judge',
+      excerpt: '',
+      message: 'The model judge gave no usable verdict; only the deterministic checks were applied.',
+      severity: 'info',
+    });
   }
-  return { draft, verdict, findings, assessment: assess(draft, verdict, ctx.brief), modelKey: model.key, priceTenths: modelMessagePriceTenths };
+  return {
+    draft,
+    verdict,
+    findings,
+    assessment: assess(draft, verdict, ctx.brief),
+    modelKey: model.key,
+    priceTenths: modelMessagePriceTenths,
+  };
 }
 
 /** Holds a model write's price; null when the write is free. Refused (insufficient_credits) before the model is asked. */
-export async function holdWritePrice(sql: Sql, workspaceId: string, model: ChatModel | null, causeKey: string): Promise<CreditHold | null> {
+export async function holdWritePrice(
+  sql: Sql,
+  workspaceId: string,
+  model: ChatModel | null,
+  causeKey: string,
+): Promise<CreditHold | null> {
   if (!model) return null;
-  return sql.begin((tx) => holdCredits(tx, { workspaceId, amount: creditsOf(modelMessagePriceTenths), causeKey })) as Promise<CreditHold>;
+  return sql.begin((tx) =>
+    holdCredits(tx, { workspaceId, amount: creditsOf(modelMessagePriceTenths), causeKey }),
+  ) as Promise<CreditHold>;
 }
 
 /** Maps a write's failure to the activity failure the caller's retry policy reads. */
 export function activityFailure(error: unknown): ApplicationFailure {
   if (error instanceof ApplicationFailure) return error;
   if (error instanceof WriteFailure) {
-    return error.retryable ? ApplicationFailure.retryable(error.message, 'model_failed') : ApplicationFailure.nonRetryable(error.message, 'model_failed');
+    return error.retryable
+      ? ApplicationFailure.retryable(error.message, 'model_failed')
+      : ApplicationFailure.nonRetryable(error.message, 'model_failed');
   }
   if (error instanceof ApiError) return ApplicationFailure.nonRetryable(error.detail, error.code);
   return ApplicationFailure.retryable((error as Error).message ?? String(error), 'write_failed');
@@ -196,13 +258,24 @@ export function activityFailure(error: unknown): ApplicationFailure {
 
 function resultOf(m: StoredMessage): WriteStepMessageResult {
   const needsReview = m.status === 'needs_review';
-  const judgeFailed = !(m.judge_verdict.grounded && m.judge_verdict.language_ok && m.judge_verdict.on_topic && m.judge_verdict.safe);
+  const judgeFailed = !(
+    m.judge_verdict.grounded &&
+    m.judge_verdict.language_ok &&
+    m.judge_verdict.on_topic &&
+    m.judge_verdict.safe
+  );
   return {
     messageId: m.id,
     subject: m.subject,
     body: m.body,
     needsReview,
-    reason: !needsReview ? null : m.insufficient_data ? 'insufficient_data' : judgeFailed ? 'judge_failed' : 'low_confidence',
+    reason: !needsReview
+      ? null
+      : m.insufficient_data
+        ? 'insufficient_data'
+        : judgeFailed
+          ? 'judge_failed'
+          : 'low_confidence',
   };
 }
 
@@ -219,7 +292,11 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
       subjectKey: subjectKeyOf(input.contact, input.contactKey),
     });
     if (conversation.researched_at) return conversation;
-    const research: Research = await researchContact({ chatModel, webPage }, input.contact, factsFromFields(input.contact));
+    const research: Research = await researchContact(
+      { chatModel, webPage },
+      input.contact,
+      factsFromFields(input.contact),
+    );
     const updated = await storeResearch(sql, conversation.id, research);
     return updated ?? (await findResearchedConversation(sql, conversation.id))!;
   }
@@ -256,8 +333,17 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
       const extra: Finding[] = [];
       let slot = agent.slots.find((s) => s.slot_key === input.slotKey);
       if (!slot) {
-        extra.push({ code: 'no_slot_prompt', excerpt: input.slotKey, message: 'The agent has no prompt for this slot; its general instructions were used.', severity: 'warning' });
-        slot = { slot_key: input.slotKey, kind: input.kind, prompt: agent.instructions || 'Introduce the sender briefly and ask for a short call.' };
+        extra.push({
+          code: 'no_slot_prompt',
+          excerpt: input.slotKey,
+          message: 'The agent has no prompt for this slot; its general instructions were used.',
+          severity: 'warning',
+        });
+        slot = {
+          slot_key: input.slotKey,
+          kind: input.kind,
+          prompt: agent.instructions || 'Introduce the sender briefly and ask for a short call.',
+        };
       }
       const thread = await writtenThread(sql, conversation.id, input.slotKey);
       const ctx: WriteContext = {
@@ -269,7 +355,9 @@ export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
         lessons: [],
         thread,
         round: 0,
-        business: businessContextSection(await businessContext(sql, input.workspaceId, deps.businessContextChars ?? contextCharsDefault)),
+        business: businessContextSection(
+          await businessContext(sql, input.workspaceId, deps.businessContextChars ?? contextCharsDefault),
+        ),
       };
       const causeKey = `outbound-message:${claimed.id}:${claimed.attempt}`;
       let hold: CreditHold | null = null;

@@ -11,32 +11,49 @@ import { ApplicationFailure } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
 import { addVersion, lockCurrentAgentVersion, agentAtVersion } from '../../store/agents/outbound-agents.js';
 import type { Db, Sql } from '../../db/sql.js';
-import { factsFromFields, type AgentSlot, type ResearchFact, type WriteContext } from '../../domain/agents/outbound-agents.js';
 import {
-    TrainingRefusal,
-    contextOf,
-    decideTraining,
-    draftProposal,
-    expectedRevisionOf,
-    ModelProposalSchema, type Proposal,
-    type DraftedMessage,
-    type Send, type TrainingContact,
-    type TrainingEvent, type TrainingStep,
-    type TrainingVerdict,
+  factsFromFields,
+  type AgentSlot,
+  type ResearchFact,
+  type WriteContext,
+} from '../../domain/agents/outbound-agents.js';
+import {
+  TrainingRefusal,
+  contextOf,
+  decideTraining,
+  draftProposal,
+  expectedRevisionOf,
+  ModelProposalSchema,
+  type Proposal,
+  type DraftedMessage,
+  type Send,
+  type TrainingContact,
+  type TrainingEvent,
+  type TrainingStep,
+  type TrainingVerdict,
 } from '../../domain/agents/training-sessions.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { chargeHold, releaseHold, type CreditHold } from '../../store/platform/credits.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { activityFailure, composeMessage, creditsOf, holdWritePrice, type Written } from './outbound-agent.js';
 import { researchContact } from '../../services/agents/research.js';
-import { SessionRow, loadSession, writeAttempts, TrainingAnswer, transitionOf, answer, snapshotOf, writeAtRevision, recordAppliedVersion } from '../../store/agents/training-sessions.js';
+import {
+  SessionRow,
+  loadSession,
+  writeAttempts,
+  TrainingAnswer,
+  transitionOf,
+  answer,
+  snapshotOf,
+  writeAtRevision,
+  recordAppliedVersion,
+} from '../../store/agents/training-sessions.js';
 
 export interface TrainingActivityDeps {
   sql: Sql;
   chatModel: ChatModel | null;
   enrichmentProviders?: EnrichmentProviders;
 }
-
 
 export function refusal(error: unknown): unknown {
   return error instanceof TrainingRefusal ? ApplicationFailure.nonRetryable(error.message, error.code) : error;
@@ -50,7 +67,12 @@ export function refusal(error: unknown): unknown {
  * never loses a change. `inside` runs in the same transaction after the write (credits, agent
  * versions).
  */
-export async function mutate(sql: Sql, sessionId: string, event: TrainingEvent, inside?: (tx: Db, row: SessionRow) => Promise<void>): Promise<SessionRow> {
+export async function mutate(
+  sql: Sql,
+  sessionId: string,
+  event: TrainingEvent,
+  inside?: (tx: Db, row: SessionRow) => Promise<void>,
+): Promise<SessionRow> {
   const expected = expectedRevisionOf(event);
   for (let tries = 0; ; tries += 1) {
     const current = await loadSession(sql, sessionId);
@@ -65,7 +87,11 @@ export async function mutate(sql: Sql, sessionId: string, event: TrainingEvent, 
       return row ? ((await loadSession(tx, sessionId)) ?? row) : null;
     });
     if (written) return written;
-    if (expected !== undefined) throw ApplicationFailure.nonRetryable('The session changed while this was applied; read it again and retry.', 'conflict');
+    if (expected !== undefined)
+      throw ApplicationFailure.nonRetryable(
+        'The session changed while this was applied; read it again and retry.',
+        'conflict',
+      );
     if (tries >= 20) throw ApplicationFailure.retryable('The session kept changing; trying again.', 'conflict_retry');
   }
 }
@@ -91,7 +117,12 @@ export const sendOf = (written: Written | null, error: string | null): Send =>
  * The prompt update as the chat model drafts it from the lessons; null when it fails or answers
  * out of shape (the local draft is used then). Only slots the agent has are taken; drafting is free.
  */
-export async function modelProposal(model: ChatModel, row: SessionRow, slots: AgentSlot[], local: Proposal): Promise<Proposal | null> {
+export async function modelProposal(
+  model: ChatModel,
+  row: SessionRow,
+  slots: AgentSlot[],
+  local: Proposal,
+): Promise<Proposal | null> {
   try {
     const answer = await model.complete({
       json: true,
@@ -100,7 +131,7 @@ export async function modelProposal(model: ChatModel, row: SessionRow, slots: Ag
         {
           role: 'system',
           content:
-            'You improve the prompts of an outbound sales writing agent from reviewers\' lessons. Answer a JSON object ' +
+            "You improve the prompts of an outbound sales writing agent from reviewers' lessons. Answer a JSON object " +
             '{"summary": one sentence, "changes": [{"slot_key", "proposed": the full new prompt of that slot, "rationale"}]} ' +
             'changing only the slots the lessons concern.',
         },
@@ -114,7 +145,9 @@ export async function modelProposal(model: ChatModel, row: SessionRow, slots: Ag
     if (!parsed.success) return null;
     const changes = parsed.data.changes.flatMap((c) => {
       const slot = slots.find((s) => s.slot_key === c.slot_key);
-      return slot && c.proposed !== slot.prompt ? [{ slot_key: c.slot_key, current: slot.prompt, proposed: c.proposed, rationale: c.rationale }] : [];
+      return slot && c.proposed !== slot.prompt
+        ? [{ slot_key: c.slot_key, current: slot.prompt, proposed: c.proposed, rationale: c.rationale }]
+        : [];
     });
     return changes.length > 0 ? { ...local, summary: parsed.data.summary, changes } : null;
   } catch {
@@ -133,7 +166,13 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
   }
 
   /** Writes every slot of one contact; a failure of the last attempt is kept as the message's error. */
-  async function draftAll(row: SessionRow, contact: TrainingContact, brief: ResearchFact[], rewrite: boolean, attempt: number): Promise<Drafted[]> {
+  async function draftAll(
+    row: SessionRow,
+    contact: TrainingContact,
+    brief: ResearchFact[],
+    rewrite: boolean,
+    attempt: number,
+  ): Promise<Drafted[]> {
     const agent = await slotsOf(row);
     const drafted: Drafted[] = [];
     const thread: WriteContext['thread'] = [];
@@ -147,13 +186,20 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
           slot,
           contact: { ...contact.person, fields: Object.fromEntries(contact.fields.map((f) => [f.name, f.value])) },
           brief,
-          lessons: row.doc.progress.lessons.concat(rewrite ? contact.notes.filter((n) => n.state === 'pending').map((n) => n.note) : []),
+          lessons: row.doc.progress.lessons.concat(
+            rewrite ? contact.notes.filter((n) => n.state === 'pending').map((n) => n.note) : [],
+          ),
           thread,
           round,
         };
         let hold: CreditHold | null = null;
         try {
-          hold = await holdWritePrice(sql, row.workspace_id, chatModel, `training:${row.id}:${contact.record_id}:${round}:${slot.slot_key}:${attempt}`);
+          hold = await holdWritePrice(
+            sql,
+            row.workspace_id,
+            chatModel,
+            `training:${row.id}:${contact.record_id}:${round}:${slot.slot_key}:${attempt}`,
+          );
           const written = await composeMessage(chatModel, ctx);
           drafted.push({ slot, written, error: null, hold, ms: Date.now() - started });
           thread.push({ slot_key: slot.slot_key, subject: written.draft.subject, body: written.draft.body });
@@ -184,26 +230,40 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
 
   return {
     /** Where the run stands (after a restart too): contacts still to write, rewrites still owed. */
-    async beginTrainingSession({ sessionId }: { sessionId: string }): Promise<TrainingAnswer & { toWrite: string[]; toRewrite: string[] }> {
+    async beginTrainingSession({
+      sessionId,
+    }: {
+      sessionId: string;
+    }): Promise<TrainingAnswer & { toWrite: string[]; toRewrite: string[] }> {
       const row = await loadSession(sql, sessionId);
       if (!row) throw ApplicationFailure.nonRetryable('Training session not found.', 'not_found');
       const contacts = row.doc.contacts;
       return {
         ...answer(row),
         toWrite: contacts.filter((c) => c.state === 'waiting_write' || c.state === 'writing').map((c) => c.record_id),
-        toRewrite: contacts.filter((c) => c.state === 'rewrite_queued' || c.state === 'rewriting').map((c) => c.record_id),
+        toRewrite: contacts
+          .filter((c) => c.state === 'rewrite_queued' || c.state === 'rewriting')
+          .map((c) => c.record_id),
       };
     },
 
     /** Writes (or, after a note, rewrites) every slot's message for one sample contact. */
-    async writeTrainingContact({ sessionId, recordId }: { sessionId: string; recordId: string }): Promise<TrainingAnswer> {
+    async writeTrainingContact({
+      sessionId,
+      recordId,
+    }: {
+      sessionId: string;
+      recordId: string;
+    }): Promise<TrainingAnswer> {
       const attempt = Context.current().info.attempt;
       const started = Date.now();
       // A retry after the write landed finds nothing owed (refused): it answers the session as it is.
-      const begun = await mutate(sql, sessionId, { type: 'begin_write', record_id: recordId }).catch((error: unknown) => {
-        if (error instanceof ApplicationFailure && error.type === 'conflict') return null;
-        throw error;
-      });
+      const begun = await mutate(sql, sessionId, { type: 'begin_write', record_id: recordId }).catch(
+        (error: unknown) => {
+          if (error instanceof ApplicationFailure && error.type === 'conflict') return null;
+          throw error;
+        },
+      );
       if (!begun) return answer((await loadSession(sql, sessionId))!);
       const contact = begun.doc.contacts.find((c) => c.record_id === recordId)!;
       // A contact whose first write failed is written afresh, whatever its note.
@@ -222,7 +282,12 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
         duration_ms: Date.now() - started,
         observation: `${drafted.length - failed} of ${drafted.length} messages written${chatModel ? ` by ${chatModel.key}` : ' by the local template writer'}.`,
         outcome: failed === drafted.length && drafted.length > 0 ? 'failed' : 'completed',
-        thought: rewrite ? `Rewriting from the note: ${contact.notes.filter((n) => n.state === 'pending').map((n) => n.note).join(' / ')}` : 'First draft from the research brief.',
+        thought: rewrite
+          ? `Rewriting from the note: ${contact.notes
+              .filter((n) => n.state === 'pending')
+              .map((n) => n.note)
+              .join(' / ')}`
+          : 'First draft from the research brief.',
       };
       const drafts: DraftedMessage[] = drafted.map((d) => ({
         id: randomUUID(),
@@ -249,7 +314,8 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
         },
       ).catch(async (error: unknown) => {
         if (!stored) await sql.begin((tx) => settleHolds(tx, drafted, false));
-        if (error instanceof ApplicationFailure && error.type === 'conflict') return (await loadSession(sql, sessionId))!;
+        if (error instanceof ApplicationFailure && error.type === 'conflict')
+          return (await loadSession(sql, sessionId))!;
         throw error;
       });
       return answer(landed);
@@ -257,19 +323,33 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
 
     /** A write that could not run at all (no credits, agent gone): the session shows why, the contact waits for a person. */
     async recordTrainingError(input: { sessionId: string; recordId: string; error: string }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, { type: 'write_failed', record_id: input.recordId, error: input.error }));
+      return answer(
+        await mutate(sql, input.sessionId, { type: 'write_failed', record_id: input.recordId, error: input.error }),
+      );
     },
 
     async finishInitialWrites({ sessionId }: { sessionId: string }): Promise<TrainingAnswer> {
       return answer(await mutate(sql, sessionId, { type: 'initial_writes_done' }));
     },
 
-    async recordVerdict(input: { sessionId: string; request: TrainingVerdict; writingOther: boolean }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, { type: 'verdict', request: input.request, writing_other: input.writingOther }));
+    async recordVerdict(input: {
+      sessionId: string;
+      request: TrainingVerdict;
+      writingOther: boolean;
+    }): Promise<TrainingAnswer> {
+      return answer(
+        await mutate(sql, input.sessionId, {
+          type: 'verdict',
+          request: input.request,
+          writing_other: input.writingOther,
+        }),
+      );
     },
 
     async discardTrainingChanges(input: { sessionId: string; expectedRevision: number }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, { type: 'discard_changes', expected_revision: input.expectedRevision }));
+      return answer(
+        await mutate(sql, input.sessionId, { type: 'discard_changes', expected_revision: input.expectedRevision }),
+      );
     },
 
     /** reviewing -> proposing -> proposed: the prompt update drafted from the active lessons. */
@@ -287,7 +367,8 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
       if (!row || row.status !== 'proposing') return answer(row ?? (await loadSession(sql, sessionId))!);
       const { slots } = await slotsOf(row);
       const local = draftProposal(transitionOf(row), slots, row.revision, randomUUID());
-      const proposal = chatModel && local.changes.length > 0 ? ((await modelProposal(chatModel, row, slots, local)) ?? local) : local;
+      const proposal =
+        chatModel && local.changes.length > 0 ? ((await modelProposal(chatModel, row, slots, local)) ?? local) : local;
       const step: TrainingStep = {
         action: 'propose_update',
         detail: `${proposal.changes.length} slot change${proposal.changes.length === 1 ? '' : 's'}`,
@@ -315,8 +396,16 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
           let applied = agent.version;
           if (changes.length > 0) {
             // On top of the agent as it is now: a slot edited since the session began takes the proposed prompt too.
-            const slots = agent.slots.map((s) => ({ ...s, prompt: changes.find((c) => c.slot_key === s.slot_key)?.proposed ?? s.prompt }));
-            applied = await addVersion(tx, session.agent_id, { instructions: agent.instructions, slots }, `training:${session.id}`);
+            const slots = agent.slots.map((s) => ({
+              ...s,
+              prompt: changes.find((c) => c.slot_key === s.slot_key)?.proposed ?? s.prompt,
+            }));
+            applied = await addVersion(
+              tx,
+              session.agent_id,
+              { instructions: agent.instructions, slots },
+              `training:${session.id}`,
+            );
           }
           await recordAppliedVersion(tx, session.id, applied);
         },
@@ -325,12 +414,17 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
     },
 
     async abandonTrainingSession(input: { sessionId: string; expectedRevision: number }): Promise<TrainingAnswer> {
-      return answer(await mutate(sql, input.sessionId, { type: 'abandon_proposal', expected_revision: input.expectedRevision }));
+      return answer(
+        await mutate(sql, input.sessionId, { type: 'abandon_proposal', expected_revision: input.expectedRevision }),
+      );
     },
 
     async closeTrainingSession(input: { sessionId: string; expectedRevision?: number }): Promise<TrainingAnswer> {
       return answer(
-        await mutate(sql, input.sessionId, { type: 'close', ...(input.expectedRevision !== undefined ? { expected_revision: input.expectedRevision } : {}) }),
+        await mutate(sql, input.sessionId, {
+          type: 'close',
+          ...(input.expectedRevision !== undefined ? { expected_revision: input.expectedRevision } : {}),
+        }),
       );
     },
   };

@@ -8,7 +8,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { ExtractionRefused, type DocumentExtractor } from '../../integrations/documents/extractor.js';
 import { attachmentForExtraction, failAttachment, finishAttachment } from '../../store/assistant/attachments.js';
-import { unreadableFileFailure, type ChatAttachmentOutcome } from '../../workflows/assistant/chat-attachment.contract.js';
+import {
+  unreadableFileFailure,
+  type ChatAttachmentOutcome,
+} from '../../workflows/assistant/chat-attachment.contract.js';
 
 export function createChatAttachmentActivities({ sql, extractor }: { sql: Sql; extractor: DocumentExtractor }) {
   return {
@@ -18,17 +21,20 @@ export function createChatAttachmentActivities({ sql, extractor }: { sql: Sql; e
       if (!row) throw ApplicationFailure.nonRetryable('The attachment is gone.', 'not_found');
       if (row.status === 'ready') return { status: 'ready', pageCount: row.page_count ?? 0 };
       if (row.status === 'failed') return { status: 'failed', error: row.error ?? 'The file could not be read.' };
-      if (!row.content) throw ApplicationFailure.nonRetryable('The attachment has no content to read.', unreadableFileFailure);
+      if (!row.content)
+        throw ApplicationFailure.nonRetryable('The attachment has no content to read.', unreadableFileFailure);
       let pages: string[];
       // Alive while the file is read, so a worker that dies mid-file is noticed within the heartbeat timeout.
       try {
         pages = (await whileBeating(() => extractor.extract(row.kind, row.content!))).pages;
       } catch (error) {
-        if (error instanceof ExtractionRefused) throw ApplicationFailure.nonRetryable(error.message, unreadableFileFailure);
+        if (error instanceof ExtractionRefused)
+          throw ApplicationFailure.nonRetryable(error.message, unreadableFileFailure);
         throw error;
       }
       const stored = await finishAttachment(sql, attachmentId, pages);
-      if (stored?.status === 'failed') return { status: 'failed', error: stored.error ?? 'The file could not be read.' };
+      if (stored?.status === 'failed')
+        return { status: 'failed', error: stored.error ?? 'The file could not be read.' };
       return { status: 'ready', pageCount: stored?.page_count ?? pages.length };
     },
 

@@ -7,12 +7,30 @@
  */
 import { Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
-import { isGrantable, type AppliedResult, type Outcome, type ProposalStatus } from '../../domain/assistant/assistant.js';
+import {
+  isGrantable,
+  type AppliedResult,
+  type Outcome,
+  type ProposalStatus,
+} from '../../domain/assistant/assistant.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
-import { applyVerb, fundedRunOutcome, VerbRefused, withdrawCard, type VerbDeps } from '../../services/assistant/verbs.js';
+import {
+  applyVerb,
+  fundedRunOutcome,
+  VerbRefused,
+  withdrawCard,
+  type VerbDeps,
+} from '../../services/assistant/verbs.js';
 import { recordActivity } from '../../store/assistant/activity.js';
-import { decideProposal, endProposal, expireProposals, proposalById, setProposalHold, type ProposalRow } from '../../store/assistant/proposals.js';
+import {
+  decideProposal,
+  endProposal,
+  expireProposals,
+  proposalById,
+  setProposalHold,
+  type ProposalRow,
+} from '../../store/assistant/proposals.js';
 import { insertGrant } from '../../store/assistant/settings.js';
 import { holdCredits, settleHold } from '../../store/platform/credits.js';
 import type { Actor, CardDecided } from '../../workflows/assistant/assistant-turn.contract.js';
@@ -47,15 +65,35 @@ export function createCardActivities(deps: CardActivityDeps) {
   const { sql } = deps;
   const verbDeps = (): VerbDeps => {
     const context = Context.current();
-    return { sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations, endpoints: deps.endpoints };
+    return {
+      sql,
+      providers: deps.enrichmentProviders,
+      temporal: { client: context.client, taskQueue: context.info.taskQueue },
+      operations: deps.operations,
+      endpoints: deps.endpoints,
+    };
   };
 
   /** applying -> applied | failed with its charge, once; the hold charged up to the quote and the rest returned. */
-  async function endCard(card: ProposalRow, end: { status: 'applied' | 'failed'; result: AppliedResult | null; charged: number; error: string | null; outcome: Outcome }) {
+  async function endCard(
+    card: ProposalRow,
+    end: {
+      status: 'applied' | 'failed';
+      result: AppliedResult | null;
+      charged: number;
+      error: string | null;
+      outcome: Outcome;
+    },
+  ) {
     return sql.begin(async (tx) => {
       const charged = Math.min(end.charged, card.price_credits ?? 0);
       if (card.hold_id) await settleHold(tx, card.hold_id, charged > 0 ? 'charged' : 'released', charged);
-      const ended = await endProposal(tx, card.id, { status: end.status, appliedResult: end.result, error: end.error, chargedCredits: card.price_credits ? charged : null });
+      const ended = await endProposal(tx, card.id, {
+        status: end.status,
+        appliedResult: end.result,
+        error: end.error,
+        chargedCredits: card.price_credits ? charged : null,
+      });
       if (ended) {
         await recordActivity(tx, {
           workspaceId: card.workspace_id,
@@ -75,7 +113,8 @@ export function createCardActivities(deps: CardActivityDeps) {
     });
   }
 
-  const failed = (card: ProposalRow, error: string) => endCard(card, { status: 'failed', result: null, charged: 0, error, outcome: 'failed' });
+  const failed = (card: ProposalRow, error: string) =>
+    endCard(card, { status: 'failed', result: null, charged: 0, error, outcome: 'failed' });
 
   return {
     async decideCard(req: DecideCardRequest): Promise<CardDecision> {
@@ -105,7 +144,8 @@ export function createCardActivities(deps: CardActivityDeps) {
         await withdrawCard(verbDeps(), decided);
         return { cardId: req.cardId, won: true, status: decided.status, waiting: false };
       }
-      if (decided.status !== 'applying') return { cardId: req.cardId, won: true, status: decided.status, waiting: false };
+      if (decided.status !== 'applying')
+        return { cardId: req.cardId, won: true, status: decided.status, waiting: false };
       if (req.scope !== 'once' && isGrantable({ ...decided, status: 'pending' })) {
         await insertGrant(sql, {
           workspaceId: decided.workspace_id,
@@ -121,7 +161,12 @@ export function createCardActivities(deps: CardActivityDeps) {
       let card = decided;
       if (card.price_credits && !card.hold_id) {
         try {
-          const hold = await holdCredits(sql, { workspaceId: card.workspace_id, amount: card.price_credits, causeKey: cardCauseKey(card.id), ttlSeconds: 30 * 86_400 });
+          const hold = await holdCredits(sql, {
+            workspaceId: card.workspace_id,
+            amount: card.price_credits,
+            causeKey: cardCauseKey(card.id),
+            ttlSeconds: 30 * 86_400,
+          });
           await setProposalHold(sql, card.id, hold.id);
           card = { ...card, hold_id: hold.id };
         } catch (error) {
@@ -134,7 +179,13 @@ export function createCardActivities(deps: CardActivityDeps) {
       try {
         const applied = await applyVerb(verbDeps(), card, card.hold_id);
         if (applied.kind === 'waiting') return { cardId: card.id, won: true, status: 'applying', waiting: true };
-        const status = await endCard(card, { status: 'applied', result: applied.result, charged: applied.charged, error: null, outcome: applied.outcome });
+        const status = await endCard(card, {
+          status: 'applied',
+          result: applied.result,
+          charged: applied.charged,
+          error: null,
+          outcome: applied.outcome,
+        });
         return { cardId: card.id, won: true, status, waiting: false };
       } catch (error) {
         if (error instanceof VerbRefused || (error instanceof ApiError && error.status < 500)) {

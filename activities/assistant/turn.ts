@@ -5,21 +5,60 @@
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
-import { proposalLifetimeSeconds, priceLabels, runsWithoutAsking, verbLabels, type Verb } from '../../domain/assistant/assistant.js';
+import {
+  proposalLifetimeSeconds,
+  priceLabels,
+  runsWithoutAsking,
+  verbLabels,
+  type Verb,
+} from '../../domain/assistant/assistant.js';
 import { readTools, verbTools } from '../../domain/assistant/verbs.js';
 import { pageReadBytesMax } from '../../domain/assistant/attachments.js';
-import { getAttachment, listAttachments, readAttachmentPages, type AttachmentRecord } from '../../store/assistant/attachments.js';
+import {
+  getAttachment,
+  listAttachments,
+  readAttachmentPages,
+  type AttachmentRecord,
+} from '../../store/assistant/attachments.js';
 import type { StreamPart } from '../../domain/assistant/stream.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } from '../../integrations/chat-model.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
-import { prepareColumn, quoteVerb, VerbRefused, type Quote, type ToolCardInput, type VerbDeps } from '../../services/assistant/verbs.js';
+import {
+  prepareColumn,
+  quoteVerb,
+  VerbRefused,
+  type Quote,
+  type ToolCardInput,
+  type VerbDeps,
+} from '../../services/assistant/verbs.js';
 import { operationRequest } from '../../domain/assistant/operations.js';
-import { assistantOperations, briefAnswer, findOperations, operationTools, toolCardQuote, type OperationDoor } from '../../domain/assistant/tool-cards.js';
+import {
+  assistantOperations,
+  briefAnswer,
+  findOperations,
+  operationTools,
+  toolCardQuote,
+  type OperationDoor,
+} from '../../domain/assistant/tool-cards.js';
 import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import { answerContext, closeAnswer, conversationHistory } from '../../store/assistant/conversations.js';
-import { answerText, appendParts, appendToolOutput, openTextBlocks, findModelStep, recordModelStep, type ModelStepResult } from '../../store/assistant/parts.js';
-import { failUnprepared, insertProposal, proposalById, proposalOfToolCall, toProposal } from '../../store/assistant/proposals.js';
+import {
+  answerText,
+  appendParts,
+  appendToolOutput,
+  openTextBlocks,
+  findModelStep,
+  recordModelStep,
+  type ModelStepResult,
+} from '../../store/assistant/parts.js';
+import {
+  failUnprepared,
+  insertProposal,
+  proposalById,
+  proposalOfToolCall,
+  toProposal,
+} from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
 import { workspaceBrief } from '../../store/assistant/workspace.js';
 import { businessContext } from '../../store/documents/documents.js';
@@ -58,9 +97,15 @@ export interface ProposedCard {
 
 const historyMax = 40;
 
-function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachments: AttachmentRecord[], business: { title: string; summary: string }[] = []): string {
-  const tables = brief.tables.map((t) => `- table "${t.name}" (${t.id}), ${t.row_count} rows`).join('\n') || '- no tables yet';
-  const sequences = brief.sequences.map((s) => `- sequence "${s.name}" (${s.id}), ${s.status}`).join('\n') || '- no sequences yet';
+function systemPrompt(
+  brief: Awaited<ReturnType<typeof workspaceBrief>>,
+  attachments: AttachmentRecord[],
+  business: { title: string; summary: string }[] = [],
+): string {
+  const tables =
+    brief.tables.map((t) => `- table "${t.name}" (${t.id}), ${t.row_count} rows`).join('\n') || '- no tables yet';
+  const sequences =
+    brief.sequences.map((s) => `- sequence "${s.name}" (${s.id}), ${s.status}`).join('\n') || '- no sequences yet';
   return [
     "You are the workspace's sales assistant. Answer in plain words and keep it short.",
     'To change anything in the workspace, call a tool: each call becomes a card that quotes its price in credits,',
@@ -69,7 +114,13 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachm
     tables,
     sequences,
     ...(attachments.length
-      ? ['Files attached to this conversation (read them with read_attachment):', ...attachments.map((a) => `- "${a.filename}" (${a.id}), ${a.kind}, ${a.status === 'ready' ? `${a.page_count} ${a.kind === 'pdf' ? 'pages' : 'rows'}` : a.status}`)]
+      ? [
+          'Files attached to this conversation (read them with read_attachment):',
+          ...attachments.map(
+            (a) =>
+              `- "${a.filename}" (${a.id}), ${a.kind}, ${a.status === 'ready' ? `${a.page_count} ${a.kind === 'pdf' ? 'pages' : 'rows'}` : a.status}`,
+          ),
+        ]
       : []),
     // Business context (decision 035): the workspace's included document summaries, oldest first, within the budget.
     ...(business.length ? ['', businessContextSection(business)] : []),
@@ -78,7 +129,13 @@ function systemPrompt(brief: Awaited<ReturnType<typeof workspaceBrief>>, attachm
 
 function verbDeps(deps: AssistantTurnDeps): VerbDeps {
   const context = Context.current();
-  return { sql: deps.sql, providers: deps.enrichmentProviders, temporal: { client: context.client, taskQueue: context.info.taskQueue }, operations: deps.operations, endpoints: deps.endpoints };
+  return {
+    sql: deps.sql,
+    providers: deps.enrichmentProviders,
+    temporal: { client: context.client, taskQueue: context.info.taskQueue },
+    operations: deps.operations,
+    endpoints: deps.endpoints,
+  };
 }
 
 export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
@@ -87,11 +144,23 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
 
   return {
     /** One model call: its parts are written as they stream; the whole step is recorded with its last parts. */
-    async answerStep({ messageId, step, transcript }: { messageId: string; step: number; transcript: TurnMessage[] }): Promise<ModelStepResult> {
+    async answerStep({
+      messageId,
+      step,
+      transcript,
+    }: {
+      messageId: string;
+      step: number;
+      transcript: TurnMessage[];
+    }): Promise<ModelStepResult> {
       const recorded = await findModelStep(sql, messageId, step);
       if (recorded) return recorded;
       const model = deps.chatModel();
-      if (!model) throw ApplicationFailure.nonRetryable('No chat model is configured: set OPENAI_API_KEY and OPENAI_MODEL (and OPENAI_BASE_URL for another OpenAI-compatible API).', 'unavailable');
+      if (!model)
+        throw ApplicationFailure.nonRetryable(
+          'No chat model is configured: set OPENAI_API_KEY and OPENAI_MODEL (and OPENAI_BASE_URL for another OpenAI-compatible API).',
+          'unavailable',
+        );
       const ctx = await answerContext(sql, messageId);
       if (!ctx) throw ApplicationFailure.nonRetryable('The answer is gone.', 'not_found');
       const context = Context.current();
@@ -102,7 +171,10 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       if (attempt > 1) {
         // The interrupted attempt's text block is closed, so a reader shows it whole and apart from the new one.
         for (const id of await openTextBlocks(sql, messageId)) opening.push({ type: 'text-end', id });
-        opening.push({ type: 'data-notice', data: { code: 'step_restarted', text: 'The answer was interrupted; this step is asked again.' } });
+        opening.push({
+          type: 'data-notice',
+          data: { code: 'step_restarted', text: 'The answer was interrupted; this step is asked again.' },
+        });
       }
       opening.push({ type: 'start-step' });
       await appendParts(sql, messageId, opening);
@@ -113,7 +185,11 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
         conversationHistory(sql, messageId, historyMax),
         businessContext(sql, ctx.workspace_id, deps.businessContextChars?.() ?? contextCharsDefault),
       ]);
-      const messages: ChatMessage[] = [{ role: 'system', content: systemPrompt(brief, attachments, business) }, ...history, ...transcript];
+      const messages: ChatMessage[] = [
+        { role: 'system', content: systemPrompt(brief, attachments, business) },
+        ...history,
+        ...transcript,
+      ];
       const textId = `text-${step}-${attempt}`;
       let text = '';
       let pending = '';
@@ -147,9 +223,15 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       } catch (error) {
         // Cancelled because this worker is shutting down (or the turn is): not the model's failure, so
         // the step is asked again on the next worker rather than failing the answer.
-        if (context.cancellationSignal.aborted) throw ApplicationFailure.retryable('The model call was cancelled with its worker; it is asked again.', 'cancelled');
+        if (context.cancellationSignal.aborted)
+          throw ApplicationFailure.retryable(
+            'The model call was cancelled with its worker; it is asked again.',
+            'cancelled',
+          );
         if (error instanceof ChatModelError) {
-          throw error.retryable ? ApplicationFailure.retryable(error.message, 'model_failed') : ApplicationFailure.nonRetryable(error.message, 'bad_gateway');
+          throw error.retryable
+            ? ApplicationFailure.retryable(error.message, 'model_failed')
+            : ApplicationFailure.nonRetryable(error.message, 'bad_gateway');
         }
         throw error;
       } finally {
@@ -159,7 +241,13 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       const result: ModelStepResult = { text, toolCalls, ...usage };
       const closing: StreamPart[] = [];
       if (started) closing.push({ type: 'text-end', id: textId });
-      for (const call of toolCalls) closing.push({ type: 'tool-input-available', toolCallId: call.id, toolName: call.name, input: parseArguments(call.arguments) });
+      for (const call of toolCalls)
+        closing.push({
+          type: 'tool-input-available',
+          toolCallId: call.id,
+          toolName: call.name,
+          input: parseArguments(call.arguments),
+        });
       closing.push({ type: 'finish-step' });
       await sql.begin(async (tx) => {
         // Recorded with the step's last parts: a step either has both or is asked again.
@@ -183,13 +271,17 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
           if (input === undefined) throw new VerbRefused(`The arguments of ${call.name} are not JSON.`);
           const quoted = await quoteCall(vdeps, deps.operations(), ctx, call.name, input);
           if ('answer' in quoted) {
-            await appendToolOutput(sql, messageId, call.id, [{ type: 'tool-output-available', toolCallId: call.id, output: quoted.answer }]);
+            await appendToolOutput(sql, messageId, call.id, [
+              { type: 'tool-output-available', toolCallId: call.id, output: quoted.answer },
+            ]);
             return { cardId: null, autoRun: false, toolResult: briefAnswer(quoted.answer) };
           }
           quote = quoted;
         } catch (error) {
           const reason = refusalOf(error);
-          await appendToolOutput(sql, messageId, call.id, [{ type: 'tool-output-error', toolCallId: call.id, errorText: reason }]);
+          await appendToolOutput(sql, messageId, call.id, [
+            { type: 'tool-output-error', toolCallId: call.id, errorText: reason },
+          ]);
           return { cardId: null, autoRun: false, toolResult: `Refused: ${reason}` };
         }
         const labels = priceLabels(quote.price);
@@ -233,10 +325,17 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
       }
       const proposal = toProposal(card);
       await appendToolOutput(sql, messageId, call.id, [
-        { type: 'tool-output-available', toolCallId: call.id, output: { proposal_id: card.id, status: card.status, summary: card.summary, price_label: card.price_label } },
+        {
+          type: 'tool-output-available',
+          toolCallId: call.id,
+          output: { proposal_id: card.id, status: card.status, summary: card.summary, price_label: card.price_label },
+        },
         { type: 'data-proposal', id: card.id, data: proposal },
       ]);
-      const [settings, grants] = await Promise.all([readSettings(sql, ctx.workspace_id), listGrants(sql, ctx.workspace_id)]);
+      const [settings, grants] = await Promise.all([
+        readSettings(sql, ctx.workspace_id),
+        listGrants(sql, ctx.workspace_id),
+      ]);
       const autoRun =
         card.status === 'pending' &&
         runsWithoutAsking({
@@ -264,7 +363,12 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
         ? { type: 'error', errorText: error }
         : { type: 'finish', messageMetadata: { message_id: messageId, conversation_id: ctx.conversation_id } };
       const content = await answerText(sql, messageId);
-      await closeAnswer(sql, messageId, last, { status: error ? 'failed' : 'complete', content, error: error ?? null, modelKey: deps.chatModel()?.key ?? null });
+      await closeAnswer(sql, messageId, last, {
+        status: error ? 'failed' : 'complete',
+        content,
+        error: error ?? null,
+        modelKey: deps.chatModel()?.key ?? null,
+      });
     },
   };
 }
@@ -285,14 +389,23 @@ async function quoteCall(
 ): Promise<CardQuote | { answer: unknown }> {
   if (name === 'read_attachment') return { answer: await readAttachment(vdeps.sql, ctx, input) };
   if (name !== 'find_operations' && name !== 'call_operation') {
-    return { ...(await quoteVerb(vdeps, ctx.workspace_id, name, input)), kind: 'verb', verb: name, verbLabel: verbLabels[name as Verb] ?? name };
+    return {
+      ...(await quoteVerb(vdeps, ctx.workspace_id, name, input)),
+      kind: 'verb',
+      verb: name,
+      verbLabel: verbLabels[name as Verb] ?? name,
+    };
   }
   if (!door) throw new VerbRefused('The API cannot be called from this process.');
   const operations = assistantOperations(door.catalogue());
   const args = (input ?? {}) as { query?: unknown; operation?: unknown; input?: unknown };
-  if (name === 'find_operations') return { answer: { operations: findOperations(operations, String(args.query ?? '')) } };
+  if (name === 'find_operations')
+    return { answer: { operations: findOperations(operations, String(args.query ?? '')) } };
   const op = operations.find((o) => o.name === args.operation);
-  if (!op) throw new VerbRefused(`There is no operation named ${String(args.operation)} that the assistant may call; find one with find_operations.`);
+  if (!op)
+    throw new VerbRefused(
+      `There is no operation named ${String(args.operation)} that the assistant may call; find one with find_operations.`,
+    );
   let request: ToolCardInput['request'];
   try {
     request = operationRequest(op, (args.input ?? {}) as Record<string, unknown>);
@@ -319,11 +432,19 @@ async function readAttachment(sql: Sql, ctx: { workspace_id: string; conversatio
   const args = (input ?? {}) as { attachment_id?: unknown; offset?: unknown; limit?: unknown };
   const id = String(args.attachment_id ?? '');
   const attachment = /^[0-9a-f-]{36}$/i.test(id) ? await getAttachment(sql, ctx.workspace_id, id) : undefined;
-  if (!attachment || attachment.conversation_id !== ctx.conversation_id) throw new VerbRefused(`No file ${id} is attached to this conversation.`);
-  if (attachment.status !== 'ready' || attachment.page_count === null) throw new VerbRefused(`"${attachment.filename}" cannot be read: ${attachment.error ?? attachment.status}.`);
+  if (!attachment || attachment.conversation_id !== ctx.conversation_id)
+    throw new VerbRefused(`No file ${id} is attached to this conversation.`);
+  if (attachment.status !== 'ready' || attachment.page_count === null)
+    throw new VerbRefused(`"${attachment.filename}" cannot be read: ${attachment.error ?? attachment.status}.`);
   const offset = Math.max(0, Math.trunc(Number(args.offset ?? 0)) || 0);
   const limit = Math.min(10, Math.max(1, Math.trunc(Number(args.limit ?? 10)) || 10));
-  return readAttachmentPages(sql, { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count }, offset, limit, pageReadBytesMax);
+  return readAttachmentPages(
+    sql,
+    { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count },
+    offset,
+    limit,
+    pageReadBytesMax,
+  );
 }
 
 function parseArguments(raw: string): unknown {

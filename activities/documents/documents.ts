@@ -7,7 +7,15 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { whileBeating } from '../shared/heartbeat.js';
 import type { Sql } from '../../db/sql.js';
-import { chunkChars, chunkText, detectDocumentKind, kindContentTypes, kindOfContentType, step, type DocumentStep } from '../../domain/documents/documents.js';
+import {
+  chunkChars,
+  chunkText,
+  detectDocumentKind,
+  kindContentTypes,
+  kindOfContentType,
+  step,
+  type DocumentStep,
+} from '../../domain/documents/documents.js';
 import type { Integrations } from '../../integrations/config.js';
 import { CloudDriveReadError, readDriveFile } from '../../services/cloud-drive/drive.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
@@ -15,7 +23,15 @@ import { ChatModelError } from '../../integrations/chat-model.js';
 import type { DocumentExtractor } from '../../integrations/documents/extractor.js';
 import { DocumentUnreadable, readDocumentText } from '../../services/documents/read-text.js';
 import { summariseText } from '../../services/documents/summarise.js';
-import { appendStep, beginRun, failRun, finishRun, readChunks, recordDriveFile, saveChunks } from '../../store/documents/documents.js';
+import {
+  appendStep,
+  beginRun,
+  failRun,
+  finishRun,
+  readChunks,
+  recordDriveFile,
+  saveChunks,
+} from '../../store/documents/documents.js';
 import { unreadableDocumentFailure } from '../../workflows/documents/document.contract.js';
 
 type DriveIntegrations = Pick<Integrations, 'cloudDrive' | 'secretsKeys'>;
@@ -65,15 +81,23 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
         // Read from the drive at every run: a re-read sees the file as it is now.
         if (!deps.drive) throw unreadable('The cloud drive cannot be read from this process.');
         try {
-          const file = await readDriveFile(sql, deps.drive.integrations, doc.workspace_id, doc.drive_file_id, { maxBytes: deps.drive.maxBytes });
+          const file = await readDriveFile(sql, deps.drive.integrations, doc.workspace_id, doc.drive_file_id, {
+            maxBytes: deps.drive.maxBytes,
+          });
           const kind = detectDocumentKind(file.content.subarray(0, 1024), file.name, file.contentType);
           if (typeof kind !== 'string') throw unreadable(`"${file.name}": ${kind.refused}`);
           content = file.content;
           contentType = kindContentTypes[kind];
-          await recordDriveFile(sql, documentId, run, { name: file.name, contentType, size: file.content.length, webViewLink: file.webViewLink });
+          await recordDriveFile(sql, documentId, run, {
+            name: file.name,
+            contentType,
+            size: file.content.length,
+            webViewLink: file.webViewLink,
+          });
         } catch (error) {
           if (error instanceof CloudDriveReadError) {
-            if (error.reason === 'rate_limited' || error.reason === 'failed') throw ApplicationFailure.retryable(error.message, 'drive_unavailable');
+            if (error.reason === 'rate_limited' || error.reason === 'failed')
+              throw ApplicationFailure.retryable(error.message, 'drive_unavailable');
             throw unreadable(error.message);
           }
           throw error;
@@ -81,7 +105,10 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
       }
       if (content) {
         const kind = kindOfContentType(contentType);
-        if (!kind) throw unreadable(`Files of type ${contentType} are not read; upload a PDF, DOCX, Markdown, plain text or HTML file.`);
+        if (!kind)
+          throw unreadable(
+            `Files of type ${contentType} are not read; upload a PDF, DOCX, Markdown, plain text or HTML file.`,
+          );
         try {
           ({ text, detail } = await whileBeating(() => readDocumentText(kind, content, deps.extractor)));
         } catch (error) {
@@ -91,16 +118,26 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
       } else {
         text = (await readChunks(sql, documentId)).join('');
         detail = 'the text kept from the last read';
-        if (!text) throw unreadable('The uploaded file is no longer kept and no text was read from it before; upload the file again.');
+        if (!text)
+          throw unreadable(
+            'The uploaded file is no longer kept and no text was read from it before; upload the file again.',
+          );
       }
       if (!text.trim()) {
-        throw unreadable('The document has no text to read (a scanned PDF holds only images); upload a version with selectable text.');
+        throw unreadable(
+          'The document has no text to read (a scanned PDF holds only images); upload a version with selectable text.',
+        );
       }
       const read = step('extract', `${detail}, ${text.length.toLocaleString('en-US')} characters`, started, new Date());
       const chunkStarted = new Date();
       const chunks = chunkText(text, chunkChars);
       if (!(await saveChunks(sql, documentId, run, chunks))) return { continue: false, steps: [] };
-      const chunked = step('chunk', `${chunks.length} chunk${chunks.length === 1 ? '' : 's'} of at most ${chunkChars.toLocaleString('en-US')} characters`, chunkStarted, new Date());
+      const chunked = step(
+        'chunk',
+        `${chunks.length} chunk${chunks.length === 1 ? '' : 's'} of at most ${chunkChars.toLocaleString('en-US')} characters`,
+        chunkStarted,
+        new Date(),
+      );
       await appendStep(sql, documentId, run, read);
       await appendStep(sql, documentId, run, chunked);
       return { continue: true, steps: [read, chunked] };
@@ -119,12 +156,17 @@ export function createDocumentActivities(deps: DocumentActivityDeps) {
         const chunks = await readChunks(sql, documentId);
         try {
           const written = await whileBeating(() => summariseText(chunks, deps.chatModel()));
-          if (!written) throw unreadable('No summary could be written: the document has no sentences to summarise. Upload a document with prose, or write the summary by hand.');
+          if (!written)
+            throw unreadable(
+              'No summary could be written: the document has no sentences to summarise. Upload a document with prose, or write the summary by hand.',
+            );
           summary = written;
           detail = written.detail;
         } catch (error) {
           if (error instanceof ChatModelError && (!error.retryable || attempt() >= 3)) {
-            throw unreadable(`The chat model could not summarise the document (${error.message}); re-read it later, or write the summary by hand.`);
+            throw unreadable(
+              `The chat model could not summarise the document (${error.message}); re-read it later, or write the summary by hand.`,
+            );
           }
           throw error;
         }

@@ -6,7 +6,15 @@ import { type Sql } from '../../db/sql.js';
 import { MailboxNetwork, pollMailbox } from '../../services/inbox/mailbox-poll.js';
 
 /** Activities of the inbox's workflows. */
-export function createInboxActivities({ sql, mailboxNetwork: network, integrations }: { sql: Sql; mailboxNetwork: MailboxNetwork; integrations: Pick<Integrations, 'secretsKeys'> }) {
+export function createInboxActivities({
+  sql,
+  mailboxNetwork: network,
+  integrations,
+}: {
+  sql: Sql;
+  mailboxNetwork: MailboxNetwork;
+  integrations: Pick<Integrations, 'secretsKeys'>;
+}) {
   return {
     /** Replies and bounces it records wake their sequence contacts (sends re-check anyway). */
     pollMailbox: async ({ mailboxId }: { mailboxId: string }) =>

@@ -9,7 +9,14 @@ import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import type { Mailer } from '../../integrations/mailer.js';
 import type { AttemptedDelivery } from '../../domain/notifications/webhooks.js';
-import { attemptDeliveries, deliverBatch, sendDigest, type AttemptOptions, type AttemptsInput, type BatchOutcome } from '../../services/notifications/delivery.js';
+import {
+  attemptDeliveries,
+  deliverBatch,
+  sendDigest,
+  type AttemptOptions,
+  type AttemptsInput,
+  type BatchOutcome,
+} from '../../services/notifications/delivery.js';
 import { membersWithDigest } from '../../store/notifications/deliveries.js';
 
 export interface NotificationActivities {
@@ -39,11 +46,20 @@ async function heartbeating<T>(work: (options: AttemptOptions) => Promise<T>): P
 }
 
 /** `integrations` is read at each call (a test may set a client on it); `mailer` is the worker's (its deps' override, else the integrations'). */
-export function createNotificationActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'notifications' | 'secretsKeys'>; mailer: () => Mailer | null }): NotificationActivities {
-  const live = () => ({ notifications: deps.integrations.notifications, secretsKeys: deps.integrations.secretsKeys, mailer: deps.mailer() });
+export function createNotificationActivities(deps: {
+  sql: Sql;
+  integrations: Pick<Integrations, 'notifications' | 'secretsKeys'>;
+  mailer: () => Mailer | null;
+}): NotificationActivities {
+  const live = () => ({
+    notifications: deps.integrations.notifications,
+    secretsKeys: deps.integrations.secretsKeys,
+    mailer: deps.mailer(),
+  });
   return {
     deliverNotificationBatch: (input) => heartbeating((options) => deliverBatch(deps.sql, live(), input, options)),
-    attemptNotificationDeliveries: (input) => heartbeating((options) => attemptDeliveries(deps.sql, live(), input, options)),
+    attemptNotificationDeliveries: (input) =>
+      heartbeating((options) => attemptDeliveries(deps.sql, live(), input, options)),
     async sendNotificationDigests() {
       let sent = 0;
       for (const m of await membersWithDigest(deps.sql)) sent += await sendDigest(deps.sql, live(), m.member_id);

@@ -1,14 +1,14 @@
 import { commitWith, transaction, type Sql } from '../../db/sql.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import {
-    housekeepingEverySeconds,
-    failingInboxRetrySeconds,
-    lastHousekeepingRead,
-    queueHousekeepingRead,
-    readAccountForTick,
-    settleAccountClock,
-    takeAccountTickTurn,
-    waitingHousekeepingReads,
+  housekeepingEverySeconds,
+  failingInboxRetrySeconds,
+  lastHousekeepingRead,
+  queueHousekeepingRead,
+  readAccountForTick,
+  settleAccountClock,
+  takeAccountTickTurn,
+  waitingHousekeepingReads,
 } from '../../store/pnet/sender-account.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 import type { AccountClock } from '../../domain/pnet/accounts.js';
@@ -39,14 +39,19 @@ export function createSenderAccountActivities({
       const { clock, rows } = await transaction(sql, async (tx) => {
         await takeAccountTickTurn(tx, accountId);
         const account = await readAccountForTick(tx, accountId);
-        if (!account) return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
+        if (!account)
+          return { clock: { connected: false, checkpointUntil: null, nextCheckAt: null, queuedStepIds: [] }, rows: [] };
         const connected = account.status === 'connected';
         const backOffOver = account.checkpoint_until !== null && account.checkpoint_until <= now;
         const due: StepRow[] = [];
         const upcomingOf: Partial<Record<ActionKind, Date>> = {};
-        if (connected && (account.checkpoint_status === 'ok' || (account.checkpoint_status === 'checkpoint' && backOffOver))) {
+        if (
+          connected &&
+          (account.checkpoint_status === 'ok' || (account.checkpoint_status === 'checkpoint' && backOffOver))
+        ) {
           for (const [kind, usual] of Object.entries(housekeeping) as [ActionKind, number][]) {
-            const every = kind === 'check_inbox' && account.replies_failing ? Math.min(usual, failingInboxRetrySeconds) : usual;
+            const every =
+              kind === 'check_inbox' && account.replies_failing ? Math.min(usual, failingInboxRetrySeconds) : usual;
             const last = await lastHousekeepingRead(tx, accountId, kind);
             const dueAt = last?.last_at ? new Date(last.last_at.getTime() + every * 1000) : new Date(0);
             if (!last?.waiting && dueAt <= now) {

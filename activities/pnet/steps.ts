@@ -82,20 +82,43 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
      *   once per grace, not on every turn.
      * Answers how many steps it lapsed or signalled.
      */
-    async resendStepSignals({ graceSeconds, limit, now, taskQueue }: { graceSeconds: number; limit: number; now?: string; taskQueue?: string }): Promise<number> {
+    async resendStepSignals({
+      graceSeconds,
+      limit,
+      now,
+      taskQueue,
+    }: {
+      graceSeconds: number;
+      limit: number;
+      now?: string;
+      taskQueue?: string;
+    }): Promise<number> {
       const at = now ? new Date(now) : new Date();
       const lapsed: string[] = [];
       for (const claim of await overdueClaims(sql, at, graceSeconds, limit)) {
-        const look = await expireClaimAt(sql, { stepId: claim.id, claimedAt: claim.claimed_at.toISOString(), now: at, tell: true });
+        const look = await expireClaimAt(sql, {
+          stepId: claim.id,
+          claimedAt: claim.claimed_at.toISOString(),
+          now: at,
+          tell: true,
+        });
         if (look.status !== 'claimed') lapsed.push(claim.id);
       }
       const due = await stepsWithSignalDue(sql, graceSeconds, limit);
       const told = new Set(due.map((row) => row.id));
-      const rows = [...due, ...(await Promise.all(lapsed.filter((id) => !told.has(id)).map((id) => findStep(sql, id)))).filter((row) => row !== undefined)];
+      const rows = [
+        ...due,
+        ...(await Promise.all(lapsed.filter((id) => !told.has(id)).map((id) => findStep(sql, id)))).filter(
+          (row) => row !== undefined,
+        ),
+      ];
       if (rows.length === 0) return 0;
       const { client, info } = Context.current();
       await Promise.all(rows.map((row) => signalStepWorkflow(client, taskQueue ?? info.taskQueue, row)));
-      await markSignalsResent(sql, rows.map((r) => r.id));
+      await markSignalsResent(
+        sql,
+        rows.map((r) => r.id),
+      );
       return rows.length;
     },
 
@@ -107,14 +130,25 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
     async retryStep({ stepId }: { stepId: string }): Promise<StepTransitionResult> {
       return sql.begin(async (tx) => {
         const row = await requeueFailed(tx, stepId);
-        if (!row) throw conflict(`The step is ${(await findStep(tx, stepId))?.status ?? 'gone'}; only a failed step can be retried.`);
+        if (!row)
+          throw conflict(
+            `The step is ${(await findStep(tx, stepId))?.status ?? 'gone'}; only a failed step can be retried.`,
+          );
         row.credit_hold_id = await holdStepCredits(tx, row);
         return { step: toBrowserStep(row) };
       });
     },
 
     /** The lease timer fired (services/pnet/step-transitions.ts expireClaimAt); `now` is the workflow's clock. */
-    async expireClaim({ stepId, claimedAt, now }: { stepId: string; claimedAt: string; now?: string }): Promise<ClaimLook> {
+    async expireClaim({
+      stepId,
+      claimedAt,
+      now,
+    }: {
+      stepId: string;
+      claimedAt: string;
+      now?: string;
+    }): Promise<ClaimLook> {
       return expireClaimAt(sql, { stepId, claimedAt, now: now ? new Date(now) : new Date() });
     },
 
@@ -124,7 +158,11 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
      * is taken first, so the status check must be the statement's own (a claim or a settle racing
      * it wins or loses in SQL, never both).
      */
-    async missWindow({ stepId }: { stepId: string }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
+    async missWindow({
+      stepId,
+    }: {
+      stepId: string;
+    }): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
       return transaction(sql, async (tx) => {
         const row = await failMissedWindow(tx, stepId);
         if (!row) return { status: (await findStep(tx, stepId))?.status as StoredStepStatus };
@@ -147,7 +185,13 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
       return transition(sql, stepId, 'rejected', (db) => rejectWaiting(db, stepId, reason));
     },
     /** A running step is the browser's until it reports: only a waiting step can be cancelled. */
-    async cancelStep({ stepId, errorCode = 'cancelled' }: { stepId: string; errorCode?: 'cancelled' | 'sender_changed' }): Promise<StepTransitionResult> {
+    async cancelStep({
+      stepId,
+      errorCode = 'cancelled',
+    }: {
+      stepId: string;
+      errorCode?: 'cancelled' | 'sender_changed';
+    }): Promise<StepTransitionResult> {
       return transaction(sql, async (tx) => {
         const row = await cancelWaiting(tx, stepId, errorCode);
         if (!row) throw refusal(await findStep(tx, stepId), 'cancelled');

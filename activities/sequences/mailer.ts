@@ -18,7 +18,6 @@ import {
 } from '../../store/sequences/sends.js';
 import { Mailer, certainlyNotSent, htmlWithPixel } from '../../integrations/mailer.js';
 
-
 export type SendOutcome = 'sent' | 'already_sent' | 'unconfirmed' | 'stopped' | 'not_sendable' | 'no_mailer';
 
 export interface MailerActivityDeps {
@@ -44,7 +43,11 @@ export function createMailerActivities(deps: MailerActivityDeps) {
           return { outcome: 'unconfirmed' as const, reason: null };
         }
         if (s.status !== 'approved') return { outcome: 'not_sendable' as const, reason: s.status };
-        if (s.contact_status !== 'active' || s.sequence_status !== 'active') return { outcome: 'not_sendable' as const, reason: `contact ${s.contact_status}, sequence ${s.sequence_status}` };
+        if (s.contact_status !== 'active' || s.sequence_status !== 'active')
+          return {
+            outcome: 'not_sendable' as const,
+            reason: `contact ${s.contact_status}, sequence ${s.sequence_status}`,
+          };
         // The last moment: reply, bounce, stop, do-not-contact, cooldown or another live sequence.
         // Checked in the statement that claims the send, so both read one snapshot: a reply
         // recorded between a separate check and the claim would otherwise go unseen.
@@ -66,7 +69,14 @@ export function createMailerActivities(deps: MailerActivityDeps) {
           to: s.to_email ?? s.email!,
           subject: s.subject ?? '',
           text: s.body,
-          ...(deps.publicBaseUrl ? { html: htmlWithPixel(s.body, `${deps.publicBaseUrl.replace(/\/+$/, '')}/sequences/opens/${s.open_token}/`) } : {}),
+          ...(deps.publicBaseUrl
+            ? {
+                html: htmlWithPixel(
+                  s.body,
+                  `${deps.publicBaseUrl.replace(/\/+$/, '')}/sequences/opens/${s.open_token}/`,
+                ),
+              }
+            : {}),
         });
       } catch (error) {
         if (certainlyNotSent(error)) {

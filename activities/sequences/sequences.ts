@@ -10,14 +10,14 @@ import { Context } from '@temporalio/activity';
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { FinalStatement, commitWith, transaction, type Db, type Sql } from '../../db/sql.js';
 import {
-    afterWrite,
-    decideAdvance,
-    isFact,
-    isWrite,
-    writtenSend,
-    type AdvanceMove,
-    type AdvanceSnapshot,
-    type Wait,
+  afterWrite,
+  decideAdvance,
+  isFact,
+  isWrite,
+  writtenSend,
+  type AdvanceMove,
+  type AdvanceSnapshot,
+  type Wait,
 } from '../../domain/sequences/advance.js';
 import { messageIdOf, stepById } from '../../domain/sequences/sequences.js';
 import { startStepWorkflow, updateStep } from '../../services/pnet/browser-step-client.js';
@@ -25,32 +25,33 @@ import { enrolRows, outreachBlock } from '../../store/sequences/sequences.js';
 import { advanceFeedCursor, audienceRowsAfter, readFeed } from '../../store/sequences/feed.js';
 import { contactsOfSteps } from '../../store/sequences/step-wakes.js';
 import {
-    activeStepsOf,
-    completeContact,
-    failAtMissingStep,
-    failAtStep,
-    insertSend,
-    lockContact,
-    lockContactRow,
-    markReached,
-    moveOn,
-    queuePnetStep, readBranchCondition,
-    readBrowserStep,
-    readGraph,
-    readLiveCells,
-    readSend,
-    readSender,
-    readSequence,
-    readStepStatus,
-    readStopReason,
-    readTemplate,
-    recordEmail,
-    resumeContact,
-    returnSendForEdit,
-    setStartStep,
-    setWait,
-    startTimer,
-    stopContact
+  activeStepsOf,
+  completeContact,
+  failAtMissingStep,
+  failAtStep,
+  insertSend,
+  lockContact,
+  lockContactRow,
+  markReached,
+  moveOn,
+  queuePnetStep,
+  readBranchCondition,
+  readBrowserStep,
+  readGraph,
+  readLiveCells,
+  readSend,
+  readSender,
+  readSequence,
+  readStepStatus,
+  readStopReason,
+  readTemplate,
+  recordEmail,
+  resumeContact,
+  returnSendForEdit,
+  setStartStep,
+  setWait,
+  startTimer,
+  stopContact,
 } from '../../store/sequences/contact-moves.js';
 import { startContacts } from '../../services/sequences/sequence-client.js';
 import { cancelStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
@@ -83,7 +84,13 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
 
   async function cancelSteps(rows: StepRow[]) {
     for (const row of rows) {
-      await updateStep({ client: client(), taskQueue: taskQueue(), sql }, row, cancelStepUpdate, `contact-stopped:${row.id}`, [{ errorCode: 'cancelled' }]).catch((error: unknown) => {
+      await updateStep(
+        { client: client(), taskQueue: taskQueue(), sql },
+        row,
+        cancelStepUpdate,
+        `contact-stopped:${row.id}`,
+        [{ errorCode: 'cancelled' }],
+      ).catch((error: unknown) => {
         // Claimed or settled meanwhile: its own workflow ends it.
         if (!(error instanceof WorkflowUpdateFailedError)) throw error;
       });
@@ -141,7 +148,13 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
               snap = { ...snap, template: await readTemplate(tx, c.workspace_id, d.templateId) };
               break;
             case 'outreach_block': {
-              const who = { email: c.email, profile_url: c.profile_url, sequence_id: c.sequence_id, contact_id: c.id, since: c.enrolled_at };
+              const who = {
+                email: c.email,
+                profile_url: c.profile_url,
+                sequence_id: c.sequence_id,
+                contact_id: c.id,
+                since: c.enrolled_at,
+              };
               snap = { ...snap, outreachBlock: await outreachBlock(tx, c.workspace_id, who) };
               break;
             }
@@ -171,8 +184,17 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
     });
   }
 
-  async function applyMove(tx: Db, snap: AdvanceSnapshot, d: AdvanceMove, browserStep: StepRow | null): Promise<Advanced | FinalStatement<Advanced>> {
-    const answer = (action: ContactAction, cancel: StepRow[] = [], start: StepRow | null = null): Advanced => ({ action, cancel, start });
+  async function applyMove(
+    tx: Db,
+    snap: AdvanceSnapshot,
+    d: AdvanceMove,
+    browserStep: StepRow | null,
+  ): Promise<Advanced | FinalStatement<Advanced>> {
+    const answer = (action: ContactAction, cancel: StepRow[] = [], start: StepRow | null = null): Advanced => ({
+      action,
+      cancel,
+      start,
+    });
     const waiting = async (contactId: string, wait: Wait) => {
       await setWait(tx, contactId, wait);
       return answer({ kind: 'wait', reason: wait.reason, until: wait.until?.toISOString() ?? null });
@@ -246,20 +268,51 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
      * contacts. The cursor moves only after the enrolment, which is idempotent per row, so a
      * retry after a crash enrols nothing twice and still starts every contact.
      */
-    async feedSequence({ sequenceId, batch = 500 }: { sequenceId: string; batch?: number }): Promise<{ feeding: boolean; enrolled: number; more: boolean }> {
+    async feedSequence({
+      sequenceId,
+      batch = 500,
+    }: {
+      sequenceId: string;
+      batch?: number;
+    }): Promise<{ feeding: boolean; enrolled: number; more: boolean }> {
       const seq = await readFeed(sql, sequenceId);
-      if (!seq || !seq.feed_new_rows || !seq.audience_table_id || seq.status === 'archived') return { feeding: false, enrolled: 0, more: false };
+      if (!seq || !seq.feed_new_rows || !seq.audience_table_id || seq.status === 'archived')
+        return { feeding: false, enrolled: 0, more: false };
       const rows = await audienceRowsAfter(sql, seq.audience_table_id, seq.feed_cursor, batch);
       if (rows.length === 0) return { feeding: true, enrolled: 0, more: false };
-      const { results } = await enrolRows(sql, seq.workspace_id, sequenceId, rows.map((r) => r.id), null);
-      const live = results.flatMap((r) => (r.contact && ['active', 'paused', 'failed'].includes(r.contact.status) ? [{ ...r.contact, workspace_id: seq.workspace_id }] : []));
+      const { results } = await enrolRows(
+        sql,
+        seq.workspace_id,
+        sequenceId,
+        rows.map((r) => r.id),
+        null,
+      );
+      const live = results.flatMap((r) =>
+        r.contact && ['active', 'paused', 'failed'].includes(r.contact.status)
+          ? [{ ...r.contact, workspace_id: seq.workspace_id }]
+          : [],
+      );
       await startContacts(client(), taskQueue(), live);
       await advanceFeedCursor(sql, sequenceId, rows[rows.length - 1]!.seq);
-      return { feeding: true, enrolled: results.filter((r) => r.status === 'enrolled').length, more: rows.length === batch };
+      return {
+        feeding: true,
+        enrolled: results.filter((r) => r.status === 'enrolled').length,
+        more: rows.length === batch,
+      };
     },
 
     /** Stores what the outbound agent wrote for a step as the step's message (manual mode or a doubtful message waits for a person). */
-    async recordWrittenMessage({ contactId, stepId, version, written }: { contactId: string; stepId: string; version: number; written: WriteStepMessageResult }): Promise<void> {
+    async recordWrittenMessage({
+      contactId,
+      stepId,
+      version,
+      written,
+    }: {
+      contactId: string;
+      stepId: string;
+      version: number;
+      written: WriteStepMessageResult;
+    }): Promise<void> {
       await sql.begin(async (tx) => {
         const c = await lockContactRow(tx, contactId);
         if (!c || c.version !== version || (c.current_step_id ?? '') !== stepId) return;
@@ -267,7 +320,13 @@ export function createSequenceActivities(deps: SequenceActivityDeps) {
         const step = stepById(await readGraph(tx, c), stepId);
         if (!step || (step.type !== 'email' && step.type !== 'pnet')) return;
         const send = writtenSend(step, seq, written);
-        await insertSend(tx, c, send, (await readSender(tx, c)).from_email, messageIdOf(c.id, stepId, c.version, domain));
+        await insertSend(
+          tx,
+          c,
+          send,
+          (await readSender(tx, c)).from_email,
+          messageIdOf(c.id, stepId, c.version, domain),
+        );
       });
     },
   };
@@ -291,10 +350,14 @@ export async function wakeContactsOfSteps(sql: Sql, client: Client, stepIds: str
  * once it settles (or is retried): the contact waits for its step without polling.
  */
 export function withSequenceWake<T extends object>(activities: T, sql: Sql): T {
-  return afterStepTransitions(activities, ['readStepChange', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep', 'retryStep'], async (stepId, step) => {
-    // A transition that answers the record shows whether the step belongs to a sequence: a step
-    // outside one has no contact to wake, and the look-up would cost every settle a round trip.
-    if (step && step.sequence_id === null) return;
-    await wakeContactsOfSteps(sql, Context.current().client, [stepId]).catch(() => undefined);
-  });
+  return afterStepTransitions(
+    activities,
+    ['readStepChange', 'expireClaim', 'missWindow', 'rejectStep', 'cancelStep', 'retryStep'],
+    async (stepId, step) => {
+      // A transition that answers the record shows whether the step belongs to a sequence: a step
+      // outside one has no contact to wake, and the look-up would cost every settle a round trip.
+      if (step && step.sequence_id === null) return;
+      await wakeContactsOfSteps(sql, Context.current().client, [stepId]).catch(() => undefined);
+    },
+  );
 }

@@ -5,6 +5,9 @@ import { createLeadSearchActivities } from './lead-search.js';
 import { createCrmActivities } from './crm.js';
 import { createSubdomainActivities } from './subdomains.js';
 
-export function createSourcingActivities(deps: { sql: Sql; integrations: Pick<Integrations, 'sourcing' | 'secretsKeys' | 'webEndpoint'> }) {
+export function createSourcingActivities(deps: {
+  sql: Sql;
+  integrations: Pick<Integrations, 'sourcing' | 'secretsKeys' | 'webEndpoint'>;
+}) {
   return { ...createLeadSearchActivities(deps), ...createCrmActivities(deps), ...createSubdomainActivities(deps) };
 }

@@ -8,7 +8,14 @@ import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import { SourceFailure } from '../../integrations/lead-search/http.js';
 import { leadRecords, leadSearchPageSize } from '../../services/sourcing/lead-search.js';
-import { beginLeadSearch, countRateLimited, finishLeadSearch, landLeadPage, readLeadSearch, type LeadSearchRow } from '../../store/sourcing/lead-searches.js';
+import {
+  beginLeadSearch,
+  countRateLimited,
+  finishLeadSearch,
+  landLeadPage,
+  readLeadSearch,
+  type LeadSearchRow,
+} from '../../store/sourcing/lead-searches.js';
 import { leadSearchRefusedFailure, type LeadSearchProgress } from '../../workflows/sourcing/lead-search.contract.js';
 
 export interface LeadSearchActivityDeps {
@@ -37,17 +44,29 @@ export const rateLimitWaitSeconds = (asked: number | null) => Math.min(3600, Mat
 export function createLeadSearchActivities(deps: LeadSearchActivityDeps) {
   const { sql } = deps;
   return {
-    async beginLeadSearchRun({ searchId }: { searchId: string }): Promise<{ nextPage: number; progress: LeadSearchProgress } | null> {
+    async beginLeadSearchRun({
+      searchId,
+    }: {
+      searchId: string;
+    }): Promise<{ nextPage: number; progress: LeadSearchProgress } | null> {
       const s = await beginLeadSearch(sql, searchId);
       return s ? { nextPage: s.next_page, progress: progressOf(s) } : null;
     },
 
     async leadSearchPage({ searchId, page }: { searchId: string; page: number }): Promise<LeadPageStep> {
       const s = await readLeadSearch(sql, searchId);
-      if (!s || s.status !== 'running') return { kind: 'ended', progress: s ? progressOf(s) : { ...progressOf({ status: 'failed' } as LeadSearchRow) } };
+      if (!s || s.status !== 'running')
+        return {
+          kind: 'ended',
+          progress: s ? progressOf(s) : { ...progressOf({ status: 'failed' } as LeadSearchRow) },
+        };
       if (s.next_page !== page) return { kind: 'landed', nextPage: s.next_page, progress: progressOf(s) };
       const provider = deps.integrations.sourcing.leadSearch.get(s.provider);
-      if (!provider) throw ApplicationFailure.nonRetryable(`The search provider ${s.provider} is no longer configured on this service.`, leadSearchRefusedFailure);
+      if (!provider)
+        throw ApplicationFailure.nonRetryable(
+          `The search provider ${s.provider} is no longer configured on this service.`,
+          leadSearchRefusedFailure,
+        );
       const perPage = leadSearchPageSize(provider, s.max_results);
       let answer;
       try {
@@ -72,10 +91,20 @@ export function createLeadSearchActivities(deps: LeadSearchActivityDeps) {
         totalAvailable: answer.totalEntries,
       });
       const after = outcome.search ?? s;
-      return after.status === 'running' ? { kind: 'landed', nextPage: after.next_page, progress: progressOf(after) } : { kind: 'ended', progress: progressOf(after) };
+      return after.status === 'running'
+        ? { kind: 'landed', nextPage: after.next_page, progress: progressOf(after) }
+        : { kind: 'ended', progress: progressOf(after) };
     },
 
-    async endLeadSearch({ searchId, status, error }: { searchId: string; status: 'failed' | 'cancelled'; error: string | null }): Promise<void> {
+    async endLeadSearch({
+      searchId,
+      status,
+      error,
+    }: {
+      searchId: string;
+      status: 'failed' | 'cancelled';
+      error: string | null;
+    }): Promise<void> {
       await finishLeadSearch(sql, searchId, status, error);
     },
   };

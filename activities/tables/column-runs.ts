@@ -9,7 +9,13 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { EnrichmentError, type ColumnRunStatus, type EnrichmentOutcome } from '../../domain/tables/enrichments.js';
-import { decideRowOutcome, decideRunEnding, type CellOutcome, type RowSnapshot, type RunEnding } from '../../domain/tables/column-run-outcome.js';
+import {
+  decideRowOutcome,
+  decideRunEnding,
+  type CellOutcome,
+  type RowSnapshot,
+  type RunEnding,
+} from '../../domain/tables/column-run-outcome.js';
 import type { CellValue } from '../../domain/tables/tables.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import {
@@ -73,10 +79,20 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
       const provider = enrichmentProviders.get(run.provider);
       if (!provider) {
         // The worker's environment lost the provider (a key removed): nothing can be computed.
-        const failed = await failGoingRun(sql, runId, `The provider ${run.provider} is not available in this environment.`);
+        const failed = await failGoingRun(
+          sql,
+          runId,
+          `The provider ${run.provider} is not available in this environment.`,
+        );
         return { state: 'finished', status: failed?.status ?? run.status };
       }
-      return { state: 'running', status: run.status, provider: run.provider, concurrency: provider.info.concurrency, timeoutSeconds: provider.info.timeout_seconds };
+      return {
+        state: 'running',
+        status: run.status,
+        provider: run.provider,
+        concurrency: provider.info.concurrency,
+        timeoutSeconds: provider.info.timeout_seconds,
+      };
     },
 
     /**
@@ -87,13 +103,15 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
     async claimRunBatch({ runId, limit }: { runId: string; limit: number }): Promise<RunBatch> {
       return sql.begin(async (tx): Promise<RunBatch> => {
         const run = await lockRunRecord(tx, runId);
-        if (!run || terminal.has(run.status)) return { rowIds: [], exhausted: true, wakes: 0, progress: 0, stop: 'gone' };
+        if (!run || terminal.has(run.status))
+          return { rowIds: [], exhausted: true, wakes: 0, progress: 0, stop: 'gone' };
         const table = await findTableDeleted(tx, run.table_id);
         if (!table || table.deleted) {
           await cancelRunForDeletedTable(tx, runId);
           return { rowIds: [], exhausted: true, wakes: run.wakes, progress: percentOf(run), stop: 'cancelled' };
         }
-        if (run.status === 'cancelling') return { rowIds: [], exhausted: true, wakes: run.wakes, progress: percentOf(run), stop: 'cancelled' };
+        if (run.status === 'cancelling')
+          return { rowIds: [], exhausted: true, wakes: run.wakes, progress: percentOf(run), stop: 'cancelled' };
 
         let picked: PickedRow[];
         let cursor = run.cursor_seq;
@@ -119,7 +137,12 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
           if (!ctx) return { rowIds: [], exhausted: true, wakes: run.wakes, progress: 0, stop: 'gone' };
           await pendRowCells(tx, runId, ctx.group, toRun);
         }
-        const updated = await advanceRunCursor(tx, runId, { cursor, cursorDone, picked: picked.length, kept: kept.length });
+        const updated = await advanceRunCursor(tx, runId, {
+          cursor,
+          cursorDone,
+          picked: picked.length,
+          kept: kept.length,
+        });
         return { rowIds: toRun, exhausted, wakes: updated.wakes, progress: percentOf(updated), stop: null };
       });
     },
@@ -129,7 +152,11 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
       const ctx = await loadContext(sql, runId);
       if (!ctx) return 'gone';
       const provider = enrichmentProviders.get(ctx.run.provider);
-      if (!provider) throw ApplicationFailure.nonRetryable(`The provider ${ctx.run.provider} is not available in this environment.`, 'provider_unavailable');
+      if (!provider)
+        throw ApplicationFailure.nonRetryable(
+          `The provider ${ctx.run.provider} is not available in this environment.`,
+          'provider_unavailable',
+        );
       const workspaceId = ctx.run.workspace_id;
       const causeKey = runCauseKey(runId, rowId);
       const required = provider.info.inputs.filter((f) => f.required).map((f) => f.name);
@@ -179,9 +206,15 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
 
       let result: EnrichmentOutcome;
       try {
-        result = await provider.run({ inputs: started.inputs, options: new Map(Object.entries(ctx.config.options)) }, activitySignal());
+        result = await provider.run(
+          { inputs: started.inputs, options: new Map(Object.entries(ctx.config.options)) },
+          activitySignal(),
+        );
       } catch (error) {
-        const failure = error instanceof EnrichmentError ? error : new EnrichmentError(brief((error as Error).message ?? String(error)), true);
+        const failure =
+          error instanceof EnrichmentError
+            ? error
+            : new EnrichmentError(brief((error as Error).message ?? String(error)), true);
         if (!failure.retryable) throw ApplicationFailure.nonRetryable(brief(failure.message), 'provider_refused');
         throw ApplicationFailure.retryable(brief(failure.message), 'provider_failed');
       }
@@ -193,7 +226,15 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
           const d = decideRowOutcome(snap);
           switch (d.kind) {
             case 'store':
-              snap = { ...snap, settled: await settleCells(tx, ctx, rowId, ['running'], { state: 'done', values: d.values, error: null, cost: d.cost }) };
+              snap = {
+                ...snap,
+                settled: await settleCells(tx, ctx, rowId, ['running'], {
+                  state: 'done',
+                  values: d.values,
+                  error: null,
+                  cost: d.cost,
+                }),
+              };
               continue;
             case 'read_hold':
               snap = { ...snap, holdId: (await holdOf(tx, workspaceId, causeKey)) ?? null };
@@ -209,11 +250,29 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
     },
 
     /** A row whose provider failed for good (retries spent, or refused): the cell errs and its credits go back. */
-    async failEnrichmentCell({ runId, workspaceId, rowId, error }: { runId: string; workspaceId: string; rowId: string; error: string }): Promise<void> {
+    async failEnrichmentCell({
+      runId,
+      workspaceId,
+      rowId,
+      error,
+    }: {
+      runId: string;
+      workspaceId: string;
+      rowId: string;
+      error: string;
+    }): Promise<void> {
       const ctx = await loadContext(sql, runId);
       await sql.begin(async (tx) => {
         await lockRunRow(tx, runId);
-        if (ctx && (await settleCells(tx, ctx, rowId, ['pending', 'running'], { state: 'error', values: null, error: brief(error), cost: 0 }))) {
+        if (
+          ctx &&
+          (await settleCells(tx, ctx, rowId, ['pending', 'running'], {
+            state: 'error',
+            values: null,
+            error: brief(error),
+            cost: 0,
+          }))
+        ) {
           await count(tx, runId, 'rows_failed');
           await recomputeReaders(tx, ctx, rowId);
         }
@@ -227,13 +286,24 @@ export function createColumnRunActivities({ sql, enrichmentProviders }: ColumnRu
      * get back what they held (or say why they hold nothing), and any hold of the run still open
      * is returned.
      */
-    async finishColumnRun(input: { runId: string; workspaceId: string; outcome: RunEnding; wakes?: number; reason?: string }): Promise<{
+    async finishColumnRun(input: {
+      runId: string;
+      workspaceId: string;
+      outcome: RunEnding;
+      wakes?: number;
+      reason?: string;
+    }): Promise<{
       finished: boolean;
       status: ColumnRunStatus | 'gone';
     }> {
       return sql.begin(async (tx) => {
         const run = await lockRunRecord(tx, input.runId);
-        const decision = decideRunEnding({ run: run ?? null, outcome: input.outcome, wakes: input.wakes, reason: input.reason });
+        const decision = decideRunEnding({
+          run: run ?? null,
+          outcome: input.outcome,
+          wakes: input.wakes,
+          reason: input.reason,
+        });
         if (decision.kind === 'not_yet') return { finished: false, status: decision.status };
         if (decision.kind === 'end') await endRun(tx, input.runId, decision);
         await releaseRunHolds(tx, input.workspaceId, input.runId);

@@ -119,7 +119,12 @@ export class ConnectionTokenCache {
 }
 
 /** A browser extension sends its account's connection token in either header. */
-async function connectionTokenPrincipal(deps: AuthDeps, token: string, tokens: ConnectionTokenCache, checkedLater: boolean): Promise<Principal> {
+async function connectionTokenPrincipal(
+  deps: AuthDeps,
+  token: string,
+  tokens: ConnectionTokenCache,
+  checkedLater: boolean,
+): Promise<Principal> {
   const known = checkedLater ? tokens.get(token) : undefined;
   if (known) return known;
   const account = await findAccountByToken(deps.sql, token);
@@ -145,7 +150,8 @@ async function connectionTokenPrincipal(deps: AuthDeps, token: string, tokens: C
 /** The connection token a request carries, if any (X-API-Key first, as authenticate reads them). */
 function connectionTokenOf(request: FastifyRequest): string | undefined {
   const apiKey = request.headers['x-api-key'];
-  if (typeof apiKey === 'string' && apiKey.length > 0) return apiKey.startsWith(connectionTokenPrefix) ? apiKey : undefined;
+  if (typeof apiKey === 'string' && apiKey.length > 0)
+    return apiKey.startsWith(connectionTokenPrefix) ? apiKey : undefined;
   const authorization = request.headers.authorization;
   const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
   return bearer?.startsWith(connectionTokenPrefix) ? bearer : undefined;
@@ -166,7 +172,16 @@ async function actingPrincipal(deps: AuthDeps, header: string, secret: string): 
 
 /** A member signed in (a bearer token, or the assistant acting for them): their own role, write scope. */
 function signedInMember(workspaceId: string, member: { id: string; role: Role; plan: Plan }): Principal {
-  return { workspaceId, plan: member.plan, memberId: member.id, role: member.role, scope: 'write', via: 'bearer', apiKeyId: null, accountId: null };
+  return {
+    workspaceId,
+    plan: member.plan,
+    memberId: member.id,
+    role: member.role,
+    scope: 'write',
+    via: 'bearer',
+    apiKeyId: null,
+    accountId: null,
+  };
 }
 
 async function authenticate(
@@ -185,7 +200,8 @@ async function authenticate(
   const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
   if (authorization !== undefined && !bearer) throw unauthenticated();
   const checkedLater = request.routeOptions.config.checksConnectionToken === true;
-  if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, apiKey, tokens, checkedLater);
+  if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix))
+    return connectionTokenPrincipal(deps, apiKey, tokens, checkedLater);
   if (typeof apiKey === 'string' && apiKey.length > 0) {
     if (!isWellFormedApiKey(apiKey)) throw unauthenticated();
     const key = await findLiveKey(deps.sql, apiKey);
@@ -238,7 +254,11 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
           : 'A connection token reaches only the extension routes.',
       );
     }
-    const rateKey = principal.apiKeyId ? `key:${principal.apiKeyId}` : principal.accountId ? `account:${principal.accountId}` : `user:${principal.memberId}`;
+    const rateKey = principal.apiKeyId
+      ? `key:${principal.apiKeyId}`
+      : principal.accountId
+        ? `account:${principal.accountId}`
+        : `user:${principal.memberId}`;
     const limited = deps.rateLimiter.take(rateKey);
     if (!limited.allowed) {
       throw new ApiError('rate_limited', `Too many requests; retry in ${limited.retryAfterSeconds} s.`, {

@@ -35,7 +35,6 @@ function offendingInput(root: unknown, path: string[]): unknown {
   return {};
 }
 
-
 export function validationBody(issues: ValidationIssue[]) {
   return { detail: validationDetail(issues), issues };
 }
@@ -56,8 +55,15 @@ function zodIssues(error: FastifyError, request: FastifyRequest): ValidationIssu
 }
 
 const pgUnavailableCodes = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH',
-  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'CONNECT_TIMEOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
 ]);
 
 function isDatabaseUnavailable(error: unknown): boolean {
@@ -75,7 +81,7 @@ function isDatabaseInputError(error: unknown): boolean {
 
 function isTemporalUnavailable(error: unknown): boolean {
   const name = (error as { name?: string }).name;
-  const grpc = (error as { code?: number; cause?: { code?: number } });
+  const grpc = error as { code?: number; cause?: { code?: number } };
   if (name === 'TransportError' || name === 'ConnectionError') return true;
   // gRPC UNAVAILABLE (14) and DEADLINE_EXCEEDED (4) from the Temporal client.
   return name === 'ServiceError' && [4, 14].includes(grpc.cause?.code ?? grpc.code ?? -1);
@@ -83,7 +89,11 @@ function isTemporalUnavailable(error: unknown): boolean {
 
 /** A workflow's business refusal: an ApplicationFailure whose type is a code of the table. */
 function applicationRefusal(error: unknown): ApiError | undefined {
-  for (let cause = error as { type?: unknown; message?: string; cause?: unknown } | undefined; cause; cause = cause.cause as never) {
+  for (
+    let cause = error as { type?: unknown; message?: string; cause?: unknown } | undefined;
+    cause;
+    cause = cause.cause as never
+  ) {
     if ((cause as { name?: string }).name === 'ApplicationFailure' && isErrorCode(cause.type)) {
       return new ApiError(cause.type, cause.message ?? cause.type);
     }
@@ -105,9 +115,18 @@ export function registerErrorHandling(app: FastifyInstance) {
     const refusal = applicationRefusal(error);
     if (refusal) return sendError(reply, refusal);
     if (isDatabaseInputError(error)) {
-      return reply.code(422).send(
-        validationBody([{ loc: ['body'], msg: 'A value is outside what can be stored (date range or a NUL character)', type: 'value_error', input: {} }]),
-      );
+      return reply
+        .code(422)
+        .send(
+          validationBody([
+            {
+              loc: ['body'],
+              msg: 'A value is outside what can be stored (date range or a NUL character)',
+              type: 'value_error',
+              input: {},
+            },
+          ]),
+        );
     }
     if (isDatabaseUnavailable(error)) {
       request.log.error({ err: error }, 'database unavailable');
@@ -118,10 +137,14 @@ export function registerErrorHandling(app: FastifyInstance) {
       return sendError(reply, new ApiError('unavailable', 'The workflow service is unavailable. Try again shortly.'));
     }
     // Fastify's own 4xx: malformed JSON or an empty JSON body is unprocessable input.
-    if (error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || error instanceof SyntaxError) {
-      return reply.code(422).send(
-        validationBody([{ loc: ['body'], msg: 'The body is not valid JSON', type: 'json_invalid', input: '' }]),
-      );
+    if (
+      error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' ||
+      error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ||
+      error instanceof SyntaxError
+    ) {
+      return reply
+        .code(422)
+        .send(validationBody([{ loc: ['body'], msg: 'The body is not valid JSON', type: 'json_invalid', input: '' }]));
     }
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500 && !isResponseSerializationError(error as never)) {
@@ -147,7 +170,11 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
       ? [408, 'Request Timeout', 'The request did not arrive in time.']
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'Request Header Fields Too Large', 'The request headers are larger than 64 KiB.']
-        : [400, 'Bad Request', 'The HTTP request is malformed (a header the HTTP parser refuses, such as a Content-Length that is not a number).'];
+        : [
+            400,
+            'Bad Request',
+            'The HTTP request is malformed (a header the HTTP parser refuses, such as a Content-Length that is not a number).',
+          ];
   const body = JSON.stringify({ detail });
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,

@@ -31,7 +31,8 @@ export const securitySchemes = {
   BearerAuth: {
     type: 'http',
     scheme: 'bearer',
-    description: 'A JWT of the identity provider; on the extension routes, the account connection token (opc_…). With X-API-Key too, the key is read first, and an Authorization header that is not `Bearer <token>` is refused with 401.',
+    description:
+      'A JWT of the identity provider; on the extension routes, the account connection token (opc_…). With X-API-Key too, the key is read first, and an Authorization header that is not `Bearer <token>` is refused with 401.',
   },
 } as const;
 
@@ -76,7 +77,9 @@ function withErrorResponses(route: RouteOptions) {
 function withSortedSchemas<T>(document: T): T {
   const components = (document as { components?: { schemas?: Record<string, unknown> } }).components;
   if (components?.schemas) {
-    components.schemas = Object.fromEntries(Object.entries(components.schemas).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    components.schemas = Object.fromEntries(
+      Object.entries(components.schemas).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    );
   }
   return document;
 }
@@ -89,7 +92,8 @@ export async function registerOpenApi(app: FastifyInstance) {
       info: {
         title: 'Outreach and Data Workspace Service',
         version: apiVersion,
-        description: 'Workspace-scoped sales data and outreach. Paths end with a slash; an unslashed path is redirected (308).',
+        description:
+          'Workspace-scoped sales data and outreach. Paths end with a slash; an unslashed path is redirected (308).',
       },
       components: { securitySchemes: securitySchemes as never },
     },

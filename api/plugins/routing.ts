@@ -19,7 +19,9 @@ export function registerRouting(app: FastifyInstance) {
   const routes: { pattern: RegExp; methods: Set<string> }[] = [];
   app.addHook('onRoute', (route) => {
     const pattern = patternToRegExp(route.url);
-    const entry = routes.find((r) => r.pattern.source === pattern.source) ?? routes[routes.push({ pattern, methods: new Set() }) - 1]!;
+    const entry =
+      routes.find((r) => r.pattern.source === pattern.source) ??
+      routes[routes.push({ pattern, methods: new Set() }) - 1]!;
     for (const method of [route.method].flat()) entry.methods.add(String(method));
   });
 
@@ -39,13 +41,19 @@ export function registerRouting(app: FastifyInstance) {
     const allowed = new Set(matching.filter((r) => parameters(r) === fewest).flatMap((r) => [...r.methods]));
     if (matched && allowed.has(request.method)) return;
     const allow = [...allowed].sort().join(', ');
-    return reply.code(405).header('allow', allow).send({ detail: `${request.method} is not allowed on ${path}; use ${allow}.` });
+    return reply
+      .code(405)
+      .header('allow', allow)
+      .send({ detail: `${request.method} is not allowed on ${path}; use ${allow}.` });
   });
 
   app.setNotFoundHandler((request, reply) => {
     const [path, query] = splitUrl(request.url);
     if (!path.endsWith('/')) {
-      return reply.code(308).header('location', `${path}/${query}`).send({ detail: `Moved to ${path}/` });
+      return reply
+        .code(308)
+        .header('location', `${path}/${query}`)
+        .send({ detail: `Moved to ${path}/` });
     }
     return reply.code(404).send({ detail: `No route ${request.method} ${path}.` });
   });

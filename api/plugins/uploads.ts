@@ -10,11 +10,19 @@ import { bytesLabel, cleanText } from '../../domain/assistant/attachments.js';
 import { ApiError, ValidationRefusal } from '../../domain/shared/errors.js';
 
 /** Registers multipart parsing on a routes plugin that takes uploads: one file, a few small fields. */
-export const registerUploads = (app: FastifyInstance) => app.register(fastifyMultipart, { limits: { files: 1, fields: 10, parts: 20, fieldSize: 1024 } });
+export const registerUploads = (app: FastifyInstance) =>
+  app.register(fastifyMultipart, { limits: { files: 1, fields: 10, parts: 20, fieldSize: 1024 } });
 
 function unreadableBody(error: unknown): ValidationRefusal {
   const reason = cleanText(String((error as Error)?.message ?? error)).trim();
-  return new ValidationRefusal([{ loc: ['body'], msg: `The body is not valid multipart/form-data (${reason})`, type: 'multipart_invalid', input: {} }]);
+  return new ValidationRefusal([
+    {
+      loc: ['body'],
+      msg: `The body is not valid multipart/form-data (${reason})`,
+      type: 'multipart_invalid',
+      input: {},
+    },
+  ]);
 }
 
 export interface Upload {
@@ -25,14 +33,25 @@ export interface Upload {
 }
 
 /** The request's file; `what` names it in the 413 ("An attachment", "A business-context document"). */
-export async function readUpload(request: FastifyRequest, options: { maxBytes: number; what: string; fallbackName: string }): Promise<Upload> {
-  if (!request.isMultipart()) throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
+export async function readUpload(
+  request: FastifyRequest,
+  options: { maxBytes: number; what: string; fallbackName: string },
+): Promise<Upload> {
+  if (!request.isMultipart())
+    throw new ApiError('unsupported_media_type', 'Send the file as multipart/form-data, in the form field `file`.');
   const part = await request.file({ limits: { fileSize: options.maxBytes, files: 1 } }).catch((error: unknown) => {
     throw unreadableBody(error);
   });
   if (!part || part.fieldname !== 'file') {
     part?.file.resume();
-    throw new ValidationRefusal([{ loc: ['body', 'file'], msg: 'Send the file in the multipart form field `file`', type: 'missing', input: part?.fieldname ?? {} }]);
+    throw new ValidationRefusal([
+      {
+        loc: ['body', 'file'],
+        msg: 'Send the file in the multipart form field `file`',
+        type: 'missing',
+        input: part?.fieldname ?? {},
+      },
+    ]);
   }
   let content: Buffer;
   try {
@@ -40,7 +59,10 @@ export async function readUpload(request: FastifyRequest, options: { maxBytes: n
   } catch (error) {
     if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE') {
       const limit = bytesLabel(options.maxBytes);
-      throw new ApiError('payload_too_large', `${options.what} is at most ${limit}${limit.endsWith(' bytes') ? '' : ` (${options.maxBytes} bytes)`}; this file is larger.`);
+      throw new ApiError(
+        'payload_too_large',
+        `${options.what} is at most ${limit}${limit.endsWith(' bytes') ? '' : ` (${options.maxBytes} bytes)`}; this file is larger.`,
+      );
     }
     throw unreadableBody(error);
   }

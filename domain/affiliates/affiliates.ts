@@ -24,7 +24,15 @@ export const performanceDaysBounds = { min: 1, max: 365, default: 30 } as const;
 export const statsDaysBounds = { min: 1, max: 366, default: 30 } as const;
 export const pageBounds = { min: 1, max: 200, default: 50 } as const;
 
-export const AffiliateLedgerKindSchema = z.enum(['commission', 'clawback_refund', 'clawback_dispute', 'dispute_reversal', 'payout', 'adjustment', 'forfeiture']);
+export const AffiliateLedgerKindSchema = z.enum([
+  'commission',
+  'clawback_refund',
+  'clawback_dispute',
+  'dispute_reversal',
+  'payout',
+  'adjustment',
+  'forfeiture',
+]);
 export type AffiliateLedgerKind = z.infer<typeof AffiliateLedgerKindSchema>;
 export const FeedKindSchema = z.enum(['signup', 'conversion', 'commission', 'clawback', 'payout', 'forfeiture']);
 export type FeedKind = z.infer<typeof FeedKindSchema>;
@@ -38,27 +46,44 @@ const DaySchema = z.iso.date();
 export const EnrollRequestSchema = z
   .object({
     display_name: NameSchema.describe('How the affiliate is named (1 to 255 characters)'),
-    time_zone: TimeZoneSchema.optional().describe("Days of the stats and the performance window are counted in this IANA zone; UTC when omitted"),
+    time_zone: TimeZoneSchema.optional().describe(
+      'Days of the stats and the performance window are counted in this IANA zone; UTC when omitted',
+    ),
   })
   .meta({ id: 'AffiliateEnrollRequest' });
 
 /** A vanity code: 3 to 32 letters, digits, `-` or `_`, starting with a letter or digit; unique across the service whatever the case. */
-export const VanityCodeSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{2,31}$/, 'must be 3 to 32 letters, digits, "-" or "_", starting with a letter or digit');
+export const VanityCodeSchema = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_-]{2,31}$/,
+    'must be 3 to 32 letters, digits, "-" or "_", starting with a letter or digit',
+  );
 export const CreateCodeRequestSchema = z.object({ code: VanityCodeSchema }).meta({ id: 'AffiliateCodeCreateRequest' });
 
 export const PageQuerySchema = z.object({
-  limit: queryInteger(z.int().min(pageBounds.min).max(pageBounds.max).default(pageBounds.default)).describe('Rows per page, 1 to 200'),
+  limit: queryInteger(z.int().min(pageBounds.min).max(pageBounds.max).default(pageBounds.default)).describe(
+    'Rows per page, 1 to 200',
+  ),
   offset: queryInteger(z.int().min(0).max(1_000_000).default(0)).describe('Rows to skip, 0 to 1,000,000'),
 });
 export const StatsQuerySchema = z.object({
-  days: queryInteger(z.int().min(statsDaysBounds.min).max(statsDaysBounds.max).default(statsDaysBounds.default)).describe('Days to answer, ending today in the affiliate’s zone (1 to 366)'),
+  days: queryInteger(
+    z.int().min(statsDaysBounds.min).max(statsDaysBounds.max).default(statsDaysBounds.default),
+  ).describe('Days to answer, ending today in the affiliate’s zone (1 to 366)'),
 });
 export const PerformanceQuerySchema = z.object({
-  days: queryInteger(z.int().min(performanceDaysBounds.min).max(performanceDaysBounds.max).default(performanceDaysBounds.default)).describe('The window: the last N days ending today in the affiliate’s zone (1 to 365), compared with the N days before it'),
+  days: queryInteger(
+    z.int().min(performanceDaysBounds.min).max(performanceDaysBounds.max).default(performanceDaysBounds.default),
+  ).describe(
+    'The window: the last N days ending today in the affiliate’s zone (1 to 365), compared with the N days before it',
+  ),
 });
 export const ClickParamsSchema = z.object({ code: textSchema(1, 64) });
 export const ClickQuerySchema = z.object({
-  visitor: textSchema(1, 200).optional().describe('A visitor id the landing page already has; otherwise the visitor is its address and user agent'),
+  visitor: textSchema(1, 200)
+    .optional()
+    .describe('A visitor id the landing page already has; otherwise the visitor is its address and user agent'),
 });
 
 // ---- Responses ----
@@ -124,15 +149,26 @@ export type Trend = z.infer<typeof TrendSchema>;
 export const PerformanceSchema = z
   .object({
     active_count: z.int().describe('Referred workspaces with a commission earned in the window'),
-    average_commission_cents: z.int().nullable().describe('Earned in the window ÷ commissions in the window; null without any'),
+    average_commission_cents: z
+      .int()
+      .nullable()
+      .describe('Earned in the window ÷ commissions in the window; null without any'),
     clears_minimum_on: DaySchema.nullable(),
     clicks: TrendSchema,
     conversions: TrendSchema,
     earned_cents: TrendSchema,
     signups: TrendSchema,
-    conversion_rate: z.number().min(0).max(1).nullable().describe('Conversions ÷ signups in the window (capped at 1); null without signups'),
+    conversion_rate: z
+      .number()
+      .min(0)
+      .max(1)
+      .nullable()
+      .describe('Conversions ÷ signups in the window (capped at 1); null without signups'),
     days: z.int(),
-    epc_cents: z.int().nullable().describe('Earnings per counted click in the window (cents, rounded down); null without clicks'),
+    epc_cents: z
+      .int()
+      .nullable()
+      .describe('Earnings per counted click in the window (cents, rounded down); null without clicks'),
     held_cents: z.int(),
     last_commission_at: TimestampSchema.nullable(),
     last_conversion_at: TimestampSchema.nullable(),
@@ -145,14 +181,24 @@ export const PerformanceSchema = z
     next_payout_cents: z.int(),
     next_payout_on: DaySchema,
     next_payout_status: NextPayoutStatusSchema,
-    signup_rate: z.number().min(0).max(1).nullable().describe('Signups ÷ counted clicks in the window (capped at 1); null without clicks'),
+    signup_rate: z
+      .number()
+      .min(0)
+      .max(1)
+      .nullable()
+      .describe('Signups ÷ counted clicks in the window (capped at 1); null without clicks'),
     upcoming_maturities: z.array(MaturitySchema),
-    window_closed_count: z.int().describe(`Converted workspaces whose ${commissionMonths} commission months have ended`),
+    window_closed_count: z
+      .int()
+      .describe(`Converted workspaces whose ${commissionMonths} commission months have ended`),
   })
   .meta({ id: 'AffiliatePerformance' });
 
 export const pageOf = <T extends z.ZodType>(name: string, item: T) =>
-  z.object({ [name]: z.array(item), next_offset: z.int().nullable().describe('The offset of the next page; null on the last') } as Record<string, z.ZodType>);
+  z.object({
+    [name]: z.array(item),
+    next_offset: z.int().nullable().describe('The offset of the next page; null on the last'),
+  } as Record<string, z.ZodType>);
 
 // ---- Rules ----
 
@@ -205,13 +251,17 @@ export function refundInsideWindow(refundAt: Date, availableAt: Date): boolean {
   return refundAt.getTime() < availableAt.getTime();
 }
 
-export type DisputeMove = { kind: 'clawback_dispute'; cents: number } | { kind: 'dispute_reversal'; cents: number } | { kind: 'none' };
+export type DisputeMove =
+  { kind: 'clawback_dispute'; cents: number } | { kind: 'dispute_reversal'; cents: number } | { kind: 'none' };
 
 /**
  * A dispute's effect on a commission: opened, it claws back what refunds left; won, it gives back
  * what it took; lost, the clawback stands. A dispute closed is never reopened (billing's rule).
  */
-export function decideDispute(c: CommissionMoney & { disputeStatus: 'open' | 'won' | 'lost' | null }, next: 'open' | 'won' | 'lost'): DisputeMove {
+export function decideDispute(
+  c: CommissionMoney & { disputeStatus: 'open' | 'won' | 'lost' | null },
+  next: 'open' | 'won' | 'lost',
+): DisputeMove {
   if (c.disputeStatus === 'won' || c.disputeStatus === 'lost') return { kind: 'none' };
   if (next === 'open' || next === 'lost') {
     if (c.disputeStatus === 'open') return { kind: 'none' };
@@ -223,7 +273,10 @@ export function decideDispute(c: CommissionMoney & { disputeStatus: 'open' | 'wo
 }
 
 /** Whether the maturation may mark a commission available now. */
-export function decideMaturation(c: { status: CommissionStatus; availableAt: Date }, now: Date): 'mature' | 'wait' | 'done' {
+export function decideMaturation(
+  c: { status: CommissionStatus; availableAt: Date },
+  now: Date,
+): 'mature' | 'wait' | 'done' {
   if (c.status !== 'held') return 'done';
   return now.getTime() >= c.availableAt.getTime() ? 'mature' : 'wait';
 }
@@ -243,9 +296,14 @@ export function ratio(numerator: number, denominator: number): number | null {
  */
 export function maturitiesByDay(availableCents: number, rows: ReadonlyArray<{ day: string; amountCents: number }>) {
   const byDay = new Map<string, number>();
-  for (const r of [...rows].sort((a, b) => a.day.localeCompare(b.day))) byDay.set(r.day, (byDay.get(r.day) ?? 0) + r.amountCents);
+  for (const r of [...rows].sort((a, b) => a.day.localeCompare(b.day)))
+    byDay.set(r.day, (byDay.get(r.day) ?? 0) + r.amountCents);
   let running = availableCents;
-  return [...byDay].map(([day, amount_cents]) => ({ day, amount_cents, running_available_cents: (running += amount_cents) }));
+  return [...byDay].map(([day, amount_cents]) => ({
+    day,
+    amount_cents,
+    running_available_cents: (running += amount_cents),
+  }));
 }
 
 /** A generated code: 8 characters of an alphabet without look-alikes, from random bytes. */
@@ -257,5 +315,7 @@ export function generatedCode(random: Uint8Array): string {
 /** User agents counted as bots: their clicks are redirected and never counted. */
 export function isBot(userAgent: string | undefined): boolean {
   if (!userAgent) return true;
-  return /bot|crawl|spider|slurp|preview|fetch|monitor|curl|wget|python-requests|headless|facebookexternalhit|embedly|lighthouse/i.test(userAgent);
+  return /bot|crawl|spider|slurp|preview|fetch|monitor|curl|wget|python-requests|headless|facebookexternalhit|embedly|lighthouse/i.test(
+    userAgent,
+  );
 }

@@ -16,7 +16,14 @@
 import { z } from 'zod';
 import { formatLocalDate, localDate } from '../shared/zoned-time.js';
 
-export const NextPayoutStatusSchema = z.enum(['paused', 'unavailable', 'under_review', 'blocked', 'below_minimum', 'scheduled']);
+export const NextPayoutStatusSchema = z.enum([
+  'paused',
+  'unavailable',
+  'under_review',
+  'blocked',
+  'below_minimum',
+  'scheduled',
+]);
 export type NextPayoutStatus = z.infer<typeof NextPayoutStatusSchema>;
 
 export const NextPayoutBlockerSchema = z.enum(['identity_not_verified', 'no_payout_email', 'destination_hold']);
@@ -90,19 +97,26 @@ function cycleInstant(year: number, month0: number, dayOfMonth: number): Date {
  */
 export function nextPayoutAt(now: Date, dayOfMonth: number): Date {
   const thisMonth = cycleInstant(now.getUTCFullYear(), now.getUTCMonth(), dayOfMonth);
-  return now.getTime() < thisMonth.getTime() ? thisMonth : cycleInstant(now.getUTCFullYear(), now.getUTCMonth() + 1, dayOfMonth);
+  return now.getTime() < thisMonth.getTime()
+    ? thisMonth
+    : cycleInstant(now.getUTCFullYear(), now.getUTCMonth() + 1, dayOfMonth);
 }
 
 export function decidePayoutGate(input: PayoutGateInput): PayoutGateDecision {
   const zone = input.timeZone ?? 'UTC';
   const day = (d: Date) => formatLocalDate(localDate(d, zone));
-  const paid = input.paidPeriods instanceof Set ? (input.paidPeriods as ReadonlySet<string>) : new Set(input.paidPeriods as readonly string[]);
+  const paid =
+    input.paidPeriods instanceof Set
+      ? (input.paidPeriods as ReadonlySet<string>)
+      : new Set(input.paidPeriods as readonly string[]);
   const minimum = input.schedule.minimumCents;
   const due = input.cycleAt !== undefined;
   const payoutAt = input.cycleAt ?? nextPayoutAt(input.now, input.schedule.dayOfMonth);
   const period = payoutPeriodOf(payoutAt);
 
-  const maturities = [...input.maturities].filter((m) => m.amountCents !== 0).sort((a, b) => a.availableAt.getTime() - b.availableAt.getTime());
+  const maturities = [...input.maturities]
+    .filter((m) => m.amountCents !== 0)
+    .sort((a, b) => a.availableAt.getTime() - b.availableAt.getTime());
   let atPayout = input.availableCents;
   for (const m of maturities) if (m.availableAt.getTime() <= payoutAt.getTime()) atPayout += m.amountCents;
   const nextCents = Math.max(0, due ? input.availableCents : atPayout);

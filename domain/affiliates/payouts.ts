@@ -32,7 +32,9 @@ export const payoutBatchSize = 500;
 
 export const PayoutSettingsUpdateSchema = z
   .object({
-    payout_email: EmailAddressSchema.nullable().describe('Where payouts are sent (a PayPal account email); null removes it. Changing it lifts a destination hold'),
+    payout_email: EmailAddressSchema.nullable().describe(
+      'Where payouts are sent (a PayPal account email); null removes it. Changing it lifts a destination hold',
+    ),
   })
   .meta({ id: 'AffiliatePayoutSettingsUpdate' });
 
@@ -53,7 +55,11 @@ export const PayoutSettingsSchema = z
   .object({
     payout_email: z.string().nullable(),
     identity_verified: z.boolean(),
-    destination_hold: z.boolean().describe('A payout came back (returned unclaimed or failed) or an operator held the destination; changing the payout email lifts it'),
+    destination_hold: z
+      .boolean()
+      .describe(
+        'A payout came back (returned unclaimed or failed) or an operator held the destination; changing the payout email lifts it',
+      ),
     destination_hold_reason: z.enum(['returned', 'failed', 'operator']).nullable(),
     under_review: z.boolean(),
     blocked: z.boolean(),
@@ -61,7 +67,11 @@ export const PayoutSettingsSchema = z
     program_paused: z.boolean(),
     minimum_cents: z.int().describe('The smallest available balance a cycle pays'),
     payout_day_of_month: z.int().describe('The cycle runs on this day of each month, 00:00 UTC'),
-    forfeit_after_days: z.int().describe('A balance whose payout returned unclaimed is forfeited when its destination is still held this many days later'),
+    forfeit_after_days: z
+      .int()
+      .describe(
+        'A balance whose payout returned unclaimed is forfeited when its destination is still held this many days later',
+      ),
     next_payout_status: NextPayoutStatusSchema,
     next_payout_blocker: NextPayoutBlockerSchema.nullable(),
     next_payout_cents: z.int(),

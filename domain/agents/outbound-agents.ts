@@ -24,7 +24,16 @@ export const localWriterKey = 'local-template-writer';
 /** Below this many facts about the person or their company, a message is written from too little. */
 export const minimumFacts = 2;
 
-export const researchCategories = ['role', 'company', 'industry', 'location', 'website', 'profile', 'activity', 'other'] as const;
+export const researchCategories = [
+  'role',
+  'company',
+  'industry',
+  'location',
+  'website',
+  'profile',
+  'activity',
+  'other',
+] as const;
 export const ResearchCategorySchema = z.enum(researchCategories).meta({ id: 'ResearchCategory' });
 export type ResearchCategory = z.infer<typeof ResearchCategorySchema>;
 
@@ -32,7 +41,9 @@ export const messageKinds = ['email', 'pnet_message', 'connection_note'] as cons
 export const MessageKindSchema = z.enum(messageKinds).meta({ id: 'OutboundMessageKind' });
 export type MessageKind = z.infer<typeof MessageKindSchema>;
 
-export const MessageStatusSchema = z.enum(['writing', 'ready', 'needs_review', 'failed', 'sent']).meta({ id: 'OutboundMessageStatus' });
+export const MessageStatusSchema = z
+  .enum(['writing', 'ready', 'needs_review', 'failed', 'sent'])
+  .meta({ id: 'OutboundMessageStatus' });
 export type MessageStatus = z.infer<typeof MessageStatusSchema>;
 
 export const ConfidenceSchema = z.enum(['high', 'medium', 'low']).meta({ id: 'OutboundConfidence' });
@@ -65,7 +76,9 @@ const SlotsSchema = z.array(AgentSlotSchema).min(1).max(slotsMax).describe('One 
 export const OutboundAgentCreateSchema = z
   .object({
     name: NameSchema,
-    instructions: textSchema(0, promptMax).default('').describe('Voice and rules for every slot (who the sender is, what they offer)'),
+    instructions: textSchema(0, promptMax)
+      .default('')
+      .describe('Voice and rules for every slot (who the sender is, what they offer)'),
     slots: SlotsSchema,
   })
   .meta({ id: 'OutboundAgentCreate' });
@@ -77,7 +90,10 @@ export const OutboundAgentUpdateSchema = z
     instructions: textSchema(0, promptMax).optional(),
     slots: SlotsSchema.optional(),
   })
-  .meta({ id: 'OutboundAgentUpdate', description: 'A field left out keeps its value. A change of instructions or slots makes a new version.' });
+  .meta({
+    id: 'OutboundAgentUpdate',
+    description: 'A field left out keeps its value. A change of instructions or slots makes a new version.',
+  });
 export type OutboundAgentUpdate = z.infer<typeof OutboundAgentUpdateSchema>;
 
 export const OutboundAgentSchema = z
@@ -93,7 +109,9 @@ export const OutboundAgentSchema = z
   .meta({ id: 'OutboundAgent' });
 export type OutboundAgent = z.infer<typeof OutboundAgentSchema>;
 
-export const OutboundAgentListSchema = z.object({ agents: z.array(OutboundAgentSchema).describe('Newest first') }).meta({ id: 'OutboundAgentList' });
+export const OutboundAgentListSchema = z
+  .object({ agents: z.array(OutboundAgentSchema).describe('Newest first') })
+  .meta({ id: 'OutboundAgentList' });
 
 export const OutboundAgentVersionSchema = z
   .object({
@@ -111,7 +129,11 @@ export const OutboundAgentVersionListSchema = z
   .meta({ id: 'OutboundAgentVersionList' });
 
 export const SequenceAgentBodySchema = z
-  .object({ agent_id: UuidSchema.nullable().describe('The outbound agent that writes the agent-written steps; null detaches it') })
+  .object({
+    agent_id: UuidSchema.nullable().describe(
+      'The outbound agent that writes the agent-written steps; null detaches it',
+    ),
+  })
   .meta({ id: 'SequenceAgentBody' });
 export const SequenceAgentSchema = z
   .object({ sequence_id: UuidSchema, agent_id: UuidSchema.nullable() })
@@ -132,7 +154,11 @@ export type ResearchFact = z.infer<typeof ResearchFactSchema>;
 
 export const FindingSchema = z
   .object({
-    code: z.string().describe('`ungrounded_fact`, `placeholder_left`, `too_long`, `unsafe_phrase`, `off_topic`, `no_slot_prompt`, `thin_research`, `model_judge`'),
+    code: z
+      .string()
+      .describe(
+        '`ungrounded_fact`, `placeholder_left`, `too_long`, `unsafe_phrase`, `off_topic`, `no_slot_prompt`, `thin_research`, `model_judge`',
+      ),
     excerpt: z.string(),
     message: z.string(),
     severity: z.enum(['info', 'warning', 'error']),
@@ -218,7 +244,21 @@ export interface ContactInput {
   fields: Record<string, string>;
 }
 
-const freeMail = new Set(['gmail.com', 'googlemail.com', 'yahoo.com', 'hotmail.com', 'outlook.com', 'live.com', 'icloud.com', 'aol.com', 'proton.me', 'protonmail.com', 'gmx.com', 'gmx.de', 'web.de']);
+const freeMail = new Set([
+  'gmail.com',
+  'googlemail.com',
+  'yahoo.com',
+  'hotmail.com',
+  'outlook.com',
+  'live.com',
+  'icloud.com',
+  'aol.com',
+  'proton.me',
+  'protonmail.com',
+  'gmx.com',
+  'gmx.de',
+  'web.de',
+]);
 
 const fieldCategories: [RegExp, ResearchCategory][] = [
   [/^(job_?)?(title|role|position|headline)$/, 'role'],
@@ -228,8 +268,13 @@ const fieldCategories: [RegExp, ResearchCategory][] = [
   [/^(website|company_?website|domain|company_?domain|url)$/, 'website'],
   [/^(recent_?(post|activity)|activity|news|about|bio|summary)$/, 'activity'],
 ];
-const identityField = /^(name|first_?name|last_?name|full_?name|e_?mail|email_?address|profile(_?url)?|linkedin(_?url)?|pnet_?url|id)$/;
-const normField = (name: string) => name.trim().toLowerCase().replace(/[\s-]+/g, '_');
+const identityField =
+  /^(name|first_?name|last_?name|full_?name|e_?mail|email_?address|profile(_?url)?|linkedin(_?url)?|pnet_?url|id)$/;
+const normField = (name: string) =>
+  name
+    .trim()
+    .toLowerCase()
+    .replace(/[\s-]+/g, '_');
 
 export const emailDomain = (email: string | undefined) => {
   const domain = email?.trim().toLowerCase().split('@')[1];
@@ -258,18 +303,30 @@ export function factsFromFields(contact: ContactInput): ResearchFact[] {
 /** The company's normal form: its domain when known, else its name in lower case. */
 export function companyKeyOf(contact: ContactInput, brief: ResearchFact[]): string {
   const site = brief.find((f) => f.category === 'website')?.fact;
-  if (site) return site.toLowerCase().replace(/^https?:\/\//, '').replace(/^www\./, '').replace(/\/.*$/, '');
+  if (site)
+    return site
+      .toLowerCase()
+      .replace(/^https?:\/\//, '')
+      .replace(/^www\./, '')
+      .replace(/\/.*$/, '');
   return (brief.find((f) => f.category === 'company')?.fact ?? '').trim().toLowerCase();
 }
 
 export function subjectKeyOf(contact: ContactInput, contactKey: string): string {
   if (contact.email?.trim()) return contact.email.trim().toLowerCase();
-  if (contact.profileUrl?.trim()) return contact.profileUrl.trim().toLowerCase().replace(/^https?:\/\/(www\.)?/, '').replace(/[?#].*$/, '').replace(/\/+$/, '');
+  if (contact.profileUrl?.trim())
+    return contact.profileUrl
+      .trim()
+      .toLowerCase()
+      .replace(/^https?:\/\/(www\.)?/, '')
+      .replace(/[?#].*$/, '')
+      .replace(/\/+$/, '');
   return contactKey;
 }
 
 /** Facts about the person or their company (a website alone says little). */
-export const substantiveFacts = (brief: ResearchFact[]) => brief.filter((f) => f.category !== 'website' && f.category !== 'other');
+export const substantiveFacts = (brief: ResearchFact[]) =>
+  brief.filter((f) => f.category !== 'website' && f.category !== 'other');
 
 export interface Draft {
   angle: string;
@@ -363,7 +420,8 @@ export function localDraft(ctx: WriteContext): Draft {
   };
 }
 
-const unsafePhrases = /\b(guarantee[ds]?|risk[- ]free|act now|click here|100% free|limited time|wire transfer|bitcoin|password)\b/i;
+const unsafePhrases =
+  /\b(guarantee[ds]?|risk[- ]free|act now|click here|100% free|limited time|wire transfer|bitcoin|password)\b/i;
 const placeholder = /\{\{[^}]*\}\}|\[(first ?name|name|company|your name)\]|<[A-Z_]{3,}>|lorem ipsum/i;
 
 /**
@@ -376,23 +434,60 @@ export function judgeDraft(draft: Draft, ctx: WriteContext): { verdict: JudgeVer
   const known = new Set(ctx.brief.map((f) => f.fact));
   const ungrounded = draft.facts_used.filter((f) => !known.has(f));
   for (const fact of ungrounded) {
-    findings.push({ code: 'ungrounded_fact', excerpt: clip(fact, 200), message: 'A fact the message relies on is not in the research brief.', severity: 'error' });
+    findings.push({
+      code: 'ungrounded_fact',
+      excerpt: clip(fact, 200),
+      message: 'A fact the message relies on is not in the research brief.',
+      severity: 'error',
+    });
   }
   const text = `${draft.subject ?? ''}\n${draft.body}`;
   const hole = placeholder.exec(text);
-  if (hole) findings.push({ code: 'placeholder_left', excerpt: hole[0], message: 'A template placeholder was left in the message.', severity: 'error' });
+  if (hole)
+    findings.push({
+      code: 'placeholder_left',
+      excerpt: hole[0],
+      message: 'A template placeholder was left in the message.',
+      severity: 'error',
+    });
   const letters = draft.body.replace(/[^A-Za-z]/g, '');
   const shouting = letters.length > 20 && letters.replace(/[^A-Z]/g, '').length / letters.length > 0.6;
-  if (shouting) findings.push({ code: 'shouting', excerpt: clip(draft.body, 80), message: 'Most of the message is in capitals.', severity: 'warning' });
+  if (shouting)
+    findings.push({
+      code: 'shouting',
+      excerpt: clip(draft.body, 80),
+      message: 'Most of the message is in capitals.',
+      severity: 'warning',
+    });
   const tooLong = draft.body.length > bodyMax[ctx.slot.kind];
-  if (tooLong) findings.push({ code: 'too_long', excerpt: clip(draft.body.slice(bodyMax[ctx.slot.kind]), 80), message: `A ${ctx.slot.kind} is at most ${bodyMax[ctx.slot.kind]} characters.`, severity: 'error' });
+  if (tooLong)
+    findings.push({
+      code: 'too_long',
+      excerpt: clip(draft.body.slice(bodyMax[ctx.slot.kind]), 80),
+      message: `A ${ctx.slot.kind} is at most ${bodyMax[ctx.slot.kind]} characters.`,
+      severity: 'error',
+    });
   const empty = draft.body.trim().length === 0;
   const unsafe = unsafePhrases.exec(text);
-  if (unsafe) findings.push({ code: 'unsafe_phrase', excerpt: unsafe[0], message: 'The message uses a phrase that reads as spam or a scam.', severity: 'error' });
+  if (unsafe)
+    findings.push({
+      code: 'unsafe_phrase',
+      excerpt: unsafe[0],
+      message: 'The message uses a phrase that reads as spam or a scam.',
+      severity: 'error',
+    });
   const lower = draft.body.toLowerCase();
-  const names = [firstName(ctx.contact.name), ...substantiveFacts(ctx.brief).map((f) => f.fact)].filter((s) => s.length >= 2);
+  const names = [firstName(ctx.contact.name), ...substantiveFacts(ctx.brief).map((f) => f.fact)].filter(
+    (s) => s.length >= 2,
+  );
   const onTopic = !empty && (draft.facts_used.length > 0 || names.some((n) => lower.includes(n.toLowerCase())));
-  if (!onTopic) findings.push({ code: 'off_topic', excerpt: clip(draft.body, 80), message: 'The message says nothing about this person or their company.', severity: 'warning' });
+  if (!onTopic)
+    findings.push({
+      code: 'off_topic',
+      excerpt: clip(draft.body, 80),
+      message: 'The message says nothing about this person or their company.',
+      severity: 'warning',
+    });
   const verdict = {
     grounded: ungrounded.length === 0,
     language_ok: !hole && !shouting && !tooLong && !empty,
@@ -434,8 +529,20 @@ export function assess(draft: Draft, verdict: JudgeVerdict, brief: ResearchFact[
   if (insufficient) score = Math.min(score, 40);
   if (!passed) score = Math.min(score, 45);
   const confidence: Confidence = score >= 75 ? 'high' : score >= 50 ? 'medium' : 'low';
-  const review_reason = insufficient ? 'insufficient_data' : !passed ? 'judge_failed' : confidence === 'low' ? 'low_confidence' : null;
-  return { confidence, confidence_score: score, confident: review_reason === null, insufficient_data: insufficient, review_reason };
+  const review_reason = insufficient
+    ? 'insufficient_data'
+    : !passed
+      ? 'judge_failed'
+      : confidence === 'low'
+        ? 'low_confidence'
+        : null;
+  return {
+    confidence,
+    confidence_score: score,
+    confident: review_reason === null,
+    insufficient_data: insufficient,
+    review_reason,
+  };
 }
 
 /** What the chat model must answer when it writes (JSON mode). */

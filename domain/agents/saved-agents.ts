@@ -37,7 +37,10 @@ export const agentActions = [
 ] as const;
 export const AgentActionSchema = z
   .enum(agentActions)
-  .meta({ id: 'AgentStepAction', description: '`fetch_page` is historical: stored traces still carry it, new runs refuse it (scrape reads a page)' });
+  .meta({
+    id: 'AgentStepAction',
+    description: '`fetch_page` is historical: stored traces still carry it, new runs refuse it (scrape reads a page)',
+  });
 export type AgentAction = z.infer<typeof AgentActionSchema>;
 
 export const AgentStepOutcomeSchema = z.enum(['completed', 'failed', 'refused']).meta({ id: 'AgentStepOutcome' });
@@ -46,7 +49,8 @@ export type AgentStepOutcome = z.infer<typeof AgentStepOutcomeSchema>;
 export const agentReaches = ['none', 'mcp', 'web'] as const;
 export const AgentReachSchema = z.enum(agentReaches).meta({
   id: 'AgentReach',
-  description: '`none`: one plain completion; `mcp`: a research loop over the attached MCP tools only; `web`: full web research. A run with both web and MCP runs and bills as `web`.',
+  description:
+    '`none`: one plain completion; `mcp`: a research loop over the attached MCP tools only; `web`: full web research. A run with both web and MCP runs and bills as `web`.',
 });
 export type AgentReach = z.infer<typeof AgentReachSchema>;
 
@@ -57,7 +61,16 @@ export type AgentEffort = z.infer<typeof AgentEffortSchema>;
 export const maxStepsFor: Record<AgentEffort, number> = { low: 4, standard: 8, high: 16 };
 
 /** Tools that reach the open web (and bill the run as `web`). */
-export const webActions: ReadonlySet<AgentAction> = new Set(['search', 'fetch_page', 'map', 'scrape', 'crawl', 'find_work_email', 'read_pnet_profile', 'find_people_at_company']);
+export const webActions: ReadonlySet<AgentAction> = new Set([
+  'search',
+  'fetch_page',
+  'map',
+  'scrape',
+  'crawl',
+  'find_work_email',
+  'read_pnet_profile',
+  'find_people_at_company',
+]);
 
 // ---------------------------------------------------------------------------------------------
 // Prompt template, inputs, output fields, settings
@@ -67,7 +80,10 @@ export const contextSections = ['all', 'agent', 'row'] as const;
 export const PromptSegmentSchema = z
   .discriminatedUnion('type', [
     z.object({ type: z.literal('text'), text: textSchema(0, promptTextMax) }),
-    z.object({ type: z.literal('input_ref'), input_id: UuidSchema.describe("An input's id: the prompt reads that input's value, whatever it is named") }),
+    z.object({
+      type: z.literal('input_ref'),
+      input_id: UuidSchema.describe("An input's id: the prompt reads that input's value, whatever it is named"),
+    }),
     z.object({
       type: z.literal('context_ref'),
       section: z
@@ -81,7 +97,10 @@ export type PromptSegment = z.infer<typeof PromptSegmentSchema>;
 
 export const PromptTemplateSchema = z
   .object({ segments: z.array(PromptSegmentSchema).max(promptSegmentsMax) })
-  .meta({ id: 'AgentPromptTemplate', description: `At most ${promptSegmentsMax} segments; a text segment at most ${promptTextMax} characters` });
+  .meta({
+    id: 'AgentPromptTemplate',
+    description: `At most ${promptSegmentsMax} segments; a text segment at most ${promptTextMax} characters`,
+  });
 export type PromptTemplate = z.infer<typeof PromptTemplateSchema>;
 
 export const AgentInputSchema = z
@@ -90,7 +109,9 @@ export const AgentInputSchema = z
 export type AgentInput = z.infer<typeof AgentInputSchema>;
 export const AgentInputWriteSchema = z
   .object({
-    id: UuidSchema.optional().describe("An existing input's id to keep it (a rename keeps every reference); a new id is made when omitted"),
+    id: UuidSchema.optional().describe(
+      "An existing input's id to keep it (a rename keeps every reference); a new id is made when omitted",
+    ),
     name: NameSchema,
     description: textSchema(0, 2000).nullable().optional(),
   })
@@ -100,7 +121,11 @@ export const outputKeyPattern = /^[A-Za-z_][A-Za-z0-9_]{0,99}$/;
 export const AgentOutputTypeSchema = z.enum(['text', 'number', 'boolean']).meta({ id: 'AgentOutputType' });
 export const AgentOutputFieldSchema = z
   .object({
-    key: z.string().min(1).max(100).regex(outputKeyPattern, 'must be letters, digits and _, starting with a letter or _'),
+    key: z
+      .string()
+      .min(1)
+      .max(100)
+      .regex(outputKeyPattern, 'must be letters, digits and _, starting with a letter or _'),
     name: NameSchema,
     type: AgentOutputTypeSchema.default('text'),
     description: textSchema(0, 2000).nullable().default(null),
@@ -112,7 +137,10 @@ const settingsFields = {
   kind: z.literal('agent').default('agent'),
   allow_fetch: z.boolean().default(true).describe('May read pages (scrape, map, crawl)'),
   allow_search: z.boolean().default(true).describe('May search the web'),
-  context: textSchema(0, promptTextMax).nullable().default(null).describe('Standing context the prompt reads through a context_ref'),
+  context: textSchema(0, promptTextMax)
+    .nullable()
+    .default(null)
+    .describe('Standing context the prompt reads through a context_ref'),
   effort: AgentEffortSchema.default('standard'),
   saved_agent_id: UuidSchema.nullable().default(null).describe("Set by the service: the saved agent's own id"),
   use_row_context: z.boolean().default(true).describe("Let the prompt read the row's other cells"),
@@ -134,7 +162,11 @@ export type AgentSettings = z.infer<typeof AgentSettingsSchema>;
  */
 export const AgentSettingsWriteSchema = z
   .union([
-    z.object({ ...settingsFields, stay_on_domain: z.literal(true), starting_url_column_id: UuidSchema.describe(startingUrlColumn) }),
+    z.object({
+      ...settingsFields,
+      stay_on_domain: z.literal(true),
+      starting_url_column_id: UuidSchema.describe(startingUrlColumn),
+    }),
     z.object({
       ...settingsFields,
       stay_on_domain: z.literal(false).default(false),
@@ -143,12 +175,16 @@ export const AgentSettingsWriteSchema = z
   ])
   .meta({
     id: 'AgentSettingsWrite',
-    description: 'Agent settings (2.4); omitted fields take their defaults. stay_on_domain true requires starting_url_column_id (422 without).',
+    description:
+      'Agent settings (2.4); omitted fields take their defaults. stay_on_domain true requires starting_url_column_id (422 without).',
   });
 
 export const McpServerSchema = z
   .object({
-    url: z.url({ protocol: /^https?$/ }).max(2000).describe('A streamable-HTTP MCP endpoint (JSON-RPC over POST)'),
+    url: z
+      .url({ protocol: /^https?$/ })
+      .max(2000)
+      .describe('A streamable-HTTP MCP endpoint (JSON-RPC over POST)'),
     name: NameSchema.nullable().default(null),
   })
   .meta({ id: 'AgentMcpServer' });
@@ -165,7 +201,9 @@ export const SavedAgentSchema = z
     settings: AgentSettingsSchema,
     reach: AgentReachSchema,
     mcp_servers: z.array(McpServerSchema),
-    price_credits: z.int().describe('Credits a run with a result costs (its billed reach); nothing for an empty result or a failure'),
+    price_credits: z
+      .int()
+      .describe('Credits a run with a result costs (its billed reach); nothing for an empty result or a failure'),
     version: z.int().describe('1 when made, one more on every edit'),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
@@ -192,23 +230,36 @@ export const SavedAgentUpdateSchema = z
     name: NameSchema.optional(),
     description: textSchema(0, 2000).nullable().optional(),
     prompt: PromptTemplateSchema.optional(),
-    inputs: z.array(AgentInputWriteSchema).max(agentInputsMax).optional().describe('The whole list; keep an input by giving its id'),
+    inputs: z
+      .array(AgentInputWriteSchema)
+      .max(agentInputsMax)
+      .optional()
+      .describe('The whole list; keep an input by giving its id'),
     output_fields: z.array(AgentOutputFieldSchema).min(1).max(agentOutputFieldsMax).optional(),
-    settings: AgentSettingsWriteSchema.optional().describe('The whole settings object; omitted fields take their defaults'),
+    settings: AgentSettingsWriteSchema.optional().describe(
+      'The whole settings object; omitted fields take their defaults',
+    ),
     reach: AgentReachSchema.optional(),
     mcp_servers: z.array(McpServerSchema).max(mcpServersMax).optional(),
   })
   .meta({ id: 'SavedAgentUpdate' });
 export type SavedAgentUpdate = z.infer<typeof SavedAgentUpdateSchema>;
 
-export const SavedAgentListSchema = z.object({ agents: z.array(SavedAgentSchema).describe('Most recently edited first') }).meta({ id: 'SavedAgentList' });
+export const SavedAgentListSchema = z
+  .object({ agents: z.array(SavedAgentSchema).describe('Most recently edited first') })
+  .meta({ id: 'SavedAgentList' });
 
 // ---------------------------------------------------------------------------------------------
 // Training
 
 const ExampleValueSchema = z.union([textSchema(0, exampleValueMax), z.number(), z.boolean(), z.null()]);
 /** A map of at most `max` entries, said in the document too (zod has no size check on records). */
-const boundedRecord = <K extends z.ZodType<string>, V extends z.ZodType>(key: K, value: V, max: number, description: string) =>
+const boundedRecord = <K extends z.ZodType<string>, V extends z.ZodType>(
+  key: K,
+  value: V,
+  max: number,
+  description: string,
+) =>
   z
     .record(key, value)
     .refine((r) => Object.keys(r).length <= max, `at most ${max} entries`)
@@ -229,19 +280,35 @@ export type AgentExample = z.infer<typeof AgentExampleSchema>;
 export const AgentExampleCreateSchema = z
   .object({
     label: NameSchema.nullable().optional(),
-    inputs: boundedRecord(UuidSchema, ExampleValueSchema, agentInputsMax, 'Input values by input id (an unknown id is 422)').default({}),
-    expected: boundedRecord(lineSchema(1, 100), ExampleValueSchema, agentOutputFieldsMax, 'Expected values by output field key (an unknown key is 422)'),
+    inputs: boundedRecord(
+      UuidSchema,
+      ExampleValueSchema,
+      agentInputsMax,
+      'Input values by input id (an unknown id is 422)',
+    ).default({}),
+    expected: boundedRecord(
+      lineSchema(1, 100),
+      ExampleValueSchema,
+      agentOutputFieldsMax,
+      'Expected values by output field key (an unknown key is 422)',
+    ),
   })
   .meta({ id: 'SavedAgentExampleCreate' });
 export type AgentExampleCreate = z.infer<typeof AgentExampleCreateSchema>;
-export const AgentExampleListSchema = z.object({ examples: z.array(AgentExampleSchema).describe('Oldest first') }).meta({ id: 'SavedAgentExampleList' });
+export const AgentExampleListSchema = z
+  .object({ examples: z.array(AgentExampleSchema).describe('Oldest first') })
+  .meta({ id: 'SavedAgentExampleList' });
 
 export const FieldAgreementSchema = z
   .object({
     key: z.string(),
     compared: z.int().describe('Examples that expect a value for the field'),
     exact: z.int().describe('Answers equal to the expected value as written'),
-    normalised: z.int().describe('Answers equal once case, spacing, trailing punctuation and number formatting are set aside (exact ones included)'),
+    normalised: z
+      .int()
+      .describe(
+        'Answers equal once case, spacing, trailing punctuation and number formatting are set aside (exact ones included)',
+      ),
     rate: z.number().min(0).max(1).nullable().describe('normalised / compared; null when nothing was compared'),
   })
   .meta({ id: 'AgentFieldAgreement' });
@@ -254,7 +321,9 @@ export const TrainingResultSchema = z
     status: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']),
     values: z.record(z.string(), z.unknown()).nullable(),
     error: z.string().nullable(),
-    matches: z.record(z.string(), z.enum(['exact', 'normalised', 'mismatch'])).describe('By output field key the example expects'),
+    matches: z
+      .record(z.string(), z.enum(['exact', 'normalised', 'mismatch']))
+      .describe('By output field key the example expects'),
   })
   .meta({ id: 'AgentTrainingResult' });
 
@@ -267,7 +336,12 @@ export const TrainingRunSchema = z
     examples_total: z.int(),
     examples_finished: z.int(),
     fields: z.array(FieldAgreementSchema).describe('Per output field, once the run has finished'),
-    overall_rate: z.number().min(0).max(1).nullable().describe('Normalised matches over every compared field of every example'),
+    overall_rate: z
+      .number()
+      .min(0)
+      .max(1)
+      .nullable()
+      .describe('Normalised matches over every compared field of every example'),
     previous: z
       .object({ id: UuidSchema, agent_version: z.int(), overall_rate: z.number().nullable() })
       .nullable()
@@ -281,7 +355,9 @@ export const TrainingRunSchema = z
   })
   .meta({ id: 'AgentTrainingRun' });
 export type TrainingRun = z.infer<typeof TrainingRunSchema>;
-export const TrainingRunListSchema = z.object({ training_runs: z.array(TrainingRunSchema).describe('Newest first') }).meta({ id: 'AgentTrainingRunList' });
+export const TrainingRunListSchema = z
+  .object({ training_runs: z.array(TrainingRunSchema).describe('Newest first') })
+  .meta({ id: 'AgentTrainingRunList' });
 
 // ---------------------------------------------------------------------------------------------
 // Runs and steps
@@ -315,7 +391,11 @@ export const AgentRunSchema = z
     row_id: UuidSchema.nullable(),
     training_run_id: UuidSchema.nullable(),
     example_id: UuidSchema.nullable(),
-    status: z.enum(agentRunStatuses).describe('queued, running, then completed (an answer, or nothing found), failed (error says why) or cancelled (by a person; error "cancelled")'),
+    status: z
+      .enum(agentRunStatuses)
+      .describe(
+        'queued, running, then completed (an answer, or nothing found), failed (error says why) or cancelled (by a person; error "cancelled")',
+      ),
     billed_reach: AgentReachSchema.nullable(),
     price_credits: z.int().describe('Credits held while it runs; charged only with a result'),
     credits_charged: z.int(),
@@ -330,7 +410,9 @@ export const AgentRunSchema = z
   })
   .meta({ id: 'AgentRun' });
 export type AgentRun = z.infer<typeof AgentRunSchema>;
-export const AgentRunListSchema = z.object({ runs: z.array(AgentRunSchema).describe('Newest first') }).meta({ id: 'AgentRunList' });
+export const AgentRunListSchema = z
+  .object({ runs: z.array(AgentRunSchema).describe('Newest first') })
+  .meta({ id: 'AgentRunList' });
 
 /**
  * How the runs' workflows are named (workflows/agents/agent-run.contract.ts): the store writes the
@@ -352,22 +434,51 @@ export const AgentDeploySchema = z
   .object({
     saved_agent_id: UuidSchema,
     column_name: NameSchema.nullable().optional().describe("The parent column's name; the agent's name when omitted"),
-    input_mappings: boundedRecord(UuidSchema, UuidSchema, agentInputsMax, 'Agent input id to table column id').default({}),
+    input_mappings: boundedRecord(UuidSchema, UuidSchema, agentInputsMax, 'Agent input id to table column id').default(
+      {},
+    ),
     output_field_names: z
       .array(lineSchema(1, 100))
       .max(deployFieldsMax)
       .optional()
       .describe('Output field keys to fan out into child columns; every output field when omitted'),
-    output_column_names: boundedRecord(lineSchema(1, 100), NameSchema, deployFieldsMax, 'Names per output field; a taken name falls back to the derived one').optional(),
-    position: z.int().min(0).max(1_000_000).nullable().optional().describe('0 is the first column; appended when omitted. The output columns follow it.'),
-    run_rows: z.int().min(1).max(runRowsMax).nullable().optional().describe('The first rows (in row order) to run right after creation; omitted means unrun; there is no run-all'),
-    use_row_context: z.boolean().nullable().optional().describe("Stamped onto the column; null keeps the agent's stored answer"),
+    output_column_names: boundedRecord(
+      lineSchema(1, 100),
+      NameSchema,
+      deployFieldsMax,
+      'Names per output field; a taken name falls back to the derived one',
+    ).optional(),
+    position: z
+      .int()
+      .min(0)
+      .max(1_000_000)
+      .nullable()
+      .optional()
+      .describe('0 is the first column; appended when omitted. The output columns follow it.'),
+    run_rows: z
+      .int()
+      .min(1)
+      .max(runRowsMax)
+      .nullable()
+      .optional()
+      .describe('The first rows (in row order) to run right after creation; omitted means unrun; there is no run-all'),
+    use_row_context: z
+      .boolean()
+      .nullable()
+      .optional()
+      .describe("Stamped onto the column; null keeps the agent's stored answer"),
   })
   .meta({ id: 'AgentDeploy', description: 'Deploy a saved agent onto a table (2.16)' });
 export type AgentDeploy = z.infer<typeof AgentDeploySchema>;
 
 export const AgentRowsRunSchema = z
-  .object({ row_ids: z.array(UuidSchema).min(1).max(runRowsMax).describe('Rows to run the agent column on (there is no run-all)') })
+  .object({
+    row_ids: z
+      .array(UuidSchema)
+      .min(1)
+      .max(runRowsMax)
+      .describe('Rows to run the agent column on (there is no run-all)'),
+  })
   .meta({ id: 'AgentColumnRowsRun' });
 
 /** What an agent column shows of its configuration. */
@@ -437,7 +548,11 @@ export function agentRunPrice(reach: AgentReach, mcpServerCount: number): number
 }
 
 /** The actions a run's model may choose from, `finish` always among them. */
-export function offeredActions(reach: AgentReach, settings: Pick<AgentSettings, 'allow_fetch' | 'allow_search'>, mcpServerCount: number): AgentAction[] {
+export function offeredActions(
+  reach: AgentReach,
+  settings: Pick<AgentSettings, 'allow_fetch' | 'allow_search'>,
+  mcpServerCount: number,
+): AgentAction[] {
   const sets = runToolsets(reach, mcpServerCount);
   const actions: AgentAction[] = [];
   if (sets.web) {
@@ -453,7 +568,11 @@ export function offeredActions(reach: AgentReach, settings: Pick<AgentSettings, 
 /** A value as training compares it: case, spacing, trailing punctuation and number formatting set aside. */
 export function normaliseAnswer(value: unknown): string {
   if (value === null || value === undefined) return '';
-  const text = String(value).trim().toLowerCase().replace(/\s+/g, ' ').replace(/[.!,;:]+$/, '');
+  const text = String(value)
+    .trim()
+    .toLowerCase()
+    .replace(/\s+/g, ' ')
+    .replace(/[.!,;:]+$/, '');
   const number = Number(text.replace(/,/g, ''));
   return text !== '' && Number.isFinite(number) ? String(number) : text;
 }
@@ -498,7 +617,9 @@ export function renderPrompt(
   context: { agent: string | null; row: string | null },
 ): string {
   const section = (name: (typeof contextSections)[number]) => {
-    const parts = [name !== 'row' ? context.agent : null, name !== 'agent' ? context.row : null].filter((p): p is string => !!p);
+    const parts = [name !== 'row' ? context.agent : null, name !== 'agent' ? context.row : null].filter(
+      (p): p is string => !!p,
+    );
     return parts.join('\n\n');
   };
   return template.segments

@@ -42,7 +42,7 @@ export const stepsKept = 200;
 
 export const TrainingStatusSchema = z
   .enum(['running', 'reviewing', 'proposing', 'proposed', 'completed', 'abandoned'])
-  .meta({ id: 'TrainingSessionStatus', description: 'See the transition table in the training routes\' descriptions' });
+  .meta({ id: 'TrainingSessionStatus', description: "See the transition table in the training routes' descriptions" });
 export type TrainingStatus = z.infer<typeof TrainingStatusSchema>;
 export const liveStatuses: readonly TrainingStatus[] = ['running', 'reviewing', 'proposing', 'proposed'];
 
@@ -112,12 +112,16 @@ export const TrainingContactSchema = z
     record_id: UuidSchema.describe('The audience-table row'),
     label: z.string(),
     note: z.string().nullable().describe('The latest note'),
-    context: z.object({ research_brief: z.array(z.unknown()), sources: z.array(z.string()) }).describe('What the agent found out'),
+    context: z
+      .object({ research_brief: z.array(z.unknown()), sources: z.array(z.string()) })
+      .describe('What the agent found out'),
     fields: z.array(z.object({ name: z.string(), value: z.string() })),
     verdict: VerdictSchema.nullable().describe('Null while the contact waits for a verdict'),
     notes: z.array(z.object({ note: z.string(), state: NoteStateSchema })),
     notice: z.string().nullable(),
-    profile_mismatch: z.boolean().describe('The row names no person the research could tie to it (no name, email or profile)'),
+    profile_mismatch: z
+      .boolean()
+      .describe('The row names no person the research could tie to it (no name, email or profile)'),
     messages: z.array(TrainingMessageSchema),
     state: ContactStateSchema,
     round: z.int().describe('Rewrites so far'),
@@ -134,7 +138,9 @@ export type TrainingContact = z.infer<typeof TrainingContactSchema> & { person?:
 export const ProposalSchema = z
   .object({
     summary: z.string(),
-    changes: z.array(z.object({ slot_key: z.string(), current: z.string(), proposed: z.string(), rationale: z.string() })),
+    changes: z.array(
+      z.object({ slot_key: z.string(), current: z.string(), proposed: z.string(), rationale: z.string() }),
+    ),
     made_at: z.int().describe('The session revision at which it was drafted'),
     record_id: UuidSchema.describe('The id of this proposal'),
     round_ids: z.array(UuidSchema).describe('The contacts whose reviews it was drafted from'),
@@ -185,19 +191,36 @@ export const TrainingSessionListSchema = z
   .object({ sessions: z.array(TrainingSessionSchema).describe('Newest first') })
   .meta({ id: 'TrainingSessionList' });
 
-export const ExpectedRevisionSchema = z.int().min(1).describe('The revision the caller last read; another one is refused with 409 and nothing changes');
+export const ExpectedRevisionSchema = z
+  .int()
+  .min(1)
+  .describe('The revision the caller last read; another one is refused with 409 and nothing changes');
 
 export const TrainingStartSchema = z
   .object({
-    sample_size: z.int().min(1).max(sampleSizeMax).default(5).describe('Audience rows to write for (the first rows of the table)'),
-    ready_after: z.int().min(1).max(sampleSizeMax).default(3).describe('Looks good in a row that make the session ready; capped at the number of sample contacts'),
+    sample_size: z
+      .int()
+      .min(1)
+      .max(sampleSizeMax)
+      .default(5)
+      .describe('Audience rows to write for (the first rows of the table)'),
+    ready_after: z
+      .int()
+      .min(1)
+      .max(sampleSizeMax)
+      .default(3)
+      .describe('Looks good in a row that make the session ready; capped at the number of sample contacts'),
   })
   .meta({ id: 'TrainingStart' });
 export type TrainingStart = z.infer<typeof TrainingStartSchema>;
 
 export const TrainingVerdictSchema = z
   .discriminatedUnion('verdict', [
-    z.object({ record_id: UuidSchema, verdict: z.literal('looks_good'), expected_revision: ExpectedRevisionSchema.optional() }),
+    z.object({
+      record_id: UuidSchema,
+      verdict: z.literal('looks_good'),
+      expected_revision: ExpectedRevisionSchema.optional(),
+    }),
     z.object({
       record_id: UuidSchema,
       verdict: z.literal('note'),
@@ -208,8 +231,12 @@ export const TrainingVerdictSchema = z
   .meta({ id: 'TrainingVerdictRequest' });
 export type TrainingVerdict = z.infer<typeof TrainingVerdictSchema>;
 
-export const RevisionBodySchema = z.object({ expected_revision: ExpectedRevisionSchema }).meta({ id: 'ExpectedRevisionBody' });
-export const OptionalRevisionBodySchema = z.object({ expected_revision: ExpectedRevisionSchema.optional() }).meta({ id: 'OptionalRevisionBody' });
+export const RevisionBodySchema = z
+  .object({ expected_revision: ExpectedRevisionSchema })
+  .meta({ id: 'ExpectedRevisionBody' });
+export const OptionalRevisionBodySchema = z
+  .object({ expected_revision: ExpectedRevisionSchema.optional() })
+  .meta({ id: 'OptionalRevisionBody' });
 
 // ---------------------------------------------------------------------------------------------
 // The stored document and its transitions
@@ -311,7 +338,13 @@ export function beginWrite(t: Transition, recordId: string): Transition {
 }
 
 /** A first write landed: the thread as written, waiting for a verdict. */
-export function landFirstWrite(t: Transition, recordId: string, messages: TrainingMessage[], context: TrainingContact['context'], step: TrainingStep): Transition {
+export function landFirstWrite(
+  t: Transition,
+  recordId: string,
+  messages: TrainingMessage[],
+  context: TrainingContact['context'],
+  step: TrainingStep,
+): Transition {
   const next = clone(t);
   const contact = contactOf(next.doc, recordId);
   contact.messages = messages;
@@ -336,7 +369,12 @@ export interface Rewrite {
  * A rewrite landed: each message gets the rewrite as proposed_*, the pending notes are learned,
  * their lesson counts, and the contact waits for a verdict.
  */
-export function landRewrite(t: Transition, recordId: string, rewrites: Map<string, Rewrite>, step: TrainingStep): Transition {
+export function landRewrite(
+  t: Transition,
+  recordId: string,
+  rewrites: Map<string, Rewrite>,
+  step: TrainingStep,
+): Transition {
   const next = clone(t);
   const contact = contactOf(next.doc, recordId);
   const pending = contact.notes.filter((n) => n.state === 'pending');
@@ -414,7 +452,9 @@ export function giveVerdict(t: Transition, request: TrainingVerdict, writingOthe
     contact.note = request.note;
     contact.notes.push({ note: request.note, state: 'pending' });
     contact.state = 'rewrite_queued';
-    contact.notice = writingOther ? 'Your note waits for the write under way; its rewrite follows as soon as that lands.' : 'Being rewritten from your note.';
+    contact.notice = writingOther
+      ? 'Your note waits for the write under way; its rewrite follows as soon as that lands.'
+      : 'Being rewritten from your note.';
     progress.in_a_row = 0;
     if (writingOther) next.head.note_waiting = true;
   }
@@ -431,13 +471,12 @@ export function giveVerdict(t: Transition, request: TrainingVerdict, writingOthe
 export function discardChanges(t: Transition): Transition {
   requireStatus(t.head, ['running', 'reviewing', 'proposed'], 'discard changes');
   const next = clone(t);
-  const lesson = [...next.doc.lesson_log]
-    .reverse()
-    .find((l) => {
-      const c = contactOf(next.doc, l.record_id);
-      return l.state === 'active' && c.state === 'awaiting_verdict' && c.messages.some((m) => m.proposed_body !== null);
-    });
-  if (!lesson) throw new TrainingRefusal('There is no rewrite to discard: every rewrite was already kept or discarded.');
+  const lesson = [...next.doc.lesson_log].reverse().find((l) => {
+    const c = contactOf(next.doc, l.record_id);
+    return l.state === 'active' && c.state === 'awaiting_verdict' && c.messages.some((m) => m.proposed_body !== null);
+  });
+  if (!lesson)
+    throw new TrainingRefusal('There is no rewrite to discard: every rewrite was already kept or discarded.');
   const contact = contactOf(next.doc, lesson.record_id);
   const dropped = new Set<string>();
   for (const l of next.doc.lesson_log) {
@@ -508,7 +547,12 @@ export function withProposal(t: Transition, proposal: Proposal, step: TrainingSt
   return next;
 }
 
-export function moveTo(t: Transition, allowed: readonly TrainingStatus[], status: TrainingStatus, action: string): Transition {
+export function moveTo(
+  t: Transition,
+  allowed: readonly TrainingStatus[],
+  status: TrainingStatus,
+  action: string,
+): Transition {
   requireStatus(t.head, allowed, action);
   const next = clone(t);
   next.head.status = status;
@@ -517,13 +561,22 @@ export function moveTo(t: Transition, allowed: readonly TrainingStatus[], status
 }
 
 /** The research brief kept on a contact. */
-export const contextOf = (brief: ResearchFact[], sources: string[]): TrainingContact['context'] => ({ research_brief: brief, sources });
+export const contextOf = (brief: ResearchFact[], sources: string[]): TrainingContact['context'] => ({
+  research_brief: brief,
+  sources,
+});
 
 /** What the chat model answers when it drafts the prompt update (JSON mode). */
 export const ModelProposalSchema = z.object({
   summary: z.string().min(1).max(1000),
   changes: z
-    .array(z.object({ slot_key: z.string().min(1).max(64), proposed: z.string().min(1).max(20_000), rationale: z.string().max(2000).default('') }))
+    .array(
+      z.object({
+        slot_key: z.string().min(1).max(64),
+        proposed: z.string().min(1).max(20_000),
+        rationale: z.string().max(2000).default(''),
+      }),
+    )
     .max(20),
 });
 
@@ -645,13 +698,24 @@ function landWrite(t: Transition, event: Extract<TrainingEvent, { type: 'write_l
   // Closed meanwhile: the write is dropped (its caller returns its credits).
   if (!liveStatuses.includes(t.head.status)) throw new TrainingRefusal(`The session is ${t.head.status}.`);
   const contact = t.doc.contacts.find((c) => c.record_id === event.record_id);
-  if (contact?.state !== 'writing' && contact?.state !== 'rewriting') throw new TrainingRefusal('The contact is no longer being written.');
-  if (!event.rewrite) return landFirstWrite(t, event.record_id, firstWriteMessages(event.drafts), event.context, event.step);
+  if (contact?.state !== 'writing' && contact?.state !== 'rewriting')
+    throw new TrainingRefusal('The contact is no longer being written.');
+  if (!event.rewrite)
+    return landFirstWrite(t, event.record_id, firstWriteMessages(event.drafts), event.context, event.step);
   // Each message takes the draft of its slot.
   const rewrites = new Map(
     contact.messages.map((m) => {
       const d = event.drafts.find((x) => x.slot_key === m.title);
-      const rewrite: Rewrite = d ? { subject: d.subject, body: d.body, error: d.error, send: d.send, reasoning: d.reasoning, facts_used: d.facts_used } : slotGone();
+      const rewrite: Rewrite = d
+        ? {
+            subject: d.subject,
+            body: d.body,
+            error: d.error,
+            send: d.send,
+            reasoning: d.reasoning,
+            facts_used: d.facts_used,
+          }
+        : slotGone();
       return [m.id, rewrite] as const;
     }),
   );
@@ -710,7 +774,11 @@ function transitionFor(t: Transition, event: TrainingEvent): Transition | null {
 export function decideTraining(snapshot: TrainingSnapshot, event: TrainingEvent): TrainingDecision {
   const expected = expectedRevisionOf(event);
   if (expected !== undefined && snapshot.revision !== expected) {
-    return { kind: 'refuse', code: 'conflict', message: `The session is at revision ${snapshot.revision}, not ${expected}; read it again and retry.` };
+    return {
+      kind: 'refuse',
+      code: 'conflict',
+      message: `The session is at revision ${snapshot.revision}, not ${expected}; read it again and retry.`,
+    };
   }
   try {
     const next = transitionFor({ head: snapshot.head, doc: snapshot.doc }, event);

@@ -58,7 +58,10 @@ export const AssistantSettingsSchema = z
       .min(0)
       .max(thresholdMax)
       .describe('Whole credits. A card priced at or above this always asks, whatever was granted'),
-    default_granted_verbs: z.array(VerbSchema).max(verbs.length).describe('Verbs that run without asking (under the threshold) in every conversation of the workspace'),
+    default_granted_verbs: z
+      .array(VerbSchema)
+      .max(verbs.length)
+      .describe('Verbs that run without asking (under the threshold) in every conversation of the workspace'),
   })
   .meta({ id: 'AssistantSettings' });
 export type AssistantSettings = z.infer<typeof AssistantSettingsSchema>;
@@ -71,34 +74,44 @@ export const AssistantSettingsUpdateSchema = z
       .max(verbs.length)
       .transform((list) => [...new Set(list)])
       .optional()
-      .describe(`At most ${verbs.length} verbs (a verb named twice counts once); a verb that always asks (push_to_destination) cannot be granted and is refused by name`),
+      .describe(
+        `At most ${verbs.length} verbs (a verb named twice counts once); a verb that always asks (push_to_destination) cannot be granted and is refused by name`,
+      ),
   })
   .meta({ id: 'AssistantSettingsUpdate' });
 export type AssistantSettingsUpdate = z.infer<typeof AssistantSettingsUpdateSchema>;
 
 // ---- Cards (2.12) and their statuses (3.4) ----
 
-export const ProposalStatusSchema = z
-  .enum(['pending', 'applying', 'applied', 'failed', 'dismissed', 'expired'])
-  .meta({
-    id: 'ProposalStatus',
-    description:
-      'pending -> applying (approved, or granted and under the threshold) -> applied | failed; pending -> dismissed; pending -> expired ' +
-      '(nobody decided within the card\'s lifetime). Only a pending card can be decided; every other status is final but applying, which ends in applied or failed.',
-  });
+export const ProposalStatusSchema = z.enum(['pending', 'applying', 'applied', 'failed', 'dismissed', 'expired']).meta({
+  id: 'ProposalStatus',
+  description:
+    'pending -> applying (approved, or granted and under the threshold) -> applied | failed; pending -> dismissed; pending -> expired ' +
+    "(nobody decided within the card's lifetime). Only a pending card can be decided; every other status is final but applying, which ends in applied or failed.",
+});
 export type ProposalStatus = z.infer<typeof ProposalStatusSchema>;
-export const ApprovalScopeSchema = z.enum(['once', 'thread', 'project_me', 'project_all']).meta({ id: 'ApprovalScope' });
+export const ApprovalScopeSchema = z
+  .enum(['once', 'thread', 'project_me', 'project_all'])
+  .meta({ id: 'ApprovalScope' });
 export type ApprovalScope = z.infer<typeof ApprovalScopeSchema>;
 export type GrantScope = Exclude<ApprovalScope, 'once'>;
-export const DecisionSchema = z.enum(['approved', 'automatic', 'rejected', 'sent_by_person', 'not_recorded']).meta({ id: 'ActivityDecision' });
+export const DecisionSchema = z
+  .enum(['approved', 'automatic', 'rejected', 'sent_by_person', 'not_recorded'])
+  .meta({ id: 'ActivityDecision' });
 export type Decision = z.infer<typeof DecisionSchema>;
-export const OutcomeSchema = z.enum(['sent', 'done', 'failed', 'skipped', 'already_pending', 'stopped', 'not_sent']).meta({ id: 'ActivityOutcome' });
+export const OutcomeSchema = z
+  .enum(['sent', 'done', 'failed', 'skipped', 'already_pending', 'stopped', 'not_sent'])
+  .meta({ id: 'ActivityOutcome' });
 export type Outcome = z.infer<typeof OutcomeSchema>;
 export const ActorKindSchema = z.enum(['user', 'api', 'system']).meta({ id: 'ActorKind' });
 export type ActorKind = z.infer<typeof ActorKindSchema>;
 export const ProposalOriginSchema = z
   .enum(['assistant', 'api'])
-  .meta({ id: 'ProposalOrigin', description: 'assistant: raised by the assistant in a conversation; api: raised through the API on a caller\'s behalf' });
+  .meta({
+    id: 'ProposalOrigin',
+    description:
+      "assistant: raised by the assistant in a conversation; api: raised through the API on a caller's behalf",
+  });
 
 /** How long a card waits for a decision before it expires. */
 export const proposalLifetimeSeconds = 7 * 86_400;
@@ -117,7 +130,10 @@ export type AppliedResult = z.infer<typeof AppliedResultSchema>;
 
 export const PreparedColumnSchema = z
   .object({ table_id: UuidSchema, column_id: UuidSchema, name: z.string(), kind: z.string() })
-  .meta({ id: 'ProposalPreparedColumn', description: 'The column made when the card was proposed: approving runs it, dismissing removes it' });
+  .meta({
+    id: 'ProposalPreparedColumn',
+    description: 'The column made when the card was proposed: approving runs it, dismissing removes it',
+  });
 export type PreparedColumn = z.infer<typeof PreparedColumnSchema>;
 
 export const ProposalDetailSchema = z
@@ -165,10 +181,16 @@ export const ProposalSchema = z
 export type Proposal = z.infer<typeof ProposalSchema>;
 
 export const proposalIdsMax = 50;
-export const ApproveRequestSchema = z.strictObject({ scope: ApprovalScopeSchema.default('once') }).meta({ id: 'ProposalApprove' });
+export const ApproveRequestSchema = z
+  .strictObject({ scope: ApprovalScopeSchema.default('once') })
+  .meta({ id: 'ProposalApprove' });
 export const ApproveAllRequestSchema = z
   .strictObject({
-    proposal_ids: z.array(UuidSchema).min(1).max(proposalIdsMax).describe('Each applied on its own; a failure does not stop the rest'),
+    proposal_ids: z
+      .array(UuidSchema)
+      .min(1)
+      .max(proposalIdsMax)
+      .describe('Each applied on its own; a failure does not stop the rest'),
     scope: ApprovalScopeSchema.default('once').describe('Applied to every card'),
   })
   .meta({ id: 'ProposalApproveAll' });
@@ -200,7 +222,9 @@ export const GrantSchema = z
   })
   .meta({ id: 'AssistantGrant' });
 export type Grant = z.infer<typeof GrantSchema>;
-export const GrantListSchema = z.object({ grants: z.array(GrantSchema).describe('Oldest first') }).meta({ id: 'AssistantGrantList' });
+export const GrantListSchema = z
+  .object({ grants: z.array(GrantSchema).describe('Oldest first') })
+  .meta({ id: 'AssistantGrantList' });
 
 /**
  * Whether a card runs without asking: only when its verb is granted in a scope that covers it
@@ -218,7 +242,10 @@ export interface AutoRunQuestion {
   grants: Pick<Grant, 'verb' | 'scope' | 'conversation_id' | 'member_id'>[];
 }
 
-export function grantCovers(grant: AutoRunQuestion['grants'][number], q: Pick<AutoRunQuestion, 'verb' | 'conversationId' | 'memberId'>): boolean {
+export function grantCovers(
+  grant: AutoRunQuestion['grants'][number],
+  q: Pick<AutoRunQuestion, 'verb' | 'conversationId' | 'memberId'>,
+): boolean {
   if (grant.verb !== q.verb) return false;
   switch (grant.scope) {
     case 'thread':
@@ -253,7 +280,8 @@ export interface Price {
 const credits = (n: number) => `${n} credit${n === 1 ? '' : 's'}`;
 
 export function priceLabels(price: Price): { price_label: string; approve_label: string; price_aside: string } {
-  if (!price.credits) return { price_label: 'Free', approve_label: 'Approve', price_aside: price.aside || 'Costs no credits' };
+  if (!price.credits)
+    return { price_label: 'Free', approve_label: 'Approve', price_aside: price.aside || 'Costs no credits' };
   const per = price.per === 'day' ? ' a day' : '';
   return {
     price_label: `Up to ${credits(price.credits)}${per}`,
@@ -325,12 +353,22 @@ export const ConversationListSchema = z
   .object({ conversations: z.array(ConversationSchema).describe('Most recently active first'), total_count: z.int() })
   .meta({ id: 'AssistantConversationList' });
 export const ConversationListQuerySchema = z.object({
-  archived: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe('Only archived (true) or only open (false) conversations; open ones when omitted'),
-  all_members: z.enum(['true', 'false']).transform((v) => v === 'true').optional().describe("An admin's view of every member's conversations"),
+  archived: z
+    .enum(['true', 'false'])
+    .transform((v) => v === 'true')
+    .optional()
+    .describe('Only archived (true) or only open (false) conversations; open ones when omitted'),
+  all_members: z
+    .enum(['true', 'false'])
+    .transform((v) => v === 'true')
+    .optional()
+    .describe("An admin's view of every member's conversations"),
   limit: queryInteger(z.int().min(1).max(200).default(50)),
   offset: queryInteger(z.int().min(0).default(0)),
 });
-export const ConversationCreateSchema = z.strictObject({ title: NameSchema.optional() }).meta({ id: 'AssistantConversationCreate' });
+export const ConversationCreateSchema = z
+  .strictObject({ title: NameSchema.optional() })
+  .meta({ id: 'AssistantConversationCreate' });
 export const ConversationUpdateSchema = z
   .strictObject({ title: NameSchema.optional(), archived: z.boolean().optional() })
   .meta({ id: 'AssistantConversationUpdate' });

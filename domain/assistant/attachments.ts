@@ -102,7 +102,11 @@ const extensionOf = (filename: string) => /\.([A-Za-z0-9]+)$/.exec(filename)?.[1
  * name; a zip archive (or an encrypted Office file) named `.xlsx` is a workbook; text without NUL
  * bytes named `.csv` (or sent as text/csv) is a CSV. Anything else is refused with the reason.
  */
-export function detectAttachmentKind(head: Uint8Array, filename: string, contentType: string | undefined): AttachmentKind | KindRefusal {
+export function detectAttachmentKind(
+  head: Uint8Array,
+  filename: string,
+  contentType: string | undefined,
+): AttachmentKind | KindRefusal {
   const extension = extensionOf(filename);
   if (pdfHeaderAt(head) >= 0) return 'pdf';
   const zip = startsWith(head, zipMagic);
@@ -111,8 +115,10 @@ export function detectAttachmentKind(head: Uint8Array, filename: string, content
     if (extension === 'xlsx' || contentType === attachmentContentTypes.xlsx) return 'xlsx';
     return { refused: `${filename} is an archive, not a .xlsx workbook; upload a PDF, an XLSX or a CSV file.` };
   }
-  if (extension === 'pdf') return { refused: `${filename} is named .pdf but is not a PDF: it does not start with %PDF-.` };
-  if (extension === 'xlsx') return { refused: `${filename} is named .xlsx but is not an XLSX workbook (a zip archive).` };
+  if (extension === 'pdf')
+    return { refused: `${filename} is named .pdf but is not a PDF: it does not start with %PDF-.` };
+  if (extension === 'xlsx')
+    return { refused: `${filename} is named .xlsx but is not an XLSX workbook (a zip archive).` };
   const csvNamed = extension === 'csv' || (contentType ?? '').split(';')[0]!.trim().toLowerCase() === 'text/csv';
   if (csvNamed) {
     if (head.includes(0)) return { refused: `${filename} is named .csv but holds binary data, not text.` };
@@ -194,7 +200,14 @@ function runOf(item: PositionedText): Run | null {
   // Leading spaces move the start; trailing ones shorten the advance.
   const leading = raw.length - raw.trimStart().length;
   const trailing = raw.length - raw.trimEnd().length;
-  return { text, x: item.x + leading * charWidth, y: item.y, width: Math.max(0, width - (leading + trailing) * charWidth), size, charWidth };
+  return {
+    text,
+    x: item.x + leading * charWidth,
+    y: item.y,
+    width: Math.max(0, width - (leading + trailing) * charWidth),
+    size,
+    charWidth,
+  };
 }
 
 /**
@@ -283,7 +296,9 @@ export const ChatAttachmentSchema = z
       .int()
       .min(0)
       .nullable()
-      .describe("Pages of the whole file (a spreadsheet's rows, one `Sheet: <name>` line per sheet included); null until its text is read"),
+      .describe(
+        "Pages of the whole file (a spreadsheet's rows, one `Sheet: <name>` line per sheet included); null until its text is read",
+      ),
     status: AttachmentStatusSchema.describe('`pending` while its text is being read, then `ready` or `failed`'),
     error: z.string().nullable().describe('Why the file could not be read, when `failed`'),
     created_at: TimestampSchema,
@@ -297,7 +312,9 @@ export const ChatAttachmentListSchema = z
 
 export const ChatAttachmentPagesQuerySchema = z.object({
   offset: queryInteger(z.int().min(0).default(0)).describe('First page to read, counted from zero'),
-  limit: queryInteger(z.int().min(1).max(pageReadLimitMax).default(pageReadLimitMax)).describe('Most pages to read, 1 to 50'),
+  limit: queryInteger(z.int().min(1).max(pageReadLimitMax).default(pageReadLimitMax)).describe(
+    'Most pages to read, 1 to 50',
+  ),
 });
 export type ChatAttachmentPagesQuery = z.infer<typeof ChatAttachmentPagesQuerySchema>;
 
@@ -309,13 +326,17 @@ export const ChatAttachmentPagesResponseSchema = z
     offset: z.int().min(0).describe('First page in this read, counted from zero'),
     pages: z
       .array(z.string())
-      .describe('Each page\'s text in page order. A page with no text is an empty string. A page whose text could not be read says so in its text.'),
+      .describe(
+        "Each page's text in page order. A page with no text is an empty string. A page whose text could not be read says so in its text.",
+      ),
     page_count: z.int().min(0).describe('Pages in the whole file, not in this read'),
     next_offset: z
       .int()
       .min(0)
       .nullable()
-      .describe('Where the next read starts. Null when this read reaches the last page. It can come before offset plus limit, because a read also stops at a size.'),
+      .describe(
+        'Where the next read starts. Null when this read reaches the last page. It can come before offset plus limit, because a read also stops at a size.',
+      ),
   })
   .meta({ id: 'ChatAttachmentPagesResponse', description: 'Pages of an attachment as text (spec 2.1)' });
 export type ChatAttachmentPagesResponse = z.infer<typeof ChatAttachmentPagesResponseSchema>;

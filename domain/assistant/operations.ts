@@ -49,15 +49,18 @@ const dataKeys = new Set(['enum', 'const', 'default', 'example', 'examples']);
 /** The input property that carries the request body. */
 export const bodyProperty = 'body';
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** The value a local reference (`#/components/schemas/Name`) points to. */
 function pointee(document: OpenApiDocument, ref: string): unknown {
-  if (!ref.startsWith('#/')) throw new Error(`The OpenAPI document refers outside itself (${ref}); only local references are read.`);
+  if (!ref.startsWith('#/'))
+    throw new Error(`The OpenAPI document refers outside itself (${ref}); only local references are read.`);
   let at: unknown = document;
   for (const part of ref.slice(2).split('/')) {
     const key = decodeURIComponent(part).replaceAll('~1', '/').replaceAll('~0', '~');
-    if (!isObject(at) || !Object.hasOwn(at, key)) throw new Error(`The OpenAPI document refers to ${ref}, which it does not define.`);
+    if (!isObject(at) || !Object.hasOwn(at, key))
+      throw new Error(`The OpenAPI document refers to ${ref}, which it does not define.`);
     at = at[key];
   }
   return at;
@@ -79,7 +82,9 @@ function inline(document: OpenApiDocument, value: unknown, open: readonly string
       : inline(document, pointee(document, ref), [...open, ref]);
     return { ...(isObject(target) ? target : {}), ...(inline(document, siblings, open) as Record<string, unknown>) };
   }
-  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, dataKeys.has(key) ? item : inline(document, item, open)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([key, item]) => [key, dataKeys.has(key) ? item : inline(document, item, open)]),
+  );
 }
 
 /** The access a route needs: `x-access` when the document says it, else from the method (auth.ts's rule). */
@@ -106,7 +111,11 @@ function streamsOnly(operation: Record<string, unknown>): boolean {
 }
 
 /** The one input object of an operation, from its parameters and body (references already inlined). */
-function inputSchema(name: string, parameters: Parameter[], body: { schema: JsonSchema; required: boolean } | null): JsonSchema {
+function inputSchema(
+  name: string,
+  parameters: Parameter[],
+  body: { schema: JsonSchema; required: boolean } | null,
+): JsonSchema {
   const properties: Record<string, unknown> = {};
   const required: string[] = [];
   const add = (key: string, schema: unknown, isRequired: boolean) => {
@@ -116,7 +125,10 @@ function inputSchema(name: string, parameters: Parameter[], body: { schema: Json
   };
   for (const parameter of parameters) {
     const schema = parameter.schema ?? {};
-    const described = parameter.description && schema.description === undefined ? { ...schema, description: parameter.description } : schema;
+    const described =
+      parameter.description && schema.description === undefined
+        ? { ...schema, description: parameter.description }
+        : schema;
     add(parameter.name, described, parameter.in === 'path' || parameter.required === true);
   }
   if (body) add(bodyProperty, body.schema, body.required);
@@ -136,7 +148,9 @@ export function operationCatalogue(document: OpenApiDocument): CatalogueOperatio
       const operation = item[method];
       if (!isObject(operation) || typeof operation.operationId !== 'string') continue;
       const name = operation.operationId;
-      const tags = Array.isArray(operation.tags) ? operation.tags.filter((t): t is string => typeof t === 'string') : [];
+      const tags = Array.isArray(operation.tags)
+        ? operation.tags.filter((t): t is string => typeof t === 'string')
+        : [];
       const access = accessOf(method, operation);
       if (access !== 'read' && access !== 'write') continue;
       if (tags.includes('pnet-agent') || streamsOnly(operation)) continue;
@@ -145,15 +159,25 @@ export function operationCatalogue(document: OpenApiDocument): CatalogueOperatio
       let body: { schema: JsonSchema; required: boolean } | null = null;
       if (isObject(requestBody)) {
         const content = isObject(requestBody.content) ? requestBody.content : {};
-        const json = Object.entries(content).find(([type]) => type === 'application/json' || /^application\/[\w.+-]*\+json$/.test(type));
+        const json = Object.entries(content).find(
+          ([type]) => type === 'application/json' || /^application\/[\w.+-]*\+json$/.test(type),
+        );
         if (!json) continue; // an upload: multipart, CSV or a raw file
-        body = { schema: isObject(json[1]) && isObject(json[1].schema) ? json[1].schema : {}, required: requestBody.required === true };
+        body = {
+          schema: isObject(json[1]) && isObject(json[1].schema) ? json[1].schema : {},
+          required: requestBody.required === true,
+        };
       }
 
       // Path-level parameters, unless the operation redefines one (same name and place).
       const own = (Array.isArray(operation.parameters) ? operation.parameters : []).map((p) => inline(document, p));
-      const inherited = shared.map((p) => inline(document, p)).filter((p) => !own.some((o) => isObject(o) && isObject(p) && o.name === p.name && o.in === p.in));
-      const parameters = [...inherited, ...own].filter((p): p is Parameter & Record<string, unknown> => isObject(p) && typeof p.name === 'string' && (p.in === 'path' || p.in === 'query'));
+      const inherited = shared
+        .map((p) => inline(document, p))
+        .filter((p) => !own.some((o) => isObject(o) && isObject(p) && o.name === p.name && o.in === p.in));
+      const parameters = [...inherited, ...own].filter(
+        (p): p is Parameter & Record<string, unknown> =>
+          isObject(p) && typeof p.name === 'string' && (p.in === 'path' || p.in === 'query'),
+      );
 
       const price = operation['x-price-credits'];
       catalogue.push({
@@ -177,7 +201,8 @@ function pathParameters(path: string): string[] {
   return [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
 }
 
-const queryValue = (value: unknown): string => (typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value));
+const queryValue = (value: unknown): string =>
+  typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
 
 /**
  * The HTTP request a tool call stands for: the path with its parameters filled in (percent-encoded),
@@ -185,10 +210,16 @@ const queryValue = (value: unknown): string => (typeof value === 'string' ? valu
  * is left out), and the body. It checks nothing else: the route validates the input as it does
  * any request. Throws when a path parameter is missing, since the URL would name another resource.
  */
-export function operationRequest(op: CatalogueOperation, input: Record<string, unknown>): { method: CatalogueOperation['method']; url: string; body?: unknown } {
+export function operationRequest(
+  op: CatalogueOperation,
+  input: Record<string, unknown>,
+): { method: CatalogueOperation['method']; url: string; body?: unknown } {
   const fromPath = pathParameters(op.path);
   const missing = fromPath.filter((name) => input[name] === undefined || input[name] === null || input[name] === '');
-  if (missing.length) throw new Error(`Operation ${op.name} needs the path parameter${missing.length > 1 ? 's' : ''} ${missing.join(', ')}.`);
+  if (missing.length)
+    throw new Error(
+      `Operation ${op.name} needs the path parameter${missing.length > 1 ? 's' : ''} ${missing.join(', ')}.`,
+    );
   const path = op.path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(queryValue(input[name])));
 
   const declared = isObject(op.input_schema.properties) ? Object.keys(op.input_schema.properties) : [];
@@ -197,7 +228,9 @@ export function operationRequest(op: CatalogueOperation, input: Record<string, u
     .flatMap((key) => {
       const value = input[key];
       const values = Array.isArray(value) ? value : [value];
-      return values.filter((v) => v !== undefined && v !== null).map((v) => `${encodeURIComponent(key)}=${encodeURIComponent(queryValue(v))}`);
+      return values
+        .filter((v) => v !== undefined && v !== null)
+        .map((v) => `${encodeURIComponent(key)}=${encodeURIComponent(queryValue(v))}`);
     });
   const url = query.length ? `${path}?${query.join('&')}` : path;
   const hasBody = declared.includes(bodyProperty) && input[bodyProperty] !== undefined;

@@ -20,13 +20,33 @@ export const StreamPartSchema = z
     Part('text-start', { id: z.string() }, 'A block of text starts'),
     Part('text-delta', { id: z.string(), delta: z.string() }, 'More text of the block'),
     Part('text-end', { id: z.string() }, 'The block of text is whole'),
-    Part('tool-input-available', { toolCallId: z.string(), toolName: z.string(), input: z.unknown() }, 'The model called a tool with this input'),
-    Part('tool-output-available', { toolCallId: z.string(), output: z.unknown() }, "The tool's result (a card raised, or what a read returned)"),
+    Part(
+      'tool-input-available',
+      { toolCallId: z.string(), toolName: z.string(), input: z.unknown() },
+      'The model called a tool with this input',
+    ),
+    Part(
+      'tool-output-available',
+      { toolCallId: z.string(), output: z.unknown() },
+      "The tool's result (a card raised, or what a read returned)",
+    ),
     Part('tool-output-error', { toolCallId: z.string(), errorText: z.string() }, 'The tool call was refused or failed'),
-    Part('data-proposal', { id: z.string(), data: ProposalSchema }, 'A card as it was proposed (its later decisions are read from the cards list)'),
-    Part('data-notice', { data: z.object({ code: z.string(), text: z.string() }) }, 'Something the reader should know, such as a model step asked again after an interruption'),
+    Part(
+      'data-proposal',
+      { id: z.string(), data: ProposalSchema },
+      'A card as it was proposed (its later decisions are read from the cards list)',
+    ),
+    Part(
+      'data-notice',
+      { data: z.object({ code: z.string(), text: z.string() }) },
+      'Something the reader should know, such as a model step asked again after an interruption',
+    ),
     Part('finish-step', {}, 'The model step ended'),
-    Part('finish', { messageMetadata: z.object({ message_id: z.string(), conversation_id: z.string() }) }, 'The answer is complete'),
+    Part(
+      'finish',
+      { messageMetadata: z.object({ message_id: z.string(), conversation_id: z.string() }) },
+      'The answer is complete',
+    ),
     Part('error', { errorText: z.string() }, 'The answer failed; the stream ends after it'),
   ])
   .meta({ id: 'AssistantStreamPart' });
@@ -42,11 +62,17 @@ export const StreamEventSchema = z
     z
       .object({
         event: z.literal('message').optional(),
-        id: z.string().regex(/^[0-9]+$/).describe("The part's position in the answer: reconnect with it as Last-Event-ID"),
+        id: z
+          .string()
+          .regex(/^[0-9]+$/)
+          .describe("The part's position in the answer: reconnect with it as Last-Event-ID"),
         data: z
           .string()
           .regex(/^\{/)
-          .meta({ contentMediaType: 'application/json', contentSchema: { $ref: '#/components/schemas/AssistantStreamPart' } }),
+          .meta({
+            contentMediaType: 'application/json',
+            contentSchema: { $ref: '#/components/schemas/AssistantStreamPart' },
+          }),
       })
       .describe('One part of the answer'),
     z

@@ -41,7 +41,10 @@ const inlineSchemaMax = 4000;
 
 /** The operations whose name, summary or tags best match the words of `query`, best first. */
 export function findOperations(operations: CatalogueOperation[], query: string, limit = 8) {
-  const words = query.toLowerCase().split(/[^a-z0-9]+/).filter((w) => w.length > 1);
+  const words = query
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((w) => w.length > 1);
   const score = (op: CatalogueOperation) => {
     const haystack = `${op.name} ${op.summary} ${op.tags.join(' ')} ${op.path}`.toLowerCase();
     return words.reduce((n, w) => n + (haystack.includes(w) ? (op.name.toLowerCase().includes(w) ? 3 : 1) : 0), 0);
@@ -59,7 +62,9 @@ export function findOperations(operations: CatalogueOperation[], query: string, 
         path: op.path,
         summary: op.summary,
         access: op.access,
-        input_schema: (schema.length <= inlineSchemaMax ? op.input_schema : { note: 'Large input: see the API reference for this operation.' }) as JsonSchema,
+        input_schema: (schema.length <= inlineSchemaMax
+          ? op.input_schema
+          : { note: 'Large input: see the API reference for this operation.' }) as JsonSchema,
       };
     });
 }
@@ -67,8 +72,14 @@ export function findOperations(operations: CatalogueOperation[], query: string, 
 export const operationTools: ToolDefinition[] = [
   {
     name: 'find_operations',
-    description: "Search the workspace API's operations by words (for example \"list rows of a table\"). Answers names, summaries, access and inputs.",
-    parameters: { type: 'object', properties: { query: { type: 'string', minLength: 1, maxLength: 200 } }, required: ['query'], additionalProperties: false },
+    description:
+      'Search the workspace API\'s operations by words (for example "list rows of a table"). Answers names, summaries, access and inputs.',
+    parameters: {
+      type: 'object',
+      properties: { query: { type: 'string', minLength: 1, maxLength: 200 } },
+      required: ['query'],
+      additionalProperties: false,
+    },
   },
   {
     name: 'call_operation',
@@ -87,7 +98,10 @@ export const operationTools: ToolDefinition[] = [
 /** The door to the API in this process: the catalogue, and a call made as a member of the workspace. */
 export interface OperationDoor {
   catalogue(): CatalogueOperation[];
-  call(memberId: string, request: { method: string; url: string; body?: unknown }): Promise<{ status: number; body: unknown }>;
+  call(
+    memberId: string,
+    request: { method: string; url: string; body?: unknown },
+  ): Promise<{ status: number; body: unknown }>;
 }
 
 /** An answer read back to the model, cut to a size a prompt can take. */
@@ -110,7 +124,10 @@ export function toolCardQuote(op: CatalogueOperation, request: { method: string;
     verbLabel: op.summary || op.name,
     input: { operation: op.name, request } as Record<string, unknown>,
     summary: `${op.summary || op.name} (${request.method} ${request.url})`,
-    lines: [`${request.method} ${request.url}`, ...(request.body !== undefined ? [briefAnswer(request.body, 500)] : [])],
+    lines: [
+      `${request.method} ${request.url}`,
+      ...(request.body !== undefined ? [briefAnswer(request.body, 500)] : []),
+    ],
     price,
     destructive,
     loss: destructive ? `${op.summary || op.name}: what it removes cannot be brought back from here.` : null,

@@ -15,7 +15,9 @@ import { LeadSearchKindSchema, LeadSearchQuerySchema, leadSearchMaxResults } fro
 export const VerbInputSchemas = {
   add_column: z.strictObject({
     table_id: UuidSchema,
-    column: ColumnCreateSchema.describe('The column to add; an enrichment column runs over the table once the card is approved'),
+    column: ColumnCreateSchema.describe(
+      'The column to add; an enrichment column runs over the table once the card is approved',
+    ),
   }),
   run_column: z.strictObject({ table_id: UuidSchema, column_id: UuidSchema.describe('An enrichment column') }),
   enrich_rows: z.strictObject({
@@ -53,17 +55,23 @@ export const isBuiltVerb = (name: string): name is BuiltVerb => Object.hasOwn(Ve
 
 /** Why a verb is refused in this build: its supplier is another part of the service not built yet. */
 export const refusedVerbs: Partial<Record<Verb, string>> = {
-  push_to_destination: 'Pushing rows to a destination is not available yet: no destination (CRM write-back) can be connected.',
+  push_to_destination:
+    'Pushing rows to a destination is not available yet: no destination (CRM write-back) can be connected.',
 };
 
 const descriptions: Record<BuiltVerb, string> = {
-  add_column: 'Add a column to a table (input, formula or enrichment). Proposes a card; an enrichment column is priced per row that gets a result.',
-  run_column: 'Run an enrichment column over every row of its table. Proposes a card priced per row that gets a result.',
+  add_column:
+    'Add a column to a table (input, formula or enrichment). Proposes a card; an enrichment column is priced per row that gets a result.',
+  run_column:
+    'Run an enrichment column over every row of its table. Proposes a card priced per row that gets a result.',
   enrich_rows: 'Run an enrichment column over chosen rows. Proposes a card priced per row that gets a result.',
   add_contacts_to_sequence: "Enrol rows of a sequence's audience table as contacts of the sequence. Proposes a card.",
-  start_search: 'Search for people or companies (titles, seniorities, departments, locations, company domains, industries, head counts, keywords) and land each result as a row of an existing table. Proposes a card; each new row costs the provider’s price, charged as it lands, and duplicates cost nothing.',
-  create_table_from_search: 'Make a new table and fill it from a search for people or companies. Proposes a card; each new row costs the provider’s price, charged as it lands.',
-  call_endpoint: 'Send JSON to an outside endpoint (a webhook of another tool). Proposes a card; the request is sent at most once.',
+  start_search:
+    'Search for people or companies (titles, seniorities, departments, locations, company domains, industries, head counts, keywords) and land each result as a row of an existing table. Proposes a card; each new row costs the provider’s price, charged as it lands, and duplicates cost nothing.',
+  create_table_from_search:
+    'Make a new table and fill it from a search for people or companies. Proposes a card; each new row costs the provider’s price, charged as it lands.',
+  call_endpoint:
+    'Send JSON to an outside endpoint (a webhook of another tool). Proposes a card; the request is sent at most once.',
 };
 
 export interface ToolDefinition {
@@ -77,7 +85,10 @@ export function verbTools(): ToolDefinition[] {
   return (Object.keys(VerbInputSchemas) as BuiltVerb[]).map((verb) => ({
     name: verb,
     description: descriptions[verb],
-    parameters: z.toJSONSchema(VerbInputSchemas[verb], { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>,
+    parameters: z.toJSONSchema(VerbInputSchemas[verb], { io: 'input', unrepresentable: 'any' }) as Record<
+      string,
+      unknown
+    >,
   }));
 }
 

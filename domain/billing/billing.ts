@@ -5,26 +5,42 @@ import { PlanSchema, queryInteger, textSchema, TimestampSchema } from '../shared
 import { CreditPackIdSchema } from './catalogue.js';
 
 const cents = z.int().min(0).describe('An amount of money in the smallest unit of its currency (cents), never a float');
-const currency = z.string().regex(/^[a-z]{3}$/).describe('ISO 4217 code, lower case');
+const currency = z
+  .string()
+  .regex(/^[a-z]{3}$/)
+  .describe('ISO 4217 code, lower case');
 
 export const BillingOverviewSchema = z
   .object({
     plan: PlanSchema,
-    billing_configured: z.boolean().describe('A payment provider is configured; without one, an operator sets plans and grants credits (admin command line)'),
-    subscription_status: z.string().nullable().describe("The provider's subscription status (`active`, `past_due`, `canceled`, ...), null without a subscription"),
+    billing_configured: z
+      .boolean()
+      .describe(
+        'A payment provider is configured; without one, an operator sets plans and grants credits (admin command line)',
+      ),
+    subscription_status: z
+      .string()
+      .nullable()
+      .describe(
+        "The provider's subscription status (`active`, `past_due`, `canceled`, ...), null without a subscription",
+      ),
     current_period_end: TimestampSchema.nullable().describe("When the subscription's current period ends"),
     cancel_at_period_end: z.boolean().describe('A downgrade is scheduled: the paid plan ends at `current_period_end`'),
     payment_failed_at: TimestampSchema.nullable(),
-    grace_ends_at: TimestampSchema.nullable().describe('After a failed renewal the paid plan is kept until then, then the workspace goes free unless an invoice is paid'),
+    grace_ends_at: TimestampSchema.nullable().describe(
+      'After a failed renewal the paid plan is kept until then, then the workspace goes free unless an invoice is paid',
+    ),
     next_invoice: z
       .object({ amount_cents: cents, currency, due_at: TimestampSchema })
       .nullable()
       .describe("The plan's next renewal, null when nothing renews (free, or a downgrade scheduled)"),
     credits: CreditBalanceSchema,
-    grant_period: z.object({ start: TimestampSchema, end: TimestampSchema }).describe('The current monthly grant period'),
+    grant_period: z
+      .object({ start: TimestampSchema, end: TimestampSchema })
+      .describe('The current monthly grant period'),
     grants_per_period: z
       .object({ plan: z.int(), design_partner: z.int(), total: z.int() })
-      .describe('Credits granted at the start of each monthly period: the plan\'s and the design-partner benefit\'s'),
+      .describe("Credits granted at the start of each monthly period: the plan's and the design-partner benefit's"),
     plans: z.array(z.object({ plan: PlanSchema, monthly_price_cents: cents, currency, monthly_credits: z.int() })),
     packs: z.array(z.object({ pack: CreditPackIdSchema, credits: z.int(), price_cents: cents, currency })),
   })
@@ -64,7 +80,9 @@ export const PaymentSchema = z
 export const BillingListQuerySchema = z.object({ limit: queryInteger(z.int().min(1).max(100).default(20)) });
 
 export const CheckoutRequestSchema = z
-  .object({ purchase: z.union([z.literal('plan'), CreditPackIdSchema]).describe('`plan` to upgrade to paid, or a credit pack') })
+  .object({
+    purchase: z.union([z.literal('plan'), CreditPackIdSchema]).describe('`plan` to upgrade to paid, or a credit pack'),
+  })
   .strict();
 
 export const CheckoutAnswerSchema = z.object({
@@ -73,7 +91,9 @@ export const CheckoutAnswerSchema = z.object({
   expires_at: TimestampSchema.nullable(),
 });
 
-export const PortalAnswerSchema = z.object({ url: z.string().describe("The provider's customer portal: payment methods, invoices, cancel") });
+export const PortalAnswerSchema = z.object({
+  url: z.string().describe("The provider's customer portal: payment methods, invoices, cancel"),
+});
 
 export const DowngradeAnswerSchema = z.object({
   detail: z.string(),
@@ -90,8 +110,15 @@ export const WebhookAnswerSchema = z.object({
 export const ReferralsSchema = z
   .object({
     code: z.string(),
-    link: z.string().nullable().describe('The referral link (REFERRAL_LINK_BASE or PUBLIC_BASE_URL + /signup, with `?ref=`), null when neither is set'),
-    reward: z.object({ referrer_credits: z.int(), referred_credits: z.int() }).describe('What each side receives, once, when the referred workspace first pays'),
+    link: z
+      .string()
+      .nullable()
+      .describe(
+        'The referral link (REFERRAL_LINK_BASE or PUBLIC_BASE_URL + /signup, with `?ref=`), null when neither is set',
+      ),
+    reward: z
+      .object({ referrer_credits: z.int(), referred_credits: z.int() })
+      .describe('What each side receives, once, when the referred workspace first pays'),
     referred_workspaces: z.int(),
     rewarded_workspaces: z.int(),
     credits_earned: z.int(),
@@ -110,7 +137,9 @@ export const DesignPartnerSchema = z
     applied_at: TimestampSchema.nullable(),
     decided_at: TimestampSchema.nullable(),
     decision_note: z.string().nullable(),
-    benefit: z.object({ monthly_credits: z.int() }).describe('Credits granted each monthly period while accepted, beside the plan\'s'),
+    benefit: z
+      .object({ monthly_credits: z.int() })
+      .describe("Credits granted each monthly period while accepted, beside the plan's"),
   })
   .meta({ id: 'DesignPartner' });
 

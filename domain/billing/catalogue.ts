@@ -20,7 +20,9 @@ export const planTerms: Readonly<Record<Plan, PlanTerms>> = {
   paid: { monthly_price_cents: 4900, monthly_credits: 2000 },
 };
 
-export const CreditPackIdSchema = z.enum(['pack_1000', 'pack_5000', 'pack_20000']).describe('A credit pack of the catalogue (`GET /billing/`)');
+export const CreditPackIdSchema = z
+  .enum(['pack_1000', 'pack_5000', 'pack_20000'])
+  .describe('A credit pack of the catalogue (`GET /billing/`)');
 export type CreditPackId = z.infer<typeof CreditPackIdSchema>;
 
 export const creditPacks: Readonly<Record<CreditPackId, { credits: number; price_cents: number }>> = {

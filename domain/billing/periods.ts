@@ -12,7 +12,17 @@ export function addMonths(anchor: Date, months: number): Date {
   const y = anchor.getUTCFullYear();
   const m = anchor.getUTCMonth() + months;
   const lastDay = new Date(Date.UTC(y, m + 1, 0)).getUTCDate();
-  return new Date(Date.UTC(y, m, Math.min(anchor.getUTCDate(), lastDay), anchor.getUTCHours(), anchor.getUTCMinutes(), anchor.getUTCSeconds(), anchor.getUTCMilliseconds()));
+  return new Date(
+    Date.UTC(
+      y,
+      m,
+      Math.min(anchor.getUTCDate(), lastDay),
+      anchor.getUTCHours(),
+      anchor.getUTCMinutes(),
+      anchor.getUTCSeconds(),
+      anchor.getUTCMilliseconds(),
+    ),
+  );
 }
 
 export interface GrantPeriod {
@@ -79,19 +89,31 @@ export interface BillingDue {
 export function decideBillingDue(s: BillingSnapshot, now: Date): BillingDue {
   let downgrade: BillingDue['downgrade'] = null;
   if (s.plan === 'paid' && s.graceEndsAt && now >= s.graceEndsAt) downgrade = 'grace_ended';
-  else if (s.plan === 'paid' && s.cancelAtPeriodEnd && s.currentPeriodEnd && now >= s.currentPeriodEnd) downgrade = 'period_ended';
+  else if (s.plan === 'paid' && s.cancelAtPeriodEnd && s.currentPeriodEnd && now >= s.currentPeriodEnd)
+    downgrade = 'period_ended';
   const plan: Plan = downgrade ? 'free' : s.plan;
   const period = grantPeriodAt(s.grantAnchor, now);
   const credits = periodCredits(plan, s.designPartner);
   const grants: CreditGrant[] = [];
   for (const start of periodsToGrant(s.grantAnchor, period, s.lastGrantedPeriodStart)) {
     const key = start.toISOString();
-    if (credits.plan > 0) grants.push({ causeKey: `plan-grant:${key}`, amount: credits.plan, note: `${plan} plan credits for the period from ${key}` });
-    if (credits.design_partner > 0) grants.push({ causeKey: `design-partner-grant:${key}`, amount: credits.design_partner, note: `design-partner credits for the period from ${key}` });
+    if (credits.plan > 0)
+      grants.push({
+        causeKey: `plan-grant:${key}`,
+        amount: credits.plan,
+        note: `${plan} plan credits for the period from ${key}`,
+      });
+    if (credits.design_partner > 0)
+      grants.push({
+        causeKey: `design-partner-grant:${key}`,
+        amount: credits.design_partner,
+        note: `design-partner credits for the period from ${key}`,
+      });
   }
   const wakes = [period.end];
   if (plan === 'paid' && s.graceEndsAt && s.graceEndsAt > now) wakes.push(s.graceEndsAt);
-  if (plan === 'paid' && s.cancelAtPeriodEnd && s.currentPeriodEnd && s.currentPeriodEnd > now) wakes.push(s.currentPeriodEnd);
+  if (plan === 'paid' && s.cancelAtPeriodEnd && s.currentPeriodEnd && s.currentPeriodEnd > now)
+    wakes.push(s.currentPeriodEnd);
   return { downgrade, plan, period, grants, nextWakeAt: new Date(Math.min(...wakes.map((d) => d.getTime()))) };
 }
 

@@ -16,7 +16,8 @@ interface EventBase {
   customerId: string | null;
 }
 
-export type SubscriptionStatus = 'incomplete' | 'incomplete_expired' | 'trialing' | 'active' | 'past_due' | 'canceled' | 'unpaid' | 'paused';
+export type SubscriptionStatus =
+  'incomplete' | 'incomplete_expired' | 'trialing' | 'active' | 'past_due' | 'canceled' | 'unpaid' | 'paused';
 
 export type BillingEvent = EventBase &
   (
@@ -52,8 +53,22 @@ export type BillingEvent = EventBase &
         cancelAtPeriodEnd: boolean;
         deleted: boolean;
       }
-    | { kind: 'charge_refunded'; paymentId: string; amountCents: number; refundedCents: number; currency: string; createdAt: Date }
-    | { kind: 'dispute'; paymentId: string; disputeStatus: 'open' | 'won' | 'lost'; amountCents: number; currency: string; createdAt: Date }
+    | {
+        kind: 'charge_refunded';
+        paymentId: string;
+        amountCents: number;
+        refundedCents: number;
+        currency: string;
+        createdAt: Date;
+      }
+    | {
+        kind: 'dispute';
+        paymentId: string;
+        disputeStatus: 'open' | 'won' | 'lost';
+        amountCents: number;
+        currency: string;
+        createdAt: Date;
+      }
     | { kind: 'ignored' }
   );
 
@@ -80,7 +95,12 @@ export function planForSubscription(status: SubscriptionStatus, deleted: boolean
  * Credits of a pack that should be taken back: the refunded share (rounded up, so a refund never
  * leaves a fraction of a credit paid for by nobody), or all of them while a dispute is open or lost.
  */
-export function packCreditsToRevoke(p: { credits: number; amountCents: number; refundedCents: number; disputeStatus: 'open' | 'won' | 'lost' | null }): number {
+export function packCreditsToRevoke(p: {
+  credits: number;
+  amountCents: number;
+  refundedCents: number;
+  disputeStatus: 'open' | 'won' | 'lost' | null;
+}): number {
   if (p.disputeStatus === 'open' || p.disputeStatus === 'lost') return p.credits;
   if (p.amountCents <= 0 || p.refundedCents <= 0) return 0;
   return Math.min(p.credits, Math.ceil((p.credits * Math.min(p.refundedCents, p.amountCents)) / p.amountCents));

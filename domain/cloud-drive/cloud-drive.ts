@@ -2,7 +2,9 @@
 import { z } from 'zod';
 import { TimestampSchema, lineSchema } from '../shared/common.js';
 
-export const CloudDriveStatusSchema = z.enum(['connected', 'reconnect_required']).describe('`reconnect_required`: the grant was revoked or expired; connect again');
+export const CloudDriveStatusSchema = z
+  .enum(['connected', 'reconnect_required'])
+  .describe('`reconnect_required`: the grant was revoked or expired; connect again');
 
 export const CloudDriveStateSchema = z
   .object({
@@ -11,13 +13,18 @@ export const CloudDriveStateSchema = z
     scopes: z.array(z.string()),
     connected_at: TimestampSchema.nullable(),
     status: CloudDriveStatusSchema.nullable(),
-    last_error: z.string().nullable().describe('What last went wrong with the connection, in words a person can act on'),
+    last_error: z
+      .string()
+      .nullable()
+      .describe('What last went wrong with the connection, in words a person can act on'),
   })
   .describe("The workspace's cloud-drive connection; never its tokens");
 export type CloudDriveState = z.infer<typeof CloudDriveStateSchema>;
 
 export const CloudDriveConnectAnswerSchema = z.object({
-  authorize_url: z.url().describe("Where to send the person to consent; the drive returns to the callback with `code` and `state`"),
+  authorize_url: z
+    .url()
+    .describe('Where to send the person to consent; the drive returns to the callback with `code` and `state`'),
   expires_at: TimestampSchema.describe('The authorization must complete before this'),
 });
 
@@ -38,7 +45,11 @@ export const CloudDriveCallbackAnswerSchema = z.object({
 });
 
 /** A drive file's id (spec 8, `file_ids`). */
-export const DriveFileIdSchema = z.string().min(1).max(255).regex(/^[A-Za-z0-9_-]+$/);
+export const DriveFileIdSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[A-Za-z0-9_-]+$/);
 
 /** How long a pending authorization lasts. */
 export const cloudDriveAuthorizationMinutes = 10;

@@ -26,8 +26,12 @@ export const ConnectedAppSchema = z
     app_name: z.string(),
     brand: BrandSchema,
     redirect_host: z.string().describe('Where the app receives its code: the host of its redirect address'),
-    access: AccessSchema.describe('What the person chose; a workspace not on the paid plan reads as `read` on every call'),
-    user_id: z.string().describe('The identity-provider user id of the person who approved it (the member the app acts as)'),
+    access: AccessSchema.describe(
+      'What the person chose; a workspace not on the paid plan reads as `read` on every call',
+    ),
+    user_id: z
+      .string()
+      .describe('The identity-provider user id of the person who approved it (the member the app acts as)'),
     person_name: z.string().describe('Their full name, or their email when they have none'),
     person_email: z.string(),
     last_used_at: TimestampSchema.nullable().describe('The last call, to the minute'),
@@ -35,20 +39,28 @@ export const ConnectedAppSchema = z
   })
   .meta({ id: 'ConnectedApp' });
 export type ConnectedApp = z.infer<typeof ConnectedAppSchema>;
-export const ConnectedAppListSchema = z.object({ data: z.array(ConnectedAppSchema).describe('Newest first') }).meta({ id: 'ConnectedAppList' });
+export const ConnectedAppListSchema = z
+  .object({ data: z.array(ConnectedAppSchema).describe('Newest first') })
+  .meta({ id: 'ConnectedAppList' });
 
 export const ConsentWorkspaceSchema = z
   .object({
     workspace_id: z.string(),
     name: z.string(),
-    can_write: z.boolean().describe('Whether `write` would take effect: only a workspace on the paid plan makes changes from an AI app'),
+    can_write: z
+      .boolean()
+      .describe('Whether `write` would take effect: only a workspace on the paid plan makes changes from an AI app'),
   })
   .meta({ id: 'ConsentWorkspace' });
 export const ConsentRequestSchema = z
   .object({
     app_name: z.string(),
     brand: BrandSchema,
-    is_local: z.boolean().describe('The redirect goes to this computer (a loopback address): only an app running on this machine receives the code'),
+    is_local: z
+      .boolean()
+      .describe(
+        'The redirect goes to this computer (a loopback address): only an app running on this machine receives the code',
+      ),
     recognised: z.boolean().describe('False shows as unverified: the name is what the app says about itself'),
     redirect_host: z.string().describe('Where approving sends the person (and the code)'),
     workspaces: z.array(ConsentWorkspaceSchema).describe("The signed-in person's workspaces"),
@@ -63,7 +75,13 @@ export const ConsentApproveSchema = z
   })
   .meta({ id: 'ConsentApprove' });
 export const ConsentRedirectSchema = z
-  .object({ redirect_url: z.string().describe("The app's redirect address with the code (or the refusal) and its state: send the person's browser there") })
+  .object({
+    redirect_url: z
+      .string()
+      .describe(
+        "The app's redirect address with the code (or the refusal) and its state: send the person's browser there",
+      ),
+  })
   .meta({ id: 'ConsentRedirect' });
 
 // ---- Lifetimes ----
@@ -108,7 +126,9 @@ const loopbackHosts = new Set(['localhost', '127.0.0.1', '[::1]']);
  * port: a desktop app listens where it can, RFC 8252), never with a fragment. `is_local` marks the
  * loopback ones. Custom schemes are refused: the consent page could not name who receives the code.
  */
-export function checkRedirectUri(value: string): { ok: true; host: string; isLocal: boolean } | { ok: false; reason: string } {
+export function checkRedirectUri(
+  value: string,
+): { ok: true; host: string; isLocal: boolean } | { ok: false; reason: string } {
   let url: URL;
   try {
     url = new URL(value);
@@ -118,8 +138,13 @@ export function checkRedirectUri(value: string): { ok: true; host: string; isLoc
   if (url.hash) return { ok: false, reason: `${value} has a fragment; a redirect address may not` };
   if (url.username || url.password) return { ok: false, reason: `${value} carries credentials` };
   const isLocal = loopbackHosts.has(url.hostname);
-  if (url.protocol === 'http:' && !isLocal) return { ok: false, reason: `${value} is plain http to another machine; only https, or http to a loopback address` };
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return { ok: false, reason: `${value} is not https (or http to a loopback address)` };
+  if (url.protocol === 'http:' && !isLocal)
+    return {
+      ok: false,
+      reason: `${value} is plain http to another machine; only https, or http to a loopback address`,
+    };
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    return { ok: false, reason: `${value} is not https (or http to a loopback address)` };
   return { ok: true, host: url.hostname, isLocal };
 }
 
@@ -139,7 +164,13 @@ export function redirectMatches(registered: readonly string[], given: string): b
   return registered.some((r) => {
     try {
       const known = new URL(r);
-      return loopbackHosts.has(known.hostname) && known.protocol === url.protocol && known.hostname === url.hostname && known.pathname === url.pathname && known.search === url.search;
+      return (
+        loopbackHosts.has(known.hostname) &&
+        known.protocol === url.protocol &&
+        known.hostname === url.hostname &&
+        known.pathname === url.pathname &&
+        known.search === url.search
+      );
     } catch {
       return false;
     }
@@ -170,12 +201,16 @@ export type KnownApps = Partial<Record<Exclude<Brand, 'other'>, string[]>>;
 
 const onHost = (host: string, known: string) => host === known || host.endsWith(`.${known}`);
 
-export function recognise(known: KnownApps, client: { registration: 'dynamic' | 'metadata_document'; client_id: string; redirect_uris: readonly string[] }): { brand: Brand; recognised: boolean } {
+export function recognise(
+  known: KnownApps,
+  client: { registration: 'dynamic' | 'metadata_document'; client_id: string; redirect_uris: readonly string[] },
+): { brand: Brand; recognised: boolean } {
   if (client.registration !== 'metadata_document') return { brand: 'other', recognised: false };
   const host = new URL(client.client_id).hostname;
   for (const [brand, hosts] of Object.entries(known) as [Exclude<Brand, 'other'>, string[]][]) {
     const match = hosts.find((h) => onHost(host, h));
-    if (match && client.redirect_uris.every((r) => onHost(new URL(r).hostname, match))) return { brand, recognised: true };
+    if (match && client.redirect_uris.every((r) => onHost(new URL(r).hostname, match)))
+      return { brand, recognised: true };
   }
   return { brand: 'other', recognised: false };
 }
@@ -183,10 +218,17 @@ export function recognise(known: KnownApps, client: { registration: 'dynamic' | 
 /** `CONNECTED_APPS_KNOWN`: `assistant_a=host,host;assistant_b=host`. */
 export function parseKnownApps(raw: string | undefined): KnownApps {
   const known: KnownApps = {};
-  for (const part of (raw ?? '').split(';').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of (raw ?? '')
+    .split(';')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const [brand, hosts] = part.split('=', 2) as [string, string | undefined];
-    if (brand !== 'assistant_a' && brand !== 'assistant_b') throw new Error(`CONNECTED_APPS_KNOWN names brand "${brand}"; only assistant_a and assistant_b are known apps.`);
-    known[brand] = (hosts ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+    if (brand !== 'assistant_a' && brand !== 'assistant_b')
+      throw new Error(`CONNECTED_APPS_KNOWN names brand "${brand}"; only assistant_a and assistant_b are known apps.`);
+    known[brand] = (hosts ?? '')
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean);
   }
   return known;
 }
@@ -208,11 +250,14 @@ export function pkceMatches(verifier: string, challenge: string): boolean {
 // ---- Access on each call ----
 
 /** What a call may do: the person's choice, and `read` whenever the workspace is not on the paid plan. */
-export const effectiveAccess = (chosen: Access, plan: Plan): Access => (chosen === 'write' && plan === 'paid' ? 'write' : 'read');
+export const effectiveAccess = (chosen: Access, plan: Plan): Access =>
+  chosen === 'write' && plan === 'paid' ? 'write' : 'read';
 
 /** What an app never calls: the assistant's own list, plus connecting and revoking apps (an app may not widen or hide itself). */
 export function appOperations(catalogue: CatalogueOperation[], access: Access): CatalogueOperation[] {
-  return assistantOperations(catalogue).filter((op) => !op.tags.includes('connected-apps') && (access === 'write' || op.access === 'read'));
+  return assistantOperations(catalogue).filter(
+    (op) => !op.tags.includes('connected-apps') && (access === 'write' || op.access === 'read'),
+  );
 }
 
 /** The host of a redirect address, as the consent page shows it. */

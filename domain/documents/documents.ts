@@ -51,20 +51,33 @@ export const BusinessDocumentSchema = z
   .object({
     id: UuidSchema,
     source: DocumentSourceSchema,
-    status: DocumentStatusSchema.describe('pending (committed before its workflow starts), processing, then ready or failed; ready and failed stay until a re-read'),
+    status: DocumentStatusSchema.describe(
+      'pending (committed before its workflow starts), processing, then ready or failed; ready and failed stay until a re-read',
+    ),
     error: z.string().nullable().describe('Why processing failed, and what to do about it; null unless failed'),
     title: TitleSchema,
     filename: z.string(),
     content_type: z.string(),
     size_bytes: z.int().min(0),
-    summary: SummarySchema.nullable().describe(`Markdown, at most ${summaryMax} characters; null until generated or after a clear`),
-    summary_edited: z.boolean().describe('True once a person saved the summary; a re-read keeps it unless asked to regenerate'),
+    summary: SummarySchema.nullable().describe(
+      `Markdown, at most ${summaryMax} characters; null until generated or after a clear`,
+    ),
+    summary_edited: z
+      .boolean()
+      .describe('True once a person saved the summary; a re-read keeps it unless asked to regenerate'),
     summary_generated_at: TimestampSchema.nullable(),
     included_in_context: z.boolean(),
     drive_file_id: z.string().nullable(),
     drive_web_view_link: z.string().nullable(),
-    in_prompt_budget: z.boolean().describe("Whether this document's summary fits the prompt's budget, counted oldest first over included ready summaries; a single read reports true"),
-    steps: z.array(DocumentStepSchema).max(stepsMax).describe(`What processing did, in order (at most ${stepsMax}); restarts empty on a re-read`),
+    in_prompt_budget: z
+      .boolean()
+      .describe(
+        "Whether this document's summary fits the prompt's budget, counted oldest first over included ready summaries; a single read reports true",
+      ),
+    steps: z
+      .array(DocumentStepSchema)
+      .max(stepsMax)
+      .describe(`What processing did, in order (at most ${stepsMax}); restarts empty on a re-read`),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
   })
@@ -75,14 +88,20 @@ export const BusinessDocumentListSchema = z
   .object({
     documents: z.array(BusinessDocumentSchema),
     max_documents: z.int().min(1).describe('How many documents a workspace may keep'),
-    max_context_chars: z.int().min(1).describe('Characters of included summaries one prompt reads, oldest document first'),
+    max_context_chars: z
+      .int()
+      .min(1)
+      .describe('Characters of included summaries one prompt reads, oldest document first'),
   })
   .meta({ id: 'BusinessDocumentList' });
 
 export const UpdateBusinessDocumentSchema = z
   .object({
     included_in_context: z.boolean().optional(),
-    summary: textSchema(0, summaryMax).nullable().optional().describe('A summary written by hand (sets summary_edited), or null to clear it and generate it again'),
+    summary: textSchema(0, summaryMax)
+      .nullable()
+      .optional()
+      .describe('A summary written by hand (sets summary_edited), or null to clear it and generate it again'),
     title: lineSchema(1, titleMax).optional(),
   })
   .strict();
@@ -100,7 +119,9 @@ export const DomainSchema = z
   .refine((value) => /^(?=.{3,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$/.test(value), {
     message: 'Give a bare company domain such as example.com: no scheme, path, port or IP address',
   })
-  .refine((value) => !/^[0-9.]+$/.test(value) && !/\.[0-9]+$/.test(value), { message: 'An IP address is not a company domain' });
+  .refine((value) => !/^[0-9.]+$/.test(value) && !/\.[0-9]+$/.test(value), {
+    message: 'An IP address is not a company domain',
+  });
 export const GenerateRequestSchema = z.object({ domain: DomainSchema }).strict();
 
 // ---------------------------------------------------------------------------------------------
@@ -193,10 +214,13 @@ export function chunkText(text: string, size = chunkChars): string[] {
 export const localSummarySource = 'local-extractive';
 export const modelSummarySource = (key: string) => `model:${key}`;
 /** The first line of every local summary, so nobody takes it for a model's. */
-export const localSummaryHeading = '_Extract (no model configured): sentences taken as written from the document, not a written summary._';
+export const localSummaryHeading =
+  '_Extract (no model configured): sentences taken as written from the document, not a written summary._';
 
 const stopWords = new Set(
-  'a an and are as at be but by for from has have in into is it its of on or our that the their this to was we were which will with you your they them not can more than'.split(' '),
+  'a an and are as at be but by for from has have in into is it its of on or our that the their this to was we were which will with you your they them not can more than'.split(
+    ' ',
+  ),
 );
 
 /** Sentences of the text, each on one line, in order. */
@@ -218,7 +242,8 @@ export function extractiveSummary(text: string, maxChars = 1200): string | null 
   if (all.length === 0) return null;
   const words = (s: string) => s.toLowerCase().match(/[a-z0-9][a-z0-9'-]*/g) ?? [];
   const counts = new Map<string, number>();
-  for (const s of all) for (const w of new Set(words(s))) if (!stopWords.has(w) && w.length > 2) counts.set(w, (counts.get(w) ?? 0) + 1);
+  for (const s of all)
+    for (const w of new Set(words(s))) if (!stopWords.has(w) && w.length > 2) counts.set(w, (counts.get(w) ?? 0) + 1);
   const scored = all.map((s, index) => {
     const ws = words(s).filter((w) => !stopWords.has(w) && w.length > 2);
     const score = ws.length ? ws.reduce((sum, w) => sum + (counts.get(w) ?? 0), 0) / Math.sqrt(ws.length) : 0;
@@ -268,7 +293,11 @@ export function kindOfContentType(contentType: string): DocumentKind | null {
  * .docx (or sent as DOCX) a Word document, text without NUL bytes named .md/.markdown a Markdown
  * file, .html/.htm (or starting with an HTML tag) an HTML page, .txt (or text/plain) plain text.
  */
-export function detectDocumentKind(head: Uint8Array, filename: string, mimetype: string): DocumentKind | { refused: string } {
+export function detectDocumentKind(
+  head: Uint8Array,
+  filename: string,
+  mimetype: string,
+): DocumentKind | { refused: string } {
   const name = filename.toLowerCase();
   const type = mimetype.split(';')[0]!.trim().toLowerCase();
   const ascii = Buffer.from(head.subarray(0, 1024)).toString('latin1');
@@ -276,18 +305,30 @@ export function detectDocumentKind(head: Uint8Array, filename: string, mimetype:
   const zip = head[0] === 0x50 && head[1] === 0x4b;
   if (zip) {
     if (name.endsWith('.docx') || type === kindContentTypes.docx) return 'docx';
-    return { refused: 'A zip archive is read only as a Word document (.docx); send PDF, DOCX, Markdown, plain text or HTML.' };
+    return {
+      refused: 'A zip archive is read only as a Word document (.docx); send PDF, DOCX, Markdown, plain text or HTML.',
+    };
   }
-  if (head.includes(0)) return { refused: 'The file is not a PDF, a Word document (.docx), Markdown, plain text or HTML.' };
+  if (head.includes(0))
+    return { refused: 'The file is not a PDF, a Word document (.docx), Markdown, plain text or HTML.' };
   if (name.endsWith('.md') || name.endsWith('.markdown') || type === 'text/markdown') return 'markdown';
-  if (name.endsWith('.html') || name.endsWith('.htm') || type === 'text/html' || /^\s*(<!doctype html|<html)/i.test(ascii)) return 'html';
+  if (
+    name.endsWith('.html') ||
+    name.endsWith('.htm') ||
+    type === 'text/html' ||
+    /^\s*(<!doctype html|<html)/i.test(ascii)
+  )
+    return 'html';
   if (name.endsWith('.txt') || type === 'text/plain') return 'text';
   return { refused: 'Only PDF, Word (.docx), Markdown (.md), plain text (.txt) and HTML (.html) files are read.' };
 }
 
 /** The title a file gets: its name without the extension, one line, 1 to 255 characters. */
 export function titleFromFilename(filename: string): string {
-  const base = filename.replace(/\.[A-Za-z0-9]{1,8}$/, '').replace(/\s+/g, ' ').trim();
+  const base = filename
+    .replace(/\.[A-Za-z0-9]{1,8}$/, '')
+    .replace(/\s+/g, ' ')
+    .trim();
   return (base || 'Untitled document').slice(0, titleMax);
 }
 
@@ -307,9 +348,17 @@ export function step(name: string, detail: string | null, startedAt: Date, finis
 
 export const companySections = ['does', 'for_whom', 'offers'] as const;
 export type CompanySection = (typeof companySections)[number];
-const sectionHeadings: Record<CompanySection, string> = { does: 'What the company does', for_whom: 'For whom', offers: 'Offers' };
+const sectionHeadings: Record<CompanySection, string> = {
+  does: 'What the company does',
+  for_whom: 'For whom',
+  offers: 'Offers',
+};
 
-export const CompanyFactSchema = z.object({ fact: z.string().min(1).max(600), source_url: z.string().min(1).max(2000), confidence: ConfidenceSchema });
+export const CompanyFactSchema = z.object({
+  fact: z.string().min(1).max(600),
+  source_url: z.string().min(1).max(2000),
+  confidence: ConfidenceSchema,
+});
 export type CompanyFact = z.infer<typeof CompanyFactSchema>;
 export const CompanyFactsSchema = z.object({
   does: z.array(CompanyFactSchema).max(20).default([]),
@@ -327,7 +376,13 @@ export interface SitePage {
   text: string;
 }
 
-const roleSection: Record<SitePage['role'], CompanySection> = { home: 'does', about: 'does', pricing: 'offers', products: 'offers', customers: 'for_whom' };
+const roleSection: Record<SitePage['role'], CompanySection> = {
+  home: 'does',
+  about: 'does',
+  pricing: 'offers',
+  products: 'offers',
+  customers: 'for_whom',
+};
 
 /**
  * The local version of a company's facts: the home page's own description (high: the company's
@@ -348,19 +403,35 @@ export function localCompanyFacts(pages: SitePage[], perPage = 3): CompanyFacts 
     const all = sentences(page.text);
     for (const s of all.slice(0, perPage)) add(roleSection[page.role], s, page.url, 'medium');
     if (page.role === 'home') {
-      for (const s of all.slice(perPage).filter((x) => /\b(for|teams?|customers?|businesses|companies|clients)\b/i.test(x)).slice(0, 2)) add('for_whom', s, page.url, 'low');
+      for (const s of all
+        .slice(perPage)
+        .filter((x) => /\b(for|teams?|customers?|businesses|companies|clients)\b/i.test(x))
+        .slice(0, 2))
+        add('for_whom', s, page.url, 'low');
     }
   }
   return facts;
 }
 
 /** The document's Markdown: each fact with its source page and confidence, and a line saying who wrote it. */
-export function companyDocument(domain: string, facts: CompanyFacts, writer: { model: string } | 'local', pagesRead: string[], readAt: Date): string {
+export function companyDocument(
+  domain: string,
+  facts: CompanyFacts,
+  writer: { model: string } | 'local',
+  pagesRead: string[],
+  readAt: Date,
+): string {
   const by =
     writer === 'local'
       ? '_Extract (no chat model configured): sentences taken as written from the site, sorted by the page they came from; not a written summary._'
       : `_Written by the chat model ${writer.model} from the site's pages; each fact names the page it came from._`;
-  const lines = [`# ${domain}: what the company does, for whom, and its offers`, '', by, '', `Read ${readAt.toISOString().slice(0, 10)} from: ${pagesRead.join(', ')}`];
+  const lines = [
+    `# ${domain}: what the company does, for whom, and its offers`,
+    '',
+    by,
+    '',
+    `Read ${readAt.toISOString().slice(0, 10)} from: ${pagesRead.join(', ')}`,
+  ];
   for (const section of companySections) {
     lines.push('', `## ${sectionHeadings[section]}`, '');
     if (facts[section].length === 0) lines.push('- Nothing found on the pages read.');
@@ -387,7 +458,13 @@ export const driveFileIdsMax = 25;
 export const DriveLinkRequestSchema = z
   .strictObject({
     file_ids: z
-      .array(z.string().min(1).max(255).regex(/^[A-Za-z0-9_-]+$/))
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(255)
+          .regex(/^[A-Za-z0-9_-]+$/),
+      )
       .min(1)
       .max(driveFileIdsMax)
       .describe('Drive file ids, each 1 to 255 characters of letters, digits, _ and -'),

@@ -38,9 +38,12 @@ const emailShape = new RegExp(`^[^\\s@<>()",;:\\u0000]+@${label}(?:\\.${label})+
 const domainShape = new RegExp(`^${label}(?:\\.${label})+$`);
 const profileShape = /^[^\s/?#]+\/\S+$/;
 const anyCase = (source: string) => source.replaceAll('[a-z0-9', '[A-Za-z0-9');
-export const emailInputPattern = new RegExp(`^ *[^\\s@<>()",;:\\u0000\\ufeff]+@${anyCase(label)}(?:\\.${anyCase(label)})+ *$`);
+export const emailInputPattern = new RegExp(
+  `^ *[^\\s@<>()",;:\\u0000\\ufeff]+@${anyCase(label)}(?:\\.${anyCase(label)})+ *$`,
+);
 export const domainInputPattern = new RegExp(`^ *@?${anyCase(label)}(?:\\.${anyCase(label)})+ *$`);
-export const profileUrlInputPattern = /^ *(?:[Hh][Tt][Tt][Pp][Ss]?:\/\/)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\/[^\s?#/\u0000\ufeff][^\s?#\u0000\ufeff]*(?:[?#][^\s\u0000\ufeff]*)? *$/;
+export const profileUrlInputPattern =
+  /^ *(?:[Hh][Tt][Tt][Pp][Ss]?:\/\/)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\/[^\s?#/\u0000\ufeff][^\s?#\u0000\ufeff]*(?:[?#][^\s\u0000\ufeff]*)? *$/;
 
 /** What kind a bare value is, when the caller did not say: an @ is an email, a slash a profile URL. */
 export function guessDncKind(raw: string): DncKind {
@@ -64,7 +67,12 @@ export function normalizeDncValue(kind: DncKind, raw: string): { value: string }
     return v.length > dncValueMax ? tooLong : { value: v };
   }
   if (kind === 'domain') {
-    let v = raw.trim().toLowerCase().replace(/^@/, '').replace(/^https?:\/\//, '').replace(/[/?#].*$/, '');
+    let v = raw
+      .trim()
+      .toLowerCase()
+      .replace(/^@/, '')
+      .replace(/^https?:\/\//, '')
+      .replace(/[/?#].*$/, '');
     if (/^www\..+\..+/.test(v)) v = v.slice(4);
     if (!domainShape.test(v)) return { error: 'not a domain name' };
     return v.length > dncValueMax ? tooLong : { value: v };
@@ -78,7 +86,11 @@ export const DncEntrySchema = z
   .object({
     id: UuidSchema,
     kind: DncKindSchema,
-    value: z.string().describe('Stored normalised: a lower-case email, a bare domain, or a profile URL without scheme, www, query or trailing slash'),
+    value: z
+      .string()
+      .describe(
+        'Stored normalised: a lower-case email, a bare domain, or a profile URL without scheme, www, query or trailing slash',
+      ),
     reason: z.string().nullable(),
     source: z.string().describe('Where it came from: `manual`, `import`, `inbox_bulk`, ...'),
     created_by: z.string().nullable().describe('The member or API key that added it'),
@@ -92,10 +104,21 @@ const ReasonSchema = textSchema(0, 500).nullable().default(null);
 export const DncCreateSchema = z
   .discriminatedUnion('kind', [
     z.object({ kind: z.literal('email'), value: z.string().max(320).regex(emailInputPattern), reason: ReasonSchema }),
-    z.object({ kind: z.literal('domain'), value: z.string().max(255).regex(domainInputPattern).describe('`acme.com` or `@acme.com`'), reason: ReasonSchema }),
-    z.object({ kind: z.literal('profile_url'), value: z.string().max(dncValueMax).regex(profileUrlInputPattern), reason: ReasonSchema }),
+    z.object({
+      kind: z.literal('domain'),
+      value: z.string().max(255).regex(domainInputPattern).describe('`acme.com` or `@acme.com`'),
+      reason: ReasonSchema,
+    }),
+    z.object({
+      kind: z.literal('profile_url'),
+      value: z.string().max(dncValueMax).regex(profileUrlInputPattern),
+      reason: ReasonSchema,
+    }),
   ])
-  .meta({ id: 'DoNotContactCreate', description: 'Stored normalised (lower case; a profile URL without scheme, www, query or trailing slash).' });
+  .meta({
+    id: 'DoNotContactCreate',
+    description: 'Stored normalised (lower case; a profile URL without scheme, www, query or trailing slash).',
+  });
 export type DncCreate = z.infer<typeof DncCreateSchema>;
 
 export const DncBulkCreateSchema = z
@@ -103,8 +126,13 @@ export const DncBulkCreateSchema = z
     entries: z
       .array(
         z.object({
-          kind: DncKindSchema.optional().describe('Guessed when omitted: a value with @ is an email, with / a profile URL, else a domain'),
-          value: z.string().max(2048).describe('A value that cannot be read is reported in its own result; it never sinks the others'),
+          kind: DncKindSchema.optional().describe(
+            'Guessed when omitted: a value with @ is an email, with / a profile URL, else a domain',
+          ),
+          value: z
+            .string()
+            .max(2048)
+            .describe('A value that cannot be read is reported in its own result; it never sinks the others'),
         }),
       )
       .min(1)
@@ -159,6 +187,8 @@ export const DncCheckQuerySchema = z.object({
 export const DncCheckSchema = z
   .object({
     blocked: z.boolean(),
-    matches: z.array(DncEntrySchema).describe('The entries that block it: the email itself, its domain, or the profile URL'),
+    matches: z
+      .array(DncEntrySchema)
+      .describe('The entries that block it: the email itself, its domain, or the profile URL'),
   })
   .meta({ id: 'DoNotContactCheck' });

@@ -31,7 +31,9 @@ export type BuiltinName = z.infer<typeof BuiltinNameSchema>;
 const segmentFields = {
   text: textSchema(0, segmentTextMax).default('').describe('The text of a `text` segment'),
   builtin: BuiltinNameSchema.nullable().default(null).describe('The value a `builtin` segment names'),
-  column_id: UuidSchema.nullable().default(null).describe('The audience-table column a `column` segment reads, by id, so renaming never rewrites the template'),
+  column_id: UuidSchema.nullable()
+    .default(null)
+    .describe('The audience-table column a `column` segment reads, by id, so renaming never rewrites the template'),
   options: z
     .array(textSchema(0, segmentOptionMax))
     .max(segmentOptionsMax)
@@ -43,18 +45,26 @@ const segmentFields = {
   required: z
     .boolean()
     .default(false)
-    .describe('When the segment has no value (and no fallback), the message waits for a person instead of going out with a gap'),
+    .describe(
+      'When the segment has no value (and no fallback), the message waits for a person instead of going out with a gap',
+    ),
 };
 
 /** One segment; `kind` says which field it reads (a builtin segment names its builtin, a column segment its column). */
 export const TemplateSegmentSchema = z
   .discriminatedUnion('kind', [
     z.object({ kind: z.literal('text').describe('Written as is (or one of its options)'), ...segmentFields }),
-    z.object({ kind: z.literal('builtin').describe('A named value of the contact or sender'), ...segmentFields, builtin: BuiltinNameSchema }),
+    z.object({
+      kind: z.literal('builtin').describe('A named value of the contact or sender'),
+      ...segmentFields,
+      builtin: BuiltinNameSchema,
+    }),
     z.object({
       kind: z.literal('column').describe('A cell of the audience row'),
       ...segmentFields,
-      column_id: UuidSchema.describe('The audience-table column it reads, by id, so renaming never rewrites the template'),
+      column_id: UuidSchema.describe(
+        'The audience-table column it reads, by id, so renaming never rewrites the template',
+      ),
     }),
   ])
   .meta({ id: 'TemplateSegment' });
@@ -108,15 +118,18 @@ export type EmailTemplateUpdate = z.infer<typeof EmailTemplateUpdateSchema>;
 export interface RenderContext {
   /** Picks options deterministically per contact (the sequence contact key). */
   contactKey: string;
-  contact: { first_name?: string | null; last_name?: string | null; email?: string | null; company_name?: string | null };
+  contact: {
+    first_name?: string | null;
+    last_name?: string | null;
+    email?: string | null;
+    company_name?: string | null;
+  };
   sender: { name?: string | null; email?: string | null };
   /** The audience row's cells by column id. */
   columns: Record<string, unknown>;
 }
 
-export type RenderResult =
-  | { ok: true; text: string }
-  | { ok: false; text: string; missing: string[] };
+export type RenderResult = { ok: true; text: string } | { ok: false; text: string; missing: string[] };
 
 /** FNV-1a: a small stable hash, the same in every process and every release. */
 function hash(value: string): number {
@@ -128,7 +141,8 @@ function hash(value: string): number {
   return h;
 }
 
-const pick = (options: string[], contactKey: string, salt: string) => options[hash(`${contactKey}|${salt}`) % options.length]!;
+const pick = (options: string[], contactKey: string, salt: string) =>
+  options[hash(`${contactKey}|${salt}`) % options.length]!;
 
 const splitName = (name: string | null | undefined) => {
   const parts = (name ?? '').trim().split(/\s+/).filter(Boolean);
@@ -151,7 +165,10 @@ export function builtinValue(name: BuiltinName, ctx: RenderContext): string {
     case 'last_name':
       return (c.last_name ?? '').trim();
     case 'full_name':
-      return [c.first_name, c.last_name].map((v) => (v ?? '').trim()).filter(Boolean).join(' ');
+      return [c.first_name, c.last_name]
+        .map((v) => (v ?? '').trim())
+        .filter(Boolean)
+        .join(' ');
     case 'email':
       return (c.email ?? '').trim();
     case 'company_name':
@@ -180,10 +197,24 @@ export function renderSegments(segments: TemplateSegmentInput[], ctx: RenderCont
     if (s.kind === 'text') {
       value = s.options.length > 0 ? pick(s.options, ctx.contactKey, `${salt}:${index}`) : s.text;
     } else {
-      value = s.kind === 'builtin' ? (s.builtin ? builtinValue(s.builtin, ctx) : '') : s.column_id ? cellText(ctx.columns[s.column_id]) : '';
+      value =
+        s.kind === 'builtin'
+          ? s.builtin
+            ? builtinValue(s.builtin, ctx)
+            : ''
+          : s.column_id
+            ? cellText(ctx.columns[s.column_id])
+            : '';
       if (value === '' && s.options.length > 0) value = pick(s.options, ctx.contactKey, `${salt}:${index}`);
     }
-    if (value === '' && s.required) missing.push(s.kind === 'builtin' ? `builtin:${s.builtin ?? ''}` : s.kind === 'column' ? `column:${s.column_id ?? ''}` : `text:${index}`);
+    if (value === '' && s.required)
+      missing.push(
+        s.kind === 'builtin'
+          ? `builtin:${s.builtin ?? ''}`
+          : s.kind === 'column'
+            ? `column:${s.column_id ?? ''}`
+            : `text:${index}`,
+      );
     text += value;
   });
   return missing.length > 0 ? { ok: false, text, missing } : { ok: true, text };

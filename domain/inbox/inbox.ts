@@ -5,7 +5,15 @@
  * (reply, bounce, auto-reply), how a webhook signature is formed, and the pnet read outcomes.
  */
 import { z } from 'zod';
-import { EmailAddressSchema, lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
+import {
+  EmailAddressSchema,
+  lineSchema,
+  NameSchema,
+  queryInteger,
+  textSchema,
+  TimestampSchema,
+  UuidSchema,
+} from '../shared/common.js';
 
 export const ChannelSchema = z.enum(['email', 'pnet']).meta({ id: 'InboxChannel' });
 export type Channel = z.infer<typeof ChannelSchema>;
@@ -28,10 +36,19 @@ export const LabelSchema = z
   .object({ id: UuidSchema, name: z.string(), color: z.string().nullable(), created_at: TimestampSchema })
   .meta({ id: 'InboxLabel' });
 export type Label = z.infer<typeof LabelSchema>;
-const ColorSchema = z.string().regex(/^#[0-9a-fA-F]{6}$/).nullable();
-export const LabelCreateSchema = z.object({ name: NameSchema.max(100), color: ColorSchema.default(null) }).meta({ id: 'InboxLabelCreate' });
-export const LabelUpdateSchema = z.object({ name: NameSchema.max(100).optional(), color: ColorSchema.optional() }).meta({ id: 'InboxLabelUpdate' });
-export const LabelListSchema = z.object({ labels: z.array(LabelSchema).describe('Alphabetical') }).meta({ id: 'InboxLabelList' });
+const ColorSchema = z
+  .string()
+  .regex(/^#[0-9a-fA-F]{6}$/)
+  .nullable();
+export const LabelCreateSchema = z
+  .object({ name: NameSchema.max(100), color: ColorSchema.default(null) })
+  .meta({ id: 'InboxLabelCreate' });
+export const LabelUpdateSchema = z
+  .object({ name: NameSchema.max(100).optional(), color: ColorSchema.optional() })
+  .meta({ id: 'InboxLabelUpdate' });
+export const LabelListSchema = z
+  .object({ labels: z.array(LabelSchema).describe('Alphabetical') })
+  .meta({ id: 'InboxLabelList' });
 
 export const ThreadSchema = z
   .object({
@@ -41,7 +58,9 @@ export const ThreadSchema = z
     contact_name: z.string().nullable(),
     contact_email: z.string().nullable(),
     contact_profile_url: z.string().nullable().describe('Normalised: no scheme, www, query or trailing slash'),
-    sequence_contact_id: UuidSchema.nullable().describe('The sequence contact the thread belongs to, when a sequence opened it'),
+    sequence_contact_id: UuidSchema.nullable().describe(
+      'The sequence contact the thread belongs to, when a sequence opened it',
+    ),
     last_message_at: TimestampSchema.nullable(),
     last_inbound_at: TimestampSchema.nullable(),
     unread: z.boolean(),
@@ -60,21 +79,28 @@ export const MessageSchema = z
     id: UuidSchema,
     thread_id: UuidSchema,
     direction: z.enum(['inbound', 'outbound']),
-    kind: MessageKindSchema.describe('`bounce`: delivery failed and from_email is the address that bounced; `auto_reply`: out of office, never stops a sequence'),
+    kind: MessageKindSchema.describe(
+      '`bounce`: delivery failed and from_email is the address that bounced; `auto_reply`: out of office, never stops a sequence',
+    ),
     from_email: z.string().nullable(),
     from_profile_url: z.string().nullable(),
     to_email: z.string().nullable(),
     subject: z.string().nullable(),
     body: z.string(),
     external_id: z.string().nullable().describe('Email Message-ID or the network message id'),
-    delivery_status: z.enum(['sending', 'sent', 'queued', 'failed']).nullable().describe('Our replies only; `queued`: a pnet reply waiting for the browser'),
+    delivery_status: z
+      .enum(['sending', 'sent', 'queued', 'failed'])
+      .nullable()
+      .describe('Our replies only; `queued`: a pnet reply waiting for the browser'),
     delivery_error: z.string().nullable(),
     occurred_at: TimestampSchema,
   })
   .meta({ id: 'InboxMessage' });
 export type Message = z.infer<typeof MessageSchema>;
 
-export const ThreadDetailSchema = ThreadSchema.extend({ messages: z.array(MessageSchema).describe('Oldest first') }).meta({ id: 'InboxThreadDetail' });
+export const ThreadDetailSchema = ThreadSchema.extend({
+  messages: z.array(MessageSchema).describe('Oldest first'),
+}).meta({ id: 'InboxThreadDetail' });
 
 export const ThreadListQuerySchema = z.object({
   channel: ChannelSchema.optional(),
@@ -128,8 +154,12 @@ export const ThreadIdsQuerySchema = z.object({
 
 export const BulkDncReachSchema = z
   .object({
-    people: z.int().describe('Contacts counted as people: threads with the same email or the same profile URL are one person'),
-    without_email: z.int().describe('People with no email address: not added to the list, only their current sequences stop'),
+    people: z
+      .int()
+      .describe('Contacts counted as people: threads with the same email or the same profile URL are one person'),
+    without_email: z
+      .int()
+      .describe('People with no email address: not added to the list, only their current sequences stop'),
   })
   .meta({ id: 'BulkDoNotContactReach' });
 
@@ -158,10 +188,16 @@ export const InboxSettingsSchema = z
   })
   .meta({ id: 'InboxSettings' });
 export const InboxSettingsUpdateSchema = z
-  .object({ reply_from_address: EmailAddressSchema.nullable().optional(), reply_from_name: NameSchema.nullable().optional() })
+  .object({
+    reply_from_address: EmailAddressSchema.nullable().optional(),
+    reply_from_name: NameSchema.nullable().optional(),
+  })
   .meta({ id: 'InboxSettingsUpdate' });
 export const WebhookSecretSchema = z
-  .object({ secret: z.string().describe('Shown once: sign with HMAC-SHA256 over `<timestamp>.<raw body>`'), rotated_at: TimestampSchema })
+  .object({
+    secret: z.string().describe('Shown once: sign with HMAC-SHA256 over `<timestamp>.<raw body>`'),
+    rotated_at: TimestampSchema,
+  })
   .meta({ id: 'InboxWebhookSecret' });
 
 export const InboundEmailResultSchema = z
@@ -198,7 +234,9 @@ export const SuggestionListQuerySchema = z.object({
   thread_id: UuidSchema.optional(),
   limit: queryInteger(z.int().min(1).max(threadPageMax).default(50)),
 });
-export const SuggestionListSchema = z.object({ suggestions: z.array(SuggestionSchema).describe('Newest first') }).meta({ id: 'InboxSuggestionList' });
+export const SuggestionListSchema = z
+  .object({ suggestions: z.array(SuggestionSchema).describe('Newest first') })
+  .meta({ id: 'InboxSuggestionList' });
 export const SuggestionApproveSchema = z
   .object({ body: textSchema(1, replyBodyMax).optional().describe('Edit then approve: this text is sent instead') })
   .meta({ id: 'InboxSuggestionApprove' });
@@ -225,7 +263,11 @@ export const PnetConversationMessageSchema = z.object({
 });
 /** Outcome fields of check_inbox (`threads`) and read_conversation (`thread_url`, `profile_url`, `name`, `messages`). */
 export const pnetInboxOutcomeFields = {
-  threads: z.array(PnetInboxThreadSchema).max(200).optional().describe('check_inbox: threads with new inbound activity'),
+  threads: z
+    .array(PnetInboxThreadSchema)
+    .max(200)
+    .optional()
+    .describe('check_inbox: threads with new inbound activity'),
   thread_url: OutcomeUrlSchema.optional().describe('read_conversation: the thread read'),
   profile_url: OutcomeUrlSchema.nullable().optional().describe('read_conversation: the other person'),
   name: NameSchema.nullable().optional().describe('read_conversation: the other person’s name'),
@@ -244,15 +286,29 @@ export type HeaderLookup = (name: string) => string | undefined;
  * X-Autoreply / X-Autorespond headers, Precedence auto_reply and the usual out-of-office subjects
  * mark an auto-reply. Everything else a person wrote.
  */
-export function classifyInboundEmail(input: { header: HeaderLookup; contentType: string | undefined; from: string | null; subject: string | null }): Exclude<MessageKind, 'sent'> {
+export function classifyInboundEmail(input: {
+  header: HeaderLookup;
+  contentType: string | undefined;
+  from: string | null;
+  subject: string | null;
+}): Exclude<MessageKind, 'sent'> {
   const contentType = (input.contentType ?? '').toLowerCase();
   if (contentType.includes('multipart/report') && contentType.includes('delivery-status')) return 'bounce';
   const from = (input.from ?? '').toLowerCase();
   const subject = (input.subject ?? '').toLowerCase();
-  if (/^(mailer-daemon|postmaster)@/.test(from) && /(undeliver|delivery status|failure|returned mail|not delivered)/.test(subject)) return 'bounce';
+  if (
+    /^(mailer-daemon|postmaster)@/.test(from) &&
+    /(undeliver|delivery status|failure|returned mail|not delivered)/.test(subject)
+  )
+    return 'bounce';
   const autoSubmitted = (input.header('auto-submitted') ?? 'no').toLowerCase().trim();
   if (autoSubmitted !== 'no' && autoSubmitted !== '') return 'auto_reply';
-  if (input.header('x-autoreply') || input.header('x-autorespond') || input.header('x-auto-response-suppress')?.toLowerCase().includes('all')) return 'auto_reply';
+  if (
+    input.header('x-autoreply') ||
+    input.header('x-autorespond') ||
+    input.header('x-auto-response-suppress')?.toLowerCase().includes('all')
+  )
+    return 'auto_reply';
   if (/^(auto_reply|auto-reply)$/.test((input.header('precedence') ?? '').toLowerCase().trim())) return 'auto_reply';
   if (/^(out of (the )?office|automatic reply|auto(matic)?[- ]?reply|autoreply)\b/.test(subject)) return 'auto_reply';
   return 'reply';
@@ -265,7 +321,10 @@ export const snippetOf = (body: string): string => body.replace(/\s+/g, ' ').tri
  * Counts contacts as people (endpoint 7): two contacts are one person when they share an email
  * or a profile URL (union-find over both keys).
  */
-export function countPeople(contacts: { email: string | null; profileUrl: string | null }[]): { people: { emails: string[]; profileUrls: string[] }[]; withoutEmail: number } {
+export function countPeople(contacts: { email: string | null; profileUrl: string | null }[]): {
+  people: { emails: string[]; profileUrls: string[] }[];
+  withoutEmail: number;
+} {
   const parent = contacts.map((_, i) => i);
   const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
   const firstBy = new Map<string, number>();
@@ -302,7 +361,12 @@ export const MailboxSchema = z
     folder: z.string(),
     poll_seconds: z.int(),
     enabled: z.boolean(),
-    uid_validity: z.int().nullable().describe('The folder’s UIDVALIDITY the cursor belongs to; a new one reads the folder again (recorded messages are skipped)'),
+    uid_validity: z
+      .int()
+      .nullable()
+      .describe(
+        'The folder’s UIDVALIDITY the cursor belongs to; a new one reads the folder again (recorded messages are skipped)',
+      ),
     last_uid: z.int().describe('The cursor: the last UID recorded'),
     messages_recorded: z.int(),
     last_polled_at: TimestampSchema.nullable(),
@@ -325,7 +389,11 @@ export interface MailboxPollResult {
   lastUid: Mailbox['last_uid'];
 }
 
-const HostSchema = z.string().min(1).max(255).regex(/^[A-Za-z0-9.-]+$/, 'a host name or IPv4 address');
+const HostSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[A-Za-z0-9.-]+$/, 'a host name or IPv4 address');
 export const MailboxCreateSchema = z
   .object({
     address: EmailAddressSchema,
@@ -351,6 +419,11 @@ export const MailboxUpdateSchema = z
     poll_seconds: z.int().min(15).max(86_400).optional(),
     enabled: z.boolean().optional(),
   })
-  .meta({ id: 'InboxMailboxUpdate', description: 'A field left out keeps its value. A new host, user or folder starts the cursor again.' });
+  .meta({
+    id: 'InboxMailboxUpdate',
+    description: 'A field left out keeps its value. A new host, user or folder starts the cursor again.',
+  });
 export type MailboxUpdate = z.infer<typeof MailboxUpdateSchema>;
-export const MailboxListSchema = z.object({ mailboxes: z.array(MailboxSchema).describe('Oldest first') }).meta({ id: 'InboxMailboxList' });
+export const MailboxListSchema = z
+  .object({ mailboxes: z.array(MailboxSchema).describe('Oldest first') })
+  .meta({ id: 'InboxMailboxList' });

@@ -163,10 +163,19 @@ const envelopeOf = <T extends EventType>(type: T) =>
 export const WorkspaceEventSchema = z
   .discriminatedUnion(
     'type',
-    eventTypes.map((t) => envelopeOf(t)) as unknown as [ReturnType<typeof envelopeOf>, ...ReturnType<typeof envelopeOf>[]],
+    eventTypes.map((t) => envelopeOf(t)) as unknown as [
+      ReturnType<typeof envelopeOf>,
+      ...ReturnType<typeof envelopeOf>[],
+    ],
   )
   .meta({ id: 'WorkspaceEvent' });
-export type WorkspaceEvent = { id: string; type: EventType; occurred_at: string; workspace_id: string; payload: Record<string, unknown> };
+export type WorkspaceEvent = {
+  id: string;
+  type: EventType;
+  occurred_at: string;
+  workspace_id: string;
+  payload: Record<string, unknown>;
+};
 
 export function isEventType(value: string): value is EventType {
   return Object.hasOwn(eventPayloadSchemas, value);

@@ -22,7 +22,9 @@ export const RuleFiltersSchema = z
     table_id: UuidSchema.optional(),
   })
   .strict()
-  .describe("Every key given must equal the event payload's value of that key; an event without the key does not match.")
+  .describe(
+    "Every key given must equal the event payload's value of that key; an event without the key does not match.",
+  )
   .meta({ id: 'NotificationRuleFilters' });
 export type RuleFilters = z.infer<typeof RuleFiltersSchema>;
 
@@ -33,7 +35,10 @@ export const NotificationRuleSchema = z
     filters: RuleFiltersSchema,
     channel: ChannelSchema,
     member_ids: z.array(UuidSchema).describe('email: the members told (empty: every member of the workspace).'),
-    chat_channel_id: z.string().nullable().describe('team_chat: the channel. Kept when the team chat is disconnected, so a reconnect restores routing.'),
+    chat_channel_id: z
+      .string()
+      .nullable()
+      .describe('team_chat: the channel. Kept when the team chat is disconnected, so a reconnect restores routing.'),
     chat_channel_name: z.string().nullable(),
     webhook_endpoint_id: UuidSchema.nullable(),
     enabled: z.boolean(),
@@ -42,9 +47,15 @@ export const NotificationRuleSchema = z
   })
   .meta({ id: 'NotificationRule' });
 export type NotificationRule = z.infer<typeof NotificationRuleSchema>;
-export const NotificationRuleListSchema = z.object({ rules: z.array(NotificationRuleSchema) }).meta({ id: 'NotificationRuleList' });
+export const NotificationRuleListSchema = z
+  .object({ rules: z.array(NotificationRuleSchema) })
+  .meta({ id: 'NotificationRuleList' });
 
-const ChatChannelIdSchema = z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/, 'must be a channel id such as C0123ABC');
+const ChatChannelIdSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9_-]+$/, 'must be a channel id such as C0123ABC');
 
 export const CreateRuleSchema = z
   .object({
@@ -59,11 +70,20 @@ export const CreateRuleSchema = z
   })
   .strict()
   .superRefine((r, ctx) => {
-    if (r.channel === 'team_chat' && !r.chat_channel_id) ctx.addIssue({ code: 'custom', path: ['chat_channel_id'], message: 'a team_chat rule needs chat_channel_id' });
-    if (r.channel !== 'team_chat' && r.chat_channel_id) ctx.addIssue({ code: 'custom', path: ['chat_channel_id'], message: 'only a team_chat rule has a chat channel' });
-    if (r.channel === 'webhook' && !r.webhook_endpoint_id) ctx.addIssue({ code: 'custom', path: ['webhook_endpoint_id'], message: 'a webhook rule needs webhook_endpoint_id' });
-    if (r.channel !== 'webhook' && r.webhook_endpoint_id) ctx.addIssue({ code: 'custom', path: ['webhook_endpoint_id'], message: 'only a webhook rule has an endpoint' });
-    if (r.channel !== 'email' && r.member_ids?.length) ctx.addIssue({ code: 'custom', path: ['member_ids'], message: 'only an email rule names members' });
+    if (r.channel === 'team_chat' && !r.chat_channel_id)
+      ctx.addIssue({ code: 'custom', path: ['chat_channel_id'], message: 'a team_chat rule needs chat_channel_id' });
+    if (r.channel !== 'team_chat' && r.chat_channel_id)
+      ctx.addIssue({ code: 'custom', path: ['chat_channel_id'], message: 'only a team_chat rule has a chat channel' });
+    if (r.channel === 'webhook' && !r.webhook_endpoint_id)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['webhook_endpoint_id'],
+        message: 'a webhook rule needs webhook_endpoint_id',
+      });
+    if (r.channel !== 'webhook' && r.webhook_endpoint_id)
+      ctx.addIssue({ code: 'custom', path: ['webhook_endpoint_id'], message: 'only a webhook rule has an endpoint' });
+    if (r.channel !== 'email' && r.member_ids?.length)
+      ctx.addIssue({ code: 'custom', path: ['member_ids'], message: 'only an email rule names members' });
   })
   .meta({ id: 'CreateNotificationRule' });
 export type CreateRule = z.infer<typeof CreateRuleSchema>;
@@ -83,10 +103,14 @@ export const PreferenceSchema = z
   .object({
     event_type: EventTypeSchema,
     mode: PreferenceModeSchema,
-    critical: z.boolean().describe('A critical type is always sent as it happens; it cannot be muted or moved to the digest.'),
+    critical: z
+      .boolean()
+      .describe('A critical type is always sent as it happens; it cannot be muted or moved to the digest.'),
   })
   .meta({ id: 'NotificationPreference' });
-export const PreferenceListSchema = z.object({ preferences: z.array(PreferenceSchema) }).meta({ id: 'NotificationPreferenceList' });
+export const PreferenceListSchema = z
+  .object({ preferences: z.array(PreferenceSchema) })
+  .meta({ id: 'NotificationPreferenceList' });
 export const UpdatePreferencesSchema = z
   .object({
     preferences: z
@@ -96,7 +120,11 @@ export const UpdatePreferencesSchema = z
       .superRefine((list, ctx) => {
         list.forEach((p, i) => {
           if (criticalEventTypes.has(p.event_type) && p.mode !== 'each') {
-            ctx.addIssue({ code: 'custom', path: [i, 'mode'], message: `${p.event_type} is critical: it cannot be muted or moved to the digest` });
+            ctx.addIssue({
+              code: 'custom',
+              path: [i, 'mode'],
+              message: `${p.event_type} is critical: it cannot be muted or moved to the digest`,
+            });
           }
         });
       }),
@@ -109,7 +137,16 @@ export const UpdatePreferencesSchema = z
 
 export interface PlanInput {
   event: { type: EventType; payload: Record<string, unknown> };
-  rules: { id: string; event_type: string; filters: Record<string, unknown>; channel: NotificationChannel; member_ids: string[]; chat_channel_id: string | null; webhook_endpoint_id: string | null; enabled: boolean }[];
+  rules: {
+    id: string;
+    event_type: string;
+    filters: Record<string, unknown>;
+    channel: NotificationChannel;
+    member_ids: string[];
+    chat_channel_id: string | null;
+    webhook_endpoint_id: string | null;
+    enabled: boolean;
+  }[];
   /** Enabled endpoints whose event_types take this type (empty: every type). */
   endpoints: { id: string; event_types: string[]; enabled: boolean }[];
   members: string[];
@@ -144,21 +181,57 @@ export function planDeliveries(input: PlanInput): PlannedDelivery[] {
   const email = (memberId: string, ruleId: string | null) => {
     const mode = critical ? 'each' : (input.preferences.get(memberId) ?? 'each');
     if (mode === 'mute') return;
-    add({ channel: 'email', channelKey: `email:${memberId}`, ruleId, endpointId: null, memberId, chatChannelId: null, status: mode === 'digest' ? 'digest_pending' : 'pending' });
+    add({
+      channel: 'email',
+      channelKey: `email:${memberId}`,
+      ruleId,
+      endpointId: null,
+      memberId,
+      chatChannelId: null,
+      status: mode === 'digest' ? 'digest_pending' : 'pending',
+    });
   };
   for (const endpoint of input.endpoints) {
-    if (!endpoint.enabled || (endpoint.event_types.length > 0 && !endpoint.event_types.includes(input.event.type))) continue;
-    add({ channel: 'webhook', channelKey: `webhook:${endpoint.id}`, ruleId: null, endpointId: endpoint.id, memberId: null, chatChannelId: null, status: 'pending' });
+    if (!endpoint.enabled || (endpoint.event_types.length > 0 && !endpoint.event_types.includes(input.event.type)))
+      continue;
+    add({
+      channel: 'webhook',
+      channelKey: `webhook:${endpoint.id}`,
+      ruleId: null,
+      endpointId: endpoint.id,
+      memberId: null,
+      chatChannelId: null,
+      status: 'pending',
+    });
   }
   for (const rule of input.rules) {
-    if (!rule.enabled || rule.event_type !== input.event.type || !matchesFilters(rule.filters, input.event.payload)) continue;
+    if (!rule.enabled || rule.event_type !== input.event.type || !matchesFilters(rule.filters, input.event.payload))
+      continue;
     if (rule.channel === 'webhook' && rule.webhook_endpoint_id) {
       const endpoint = input.endpoints.find((e) => e.id === rule.webhook_endpoint_id);
-      if (endpoint?.enabled) add({ channel: 'webhook', channelKey: `webhook:${endpoint.id}`, ruleId: rule.id, endpointId: endpoint.id, memberId: null, chatChannelId: null, status: 'pending' });
+      if (endpoint?.enabled)
+        add({
+          channel: 'webhook',
+          channelKey: `webhook:${endpoint.id}`,
+          ruleId: rule.id,
+          endpointId: endpoint.id,
+          memberId: null,
+          chatChannelId: null,
+          status: 'pending',
+        });
     } else if (rule.channel === 'team_chat' && rule.chat_channel_id) {
-      add({ channel: 'team_chat', channelKey: `team_chat:${rule.chat_channel_id}`, ruleId: rule.id, endpointId: null, memberId: null, chatChannelId: rule.chat_channel_id, status: 'pending' });
+      add({
+        channel: 'team_chat',
+        channelKey: `team_chat:${rule.chat_channel_id}`,
+        ruleId: rule.id,
+        endpointId: null,
+        memberId: null,
+        chatChannelId: rule.chat_channel_id,
+        status: 'pending',
+      });
     } else if (rule.channel === 'email') {
-      const members = rule.member_ids.length > 0 ? rule.member_ids.filter((m) => input.members.includes(m)) : input.members;
+      const members =
+        rule.member_ids.length > 0 ? rule.member_ids.filter((m) => input.members.includes(m)) : input.members;
       for (const m of members) email(m, rule.id);
     }
   }

@@ -30,7 +30,9 @@ export const WebhookUrlSchema = z
   .max(2048)
   // No whitespace or control characters anywhere (Postgres cannot store a NUL; no URL has one).
   .regex(/^https?:\/\/[^\s/?#\u0000-\u001f\u007f]+[^\s\u0000-\u001f\u007f]*$/i, 'must be an http or https URL')
-  .describe('Where events are POSTed: http or https. Loopback, private, link-local and metadata addresses are refused at every delivery.');
+  .describe(
+    'Where events are POSTed: http or https. Loopback, private, link-local and metadata addresses are refused at every delivery.',
+  );
 
 export const WebhookEndpointSchema = z
   .object({
@@ -39,9 +41,14 @@ export const WebhookEndpointSchema = z
     description: z.string(),
     event_types: z.array(EventTypeSchema).describe('The types sent here; empty means every type.'),
     enabled: z.boolean(),
-    disabled_reason: z.string().nullable().describe('Why the service disabled it (failing for 5 days); null when enabled or disabled by a person.'),
+    disabled_reason: z
+      .string()
+      .nullable()
+      .describe('Why the service disabled it (failing for 5 days); null when enabled or disabled by a person.'),
     failing_since: TimestampSchema.nullable(),
-    previous_secret_expires_at: TimestampSchema.nullable().describe('While set, the previous secret signs too (a second `v1,` signature).'),
+    previous_secret_expires_at: TimestampSchema.nullable().describe(
+      'While set, the previous secret signs too (a second `v1,` signature).',
+    ),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
   })
@@ -52,9 +59,15 @@ export const WebhookEndpointWithSecretSchema = WebhookEndpointSchema.extend({
   secret: z.string().describe('The signing secret (`whsec_` and base64). Shown only in this answer; keep it.'),
 }).meta({ id: 'WebhookEndpointWithSecret' });
 
-export const WebhookEndpointListSchema = z.object({ endpoints: z.array(WebhookEndpointSchema) }).meta({ id: 'WebhookEndpointList' });
+export const WebhookEndpointListSchema = z
+  .object({ endpoints: z.array(WebhookEndpointSchema) })
+  .meta({ id: 'WebhookEndpointList' });
 
-const EventTypesSchema = z.array(EventTypeSchema).max(50).transform((t) => [...new Set(t)]).describe('A type given twice counts once.');
+const EventTypesSchema = z
+  .array(EventTypeSchema)
+  .max(50)
+  .transform((t) => [...new Set(t)])
+  .describe('A type given twice counts once.');
 
 export const CreateWebhookEndpointSchema = z
   .object({
@@ -71,7 +84,10 @@ export const UpdateWebhookEndpointSchema = z
     url: WebhookUrlSchema.optional(),
     description: textSchema(0, 500).optional(),
     event_types: EventTypesSchema.optional(),
-    enabled: z.boolean().optional().describe('true enables it again (and clears failing_since); false stops deliveries to it.'),
+    enabled: z
+      .boolean()
+      .optional()
+      .describe('true enables it again (and clears failing_since); false stops deliveries to it.'),
   })
   .strict()
   .meta({ id: 'UpdateWebhookEndpoint' });
@@ -83,7 +99,9 @@ export const RotateSecretSchema = z
       .min(0)
       .max(rotationOverlapMaxSeconds)
       .optional()
-      .describe(`How long the previous secret keeps signing beside the new one (default ${rotationOverlapDefaultSeconds}); 0 ends it at once.`),
+      .describe(
+        `How long the previous secret keeps signing beside the new one (default ${rotationOverlapDefaultSeconds}); 0 ends it at once.`,
+      ),
   })
   .strict()
   .meta({ id: 'RotateWebhookSecret' });
@@ -95,7 +113,9 @@ export const DeliveryAttemptSchema = z
   .object({
     id: z.int(),
     delivery_id: UuidSchema,
-    webhook_id: z.string().describe('The `webhook-id` header sent: the same for every attempt and replay of one message.'),
+    webhook_id: z
+      .string()
+      .describe('The `webhook-id` header sent: the same for every attempt and replay of one message.'),
     event_id: UuidSchema,
     event_type: z.string(),
     attempt: z.int().min(1),
@@ -104,24 +124,34 @@ export const DeliveryAttemptSchema = z
     duration_ms: z.int().min(0),
     outcome: AttemptOutcomeSchema,
     status_code: z.int().nullable(),
-    response_excerpt: z.string().nullable().describe(`The first ${responseExcerptChars} characters of the response body.`),
+    response_excerpt: z
+      .string()
+      .nullable()
+      .describe(`The first ${responseExcerptChars} characters of the response body.`),
     error: z.string().nullable(),
   })
   .meta({ id: 'WebhookDeliveryAttempt' });
 
 export const DeliveryAttemptListSchema = z
-  .object({ attempts: z.array(DeliveryAttemptSchema), next_before: z.int().nullable().describe('Pass as `before` for older attempts; null at the end.') })
+  .object({
+    attempts: z.array(DeliveryAttemptSchema),
+    next_before: z.int().nullable().describe('Pass as `before` for older attempts; null at the end.'),
+  })
   .meta({ id: 'WebhookDeliveryAttemptList' });
 
 export const ReplaySchema = z
   .object({
     event_id: UuidSchema.optional().describe('Replay this one message.'),
-    since: TimestampSchema.optional().describe('Replay every message to this endpoint whose event occurred at or after this time (at most 1,000).'),
+    since: TimestampSchema.optional().describe(
+      'Replay every message to this endpoint whose event occurred at or after this time (at most 1,000).',
+    ),
   })
   .strict()
   .refine((r) => (r.event_id === undefined) !== (r.since === undefined), 'give exactly one of event_id and since')
   .meta({ id: 'WebhookReplay' });
-export const ReplayAnswerSchema = z.object({ replayed: z.int().min(0).describe('How many messages were queued again.') }).meta({ id: 'WebhookReplayAnswer' });
+export const ReplayAnswerSchema = z
+  .object({ replayed: z.int().min(0).describe('How many messages were queued again.') })
+  .meta({ id: 'WebhookReplayAnswer' });
 export const replayMax = 1000;
 
 /** The `webhook-id` of a delivery: stable across retries and replays of the message. */
@@ -133,7 +163,10 @@ export type AttemptResult =
   | { kind: 'skipped'; reason: string };
 
 /** What the workflow does after an attempt: stop, or wait this long before the next one. */
-export function decideNext(result: AttemptResult, attempt: number): { kind: 'done' } | { kind: 'retry'; afterSeconds: number } | { kind: 'give_up' } {
+export function decideNext(
+  result: AttemptResult,
+  attempt: number,
+): { kind: 'done' } | { kind: 'retry'; afterSeconds: number } | { kind: 'give_up' } {
   if (result.kind !== 'failed') return { kind: 'done' };
   if (result.permanent || attempt >= retryScheduleSeconds.length) return { kind: 'give_up' };
   const scheduled = retryScheduleSeconds[attempt]!;
@@ -157,7 +190,10 @@ export interface AttemptedDelivery {
  * grouped by how long they wait (the schedule's next step, or a longer Retry-After), so a batch
  * whose deliveries fail alike waits on one timer and retries in one activity. Ordered by wait.
  */
-export function retryGroups(attempted: AttemptedDelivery[], attempt: number): { afterSeconds: number; deliveries: { id: string; run: number }[] }[] {
+export function retryGroups(
+  attempted: AttemptedDelivery[],
+  attempt: number,
+): { afterSeconds: number; deliveries: { id: string; run: number }[] }[] {
   const groups = new Map<number, { id: string; run: number }[]>();
   for (const d of attempted) {
     const next = decideNext(d.result, attempt);
@@ -166,5 +202,7 @@ export function retryGroups(attempted: AttemptedDelivery[], attempt: number): { 
     group.push({ id: d.id, run: d.run });
     groups.set(next.afterSeconds, group);
   }
-  return [...groups.entries()].sort(([a], [b]) => a - b).map(([afterSeconds, deliveries]) => ({ afterSeconds, deliveries }));
+  return [...groups.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([afterSeconds, deliveries]) => ({ afterSeconds, deliveries }));
 }

@@ -16,7 +16,9 @@ export const onboardingSteps = [
 ] as const;
 
 export type OnboardingStepKey = (typeof onboardingSteps)[number]['key'];
-export const OnboardingStepKeySchema = z.enum(onboardingSteps.map((s) => s.key) as [OnboardingStepKey, ...OnboardingStepKey[]]);
+export const OnboardingStepKeySchema = z.enum(
+  onboardingSteps.map((s) => s.key) as [OnboardingStepKey, ...OnboardingStepKey[]],
+);
 
 /** When each step first became true in the workspace's current state; null when it is not (yet). */
 export type OnboardingFacts = Record<OnboardingStepKey, Date | null>;

@@ -31,7 +31,8 @@ export function generateApiKeySecret(): string {
 
 /** True when the value has our shape and its checksum matches, without touching the database. */
 export function isWellFormedApiKey(value: string): boolean {
-  if (value.length !== keyTypePrefix.length + bodyLength + checksumLength || !value.startsWith(keyTypePrefix)) return false;
+  if (value.length !== keyTypePrefix.length + bodyLength + checksumLength || !value.startsWith(keyTypePrefix))
+    return false;
   const body = value.slice(keyTypePrefix.length, keyTypePrefix.length + bodyLength);
   if (![...body].every((c) => alphabet.includes(c))) return false;
   return value.slice(-checksumLength) === checksum(body);

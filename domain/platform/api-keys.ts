@@ -6,7 +6,10 @@ export const ScopeSchema = z.enum(['read', 'write']).meta({ id: 'Scope' });
 export type Scope = z.infer<typeof ScopeSchema>;
 
 /** An expiry Postgres and every client can store: years 1970 to 9998, said in the schema itself. */
-const ExpireAtSchema = TimestampSchema.regex(/^(19[7-9]\d|[2-8]\d{3}|9[0-8]\d{2}|99[0-8]\d|999[0-8])-/, 'must be a date between 1970 and 9998');
+const ExpireAtSchema = TimestampSchema.regex(
+  /^(19[7-9]\d|[2-8]\d{3}|9[0-8]\d{2}|99[0-8]\d|999[0-8])-/,
+  'must be a date between 1970 and 9998',
+);
 
 export const ApiKeyCreateSchema = z
   .object({

@@ -18,7 +18,11 @@ export const CreditMovementSchema = z
   .object({
     id: z.int(),
     kind: CreditMovementKindSchema,
-    amount: z.int().describe('Credits moved, always positive; the kind says where (grant: into available, hold: available to held, charge: held to spent, release: held to available, revoke: taken back from available when the money that bought them was refunded or disputed)'),
+    amount: z
+      .int()
+      .describe(
+        'Credits moved, always positive; the kind says where (grant: into available, hold: available to held, charge: held to spent, release: held to available, revoke: taken back from available when the money that bought them was refunded or disputed)',
+      ),
     hold_id: UuidSchema.nullable(),
     cause_key: z.string(),
     note: z.string().nullable(),

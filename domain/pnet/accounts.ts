@@ -86,7 +86,9 @@ export const PnetAccountSchema = z
       watched_since: TimestampSchema.nullable(),
       supported: z.boolean(),
       problem: z.string().nullable(),
-      gaps: z.array(z.object({ started_at: TimestampSchema, ended_at: TimestampSchema.nullable(), problem: z.string() })),
+      gaps: z.array(
+        z.object({ started_at: TimestampSchema, ended_at: TimestampSchema.nullable(), problem: z.string() }),
+      ),
     }),
   })
   .extend(limitShape)

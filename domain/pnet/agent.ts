@@ -21,7 +21,11 @@ export const AgentIdentitySchema = z
     vanity_name: NameSchema.nullable().default(null),
     display_name: NameSchema.nullable().default(null),
     headline: textSchema(0, 500).nullable().default(null),
-    photo_url: z.url({ protocol: /^https?$/ }).max(2048).nullable().default(null),
+    photo_url: z
+      .url({ protocol: /^https?$/ })
+      .max(2048)
+      .nullable()
+      .default(null),
   })
   .meta({ id: 'AgentIdentity', description: 'Who the browser is signed in as on the network' });
 
@@ -64,7 +68,9 @@ export const AgentStateSchema = z
     approvals_waiting: z.int(),
     poll_after_seconds: z
       .int()
-      .describe('Time before the next check-in: the account\'s gap at most, at most 15 while work is about to run, and no later than a running claim would become overdue.'),
+      .describe(
+        "Time before the next check-in: the account's gap at most, at most 15 while work is about to run, and no later than a running claim would become overdue.",
+      ),
     config_version: z.int(),
     attempts_enabled: z.boolean(),
     resume_enabled: z.boolean(),
@@ -79,11 +85,13 @@ export type AgentState = z.infer<typeof AgentStateSchema>;
 
 // Claims and results
 
-
 export const AgentClaimSchema = z
   .object({
     browser_id: UuidSchema,
-    verify_first: z.boolean().default(false).describe('This build checks before acting (resume:v1): it may take a resuming step'),
+    verify_first: z
+      .boolean()
+      .default(false)
+      .describe('This build checks before acting (resume:v1): it may take a resuming step'),
     unmetered_only: z.boolean().default(false).describe('Ask only for an unpaced test step'),
   })
   .meta({ id: 'AgentClaim' });
@@ -104,7 +112,9 @@ export type AgentVerification = z.infer<typeof AgentVerificationSchema>;
 export const AgentClaimResponseSchema = z
   .object({
     step: BrowserStepSchema.nullable(),
-    verification: AgentVerificationSchema.nullable().describe('Set when the step handed out is `resuming`: check before acting'),
+    verification: AgentVerificationSchema.nullable().describe(
+      'Set when the step handed out is `resuming`: check before acting',
+    ),
     reason: WaitReasonSchema.nullable().describe('Why nothing was handed out'),
     wait: WaitSchema.nullable(),
   })
@@ -135,11 +145,16 @@ export const ResultReportSchema = z
   .object({
     status: ResultStatusSchema,
     claimed_at: TimestampSchema.nullable().default(null),
-    diagnostic: z.unknown().optional().describe('Page-report summary; never changes how the step settles, dropped when unreadable'),
+    diagnostic: z
+      .unknown()
+      .optional()
+      .describe('Page-report summary; never changes how the step settles, dropped when unreadable'),
     duration_ms: z.int().min(0).nullable().default(null),
     error_code: BrowserErrorCodeSchema.nullable()
       .default(null)
-      .describe(`A browser reports any code of the vocabulary but the service's own: ${[...backendErrorCodes].join(', ')}`),
+      .describe(
+        `A browser reports any code of the vocabulary but the service's own: ${[...backendErrorCodes].join(', ')}`,
+      ),
     error_message: textSchema(0, 2000).nullable().default(null),
     outcome: OutcomeSchema.nullable().default(null),
   })
@@ -150,7 +165,10 @@ export type ResultReport = z.infer<typeof ResultReportSchema>;
  * A result as the step's workflow hands it to the settle transition (the `reportResult` Update):
  * the report without its diagnostic, the outcome as the JSON it is stored as.
  */
-export type SettleReport = Pick<ResultReport, 'status' | 'claimed_at' | 'duration_ms' | 'error_code' | 'error_message'> & {
+export type SettleReport = Pick<
+  ResultReport,
+  'status' | 'claimed_at' | 'duration_ms' | 'error_code' | 'error_message'
+> & {
   outcome: Record<string, unknown> | null;
 };
 
@@ -167,7 +185,9 @@ export const DiagnosticSchema = z.object({
 
 export const AgentSendingSchema = z
   .object({
-    paused: z.boolean().describe("This workspace paused the agent's own sends; replies it writes still wait in Needs approval"),
+    paused: z
+      .boolean()
+      .describe("This workspace paused the agent's own sends; replies it writes still wait in Needs approval"),
     paused_everywhere: z.boolean().describe('The operator paused unattended sending for all workspaces'),
     changed_by: z.string().nullable().describe('Identity-provider user id of who last changed it'),
     changed_at: TimestampSchema.nullable(),
@@ -185,7 +205,12 @@ export const AgentSendingUpdateSchema = z
 export const AgentSendingHistorySchema = z
   .object({
     changes: z.array(
-      z.object({ paused: z.boolean(), reason: z.string().nullable(), changed_by: z.string().nullable(), changed_at: TimestampSchema }),
+      z.object({
+        paused: z.boolean(),
+        reason: z.string().nullable(),
+        changed_by: z.string().nullable(),
+        changed_at: TimestampSchema,
+      }),
     ),
   })
   .meta({ id: 'AgentSendingHistory' });
@@ -206,7 +231,9 @@ export type AgentToolKey = z.infer<typeof AgentToolKeySchema>;
 export const AgentToolSchema = z
   .object({
     key: AgentToolKeySchema,
-    available: z.boolean().describe('Whether something in this environment supplies the tool; switching on is refused when false'),
+    available: z
+      .boolean()
+      .describe('Whether something in this environment supplies the tool; switching on is refused when false'),
     enabled: z.boolean(),
     unavailable_reason: z.string().nullable(),
   })

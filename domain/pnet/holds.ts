@@ -23,5 +23,7 @@ export const StepHoldSchema = z
   .meta({ id: 'PnetStepHold' });
 export const StepHoldListSchema = z.object({ holds: z.array(StepHoldSchema) }).meta({ id: 'PnetStepHoldList' });
 export const StepHoldReleaseSchema = z
-  .object({ resumed_steps: z.int().describe('Steps back in line (or on the Tasks page); others may stay held by another hold') })
+  .object({
+    resumed_steps: z.int().describe('Steps back in line (or on the Tasks page); others may stay held by another hold'),
+  })
   .meta({ id: 'PnetStepHoldRelease' });

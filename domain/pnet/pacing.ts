@@ -26,7 +26,11 @@ function isoWeekdayOf(day: LocalDate): number {
 }
 
 /** Whether metered work may run now, and if not, when the next window opens. */
-export function workingWindow(now: Date, hours: WorkingHours, timeZone: string): { open: true; closesAt: Date } | { open: false; opensAt: Date } {
+export function workingWindow(
+  now: Date,
+  hours: WorkingHours,
+  timeZone: string,
+): { open: true; closesAt: Date } | { open: false; opensAt: Date } {
   const today = localDate(now, timeZone);
   // Yesterday's window may still be open past midnight.
   for (const offset of [-1, 0]) {
@@ -71,7 +75,11 @@ export const maxPollAfterSeconds = activeWithinSeconds - 15;
  * Time before the next check-in: the account's own gap at most, never so long that the browser
  * stops reading as active, and at most 15 s while work is about to run.
  */
-export function pollAfterSeconds(input: { minActionIntervalSeconds: number; workSoonAt: Date | null; now: Date }): number {
+export function pollAfterSeconds(input: {
+  minActionIntervalSeconds: number;
+  workSoonAt: Date | null;
+  now: Date;
+}): number {
   let seconds = Math.min(input.minActionIntervalSeconds, maxPollAfterSeconds);
   if (input.workSoonAt && input.workSoonAt.getTime() - input.now.getTime() <= 60_000) seconds = Math.min(seconds, 15);
   if (input.workSoonAt) {

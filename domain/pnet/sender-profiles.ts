@@ -29,7 +29,11 @@ export const timeZones = (() => {
 
 export const TimeZoneSchema = z
   .enum(timeZones)
-  .meta({ id: 'TimeZone', description: 'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there' });
+  .meta({
+    id: 'TimeZone',
+    description:
+      'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there',
+  });
 
 const ClockTimeSchema = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (24-hour)');
 
@@ -80,7 +84,9 @@ export const SenderProfileSchema = z
   .meta({ id: 'SenderProfile' });
 export type SenderProfile = z.infer<typeof SenderProfileSchema>;
 
-export const SenderProfileListSchema = z.object({ sender_profiles: z.array(SenderProfileSchema) }).meta({ id: 'SenderProfileList' });
+export const SenderProfileListSchema = z
+  .object({ sender_profiles: z.array(SenderProfileSchema) })
+  .meta({ id: 'SenderProfileList' });
 
 export const PnetSettingsSchema = z
   .object({
@@ -104,8 +110,13 @@ export const PnetSettingsUpdateSchema = z
     resume_enabled: z
       .boolean()
       .optional()
-      .describe('A step cut off mid-run goes back in line as `resuming` (verify first) instead of failing with `claim_expired`'),
-    attempts_enabled: z.boolean().optional().describe('Builds that report attempts report a run cut off without an error to the attempts endpoint'),
+      .describe(
+        'A step cut off mid-run goes back in line as `resuming` (verify first) instead of failing with `claim_expired`',
+      ),
+    attempts_enabled: z
+      .boolean()
+      .optional()
+      .describe('Builds that report attempts report a run cut off without an error to the attempts endpoint'),
     limits: LimitsSchema.partial().strict().optional(),
   })
   .meta({ id: 'PnetSettingsUpdate' });

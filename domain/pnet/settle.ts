@@ -45,7 +45,13 @@ export const mayHaveActedCodes: ReadonlySet<StepErrorCode> = new Set([
   'interrupted_repeatedly',
 ]);
 
-export const terminalStatuses: ReadonlySet<StoredStepStatus> = new Set(['succeeded', 'failed', 'rejected', 'skipped', 'cancelled']);
+export const terminalStatuses: ReadonlySet<StoredStepStatus> = new Set([
+  'succeeded',
+  'failed',
+  'rejected',
+  'skipped',
+  'cancelled',
+]);
 
 /** A refusal: nothing is written, and the caller answers `code` (the API maps conflict to 409). */
 export interface StepRefusal {
@@ -54,7 +60,11 @@ export interface StepRefusal {
   message: string;
 }
 
-const refuse = (message: string, code: StepRefusal['code'] = 'conflict'): StepRefusal => ({ kind: 'refuse', code, message });
+const refuse = (message: string, code: StepRefusal['code'] = 'conflict'): StepRefusal => ({
+  kind: 'refuse',
+  code,
+  message,
+});
 
 // ---------------------------------------------------------------------------------------------
 // Settle: a browser's result report
@@ -134,8 +144,14 @@ export function decideAtRest(
   report: Pick<SettleFacts, 'status' | 'claimed_at' | 'error_code'>,
 ): { message: string; markActed: boolean } | null {
   if (!terminalStatuses.has(step.status) || sameResultAgain(step, report)) return null;
-  const shown = step.status === 'cancelled' ? 'cancelled' : recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>);
-  return { message: `The step is already ${shown}; nothing changed.`, markActed: step.status === 'failed' && report.status === 'succeeded' };
+  const shown =
+    step.status === 'cancelled'
+      ? 'cancelled'
+      : recordStatus(step.status as Exclude<StoredStepStatus, 'awaiting_approval'>);
+  return {
+    message: `The step is already ${shown}; nothing changed.`,
+    markActed: step.status === 'failed' && report.status === 'succeeded',
+  };
 }
 
 /**
@@ -147,8 +163,14 @@ export function decideSettle(step: SettleSnapshot | undefined, report: SettleFac
   if (!step) return refuse('Step not found.', 'not_found');
   if (sameResultAgain(step, report)) return { kind: 'same_result' };
   const current = step.status === 'claimed' && namesClaim(step, report);
-  const late = report.status === 'succeeded' && (step.status === 'queued' || step.status === 'resuming') && step.claimed_at !== null;
-  if (!current && !late) return refuse(`The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`);
+  const late =
+    report.status === 'succeeded' &&
+    (step.status === 'queued' || step.status === 'resuming') &&
+    step.claimed_at !== null;
+  if (!current && !late)
+    return refuse(
+      `The step is ${step.status === 'claimed' ? 'claimed again since' : step.status}; this result is no longer current.`,
+    );
   const succeeded = report.status === 'succeeded';
   const checkpoint = report.error_code === 'blocked_checkpoint';
   return {
@@ -217,19 +239,31 @@ export function decideClaim({ account, step, running }: ClaimSnapshot, request: 
   // Whether it was resuming is no longer known, so a step that may have acted is handed out to look only.
   if (step?.status === 'claimed' && step.claim_session_id === request.sessionId) {
     const mayHaveActed = step.acted_at !== null || step.cut_offs > 0 || step.credit_round > 0;
-    return { kind: 'answer_again', verification: mayHaveActed ? { mode: 'verify_only', commit_granted_at: null } : null };
+    return {
+      kind: 'answer_again',
+      verification: mayHaveActed ? { mode: 'verify_only', commit_granted_at: null } : null,
+    };
   }
   if (running) return refuse('Another step of this account is running.');
   if (!step || step.held || !(step.status === 'queued' || (step.status === 'resuming' && request.verifyFirst))) {
     return refuse('The step is not waiting for this browser.');
   }
-  if (account.replies_failing && messageKinds.has(step.kind)) return refuse('The inbox read is failing; a reply may have come in unseen.');
+  if (account.replies_failing && messageKinds.has(step.kind))
+    return refuse('The inbox read is failing; a reply may have come in unseen.');
   // The earlier run was let past the point of no return: it likely acted, so only look.
   const verification: AgentVerification | null =
     step.status === 'resuming'
-      ? { mode: step.commit_granted_at ? 'verify_only' : 'verify_then_act', commit_granted_at: step.commit_granted_at?.toISOString() ?? null }
+      ? {
+          mode: step.commit_granted_at ? 'verify_only' : 'verify_then_act',
+          commit_granted_at: step.commit_granted_at?.toISOString() ?? null,
+        }
       : null;
-  return { kind: 'claim', metered: step.metered, usageKind: step.metered ? limitKindOf[step.kind] : null, verification };
+  return {
+    kind: 'claim',
+    metered: step.metered,
+    usageKind: step.metered ? limitKindOf[step.kind] : null,
+    verification,
+  };
 }
 
 export interface MeteredSnapshot {
@@ -244,7 +278,8 @@ export interface MeteredSnapshot {
 export function decideMeteredGate(account: MeteredSnapshot, now: Date): StepRefusal | { kind: 'open' } {
   if (account.sendingStopped) return refuse('Unattended sending is paused.');
   if (!workingWindow(now, account.working_hours, account.timezone).open) return refuse('Outside working hours.');
-  if (account.next_metered_at && account.next_metered_at > now) return refuse('The gap since the last step has not passed.');
+  if (account.next_metered_at && account.next_metered_at > now)
+    return refuse('The gap since the last step has not passed.');
   return { kind: 'open' };
 }
 
@@ -282,7 +317,10 @@ export function nextMeteredAt(now: Date, minActionIntervalSeconds: number, draw:
  * The lease ends a lease's length after the claim or the latest renewal (check-ins write
  * `lease_renewed_at`). Until then the claim lives on, and the timer sleeps to that end.
  */
-export function decideLease(claim: { claimed_at: Date; lease_renewed_at: Date | null }, now: Date): { kind: 'lives'; leaseUntil: Date } | { kind: 'lapsed' } {
+export function decideLease(
+  claim: { claimed_at: Date; lease_renewed_at: Date | null },
+  now: Date,
+): { kind: 'lives'; leaseUntil: Date } | { kind: 'lapsed' } {
   const renewedAt = Math.max(claim.claimed_at.getTime(), claim.lease_renewed_at?.getTime() ?? 0);
   const leaseUntil = renewedAt + claimLeaseSeconds * 1000;
   return leaseUntil > now.getTime() ? { kind: 'lives', leaseUntil: new Date(leaseUntil) } : { kind: 'lapsed' };
@@ -292,7 +330,11 @@ export function decideLease(claim: { claimed_at: Date; lease_renewed_at: Date | 
  * A claim whose lease ended more than `graceSeconds` ago and is still claimed: its lease timer is
  * late (its worker is down) or was never set (the API died before telling its workflow).
  */
-export function claimOverdue(claim: { claimed_at: Date; lease_renewed_at: Date | null }, now: Date, graceSeconds: number): boolean {
+export function claimOverdue(
+  claim: { claimed_at: Date; lease_renewed_at: Date | null },
+  now: Date,
+  graceSeconds: number,
+): boolean {
   return decideLease(claim, new Date(now.getTime() - graceSeconds * 1000)).kind === 'lapsed';
 }
 

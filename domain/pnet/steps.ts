@@ -39,7 +39,13 @@ export const StepErrorCodeSchema = z
   .meta({ id: 'StepErrorCode' });
 export type StepErrorCode = z.infer<typeof StepErrorCodeSchema>;
 /** Codes the backend writes itself when a step settles without the browser's result. */
-export const backendErrorCodeList = ['cancelled', 'missed_window', 'sender_changed', 'claim_expired', 'interrupted_repeatedly'] as const satisfies readonly StepErrorCode[];
+export const backendErrorCodeList = [
+  'cancelled',
+  'missed_window',
+  'sender_changed',
+  'claim_expired',
+  'interrupted_repeatedly',
+] as const satisfies readonly StepErrorCode[];
 export const backendErrorCodes: ReadonlySet<StepErrorCode> = new Set(backendErrorCodeList);
 /** What a result report may carry: the vocabulary less the backend's own, so the document lists exactly that. */
 export const BrowserErrorCodeSchema = StepErrorCodeSchema.exclude(backendErrorCodeList, {
@@ -54,10 +60,23 @@ const ProfileUrlSchema = z.url({ protocol: /^https?$/ }).max(2048);
 /** Params per kind; only profile_view's are in the spec, the others are ours (documented). */
 export const StepParamsSchema = z
   .discriminatedUnion('kind', [
-    z.object({ kind: z.literal('profile_view'), profile_url: ProfileUrlSchema, read_relationship: z.boolean().default(false) }),
-    z.object({ kind: z.literal('connection_request'), profile_url: ProfileUrlSchema, note: textSchema(0, 300).nullable().default(null) }),
+    z.object({
+      kind: z.literal('profile_view'),
+      profile_url: ProfileUrlSchema,
+      read_relationship: z.boolean().default(false),
+    }),
+    z.object({
+      kind: z.literal('connection_request'),
+      profile_url: ProfileUrlSchema,
+      note: textSchema(0, 300).nullable().default(null),
+    }),
     z.object({ kind: z.literal('send_message'), profile_url: ProfileUrlSchema, body: textSchema(1, 8000) }),
-    z.object({ kind: z.literal('inmail'), profile_url: ProfileUrlSchema, subject: NameSchema.max(200), body: textSchema(1, 8000) }),
+    z.object({
+      kind: z.literal('inmail'),
+      profile_url: ProfileUrlSchema,
+      subject: NameSchema.max(200),
+      body: textSchema(1, 8000),
+    }),
     z.object({ kind: z.literal('withdraw_connection_request'), profile_url: ProfileUrlSchema }),
     z.object({ kind: z.literal('follow_contact'), profile_url: ProfileUrlSchema }),
     z.object({ kind: z.literal('like_latest_post'), profile_url: ProfileUrlSchema }),
@@ -77,8 +96,13 @@ export const StepQueueSchema = z
     sequence_id: UuidSchema.nullable().default(null).describe('The sequence that queued the step, if any'),
     run_before: TimestampSchema.nullable()
       .default(null)
-      .describe('A step still waiting (or on the Tasks page) at this time fails with `missed_window`, its credits returned'),
-    test: z.boolean().default(false).describe('A test fired by the operator: unmetered, goes first, skips the Tasks page'),
+      .describe(
+        'A step still waiting (or on the Tasks page) at this time fails with `missed_window`, its credits returned',
+      ),
+    test: z
+      .boolean()
+      .default(false)
+      .describe('A test fired by the operator: unmetered, goes first, skips the Tasks page'),
   })
   .meta({ id: 'StepQueue' });
 export type StepQueue = z.infer<typeof StepQueueSchema>;
@@ -130,13 +154,18 @@ export const TaskSchema = z
   .meta({ id: 'PnetTask', description: 'A step waiting on the Tasks page for a person to approve or reject it' });
 
 export const TaskListSchema = z.object({ tasks: z.array(TaskSchema) }).meta({ id: 'PnetTaskList' });
-export const StepListSchema = z.object({ steps: z.array(BrowserStepSchema), next_before: TimestampSchema.nullable() }).meta({ id: 'BrowserStepList' });
+export const StepListSchema = z
+  .object({ steps: z.array(BrowserStepSchema), next_before: TimestampSchema.nullable() })
+  .meta({ id: 'BrowserStepList' });
 
 export const StepListQuerySchema = z.object({
   status: StepStatusSchema.optional(),
   kind: ActionKindSchema.optional(),
   account_id: UuidSchema.optional(),
-  held: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+  held: z
+    .enum(['true', 'false'])
+    .transform((v) => v === 'true')
+    .optional(),
   limit: queryInteger(z.int().min(1).max(200).default(50)),
   before: TimestampSchema.optional().describe('Steps created before this time (the previous page’s next_before)'),
 });

@@ -132,7 +132,16 @@ export interface AdvanceSnapshot {
 // ---------------------------------------------------------------------------------------------
 // Decisions
 
-type PlainFact = 'sequence' | 'stop_reason' | 'graph' | 'failed_step' | 'live_cells' | 'sender' | 'send' | 'browser_step' | 'outreach_block';
+type PlainFact =
+  | 'sequence'
+  | 'stop_reason'
+  | 'graph'
+  | 'failed_step'
+  | 'live_cells'
+  | 'sender'
+  | 'send'
+  | 'browser_step'
+  | 'outreach_block';
 
 /** A fact to read before deciding further. */
 export type AdvanceFact =
@@ -201,7 +210,14 @@ export type AdvanceMove =
   /** A message the network cannot take goes back to a person. */
   | { kind: 'return_for_edit'; sendId: string; reason: string; wait: Wait }
   /** Queue the pnet step (awaiting the sender's approval, or queued with its credit hold). */
-  | { kind: 'queue_pnet_step'; stepId: string; action: SequencePnetAction; params: StepParams; awaiting: boolean; retryAt: Date };
+  | {
+      kind: 'queue_pnet_step';
+      stepId: string;
+      action: SequencePnetAction;
+      params: StepParams;
+      awaiting: boolean;
+      retryAt: Date;
+    };
 
 export type AdvanceDecision = AdvanceFact | AdvanceWrite | AdvanceMove;
 
@@ -211,7 +227,11 @@ export const waitingStepStatuses: ReadonlySet<string> = new Set(['awaiting_appro
 export const insufficientCreditsRetryMs = 3_600_000;
 
 export const agentKindOf = (step: SequenceStep): MessageKind =>
-  step.type === 'email' ? 'email' : step.type === 'pnet' && step.action === 'connection_request' ? 'connection_note' : 'pnet_message';
+  step.type === 'email'
+    ? 'email'
+    : step.type === 'pnet' && step.action === 'connection_request'
+      ? 'connection_note'
+      : 'pnet_message';
 
 const read = (fact: PlainFact): AdvanceFact => ({ kind: 'read', fact });
 
@@ -220,13 +240,22 @@ const waitFor = (c: AdvanceContact, reason: string, until: Date | null = null): 
   until,
   write: c.wait_reason !== reason || c.wait_until?.getTime() !== until?.getTime(),
 });
-const wait = (c: AdvanceContact, reason: string, until: Date | null = null): AdvanceMove => ({ kind: 'wait', wait: waitFor(c, reason, until) });
+const wait = (c: AdvanceContact, reason: string, until: Date | null = null): AdvanceMove => ({
+  kind: 'wait',
+  wait: waitFor(c, reason, until),
+});
 
 /**
  * An action step joins done_steps when performed, so no version repeats it. (A step already
  * there is passed over before it can be performed again, so the de-duplication is a guard only.)
  */
-const moveOn = (c: AdvanceContact, from: SequenceStep, to: string, performed: boolean, reached = false): AdvanceMove => ({
+const moveOn = (
+  c: AdvanceContact,
+  from: SequenceStep,
+  to: string,
+  performed: boolean,
+  reached = false,
+): AdvanceMove => ({
   kind: 'move_on',
   from: from.id,
   to,
@@ -276,7 +305,12 @@ export function decideAdvance(s: AdvanceSnapshot, now: Date): AdvanceDecision {
   if (s.graph === undefined) return read('graph');
   if (c.current_step_id === null) return { kind: 'start_at', stepId: s.graph.start };
   const step = stepById(s.graph, c.current_step_id);
-  if (!step) return { kind: 'fail_missing_step', error: `Step "${c.current_step_id}" is not in version ${c.version}`, wait: waitFor(c, 'failed_step') };
+  if (!step)
+    return {
+      kind: 'fail_missing_step',
+      error: `Step "${c.current_step_id}" is not in version ${c.version}`,
+      wait: waitFor(c, 'failed_step'),
+    };
 
   if (c.status === 'failed') {
     // A person may have retried the failed browser step itself: the contact follows it.
@@ -315,7 +349,13 @@ export function decideAdvance(s: AdvanceSnapshot, now: Date): AdvanceDecision {
   }
 }
 
-function decideAction(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequence, step: MessageStep, now: Date): AdvanceDecision {
+function decideAction(
+  s: AdvanceSnapshot,
+  c: AdvanceContact,
+  seq: AdvanceSequence,
+  step: MessageStep,
+  now: Date,
+): AdvanceDecision {
   // An action step: never twice for one contact, whichever version it is on now.
   if (c.done_steps.includes(step.id)) return moveOn(c, step, step.next, false);
   if (s.sender === undefined) return read('sender');
@@ -328,7 +368,8 @@ function decideAction(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequenc
     if (s.browserStep === undefined) return read('browser_step');
     const bs = s.browserStep;
     if (bs && waitingStepStatuses.has(bs.status)) return { kind: 'follow_step', wait: waitFor(c, 'pnet_step') };
-    if (bs && (bs.status === 'succeeded' || bs.status === 'skipped')) return moveOn(c, step, step.next, true, bs.status === 'succeeded');
+    if (bs && (bs.status === 'succeeded' || bs.status === 'skipped'))
+      return moveOn(c, step, step.next, true, bs.status === 'succeeded');
     if (bs && bs.status === 'rejected') return moveOn(c, step, step.next, false);
     // Failed or cancelled: the contact stops at this step until a person retries.
     const error = `The ${step.action} step ${bs?.status ?? 'vanished'}${bs?.error_code ? ` (${bs.error_code})` : ''}`;
@@ -370,7 +411,13 @@ function decideAction(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequenc
   if (!parsed.success) {
     const error = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     // A message the network cannot take (a note over 300 characters, an empty message): a person edits it.
-    if (send && carriesMessage) return { kind: 'return_for_edit', sendId: send.id, reason: `invalid_message: ${error}`, wait: waitFor(c, 'approval') };
+    if (send && carriesMessage)
+      return {
+        kind: 'return_for_edit',
+        sendId: send.id,
+        reason: `invalid_message: ${error}`,
+        wait: waitFor(c, 'approval'),
+      };
     // Params no edit can fix (a malformed profile URL): the step is passed over.
     return moveOn(c, step, step.next, false);
   }
@@ -388,7 +435,13 @@ function decideAction(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequenc
 }
 
 /** The message of a step with no send yet: rendered from its template, or asked of the agent. */
-function decideMessage(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequence, sender: AdvanceSender, step: MessageStep): AdvanceDecision {
+function decideMessage(
+  s: AdvanceSnapshot,
+  c: AdvanceContact,
+  seq: AdvanceSequence,
+  sender: AdvanceSender,
+  step: MessageStep,
+): AdvanceDecision {
   if (s.liveCells === undefined) return read('live_cells');
   const cells = s.liveCells;
   const mode = step.type === 'email' ? seq.email_mode : seq.pnet_mode;
@@ -396,7 +449,8 @@ function decideMessage(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequen
   if (step.writer === 'agent') {
     if (!seq.outbound_agent_id) return sendOf(step, held('no_outbound_agent'), { subject: null, body: '' });
     const fields: Record<string, string> = {};
-    for (const [k, v] of Object.entries(cells)) if (v !== null && v !== undefined) fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
+    for (const [k, v] of Object.entries(cells))
+      if (v !== null && v !== undefined) fields[k] = typeof v === 'string' ? v : JSON.stringify(v);
     if (c.company_name) fields.company_name = c.company_name;
     const name = [c.first_name, c.last_name].filter(Boolean).join(' ');
     return {
@@ -410,7 +464,12 @@ function decideMessage(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequen
         contactKey: c.contact_key,
         slotKey: step.id,
         kind: agentKindOf(step),
-        contact: { ...(name ? { name } : {}), ...(c.email ? { email: c.email } : {}), ...(c.profile_url ? { profileUrl: c.profile_url } : {}), fields },
+        contact: {
+          ...(name ? { name } : {}),
+          ...(c.email ? { email: c.email } : {}),
+          ...(c.profile_url ? { profileUrl: c.profile_url } : {}),
+          fields,
+        },
       },
     };
   }
@@ -427,7 +486,10 @@ function decideMessage(s: AdvanceSnapshot, c: AdvanceContact, seq: AdvanceSequen
     columns: cells,
   });
   const subject = step.type === 'email' || step.action === 'inmail' ? rendered.subject : null;
-  return sendOf(step, held(rendered.missing.length > 0 ? `missing_values: ${rendered.missing.join(', ')}` : null), { subject, body: rendered.body });
+  return sendOf(step, held(rendered.missing.length > 0 ? `missing_values: ${rendered.missing.join(', ')}` : null), {
+    subject,
+    body: rendered.body,
+  });
 }
 
 /**
@@ -440,7 +502,11 @@ export function writtenSend(
   written: { subject: string | null; body: string; needsReview: boolean; reason: string | null },
 ): Extract<AdvanceMove, { kind: 'insert_send' }> {
   const mode = step.type === 'email' ? seq.email_mode : seq.pnet_mode;
-  const hold = written.needsReview ? `agent_review: ${written.reason ?? 'needs review'}` : mode === 'manual' ? 'manual_mode' : null;
+  const hold = written.needsReview
+    ? `agent_review: ${written.reason ?? 'needs review'}`
+    : mode === 'manual'
+      ? 'manual_mode'
+      : null;
   return sendOf(step, hold, { subject: written.subject, body: written.body });
 }
 

@@ -4,7 +4,14 @@
  * imported by the API, the activities and the workflow alike.
  */
 import { z } from 'zod';
-import { EmailAddressSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
+import {
+  EmailAddressSchema,
+  NameSchema,
+  queryInteger,
+  textSchema,
+  TimestampSchema,
+  UuidSchema,
+} from '../shared/common.js';
 import { SegmentsSchema } from '../inbox/email-templates.js';
 import { addDays, localDate, localParts, zonedInstant } from '../shared/zoned-time.js';
 
@@ -27,7 +34,9 @@ export const StepIdSchema = z
   .min(1)
   .max(64)
   .regex(/^[a-z][a-z0-9_]*$/, 'lower-case letters, digits and underscores, starting with a letter')
-  .describe('Stable within the sequence across versions: a migrated contact is matched to its step by this id. It is also the outbound agent\'s slot key of the step');
+  .describe(
+    "Stable within the sequence across versions: a migrated contact is matched to its step by this id. It is also the outbound agent's slot key of the step",
+  );
 
 /** The pnet actions a sequence can take (the housekeeping kinds belong to the account, not to outreach). */
 export const sequencePnetActions = [
@@ -46,11 +55,17 @@ export const messageActions: readonly SequencePnetAction[] = ['connection_reques
 
 export const WriterSchema = z
   .enum(['template', 'agent'])
-  .meta({ id: 'SequenceWriter', description: '`template`: a saved template or the step\'s own segments; `agent`: the sequence\'s outbound agent writes it per contact' });
+  .meta({
+    id: 'SequenceWriter',
+    description:
+      "`template`: a saved template or the step's own segments; `agent`: the sequence's outbound agent writes it per contact",
+  });
 
 const content = {
   writer: WriterSchema.default('template'),
-  template_id: UuidSchema.nullable().default(null).describe('A saved email template; when null the step\'s own segments are used'),
+  template_id: UuidSchema.nullable()
+    .default(null)
+    .describe("A saved email template; when null the step's own segments are used"),
   subject_segments: SegmentsSchema.default([]),
   body_segments: SegmentsSchema.default([]),
 };
@@ -66,15 +81,28 @@ export const PnetStepSchema = z
     ...content,
     next: StepIdSchema,
   })
-  .meta({ id: 'SequencePnetStep', description: 'A browser step on the sender\'s pnet account; message actions take content like an email (no subject)' });
+  .meta({
+    id: 'SequencePnetStep',
+    description: "A browser step on the sender's pnet account; message actions take content like an email (no subject)",
+  });
 export const WaitStepSchema = z
   .strictObject({
     id: StepIdSchema,
     type: z.literal('wait'),
-    days: z.int().min(0).max(waitDaysMax).default(0).describe('Calendar days in the sender\'s time zone (a daylight-saving change keeps the wall-clock time)'),
+    days: z
+      .int()
+      .min(0)
+      .max(waitDaysMax)
+      .default(0)
+      .describe("Calendar days in the sender's time zone (a daylight-saving change keeps the wall-clock time)"),
     hours: z.int().min(0).max(23).default(0),
     minutes: z.int().min(0).max(59).default(0),
-    business_hours: z.boolean().default(true).describe('Move the end of the wait to the next business hour (Monday to Friday, 09:00 to 17:00, sender\'s time zone)'),
+    business_hours: z
+      .boolean()
+      .default(true)
+      .describe(
+        "Move the end of the wait to the next business hour (Monday to Friday, 09:00 to 17:00, sender's time zone)",
+      ),
     next: StepIdSchema,
   })
   .meta({ id: 'SequenceWaitStep' });
@@ -82,16 +110,30 @@ export const branchConditions = ['connected', 'replied', 'email_found', 'opened'
 export const BranchConditionSchema = z.enum(branchConditions).meta({ id: 'SequenceBranchCondition' });
 export type BranchCondition = z.infer<typeof BranchConditionSchema>;
 export const BranchStepSchema = z
-  .strictObject({ id: StepIdSchema, type: z.literal('branch'), condition: BranchConditionSchema, if_true: StepIdSchema, if_false: StepIdSchema })
+  .strictObject({
+    id: StepIdSchema,
+    type: z.literal('branch'),
+    condition: BranchConditionSchema,
+    if_true: StepIdSchema,
+    if_false: StepIdSchema,
+  })
   .meta({
     id: 'SequenceBranchStep',
     description:
       '`connected`: the sender and contact are connected on pnet; `replied`: an auto-reply was recorded (a real reply stops the contact before any branch); ' +
       '`email_found`: the contact has an email (the live row is read again); `opened`: an email of this contact was opened.',
   });
-export const EndStepSchema = z.strictObject({ id: StepIdSchema, type: z.literal('end') }).meta({ id: 'SequenceEndStep' });
+export const EndStepSchema = z
+  .strictObject({ id: StepIdSchema, type: z.literal('end') })
+  .meta({ id: 'SequenceEndStep' });
 
-export const SequenceStepSchema = z.discriminatedUnion('type', [EmailStepSchema, PnetStepSchema, WaitStepSchema, BranchStepSchema, EndStepSchema]);
+export const SequenceStepSchema = z.discriminatedUnion('type', [
+  EmailStepSchema,
+  PnetStepSchema,
+  WaitStepSchema,
+  BranchStepSchema,
+  EndStepSchema,
+]);
 export type SequenceStep = z.infer<typeof SequenceStepSchema>;
 
 export const SequenceGraphSchema = z
@@ -124,13 +166,31 @@ export function validateGraph(graph: SequenceGraph): GraphIssue[] {
   const issues: GraphIssue[] = [];
   const byId = new Map<string, SequenceStep>();
   graph.steps.forEach((s, i) => {
-    if (byId.has(s.id)) issues.push({ loc: ['body', `graph.steps.${i}.id`], msg: `Step id "${s.id}" is used twice`, type: 'duplicate_step', input: s.id });
+    if (byId.has(s.id))
+      issues.push({
+        loc: ['body', `graph.steps.${i}.id`],
+        msg: `Step id "${s.id}" is used twice`,
+        type: 'duplicate_step',
+        input: s.id,
+      });
     byId.set(s.id, s);
   });
-  if (!byId.has(graph.start)) issues.push({ loc: ['body', 'graph.start'], msg: `Start step "${graph.start}" does not exist`, type: 'unknown_step', input: graph.start });
+  if (!byId.has(graph.start))
+    issues.push({
+      loc: ['body', 'graph.start'],
+      msg: `Start step "${graph.start}" does not exist`,
+      type: 'unknown_step',
+      input: graph.start,
+    });
   graph.steps.forEach((s, i) => {
     for (const target of successors(s)) {
-      if (!byId.has(target)) issues.push({ loc: ['body', `graph.steps.${i}`], msg: `Step "${s.id}" goes to "${target}", which does not exist`, type: 'unknown_step', input: target });
+      if (!byId.has(target))
+        issues.push({
+          loc: ['body', `graph.steps.${i}`],
+          msg: `Step "${s.id}" goes to "${target}", which does not exist`,
+          type: 'unknown_step',
+          input: target,
+        });
     }
   });
   if (issues.length > 0) return issues;
@@ -143,7 +203,13 @@ export function validateGraph(graph: SequenceGraph): GraphIssue[] {
     stack.push(...successors(byId.get(id)!));
   }
   graph.steps.forEach((s, i) => {
-    if (!reached.has(s.id)) issues.push({ loc: ['body', `graph.steps.${i}`], msg: `Step "${s.id}" cannot be reached from the start`, type: 'unreachable_step', input: s.id });
+    if (!reached.has(s.id))
+      issues.push({
+        loc: ['body', `graph.steps.${i}`],
+        msg: `Step "${s.id}" cannot be reached from the start`,
+        type: 'unreachable_step',
+        input: s.id,
+      });
   });
   // A loop is allowed only through a wait of some length, so a contact can never spin.
   const passable = (s: SequenceStep) => !(s.type === 'wait' && s.days + s.hours + s.minutes > 0);
@@ -162,7 +228,13 @@ export function validateGraph(graph: SequenceGraph): GraphIssue[] {
     state.set(id, 'done');
   };
   for (const s of graph.steps) if (!state.has(s.id)) visit(s.id);
-  for (const id of loops) issues.push({ loc: ['body', 'graph.steps'], msg: `Steps loop back to "${id}" without a wait`, type: 'loop_without_wait', input: id });
+  for (const id of loops)
+    issues.push({
+      loc: ['body', 'graph.steps'],
+      msg: `Steps loop back to "${id}" without a wait`,
+      type: 'loop_without_wait',
+      input: id,
+    });
   return issues;
 }
 
@@ -191,7 +263,11 @@ export function nextBusinessMoment(instant: Date, timeZone: string): Date {
 }
 
 /** When a wait started at `now` ends: local calendar days (DST keeps the wall time), then hours and minutes, then business hours. */
-export function waitUntil(now: Date, wait: { days: number; hours: number; minutes: number; business_hours: boolean }, timeZone: string): Date {
+export function waitUntil(
+  now: Date,
+  wait: { days: number; hours: number; minutes: number; business_hours: boolean },
+  timeZone: string,
+): Date {
   const p = localParts(now, timeZone);
   const shifted = wait.days > 0 ? zonedInstant(addDays(p, wait.days), p.hour, p.minute, timeZone) : now;
   const base = new Date(shifted.getTime() + (wait.days > 0 ? p.second * 1000 : 0));
@@ -206,11 +282,14 @@ export const ChannelModeSchema = z.enum(['manual', 'automatic']).meta({
   id: 'SequenceChannelMode',
   description:
     'manual: every outbound message of the channel (emails; pnet messages, InMails and connection notes) waits in the approval queue; automatic: it goes out on schedule. ' +
-    'A pnet step a person did not approve here still follows its sender account\'s own run mode (the Tasks page).',
+    "A pnet step a person did not approve here still follows its sender account's own run mode (the Tasks page).",
 });
 export const SequenceStatusSchema = z
   .enum(['draft', 'active', 'paused', 'archived'])
-  .meta({ id: 'SequenceStatus', description: 'draft: contacts may be enrolled, nothing is sent until launch; paused: every step is held' });
+  .meta({
+    id: 'SequenceStatus',
+    description: 'draft: contacts may be enrolled, nothing is sent until launch; paused: every step is held',
+  });
 
 export const AudienceMappingSchema = z
   .strictObject({
@@ -245,8 +324,12 @@ export function contactFieldsOf(cells: Record<string, unknown>, mapping: Audienc
 export const SequenceSenderSchema = z
   .strictObject({
     sender_profile_id: UuidSchema,
-    from_email: EmailAddressSchema.nullable().default(null).describe('The mailbox email steps go out from; email steps of a sender without one wait for a person'),
-    from_name: NameSchema.nullable().default(null).describe('The display name on emails; the sender profile\'s name when null'),
+    from_email: EmailAddressSchema.nullable()
+      .default(null)
+      .describe('The mailbox email steps go out from; email steps of a sender without one wait for a person'),
+    from_name: NameSchema.nullable()
+      .default(null)
+      .describe("The display name on emails; the sender profile's name when null"),
   })
   .meta({ id: 'SequenceSender' });
 export type SequenceSender = z.infer<typeof SequenceSenderSchema>;
@@ -256,7 +339,10 @@ export const SequenceCreateSchema = z
     name: NameSchema,
     audience_table_id: UuidSchema.nullable().default(null),
     audience_mapping: AudienceMappingSchema.default(AudienceMappingSchema.parse({})),
-    feed_new_rows: z.boolean().default(false).describe('Enrol rows added to the audience table from now on, as they arrive'),
+    feed_new_rows: z
+      .boolean()
+      .default(false)
+      .describe('Enrol rows added to the audience table from now on, as they arrive'),
     email_mode: ChannelModeSchema.default('manual'),
     pnet_mode: ChannelModeSchema.default('manual'),
     senders: z.array(SequenceSenderSchema).max(sendersMax).default([]),
@@ -267,7 +353,11 @@ export type SequenceCreate = z.infer<typeof SequenceCreateSchema>;
 
 export const SequenceUpdateSchema = z
   .strictObject({
-    expected_revision: z.int().min(1).max(int32Max).describe('The revision read; a stale one is 409 and nothing changes'),
+    expected_revision: z
+      .int()
+      .min(1)
+      .max(int32Max)
+      .describe('The revision read; a stale one is 409 and nothing changes'),
     name: NameSchema.optional(),
     audience_table_id: UuidSchema.nullable().optional(),
     audience_mapping: AudienceMappingSchema.optional(),
@@ -275,7 +365,9 @@ export const SequenceUpdateSchema = z
     email_mode: ChannelModeSchema.optional(),
     pnet_mode: ChannelModeSchema.optional(),
     senders: z.array(SequenceSenderSchema).max(sendersMax).optional(),
-    graph: SequenceGraphSchema.optional().describe('A new graph. Once a contact is enrolled this makes a new version; contacts in flight stay on theirs'),
+    graph: SequenceGraphSchema.optional().describe(
+      'A new graph. Once a contact is enrolled this makes a new version; contacts in flight stay on theirs',
+    ),
   })
   .meta({ id: 'SequenceUpdate', description: 'Fields left out keep their value' });
 export type SequenceUpdate = z.infer<typeof SequenceUpdateSchema>;
@@ -305,30 +397,55 @@ export const SequenceSchema = z
   .meta({ id: 'Sequence' });
 export type Sequence = z.infer<typeof SequenceSchema>;
 
-export const SequenceListSchema = z.object({ sequences: z.array(SequenceSchema).describe('Newest first') }).meta({ id: 'SequenceList' });
+export const SequenceListSchema = z
+  .object({ sequences: z.array(SequenceSchema).describe('Newest first') })
+  .meta({ id: 'SequenceList' });
 
 export const SequenceVersionSchema = z
-  .object({ version: z.int(), graph: SequenceGraphSchema, created_at: TimestampSchema, contacts: z.int().describe('Contacts on this version now') })
+  .object({
+    version: z.int(),
+    graph: SequenceGraphSchema,
+    created_at: TimestampSchema,
+    contacts: z.int().describe('Contacts on this version now'),
+  })
   .meta({ id: 'SequenceVersion' });
-export const SequenceVersionListSchema = z.object({ versions: z.array(SequenceVersionSchema).describe('Oldest first') }).meta({ id: 'SequenceVersionList' });
+export const SequenceVersionListSchema = z
+  .object({ versions: z.array(SequenceVersionSchema).describe('Oldest first') })
+  .meta({ id: 'SequenceVersionList' });
 
-export const RevisionBodySchema = z.strictObject({ expected_revision: z.int().min(1).max(int32Max) }).meta({ id: 'SequenceRevisionBody' });
+export const RevisionBodySchema = z
+  .strictObject({ expected_revision: z.int().min(1).max(int32Max) })
+  .meta({ id: 'SequenceRevisionBody' });
 
 export const SequenceSettingsSchema = z
-  .object({ recontact_cooldown_days: z.int().min(0).max(365).describe('No person is reached by two different sequences inside this many days') })
+  .object({
+    recontact_cooldown_days: z
+      .int()
+      .min(0)
+      .max(365)
+      .describe('No person is reached by two different sequences inside this many days'),
+  })
   .meta({ id: 'SequenceSettings' });
-export const SequenceSettingsUpdateSchema = z.strictObject({ recontact_cooldown_days: z.int().min(0).max(365) }).meta({ id: 'SequenceSettingsUpdate' });
+export const SequenceSettingsUpdateSchema = z
+  .strictObject({ recontact_cooldown_days: z.int().min(0).max(365) })
+  .meta({ id: 'SequenceSettingsUpdate' });
 
 // ---------------------------------------------------------------------------------------------
 // Contacts
 
 export const ContactStatusSchema = z
   .enum(['active', 'paused', 'failed', 'stopped', 'completed'])
-  .meta({ id: 'SequenceContactStatus', description: 'failed: a step failed and the contact waits at it until a person retries' });
+  .meta({
+    id: 'SequenceContactStatus',
+    description: 'failed: a step failed and the contact waits at it until a person retries',
+  });
 export type ContactStatus = z.infer<typeof ContactStatusSchema>;
 
 export const ContactWaitSchema = z
-  .object({ reason: z.string().describe('timer, approval, pnet_step, paused, sequence_paused, sequence_draft, failed_step'), until: TimestampSchema.nullable() })
+  .object({
+    reason: z.string().describe('timer, approval, pnet_step, paused, sequence_paused, sequence_draft, failed_step'),
+    until: TimestampSchema.nullable(),
+  })
   .meta({ id: 'SequenceContactWait' });
 export type ContactWait = z.infer<typeof ContactWaitSchema>;
 
@@ -337,7 +454,9 @@ export const SequenceContactSchema = z
     id: UuidSchema,
     sequence_id: UuidSchema,
     row_id: UuidSchema,
-    contact_key: z.string().describe('`<sequence_id>:<row_id>`: the key of this contact\'s browser steps, holds and agent conversation'),
+    contact_key: z
+      .string()
+      .describe("`<sequence_id>:<row_id>`: the key of this contact's browser steps, holds and agent conversation"),
     email: z.string().nullable(),
     profile_url: z.string().nullable(),
     first_name: z.string().nullable(),
@@ -349,7 +468,10 @@ export const SequenceContactSchema = z
     current_step_id: z.string().nullable(),
     done_steps: z.array(z.string()).describe('Action steps already performed; never performed again'),
     wait: ContactWaitSchema.nullable(),
-    stop_reason: z.string().nullable().describe('do_not_contact, replied, bounced, stopped, recontact_cooldown, active_elsewhere'),
+    stop_reason: z
+      .string()
+      .nullable()
+      .describe('do_not_contact, replied, bounced, stopped, recontact_cooldown, active_elsewhere'),
     error: z.string().nullable(),
     enrolled_at: TimestampSchema,
     finished_at: TimestampSchema.nullable(),
@@ -359,7 +481,10 @@ export const SequenceContactSchema = z
 export type SequenceContact = z.infer<typeof SequenceContactSchema>;
 
 export const SequenceContactListSchema = z
-  .object({ contacts: z.array(SequenceContactSchema).describe('In enrolment order'), next_after: UuidSchema.nullable() })
+  .object({
+    contacts: z.array(SequenceContactSchema).describe('In enrolment order'),
+    next_after: UuidSchema.nullable(),
+  })
   .meta({ id: 'SequenceContactList' });
 export const ContactListQuerySchema = z.object({
   status: ContactStatusSchema.optional(),
@@ -369,8 +494,14 @@ export const ContactListQuerySchema = z.object({
 
 export const EnrolRequestSchema = z
   .strictObject({
-    row_ids: z.array(UuidSchema).min(1).max(enrolRowsMax).describe('Rows of the audience table; each answered on its own'),
-    sender_profile_id: UuidSchema.nullable().default(null).describe('One of the sequence\'s senders for all of them; spread across senders when null'),
+    row_ids: z
+      .array(UuidSchema)
+      .min(1)
+      .max(enrolRowsMax)
+      .describe('Rows of the audience table; each answered on its own'),
+    sender_profile_id: UuidSchema.nullable()
+      .default(null)
+      .describe("One of the sequence's senders for all of them; spread across senders when null"),
   })
   .meta({ id: 'SequenceEnrolRequest' });
 export const EnrolResultSchema = z
@@ -380,30 +511,48 @@ export const EnrolResultSchema = z
     reason: z
       .string()
       .nullable()
-      .describe('Why refused: row_not_found, no_address, do_not_contact, replied, bounced, stopped, recontact_cooldown, active_elsewhere, already_in_sequence, duplicate_person'),
+      .describe(
+        'Why refused: row_not_found, no_address, do_not_contact, replied, bounced, stopped, recontact_cooldown, active_elsewhere, already_in_sequence, duplicate_person',
+      ),
     contact: SequenceContactSchema.nullable(),
   })
   .meta({ id: 'SequenceEnrolResult' });
 export type EnrolResult = z.infer<typeof EnrolResultSchema>;
-export const EnrolResponseSchema = z.object({ results: z.array(EnrolResultSchema).describe('In the order asked') }).meta({ id: 'SequenceEnrolResponse' });
+export const EnrolResponseSchema = z
+  .object({ results: z.array(EnrolResultSchema).describe('In the order asked') })
+  .meta({ id: 'SequenceEnrolResponse' });
 
 export const MigrateRequestSchema = z
   .strictObject({
     contact_ids: z.array(UuidSchema).min(1).max(enrolRowsMax),
     to_version: z.int().min(1).max(int32Max),
-    at_step_id: StepIdSchema.nullable().default(null).describe('Where to continue when the contact\'s step is not in the new version'),
+    at_step_id: StepIdSchema.nullable()
+      .default(null)
+      .describe("Where to continue when the contact's step is not in the new version"),
   })
-  .meta({ id: 'SequenceMigrateRequest', description: 'Steps the contact already had are skipped on the new version, never repeated' });
+  .meta({
+    id: 'SequenceMigrateRequest',
+    description: 'Steps the contact already had are skipped on the new version, never repeated',
+  });
 export const MigrateResponseSchema = z
   .object({
-    results: z.array(z.object({ contact_id: UuidSchema, migrated: z.boolean(), reason: z.string().nullable(), contact: SequenceContactSchema.nullable() })),
+    results: z.array(
+      z.object({
+        contact_id: UuidSchema,
+        migrated: z.boolean(),
+        reason: z.string().nullable(),
+        contact: SequenceContactSchema.nullable(),
+      }),
+    ),
   })
   .meta({ id: 'SequenceMigrateResponse' });
 
 // ---------------------------------------------------------------------------------------------
 // Approval queue
 
-export const SendStatusSchema = z.enum(['awaiting_approval', 'approved', 'rejected', 'sending', 'sent', 'stopped']).meta({ id: 'SequenceSendStatus' });
+export const SendStatusSchema = z
+  .enum(['awaiting_approval', 'approved', 'rejected', 'sending', 'sent', 'stopped'])
+  .meta({ id: 'SequenceSendStatus' });
 export const ApprovalSchema = z
   .object({
     id: UuidSchema,
@@ -413,7 +562,10 @@ export const ApprovalSchema = z
     channel: z.enum(['email', 'pnet']),
     kind: z.string().describe('`email` or the pnet action'),
     status: SendStatusSchema,
-    reason: z.string().nullable().describe('Why it waits: manual_mode, missing_values: ..., agent_review: ..., no_mailbox'),
+    reason: z
+      .string()
+      .nullable()
+      .describe('Why it waits: manual_mode, missing_values: ..., agent_review: ..., no_mailbox'),
     to_email: z.string().nullable(),
     from_email: z.string().nullable(),
     subject: z.string().nullable(),
@@ -432,14 +584,18 @@ export const ApprovalSchema = z
   })
   .meta({ id: 'SequenceApproval' });
 export type Approval = z.infer<typeof ApprovalSchema>;
-export const ApprovalListSchema = z.object({ approvals: z.array(ApprovalSchema).describe('Oldest first') }).meta({ id: 'SequenceApprovalList' });
+export const ApprovalListSchema = z
+  .object({ approvals: z.array(ApprovalSchema).describe('Oldest first') })
+  .meta({ id: 'SequenceApprovalList' });
 export const ApprovalListQuerySchema = z.object({
   sequence_id: UuidSchema.optional(),
   unconfirmed: z
     .enum(['true', 'false'])
     .default('false')
     .transform((v) => v === 'true')
-    .describe('true: instead of the messages waiting for a person, the sent ones whose delivery is unconfirmed, newest first'),
+    .describe(
+      'true: instead of the messages waiting for a person, the sent ones whose delivery is unconfirmed, newest first',
+    ),
   limit: queryInteger(z.int().min(1).max(approvalsPageMax).default(50)),
 });
 export const ApproveRequestSchema = z
@@ -451,7 +607,10 @@ export const ApproveRequestSchema = z
 export const RejectRequestSchema = z
   .strictObject({
     reason: textSchema(0, 500).nullable().default(null),
-    stop_contact: z.boolean().default(false).describe('Also stop the contact; otherwise it moves on to its next step without this message'),
+    stop_contact: z
+      .boolean()
+      .default(false)
+      .describe('Also stop the contact; otherwise it moves on to its next step without this message'),
   })
   .meta({ id: 'SequenceRejectRequest' });
 
@@ -460,4 +619,5 @@ export const RejectRequestSchema = z
 
 export const contactKeyOf = (sequenceId: string, rowId: string) => `${sequenceId}:${rowId}`;
 /** Stable per contact, step and version: a retried send carries the same id. */
-export const messageIdOf = (contactId: string, stepId: string, version: number, domain: string) => `<seq.${contactId}.${stepId}.v${version}@${domain}>`;
+export const messageIdOf = (contactId: string, stepId: string, version: number, domain: string) =>
+  `<seq.${contactId}.${stepId}.v${version}@${domain}>`;

@@ -56,14 +56,19 @@ export type Role = z.infer<typeof RoleSchema>;
 export const noControlCharacters = /^[^\u0000-\u001f\u007f]*$/;
 
 /** One line a machine or a person wrote (an id, a code, a URL, a title). */
-export const lineSchema = (min: number, max: number) => z.string().min(min).max(max).regex(noControlCharacters, 'must not contain control characters');
+export const lineSchema = (min: number, max: number) =>
+  z.string().min(min).max(max).regex(noControlCharacters, 'must not contain control characters');
 
 /** A name a person reads in a list: 1 to 255 characters, no control characters. */
 export const NameSchema = lineSchema(1, 255);
 
 /** Free text (newlines allowed); Postgres cannot store a NUL character, so the schema refuses it. */
 export const textSchema = (min: number, max: number) =>
-  z.string().min(min).max(max).regex(/^[^\u0000]*$/, 'must not contain NUL characters');
+  z
+    .string()
+    .min(min)
+    .max(max)
+    .regex(/^[^\u0000]*$/, 'must not contain NUL characters');
 
 /**
  * An email address we send from or to: a plain pattern rather than the `email` format, so every
@@ -73,4 +78,6 @@ export const textSchema = (min: number, max: number) =>
 export const EmailAddressSchema = z
   .string()
   .max(254)
-  .regex(/^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$/);
+  .regex(
+    /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$/,
+  );

@@ -63,4 +63,7 @@ export const notFound = (what: string) => new ApiError('not_found', `${what} not
 
 /** Missing or invalid credentials: one answer whatever was wrong (auth, and a statement that checks a connection token itself). */
 export const unauthenticated = () =>
-  new ApiError('unauthorized', 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.');
+  new ApiError(
+    'unauthorized',
+    'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.',
+  );

@@ -39,7 +39,11 @@ interface LocalParts extends LocalDate {
 const weekdays: Record<string, number> = { Mon: 1, Tue: 2, Wed: 3, Thu: 4, Fri: 5, Sat: 6, Sun: 7 };
 
 export function localParts(instant: Date, timeZone: string): LocalParts {
-  const parts = Object.fromEntries(formatter(timeZone).formatToParts(instant).map((p) => [p.type, p.value]));
+  const parts = Object.fromEntries(
+    formatter(timeZone)
+      .formatToParts(instant)
+      .map((p) => [p.type, p.value]),
+  );
   return {
     year: Number(parts.year),
     month: Number(parts.month),
@@ -128,7 +132,11 @@ function localDay(instant: Date, timeZone: string): LocalDay {
   const span = { from: t, until, date };
   // Remembered only when the span is what it claims (still this date just before `until`, the next
   // one at it): a zone whose midnight a clock change skips answers from Intl every time instead.
-  if (until > t && sameDate(localParts(new Date(until - 1), timeZone), date) && sameDate(localParts(new Date(until), timeZone), addDays(date, 1))) {
+  if (
+    until > t &&
+    sameDate(localParts(new Date(until - 1), timeZone), date) &&
+    sameDate(localParts(new Date(until), timeZone), addDays(date, 1))
+  ) {
     if (localDays.size > 1000) localDays.clear();
     localDays.set(timeZone, span);
   }

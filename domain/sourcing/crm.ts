@@ -8,7 +8,11 @@ import { lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, Uuid
 export const CrmObjectTypeSchema = z.enum(['contacts', 'companies']);
 export type CrmObjectType = z.infer<typeof CrmObjectTypeSchema>;
 
-const PropertyNameSchema = z.string().min(1).max(100).regex(/^[a-z0-9_]+$/i, 'must be a CRM property name (letters, digits, underscores)');
+const PropertyNameSchema = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[a-z0-9_]+$/i, 'must be a CRM property name (letters, digits, underscores)');
 
 // ---------------------------------------------------------------------------------------------
 // Connections
@@ -16,7 +20,12 @@ const PropertyNameSchema = z.string().min(1).max(100).regex(/^[a-z0-9_]+$/i, 'mu
 export const CrmConnectionCreateSchema = z
   .strictObject({
     name: NameSchema,
-    access_token: z.string().min(8).max(512).regex(/^[\x21-\x7e]+$/, 'must be a token without spaces').describe("A private app's access token; checked against the CRM, then stored encrypted, never shown again"),
+    access_token: z
+      .string()
+      .min(8)
+      .max(512)
+      .regex(/^[\x21-\x7e]+$/, 'must be a token without spaces')
+      .describe("A private app's access token; checked against the CRM, then stored encrypted, never shown again"),
   })
   .meta({ id: 'CrmConnectionCreate' });
 
@@ -49,7 +58,10 @@ export const ImportMappingSchema = z
   )
   .min(1)
   .max(importMappingMax)
-  .refine((m) => new Set(m.map((x) => x.column_name.toLowerCase())).size === m.length, 'each column is filled from one source');
+  .refine(
+    (m) => new Set(m.map((x) => x.column_name.toLowerCase())).size === m.length,
+    'each column is filled from one source',
+  );
 
 export const CrmFilterSchema = z.strictObject({
   property: PropertyNameSchema,
@@ -64,16 +76,30 @@ export const ImportCreateSchema = z
       name: NameSchema,
       connection_id: UuidSchema,
       object_type: CrmObjectTypeSchema,
-      list_id: z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/).optional().describe('Import the members of this list; omit to import the object set the filters select'),
-      filters: z.array(CrmFilterSchema).max(importFiltersMax).default([]).describe(`All must hold (at most ${importFiltersMax})`),
+      list_id: z
+        .string()
+        .min(1)
+        .max(64)
+        .regex(/^[A-Za-z0-9_-]+$/)
+        .optional()
+        .describe('Import the members of this list; omit to import the object set the filters select'),
+      filters: z
+        .array(CrmFilterSchema)
+        .max(importFiltersMax)
+        .default([])
+        .describe(`All must hold (at most ${importFiltersMax})`),
       mapping: ImportMappingSchema,
-      key_field: PropertyNameSchema.default('hs_object_id').describe("The property whose value keys a row (the CRM's record id by default)"),
+      key_field: PropertyNameSchema.default('hs_object_id').describe(
+        "The property whose value keys a row (the CRM's record id by default)",
+      ),
       run_now: z.boolean().default(true),
     }),
     z.strictObject({
       source: z.literal('csv_url'),
       name: NameSchema,
-      csv_url: lineSchema(1, 2048).describe('An http or https address on the public internet, read with the page reader’s address checks'),
+      csv_url: lineSchema(1, 2048).describe(
+        'An http or https address on the public internet, read with the page reader’s address checks',
+      ),
       mapping: ImportMappingSchema,
       key_field: textSchema(1, 255).describe('The CSV header whose value keys a row'),
       run_now: z.boolean().default(true),
@@ -132,8 +158,17 @@ export const scheduleIntervalMax = 31 * 24 * 3600;
 export const ImportScheduleCreateSchema = z
   .strictObject({
     import_id: UuidSchema,
-    interval_seconds: z.int().min(scheduleIntervalMin).max(scheduleIntervalMax).describe(`How often it runs (${scheduleIntervalMin} s to 31 days)`),
-    catchup_window_seconds: z.int().min(60).max(scheduleIntervalMax).default(3600).describe('A run missed while the service was down is still made up within this window'),
+    interval_seconds: z
+      .int()
+      .min(scheduleIntervalMin)
+      .max(scheduleIntervalMax)
+      .describe(`How often it runs (${scheduleIntervalMin} s to 31 days)`),
+    catchup_window_seconds: z
+      .int()
+      .min(60)
+      .max(scheduleIntervalMax)
+      .default(3600)
+      .describe('A run missed while the service was down is still made up within this window'),
     paused: z.boolean().default(false),
   })
   .meta({ id: 'ImportScheduleCreate' });
@@ -147,7 +182,9 @@ export const ImportScheduleSchema = z
     catchup_window_seconds: z.int(),
     overlap: z.literal('skip').describe('A run due while the last one still runs is skipped'),
     paused: z.boolean(),
-    next_run_times: z.array(TimestampSchema).describe('The next runs as the Temporal Schedule plans them (none while paused)'),
+    next_run_times: z
+      .array(TimestampSchema)
+      .describe('The next runs as the Temporal Schedule plans them (none while paused)'),
     schedule_id: z.string().describe('The Temporal Schedule id'),
     created_at: TimestampSchema,
   })
@@ -166,14 +203,26 @@ export const WriteBackCreateSchema = z
   .strictObject({
     connection_id: UuidSchema,
     object_type: CrmObjectTypeSchema,
-    id_property: PropertyNameSchema.describe('The unique property records are matched by (email for contacts, domain for companies)'),
+    id_property: PropertyNameSchema.describe(
+      'The unique property records are matched by (email for contacts, domain for companies)',
+    ),
     mapping: z
       .array(z.strictObject({ column_id: UuidSchema, property: PropertyNameSchema }))
       .min(1)
       .max(importMappingMax)
-      .refine((m) => new Set(m.map((x) => x.property.toLowerCase())).size === m.length, 'each property is written from one column'),
-    row_ids: z.array(UuidSchema).min(1).max(1000).optional().describe('Only these rows; every row of the table when omitted'),
-    result_column_name: NameSchema.optional().describe("An input column (made when missing) that receives each row's result in words"),
+      .refine(
+        (m) => new Set(m.map((x) => x.property.toLowerCase())).size === m.length,
+        'each property is written from one column',
+      ),
+    row_ids: z
+      .array(UuidSchema)
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe('Only these rows; every row of the table when omitted'),
+    result_column_name: NameSchema.optional().describe(
+      "An input column (made when missing) that receives each row's result in words",
+    ),
   })
   .meta({ id: 'WriteBackCreate' });
 export type WriteBackCreate = z.infer<typeof WriteBackCreateSchema>;

@@ -5,13 +5,16 @@
 import { z } from 'zod';
 import { lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
-export const LeadSearchKindSchema = z.enum(['people', 'companies']).describe('What the search finds: people (contacts) or companies');
+export const LeadSearchKindSchema = z
+  .enum(['people', 'companies'])
+  .describe('What the search finds: people (contacts) or companies');
 export type LeadSearchKind = z.infer<typeof LeadSearchKindSchema>;
 
 export const leadSearchMaxResults = 10_000;
 export const leadSearchListMax = 25;
 const term = textSchema(1, 200);
-const terms = (what: string) => z.array(term).max(leadSearchListMax).optional().describe(`${what} (any of them; at most ${leadSearchListMax})`);
+const terms = (what: string) =>
+  z.array(term).max(leadSearchListMax).optional().describe(`${what} (any of them; at most ${leadSearchListMax})`);
 
 /** A head-count range as "min,max" (e.g. "11,50"; "10001," for no upper bound). */
 export const HeadCountRangeSchema = z
@@ -22,13 +25,28 @@ export const HeadCountRangeSchema = z
     return hi === '' || Number(lo) <= Number(hi);
   }, 'the minimum must not exceed the maximum');
 
-export const SenioritySchema = z.enum(['owner', 'founder', 'c_suite', 'partner', 'vp', 'head', 'director', 'manager', 'senior', 'entry', 'intern']);
+export const SenioritySchema = z.enum([
+  'owner',
+  'founder',
+  'c_suite',
+  'partner',
+  'vp',
+  'head',
+  'director',
+  'manager',
+  'senior',
+  'entry',
+  'intern',
+]);
 
 export const DomainNameSchema = z
   .string()
   .min(3)
   .max(253)
-  .regex(/^(?=.{3,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$/i, 'must be a domain name such as example.com')
+  .regex(
+    /^(?=.{3,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$/i,
+    'must be a domain name such as example.com',
+  )
   .transform((d) => d.toLowerCase());
 
 export const LeadSearchQuerySchema = z
@@ -37,9 +55,17 @@ export const LeadSearchQuerySchema = z
     seniorities: z.array(SenioritySchema).max(11).optional().describe('Seniorities (people only)'),
     departments: terms('Departments (people only)'),
     locations: terms('Locations: cities, states or countries'),
-    company_domains: z.array(DomainNameSchema).max(leadSearchListMax).optional().describe(`Company domains (at most ${leadSearchListMax})`),
+    company_domains: z
+      .array(DomainNameSchema)
+      .max(leadSearchListMax)
+      .optional()
+      .describe(`Company domains (at most ${leadSearchListMax})`),
     industries: terms('Industries'),
-    head_count_ranges: z.array(HeadCountRangeSchema).max(10).optional().describe('Company head-count ranges, "min,max"'),
+    head_count_ranges: z
+      .array(HeadCountRangeSchema)
+      .max(10)
+      .optional()
+      .describe('Company head-count ranges, "min,max"'),
     keywords: textSchema(1, 500).optional().describe('Free-text keywords'),
   })
   .meta({ id: 'LeadSearchQuery' });
@@ -48,13 +74,25 @@ export type LeadSearchQuery = z.infer<typeof LeadSearchQuerySchema>;
 export const LeadSearchCreateSchema = z
   .strictObject({
     kind: LeadSearchKindSchema.default('people'),
-    provider: lineSchema(1, 64).optional().describe('A provider key from GET /lead-searches/providers/; the first listed when omitted'),
+    provider: lineSchema(1, 64)
+      .optional()
+      .describe('A provider key from GET /lead-searches/providers/; the first listed when omitted'),
     query: LeadSearchQuerySchema,
-    max_results: z.int().min(1).max(leadSearchMaxResults).default(100).describe(`Stop after this many results (1 to ${leadSearchMaxResults})`),
+    max_results: z
+      .int()
+      .min(1)
+      .max(leadSearchMaxResults)
+      .default(100)
+      .describe(`Stop after this many results (1 to ${leadSearchMaxResults})`),
     table_id: UuidSchema.optional().describe('Land results in this table; omit to make a new table'),
-    table_name: NameSchema.optional().describe('The new table’s name (with no table_id); made from the query when omitted'),
+    table_name: NameSchema.optional().describe(
+      'The new table’s name (with no table_id); made from the query when omitted',
+    ),
   })
-  .refine((v) => !(v.table_id && v.table_name), { message: 'give table_id or table_name, not both', path: ['table_name'] })
+  .refine((v) => !(v.table_id && v.table_name), {
+    message: 'give table_id or table_name, not both',
+    path: ['table_name'],
+  })
   .meta({ id: 'LeadSearchCreate' });
 export type LeadSearchCreate = z.infer<typeof LeadSearchCreateSchema>;
 
@@ -92,7 +130,9 @@ export const LeadSearchListQuerySchema = z.object({
   limit: queryInteger(z.int().min(1).max(100).default(25)),
   offset: queryInteger(z.int().min(0).max(100_000).default(0)),
 });
-export const LeadSearchPageSchema = z.object({ searches: z.array(LeadSearchSchema), total_count: z.int() }).meta({ id: 'LeadSearchPage' });
+export const LeadSearchPageSchema = z
+  .object({ searches: z.array(LeadSearchSchema), total_count: z.int() })
+  .meta({ id: 'LeadSearchPage' });
 
 export const LeadSearchProviderSchema = z
   .object({
@@ -185,7 +225,13 @@ export function leadKey(kind: LeadSearchKind, r: LeadResult): string | null {
 
 /** A name for a new table made by a search. */
 export function searchTableName(kind: LeadSearchKind, q: LeadSearchQuery): string {
-  const parts = [...(q.titles ?? []), ...(q.industries ?? []), ...(q.company_domains ?? []), ...(q.locations ?? []), ...(q.keywords ? [q.keywords] : [])];
+  const parts = [
+    ...(q.titles ?? []),
+    ...(q.industries ?? []),
+    ...(q.company_domains ?? []),
+    ...(q.locations ?? []),
+    ...(q.keywords ? [q.keywords] : []),
+  ];
   const what = kind === 'people' ? 'People' : 'Companies';
   const name = parts.length ? `${what}: ${parts.slice(0, 4).join(', ')}` : `${what} search`;
   return name.length > 255 ? `${name.slice(0, 254)}…` : name;

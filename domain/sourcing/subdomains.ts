@@ -9,7 +9,9 @@ export const subdomainCandidatesMax = 2000;
 export const SubdomainDiscoveryCreateSchema = z
   .strictObject({
     domain: DomainNameSchema.optional().describe('One company domain'),
-    source_table_id: UuidSchema.optional().describe('A table whose column holds company domains (with source_column_id)'),
+    source_table_id: UuidSchema.optional().describe(
+      'A table whose column holds company domains (with source_column_id)',
+    ),
     source_column_id: UuidSchema.optional(),
     table_id: UuidSchema.optional().describe('Land the subdomains in this table; omit to make a new table'),
     table_name: NameSchema.optional(),
@@ -18,8 +20,14 @@ export const SubdomainDiscoveryCreateSchema = z
     message: 'give either domain, or source_table_id with source_column_id',
     path: ['domain'],
   })
-  .refine((v) => (v.source_table_id === undefined) === (v.source_column_id === undefined), { message: 'source_table_id and source_column_id go together', path: ['source_column_id'] })
-  .refine((v) => !(v.table_id && v.table_name), { message: 'give table_id or table_name, not both', path: ['table_name'] })
+  .refine((v) => (v.source_table_id === undefined) === (v.source_column_id === undefined), {
+    message: 'source_table_id and source_column_id go together',
+    path: ['source_column_id'],
+  })
+  .refine((v) => !(v.table_id && v.table_name), {
+    message: 'give table_id or table_name, not both',
+    path: ['table_name'],
+  })
   .meta({ id: 'SubdomainDiscoveryCreate' });
 export type SubdomainDiscoveryCreate = z.infer<typeof SubdomainDiscoveryCreateSchema>;
 

@@ -28,7 +28,8 @@ export const stopReasons: Record<Exclude<RunEnding, 'completed'>, string> = {
   failed: 'The run stopped before it reached this row.',
 };
 
-export const isEmptyInput = (v: CellValue | undefined) => v === null || v === undefined || (typeof v === 'string' && v.trim() === '');
+export const isEmptyInput = (v: CellValue | undefined) =>
+  v === null || v === undefined || (typeof v === 'string' && v.trim() === '');
 
 // ---------------------------------------------------------------------------------------------
 // A row
@@ -89,7 +90,8 @@ export type RowDecision = RowStep | RowEnd;
 /** The next statement of a row's activity, or how the row ends; pure. */
 export function decideRowOutcome(s: RowSnapshot): RowDecision {
   // A cancelled run starts no more rows; the cell stays pending and the run's end puts it back.
-  if (!s.run || s.run.status !== 'running') return { kind: 'end', outcome: s.run?.status === 'cancelling' ? 'cancelled' : 'gone' };
+  if (!s.run || s.run.status !== 'running')
+    return { kind: 'end', outcome: s.run?.status === 'cancelling' ? 'cancelled' : 'gone' };
   if (s.claimed === undefined) return { kind: 'claim' };
   if (!s.claimed) return { kind: 'end', outcome: 'gone' };
   if (s.inputs === undefined) return { kind: 'read_inputs' };
@@ -110,7 +112,12 @@ export function decideRowOutcome(s: RowSnapshot): RowDecision {
   const holdId = holds ? s.holdId : null;
   if (!s.settled) {
     // Someone else owns the cell now (a newer run, a deleted row): nothing delivered, nothing charged.
-    return { kind: 'settle', outcome: 'gone', hold: holdId ? { id: holdId, action: 'release', amount: 0 } : null, count: null };
+    return {
+      kind: 'settle',
+      outcome: 'gone',
+      hold: holdId ? { id: holdId, action: 'release', amount: 0 } : null,
+      count: null,
+    };
   }
   return {
     kind: 'settle',
@@ -151,7 +158,8 @@ export type RunEndingDecision =
 export function decideRunEnding(s: RunEndingSnapshot): RunEndingDecision {
   if (!s.run) return { kind: 'over', status: 'gone' };
   if (terminalRunStatuses.has(s.run.status)) return { kind: 'over', status: s.run.status };
-  if (s.outcome === 'completed' && (s.run.status !== 'running' || s.run.wakes !== s.wakes)) return { kind: 'not_yet', status: s.run.status };
+  if (s.outcome === 'completed' && (s.run.status !== 'running' || s.run.wakes !== s.wakes))
+    return { kind: 'not_yet', status: s.run.status };
   return {
     kind: 'end',
     status: s.outcome,

@@ -54,7 +54,8 @@ export interface EnrichmentProviderInfo {
 export type EnrichmentValue = string | number | boolean | null;
 
 /** What a provider answers for one row: values by output field, or nothing found. */
-export type EnrichmentOutcome = { kind: 'result'; values: Record<string, EnrichmentValue> } | { kind: 'empty'; reason: string };
+export type EnrichmentOutcome =
+  { kind: 'result'; values: Record<string, EnrichmentValue> } | { kind: 'empty'; reason: string };
 
 export interface EnrichmentRequest {
   /** Input values by input name: every mapped input, null when its cell is empty. */
@@ -109,19 +110,27 @@ export const EnrichmentProviderSchema = z
     key: z.string(),
     display_name: z.string(),
     description: z.string(),
-    credentials: ProviderCredentialsSchema.describe("`platform`: runs on the service's own account; `workspace`: on the workspace's own"),
+    credentials: ProviderCredentialsSchema.describe(
+      "`platform`: runs on the service's own account; `workspace`: on the workspace's own",
+    ),
   })
   .meta({ id: 'EnrichmentProvider', description: 'Enrichment provider (2.9)' });
 export type EnrichmentProviderSummary = z.infer<typeof EnrichmentProviderSchema>;
 
 export const EnrichmentProviderListSchema = z
-  .object({ providers: z.array(EnrichmentProviderSchema).describe('Alphabetical by key; only providers something here runs on') })
+  .object({
+    providers: z.array(EnrichmentProviderSchema).describe('Alphabetical by key; only providers something here runs on'),
+  })
   .meta({ id: 'EnrichmentProviderList' });
 
 export const EnrichmentProviderDetailSchema = EnrichmentProviderSchema.extend({
   inputs: z.array(z.object({ name: z.string(), description: z.string(), required: z.boolean() })),
-  named_inputs: z.boolean().describe('Columns may also be mapped under names of your choosing, read as {name} by a prompt or formula'),
-  outputs: z.array(z.object({ name: z.string(), description: z.string(), type: z.enum(['text', 'number', 'boolean']) })),
+  named_inputs: z
+    .boolean()
+    .describe('Columns may also be mapped under names of your choosing, read as {name} by a prompt or formula'),
+  outputs: z.array(
+    z.object({ name: z.string(), description: z.string(), type: z.enum(['text', 'number', 'boolean']) }),
+  ),
   options: z.array(z.object({ name: z.string(), description: z.string(), required: z.boolean(), max_length: z.int() })),
   price_credits: z.int().describe('Credits per row that gets a result; an empty result or a failure costs nothing'),
   concurrency: z.int().describe('Rows of one run in flight at once'),
@@ -129,7 +138,12 @@ export const EnrichmentProviderDetailSchema = EnrichmentProviderSchema.extend({
 }).meta({ id: 'EnrichmentProviderDetail' });
 
 export function providerSummary(info: EnrichmentProviderInfo): EnrichmentProviderSummary {
-  return { key: info.key, display_name: info.display_name, description: info.description, credentials: info.credentials };
+  return {
+    key: info.key,
+    display_name: info.display_name,
+    description: info.description,
+    credentials: info.credentials,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -138,7 +152,9 @@ export function providerSummary(info: EnrichmentProviderInfo): EnrichmentProvide
 export const enrichmentFieldsMax = 50;
 export const optionTextMax = 20_000;
 
-const FieldNameSchema = z.string().regex(fieldNamePattern, 'must be letters, digits and _, starting with a letter or _, at most 100');
+const FieldNameSchema = z
+  .string()
+  .regex(fieldNamePattern, 'must be letters, digits and _, starting with a letter or _, at most 100');
 
 /** A map with at most `max` entries, said in the document too, so the schema alone decides. */
 const boundedRecord = <V extends z.ZodType>(value: V, max: number, description: string) =>
@@ -150,17 +166,34 @@ const boundedRecord = <V extends z.ZodType>(value: V, max: number, description: 
 export const EnrichmentColumnCreateSchema = z.object({
   kind: z.literal('enrichment'),
   name: NameSchema,
-  provider: z.string().max(64).regex(providerKeyPattern, 'must be a provider key').describe('A provider key of GET /table-enrichments/providers/'),
-  input_mappings: boundedRecord(UuidSchema, enrichmentFieldsMax, 'Provider input name to the table column that feeds it').default({}),
+  provider: z
+    .string()
+    .max(64)
+    .regex(providerKeyPattern, 'must be a provider key')
+    .describe('A provider key of GET /table-enrichments/providers/'),
+  input_mappings: boundedRecord(
+    UuidSchema,
+    enrichmentFieldsMax,
+    'Provider input name to the table column that feeds it',
+  ).default({}),
   output_fields: z
     .array(FieldNameSchema)
     .min(1)
     .max(enrichmentFieldsMax)
     .optional()
     .describe('Output fields to fan out into child columns; every output of the provider when omitted'),
-  output_column_names: boundedRecord(NameSchema, enrichmentFieldsMax, 'Names of the child columns by output field; a taken name falls back to the derived one').optional(),
+  output_column_names: boundedRecord(
+    NameSchema,
+    enrichmentFieldsMax,
+    'Names of the child columns by output field; a taken name falls back to the derived one',
+  ).optional(),
   options: boundedRecord(textSchema(0, optionTextMax), 20, "The provider's options (a prompt, a formula)").optional(),
-  position: z.int().min(0).max(1_000_000).optional().describe('0 is the first column; past the last column appends. The output columns follow it.'),
+  position: z
+    .int()
+    .min(0)
+    .max(1_000_000)
+    .optional()
+    .describe('0 is the first column; past the last column appends. The output columns follow it.'),
 });
 export type EnrichmentColumnCreate = z.infer<typeof EnrichmentColumnCreateSchema>;
 
@@ -185,7 +218,12 @@ export type EnrichmentColumnConfig = z.infer<typeof EnrichmentColumnConfigSchema
 
 export function enrichmentConfigView(config: Partial<StoredEnrichmentConfig>): EnrichmentColumnConfig | null {
   if (typeof config.provider !== 'string') return null;
-  return { provider: config.provider, input_mappings: config.inputs ?? {}, output_fields: config.outputs ?? [], options: config.options ?? {} };
+  return {
+    provider: config.provider,
+    input_mappings: config.inputs ?? {},
+    output_fields: config.outputs ?? [],
+    options: config.options ?? {},
+  };
 }
 
 /** A child column's name when none is given, or the given one is taken. */
@@ -212,7 +250,9 @@ export const ColumnRunSchema = z
     provider: z.string(),
     status: ColumnRunStatusSchema,
     trigger: z.enum(['manual', 'auto']).describe('auto: started by rows added to a table with auto_run'),
-    scope: z.enum(['all', 'rows', 'new_rows']).describe('Every row, the rows named, or the rows with no cell of the column yet'),
+    scope: z
+      .enum(['all', 'rows', 'new_rows'])
+      .describe('Every row, the rows named, or the rows with no cell of the column yet'),
     keep_existing_results: z.boolean().describe('Cells that already have a result were left alone'),
     rows_total: z.int().describe('Rows the run covers so far (it grows when rows are added while it goes)'),
     rows_processed: z.int().describe('Rows finished one way or another'),
@@ -235,8 +275,16 @@ export type ColumnRun = z.infer<typeof ColumnRunSchema>;
 
 export const ColumnRunCreateSchema = z
   .object({
-    row_ids: z.array(UuidSchema).min(1).max(runRowsMax).optional().describe('Only these rows; every row of the table when omitted'),
-    keep_existing_results: z.boolean().optional().describe("Leave cells that already have a result alone; the table's setting when omitted"),
+    row_ids: z
+      .array(UuidSchema)
+      .min(1)
+      .max(runRowsMax)
+      .optional()
+      .describe('Only these rows; every row of the table when omitted'),
+    keep_existing_results: z
+      .boolean()
+      .optional()
+      .describe("Leave cells that already have a result alone; the table's setting when omitted"),
   })
   .meta({ id: 'ColumnRunCreate' });
 export type ColumnRunCreate = z.infer<typeof ColumnRunCreateSchema>;
@@ -251,4 +299,6 @@ export const ColumnRunListQuerySchema = z.object({
 });
 export type ColumnRunListQuery = z.infer<typeof ColumnRunListQuerySchema>;
 
-export const ColumnRunListSchema = z.object({ runs: z.array(ColumnRunSchema).describe('Newest first') }).meta({ id: 'ColumnRunList' });
+export const ColumnRunListSchema = z
+  .object({ runs: z.array(ColumnRunSchema).describe('Newest first') })
+  .meta({ id: 'ColumnRunList' });

@@ -32,24 +32,38 @@ export const TableEventsHeadersSchema = z.looseObject({
     .string()
     .regex(/^[0-9]{1,15}$/, 'must be the id of an event of this stream')
     .optional()
-    .describe('The id of the last event received: the stream continues after it (an EventSource sends it when it reconnects)'),
+    .describe(
+      'The id of the last event received: the stream continues after it (an EventSource sends it when it reconnects)',
+    ),
 });
 
 // Each event's `data` is JSON; these describe it (the document says so with contentSchema).
-const CellValueOutSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]).describe('The new value; null: the cell was emptied');
+const CellValueOutSchema = z
+  .union([z.string(), z.number(), z.boolean(), z.null()])
+  .describe('The new value; null: the cell was emptied');
 
 const ReadyDataSchema = z.object({ table_id: UuidSchema });
 const ResetDataSchema = z.object({
   table_id: UuidSchema,
   reason: z
     .enum(['expired', 'unknown'])
-    .describe('expired: changes after Last-Event-ID are past the retention window; unknown: this service never gave that id'),
+    .describe(
+      'expired: changes after Last-Event-ID are past the retention window; unknown: this service never gave that id',
+    ),
 });
-const RowIdsDataSchema = z.object({ table_id: UuidSchema, row_ids: z.array(UuidSchema).min(1).max(tableChangeChunk).describe('In the grid’s insertion order') });
+const RowIdsDataSchema = z.object({
+  table_id: UuidSchema,
+  row_ids: z.array(UuidSchema).min(1).max(tableChangeChunk).describe('In the grid’s insertion order'),
+});
 const RowsUpdatedDataSchema = z.object({
   table_id: UuidSchema,
   rows: z
-    .array(z.object({ id: UuidSchema, cells: z.record(UuidSchema, CellValueOutSchema).describe('Only the input cells that changed, by column id') }))
+    .array(
+      z.object({
+        id: UuidSchema,
+        cells: z.record(UuidSchema, CellValueOutSchema).describe('Only the input cells that changed, by column id'),
+      }),
+    )
     .min(1)
     .max(tableChangeChunk),
 });
@@ -73,7 +87,9 @@ const CellsUpdatedDataSchema = z.object({
 
 const ColumnsChangedDataSchema = z.object({
   table_id: UuidSchema,
-  change: z.enum(['added', 'updated', 'deleted']).describe('updated: a name, position or setting changed (adding one column moves the ones after it)'),
+  change: z
+    .enum(['added', 'updated', 'deleted'])
+    .describe('updated: a name, position or setting changed (adding one column moves the ones after it)'),
   column_ids: z.array(UuidSchema).min(1).describe('In column order; read the columns again for their settings'),
 });
 const ColumnRecomputedDataSchema = z.object({
@@ -95,11 +111,18 @@ export type TableEventName = keyof TableEventData;
 
 /** An event as Server-Sent Events frame it: the `data` string holds the JSON described by contentSchema. */
 function eventSchema(event: TableEventName, data: z.ZodType, description: string) {
-  const { $schema: _, ...contentSchema } = z.toJSONSchema(data, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any' });
+  const { $schema: _, ...contentSchema } = z.toJSONSchema(data, {
+    target: 'draft-2020-12',
+    io: 'output',
+    unrepresentable: 'any',
+  });
   return z
     .object({
       event: z.literal(event),
-      id: z.string().regex(/^[0-9]+$/).describe('The change id: reconnect with it as Last-Event-ID'),
+      id: z
+        .string()
+        .regex(/^[0-9]+$/)
+        .describe('The change id: reconnect with it as Last-Event-ID'),
       data: z.string().meta({ contentMediaType: 'application/json', contentSchema }),
       retry: z.int().optional().describe('Milliseconds an EventSource waits before reconnecting (first event only)'),
     })
@@ -108,8 +131,16 @@ function eventSchema(event: TableEventName, data: z.ZodType, description: string
 
 export const TableEventSchema = z
   .union([
-    eventSchema('ready', ReadyDataSchema, 'First event: the stream is live from its id (Last-Event-ID when given, else the table as it is now)'),
-    eventSchema('reset', ResetDataSchema, 'First event instead of ready, or at any point: changes were lost to this stream; load the grid again, then apply what follows'),
+    eventSchema(
+      'ready',
+      ReadyDataSchema,
+      'First event: the stream is live from its id (Last-Event-ID when given, else the table as it is now)',
+    ),
+    eventSchema(
+      'reset',
+      ResetDataSchema,
+      'First event instead of ready, or at any point: changes were lost to this stream; load the grid again, then apply what follows',
+    ),
     eventSchema('rows_added', RowIdsDataSchema, 'Rows were added'),
     eventSchema('rows_updated', RowsUpdatedDataSchema, 'Input cells of rows changed'),
     eventSchema('rows_deleted', RowIdsDataSchema, 'Rows were deleted'),

@@ -24,7 +24,16 @@ function formulaLanguage(): { math: MathJsInstance; builtin: Builtin } {
   const { all, create } = createRequire(import.meta.url)('mathjs') as typeof import('mathjs');
   const math = create(all!, { number: 'number' });
   // Kept before the spreadsheet's overrides replace them.
-  language = { math, builtin: { equal: math.equal, larger: math.larger, smaller: math.smaller, largerEq: math.largerEq, smallerEq: math.smallerEq } };
+  language = {
+    math,
+    builtin: {
+      equal: math.equal,
+      larger: math.larger,
+      smaller: math.smaller,
+      largerEq: math.largerEq,
+      smallerEq: math.smallerEq,
+    },
+  };
   math.import(spreadsheetFunctions, { override: true });
   return language;
 }
@@ -68,19 +77,65 @@ const spreadsheetFunctions = {
   endsWith: (v: unknown, part: unknown) => text(v).toLowerCase().endsWith(text(part).toLowerCase()),
   left: (v: unknown, n: unknown) => text(v).slice(0, Math.max(0, Number(n))),
   right: (v: unknown, n: unknown) => (Number(n) > 0 ? text(v).slice(-Number(n)) : ''),
-  replace: (v: unknown, find: unknown, by: unknown) => (text(find) === '' ? text(v) : text(v).split(text(find)).join(text(by))),
+  replace: (v: unknown, find: unknown, by: unknown) =>
+    text(find) === '' ? text(v) : text(v).split(text(find)).join(text(by)),
   isEmpty: (v: unknown) => isNullish(v) || v === '',
   coalesce: (...values: unknown[]) => values.find((v) => !isNullish(v) && v !== '') ?? null,
 };
 
 const allowedFunctions = new Set([
-  'abs', 'ceil', 'floor', 'round', 'fix', 'sqrt', 'cbrt', 'exp', 'log', 'log10', 'log2', 'pow', 'mod', 'sign', 'min', 'max',
-  'number', 'string', 'text', 'concat', 'lower', 'upper', 'trim', 'len', 'contains', 'startsWith', 'endsWith', 'left', 'right',
-  'replace', 'isEmpty', 'coalesce',
+  'abs',
+  'ceil',
+  'floor',
+  'round',
+  'fix',
+  'sqrt',
+  'cbrt',
+  'exp',
+  'log',
+  'log10',
+  'log2',
+  'pow',
+  'mod',
+  'sign',
+  'min',
+  'max',
+  'number',
+  'string',
+  'text',
+  'concat',
+  'lower',
+  'upper',
+  'trim',
+  'len',
+  'contains',
+  'startsWith',
+  'endsWith',
+  'left',
+  'right',
+  'replace',
+  'isEmpty',
+  'coalesce',
 ]);
 const allowedOperators = new Set([
-  'add', 'subtract', 'multiply', 'divide', 'unaryMinus', 'unaryPlus', 'pow', 'mod',
-  'equal', 'unequal', 'smaller', 'larger', 'smallerEq', 'largerEq', 'and', 'or', 'not', 'xor',
+  'add',
+  'subtract',
+  'multiply',
+  'divide',
+  'unaryMinus',
+  'unaryPlus',
+  'pow',
+  'mod',
+  'equal',
+  'unequal',
+  'smaller',
+  'larger',
+  'smallerEq',
+  'largerEq',
+  'and',
+  'or',
+  'not',
+  'xor',
 ]);
 const allowedConstants = new Set(['pi', 'e']);
 
@@ -110,7 +165,8 @@ function splitReferences(formula: string): Piece[] | { error: string } {
         if (formula[j] === '\\' && j + 1 < formula.length) j += 1;
         name += formula[j];
       }
-      if (j >= formula.length) return { error: `A column reference opened at character ${i + 1} is never closed with "}".` };
+      if (j >= formula.length)
+        return { error: `A column reference opened at character ${i + 1} is never closed with "}".` };
       if (textRun) pieces.push({ text: textRun });
       textRun = '';
       pieces.push({ ref: name });
@@ -140,7 +196,11 @@ export function storeFormula(formula: string, idOfName: (name: string) => string
 export function displayFormula(stored: string, nameOfId: (id: string) => string | undefined): string {
   const pieces = splitReferences(stored);
   if ('error' in pieces) return stored;
-  return pieces.map((p) => ('text' in p ? p.text : `{${escapeName((uuidPattern.test(p.ref) && nameOfId(p.ref.toLowerCase())) || p.ref)}}`)).join('');
+  return pieces
+    .map((p) =>
+      'text' in p ? p.text : `{${escapeName((uuidPattern.test(p.ref) && nameOfId(p.ref.toLowerCase())) || p.ref)}}`,
+    )
+    .join('');
 }
 
 /** Column ids a stored formula refers to (names no column has are left out). */
@@ -169,7 +229,9 @@ function refusal(node: MathNode, symbols: Set<string>): string | null {
       return null;
     case 'SymbolNode': {
       const name = (node as MathNode & { name: string }).name;
-      return symbols.has(name) || allowedConstants.has(name) ? null : `Unknown name "${name}": refer to a column as {Column name}.`;
+      return symbols.has(name) || allowedConstants.has(name)
+        ? null
+        : `Unknown name "${name}": refer to a column as {Column name}.`;
     }
     case 'ParenthesisNode':
       return refusal((node as MathNode & { content: MathNode }).content, symbols);
@@ -199,10 +261,14 @@ function asCellValue(result: unknown): FormulaOutcome {
   if (result === null || result === undefined) return { state: 'done', value: null };
   if (typeof result === 'boolean') return { state: 'done', value: result };
   if (typeof result === 'number') {
-    return Number.isFinite(result) ? { state: 'done', value: result } : { state: 'error', error: 'The result is not a finite number.' };
+    return Number.isFinite(result)
+      ? { state: 'done', value: result }
+      : { state: 'error', error: 'The result is not a finite number.' };
   }
   if (typeof result === 'string') {
-    return result.length <= cellTextMax ? { state: 'done', value: result } : { state: 'error', error: `The result is longer than ${cellTextMax} characters.` };
+    return result.length <= cellTextMax
+      ? { state: 'done', value: result }
+      : { state: 'error', error: `The result is longer than ${cellTextMax} characters.` };
   }
   return { state: 'error', error: 'The result is not a number, text or true/false.' };
 }
@@ -282,7 +348,9 @@ export function planFormulas(columns: PlannedColumn[]): FormulaPlan {
   const ids = new Set(columns.map((c) => c.id));
   const names = new Map(columns.map((c) => [c.id, c.name]));
   const compiled = new Map(
-    columns.filter((c) => c.kind === 'formula').map((c) => [c.id, compileFormula(c.formula ?? '', (id) => ids.has(id))]),
+    columns
+      .filter((c) => c.kind === 'formula')
+      .map((c) => [c.id, compileFormula(c.formula ?? '', (id) => ids.has(id))]),
   );
   const errors = new Map<string, string>();
   for (const [id, c] of compiled) if (c.error) errors.set(id, c.error);
@@ -326,7 +394,10 @@ export function evaluateRow(plan: FormulaPlan, read: (columnId: string) => CellV
       if (outcome.state === 'error') failed ??= ref;
       return outcome.state === 'done' ? outcome.value : null;
     });
-    outcomes.set(id, failed ? { state: 'error', error: `{${plan.names.get(failed)}} has an error.` } : compiled.evaluate(values));
+    outcomes.set(
+      id,
+      failed ? { state: 'error', error: `{${plan.names.get(failed)}} has an error.` } : compiled.evaluate(values),
+    );
   }
   return outcomes;
 }

@@ -37,7 +37,9 @@ const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 export const FolderRefSchema = z.object({ id: UuidSchema, name: z.string() }).meta({ id: 'FolderRef' });
 export type FolderRef = z.infer<typeof FolderRefSchema>;
 
-export const FolderPathSchema = z.array(FolderRefSchema).describe('From the top level down to the folder itself; empty at the top level');
+export const FolderPathSchema = z
+  .array(FolderRefSchema)
+  .describe('From the top level down to the folder itself; empty at the top level');
 
 export const TableSchema = z
   .object({
@@ -88,7 +90,9 @@ export const TableUpdateSchema = z
     shared_as_template: z.boolean().optional(),
     archived: z.boolean().optional().describe('Archive (true) or bring back (false); sets archived_at'),
     is_favorite: z.boolean().optional().describe("The caller's own favourite"),
-    folder_id: UuidSchema.nullable().optional().describe('Move into this folder, or to the top level with null. Moving files a table waiting to be filed.'),
+    folder_id: UuidSchema.nullable()
+      .optional()
+      .describe('Move into this folder, or to the top level with null. Moving files a table waiting to be filed.'),
     owner_user_id: NameSchema.optional().describe('Hand the table to another member (their user id)'),
   })
   .meta({ id: 'TableUpdate' });
@@ -102,16 +106,23 @@ export const TableListQuerySchema = z.object({
   archived: z.enum(['exclude', 'include', 'only']).default('exclude'),
   deleted: queryBool.default(false).describe('The trash: deleted tables only'),
   favorite: queryBool.optional().describe("Only the caller's favourites"),
-  order: TableOrderSchema.default('updated').describe('name A to Z; recent: last viewed by the caller first; created or updated: newest first'),
+  order: TableOrderSchema.default('updated').describe(
+    'name A to Z; recent: last viewed by the caller first; created or updated: newest first',
+  ),
   limit: queryInteger(z.int().min(1).max(200).default(50)),
   offset: queryInteger(z.int().min(0).max(1_000_000).default(0)),
 });
 export type TableListQuery = z.infer<typeof TableListQuerySchema>;
 
-export const TableListSchema = z.object({ tables: z.array(TableSchema), total_count: z.int() }).meta({ id: 'TableList' });
+export const TableListSchema = z
+  .object({ tables: z.array(TableSchema), total_count: z.int() })
+  .meta({ id: 'TableList' });
 export const UnfiledTableListSchema = z
   .object({ tables: z.array(TableSchema) })
-  .meta({ id: 'UnfiledTableList', description: 'Tables that carried more than one tag and wait to be filed (endpoint 9)' });
+  .meta({
+    id: 'UnfiledTableList',
+    description: 'Tables that carried more than one tag and wait to be filed (endpoint 9)',
+  });
 
 export const FolderSchema = z
   .object({
@@ -127,10 +138,16 @@ export const FolderSchema = z
 export type Folder = z.infer<typeof FolderSchema>;
 
 export const FolderCreateSchema = z
-  .object({ name: NameSchema, parent_id: UuidSchema.nullable().optional().describe('The parent folder; the top level when omitted') })
+  .object({
+    name: NameSchema,
+    parent_id: UuidSchema.nullable().optional().describe('The parent folder; the top level when omitted'),
+  })
   .meta({ id: 'TableFolderCreate' });
 export const FolderUpdateSchema = z
-  .object({ name: NameSchema.optional(), parent_id: UuidSchema.nullable().optional().describe('Move under this folder, or to the top level with null') })
+  .object({
+    name: NameSchema.optional(),
+    parent_id: UuidSchema.nullable().optional().describe('Move under this folder, or to the top level with null'),
+  })
   .meta({ id: 'TableFolderUpdate' });
 export const FolderListSchema = z.object({ folders: z.array(FolderSchema) }).meta({ id: 'TableFolderList' });
 
@@ -156,12 +173,24 @@ export const ColumnSchema = z
     name: z.string(),
     kind: ColumnKindSchema,
     position: z.int(),
-    parent_column_id: UuidSchema.nullable().describe('The column this one is an output of; null for a top-level column'),
+    parent_column_id: UuidSchema.nullable().describe(
+      'The column this one is an output of; null for a top-level column',
+    ),
     formula: z.string().nullable().describe('A formula column’s expression, columns written {Column name}'),
-    formula_error: z.string().nullable().describe('Why the formula cannot be computed for any row; each of its cells then carries it'),
-    enrichment: EnrichmentColumnConfigSchema.nullable().describe("An enrichment column's provider, input mappings, output fields and options"),
-    agent: AgentColumnConfigSchema.nullable().describe('An agent column’s saved agent, version, input mappings and output fields (deployed by POST /tables/{table_id}/agent-columns/)'),
-    output_field: z.string().nullable().describe('The output field an enrichment or agent output column shows; null for other columns'),
+    formula_error: z
+      .string()
+      .nullable()
+      .describe('Why the formula cannot be computed for any row; each of its cells then carries it'),
+    enrichment: EnrichmentColumnConfigSchema.nullable().describe(
+      "An enrichment column's provider, input mappings, output fields and options",
+    ),
+    agent: AgentColumnConfigSchema.nullable().describe(
+      'An agent column’s saved agent, version, input mappings and output fields (deployed by POST /tables/{table_id}/agent-columns/)',
+    ),
+    output_field: z
+      .string()
+      .nullable()
+      .describe('The output field an enrichment or agent output column shows; null for other columns'),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
   })
@@ -171,7 +200,12 @@ export type Column = z.infer<typeof ColumnSchema>;
 export const ColumnCreateSchema = z
   .discriminatedUnion('kind', [
     z.object({ kind: z.literal('input'), name: NameSchema, position: PositionSchema.optional() }),
-    z.object({ kind: z.literal('formula'), name: NameSchema, formula: FormulaSchema, position: PositionSchema.optional() }),
+    z.object({
+      kind: z.literal('formula'),
+      name: NameSchema,
+      formula: FormulaSchema,
+      position: PositionSchema.optional(),
+    }),
     EnrichmentColumnCreateSchema,
   ])
   .meta({ id: 'TableColumnCreate' });
@@ -194,7 +228,10 @@ export const ColumnTemplateSchema = z
     name: z.string(),
     kind: ColumnKindSchema,
     column_name: z.string().describe('The name a column made from it gets unless another is given'),
-    formula: z.string().nullable().describe('With column names: on another table it refers to that table’s columns of the same names'),
+    formula: z
+      .string()
+      .nullable()
+      .describe('With column names: on another table it refers to that table’s columns of the same names'),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
   })
@@ -205,7 +242,9 @@ export const ColumnTemplateCreateSchema = z.object({ name: NameSchema }).meta({ 
 export const ColumnTemplateUpdateSchema = z
   .object({ name: NameSchema.optional(), column_name: NameSchema.optional() })
   .meta({ id: 'ColumnTemplateUpdate' });
-export const ColumnTemplateListSchema = z.object({ templates: z.array(ColumnTemplateSchema) }).meta({ id: 'ColumnTemplateList' });
+export const ColumnTemplateListSchema = z
+  .object({ templates: z.array(ColumnTemplateSchema) })
+  .meta({ id: 'ColumnTemplateList' });
 export const ColumnFromTemplateSchema = z
   .object({ template_id: UuidSchema, name: NameSchema.optional(), position: PositionSchema.optional() })
   .meta({ id: 'TableColumnFromTemplate' });
@@ -215,7 +254,10 @@ export const ColumnFromTemplateSchema = z
 
 export const CellValueSchema = z
   .union([textSchema(0, cellTextMax), z.number(), z.boolean(), z.null()])
-  .meta({ id: 'CellValue', description: `Text up to ${cellTextMax} characters, a number, true/false, or null for an empty cell` });
+  .meta({
+    id: 'CellValue',
+    description: `Text up to ${cellTextMax} characters, a number, true/false, or null for an empty cell`,
+  });
 export type CellValue = z.infer<typeof CellValueSchema>;
 
 export const CellsSchema = z
@@ -241,7 +283,9 @@ export const RowSchema = z
   .object({
     id: UuidSchema,
     table_id: UuidSchema,
-    cells: z.record(UuidSchema, CellValueSchema).describe('Input columns’ values by column id; an empty cell is absent'),
+    cells: z
+      .record(UuidSchema, CellValueSchema)
+      .describe('Input columns’ values by column id; an empty cell is absent'),
     computed: z.record(UuidSchema, ComputedCellSchema).describe('Computed columns’ cells by column id'),
     created_at: TimestampSchema,
     updated_at: TimestampSchema,
@@ -259,10 +303,20 @@ const LooseCellsSchema = z
   .describe('Values by column id, checked row by row: a row with a bad value is rejected alone');
 
 export const BulkRowsCreateSchema = z
-  .object({ rows: z.array(z.object({ cells: LooseCellsSchema })).min(1).max(bulkRowsMax) })
+  .object({
+    rows: z
+      .array(z.object({ cells: LooseCellsSchema }))
+      .min(1)
+      .max(bulkRowsMax),
+  })
   .meta({ id: 'TableRowsBulkCreate' });
 export const BulkRowsUpdateSchema = z
-  .object({ rows: z.array(z.object({ id: z.string().max(100), cells: LooseCellsSchema })).min(1).max(bulkRowsMax) })
+  .object({
+    rows: z
+      .array(z.object({ id: z.string().max(100), cells: LooseCellsSchema }))
+      .min(1)
+      .max(bulkRowsMax),
+  })
   .meta({ id: 'TableRowsBulkUpdate' });
 export const BulkRowsDeleteSchema = z
   .object({ row_ids: z.array(z.string().max(100)).min(1).max(bulkRowsMax) })
@@ -284,10 +338,24 @@ export const BulkRowsResultSchema = z
 // ---------------------------------------------------------------------------------------------
 // Filters, sorts and views
 
-export const filterOps = ['eq', 'neq', 'contains', 'not_contains', 'starts_with', 'ends_with', 'gt', 'gte', 'lt', 'lte', 'is_empty', 'is_not_empty'] as const;
+export const filterOps = [
+  'eq',
+  'neq',
+  'contains',
+  'not_contains',
+  'starts_with',
+  'ends_with',
+  'gt',
+  'gte',
+  'lt',
+  'lte',
+  'is_empty',
+  'is_not_empty',
+] as const;
 export const FilterOpSchema = z.enum(filterOps).meta({
   id: 'FilterOp',
-  description: 'Text matches ignore case; gt/gte/lt/lte compare as numbers when the value reads as one, else as text; eq compares numbers as numbers',
+  description:
+    'Text matches ignore case; gt/gte/lt/lte compare as numbers when the value reads as one, else as text; eq compares numbers as numbers',
 });
 export type FilterOp = z.infer<typeof FilterOpSchema>;
 
@@ -325,9 +393,13 @@ export const RowQuerySchema = z.object({
   view_id: UuidSchema.optional().describe('Apply a saved view: its filters, sorts and visible columns'),
   filter: repeated(FilterParamSchema, queryFiltersMax)
     .optional()
-    .describe(`<column_id>:<op>[:<value>], up to 250 characters, repeatable up to ${queryFiltersMax} (a saved view holds more); replaces the view’s filters`),
+    .describe(
+      `<column_id>:<op>[:<value>], up to 250 characters, repeatable up to ${queryFiltersMax} (a saved view holds more); replaces the view’s filters`,
+    ),
   filter_mode: FilterModeSchema.optional(),
-  sort: repeated(SortParamSchema, sortsMax).optional().describe(`<column_id>[:asc|:desc], repeatable up to ${sortsMax}; replaces the view’s sorts`),
+  sort: repeated(SortParamSchema, sortsMax)
+    .optional()
+    .describe(`<column_id>[:asc|:desc], repeatable up to ${sortsMax}; replaces the view’s sorts`),
 });
 export const RowListQuerySchema = RowQuerySchema.extend({
   limit: queryInteger(z.int().min(1).max(rowPageMax).default(100)),
@@ -394,18 +466,26 @@ export const ViewListSchema = z.object({ views: z.array(ViewSchema) }).meta({ id
 
 export const csvMapMax = 200;
 export const CsvImportQuerySchema = z.object({
-  map: repeated(z.string().regex(new RegExp(`^${uuidText}:[1-9][0-9]{0,2}$`), 'must be <column_id>:<field number>'), csvMapMax)
+  map: repeated(
+    z.string().regex(new RegExp(`^${uuidText}:[1-9][0-9]{0,2}$`), 'must be <column_id>:<field number>'),
+    csvMapMax,
+  )
     .optional()
     .describe(
       `<column_id>:<n> puts the n-th field (1 is the first) into that input column, up to ${csvMapMax}; ` +
         'any other header goes to the column of the same name (case ignored)',
     ),
-  unmapped: z.enum(['create', 'skip']).default('create').describe('A header with no column: make an input column for it, or leave its field out'),
+  unmapped: z
+    .enum(['create', 'skip'])
+    .default('create')
+    .describe('A header with no column: make an input column for it, or leave its field out'),
   delimiter: z.enum([',', ';', '\t', '|']).default(','),
 });
 export type CsvImportQuery = z.infer<typeof CsvImportQuerySchema>;
 
-export const CsvRejectedLineSchema = z.object({ line: z.int().describe('1 is the header line'), reason: z.string() }).meta({ id: 'CsvRejectedLine' });
+export const CsvRejectedLineSchema = z
+  .object({ line: z.int().describe('1 is the header line'), reason: z.string() })
+  .meta({ id: 'CsvRejectedLine' });
 export type CsvRejectedLine = z.infer<typeof CsvRejectedLineSchema>;
 
 export const CsvImportReportSchema = z

@@ -21,7 +21,10 @@ export interface AgentSuppliers {
   web: WebReader;
 }
 
-export function agentSuppliersFrom(env: Record<string, string | undefined>, overrides: Partial<AgentSuppliers> = {}): AgentSuppliers {
+export function agentSuppliersFrom(
+  env: Record<string, string | undefined>,
+  overrides: Partial<AgentSuppliers> = {},
+): AgentSuppliers {
   const url = (name: string) => env[name]?.trim() || null;
   const search = url('SEARCH_API_URL');
   const workEmail = url('WORK_EMAIL_FINDER_URL');

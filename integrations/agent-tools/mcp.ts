@@ -12,23 +12,53 @@ export interface McpTool {
 
 export interface McpClient {
   listTools(serverUrl: string, signal: AbortSignal): Promise<McpTool[]>;
-  callTool(serverUrl: string, name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<{ text: string; isError: boolean }>;
+  callTool(
+    serverUrl: string,
+    name: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<{ text: string; isError: boolean }>;
 }
 
 const protocolVersion = '2025-03-26';
 
-async function rpc(url: string, method: string, params: unknown, session: string | null, signal: AbortSignal, timeoutSeconds: number, id: number) {
+async function rpc(
+  url: string,
+  method: string,
+  params: unknown,
+  session: string | null,
+  signal: AbortSignal,
+  timeoutSeconds: number,
+  id: number,
+) {
   const headers: Record<string, string> = session ? { 'mcp-session-id': session } : {};
-  const { body, headers: answerHeaders } = await postJson(url, { jsonrpc: '2.0', id, method, params }, { signal, timeoutSeconds, headers });
+  const { body, headers: answerHeaders } = await postJson(
+    url,
+    { jsonrpc: '2.0', id, method, params },
+    { signal, timeoutSeconds, headers },
+  );
   const message = body as { result?: unknown; error?: { message?: string } } | null;
-  if (message?.error) throw new ToolFailure(`The MCP server refused ${method}: ${message.error.message ?? 'error'}`, false);
+  if (message?.error)
+    throw new ToolFailure(`The MCP server refused ${method}: ${message.error.message ?? 'error'}`, false);
   return { result: message?.result, session: answerHeaders.get('mcp-session-id') ?? session };
 }
 
 async function session(url: string, signal: AbortSignal, timeoutSeconds: number): Promise<string | null> {
-  const init = await rpc(url, 'initialize', { protocolVersion, capabilities: {}, clientInfo: { name: 'saved-agent', version: '1' } }, null, signal, timeoutSeconds, 1);
+  const init = await rpc(
+    url,
+    'initialize',
+    { protocolVersion, capabilities: {}, clientInfo: { name: 'saved-agent', version: '1' } },
+    null,
+    signal,
+    timeoutSeconds,
+    1,
+  );
   // The initialized notification has no id and expects no answer.
-  await postJson(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { signal, timeoutSeconds, headers: init.session ? { 'mcp-session-id': init.session } : {} });
+  await postJson(
+    url,
+    { jsonrpc: '2.0', method: 'notifications/initialized' },
+    { signal, timeoutSeconds, headers: init.session ? { 'mcp-session-id': init.session } : {} },
+  );
   return init.session;
 }
 
@@ -44,7 +74,10 @@ export function httpMcpClient(timeoutSeconds = 30): McpClient {
       const id = await session(url, signal, timeoutSeconds);
       const { result } = await rpc(url, 'tools/call', { name, arguments: args }, id, signal, timeoutSeconds, 2);
       const content = (result as { content?: { type?: string; text?: string }[]; isError?: boolean }) ?? {};
-      const text = (content.content ?? []).filter((c) => c.type === 'text').map((c) => c.text ?? '').join('\n');
+      const text = (content.content ?? [])
+        .filter((c) => c.type === 'text')
+        .map((c) => c.text ?? '')
+        .join('\n');
       return { text, isError: content.isError === true };
     },
   };

@@ -65,7 +65,8 @@ export function webReader(config: { allowPrivateNetworks: boolean; timeoutSecond
     if (config.allowPrivateNetworks) return;
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
-    if (addresses.some(isPrivateAddress)) throw new ToolFailure(`${host} is in a private network; research reads public pages only.`, false);
+    if (addresses.some(isPrivateAddress))
+      throw new ToolFailure(`${host} is in a private network; research reads public pages only.`, false);
   }
 
   return {
@@ -73,7 +74,11 @@ export function webReader(config: { allowPrivateNetworks: boolean; timeoutSecond
       try {
         const outcome = await reader.run({ inputs: new Map([['url', url]]), options: new Map() }, signal);
         if (outcome.kind === 'empty') return { url, title: null, text: '' };
-        return { url: String(outcome.values.final_url ?? url), title: (outcome.values.title as string | null) ?? null, text: String(outcome.values.text ?? '') };
+        return {
+          url: String(outcome.values.final_url ?? url),
+          title: (outcome.values.title as string | null) ?? null,
+          text: String(outcome.values.text ?? ''),
+        };
       } catch (error) {
         throw asToolFailure(error);
       }
@@ -96,7 +101,8 @@ export function webReader(config: { allowPrivateNetworks: boolean; timeoutSecond
           url = toolUrl(new URL(location, url).href);
           continue;
         }
-        if (response.status === 429 || response.status >= 500) throw new ToolFailure(`${url.host} answered ${response.status}.`, true);
+        if (response.status === 429 || response.status >= 500)
+          throw new ToolFailure(`${url.host} answered ${response.status}.`, true);
         if (!response.ok) throw new ToolFailure(`${url.host} answered ${response.status}.`, false);
         const html = (await response.text()).slice(0, htmlBytesMax);
         return { url: url.href, links: pageLinks(html, url) };
@@ -109,7 +115,9 @@ export function webReader(config: { allowPrivateNetworks: boolean; timeoutSecond
 /** The domain a run that stays on domain may read: the starting URL's host without `www.`. */
 export function siteDomain(url: string): string | null {
   try {
-    return toolUrl(url).hostname.replace(/^www\./, '').toLowerCase();
+    return toolUrl(url)
+      .hostname.replace(/^www\./, '')
+      .toLowerCase();
   } catch {
     return null;
   }

@@ -18,9 +18,13 @@ export function httpWorkEmailSupplier(url: string, timeoutSeconds = 20): WorkEma
   return {
     async find(input, signal) {
       const { body } = await postJson(url, input, { signal, timeoutSeconds });
-      if (body === null || typeof body !== 'object') throw new ToolFailure('The email finder answered without an object.', false);
+      if (body === null || typeof body !== 'object')
+        throw new ToolFailure('The email finder answered without an object.', false);
       const { email, confidence } = body as { email?: unknown; confidence?: unknown };
-      return { email: typeof email === 'string' && email ? email : null, confidence: typeof confidence === 'string' ? confidence : null };
+      return {
+        email: typeof email === 'string' && email ? email : null,
+        confidence: typeof confidence === 'string' ? confidence : null,
+      };
     },
   };
 }

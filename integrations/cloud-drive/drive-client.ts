@@ -48,7 +48,8 @@ export interface DriveContent {
  * `invalid_grant`: the refresh token or the code was revoked, expired or used (only a person
  * connecting again helps); `too_large`: past the caller's limit.
  */
-export type DriveErrorKind = 'unauthorized' | 'invalid_grant' | 'forbidden' | 'not_found' | 'rate_limited' | 'too_large' | 'failed';
+export type DriveErrorKind =
+  'unauthorized' | 'invalid_grant' | 'forbidden' | 'not_found' | 'rate_limited' | 'too_large' | 'failed';
 
 export class DriveError extends Error {
   override name = 'DriveError';
@@ -99,10 +100,17 @@ function retryAfterOf(response: Response): number | null {
 async function providerMessage(response: Response): Promise<{ error?: string; message?: string }> {
   try {
     const body = (await response.json()) as { error?: unknown; error_description?: unknown };
-    if (typeof body.error === 'string') return { error: body.error, message: typeof body.error_description === 'string' ? body.error_description.slice(0, 200) : undefined };
+    if (typeof body.error === 'string')
+      return {
+        error: body.error,
+        message: typeof body.error_description === 'string' ? body.error_description.slice(0, 200) : undefined,
+      };
     if (body.error && typeof body.error === 'object') {
       const e = body.error as { message?: unknown; status?: unknown };
-      return { message: typeof e.message === 'string' ? e.message.slice(0, 200) : undefined, error: typeof e.status === 'string' ? e.status : undefined };
+      return {
+        message: typeof e.message === 'string' ? e.message.slice(0, 200) : undefined,
+        error: typeof e.status === 'string' ? e.status : undefined,
+      };
     }
   } catch {
     // not JSON
@@ -134,7 +142,11 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
   const api = config.apiUrl.replace(/\/+$/, '');
 
   async function tokenRequest(form: Record<string, string>): Promise<TokenGrant> {
-    const body = new URLSearchParams({ client_id: config.clientId, ...(config.clientSecret ? { client_secret: config.clientSecret } : {}), ...form });
+    const body = new URLSearchParams({
+      client_id: config.clientId,
+      ...(config.clientSecret ? { client_secret: config.clientSecret } : {}),
+      ...form,
+    });
     let response: Response;
     try {
       response = await fetchImpl(config.tokenUrl, {
@@ -148,15 +160,32 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
     }
     if (!response.ok) {
       const { error, message } = await providerMessage(response);
-      if (error === 'invalid_grant') throw new DriveError('invalid_grant', `The drive refused the grant (invalid_grant${message ? `: ${message}` : ''}).`, response.status);
-      if (response.status === 429) throw new DriveError('rate_limited', 'The drive is limiting token requests.', 429, retryAfterOf(response));
-      throw new DriveError('failed', `The drive's token endpoint answered ${response.status}${error ? ` (${error})` : ''}.`, response.status);
+      if (error === 'invalid_grant')
+        throw new DriveError(
+          'invalid_grant',
+          `The drive refused the grant (invalid_grant${message ? `: ${message}` : ''}).`,
+          response.status,
+        );
+      if (response.status === 429)
+        throw new DriveError('rate_limited', 'The drive is limiting token requests.', 429, retryAfterOf(response));
+      throw new DriveError(
+        'failed',
+        `The drive's token endpoint answered ${response.status}${error ? ` (${error})` : ''}.`,
+        response.status,
+      );
     }
-    const grant = (await response.json().catch(() => ({}))) as { access_token?: unknown; refresh_token?: unknown; expires_in?: unknown; scope?: unknown };
-    if (typeof grant.access_token !== 'string' || grant.access_token === '') throw new DriveError('failed', "The drive's token endpoint answered without an access token.");
+    const grant = (await response.json().catch(() => ({}))) as {
+      access_token?: unknown;
+      refresh_token?: unknown;
+      expires_in?: unknown;
+      scope?: unknown;
+    };
+    if (typeof grant.access_token !== 'string' || grant.access_token === '')
+      throw new DriveError('failed', "The drive's token endpoint answered without an access token.");
     return {
       accessToken: grant.access_token,
-      refreshToken: typeof grant.refresh_token === 'string' && grant.refresh_token !== '' ? grant.refresh_token : undefined,
+      refreshToken:
+        typeof grant.refresh_token === 'string' && grant.refresh_token !== '' ? grant.refresh_token : undefined,
       expiresIn: typeof grant.expires_in === 'number' ? grant.expires_in : undefined,
       scopes: typeof grant.scope === 'string' ? grant.scope.split(' ').filter(Boolean) : [...config.scopes],
     };
@@ -167,7 +196,10 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
     for (let attempt = 0; ; attempt += 1) {
       let response: Response;
       try {
-        response = await fetchImpl(`${api}${path}`, { headers: { authorization: `Bearer ${accessToken}` }, signal: AbortSignal.timeout(requestTimeoutMs) });
+        response = await fetchImpl(`${api}${path}`, {
+          headers: { authorization: `Bearer ${accessToken}` },
+          signal: AbortSignal.timeout(requestTimeoutMs),
+        });
       } catch (error) {
         throw new DriveError('failed', `The drive could not be reached (${(error as Error).name}).`);
       }
@@ -179,7 +211,8 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
         case 401:
           throw new DriveError('unauthorized', `The drive refused the access token${said}.`, 401);
         case 403:
-          if (/rate ?limit/i.test(message ?? '')) throw new DriveError('rate_limited', `The drive is limiting requests${said}.`, 403, retryAfter);
+          if (/rate ?limit/i.test(message ?? ''))
+            throw new DriveError('rate_limited', `The drive is limiting requests${said}.`, 403, retryAfter);
           throw new DriveError('forbidden', `The connected drive account may not read ${what}${said}.`, 403);
         case 404:
           throw new DriveError('not_found', `The connected drive account has no ${what}, or cannot see it.`, 404);
@@ -189,7 +222,12 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
             await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
             continue;
           }
-          throw new DriveError('rate_limited', `The drive is limiting requests${retryAfter !== null ? `; it asks to wait ${retryAfter} s` : ''}.`, 429, retryAfter);
+          throw new DriveError(
+            'rate_limited',
+            `The drive is limiting requests${retryAfter !== null ? `; it asks to wait ${retryAfter} s` : ''}.`,
+            429,
+            retryAfter,
+          );
         default:
           throw new DriveError('failed', `The drive answered ${response.status} for ${what}${said}.`, response.status);
       }
@@ -217,7 +255,13 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
       }).toString();
       return url.toString();
     },
-    exchangeCode: ({ code, codeVerifier }) => tokenRequest({ grant_type: 'authorization_code', code, code_verifier: codeVerifier, redirect_uri: config.redirectUrl }),
+    exchangeCode: ({ code, codeVerifier }) =>
+      tokenRequest({
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: codeVerifier,
+        redirect_uri: config.redirectUrl,
+      }),
     refresh: (refreshToken) => tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken }),
     async accountEmail(accessToken) {
       const response = await apiCall(accessToken, '/drive/v3/about?fields=user(emailAddress)', 'account details');
@@ -226,9 +270,14 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
     },
     async getFile(accessToken, fileId) {
       const fields = 'id,name,mimeType,webViewLink,size';
-      const response = await apiCall(accessToken, `/drive/v3/files/${encodeURIComponent(fileId)}?fields=${encodeURIComponent(fields)}&supportsAllDrives=true`, fileWhat(fileId));
+      const response = await apiCall(
+        accessToken,
+        `/drive/v3/files/${encodeURIComponent(fileId)}?fields=${encodeURIComponent(fields)}&supportsAllDrives=true`,
+        fileWhat(fileId),
+      );
       const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-      if (typeof body.id !== 'string' || typeof body.mimeType !== 'string') throw new DriveError('failed', `The drive answered file ${fileId} without its id or type.`);
+      if (typeof body.id !== 'string' || typeof body.mimeType !== 'string')
+        throw new DriveError('failed', `The drive answered file ${fileId} without its id or type.`);
       const size = body.size === undefined ? null : Number(body.size);
       return {
         id: body.id,
@@ -239,12 +288,26 @@ export function createCloudDriveClient(config: CloudDriveConfig, fetchImpl: type
       };
     },
     async download(accessToken, fileId, maxBytes) {
-      const response = await apiCall(accessToken, `/drive/v3/files/${encodeURIComponent(fileId)}?alt=media&supportsAllDrives=true`, fileWhat(fileId));
-      return { content: await readLimited(response, maxBytes), contentType: response.headers.get('content-type') ?? 'application/octet-stream' };
+      const response = await apiCall(
+        accessToken,
+        `/drive/v3/files/${encodeURIComponent(fileId)}?alt=media&supportsAllDrives=true`,
+        fileWhat(fileId),
+      );
+      return {
+        content: await readLimited(response, maxBytes),
+        contentType: response.headers.get('content-type') ?? 'application/octet-stream',
+      };
     },
     async exportFile(accessToken, fileId, mimeType, maxBytes) {
-      const response = await apiCall(accessToken, `/drive/v3/files/${encodeURIComponent(fileId)}/export?mimeType=${encodeURIComponent(mimeType)}`, fileWhat(fileId));
-      return { content: await readLimited(response, maxBytes), contentType: response.headers.get('content-type') ?? mimeType };
+      const response = await apiCall(
+        accessToken,
+        `/drive/v3/files/${encodeURIComponent(fileId)}/export?mimeType=${encodeURIComponent(mimeType)}`,
+        fileWhat(fileId),
+      );
+      return {
+        content: await readLimited(response, maxBytes),
+        contentType: response.headers.get('content-type') ?? mimeType,
+      };
     },
   };
 }

@@ -17,7 +17,9 @@ export interface ClientMetadataReader {
 
 const maxBytes = 64 * 1024;
 
-export function clientMetadataReader(config: { allowPrivateNetworks?: boolean; timeoutSeconds?: number } = {}): ClientMetadataReader {
+export function clientMetadataReader(
+  config: { allowPrivateNetworks?: boolean; timeoutSeconds?: number } = {},
+): ClientMetadataReader {
   const allowPrivate = config.allowPrivateNetworks === true;
   const timeoutSeconds = config.timeoutSeconds ?? 5;
   const lookup = guardedLookup(allowPrivate);
@@ -38,12 +40,18 @@ export function clientMetadataReader(config: { allowPrivateNetworks?: boolean; t
         });
         request.on('error', (error: Error & { code?: string }) => {
           const timedOut = error.name === 'AbortError' || error.name === 'TimeoutError';
-          resolve({ error: timedOut ? `${url.host} did not answer within ${timeoutSeconds} seconds` : `could not reach ${url.host}: ${error.code ?? error.message}` });
+          resolve({
+            error: timedOut
+              ? `${url.host} did not answer within ${timeoutSeconds} seconds`
+              : `could not reach ${url.host}: ${error.code ?? error.message}`,
+          });
         });
         request.once('response', (response) => {
           if (response.statusCode !== 200) {
             response.resume();
-            return resolve({ error: `${url.host} answered ${response.statusCode ?? 0} for the client metadata document` });
+            return resolve({
+              error: `${url.host} answered ${response.statusCode ?? 0} for the client metadata document`,
+            });
           }
           const chunks: Buffer[] = [];
           let size = 0;
@@ -62,7 +70,8 @@ export function clientMetadataReader(config: { allowPrivateNetworks?: boolean; t
             } catch {
               return resolve({ error: 'the client metadata document is not JSON' });
             }
-            if (typeof document !== 'object' || document === null || Array.isArray(document)) return resolve({ error: 'the client metadata document is not a JSON object' });
+            if (typeof document !== 'object' || document === null || Array.isArray(document))
+              return resolve({ error: 'the client metadata document is not a JSON object' });
             const maxAge = /max-age=(\d+)/.exec(String(response.headers['cache-control'] ?? ''))?.[1];
             resolve({ document: document as Record<string, unknown>, maxAgeSeconds: maxAge ? Number(maxAge) : null });
           });

@@ -17,7 +17,10 @@ export class CsvUrlFailure extends Error {
   }
 }
 
-export async function readCsvUrl(address: string, o: { allowPrivateNetworks: boolean; maxBytes: number; timeoutMs?: number }): Promise<Buffer> {
+export async function readCsvUrl(
+  address: string,
+  o: { allowPrivateNetworks: boolean; maxBytes: number; timeoutMs?: number },
+): Promise<Buffer> {
   let url: URL;
   try {
     url = pageUrl(address);
@@ -34,15 +37,23 @@ export async function readCsvUrl(address: string, o: { allowPrivateNetworks: boo
       headers: { accept: 'text/csv,text/plain;q=0.9,*/*;q=0.1', 'user-agent': 'OutreachWorkspaceImporter/0.0' },
     });
     request.on('error', (error: Error & { code?: string }) => {
-      if (error.name === 'AbortError' || error.name === 'TimeoutError') return reject(new CsvUrlFailure(`${url.host} did not answer in time.`, true));
+      if (error.name === 'AbortError' || error.name === 'TimeoutError')
+        return reject(new CsvUrlFailure(`${url.host} did not answer in time.`, true));
       const privateRefusal = /private network/.test(error.message);
-      reject(new CsvUrlFailure(privateRefusal ? error.message : `Could not read ${url.host}: ${error.code ?? error.message}.`, !privateRefusal && error.code !== 'ENOTFOUND'));
+      reject(
+        new CsvUrlFailure(
+          privateRefusal ? error.message : `Could not read ${url.host}: ${error.code ?? error.message}.`,
+          !privateRefusal && error.code !== 'ENOTFOUND',
+        ),
+      );
     });
     request.once('response', (response) => {
       const status = response.statusCode ?? 0;
       if (status < 200 || status >= 300) {
         response.resume();
-        return reject(new CsvUrlFailure(`${url.host} answered ${status} for the CSV.`, status === 429 || status >= 500));
+        return reject(
+          new CsvUrlFailure(`${url.host} answered ${status} for the CSV.`, status === 429 || status >= 500),
+        );
       }
       const chunks: Buffer[] = [];
       let size = 0;
@@ -55,7 +66,9 @@ export async function readCsvUrl(address: string, o: { allowPrivateNetworks: boo
         chunks.push(chunk);
       });
       response.once('end', () => resolve(Buffer.concat(chunks)));
-      response.once('error', (error) => reject(new CsvUrlFailure(`${url.host} broke off the CSV: ${error.message}.`, true)));
+      response.once('error', (error) =>
+        reject(new CsvUrlFailure(`${url.host} broke off the CSV: ${error.message}.`, true)),
+      );
     });
     request.end();
   });

@@ -42,11 +42,21 @@ export interface UpsertOutcome {
 
 export interface CrmClient {
   accountId(token: string): Promise<string | null>;
-  list(token: string, type: CrmObjectType, o: { after?: string | null; limit: number; properties: string[] }): Promise<{ results: CrmObject[]; after: string | null }>;
+  list(
+    token: string,
+    type: CrmObjectType,
+    o: { after?: string | null; limit: number; properties: string[] },
+  ): Promise<{ results: CrmObject[]; after: string | null }>;
   search(
     token: string,
     type: CrmObjectType,
-    o: { filters: CrmFilter[]; sort?: { propertyName: string; direction: 'ASCENDING' | 'DESCENDING' }; after?: string | null; limit: number; properties: string[] },
+    o: {
+      filters: CrmFilter[];
+      sort?: { propertyName: string; direction: 'ASCENDING' | 'DESCENDING' };
+      after?: string | null;
+      limit: number;
+      properties: string[];
+    },
   ): Promise<{ results: CrmObject[]; after: string | null; total: number }>;
   batchRead(token: string, type: CrmObjectType, ids: string[], properties: string[]): Promise<CrmObject[]>;
   listMembers(token: string, listId: string, after?: string | null): Promise<{ ids: string[]; after: string | null }>;
@@ -54,7 +64,10 @@ export interface CrmClient {
 }
 
 /** The property whose change time a watermark follows. */
-export const modifiedProperty: Record<CrmObjectType, string> = { contacts: 'lastmodifieddate', companies: 'hs_lastmodifieddate' };
+export const modifiedProperty: Record<CrmObjectType, string> = {
+  contacts: 'lastmodifieddate',
+  companies: 'hs_lastmodifieddate',
+};
 
 export const crmBatchMax = 100;
 export const crmSearchLimitMax = 200;
@@ -68,13 +81,23 @@ interface Paged {
 function objects(body: unknown): CrmObject[] {
   const list = (body as Paged | null)?.results;
   if (!Array.isArray(list)) throw new SourceFailure('refused', 'The CRM answered without `results`.');
-  return list.map((o) => ({ id: String(o.id), properties: o.properties ?? {}, createdAt: o.createdAt, updatedAt: o.updatedAt }));
+  return list.map((o) => ({
+    id: String(o.id),
+    properties: o.properties ?? {},
+    createdAt: o.createdAt,
+    updatedAt: o.updatedAt,
+  }));
 }
 
 export function hubspotClient(config: { apiUrl: string; timeoutMs?: number }): CrmClient {
   const base = config.apiUrl.replace(/\/+$/, '');
   const call = (token: string, path: string, o: { method?: string; body?: unknown; accept?: number[] } = {}) =>
-    requestJson(`${base}${path}`, { ...o, headers: { authorization: `Bearer ${token}` }, timeoutMs: config.timeoutMs ?? 30_000, who: 'The CRM' });
+    requestJson(`${base}${path}`, {
+      ...o,
+      headers: { authorization: `Bearer ${token}` },
+      timeoutMs: config.timeoutMs ?? 30_000,
+      who: 'The CRM',
+    });
   return {
     async accountId(token) {
       const answer = await call(token, '/account-info/v3/details');
@@ -96,26 +119,47 @@ export function hubspotClient(config: { apiUrl: string; timeoutMs?: number }): C
         ...(o.after ? { after: o.after } : {}),
       };
       const answer = await call(token, `/crm/v3/objects/${type}/search`, { method: 'POST', body });
-      return { results: objects(answer.body), after: (answer.body as Paged).paging?.next?.after ?? null, total: Number((answer.body as Paged).total ?? 0) };
+      return {
+        results: objects(answer.body),
+        after: (answer.body as Paged).paging?.next?.after ?? null,
+        total: Number((answer.body as Paged).total ?? 0),
+      };
     },
     async batchRead(token, type, ids, properties) {
       if (ids.length === 0) return [];
-      const answer = await call(token, `/crm/v3/objects/${type}/batch/read`, { method: 'POST', body: { inputs: ids.map((id) => ({ id })), properties } });
+      const answer = await call(token, `/crm/v3/objects/${type}/batch/read`, {
+        method: 'POST',
+        body: { inputs: ids.map((id) => ({ id })), properties },
+      });
       return objects(answer.body);
     },
     async listMembers(token, listId, after) {
       const q = new URLSearchParams({ limit: '100' });
       if (after) q.set('after', after);
       const answer = await call(token, `/crm/v3/lists/${encodeURIComponent(listId)}/memberships?${q}`);
-      const body = answer.body as { results?: { recordId?: string | number }[]; paging?: { next?: { after?: string } } };
+      const body = answer.body as {
+        results?: { recordId?: string | number }[];
+        paging?: { next?: { after?: string } };
+      };
       return { ids: (body.results ?? []).map((r) => String(r.recordId)), after: body.paging?.next?.after ?? null };
     },
     async batchUpsert(token, type, inputs) {
-      const answer = await call(token, `/crm/v3/objects/${type}/batch/upsert`, { method: 'POST', body: { inputs }, accept: [207] });
-      const body = answer.body as { results?: CrmObject[]; errors?: { message?: string; category?: string; context?: { ids?: string[] } }[] };
+      const answer = await call(token, `/crm/v3/objects/${type}/batch/upsert`, {
+        method: 'POST',
+        body: { inputs },
+        accept: [207],
+      });
+      const body = answer.body as {
+        results?: CrmObject[];
+        errors?: { message?: string; category?: string; context?: { ids?: string[] } }[];
+      };
       return {
         results: objects({ results: body.results ?? [] }),
-        errors: (body.errors ?? []).map((e) => ({ ids: e.context?.ids ?? [], message: e.message ?? 'The CRM refused this record.', category: e.category ?? 'ERROR' })),
+        errors: (body.errors ?? []).map((e) => ({
+          ids: e.context?.ids ?? [],
+          message: e.message ?? 'The CRM refused this record.',
+          category: e.category ?? 'ERROR',
+        })),
       };
     },
   };

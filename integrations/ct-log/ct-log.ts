@@ -14,12 +14,15 @@ export interface CtLogClient {
 
 /** Names of certificates that fall under the domain: wildcards stripped, the apex and other domains left out. */
 export function subdomainsOf(domain: string, entries: unknown): string[] {
-  if (!Array.isArray(entries)) throw new SourceFailure('refused', 'The CT log answered something that is not a list of certificates.');
+  if (!Array.isArray(entries))
+    throw new SourceFailure('refused', 'The CT log answered something that is not a list of certificates.');
   const apex = domain.toLowerCase();
   const found = new Set<string>();
   for (const entry of entries) {
     const e = entry as { name_value?: unknown; common_name?: unknown };
-    const values = [e.name_value, e.common_name].filter((v): v is string => typeof v === 'string').flatMap((v) => v.split(/\s+/));
+    const values = [e.name_value, e.common_name]
+      .filter((v): v is string => typeof v === 'string')
+      .flatMap((v) => v.split(/\s+/));
     for (const raw of values) {
       const name = raw.trim().toLowerCase().replace(/^\*\./, '').replace(/\.$/, '');
       if (name === apex || !name.endsWith(`.${apex}`) || name.includes('*') || name.length > 253) continue;

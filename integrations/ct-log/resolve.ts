@@ -30,7 +30,11 @@ export function hostResolver(servers?: string[], options: { timeoutMs?: number }
   };
   return {
     async resolveHost(name) {
-      const [a, aaaa, cname] = await Promise.all([ask(() => resolver.resolve4(name)), ask(() => resolver.resolve6(name)), ask(() => resolver.resolveCname(name))]);
+      const [a, aaaa, cname] = await Promise.all([
+        ask(() => resolver.resolve4(name)),
+        ask(() => resolver.resolve6(name)),
+        ask(() => resolver.resolveCname(name)),
+      ]);
       return a.length || aaaa.length || cname.length ? { a, aaaa, cname } : null;
     },
   };

@@ -24,22 +24,34 @@ function damaged(error: unknown): ExtractionRefused {
 export async function checkArchive(bytes: Buffer, limits: ArchiveLimits = archiveLimits): Promise<CheckedArchive> {
   let zip: yauzl.ZipFile;
   try {
-    zip = await yauzl.fromBufferPromise(bytes, { lazyEntries: true, validateEntrySizes: true, strictFileNames: false, autoClose: false });
+    zip = await yauzl.fromBufferPromise(bytes, {
+      lazyEntries: true,
+      validateEntrySizes: true,
+      strictFileNames: false,
+      autoClose: false,
+    });
   } catch (error) {
     throw damaged(error);
   }
   try {
     if (zip.entryCount > limits.entriesMax) {
-      throw new ExtractionRefused(`The archive holds ${zip.entryCount} entries, more than the ${limits.entriesMax} allowed; it is not read.`);
+      throw new ExtractionRefused(
+        `The archive holds ${zip.entryCount} entries, more than the ${limits.entriesMax} allowed; it is not read.`,
+      );
     }
     const entries: yauzl.Entry[] = [];
     let total = 0;
     try {
       for await (const entry of zip.eachEntry()) {
-        if (entry.isEncrypted()) throw new ExtractionRefused('The workbook is encrypted (password-protected); save it without a password and upload it again.');
+        if (entry.isEncrypted())
+          throw new ExtractionRefused(
+            'The workbook is encrypted (password-protected); save it without a password and upload it again.',
+          );
         total += entry.uncompressedSize;
         if (total > limits.uncompressedBytesMax) {
-          throw new ExtractionRefused(`The archive unpacks to more than ${bytesLabel(limits.uncompressedBytesMax)}; it is not read (a zip bomb, or too large).`);
+          throw new ExtractionRefused(
+            `The archive unpacks to more than ${bytesLabel(limits.uncompressedBytesMax)}; it is not read (a zip bomb, or too large).`,
+          );
         }
         const compressed = Math.max(1, entry.compressedSize);
         if (entry.uncompressedSize > limits.ratioFloorBytes && entry.uncompressedSize / compressed > limits.ratioMax) {

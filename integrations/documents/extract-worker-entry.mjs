@@ -15,7 +15,12 @@ const nativePush = Array.prototype.push;
 await import('pdfjs-dist/legacy/build/pdf.mjs');
 globalThis.pdfjsWorker = await import('pdfjs-dist/legacy/build/pdf.worker.mjs');
 if (Array.prototype.push !== nativePush) {
-  Object.defineProperty(Array.prototype, 'push', { value: nativePush, writable: true, configurable: true, enumerable: false });
+  Object.defineProperty(Array.prototype, 'push', {
+    value: nativePush,
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
 }
 
 register();

@@ -43,7 +43,10 @@ process.on('message', (job: ExtractJob) => {
       post({ type: 'done', id: job.id, pages, peakHeapBytes: peakHeap });
     },
     (error: unknown) => {
-      const reason = error instanceof ExtractionRefused ? error.message : `The file cannot be read (${String((error as Error)?.message ?? error)}).`;
+      const reason =
+        error instanceof ExtractionRefused
+          ? error.message
+          : `The file cannot be read (${String((error as Error)?.message ?? error)}).`;
       post({ type: 'refused', id: job.id, reason });
     },
   );

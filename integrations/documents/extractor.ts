@@ -114,7 +114,8 @@ class ReaderProcess {
         reject(new Error(`The document reader could not start: ${reason}`));
       };
       const onError = (error: Error) => fail(error.message);
-      const onClose = (code: number | null, signal: string | null) => fail(`it stopped (${signal ?? `exit code ${code}`}) ${this.stderrTail.trim()}`.trim());
+      const onClose = (code: number | null, signal: string | null) =>
+        fail(`it stopped (${signal ?? `exit code ${code}`}) ${this.stderrTail.trim()}`.trim());
       const done = () => {
         clearTimeout(timer);
         this.child.off('message', onMessage).off('error', onError).off('close', onClose);
@@ -125,7 +126,11 @@ class ReaderProcess {
 
   /** Whether the process keeps the parent's event loop alive: not while it waits idle. */
   hold(held: boolean) {
-    const handles: Array<{ ref(): unknown; unref(): unknown } | null | undefined> = [this.child, this.child.channel, this.child.stderr as Socket | null];
+    const handles: Array<{ ref(): unknown; unref(): unknown } | null | undefined> = [
+      this.child,
+      this.child.channel,
+      this.child.stderr as Socket | null,
+    ];
     for (const handle of handles) {
       if (held) handle?.ref();
       else handle?.unref();
@@ -139,7 +144,10 @@ class ReaderProcess {
   }
 
   /** Reads one file; refuses it (and ends the reader) past a limit. */
-  run(job: ExtractJob, limits: ExtractorLimits): Promise<{ pages: string[]; peakHeapBytes: number; rssGrowthBytes: number; healthy: boolean }> {
+  run(
+    job: ExtractJob,
+    limits: ExtractorLimits,
+  ): Promise<{ pages: string[]; peakHeapBytes: number; rssGrowthBytes: number; healthy: boolean }> {
     return new Promise((resolve, reject) => {
       const baseline = residentBytes(this.child.pid);
       let peakRss = baseline ?? 0;
@@ -156,7 +164,8 @@ class ReaderProcess {
         if (!healthy) void this.end();
         outcome();
       };
-      const refuse = (reason: string, healthy = false) => finish(() => reject(Object.assign(new ExtractionRefused(reason), { healthy })), healthy);
+      const refuse = (reason: string, healthy = false) =>
+        finish(() => reject(Object.assign(new ExtractionRefused(reason), { healthy })), healthy);
       const deadline = setTimeout(
         () => refuse(`Reading the file took longer than ${limits.extractSeconds} s, the most allowed; it was stopped.`),
         limits.extractSeconds * 1000,
@@ -164,13 +173,24 @@ class ReaderProcess {
       const watch = setInterval(() => {
         const rss = sampleRss();
         if (baseline !== undefined && rss !== undefined && rss - baseline > limits.extractRssGrowthMb * 1024 * 1024) {
-          refuse(`Reading the file needed more than ${limits.extractRssGrowthMb} MB of memory, the most allowed; it was stopped.`);
+          refuse(
+            `Reading the file needed more than ${limits.extractRssGrowthMb} MB of memory, the most allowed; it was stopped.`,
+          );
         }
       }, watchIntervalMs);
       const onMessage = (message: ReaderMessage) => {
         if (message.type === 'done' && message.id === job.id) {
           sampleRss();
-          finish(() => resolve({ pages: message.pages, peakHeapBytes: message.peakHeapBytes, rssGrowthBytes: growth(), healthy: true }), true);
+          finish(
+            () =>
+              resolve({
+                pages: message.pages,
+                peakHeapBytes: message.peakHeapBytes,
+                rssGrowthBytes: growth(),
+                healthy: true,
+              }),
+            true,
+          );
         } else if (message.type === 'refused' && message.id === job.id) {
           refuse(message.reason, true);
         }
@@ -240,7 +260,13 @@ export function createDocumentExtractor(limits: ExtractorLimits, options: Extrac
           const result = await reader.run({ id: nextJob++, kind, bytes }, limits);
           reader.files += 1;
           giveBack(reader);
-          return { pages: result.pages, peakHeapBytes: result.peakHeapBytes, rssGrowthBytes: result.rssGrowthBytes, startupMs, elapsedMs: performance.now() - started };
+          return {
+            pages: result.pages,
+            peakHeapBytes: result.peakHeapBytes,
+            rssGrowthBytes: result.rssGrowthBytes,
+            startupMs,
+            elapsedMs: performance.now() - started,
+          };
         } catch (error) {
           reader.files += 1;
           if ((error as { healthy?: boolean }).healthy) giveBack(reader);

@@ -40,8 +40,12 @@ export async function warmUpPdf(): Promise<Pdfjs> {
 function refusalOf(error: unknown): ExtractionRefused {
   const name = (error as { name?: string }).name;
   const message = String((error as { message?: string }).message ?? error).replace(/\.$/, '');
-  if (name === 'PasswordException') return new ExtractionRefused('The PDF is password-protected (encrypted); save it without a password and upload it again.');
-  if (name === 'InvalidPDFException') return new ExtractionRefused(`The PDF is damaged or truncated and cannot be read (${message}).`);
+  if (name === 'PasswordException')
+    return new ExtractionRefused(
+      'The PDF is password-protected (encrypted); save it without a password and upload it again.',
+    );
+  if (name === 'InvalidPDFException')
+    return new ExtractionRefused(`The PDF is damaged or truncated and cannot be read (${message}).`);
   return new ExtractionRefused(`The PDF cannot be read (${message}).`);
 }
 
@@ -51,7 +55,8 @@ interface TextRun {
   width: number;
 }
 
-const isTextRun = (item: unknown): item is TextRun => typeof (item as TextRun).str === 'string' && Array.isArray((item as TextRun).transform);
+const isTextRun = (item: unknown): item is TextRun =>
+  typeof (item as TextRun).str === 'string' && Array.isArray((item as TextRun).transform);
 
 export interface PdfProgress {
   /** Called after each page, in page order. */

@@ -28,7 +28,15 @@ export function cellText(value: unknown): string {
   if (typeof value === 'boolean') return value ? 'TRUE' : 'FALSE';
   if (value instanceof Date) return dateText(value);
   if (typeof value === 'object') {
-    const v = value as { richText?: { text?: string }[]; text?: unknown; hyperlink?: string; result?: unknown; formula?: string; sharedFormula?: string; error?: string };
+    const v = value as {
+      richText?: { text?: string }[];
+      text?: unknown;
+      hyperlink?: string;
+      result?: unknown;
+      formula?: string;
+      sharedFormula?: string;
+      error?: string;
+    };
     if (Array.isArray(v.richText)) return v.richText.map((r) => r.text ?? '').join('');
     if ('formula' in v || 'sharedFormula' in v || 'result' in v) return cellText(v.result);
     if (typeof v.error === 'string') return v.error;
@@ -50,10 +58,13 @@ export interface SpreadsheetProgress {
 
 export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress = {}): Promise<string[]> {
   if (bytes.subarray(0, oleMagic.length).equals(oleMagic)) {
-    throw new ExtractionRefused('The workbook is encrypted (password-protected); save it without a password and upload it again.');
+    throw new ExtractionRefused(
+      'The workbook is encrypted (password-protected); save it without a password and upload it again.',
+    );
   }
   const { entries } = await checkArchive(bytes);
-  if (!entries.includes('xl/workbook.xml')) throw new ExtractionRefused('The file is a zip archive but not an XLSX workbook (it has no xl/workbook.xml).');
+  if (!entries.includes('xl/workbook.xml'))
+    throw new ExtractionRefused('The file is a zip archive but not an XLSX workbook (it has no xl/workbook.xml).');
   // Loaded on the first workbook: most files are PDFs, and a thread starts faster without it.
   const { default: ExcelJS } = await import('exceljs');
   const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([bytes]), {
@@ -89,7 +100,9 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
     throw unreadable(error);
   }
   // Workbook order: the order of <sheets> in xl/workbook.xml, whatever order the zip holds them in.
-  const order = ((reader as unknown as { model?: { sheets?: { id: number | string; name: string }[] } }).model?.sheets ?? []).map((s) => String(s.id));
+  const order = (
+    (reader as unknown as { model?: { sheets?: { id: number | string; name: string }[] } }).model?.sheets ?? []
+  ).map((s) => String(s.id));
   const rank = (s: SheetRows) => {
     const at = order.indexOf(s.id);
     return at === -1 ? order.length : at;
@@ -98,7 +111,10 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
   return ordered.flatMap(({ s }) => [sheetHeading(s.name), ...s.rows]);
 }
 
-const unreadable = (error: unknown) => new ExtractionRefused(`The workbook cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`);
+const unreadable = (error: unknown) =>
+  new ExtractionRefused(
+    `The workbook cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`,
+  );
 
 /** The workbook read whole (exceljs's non-streaming loader), its sheets in workbook order. */
 async function readWholeWorkbook(workbook: Workbook, bytes: Buffer, progress: SpreadsheetProgress): Promise<string[]> {
@@ -122,7 +138,12 @@ async function readWholeWorkbook(workbook: Workbook, bytes: Buffer, progress: Sp
 
 /** The delimiter of a CSV: whichever of , ; tab | appears most often outside quotes on its first line. */
 export function csvDelimiter(text: string): string {
-  const counts = new Map<string, number>([[',', 0], [';', 0], ['\t', 0], ['|', 0]]);
+  const counts = new Map<string, number>([
+    [',', 0],
+    [';', 0],
+    ['\t', 0],
+    ['|', 0],
+  ]);
   let quoted = false;
   for (let i = 0; i < text.length && i < 65_536; i += 1) {
     const ch = text[i]!;
@@ -148,9 +169,16 @@ export function extractCsv(bytes: Buffer, progress: SpreadsheetProgress = {}): s
   const text = decodeCsv(bytes);
   let records: string[][];
   try {
-    records = parse(text, { delimiter: csvDelimiter(text), relax_column_count: true, relax_quotes: true, skip_empty_lines: true });
+    records = parse(text, {
+      delimiter: csvDelimiter(text),
+      relax_column_count: true,
+      relax_quotes: true,
+      skip_empty_lines: true,
+    });
   } catch (error) {
-    throw new ExtractionRefused(`The CSV cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`);
+    throw new ExtractionRefused(
+      `The CSV cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`,
+    );
   }
   return records.map((cells) => {
     progress.onRow?.();

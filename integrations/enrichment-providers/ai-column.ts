@@ -4,8 +4,19 @@
  * model it does not exist here, so endpoint 10 leaves it out rather than list it broken. The
  * client's own retries are off: the run's activity retry policy is the one place that retries.
  */
-import { ChatModelError, chatModelConfigFrom, openAiChatModel, type ChatModel, type ChatModelConfig } from '../chat-model.js';
-import { EnrichmentError, fillTemplate, optionTextMax, type EnrichmentProvider } from '../../domain/tables/enrichments.js';
+import {
+  ChatModelError,
+  chatModelConfigFrom,
+  openAiChatModel,
+  type ChatModel,
+  type ChatModelConfig,
+} from '../chat-model.js';
+import {
+  EnrichmentError,
+  fillTemplate,
+  optionTextMax,
+  type EnrichmentProvider,
+} from '../../domain/tables/enrichments.js';
 import { cellTextMax } from '../../domain/tables/tables.js';
 
 export type AiColumnConfig = ChatModelConfig;
@@ -30,7 +41,14 @@ export function aiColumn(config: AiColumnConfig | ChatModel): EnrichmentProvider
       inputs: [],
       named_inputs: true,
       outputs: [{ name: 'answer', description: "The model's answer", type: 'text' }],
-      options: [{ name: 'prompt', description: 'The instruction, with mapped inputs written as {name}', required: true, max_length: optionTextMax }],
+      options: [
+        {
+          name: 'prompt',
+          description: 'The instruction, with mapped inputs written as {name}',
+          required: true,
+          max_length: optionTextMax,
+        },
+      ],
       price_credits: 2,
       concurrency: 4,
       timeout_seconds: timeoutSeconds,
@@ -40,7 +58,10 @@ export function aiColumn(config: AiColumnConfig | ChatModel): EnrichmentProvider
       let answer: string;
       try {
         ({ content: answer } = await model.complete({
-          messages: [{ role: 'system', content: instructions }, { role: 'user', content: prompt }],
+          messages: [
+            { role: 'system', content: instructions },
+            { role: 'user', content: prompt },
+          ],
           signal,
         }));
       } catch (error) {
@@ -48,7 +69,10 @@ export function aiColumn(config: AiColumnConfig | ChatModel): EnrichmentProvider
         throw error;
       }
       if (!answer) return { kind: 'empty', reason: 'The model gave no answer.' };
-      return { kind: 'result', values: { answer: answer.length <= cellTextMax ? answer : `${answer.slice(0, cellTextMax - 1)}…` } };
+      return {
+        kind: 'result',
+        values: { answer: answer.length <= cellTextMax ? answer : `${answer.slice(0, cellTextMax - 1)}…` },
+      };
     },
   };
 }

@@ -18,7 +18,9 @@ export function defaultMxResolver(servers?: string[]): MxResolver {
 
 /** A domain from what a cell holds: a domain, an email address or a web address. */
 export function domainOf(value: unknown): string {
-  let text = String(value ?? '').trim().toLowerCase();
+  let text = String(value ?? '')
+    .trim()
+    .toLowerCase();
   if (text.includes('@')) text = text.slice(text.lastIndexOf('@') + 1);
   let host: string;
   try {
@@ -30,7 +32,11 @@ export function domainOf(value: unknown): string {
   // www.acme.com's mail goes to acme.com; www.com stays as it is.
   if (host.startsWith('www.') && host.split('.').length > 2) host = host.slice(4);
   const labels = host.split('.');
-  const valid = host.length <= 253 && labels.length >= 2 && labels.every((l) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/.test(l)) && !/^\d+$/.test(labels.at(-1)!);
+  const valid =
+    host.length <= 253 &&
+    labels.length >= 2 &&
+    labels.every((l) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/.test(l)) &&
+    !/^\d+$/.test(labels.at(-1)!);
   if (!valid) throw new EnrichmentError(`"${text.slice(0, 200)}" is not a domain.`, false);
   return host;
 }
@@ -64,7 +70,8 @@ export function dnsMxLookup(config: { resolver: MxResolver; timeoutSeconds?: num
     info: {
       key: 'dns_mx',
       display_name: 'Mail servers (DNS MX)',
-      description: "Looks up a domain's mail servers and names the mail service behind them. Takes a domain, an email address or a web address.",
+      description:
+        "Looks up a domain's mail servers and names the mail service behind them. Takes a domain, an email address or a web address.",
       credentials: 'platform',
       inputs: [{ name: 'domain', description: 'A domain, an email address or a web address', required: true }],
       named_inputs: false,
@@ -72,7 +79,11 @@ export function dnsMxLookup(config: { resolver: MxResolver; timeoutSeconds?: num
         { name: 'primary_mx', description: 'The preferred mail server', type: 'text' },
         { name: 'mx_hosts', description: 'Every mail server, in preference order, comma separated', type: 'text' },
         { name: 'mx_count', description: 'How many mail servers', type: 'number' },
-        { name: 'mail_provider', description: 'The mail service (Google Workspace, Microsoft 365, ...) or Other', type: 'text' },
+        {
+          name: 'mail_provider',
+          description: 'The mail service (Google Workspace, Microsoft 365, ...) or Other',
+          type: 'text',
+        },
       ],
       options: [],
       price_credits: 1,
@@ -88,13 +99,20 @@ export function dnsMxLookup(config: { resolver: MxResolver; timeoutSeconds?: num
           const stop = () => reject(Object.assign(new Error('aborted'), { code: 'ETIMEOUT' }));
           if (limited.aborted) return stop();
           limited.addEventListener('abort', stop, { once: true });
-          config.resolver.resolveMx(domain).then(resolve, reject).finally(() => limited.removeEventListener('abort', stop));
+          config.resolver
+            .resolveMx(domain)
+            .then(resolve, reject)
+            .finally(() => limited.removeEventListener('abort', stop));
         });
       } catch (error) {
         const code = (error as { code?: string }).code ?? '';
         if (emptyCodes.has(code)) return { kind: 'empty', reason: `${domain} has no mail servers.` };
-        if (refusedCodes.has(code)) throw new EnrichmentError(`The DNS lookup of ${domain} was refused (${code}).`, false);
-        throw new EnrichmentError(`The DNS lookup of ${domain} failed (${code || (error as Error).message}); it is tried again.`, true);
+        if (refusedCodes.has(code))
+          throw new EnrichmentError(`The DNS lookup of ${domain} was refused (${code}).`, false);
+        throw new EnrichmentError(
+          `The DNS lookup of ${domain} failed (${code || (error as Error).message}); it is tried again.`,
+          true,
+        );
       }
       // A "null MX" (RFC 7505: one record with an empty host) says the domain takes no mail.
       const hosts = records

@@ -14,12 +14,20 @@ export function formulaProvider(): EnrichmentProvider {
     info: {
       key: 'formula',
       display_name: 'Formula',
-      description: 'Computes an expression over mapped inputs, written {name}: arithmetic, comparisons, text functions (concat, lower, contains, ...). Free.',
+      description:
+        'Computes an expression over mapped inputs, written {name}: arithmetic, comparisons, text functions (concat, lower, contains, ...). Free.',
       credentials: 'platform',
       inputs: [],
       named_inputs: true,
       outputs: [{ name: 'result', description: "The formula's value", type: 'text' }],
-      options: [{ name: 'formula', description: 'The expression, with mapped inputs written as {name}', required: true, max_length: formulaMax }],
+      options: [
+        {
+          name: 'formula',
+          description: 'The expression, with mapped inputs written as {name}',
+          required: true,
+          max_length: formulaMax,
+        },
+      ],
       price_credits: 0,
       concurrency: 16,
       timeout_seconds: 5,

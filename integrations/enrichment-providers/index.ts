@@ -31,7 +31,9 @@ export function providerRegistry(providers: EnrichmentProvider[]): EnrichmentPro
 }
 
 export function createEnrichmentProviders({ env, mxResolver, webPage }: EnrichmentEnvironment): EnrichmentProviders {
-  const servers = env.DNS_SERVERS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const servers = env.DNS_SERVERS?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const ai = aiColumnConfigFrom(env);
   return providerRegistry([
     webPageReader({ ...webPage, allowPrivateNetworks: env.WEB_READER_ALLOW_PRIVATE_NETWORKS === 'true' }),

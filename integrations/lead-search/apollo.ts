@@ -60,7 +60,12 @@ const place = (o: { city?: string | null; state?: string | null; country?: strin
   [o.city, o.state, o.country].map(text).filter(Boolean).join(', ') || null;
 
 /** The request body Apollo documents, from our query. */
-export function apolloBody(kind: LeadSearchKind, q: LeadSearchQuery, page: number, perPage: number): Record<string, unknown> {
+export function apolloBody(
+  kind: LeadSearchKind,
+  q: LeadSearchQuery,
+  page: number,
+  perPage: number,
+): Record<string, unknown> {
   const body: Record<string, unknown> = { page, per_page: perPage };
   if (kind === 'people') {
     if (q.titles?.length) body.person_titles = q.titles;
@@ -121,7 +126,13 @@ function companyResult(o: ApolloOrganization): LeadResult {
 export function apolloProvider(config: ApolloConfig): LeadSearchProvider {
   const base = config.baseUrl.replace(/\/+$/, '');
   return {
-    info: { key: 'apollo', name: 'Apollo.io people and company search', kinds: ['people', 'companies'], price_per_row: config.pricePerRow, page_size: Math.min(apolloPageSizeMax, config.pageSize ?? apolloPageSizeMax) },
+    info: {
+      key: 'apollo',
+      name: 'Apollo.io people and company search',
+      kinds: ['people', 'companies'],
+      price_per_row: config.pricePerRow,
+      page_size: Math.min(apolloPageSizeMax, config.pageSize ?? apolloPageSizeMax),
+    },
     async search(kind, query, page, perPage, signal): Promise<LeadSearchPage> {
       const path = kind === 'people' ? '/api/v1/mixed_people/api_search' : '/api/v1/mixed_companies/search';
       const answer = await requestJson(`${base}${path}`, {
@@ -134,8 +145,15 @@ export function apolloProvider(config: ApolloConfig): LeadSearchProvider {
       });
       const body = (answer.body ?? {}) as ApolloAnswer;
       const list = kind === 'people' ? body.people : body.organizations;
-      if (!Array.isArray(list)) throw new SourceFailure('refused', `Apollo answered without a list of ${kind === 'people' ? 'people' : 'organizations'}.`);
-      const results = kind === 'people' ? (list as ApolloPerson[]).map(personResult) : (list as ApolloOrganization[]).map(companyResult);
+      if (!Array.isArray(list))
+        throw new SourceFailure(
+          'refused',
+          `Apollo answered without a list of ${kind === 'people' ? 'people' : 'organizations'}.`,
+        );
+      const results =
+        kind === 'people'
+          ? (list as ApolloPerson[]).map(personResult)
+          : (list as ApolloOrganization[]).map(companyResult);
       return {
         results,
         page: body.pagination?.page ?? page,

@@ -44,37 +44,69 @@ const answerBytesMax = 32 * 1024 * 1024;
  */
 export async function requestJson(
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: unknown; timeoutMs: number; who: string; accept?: number[]; signal?: AbortSignal },
+  options: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: unknown;
+    timeoutMs: number;
+    who: string;
+    accept?: number[];
+    signal?: AbortSignal;
+  },
 ): Promise<JsonAnswer> {
   let response: Response;
   const signals = [AbortSignal.timeout(options.timeoutMs), ...(options.signal ? [options.signal] : [])];
   try {
     response = await fetch(url, {
       method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
-      headers: { accept: 'application/json', ...(options.body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
+      headers: {
+        accept: 'application/json',
+        ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...options.headers,
+      },
       ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
       signal: AbortSignal.any(signals),
       redirect: 'error',
     });
   } catch (error) {
     const name = (error as Error).name;
-    if (name === 'TimeoutError' || name === 'AbortError') throw new SourceFailure('unavailable', `${options.who} did not answer within ${Math.round(options.timeoutMs / 1000)} seconds.`);
+    if (name === 'TimeoutError' || name === 'AbortError')
+      throw new SourceFailure(
+        'unavailable',
+        `${options.who} did not answer within ${Math.round(options.timeoutMs / 1000)} seconds.`,
+      );
     throw new SourceFailure('unavailable', `${options.who} could not be reached: ${(error as Error).message}`);
   }
   let text: string;
   try {
     text = await response.text();
   } catch (error) {
-    throw new SourceFailure('unavailable', `${options.who} broke off its answer: ${(error as Error).message}`, null, response.status);
+    throw new SourceFailure(
+      'unavailable',
+      `${options.who} broke off its answer: ${(error as Error).message}`,
+      null,
+      response.status,
+    );
   }
-  if (text.length > answerBytesMax) throw new SourceFailure('refused', `${options.who} answered more than ${answerBytesMax} bytes.`, null, response.status);
+  if (text.length > answerBytesMax)
+    throw new SourceFailure(
+      'refused',
+      `${options.who} answered more than ${answerBytesMax} bytes.`,
+      null,
+      response.status,
+    );
   const status = response.status;
   const parse = (): unknown => {
     if (text.trim() === '') return null;
     try {
       return JSON.parse(text);
     } catch {
-      throw new SourceFailure(status >= 500 ? 'unavailable' : 'refused', `${options.who} answered ${status} with something that is not JSON.`, null, status);
+      throw new SourceFailure(
+        status >= 500 ? 'unavailable' : 'refused',
+        `${options.who} answered ${status} with something that is not JSON.`,
+        null,
+        status,
+      );
     }
   };
   const message = () => {
@@ -88,10 +120,22 @@ export async function requestJson(
     return text.slice(0, 300);
   };
   if (status === 429) {
-    throw new SourceFailure('rate_limited', `${options.who} asked to slow down (429).`, retryAfterSeconds(response.headers.get('retry-after')), status);
+    throw new SourceFailure(
+      'rate_limited',
+      `${options.who} asked to slow down (429).`,
+      retryAfterSeconds(response.headers.get('retry-after')),
+      status,
+    );
   }
   if (status >= 500) throw new SourceFailure('unavailable', `${options.who} answered ${status}.`, null, status);
-  if (status === 401 || status === 403) throw new SourceFailure('unauthorized', `${options.who} refused the credentials (${status}): ${message()}`, null, status);
-  if ((status < 200 || status >= 300) && !options.accept?.includes(status)) throw new SourceFailure('refused', `${options.who} answered ${status}: ${message()}`, null, status);
+  if (status === 401 || status === 403)
+    throw new SourceFailure(
+      'unauthorized',
+      `${options.who} refused the credentials (${status}): ${message()}`,
+      null,
+      status,
+    );
+  if ((status < 200 || status >= 300) && !options.accept?.includes(status))
+    throw new SourceFailure('refused', `${options.who} answered ${status}: ${message()}`, null, status);
   return { status, headers: response.headers, body: parse() };
 }

@@ -3,7 +3,12 @@
  * built from the configuration, so a provider without its key does not exist (it is not listed,
  * and a search naming it is refused), never listed as broken.
  */
-import type { LeadResult, LeadSearchKind, LeadSearchProviderInfo, LeadSearchQuery } from '../../domain/sourcing/lead-search.js';
+import type {
+  LeadResult,
+  LeadSearchKind,
+  LeadSearchProviderInfo,
+  LeadSearchQuery,
+} from '../../domain/sourcing/lead-search.js';
 import { apolloProvider, type ApolloConfig } from './apollo.js';
 
 export interface LeadSearchPage {
@@ -20,7 +25,13 @@ export interface LeadSearchProvider {
    * One page of results. Throws SourceFailure (integrations/lead-search/http.ts): `rate_limited`
    * with the wait asked for, `unavailable`, `unauthorized` or `refused`.
    */
-  search(kind: LeadSearchKind, query: LeadSearchQuery, page: number, perPage: number, signal?: AbortSignal): Promise<LeadSearchPage>;
+  search(
+    kind: LeadSearchKind,
+    query: LeadSearchQuery,
+    page: number,
+    perPage: number,
+    signal?: AbortSignal,
+  ): Promise<LeadSearchPage>;
 }
 
 export interface LeadSearchProviders {

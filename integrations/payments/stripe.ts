@@ -9,7 +9,13 @@
 import Stripe from 'stripe';
 import { z } from 'zod';
 import type { BillingEvent, SubscriptionStatus } from '../../domain/billing/provider-events.js';
-import { PaymentProviderError, WebhookSignatureError, type CheckoutRequest, type CheckoutSession, type PaymentProvider } from './provider.js';
+import {
+  PaymentProviderError,
+  WebhookSignatureError,
+  type CheckoutRequest,
+  type CheckoutSession,
+  type PaymentProvider,
+} from './provider.js';
 
 export interface StripeConfig {
   secretKey: string;
@@ -22,10 +28,21 @@ export interface StripeConfig {
 export const webhookToleranceSeconds = 300;
 
 const id = z.union([z.string(), z.object({ id: z.string() })]).transform((v) => (typeof v === 'string' ? v : v.id));
-const metadata = z.record(z.string(), z.string()).nullish().transform((m) => m ?? {});
-const seconds = z.number().int().transform((s) => new Date(s * 1000));
+const metadata = z
+  .record(z.string(), z.string())
+  .nullish()
+  .transform((m) => m ?? {});
+const seconds = z
+  .number()
+  .int()
+  .transform((s) => new Date(s * 1000));
 
-const EventSchema = z.object({ id: z.string(), type: z.string(), created: seconds, data: z.object({ object: z.record(z.string(), z.unknown()) }) });
+const EventSchema = z.object({
+  id: z.string(),
+  type: z.string(),
+  created: seconds,
+  data: z.object({ object: z.record(z.string(), z.unknown()) }),
+});
 
 const SessionSchema = z.object({
   id: z.string(),
@@ -54,17 +71,32 @@ const InvoiceSchema = z.object({
   payment_intent: id.nullish(),
   subscription_details: z.object({ metadata }).nullish(),
   parent: z.object({ subscription_details: z.object({ subscription: id.nullish(), metadata }).nullish() }).nullish(),
-  lines: z.object({ data: z.array(z.object({ period: z.object({ start: seconds, end: seconds }).nullish() })) }).nullish(),
+  lines: z
+    .object({ data: z.array(z.object({ period: z.object({ start: seconds, end: seconds }).nullish() })) })
+    .nullish(),
 });
 
 const SubscriptionSchema = z.object({
   id: z.string(),
   customer: id.nullish(),
-  status: z.enum(['incomplete', 'incomplete_expired', 'trialing', 'active', 'past_due', 'canceled', 'unpaid', 'paused']),
+  status: z.enum([
+    'incomplete',
+    'incomplete_expired',
+    'trialing',
+    'active',
+    'past_due',
+    'canceled',
+    'unpaid',
+    'paused',
+  ]),
   cancel_at_period_end: z.boolean().nullish(),
   current_period_start: seconds.nullish(),
   current_period_end: seconds.nullish(),
-  items: z.object({ data: z.array(z.object({ current_period_start: seconds.nullish(), current_period_end: seconds.nullish() })) }).nullish(),
+  items: z
+    .object({
+      data: z.array(z.object({ current_period_start: seconds.nullish(), current_period_end: seconds.nullish() })),
+    })
+    .nullish(),
   metadata,
 });
 
@@ -197,8 +229,12 @@ export function parseStripeEvent(payload: unknown): BillingEvent {
 }
 
 function providerError(error: unknown): PaymentProviderError {
-  if (error instanceof Stripe.errors.StripeError) return new PaymentProviderError(`Stripe refused the request: ${error.message}`, error.statusCode ?? null);
-  return new PaymentProviderError(`Stripe could not be reached: ${error instanceof Error ? error.message : String(error)}`, null);
+  if (error instanceof Stripe.errors.StripeError)
+    return new PaymentProviderError(`Stripe refused the request: ${error.message}`, error.statusCode ?? null);
+  return new PaymentProviderError(
+    `Stripe could not be reached: ${error instanceof Error ? error.message : String(error)}`,
+    null,
+  );
 }
 
 export function createStripeProvider(config: StripeConfig): PaymentProvider {
@@ -206,7 +242,13 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
   const stripe = new Stripe(config.secretKey, {
     maxNetworkRetries: 2,
     timeout: 20_000,
-    ...(base ? { host: base.hostname, port: Number(base.port || (base.protocol === 'https:' ? 443 : 80)), protocol: base.protocol.replace(':', '') as 'http' | 'https' } : {}),
+    ...(base
+      ? {
+          host: base.hostname,
+          port: Number(base.port || (base.protocol === 'https:' ? 443 : 80)),
+          protocol: base.protocol.replace(':', '') as 'http' | 'https',
+        }
+      : {}),
   });
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
@@ -218,7 +260,15 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
   return {
     name: 'stripe',
     createCustomer: ({ workspaceId, name, email }) =>
-      call(async () => (await stripe.customers.create({ name, ...(email ? { email } : {}), metadata: { workspace_id: workspaceId } }, { idempotencyKey: `customer:${workspaceId}` })).id),
+      call(
+        async () =>
+          (
+            await stripe.customers.create(
+              { name, ...(email ? { email } : {}), metadata: { workspace_id: workspaceId } },
+              { idempotencyKey: `customer:${workspaceId}` },
+            )
+          ).id,
+      ),
     createCheckout: (input: CheckoutRequest): Promise<CheckoutSession> =>
       call(async () => {
         const { line } = input;
@@ -240,12 +290,22 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
               },
             },
           ],
-          ...(line.recurring ? { subscription_data: { metadata: input.metadata } } : { payment_intent_data: { metadata: input.metadata } }),
+          ...(line.recurring
+            ? { subscription_data: { metadata: input.metadata } }
+            : { payment_intent_data: { metadata: input.metadata } }),
         });
-        if (!session.url) throw new PaymentProviderError('Stripe answered a checkout session without an address.', null);
-        return { id: session.id, url: session.url, expiresAt: session.expires_at ? new Date(session.expires_at * 1000) : null };
+        if (!session.url)
+          throw new PaymentProviderError('Stripe answered a checkout session without an address.', null);
+        return {
+          id: session.id,
+          url: session.url,
+          expiresAt: session.expires_at ? new Date(session.expires_at * 1000) : null,
+        };
       }),
-    createPortal: ({ customerId, returnUrl }) => call(async () => (await stripe.billingPortal.sessions.create({ customer: customerId, return_url: returnUrl })).url),
+    createPortal: ({ customerId, returnUrl }) =>
+      call(
+        async () => (await stripe.billingPortal.sessions.create({ customer: customerId, return_url: returnUrl })).url,
+      ),
     setCancelAtPeriodEnd: (subscriptionId, cancel) =>
       call(async () => {
         await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: cancel });
@@ -254,7 +314,12 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
       if (!signatureHeader) throw new WebhookSignatureError('The Stripe-Signature header is missing.');
       let payload: unknown;
       try {
-        payload = stripe.webhooks.constructEvent(rawBody, signatureHeader, config.webhookSecret, webhookToleranceSeconds);
+        payload = stripe.webhooks.constructEvent(
+          rawBody,
+          signatureHeader,
+          config.webhookSecret,
+          webhookToleranceSeconds,
+        );
       } catch (error) {
         throw new WebhookSignatureError(error instanceof Error ? error.message : 'The signature does not match.');
       }
@@ -265,5 +330,9 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
 
 /** A signed `Stripe-Signature` header for a payload, as Stripe makes them (tests, the local twin). */
 export function signStripePayload(payload: string, secret: string, timestamp?: number): string {
-  return Stripe.webhooks.generateTestHeaderString({ payload, secret, ...(timestamp === undefined ? {} : { timestamp }) });
+  return Stripe.webhooks.generateTestHeaderString({
+    payload,
+    secret,
+    ...(timestamp === undefined ? {} : { timestamp }),
+  });
 }

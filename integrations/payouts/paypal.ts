@@ -17,7 +17,13 @@
  * sender_batch_header, transaction_enum), /api/rest (client-credentials token), and
  * /payouts/use-payouts/cancel-reverse-payouts ("Unclaimed payouts expire in 30 days").
  */
-import { PayoutProviderError, PayoutValidationError, type PayoutBatchResult, type PayoutItemRequest, type PayoutProvider } from './provider.js';
+import {
+  PayoutProviderError,
+  PayoutValidationError,
+  type PayoutBatchResult,
+  type PayoutItemRequest,
+  type PayoutProvider,
+} from './provider.js';
 
 export interface PayPalConfig {
   clientId: string;
@@ -49,13 +55,28 @@ interface PayPalErrorBody {
   message?: string;
   error?: string;
   error_description?: string;
-  details?: Array<{ field?: string; issue?: string; description?: string; links?: Array<{ href?: string; rel?: string }>; link?: Array<{ href?: string; rel?: string }> }>;
+  details?: Array<{
+    field?: string;
+    issue?: string;
+    description?: string;
+    links?: Array<{ href?: string; rel?: string }>;
+    link?: Array<{ href?: string; rel?: string }>;
+  }>;
   links?: Array<{ href?: string; rel?: string }>;
 }
 
 interface BatchBody {
-  batch_header?: { payout_batch_id?: string; batch_status?: string; sender_batch_header?: { sender_batch_id?: string } };
-  items?: Array<{ payout_item_id?: string; transaction_status?: string; payout_item?: { sender_item_id?: string }; errors?: { name?: string } }>;
+  batch_header?: {
+    payout_batch_id?: string;
+    batch_status?: string;
+    sender_batch_header?: { sender_batch_id?: string };
+  };
+  items?: Array<{
+    payout_item_id?: string;
+    transaction_status?: string;
+    payout_item?: { sender_item_id?: string };
+    errors?: { name?: string };
+  }>;
   total_pages?: number;
 }
 
@@ -91,16 +112,27 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
       },
       body: 'grant_type=client_credentials',
     });
-    const body = (await res.json().catch(() => ({}))) as { access_token?: string; expires_in?: number; error_description?: string };
+    const body = (await res.json().catch(() => ({}))) as {
+      access_token?: string;
+      expires_in?: number;
+      error_description?: string;
+    };
     if (!res.ok || !body.access_token) {
-      throw new PayoutProviderError(`PayPal refused the client credentials (${res.status}${body.error_description ? `: ${body.error_description}` : ''}).`, res.status);
+      throw new PayoutProviderError(
+        `PayPal refused the client credentials (${res.status}${body.error_description ? `: ${body.error_description}` : ''}).`,
+        res.status,
+      );
     }
     token = { value: body.access_token, until: Date.now() + Math.max(0, (body.expires_in ?? 300) - 60) * 1000 };
     return token.value;
   }
 
   /** One call: a 401 refreshes the token once, a 429 is waited out up to maxAttempts. */
-  async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+  async function call(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: unknown }> {
     let refreshed = false;
     for (let attempt = 1; ; attempt++) {
       const bearer = await accessToken();
@@ -117,7 +149,9 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
       }
       if (res.status === 429 && attempt < maxAttempts) {
         const retryAfter = Number(res.headers.get('retry-after'));
-        await sleep(Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter, 60) * 1000 : 1000 * 2 ** (attempt - 1));
+        await sleep(
+          Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter, 60) * 1000 : 1000 * 2 ** (attempt - 1),
+        );
         continue;
       }
       return { status: res.status, json };
@@ -134,15 +168,22 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
         const index = itemIndexOf(d.field);
         if (index !== null) issues.set(index, `${d.field}: ${d.issue ?? d.description ?? 'invalid'}`);
       }
-      throw new PayoutValidationError(`PayPal refused the ${what} (${status} ${name}${message ? `: ${message}` : ''}).`, issues);
+      throw new PayoutValidationError(
+        `PayPal refused the ${what} (${status} ${name}${message ? `: ${message}` : ''}).`,
+        issues,
+      );
     }
-    throw new PayoutProviderError(`PayPal answered ${status} ${name} to the ${what}${message ? `: ${message}` : ''}.`, status);
+    throw new PayoutProviderError(
+      `PayPal answered ${status} ${name} to the ${what}${message ? `: ${message}` : ''}.`,
+      status,
+    );
   }
 
   function parseBatch(json: unknown, items: BatchBody['items']): PayoutBatchResult {
     const b = (json ?? {}) as BatchBody;
     const header = b.batch_header;
-    if (!header?.payout_batch_id) throw new PayoutProviderError('PayPal answered a batch without a payout_batch_id.', null);
+    if (!header?.payout_batch_id)
+      throw new PayoutProviderError('PayPal answered a batch without a payout_batch_id.', null);
     return {
       providerBatchId: header.payout_batch_id,
       senderBatchId: header.sender_batch_header?.sender_batch_id ?? '',
@@ -160,7 +201,10 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
     const items: NonNullable<BatchBody['items']> = [];
     let first: unknown = null;
     for (let page = 1; ; page++) {
-      const { status, json } = await call('GET', `/v1/payments/payouts/${encodeURIComponent(providerBatchId)}?page=${page}&page_size=${pageSize}&total_required=true`);
+      const { status, json } = await call(
+        'GET',
+        `/v1/payments/payouts/${encodeURIComponent(providerBatchId)}?page=${page}&page_size=${pageSize}&total_required=true`,
+      );
       if (status !== 200) failure(status, json, 'batch read');
       first ??= json;
       const body = json as BatchBody;
@@ -173,9 +217,17 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
   return {
     name: 'paypal',
     getBatch,
-    async createBatch(input: { senderBatchId: string; emailSubject: string; items: PayoutItemRequest[] }): Promise<PayoutBatchResult> {
+    async createBatch(input: {
+      senderBatchId: string;
+      emailSubject: string;
+      items: PayoutItemRequest[];
+    }): Promise<PayoutBatchResult> {
       const { status, json } = await call('POST', '/v1/payments/payouts', {
-        sender_batch_header: { sender_batch_id: input.senderBatchId, email_subject: input.emailSubject, recipient_type: 'EMAIL' },
+        sender_batch_header: {
+          sender_batch_id: input.senderBatchId,
+          email_subject: input.emailSubject,
+          recipient_type: 'EMAIL',
+        },
         items: input.items.map((i) => ({
           recipient_type: 'EMAIL',
           amount: { value: centsToValue(i.amountCents), currency: i.currency },
@@ -195,7 +247,8 @@ export function createPayPalPayouts(config: PayPalConfig, options: PayPalClientO
         const links = (e.details ?? []).flatMap((d) => [...(d.links ?? []), ...(d.link ?? [])]).concat(e.links ?? []);
         const href = links.map((l) => l.href ?? '').find((h) => /\/v1\/payments\/payouts\/[^/?]+/.test(h));
         const duplicate = (e.details ?? []).some((d) => /sender_batch_id/i.test(`${d.field ?? ''} ${d.issue ?? ''}`));
-        if (duplicate && href) return getBatch(decodeURIComponent(href.match(/\/v1\/payments\/payouts\/([^/?]+)/)![1]!));
+        if (duplicate && href)
+          return getBatch(decodeURIComponent(href.match(/\/v1\/payments\/payouts\/([^/?]+)/)![1]!));
       }
       failure(status, json, 'payout batch');
     },

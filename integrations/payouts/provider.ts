@@ -6,7 +6,17 @@
  */
 
 /** PayPal's item transaction statuses (payments.payouts-batch v1 `transaction_enum`), plus any the provider adds. */
-export type PayoutItemStatus = 'SUCCESS' | 'FAILED' | 'PENDING' | 'UNCLAIMED' | 'RETURNED' | 'ONHOLD' | 'BLOCKED' | 'REFUNDED' | 'REVERSED' | (string & {});
+export type PayoutItemStatus =
+  | 'SUCCESS'
+  | 'FAILED'
+  | 'PENDING'
+  | 'UNCLAIMED'
+  | 'RETURNED'
+  | 'ONHOLD'
+  | 'BLOCKED'
+  | 'REFUNDED'
+  | 'REVERSED'
+  | (string & {});
 
 export interface PayoutItemRequest {
   /** Our payout id: the provider's `sender_item_id`, how an item is matched back to its payout. */
@@ -62,7 +72,11 @@ export interface PayoutProvider {
    * Sends a batch. Sending again under the same `senderBatchId` (a retry after a crash or a lost
    * answer) returns the batch the first send created, and pays nothing twice.
    */
-  createBatch(input: { senderBatchId: string; emailSubject: string; items: PayoutItemRequest[] }): Promise<PayoutBatchResult>;
+  createBatch(input: {
+    senderBatchId: string;
+    emailSubject: string;
+    items: PayoutItemRequest[];
+  }): Promise<PayoutBatchResult>;
   /** The batch with every item's current status. */
   getBatch(providerBatchId: string): Promise<PayoutBatchResult>;
 }

@@ -48,9 +48,13 @@ export function sealingKey(key: Buffer): SealingKey {
 /** A key given as base64 (or base64url) text: exactly 32 bytes, or an error naming `variable`. */
 export function parseSealingKey(text: string, variable: string): Buffer {
   const trimmed = text.trim();
-  const bytes = /^[A-Za-z0-9+/_-]+={0,2}$/.test(trimmed) ? Buffer.from(trimmed.replace(/-/g, '+').replace(/_/g, '/'), 'base64') : Buffer.alloc(0);
+  const bytes = /^[A-Za-z0-9+/_-]+={0,2}$/.test(trimmed)
+    ? Buffer.from(trimmed.replace(/-/g, '+').replace(/_/g, '/'), 'base64')
+    : Buffer.alloc(0);
   if (bytes.length !== 32) {
-    throw new Error(`${variable} must be 32 bytes in base64 (for example the output of \`openssl rand -base64 32\`); the value given decodes to ${bytes.length} bytes.`);
+    throw new Error(
+      `${variable} must be 32 bytes in base64 (for example the output of \`openssl rand -base64 32\`); the value given decodes to ${bytes.length} bytes.`,
+    );
   }
   return bytes;
 }
@@ -78,21 +82,31 @@ export function sealedKeyId(sealed: string): string | null {
 
 export function unseal(keyring: Keyring, sealed: string, context: string): string {
   const parts = sealed.split('.');
-  if (parts.length !== 5 || parts[0] !== version) throw new SealedSecretError('malformed', 'The stored secret is not a sealed value.');
+  if (parts.length !== 5 || parts[0] !== version)
+    throw new SealedSecretError('malformed', 'The stored secret is not a sealed value.');
   const [, keyId, ivText, ciphertextText, tagText] = parts as [string, string, string, string, string];
   const key = [keyring.current, ...keyring.previous].find((k) => k.id === keyId);
   if (!key) {
-    throw new SealedSecretError('unknown_key', `The stored secret was sealed under key ${keyId}, which this service does not have (set it in SECRETS_KEY_PREVIOUS).`);
+    throw new SealedSecretError(
+      'unknown_key',
+      `The stored secret was sealed under key ${keyId}, which this service does not have (set it in SECRETS_KEY_PREVIOUS).`,
+    );
   }
   const iv = Buffer.from(ivText, 'base64url');
   const tag = Buffer.from(tagText, 'base64url');
-  if (iv.length !== ivBytes || tag.length !== tagBytes) throw new SealedSecretError('malformed', 'The stored secret is not a sealed value.');
+  if (iv.length !== ivBytes || tag.length !== tagBytes)
+    throw new SealedSecretError('malformed', 'The stored secret is not a sealed value.');
   try {
     const decipher = createDecipheriv('aes-256-gcm', key.key, iv, { authTagLength: tagBytes });
     decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(tag);
-    return Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString('utf8');
+    return Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString(
+      'utf8',
+    );
   } catch {
-    throw new SealedSecretError('tampered', 'The stored secret does not open under its key: it was altered, or belongs to another record.');
+    throw new SealedSecretError(
+      'tampered',
+      'The stored secret does not open under its key: it was altered, or belongs to another record.',
+    );
   }
 }

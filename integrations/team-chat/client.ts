@@ -36,7 +36,15 @@ export interface TeamChatChannel {
 }
 
 /** The errors a delivery acts on; anything else is `failed` with the team chat's word for it. */
-export type TeamChatErrorCode = 'ratelimited' | 'channel_not_found' | 'not_in_channel' | 'token_revoked' | 'invalid_auth' | 'account_inactive' | 'invalid_code' | 'failed';
+export type TeamChatErrorCode =
+  | 'ratelimited'
+  | 'channel_not_found'
+  | 'not_in_channel'
+  | 'token_revoked'
+  | 'invalid_auth'
+  | 'account_inactive'
+  | 'invalid_code'
+  | 'failed';
 
 export class TeamChatError extends Error {
   override name = 'TeamChatError';
@@ -59,17 +67,31 @@ export interface TeamChatClient {
   authorizeUrl(params: { state: string; codeChallenge: string }): string;
   exchangeCode(params: { code: string; codeVerifier: string }): Promise<TeamChatInstall>;
   listChannels(token: string, cursor?: string): Promise<{ channels: TeamChatChannel[]; nextCursor: string | null }>;
-  postMessage(token: string, message: { channel: string; text: string; blocks?: unknown[] }): Promise<{ ts: string; channel: string }>;
+  postMessage(
+    token: string,
+    message: { channel: string; text: string; blocks?: unknown[] },
+  ): Promise<{ ts: string; channel: string }>;
   revoke(token: string): Promise<void>;
 }
 
-const known = new Set<TeamChatErrorCode>(['ratelimited', 'channel_not_found', 'not_in_channel', 'token_revoked', 'invalid_auth', 'account_inactive', 'invalid_code']);
+const known = new Set<TeamChatErrorCode>([
+  'ratelimited',
+  'channel_not_found',
+  'not_in_channel',
+  'token_revoked',
+  'invalid_auth',
+  'account_inactive',
+  'invalid_code',
+]);
 
 export function createTeamChatClient(config: TeamChatConfig, options: { timeoutMs?: number } = {}): TeamChatClient {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const api = config.apiUrl.replace(/\/+$/, '');
 
-  async function call(method: string, init: { token?: string; json?: unknown; form?: Record<string, string> }): Promise<Record<string, unknown>> {
+  async function call(
+    method: string,
+    init: { token?: string; json?: unknown; form?: Record<string, string> },
+  ): Promise<Record<string, unknown>> {
     const headers: Record<string, string> = {};
     let body: string | undefined;
     if (init.token) headers.authorization = `Bearer ${init.token}`;
@@ -82,16 +104,35 @@ export function createTeamChatClient(config: TeamChatConfig, options: { timeoutM
     }
     let response: Response;
     try {
-      response = await fetch(`${api}/${method}`, { method: 'POST', headers, body: body ?? null, signal: AbortSignal.timeout(timeoutMs) });
+      response = await fetch(`${api}/${method}`, {
+        method: 'POST',
+        headers,
+        body: body ?? null,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
     } catch (error) {
-      throw new TeamChatError('failed', `The team chat could not be reached (${method}): ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}.`);
+      throw new TeamChatError(
+        'failed',
+        `The team chat could not be reached (${method}): ${(error as Error).name === 'TimeoutError' ? 'no answer in time' : (error as Error).message}.`,
+      );
     }
     const retryAfter = Number(response.headers.get('retry-after'));
     const answer = (await response.json().catch(() => null)) as Record<string, unknown> | null;
     if (response.status === 429) {
-      throw new TeamChatError('ratelimited', 'The team chat is rate limiting this app.', Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 30, 429);
+      throw new TeamChatError(
+        'ratelimited',
+        'The team chat is rate limiting this app.',
+        Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 30,
+        429,
+      );
     }
-    if (!answer || typeof answer.ok !== 'boolean') throw new TeamChatError('failed', `The team chat answered ${response.status} to ${method} without a result.`, null, response.status);
+    if (!answer || typeof answer.ok !== 'boolean')
+      throw new TeamChatError(
+        'failed',
+        `The team chat answered ${response.status} to ${method} without a result.`,
+        null,
+        response.status,
+      );
     if (!answer.ok) {
       const error = typeof answer.error === 'string' ? answer.error : 'unknown_error';
       const code = known.has(error as TeamChatErrorCode) ? (error as TeamChatErrorCode) : 'failed';
@@ -105,17 +146,28 @@ export function createTeamChatClient(config: TeamChatConfig, options: { timeoutM
     authorizeUrl({ state, codeChallenge }) {
       const url = new URL(config.authUrl);
       url.search = new URLSearchParams({
-        client_id: config.clientId, scope: config.scopes.join(','), redirect_uri: config.redirectUrl, state,
-        code_challenge: codeChallenge, code_challenge_method: 'S256',
+        client_id: config.clientId,
+        scope: config.scopes.join(','),
+        redirect_uri: config.redirectUrl,
+        state,
+        code_challenge: codeChallenge,
+        code_challenge_method: 'S256',
       }).toString();
       return url.toString();
     },
     async exchangeCode({ code, codeVerifier }) {
       const answer = await call('oauth.v2.access', {
-        form: { client_id: config.clientId, ...(config.clientSecret ? { client_secret: config.clientSecret } : {}), code, redirect_uri: config.redirectUrl, code_verifier: codeVerifier },
+        form: {
+          client_id: config.clientId,
+          ...(config.clientSecret ? { client_secret: config.clientSecret } : {}),
+          code,
+          redirect_uri: config.redirectUrl,
+          code_verifier: codeVerifier,
+        },
       });
       const team = (answer.team ?? {}) as { id?: string; name?: string };
-      if (typeof answer.access_token !== 'string' || !team.id) throw new TeamChatError('failed', 'The team chat granted no bot token.');
+      if (typeof answer.access_token !== 'string' || !team.id)
+        throw new TeamChatError('failed', 'The team chat granted no bot token.');
       return {
         accessToken: answer.access_token,
         scopes: typeof answer.scope === 'string' ? answer.scope.split(',').filter(Boolean) : [],
@@ -126,12 +178,23 @@ export function createTeamChatClient(config: TeamChatConfig, options: { timeoutM
     },
     async listChannels(token, cursor) {
       const answer = await call('conversations.list', {
-        token, form: { types: 'public_channel,private_channel', exclude_archived: 'true', limit: '200', ...(cursor ? { cursor } : {}) },
+        token,
+        form: {
+          types: 'public_channel,private_channel',
+          exclude_archived: 'true',
+          limit: '200',
+          ...(cursor ? { cursor } : {}),
+        },
       });
       const channels = Array.isArray(answer.channels) ? (answer.channels as Record<string, unknown>[]) : [];
       const next = (answer.response_metadata as { next_cursor?: string } | undefined)?.next_cursor;
       return {
-        channels: channels.map((c) => ({ id: String(c.id), name: String(c.name ?? ''), is_private: c.is_private === true, is_member: c.is_member === true })),
+        channels: channels.map((c) => ({
+          id: String(c.id),
+          name: String(c.name ?? ''),
+          is_private: c.is_private === true,
+          is_member: c.is_member === true,
+        })),
         nextCursor: next ? next : null,
       };
     },

@@ -6,16 +6,78 @@
  */
 
 /** Elements whose content is never text to read. */
-const dropped = new Set(['script', 'style', 'noscript', 'template', 'svg', 'iframe', 'canvas', 'object', 'nav', 'footer', 'aside', 'form', 'select', 'button']);
+const dropped = new Set([
+  'script',
+  'style',
+  'noscript',
+  'template',
+  'svg',
+  'iframe',
+  'canvas',
+  'object',
+  'nav',
+  'footer',
+  'aside',
+  'form',
+  'select',
+  'button',
+]);
 /** Elements that start a new line. */
 const blocks = new Set([
-  'p', 'div', 'br', 'li', 'ul', 'ol', 'dl', 'dt', 'dd', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'tr', 'table', 'section', 'article', 'main',
-  'header', 'blockquote', 'pre', 'hr', 'figure', 'figcaption', 'address', 'details', 'summary',
+  'p',
+  'div',
+  'br',
+  'li',
+  'ul',
+  'ol',
+  'dl',
+  'dt',
+  'dd',
+  'h1',
+  'h2',
+  'h3',
+  'h4',
+  'h5',
+  'h6',
+  'tr',
+  'table',
+  'section',
+  'article',
+  'main',
+  'header',
+  'blockquote',
+  'pre',
+  'hr',
+  'figure',
+  'figcaption',
+  'address',
+  'details',
+  'summary',
 ]);
 
 const named: Record<string, string> = {
-  amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', ndash: '–', mdash: '—', hellip: '…', copy: '©', reg: '®',
-  trade: '™', lsquo: '‘', rsquo: '’', ldquo: '“', rdquo: '”', bull: '•', middot: '·', euro: '€', pound: '£', laquo: '«', raquo: '»',
+  amp: '&',
+  lt: '<',
+  gt: '>',
+  quot: '"',
+  apos: "'",
+  nbsp: ' ',
+  ndash: '–',
+  mdash: '—',
+  hellip: '…',
+  copy: '©',
+  reg: '®',
+  trade: '™',
+  lsquo: '‘',
+  rsquo: '’',
+  ldquo: '“',
+  rdquo: '”',
+  bull: '•',
+  middot: '·',
+  euro: '€',
+  pound: '£',
+  laquo: '«',
+  raquo: '»',
 };
 
 export function decodeEntities(text: string): string {
@@ -84,7 +146,8 @@ export function readableText(html: string): ReadablePage {
     if (!closing && name === 'meta') {
       const key = (attribute(tag, 'name') ?? attribute(tag, 'property'))?.toLowerCase();
       const content = attribute(tag, 'content');
-      if (content && (key === 'description' || (key === 'og:description' && description === null))) description = tidy(content) || null;
+      if (content && (key === 'description' || (key === 'og:description' && description === null)))
+        description = tidy(content) || null;
       continue;
     }
     if (!closing && dropped.has(name) && !tag.endsWith('/>')) {

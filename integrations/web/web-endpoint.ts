@@ -39,11 +39,17 @@ export function endpointCaller(config: EndpointCallerConfig = {}): EndpointCalle
           method,
           lookup,
           signal: AbortSignal.timeout(timeoutSeconds * 1000),
-          headers: { 'content-type': 'application/json', 'content-length': payload.length, 'user-agent': 'OutreachWorkspaceAssistant/0.0', accept: 'application/json' },
+          headers: {
+            'content-type': 'application/json',
+            'content-length': payload.length,
+            'user-agent': 'OutreachWorkspaceAssistant/0.0',
+            accept: 'application/json',
+          },
         });
         request.on('error', (error: Error & { code?: string }) => {
           if (error instanceof EnrichmentError) return reject(error);
-          if (error.name === 'AbortError' || error.name === 'TimeoutError') return reject(new EnrichmentError(`${url.host} did not answer within ${timeoutSeconds} seconds.`, true));
+          if (error.name === 'AbortError' || error.name === 'TimeoutError')
+            return reject(new EnrichmentError(`${url.host} did not answer within ${timeoutSeconds} seconds.`, true));
           reject(new EnrichmentError(`Could not reach ${url.host}: ${error.code ?? error.message}.`, true));
         });
         request.once('response', (response) => {
@@ -53,8 +59,15 @@ export function endpointCaller(config: EndpointCallerConfig = {}): EndpointCalle
             if (size < maxBytes) chunks.push(chunk);
             size += chunk.length;
           });
-          response.once('end', () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8') }));
-          response.once('error', (error) => reject(new EnrichmentError(`${url.host} broke off its answer: ${error.message}.`, true)));
+          response.once('end', () =>
+            resolve({
+              status: response.statusCode ?? 0,
+              text: Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8'),
+            }),
+          );
+          response.once('error', (error) =>
+            reject(new EnrichmentError(`${url.host} broke off its answer: ${error.message}.`, true)),
+          );
         });
         request.end(payload);
       });

@@ -26,12 +26,34 @@ export interface WebPageReaderConfig {
 
 const privateRanges = new BlockList();
 for (const [net, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
-  ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) privateRanges.addSubnet(net, prefix, 'ipv4');
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  privateRanges.addSubnet(net, prefix, 'ipv4');
 for (const [net, prefix] of [
-  ['::', 128], ['::1', 128], ['::ffff:0:0', 96], ['64:ff9b::', 96], ['100::', 64], ['2001:db8::', 32], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8],
-] as const) privateRanges.addSubnet(net, prefix, 'ipv6');
+  ['::', 128],
+  ['::1', 128],
+  ['::ffff:0:0', 96],
+  ['64:ff9b::', 96],
+  ['100::', 64],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const)
+  privateRanges.addSubnet(net, prefix, 'ipv6');
 
 export function isPrivateAddress(address: string): boolean {
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
@@ -73,15 +95,29 @@ interface Fetched {
   body: Buffer;
 }
 
-const retryableCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED', 'UND_ERR_SOCKET']);
+const retryableCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET',
+]);
 
 function networkFailure(error: unknown, url: URL, timeoutSeconds: number): EnrichmentError {
   if (error instanceof EnrichmentError) return error;
   const { code, name, message } = error as { code?: string; name?: string; message?: string };
-  if (name === 'AbortError' || code === 'ABORT_ERR') return new EnrichmentError(`${url.host} did not answer within ${timeoutSeconds} seconds.`, true);
+  if (name === 'AbortError' || code === 'ABORT_ERR')
+    return new EnrichmentError(`${url.host} did not answer within ${timeoutSeconds} seconds.`, true);
   if (code === 'ENOTFOUND') return new EnrichmentError(`No host named ${url.hostname}.`, false);
   if (code && retryableCodes.has(code)) return new EnrichmentError(`Could not read ${url.host}: ${code}.`, true);
-  return new EnrichmentError(`Could not read ${url.host}: ${message ?? code ?? 'unknown error'}.`, code === undefined || !/^(ERR_TLS|CERT_|DEPTH_|UNABLE_|SELF_SIGNED|ERR_SSL)/.test(code));
+  return new EnrichmentError(
+    `Could not read ${url.host}: ${message ?? code ?? 'unknown error'}.`,
+    code === undefined || !/^(ERR_TLS|CERT_|DEPTH_|UNABLE_|SELF_SIGNED|ERR_SSL)/.test(code),
+  );
 }
 
 function decoded(response: http.IncomingMessage): Readable {
@@ -115,7 +151,12 @@ function get(url: URL, options: { signal: AbortSignal; lookup: LookupFunction; m
     request.on('error', (error) => reject(error));
     request.once('response', (response) => {
       const status = response.statusCode ?? 0;
-      const base = { url, status, location: response.headers.location ?? null, contentType: String(response.headers['content-type'] ?? '') };
+      const base = {
+        url,
+        status,
+        location: response.headers.location ?? null,
+        contentType: String(response.headers['content-type'] ?? ''),
+      };
       if (status < 200 || status >= 300) {
         response.resume();
         request.destroy();
@@ -146,14 +187,18 @@ function get(url: URL, options: { signal: AbortSignal; lookup: LookupFunction; m
       body.once('end', finish);
       body.on('error', fail);
       if (body !== response) response.on('error', fail);
-      response.once('aborted', () => fail(Object.assign(new Error('The connection closed early.'), { code: 'ECONNRESET' })));
+      response.once('aborted', () =>
+        fail(Object.assign(new Error('The connection closed early.'), { code: 'ECONNRESET' })),
+      );
     });
     request.end();
   });
 }
 
 function charsetOf(contentType: string, head: string): string {
-  const declared = /charset\s*=\s*["']?([\w.:-]+)/i.exec(contentType)?.[1] ?? /<meta[^>]+charset\s*=\s*["']?([\w.:-]+)/i.exec(head)?.[1];
+  const declared =
+    /charset\s*=\s*["']?([\w.:-]+)/i.exec(contentType)?.[1] ??
+    /<meta[^>]+charset\s*=\s*["']?([\w.:-]+)/i.exec(head)?.[1];
   return declared ?? 'utf-8';
 }
 
@@ -175,7 +220,8 @@ export function pageUrl(value: unknown): URL {
   } catch {
     throw new EnrichmentError(`"${text.slice(0, 200)}" is not a web address.`, false);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new EnrichmentError(`Only http and https pages are read, not ${url.protocol}.`, false);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new EnrichmentError(`Only http and https pages are read, not ${url.protocol}.`, false);
   if (!url.hostname.includes('.') && isIP(url.hostname.replace(/^\[|\]$/g, '')) === 0 && url.hostname !== 'localhost') {
     throw new EnrichmentError(`"${text.slice(0, 200)}" is not a web address.`, false);
   }
@@ -194,7 +240,8 @@ export function webPageReader(config: WebPageReaderConfig = {}): EnrichmentProvi
     info: {
       key: 'web_page_reader',
       display_name: 'Web page reader',
-      description: 'Reads a web page and gives its title, description and readable text (scripts, styles and navigation left out).',
+      description:
+        'Reads a web page and gives its title, description and readable text (scripts, styles and navigation left out).',
       credentials: 'platform',
       inputs: [{ name: 'url', description: 'The page address; a bare domain is read over https', required: true }],
       named_inputs: false,
@@ -221,18 +268,21 @@ export function webPageReader(config: WebPageReaderConfig = {}): EnrichmentProvi
           throw networkFailure(error, url, timeoutSeconds);
         }
         if (page.status >= 300 && page.status < 400 && page.location) {
-          if (redirects >= maxRedirects) throw new EnrichmentError(`More than ${maxRedirects} redirects from ${url.host}.`, false);
+          if (redirects >= maxRedirects)
+            throw new EnrichmentError(`More than ${maxRedirects} redirects from ${url.host}.`, false);
           url = pageUrl(new URL(page.location, url).toString());
           continue;
         }
         if (page.status === 408 || page.status === 425 || page.status === 429 || page.status >= 500) {
           throw new EnrichmentError(`${url.host} answered ${page.status}.`, true);
         }
-        if (page.status < 200 || page.status >= 300) throw new EnrichmentError(`${url.host} answered ${page.status}.`, false);
+        if (page.status < 200 || page.status >= 300)
+          throw new EnrichmentError(`${url.host} answered ${page.status}.`, false);
         const type = page.contentType.split(';')[0]!.trim().toLowerCase();
         const text = decodeBody(page.body, page.contentType);
         const html = type === 'text/html' || type === 'application/xhtml+xml' || (type === '' && /^\s*</.test(text));
-        if (!html && type !== 'text/plain') throw new EnrichmentError(`${url.href} is not a web page (${type || 'no content type'}).`, false);
+        if (!html && type !== 'text/plain')
+          throw new EnrichmentError(`${url.href} is not a web page (${type || 'no content type'}).`, false);
         const read = html ? readableText(text) : { title: null, description: null, text: text.trim() };
         if (!read.text && !read.title) return { kind: 'empty', reason: 'The page has no readable text.' };
         return {

@@ -27,7 +27,10 @@ export interface WebhookSender {
   post(url: string, body: string, headers: Record<string, string>): Promise<WebhookPostResult>;
 }
 
-const agents = { http: new http.Agent({ keepAlive: true, maxSockets: 64 }), https: new https.Agent({ keepAlive: true, maxSockets: 64 }) };
+const agents = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 64 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 64 }),
+};
 
 export function webhookSender(config: WebhookSenderConfig = {}): WebhookSender {
   const allowPrivate = config.allowPrivateNetworks === true;
@@ -35,14 +38,24 @@ export function webhookSender(config: WebhookSenderConfig = {}): WebhookSender {
   const lookup = guardedLookup(allowPrivate);
 
   function once(url: URL, body: Buffer, headers: Record<string, string>, signal: AbortSignal) {
-    return new Promise<{ status: number; location: string | undefined; excerpt: string; retryAfter: string | undefined }>((resolve, reject) => {
+    return new Promise<{
+      status: number;
+      location: string | undefined;
+      excerpt: string;
+      retryAfter: string | undefined;
+    }>((resolve, reject) => {
       const secure = url.protocol === 'https:';
       const request = (secure ? https : http).request(url, {
         method: 'POST',
         lookup,
         signal,
         agent: secure ? agents.https : agents.http,
-        headers: { ...headers, 'content-type': 'application/json', 'content-length': body.length, 'user-agent': 'OutreachWorkspaceWebhooks/1.0' },
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': body.length,
+          'user-agent': 'OutreachWorkspaceWebhooks/1.0',
+        },
       });
       request.once('error', reject);
       request.once('response', (response) => {
@@ -83,17 +96,47 @@ export function webhookSender(config: WebhookSenderConfig = {}): WebhookSender {
           checkLiteralAddress(url, allowPrivate);
           const answer = await once(url, body, headers, signal);
           if (answer.status >= 300 && answer.status < 400 && answer.location) {
-            if (redirects >= maxRedirects) return { kind: 'answered', status: answer.status, excerpt: `More than ${maxRedirects} redirects.`, durationMs: took() };
+            if (redirects >= maxRedirects)
+              return {
+                kind: 'answered',
+                status: answer.status,
+                excerpt: `More than ${maxRedirects} redirects.`,
+                durationMs: took(),
+              };
             url = pageUrl(new URL(answer.location, url).toString());
             continue;
           }
-          const retryAfter = answer.retryAfter !== undefined && /^\d+$/.test(answer.retryAfter) ? Number(answer.retryAfter) : undefined;
-          return { kind: 'answered', status: answer.status, excerpt: answer.excerpt, durationMs: took(), ...(retryAfter !== undefined ? { retryAfterSeconds: retryAfter } : {}) };
+          const retryAfter =
+            answer.retryAfter !== undefined && /^\d+$/.test(answer.retryAfter) ? Number(answer.retryAfter) : undefined;
+          return {
+            kind: 'answered',
+            status: answer.status,
+            excerpt: answer.excerpt,
+            durationMs: took(),
+            ...(retryAfter !== undefined ? { retryAfterSeconds: retryAfter } : {}),
+          };
         } catch (error) {
           const e = error as Error & { code?: string };
-          if (e instanceof EnrichmentError) return { kind: 'refused', durationMs: took(), error: e.message.replace('the page reader reads public pages only', 'webhooks are sent to public addresses only') };
-          if (e.name === 'AbortError' || e.name === 'TimeoutError') return { kind: 'timeout', durationMs: took(), error: `${url.host} did not answer within ${timeoutSeconds} seconds.` };
-          return { kind: 'unreachable', durationMs: took(), error: `Could not reach ${url.host}: ${e.code ?? e.message}.` };
+          if (e instanceof EnrichmentError)
+            return {
+              kind: 'refused',
+              durationMs: took(),
+              error: e.message.replace(
+                'the page reader reads public pages only',
+                'webhooks are sent to public addresses only',
+              ),
+            };
+          if (e.name === 'AbortError' || e.name === 'TimeoutError')
+            return {
+              kind: 'timeout',
+              durationMs: took(),
+              error: `${url.host} did not answer within ${timeoutSeconds} seconds.`,
+            };
+          return {
+            kind: 'unreachable',
+            durationMs: took(),
+            error: `Could not reach ${url.host}: ${e.code ?? e.message}.`,
+          };
         }
       }
     },

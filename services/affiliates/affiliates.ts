@@ -33,7 +33,8 @@ import { dailyStats, feedPage, heldByDay, lifetime, windowSums } from '../../sto
 /** Vanity codes one affiliate may have (besides its generated code). */
 export const maxVanityCodes = 10;
 
-const notEnrolled = () => new ApiError('not_found', 'This workspace is not enrolled in the affiliate program; enrol with POST /affiliate/.');
+const notEnrolled = () =>
+  new ApiError('not_found', 'This workspace is not enrolled in the affiliate program; enrol with POST /affiliate/.');
 
 export async function requireAffiliate(db: Db, workspaceId: string): Promise<AffiliateRow> {
   const affiliate = await affiliateOfWorkspace(db, workspaceId);
@@ -41,7 +42,11 @@ export async function requireAffiliate(db: Db, workspaceId: string): Promise<Aff
   return affiliate;
 }
 
-const codeView = (c: AffiliateCodeRow) => ({ code: c.code, is_vanity: c.is_vanity, created_at: c.created_at.toISOString() });
+const codeView = (c: AffiliateCodeRow) => ({
+  code: c.code,
+  is_vanity: c.is_vanity,
+  created_at: c.created_at.toISOString(),
+});
 
 export async function affiliateView(db: Db, settings: AffiliateSettings, affiliate: AffiliateRow) {
   const [codes, balances] = await Promise.all([affiliateCodes(db, affiliate.id), affiliateBalances(db, affiliate.id)]);
@@ -61,13 +66,30 @@ export async function affiliateView(db: Db, settings: AffiliateSettings, affilia
 }
 
 /** Enrols the workspace with a generated code; a second enrolment is refused (409). */
-export async function enrol(sql: Sql, settings: AffiliateSettings, workspaceId: string, body: { display_name: string; time_zone?: string | undefined }) {
+export async function enrol(
+  sql: Sql,
+  settings: AffiliateSettings,
+  workspaceId: string,
+  body: { display_name: string; time_zone?: string | undefined },
+) {
   const affiliate = await sql.begin(async (tx) => {
-    const { affiliate, created } = await insertAffiliate(tx, { workspaceId, displayName: body.display_name, timeZone: body.time_zone ?? 'UTC' });
+    const { affiliate, created } = await insertAffiliate(tx, {
+      workspaceId,
+      displayName: body.display_name,
+      timeZone: body.time_zone ?? 'UTC',
+    });
     if (!created) throw new ApiError('conflict', 'This workspace is enrolled already; read it with GET /affiliate/.');
     // A generated code taken already (8 characters of 31: rare) is drawn again.
     for (let i = 0; i < 5; i += 1) {
-      if (await insertAffiliateCode(tx, { affiliateId: affiliate.id, workspaceId, code: generatedCode(randomBytes(8)), isVanity: false })) return affiliate;
+      if (
+        await insertAffiliateCode(tx, {
+          affiliateId: affiliate.id,
+          workspaceId,
+          code: generatedCode(randomBytes(8)),
+          isVanity: false,
+        })
+      )
+        return affiliate;
     }
     throw new ApiError('internal', 'No free code could be generated; try again.');
   });
@@ -82,7 +104,8 @@ export async function listCodes(db: Db, workspaceId: string) {
 /** A vanity code: unique across the service whatever the case (409 when taken), at most `maxVanityCodes` per affiliate (409). */
 export async function createVanityCode(sql: Sql, workspaceId: string, code: string) {
   const affiliate = await requireAffiliate(sql, workspaceId);
-  if ((await countVanityCodes(sql, affiliate.id)) >= maxVanityCodes) throw new ApiError('conflict', `An affiliate has at most ${maxVanityCodes} vanity codes.`);
+  if ((await countVanityCodes(sql, affiliate.id)) >= maxVanityCodes)
+    throw new ApiError('conflict', `An affiliate has at most ${maxVanityCodes} vanity codes.`);
   const row = await insertAffiliateCode(sql, { affiliateId: affiliate.id, workspaceId, code, isVanity: true });
   if (!row) throw new ApiError('conflict', `The code "${code}" is taken (codes are unique whatever their case).`);
   return codeView(row);
@@ -93,12 +116,21 @@ export async function createVanityCode(sql: Sql, workspaceId: string, code: stri
  * and not counted. The visitor is the id the landing page passes, else its address and user agent.
  * Answers the click id (null for a bot) or a 404 for a code no one has.
  */
-export async function clickThrough(db: Db, code: string, visitor: { id?: string | undefined; ip: string; userAgent: string | undefined }): Promise<{ clickId: string | null; counted: boolean }> {
+export async function clickThrough(
+  db: Db,
+  code: string,
+  visitor: { id?: string | undefined; ip: string; userAgent: string | undefined },
+): Promise<{ clickId: string | null; counted: boolean }> {
   if (isBot(visitor.userAgent)) {
     if (!(await codeByText(db, code))) throw new ApiError('not_found', 'No affiliate has this code.');
     return { clickId: null, counted: false };
   }
-  const key = visitor.id ? `v:${visitor.id}` : `a:${createHash('sha256').update(`${visitor.ip}\n${visitor.userAgent ?? ''}`).digest('base64url').slice(0, 22)}`;
+  const key = visitor.id
+    ? `v:${visitor.id}`
+    : `a:${createHash('sha256')
+        .update(`${visitor.ip}\n${visitor.userAgent ?? ''}`)
+        .digest('base64url')
+        .slice(0, 22)}`;
   const click = await recordClick(db, code, key);
   if (!click) throw new ApiError('not_found', 'No affiliate has this code.');
   return { clickId: click.id, counted: click.counted };
@@ -111,22 +143,43 @@ export async function clickThrough(db: Db, code: string, visitor: { id?: string 
  */
 export async function attributeNewWorkspace(
   tx: Db,
-  input: { workspaceId: string; code?: string | undefined; clickId?: string | undefined; at: Date; cookieWindowDays: number },
+  input: {
+    workspaceId: string;
+    code?: string | undefined;
+    clickId?: string | undefined;
+    at: Date;
+    cookieWindowDays: number;
+  },
 ): Promise<void> {
   if (input.clickId) {
     const click = /^[0-9a-f-]{36}$/i.test(input.clickId) ? await clickById(tx, input.clickId) : undefined;
     if (!click) throw new ApiError('unprocessable', `No affiliate click has the id "${input.clickId}".`);
     if (!withinCookieWindow(click.clicked_at, input.at, input.cookieWindowDays)) {
-      throw new ApiError('unprocessable', `The affiliate click is older than the ${input.cookieWindowDays}-day window.`);
+      throw new ApiError(
+        'unprocessable',
+        `The affiliate click is older than the ${input.cookieWindowDays}-day window.`,
+      );
     }
-    await attributeSignup(tx, { workspaceId: input.workspaceId, affiliateId: click.affiliate_id, codeId: click.code_id, clickId: click.id, at: input.at });
+    await attributeSignup(tx, {
+      workspaceId: input.workspaceId,
+      affiliateId: click.affiliate_id,
+      codeId: click.code_id,
+      clickId: click.id,
+      at: input.at,
+    });
     return;
   }
   if (!input.code) return;
   const code = await codeByText(tx, input.code);
   if (!code) throw new ApiError('unprocessable', `No affiliate has the code "${input.code}".`);
   if (code.workspace_id === input.workspaceId) return;
-  await attributeSignup(tx, { workspaceId: input.workspaceId, affiliateId: code.affiliate_id, codeId: code.id, clickId: null, at: input.at });
+  await attributeSignup(tx, {
+    workspaceId: input.workspaceId,
+    affiliateId: code.affiliate_id,
+    codeId: code.id,
+    clickId: null,
+    at: input.at,
+  });
 }
 
 const today = (affiliate: AffiliateRow, now: Date) => localDate(now, affiliate.time_zone);
@@ -142,7 +195,10 @@ const nextOffset = (rows: number, limit: number, offset: number) => (rows < limi
 export async function affiliateFeed(db: Db, workspaceId: string, limit: number = pageBounds.default, offset = 0) {
   const affiliate = await requireAffiliate(db, workspaceId);
   const rows = await feedPage(db, affiliate.id, limit, offset);
-  return { items: rows.map((r) => ({ kind: r.kind, occurred_at: r.occurred_at.toISOString(), amount_cents: r.amount_cents })), next_offset: nextOffset(rows.length, limit, offset) };
+  return {
+    items: rows.map((r) => ({ kind: r.kind, occurred_at: r.occurred_at.toISOString(), amount_cents: r.amount_cents })),
+    next_offset: nextOffset(rows.length, limit, offset),
+  };
 }
 
 export async function affiliateLedger(db: Db, workspaceId: string, limit: number = pageBounds.default, offset = 0) {
@@ -163,8 +219,17 @@ export async function affiliateLedger(db: Db, workspaceId: string, limit: number
 }
 
 async function maturitiesOf(db: Db, affiliate: AffiliateRow) {
-  const [balances, held] = await Promise.all([affiliateBalances(db, affiliate.id), heldByDay(db, affiliate.id, affiliate.time_zone)]);
-  return { balances, maturities: maturitiesByDay(balances.availableCents, held.map((h) => ({ day: h.day, amountCents: h.amount_cents }))) };
+  const [balances, held] = await Promise.all([
+    affiliateBalances(db, affiliate.id),
+    heldByDay(db, affiliate.id, affiliate.time_zone),
+  ]);
+  return {
+    balances,
+    maturities: maturitiesByDay(
+      balances.availableCents,
+      held.map((h) => ({ day: h.day, amountCents: h.amount_cents })),
+    ),
+  };
 }
 
 export async function affiliateMaturities(db: Db, workspaceId: string) {

@@ -42,7 +42,12 @@ export interface AffiliateTerms {
   holdingMs: number;
 }
 
-export async function applyAffiliateBillingEffects(tx: Db, workspaceId: string, event: BillingEvent, terms: AffiliateTerms): Promise<string[]> {
+export async function applyAffiliateBillingEffects(
+  tx: Db,
+  workspaceId: string,
+  event: BillingEvent,
+  terms: AffiliateTerms,
+): Promise<string[]> {
   switch (event.kind) {
     case 'invoice_paid':
       if (event.amountPaidCents <= 0) return [];
@@ -60,7 +65,12 @@ export async function applyAffiliateBillingEffects(tx: Db, workspaceId: string, 
   }
 }
 
-async function invoicePaid(tx: Db, workspaceId: string, e: Extract<BillingEvent, { invoiceId: string }>, terms: AffiliateTerms): Promise<string[]> {
+async function invoicePaid(
+  tx: Db,
+  workspaceId: string,
+  e: Extract<BillingEvent, { invoiceId: string }>,
+  terms: AffiliateTerms,
+): Promise<string[]> {
   const attribution = await lockAttribution(tx, workspaceId);
   if (!attribution) return [];
   const paidAt = e.occurredAt;
@@ -114,7 +124,12 @@ async function reconcilePayment(tx: Db, paymentId: string, at: Date): Promise<st
 
 async function reconcileRefund(tx: Db, c: CommissionRow, refundedCents: number, at: Date): Promise<void> {
   if (refundedCents <= 0 || c.status === 'clawed_back' || !refundInsideWindow(at, c.available_at)) return;
-  const money = { amountCents: c.amount_cents, invoiceCents: c.invoice_cents, refundClawedCents: c.refund_clawed_cents, disputeClawedCents: c.dispute_clawed_cents };
+  const money = {
+    amountCents: c.amount_cents,
+    invoiceCents: c.invoice_cents,
+    refundClawedCents: c.refund_clawed_cents,
+    disputeClawedCents: c.dispute_clawed_cents,
+  };
   const target = refundClawbackTarget(money, refundedCents);
   const cents = target - c.refund_clawed_cents;
   if (cents <= 0) return;
@@ -138,7 +153,13 @@ async function reconcileRefund(tx: Db, c: CommissionRow, refundedCents: number, 
 async function reconcileDispute(tx: Db, c: CommissionRow, status: 'open' | 'won' | 'lost'): Promise<void> {
   if (c.dispute_status === status) return;
   const move = decideDispute(
-    { amountCents: c.amount_cents, invoiceCents: c.invoice_cents, refundClawedCents: c.refund_clawed_cents, disputeClawedCents: c.dispute_clawed_cents, disputeStatus: c.dispute_status },
+    {
+      amountCents: c.amount_cents,
+      invoiceCents: c.invoice_cents,
+      refundClawedCents: c.refund_clawed_cents,
+      disputeClawedCents: c.dispute_clawed_cents,
+      disputeStatus: c.dispute_status,
+    },
     status,
   );
   const disputeClawed = move.kind === 'clawback_dispute' ? move.cents : c.dispute_clawed_cents;
@@ -149,7 +170,10 @@ async function reconcileDispute(tx: Db, c: CommissionRow, status: 'open' | 'won'
     affiliateId: c.affiliate_id,
     kind: move.kind,
     amountCents: move.kind === 'clawback_dispute' ? -move.cents : move.cents,
-    description: move.kind === 'clawback_dispute' ? `payment of invoice ${c.invoice_id} disputed: commission clawed back` : `dispute of invoice ${c.invoice_id} won: clawback reversed`,
+    description:
+      move.kind === 'clawback_dispute'
+        ? `payment of invoice ${c.invoice_id} disputed: commission clawed back`
+        : `dispute of invoice ${c.invoice_id} won: clawback reversed`,
     causeKey: `${move.kind}:${c.id}`,
     commissionId: c.id,
     held,

@@ -4,7 +4,13 @@
  */
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
-import { lockMaturationShard, matureDueCommissionsOfShard, recordShardWake, shardsToWake, shardsWithLostWake } from '../../store/affiliates/commissions.js';
+import {
+  lockMaturationShard,
+  matureDueCommissionsOfShard,
+  recordShardWake,
+  shardsToWake,
+  shardsWithLostWake,
+} from '../../store/affiliates/commissions.js';
 import { releaseHeldEntriesOf } from '../../store/affiliates/ledger.js';
 import { commissionMaturationWorkflow } from '../../workflows/affiliates/commission-maturation.js';
 import {
@@ -33,7 +39,12 @@ export async function matureDueCommissions(sql: Sql, shard: number, now: Date): 
 }
 
 /** Signal-with-start these shards' maturation workflows (a new run starts when none is running). */
-export async function wakeMaturationShards(client: Client, taskQueue: string, shards: readonly number[], reason: WakeReason): Promise<void> {
+export async function wakeMaturationShards(
+  client: Client,
+  taskQueue: string,
+  shards: readonly number[],
+  reason: WakeReason,
+): Promise<void> {
   await Promise.all(
     shards.map((shard) =>
       client.workflow.signalWithStart(commissionMaturationWorkflow, {
@@ -53,21 +64,38 @@ export async function wakeMaturationShards(client: Client, taskQueue: string, sh
  * commission's available_at). With a fixed holding period a new commission matures after the held
  * ones, so a busy shard needs no signal. Answers how many shards it signalled.
  */
-export async function wakeCommissions(client: Client, taskQueue: string, sql: Sql, commissionIds: readonly string[], reason: WakeReason = 'created'): Promise<number> {
+export async function wakeCommissions(
+  client: Client,
+  taskQueue: string,
+  sql: Sql,
+  commissionIds: readonly string[],
+  reason: WakeReason = 'created',
+): Promise<number> {
   const shards = await shardsToWake(sql, commissionIds);
   await wakeMaturationShards(client, taskQueue, shards, reason);
   return shards.length;
 }
 
 /** Signals every shard whose wake was lost (shardsWithLostWake). Answers how many. */
-export async function sweepLostMaturationWakes(client: Client, taskQueue: string, sql: Sql, options: { now?: Date; graceMs?: number } = {}): Promise<number> {
+export async function sweepLostMaturationWakes(
+  client: Client,
+  taskQueue: string,
+  sql: Sql,
+  options: { now?: Date; graceMs?: number } = {},
+): Promise<number> {
   const shards = await shardsWithLostWake(sql, options.now ?? new Date(), options.graceMs ?? 30_000);
   await wakeMaturationShards(client, taskQueue, shards, 'sweeper');
   return shards.length;
 }
 
 /** Runs sweepLostMaturationWakes now and every `everyMs` (10 s); answers the function that stops it. */
-export function keepCommissionMaturationsWoken(input: { client: Client; taskQueue: string; sql: Sql; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
+export function keepCommissionMaturationsWoken(input: {
+  client: Client;
+  taskQueue: string;
+  sql: Sql;
+  onError: (error: unknown) => void;
+  everyMs?: number;
+}): () => Promise<void> {
   let running: Promise<unknown> = Promise.resolve();
   const sweep = () => {
     running = sweepLostMaturationWakes(input.client, input.taskQueue, input.sql).catch(input.onError);

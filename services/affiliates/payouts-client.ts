@@ -6,9 +6,19 @@
  * Pausing the program is a payout gate in Postgres, not a paused Schedule: a cycle still runs,
  * follows its open payouts, and pays nobody while paused.
  */
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleOverlapPolicy,
+  WorkflowExecutionAlreadyStartedError,
+  type Client,
+} from '@temporalio/client';
 import { payoutPeriodOf } from '../../domain/affiliates/payout-gates.js';
-import { affiliatePayoutScheduleId, payoutCycleWorkflowId, type PayoutCycleInput, type PayoutCycleResult } from '../../workflows/affiliates/payout-cycle.contract.js';
+import {
+  affiliatePayoutScheduleId,
+  payoutCycleWorkflowId,
+  type PayoutCycleInput,
+  type PayoutCycleResult,
+} from '../../workflows/affiliates/payout-cycle.contract.js';
 
 export interface PayoutTemporal {
   client: Client;
@@ -16,14 +26,23 @@ export interface PayoutTemporal {
 }
 
 /** Makes the monthly Schedule when missing, or moves it to the configured day. */
-export async function ensurePayoutSchedule(temporal: PayoutTemporal, dayOfMonth: number): Promise<'created' | 'kept' | 'updated'> {
+export async function ensurePayoutSchedule(
+  temporal: PayoutTemporal,
+  dayOfMonth: number,
+): Promise<'created' | 'kept' | 'updated'> {
   const spec = { calendars: [{ dayOfMonth, hour: 0, minute: 0, comment: 'Affiliate payouts, monthly at 00:00 UTC' }] };
   const scheduleId = affiliatePayoutScheduleId(temporal.taskQueue);
   try {
     await temporal.client.schedule.create({
       scheduleId,
       spec,
-      action: { type: 'startWorkflow', workflowType: 'affiliatePayoutCycleWorkflow', args: [{}], taskQueue: temporal.taskQueue, workflowId: scheduleId },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'affiliatePayoutCycleWorkflow',
+        args: [{}],
+        taskQueue: temporal.taskQueue,
+        workflowId: scheduleId,
+      },
       policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 day' },
       memo: { what: 'affiliate payout cycle (decision 044)' },
     });
@@ -42,7 +61,11 @@ export async function ensurePayoutSchedule(temporal: PayoutTemporal, dayOfMonth:
 }
 
 /** Keeps trying to make the Schedule (Temporal may start after the worker); stops with the returned function. */
-export function keepPayoutScheduleEnsured(temporal: PayoutTemporal, dayOfMonth: number, onError: (error: unknown) => void): () => Promise<void> {
+export function keepPayoutScheduleEnsured(
+  temporal: PayoutTemporal,
+  dayOfMonth: number,
+  onError: (error: unknown) => void,
+): () => Promise<void> {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   const attempt = () => {
@@ -60,11 +83,21 @@ export function keepPayoutScheduleEnsured(temporal: PayoutTemporal, dayOfMonth: 
 }
 
 /** Runs a cycle now for `at`'s period (an operator or a test); a cycle of that period already running is joined. */
-export async function runPayoutCycle(temporal: PayoutTemporal, input: { at: Date; followForMs?: number }): Promise<PayoutCycleResult> {
-  const args: PayoutCycleInput = { cycleAt: input.at.toISOString(), ...(input.followForMs !== undefined ? { followForMs: input.followForMs } : {}) };
+export async function runPayoutCycle(
+  temporal: PayoutTemporal,
+  input: { at: Date; followForMs?: number },
+): Promise<PayoutCycleResult> {
+  const args: PayoutCycleInput = {
+    cycleAt: input.at.toISOString(),
+    ...(input.followForMs !== undefined ? { followForMs: input.followForMs } : {}),
+  };
   const workflowId = payoutCycleWorkflowId(temporal.taskQueue, payoutPeriodOf(input.at));
   try {
-    const handle = await temporal.client.workflow.start('affiliatePayoutCycleWorkflow', { taskQueue: temporal.taskQueue, workflowId, args: [args] });
+    const handle = await temporal.client.workflow.start('affiliatePayoutCycleWorkflow', {
+      taskQueue: temporal.taskQueue,
+      workflowId,
+      args: [args],
+    });
     return (await handle.result()) as PayoutCycleResult;
   } catch (error) {
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;

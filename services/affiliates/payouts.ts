@@ -12,7 +12,15 @@
  */
 import type { Db, Sql } from '../../db/sql.js';
 import { decidePayoutGate, payoutPeriodOf, type PayoutGateDecision } from '../../domain/affiliates/payout-gates.js';
-import { decidePayoutTransition, forfeitsAt, payoutBatchSize, senderBatchIdOf, type PayoutEvent, type PayoutSettingsSchema, type PayoutSettingsUpdateSchema } from '../../domain/affiliates/payouts.js';
+import {
+  decidePayoutTransition,
+  forfeitsAt,
+  payoutBatchSize,
+  senderBatchIdOf,
+  type PayoutEvent,
+  type PayoutSettingsSchema,
+  type PayoutSettingsUpdateSchema,
+} from '../../domain/affiliates/payouts.js';
 import { notFound } from '../../domain/shared/errors.js';
 import type { z } from 'zod';
 import { PayoutValidationError, type PayoutProvider } from '../../integrations/payouts/provider.js';
@@ -48,16 +56,40 @@ import {
 } from '../../store/affiliates/payouts.js';
 
 /** The gate decision for one affiliate at `now` (cycleAt: as the cycle asks it). Undefined for an unknown affiliate. */
-export async function payoutGateOf(db: Db, affiliateId: string, now: Date, terms: AffiliatePayoutTerms, cycleAt?: Date): Promise<PayoutGateDecision | undefined> {
+export async function payoutGateOf(
+  db: Db,
+  affiliateId: string,
+  now: Date,
+  terms: AffiliatePayoutTerms,
+  cycleAt?: Date,
+): Promise<PayoutGateDecision | undefined> {
   const snapshot = await gateSnapshot(db, affiliateId);
   if (!snapshot) return undefined;
-  const [paused, balances, maturities] = await Promise.all([payoutProgramPaused(db), affiliateBalances(db, affiliateId, now), heldMaturities(db, affiliateId)]);
-  return decideFromSnapshot(snapshot, { paused, availableCents: balances.availableCents, maturities, now, terms, cycleAt });
+  const [paused, balances, maturities] = await Promise.all([
+    payoutProgramPaused(db),
+    affiliateBalances(db, affiliateId, now),
+    heldMaturities(db, affiliateId),
+  ]);
+  return decideFromSnapshot(snapshot, {
+    paused,
+    availableCents: balances.availableCents,
+    maturities,
+    now,
+    terms,
+    cycleAt,
+  });
 }
 
 function decideFromSnapshot(
   s: GateSnapshotRow,
-  x: { paused: boolean; availableCents: number; maturities: { availableAt: Date; amountCents: number }[]; now: Date; terms: AffiliatePayoutTerms; cycleAt?: Date },
+  x: {
+    paused: boolean;
+    availableCents: number;
+    maturities: { availableAt: Date; amountCents: number }[];
+    now: Date;
+    terms: AffiliatePayoutTerms;
+    cycleAt?: Date;
+  },
 ): PayoutGateDecision {
   return decidePayoutGate({
     now: x.now,
@@ -90,7 +122,11 @@ export interface PayoutEventInput {
  * status moved by compare-and-set, its money back and its destination held with it. Answers each
  * payout's new status, or null where nothing moved.
  */
-export async function applyPayoutEvents(sql: Sql, events: PayoutEventInput[], now: Date): Promise<Map<string, PayoutRow['status'] | null>> {
+export async function applyPayoutEvents(
+  sql: Sql,
+  events: PayoutEventInput[],
+  now: Date,
+): Promise<Map<string, PayoutRow['status'] | null>> {
   const result = new Map<string, PayoutRow['status'] | null>();
   if (events.length === 0) return result;
   const byId = new Map(events.map((e) => [e.payoutId, e]));
@@ -107,12 +143,21 @@ export async function applyPayoutEvents(sql: Sql, events: PayoutEventInput[], no
       plans.map(async ({ payout, input, move }) => {
         const providerStatus = input.event.kind === 'item' ? input.event.providerStatus : null;
         if (!move) {
-          if (providerStatus) await notePayoutProvider(tx, { id: payout.id, providerStatus, providerItemId: input.providerItemId });
+          if (providerStatus)
+            await notePayoutProvider(tx, { id: payout.id, providerStatus, providerItemId: input.providerItemId });
           result.set(payout.id, null);
           return;
         }
         const reason = input.event.kind === 'refused' ? input.event.reason : null;
-        const moved = await movePayout(tx, { id: payout.id, from: payout.status, to: move.to, providerStatus, providerItemId: input.providerItemId, reason, now });
+        const moved = await movePayout(tx, {
+          id: payout.id,
+          from: payout.status,
+          to: move.to,
+          providerStatus,
+          providerItemId: input.providerItemId,
+          reason,
+          now,
+        });
         result.set(payout.id, moved ? move.to : null);
         if (!moved) return;
         if (move.moneyBack) {
@@ -136,12 +181,25 @@ export async function applyPayoutEvents(sql: Sql, events: PayoutEventInput[], no
 }
 
 /** One payout's event (see applyPayoutEvents). */
-export async function applyPayoutEvent(sql: Sql, payoutId: string, event: PayoutEvent, detail: { providerItemId: string | null; now: Date }): Promise<PayoutRow['status'] | null> {
-  return (await applyPayoutEvents(sql, [{ payoutId, event, providerItemId: detail.providerItemId }], detail.now)).get(payoutId) ?? null;
+export async function applyPayoutEvent(
+  sql: Sql,
+  payoutId: string,
+  event: PayoutEvent,
+  detail: { providerItemId: string | null; now: Date },
+): Promise<PayoutRow['status'] | null> {
+  return (
+    (await applyPayoutEvents(sql, [{ payoutId, event, providerItemId: detail.providerItemId }], detail.now)).get(
+      payoutId,
+    ) ?? null
+  );
 }
 
 /** Reads every sent batch with an open payout back from the provider and applies each item. */
-export async function followOpenPayouts(sql: Sql, provider: PayoutProvider, now: Date): Promise<{ batches: number; moved: number; stillOpen: number }> {
+export async function followOpenPayouts(
+  sql: Sql,
+  provider: PayoutProvider,
+  now: Date,
+): Promise<{ batches: number; moved: number; stillOpen: number }> {
   let moved = 0;
   let stillOpen = 0;
   const batches = await batchesToFollow(sql);
@@ -153,8 +211,17 @@ export async function followOpenPayouts(sql: Sql, provider: PayoutProvider, now:
     for (const payout of payouts) {
       const item = bySender.get(payout.id);
       // Nothing new from the provider: nothing to write.
-      if (!item || (payout.provider_status === item.status && !decidePayoutTransition(payout.status, { kind: 'item', providerStatus: item.status }))) continue;
-      events.push({ payoutId: payout.id, event: { kind: 'item', providerStatus: item.status }, providerItemId: item.providerItemId });
+      if (
+        !item ||
+        (payout.provider_status === item.status &&
+          !decidePayoutTransition(payout.status, { kind: 'item', providerStatus: item.status }))
+      )
+        continue;
+      events.push({
+        payoutId: payout.id,
+        event: { kind: 'item', providerStatus: item.status },
+        providerItemId: item.providerItemId,
+      });
     }
     const applied = await applyPayoutEvents(sql, events, now);
     for (const payout of payouts) {
@@ -205,13 +272,28 @@ export interface PreparePage {
 }
 
 /** One page of affiliates: each one the gate lets through gets the period's payout, its ledger row in the same transaction. */
-export async function preparePayoutsPage(sql: Sql, input: { cycleAt: Date; after: string | null; limit: number; terms: AffiliatePayoutTerms }): Promise<PreparePage> {
+export async function preparePayoutsPage(
+  sql: Sql,
+  input: { cycleAt: Date; after: string | null; limit: number; terms: AffiliatePayoutTerms },
+): Promise<PreparePage> {
   const page = await gateSnapshotPage(sql, input.after, input.limit);
   const paused = await payoutProgramPaused(sql);
   const decide = (snapshot: GateSnapshotRow, availableCents: number) =>
-    decideFromSnapshot(snapshot, { paused, availableCents, maturities: [], now: input.cycleAt, terms: input.terms, cycleAt: input.cycleAt });
+    decideFromSnapshot(snapshot, {
+      paused,
+      availableCents,
+      maturities: [],
+      now: input.cycleAt,
+      terms: input.terms,
+      cycleAt: input.cycleAt,
+    });
   // A first look without a lock: most affiliates of a repeated run are not payable (paid this period, gated, under the minimum).
-  const looks = await Promise.all(page.map(async (snapshot) => ({ snapshot, available: (await affiliateBalances(sql, snapshot.affiliate_id, input.cycleAt)).availableCents })));
+  const looks = await Promise.all(
+    page.map(async (snapshot) => ({
+      snapshot,
+      available: (await affiliateBalances(sql, snapshot.affiliate_id, input.cycleAt)).availableCents,
+    })),
+  );
   const candidates = looks.filter((l) => decide(l.snapshot, l.available).payable).map((l) => l.snapshot);
   // The page's payouts in one transaction: each affiliate's row locked (in id order, as the page
   // is), so its balance cannot change under its payout (clawbacks, maturation and payouts take it
@@ -220,7 +302,10 @@ export async function preparePayoutsPage(sql: Sql, input: { cycleAt: Date; after
     await Promise.all(candidates.map((c) => lockAffiliate(tx, c.affiliate_id)));
     const made = await Promise.all(
       candidates.map(async (snapshot) => {
-        const [fresh, balances] = await Promise.all([gateSnapshot(tx, snapshot.affiliate_id), affiliateBalances(tx, snapshot.affiliate_id, input.cycleAt)]);
+        const [fresh, balances] = await Promise.all([
+          gateSnapshot(tx, snapshot.affiliate_id),
+          affiliateBalances(tx, snapshot.affiliate_id, input.cycleAt),
+        ]);
         const availableCents = balances.availableCents;
         const gate = decide(fresh ?? snapshot, availableCents);
         if (!fresh || !gate.payable) return false;
@@ -267,10 +352,20 @@ export interface SendResult {
  * period or one an earlier cycle could not send. A 422 fails the items it names (money back) and
  * puts the others back for the next batch.
  */
-export async function sendNextPayoutBatch(sql: Sql, provider: PayoutProvider, input: { period: string; now: Date; batchSize?: number }): Promise<SendResult> {
+export async function sendNextPayoutBatch(
+  sql: Sql,
+  provider: PayoutProvider,
+  input: { period: string; now: Date; batchSize?: number },
+): Promise<SendResult> {
   const batch =
     (await openBatch(sql)) ??
-    (await sql.begin((tx) => assignNewBatch(tx, { period: input.period, limit: input.batchSize ?? payoutBatchSize, senderBatchId: (id) => senderBatchIdOf(input.period, id) })));
+    (await sql.begin((tx) =>
+      assignNewBatch(tx, {
+        period: input.period,
+        limit: input.batchSize ?? payoutBatchSize,
+        senderBatchId: (id) => senderBatchIdOf(input.period, id),
+      }),
+    ));
   if (!batch) return { done: true, batchId: null, sent: 0, failed: 0, requeued: 0 };
   const payouts = (await batchPayouts(sql, batch.id)).filter((p) => p.status === 'held');
   if (payouts.length === 0) {
@@ -281,16 +376,28 @@ export async function sendNextPayoutBatch(sql: Sql, provider: PayoutProvider, in
     const result = await provider.createBatch({
       senderBatchId: batch.sender_batch_id,
       emailSubject: 'Your affiliate payout',
-      items: payouts.map((p) => ({ senderItemId: p.id, receiverEmail: p.receiver_email, amountCents: p.amount_cents, currency: 'USD' as const, note: `Affiliate commissions for ${p.period}` })),
+      items: payouts.map((p) => ({
+        senderItemId: p.id,
+        receiverEmail: p.receiver_email,
+        amountCents: p.amount_cents,
+        currency: 'USD' as const,
+        note: `Affiliate commissions for ${p.period}`,
+      })),
     });
-    await sql.begin((tx) => markBatchSent(tx, { batchId: batch.id, providerBatchId: result.providerBatchId, now: input.now }));
+    await sql.begin((tx) =>
+      markBatchSent(tx, { batchId: batch.id, providerBatchId: result.providerBatchId, now: input.now }),
+    );
     const bySender = new Map(result.items.map((i) => [i.senderItemId, i]));
     // Accepted: at least `created`; an item's own status may already say more.
     await applyPayoutEvents(
       sql,
       payouts.map((p) => {
         const item = bySender.get(p.id);
-        return { payoutId: p.id, event: { kind: 'item' as const, providerStatus: item?.status ?? 'PENDING' }, providerItemId: item?.providerItemId ?? null };
+        return {
+          payoutId: p.id,
+          event: { kind: 'item' as const, providerStatus: item?.status ?? 'PENDING' },
+          providerItemId: item?.providerItemId ?? null,
+        };
       }),
       input.now,
     );
@@ -300,8 +407,22 @@ export async function sendNextPayoutBatch(sql: Sql, provider: PayoutProvider, in
     // The named items fail with the provider's reason; a refusal naming no item fails them all, with its words.
     const refused: PayoutEventInput[] =
       error.itemIssues.size === 0
-        ? payouts.map((p) => ({ payoutId: p.id, event: { kind: 'refused' as const, reason: error.message }, providerItemId: null }))
-        : [...error.itemIssues].flatMap(([index, reason]) => (payouts[index] ? [{ payoutId: payouts[index].id, event: { kind: 'refused' as const, reason: `The provider refused it: ${reason}` }, providerItemId: null }] : []));
+        ? payouts.map((p) => ({
+            payoutId: p.id,
+            event: { kind: 'refused' as const, reason: error.message },
+            providerItemId: null,
+          }))
+        : [...error.itemIssues].flatMap(([index, reason]) =>
+            payouts[index]
+              ? [
+                  {
+                    payoutId: payouts[index].id,
+                    event: { kind: 'refused' as const, reason: `The provider refused it: ${reason}` },
+                    providerItemId: null,
+                  },
+                ]
+              : [],
+          );
     const applied = await applyPayoutEvents(sql, refused, input.now);
     const failed = [...applied.values()].filter((to) => to === 'failed').length;
     await sql.begin((tx) => markBatchRefused(tx, batch.id));
@@ -317,7 +438,14 @@ type PayoutSettingsUpdate = z.infer<typeof PayoutSettingsUpdateSchema>;
 // ---- What the routes answer ----
 
 function payoutOf(row: PayoutRow): PayoutView {
-  return { id: row.id, period: row.period, amount_cents: row.amount_cents, status: row.status, paid_at: row.paid_at?.toISOString() ?? null, created_at: row.created_at.toISOString() };
+  return {
+    id: row.id,
+    period: row.period,
+    amount_cents: row.amount_cents,
+    status: row.status,
+    paid_at: row.paid_at?.toISOString() ?? null,
+    created_at: row.created_at.toISOString(),
+  };
 }
 
 export interface PayoutView {
@@ -336,16 +464,32 @@ async function enrolled(db: Db, workspaceId: string) {
 }
 
 /** The workspace's payouts, newest first. */
-export async function listPayouts(sql: Sql, workspaceId: string, page: { limit: number; offset: number }): Promise<{ payouts: PayoutView[]; next_offset: number | null }> {
+export async function listPayouts(
+  sql: Sql,
+  workspaceId: string,
+  page: { limit: number; offset: number },
+): Promise<{ payouts: PayoutView[]; next_offset: number | null }> {
   const affiliate = await enrolled(sql, workspaceId);
   const rows = await payoutsPage(sql, affiliate.id, { limit: page.limit + 1, offset: page.offset });
-  return { payouts: rows.slice(0, page.limit).map(payoutOf), next_offset: rows.length > page.limit ? page.offset + page.limit : null };
+  return {
+    payouts: rows.slice(0, page.limit).map(payoutOf),
+    next_offset: rows.length > page.limit ? page.offset + page.limit : null,
+  };
 }
 
 /** The payout settings with the gate's answer (the same decidePayoutGate the cycle applies). */
-export async function readPayoutSettings(sql: Sql, workspaceId: string, terms: AffiliatePayoutTerms, now: Date = new Date()): Promise<PayoutSettings> {
+export async function readPayoutSettings(
+  sql: Sql,
+  workspaceId: string,
+  terms: AffiliatePayoutTerms,
+  now: Date = new Date(),
+): Promise<PayoutSettings> {
   const affiliate = await enrolled(sql, workspaceId);
-  const [settings, paused, gate] = await Promise.all([payoutSettings(sql, affiliate.id), payoutProgramPaused(sql), payoutGateOf(sql, affiliate.id, now, terms)]);
+  const [settings, paused, gate] = await Promise.all([
+    payoutSettings(sql, affiliate.id),
+    payoutProgramPaused(sql),
+    payoutGateOf(sql, affiliate.id, now, terms),
+  ]);
   return {
     payout_email: settings?.payout_email ?? null,
     identity_verified: settings?.identity_verified ?? false,
@@ -365,18 +509,37 @@ export async function readPayoutSettings(sql: Sql, workspaceId: string, terms: A
   };
 }
 
-export async function updatePayoutSettings(sql: Sql, workspaceId: string, body: PayoutSettingsUpdate, terms: AffiliatePayoutTerms): Promise<PayoutSettings> {
+export async function updatePayoutSettings(
+  sql: Sql,
+  workspaceId: string,
+  body: PayoutSettingsUpdate,
+  terms: AffiliatePayoutTerms,
+): Promise<PayoutSettings> {
   const affiliate = await enrolled(sql, workspaceId);
-  await setPayoutEmail(sql, { affiliateId: affiliate.id, workspaceId, email: body.payout_email?.trim().toLowerCase() ?? null });
+  await setPayoutEmail(sql, {
+    affiliateId: affiliate.id,
+    workspaceId,
+    email: body.payout_email?.trim().toLowerCase() ?? null,
+  });
   return readPayoutSettings(sql, workspaceId, terms);
 }
 
 // ---- What operators set (the admin command line) ----
 
 /** Turns one of a workspace's affiliate payout gates on or off; not found when it is not enrolled. */
-export async function setAffiliatePayoutGate(sql: Sql, input: { workspaceId: string; gate: OperatorGate; on: boolean; note: string | null; now?: Date }) {
+export async function setAffiliatePayoutGate(
+  sql: Sql,
+  input: { workspaceId: string; gate: OperatorGate; on: boolean; note: string | null; now?: Date },
+) {
   const affiliate = await enrolled(sql, input.workspaceId);
-  const row = await setOperatorGate(sql, { affiliateId: affiliate.id, workspaceId: input.workspaceId, gate: input.gate, on: input.on, note: input.note, now: input.now ?? new Date() });
+  const row = await setOperatorGate(sql, {
+    affiliateId: affiliate.id,
+    workspaceId: input.workspaceId,
+    gate: input.gate,
+    on: input.on,
+    note: input.note,
+    now: input.now ?? new Date(),
+  });
   return { affiliate_id: affiliate.id, gate: input.gate, on: input.on, settings: row };
 }
 

@@ -9,9 +9,17 @@ import { ApiError } from '../../domain/shared/errors.js';
 import { affiliatePerformanceCore, requireAffiliate } from './affiliates.js';
 import { payoutGateOf } from './payouts.js';
 
-export async function affiliatePerformance(deps: { sql: Db; integrations: { affiliatePayouts: AffiliatePayoutTerms } }, workspaceId: string, days: number, now: Date) {
+export async function affiliatePerformance(
+  deps: { sql: Db; integrations: { affiliatePayouts: AffiliatePayoutTerms } },
+  workspaceId: string,
+  days: number,
+  now: Date,
+) {
   const affiliate = await requireAffiliate(deps.sql, workspaceId);
-  const [core, gate] = await Promise.all([affiliatePerformanceCore(deps.sql, affiliate, days, now), payoutGateOf(deps.sql, affiliate.id, now, deps.integrations.affiliatePayouts)]);
+  const [core, gate] = await Promise.all([
+    affiliatePerformanceCore(deps.sql, affiliate, days, now),
+    payoutGateOf(deps.sql, affiliate.id, now, deps.integrations.affiliatePayouts),
+  ]);
   if (!gate) throw new ApiError('not_found', 'This workspace is not enrolled in the affiliate program.');
   return {
     ...core,

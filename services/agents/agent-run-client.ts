@@ -5,12 +5,22 @@ import type { AgentSuppliers } from '../../integrations/agent-tools/index.js';
 import type { Sql } from '../../db/sql.js';
 import type { AgentRunStatus } from '../../domain/agents/saved-agents.js';
 import { agentRunWorkflow, agentTrainingWorkflow } from '../../workflows/agents/agent-run.js';
-import { agentRunWorkflowIds, agentTrainingWorkflowId, cancelAgentRunUpdate, type AgentTrainingInput } from '../../workflows/agents/agent-run.contract.js';
+import {
+  agentRunWorkflowIds,
+  agentTrainingWorkflowId,
+  cancelAgentRunUpdate,
+  type AgentTrainingInput,
+} from '../../workflows/agents/agent-run.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { queueNewRowRuns } from '../../store/agents/saved-agents.js';
 
 /** Starts each run's workflow; a run whose workflow is already going is left as it is. */
-export async function startAgentRuns(client: Client, taskQueue: string, workspaceId: string, runs: { id: string; workflow_id: string }[]): Promise<void> {
+export async function startAgentRuns(
+  client: Client,
+  taskQueue: string,
+  workspaceId: string,
+  runs: { id: string; workflow_id: string }[],
+): Promise<void> {
   for (const run of runs) {
     await client.workflow.start(agentRunWorkflow, {
       taskQueue,
@@ -36,7 +46,12 @@ export async function startAgentTraining(client: Client, taskQueue: string, inpu
  * Cancels one going run through its workflow (update-with-start, so a run whose start was lost is
  * still reached) and answers its status after: `cancelled`, or how it had ended first.
  */
-export async function cancelAgentRun(client: Client, taskQueue: string, workspaceId: string, run: { id: string; workflow_id: string }): Promise<AgentRunStatus | 'gone'> {
+export async function cancelAgentRun(
+  client: Client,
+  taskQueue: string,
+  workspaceId: string,
+  run: { id: string; workflow_id: string },
+): Promise<AgentRunStatus | 'gone'> {
   const startWorkflowOperation = new WithStartWorkflowOperation(agentRunWorkflow, {
     taskQueue,
     workflowId: run.workflow_id,
@@ -44,11 +59,17 @@ export async function cancelAgentRun(client: Client, taskQueue: string, workspac
     workflowIdConflictPolicy: 'USE_EXISTING',
     typedSearchAttributes: [{ key: WorkspaceIdKey, value: workspaceId }],
   });
-  const status = await client.workflow.executeUpdateWithStart(cancelAgentRunUpdate, { startWorkflowOperation, updateId: `cancel/${run.id}` });
+  const status = await client.workflow.executeUpdateWithStart(cancelAgentRunUpdate, {
+    startWorkflowOperation,
+    updateId: `cancel/${run.id}`,
+  });
   // The row's workflow id is reused by its next run: let this one close (it only tidies up now),
   // so a run asked for right after the answer starts afresh instead of joining the closing one.
   if (status === 'cancelled') {
-    const closed = client.workflow.getHandle(run.workflow_id).result().catch(() => undefined);
+    const closed = client.workflow
+      .getHandle(run.workflow_id)
+      .result()
+      .catch(() => undefined);
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
   }
   return status;
@@ -61,7 +82,12 @@ export async function cancelAgentRun(client: Client, taskQueue: string, workspac
  * provider is absent is not run. The rows are committed already, so a failure is logged, never answered.
  */
 export async function runNewAgentRows(
-  deps: { sql: Sql; temporal: { client: Client; taskQueue: string }; agentSuppliers?: AgentSuppliers; log: FastifyBaseLogger },
+  deps: {
+    sql: Sql;
+    temporal: { client: Client; taskQueue: string };
+    agentSuppliers?: AgentSuppliers;
+    log: FastifyBaseLogger;
+  },
   workspaceId: string,
   tableId: string,
   added: number,

@@ -7,7 +7,12 @@
  * whether what was found is enough.
  */
 import type { EnrichmentProvider } from '../../domain/tables/enrichments.js';
-import { ModelFactsSchema, companyKeyOf, type ContactInput, type ResearchFact } from '../../domain/agents/outbound-agents.js';
+import {
+  ModelFactsSchema,
+  companyKeyOf,
+  type ContactInput,
+  type ResearchFact,
+} from '../../domain/agents/outbound-agents.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 
 export interface ResearchDeps {
@@ -36,10 +41,18 @@ const pageTextForModel = 6000;
 
 async function readPage(reader: EnrichmentProvider, url: string): Promise<Page | null> {
   try {
-    const outcome = await reader.run({ inputs: new Map([['url', url]]), options: new Map() }, AbortSignal.timeout(readTimeoutMs));
+    const outcome = await reader.run(
+      { inputs: new Map([['url', url]]), options: new Map() },
+      AbortSignal.timeout(readTimeoutMs),
+    );
     if (outcome.kind !== 'result') return null;
     const v = outcome.values;
-    return { url: String(v.final_url ?? url), title: String(v.title ?? ''), description: String(v.description ?? ''), text: String(v.text ?? '') };
+    return {
+      url: String(v.final_url ?? url),
+      title: String(v.title ?? ''),
+      description: String(v.description ?? ''),
+      text: String(v.text ?? ''),
+    };
   } catch {
     return null;
   }
@@ -52,8 +65,15 @@ function summaryOf(page: Page): string {
   return sentence.length > 300 ? `${sentence.slice(0, 299)}…` : sentence;
 }
 
-async function modelFacts(model: ChatModel, pages: { page: Page; category: 'company' | 'profile' }[]): Promise<ResearchFact[]> {
-  const shown = pages.map(({ page }, i) => `Page ${i + 1} (${page.url}) titled "${page.title}":\n${page.text.slice(0, pageTextForModel)}`).join('\n\n');
+async function modelFacts(
+  model: ChatModel,
+  pages: { page: Page; category: 'company' | 'profile' }[],
+): Promise<ResearchFact[]> {
+  const shown = pages
+    .map(
+      ({ page }, i) => `Page ${i + 1} (${page.url}) titled "${page.title}":\n${page.text.slice(0, pageTextForModel)}`,
+    )
+    .join('\n\n');
   try {
     const answer = await model.complete({
       json: true,
@@ -83,7 +103,11 @@ async function modelFacts(model: ChatModel, pages: { page: Page; category: 'comp
   }
 }
 
-export async function researchContact(deps: ResearchDeps, contact: ContactInput, rowFacts: ResearchFact[]): Promise<Research> {
+export async function researchContact(
+  deps: ResearchDeps,
+  contact: ContactInput,
+  rowFacts: ResearchFact[],
+): Promise<Research> {
   const brief = [...rowFacts];
   const pages: { page: Page; category: 'company' | 'profile' }[] = [];
   if (deps.webPage) {
@@ -97,7 +121,13 @@ export async function researchContact(deps: ResearchDeps, contact: ContactInput,
       if (!page) continue;
       pages.push({ page, category: target.category });
       const summary = summaryOf(page);
-      if (summary) brief.push({ category: target.category, fact: summary, source_title: page.title || page.url, source_url: page.url });
+      if (summary)
+        brief.push({
+          category: target.category,
+          fact: summary,
+          source_title: page.title || page.url,
+          source_url: page.url,
+        });
     }
   }
   let modelCalls = 0;

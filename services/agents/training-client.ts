@@ -3,7 +3,10 @@ import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { TrainingSession } from '../../domain/agents/training-sessions.js';
 import { trainingSessionWorkflow } from '../../workflows/agents/training-session.js';
-import { trainingSessionWorkflowId, type TrainingSessionInput } from '../../workflows/agents/training-session.contract.js';
+import {
+  trainingSessionWorkflowId,
+  type TrainingSessionInput,
+} from '../../workflows/agents/training-session.contract.js';
 import { SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 
 export interface SessionRef {
@@ -13,7 +16,11 @@ export interface SessionRef {
 }
 
 function startOptions(taskQueue: string, session: SessionRef) {
-  const input: TrainingSessionInput = { sessionId: session.id, workspaceId: session.workspace_id, sequenceId: session.sequence_id };
+  const input: TrainingSessionInput = {
+    sessionId: session.id,
+    workspaceId: session.workspace_id,
+    sequenceId: session.sequence_id,
+  };
   return {
     taskQueue,
     workflowId: trainingSessionWorkflowId(session.id),
@@ -44,6 +51,9 @@ export function updateTrainingSession<Args extends unknown[]>(
   updateId: string,
   args: Args,
 ): Promise<TrainingSession> {
-  const startWorkflowOperation = new WithStartWorkflowOperation(trainingSessionWorkflow, startOptions(taskQueue, session));
+  const startWorkflowOperation = new WithStartWorkflowOperation(
+    trainingSessionWorkflow,
+    startOptions(taskQueue, session),
+  );
   return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
 }

@@ -64,7 +64,12 @@ export class AnswerStreamHub {
    * The answer's events after `afterSeq`, live until its last part, then `[DONE]`. `first` is an
    * event the caller knows is stored (the `start` it just wrote), sent before anything is read.
    */
-  async open(messageId: string, afterSeq: number, signal: AbortSignal, first?: { seq: number; part: StreamPart }): Promise<Readable> {
+  async open(
+    messageId: string,
+    afterSeq: number,
+    signal: AbortSignal,
+    first?: { seq: number; part: StreamPart },
+  ): Promise<Readable> {
     await this.listen();
     const stop = AbortSignal.any([signal, this.closing.signal]);
     const entry = this.watched.get(messageId) ?? { version: 0, streams: 0, waiters: new Set<() => void>() };

@@ -31,10 +31,17 @@ export async function startTurn(temporal: Temporal, input: AssistantTurnInput): 
  * HTTP request is answered once by Temporal. A turn that has ended (its cards expired) decides
  * nothing more: 409.
  */
-export async function decideCards(temporal: Temporal, messageId: string, request: DecideCardsRequest): Promise<CardDecided[]> {
+export async function decideCards(
+  temporal: Temporal,
+  messageId: string,
+  request: DecideCardsRequest,
+): Promise<CardDecided[]> {
   const handle = temporal.client.workflow.getHandle(assistantTurnWorkflowId(messageId));
   try {
-    return await handle.executeUpdate(decideCardsUpdate, { args: [request], updateId: `${request.decision}:${request.key}:${request.cardIds.join(',')}`.slice(0, 900) });
+    return await handle.executeUpdate(decideCardsUpdate, {
+      args: [request],
+      updateId: `${request.decision}:${request.key}:${request.cardIds.join(',')}`.slice(0, 900),
+    });
   } catch (error) {
     if (error instanceof WorkflowNotFoundError || /already completed/i.test((error as Error).message ?? '')) {
       throw new ApiError('conflict', 'This card can no longer be decided: its answer has ended and the card expired.');

@@ -7,7 +7,13 @@
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
 import { type AppliedResult, type PreparedColumn, type Price, type Verb } from '../../domain/assistant/assistant.js';
-import { isBuiltVerb, refusedVerbs, VerbInputSchemas, type BuiltVerb, type VerbInput } from '../../domain/assistant/verbs.js';
+import {
+  isBuiltVerb,
+  refusedVerbs,
+  VerbInputSchemas,
+  type BuiltVerb,
+  type VerbInput,
+} from '../../domain/assistant/verbs.js';
 import { runRowsMax } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
@@ -15,7 +21,13 @@ import { startCall, type ProposalRow } from '../../store/assistant/proposals.js'
 import type { OperationDoor } from '../../domain/assistant/tool-cards.js';
 import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
 import { pageUrl } from '../../integrations/web/web-page.js';
-import { columnMadeSince, rowsOfTable, runFundedBy, setPreparedColumn, tableRowIds } from '../../store/assistant/workspace.js';
+import {
+  columnMadeSince,
+  rowsOfTable,
+  runFundedBy,
+  setPreparedColumn,
+  tableRowIds,
+} from '../../store/assistant/workspace.js';
 import { enrolRows, findSequenceRow } from '../../store/sequences/sequences.js';
 import { deleteColumn, createColumn } from '../../store/tables/columns.js';
 import { findRunColumn } from '../../store/tables/column-runs.js';
@@ -81,7 +93,10 @@ function runPrice(perRow: number, rows: number): Price {
     credits: credits > 0 ? credits : null,
     per: 'call',
     expected: credits > 0 ? credits : null,
-    aside: credits > 0 ? `${perRow} per row that gets a result, ${rows} row${rows === 1 ? '' : 's'}; an empty result costs nothing` : 'Costs no credits',
+    aside:
+      credits > 0
+        ? `${perRow} per row that gets a result, ${rows} row${rows === 1 ? '' : 's'}; an empty result costs nothing`
+        : 'Costs no credits',
   };
 }
 
@@ -94,13 +109,27 @@ export async function quoteVerb(deps: VerbDeps, workspaceId: string, verb: strin
     throw new VerbRefused(reason ?? `There is no workspace verb named ${verb}.`);
   }
   const { sql } = deps;
-  const base = { destructive: false, loss: null, sends: false, sourceColumnId: null, runsColumnId: null, prepares: false };
+  const base = {
+    destructive: false,
+    loss: null,
+    sends: false,
+    sourceColumnId: null,
+    runsColumnId: null,
+    prepares: false,
+  };
   switch (verb) {
     case 'add_column': {
       const input = parseInput('add_column', raw);
       const table = await requireTable(sql, workspaceId, input.table_id);
       if (input.column.kind !== 'enrichment') {
-        return { ...base, input, summary: `Add the ${input.column.kind} column "${input.column.name}"`, lines: [`Table ${input.table_id}`], price: free, prepares: true };
+        return {
+          ...base,
+          input,
+          summary: `Add the ${input.column.kind} column "${input.column.name}"`,
+          lines: [`Table ${input.table_id}`],
+          price: free,
+          prepares: true,
+        };
       }
       const perRow = await enrichmentPrice(deps, input.column.provider);
       const rowIds = await tableRowIds(sql, table.id, runRowsMax);
@@ -120,9 +149,13 @@ export async function quoteVerb(deps: VerbDeps, workspaceId: string, verb: strin
       const table = await requireTable(sql, workspaceId, input.table_id);
       const column = await findRunColumn(sql, table.id, input.column_id);
       if (!column) throw notFound('Column');
-      if (column.kind !== 'enrichment' || column.parent_column_id !== null) throw new VerbRefused(`"${column.name}" is not an enrichment column; only enrichment columns run.`);
+      if (column.kind !== 'enrichment' || column.parent_column_id !== null)
+        throw new VerbRefused(`"${column.name}" is not an enrichment column; only enrichment columns run.`);
       const perRow = await enrichmentPrice(deps, column.provider);
-      const rowIds = 'row_ids' in input ? await rowsOfTable(sql, table.id, input.row_ids as string[]) : await tableRowIds(sql, table.id, runRowsMax);
+      const rowIds =
+        'row_ids' in input
+          ? await rowsOfTable(sql, table.id, input.row_ids as string[])
+          : await tableRowIds(sql, table.id, runRowsMax);
       if (rowIds.length === 0) throw new VerbRefused('None of those rows is in the table.');
       return {
         ...base,
@@ -153,14 +186,27 @@ export async function quoteVerb(deps: VerbDeps, workspaceId: string, verb: strin
     }
     case 'start_search':
     case 'create_table_from_search': {
-      const input = verb === 'start_search' ? parseInput('start_search', raw) : parseInput('create_table_from_search', raw);
-      const into = 'table_id' in input ? (await requireTable(sql, workspaceId, input.table_id), `into table ${input.table_id}`) : `into a new table${input.table_name ? ` "${input.table_name}"` : ''}`;
+      const input =
+        verb === 'start_search' ? parseInput('start_search', raw) : parseInput('create_table_from_search', raw);
+      const into =
+        'table_id' in input
+          ? (await requireTable(sql, workspaceId, input.table_id), `into table ${input.table_id}`)
+          : `into a new table${input.table_name ? ` "${input.table_name}"` : ''}`;
       return {
         ...base,
         input,
         summary: `Search for up to ${input.max_results} ${input.kind} ${into}`,
-        lines: [`Query ${JSON.stringify(input.query)}`, 'Results the table already has (same profile URL, email or domain) are skipped'],
-        price: { credits: null, per: 'call', expected: null, aside: 'Each new row costs the search provider’s price (GET /lead-searches/providers/), charged as it lands; duplicates cost nothing' },
+        lines: [
+          `Query ${JSON.stringify(input.query)}`,
+          'Results the table already has (same profile URL, email or domain) are skipped',
+        ],
+        price: {
+          credits: null,
+          per: 'call',
+          expected: null,
+          aside:
+            'Each new row costs the search provider’s price (GET /lead-searches/providers/), charged as it lands; duplicates cost nothing',
+        },
       };
     }
     case 'add_contacts_to_sequence': {
@@ -172,7 +218,10 @@ export async function quoteVerb(deps: VerbDeps, workspaceId: string, verb: strin
         ...base,
         input,
         summary: `Enrol ${n} row${n === 1 ? '' : 's'} in the sequence "${(sequence as { name: string }).name}"`,
-        lines: ['Each row is checked on its own: do-not-contact, cooldown and other sequences still apply', 'Its steps are priced when they are queued'],
+        lines: [
+          'Each row is checked on its own: do-not-contact, cooldown and other sequences still apply',
+          'Its steps are priced when they are queued',
+        ],
         price: free,
       };
     }
@@ -189,7 +238,12 @@ export async function prepareColumn(deps: VerbDeps, card: ProposalRow): Promise<
     : input.column.kind === 'enrichment'
       ? await createEnrichmentColumn(deps.sql, card.workspace_id, input.table_id, input.column, deps.providers)
       : await createColumn(deps.sql, card.workspace_id, input.table_id, input.column);
-  const prepared: PreparedColumn = { table_id: input.table_id, column_id: column.id, name: input.column.name, kind: column.kind };
+  const prepared: PreparedColumn = {
+    table_id: input.table_id,
+    column_id: column.id,
+    name: input.column.name,
+    kind: column.kind,
+  };
   await setPreparedColumn(deps.sql, card.id, prepared);
   return prepared;
 }
@@ -197,20 +251,42 @@ export async function prepareColumn(deps: VerbDeps, card: ProposalRow): Promise<
 /** A dismissed card takes back what it prepared. */
 export async function withdrawCard(deps: VerbDeps, card: ProposalRow): Promise<void> {
   if (!card.prepared_column) return;
-  await deleteColumn(deps.sql, card.workspace_id, card.prepared_column.table_id, card.prepared_column.column_id).catch((error: unknown) => {
-    if (!(error instanceof ApiError && error.code === 'not_found')) throw error;
-  });
+  await deleteColumn(deps.sql, card.workspace_id, card.prepared_column.table_id, card.prepared_column.column_id).catch(
+    (error: unknown) => {
+      if (!(error instanceof ApiError && error.code === 'not_found')) throw error;
+    },
+  );
 }
 
 /** Runs an enrichment column on the card's rows, paid ahead by the card's hold; the run already started by this card is found again. */
-async function startFundedRun(deps: VerbDeps, card: ProposalRow, tableId: string, columnId: string, holdId: string | null): Promise<Applied> {
+async function startFundedRun(
+  deps: VerbDeps,
+  card: ProposalRow,
+  tableId: string,
+  columnId: string,
+  holdId: string | null,
+): Promise<Applied> {
   const rowIds = (card.input as { row_ids: string[] }).row_ids;
   if (holdId && (await runFundedBy(deps.sql, holdId))) return { kind: 'waiting' };
   try {
-    await createColumnRun(deps.sql, deps.temporal, deps.providers, { workspaceId: card.workspace_id, tableId, columnId }, { row_ids: rowIds }, holdId ? { fundingHoldId: holdId } : {});
+    await createColumnRun(
+      deps.sql,
+      deps.temporal,
+      deps.providers,
+      { workspaceId: card.workspace_id, tableId, columnId },
+      { row_ids: rowIds },
+      holdId ? { fundingHoldId: holdId } : {},
+    );
   } catch (error) {
     if (error instanceof ApiError && error.code === 'conflict' && /already going/.test(error.detail)) {
-      const result: AppliedResult = { content: error.detail, link: null, link_label: null, entity_id: columnId, opens: 'column', made: 0 };
+      const result: AppliedResult = {
+        content: error.detail,
+        link: null,
+        link_label: null,
+        entity_id: columnId,
+        opens: 'column',
+        made: 0,
+      };
       return { kind: 'done', result, charged: 0, outcome: 'already_pending' };
     }
     throw error;
@@ -237,15 +313,21 @@ async function applyToolCard(deps: VerbDeps, card: ProposalRow): Promise<Applied
   if (!card.member_id) throw new VerbRefused('This card has no member to act for.');
   const { request } = card.input as unknown as ToolCardInput;
   if (request.method === 'POST' && !(await startCall(deps.sql, card.id))) {
-    throw new VerbRefused('The call was interrupted and may or may not have happened: check, and ask again if it did not.');
+    throw new VerbRefused(
+      'The call was interrupted and may or may not have happened: check, and ask again if it did not.',
+    );
   }
   const answer = await door.call(card.member_id, request);
   const detail = (answer.body as { detail?: unknown } | null)?.detail;
   if (answer.status >= 500 || answer.status === 429) {
-    if (request.method === 'POST') throw new VerbRefused(`The API answered ${answer.status}: ${typeof detail === 'string' ? detail : 'try again later'}.`);
+    if (request.method === 'POST')
+      throw new VerbRefused(
+        `The API answered ${answer.status}: ${typeof detail === 'string' ? detail : 'try again later'}.`,
+      );
     throw new Error(`The API answered ${answer.status}.`);
   }
-  if (answer.status >= 400) throw new VerbRefused(typeof detail === 'string' ? detail : `The API answered ${answer.status}.`);
+  if (answer.status >= 400)
+    throw new VerbRefused(typeof detail === 'string' ? detail : `The API answered ${answer.status}.`);
   const id = (answer.body as { id?: unknown } | null)?.id;
   return {
     kind: 'done',
@@ -267,10 +349,14 @@ async function applySearchCard(deps: VerbDeps, card: ProposalRow): Promise<Appli
   const door = deps.operations?.();
   if (!door) throw new VerbRefused('The API cannot be called from this process.');
   if (!card.member_id) throw new VerbRefused('This card has no member to act for.');
-  if (!(await startCall(deps.sql, card.id))) throw new VerbRefused('Starting the search was interrupted and may or may not have happened: check the lead searches, and ask again if it did not.');
+  if (!(await startCall(deps.sql, card.id)))
+    throw new VerbRefused(
+      'Starting the search was interrupted and may or may not have happened: check the lead searches, and ask again if it did not.',
+    );
   const answer = await door.call(card.member_id, { method: 'POST', url: '/lead-searches/', body: card.input });
   const body = answer.body as { id?: string; table_id?: string; detail?: string } | null;
-  if (answer.status !== 202 || !body?.id || !body.table_id) throw new VerbRefused(body?.detail ?? `The API answered ${answer.status}.`);
+  if (answer.status !== 202 || !body?.id || !body.table_id)
+    throw new VerbRefused(body?.detail ?? `The API answered ${answer.status}.`);
   return {
     kind: 'done',
     charged: 0,
@@ -292,12 +378,20 @@ export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: strin
   switch (card.verb as BuiltVerb) {
     case 'add_column': {
       const prepared = await prepareColumn(deps, card);
-      if (prepared.kind === 'enrichment') return startFundedRun(deps, card, prepared.table_id, prepared.column_id, holdId);
+      if (prepared.kind === 'enrichment')
+        return startFundedRun(deps, card, prepared.table_id, prepared.column_id, holdId);
       return {
         kind: 'done',
         charged: 0,
         outcome: 'done',
-        result: { content: `Added the column "${prepared.name}".`, link: `/tables/${prepared.table_id}/columns/${prepared.column_id}/`, link_label: 'Open the column', entity_id: prepared.column_id, opens: 'column', made: 1 },
+        result: {
+          content: `Added the column "${prepared.name}".`,
+          link: `/tables/${prepared.table_id}/columns/${prepared.column_id}/`,
+          link_label: 'Open the column',
+          entity_id: prepared.column_id,
+          opens: 'column',
+          made: 1,
+        },
       };
     }
     case 'run_column':
@@ -307,9 +401,21 @@ export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: strin
     }
     case 'add_contacts_to_sequence': {
       const input = card.input as VerbInput<'add_contacts_to_sequence'>;
-      const { results } = await enrolRows(deps.sql, card.workspace_id, input.sequence_id, input.row_ids, input.sender_profile_id);
-      const live = results.flatMap((r) => (r.contact && ['active', 'paused', 'failed'].includes(r.contact.status) ? [{ ...r.contact, workspace_id: card.workspace_id }] : []));
-      await startContacts(deps.temporal.client, deps.temporal.taskQueue, [...new Map(live.map((c) => [c.id, c])).values()]);
+      const { results } = await enrolRows(
+        deps.sql,
+        card.workspace_id,
+        input.sequence_id,
+        input.row_ids,
+        input.sender_profile_id,
+      );
+      const live = results.flatMap((r) =>
+        r.contact && ['active', 'paused', 'failed'].includes(r.contact.status)
+          ? [{ ...r.contact, workspace_id: card.workspace_id }]
+          : [],
+      );
+      await startContacts(deps.temporal.client, deps.temporal.taskQueue, [
+        ...new Map(live.map((c) => [c.id, c])).values(),
+      ]);
       const enrolled = results.filter((r) => r.status === 'enrolled').length;
       const already = results.filter((r) => r.status === 'already_enrolled').length;
       const refused = results.length - enrolled - already;
@@ -335,7 +441,10 @@ export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: strin
       const caller = deps.endpoints?.();
       if (!caller) throw new VerbRefused('Outside endpoints cannot be called from this process.');
       // Sent at most once: a retry after a crash mid-call cannot know whether the endpoint got it.
-      if (!(await startCall(deps.sql, card.id))) throw new VerbRefused('The call was interrupted and may or may not have reached the endpoint: check, and ask again if it did not.');
+      if (!(await startCall(deps.sql, card.id)))
+        throw new VerbRefused(
+          'The call was interrupted and may or may not have reached the endpoint: check, and ask again if it did not.',
+        );
       let answer;
       try {
         answer = await caller.send(input.url, input.method, input.body);
@@ -343,12 +452,20 @@ export async function applyVerb(deps: VerbDeps, card: ProposalRow, holdId: strin
         throw new VerbRefused((error as Error).message);
       }
       const host = new URL(input.url).host;
-      if (answer.status < 200 || answer.status >= 300) throw new VerbRefused(`${host} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+      if (answer.status < 200 || answer.status >= 300)
+        throw new VerbRefused(`${host} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
       return {
         kind: 'done',
         charged: 0,
         outcome: 'sent',
-        result: { content: `${host} answered ${answer.status}.`, link: null, link_label: null, entity_id: null, opens: 'none', made: 1 },
+        result: {
+          content: `${host} answered ${answer.status}.`,
+          link: null,
+          link_label: null,
+          entity_id: null,
+          opens: 'none',
+          made: 1,
+        },
       };
     }
     default:
@@ -376,4 +493,3 @@ export async function fundedRunOutcome(deps: VerbDeps, card: ProposalRow) {
     error: run.status === 'completed' ? null : (run.error ?? `The run was ${run.status}.`),
   };
 }
-

@@ -9,10 +9,24 @@ import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import type { PaymentProvider } from '../../integrations/payments/provider.js';
 import { PaymentProviderError } from '../../integrations/payments/provider.js';
-import { billingCurrency, creditPacks, designPartnerMonthlyCredits, periodCredits, planTerms, referralRewardCredits, type CreditPackId } from '../../domain/billing/catalogue.js';
+import {
+  billingCurrency,
+  creditPacks,
+  designPartnerMonthlyCredits,
+  periodCredits,
+  planTerms,
+  referralRewardCredits,
+  type CreditPackId,
+} from '../../domain/billing/catalogue.js';
 import { grantPeriodAt } from '../../domain/billing/periods.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import { readBillingAccount, referralCounts, setCancelAtPeriodEnd, setCustomer, type BillingAccountRow } from '../../store/billing/accounts.js';
+import {
+  readBillingAccount,
+  referralCounts,
+  setCancelAtPeriodEnd,
+  setCustomer,
+  type BillingAccountRow,
+} from '../../store/billing/accounts.js';
 import { listInvoices, listPayments } from '../../store/billing/invoices.js';
 import { applyDesignPartner, readDesignPartner, type DesignPartnerRow } from '../../store/billing/design-partners.js';
 import { getBalance } from '../../store/platform/credits.js';
@@ -48,7 +62,8 @@ export async function billingOverview(deps: BillingDeps, workspaceId: string, no
   const a = await account(deps.sql, workspaceId);
   const credits = periodCredits(a.plan, a.design_partner);
   const period = grantPeriodAt(a.grant_anchor, now);
-  const renews = a.plan === 'paid' && a.subscription_id !== null && !a.cancel_at_period_end && a.current_period_end !== null;
+  const renews =
+    a.plan === 'paid' && a.subscription_id !== null && !a.cancel_at_period_end && a.current_period_end !== null;
   return {
     plan: a.plan,
     billing_configured: !('missing' in deps.integrations.payments),
@@ -57,12 +72,22 @@ export async function billingOverview(deps: BillingDeps, workspaceId: string, no
     cancel_at_period_end: a.cancel_at_period_end,
     payment_failed_at: iso(a.payment_failed_at),
     grace_ends_at: iso(a.grace_ends_at),
-    next_invoice: renews ? { amount_cents: planTerms.paid.monthly_price_cents, currency: billingCurrency, due_at: a.current_period_end!.toISOString() } : null,
+    next_invoice: renews
+      ? {
+          amount_cents: planTerms.paid.monthly_price_cents,
+          currency: billingCurrency,
+          due_at: a.current_period_end!.toISOString(),
+        }
+      : null,
     credits: await getBalance(deps.sql, workspaceId),
     grant_period: { start: period.start.toISOString(), end: period.end.toISOString() },
     grants_per_period: { ...credits, total: credits.plan + credits.design_partner },
     plans: (['free', 'paid'] as const).map((plan) => ({ plan, currency: billingCurrency, ...planTerms[plan] })),
-    packs: (Object.keys(creditPacks) as CreditPackId[]).map((pack) => ({ pack, currency: billingCurrency, ...creditPacks[pack] })),
+    packs: (Object.keys(creditPacks) as CreditPackId[]).map((pack) => ({
+      pack,
+      currency: billingCurrency,
+      ...creditPacks[pack],
+    })),
   };
 }
 
@@ -71,22 +96,45 @@ function providerFailure(error: unknown): never {
   throw error;
 }
 
-async function customerOf(deps: BillingDeps, provider: PaymentProvider, a: BillingAccountRow, email: string | null): Promise<string> {
+async function customerOf(
+  deps: BillingDeps,
+  provider: PaymentProvider,
+  a: BillingAccountRow,
+  email: string | null,
+): Promise<string> {
   if (a.customer_id) return a.customer_id;
-  const customerId = await provider.createCustomer({ workspaceId: a.workspace_id, name: a.workspace_name, email }).catch(providerFailure);
+  const customerId = await provider
+    .createCustomer({ workspaceId: a.workspace_id, name: a.workspace_name, email })
+    .catch(providerFailure);
   await setCustomer(deps.sql, a.workspace_id, customerId);
   return (await account(deps.sql, a.workspace_id)).customer_id ?? customerId;
 }
 
-export async function startCheckout(deps: BillingDeps, workspaceId: string, purchase: 'plan' | CreditPackId, email: string | null) {
+export async function startCheckout(
+  deps: BillingDeps,
+  workspaceId: string,
+  purchase: 'plan' | CreditPackId,
+  email: string | null,
+) {
   const { provider, returnUrl } = paymentsOf(deps.integrations);
   const a = await account(deps.sql, workspaceId);
-  if (purchase === 'plan' && a.plan === 'paid') throw new ApiError('conflict', 'This workspace is already on the paid plan.');
+  if (purchase === 'plan' && a.plan === 'paid')
+    throw new ApiError('conflict', 'This workspace is already on the paid plan.');
   const customerId = await customerOf(deps, provider, a, email);
   const line =
     purchase === 'plan'
-      ? { name: 'Paid plan', amountCents: planTerms.paid.monthly_price_cents, currency: billingCurrency, recurring: true }
-      : { name: `${creditPacks[purchase].credits} credits`, amountCents: creditPacks[purchase].price_cents, currency: billingCurrency, recurring: false };
+      ? {
+          name: 'Paid plan',
+          amountCents: planTerms.paid.monthly_price_cents,
+          currency: billingCurrency,
+          recurring: true,
+        }
+      : {
+          name: `${creditPacks[purchase].credits} credits`,
+          amountCents: creditPacks[purchase].price_cents,
+          currency: billingCurrency,
+          recurring: false,
+        };
   const session = await provider
     .createCheckout({
       workspaceId,
@@ -103,7 +151,11 @@ export async function startCheckout(deps: BillingDeps, workspaceId: string, purc
 export async function portalLink(deps: BillingDeps, workspaceId: string) {
   const { provider, returnUrl } = paymentsOf(deps.integrations);
   const a = await account(deps.sql, workspaceId);
-  if (!a.customer_id) throw new ApiError('conflict', 'This workspace has not been to checkout yet, so it has nothing to manage in the portal.');
+  if (!a.customer_id)
+    throw new ApiError(
+      'conflict',
+      'This workspace has not been to checkout yet, so it has nothing to manage in the portal.',
+    );
   return { url: await provider.createPortal({ customerId: a.customer_id, returnUrl }).catch(providerFailure) };
 }
 
@@ -113,10 +165,16 @@ export async function scheduleDowngrade(deps: BillingDeps, workspaceId: string, 
   const a = await account(deps.sql, workspaceId);
   if (a.plan !== 'paid') throw new ApiError('conflict', 'This workspace is on the free plan already.');
   if (!a.subscription_id || a.subscription_status === 'canceled') {
-    throw new ApiError('conflict', "This workspace's paid plan was set by an operator, not bought through checkout: an operator changes it.");
+    throw new ApiError(
+      'conflict',
+      "This workspace's paid plan was set by an operator, not bought through checkout: an operator changes it.",
+    );
   }
   if (a.cancel_at_period_end === cancel) {
-    throw new ApiError('conflict', cancel ? 'A downgrade is already scheduled for the end of the period.' : 'No downgrade is scheduled.');
+    throw new ApiError(
+      'conflict',
+      cancel ? 'A downgrade is already scheduled for the end of the period.' : 'No downgrade is scheduled.',
+    );
   }
   await provider.setCancelAtPeriodEnd(a.subscription_id, cancel).catch(providerFailure);
   await setCancelAtPeriodEnd(deps.sql, workspaceId, cancel);
@@ -166,10 +224,19 @@ export async function applyForDesignPartner(
   memberId: string | null,
   body: { company_website: string; use_case: string; team_size: number },
 ) {
-  const row = await applyDesignPartner(sql, { workspaceId, memberId, companyWebsite: body.company_website, useCase: body.use_case, teamSize: body.team_size });
+  const row = await applyDesignPartner(sql, {
+    workspaceId,
+    memberId,
+    companyWebsite: body.company_website,
+    useCase: body.use_case,
+    teamSize: body.team_size,
+  });
   if (!row) {
     const current = await readDesignPartner(sql, workspaceId);
-    throw new ApiError('conflict', `This workspace's application is ${current?.status ?? 'pending'}; it can apply again once declined or ended.`);
+    throw new ApiError(
+      'conflict',
+      `This workspace's application is ${current?.status ?? 'pending'}; it can apply again once declined or ended.`,
+    );
   }
   return designPartnerOut(row);
 }

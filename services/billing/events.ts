@@ -39,19 +39,31 @@ export interface BillingEventResult {
 type Of<K extends BillingEvent['kind']> = Extract<BillingEvent, { kind: K }>;
 type InvoiceEvent = Extract<BillingEvent, { invoiceId: string }>;
 
-export async function handleBillingEvent(sql: Sql, event: BillingEvent, affiliates: AffiliateTerms = { holdingMs: 30 * 86_400_000 }): Promise<BillingEventResult> {
+export async function handleBillingEvent(
+  sql: Sql,
+  event: BillingEvent,
+  affiliates: AffiliateTerms = { holdingMs: 30 * 86_400_000 },
+): Promise<BillingEventResult> {
   const workspaceId = (await workspaceOfBillingEvent(sql, event.workspaceId, event.customerId)) ?? null;
   return sql.begin(async (tx) => {
     // The account first (see lockBillingAccount), then the event's row: a redelivery waits for the
     // first delivery's commit and then finds its row.
     const account = workspaceId ? await lockBillingAccount(tx, workspaceId) : undefined;
-    if (!(await recordBillingEvent(tx, { id: event.id, type: event.type, workspaceId, occurredAt: event.occurredAt }))) {
+    if (
+      !(await recordBillingEvent(tx, { id: event.id, type: event.type, workspaceId, occurredAt: event.occurredAt }))
+    ) {
       return { duplicate: true, workspaceId, outcome: 'already handled', affiliateCommissionIds: [] };
     }
-    const outcome = !account ? 'ignored: no workspace of this service' : event.kind === 'ignored' ? 'ignored: not an event billing acts on' : await apply(tx, account, event);
+    const outcome = !account
+      ? 'ignored: no workspace of this service'
+      : event.kind === 'ignored'
+        ? 'ignored: not an event billing acts on'
+        : await apply(tx, account, event);
     await setBillingEventOutcome(tx, event.id, outcome);
     // The affiliate program's commission, clawback or reversal commits with the event (decision 043).
-    const affiliateCommissionIds = account ? await applyAffiliateBillingEffects(tx, account.workspace_id, event, affiliates) : [];
+    const affiliateCommissionIds = account
+      ? await applyAffiliateBillingEffects(tx, account.workspace_id, event, affiliates)
+      : [];
     return { duplicate: false, workspaceId, outcome, affiliateCommissionIds };
   }) as Promise<BillingEventResult>;
 }
@@ -103,7 +115,12 @@ async function checkoutCompleted(tx: Db, a: BillingAccountRow, e: Of<'checkout_c
     currency: e.currency,
     createdAt: e.occurredAt,
   });
-  await grantCreditsIn(tx, { workspaceId: a.workspace_id, amount: credits, causeKey: `credit-pack:${paymentId}`, note: `credit pack ${pack.data}` });
+  await grantCreditsIn(tx, {
+    workspaceId: a.workspace_id,
+    amount: credits,
+    causeKey: `credit-pack:${paymentId}`,
+    note: `credit pack ${pack.data}`,
+  });
   const reconciled = await reconcilePack(tx, payment, e.id);
   await rewardReferral(tx, a, e.amountCents);
   return `granted ${credits} credits of ${pack.data}${reconciled}`;
@@ -132,15 +149,27 @@ async function invoicePaid(tx: Db, a: BillingAccountRow, e: InvoiceEvent): Promi
 }
 
 async function invoiceFailed(tx: Db, a: BillingAccountRow, e: InvoiceEvent): Promise<string> {
-  const invoice = await upsertInvoice(tx, { workspaceId: a.workspace_id, status: 'payment_failed', ...invoiceFields(e), at: e.occurredAt });
+  const invoice = await upsertInvoice(tx, {
+    workspaceId: a.workspace_id,
+    status: 'payment_failed',
+    ...invoiceFields(e),
+    at: e.occurredAt,
+  });
   if (invoice.status === 'paid') return 'stale: the invoice is paid';
-  if (a.plan !== 'paid' || endedSubscription(a, e.subscriptionId)) return 'payment failed on a free workspace: nothing to keep';
+  if (a.plan !== 'paid' || endedSubscription(a, e.subscriptionId))
+    return 'payment failed on a free workspace: nothing to keep';
   const endsAt = graceEndsAt(e.occurredAt);
-  if (!(await startGrace(tx, a.workspace_id, e.occurredAt, endsAt))) return 'payment failed again: the grace already runs';
+  if (!(await startGrace(tx, a.workspace_id, e.occurredAt, endsAt)))
+    return 'payment failed again: the grace already runs';
   await recordWorkspaceEvent(tx, {
     workspaceId: a.workspace_id,
     type: 'billing.payment_failed',
-    payload: { invoice_id: e.invoiceId, amount_due_cents: e.amountDueCents, currency: e.currency, grace_ends_at: endsAt.toISOString() },
+    payload: {
+      invoice_id: e.invoiceId,
+      amount_due_cents: e.amountDueCents,
+      currency: e.currency,
+      grace_ends_at: endsAt.toISOString(),
+    },
   });
   return `payment failed: the paid plan is kept until ${endsAt.toISOString()}`;
 }
@@ -148,10 +177,16 @@ async function invoiceFailed(tx: Db, a: BillingAccountRow, e: InvoiceEvent): Pro
 async function subscriptionChanged(tx: Db, a: BillingAccountRow, e: Of<'subscription_changed'>): Promise<string> {
   if (endedSubscription(a, e.subscriptionId)) return 'stale: the subscription has ended';
   // Another subscription that is live here wins; one only linked by its checkout (no status yet) is replaced.
-  if (a.subscription_id && a.subscription_id !== e.subscriptionId && a.subscription_status !== null && a.subscription_status !== 'canceled') {
+  if (
+    a.subscription_id &&
+    a.subscription_id !== e.subscriptionId &&
+    a.subscription_status !== null &&
+    a.subscription_status !== 'canceled'
+  ) {
     return `ignored: the workspace's subscription is ${a.subscription_id}`;
   }
-  if (a.subscription_id === e.subscriptionId && a.subscription_event_at && e.occurredAt < a.subscription_event_at) return 'stale: a newer update was applied';
+  if (a.subscription_id === e.subscriptionId && a.subscription_event_at && e.occurredAt < a.subscription_event_at)
+    return 'stale: a newer update was applied';
   const status = e.deleted ? 'canceled' : e.status;
   await applySubscription(tx, a.workspace_id, {
     subscriptionId: e.subscriptionId,
@@ -203,7 +238,12 @@ async function disputeChanged(tx: Db, a: BillingAccountRow, e: Of<'dispute'>): P
  */
 async function reconcilePack(tx: Db, p: PaymentRow, eventId: string): Promise<string> {
   if (p.purpose !== 'credit_pack' || p.credits === 0) return '';
-  const target = packCreditsToRevoke({ credits: p.credits, amountCents: p.amount_cents, refundedCents: p.refunded_cents, disputeStatus: p.dispute_status });
+  const target = packCreditsToRevoke({
+    credits: p.credits,
+    amountCents: p.amount_cents,
+    refundedCents: p.refunded_cents,
+    disputeStatus: p.dispute_status,
+  });
   if (target > p.revoked_credits) {
     const taken = await revokeCreditsIn(tx, {
       workspaceId: p.workspace_id,
@@ -216,7 +256,12 @@ async function reconcilePack(tx: Db, p: PaymentRow, eventId: string): Promise<st
   }
   if (target < p.revoked_credits) {
     const back = p.revoked_credits - target;
-    await grantCreditsIn(tx, { workspaceId: p.workspace_id, amount: back, causeKey: `credit-pack-restore:${p.payment_id}:${eventId}`, note: `credits of ${p.pack ?? 'a pack'} given back (dispute won)` });
+    await grantCreditsIn(tx, {
+      workspaceId: p.workspace_id,
+      amount: back,
+      causeKey: `credit-pack-restore:${p.payment_id}:${eventId}`,
+      note: `credits of ${p.pack ?? 'a pack'} given back (dispute won)`,
+    });
     await setRevokedCredits(tx, p.payment_id, target);
     return `; ${back} credits given back`;
   }
@@ -226,8 +271,18 @@ async function reconcilePack(tx: Db, p: PaymentRow, eventId: string): Promise<st
 /** The referral program: when a referred workspace first pays, both sides get their credits, once (one cause key per side). */
 async function rewardReferral(tx: Db, a: BillingAccountRow, paidCents: number): Promise<void> {
   if (!a.referred_by || paidCents <= 0) return;
-  await grantCreditsIn(tx, { workspaceId: a.workspace_id, amount: referralRewardCredits.referred, causeKey: 'referral-reward:referred', note: 'referral reward: joined through a referral link and paid' });
-  await grantCreditsIn(tx, { workspaceId: a.referred_by, amount: referralRewardCredits.referrer, causeKey: `referral-reward:${a.workspace_id}`, note: 'referral reward: a referred workspace paid' });
+  await grantCreditsIn(tx, {
+    workspaceId: a.workspace_id,
+    amount: referralRewardCredits.referred,
+    causeKey: 'referral-reward:referred',
+    note: 'referral reward: joined through a referral link and paid',
+  });
+  await grantCreditsIn(tx, {
+    workspaceId: a.referred_by,
+    amount: referralRewardCredits.referrer,
+    causeKey: `referral-reward:${a.workspace_id}`,
+    note: 'referral reward: a referred workspace paid',
+  });
 }
 
 function invoiceFields(e: InvoiceEvent) {

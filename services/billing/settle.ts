@@ -8,7 +8,8 @@ import type { BillingSettlement } from '../../workflows/billing/workspace-billin
 export async function settleBillingAt(sql: Sql, workspaceId: string, now: Date): Promise<BillingSettlement> {
   return sql.begin(async (tx) => {
     const account = await lockBillingAccount(tx, workspaceId);
-    if (!account) return { closed: true, plan: null, periodStart: null, nextWakeAt: null, granted: 0, downgraded: false };
+    if (!account)
+      return { closed: true, plan: null, periodStart: null, nextWakeAt: null, granted: 0, downgraded: false };
     const due = decideBillingDue(billingSnapshot(account), now);
     if (due.downgrade) await downgradeToFree(tx, workspaceId);
     let granted = 0;

@@ -7,10 +7,20 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
-import { DriveError, nativeExportType, pkcePair, type CloudDriveClient, type TokenGrant } from '../../integrations/cloud-drive/drive-client.js';
+import {
+  DriveError,
+  nativeExportType,
+  pkcePair,
+  type CloudDriveClient,
+  type TokenGrant,
+} from '../../integrations/cloud-drive/drive-client.js';
 import { SealedSecretError, seal, unseal, type Keyring } from '../../integrations/secrets/sealed.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import { cloudDriveAuthorizationMinutes, DriveFileIdSchema, type CloudDriveState } from '../../domain/cloud-drive/cloud-drive.js';
+import {
+  cloudDriveAuthorizationMinutes,
+  DriveFileIdSchema,
+  type CloudDriveState,
+} from '../../domain/cloud-drive/cloud-drive.js';
 import {
   createCloudDriveAuthorization,
   deleteCloudDriveConnection,
@@ -34,15 +44,21 @@ const context = {
 /** The drive's client, or 503 naming the variables to set. */
 export function cloudDriveClientOf(integrations: Pick<Integrations, 'cloudDrive'>): CloudDriveClient {
   const drive = integrations.cloudDrive;
-  if ('missing' in drive) throw new ApiError('unavailable', `The cloud drive is not configured: set ${drive.missing.join(' and ')} (see the README's configuration table).`);
+  if ('missing' in drive)
+    throw new ApiError(
+      'unavailable',
+      `The cloud drive is not configured: set ${drive.missing.join(' and ')} (see the README's configuration table).`,
+    );
   return drive;
 }
 
 const stateHashOf = (state: string) => createHash('sha256').update(state).digest();
-const expiryOf = (grant: TokenGrant, now: number) => (grant.expiresIn !== undefined ? new Date(now + grant.expiresIn * 1000) : null);
+const expiryOf = (grant: TokenGrant, now: number) =>
+  grant.expiresIn !== undefined ? new Date(now + grant.expiresIn * 1000) : null;
 
 export function toCloudDriveState(row: CloudDriveConnectionRow | undefined): CloudDriveState {
-  if (!row) return { connected: false, account_email: null, scopes: [], connected_at: null, status: null, last_error: null };
+  if (!row)
+    return { connected: false, account_email: null, scopes: [], connected_at: null, status: null, last_error: null };
   return {
     connected: true,
     account_email: row.account_email,
@@ -58,7 +74,12 @@ export async function cloudDriveState(sql: Sql, workspaceId: string): Promise<Cl
 }
 
 /** Starts an authorization: a state and a PKCE verifier kept (sealed) for ten minutes, and where to send the person. */
-export async function startCloudDriveConnect(sql: Sql, integrations: DriveIntegrations, workspaceId: string, memberId: string | null): Promise<{ authorize_url: string; expires_at: string }> {
+export async function startCloudDriveConnect(
+  sql: Sql,
+  integrations: DriveIntegrations,
+  workspaceId: string,
+  memberId: string | null,
+): Promise<{ authorize_url: string; expires_at: string }> {
   const client = cloudDriveClientOf(integrations);
   const keyring = await secretsKeyring(sql, integrations);
   const state = randomBytes(32).toString('base64url');
@@ -71,7 +92,10 @@ export async function startCloudDriveConnect(sql: Sql, integrations: DriveIntegr
     verifierSealed: seal(keyring, verifier, context.verifier(workspaceId)),
     expiresAt,
   });
-  return { authorize_url: client.authorizeUrl({ state, codeChallenge: challenge }), expires_at: expiresAt.toISOString() };
+  return {
+    authorize_url: client.authorizeUrl({ state, codeChallenge: challenge }),
+    expires_at: expiresAt.toISOString(),
+  };
 }
 
 /** The drive's redirect back: the state taken once, the code exchanged, the tokens stored sealed. */
@@ -81,12 +105,26 @@ export async function completeCloudDriveConnect(
   query: { code?: string | undefined; state?: string | undefined; error?: string | undefined },
 ): Promise<{ workspaceId: string; accountEmail: string | null }> {
   const client = cloudDriveClientOf(integrations);
-  if (!query.state) throw new ApiError('unprocessable', 'The callback has no `state`: start again with POST /cloud-drive/connect/.');
+  if (!query.state)
+    throw new ApiError('unprocessable', 'The callback has no `state`: start again with POST /cloud-drive/connect/.');
   const pending = await takeCloudDriveAuthorization(sql, stateHashOf(query.state));
-  if (!pending) throw new ApiError('unprocessable', 'This authorization is unknown or was already used: start again with POST /cloud-drive/connect/.');
-  if (!pending.live) throw new ApiError('unprocessable', `This authorization expired (it lasts ${cloudDriveAuthorizationMinutes} minutes): start again with POST /cloud-drive/connect/.`);
-  if (query.error) throw new ApiError('unprocessable', `The drive did not grant access (${query.error.slice(0, 64)}): start again with POST /cloud-drive/connect/ and accept the request.`);
-  if (!query.code) throw new ApiError('unprocessable', 'The callback has no `code`: start again with POST /cloud-drive/connect/.');
+  if (!pending)
+    throw new ApiError(
+      'unprocessable',
+      'This authorization is unknown or was already used: start again with POST /cloud-drive/connect/.',
+    );
+  if (!pending.live)
+    throw new ApiError(
+      'unprocessable',
+      `This authorization expired (it lasts ${cloudDriveAuthorizationMinutes} minutes): start again with POST /cloud-drive/connect/.`,
+    );
+  if (query.error)
+    throw new ApiError(
+      'unprocessable',
+      `The drive did not grant access (${query.error.slice(0, 64)}): start again with POST /cloud-drive/connect/ and accept the request.`,
+    );
+  if (!query.code)
+    throw new ApiError('unprocessable', 'The callback has no `code`: start again with POST /cloud-drive/connect/.');
   const keyring = await secretsKeyring(sql, integrations);
   const verifier = unseal(keyring, pending.code_verifier_sealed, context.verifier(pending.workspace_id));
   let grant: TokenGrant;
@@ -97,9 +135,13 @@ export async function completeCloudDriveConnect(
     accountEmail = await client.accountEmail(grant.accessToken).catch(() => null);
   } catch (error) {
     if (error instanceof DriveError && error.kind === 'invalid_grant') {
-      throw new ApiError('unprocessable', `The drive refused the authorization code (it expired or was used): start again with POST /cloud-drive/connect/.`);
+      throw new ApiError(
+        'unprocessable',
+        `The drive refused the authorization code (it expired or was used): start again with POST /cloud-drive/connect/.`,
+      );
     }
-    if (error instanceof DriveError) throw new ApiError('bad_gateway', `The drive could not complete the connection: ${error.message}`);
+    if (error instanceof DriveError)
+      throw new ApiError('bad_gateway', `The drive could not complete the connection: ${error.message}`);
     throw error;
   }
   await saveCloudDriveConnection(sql, {
@@ -120,7 +162,16 @@ export const disconnectCloudDrive = (sql: Sql, workspaceId: string) => deleteClo
 // ---------------------------------------------------------------------------------------------
 // Reading files with the stored tokens.
 
-export type CloudDriveReadReason = 'not_configured' | 'not_connected' | 'reconnect_required' | 'forbidden' | 'not_found' | 'rate_limited' | 'too_large' | 'unsupported' | 'failed';
+export type CloudDriveReadReason =
+  | 'not_configured'
+  | 'not_connected'
+  | 'reconnect_required'
+  | 'forbidden'
+  | 'not_found'
+  | 'rate_limited'
+  | 'too_large'
+  | 'unsupported'
+  | 'failed';
 
 /** Why a drive file could not be read, in words a person can act on (`message`); never a token. */
 export class CloudDriveReadError extends Error {
@@ -134,7 +185,8 @@ export class CloudDriveReadError extends Error {
   }
 }
 
-const reconnectMessage = 'The drive account no longer grants access (the grant was revoked or expired): connect the drive again with POST /cloud-drive/connect/.';
+const reconnectMessage =
+  'The drive account no longer grants access (the grant was revoked or expired): connect the drive again with POST /cloud-drive/connect/.';
 
 /** A live connection's access token, refreshed at most once per call (before expiry, or after a 401). */
 class TokenSession {
@@ -164,12 +216,23 @@ class TokenSession {
         // Another process may have refreshed first with a drive that rotates refresh tokens: the
         // one read here is then spent, but the connection is fine. Take the fresh access token.
         const fresh = await readCloudDriveConnection(this.sql, workspaceId);
-        if (fresh && fresh.status === 'connected' && fresh.connected_at.getTime() === connectedAt.getTime() && fresh.refresh_token_sealed !== this.row.refresh_token_sealed) {
+        if (
+          fresh &&
+          fresh.status === 'connected' &&
+          fresh.connected_at.getTime() === connectedAt.getTime() &&
+          fresh.refresh_token_sealed !== this.row.refresh_token_sealed
+        ) {
           this.row = fresh;
           this.accessToken = await this.openOrReconnect(fresh.access_token_sealed, context.access(workspaceId));
           return;
         }
-        await markCloudDriveReconnectRequired(this.sql, workspaceId, connectedAt, reconnectMessage, this.row.refresh_token_sealed);
+        await markCloudDriveReconnectRequired(
+          this.sql,
+          workspaceId,
+          connectedAt,
+          reconnectMessage,
+          this.row.refresh_token_sealed,
+        );
         throw new CloudDriveReadError('reconnect_required', reconnectMessage);
       }
       throw error;
@@ -197,12 +260,25 @@ class TokenSession {
   }
 }
 
-async function openSession(sql: Sql, integrations: DriveIntegrations, workspaceId: string): Promise<{ session: TokenSession; client: CloudDriveClient }> {
+async function openSession(
+  sql: Sql,
+  integrations: DriveIntegrations,
+  workspaceId: string,
+): Promise<{ session: TokenSession; client: CloudDriveClient }> {
   const drive = integrations.cloudDrive;
-  if ('missing' in drive) throw new CloudDriveReadError('not_configured', `The cloud drive is not configured on this service: set ${drive.missing.join(' and ')}.`);
+  if ('missing' in drive)
+    throw new CloudDriveReadError(
+      'not_configured',
+      `The cloud drive is not configured on this service: set ${drive.missing.join(' and ')}.`,
+    );
   const row = await readCloudDriveConnection(sql, workspaceId);
-  if (!row) throw new CloudDriveReadError('not_connected', 'No cloud drive is connected to this workspace: connect one with POST /cloud-drive/connect/.');
-  if (row.status === 'reconnect_required') throw new CloudDriveReadError('reconnect_required', row.last_error ?? reconnectMessage);
+  if (!row)
+    throw new CloudDriveReadError(
+      'not_connected',
+      'No cloud drive is connected to this workspace: connect one with POST /cloud-drive/connect/.',
+    );
+  if (row.status === 'reconnect_required')
+    throw new CloudDriveReadError('reconnect_required', row.last_error ?? reconnectMessage);
   const keyring = await secretsKeyring(sql, integrations);
   const session = new TokenSession(sql, drive, keyring, row, '');
   session.accessToken = await session.openOrReconnect(row.access_token_sealed, context.access(workspaceId));
@@ -233,9 +309,15 @@ function asReadError(error: unknown): unknown {
     case 'invalid_grant':
       return new CloudDriveReadError('reconnect_required', reconnectMessage);
     case 'forbidden':
-      return new CloudDriveReadError('forbidden', `${error.message} Share the file with the connected account, or connect an account that can read it.`);
+      return new CloudDriveReadError(
+        'forbidden',
+        `${error.message} Share the file with the connected account, or connect an account that can read it.`,
+      );
     case 'not_found':
-      return new CloudDriveReadError('not_found', `${error.message} Check the file id, or share the file with the connected account.`);
+      return new CloudDriveReadError(
+        'not_found',
+        `${error.message} Check the file id, or share the file with the connected account.`,
+      );
     case 'rate_limited':
       return new CloudDriveReadError('rate_limited', `${error.message} Try again later.`, error.retryAfterSeconds);
     case 'too_large':
@@ -260,17 +342,44 @@ export interface DriveFile {
  * CloudDriveReadError whose message a person can act on: not configured, not connected, the grant
  * revoked (the connection then reads `reconnect_required`), 403, 404, rate limited, too large.
  */
-export async function readDriveFile(sql: Sql, integrations: DriveIntegrations, workspaceId: string, fileId: string, options: { maxBytes?: number } = {}): Promise<DriveFile> {
-  if (!DriveFileIdSchema.safeParse(fileId).success) throw new CloudDriveReadError('not_found', `"${fileId.slice(0, 64)}" is not a drive file id (1 to 255 letters, digits, _ and -).`);
+export async function readDriveFile(
+  sql: Sql,
+  integrations: DriveIntegrations,
+  workspaceId: string,
+  fileId: string,
+  options: { maxBytes?: number } = {},
+): Promise<DriveFile> {
+  if (!DriveFileIdSchema.safeParse(fileId).success)
+    throw new CloudDriveReadError(
+      'not_found',
+      `"${fileId.slice(0, 64)}" is not a drive file id (1 to 255 letters, digits, _ and -).`,
+    );
   const { session, client } = await openSession(sql, integrations, workspaceId);
   const meta = await withToken(session, (token) => client.getFile(token, fileId));
   const exportType = nativeExportType(meta.mimeType);
   if (exportType === false) {
-    throw new CloudDriveReadError('unsupported', `"${meta.name}" is a ${meta.mimeType.replace('application/vnd.google-apps.', '')}, which has no text form to read; pick a document, a presentation, a spreadsheet or a file.`);
+    throw new CloudDriveReadError(
+      'unsupported',
+      `"${meta.name}" is a ${meta.mimeType.replace('application/vnd.google-apps.', '')}, which has no text form to read; pick a document, a presentation, a spreadsheet or a file.`,
+    );
   }
   if (exportType === null && options.maxBytes !== undefined && meta.size !== null && meta.size > options.maxBytes) {
-    throw new CloudDriveReadError('too_large', `"${meta.name}" is ${meta.size} bytes; the most that can be read is ${options.maxBytes}.`);
+    throw new CloudDriveReadError(
+      'too_large',
+      `"${meta.name}" is ${meta.size} bytes; the most that can be read is ${options.maxBytes}.`,
+    );
   }
-  const body = await withToken(session, (token) => (exportType ? client.exportFile(token, fileId, exportType, options.maxBytes) : client.download(token, fileId, options.maxBytes)));
-  return { id: meta.id, name: meta.name, mimeType: meta.mimeType, webViewLink: meta.webViewLink, content: body.content, contentType: body.contentType };
+  const body = await withToken(session, (token) =>
+    exportType
+      ? client.exportFile(token, fileId, exportType, options.maxBytes)
+      : client.download(token, fileId, options.maxBytes),
+  );
+  return {
+    id: meta.id,
+    name: meta.name,
+    mimeType: meta.mimeType,
+    webViewLink: meta.webViewLink,
+    content: body.content,
+    contentType: body.contentType,
+  };
 }

@@ -70,7 +70,12 @@ export async function raiseAppCard(
     return { card: row, conversationId: conversation.id, messageId: turn.assistantMessageId };
   });
   try {
-    await startTurn(deps.temporal, { messageId, workspaceId: call.workspaceId, conversationId, raisedCards: [card.id] });
+    await startTurn(deps.temporal, {
+      messageId,
+      workspaceId: call.workspaceId,
+      conversationId,
+      raisedCards: [card.id],
+    });
   } catch (error) {
     await failAnswer(sql, messageId, 'The card could not be held for a decision; ask the app to try again.');
     throw error;

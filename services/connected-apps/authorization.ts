@@ -127,9 +127,13 @@ function clientFields(raw: unknown, label: string) {
     if (!checked.ok) throw new OAuthError('invalid_redirect_uri', `${label}: ${checked.reason}.`);
   }
   if (m.grant_types && m.grant_types.some((g) => g !== 'authorization_code' && g !== 'refresh_token')) {
-    throw new OAuthError('invalid_client_metadata', `${label}: only the authorization_code and refresh_token grants are offered.`);
+    throw new OAuthError(
+      'invalid_client_metadata',
+      `${label}: only the authorization_code and refresh_token grants are offered.`,
+    );
   }
-  if (m.response_types && m.response_types.some((t) => t !== 'code')) throw new OAuthError('invalid_client_metadata', `${label}: only the code response type is offered.`);
+  if (m.response_types && m.response_types.some((t) => t !== 'code'))
+    throw new OAuthError('invalid_client_metadata', `${label}: only the code response type is offered.`);
   return m;
 }
 
@@ -140,7 +144,11 @@ function clientFields(raw: unknown, label: string) {
 export async function registerClient(deps: OAuthDeps, raw: unknown) {
   const m = clientFields(raw, 'Client metadata');
   const clientId = `mcp_${newSecret('').slice(0, 32)}`;
-  const { brand, recognised } = recognise(deps.known, { registration: 'dynamic', client_id: clientId, redirect_uris: m.redirect_uris });
+  const { brand, recognised } = recognise(deps.known, {
+    registration: 'dynamic',
+    client_id: clientId,
+    redirect_uris: m.redirect_uris,
+  });
   const row = await insertClient(deps.sql, {
     client_id: clientId,
     registration: 'dynamic',
@@ -177,7 +185,8 @@ const metadataSeconds = (maxAge: number | null) => Math.min(Math.max(maxAge ?? 3
  * again once its cache time passes). Unknown or unreadable: invalid_client.
  */
 export async function resolveClient(deps: OAuthDeps, clientId: string | undefined): Promise<ClientRow> {
-  if (!clientId || clientId.length > 2048) throw new OAuthError('invalid_client', 'client_id is missing or unknown.', 401);
+  if (!clientId || clientId.length > 2048)
+    throw new OAuthError('invalid_client', 'client_id is missing or unknown.', 401);
   const known = await findClient(deps.sql, clientId);
   if (!isClientMetadataUrl(clientId, deps.clientMetadata.allowHttp)) {
     if (!known) throw new OAuthError('invalid_client', 'client_id is missing or unknown.', 401);
@@ -189,9 +198,18 @@ export async function resolveClient(deps: OAuthDeps, clientId: string | undefine
     if (known) return known;
     throw new OAuthError('invalid_client', `The client metadata document could not be read: ${read.error}.`, 401);
   }
-  if (read.document.client_id !== clientId) throw new OAuthError('invalid_client', 'The client metadata document names another client_id than its own address.', 401);
+  if (read.document.client_id !== clientId)
+    throw new OAuthError(
+      'invalid_client',
+      'The client metadata document names another client_id than its own address.',
+      401,
+    );
   const m = clientFields(read.document, 'Client metadata document');
-  const { brand, recognised } = recognise(deps.known, { registration: 'metadata_document', client_id: clientId, redirect_uris: m.redirect_uris });
+  const { brand, recognised } = recognise(deps.known, {
+    registration: 'metadata_document',
+    client_id: clientId,
+    redirect_uris: m.redirect_uris,
+  });
   return insertClient(deps.sql, {
     client_id: clientId,
     registration: 'metadata_document',
@@ -210,15 +228,32 @@ export async function resolveClient(deps: OAuthDeps, clientId: string | undefine
 
 // ---- The authorization request ----
 
-export type AuthorizeQuery = Partial<Record<'response_type' | 'client_id' | 'redirect_uri' | 'state' | 'scope' | 'code_challenge' | 'code_challenge_method' | 'resource', string>>;
+export type AuthorizeQuery = Partial<
+  Record<
+    | 'response_type'
+    | 'client_id'
+    | 'redirect_uri'
+    | 'state'
+    | 'scope'
+    | 'code_challenge'
+    | 'code_challenge_method'
+    | 'resource',
+    string
+  >
+>;
 
 /** Where the browser goes next: the consent page, or back to the client with an error. */
 export type AuthorizeOutcome = { consentId: string } | { redirect: string };
 
 /** The client's redirect with these parameters added (and the issuer, RFC 9207). */
-export function redirectWith(redirectUri: string, params: Record<string, string | null | undefined>, e: Endpoints): string {
+export function redirectWith(
+  redirectUri: string,
+  params: Record<string, string | null | undefined>,
+  e: Endpoints,
+): string {
   const url = new URL(redirectUri);
-  for (const [key, value] of Object.entries({ ...params, iss: e.base })) if (value !== undefined && value !== null) url.searchParams.set(key, value);
+  for (const [key, value] of Object.entries({ ...params, iss: e.base }))
+    if (value !== undefined && value !== null) url.searchParams.set(key, value);
   return url.href;
 }
 
@@ -230,19 +265,25 @@ export function redirectWith(redirectUri: string, params: Record<string, string 
 export async function startAuthorization(deps: OAuthDeps, q: AuthorizeQuery, e: Endpoints): Promise<AuthorizeOutcome> {
   const client = await resolveClient(deps, q.client_id);
   const redirectUri = q.redirect_uri ?? (client.redirect_uris.length === 1 ? client.redirect_uris[0] : undefined);
-  if (!redirectUri) throw new OAuthError('invalid_request', 'redirect_uri is required: this client registered more than one.');
-  if (!redirectMatches(client.redirect_uris, redirectUri)) throw new OAuthError('invalid_request', 'redirect_uri is not one this client registered.');
+  if (!redirectUri)
+    throw new OAuthError('invalid_request', 'redirect_uri is required: this client registered more than one.');
+  if (!redirectMatches(client.redirect_uris, redirectUri))
+    throw new OAuthError('invalid_request', 'redirect_uri is not one this client registered.');
   const refuse = (error: string, description: string): AuthorizeOutcome => ({
     redirect: redirectWith(redirectUri, { error, error_description: description, state: q.state }, e),
   });
   if (q.response_type !== 'code') return refuse('unsupported_response_type', 'Only response_type=code is offered.');
   if (!q.code_challenge) return refuse('invalid_request', 'code_challenge is required (PKCE with S256).');
-  if (q.code_challenge_method !== 'S256') return refuse('invalid_request', 'code_challenge_method must be S256; plain is not accepted.');
-  if (!codeChallengePattern.test(q.code_challenge)) return refuse('invalid_request', 'code_challenge is not an S256 challenge (43 base64url characters).');
+  if (q.code_challenge_method !== 'S256')
+    return refuse('invalid_request', 'code_challenge_method must be S256; plain is not accepted.');
+  if (!codeChallengePattern.test(q.code_challenge))
+    return refuse('invalid_request', 'code_challenge is not an S256 challenge (43 base64url characters).');
   if (!q.resource) return refuse('invalid_target', `resource is required (RFC 8707): ${resourceOf(e)}.`);
-  if (q.resource !== resourceOf(e)) return refuse('invalid_target', `This server issues tokens only for ${resourceOf(e)}.`);
+  if (q.resource !== resourceOf(e))
+    return refuse('invalid_target', `This server issues tokens only for ${resourceOf(e)}.`);
   const scopes = (q.scope ?? '').split(' ').filter(Boolean);
-  if (scopes.some((s) => !(scopesSupported as readonly string[]).includes(s))) return refuse('invalid_scope', `Scopes offered: ${scopesSupported.join(', ')}.`);
+  if (scopes.some((s) => !(scopesSupported as readonly string[]).includes(s)))
+    return refuse('invalid_scope', `Scopes offered: ${scopesSupported.join(', ')}.`);
   if ((q.state?.length ?? 0) > 2048) return refuse('invalid_request', 'state is longer than 2048 characters.');
   const consentId = await insertAuthorizationRequest(deps.sql, {
     clientRef: client.id,
@@ -275,8 +316,10 @@ export async function checkConsentVisible(sql: Sql, id: string, memberId: string
 
 async function pendingRequest(sql: Sql, id: string, memberId: string | null = null) {
   const request = await visibleRequest(sql, id, memberId);
-  if (request.status !== 'pending') throw new ApiError('conflict', `This consent request was already ${request.status}.`);
-  if (request.expired) throw new ApiError('conflict', 'This consent request has expired; start connecting again from the app.');
+  if (request.status !== 'pending')
+    throw new ApiError('conflict', `This consent request was already ${request.status}.`);
+  if (request.expired)
+    throw new ApiError('conflict', 'This consent request has expired; start connecting again from the app.');
   return request;
 }
 
@@ -296,11 +339,20 @@ export async function consentApp(sql: Sql, id: string, memberId: string | null =
 export async function readConsentRequest(sql: Sql, id: string, memberId: string): Promise<ConsentRequest> {
   const app = await consentApp(sql, id, memberId);
   const memberships = await membershipsOf(sql, memberId);
-  return { ...app, workspaces: memberships.map((m) => ({ workspace_id: m.workspace_id, name: m.name, can_write: m.plan === 'paid' })) };
+  return {
+    ...app,
+    workspaces: memberships.map((m) => ({ workspace_id: m.workspace_id, name: m.name, can_write: m.plan === 'paid' })),
+  };
 }
 
 /** Approve: the connected app and its one-time code, and the client's redirect with that code. */
-export async function approveConsent(sql: Sql, id: string, memberId: string, choice: { workspace_id: string; access: Access }, e: Endpoints): Promise<{ redirect_url: string }> {
+export async function approveConsent(
+  sql: Sql,
+  id: string,
+  memberId: string,
+  choice: { workspace_id: string; access: Access },
+  e: Endpoints,
+): Promise<{ redirect_url: string }> {
   const request = await pendingRequest(sql, id, memberId);
   const membership = (await membershipsOf(sql, memberId)).find((m) => m.workspace_id === choice.workspace_id);
   if (!membership) throw notFound('Workspace');
@@ -319,7 +371,8 @@ export async function approveConsent(sql: Sql, id: string, memberId: string, cho
       isLocal: checked.ok && checked.isLocal,
       access: choice.access,
     });
-    if (!(await decideAuthorizationRequest(tx, id, 'approved', memberId, appId))) throw new ApiError('conflict', 'This consent request was decided a moment ago.');
+    if (!(await decideAuthorizationRequest(tx, id, 'approved', memberId, appId)))
+      throw new ApiError('conflict', 'This consent request was decided a moment ago.');
     await insertCode(tx, {
       codeHash: hashSecret(code),
       requestId: id,
@@ -334,38 +387,67 @@ export async function approveConsent(sql: Sql, id: string, memberId: string, cho
   return { redirect_url: redirectWith(request.redirect_uri, { code, state: request.state }, e) };
 }
 
-export async function denyConsent(sql: Sql, id: string, memberId: string, e: Endpoints): Promise<{ redirect_url: string }> {
+export async function denyConsent(
+  sql: Sql,
+  id: string,
+  memberId: string,
+  e: Endpoints,
+): Promise<{ redirect_url: string }> {
   const request = await pendingRequest(sql, id, memberId);
-  if (!(await decideAuthorizationRequest(sql, id, 'denied', memberId, null))) throw new ApiError('conflict', 'This consent request was decided a moment ago.');
-  return { redirect_url: redirectWith(request.redirect_uri, { error: 'access_denied', error_description: 'The person declined.', state: request.state }, e) };
+  if (!(await decideAuthorizationRequest(sql, id, 'denied', memberId, null)))
+    throw new ApiError('conflict', 'This consent request was decided a moment ago.');
+  return {
+    redirect_url: redirectWith(
+      request.redirect_uri,
+      { error: 'access_denied', error_description: 'The person declined.', state: request.state },
+      e,
+    ),
+  };
 }
 
 // ---- The token endpoint ----
 
-export type TokenForm = Partial<Record<'grant_type' | 'code' | 'redirect_uri' | 'client_id' | 'code_verifier' | 'refresh_token' | 'resource' | 'scope', string>>;
+export type TokenForm = Partial<
+  Record<
+    'grant_type' | 'code' | 'redirect_uri' | 'client_id' | 'code_verifier' | 'refresh_token' | 'resource' | 'scope',
+    string
+  >
+>;
 
 function tokenAnswer(tokens: { accessToken: string; refreshToken: string }, scope: string) {
-  return { access_token: tokens.accessToken, token_type: 'Bearer', expires_in: accessTokenSeconds, refresh_token: tokens.refreshToken, scope };
+  return {
+    access_token: tokens.accessToken,
+    token_type: 'Bearer',
+    expires_in: accessTokenSeconds,
+    refresh_token: tokens.refreshToken,
+    scope,
+  };
 }
 
 export async function exchangeToken(deps: OAuthDeps, form: TokenForm, e: Endpoints) {
   const client = await resolveClient(deps, form.client_id);
-  if (form.resource !== undefined && form.resource !== resourceOf(e)) throw new OAuthError('invalid_target', `This server issues tokens only for ${resourceOf(e)}.`);
+  if (form.resource !== undefined && form.resource !== resourceOf(e))
+    throw new OAuthError('invalid_target', `This server issues tokens only for ${resourceOf(e)}.`);
   if (form.grant_type === 'authorization_code') {
-    if (!form.code || !form.code_verifier) throw new OAuthError('invalid_request', 'code and code_verifier are required.');
+    if (!form.code || !form.code_verifier)
+      throw new OAuthError('invalid_request', 'code and code_verifier are required.');
     const found = await spendCode(deps.sql, hashSecret(form.code));
     if (found && 'reused' in found && found.reused.client_ref === client.id) {
       // RFC 6749 4.1.2 / OAuth 2.1: a code used twice was seen by someone else: what it issued dies.
       await revokeChain(deps.sql, found.reused.code_hash, 'authorization code reused');
       throw new OAuthError('invalid_grant', 'This code was already used; every token it issued is revoked.');
     }
-    if (!found || !('spent' in found) || found.spent.client_ref !== client.id) throw new OAuthError('invalid_grant', 'The code is unknown, or it was issued to another client.');
+    if (!found || !('spent' in found) || found.spent.client_ref !== client.id)
+      throw new OAuthError('invalid_grant', 'The code is unknown, or it was issued to another client.');
     const code = found.spent;
     if (code.expired) throw new OAuthError('invalid_grant', 'The code has expired; codes last one minute.');
     if (code.app_revoked) throw new OAuthError('invalid_grant', 'The app was disconnected.');
-    if (form.redirect_uri !== undefined && form.redirect_uri !== code.redirect_uri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the authorization request.');
-    if (!pkceMatches(form.code_verifier, code.code_challenge)) throw new OAuthError('invalid_grant', 'code_verifier does not match the code_challenge (PKCE S256).');
-    if (code.resource !== resourceOf(e)) throw new OAuthError('invalid_target', 'The code was issued for another resource.');
+    if (form.redirect_uri !== undefined && form.redirect_uri !== code.redirect_uri)
+      throw new OAuthError('invalid_grant', 'redirect_uri differs from the authorization request.');
+    if (!pkceMatches(form.code_verifier, code.code_challenge))
+      throw new OAuthError('invalid_grant', 'code_verifier does not match the code_challenge (PKCE S256).');
+    if (code.resource !== resourceOf(e))
+      throw new OAuthError('invalid_target', 'The code was issued for another resource.');
     const scope = scopeOf(code.access);
     const tokens = await issueTokens(deps.sql, {
       appId: code.app_id,
@@ -389,7 +471,8 @@ export async function exchangeToken(deps: OAuthDeps, form: TokenForm, e: Endpoin
       throw new OAuthError('invalid_grant', 'This refresh token was already used; the whole grant is revoked.');
     }
     const t = found.spent;
-    if (t.audience !== resourceOf(e)) throw new OAuthError('invalid_target', 'The refresh token was issued for another resource.');
+    if (t.audience !== resourceOf(e))
+      throw new OAuthError('invalid_target', 'The refresh token was issued for another resource.');
     const scope = scopeOf(t.access);
     const tokens = await issueTokens(deps.sql, {
       appId: t.app_id,
@@ -422,9 +505,12 @@ export type CallAuthorisation = { ok: true; app: AccessTokenRow; access: Access 
  * its app not revoked, its member still in the workspace, and the access the plan allows now.
  */
 export async function authoriseCall(sql: Sql, token: string | undefined, e: Endpoints): Promise<CallAuthorisation> {
-  if (!token || !/^oat_[A-Za-z0-9_-]{43}$/.test(token)) return { ok: false, description: 'A bearer access token from this server is required.' };
+  if (!token || !/^oat_[A-Za-z0-9_-]{43}$/.test(token))
+    return { ok: false, description: 'A bearer access token from this server is required.' };
   const app = await findLiveAccessToken(sql, hashSecret(token));
-  if (!app) return { ok: false, description: 'The access token is unknown, expired or revoked, or its app was disconnected.' };
-  if (app.audience !== resourceOf(e)) return { ok: false, description: `The access token was issued for ${app.audience}, not ${resourceOf(e)}.` };
+  if (!app)
+    return { ok: false, description: 'The access token is unknown, expired or revoked, or its app was disconnected.' };
+  if (app.audience !== resourceOf(e))
+    return { ok: false, description: `The access token was issued for ${app.audience}, not ${resourceOf(e)}.` };
   return { ok: true, app, access: effectiveAccess(app.access, app.plan) };
 }

@@ -11,7 +11,12 @@ import { failRun } from '../../store/documents/documents.js';
  * already, which is what let the new run begin) is ended: its writes are guarded by its run, so it
  * can change nothing now. A retried start of the same run finds it started.
  */
-export async function startDocumentRun(client: Client, taskQueue: string, document: { id: string; workspace_id: string; run: number }, db?: Db): Promise<void> {
+export async function startDocumentRun(
+  client: Client,
+  taskQueue: string,
+  document: { id: string; workspace_id: string; run: number },
+  db?: Db,
+): Promise<void> {
   const input: DocumentInput = { documentId: document.id, workspaceId: document.workspace_id, run: document.run };
   try {
     await client.workflow.start(documentWorkflow, {
@@ -25,7 +30,13 @@ export async function startDocumentRun(client: Client, taskQueue: string, docume
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) return;
     // Never left pending with no workflow (a re-read would find it busy for ever): recorded failed, so it can be re-read.
-    if (db) await failRun(db, document.id, document.run, 'Processing could not be started (the workflow service did not answer); re-read the document.').catch(() => undefined);
+    if (db)
+      await failRun(
+        db,
+        document.id,
+        document.run,
+        'Processing could not be started (the workflow service did not answer); re-read the document.',
+      ).catch(() => undefined);
     throw error;
   }
 }

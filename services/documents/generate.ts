@@ -6,7 +6,13 @@
  * confidence: written by the chat model when one is configured, else the local extract, which says so.
  */
 import { z } from 'zod';
-import { companyDocument, CompanyFactsSchema, localCompanyFacts, type CompanyFacts, type SitePage } from '../../domain/documents/documents.js';
+import {
+  companyDocument,
+  CompanyFactsSchema,
+  localCompanyFacts,
+  type CompanyFacts,
+  type SitePage,
+} from '../../domain/documents/documents.js';
 import { EnrichmentError, type EnrichmentProvider } from '../../domain/tables/enrichments.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 
@@ -21,12 +27,21 @@ const candidatePaths: { path: string; role: SitePage['role'] }[] = [
   { path: '/customers', role: 'customers' },
 ];
 
-async function readPage(reader: EnrichmentProvider, url: string, signal: AbortSignal): Promise<Omit<SitePage, 'role'> | string> {
+async function readPage(
+  reader: EnrichmentProvider,
+  url: string,
+  signal: AbortSignal,
+): Promise<Omit<SitePage, 'role'> | string> {
   try {
     const outcome = await reader.run({ inputs: new Map([['url', url]]), options: new Map() }, signal);
     if (outcome.kind === 'empty') return outcome.reason;
     const v = outcome.values;
-    return { url: String(v.final_url ?? url), title: (v.title as string | null) ?? null, description: (v.description as string | null) ?? null, text: String(v.text ?? '') };
+    return {
+      url: String(v.final_url ?? url),
+      title: (v.title as string | null) ?? null,
+      description: (v.description as string | null) ?? null,
+      text: String(v.text ?? ''),
+    };
   } catch (error) {
     if (error instanceof EnrichmentError) return error.message;
     return (error as Error).message ?? String(error);
@@ -49,7 +64,12 @@ export async function generateCompanyDocument(
   const homeOrigin = new URL(home.url).origin;
   const pages: SitePage[] = [{ ...home, role: 'home' }];
   // Same-site pages only: one that redirects to another site is left out.
-  const others = await Promise.all(candidatePaths.map(async ({ path, role }) => ({ role, page: await readPage(deps.reader, `${homeOrigin}${path}`, signal) })));
+  const others = await Promise.all(
+    candidatePaths.map(async ({ path, role }) => ({
+      role,
+      page: await readPage(deps.reader, `${homeOrigin}${path}`, signal),
+    })),
+  );
   for (const { role, page } of others) {
     if (typeof page !== 'string' && new URL(page.url).origin === homeOrigin && page.text) pages.push({ ...page, role });
   }
@@ -63,8 +83,15 @@ export async function generateCompanyDocument(
 }
 
 /** The model's facts, each kept only when its source is one of the pages read; null when its answer cannot be used (the local extract is written instead). */
-async function modelFacts(model: ChatModel, domain: string, pages: SitePage[], signal: AbortSignal): Promise<CompanyFacts | null> {
-  const content = pages.map((p) => `URL: ${p.url}\nTitle: ${p.title ?? ''}\nDescription: ${p.description ?? ''}\n${p.text.slice(0, 6000)}`).join('\n\n---\n\n');
+async function modelFacts(
+  model: ChatModel,
+  domain: string,
+  pages: SitePage[],
+  signal: AbortSignal,
+): Promise<CompanyFacts | null> {
+  const content = pages
+    .map((p) => `URL: ${p.url}\nTitle: ${p.title ?? ''}\nDescription: ${p.description ?? ''}\n${p.text.slice(0, 6000)}`)
+    .join('\n\n---\n\n');
   try {
     const answer = await model.complete({
       json: true,

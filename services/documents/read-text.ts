@@ -28,7 +28,11 @@ function decodeText(bytes: Buffer): string {
   }
 }
 
-export async function readDocumentText(kind: DocumentKind, bytes: Buffer, extractor: DocumentExtractor): Promise<ReadText> {
+export async function readDocumentText(
+  kind: DocumentKind,
+  bytes: Buffer,
+  extractor: DocumentExtractor,
+): Promise<ReadText> {
   switch (kind) {
     case 'pdf': {
       let pages: string[];
@@ -36,18 +40,25 @@ export async function readDocumentText(kind: DocumentKind, bytes: Buffer, extrac
         pages = (await extractor.extract('pdf', bytes)).pages;
       } catch (error) {
         if (error instanceof ExtractionRefused) {
-          throw new DocumentUnreadable(`The PDF could not be read: ${error.message} Upload an undamaged copy without a password.`);
+          throw new DocumentUnreadable(
+            `The PDF could not be read: ${error.message} Upload an undamaged copy without a password.`,
+          );
         }
         throw error;
       }
-      return { text: normaliseText(pages.join('\n\n')), detail: `PDF, ${pages.length} page${pages.length === 1 ? '' : 's'}` };
+      return {
+        text: normaliseText(pages.join('\n\n')),
+        detail: `PDF, ${pages.length} page${pages.length === 1 ? '' : 's'}`,
+      };
     }
     case 'docx': {
       try {
         await checkArchive(bytes);
       } catch (error) {
         if (error instanceof ExtractionRefused) {
-          throw new DocumentUnreadable(`The Word document could not be read: ${error.message.replace('workbook', 'document')} Save it again as .docx and upload it.`);
+          throw new DocumentUnreadable(
+            `The Word document could not be read: ${error.message.replace('workbook', 'document')} Save it again as .docx and upload it.`,
+          );
         }
         throw error;
       }
@@ -55,7 +66,9 @@ export async function readDocumentText(kind: DocumentKind, bytes: Buffer, extrac
       try {
         ({ value } = await mammoth.extractRawText({ buffer: bytes }));
       } catch (error) {
-        throw new DocumentUnreadable(`The Word document could not be read (${(error as Error).message}). Save it again as .docx and upload it.`);
+        throw new DocumentUnreadable(
+          `The Word document could not be read (${(error as Error).message}). Save it again as .docx and upload it.`,
+        );
       }
       return { text: normaliseText(value), detail: 'Word document' };
     }

@@ -24,19 +24,26 @@ import {
 } from '../../store/inbox/threads.js';
 import { getLabel, labelNameTaken, setLabel } from '../../store/inbox/labels.js';
 import { readSettings, storeWebhookSecret, upsertReplyFrom, type SettingsRow } from '../../store/inbox/settings.js';
-import { insertSuggestion, markSuggestionApproved, markSuggestionDismissed, readSuggestion, suggestionFor, toSuggestion } from '../../store/inbox/suggestions.js';
+import {
+  insertSuggestion,
+  markSuggestionApproved,
+  markSuggestionDismissed,
+  readSuggestion,
+  suggestionFor,
+  toSuggestion,
+} from '../../store/inbox/suggestions.js';
 import { insertMailbox, mailboxRow, mailboxRows, setMailbox, type MailboxRow } from '../../store/inbox/mailboxes.js';
 import { recordContactStops } from '../../store/sequences/stops.js';
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
-    countPeople,
-    suggestionPriceCredits,
-    type Label,
-    type Mailbox,
-    type MailboxCreate,
-    type MailboxUpdate,
-    type Suggestion,
+  countPeople,
+  suggestionPriceCredits,
+  type Label,
+  type Mailbox,
+  type MailboxCreate,
+  type MailboxUpdate,
+  type Suggestion,
 } from '../../domain/inbox/inbox.js';
 import { mailboxPollWorkflow } from '../../workflows/inbox/mailbox-poll.js';
 import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../workflows/inbox/mailbox-poll.contract.js';
@@ -53,14 +60,24 @@ export async function readThreadDetail(db: Db, workspaceId: string, threadId: st
   return { ...toThread(thread), messages: (await threadMessages(db, threadId)).map(toMessage) };
 }
 
-export async function updateThread(db: Db, workspaceId: string, threadId: string, patch: { unread?: boolean; archived?: boolean }) {
+export async function updateThread(
+  db: Db,
+  workspaceId: string,
+  threadId: string,
+  patch: { unread?: boolean; archived?: boolean },
+) {
   return (await patchThread(db, workspaceId, threadId, patch)) ? findThread(db, workspaceId, threadId) : null;
 }
 
 // Labels
 
 /** 'missing', 'taken', or the label. */
-export async function updateLabel(db: Db, workspaceId: string, labelId: string, input: { name?: string; color?: string | null }): Promise<Label | 'missing' | 'taken'> {
+export async function updateLabel(
+  db: Db,
+  workspaceId: string,
+  labelId: string,
+  input: { name?: string; color?: string | null },
+): Promise<Label | 'missing' | 'taken'> {
   const current = await getLabel(db, workspaceId, labelId);
   if (!current) return 'missing';
   const name = input.name ?? current.name;
@@ -81,8 +98,12 @@ export const toSettings = (s: SettingsRow) => ({
   reply_from_name: s.reply_from_name,
 });
 
-export async function updateSettings(db: Db, workspaceId: string, patch: { reply_from_address?: string | null; reply_from_name?: string | null }) {
-  const address = patch.reply_from_address === undefined ? null : patch.reply_from_address?.toLowerCase() ?? null;
+export async function updateSettings(
+  db: Db,
+  workspaceId: string,
+  patch: { reply_from_address?: string | null; reply_from_name?: string | null },
+) {
+  const address = patch.reply_from_address === undefined ? null : (patch.reply_from_address?.toLowerCase() ?? null);
   await upsertReplyFrom(db, workspaceId, patch, address);
   return readSettings(db, workspaceId);
 }
@@ -99,7 +120,10 @@ export async function rotateWebhookSecret(db: Db, workspaceId: string) {
 export async function peopleOfThreads(db: Db | Sql, workspaceId: string, threadIds: string[]) {
   const rows = await threadContacts(db, workspaceId, threadIds);
   const counted = countPeople(rows.map((r) => ({ email: r.contact_email, profileUrl: r.contact_profile_url })));
-  return { ...counted, sequenceContactIds: rows.map((r) => r.sequence_contact_id).filter((id): id is string => id !== null) };
+  return {
+    ...counted,
+    sequenceContactIds: rows.map((r) => r.sequence_contact_id).filter((id): id is string => id !== null),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -114,7 +138,8 @@ export interface InboxServiceDeps {
   businessContextChars?: number;
 }
 
-const replySubject = (subject: string | null) => (subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : '(no subject)');
+const replySubject = (subject: string | null) =>
+  subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : '(no subject)';
 
 /**
  * Replies on the thread's channel. Email: the outbound row with its Message-ID is committed
@@ -139,7 +164,8 @@ export async function sendReply(
     const externalId = `pnet-reply:${token}`;
     const known = await messageByExternalId(sql, workspaceId, externalId);
     if (known) return { message: known, created: false };
-    if (!thread.pnet_account_id || !thread.contact_profile_url) throw new ApiError('conflict', 'This conversation has no sender account to reply through.');
+    if (!thread.pnet_account_id || !thread.contact_profile_url)
+      throw new ApiError('conflict', 'This conversation has no sender account to reply through.');
     const runMode = await accountRunMode(sql, workspaceId, thread.pnet_account_id);
     if (!runMode) throw new ApiError('conflict', 'The sender account of this conversation is gone.');
     const step = await insertStep(
@@ -157,8 +183,16 @@ export async function sendReply(
     );
     const saved = await sql.begin(async (tx) => {
       const m = await insertMessage(tx, {
-        workspaceId, threadId, direction: 'outbound', kind: 'sent', body: input.body, externalId, occurredAt: new Date(),
-        deliveryStatus: 'queued', sentBy: input.sentBy, browserStepId: step.id,
+        workspaceId,
+        threadId,
+        direction: 'outbound',
+        kind: 'sent',
+        body: input.body,
+        externalId,
+        occurredAt: new Date(),
+        deliveryStatus: 'queued',
+        sentBy: input.sentBy,
+        browserStepId: step.id,
       });
       await refreshThread(tx, threadId, false);
       await markThreadRead(tx, threadId);
@@ -171,20 +205,41 @@ export async function sendReply(
   if (!thread.contact_email) throw new ApiError('conflict', 'This conversation has no email address to reply to.');
   const settings = await readSettings(sql, workspaceId);
   const from = thread.our_address ?? settings.reply_from_address;
-  if (!from) throw new ApiError('conflict', 'No address to reply from: set `reply_from_address` in PATCH /inbox/settings/.');
-  if (!deps.mailer) throw new ApiError('unavailable', 'No mail server is configured here (SMTP_URL); replies cannot be sent.');
+  if (!from)
+    throw new ApiError('conflict', 'No address to reply from: set `reply_from_address` in PATCH /inbox/settings/.');
+  if (!deps.mailer)
+    throw new ApiError('unavailable', 'No mail server is configured here (SMTP_URL); replies cannot be sent.');
   const messageId = `<reply.${token}@${from.split('@')[1]}>`;
   const existing = await messageByExternalId(sql, workspaceId, messageId);
   if (existing?.delivery_status === 'sent') return { message: existing, created: false };
   const history = await threadMessages(sql, threadId);
-  const previous = [...history].reverse().find((m) => m.external_id && m.external_id !== messageId && m.delivery_status !== 'failed' && m.delivery_status !== 'sending');
+  const previous = [...history]
+    .reverse()
+    .find(
+      (m) =>
+        m.external_id &&
+        m.external_id !== messageId &&
+        m.delivery_status !== 'failed' &&
+        m.delivery_status !== 'sending',
+    );
   const references = previous ? [...previous.reference_ids, previous.external_id!].slice(-20) : [];
   const subject = replySubject(thread.subject);
   const saved = await sql.begin(async (tx) => {
     const m = await insertMessage(tx, {
-      workspaceId, threadId, direction: 'outbound', kind: 'sent', fromEmail: from, toEmail: thread.contact_email, subject, body: input.body,
-      externalId: messageId, occurredAt: new Date(), inReplyTo: previous?.external_id ?? null, referenceIds: references,
-      deliveryStatus: 'sending', sentBy: input.sentBy,
+      workspaceId,
+      threadId,
+      direction: 'outbound',
+      kind: 'sent',
+      fromEmail: from,
+      toEmail: thread.contact_email,
+      subject,
+      body: input.body,
+      externalId: messageId,
+      occurredAt: new Date(),
+      inReplyTo: previous?.external_id ?? null,
+      referenceIds: references,
+      deliveryStatus: 'sending',
+      sentBy: input.sentBy,
     });
     await refreshThread(tx, threadId, false);
     await markThreadRead(tx, threadId);
@@ -193,12 +248,20 @@ export async function sendReply(
   const row = await messageById(sql, saved.id);
   try {
     await deps.mailer.send({
-      messageId, from: { name: settings.reply_from_name, address: from }, to: thread.contact_email, subject, text: row.body,
-      inReplyTo: row.in_reply_to, references: row.reference_ids,
+      messageId,
+      from: { name: settings.reply_from_name, address: from },
+      to: thread.contact_email,
+      subject,
+      text: row.body,
+      inReplyTo: row.in_reply_to,
+      references: row.reference_ids,
     });
   } catch (err) {
     await markDeliveryFailed(sql, row.id, String((err as Error).message).slice(0, 500));
-    throw new ApiError('bad_gateway', `The mail server did not take the reply: ${String((err as Error).message).slice(0, 200)}. Retry with the same idempotency_key.`);
+    throw new ApiError(
+      'bad_gateway',
+      `The mail server did not take the reply: ${String((err as Error).message).slice(0, 200)}. Retry with the same idempotency_key.`,
+    );
   }
   await markDeliverySent(sql, row.id);
   return { message: await messageById(sql, row.id), created: !saved.duplicate };
@@ -209,7 +272,11 @@ export async function sendReply(
  * same one). A model-written one costs `suggestionPriceCredits`, held before the call, charged
  * with the insert, released if the call fails; the local template writer is free.
  */
-export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, threadId: string): Promise<{ suggestion: Suggestion; created: boolean }> {
+export async function suggestReply(
+  deps: InboxServiceDeps,
+  workspaceId: string,
+  threadId: string,
+): Promise<{ suggestion: Suggestion; created: boolean }> {
   const { sql } = deps;
   const thread = await findThread(sql, workspaceId, threadId);
   if (!thread) throw notFound('Thread');
@@ -222,17 +289,32 @@ export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, 
     channel: thread.channel,
     contactName: thread.contact_name,
     subject: thread.subject,
-    messages: history.filter((m) => m.kind === 'reply' || m.kind === 'sent').map((m) => ({ direction: m.direction, body: m.body })),
+    messages: history
+      .filter((m) => m.kind === 'reply' || m.kind === 'sent')
+      .map((m) => ({ direction: m.direction, body: m.body })),
     answering: answering.body,
-    business: businessContextSection(await businessContext(sql, workspaceId, deps.businessContextChars ?? contextCharsDefault)),
+    business: businessContextSection(
+      await businessContext(sql, workspaceId, deps.businessContextChars ?? contextCharsDefault),
+    ),
   };
   const id = randomUUID();
   const insert = (db: Db, draft: SuggestionDraft, credits: number) =>
-    insertSuggestion(db, { id, workspaceId, threadId, messageId: answering.id, subject: draft.subject, body: draft.body, modelKey: draft.modelKey, credits });
+    insertSuggestion(db, {
+      id,
+      workspaceId,
+      threadId,
+      messageId: answering.id,
+      subject: draft.subject,
+      body: draft.body,
+      modelKey: draft.modelKey,
+      credits,
+    });
   const model = deps.chatModel;
   if (!model) {
     const row = await insert(sql, templateSuggestion(context), 0);
-    return row ? { suggestion: toSuggestion(row), created: true } : { suggestion: toSuggestion((await suggestionFor(sql, answering.id))!), created: false };
+    return row
+      ? { suggestion: toSuggestion(row), created: true }
+      : { suggestion: toSuggestion((await suggestionFor(sql, answering.id))!), created: false };
   }
   const causeKey = `inbox-suggestion:${id}`;
   const hold = await sql.begin((tx) => holdCredits(tx, { workspaceId, amount: suggestionPriceCredits, causeKey }));
@@ -241,7 +323,10 @@ export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, 
     draft = await modelSuggestion(model, context);
   } catch (err) {
     await sql.begin((tx) => releaseHold(tx, hold.id));
-    throw new ApiError('bad_gateway', `The model could not write a suggestion: ${String((err as Error).message).slice(0, 200)}`);
+    throw new ApiError(
+      'bad_gateway',
+      `The model could not write a suggestion: ${String((err as Error).message).slice(0, 200)}`,
+    );
   }
   const row = await sql.begin(async (tx) => {
     const made = await insert(tx, draft, suggestionPriceCredits);
@@ -254,18 +339,42 @@ export async function suggestReply(deps: InboxServiceDeps, workspaceId: string, 
 }
 
 /** Sends the suggestion (or the person's edit of it) as a reply; only a pending one. */
-export async function approveSuggestion(deps: InboxServiceDeps, workspaceId: string, suggestionId: string, edit: string | undefined, actor: string | null) {
+export async function approveSuggestion(
+  deps: InboxServiceDeps,
+  workspaceId: string,
+  suggestionId: string,
+  edit: string | undefined,
+  actor: string | null,
+) {
   const current = await readSuggestion(deps.sql, workspaceId, suggestionId);
   if (!current) throw notFound('Suggestion');
-  if (current.status !== 'pending') throw new ApiError('conflict', `The suggestion is already ${current.status}; nothing changed.`);
+  if (current.status !== 'pending')
+    throw new ApiError('conflict', `The suggestion is already ${current.status}; nothing changed.`);
   const body = edit ?? current.body;
   // The key makes a retried approval send the same Message-ID, never a second reply.
-  const { message } = await sendReply(deps, workspaceId, current.thread_id, { body, idempotencyKey: `suggestion.${suggestionId}`, sentBy: actor });
-  const row = await markSuggestionApproved(deps.sql, suggestionId, { sentMessageId: message.id, edited: body !== current.body, body, actor });
-  return { suggestion: toSuggestion(row ?? (await readSuggestion(deps.sql, workspaceId, suggestionId))!), message: toMessage(message) };
+  const { message } = await sendReply(deps, workspaceId, current.thread_id, {
+    body,
+    idempotencyKey: `suggestion.${suggestionId}`,
+    sentBy: actor,
+  });
+  const row = await markSuggestionApproved(deps.sql, suggestionId, {
+    sentMessageId: message.id,
+    edited: body !== current.body,
+    body,
+    actor,
+  });
+  return {
+    suggestion: toSuggestion(row ?? (await readSuggestion(deps.sql, workspaceId, suggestionId))!),
+    message: toMessage(message),
+  };
 }
 
-export async function dismissSuggestion(db: Db, workspaceId: string, suggestionId: string, actor: string | null): Promise<Suggestion> {
+export async function dismissSuggestion(
+  db: Db,
+  workspaceId: string,
+  suggestionId: string,
+  actor: string | null,
+): Promise<Suggestion> {
   const row = await markSuggestionDismissed(db, workspaceId, suggestionId, actor);
   if (row) return toSuggestion(row);
   const current = await readSuggestion(db, workspaceId, suggestionId);
@@ -277,18 +386,36 @@ export async function dismissSuggestion(db: Db, workspaceId: string, suggestionI
  * Bulk do-not-contact: every email of the selected people goes on the list, and every one of
  * them (email or not) gets a stop row, so their current sequences stop at the next check.
  */
-export async function bulkDoNotContact(sql: Sql, workspaceId: string, threadIds: string[], options: { reason: string | null; createdBy: string | null }) {
+export async function bulkDoNotContact(
+  sql: Sql,
+  workspaceId: string,
+  threadIds: string[],
+  options: { reason: string | null; createdBy: string | null },
+) {
   return sql.begin(async (tx) => {
     const { people, withoutEmail, sequenceContactIds } = await peopleOfThreads(tx, workspaceId, threadIds);
     const emails = [...new Set(people.flatMap((p) => p.emails))];
     const profileUrls = [...new Set(people.flatMap((p) => p.profileUrls))];
-    const listed = await addEntries(tx, workspaceId, emails.map((value) => ({ kind: 'email' as const, value })), {
-      reason: options.reason, source: 'inbox_bulk', createdBy: options.createdBy,
-    });
+    const listed = await addEntries(
+      tx,
+      workspaceId,
+      emails.map((value) => ({ kind: 'email' as const, value })),
+      {
+        reason: options.reason,
+        source: 'inbox_bulk',
+        createdBy: options.createdBy,
+      },
+    );
     const reason = 'inbox_bulk_do_not_contact';
     await recordContactStops(tx, workspaceId, { emails, profileUrls, sequenceContactIds }, reason, options.createdBy);
     return {
-      result: { people: people.length, without_email: withoutEmail, added: listed.added, already_listed: listed.existing, stopped: people.length },
+      result: {
+        people: people.length,
+        without_email: withoutEmail,
+        added: listed.added,
+        already_listed: listed.existing,
+        stopped: people.length,
+      },
       wake: { emails, profileUrls, sequenceContactIds },
     };
   });
@@ -319,7 +446,12 @@ export const toMailbox = (r: MailboxRow): Mailbox => ({
 /** What a mailbox's password is sealed with: its column and workspace, so a value copied elsewhere does not open. */
 export const mailboxPasswordContext = (workspaceId: string) => `inbox_mailboxes.password_sealed:${workspaceId}`;
 
-export async function createMailbox(db: Db, workspaceId: string, m: MailboxCreate, keyring: Keyring): Promise<Mailbox | null> {
+export async function createMailbox(
+  db: Db,
+  workspaceId: string,
+  m: MailboxCreate,
+  keyring: Keyring,
+): Promise<Mailbox | null> {
   const { password, ...rest } = m;
   const row = await insertMailbox(db, workspaceId, rest, seal(keyring, password, mailboxPasswordContext(workspaceId)));
   return row ? toMailbox(row) : null;
@@ -335,7 +467,13 @@ export async function getMailbox(db: Db, workspaceId: string, mailboxId: string)
 }
 
 /** 'missing', 'taken', or the mailbox. Another host, user or folder starts the cursor again. */
-export async function updateMailbox(db: Db, workspaceId: string, mailboxId: string, p: MailboxUpdate, keyring: Keyring): Promise<Mailbox | 'missing' | 'taken'> {
+export async function updateMailbox(
+  db: Db,
+  workspaceId: string,
+  mailboxId: string,
+  p: MailboxUpdate,
+  keyring: Keyring,
+): Promise<Mailbox | 'missing' | 'taken'> {
   const current = await getMailbox(db, workspaceId, mailboxId);
   if (!current) return 'missing';
   const host = p.host?.toLowerCase() ?? current.host;
@@ -344,10 +482,16 @@ export async function updateMailbox(db: Db, workspaceId: string, mailboxId: stri
   const moved = host !== current.host || username !== current.username || folder !== current.folder;
   try {
     const row = await setMailbox(db, workspaceId, mailboxId, {
-      host, username, folder, port: p.port ?? current.port, secure: p.secure ?? current.secure,
+      host,
+      username,
+      folder,
+      port: p.port ?? current.port,
+      secure: p.secure ?? current.secure,
       passwordSealed: p.password ? seal(keyring, p.password, mailboxPasswordContext(workspaceId)) : null,
-      poll_seconds: p.poll_seconds ?? current.poll_seconds, enabled: p.enabled ?? current.enabled,
-      uid_validity: moved ? null : current.uid_validity, last_uid: moved ? 0 : current.last_uid,
+      poll_seconds: p.poll_seconds ?? current.poll_seconds,
+      enabled: p.enabled ?? current.enabled,
+      uid_validity: moved ? null : current.uid_validity,
+      last_uid: moved ? 0 : current.last_uid,
     });
     return row ? toMailbox(row) : 'missing';
   } catch (err) {
@@ -357,7 +501,11 @@ export async function updateMailbox(db: Db, workspaceId: string, mailboxId: stri
 }
 
 /** Starts the mailbox's polling workflow, or asks the running one to read now. */
-export async function wakeMailbox(client: Client, taskQueue: string, mailbox: { id: string; workspaceId: string }): Promise<void> {
+export async function wakeMailbox(
+  client: Client,
+  taskQueue: string,
+  mailbox: { id: string; workspaceId: string },
+): Promise<void> {
   await client.workflow.signalWithStart(mailboxPollWorkflow, {
     taskQueue,
     workflowId: mailboxPollWorkflowId(mailbox.id),

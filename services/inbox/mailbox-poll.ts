@@ -74,15 +74,26 @@ export async function pollMailbox(
     password = unseal(keyring, box.password_sealed, mailboxPasswordContext(box.workspace_id));
   } catch (err) {
     if (!(err instanceof SealedSecretError)) throw err;
-    await recordPollFailed(sql, box.id, 'The stored password cannot be opened (it was stored before passwords were sealed, or under another SECRETS_KEY): set the password again.');
+    await recordPollFailed(
+      sql,
+      box.id,
+      'The stored password cannot be opened (it was stored before passwords were sealed, or under another SECRETS_KEY): set the password again.',
+    );
     return { state: 'failed', recorded: 0, more: false, ...base };
   }
   // Connect to the address checked, not the name again (a second lookup could answer otherwise);
   // TLS still verifies the certificate against the name.
   const client = new ImapFlow({
-    host: address, port: box.port, secure: box.secure, auth: { user: box.username, pass: password }, logger: false,
+    host: address,
+    port: box.port,
+    secure: box.secure,
+    auth: { user: box.username, pass: password },
+    logger: false,
     ...(isIP(box.host) ? {} : { servername: box.host }),
-    disableAutoIdle: true, connectionTimeout: 20_000, greetingTimeout: 10_000, socketTimeout: 60_000,
+    disableAutoIdle: true,
+    connectionTimeout: 20_000,
+    greetingTimeout: 10_000,
+    socketTimeout: 60_000,
   });
   client.on('error', () => {}); // surfaced by the awaited call that failed
   let recorded = 0;
@@ -140,7 +151,13 @@ export async function pollMailbox(
     client.close();
     const message = String((err as Error).message ?? err).slice(0, 500);
     await recordPollFailed(sql, box.id, message);
-    return { state: 'failed', recorded, more: false, pollSeconds: box.poll_seconds, uidValidity: validity, lastUid: last };
+    return {
+      state: 'failed',
+      recorded,
+      more: false,
+      pollSeconds: box.poll_seconds,
+      uidValidity: validity,
+      lastUid: last,
+    };
   }
 }
-

@@ -22,7 +22,8 @@ export interface SuggestionContext {
 }
 
 export const firstName = (name: string | null) => (name ?? '').trim().split(/\s+/)[0] || 'there';
-export const replySubject = (subject: string | null) => (subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : null);
+export const replySubject = (subject: string | null) =>
+  subject ? (/^re:/i.test(subject) ? subject : `Re: ${subject}`) : null;
 
 /**
  * Without a model: a short reply chosen by what the message asks for. Labelled as a template,
@@ -41,7 +42,11 @@ export function templateSuggestion(ctx: SuggestionContext): SuggestionDraft {
   } else {
     middle = 'Thanks for getting back to me, I appreciate it. Would a short call be useful to go through it together?';
   }
-  return { subject: ctx.channel === 'email' ? replySubject(ctx.subject) : null, body: `${hi}\n\n${middle}\n\nBest regards`, modelKey: 'local-template-writer' };
+  return {
+    subject: ctx.channel === 'email' ? replySubject(ctx.subject) : null,
+    body: `${hi}\n\n${middle}\n\nBest regards`,
+    modelKey: 'local-template-writer',
+  };
 }
 
 /** With a model: it writes from the conversation. An empty answer is a failure (nothing is charged). */
@@ -59,7 +64,10 @@ export async function modelSuggestion(model: ChatModel, ctx: SuggestionContext):
           'If the person asks not to be contacted, acknowledge politely and promise no further contact.' +
           (ctx.business ? `\n\n${ctx.business}` : ''),
       },
-      { role: 'user', content: `Contact: ${ctx.contactName ?? 'unknown'}\nChannel: ${ctx.channel}\nSubject: ${ctx.subject ?? '(none)'}\n\nConversation:\n${transcript}\n\nWrite the reply to their last message.` },
+      {
+        role: 'user',
+        content: `Contact: ${ctx.contactName ?? 'unknown'}\nChannel: ${ctx.channel}\nSubject: ${ctx.subject ?? '(none)'}\n\nConversation:\n${transcript}\n\nWrite the reply to their last message.`,
+      },
     ],
     maxTokens: 600,
     temperature: 0.4,
@@ -68,4 +76,3 @@ export async function modelSuggestion(model: ChatModel, ctx: SuggestionContext):
   if (!body) throw new Error('The model wrote nothing.');
   return { subject: ctx.channel === 'email' ? replySubject(ctx.subject) : null, body, modelKey: model.key };
 }
-

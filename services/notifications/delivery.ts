@@ -15,13 +15,38 @@ import { SealedSecretError, seal, unseal } from '../../integrations/secrets/seal
 import { signedHeaders } from '../../integrations/webhooks/signing.js';
 import { TeamChatError } from '../../integrations/team-chat/client.js';
 import { memberEmail, teamChatMessage, digestEmail } from '../../domain/notifications/render.js';
-import { disableAfterFailingMs, retryScheduleSeconds, webhookIdOf, type AttemptedDelivery, type AttemptOutcome, type AttemptResult } from '../../domain/notifications/webhooks.js';
+import {
+  disableAfterFailingMs,
+  retryScheduleSeconds,
+  webhookIdOf,
+  type AttemptedDelivery,
+  type AttemptOutcome,
+  type AttemptResult,
+} from '../../domain/notifications/webhooks.js';
 import type { WorkspaceEvent } from '../../domain/notifications/events.js';
 import type { Keyring } from '../../integrations/secrets/sealed.js';
-import { deliveriesByIds, markDigested, pendingDigest, planBatchDeliveries, recordAttempts, recordedAttempts, type DeliveryRow, type NewAttempt } from '../../store/notifications/deliveries.js';
+import {
+  deliveriesByIds,
+  markDigested,
+  pendingDigest,
+  planBatchDeliveries,
+  recordAttempts,
+  recordedAttempts,
+  type DeliveryRow,
+  type NewAttempt,
+} from '../../store/notifications/deliveries.js';
 import { eventsByIds } from '../../store/notifications/outbox.js';
-import { endpointsByIds, lockEndpoints, markEndpointFailing, type EndpointRow } from '../../store/notifications/webhooks.js';
-import { markTeamChatRevoked, teamChatConnection, type TeamChatConnectionRow } from '../../store/notifications/team-chat.js';
+import {
+  endpointsByIds,
+  lockEndpoints,
+  markEndpointFailing,
+  type EndpointRow,
+} from '../../store/notifications/webhooks.js';
+import {
+  markTeamChatRevoked,
+  teamChatConnection,
+  type TeamChatConnectionRow,
+} from '../../store/notifications/team-chat.js';
 import { memberEmailOf } from '../../store/notifications/rules.js';
 import { secretsKeyring } from '../platform/sealing.js';
 
@@ -33,7 +58,12 @@ export const sealingContext = {
   verifier: (workspaceId: string) => `team_chat_authorizations.code_verifier:${workspaceId}`,
 };
 
-export async function sealFor(sql: Sql, integrations: Pick<Integrations, 'secretsKeys'>, plaintext: string, context: string): Promise<string> {
+export async function sealFor(
+  sql: Sql,
+  integrations: Pick<Integrations, 'secretsKeys'>,
+  plaintext: string,
+  context: string,
+): Promise<string> {
   return seal(await secretsKeyring(sql, integrations), plaintext, context);
 }
 
@@ -69,11 +99,23 @@ interface Tried {
   permanent?: boolean;
 }
 
-const resultOf = (t: { outcome: AttemptOutcome; status_code?: number | null; statusCode?: number | null; error: string | null; retryAfterSeconds?: number; permanent?: boolean }): AttemptResult => {
+const resultOf = (t: {
+  outcome: AttemptOutcome;
+  status_code?: number | null;
+  statusCode?: number | null;
+  error: string | null;
+  retryAfterSeconds?: number;
+  permanent?: boolean;
+}): AttemptResult => {
   const status = t.statusCode ?? t.status_code ?? null;
   if (t.outcome === 'succeeded') return { kind: 'succeeded', statusCode: status ?? 0 };
   if (t.outcome === 'skipped') return { kind: 'skipped', reason: t.error ?? 'skipped' };
-  return { kind: 'failed', statusCode: status, ...(t.retryAfterSeconds ? { retryAfterSeconds: t.retryAfterSeconds } : {}), ...(t.permanent ? { permanent: true } : {}) };
+  return {
+    kind: 'failed',
+    statusCode: status,
+    ...(t.retryAfterSeconds ? { retryAfterSeconds: t.retryAfterSeconds } : {}),
+    ...(t.permanent ? { permanent: true } : {}),
+  };
 };
 
 /** What one batch of attempts reads once: the events, the endpoints, the keyring, each workspace's team-chat connection. */
@@ -102,7 +144,8 @@ async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promis
   return results;
 }
 
-const aborted = () => Object.assign(new Error('The attempts were cancelled: their worker is going away.'), { name: 'AbortError' });
+const aborted = () =>
+  Object.assign(new Error('The attempts were cancelled: their worker is going away.'), { name: 'AbortError' });
 
 /**
  * Attempts number `input.attempt` of several deliveries at once (bounded), each recorded and its
@@ -111,7 +154,12 @@ const aborted = () => Object.assign(new Error('The attempts were cancelled: thei
  * without sending; a delivery no longer pending is answered from its status; a delivery replayed
  * since (another run) is skipped as superseded. Answers one result per delivery, in order.
  */
-export async function attemptDeliveries(sql: Sql, integrations: NotificationIntegrations, input: AttemptsInput, options: AttemptOptions = {}): Promise<AttemptedDelivery[]> {
+export async function attemptDeliveries(
+  sql: Sql,
+  integrations: NotificationIntegrations,
+  input: AttemptsInput,
+  options: AttemptOptions = {},
+): Promise<AttemptedDelivery[]> {
   const ids = input.deliveries.map((d) => d.id);
   const [rows, recorded] = await Promise.all([
     options.rows ?? deliveriesByIds(sql, ids),
@@ -122,14 +170,24 @@ export async function attemptDeliveries(sql: Sql, integrations: NotificationInte
     eventsByIds(sql, [...new Set(rows.map((r) => r.event_id))]),
     endpointsByIds(sql, [...new Set(rows.flatMap((r) => (r.webhook_endpoint_id ? [r.webhook_endpoint_id] : [])))]),
   ]);
-  const shared: Shared = { events, endpoints, keyring: memo(() => secretsKeyring(sql, integrations)), connections: new Map() };
+  const shared: Shared = {
+    events,
+    endpoints,
+    keyring: memo(() => secretsKeyring(sql, integrations)),
+    connections: new Map(),
+  };
   const record = attemptRecorder(sql, new Date(input.at));
   return mapLimit(input.deliveries, options.concurrency ?? 32, async ({ id, run }): Promise<AttemptedDelivery> => {
     const answer = (result: AttemptResult): AttemptedDelivery => ({ id, run, result });
     if (options.signal?.aborted) throw aborted();
     const delivery = byId.get(id);
     if (!delivery || delivery.run !== run) return answer({ kind: 'skipped', reason: 'superseded' });
-    if (delivery.status !== 'pending') return answer(delivery.status === 'succeeded' ? { kind: 'succeeded', statusCode: 200 } : { kind: 'skipped', reason: delivery.status });
+    if (delivery.status !== 'pending')
+      return answer(
+        delivery.status === 'succeeded'
+          ? { kind: 'succeeded', statusCode: 200 }
+          : { kind: 'skipped', reason: delivery.status },
+      );
     const before = recorded.get(`${id}:${run}`);
     if (before) return answer(resultOf(before));
     const event = shared.events.get(delivery.event_id);
@@ -141,10 +199,22 @@ export async function attemptDeliveries(sql: Sql, integrations: NotificationInte
     else tried = await tryEmail(sql, integrations, delivery, event);
 
     const last = input.attempt >= retryScheduleSeconds.length;
-    const settle = tried.outcome === 'succeeded' ? 'succeeded' : tried.outcome === 'skipped' ? 'skipped' : last || tried.permanent ? 'failed' : 'pending';
+    const settle =
+      tried.outcome === 'succeeded'
+        ? 'succeeded'
+        : tried.outcome === 'skipped'
+          ? 'skipped'
+          : last || tried.permanent
+            ? 'failed'
+            : 'pending';
     const endpointId = delivery.channel === 'webhook' ? delivery.webhook_endpoint_id : null;
     const recordedNow = await record({
-      deliveryId: id, run, attempt: input.attempt, trigger: input.trigger, ...tried, settle,
+      deliveryId: id,
+      run,
+      attempt: input.attempt,
+      trigger: input.trigger,
+      ...tried,
+      settle,
       healthyEndpointId: tried.outcome === 'succeeded' ? endpointId : null,
       failingEndpointId: tried.outcome !== 'succeeded' && tried.outcome !== 'skipped' ? endpointId : null,
     });
@@ -175,9 +245,21 @@ function attemptRecorder(sql: Sql, at: Date): (attempt: ToRecord) => Promise<boo
         const recorded = await sql.begin(async (tx) => {
           // Batches to the same endpoints flush at once: each takes their rows in one order first,
           // or two flushes marking one endpoint healthy and another failing deadlock (seen under load).
-          await lockEndpoints(tx, items.flatMap((i) => [i.attempt.healthyEndpointId, i.attempt.failingEndpointId].filter((id): id is string => id !== null)));
-          const made = await recordAttempts(tx, items.map((i) => i.attempt));
-          const failing = new Set(items.flatMap((i) => (i.attempt.failingEndpointId && made.has(i.attempt.deliveryId) ? [i.attempt.failingEndpointId] : [])));
+          await lockEndpoints(
+            tx,
+            items.flatMap((i) =>
+              [i.attempt.healthyEndpointId, i.attempt.failingEndpointId].filter((id): id is string => id !== null),
+            ),
+          );
+          const made = await recordAttempts(
+            tx,
+            items.map((i) => i.attempt),
+          );
+          const failing = new Set(
+            items.flatMap((i) =>
+              i.attempt.failingEndpointId && made.has(i.attempt.deliveryId) ? [i.attempt.failingEndpointId] : [],
+            ),
+          );
           for (const endpointId of failing) await markEndpointFailing(tx, endpointId, at, disableAfterFailingMs);
           return made;
         });
@@ -208,10 +290,16 @@ export interface BatchOutcome {
  * first attempt at once (bounded, recorded). Retried after a killed worker, it plans nothing
  * twice, answers settled deliveries from their status and recorded attempts from their record.
  */
-export async function deliverBatch(sql: Sql, integrations: NotificationIntegrations, input: { eventIds: string[]; at: string }, options: AttemptOptions = {}): Promise<BatchOutcome> {
+export async function deliverBatch(
+  sql: Sql,
+  integrations: NotificationIntegrations,
+  input: { eventIds: string[]; at: string },
+  options: AttemptOptions = {},
+): Promise<BatchOutcome> {
   const rows = await sql.begin((tx) => planBatchDeliveries(tx, input.eventIds));
   const attempted = await attemptDeliveries(
-    sql, integrations,
+    sql,
+    integrations,
     { deliveries: rows.map((r) => ({ id: r.id, run: 1 })), attempt: 1, trigger: 'scheduled', at: input.at },
     { ...options, rows },
   );
@@ -222,19 +310,38 @@ export async function deliverBatch(sql: Sql, integrations: NotificationIntegrati
   };
 }
 
-async function tryWebhook(shared: Shared, integrations: NotificationIntegrations, d: DeliveryRow, event: WorkspaceEvent): Promise<Tried> {
+async function tryWebhook(
+  shared: Shared,
+  integrations: NotificationIntegrations,
+  d: DeliveryRow,
+  event: WorkspaceEvent,
+): Promise<Tried> {
   const endpoint = d.webhook_endpoint_id ? shared.endpoints.get(d.webhook_endpoint_id) : undefined;
-  if (!endpoint) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The endpoint was deleted.', durationMs: 0 };
-  if (!endpoint.enabled) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The endpoint is disabled.', durationMs: 0 };
+  if (!endpoint)
+    return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The endpoint was deleted.', durationMs: 0 };
+  if (!endpoint.enabled)
+    return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The endpoint is disabled.', durationMs: 0 };
   const keyring = await shared.keyring();
   const secrets: string[] = [];
   try {
     secrets.push(unseal(keyring, endpoint.secret_sealed, sealingContext.webhookSecret(endpoint.id)));
-    if (endpoint.previous_secret_sealed && endpoint.previous_secret_expires_at && endpoint.previous_secret_expires_at.getTime() > Date.now()) {
+    if (
+      endpoint.previous_secret_sealed &&
+      endpoint.previous_secret_expires_at &&
+      endpoint.previous_secret_expires_at.getTime() > Date.now()
+    ) {
       secrets.push(unseal(keyring, endpoint.previous_secret_sealed, sealingContext.webhookSecret(endpoint.id)));
     }
   } catch (error) {
-    if (error instanceof SealedSecretError) return { outcome: 'failed', statusCode: null, excerpt: null, error: `The signing secret cannot be opened: ${error.message} Rotate it.`, durationMs: 0, permanent: true };
+    if (error instanceof SealedSecretError)
+      return {
+        outcome: 'failed',
+        statusCode: null,
+        excerpt: null,
+        error: `The signing secret cannot be opened: ${error.message} Rotate it.`,
+        durationMs: 0,
+        permanent: true,
+      };
     throw error;
   }
   const body = JSON.stringify(event);
@@ -243,34 +350,70 @@ async function tryWebhook(shared: Shared, integrations: NotificationIntegrations
   if (answer.kind === 'answered') {
     const ok = answer.status >= 200 && answer.status < 300;
     return {
-      outcome: ok ? 'succeeded' : 'failed', statusCode: answer.status, excerpt: answer.excerpt, error: ok ? null : `The endpoint answered ${answer.status}.`,
-      durationMs: answer.durationMs, ...(answer.retryAfterSeconds !== undefined ? { retryAfterSeconds: Math.min(answer.retryAfterSeconds, 36_000) } : {}),
+      outcome: ok ? 'succeeded' : 'failed',
+      statusCode: answer.status,
+      excerpt: answer.excerpt,
+      error: ok ? null : `The endpoint answered ${answer.status}.`,
+      durationMs: answer.durationMs,
+      ...(answer.retryAfterSeconds !== undefined
+        ? { retryAfterSeconds: Math.min(answer.retryAfterSeconds, 36_000) }
+        : {}),
     };
   }
-  return { outcome: answer.kind === 'timeout' ? 'timeout' : answer.kind === 'refused' ? 'refused' : 'failed', statusCode: null, excerpt: null, error: answer.error, durationMs: answer.durationMs };
+  return {
+    outcome: answer.kind === 'timeout' ? 'timeout' : answer.kind === 'refused' ? 'refused' : 'failed',
+    statusCode: null,
+    excerpt: null,
+    error: answer.error,
+    durationMs: answer.durationMs,
+  };
 }
 
-async function tryTeamChat(sql: Sql, shared: Shared, integrations: NotificationIntegrations, d: DeliveryRow, event: WorkspaceEvent): Promise<Tried> {
-  const skipped = (error: string): Tried => ({ outcome: 'skipped', statusCode: null, excerpt: null, error, durationMs: 0 });
+async function tryTeamChat(
+  sql: Sql,
+  shared: Shared,
+  integrations: NotificationIntegrations,
+  d: DeliveryRow,
+  event: WorkspaceEvent,
+): Promise<Tried> {
+  const skipped = (error: string): Tried => ({
+    outcome: 'skipped',
+    statusCode: null,
+    excerpt: null,
+    error,
+    durationMs: 0,
+  });
   const client = integrations.notifications.teamChat;
   if ('missing' in client) return skipped(`The team chat is not configured here (${client.missing.join(', ')}).`);
   let connecting = shared.connections.get(d.workspace_id);
   if (!connecting) shared.connections.set(d.workspace_id, (connecting = teamChatConnection(sql, d.workspace_id)));
   const connection = await connecting;
   if (!connection) return skipped('The team chat is disconnected; the rule keeps its channel for a reconnect.');
-  if (connection.status !== 'connected') return skipped(`The team chat needs reconnecting: ${connection.last_error ?? 'its token no longer works'}.`);
+  if (connection.status !== 'connected')
+    return skipped(`The team chat needs reconnecting: ${connection.last_error ?? 'its token no longer works'}.`);
   let token: string;
   try {
     token = unseal(await shared.keyring(), connection.bot_token_sealed, sealingContext.botToken(d.workspace_id));
   } catch (error) {
     if (!(error instanceof SealedSecretError)) throw error;
-    await markTeamChatRevoked(sql, d.workspace_id, connection.bot_token_sealed, `The stored token cannot be opened: ${error.message}`);
+    await markTeamChatRevoked(
+      sql,
+      d.workspace_id,
+      connection.bot_token_sealed,
+      `The stored token cannot be opened: ${error.message}`,
+    );
     return skipped('The team chat needs reconnecting: its stored token cannot be opened.');
   }
   const started = Date.now();
   try {
     const posted = await client.postMessage(token, { channel: d.chat_channel_id!, ...teamChatMessage(event) });
-    return { outcome: 'succeeded', statusCode: 200, excerpt: `ok ts=${posted.ts}`, error: null, durationMs: Date.now() - started };
+    return {
+      outcome: 'succeeded',
+      statusCode: 200,
+      excerpt: `ok ts=${posted.ts}`,
+      error: null,
+      durationMs: Date.now() - started,
+    };
   } catch (error) {
     if (!(error instanceof TeamChatError)) throw error;
     const durationMs = Date.now() - started;
@@ -280,24 +423,65 @@ async function tryTeamChat(sql: Sql, shared: Shared, integrations: NotificationI
     }
     const permanent = error.code === 'channel_not_found' || error.code === 'not_in_channel';
     return {
-      outcome: 'failed', statusCode: error.status, excerpt: error.code, error: permanent ? `${error.message} Invite the app to the channel or pick another.` : error.message, durationMs,
-      ...(error.retryAfterSeconds ? { retryAfterSeconds: error.retryAfterSeconds } : {}), ...(permanent ? { permanent } : {}),
+      outcome: 'failed',
+      statusCode: error.status,
+      excerpt: error.code,
+      error: permanent ? `${error.message} Invite the app to the channel or pick another.` : error.message,
+      durationMs,
+      ...(error.retryAfterSeconds ? { retryAfterSeconds: error.retryAfterSeconds } : {}),
+      ...(permanent ? { permanent } : {}),
     };
   }
 }
 
-async function tryEmail(sql: Sql, integrations: NotificationIntegrations, d: DeliveryRow, event: WorkspaceEvent): Promise<Tried> {
+async function tryEmail(
+  sql: Sql,
+  integrations: NotificationIntegrations,
+  d: DeliveryRow,
+  event: WorkspaceEvent,
+): Promise<Tried> {
   const mailer = integrations.mailer;
-  if (!mailer) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'No mail server is configured here (SMTP_URL).', durationMs: 0 };
+  if (!mailer)
+    return {
+      outcome: 'skipped',
+      statusCode: null,
+      excerpt: null,
+      error: 'No mail server is configured here (SMTP_URL).',
+      durationMs: 0,
+    };
   const email = await memberEmailOf(sql, d.member_id);
-  if (!email) return { outcome: 'skipped', statusCode: null, excerpt: null, error: 'The member left the workspace.', durationMs: 0 };
+  if (!email)
+    return {
+      outcome: 'skipped',
+      statusCode: null,
+      excerpt: null,
+      error: 'The member left the workspace.',
+      durationMs: 0,
+    };
   const started = Date.now();
   try {
     const mail = memberEmail(event);
-    const sent = await mailer.send({ messageId: `<notification.${d.id}@${mailer.domain}>`, from: { name: 'Notifications', address: mailer.defaultFrom }, to: email, ...mail });
-    return { outcome: 'succeeded', statusCode: null, excerpt: sent.response.slice(0, 200), error: null, durationMs: Date.now() - started };
+    const sent = await mailer.send({
+      messageId: `<notification.${d.id}@${mailer.domain}>`,
+      from: { name: 'Notifications', address: mailer.defaultFrom },
+      to: email,
+      ...mail,
+    });
+    return {
+      outcome: 'succeeded',
+      statusCode: null,
+      excerpt: sent.response.slice(0, 200),
+      error: null,
+      durationMs: Date.now() - started,
+    };
   } catch (error) {
-    return { outcome: 'failed', statusCode: null, excerpt: null, error: `The mail server refused: ${(error as Error).message}`.slice(0, 500), durationMs: Date.now() - started };
+    return {
+      outcome: 'failed',
+      statusCode: null,
+      excerpt: null,
+      error: `The mail server refused: ${(error as Error).message}`.slice(0, 500),
+      durationMs: Date.now() - started,
+    };
   }
 }
 
@@ -313,6 +497,14 @@ export async function sendDigest(sql: Sql, integrations: NotificationIntegration
   const email = await memberEmailOf(sql, memberId);
   if (!email) return 0;
   const mail = digestEmail(items);
-  await mailer.send({ messageId: `<digest.${items[0]!.id}.${randomUUID()}@${mailer.domain}>`, from: { name: 'Notifications', address: mailer.defaultFrom }, to: email, ...mail });
-  return markDigested(sql, items.map((i) => i.id));
+  await mailer.send({
+    messageId: `<digest.${items[0]!.id}.${randomUUID()}@${mailer.domain}>`,
+    from: { name: 'Notifications', address: mailer.defaultFrom },
+    to: email,
+    ...mail,
+  });
+  return markDigested(
+    sql,
+    items.map((i) => i.id),
+  );
 }

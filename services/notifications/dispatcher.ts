@@ -35,7 +35,15 @@ async function startedWith(client: Client, workflowId: string): Promise<string[]
   return defaultPayloadConverter.fromPayload<NotificationBatchInput>(payload).eventIds;
 }
 
-export function startEventDispatcher(options: { sql: Sql; client: Client; taskQueue: string; pollMs?: number; windowMs?: number; batch?: number; digest?: boolean }): EventDispatcher {
+export function startEventDispatcher(options: {
+  sql: Sql;
+  client: Client;
+  taskQueue: string;
+  pollMs?: number;
+  windowMs?: number;
+  batch?: number;
+  digest?: boolean;
+}): EventDispatcher {
   const { sql, client, taskQueue } = options;
   const batch = Math.min(options.batch ?? notificationBatchMax, notificationBatchMax);
   const windowMs = options.windowMs ?? 100;
@@ -54,7 +62,11 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
         const workflowId = notificationBatchWorkflowId(ids[0]!);
         let started = ids;
         try {
-          await client.workflow.start('notificationBatchWorkflow', { workflowId, taskQueue, args: [{ eventIds: ids } satisfies NotificationBatchInput] });
+          await client.workflow.start('notificationBatchWorkflow', {
+            workflowId,
+            taskQueue,
+            args: [{ eventIds: ids } satisfies NotificationBatchInput],
+          });
         } catch (error) {
           if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
           const theirs = new Set(await startedWith(client, workflowId));
@@ -98,7 +110,12 @@ export function startEventDispatcher(options: { sql: Sql; client: Client; taskQu
   // The daily digest's cron workflow, started once for the namespace's task queue (already running: nothing to do).
   if (options.digest !== false) {
     void client.workflow
-      .start('notificationDigestWorkflow', { workflowId: notificationDigestWorkflowId(taskQueue), taskQueue, cronSchedule: notificationDigestCron, args: [] })
+      .start('notificationDigestWorkflow', {
+        workflowId: notificationDigestWorkflowId(taskQueue),
+        taskQueue,
+        cronSchedule: notificationDigestCron,
+        args: [],
+      })
       .catch(() => undefined);
   }
   const listening = sql.listen('workspace_events', () => soon()).catch(() => null);

@@ -19,17 +19,40 @@ import { sealFor, sealingContext } from './delivery.js';
 export async function createEndpoint(
   sql: Sql,
   integrations: Pick<Integrations, 'secretsKeys'>,
-  input: { workspaceId: string; url: string; description: string; eventTypes: string[]; enabled: boolean; createdBy: string | null },
+  input: {
+    workspaceId: string;
+    url: string;
+    description: string;
+    eventTypes: string[];
+    enabled: boolean;
+    createdBy: string | null;
+  },
 ): Promise<{ endpoint: EndpointRow; secret: string }> {
   const id = randomUUID();
   const secret = newWebhookSecret();
-  const endpoint = await insertEndpoint(sql, { id, ...input, secretSealed: await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)) });
+  const endpoint = await insertEndpoint(sql, {
+    id,
+    ...input,
+    secretSealed: await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)),
+  });
   return { endpoint, secret };
 }
 
-export async function rotateEndpointSecret(sql: Sql, integrations: Pick<Integrations, 'secretsKeys'>, workspaceId: string, id: string, overlapSeconds: number) {
+export async function rotateEndpointSecret(
+  sql: Sql,
+  integrations: Pick<Integrations, 'secretsKeys'>,
+  workspaceId: string,
+  id: string,
+  overlapSeconds: number,
+) {
   const secret = newWebhookSecret();
-  const endpoint = await rotateSecret(sql, workspaceId, id, await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)), overlapSeconds);
+  const endpoint = await rotateSecret(
+    sql,
+    workspaceId,
+    id,
+    await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)),
+    overlapSeconds,
+  );
   return endpoint ? { endpoint, secret } : undefined;
 }
 
@@ -43,11 +66,14 @@ export async function replayEndpoint(
   let eventIds: string[];
   if (what.eventId) {
     const event = await eventById(sql, what.eventId);
-    if (!event || event.workspace_id !== endpoint.workspace_id) throw new ApiError('not_found', 'No event with this id in the workspace.');
+    if (!event || event.workspace_id !== endpoint.workspace_id)
+      throw new ApiError('not_found', 'No event with this id in the workspace.');
     eventIds = [event.id];
   } else {
     const events = await eventsSince(sql, endpoint.workspace_id, what.since!, replayMax);
-    eventIds = events.filter((e) => endpoint.event_types.length === 0 || endpoint.event_types.includes(e.type)).map((e) => e.id);
+    eventIds = events
+      .filter((e) => endpoint.event_types.length === 0 || endpoint.event_types.includes(e.type))
+      .map((e) => e.id);
   }
   for (const eventId of eventIds) {
     const delivery = await sql.begin(async (tx) => {
@@ -55,7 +81,11 @@ export async function replayEndpoint(
       return { id, run: await reopenDelivery(tx, id) };
     });
     await temporal.client.workflow
-      .start('notificationReplayWorkflow', { workflowId: notificationReplayWorkflowId(delivery.id, delivery.run), taskQueue: temporal.taskQueue, args: [{ deliveryId: delivery.id, run: delivery.run }] })
+      .start('notificationReplayWorkflow', {
+        workflowId: notificationReplayWorkflowId(delivery.id, delivery.run),
+        taskQueue: temporal.taskQueue,
+        args: [{ deliveryId: delivery.id, run: delivery.run }],
+      })
       .catch((error: unknown) => {
         if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
       });

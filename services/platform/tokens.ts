@@ -18,7 +18,8 @@ export type TokenVerifier = (token: string) => Promise<TokenClaims | undefined>;
 export const devIssuer = 'outreach-workspace-service';
 
 export function createTokenVerifier(config: TokenConfig): TokenVerifier {
-  const key = config.kind === 'secret' ? new TextEncoder().encode(config.secret) : createRemoteJWKSet(new URL(config.url));
+  const key =
+    config.kind === 'secret' ? new TextEncoder().encode(config.secret) : createRemoteJWKSet(new URL(config.url));
   const options = {
     issuer: config.issuer,
     audience: config.audience,

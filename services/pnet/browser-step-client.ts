@@ -6,12 +6,28 @@ import { recordStepRun } from '../../store/pnet/step-queue.js';
 import type { StepTransitionResult } from '../../domain/pnet/agent.js';
 import type { Sql } from '../../db/sql.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
-import { browserStepWorkflowId, stepChangedSignal, type BrowserStepInput } from '../../workflows/pnet/browser-step.contract.js';
+import {
+  browserStepWorkflowId,
+  stepChangedSignal,
+  type BrowserStepInput,
+} from '../../workflows/pnet/browser-step.contract.js';
 import { senderAccountWorkflow } from '../../workflows/pnet/sender-account.js';
 import { stepSignalSweeperWorkflow } from '../../workflows/pnet/step-signals.js';
-import { defaultStepSignalSweeper, stepSignalSweeperQueue, stepSignalSweeperWorkflowId, type StepSignalSweeperInput } from '../../workflows/pnet/step-signals.contract.js';
+import {
+  defaultStepSignalSweeper,
+  stepSignalSweeperQueue,
+  stepSignalSweeperWorkflowId,
+  type StepSignalSweeperInput,
+} from '../../workflows/pnet/step-signals.contract.js';
 import { accountChangedSignal, senderAccountWorkflowId } from '../../workflows/pnet/sender-account.contract.js';
-import { ContactIdKey, SequenceIdKey, SenderAccountIdKey, StepKindKey, StepStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import {
+  ContactIdKey,
+  SequenceIdKey,
+  SenderAccountIdKey,
+  StepKindKey,
+  StepStatusKey,
+  WorkspaceIdKey,
+} from '../../workflows/shared/search-attributes.js';
 import { repeatEvery } from '../platform/repeat.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
@@ -91,7 +107,10 @@ export async function updateStep<Args extends unknown[]>(
  * the worker's few polls of the shared queue, or was written to its backlog and read back.
  */
 export async function startStepWorkflow(to: StepWorkflows, row: StepRow): Promise<void> {
-  const handle = await to.client.workflow.start(browserStepWorkflow, { ...startOptions(to.taskQueue, row), requestEagerStart: to.eagerStart === true });
+  const handle = await to.client.workflow.start(browserStepWorkflow, {
+    ...startOptions(to.taskQueue, row),
+    requestEagerStart: to.eagerStart === true,
+  });
   await recordRun(to.sql, row.id, handle.firstExecutionRunId);
 }
 
@@ -99,7 +118,11 @@ export async function startStepWorkflow(to: StepWorkflows, row: StepRow): Promis
  * Wakes the account's own workflow (starting it if it is not running): its settings changed, a
  * checkpoint was reported, or it was just created.
  */
-export async function signalSenderAccount(client: Client, taskQueue: string, account: { id: string; workspace_id: string }): Promise<void> {
+export async function signalSenderAccount(
+  client: Client,
+  taskQueue: string,
+  account: { id: string; workspace_id: string },
+): Promise<void> {
   await client.workflow.signalWithStart(senderAccountWorkflow, {
     taskQueue,
     workflowId: senderAccountWorkflowId(account.id),
@@ -127,8 +150,13 @@ export async function signalStepWorkflow(client: Client, taskQueue: string, row:
  * the browser waiting for it (the answer does not wait on Temporal). A signal lost here (the
  * process died, Temporal unreachable) is sent again by the sweeper from the row's `signal_due_at`.
  */
-export function tellStepWorkflow(to: StepWorkflows, row: Pick<StepRow, 'id' | 'workflow_run_id'>, onError: (err: unknown) => void): void {
-  const signal = (runId?: string) => to.client.workflow.getHandle(browserStepWorkflowId(row.id), runId).signal(stepChangedSignal);
+export function tellStepWorkflow(
+  to: StepWorkflows,
+  row: Pick<StepRow, 'id' | 'workflow_run_id'>,
+  onError: (err: unknown) => void,
+): void {
+  const signal = (runId?: string) =>
+    to.client.workflow.getHandle(browserStepWorkflowId(row.id), runId).signal(stepChangedSignal);
   signal(row.workflow_run_id ?? undefined)
     .catch(async (error: unknown) => {
       if (!(error instanceof WorkflowNotFoundError) || row.workflow_run_id === null) throw error;
@@ -141,7 +169,11 @@ export function tellStepWorkflow(to: StepWorkflows, row: Pick<StepRow, 'id' | 'w
 }
 
 /** Starts the step-signal sweeper (workflows/pnet/step-signals.ts) of `taskQueue`'s steps, on its own queue, unless it runs. */
-export async function startStepSignalSweeper(client: Client, taskQueue: string, input: StepSignalSweeperInput = defaultStepSignalSweeper): Promise<void> {
+export async function startStepSignalSweeper(
+  client: Client,
+  taskQueue: string,
+  input: StepSignalSweeperInput = defaultStepSignalSweeper,
+): Promise<void> {
   await client.workflow.start(stepSignalSweeperWorkflow, {
     taskQueue: stepSignalSweeperQueue(taskQueue),
     workflowId: stepSignalSweeperWorkflowId(taskQueue),
@@ -151,6 +183,15 @@ export async function startStepSignalSweeper(client: Client, taskQueue: string, 
 }
 
 /** The worker's bootstrap keeps the sweeper started: now, and again every minute (Temporal may be down at first, or the run terminated by an operator). */
-export function keepStepSignalSweeperStarted(input: { client: Client; taskQueue: string; onError: (error: unknown) => void; everyMs?: number }): () => Promise<void> {
-  return repeatEvery(() => startStepSignalSweeper(input.client, input.taskQueue), input.everyMs ?? 60_000, input.onError);
+export function keepStepSignalSweeperStarted(input: {
+  client: Client;
+  taskQueue: string;
+  onError: (error: unknown) => void;
+  everyMs?: number;
+}): () => Promise<void> {
+  return repeatEvery(
+    () => startStepSignalSweeper(input.client, input.taskQueue),
+    input.everyMs ?? 60_000,
+    input.onError,
+  );
 }

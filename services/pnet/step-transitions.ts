@@ -39,7 +39,11 @@ import {
 } from '../../store/pnet/steps.js';
 
 /** Hands the step to the browser's session (3.1's claim): account locked, one running step, cap and gap, credit hold and budget unit. */
-export function claimStep(sql: Sql, input: ClaimInput, random: () => number = Math.random): Promise<StepTransitionResult> {
+export function claimStep(
+  sql: Sql,
+  input: ClaimInput,
+  random: () => number = Math.random,
+): Promise<StepTransitionResult> {
   return claim(sql, input, random);
 }
 
@@ -57,7 +61,12 @@ export async function pickClaim(
 ): Promise<ClaimCandidate & { lapsed?: StepRow }> {
   const pick = await pickClaimCandidate(sql, accountId, request);
   if (!pick.overdue) return pick;
-  const look = await expireClaimAt(sql, { stepId: pick.overdue.id, claimedAt: pick.overdue.claimed_at!.toISOString(), now: new Date(), tell: true });
+  const look = await expireClaimAt(sql, {
+    stepId: pick.overdue.id,
+    claimedAt: pick.overdue.claimed_at!.toISOString(),
+    now: new Date(),
+    tell: true,
+  });
   const again = await pickClaimCandidate(sql, accountId, request);
   return look.status === 'claimed' ? again : { ...again, lapsed: pick.overdue };
 }
@@ -73,49 +82,63 @@ export type SettleAnswer = StepTransitionResult & { locked: StepRow };
  * same result again is 200, a success for a step that failed marks that it acted (a retry checks
  * first) and is 409 like any other.
  */
-export async function settleStep(sql: Sql, { stepId, report, browser }: { stepId: string; report: SettleReport; browser?: ReportingBrowser }): Promise<SettleAnswer> {
-  const answer = await transaction(sql, async (tx): Promise<SettleAnswer | { refused: string } | FinalStatement<SettleAnswer>> => {
-    let locked: StepRow | undefined;
-    if (browser) {
-      const mine = await lockBrowserStep(tx, stepId, browser);
-      if (!mine) throw notFound('Step');
-      if (!mine.token_current) throw unauthenticated();
-      const atRest = decideAtRest(mine, report);
-      if (atRest) {
-        // Nothing written, unless it acted after all: that mark commits, and the refusal follows it.
-        if (atRest.markActed) await markStepActed(tx, stepId);
-        return { refused: atRest.message };
+export async function settleStep(
+  sql: Sql,
+  { stepId, report, browser }: { stepId: string; report: SettleReport; browser?: ReportingBrowser },
+): Promise<SettleAnswer> {
+  const answer = await transaction(
+    sql,
+    async (tx): Promise<SettleAnswer | { refused: string } | FinalStatement<SettleAnswer>> => {
+      let locked: StepRow | undefined;
+      if (browser) {
+        const mine = await lockBrowserStep(tx, stepId, browser);
+        if (!mine) throw notFound('Step');
+        if (!mine.token_current) throw unauthenticated();
+        const atRest = decideAtRest(mine, report);
+        if (atRest) {
+          // Nothing written, unless it acted after all: that mark commits, and the refusal follows it.
+          if (atRest.markActed) await markStepActed(tx, stepId);
+          return { refused: atRest.message };
+        }
+        locked = mine;
+      } else {
+        locked = await lockStep(tx, stepId);
       }
-      locked = mine;
-    } else {
-      locked = await lockStep(tx, stepId);
-    }
-    const decision = decideSettle(locked, report);
-    if (decision.kind === 'refuse') throw failureOf(decision);
-    const step = locked!;
-    // The same result again (a request retried after the first one committed): the record as it stands.
-    if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false, locked: step };
-    const answer = (settled: StepRow): SettleAnswer => ({ step: toBrowserStep(settled), checkpoint: decision.checkpoint, locked: step });
-    // In this order, under the step's row lock; the hold's statement last, with the COMMIT.
-    const unit = decision.returnUsageUnit ? returnUsageUnitStatement(tx, step) : null;
-    const hold = decision.credits === 'none' ? null : holdEnd(tx, step.credit_hold_id!, decision.credits);
-    if (!writesMore(decision, step, report)) {
-      // Most results: the record, the unit and the hold go out with the COMMIT, one round trip.
-      const writes = [recordResultStatement(tx, stepId, report, decision.acted), ...(unit ? [unit] : []), ...(hold ? [hold] : [])];
-      return commitWithAll(writes, ([recorded]) => answer(recorded![0] as StepRow));
-    }
-    // The rest write what they read first (a failure's event, a check, a read's conversations, a
-    // checkpoint's hold, a recount), one statement after another.
-    const settled = await recordResult(tx, stepId, report, decision.acted);
-    if (unit) await unit;
-    if (decision.recordCheck) await recordCheck(tx, step, report);
-    // A read that found conversations records them in the unified inbox.
-    if (decision.recordRead) await recordPnetRead(tx, step, report.outcome);
-    if (decision.holdAtCheckpoint) await holdAtCheckpoint(tx, step.account_id);
-    // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
-    if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
-    return hold ? commitWith(hold, () => answer(settled)) : answer(settled);
-  });
+      const decision = decideSettle(locked, report);
+      if (decision.kind === 'refuse') throw failureOf(decision);
+      const step = locked!;
+      // The same result again (a request retried after the first one committed): the record as it stands.
+      if (decision.kind === 'same_result') return { step: toBrowserStep(step), checkpoint: false, locked: step };
+      const answer = (settled: StepRow): SettleAnswer => ({
+        step: toBrowserStep(settled),
+        checkpoint: decision.checkpoint,
+        locked: step,
+      });
+      // In this order, under the step's row lock; the hold's statement last, with the COMMIT.
+      const unit = decision.returnUsageUnit ? returnUsageUnitStatement(tx, step) : null;
+      const hold = decision.credits === 'none' ? null : holdEnd(tx, step.credit_hold_id!, decision.credits);
+      if (!writesMore(decision, step, report)) {
+        // Most results: the record, the unit and the hold go out with the COMMIT, one round trip.
+        const writes = [
+          recordResultStatement(tx, stepId, report, decision.acted),
+          ...(unit ? [unit] : []),
+          ...(hold ? [hold] : []),
+        ];
+        return commitWithAll(writes, ([recorded]) => answer(recorded![0] as StepRow));
+      }
+      // The rest write what they read first (a failure's event, a check, a read's conversations, a
+      // checkpoint's hold, a recount), one statement after another.
+      const settled = await recordResult(tx, stepId, report, decision.acted);
+      if (unit) await unit;
+      if (decision.recordCheck) await recordCheck(tx, step, report);
+      // A read that found conversations records them in the unified inbox.
+      if (decision.recordRead) await recordPnetRead(tx, step, report.outcome);
+      if (decision.holdAtCheckpoint) await holdAtCheckpoint(tx, step.account_id);
+      // A lapsed read gave its unit back when it was requeued; it ran after all, so it counts.
+      if (decision.countUsageAgain) await countUsageAgain(tx, stepId);
+      return hold ? commitWith(hold, () => answer(settled)) : answer(settled);
+    },
+  );
   if ('refused' in answer) throw new ApiError('conflict', answer.refused);
   return answer;
 }
@@ -135,7 +158,10 @@ function writesMore(decision: SettleRecord, step: StepRow, report: SettleReport)
  * The browser gives its claim back (it verified the action is absent, or the page to reopen is
  * paused): the step goes back in line and the usage unit is returned; it counts for nothing.
  */
-export function releaseClaim(sql: Sql, { stepId, claimedAt }: { stepId: string; claimedAt: string }): Promise<{ step: BrowserStep }> {
+export function releaseClaim(
+  sql: Sql,
+  { stepId, claimedAt }: { stepId: string; claimedAt: string },
+): Promise<{ step: BrowserStep }> {
   return sql.begin(async (tx) => {
     const step = await lockClaimedStep(tx, stepId, claimedAt);
     if (!step) throw conflict('The step is not claimed under that claim any more.');
@@ -161,7 +187,10 @@ export interface ClaimLook {
  * released or claimed again since answers where the step is. The step's lease timer calls it, and
  * the sweeper for a claim whose timer is late (`tell` then marks the change for the workflow).
  */
-export function expireClaimAt(sql: Sql, { stepId, claimedAt, now, tell = false }: { stepId: string; claimedAt: string; now: Date; tell?: boolean }): Promise<ClaimLook> {
+export function expireClaimAt(
+  sql: Sql,
+  { stepId, claimedAt, now, tell = false }: { stepId: string; claimedAt: string; now: Date; tell?: boolean },
+): Promise<ClaimLook> {
   return transaction(sql, async (tx) => {
     const step = await lockClaimedStep(tx, stepId, claimedAt);
     if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') as StoredStepStatus };
@@ -173,6 +202,8 @@ export function expireClaimAt(sql: Sql, { stepId, claimedAt, now, tell = false }
     // A read requeued acted on nothing; a step that may have acted keeps its unit spent.
     if (lapse.returnUsageUnit) await returnUsageUnit(tx, step);
     const answer: ClaimLook = { status: lapse.status, errorCode: lapse.errorCode };
-    return lapse.credits === 'release' ? commitWith(holdEnd(tx, step.credit_hold_id!, 'release'), () => answer) : answer;
+    return lapse.credits === 'release'
+      ? commitWith(holdEnd(tx, step.credit_hold_id!, 'release'), () => answer)
+      : answer;
   });
 }

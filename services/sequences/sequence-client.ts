@@ -37,12 +37,18 @@ function contactOptions(taskQueue: string, c: ContactRef) {
 
 /** Signal-with-start: wakes the contact's workflow, starting it if it is not running (or its start was lost). */
 export async function wakeContact(client: Client, taskQueue: string, c: ContactRef): Promise<void> {
-  await client.workflow.signalWithStart(sequenceContactWorkflow, { ...contactOptions(taskQueue, c), signal: wakeContactSignal });
+  await client.workflow.signalWithStart(sequenceContactWorkflow, {
+    ...contactOptions(taskQueue, c),
+    signal: wakeContactSignal,
+  });
 }
 
 /** Starts the contact's workflow; one already running is left as it is (no signal: it is looking already). */
 export async function startContact(client: Client, taskQueue: string, c: ContactRef): Promise<void> {
-  await client.workflow.start(sequenceContactWorkflow, { ...contactOptions(taskQueue, c), workflowIdConflictPolicy: 'USE_EXISTING' });
+  await client.workflow.start(sequenceContactWorkflow, {
+    ...contactOptions(taskQueue, c),
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
 }
 
 async function eachLimited<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>) {
@@ -54,12 +60,22 @@ async function eachLimited<T>(items: T[], concurrency: number, work: (item: T) =
 }
 
 /** Wakes (starting where needed) many contacts, a bounded number at a time so a bulk action does not flood the server. */
-export async function wakeContacts(client: Client, taskQueue: string, contacts: ContactRef[], concurrency = 64): Promise<void> {
+export async function wakeContacts(
+  client: Client,
+  taskQueue: string,
+  contacts: ContactRef[],
+  concurrency = 64,
+): Promise<void> {
   await eachLimited(contacts, concurrency, (c) => wakeContact(client, taskQueue, c));
 }
 
 /** Starts the workflows of newly enrolled contacts (and makes good any start an earlier request lost). */
-export async function startContacts(client: Client, taskQueue: string, contacts: ContactRef[], concurrency = 64): Promise<void> {
+export async function startContacts(
+  client: Client,
+  taskQueue: string,
+  contacts: ContactRef[],
+  concurrency = 64,
+): Promise<void> {
   await eachLimited(contacts, concurrency, (c) => startContact(client, taskQueue, c));
 }
 
@@ -67,7 +83,12 @@ export async function startContacts(client: Client, taskQueue: string, contacts:
  * Starts (or wakes) the sequence's audience feed, which reads rows added since it last looked,
  * every `pollSeconds` (SEQUENCE_FEED_POLL_SECONDS, read in integrations/config.ts).
  */
-export async function wakeFeed(client: Client, taskQueue: string, sequence: { id: string; workspace_id: string }, pollSeconds: number): Promise<void> {
+export async function wakeFeed(
+  client: Client,
+  taskQueue: string,
+  sequence: { id: string; workspace_id: string },
+  pollSeconds: number,
+): Promise<void> {
   await client.workflow.signalWithStart(sequenceFeedWorkflow, {
     taskQueue,
     workflowId: sequenceFeedWorkflowId(sequence.id),
@@ -93,6 +114,8 @@ export async function wakeFeedsOfTable(
   if (added === 0) return;
   const fed = await sequencesFedBy(deps.sql, workspaceId, tableId);
   for (const sequence of fed) {
-    await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence, deps.feedPollSeconds).catch((err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'));
+    await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence, deps.feedPollSeconds).catch(
+      (err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'),
+    );
   }
 }

@@ -21,7 +21,11 @@ export interface StopTargets {
 }
 
 /** Signals every active sequence contact of the workspace matching `who` to re-check now; returns how many were signalled. */
-export async function wakeSequenceContacts(deps: SequenceStopDeps, workspaceId: string, who: StopTargets): Promise<number> {
+export async function wakeSequenceContacts(
+  deps: SequenceStopDeps,
+  workspaceId: string,
+  who: StopTargets,
+): Promise<number> {
   const emails = (who.emails ?? []).filter(Boolean);
   const urls = (who.profileUrls ?? []).filter(Boolean);
   const ids = (who.sequenceContactIds ?? []).filter((id) => /^[0-9a-f-]{36}$/i.test(id));

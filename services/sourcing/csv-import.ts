@@ -19,10 +19,18 @@ export class CsvUnreadable extends Error {
 
 const pageSize = 1000;
 
-export async function importCsvChunk(sql: Sql, integrations: Pick<Integrations, 'sourcing'>, imp: ImportRow, runId: string): Promise<{ done: boolean; read: number }> {
+export async function importCsvChunk(
+  sql: Sql,
+  integrations: Pick<Integrations, 'sourcing'>,
+  imp: ImportRow,
+  runId: string,
+): Promise<{ done: boolean; read: number }> {
   let bytes: Buffer;
   try {
-    bytes = await readCsvUrl(imp.csv_url!, { allowPrivateNetworks: integrations.sourcing.csvAllowPrivateNetworks, maxBytes: csvBytesMax });
+    bytes = await readCsvUrl(imp.csv_url!, {
+      allowPrivateNetworks: integrations.sourcing.csvAllowPrivateNetworks,
+      maxBytes: csvBytesMax,
+    });
   } catch (error) {
     if (error instanceof CsvUrlFailure && !error.retryable) throw new CsvUnreadable(error.message);
     throw error;
@@ -31,16 +39,25 @@ export async function importCsvChunk(sql: Sql, integrations: Pick<Integrations, 
   if (hash === imp.content_hash) return { done: true, read: 0 };
   let lines: string[][];
   try {
-    lines = parse(bytes.toString('utf8').replace(/^\uFEFF/, ''), { relax_quotes: true, relax_column_count: true, skip_empty_lines: true }) as string[][];
+    lines = parse(bytes.toString('utf8').replace(/^\uFEFF/, ''), {
+      relax_quotes: true,
+      relax_column_count: true,
+      skip_empty_lines: true,
+    }) as string[][];
   } catch (error) {
     throw new CsvUnreadable(`The CSV could not be read: ${(error as Error).message}`);
   }
   const [header, ...rows] = lines;
   if (!header) return { done: true, read: 0 };
   const keyAt = header.findIndex((h) => h.trim().toLowerCase() === imp.key_field.trim().toLowerCase());
-  if (keyAt === -1) throw new CsvUnreadable(`The CSV has no column "${imp.key_field}" to key rows by (its header: ${header.slice(0, 20).join(', ')}).`);
+  if (keyAt === -1)
+    throw new CsvUnreadable(
+      `The CSV has no column "${imp.key_field}" to key rows by (its header: ${header.slice(0, 20).join(', ')}).`,
+    );
   const wanted = new Set(imp.mapping.map((m) => m.source.toLowerCase()));
-  for (const m of imp.mapping) if (!header.some((h) => h.trim().toLowerCase() === m.source.toLowerCase())) throw new CsvUnreadable(`The CSV has no column "${m.source}".`);
+  for (const m of imp.mapping)
+    if (!header.some((h) => h.trim().toLowerCase() === m.source.toLowerCase()))
+      throw new CsvUnreadable(`The CSV has no column "${m.source}".`);
   for (let i = 0; i < rows.length || i === 0; i += pageSize) {
     const page = rows.slice(i, i + pageSize).map((fields) => {
       const values: Record<string, string | null> = {};

@@ -5,26 +5,45 @@ import type { Sql } from '../../db/sql.js';
 import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import type { ImportCreate, WriteBackCreate } from '../../domain/sourcing/crm.js';
 import { pageUrl } from '../../integrations/web/web-page.js';
-import { getCrmConnection, insertImport, insertWriteBack, type ImportRow, type WriteBackRow } from '../../store/sourcing/crm.js';
+import {
+  getCrmConnection,
+  insertImport,
+  insertWriteBack,
+  type ImportRow,
+  type WriteBackRow,
+} from '../../store/sourcing/crm.js';
 import { ensureInputColumns } from '../../store/sourcing/landing.js';
 import { requireTable } from '../../store/tables/tables.js';
 import { loadColumns } from '../../store/tables/columns.js';
 import { importRunWorkflow, writeBackWorkflow } from '../../workflows/sourcing/imports.js';
-import { importRunWorkflowId, writeBackWorkflowId, type ImportRunInput } from '../../workflows/sourcing/imports.contract.js';
+import {
+  importRunWorkflowId,
+  writeBackWorkflowId,
+  type ImportRunInput,
+} from '../../workflows/sourcing/imports.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import type { SourcingTemporal } from './lead-search.js';
 import { importColumns } from './crm.js';
 
 type Caller = { workspaceId: string; memberId: string | null };
 
-export async function createImport(sql: Sql, temporal: SourcingTemporal, caller: Caller, tableId: string, input: ImportCreate): Promise<{ imp: ImportRow; runId: string | null }> {
+export async function createImport(
+  sql: Sql,
+  temporal: SourcingTemporal,
+  caller: Caller,
+  tableId: string,
+  input: ImportCreate,
+): Promise<{ imp: ImportRow; runId: string | null }> {
   await requireTable(sql, caller.workspaceId, tableId);
-  if (input.source === 'crm' && !(await getCrmConnection(sql, caller.workspaceId, input.connection_id))) throw notFound('CRM connection');
+  if (input.source === 'crm' && !(await getCrmConnection(sql, caller.workspaceId, input.connection_id)))
+    throw notFound('CRM connection');
   if (input.source === 'csv_url') {
     try {
       pageUrl(input.csv_url);
     } catch (error) {
-      throw new ValidationRefusal([{ loc: ['body', 'csv_url'], msg: (error as Error).message, type: 'value_error', input: input.csv_url }]);
+      throw new ValidationRefusal([
+        { loc: ['body', 'csv_url'], msg: (error as Error).message, type: 'value_error', input: input.csv_url },
+      ]);
     }
   }
   const imp = (await sql.begin(async (tx) => {
@@ -51,7 +70,10 @@ export async function createImport(sql: Sql, temporal: SourcingTemporal, caller:
 }
 
 /** Starts a manual run of the import; answers its run id. */
-export async function startImportRun(temporal: SourcingTemporal, imp: { id: string; workspace_id: string }): Promise<string> {
+export async function startImportRun(
+  temporal: SourcingTemporal,
+  imp: { id: string; workspace_id: string },
+): Promise<string> {
   const runId = randomUUID();
   const input: ImportRunInput = { importId: imp.id, workspaceId: imp.workspace_id, trigger: 'manual', runId };
   await temporal.client.workflow.start(importRunWorkflow, {
@@ -63,20 +85,47 @@ export async function startImportRun(temporal: SourcingTemporal, imp: { id: stri
   return runId;
 }
 
-export async function createWriteBack(sql: Sql, temporal: SourcingTemporal, caller: Caller, tableId: string, input: WriteBackCreate): Promise<WriteBackRow> {
+export async function createWriteBack(
+  sql: Sql,
+  temporal: SourcingTemporal,
+  caller: Caller,
+  tableId: string,
+  input: WriteBackCreate,
+): Promise<WriteBackRow> {
   await requireTable(sql, caller.workspaceId, tableId);
   if (!(await getCrmConnection(sql, caller.workspaceId, input.connection_id))) throw notFound('CRM connection');
   const columns = await loadColumns(sql, tableId);
   const issues = input.mapping.flatMap((m, i) =>
-    columns.byId.has(m.column_id.toLowerCase()) ? [] : [{ loc: ['body', `mapping.${i}.column_id`], msg: 'the table has no such column', type: 'value_error', input: m.column_id }],
+    columns.byId.has(m.column_id.toLowerCase())
+      ? []
+      : [
+          {
+            loc: ['body', `mapping.${i}.column_id`],
+            msg: 'the table has no such column',
+            type: 'value_error',
+            input: m.column_id,
+          },
+        ],
   );
   if (issues.length) throw new ValidationRefusal(issues);
   if (!input.mapping.some((m) => m.property.toLowerCase() === input.id_property.toLowerCase())) {
-    throw new ValidationRefusal([{ loc: ['body', 'id_property'], msg: 'the mapping must write the id property', type: 'value_error', input: input.id_property }]);
+    throw new ValidationRefusal([
+      {
+        loc: ['body', 'id_property'],
+        msg: 'the mapping must write the id property',
+        type: 'value_error',
+        input: input.id_property,
+      },
+    ]);
   }
   const w = (await sql.begin(async (tx) => {
-    const resultColumnId = input.result_column_name ? (await ensureInputColumns(tx, caller.workspaceId, tableId, [input.result_column_name]))[input.result_column_name]! : null;
-    if (resultColumnId && input.mapping.some((m) => m.column_id.toLowerCase() === resultColumnId)) throw new ApiError('conflict', 'The result column cannot also be written to the CRM.');
+    const resultColumnId = input.result_column_name
+      ? (await ensureInputColumns(tx, caller.workspaceId, tableId, [input.result_column_name]))[
+          input.result_column_name
+        ]!
+      : null;
+    if (resultColumnId && input.mapping.some((m) => m.column_id.toLowerCase() === resultColumnId))
+      throw new ApiError('conflict', 'The result column cannot also be written to the CRM.');
     return insertWriteBack(tx, {
       workspaceId: caller.workspaceId,
       tableId,

@@ -6,11 +6,24 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Clien
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/sql.js';
 import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
-import { leadColumns, leadKey, searchTableName, type LeadResult, type LeadSearchCreate, type LeadSearchKind } from '../../domain/sourcing/lead-search.js';
+import {
+  leadColumns,
+  leadKey,
+  searchTableName,
+  type LeadResult,
+  type LeadSearchCreate,
+  type LeadSearchKind,
+} from '../../domain/sourcing/lead-search.js';
 import type { Integrations } from '../../integrations/config.js';
 import type { LeadSearchProvider } from '../../integrations/lead-search/index.js';
 import { ensureInputColumns, type LandRecord } from '../../store/sourcing/landing.js';
-import { finishLeadSearch, getLeadSearch, insertLeadSearch, toLeadSearch, type LeadSearchRow } from '../../store/sourcing/lead-searches.js';
+import {
+  finishLeadSearch,
+  getLeadSearch,
+  insertLeadSearch,
+  toLeadSearch,
+  type LeadSearchRow,
+} from '../../store/sourcing/lead-searches.js';
 import { createTable, requireTable } from '../../store/tables/tables.js';
 import { leadSearchWorkflow } from '../../workflows/sourcing/lead-search.js';
 import { leadSearchWorkflowId, type LeadSearchInput } from '../../workflows/sourcing/lead-search.contract.js';
@@ -22,10 +35,15 @@ export interface SourcingTemporal {
 }
 
 /** The page size a search asks for: the provider's, or max_results when smaller; the same for every page of a search. */
-export const leadSearchPageSize = (provider: LeadSearchProvider, maxResults: number) => Math.max(1, Math.min(provider.info.page_size, maxResults));
+export const leadSearchPageSize = (provider: LeadSearchProvider, maxResults: number) =>
+  Math.max(1, Math.min(provider.info.page_size, maxResults));
 
 /** Results as table records: cells by the search's columns, keyed by profile URL, email or domain; null for a result nothing identifies. */
-export function leadRecords(kind: LeadSearchKind, columns: Record<string, string>, results: LeadResult[]): (LandRecord | null)[] {
+export function leadRecords(
+  kind: LeadSearchKind,
+  columns: Record<string, string>,
+  results: LeadResult[],
+): (LandRecord | null)[] {
   return results.map((r) => {
     const key = leadKey(kind, r);
     if (!key) return null;
@@ -33,25 +51,39 @@ export function leadRecords(kind: LeadSearchKind, columns: Record<string, string
     for (const [field] of leadColumns[kind]) {
       const value = r[field];
       const column = columns[field];
-      if (column && value !== null && value !== '') cells[column] = typeof value === 'string' ? value.slice(0, 10_000) : value;
+      if (column && value !== null && value !== '')
+        cells[column] = typeof value === 'string' ? value.slice(0, 10_000) : value;
     }
     return { key, cells };
   });
 }
 
 /** The provider a search runs on: the one named, or the first configured; 422 when there is none or it cannot search this kind. */
-export function pickProvider(integrations: Pick<Integrations, 'sourcing'>, key: string | undefined, kind: LeadSearchKind): LeadSearchProvider {
+export function pickProvider(
+  integrations: Pick<Integrations, 'sourcing'>,
+  key: string | undefined,
+  kind: LeadSearchKind,
+): LeadSearchProvider {
   const providers = integrations.sourcing.leadSearch;
   const provider = key ? providers.get(key) : providers.list().find((p) => p.info.kinds.includes(kind));
-  const refuse = (msg: string) => new ValidationRefusal([{ loc: ['body', 'provider'], msg, type: 'value_error', input: key ?? null }]);
+  const refuse = (msg: string) =>
+    new ValidationRefusal([{ loc: ['body', 'provider'], msg, type: 'value_error', input: key ?? null }]);
   if (!provider) {
-    throw refuse(key ? `there is no search provider "${key}" on this service (see GET /lead-searches/providers/)` : 'no search provider is configured on this service (set APOLLO_API_KEY)');
+    throw refuse(
+      key
+        ? `there is no search provider "${key}" on this service (see GET /lead-searches/providers/)`
+        : 'no search provider is configured on this service (set APOLLO_API_KEY)',
+    );
   }
   if (!provider.info.kinds.includes(kind)) throw refuse(`the provider ${provider.info.key} does not search ${kind}`);
   return provider;
 }
 
-export async function startLeadSearchWorkflow(temporal: SourcingTemporal, search: { id: string; workspace_id: string }, sql?: Sql): Promise<void> {
+export async function startLeadSearchWorkflow(
+  temporal: SourcingTemporal,
+  search: { id: string; workspace_id: string },
+  sql?: Sql,
+): Promise<void> {
   const input: LeadSearchInput = { searchId: search.id, workspaceId: search.workspace_id };
   try {
     await temporal.client.workflow.start(leadSearchWorkflow, {
@@ -63,7 +95,13 @@ export async function startLeadSearchWorkflow(temporal: SourcingTemporal, search
     });
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError) return;
-    if (sql) await finishLeadSearch(sql, search.id, 'failed', 'The search could not be started (the workflow service did not answer); start it again.').catch(() => undefined);
+    if (sql)
+      await finishLeadSearch(
+        sql,
+        search.id,
+        'failed',
+        'The search could not be started (the workflow service did not answer); start it again.',
+      ).catch(() => undefined);
     throw error;
   }
 }
@@ -85,7 +123,13 @@ export async function createLeadSearch(
   if (again) return again;
   let tableId = input.table_id;
   if (tableId) await requireTable(sql, caller.workspaceId, tableId);
-  else tableId = (await createTable(sql, caller, { name: input.table_name ?? searchTableName(input.kind, input.query), description: 'Made by a lead search' })).id;
+  else
+    tableId = (
+      await createTable(sql, caller, {
+        name: input.table_name ?? searchTableName(input.kind, input.query),
+        description: 'Made by a lead search',
+      })
+    ).id;
   const search = (await sql.begin(async (tx) => {
     await requireTable(tx, caller.workspaceId, tableId);
     const names = leadColumns[input.kind].map(([, name]) => name);
@@ -112,7 +156,8 @@ export async function createLeadSearch(
 export async function cancelLeadSearch(sql: Sql, temporal: SourcingTemporal, workspaceId: string, id: string) {
   const search = await getLeadSearch(sql, workspaceId, id);
   if (!search) throw notFound('Lead search');
-  if (search.status !== 'pending' && search.status !== 'running') throw new ApiError('conflict', `The search is ${search.status} already.`);
+  if (search.status !== 'pending' && search.status !== 'running')
+    throw new ApiError('conflict', `The search is ${search.status} already.`);
   const ended = await finishLeadSearch(sql, id, 'cancelled', null);
   try {
     await temporal.client.workflow.getHandle(leadSearchWorkflowId(id)).cancel();

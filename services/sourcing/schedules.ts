@@ -8,7 +8,14 @@ import { ScheduleNotFoundError, ScheduleOverlapPolicy } from '@temporalio/client
 import type { Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import { importScheduleIdOf, type ImportSchedule } from '../../domain/sourcing/crm.js';
-import { deleteImportScheduleRow, getImportSchedule, importWorkspace, insertImportSchedule, setImportSchedulePaused, type ImportScheduleRow } from '../../store/sourcing/schedules.js';
+import {
+  deleteImportScheduleRow,
+  getImportSchedule,
+  importWorkspace,
+  insertImportSchedule,
+  setImportSchedulePaused,
+  type ImportScheduleRow,
+} from '../../store/sourcing/schedules.js';
 import { importRunWorkflow } from '../../workflows/sourcing/imports.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import type { SourcingTemporal } from './lead-search.js';
@@ -54,7 +61,10 @@ export async function createImportSchedule(
 }
 
 /** The schedule with its next run times as the Temporal Schedule plans them. */
-export async function describeImportSchedule(temporal: SourcingTemporal, row: ImportScheduleRow): Promise<ImportSchedule> {
+export async function describeImportSchedule(
+  temporal: SourcingTemporal,
+  row: ImportScheduleRow,
+): Promise<ImportSchedule> {
   let next: string[] = [];
   let paused = row.paused;
   try {
@@ -78,7 +88,13 @@ export async function describeImportSchedule(temporal: SourcingTemporal, row: Im
   };
 }
 
-export async function pauseImportSchedule(sql: Sql, temporal: SourcingTemporal, workspaceId: string, id: string, paused: boolean): Promise<ImportSchedule> {
+export async function pauseImportSchedule(
+  sql: Sql,
+  temporal: SourcingTemporal,
+  workspaceId: string,
+  id: string,
+  paused: boolean,
+): Promise<ImportSchedule> {
   const row = await getImportSchedule(sql, workspaceId, id);
   if (!row) throw notFound('Import schedule');
   const handle = temporal.client.schedule.getHandle(importScheduleIdOf(id));
@@ -88,7 +104,12 @@ export async function pauseImportSchedule(sql: Sql, temporal: SourcingTemporal, 
   return describeImportSchedule(temporal, { ...row, paused });
 }
 
-export async function deleteImportSchedule(sql: Sql, temporal: SourcingTemporal, workspaceId: string, id: string): Promise<boolean> {
+export async function deleteImportSchedule(
+  sql: Sql,
+  temporal: SourcingTemporal,
+  workspaceId: string,
+  id: string,
+): Promise<boolean> {
   const row = await getImportSchedule(sql, workspaceId, id);
   if (!row) return false;
   try {

@@ -7,7 +7,13 @@ import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/sql.js';
 import { notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import { normaliseDomain } from '../../domain/sourcing/lead-search.js';
-import { subdomainCandidatesMax, subdomainColumns, subdomainDomainsMax, subdomainWorkflowIdOf, type SubdomainDiscoveryCreate } from '../../domain/sourcing/subdomains.js';
+import {
+  subdomainCandidatesMax,
+  subdomainColumns,
+  subdomainDomainsMax,
+  subdomainWorkflowIdOf,
+  type SubdomainDiscoveryCreate,
+} from '../../domain/sourcing/subdomains.js';
 import type { Integrations } from '../../integrations/config.js';
 import type { HostAnswer } from '../../integrations/ct-log/resolve.js';
 import { SourceFailure } from '../../integrations/lead-search/http.js';
@@ -28,19 +34,42 @@ export function domainFromCell(value: string): string | null {
   return d.length <= 253 && domainPattern.test(d) ? d : null;
 }
 
-export async function createSubdomainDiscovery(sql: Sql, temporal: SourcingTemporal, caller: { workspaceId: string; memberId: string | null }, input: SubdomainDiscoveryCreate) {
+export async function createSubdomainDiscovery(
+  sql: Sql,
+  temporal: SourcingTemporal,
+  caller: { workspaceId: string; memberId: string | null },
+  input: SubdomainDiscoveryCreate,
+) {
   if (input.source_table_id) {
     await requireTable(sql, caller.workspaceId, input.source_table_id);
     const columns = await loadColumns(sql, input.source_table_id);
     if (!columns.byId.has(input.source_column_id!.toLowerCase())) {
-      throw new ValidationRefusal([{ loc: ['body', 'source_column_id'], msg: 'the source table has no such column', type: 'value_error', input: input.source_column_id }]);
+      throw new ValidationRefusal([
+        {
+          loc: ['body', 'source_column_id'],
+          msg: 'the source table has no such column',
+          type: 'value_error',
+          input: input.source_column_id,
+        },
+      ]);
     }
   }
   let tableId = input.table_id;
   if (tableId) await requireTable(sql, caller.workspaceId, tableId);
-  else tableId = (await createTable(sql, caller, { name: input.table_name ?? `Subdomains of ${input.domain ?? 'a column'}`, description: 'Made by subdomain discovery' })).id;
+  else
+    tableId = (
+      await createTable(sql, caller, {
+        name: input.table_name ?? `Subdomains of ${input.domain ?? 'a column'}`,
+        description: 'Made by subdomain discovery',
+      })
+    ).id;
   const row = (await sql.begin(async (tx) => {
-    const byName = await ensureInputColumns(tx, caller.workspaceId, tableId, subdomainColumns.map(([, n]) => n));
+    const byName = await ensureInputColumns(
+      tx,
+      caller.workspaceId,
+      tableId,
+      subdomainColumns.map(([, n]) => n),
+    );
     return insertDiscovery(tx, {
       workspaceId: caller.workspaceId,
       tableId,
@@ -63,11 +92,17 @@ export async function createSubdomainDiscovery(sql: Sql, temporal: SourcingTempo
 export async function discoveryDomains(sql: Sql, d: DiscoveryRow): Promise<string[]> {
   if (d.domain) return [d.domain];
   const values = await columnValues(sql, d.source_table_id!, d.source_column_id!, subdomainDomainsMax * 2);
-  return [...new Set(values.map(domainFromCell).filter((v): v is string => v !== null))].sort().slice(0, subdomainDomainsMax);
+  return [...new Set(values.map(domainFromCell).filter((v): v is string => v !== null))]
+    .sort()
+    .slice(0, subdomainDomainsMax);
 }
 
 /** The CT log's names for a domain, backing off on 429 (as asked), 502 and timeouts: 1, 2, 4, 8 s. Null with why after the last try. */
-export async function ctNames(integrations: Pick<Integrations, 'sourcing'>, domain: string, o: { tries?: number; baseDelayMs?: number; beat?: () => void } = {}): Promise<{ names: string[] } | { error: string }> {
+export async function ctNames(
+  integrations: Pick<Integrations, 'sourcing'>,
+  domain: string,
+  o: { tries?: number; baseDelayMs?: number; beat?: () => void } = {},
+): Promise<{ names: string[] } | { error: string }> {
   const tries = o.tries ?? 5;
   for (let n = 1; ; n += 1) {
     try {
@@ -75,17 +110,25 @@ export async function ctNames(integrations: Pick<Integrations, 'sourcing'>, doma
     } catch (error) {
       if (!(error instanceof SourceFailure)) throw error;
       if (!error.retryable || n >= tries) return { error: error.message };
-      const wait = error.reason === 'rate_limited' && error.retryAfterSeconds !== null ? error.retryAfterSeconds * 1000 : (o.baseDelayMs ?? integrations.sourcing.ctLogBackoffMs) * 2 ** (n - 1);
+      const wait =
+        error.reason === 'rate_limited' && error.retryAfterSeconds !== null
+          ? error.retryAfterSeconds * 1000
+          : (o.baseDelayMs ?? integrations.sourcing.ctLogBackoffMs) * 2 ** (n - 1);
       o.beat?.();
       await new Promise((r) => setTimeout(r, Math.min(wait, 60_000)));
     }
   }
 }
 
-const describe = (a: HostAnswer) => [...a.a.map((x) => `A ${x}`), ...a.aaaa.map((x) => `AAAA ${x}`), ...a.cname.map((x) => `CNAME ${x}`)].join('; ');
+const describe = (a: HostAnswer) =>
+  [...a.a.map((x) => `A ${x}`), ...a.aaaa.map((x) => `AAAA ${x}`), ...a.cname.map((x) => `CNAME ${x}`)].join('; ');
 
 /** The names that answer in DNS, with what answered; a name whose lookup failed (not "no such name") is left out. */
-export async function liveNames(integrations: Pick<Integrations, 'sourcing'>, names: string[], concurrency = 16): Promise<{ name: string; records: string }[]> {
+export async function liveNames(
+  integrations: Pick<Integrations, 'sourcing'>,
+  names: string[],
+  concurrency = 16,
+): Promise<{ name: string; records: string }[]> {
   const out: ({ name: string; records: string } | null)[] = new Array(names.length).fill(null);
   let next = 0;
   const worker = async () => {

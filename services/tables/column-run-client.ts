@@ -7,7 +7,12 @@ import { ColumnRunProgressKey, ColumnRunStatusKey, WorkspaceIdKey } from '../../
 import { RunRecord } from '../../store/tables/column-runs.js';
 
 function runOptions(taskQueue: string, run: RunRecord) {
-  const input: ColumnRunInput = { runId: run.id, workspaceId: run.workspace_id, tableId: run.table_id, columnId: run.column_id };
+  const input: ColumnRunInput = {
+    runId: run.id,
+    workspaceId: run.workspace_id,
+    tableId: run.table_id,
+    columnId: run.column_id,
+  };
   return {
     taskQueue,
     workflowId: columnRunWorkflowId(run.id),
@@ -22,10 +27,18 @@ function runOptions(taskQueue: string, run: RunRecord) {
 
 /** Starts the run's workflow; one already running is left as it is. */
 export async function startColumnRun(client: Client, taskQueue: string, run: RunRecord): Promise<void> {
-  await client.workflow.start(columnRunWorkflow, { ...runOptions(taskQueue, run), workflowIdConflictPolicy: 'USE_EXISTING' });
+  await client.workflow.start(columnRunWorkflow, {
+    ...runOptions(taskQueue, run),
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
 }
 
 /** Signal-with-start: reaches the run's workflow, starting it if its start was lost. */
-export async function signalColumnRun(client: Client, taskQueue: string, run: RunRecord, signal: SignalDefinition<[]>): Promise<void> {
+export async function signalColumnRun(
+  client: Client,
+  taskQueue: string,
+  run: RunRecord,
+  signal: SignalDefinition<[]>,
+): Promise<void> {
   await client.workflow.signalWithStart(columnRunWorkflow, { ...runOptions(taskQueue, run), signal });
 }

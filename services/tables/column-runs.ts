@@ -11,7 +11,11 @@ import type { EnrichmentProviders } from '../../integrations/enrichment-provider
 import type { Db, Sql } from '../../db/sql.js';
 import type { ColumnRun, ColumnRunCreate, ColumnRunListQuery } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
-import { cancelColumnRunSignal, columnRunWorkflowId, rowsAddedSignal } from '../../workflows/tables/column-run.contract.js';
+import {
+  cancelColumnRunSignal,
+  columnRunWorkflowId,
+  rowsAddedSignal,
+} from '../../workflows/tables/column-run.contract.js';
 import { signalColumnRun, startColumnRun } from './column-run-client.js';
 import {
   countRunRows,
@@ -89,9 +93,13 @@ export async function createColumnRun(
     const column = await findRunColumn(tx, target.tableId, target.columnId);
     if (!column) throw notFound('Column');
     if (column.kind !== 'enrichment' || column.parent_column_id !== null || !column.provider) {
-      throw new ApiError('conflict', `"${column.name}" is not an enrichment column; only enrichment columns run (output columns run with their enrichment).`);
+      throw new ApiError(
+        'conflict',
+        `"${column.name}" is not an enrichment column; only enrichment columns run (output columns run with their enrichment).`,
+      );
     }
-    if (!providers.get(column.provider)) throw new ApiError('conflict', `The provider ${column.provider} is not available in this environment.`);
+    if (!providers.get(column.provider))
+      throw new ApiError('conflict', `The provider ${column.provider} is not available in this environment.`);
     const rowIds = body.row_ids ? [...new Set(body.row_ids.map((id) => id.toLowerCase()))] : null;
     const rowsTotal = await countRunRows(tx, target.tableId, rowIds);
     const inserted = await insertManualRun(tx, {
@@ -106,7 +114,10 @@ export async function createColumnRun(
     });
     if (!inserted) {
       const going = await findGoingRunId(tx, target.columnId);
-      throw new ApiError('conflict', `A run of "${column.name}" is already going (${going ?? 'just started'}); cancel it or wait for it to finish.`);
+      throw new ApiError(
+        'conflict',
+        `A run of "${column.name}" is already going (${going ?? 'just started'}); cancel it or wait for it to finish.`,
+      );
     }
     return inserted;
   });
@@ -135,16 +146,27 @@ export async function listColumnRuns(
 ): Promise<RunRecord[]> {
   await requireTableRow(db, workspaceId, tableId);
   if (query.columnId && !(await tableHasColumn(db, tableId, query.columnId))) throw notFound('Column');
-  return listTableRuns(db, workspaceId, tableId, { columnId: query.columnId, active: query.active, limit: query.limit });
+  return listTableRuns(db, workspaceId, tableId, {
+    columnId: query.columnId,
+    active: query.active,
+    limit: query.limit,
+  });
 }
 
 /**
  * Marks the run `cancelling` and tells its workflow (signal-with-start, so a run whose start was
  * lost still ends). Asking again while it stops answers the run as it is; a finished run is 409.
  */
-export async function cancelColumnRun(sql: Sql, temporal: Temporal, workspaceId: string, tableId: string, runId: string): Promise<RunRecord> {
+export async function cancelColumnRun(
+  sql: Sql,
+  temporal: Temporal,
+  workspaceId: string,
+  tableId: string,
+  runId: string,
+): Promise<RunRecord> {
   const current = await getColumnRun(sql, workspaceId, tableId, runId);
-  if (finished.has(current.status)) throw new ApiError('conflict', `The run is already ${current.status}; nothing changed.`);
+  if (finished.has(current.status))
+    throw new ApiError('conflict', `The run is already ${current.status}; nothing changed.`);
   const marked = await markRunCancelling(sql, runId);
   const run = marked ?? (await getColumnRun(sql, workspaceId, tableId, runId));
   if (finished.has(run.status)) throw new ApiError('conflict', `The run is already ${run.status}; nothing changed.`);

@@ -23,7 +23,14 @@ import {
   type CsvRejectedLine,
   type RowQuery,
 } from '../../domain/tables/tables.js';
-import { createInputColumns, isComputed, listColumns, loadColumns, type ColumnRecord, type TableColumns } from '../../store/tables/columns.js';
+import {
+  createInputColumns,
+  isComputed,
+  listColumns,
+  loadColumns,
+  type ColumnRecord,
+  type TableColumns,
+} from '../../store/tables/columns.js';
 import { gridRowsCursor, insertRows, type RowRecord } from '../../store/tables/rows.js';
 import { resolveGrid } from '../../store/tables/views.js';
 import { requireTable } from '../../store/tables/tables.js';
@@ -103,7 +110,10 @@ class RejectedLines {
 }
 
 const cleanHeader = (raw: string, index: number) => {
-  const name = raw.replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 255);
+  const name = raw
+    .replace(/[\u0000-\u001f\u007f]/g, '')
+    .trim()
+    .slice(0, 255);
   return name || `Column ${index + 1}`;
 };
 
@@ -130,9 +140,11 @@ function planHeaders(headers: string[], columns: TableColumns, query: CsvImportQ
     const [rawId, field] = entry.split(':');
     const column = columns.byId.get(rawId!.toLowerCase());
     if (!column) throw new ApiError('conflict', `The table has no column ${rawId}.`);
-    if (isComputed(column)) throw new ApiError('conflict', `"${column.name}" is a ${column.kind} column; a CSV cannot write to it.`);
+    if (isComputed(column))
+      throw new ApiError('conflict', `"${column.name}" is a ${column.kind} column; a CSV cannot write to it.`);
     const index = Number(field) - 1;
-    if (index >= headers.length) throw new ApiError('conflict', `The map names field ${field}; the header has ${headers.length} fields.`);
+    if (index >= headers.length)
+      throw new ApiError('conflict', `The map names field ${field}; the header has ${headers.length} fields.`);
     // The first entry for a field or a column wins.
     if (targets[index] === null && !used.has(column.id)) {
       targets[index] = column.id;
@@ -157,9 +169,11 @@ function planHeaders(headers: string[], columns: TableColumns, query: CsvImportQ
 }
 
 function rowProblem(fields: string[], headers: string[]): string | null {
-  if (fields.length !== headers.length) return `The line has ${fields.length} fields; the header has ${headers.length}.`;
+  if (fields.length !== headers.length)
+    return `The line has ${fields.length} fields; the header has ${headers.length}.`;
   for (let i = 0; i < fields.length; i += 1) {
-    if (fields[i]!.length > cellTextMax) return `The field under "${headers[i]}" is longer than ${cellTextMax} characters.`;
+    if (fields[i]!.length > cellTextMax)
+      return `The field under "${headers[i]}" is longer than ${cellTextMax} characters.`;
     if (fields[i]!.includes('\u0000')) return `The field under "${headers[i]}" contains a NUL character.`;
   }
   return null;
@@ -191,9 +205,10 @@ export async function importCsv(
   const parser = parse(options as unknown as CsvOptions);
   // Only an opening quote that never closes is left as an error: CSV reads the rest as its field.
   parser.on('skip', (error) => {
-    const reason = error.lines > nextLine
-      ? `A quote opened on this line never closes, so lines ${nextLine} to ${error.lines} could not be read.`
-      : 'A quote opened on this line never closes.';
+    const reason =
+      error.lines > nextLine
+        ? `A quote opened on this line never closes, so lines ${nextLine} to ${error.lines} could not be read.`
+        : 'A quote opened on this line never closes.';
     rejected.add(nextLine, reason);
     nextLine = error.lines + 1;
   });
@@ -249,9 +264,18 @@ async function readInto(
         headers = fields.map(cleanHeader);
         plan = planHeaders(headers, columns, query);
         if (columns.list.length + plan.create.length > columnsPerTable) {
-          throw new ApiError('conflict', `The file would give the table ${columns.list.length + plan.create.length} columns; a table has at most ${columnsPerTable}.`);
+          throw new ApiError(
+            'conflict',
+            `The file would give the table ${columns.list.length + plan.create.length} columns; a table has at most ${columnsPerTable}.`,
+          );
         }
-        const ids = await createInputColumns(tx, workspaceId, tableId, columns.list.length, plan.create.map((c) => c.name));
+        const ids = await createInputColumns(
+          tx,
+          workspaceId,
+          tableId,
+          columns.list.length,
+          plan.create.map((c) => c.name),
+        );
         plan.create.forEach((c, i) => (plan!.targets[c.index] = ids[i]!));
         created.push(...ids);
         columns = await loadColumns(tx, tableId);

@@ -9,8 +9,20 @@
 import { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Sql } from '../../db/sql.js';
-import { tableChangeRetentionHours, tableEventsHeartbeatSeconds, tableEventsRetryMs } from '../../domain/tables/events.js';
-import { eventFrame, feedPosition, pingTableChanges, pruneTableChanges, readChanges, tableChangesChannel, type Change } from '../../store/tables/changes.js';
+import {
+  tableChangeRetentionHours,
+  tableEventsHeartbeatSeconds,
+  tableEventsRetryMs,
+} from '../../domain/tables/events.js';
+import {
+  eventFrame,
+  feedPosition,
+  pingTableChanges,
+  pruneTableChanges,
+  readChanges,
+  tableChangesChannel,
+  type Change,
+} from '../../store/tables/changes.js';
 
 export interface TableEventHubOptions {
   heartbeatMs?: number;
@@ -139,7 +151,10 @@ export class TableEventHub {
    * lines between them when quiet. It ends when `signal` aborts, the client goes, or, with
    * `once`, when the changes already made are sent.
    */
-  async open(tableId: string, options: { lastEventId?: number; once: boolean; signal: AbortSignal }): Promise<Readable> {
+  async open(
+    tableId: string,
+    options: { lastEventId?: number; once: boolean; signal: AbortSignal },
+  ): Promise<Readable> {
     const table = tableId.toLowerCase();
     // Listening before the start is read: a change committed after it is then always heard.
     if (!options.once && !this.closing.signal.aborted) await this.listen();

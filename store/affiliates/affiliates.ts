@@ -22,7 +22,10 @@ export interface AffiliateCodeRow {
 }
 
 /** Enrols the workspace; the row that exists already when it was enrolled before (`created` false). */
-export async function insertAffiliate(tx: Db, input: { workspaceId: string; displayName: string; timeZone: string }): Promise<{ affiliate: AffiliateRow; created: boolean }> {
+export async function insertAffiliate(
+  tx: Db,
+  input: { workspaceId: string; displayName: string; timeZone: string },
+): Promise<{ affiliate: AffiliateRow; created: boolean }> {
   const [created] = await tx<AffiliateRow[]>`
     insert into affiliates (workspace_id, display_name, time_zone)
     values (${input.workspaceId}, ${input.displayName}, ${input.timeZone})
@@ -48,7 +51,10 @@ export async function lockAffiliate(tx: Db, affiliateId: string): Promise<Affili
 }
 
 /** A code, or null when another code has it already whatever the case. */
-export async function insertAffiliateCode(tx: Db, input: { affiliateId: string; workspaceId: string; code: string; isVanity: boolean }): Promise<AffiliateCodeRow | null> {
+export async function insertAffiliateCode(
+  tx: Db,
+  input: { affiliateId: string; workspaceId: string; code: string; isVanity: boolean },
+): Promise<AffiliateCodeRow | null> {
   const [row] = await tx<AffiliateCodeRow[]>`
     insert into affiliate_codes (affiliate_id, workspace_id, code, is_vanity)
     values (${input.affiliateId}, ${input.workspaceId}, ${input.code}, ${input.isVanity})
@@ -57,11 +63,15 @@ export async function insertAffiliateCode(tx: Db, input: { affiliateId: string; 
 }
 
 export async function affiliateCodes(db: Db, affiliateId: string): Promise<AffiliateCodeRow[]> {
-  return db<AffiliateCodeRow[]>`select * from affiliate_codes where affiliate_id = ${affiliateId} order by created_at, code`;
+  return db<
+    AffiliateCodeRow[]
+  >`select * from affiliate_codes where affiliate_id = ${affiliateId} order by created_at, code`;
 }
 
 export async function countVanityCodes(db: Db, affiliateId: string): Promise<number> {
-  const [row] = await db<{ n: number }[]>`select count(*)::int as n from affiliate_codes where affiliate_id = ${affiliateId} and is_vanity`;
+  const [row] = await db<
+    { n: number }[]
+  >`select count(*)::int as n from affiliate_codes where affiliate_id = ${affiliateId} and is_vanity`;
   return row!.n;
 }
 

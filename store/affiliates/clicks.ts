@@ -6,7 +6,11 @@ import type { Db } from '../../db/sql.js';
  * row, a repeat only bumps its `hits`. Answers the row's id (the click id a signup can name), or
  * null for a code no one has.
  */
-export async function recordClick(db: Db, code: string, visitorKey: string): Promise<{ id: string; counted: boolean } | null> {
+export async function recordClick(
+  db: Db,
+  code: string,
+  visitorKey: string,
+): Promise<{ id: string; counted: boolean } | null> {
   const [row] = await db<{ id: string; counted: boolean }[]>`
     insert into affiliate_clicks (affiliate_id, code_id, visitor_key, day)
     select c.affiliate_id, c.id, ${visitorKey}, (now() at time zone a.time_zone)::date
@@ -18,7 +22,10 @@ export async function recordClick(db: Db, code: string, visitorKey: string): Pro
 }
 
 /** A click by its id, with its affiliate: what a signup within the cookie window is attributed to. */
-export async function clickById(db: Db, clickId: string): Promise<{ id: string; affiliate_id: string; code_id: string; clicked_at: Date } | undefined> {
+export async function clickById(
+  db: Db,
+  clickId: string,
+): Promise<{ id: string; affiliate_id: string; code_id: string; clicked_at: Date } | undefined> {
   const [row] = await db<{ id: string; affiliate_id: string; code_id: string; clicked_at: Date }[]>`
     select id, affiliate_id, code_id, clicked_at from affiliate_clicks where id = ${clickId}`;
   return row;

@@ -72,14 +72,25 @@ export async function markConverted(tx: Db, workspaceId: string, at: Date, invoi
      where t.workspace_id = ${workspaceId} and a.id = t.affiliate_id and (t.converted_at is null or t.converted_at > ${at})
      returning t.converted_at`;
   if (row) return row.converted_at;
-  const [kept] = await tx<{ converted_at: Date }[]>`select converted_at from affiliate_attributions where workspace_id = ${workspaceId}`;
+  const [kept] = await tx<
+    { converted_at: Date }[]
+  >`select converted_at from affiliate_attributions where workspace_id = ${workspaceId}`;
   return kept!.converted_at;
 }
 
 /** The invoice's commission; null when the invoice earned one before. */
 export async function insertCommission(
   tx: Db,
-  c: { affiliateId: string; workspaceId: string; invoiceId: string; paymentId: string; invoiceCents: number; amountCents: number; earnedAt: Date; availableAt: Date },
+  c: {
+    affiliateId: string;
+    workspaceId: string;
+    invoiceId: string;
+    paymentId: string;
+    invoiceCents: number;
+    amountCents: number;
+    earnedAt: Date;
+    availableAt: Date;
+  },
 ): Promise<CommissionRow | null> {
   const [row] = await tx<CommissionRow[]>`
     insert into affiliate_commissions (affiliate_id, workspace_id, invoice_id, payment_id, invoice_cents, amount_cents, earned_at, earned_day, available_at)
@@ -92,7 +103,9 @@ export async function insertCommission(
 
 /** The commissions a payment earned, locked (a refund or dispute moves them in the billing event's transaction). */
 export async function lockCommissionsOfPayment(tx: Db, paymentId: string): Promise<CommissionRow[]> {
-  return tx<CommissionRow[]>`select * from affiliate_commissions where payment_id = ${paymentId} order by id for update`;
+  return tx<
+    CommissionRow[]
+  >`select * from affiliate_commissions where payment_id = ${paymentId} order by id for update`;
 }
 
 export async function commissionById(db: Db, id: string): Promise<CommissionRow | undefined> {
@@ -101,7 +114,13 @@ export async function commissionById(db: Db, id: string): Promise<CommissionRow 
 }
 
 /** Records what refunds took back in total; a fully refunded commission is clawed back. Compare-and-set on the previous total. */
-export async function setRefundClawed(tx: Db, id: string, from: number, to: number, fullyClawed: boolean): Promise<boolean> {
+export async function setRefundClawed(
+  tx: Db,
+  id: string,
+  from: number,
+  to: number,
+  fullyClawed: boolean,
+): Promise<boolean> {
   const rows = await tx`
     update affiliate_commissions
        set refund_clawed_cents = ${to}, status = case when ${fullyClawed} then 'clawed_back' else status end
@@ -109,7 +128,13 @@ export async function setRefundClawed(tx: Db, id: string, from: number, to: numb
   return rows.length === 1;
 }
 
-export async function setDispute(tx: Db, id: string, from: string | null, to: 'open' | 'won' | 'lost', disputeClawedCents: number): Promise<boolean> {
+export async function setDispute(
+  tx: Db,
+  id: string,
+  from: string | null,
+  to: 'open' | 'won' | 'lost',
+  disputeClawedCents: number,
+): Promise<boolean> {
   const rows = await tx`
     update affiliate_commissions
        set dispute_status = ${to}, dispute_clawed_cents = ${disputeClawedCents},
@@ -187,7 +212,10 @@ export async function shardsWithLostWake(db: Db, now: Date, graceMs: number): Pr
 }
 
 /** A payment's refunded total and dispute as billing recorded them (billing_payments). */
-export async function paymentMoney(db: Db, paymentId: string): Promise<{ refunded_cents: number; dispute_status: 'open' | 'won' | 'lost' | null } | undefined> {
+export async function paymentMoney(
+  db: Db,
+  paymentId: string,
+): Promise<{ refunded_cents: number; dispute_status: 'open' | 'won' | 'lost' | null } | undefined> {
   const [row] = await db<{ refunded_cents: number; dispute_status: 'open' | 'won' | 'lost' | null }[]>`
     select refunded_cents, dispute_status from billing_payments where payment_id = ${paymentId}`;
   return row;
@@ -202,6 +230,8 @@ export async function maturationLagsMs(db: Db, ids: readonly string[]): Promise<
 }
 
 export async function countHeld(db: Db, ids: readonly string[]): Promise<number> {
-  const [row] = await db<{ n: number }[]>`select count(*)::int as n from affiliate_commissions where id = any(${ids as string[]}::uuid[]) and status = 'held'`;
+  const [row] = await db<
+    { n: number }[]
+  >`select count(*)::int as n from affiliate_commissions where id = any(${ids as string[]}::uuid[]) and status = 'held'`;
   return row!.n;
 }

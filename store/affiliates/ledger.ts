@@ -40,7 +40,10 @@ export interface AffiliateLedgerEntryInput {
 }
 
 /** Writes one ledger row inside the caller's transaction; null when its cause key was written before. */
-export async function appendAffiliateLedgerEntry(tx: Db, e: AffiliateLedgerEntryInput): Promise<AffiliateLedgerRow | null> {
+export async function appendAffiliateLedgerEntry(
+  tx: Db,
+  e: AffiliateLedgerEntryInput,
+): Promise<AffiliateLedgerRow | null> {
   if (!Number.isSafeInteger(e.amountCents)) throw new Error(`A ledger amount is whole cents, not ${e.amountCents}.`);
   const occurredAt = e.occurredAt ?? new Date();
   const held = e.held ?? (e.availableAt != null && e.availableAt > occurredAt);
@@ -77,19 +80,25 @@ export async function affiliateBalances(db: Db, affiliateId: string, _now?: Date
 
 /** Releases a matured commission's held rows (its credit and any clawback or reversal made while held). */
 export async function releaseHeldEntries(tx: Db, commissionId: string): Promise<number> {
-  const rows = await tx`update affiliate_ledger set held = false where commission_id = ${commissionId} and held returning id`;
+  const rows =
+    await tx`update affiliate_ledger set held = false where commission_id = ${commissionId} and held returning id`;
   return rows.length;
 }
 
 /** Releases the held rows of commissions matured together (decision 047: one statement for all of an affiliate's due commissions). */
 export async function releaseHeldEntriesOf(tx: Db, commissionIds: readonly string[]): Promise<number> {
   if (commissionIds.length === 0) return 0;
-  const rows = await tx`update affiliate_ledger set held = false where commission_id = any(${commissionIds as string[]}::uuid[]) and held returning id`;
+  const rows =
+    await tx`update affiliate_ledger set held = false where commission_id = any(${commissionIds as string[]}::uuid[]) and held returning id`;
   return rows.length;
 }
 
 /** The ledger, newest first, a page at a time. */
-export async function ledgerPage(db: Db, affiliateId: string, page: { limit: number; offset: number }): Promise<AffiliateLedgerRow[]> {
+export async function ledgerPage(
+  db: Db,
+  affiliateId: string,
+  page: { limit: number; offset: number },
+): Promise<AffiliateLedgerRow[]> {
   return db<AffiliateLedgerRow[]>`
     select * from affiliate_ledger where affiliate_id = ${affiliateId}
      order by occurred_at desc, id desc limit ${page.limit} offset ${page.offset}`;

@@ -65,12 +65,17 @@ export async function setPayoutProgramPaused(db: Db, paused: boolean, note: stri
 // ---- Settings ----
 
 export async function payoutSettings(db: Db, affiliateId: string): Promise<PayoutSettingsRow | undefined> {
-  const [row] = await db<PayoutSettingsRow[]>`select * from affiliate_payout_settings where affiliate_id = ${affiliateId}`;
+  const [row] = await db<
+    PayoutSettingsRow[]
+  >`select * from affiliate_payout_settings where affiliate_id = ${affiliateId}`;
   return row;
 }
 
 /** Sets the payout email; a different address lifts a destination hold (the affiliate fixed where money goes). */
-export async function setPayoutEmail(db: Db, input: { affiliateId: string; workspaceId: string; email: string | null }): Promise<PayoutSettingsRow> {
+export async function setPayoutEmail(
+  db: Db,
+  input: { affiliateId: string; workspaceId: string; email: string | null },
+): Promise<PayoutSettingsRow> {
   const [row] = await db<PayoutSettingsRow[]>`
     insert into affiliate_payout_settings (affiliate_id, workspace_id, payout_email)
     values (${input.affiliateId}, ${input.workspaceId}, ${input.email})
@@ -93,7 +98,10 @@ export async function setPayoutEmail(db: Db, input: { affiliateId: string; works
 export type OperatorGate = 'under_review' | 'blocked' | 'unavailable' | 'identity_verified' | 'destination_hold';
 
 /** An operator's switch on one gate (the admin command line). */
-export async function setOperatorGate(db: Db, input: { affiliateId: string; workspaceId: string; gate: OperatorGate; on: boolean; note: string | null; now: Date }): Promise<PayoutSettingsRow> {
+export async function setOperatorGate(
+  db: Db,
+  input: { affiliateId: string; workspaceId: string; gate: OperatorGate; on: boolean; note: string | null; now: Date },
+): Promise<PayoutSettingsRow> {
   const on = input.on;
   const [row] = await db<PayoutSettingsRow[]>`
     insert into affiliate_payout_settings (affiliate_id, workspace_id) values (${input.affiliateId}, ${input.workspaceId})
@@ -101,26 +109,47 @@ export async function setOperatorGate(db: Db, input: { affiliateId: string; work
     returning *`;
   switch (input.gate) {
     case 'under_review':
-      return (await db<PayoutSettingsRow[]>`update affiliate_payout_settings set under_review = ${on}, note = coalesce(${input.note}, note), updated_at = now() where affiliate_id = ${row!.affiliate_id} returning *`)[0]!;
+      return (
+        await db<
+          PayoutSettingsRow[]
+        >`update affiliate_payout_settings set under_review = ${on}, note = coalesce(${input.note}, note), updated_at = now() where affiliate_id = ${row!.affiliate_id} returning *`
+      )[0]!;
     case 'blocked':
-      return (await db<PayoutSettingsRow[]>`update affiliate_payout_settings set blocked = ${on}, note = coalesce(${input.note}, note), updated_at = now() where affiliate_id = ${row!.affiliate_id} returning *`)[0]!;
+      return (
+        await db<
+          PayoutSettingsRow[]
+        >`update affiliate_payout_settings set blocked = ${on}, note = coalesce(${input.note}, note), updated_at = now() where affiliate_id = ${row!.affiliate_id} returning *`
+      )[0]!;
     case 'unavailable':
-      return (await db<PayoutSettingsRow[]>`update affiliate_payout_settings set unavailable = ${on}, note = coalesce(${input.note}, note), updated_at = now() where affiliate_id = ${row!.affiliate_id} returning *`)[0]!;
+      return (
+        await db<
+          PayoutSettingsRow[]
+        >`update affiliate_payout_settings set unavailable = ${on}, note = coalesce(${input.note}, note), updated_at = now() where affiliate_id = ${row!.affiliate_id} returning *`
+      )[0]!;
     case 'identity_verified':
-      return (await db<PayoutSettingsRow[]>`
+      return (
+        await db<PayoutSettingsRow[]>`
         update affiliate_payout_settings set identity_verified = ${on}, identity_verified_at = ${on ? input.now : null}, updated_at = now()
-         where affiliate_id = ${row!.affiliate_id} returning *`)[0]!;
+         where affiliate_id = ${row!.affiliate_id} returning *`
+      )[0]!;
     case 'destination_hold':
-      return (await db<PayoutSettingsRow[]>`
+      return (
+        await db<PayoutSettingsRow[]>`
         update affiliate_payout_settings
            set destination_hold = ${on}, destination_hold_reason = ${on ? 'operator' : null}, destination_hold_since = ${on ? input.now : null},
                note = coalesce(${input.note}, note), updated_at = now()
-         where affiliate_id = ${row!.affiliate_id} returning *`)[0]!;
+         where affiliate_id = ${row!.affiliate_id} returning *`
+      )[0]!;
   }
 }
 
 /** Holds the destination after a return or a failure (an operator's hold stays the operator's). */
-export async function holdDestination(db: Db, affiliateId: string, reason: 'returned' | 'failed', since: Date): Promise<void> {
+export async function holdDestination(
+  db: Db,
+  affiliateId: string,
+  reason: 'returned' | 'failed',
+  since: Date,
+): Promise<void> {
   await db`
     update affiliate_payout_settings
        set destination_hold = true, destination_hold_reason = ${reason}, destination_hold_since = ${since}, updated_at = now()
@@ -165,7 +194,10 @@ export async function gateSnapshotPage(db: Db, after: string | null, limit: numb
 }
 
 /** Held commission rows by when they mature (read-only: what the gate projects to the next payout day). */
-export async function heldMaturities(db: Db, affiliateId: string): Promise<{ availableAt: Date; amountCents: number }[]> {
+export async function heldMaturities(
+  db: Db,
+  affiliateId: string,
+): Promise<{ availableAt: Date; amountCents: number }[]> {
   const rows = await db<{ available_at: Date; amount_cents: number }[]>`
     select available_at, sum(amount_cents)::bigint as amount_cents
       from affiliate_ledger where affiliate_id = ${affiliateId} and held and available_at is not null
@@ -178,7 +210,14 @@ export async function heldMaturities(db: Db, affiliateId: string): Promise<{ ava
 /** The period's payout, made once: null when the affiliate has one for the period already. */
 export async function insertPayout(
   tx: Db,
-  input: { affiliateId: string; workspaceId: string; period: string; amountCents: number; receiverEmail: string; now: Date },
+  input: {
+    affiliateId: string;
+    workspaceId: string;
+    period: string;
+    amountCents: number;
+    receiverEmail: string;
+    now: Date;
+  },
 ): Promise<PayoutRow | null> {
   const [row] = await tx<PayoutRow[]>`
     insert into affiliate_payouts (affiliate_id, workspace_id, period, amount_cents, receiver_email, created_at, updated_at)
@@ -204,7 +243,11 @@ export async function lockPayouts(tx: Db, ids: string[]): Promise<PayoutRow[]> {
   return tx<PayoutRow[]>`select * from affiliate_payouts where id = any(${ids}::uuid[]) order by id for update`;
 }
 
-export async function payoutsPage(db: Db, affiliateId: string, page: { limit: number; offset: number }): Promise<PayoutRow[]> {
+export async function payoutsPage(
+  db: Db,
+  affiliateId: string,
+  page: { limit: number; offset: number },
+): Promise<PayoutRow[]> {
   return db<PayoutRow[]>`
     select * from affiliate_payouts where affiliate_id = ${affiliateId}
      order by created_at desc, id desc limit ${page.limit} offset ${page.offset}`;
@@ -213,7 +256,15 @@ export async function payoutsPage(db: Db, affiliateId: string, page: { limit: nu
 /** Compare-and-set: moves a payout from `from` to `to` with the provider's word; false when it was not in `from`. */
 export async function movePayout(
   tx: Db,
-  input: { id: string; from: PayoutStatus; to: PayoutStatus; providerStatus: string | null; providerItemId: string | null; reason: string | null; now: Date },
+  input: {
+    id: string;
+    from: PayoutStatus;
+    to: PayoutStatus;
+    providerStatus: string | null;
+    providerItemId: string | null;
+    reason: string | null;
+    now: Date;
+  },
 ): Promise<boolean> {
   const rows = await tx`
     update affiliate_payouts set
@@ -229,21 +280,34 @@ export async function movePayout(
       updated_at = now()
     where id = ${input.id} and status = ${input.from}
     returning id, affiliate_id, period, amount_cents, paid_at`;
-  const moved = rows[0] as { id: string; affiliate_id: string; period: string; amount_cents: number; paid_at: Date } | undefined;
+  const moved = rows[0] as
+    { id: string; affiliate_id: string; period: string; amount_cents: number; paid_at: Date } | undefined;
   // The money reached the affiliate: a workspace event (issue 21's catalogue), in this transaction.
   if (moved && input.to === 'paid') {
-    const [affiliate] = await tx<{ workspace_id: string }[]>`select workspace_id from affiliates where id = ${moved.affiliate_id}`;
+    const [affiliate] = await tx<
+      { workspace_id: string }[]
+    >`select workspace_id from affiliates where id = ${moved.affiliate_id}`;
     await recordWorkspaceEvent(tx, {
       workspaceId: affiliate!.workspace_id,
       type: 'affiliate.payout_sent',
-      payload: { payout_id: moved.id, affiliate_id: moved.affiliate_id, period: moved.period, amount_cents: Number(moved.amount_cents), currency: 'usd', paid_at: moved.paid_at.toISOString() },
+      payload: {
+        payout_id: moved.id,
+        affiliate_id: moved.affiliate_id,
+        period: moved.period,
+        amount_cents: Number(moved.amount_cents),
+        currency: 'usd',
+        paid_at: moved.paid_at.toISOString(),
+      },
     });
   }
   return moved !== undefined;
 }
 
 /** The provider's word without a status move (an item still PENDING or ONHOLD, its item id learnt). */
-export async function notePayoutProvider(tx: Db, input: { id: string; providerStatus: string; providerItemId: string | null }): Promise<void> {
+export async function notePayoutProvider(
+  tx: Db,
+  input: { id: string; providerStatus: string; providerItemId: string | null },
+): Promise<void> {
   await tx`
     update affiliate_payouts set provider_status = ${input.providerStatus}, provider_item_id = coalesce(${input.providerItemId}, provider_item_id), updated_at = now()
      where id = ${input.id} and provider_status is distinct from ${input.providerStatus}`;
@@ -253,7 +317,9 @@ export async function notePayoutProvider(tx: Db, input: { id: string; providerSt
 
 /** A batch still to be accepted (a crash between assigning and sending), if any, oldest first. */
 export async function openBatch(db: Db): Promise<PayoutBatchRow | undefined> {
-  const [row] = await db<PayoutBatchRow[]>`select * from affiliate_payout_batches where status = 'open' order by created_at limit 1`;
+  const [row] = await db<
+    PayoutBatchRow[]
+  >`select * from affiliate_payout_batches where status = 'open' order by created_at limit 1`;
   return row;
 }
 
@@ -261,7 +327,10 @@ export async function openBatch(db: Db): Promise<PayoutBatchRow | undefined> {
  * A new batch (labelled with the sending cycle's period) with up to `limit` held payouts no batch
  * has yet, of any period (one an earlier cycle could not send goes with this one); null when none is left.
  */
-export async function assignNewBatch(tx: Db, input: { period: string; limit: number; senderBatchId: (batchId: string) => string }): Promise<PayoutBatchRow | null> {
+export async function assignNewBatch(
+  tx: Db,
+  input: { period: string; limit: number; senderBatchId: (batchId: string) => string },
+): Promise<PayoutBatchRow | null> {
   const waiting = await tx<{ id: string }[]>`
     select id from affiliate_payouts where status = 'held' and batch_id is null
      order by created_at, id limit ${input.limit} for update skip locked`;
@@ -278,7 +347,10 @@ export async function batchPayouts(db: Db, batchId: string): Promise<PayoutRow[]
   return db<PayoutRow[]>`select * from affiliate_payouts where batch_id = ${batchId} order by created_at, id`;
 }
 
-export async function markBatchSent(tx: Db, input: { batchId: string; providerBatchId: string; now: Date }): Promise<void> {
+export async function markBatchSent(
+  tx: Db,
+  input: { batchId: string; providerBatchId: string; now: Date },
+): Promise<void> {
   await tx`
     update affiliate_payout_batches set status = 'sent', provider_batch_id = ${input.providerBatchId}, sent_at = ${input.now}
      where id = ${input.batchId} and status = 'open'`;
@@ -312,7 +384,11 @@ export function forfeitureCauseKey(affiliateId: string, holdSince: Date): string
 }
 
 /** Affiliates whose destination has been held since a return for the forfeiture period or longer, and not yet forfeited for that hold. */
-export async function forfeitureCandidates(db: Db, heldSinceBefore: Date, limit: number): Promise<{ affiliate_id: string; destination_hold_since: Date }[]> {
+export async function forfeitureCandidates(
+  db: Db,
+  heldSinceBefore: Date,
+  limit: number,
+): Promise<{ affiliate_id: string; destination_hold_since: Date }[]> {
   return db<{ affiliate_id: string; destination_hold_since: Date }[]>`
     select s.affiliate_id, s.destination_hold_since from affiliate_payout_settings s
      where s.destination_hold and s.destination_hold_reason = 'returned' and s.destination_hold_since <= ${heldSinceBefore}

@@ -55,7 +55,11 @@ export async function feedPage(db: Db, affiliateId: string, limit: number, offse
 }
 
 /** Held money by the day it matures (the affiliate's day), soonest first. */
-export async function heldByDay(db: Db, affiliateId: string, timeZone: string): Promise<{ day: string; amount_cents: number }[]> {
+export async function heldByDay(
+  db: Db,
+  affiliateId: string,
+  timeZone: string,
+): Promise<{ day: string; amount_cents: number }[]> {
   return db<{ day: string; amount_cents: number }[]>`
     select to_char((available_at at time zone ${timeZone})::date, 'YYYY-MM-DD') as day, sum(amount_cents)::bigint as amount_cents
       from affiliate_ledger where affiliate_id = ${affiliateId} and held

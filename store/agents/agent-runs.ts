@@ -4,7 +4,13 @@
  * credit hold it took, the profile reads it queued as browser steps, and training runs' scores.
  */
 import type { Db, Sql } from '../../db/sql.js';
-import type { AgentAction, AgentDefinition, AgentReach, AgentRunStatus, AgentStepOutcome } from '../../domain/agents/saved-agents.js';
+import type {
+  AgentAction,
+  AgentDefinition,
+  AgentReach,
+  AgentRunStatus,
+  AgentStepOutcome,
+} from '../../domain/agents/saved-agents.js';
 import type { CellValue, Cells } from '../../domain/tables/tables.js';
 import type { StepRow } from '../pnet/steps.js';
 
@@ -47,7 +53,13 @@ export async function loadAgentRun(db: Db, runId: string, lock = false): Promise
 export async function startAgentRun(
   db: Db,
   runId: string,
-  start: { prompt: string; startUrl: string | null; mcpTools: AgentRunRecord['mcp_tools']; modelKey: string; inputs: Record<string, unknown> },
+  start: {
+    prompt: string;
+    startUrl: string | null;
+    mcpTools: AgentRunRecord['mcp_tools'];
+    modelKey: string;
+    inputs: Record<string, unknown>;
+  },
 ): Promise<void> {
   await db`
           update agent_runs set status = 'running', started_at = now(), prompt = ${start.prompt}, start_url = ${start.startUrl},
@@ -78,7 +90,9 @@ export async function cancelAgentRun(db: Db, runId: string): Promise<void> {
 
 /** The id of the credit hold the run took when it started, if any. */
 export async function findRunHold(db: Db, workspaceId: string, runId: string): Promise<string | undefined> {
-  const [hold] = await db<{ id: string }[]>`select id from credit_holds where workspace_id = ${workspaceId} and cause_key = ${agentRunCauseKey(runId)}`;
+  const [hold] = await db<
+    { id: string }[]
+  >`select id from credit_holds where workspace_id = ${workspaceId} and cause_key = ${agentRunCauseKey(runId)}`;
   return hold?.id;
 }
 
@@ -89,7 +103,15 @@ export async function findRunHold(db: Db, workspaceId: string, runId: string): P
 export async function insertRunStep(
   db: Db,
   runId: string,
-  step: { n: number; action: AgentAction; detail: string; duration_ms: number; observation: string; outcome: AgentStepOutcome; thought: string | null },
+  step: {
+    n: number;
+    action: AgentAction;
+    detail: string;
+    duration_ms: number;
+    observation: string;
+    outcome: AgentStepOutcome;
+    thought: string | null;
+  },
 ): Promise<void> {
   await db`
     insert into agent_run_steps (run_id, n, action, detail, duration_ms, observation, outcome, thought)
@@ -100,7 +122,9 @@ export async function insertRunStep(
 }
 
 export async function findRunStep(db: Db, runId: string, n: number): Promise<RecordedStep | undefined> {
-  const [stored] = await db<RecordedStep[]>`select n, action, outcome from agent_run_steps where run_id = ${runId} and n = ${n}`;
+  const [stored] = await db<
+    RecordedStep[]
+  >`select n, action, outcome from agent_run_steps where run_id = ${runId} and n = ${n}`;
   return stored;
 }
 
@@ -117,12 +141,20 @@ export function runStepsBefore(db: Db, runId: string, n: number) {
 export async function agentCellGroup(db: Db, columnId: string): Promise<{ id: string; output: string | null }[]> {
   const rows = await db<{ id: string; config: { output?: string } }[]>`
     select id, config from table_columns where id = ${columnId} or parent_column_id = ${columnId} order by position`;
-  return [...rows.filter((r) => r.id === columnId), ...rows.filter((r) => r.id !== columnId)].map((r) => ({ id: r.id, output: r.id === columnId ? null : (r.config.output ?? null) }));
+  return [...rows.filter((r) => r.id === columnId), ...rows.filter((r) => r.id !== columnId)].map((r) => ({
+    id: r.id,
+    output: r.id === columnId ? null : (r.config.output ?? null),
+  }));
 }
 
 /** The agent column's input mappings (input id -> column id). */
-export async function agentColumnConfig(db: Db, columnId: string | null): Promise<{ inputs?: Record<string, string> } | undefined> {
-  const [column] = await db<{ config: { inputs?: Record<string, string> } }[]>`select config from table_columns where id = ${columnId}`;
+export async function agentColumnConfig(
+  db: Db,
+  columnId: string | null,
+): Promise<{ inputs?: Record<string, string> } | undefined> {
+  const [column] = await db<
+    { config: { inputs?: Record<string, string> } }[]
+  >`select config from table_columns where id = ${columnId}`;
   return column?.config;
 }
 
@@ -149,7 +181,12 @@ export function doneCellValuesOf(db: Db, rowId: string | null, columnIds: string
 }
 
 /** The agent column's cell -> running, only while this run owns it; false when a newer run does. */
-export async function claimRunCell(db: Db, columnId: string | null, rowId: string | null, runId: string): Promise<boolean> {
+export async function claimRunCell(
+  db: Db,
+  columnId: string | null,
+  rowId: string | null,
+  runId: string,
+): Promise<boolean> {
   const moved = await db`
             update table_cells set state = 'running', updated_at = now()
             where column_id = ${columnId} and row_id = ${rowId} and run_id = ${runId} and state in ('pending', 'running') returning 1`;
@@ -157,7 +194,12 @@ export async function claimRunCell(db: Db, columnId: string | null, rowId: strin
 }
 
 /** The output columns' cells the run owns, pending -> running. */
-export async function claimRunOutputCells(db: Db, columnId: string | null, rowId: string | null, runId: string): Promise<void> {
+export async function claimRunOutputCells(
+  db: Db,
+  columnId: string | null,
+  rowId: string | null,
+  runId: string,
+): Promise<void> {
   await db`
             update table_cells set state = 'running', updated_at = now()
             where column_id in (select id from table_columns where parent_column_id = ${columnId}) and row_id = ${rowId} and run_id = ${runId} and state = 'pending'`;
@@ -179,7 +221,11 @@ export function settleRunCells(
 }
 
 /** A cancelled run's cells are put back as they were before it (those that held something). */
-export async function restoreRunCells(db: Db, run: { id: string; row_id: string | null }, group: string[]): Promise<void> {
+export async function restoreRunCells(
+  db: Db,
+  run: { id: string; row_id: string | null },
+  group: string[],
+): Promise<void> {
   await db`
             update table_cells set state = previous ->> 'state', value = nullif(previous -> 'value', 'null'::jsonb), error = previous ->> 'error',
               cost = coalesce((previous ->> 'cost')::int, 0), previous = null, updated_at = now()
@@ -190,7 +236,12 @@ export async function restoreRunCells(db: Db, run: { id: string; row_id: string 
 // Profile reads (read_pnet_profile) queued as browser steps
 
 /** The browser step a run queued for its step n, found by the run's id and step in its params. */
-export async function profileReadStepOf(db: Db, workspaceId: string, runId: string, n: number): Promise<StepRow | undefined> {
+export async function profileReadStepOf(
+  db: Db,
+  workspaceId: string,
+  runId: string,
+  n: number,
+): Promise<StepRow | undefined> {
   const [existing] = await db<StepRow[]>`
         select * from browser_steps where workspace_id = ${workspaceId} and params ->> 'agent_run_id' = ${runId} and params ->> 'agent_run_step' = ${String(n)}`;
   return existing;
@@ -200,7 +251,10 @@ export async function profileReadStepOf(db: Db, workspaceId: string, runId: stri
  * The connected account to read a profile with: one not held at a checkpoint, automatic before
  * manual, with a browser holding its lease, then the one with the fewest open steps.
  */
-export async function profileReadAccount(db: Db, workspaceId: string): Promise<{ id: string; run_mode: 'manual' | 'automatic' } | undefined> {
+export async function profileReadAccount(
+  db: Db,
+  workspaceId: string,
+): Promise<{ id: string; run_mode: 'manual' | 'automatic' } | undefined> {
   const [account] = await db<{ id: string; run_mode: 'manual' | 'automatic' }[]>`
         select a.id, a.run_mode from pnet_accounts a
         where a.workspace_id = ${workspaceId} and a.status = 'connected'
@@ -213,7 +267,9 @@ export async function profileReadAccount(db: Db, workspaceId: string): Promise<{
 
 /** contact_stop_reason() for a profile URL alone (no email, no enrolment). */
 export async function profileStopReason(db: Db, workspaceId: string, profileUrl: string): Promise<string | null> {
-  const [stop] = await db<{ reason: string | null }[]>`select contact_stop_reason(${workspaceId}, null, ${profileUrl}, null) as reason`;
+  const [stop] = await db<
+    { reason: string | null }[]
+  >`select contact_stop_reason(${workspaceId}, null, ${profileUrl}, null) as reason`;
   return stop?.reason ?? null;
 }
 
@@ -234,19 +290,35 @@ export async function runWaitingOnStep(sql: Sql, stepId: string): Promise<string
 // ---------------------------------------------------------------------------------------------
 // Training runs
 
-export async function lockTrainingRun(db: Db, trainingRunId: string): Promise<{ id: string; status: string; agent_id: string } | undefined> {
-  const [training] = await db<{ id: string; status: string; agent_id: string }[]>`select * from agent_training_runs where id = ${trainingRunId} for update`;
+export async function lockTrainingRun(
+  db: Db,
+  trainingRunId: string,
+): Promise<{ id: string; status: string; agent_id: string } | undefined> {
+  const [training] = await db<
+    { id: string; status: string; agent_id: string }[]
+  >`select * from agent_training_runs where id = ${trainingRunId} for update`;
   return training;
 }
 
 /** Each run of a training run with its answer and the example's expected values. */
 export function trainingRunAnswers(db: Db, trainingRunId: string) {
-  return db<{ agent: AgentDefinition; status: string; result: Record<string, unknown> | null; expected: Record<string, unknown> | null }[]>`
+  return db<
+    {
+      agent: AgentDefinition;
+      status: string;
+      result: Record<string, unknown> | null;
+      expected: Record<string, unknown> | null;
+    }[]
+  >`
           select r.agent, r.status, r.result, e.expected from agent_runs r left join saved_agent_examples e on e.id = r.example_id
           where r.training_run_id = ${trainingRunId}`;
 }
 
-export async function completeTrainingRun(db: Db, trainingRunId: string, score: { fields: unknown; overall_rate: number | null }): Promise<void> {
+export async function completeTrainingRun(
+  db: Db,
+  trainingRunId: string,
+  score: { fields: unknown; overall_rate: number | null },
+): Promise<void> {
   await db`
           update agent_training_runs set status = 'completed', fields = ${db.json(score.fields as never)}, overall_rate = ${score.overall_rate}, finished_at = now()
           where id = ${trainingRunId}`;

@@ -2,19 +2,19 @@
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type {
-    AgentSlot,
-    Assessment,
-    Conversation,
-    Draft,
-    Finding,
-    JudgeVerdict,
-    MessageKind,
-    OutboundAgent,
-    OutboundAgentCreate,
-    OutboundAgentUpdate,
-    OutboundAgentVersion,
-    OutboundMessage,
-    ResearchFact,
+  AgentSlot,
+  Assessment,
+  Conversation,
+  Draft,
+  Finding,
+  JudgeVerdict,
+  MessageKind,
+  OutboundAgent,
+  OutboundAgentCreate,
+  OutboundAgentUpdate,
+  OutboundAgentVersion,
+  OutboundMessage,
+  ResearchFact,
 } from '../../domain/agents/outbound-agents.js';
 
 interface AgentRecord {
@@ -44,7 +44,8 @@ const toAgent = (r: AgentRecord): OutboundAgent => ({
 function checkSlots(slots: AgentSlot[] | undefined) {
   const seen = new Set<string>();
   for (const slot of slots ?? []) {
-    if (seen.has(slot.slot_key)) throw new ApiError('conflict', `The slot key "${slot.slot_key}" appears twice; each slot has one prompt.`);
+    if (seen.has(slot.slot_key))
+      throw new ApiError('conflict', `The slot key "${slot.slot_key}" appears twice; each slot has one prompt.`);
     seen.add(slot.slot_key);
   }
 }
@@ -109,7 +110,12 @@ async function lockAgent(tx: Db, agentId: string, workspaceId?: string): Promise
 }
 
 /** A name change keeps the version; a change of instructions or slots makes a new version. */
-export async function updateAgent(sql: Sql, workspaceId: string, agentId: string, body: OutboundAgentUpdate): Promise<OutboundAgent | undefined> {
+export async function updateAgent(
+  sql: Sql,
+  workspaceId: string,
+  agentId: string,
+  body: OutboundAgentUpdate,
+): Promise<OutboundAgent | undefined> {
   checkSlots(body.slots);
   return sql.begin(async (tx) => {
     if (!(await lockAgent(tx, agentId, workspaceId))) return undefined;
@@ -130,7 +136,11 @@ export async function updateAgent(sql: Sql, workspaceId: string, agentId: string
   }) as Promise<OutboundAgent | undefined>;
 }
 
-export async function listVersions(sql: Sql, workspaceId: string, agentId: string): Promise<OutboundAgentVersion[] | undefined> {
+export async function listVersions(
+  sql: Sql,
+  workspaceId: string,
+  agentId: string,
+): Promise<OutboundAgentVersion[] | undefined> {
   if (!(await getAgent(sql, workspaceId, agentId))) return undefined;
   const rows = await sql<(Omit<OutboundAgentVersion, 'created_at'> & { created_at: Date })[]>`
     select version, instructions, slots, origin, created_at from outbound_agent_versions where agent_id = ${agentId} order by version desc`;
@@ -170,7 +180,12 @@ type MessageRecord = Omit<OutboundMessage, 'created_at' | 'sent_at'> & { created
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /** Endpoint 5: the conversation of one contact with the agent, messages oldest first. */
-export async function readConversation(sql: Sql, workspaceId: string, agentId: string, contactKey: string): Promise<Conversation | undefined> {
+export async function readConversation(
+  sql: Sql,
+  workspaceId: string,
+  agentId: string,
+  contactKey: string,
+): Promise<Conversation | undefined> {
   const [conversation] = await sql<ConversationRecord[]>`
     select c.id, c.company_key, c.subject_key, c.last_turn_at, c.researched_at, c.sources, c.research_brief
     from outbound_conversations c
@@ -182,7 +197,14 @@ export async function readConversation(sql: Sql, workspaceId: string, agentId: s
       model_key, reach, price_tenths, credits_charged, quality_score, status, error, created_at, sent_at
     from outbound_messages where conversation_id = ${conversation.id}
     order by created_at, id`;
-  const emptyVerdict = { grounded: false, language_ok: false, on_topic: false, safe: false, quality_score: 0, reasons: [] };
+  const emptyVerdict = {
+    grounded: false,
+    language_ok: false,
+    on_topic: false,
+    safe: false,
+    quality_score: 0,
+    reasons: [],
+  };
   return {
     ...conversation,
     last_turn_at: iso(conversation.last_turn_at),
@@ -210,7 +232,11 @@ export interface AgentVersionRecord {
   slots: AgentSlot[];
 }
 
-export async function loadAgentVersion(db: Db, workspaceId: string, agentId: string): Promise<AgentVersionRecord | undefined> {
+export async function loadAgentVersion(
+  db: Db,
+  workspaceId: string,
+  agentId: string,
+): Promise<AgentVersionRecord | undefined> {
   const [agent] = await db<AgentVersionRecord[]>`
     select a.id, a.workspace_id, a.name, a.version, v.instructions, v.slots
     from outbound_agents a join outbound_agent_versions v on v.agent_id = a.id and v.version = a.version
@@ -252,8 +278,15 @@ export async function storeResearch(
   return updated;
 }
 
-export async function findResearchedConversation(db: Db, conversationId: string): Promise<ResearchedConversation | undefined> {
-  return (await db<ResearchedConversation[]>`select id, researched_at, research_brief, sources from outbound_conversations where id = ${conversationId}`)[0];
+export async function findResearchedConversation(
+  db: Db,
+  conversationId: string,
+): Promise<ResearchedConversation | undefined> {
+  return (
+    await db<
+      ResearchedConversation[]
+    >`select id, researched_at, research_brief, sources from outbound_conversations where id = ${conversationId}`
+  )[0];
 }
 
 export async function touchConversation(db: Db, conversationId: string): Promise<void> {
@@ -285,7 +318,14 @@ export async function findMessage(db: Db, messageId: string): Promise<StoredMess
 /** Claims the write: a new row, or the next attempt of a failed (or abandoned) one; undefined when it is written already. */
 export async function claimWrite(
   db: Db,
-  w: { workspaceId: string; conversationId: string; writeKey: string; agentVersion: number; slotKey: string; kind: MessageKind },
+  w: {
+    workspaceId: string;
+    conversationId: string;
+    writeKey: string;
+    agentVersion: number;
+    slotKey: string;
+    kind: MessageKind;
+  },
 ): Promise<StoredMessage | undefined> {
   const [claimed] = await db<StoredMessage[]>`
         insert into outbound_messages (workspace_id, conversation_id, write_key, agent_version, slot_key, kind, status)

@@ -12,28 +12,33 @@ import type { ValidationIssue } from '../../domain/shared/common.js';
 import { derivedOutputName } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import {
-    agentRunPrice,
-    compareAnswer,
-    type AgentDefinition,
-    type AgentDeploy,
-    type AgentExample,
-    type AgentExampleCreate,
-    type AgentRun,
-    type AgentStep,
-    type PromptTemplate,
-    type SavedAgent,
-    type SavedAgentCreate,
-    type SavedAgentUpdate,
-    type StoredAgentColumnConfig,
-    type TrainingRun,
-    type AgentRunWorkflowIds,
+  agentRunPrice,
+  compareAnswer,
+  type AgentDefinition,
+  type AgentDeploy,
+  type AgentExample,
+  type AgentExampleCreate,
+  type AgentRun,
+  type AgentStep,
+  type PromptTemplate,
+  type SavedAgent,
+  type SavedAgentCreate,
+  type SavedAgentUpdate,
+  type StoredAgentColumnConfig,
+  type TrainingRun,
+  type AgentRunWorkflowIds,
 } from '../../domain/agents/saved-agents.js';
 import { columnsPerTable, type Column } from '../../domain/tables/tables.js';
 import { loadColumns, toColumn } from '../tables/columns.js';
 import { requireTable } from '../tables/tables.js';
 
 /** A refusal of request values that only the agent can judge: answered 422 with `issues`. */
-const issue = (field: string, msg: string, input: unknown): ValidationIssue => ({ loc: ['body', field], msg, type: 'value_error', input: input ?? {} });
+const issue = (field: string, msg: string, input: unknown): ValidationIssue => ({
+  loc: ['body', field],
+  msg,
+  type: 'value_error',
+  input: input ?? {},
+});
 const refuse = (issues: ValidationIssue[]) => {
   if (issues.length > 0) throw new ValidationRefusal(issues);
 };
@@ -78,9 +83,17 @@ export const definitionOf = (a: AgentRecord): AgentDefinition => ({
 });
 
 /** The agent as it will be stored, after the checks that need all of it at once. */
-function checkedAgent(agent: Omit<AgentDefinition, 'id' | 'version' | 'name' | 'inputs'> & { inputs: { id?: string; name: string; description?: string | null }[] }) {
+function checkedAgent(
+  agent: Omit<AgentDefinition, 'id' | 'version' | 'name' | 'inputs'> & {
+    inputs: { id?: string; name: string; description?: string | null }[];
+  },
+) {
   const issues: ValidationIssue[] = [];
-  const inputs = agent.inputs.map((i) => ({ id: (i.id ?? randomUUID()).toLowerCase(), name: i.name, description: i.description ?? null }));
+  const inputs = agent.inputs.map((i) => ({
+    id: (i.id ?? randomUUID()).toLowerCase(),
+    name: i.name,
+    description: i.description ?? null,
+  }));
   const names = new Set<string>();
   const ids = new Set<string>();
   for (const i of inputs) {
@@ -90,7 +103,10 @@ function checkedAgent(agent: Omit<AgentDefinition, 'id' | 'version' | 'name' | '
     ids.add(i.id);
   }
   for (const s of agent.prompt.segments) {
-    if (s.type === 'input_ref' && !ids.has(s.input_id.toLowerCase())) issues.push(issue('prompt', `the prompt refers to input ${s.input_id}, which is not among the inputs`, s.input_id));
+    if (s.type === 'input_ref' && !ids.has(s.input_id.toLowerCase()))
+      issues.push(
+        issue('prompt', `the prompt refers to input ${s.input_id}, which is not among the inputs`, s.input_id),
+      );
   }
   const keys = new Set<string>();
   for (const f of agent.output_fields) {
@@ -98,12 +114,18 @@ function checkedAgent(agent: Omit<AgentDefinition, 'id' | 'version' | 'name' | '
     keys.add(f.key);
   }
   if (issues.length > 0) throw conflict(`The agent does not hold together: ${issues.map((i) => i.msg).join('; ')}.`);
-  const prompt: PromptTemplate = { segments: agent.prompt.segments.map((s) => (s.type === 'input_ref' ? { ...s, input_id: s.input_id.toLowerCase() } : s)) };
+  const prompt: PromptTemplate = {
+    segments: agent.prompt.segments.map((s) =>
+      s.type === 'input_ref' ? { ...s, input_id: s.input_id.toLowerCase() } : s,
+    ),
+  };
   return { ...agent, inputs, prompt };
 }
 
 async function requireAgent(db: Db, workspaceId: string, id: string, lock = false): Promise<AgentRecord> {
-  const [row] = await db<AgentRecord[]>`select * from saved_agents where workspace_id = ${workspaceId} and id = ${id} ${lock ? db`for update` : db``}`;
+  const [row] = await db<
+    AgentRecord[]
+  >`select * from saved_agents where workspace_id = ${workspaceId} and id = ${id} ${lock ? db`for update` : db``}`;
   if (!row) throw notFound('Saved agent');
   return row;
 }
@@ -119,14 +141,22 @@ export async function createSavedAgent(sql: Sql, workspaceId: string, input: Sav
 }
 
 export async function listSavedAgents(db: Db, workspaceId: string): Promise<SavedAgent[]> {
-  const rows = await db<AgentRecord[]>`select * from saved_agents where workspace_id = ${workspaceId} order by updated_at desc, id`;
+  const rows = await db<
+    AgentRecord[]
+  >`select * from saved_agents where workspace_id = ${workspaceId} order by updated_at desc, id`;
   return rows.map(toSavedAgent);
 }
 
-export const getSavedAgent = async (db: Db, workspaceId: string, id: string) => toSavedAgent(await requireAgent(db, workspaceId, id));
+export const getSavedAgent = async (db: Db, workspaceId: string, id: string) =>
+  toSavedAgent(await requireAgent(db, workspaceId, id));
 
 /** Replaces what the patch names and bumps the version. */
-export async function updateSavedAgent(sql: Sql, workspaceId: string, id: string, patch: SavedAgentUpdate): Promise<SavedAgent> {
+export async function updateSavedAgent(
+  sql: Sql,
+  workspaceId: string,
+  id: string,
+  patch: SavedAgentUpdate,
+): Promise<SavedAgent> {
   return sql.begin(async (tx) => {
     const current = await requireAgent(tx, workspaceId, id, true);
     const agent = checkedAgent({
@@ -167,17 +197,29 @@ interface ExampleRecord {
 }
 const toExample = (e: ExampleRecord): AgentExample => ({ ...e, created_at: e.created_at.toISOString() });
 
-export async function createExample(sql: Sql, workspaceId: string, agentId: string, input: AgentExampleCreate, max: number): Promise<AgentExample> {
+export async function createExample(
+  sql: Sql,
+  workspaceId: string,
+  agentId: string,
+  input: AgentExampleCreate,
+  max: number,
+): Promise<AgentExample> {
   return sql.begin(async (tx) => {
     const agent = await requireAgent(tx, workspaceId, agentId, true);
     const inputIds = new Set(agent.inputs.map((i) => i.id));
     const keys = new Set(agent.output_fields.map((f) => f.key));
     const inputs = Object.fromEntries(Object.entries(input.inputs).map(([k, v]) => [k.toLowerCase(), v]));
     refuse([
-      ...Object.keys(inputs).filter((id) => !inputIds.has(id)).map((id) => issue('inputs', `${id} is not an input of the agent`, id)),
-      ...Object.keys(input.expected).filter((k) => !keys.has(k)).map((k) => issue('expected', `"${k}" is not an output field of the agent`, k)),
+      ...Object.keys(inputs)
+        .filter((id) => !inputIds.has(id))
+        .map((id) => issue('inputs', `${id} is not an input of the agent`, id)),
+      ...Object.keys(input.expected)
+        .filter((k) => !keys.has(k))
+        .map((k) => issue('expected', `"${k}" is not an output field of the agent`, k)),
     ]);
-    const [kept] = await tx<{ count: number }[]>`select count(*)::int as count from saved_agent_examples where agent_id = ${agentId}`;
+    const [kept] = await tx<
+      { count: number }[]
+    >`select count(*)::int as count from saved_agent_examples where agent_id = ${agentId}`;
     if (kept!.count >= max) throw conflict(`An agent keeps at most ${max} examples; delete one first.`);
     const [row] = await tx<ExampleRecord[]>`
       insert into saved_agent_examples (workspace_id, agent_id, label, inputs, expected)
@@ -195,7 +237,8 @@ export async function listExamples(db: Db, workspaceId: string, agentId: string)
 }
 
 export async function deleteExample(db: Db, workspaceId: string, agentId: string, exampleId: string): Promise<boolean> {
-  const rows = await db`delete from saved_agent_examples where workspace_id = ${workspaceId} and agent_id = ${agentId} and id = ${exampleId} returning id`;
+  const rows =
+    await db`delete from saved_agent_examples where workspace_id = ${workspaceId} and agent_id = ${agentId} and id = ${exampleId} returning id`;
   return rows.length > 0;
 }
 
@@ -230,7 +273,9 @@ interface StepRecord extends Omit<AgentStep, 'created_at'> {
 
 async function withSteps(db: Db, runs: RunRecord[]): Promise<AgentRun[]> {
   const steps = runs.length
-    ? await db<StepRecord[]>`select * from agent_run_steps where run_id = any(${runs.map((r) => r.id)}::uuid[]) order by run_id, n`
+    ? await db<
+        StepRecord[]
+      >`select * from agent_run_steps where run_id = any(${runs.map((r) => r.id)}::uuid[]) order by run_id, n`
     : [];
   return runs.map((r) => ({
     id: r.id,
@@ -252,7 +297,16 @@ async function withSteps(db: Db, runs: RunRecord[]): Promise<AgentRun[]> {
     workflow_id: r.workflow_id,
     steps: steps
       .filter((s) => s.run_id === r.id)
-      .map((s) => ({ n: s.n, action: s.action, detail: s.detail, duration_ms: s.duration_ms, observation: s.observation, outcome: s.outcome, thought: s.thought, created_at: s.created_at.toISOString() })),
+      .map((s) => ({
+        n: s.n,
+        action: s.action,
+        detail: s.detail,
+        duration_ms: s.duration_ms,
+        observation: s.observation,
+        outcome: s.outcome,
+        thought: s.thought,
+        created_at: s.created_at.toISOString(),
+      })),
     created_at: r.created_at.toISOString(),
     started_at: r.started_at?.toISOString() ?? null,
     finished_at: r.finished_at?.toISOString() ?? null,
@@ -264,14 +318,24 @@ const runColumns = (db: Db) =>
     price_credits, credits_charged, result, error, model_key, workflow_id, created_at, started_at, finished_at`;
 
 export async function getAgentRun(db: Db, workspaceId: string, runId: string): Promise<AgentRun> {
-  const [run] = await db<RunRecord[]>`select ${runColumns(db)} from agent_runs where workspace_id = ${workspaceId} and id = ${runId}`;
+  const [run] = await db<
+    RunRecord[]
+  >`select ${runColumns(db)} from agent_runs where workspace_id = ${workspaceId} and id = ${runId}`;
   if (!run) throw notFound('Agent run');
   return (await withSteps(db, [run]))[0]!;
 }
 
-export async function listCellRuns(db: Db, workspaceId: string, tableId: string, columnId: string, rowId: string | undefined, limit: number): Promise<AgentRun[]> {
+export async function listCellRuns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  columnId: string,
+  rowId: string | undefined,
+  limit: number,
+): Promise<AgentRun[]> {
   await requireTable(db, workspaceId, tableId);
-  const [column] = await db`select 1 from table_columns where table_id = ${tableId} and id = ${columnId} and kind = 'agent' and parent_column_id is null`;
+  const [column] =
+    await db`select 1 from table_columns where table_id = ${tableId} and id = ${columnId} and kind = 'agent' and parent_column_id is null`;
   if (!column) throw notFound('Agent column');
   const runs = await db<RunRecord[]>`
     select ${runColumns(db)} from agent_runs where workspace_id = ${workspaceId} and column_id = ${columnId} ${rowId ? db`and row_id = ${rowId}` : db``}
@@ -291,7 +355,11 @@ interface TrainingRecord {
   finished_at: Date | null;
 }
 
-async function toTrainingRuns(db: Db, records: TrainingRecord[], workflowIds: AgentRunWorkflowIds): Promise<TrainingRun[]> {
+async function toTrainingRuns(
+  db: Db,
+  records: TrainingRecord[],
+  workflowIds: AgentRunWorkflowIds,
+): Promise<TrainingRun[]> {
   if (records.length === 0) return [];
   const runs = await db<(RunRecord & { expected: Record<string, unknown> | null })[]>`
     select r.id, r.training_run_id, r.example_id, r.status, r.result, r.error, r.created_at, e.expected
@@ -314,7 +382,10 @@ async function toTrainingRuns(db: Db, records: TrainingRecord[], workflowIds: Ag
       fields: t.fields ?? [],
       overall_rate: t.overall_rate,
       previous: previous ?? null,
-      change: previous && previous.overall_rate !== null && t.overall_rate !== null ? t.overall_rate - previous.overall_rate : null,
+      change:
+        previous && previous.overall_rate !== null && t.overall_rate !== null
+          ? t.overall_rate - previous.overall_rate
+          : null,
       results: mine.map((r) => ({
         example_id: r.example_id,
         agent_run_id: r.id,
@@ -322,7 +393,10 @@ async function toTrainingRuns(db: Db, records: TrainingRecord[], workflowIds: Ag
         values: r.result,
         error: r.error,
         matches: Object.fromEntries(
-          Object.entries(r.expected ?? {}).map(([k, v]) => [k, r.result ? compareAnswer(v, r.result[k] ?? null) : 'mismatch']),
+          Object.entries(r.expected ?? {}).map(([k, v]) => [
+            k,
+            r.result ? compareAnswer(v, r.result[k] ?? null) : 'mismatch',
+          ]),
         ) as Record<string, 'exact' | 'normalised' | 'mismatch'>,
       })),
       error: t.error,
@@ -344,8 +418,11 @@ export async function createTrainingRun(
 ): Promise<{ training: TrainingRun; runs: { runId: string; workflowId: string }[] }> {
   return sql.begin(async (tx) => {
     const agent = await requireAgent(tx, workspaceId, agentId, true);
-    if (!modelReady) throw conflict('No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.');
-    const examples = await tx<ExampleRecord[]>`select * from saved_agent_examples where agent_id = ${agentId} order by created_at, id`;
+    if (!modelReady)
+      throw conflict('No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.');
+    const examples = await tx<
+      ExampleRecord[]
+    >`select * from saved_agent_examples where agent_id = ${agentId} order by created_at, id`;
     if (examples.length === 0) throw conflict('The agent has no examples to train on; add some first.');
     const [training] = await tx<TrainingRecord[]>`
       insert into agent_training_runs (workspace_id, agent_id, agent_version) values (${workspaceId}, ${agentId}, ${agent.version}) returning *`;
@@ -366,14 +443,30 @@ export async function createTrainingRun(
   });
 }
 
-export async function listTrainingRuns(db: Db, workspaceId: string, agentId: string, limit: number, workflowIds: AgentRunWorkflowIds): Promise<TrainingRun[]> {
+export async function listTrainingRuns(
+  db: Db,
+  workspaceId: string,
+  agentId: string,
+  limit: number,
+  workflowIds: AgentRunWorkflowIds,
+): Promise<TrainingRun[]> {
   await requireAgent(db, workspaceId, agentId);
-  const rows = await db<TrainingRecord[]>`select * from agent_training_runs where agent_id = ${agentId} order by created_at desc, id desc limit ${limit}`;
+  const rows = await db<
+    TrainingRecord[]
+  >`select * from agent_training_runs where agent_id = ${agentId} order by created_at desc, id desc limit ${limit}`;
   return toTrainingRuns(db, rows, workflowIds);
 }
 
-export async function getTrainingRun(db: Db, workspaceId: string, agentId: string, id: string, workflowIds: AgentRunWorkflowIds): Promise<TrainingRun> {
-  const [row] = await db<TrainingRecord[]>`select * from agent_training_runs where workspace_id = ${workspaceId} and agent_id = ${agentId} and id = ${id}`;
+export async function getTrainingRun(
+  db: Db,
+  workspaceId: string,
+  agentId: string,
+  id: string,
+  workflowIds: AgentRunWorkflowIds,
+): Promise<TrainingRun> {
+  const [row] = await db<
+    TrainingRecord[]
+  >`select * from agent_training_runs where workspace_id = ${workspaceId} and agent_id = ${agentId} and id = ${id}`;
   if (!row) throw notFound('Training run');
   return (await toTrainingRuns(db, [row], workflowIds))[0]!;
 }
@@ -382,7 +475,9 @@ export async function getTrainingRun(db: Db, workspaceId: string, agentId: strin
 // Deploy (2.16) and running rows
 
 async function placeGroup(db: Db, tableId: string, group: string[], wanted: number) {
-  const rows = await db<{ id: string }[]>`select id from table_columns where table_id = ${tableId} order by position, created_at, id`;
+  const rows = await db<
+    { id: string }[]
+  >`select id from table_columns where table_id = ${tableId} order by position, created_at, id`;
   const ids = rows.map((r) => r.id).filter((id) => !group.includes(id));
   ids.splice(Math.min(wanted, ids.length), 0, ...group);
   await db`
@@ -392,9 +487,18 @@ async function placeGroup(db: Db, tableId: string, group: string[], wanted: numb
 }
 
 /** Queued runs of an agent column on rows, their cells made pending for them (what they held is kept aside). */
-async function queueCellRuns(db: Db, workspaceId: string, tableId: string, columnId: string, rowIds: string[], workflowIds: AgentRunWorkflowIds): Promise<RunRecord[]> {
+async function queueCellRuns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  columnId: string,
+  rowIds: string[],
+  workflowIds: AgentRunWorkflowIds,
+): Promise<RunRecord[]> {
   if (rowIds.length === 0) return [];
-  const [column] = await db<{ config: StoredAgentColumnConfig }[]>`select config from table_columns where id = ${columnId}`;
+  const [column] = await db<
+    { config: StoredAgentColumnConfig }[]
+  >`select config from table_columns where id = ${columnId}`;
   const config = column!.config;
   const rows = rowIds.map((rowId) => {
     const id = randomUUID();
@@ -409,10 +513,13 @@ async function queueCellRuns(db: Db, workspaceId: string, tableId: string, colum
       from jsonb_to_recordset(${db.json(rows as never)}) as x (id uuid, row_id uuid, workflow_id text)
       returning ${runColumns(db)}`;
   } catch (error) {
-    if ((error as { code?: string }).code === '23505') throw conflict('A run of this agent column is already going on one of these rows.');
+    if ((error as { code?: string }).code === '23505')
+      throw conflict('A run of this agent column is already going on one of these rows.');
     throw error;
   }
-  const group = await db<{ id: string }[]>`select id from table_columns where id = ${columnId} or parent_column_id = ${columnId}`;
+  const group = await db<
+    { id: string }[]
+  >`select id from table_columns where id = ${columnId} or parent_column_id = ${columnId}`;
   await db`
     insert into table_cells (column_id, row_id, state, value, error, cost, run_id)
     select g.id, x.row_id, 'pending', null, null, 0, x.id
@@ -431,33 +538,55 @@ export interface Deployed {
   runs: AgentRun[];
 }
 
-export async function deployAgent(sql: Sql, workspaceId: string, tableId: string, input: AgentDeploy, modelReady: boolean, workflowIds: AgentRunWorkflowIds): Promise<Deployed> {
+export async function deployAgent(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  input: AgentDeploy,
+  modelReady: boolean,
+  workflowIds: AgentRunWorkflowIds,
+): Promise<Deployed> {
   return sql.begin(async (tx) => {
     const agent = await requireAgent(tx, workspaceId, input.saved_agent_id);
-    if (!modelReady) throw conflict('No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); an agent column could not run.');
+    if (!modelReady)
+      throw conflict(
+        'No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); an agent column could not run.',
+      );
     await requireTable(tx, workspaceId, tableId, 'update');
     const before = await loadColumns(tx, tableId);
 
     const inputIds = new Set(agent.inputs.map((i) => i.id));
     const keys = agent.output_fields.map((f) => f.key);
-    const mappings = Object.fromEntries(Object.entries(input.input_mappings).map(([k, v]) => [k.toLowerCase(), v.toLowerCase()]));
+    const mappings = Object.fromEntries(
+      Object.entries(input.input_mappings).map(([k, v]) => [k.toLowerCase(), v.toLowerCase()]),
+    );
     const outputs = input.output_field_names ? [...new Set(input.output_field_names)] : keys;
     const names = input.output_column_names ?? {};
     refuse([
-      ...Object.keys(mappings).filter((id) => !inputIds.has(id)).map((id) => issue('input_mappings', `${id} is not an input of the agent`, id)),
-      ...outputs.filter((k) => !keys.includes(k)).map((k) => issue('output_field_names', `"${k}" is not an output field of the agent`, k)),
-      ...Object.keys(names).filter((k) => !outputs.includes(k)).map((k) => issue('output_column_names', `"${k}" is not among the output fields deployed`, k)),
+      ...Object.keys(mappings)
+        .filter((id) => !inputIds.has(id))
+        .map((id) => issue('input_mappings', `${id} is not an input of the agent`, id)),
+      ...outputs
+        .filter((k) => !keys.includes(k))
+        .map((k) => issue('output_field_names', `"${k}" is not an output field of the agent`, k)),
+      ...Object.keys(names)
+        .filter((k) => !outputs.includes(k))
+        .map((k) => issue('output_column_names', `"${k}" is not among the output fields deployed`, k)),
     ]);
     for (const columnId of Object.values(mappings)) {
-      if (!before.byId.has(columnId)) throw new ApiError('not_found', `Column ${columnId} of input_mappings not found in this table.`);
+      if (!before.byId.has(columnId))
+        throw new ApiError('not_found', `Column ${columnId} of input_mappings not found in this table.`);
     }
     const startColumn = agent.settings.starting_url_column_id;
-    if (startColumn && !before.byId.has(startColumn)) throw conflict(`The agent starts from column ${startColumn}, which is not a column of this table.`);
+    if (startColumn && !before.byId.has(startColumn))
+      throw conflict(`The agent starts from column ${startColumn}, which is not a column of this table.`);
     // The starting URL is read like an input, so its column cannot be deleted under the agent either.
     const inputs = startColumn ? { ...mappings, starting_url: startColumn } : mappings;
 
     if (before.list.length + 1 + outputs.length > columnsPerTable) {
-      throw conflict(`A table has at most ${columnsPerTable} columns; this one and its ${outputs.length} output columns do not fit.`);
+      throw conflict(
+        `A table has at most ${columnsPerTable} columns; this one and its ${outputs.length} output columns do not fit.`,
+      );
     }
     const parentName = input.column_name ?? agent.name;
     const taken = new Set(before.list.map((c) => c.name.toLowerCase()));
@@ -467,7 +596,8 @@ export async function deployAgent(sql: Sql, workspaceId: string, tableId: string
     const childNames = outputs.map((key) => {
       let name = names[key];
       if (!name || taken.has(name.toLowerCase())) name = derivedOutputName(parentName, key);
-      for (let n = 2; taken.has(name.toLowerCase()); n += 1) name = `${derivedOutputName(parentName, key).slice(0, 250)} (${n})`;
+      for (let n = 2; taken.has(name.toLowerCase()); n += 1)
+        name = `${derivedOutputName(parentName, key).slice(0, 250)} (${n})`;
       taken.add(name.toLowerCase());
       return name;
     });
@@ -485,7 +615,11 @@ export async function deployAgent(sql: Sql, workspaceId: string, tableId: string
       insert into table_columns (workspace_id, table_id, name, kind, position, config)
       values (${workspaceId}, ${tableId}, ${parentName}, 'agent', ${before.list.length}, ${tx.json(config as never)})
       returning id`;
-    const children = outputs.map((key, n) => ({ name: childNames[n]!, position: before.list.length + 1 + n, config: { output: key } }));
+    const children = outputs.map((key, n) => ({
+      name: childNames[n]!,
+      position: before.list.length + 1 + n,
+      config: { output: key },
+    }));
     const inserted = children.length
       ? await tx<{ id: string; position: number }[]>`
           insert into table_columns (workspace_id, table_id, name, kind, position, config, parent_column_id)
@@ -495,12 +629,22 @@ export async function deployAgent(sql: Sql, workspaceId: string, tableId: string
           returning id, position`
       : [];
     const childIds = [...inserted].sort((a, b) => a.position - b.position).map((c) => c.id);
-    if (input.position !== undefined && input.position !== null) await placeGroup(tx, tableId, [parent!.id, ...childIds], input.position);
+    if (input.position !== undefined && input.position !== null)
+      await placeGroup(tx, tableId, [parent!.id, ...childIds], input.position);
 
     let runs: RunRecord[] = [];
     if (input.run_rows) {
-      const rows = await tx<{ id: string }[]>`select id from table_rows where table_id = ${tableId} order by seq limit ${input.run_rows}`;
-      runs = await queueCellRuns(tx, workspaceId, tableId, parent!.id, rows.map((r) => r.id), workflowIds);
+      const rows = await tx<
+        { id: string }[]
+      >`select id from table_rows where table_id = ${tableId} order by seq limit ${input.run_rows}`;
+      runs = await queueCellRuns(
+        tx,
+        workspaceId,
+        tableId,
+        parent!.id,
+        rows.map((r) => r.id),
+        workflowIds,
+      );
     }
     const columns = await loadColumns(tx, tableId);
     return {
@@ -512,25 +656,55 @@ export async function deployAgent(sql: Sql, workspaceId: string, tableId: string
 }
 
 /** Runs the agent column on the rows named (at most 50; there is no run-all). */
-export async function runAgentRows(sql: Sql, workspaceId: string, tableId: string, columnId: string, rowIds: string[], modelReady: boolean, workflowIds: AgentRunWorkflowIds): Promise<AgentRun[]> {
+export async function runAgentRows(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  columnId: string,
+  rowIds: string[],
+  modelReady: boolean,
+  workflowIds: AgentRunWorkflowIds,
+): Promise<AgentRun[]> {
   return sql.begin(async (tx) => {
     await requireTable(tx, workspaceId, tableId, 'share');
-    const [column] = await tx<{ kind: string; parent_column_id: string | null }[]>`select kind, parent_column_id from table_columns where table_id = ${tableId} and id = ${columnId}`;
+    const [column] = await tx<
+      { kind: string; parent_column_id: string | null }[]
+    >`select kind, parent_column_id from table_columns where table_id = ${tableId} and id = ${columnId}`;
     if (!column) throw notFound('Column');
-    if (column.kind !== 'agent' || column.parent_column_id !== null) throw conflict('Only an agent column (not one of its output columns) runs an agent.');
-    if (!modelReady) throw conflict('No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.');
+    if (column.kind !== 'agent' || column.parent_column_id !== null)
+      throw conflict('Only an agent column (not one of its output columns) runs an agent.');
+    if (!modelReady)
+      throw conflict('No chat model is configured here (OPENAI_API_KEY and OPENAI_MODEL); agents cannot run.');
     const wanted = [...new Set(rowIds.map((id) => id.toLowerCase()))];
-    const found = await tx<{ id: string }[]>`select id from table_rows where table_id = ${tableId} and id = any(${wanted}::uuid[]) order by seq`;
+    const found = await tx<
+      { id: string }[]
+    >`select id from table_rows where table_id = ${tableId} and id = any(${wanted}::uuid[]) order by seq`;
     const missing = wanted.filter((id) => !found.some((r) => r.id === id));
     if (missing.length > 0) throw new ApiError('not_found', `Row ${missing[0]} not found in this table.`);
-    return withSteps(tx, await queueCellRuns(tx, workspaceId, tableId, columnId, found.map((r) => r.id), workflowIds));
+    return withSteps(
+      tx,
+      await queueCellRuns(
+        tx,
+        workspaceId,
+        tableId,
+        columnId,
+        found.map((r) => r.id),
+        workflowIds,
+      ),
+    );
   });
 }
 
 /** The going (queued or running) runs of an agent column, to cancel; 404 for a table or agent column not found. */
-export async function goingCellRuns(db: Db, workspaceId: string, tableId: string, columnId: string): Promise<{ id: string; workflow_id: string }[]> {
+export async function goingCellRuns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  columnId: string,
+): Promise<{ id: string; workflow_id: string }[]> {
   await requireTable(db, workspaceId, tableId);
-  const [column] = await db`select 1 from table_columns where table_id = ${tableId} and id = ${columnId} and kind = 'agent' and parent_column_id is null`;
+  const [column] =
+    await db`select 1 from table_columns where table_id = ${tableId} and id = ${columnId} and kind = 'agent' and parent_column_id is null`;
   if (!column) throw notFound('Agent column');
   return db<{ id: string; workflow_id: string }[]>`
     select id, workflow_id from agent_runs where workspace_id = ${workspaceId} and column_id = ${columnId} and status in ('queued', 'running')
@@ -538,9 +712,14 @@ export async function goingCellRuns(db: Db, workspaceId: string, tableId: string
 }
 
 /** One run to cancel: 404 when not the workspace's, 409 when it has ended already. */
-export async function goingRun(db: Db, workspaceId: string, runId: string): Promise<{ id: string; workflow_id: string }> {
+export async function goingRun(
+  db: Db,
+  workspaceId: string,
+  runId: string,
+): Promise<{ id: string; workflow_id: string }> {
   const run = await getAgentRun(db, workspaceId, runId);
-  if (run.status !== 'queued' && run.status !== 'running') throw conflict(`The run is already ${run.status}; nothing changed.`);
+  if (run.status !== 'queued' && run.status !== 'running')
+    throw conflict(`The run is already ${run.status}; nothing changed.`);
   return run;
 }
 
@@ -552,7 +731,13 @@ export const autoRunRowsMax = 1000;
  * rows (at most autoRunRowsMax) that have no going run; with keep_existing_results a row whose
  * cell already holds an answer is left alone. Answers the runs queued, to start.
  */
-export async function queueNewRowRuns(sql: Sql, workspaceId: string, tableId: string, added: number, workflowIds: AgentRunWorkflowIds): Promise<RunRecord[]> {
+export async function queueNewRowRuns(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  added: number,
+  workflowIds: AgentRunWorkflowIds,
+): Promise<RunRecord[]> {
   const columns = await sql<{ id: string; keep_existing_results: boolean }[]>`
     select c.id, t.keep_existing_results
     from tables t join table_columns c on c.table_id = t.id
@@ -568,7 +753,14 @@ export async function queueNewRowRuns(sql: Sql, workspaceId: string, tableId: st
         where not exists (select 1 from agent_runs a where a.column_id = ${column.id} and a.row_id = r.id and a.target = 'cell' and a.status in ('queued', 'running'))
           ${column.keep_existing_results ? tx`and not exists (select 1 from table_cells c where c.column_id = ${column.id} and c.row_id = r.id and c.state = 'done' and c.value is not null)` : tx``}
         order by r.seq`;
-      return queueCellRuns(tx, workspaceId, tableId, column.id, rows.map((r) => r.id), workflowIds);
+      return queueCellRuns(
+        tx,
+        workspaceId,
+        tableId,
+        column.id,
+        rows.map((r) => r.id),
+        workflowIds,
+      );
     });
     queued.push(...runs);
   }

@@ -1,7 +1,18 @@
 /** Queries of training sessions (2.5): creating one with its sample contacts, and reading. Scoped to the workspace and sequence. */
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
-import { newDoc, Transition, TrainingStatus, SessionDoc, readyToPropose, type SampleContact, type TrainingSession, type TrainingSnapshot, type TrainingStart, type TrainingView } from '../../domain/agents/training-sessions.js';
+import {
+  newDoc,
+  Transition,
+  TrainingStatus,
+  SessionDoc,
+  readyToPropose,
+  type SampleContact,
+  type TrainingSession,
+  type TrainingSnapshot,
+  type TrainingStart,
+  type TrainingView,
+} from '../../domain/agents/training-sessions.js';
 import type { CellValue } from '../../domain/tables/tables.js';
 
 export interface SequenceRecord {
@@ -14,7 +25,12 @@ export interface SequenceRecord {
 export const text = (v: CellValue | undefined) => (v === null || v === undefined ? '' : String(v).trim());
 
 /** The first `size` rows of the audience table, as contacts with their fields by column name. */
-export async function sampleContacts(sql: Sql, workspaceId: string, sequence: SequenceRecord, size: number): Promise<SampleContact[]> {
+export async function sampleContacts(
+  sql: Sql,
+  workspaceId: string,
+  sequence: SequenceRecord,
+  size: number,
+): Promise<SampleContact[]> {
   const columns = await sql<{ id: string; name: string }[]>`
     select id, name from table_columns where table_id = ${sequence.audience_table_id} and workspace_id = ${workspaceId} order by position`;
   const rows = await sql<{ id: string; cells: Record<string, CellValue> }[]>`
@@ -24,7 +40,8 @@ export async function sampleContacts(sql: Sql, workspaceId: string, sequence: Se
     const column = mapping[`${field}_column_id`];
     return column ? text(cells[column]) : '';
   };
-  const byName = (cells: Record<string, CellValue>, pattern: RegExp) => text(cells[columns.find((c) => pattern.test(c.name.trim().toLowerCase()))?.id ?? '']);
+  const byName = (cells: Record<string, CellValue>, pattern: RegExp) =>
+    text(cells[columns.find((c) => pattern.test(c.name.trim().toLowerCase()))?.id ?? '']);
   return rows.map((row) => {
     // The sequence's column mapping first; columns named like the field otherwise.
     const first = at(row.cells, 'first_name') || byName(row.cells, /^first[ _]?name$/);
@@ -45,15 +62,27 @@ export async function sampleContacts(sql: Sql, workspaceId: string, sequence: Se
   });
 }
 
-export async function createSession(sql: Sql, workspaceId: string, sequenceId: string, body: TrainingStart): Promise<SessionRow> {
+export async function createSession(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  body: TrainingStart,
+): Promise<SessionRow> {
   const [sequence] = await sql<SequenceRecord[]>`
     select id, audience_table_id, audience_mapping, outbound_agent_id from sequences where id = ${sequenceId} and workspace_id = ${workspaceId}`;
   if (!sequence) throw notFound('Sequence');
-  if (!sequence.outbound_agent_id) throw new ApiError('conflict', 'The sequence has no outbound agent; set one with PUT /sequences/{sequence_id}/agent/ first.');
-  if (!sequence.audience_table_id) throw new ApiError('conflict', 'The sequence has no audience table to take sample contacts from.');
+  if (!sequence.outbound_agent_id)
+    throw new ApiError(
+      'conflict',
+      'The sequence has no outbound agent; set one with PUT /sequences/{sequence_id}/agent/ first.',
+    );
+  if (!sequence.audience_table_id)
+    throw new ApiError('conflict', 'The sequence has no audience table to take sample contacts from.');
   const samples = await sampleContacts(sql, workspaceId, sequence, body.sample_size);
   if (samples.length === 0) throw new ApiError('conflict', 'The audience table has no rows to train on.');
-  const [agent] = await sql<{ version: number }[]>`select version from outbound_agents where id = ${sequence.outbound_agent_id}`;
+  const [agent] = await sql<
+    { version: number }[]
+  >`select version from outbound_agents where id = ${sequence.outbound_agent_id}`;
   try {
     const [row] = await sql<SessionRow[]>`
       insert into training_sessions (workspace_id, sequence_id, agent_id, base_version, status, doc)
@@ -62,13 +91,19 @@ export async function createSession(sql: Sql, workspaceId: string, sequenceId: s
       returning *`;
     return row!;
   } catch (error) {
-    if ((error as { code?: string }).code === '23505') throw new ApiError('conflict', 'The sequence already has a training session under way; close it first.');
+    if ((error as { code?: string }).code === '23505')
+      throw new ApiError('conflict', 'The sequence already has a training session under way; close it first.');
     throw error;
   }
 }
 
 /** The session, if it belongs to this workspace and sequence. */
-export async function findSession(sql: Sql, workspaceId: string, sequenceId: string, sessionId: string): Promise<SessionRow | undefined> {
+export async function findSession(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  sessionId: string,
+): Promise<SessionRow | undefined> {
   const row = await loadSession(sql, sessionId);
   return row && row.workspace_id === workspaceId && row.sequence_id === sequenceId ? row : undefined;
 }
@@ -127,7 +162,10 @@ export function toSession(row: SessionRow): TrainingSession {
   };
 }
 
-export const transitionOf = (row: SessionRow): Transition => ({ head: { status: row.status, note_waiting: row.note_waiting, error: row.error }, doc: row.doc });
+export const transitionOf = (row: SessionRow): Transition => ({
+  head: { status: row.status, note_waiting: row.note_waiting, error: row.error },
+  doc: row.doc,
+});
 
 /** What decideTraining decides from: the session as read, with the revision it was read at. */
 export const snapshotOf = (row: SessionRow): TrainingSnapshot => ({ ...transitionOf(row), revision: row.revision });
@@ -138,7 +176,12 @@ export const snapshotOf = (row: SessionRow): TrainingSnapshot => ({ ...transitio
  * revision check and the write are one statement: a check read apart from the write could be
  * overtaken by another writer in between, and one change would be lost.
  */
-export async function writeAtRevision(tx: Db, sessionId: string, revision: number, next: Transition): Promise<SessionRow | undefined> {
+export async function writeAtRevision(
+  tx: Db,
+  sessionId: string,
+  revision: number,
+  next: Transition,
+): Promise<SessionRow | undefined> {
   const [row] = await tx<SessionRow[]>`
     update training_sessions
     set status = ${next.head.status}, note_waiting = ${next.head.note_waiting}, error = ${next.head.error},

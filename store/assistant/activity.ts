@@ -43,8 +43,11 @@ export async function listActivity(
     where workspace_id = ${workspaceId} ${q.conversationId ? db`and conversation_id = ${q.conversationId}` : db``}
     order by position desc
     limit ${q.limit} offset ${q.offset}`;
-  const total = rows[0]?.total_count ?? (q.offset > 0 ? (await countActivity(db, workspaceId, q.conversationId)) : 0);
-  return { activity: rows.map(({ total_count: _, ...r }) => ({ ...r, created_at: r.created_at.toISOString() })), total_count: total };
+  const total = rows[0]?.total_count ?? (q.offset > 0 ? await countActivity(db, workspaceId, q.conversationId) : 0);
+  return {
+    activity: rows.map(({ total_count: _, ...r }) => ({ ...r, created_at: r.created_at.toISOString() })),
+    total_count: total,
+  };
 }
 
 async function countActivity(db: Db, workspaceId: string, conversationId: string | undefined): Promise<number> {

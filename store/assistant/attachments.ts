@@ -7,7 +7,12 @@
  */
 import type { Db } from '../../db/sql.js';
 import type { Reader } from './conversations.js';
-import type { AttachmentKind, AttachmentStatus, ChatAttachment, ChatAttachmentPagesResponse } from '../../domain/assistant/attachments.js';
+import type {
+  AttachmentKind,
+  AttachmentStatus,
+  ChatAttachment,
+  ChatAttachmentPagesResponse,
+} from '../../domain/assistant/attachments.js';
 
 interface AttachmentRow {
   id: string;
@@ -25,7 +30,18 @@ interface AttachmentRow {
 /** An attachment as the API shows it, with its workspace (the workflow's search attribute). */
 export type AttachmentRecord = ChatAttachment & { workspace_id: string };
 
-const columns = ['id', 'workspace_id', 'conversation_id', 'filename', 'kind', 'byte_size', 'page_count', 'status', 'error', 'created_at'];
+const columns = [
+  'id',
+  'workspace_id',
+  'conversation_id',
+  'filename',
+  'kind',
+  'byte_size',
+  'page_count',
+  'status',
+  'error',
+  'created_at',
+];
 
 const toAttachment = (r: AttachmentRow): AttachmentRecord => ({
   id: r.id,
@@ -41,7 +57,8 @@ const toAttachment = (r: AttachmentRow): AttachmentRecord => ({
 });
 
 /** The conversations `reader` may see (`c` is assistant_conversations), as the conversation routes judge them. */
-const readableBy = (db: Db, reader: Reader) => (reader.admin ? db`true` : db`c.member_id is not distinct from ${reader.memberId}`);
+const readableBy = (db: Db, reader: Reader) =>
+  reader.admin ? db`true` : db`c.member_id is not distinct from ${reader.memberId}`;
 
 /** Whether the reader may see the conversation (attachments go only to those, and are listed only from them). */
 export async function conversationReadable(db: Db, reader: Reader, conversationId: string): Promise<boolean> {
@@ -60,7 +77,11 @@ export interface NewAttachment {
 }
 
 /** The upload by the reader, `pending`, committed before its text is read; undefined when the reader cannot see the conversation. */
-export async function insertAttachment(db: Db, reader: Reader, input: NewAttachment): Promise<AttachmentRecord | undefined> {
+export async function insertAttachment(
+  db: Db,
+  reader: Reader,
+  input: NewAttachment,
+): Promise<AttachmentRecord | undefined> {
   const [row] = await db<AttachmentRow[]>`
     insert into chat_attachments (workspace_id, conversation_id, member_id, filename, content_type, kind, byte_size, content)
     select ${reader.workspaceId}, c.id, ${reader.memberId}, ${input.filename}, ${input.contentType}, ${input.kind}, ${input.content.length}, ${input.content}
@@ -80,12 +101,18 @@ export async function readableAttachment(db: Db, reader: Reader, id: string): Pr
 }
 
 export async function getAttachment(db: Db, workspaceId: string, id: string): Promise<AttachmentRecord | undefined> {
-  const [row] = await db<AttachmentRow[]>`select ${db(columns)} from chat_attachments where id = ${id} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    AttachmentRow[]
+  >`select ${db(columns)} from chat_attachments where id = ${id} and workspace_id = ${workspaceId}`;
   return row ? toAttachment(row) : undefined;
 }
 
 /** A conversation's attachments, oldest first. */
-export async function listAttachments(db: Db, workspaceId: string, conversationId: string): Promise<AttachmentRecord[]> {
+export async function listAttachments(
+  db: Db,
+  workspaceId: string,
+  conversationId: string,
+): Promise<AttachmentRecord[]> {
   const rows = await db<AttachmentRow[]>`
     select ${db(columns)} from chat_attachments
     where conversation_id = ${conversationId} and workspace_id = ${workspaceId}
@@ -104,7 +131,9 @@ export interface AttachmentForExtraction {
 }
 
 export async function attachmentForExtraction(db: Db, id: string): Promise<AttachmentForExtraction | undefined> {
-  const [row] = await db<AttachmentForExtraction[]>`select id, kind, status, content, page_count, error from chat_attachments where id = ${id}`;
+  const [row] = await db<
+    AttachmentForExtraction[]
+  >`select id, kind, status, content, page_count, error from chat_attachments where id = ${id}`;
   return row;
 }
 
@@ -112,7 +141,11 @@ export async function attachmentForExtraction(db: Db, id: string): Promise<Attac
  * Writes the pages and makes the attachment ready, dropping its bytes, in one transaction; a
  * retry after it committed changes nothing. Answers the page count as stored.
  */
-export async function finishAttachment(db: Db, id: string, pages: readonly string[]): Promise<{ status: AttachmentStatus; page_count: number | null; error: string | null } | undefined> {
+export async function finishAttachment(
+  db: Db,
+  id: string,
+  pages: readonly string[],
+): Promise<{ status: AttachmentStatus; page_count: number | null; error: string | null } | undefined> {
   const indexes = pages.map((_, i) => i);
   const [row] = await db<{ status: AttachmentStatus; page_count: number | null; error: string | null }[]>`
     with ready as (
@@ -151,7 +184,12 @@ export async function readAttachmentPages(
   limit: number,
   bytesMax: number,
 ): Promise<ChatAttachmentPagesResponse> {
-  const end = { attachment_id: attachment.id, filename: attachment.filename, offset, page_count: attachment.page_count };
+  const end = {
+    attachment_id: attachment.id,
+    filename: attachment.filename,
+    offset,
+    page_count: attachment.page_count,
+  };
   if (offset >= attachment.page_count) return { ...end, pages: [], next_offset: null };
   const rows = await db<{ page_index: number; text: string }[]>`
     with wanted as (

@@ -34,7 +34,8 @@ const toConversation = (r: ConversationRow): Conversation => ({
   updated_at: r.updated_at.toISOString(),
 });
 
-const readable = (db: Db, reader: Reader) => (reader.admin ? db`true` : db`member_id is not distinct from ${reader.memberId}`);
+const readable = (db: Db, reader: Reader) =>
+  reader.admin ? db`true` : db`member_id is not distinct from ${reader.memberId}`;
 
 export async function createConversation(db: Db, reader: Reader, title: string): Promise<Conversation> {
   const [row] = await db<ConversationRow[]>`
@@ -65,7 +66,12 @@ export async function listConversations(
   return { conversations: rows.map(toConversation), total_count: count?.n ?? 0 };
 }
 
-export async function updateConversation(db: Db, reader: Reader, conversationId: string, patch: { title?: string | undefined; archived?: boolean | undefined }): Promise<Conversation> {
+export async function updateConversation(
+  db: Db,
+  reader: Reader,
+  conversationId: string,
+  patch: { title?: string | undefined; archived?: boolean | undefined },
+): Promise<Conversation> {
   const [row] = await db<ConversationRow[]>`
     update assistant_conversations set
       title = coalesce(${patch.title ?? null}, title),
@@ -117,8 +123,16 @@ export interface TurnMessages {
  * so an answer always has its question; one statement, which also finds the conversation (404
  * when the reader may not read it, 409 when it is archived) and titles it from its first question.
  */
-export async function insertTurn(db: Db, reader: Reader, conversationId: string, content: string, newTitle: string): Promise<TurnMessages> {
-  const [row] = await db<{ found: boolean; archived: boolean; title: string | null; user_id: string | null; assistant_id: string | null }[]>`
+export async function insertTurn(
+  db: Db,
+  reader: Reader,
+  conversationId: string,
+  content: string,
+  newTitle: string,
+): Promise<TurnMessages> {
+  const [row] = await db<
+    { found: boolean; archived: boolean; title: string | null; user_id: string | null; assistant_id: string | null }[]
+  >`
     with conversation as (
       select id, archived_at, title from assistant_conversations
       where id = ${conversationId} and workspace_id = ${reader.workspaceId} and ${readable(db, reader)}
@@ -147,7 +161,12 @@ export async function insertTurn(db: Db, reader: Reader, conversationId: string,
 }
 
 /** The message of an answer, for the stream's reconnect: found only through a conversation the reader may read. */
-export async function findAnswer(db: Db, reader: Reader, conversationId: string, messageId: string): Promise<{ id: string; status: Message['status'] }> {
+export async function findAnswer(
+  db: Db,
+  reader: Reader,
+  conversationId: string,
+  messageId: string,
+): Promise<{ id: string; status: Message['status'] }> {
   await findConversation(db, reader, conversationId);
   const [row] = await db<{ id: string; status: Message['status'] }[]>`
     select id, status from assistant_messages where id = ${messageId} and conversation_id = ${conversationId} and role = 'assistant'`;
@@ -156,7 +175,11 @@ export async function findAnswer(db: Db, reader: Reader, conversationId: string,
 }
 
 /** What the model reads of the conversation: the finished messages before this answer, oldest first. */
-export async function conversationHistory(db: Db, assistantMessageId: string, maxMessages: number): Promise<{ role: 'user' | 'assistant'; content: string }[]> {
+export async function conversationHistory(
+  db: Db,
+  assistantMessageId: string,
+  maxMessages: number,
+): Promise<{ role: 'user' | 'assistant'; content: string }[]> {
   const rows = await db<{ role: 'user' | 'assistant'; content: string }[]>`
     select role, content from (
       select m.role, m.content, m.position from assistant_messages m
@@ -169,7 +192,9 @@ export async function conversationHistory(db: Db, assistantMessageId: string, ma
 
 /** Context of an answer for its turn: whose conversation, in which workspace. */
 export async function answerContext(db: Db, assistantMessageId: string) {
-  const [row] = await db<{ workspace_id: string; conversation_id: string; member_id: string | null; status: Message['status'] }[]>`
+  const [row] = await db<
+    { workspace_id: string; conversation_id: string; member_id: string | null; status: Message['status'] }[]
+  >`
     select m.workspace_id, m.conversation_id, c.member_id, m.status
     from assistant_messages m join assistant_conversations c on c.id = m.conversation_id
     where m.id = ${assistantMessageId}`;
@@ -177,7 +202,11 @@ export async function answerContext(db: Db, assistantMessageId: string) {
 }
 
 /** Ends an answer: complete with its text, or failed with why. Compare-and-set on streaming. */
-export async function endAnswer(db: Db, messageId: string, end: { status: 'complete' | 'failed'; content: string; error: string | null; modelKey: string | null }) {
+export async function endAnswer(
+  db: Db,
+  messageId: string,
+  end: { status: 'complete' | 'failed'; content: string; error: string | null; modelKey: string | null },
+) {
   await db`
     update assistant_messages set status = ${end.status}, content = ${end.content}, error = ${end.error},
       model_key = ${end.modelKey}, completed_at = now()
@@ -190,9 +219,15 @@ export async function memberDisplayName(db: Db, memberId: string): Promise<strin
 }
 
 /** Ends a streaming answer once: its last part and its row together; an answer already ended is left as it is. */
-export async function closeAnswer(sql: Sql, messageId: string, last: StreamPart, end: Parameters<typeof endAnswer>[2]): Promise<void> {
+export async function closeAnswer(
+  sql: Sql,
+  messageId: string,
+  last: StreamPart,
+  end: Parameters<typeof endAnswer>[2],
+): Promise<void> {
   await sql.begin(async (tx) => {
-    const [still] = await tx`select 1 from assistant_messages where id = ${messageId} and status = 'streaming' for update`;
+    const [still] =
+      await tx`select 1 from assistant_messages where id = ${messageId} and status = 'streaming' for update`;
     if (!still) return;
     await appendParts(tx, messageId, [last]);
     await endAnswer(tx, messageId, end);
@@ -201,5 +236,10 @@ export async function closeAnswer(sql: Sql, messageId: string, last: StreamPart,
 
 /** Ends an answer whose turn could not be started, with an error event the stream shows. */
 export async function failAnswer(sql: Sql, messageId: string, why: string): Promise<void> {
-  await closeAnswer(sql, messageId, { type: 'error', errorText: why }, { status: 'failed', content: '', error: why, modelKey: null });
+  await closeAnswer(
+    sql,
+    messageId,
+    { type: 'error', errorText: why },
+    { status: 'failed', content: '', error: why, modelKey: null },
+  );
 }

@@ -28,11 +28,18 @@ export async function appendParts(db: Db, messageId: string, parts: StreamPart[]
 }
 
 export async function lastSeq(db: Db, messageId: string): Promise<number> {
-  const [row] = await db<{ seq: number | null }[]>`select max(seq) as seq from assistant_message_parts where message_id = ${messageId}`;
+  const [row] = await db<
+    { seq: number | null }[]
+  >`select max(seq) as seq from assistant_message_parts where message_id = ${messageId}`;
   return row?.seq ?? 0;
 }
 
-export async function readParts(db: Db, messageId: string, afterSeq: number, limit = 500): Promise<{ seq: number; part: StreamPart }[]> {
+export async function readParts(
+  db: Db,
+  messageId: string,
+  afterSeq: number,
+  limit = 500,
+): Promise<{ seq: number; part: StreamPart }[]> {
   return db<{ seq: number; part: StreamPart }[]>`
     select seq, part from assistant_message_parts where message_id = ${messageId} and seq > ${afterSeq} order by seq limit ${limit}`;
 }
@@ -46,7 +53,9 @@ export interface ModelStepResult {
 }
 
 export async function findModelStep(db: Db, messageId: string, step: number): Promise<ModelStepResult | undefined> {
-  const [row] = await db<{ result: ModelStepResult }[]>`select result from assistant_model_steps where message_id = ${messageId} and step = ${step}`;
+  const [row] = await db<
+    { result: ModelStepResult }[]
+  >`select result from assistant_model_steps where message_id = ${messageId} and step = ${step}`;
   return row?.result;
 }
 
@@ -57,7 +66,12 @@ export async function recordModelStep(db: Db, messageId: string, step: number, r
 }
 
 /** Appends a tool call's result parts unless the call already has a result: a retried proposal writes them once. */
-export async function appendToolOutput(db: Db, messageId: string, toolCallId: string, parts: StreamPart[]): Promise<void> {
+export async function appendToolOutput(
+  db: Db,
+  messageId: string,
+  toolCallId: string,
+  parts: StreamPart[],
+): Promise<void> {
   const [done] = await db`
     select 1 from assistant_message_parts where message_id = ${messageId} and part->>'toolCallId' = ${toolCallId}
       and part->>'type' in ('tool-output-available', 'tool-output-error') limit 1`;

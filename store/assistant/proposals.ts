@@ -97,9 +97,32 @@ export function toProposal(r: ProposalRow): Proposal {
 /** What a card is made of when proposed. */
 export type NewProposal = Pick<
   ProposalRow,
-  | 'workspace_id' | 'conversation_id' | 'message_id' | 'tool_call_id' | 'member_id' | 'origin' | 'kind' | 'verb' | 'input' | 'batch_id'
-  | 'verb_label' | 'summary' | 'detail' | 'price_credits' | 'price_per' | 'expected_credits' | 'price_label' | 'approve_label'
-  | 'price_aside' | 'destructive' | 'loss' | 'sends' | 'source_column_id' | 'source_record_id' | 'runs_column_id' | 'prepared_column'
+  | 'workspace_id'
+  | 'conversation_id'
+  | 'message_id'
+  | 'tool_call_id'
+  | 'member_id'
+  | 'origin'
+  | 'kind'
+  | 'verb'
+  | 'input'
+  | 'batch_id'
+  | 'verb_label'
+  | 'summary'
+  | 'detail'
+  | 'price_credits'
+  | 'price_per'
+  | 'expected_credits'
+  | 'price_label'
+  | 'approve_label'
+  | 'price_aside'
+  | 'destructive'
+  | 'loss'
+  | 'sends'
+  | 'source_column_id'
+  | 'source_record_id'
+  | 'runs_column_id'
+  | 'prepared_column'
 > & { lifetimeSeconds: number };
 
 /** Writes the card, or finds the one this tool call already raised. */
@@ -122,8 +145,13 @@ async function insertProposalIn(db: Db, p: NewProposal): Promise<ProposalRow> {
   if (row) {
     if (row.status === 'pending') {
       await recordWorkspaceEvent(db, {
-        workspaceId: row.workspace_id, type: 'card.awaiting_approval',
-        payload: { card_id: row.id, conversation_id: row.conversation_id ?? null, title: String(row.summary ?? row.verb_label ?? row.kind) },
+        workspaceId: row.workspace_id,
+        type: 'card.awaiting_approval',
+        payload: {
+          card_id: row.id,
+          conversation_id: row.conversation_id ?? null,
+          title: String(row.summary ?? row.verb_label ?? row.kind),
+        },
       });
     }
     return row;
@@ -134,13 +162,17 @@ async function insertProposalIn(db: Db, p: NewProposal): Promise<ProposalRow> {
 }
 
 export async function findProposal(db: Db, workspaceId: string, id: string): Promise<ProposalRow> {
-  const [row] = await db<ProposalRow[]>`select * from assistant_proposals where id = ${id} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    ProposalRow[]
+  >`select * from assistant_proposals where id = ${id} and workspace_id = ${workspaceId}`;
   if (!row) throw notFound('Card');
   return row;
 }
 
 export async function proposalsByIds(db: Db, workspaceId: string, ids: string[]): Promise<Map<string, ProposalRow>> {
-  const rows = await db<ProposalRow[]>`select * from assistant_proposals where workspace_id = ${workspaceId} and id = any(${ids}::uuid[])`;
+  const rows = await db<
+    ProposalRow[]
+  >`select * from assistant_proposals where workspace_id = ${workspaceId} and id = any(${ids}::uuid[])`;
   return new Map(rows.map((r) => [r.id, r]));
 }
 
@@ -152,7 +184,9 @@ export async function listProposals(
   const where = db`workspace_id = ${workspaceId}
     ${q.status ? db`and status = ${q.status}` : db``}
     ${q.conversationId ? db`and conversation_id = ${q.conversationId}` : db``}`;
-  const rows = await db<ProposalRow[]>`select * from assistant_proposals where ${where} order by position limit ${q.limit} offset ${q.offset}`;
+  const rows = await db<
+    ProposalRow[]
+  >`select * from assistant_proposals where ${where} order by position limit ${q.limit} offset ${q.offset}`;
   const [count] = await db<{ n: number }[]>`select count(*)::int as n from assistant_proposals where ${where}`;
   return { actions: rows.map(toProposal), total_count: count?.n ?? 0 };
 }
@@ -195,7 +229,12 @@ export async function setRunsColumn(db: Db, id: string, columnId: string): Promi
 export async function endProposal(
   db: Db,
   id: string,
-  end: { status: 'applied' | 'failed'; appliedResult: AppliedResult | null; error: string | null; chargedCredits: number | null },
+  end: {
+    status: 'applied' | 'failed';
+    appliedResult: AppliedResult | null;
+    error: string | null;
+    chargedCredits: number | null;
+  },
 ): Promise<ProposalRow | undefined> {
   const [row] = await db<ProposalRow[]>`
     update assistant_proposals set status = ${end.status}, applied_result = ${end.appliedResult ? db.json(end.appliedResult as never) : null},
@@ -222,8 +261,14 @@ export async function proposalById(db: Db, id: string): Promise<ProposalRow | un
   return row;
 }
 
-export async function proposalOfToolCall(db: Db, messageId: string, toolCallId: string): Promise<ProposalRow | undefined> {
-  const [row] = await db<ProposalRow[]>`select * from assistant_proposals where message_id = ${messageId} and tool_call_id = ${toolCallId}`;
+export async function proposalOfToolCall(
+  db: Db,
+  messageId: string,
+  toolCallId: string,
+): Promise<ProposalRow | undefined> {
+  const [row] = await db<
+    ProposalRow[]
+  >`select * from assistant_proposals where message_id = ${messageId} and tool_call_id = ${toolCallId}`;
   return row;
 }
 
@@ -234,6 +279,7 @@ export async function failUnprepared(db: Db, id: string, reason: string): Promis
 
 /** Notes that the card's call starts now; false when it had started before (a retry after a crash mid-call). */
 export async function startCall(db: Db, id: string): Promise<boolean> {
-  const rows = await db`update assistant_proposals set call_started_at = now() where id = ${id} and call_started_at is null returning id`;
+  const rows =
+    await db`update assistant_proposals set call_started_at = now() where id = ${id} and call_started_at is null returning id`;
   return rows.length === 1;
 }

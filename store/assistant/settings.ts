@@ -1,6 +1,12 @@
 /** The assistant's settings (2.11) and the grants people gave from cards, per workspace. */
 import type { Db } from '../../db/sql.js';
-import { defaultThresholdCredits, type AssistantSettings, type AssistantSettingsUpdate, type Grant, type GrantScope } from '../../domain/assistant/assistant.js';
+import {
+  defaultThresholdCredits,
+  type AssistantSettings,
+  type AssistantSettingsUpdate,
+  type Grant,
+  type GrantScope,
+} from '../../domain/assistant/assistant.js';
 import type { Verb } from '../../domain/assistant/assistant.js';
 
 /** The settings; a workspace that never changed them reads the defaults. */
@@ -11,7 +17,11 @@ export async function readSettings(db: Db, workspaceId: string): Promise<Assista
 }
 
 /** A field left out keeps its value. */
-export async function updateSettings(db: Db, workspaceId: string, patch: AssistantSettingsUpdate): Promise<AssistantSettings> {
+export async function updateSettings(
+  db: Db,
+  workspaceId: string,
+  patch: AssistantSettingsUpdate,
+): Promise<AssistantSettings> {
   const [row] = await db<AssistantSettings[]>`
     insert into assistant_settings (workspace_id, approval_threshold_credits, default_granted_verbs)
     values (${workspaceId}, ${patch.approval_threshold_credits ?? defaultThresholdCredits}, ${patch.default_granted_verbs ?? []}::text[])
@@ -49,7 +59,15 @@ export async function listGrants(db: Db, workspaceId: string): Promise<Grant[]> 
 /** A grant from a card; the same grant given twice is one grant. */
 export async function insertGrant(
   db: Db,
-  g: { workspaceId: string; verb: Verb | string; scope: GrantScope; conversationId: string | null; memberId: string | null; grantedBy: string | null; proposalId: string },
+  g: {
+    workspaceId: string;
+    verb: Verb | string;
+    scope: GrantScope;
+    conversationId: string | null;
+    memberId: string | null;
+    grantedBy: string | null;
+    proposalId: string;
+  },
 ): Promise<void> {
   await db`
     insert into assistant_grants (workspace_id, verb, scope, conversation_id, member_id, granted_by_member_id, proposal_id)

@@ -3,19 +3,28 @@ import type { Db } from '../../db/sql.js';
 
 /** The table's rows a card covers, in grid order, at most `limit`. */
 export async function tableRowIds(db: Db, tableId: string, limit: number): Promise<string[]> {
-  const rows = await db<{ id: string }[]>`select id from table_rows where table_id = ${tableId} order by seq limit ${limit}`;
+  const rows = await db<
+    { id: string }[]
+  >`select id from table_rows where table_id = ${tableId} order by seq limit ${limit}`;
   return rows.map((r) => r.id);
 }
 
 /** Of `rowIds`, those the table has. */
 export async function rowsOfTable(db: Db, tableId: string, rowIds: string[]): Promise<string[]> {
-  const rows = await db<{ id: string }[]>`select id from table_rows where table_id = ${tableId} and id = any(${rowIds}::uuid[])`;
+  const rows = await db<
+    { id: string }[]
+  >`select id from table_rows where table_id = ${tableId} and id = any(${rowIds}::uuid[])`;
   const found = new Set(rows.map((r) => r.id));
   return rowIds.filter((id) => found.has(id));
 }
 
 /** A column the card made, found again by name when the card's record of it was lost to a crash. */
-export async function columnMadeSince(db: Db, tableId: string, name: string, since: Date): Promise<{ id: string; kind: string } | undefined> {
+export async function columnMadeSince(
+  db: Db,
+  tableId: string,
+  name: string,
+  since: Date,
+): Promise<{ id: string; kind: string } | undefined> {
   const [row] = await db<{ id: string; kind: string }[]>`
     select id, kind from table_columns where table_id = ${tableId} and lower(name) = lower(${name}) and parent_column_id is null and created_at >= ${since}`;
   return row;
@@ -28,7 +37,17 @@ export async function setPreparedColumn(db: Db, proposalId: string, prepared: ob
 
 /** The run a card's hold paid for. */
 export async function runFundedBy(db: Db, holdId: string) {
-  const [row] = await db<{ id: string; table_id: string; column_id: string; status: string; rows_done: number; credits_charged: number; error: string | null }[]>`
+  const [row] = await db<
+    {
+      id: string;
+      table_id: string;
+      column_id: string;
+      status: string;
+      rows_done: number;
+      credits_charged: number;
+      error: string | null;
+    }[]
+  >`
     select id, table_id, column_id, status, rows_done, credits_charged, error from column_runs where funding_hold_id = ${holdId}`;
   return row;
 }

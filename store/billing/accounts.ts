@@ -30,7 +30,10 @@ export function newReferralCode(): string {
 }
 
 /** Opens the billing account of a new workspace (in its creating transaction), attributed to a referrer when one is given. */
-export async function openBillingAccount(tx: Db, input: { workspaceId: string; anchor: Date; referredBy: string | null }): Promise<void> {
+export async function openBillingAccount(
+  tx: Db,
+  input: { workspaceId: string; anchor: Date; referredBy: string | null },
+): Promise<void> {
   await tx`
     insert into billing_accounts (workspace_id, grant_anchor, referral_code, referred_by)
     values (${input.workspaceId}, ${input.anchor}, ${newReferralCode()}, ${input.referredBy})`;
@@ -38,7 +41,9 @@ export async function openBillingAccount(tx: Db, input: { workspaceId: string; a
 
 /** The workspace a referral code belongs to (case-insensitive), or undefined. */
 export async function workspaceOfReferralCode(db: Db, code: string): Promise<string | undefined> {
-  const [row] = await db<{ workspace_id: string }[]>`select workspace_id from billing_accounts where referral_code = ${code.trim().toLowerCase()}`;
+  const [row] = await db<
+    { workspace_id: string }[]
+  >`select workspace_id from billing_accounts where referral_code = ${code.trim().toLowerCase()}`;
   return row?.workspace_id;
 }
 
@@ -74,13 +79,21 @@ export async function lockBillingAccount(tx: Db, workspaceId: string): Promise<B
 }
 
 /** The workspace an event names: its metadata's workspace (when it exists), else the customer's. */
-export async function workspaceOfBillingEvent(db: Db, workspaceId: string | null, customerId: string | null): Promise<string | undefined> {
+export async function workspaceOfBillingEvent(
+  db: Db,
+  workspaceId: string | null,
+  customerId: string | null,
+): Promise<string | undefined> {
   if (workspaceId && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(workspaceId)) {
-    const [row] = await db<{ workspace_id: string }[]>`select workspace_id from billing_accounts where workspace_id = ${workspaceId}`;
+    const [row] = await db<
+      { workspace_id: string }[]
+    >`select workspace_id from billing_accounts where workspace_id = ${workspaceId}`;
     if (row) return row.workspace_id;
   }
   if (!customerId) return undefined;
-  const [row] = await db<{ workspace_id: string }[]>`select workspace_id from billing_accounts where customer_id = ${customerId}`;
+  const [row] = await db<
+    { workspace_id: string }[]
+  >`select workspace_id from billing_accounts where customer_id = ${customerId}`;
   return row?.workspace_id;
 }
 
@@ -125,7 +138,13 @@ export async function setPlan(tx: Db, workspaceId: string, plan: Plan, now: Date
 export async function applySubscription(
   tx: Db,
   workspaceId: string,
-  s: { subscriptionId: string; status: string; currentPeriodEnd: Date | null; cancelAtPeriodEnd: boolean; eventAt: Date },
+  s: {
+    subscriptionId: string;
+    status: string;
+    currentPeriodEnd: Date | null;
+    cancelAtPeriodEnd: boolean;
+    eventAt: Date;
+  },
 ): Promise<void> {
   await tx`
     update billing_accounts set subscription_id = ${s.subscriptionId}, subscription_status = ${s.status},

@@ -15,10 +15,13 @@ export interface DesignPartnerRow {
   updated_at: Date;
 }
 
-const columns = (db: Db) => db`workspace_id, status, company_website, use_case, team_size, decided_at, decision_note, created_at, updated_at`;
+const columns = (db: Db) =>
+  db`workspace_id, status, company_website, use_case, team_size, decided_at, decision_note, created_at, updated_at`;
 
 export async function readDesignPartner(db: Db, workspaceId: string): Promise<DesignPartnerRow | undefined> {
-  const [row] = await db<DesignPartnerRow[]>`select ${columns(db)} from design_partner_applications where workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    DesignPartnerRow[]
+  >`select ${columns(db)} from design_partner_applications where workspace_id = ${workspaceId}`;
   return row;
 }
 
@@ -44,7 +47,12 @@ export async function applyDesignPartner(
  * An operator's decision: accept or decline a pending application, or end an accepted one.
  * Compare-and-set on the status; undefined when the application is not in a state to take it.
  */
-export async function decideDesignPartner(db: Db, workspaceId: string, decision: 'accepted' | 'declined' | 'ended', note: string | null): Promise<DesignPartnerRow | undefined> {
+export async function decideDesignPartner(
+  db: Db,
+  workspaceId: string,
+  decision: 'accepted' | 'declined' | 'ended',
+  note: string | null,
+): Promise<DesignPartnerRow | undefined> {
   const from = decision === 'ended' ? 'accepted' : 'pending';
   const [row] = await db<DesignPartnerRow[]>`
     update design_partner_applications set status = ${decision}, decided_at = now(), decision_note = ${note}, updated_at = now()

@@ -2,7 +2,10 @@
 import type { Db } from '../../db/sql.js';
 
 /** Records an event; false when its id was recorded before (a redelivery), in which case nothing else may change. */
-export async function recordBillingEvent(tx: Db, e: { id: string; type: string; workspaceId: string | null; occurredAt: Date }): Promise<boolean> {
+export async function recordBillingEvent(
+  tx: Db,
+  e: { id: string; type: string; workspaceId: string | null; occurredAt: Date },
+): Promise<boolean> {
   const rows = await tx`
     insert into billing_events (event_id, type, workspace_id, occurred_at, outcome)
     values (${e.id}, ${e.type}, ${e.workspaceId}, ${e.occurredAt}, 'received')

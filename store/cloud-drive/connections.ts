@@ -17,7 +17,10 @@ export interface CloudDriveConnectionRow {
   last_error: string | null;
 }
 
-export async function readCloudDriveConnection(db: Db, workspaceId: string): Promise<CloudDriveConnectionRow | undefined> {
+export async function readCloudDriveConnection(
+  db: Db,
+  workspaceId: string,
+): Promise<CloudDriveConnectionRow | undefined> {
   const [row] = await db<CloudDriveConnectionRow[]>`
     select workspace_id, account_email, scopes, access_token_sealed, refresh_token_sealed, expires_at, connected_by, connected_at, status, last_error
     from cloud_drive_connections where workspace_id = ${workspaceId}`;
@@ -27,7 +30,15 @@ export async function readCloudDriveConnection(db: Db, workspaceId: string): Pro
 /** Connects (or reconnects) the workspace's drive: a new connection replaces the old one whole. */
 export async function saveCloudDriveConnection(
   db: Db,
-  c: { workspaceId: string; accountEmail: string | null; scopes: string[]; accessSealed: string; refreshSealed: string | null; expiresAt: Date | null; connectedBy: string | null },
+  c: {
+    workspaceId: string;
+    accountEmail: string | null;
+    scopes: string[];
+    accessSealed: string;
+    refreshSealed: string | null;
+    expiresAt: Date | null;
+    connectedBy: string | null;
+  },
 ): Promise<CloudDriveConnectionRow> {
   const [row] = await db<CloudDriveConnectionRow[]>`
     insert into cloud_drive_connections (workspace_id, account_email, scopes, access_token_sealed, refresh_token_sealed, expires_at, connected_by, connected_at)
@@ -49,7 +60,14 @@ export async function saveCloudDriveConnection(
  */
 export async function storeRefreshedTokens(
   db: Db,
-  r: { workspaceId: string; connectedAt: Date; accessSealed: string; refreshSealed: string | null; expiresAt: Date | null; scopes: string[] },
+  r: {
+    workspaceId: string;
+    connectedAt: Date;
+    accessSealed: string;
+    refreshSealed: string | null;
+    expiresAt: Date | null;
+    scopes: string[];
+  },
 ): Promise<boolean> {
   const rows = await db`
     update cloud_drive_connections set access_token_sealed = ${r.accessSealed},
@@ -64,7 +82,13 @@ export async function storeRefreshedTokens(
  * With `refreshSealed`, only while that refresh token is still the stored one (a refresh that
  * failed after another process rotated it says nothing about the new one).
  */
-export async function markCloudDriveReconnectRequired(db: Db, workspaceId: string, connectedAt: Date, lastError: string, refreshSealed?: string | null): Promise<void> {
+export async function markCloudDriveReconnectRequired(
+  db: Db,
+  workspaceId: string,
+  connectedAt: Date,
+  lastError: string,
+  refreshSealed?: string | null,
+): Promise<void> {
   await db`
     update cloud_drive_connections set status = 'reconnect_required', last_error = ${lastError}, updated_at = now()
     where workspace_id = ${workspaceId} and connected_at = ${connectedAt}
@@ -92,8 +116,12 @@ export async function createCloudDriveAuthorization(
 export async function takeCloudDriveAuthorization(
   db: Db,
   stateHash: Buffer,
-): Promise<{ workspace_id: string; member_id: string | null; code_verifier_sealed: string; live: boolean } | undefined> {
-  const [row] = await db<{ workspace_id: string; member_id: string | null; code_verifier_sealed: string; live: boolean }[]>`
+): Promise<
+  { workspace_id: string; member_id: string | null; code_verifier_sealed: string; live: boolean } | undefined
+> {
+  const [row] = await db<
+    { workspace_id: string; member_id: string | null; code_verifier_sealed: string; live: boolean }[]
+  >`
     delete from cloud_drive_authorizations where state_hash = ${stateHash}
     returning workspace_id, member_id, code_verifier_sealed, expires_at > now() as live`;
   return row;

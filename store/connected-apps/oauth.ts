@@ -87,7 +87,15 @@ export interface AuthorizationRequestRow {
 
 export async function insertAuthorizationRequest(
   db: Db,
-  r: { clientRef: string; redirectUri: string; state: string | null; codeChallenge: string; resource: string; scope: string | null; seconds: number },
+  r: {
+    clientRef: string;
+    redirectUri: string;
+    state: string | null;
+    codeChallenge: string;
+    resource: string;
+    scope: string | null;
+    seconds: number;
+  },
 ): Promise<string> {
   // Requests nobody approved are of no use a day after they lapse (approved ones hold their code's chain).
   await db`delete from oauth_authorization_requests where status <> 'approved' and expires_at < now() - interval '1 day'`;
@@ -108,7 +116,13 @@ export async function findAuthorizationRequest(db: Db, id: string): Promise<Auth
 }
 
 /** Decides a pending, unexpired request; false when another decision came first or it lapsed. */
-export async function decideAuthorizationRequest(db: Db, id: string, status: 'approved' | 'denied', memberId: string, appId: string | null): Promise<boolean> {
+export async function decideAuthorizationRequest(
+  db: Db,
+  id: string,
+  status: 'approved' | 'denied',
+  memberId: string,
+  appId: string | null,
+): Promise<boolean> {
   const rows = await db`
     update oauth_authorization_requests set status = ${status}, decided_by = ${memberId}, decided_at = now(), app_id = ${appId}
     where id = ${id} and status = 'pending' and expires_at > now() returning id`;
@@ -139,7 +153,17 @@ export async function membershipsOf(db: Db, memberId: string): Promise<Membershi
 
 export async function insertApp(
   db: Db,
-  a: { workspaceId: string; memberId: string; clientRef: string; appName: string; brand: Brand; recognised: boolean; redirectHost: string; isLocal: boolean; access: Access },
+  a: {
+    workspaceId: string;
+    memberId: string;
+    clientRef: string;
+    appName: string;
+    brand: Brand;
+    recognised: boolean;
+    redirectHost: string;
+    isLocal: boolean;
+    access: Access;
+  },
 ): Promise<string> {
   const [row] = await db<{ id: string }[]>`
     insert into connected_apps (workspace_id, member_id, client_ref, app_name, brand, recognised, redirect_host, is_local, access)
@@ -150,7 +174,16 @@ export async function insertApp(
 
 export async function insertCode(
   db: Db,
-  c: { codeHash: Buffer; requestId: string; appId: string; clientRef: string; redirectUri: string; codeChallenge: string; resource: string; seconds: number },
+  c: {
+    codeHash: Buffer;
+    requestId: string;
+    appId: string;
+    clientRef: string;
+    redirectUri: string;
+    codeChallenge: string;
+    resource: string;
+    seconds: number;
+  },
 ): Promise<void> {
   await db`
     insert into oauth_authorization_codes (code_hash, request_id, app_id, client_ref, redirect_uri, code_challenge, resource, expires_at)
@@ -173,7 +206,10 @@ export interface CodeRow {
  * Spends a code: exactly one caller gets it back (`spent`). A code shown again answers `reused`
  * (the caller revokes what the first use issued); an unknown code answers nothing.
  */
-export async function spendCode(db: Db, codeHash: Buffer): Promise<{ spent: CodeRow } | { reused: CodeRow } | undefined> {
+export async function spendCode(
+  db: Db,
+  codeHash: Buffer,
+): Promise<{ spent: CodeRow } | { reused: CodeRow } | undefined> {
   const [spent] = await db<CodeRow[]>`
     update oauth_authorization_codes c set used_at = now()
     from connected_apps a
@@ -197,7 +233,16 @@ export interface IssuedTokens {
 /** A new access and refresh token of one chain (the code's), the refresh one rotated from `parentHash`. */
 export async function issueTokens(
   db: Db,
-  t: { appId: string; clientRef: string; codeHash: Buffer; parentHash: Buffer | null; audience: string; scope: string; accessSeconds: number; refreshSeconds: number },
+  t: {
+    appId: string;
+    clientRef: string;
+    codeHash: Buffer;
+    parentHash: Buffer | null;
+    audience: string;
+    scope: string;
+    accessSeconds: number;
+    refreshSeconds: number;
+  },
 ): Promise<IssuedTokens> {
   const accessToken = newSecret('oat_');
   const refreshToken = newSecret('ort_');
@@ -235,7 +280,11 @@ export interface RefreshRow {
  * Spends a live refresh token of this client: exactly one caller gets it. A spent one shown again
  * answers `replayed` with its chain (the caller revokes it); anything else answers nothing.
  */
-export async function spendRefreshToken(db: Db, tokenHash: Buffer, clientRef: string): Promise<{ spent: RefreshRow } | { replayed: Buffer } | undefined> {
+export async function spendRefreshToken(
+  db: Db,
+  tokenHash: Buffer,
+  clientRef: string,
+): Promise<{ spent: RefreshRow } | { replayed: Buffer } | undefined> {
   const [spent] = await db<RefreshRow[]>`
     update oauth_tokens t set used_at = now()
     from connected_apps a join workspaces w on w.id = a.workspace_id join members m on m.id = a.member_id and m.workspace_id = a.workspace_id
@@ -326,7 +375,11 @@ export async function listApps(db: Db, workspaceId: string): Promise<ConnectedAp
   return rows.map(toApp);
 }
 
-export async function findApp(db: Db, workspaceId: string, id: string): Promise<(ConnectedApp & { member_id: string }) | undefined> {
+export async function findApp(
+  db: Db,
+  workspaceId: string,
+  id: string,
+): Promise<(ConnectedApp & { member_id: string }) | undefined> {
   const [row] = await db<AppRow[]>`
     select a.id, a.app_name, a.brand, a.redirect_host, a.access, a.member_id, m.idp_user_id, m.display_name, m.email, a.last_used_at, a.created_at
     from connected_apps a join members m on m.id = a.member_id

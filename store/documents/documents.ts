@@ -6,7 +6,13 @@
  */
 import { transaction, type Db, type Sql } from '../../db/sql.js';
 import { recordWorkspaceEvent, withinTransaction } from '../notifications/outbox.js';
-import { inPromptBudget, promptDocuments, type BusinessDocument, type DocumentStatus, type DocumentStep } from '../../domain/documents/documents.js';
+import {
+  inPromptBudget,
+  promptDocuments,
+  type BusinessDocument,
+  type DocumentStatus,
+  type DocumentStep,
+} from '../../domain/documents/documents.js';
 
 interface DocumentRow {
   id: string;
@@ -32,11 +38,33 @@ interface DocumentRow {
 }
 
 /** A document with its workspace, run and summary writer (the API shows the rest). */
-export type DocumentRecord = Omit<BusinessDocument, 'in_prompt_budget'> & { workspace_id: string; run: number; summary_source: string | null };
+export type DocumentRecord = Omit<BusinessDocument, 'in_prompt_budget'> & {
+  workspace_id: string;
+  run: number;
+  summary_source: string | null;
+};
 
 const columns = [
-  'id', 'workspace_id', 'source', 'status', 'error', 'title', 'filename', 'content_type', 'size_bytes', 'summary', 'summary_edited',
-  'summary_generated_at', 'summary_source', 'included_in_context', 'drive_file_id', 'drive_web_view_link', 'steps', 'run', 'created_at', 'updated_at',
+  'id',
+  'workspace_id',
+  'source',
+  'status',
+  'error',
+  'title',
+  'filename',
+  'content_type',
+  'size_bytes',
+  'summary',
+  'summary_edited',
+  'summary_generated_at',
+  'summary_source',
+  'included_in_context',
+  'drive_file_id',
+  'drive_web_view_link',
+  'steps',
+  'run',
+  'created_at',
+  'updated_at',
 ];
 
 const toRecord = (r: DocumentRow): DocumentRecord => ({
@@ -73,10 +101,17 @@ export interface NewDocument {
  * The upload, `pending`, committed before its workflow starts; 'full' when the workspace already
  * keeps `maxDocuments` (counted with the workspace row locked, so two uploads cannot both take the last place).
  */
-export async function insertDocument(sql: Sql, workspaceId: string, input: NewDocument, maxDocuments: number): Promise<DocumentRecord | 'full'> {
+export async function insertDocument(
+  sql: Sql,
+  workspaceId: string,
+  input: NewDocument,
+  maxDocuments: number,
+): Promise<DocumentRecord | 'full'> {
   return transaction(sql, async (tx) => {
     await tx`select 1 from workspaces where id = ${workspaceId} for update`;
-    const [counted] = await tx<{ count: number }[]>`select count(*)::int as count from business_documents where workspace_id = ${workspaceId}`;
+    const [counted] = await tx<
+      { count: number }[]
+    >`select count(*)::int as count from business_documents where workspace_id = ${workspaceId}`;
     if ((counted?.count ?? 0) >= maxDocuments) return 'full' as const;
     const [row] = await tx<DocumentRow[]>`
       insert into business_documents (workspace_id, source, title, filename, content_type, size_bytes, content)
@@ -94,12 +129,17 @@ export async function listDocuments(db: Db, workspaceId: string): Promise<Docume
 }
 
 export async function getDocument(db: Db, workspaceId: string, id: string): Promise<DocumentRecord | undefined> {
-  const [row] = await db<DocumentRow[]>`select ${db(columns)} from business_documents where id = ${id} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    DocumentRow[]
+  >`select ${db(columns)} from business_documents where id = ${id} and workspace_id = ${workspaceId}`;
   return row ? toRecord(row) : undefined;
 }
 
 /** The list with each document's `in_prompt_budget`. */
-export function withBudget(documents: DocumentRecord[], maxChars: number): (DocumentRecord & { in_prompt_budget: boolean })[] {
+export function withBudget(
+  documents: DocumentRecord[],
+  maxChars: number,
+): (DocumentRecord & { in_prompt_budget: boolean })[] {
   const budget = inPromptBudget(documents, maxChars);
   return documents.map((d) => ({ ...d, in_prompt_budget: budget.get(d.id) ?? true }));
 }
@@ -112,7 +152,12 @@ export interface DocumentPatch {
 }
 
 /** A tri-state patch: a field left out keeps its value. */
-export async function updateDocument(db: Db, workspaceId: string, id: string, patch: DocumentPatch): Promise<DocumentRecord | undefined> {
+export async function updateDocument(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  patch: DocumentPatch,
+): Promise<DocumentRecord | undefined> {
   const has = (key: keyof DocumentPatch) => Object.hasOwn(patch, key) && patch[key] !== undefined;
   const summarySet = Object.hasOwn(patch, 'summary') && patch.summary !== undefined;
   const [row] = await db<DocumentRow[]>`
@@ -140,7 +185,12 @@ export async function deleteDocument(db: Db, workspaceId: string, id: string): P
  * A new processing run, if the document has settled (ready or failed): `pending` again, steps
  * empty, the run counted up. 'busy' while a run is under way (a second re-read at once finds this).
  */
-export async function startRerun(db: Db, workspaceId: string, id: string, regenerateSummary: boolean): Promise<DocumentRecord | 'busy' | undefined> {
+export async function startRerun(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  regenerateSummary: boolean,
+): Promise<DocumentRecord | 'busy' | undefined> {
   const [row] = await db<DocumentRow[]>`
     update business_documents set status = 'pending', error = null, steps = '[]'::jsonb, run = run + 1,
       regenerate_summary = ${regenerateSummary}, updated_at = now()
@@ -186,7 +236,8 @@ export async function appendStep(db: Db, id: string, run: number, entry: Documen
 /** Replaces the document's text with this run's chunks (only while the run is processing). */
 export async function saveChunks(sql: Sql, id: string, run: number, chunks: string[]): Promise<boolean> {
   return transaction(sql, async (tx) => {
-    const [row] = await tx`select 1 from business_documents where id = ${id} and run = ${run} and status = 'processing' for update`;
+    const [row] =
+      await tx`select 1 from business_documents where id = ${id} and run = ${run} and status = 'processing' for update`;
     if (!row) return false;
     await tx`delete from business_document_chunks where document_id = ${id}`;
     if (chunks.length) {
@@ -197,7 +248,9 @@ export async function saveChunks(sql: Sql, id: string, run: number, chunks: stri
 }
 
 export async function readChunks(db: Db, id: string): Promise<string[]> {
-  const rows = await db<{ text: string }[]>`select text from business_document_chunks where document_id = ${id} order by chunk_index`;
+  const rows = await db<
+    { text: string }[]
+  >`select text from business_document_chunks where document_id = ${id} order by chunk_index`;
   return rows.map((r) => r.text);
 }
 
@@ -205,11 +258,21 @@ export async function readChunks(db: Db, id: string): Promise<string[]> {
  * The run ends `ready`, once: the summary is written unless a person edited it and the run was not
  * asked to regenerate; the upload's bytes are dropped. Null when the run was not processing (done already, or superseded).
  */
-export async function finishRun(db: Db, id: string, run: number, summary: { text: string; source: string } | null): Promise<DocumentRecord | null> {
+export async function finishRun(
+  db: Db,
+  id: string,
+  run: number,
+  summary: { text: string; source: string } | null,
+): Promise<DocumentRecord | null> {
   return withinTransaction(db, (tx) => finishRunIn(tx, id, run, summary));
 }
 
-async function finishRunIn(db: Db, id: string, run: number, summary: { text: string; source: string } | null): Promise<DocumentRecord | null> {
+async function finishRunIn(
+  db: Db,
+  id: string,
+  run: number,
+  summary: { text: string; source: string } | null,
+): Promise<DocumentRecord | null> {
   const [row] = await db<DocumentRow[]>`
     update business_documents set status = 'ready', error = null, content = null, updated_at = now(),
       summary = case when summary_edited and not regenerate_summary then summary else ${summary?.text ?? null} end,
@@ -219,7 +282,12 @@ async function finishRunIn(db: Db, id: string, run: number, summary: { text: str
       regenerate_summary = false
     where id = ${id} and run = ${run} and status = 'processing'
     returning ${db(columns)}`;
-  if (row) await recordWorkspaceEvent(db, { workspaceId: row.workspace_id, type: 'document.ready', payload: { document_id: row.id, title: row.title } });
+  if (row)
+    await recordWorkspaceEvent(db, {
+      workspaceId: row.workspace_id,
+      type: 'document.ready',
+      payload: { document_id: row.id, title: row.title },
+    });
   return row ? toRecord(row) : null;
 }
 
@@ -233,12 +301,22 @@ async function failRunIn(db: Db, id: string, run: number, error: string): Promis
     update business_documents set status = 'failed', error = ${error}, content = null, regenerate_summary = false, updated_at = now()
     where id = ${id} and run = ${run} and status in ('pending', 'processing')
     returning ${db(columns)}`;
-  if (row) await recordWorkspaceEvent(db, { workspaceId: row.workspace_id, type: 'document.failed', payload: { document_id: row.id, title: row.title, error } });
+  if (row)
+    await recordWorkspaceEvent(db, {
+      workspaceId: row.workspace_id,
+      type: 'document.failed',
+      payload: { document_id: row.id, title: row.title, error },
+    });
   return row ? toRecord(row) : null;
 }
 
 /** A document made from text the service wrote (a company's site read from its domain), `pending` like an upload. */
-export async function insertGeneratedDocument(sql: Sql, workspaceId: string, input: NewDocument, maxDocuments: number): Promise<DocumentRecord | 'full'> {
+export async function insertGeneratedDocument(
+  sql: Sql,
+  workspaceId: string,
+  input: NewDocument,
+  maxDocuments: number,
+): Promise<DocumentRecord | 'full'> {
   return insertDocument(sql, workspaceId, input, maxDocuments);
 }
 
@@ -246,8 +324,21 @@ export async function insertGeneratedDocument(sql: Sql, workspaceId: string, inp
  * The business context one prompt reads: the included ready summaries that fit `maxChars`, oldest
  * first, with their titles.
  */
-export async function businessContext(db: Db, workspaceId: string, maxChars: number): Promise<{ title: string; summary: string }[]> {
-  const rows = await db<{ id: string; title: string; summary: string; status: DocumentStatus; included_in_context: boolean; created_at: Date }[]>`
+export async function businessContext(
+  db: Db,
+  workspaceId: string,
+  maxChars: number,
+): Promise<{ title: string; summary: string }[]> {
+  const rows = await db<
+    {
+      id: string;
+      title: string;
+      summary: string;
+      status: DocumentStatus;
+      included_in_context: boolean;
+      created_at: Date;
+    }[]
+  >`
     select id, title, summary, status, included_in_context, created_at from business_documents
     where workspace_id = ${workspaceId} and status = 'ready' and included_in_context and summary is not null
     order by created_at, id`;
@@ -258,10 +349,17 @@ export async function businessContext(db: Db, workspaceId: string, maxChars: num
  * One `pending` document per drive file, in the order picked, all or none: 'full' when they would
  * take the workspace past `maxDocuments` (counted with the workspace row locked).
  */
-export async function insertDriveDocuments(sql: Sql, workspaceId: string, fileIds: string[], maxDocuments: number): Promise<DocumentRecord[] | 'full'> {
+export async function insertDriveDocuments(
+  sql: Sql,
+  workspaceId: string,
+  fileIds: string[],
+  maxDocuments: number,
+): Promise<DocumentRecord[] | 'full'> {
   return transaction(sql, async (tx) => {
     await tx`select 1 from workspaces where id = ${workspaceId} for update`;
-    const [counted] = await tx<{ count: number }[]>`select count(*)::int as count from business_documents where workspace_id = ${workspaceId}`;
+    const [counted] = await tx<
+      { count: number }[]
+    >`select count(*)::int as count from business_documents where workspace_id = ${workspaceId}`;
     if ((counted?.count ?? 0) + fileIds.length > maxDocuments) return 'full' as const;
     const made: DocumentRecord[] = [];
     for (const fileId of fileIds) {
@@ -276,7 +374,12 @@ export async function insertDriveDocuments(sql: Sql, workspaceId: string, fileId
 }
 
 /** What reading a drive file learned of it: its name, type, size and link (the run's, while it is processing). */
-export async function recordDriveFile(db: Db, id: string, run: number, file: { name: string; contentType: string; size: number; webViewLink: string | null }): Promise<void> {
+export async function recordDriveFile(
+  db: Db,
+  id: string,
+  run: number,
+  file: { name: string; contentType: string; size: number; webViewLink: string | null },
+): Promise<void> {
   await db`
     update business_documents set title = ${file.name.slice(0, 255) || 'Untitled'}, filename = ${file.name.slice(0, 255) || 'untitled'},
       content_type = ${file.contentType}, size_bytes = ${file.size}, drive_web_view_link = ${file.webViewLink}, updated_at = now()

@@ -41,7 +41,12 @@ export interface AddOptions {
  * Adds entries, each judged on its own: an unreadable value is `invalid`, one already listed is
  * `exists` (adding twice is harmless), the rest `added`. One statement, so a large paste is fast.
  */
-export async function addEntries(db: Db, workspaceId: string, entries: { kind?: DncKind; value: string }[], options: AddOptions): Promise<DncBulkResult> {
+export async function addEntries(
+  db: Db,
+  workspaceId: string,
+  entries: { kind?: DncKind; value: string }[],
+  options: AddOptions,
+): Promise<DncBulkResult> {
   const judged = entries.map((e, index) => {
     const kind = e.kind ?? guessDncKind(e.value);
     const normal = normalizeDncValue(kind, e.value);
@@ -68,7 +73,8 @@ export async function addEntries(db: Db, workspaceId: string, entries: { kind?: 
   // A value given twice in one request is added once: the first mention reads `added`.
   const claimed = new Set<string>();
   const results = judged.map((j): DncBulkResult['results'][number] => {
-    if (!('value' in j)) return { index: j.index, status: 'invalid', entry: null, detail: `Entry ${j.index}: ${j.error}.` };
+    if (!('value' in j))
+      return { index: j.index, status: 'invalid', entry: null, detail: `Entry ${j.index}: ${j.error}.` };
     const row = byKey.get(`${j.kind}\u0000${j.value}`)!;
     const fresh = newIds.has(row.id) && !claimed.has(row.id);
     claimed.add(row.id);
@@ -87,7 +93,9 @@ export async function listEntries(db: Db, workspaceId: string, query: DncListQue
     where workspace_id = ${workspaceId}
     ${query.kind ? db`and kind = ${query.kind}` : db``}
     ${query.search ? db`and strpos(value, ${query.search.trim().toLowerCase()}) > 0` : db``}`;
-  const rows = await db<EntryRow[]>`select * from do_not_contact_entries ${where} order by created_at desc, id limit ${query.limit} offset ${query.offset}`;
+  const rows = await db<
+    EntryRow[]
+  >`select * from do_not_contact_entries ${where} order by created_at desc, id limit ${query.limit} offset ${query.offset}`;
   const [count] = await db<{ total: number }[]>`select count(*)::int as total from do_not_contact_entries ${where}`;
   const total = count!.total;
   const next = query.offset + rows.length;
@@ -95,17 +103,24 @@ export async function listEntries(db: Db, workspaceId: string, query: DncListQue
 }
 
 export async function getEntry(db: Db, workspaceId: string, entryId: string): Promise<DncEntry | null> {
-  const [row] = await db<EntryRow[]>`select * from do_not_contact_entries where id = ${entryId} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    EntryRow[]
+  >`select * from do_not_contact_entries where id = ${entryId} and workspace_id = ${workspaceId}`;
   return row ? toEntry(row) : null;
 }
 
 export async function deleteEntry(db: Db, workspaceId: string, entryId: string): Promise<boolean> {
-  const rows = await db`delete from do_not_contact_entries where id = ${entryId} and workspace_id = ${workspaceId} returning id`;
+  const rows =
+    await db`delete from do_not_contact_entries where id = ${entryId} and workspace_id = ${workspaceId} returning id`;
   return rows.length === 1;
 }
 
 /** The entries that block this email (itself or its domain) or profile URL. */
-export async function matchingEntries(db: Db, workspaceId: string, who: { email?: string; profileUrl?: string }): Promise<DncEntry[]> {
+export async function matchingEntries(
+  db: Db,
+  workspaceId: string,
+  who: { email?: string; profileUrl?: string },
+): Promise<DncEntry[]> {
   const email = normalizeEmail(who.email);
   const profile = normalizeProfileUrl(who.profileUrl);
   const domain = email?.includes('@') ? email.split('@')[1]! : null;

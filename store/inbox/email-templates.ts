@@ -1,7 +1,13 @@
 /** Queries of saved email templates (2.7), scoped to the caller's workspace. */
 import type { Db } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import { templatesMax, type EmailTemplate, type EmailTemplateCreate, type EmailTemplateUpdate, type TemplateSegment } from '../../domain/inbox/email-templates.js';
+import {
+  templatesMax,
+  type EmailTemplate,
+  type EmailTemplateCreate,
+  type EmailTemplateUpdate,
+  type TemplateSegment,
+} from '../../domain/inbox/email-templates.js';
 
 interface TemplateRow {
   id: string;
@@ -24,11 +30,22 @@ const toTemplate = (r: TemplateRow): EmailTemplate => ({
 });
 
 /** Column segments must name columns of this workspace (by id); an unknown one is 404, naming it. */
-export async function checkSegmentColumns(db: Db, workspaceId: string, body: { subject_segments?: TemplateSegment[] | undefined; body_segments?: TemplateSegment[] | undefined }): Promise<void> {
+export async function checkSegmentColumns(
+  db: Db,
+  workspaceId: string,
+  body: { subject_segments?: TemplateSegment[] | undefined; body_segments?: TemplateSegment[] | undefined },
+): Promise<void> {
   const ids = new Set<string>();
-  for (const s of [...(body.subject_segments ?? []), ...(body.body_segments ?? [])]) if (s.kind === 'column' && s.column_id) ids.add(s.column_id);
+  for (const s of [...(body.subject_segments ?? []), ...(body.body_segments ?? [])])
+    if (s.kind === 'column' && s.column_id) ids.add(s.column_id);
   if (ids.size === 0) return;
-  const found = new Set((await db<{ id: string }[]>`select id from table_columns where workspace_id = ${workspaceId} and id in ${db([...ids])}`).map((r) => r.id));
+  const found = new Set(
+    (
+      await db<
+        { id: string }[]
+      >`select id from table_columns where workspace_id = ${workspaceId} and id in ${db([...ids])}`
+    ).map((r) => r.id),
+  );
   const missing = [...ids].filter((id) => !found.has(id));
   if (missing.length > 0) throw new ApiError('not_found', `Column ${missing.join(', ')} not found in this workspace.`);
 }
@@ -50,11 +67,18 @@ export async function listTemplates(db: Db, workspaceId: string): Promise<EmailT
 }
 
 export async function getTemplate(db: Db, workspaceId: string, id: string): Promise<EmailTemplate | undefined> {
-  const [row] = await db<TemplateRow[]>`select * from email_templates where id = ${id} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    TemplateRow[]
+  >`select * from email_templates where id = ${id} and workspace_id = ${workspaceId}`;
   return row ? toTemplate(row) : undefined;
 }
 
-export async function updateTemplate(db: Db, workspaceId: string, id: string, input: EmailTemplateUpdate): Promise<EmailTemplate | undefined> {
+export async function updateTemplate(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  input: EmailTemplateUpdate,
+): Promise<EmailTemplate | undefined> {
   const [row] = await db<TemplateRow[]>`
     update email_templates set
       name = ${input.name ?? db`name`},

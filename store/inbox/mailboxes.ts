@@ -39,11 +39,18 @@ export interface PollMailboxRow {
   last_uid: number;
 }
 
-const mailboxColumns = (db: Db) => db`id, workspace_id, address, host, port, secure, username, folder, poll_seconds, enabled, uid_validity, last_uid,
+const mailboxColumns = (
+  db: Db,
+) => db`id, workspace_id, address, host, port, secure, username, folder, poll_seconds, enabled, uid_validity, last_uid,
   messages_recorded, last_polled_at, last_error, created_at`;
 
 /** undefined when the workspace already reads that folder of that user on that host. */
-export async function insertMailbox(db: Db, workspaceId: string, m: Omit<MailboxCreate, 'password'>, passwordSealed: string): Promise<MailboxRow | undefined> {
+export async function insertMailbox(
+  db: Db,
+  workspaceId: string,
+  m: Omit<MailboxCreate, 'password'>,
+  passwordSealed: string,
+): Promise<MailboxRow | undefined> {
   const [row] = await db<MailboxRow[]>`
     insert into inbox_mailboxes (workspace_id, address, host, port, secure, username, password_sealed, folder, poll_seconds)
     values (${workspaceId}, ${m.address.toLowerCase()}, ${m.host.toLowerCase()}, ${m.port}, ${m.secure}, ${m.username}, ${passwordSealed}, ${m.folder}, ${m.poll_seconds})
@@ -53,11 +60,15 @@ export async function insertMailbox(db: Db, workspaceId: string, m: Omit<Mailbox
 }
 
 export async function mailboxRows(db: Db, workspaceId: string): Promise<MailboxRow[]> {
-  return db<MailboxRow[]>`select ${mailboxColumns(db)} from inbox_mailboxes where workspace_id = ${workspaceId} order by created_at, id`;
+  return db<
+    MailboxRow[]
+  >`select ${mailboxColumns(db)} from inbox_mailboxes where workspace_id = ${workspaceId} order by created_at, id`;
 }
 
 export async function mailboxRow(db: Db, workspaceId: string, mailboxId: string): Promise<MailboxRow | undefined> {
-  const [row] = await db<MailboxRow[]>`select ${mailboxColumns(db)} from inbox_mailboxes where id = ${mailboxId} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    MailboxRow[]
+  >`select ${mailboxColumns(db)} from inbox_mailboxes where id = ${mailboxId} and workspace_id = ${workspaceId}`;
   return row;
 }
 
@@ -70,8 +81,16 @@ export async function setMailbox(
   workspaceId: string,
   mailboxId: string,
   m: {
-    host: string; username: string; folder: string; port: number; secure: boolean; passwordSealed: string | null; poll_seconds: number; enabled: boolean;
-    uid_validity: number | null; last_uid: number;
+    host: string;
+    username: string;
+    folder: string;
+    port: number;
+    secure: boolean;
+    passwordSealed: string | null;
+    poll_seconds: number;
+    enabled: boolean;
+    uid_validity: number | null;
+    last_uid: number;
   },
 ): Promise<MailboxRow | undefined> {
   const [row] = await db<MailboxRow[]>`
@@ -85,7 +104,10 @@ export async function setMailbox(
 }
 
 export async function deleteMailbox(db: Db, workspaceId: string, mailboxId: string): Promise<boolean> {
-  return (await db`delete from inbox_mailboxes where id = ${mailboxId} and workspace_id = ${workspaceId} returning id`).length === 1;
+  return (
+    (await db`delete from inbox_mailboxes where id = ${mailboxId} and workspace_id = ${workspaceId} returning id`)
+      .length === 1
+  );
 }
 
 // Polling
@@ -105,14 +127,25 @@ export async function restartMailboxCursor(db: Db, mailboxId: string, uidValidit
 }
 
 /** Moves the cursor past one recorded message, only forward and only under the same UIDVALIDITY. */
-export async function advanceMailboxCursor(db: Db, mailboxId: string, uidValidity: number | null, uid: number, fresh: boolean): Promise<void> {
+export async function advanceMailboxCursor(
+  db: Db,
+  mailboxId: string,
+  uidValidity: number | null,
+  uid: number,
+  fresh: boolean,
+): Promise<void> {
   await db`
             update inbox_mailboxes set last_uid = ${uid}, messages_recorded = messages_recorded + ${fresh ? 1 : 0}, updated_at = now()
             where id = ${mailboxId} and uid_validity = ${uidValidity} and last_uid < ${uid}`;
 }
 
 /** A poll that read its range: no error, and the cursor at least at `lastUid` (under the same UIDVALIDITY). */
-export async function recordPollDone(db: Db, mailboxId: string, uidValidity: number | null, lastUid: number): Promise<void> {
+export async function recordPollDone(
+  db: Db,
+  mailboxId: string,
+  uidValidity: number | null,
+  lastUid: number,
+): Promise<void> {
   await db`update inbox_mailboxes set last_polled_at = now(), last_error = null, last_uid = greatest(last_uid, ${lastUid}), updated_at = now()
       where id = ${mailboxId} and uid_validity = ${uidValidity}`;
 }

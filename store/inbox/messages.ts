@@ -10,7 +10,13 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { savepoint, type Db, type Sql } from '../../db/sql.js';
 import { normalizeEmail, normalizeProfileUrl } from '../../domain/inbox/do-not-contact.js';
-import { PnetConversationMessageSchema, PnetInboxThreadSchema, classifyInboundEmail, type Channel, type MessageKind } from '../../domain/inbox/inbox.js';
+import {
+  PnetConversationMessageSchema,
+  PnetInboxThreadSchema,
+  classifyInboundEmail,
+  type Channel,
+  type MessageKind,
+} from '../../domain/inbox/inbox.js';
 import type { ActionKind } from '../../domain/pnet/limits.js';
 import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
@@ -52,15 +58,23 @@ export interface NewMessage {
 export const clean = (text: string | null | undefined) => (text == null ? null : text.replace(/\u0000/g, ''));
 
 /** The sequence contact a person belongs to, when the sequences migration is there (no hard dependency). */
-export async function sequenceContactOf(tx: Db, workspaceId: string, email: string | null, profileUrl: string | null): Promise<string | null> {
+export async function sequenceContactOf(
+  tx: Db,
+  workspaceId: string,
+  email: string | null,
+  profileUrl: string | null,
+): Promise<string | null> {
   if (!email && !profileUrl) return null;
   const [present] = await tx<{ ok: boolean }[]>`select to_regclass('sequence_contacts') is not null as ok`;
   if (!present?.ok) return null;
   try {
-    const [row] = await savepoint(tx, (sp) => sp<{ id: string }[]>`
+    const [row] = await savepoint(
+      tx,
+      (sp) => sp<{ id: string }[]>`
       select id from sequence_contacts
       where workspace_id = ${workspaceId} and (email = ${email} or profile_url = ${profileUrl})
-      order by (status = 'active') desc limit 1`);
+      order by (status = 'active') desc limit 1`,
+    );
     return row?.id ?? null;
   } catch {
     return null;
@@ -112,7 +126,10 @@ export async function fillThread(tx: Db, threadId: string, key: ThreadKey): Prom
 }
 
 /** Records a message once (by external id); `duplicate` when it was already there. */
-export async function insertMessage(tx: Db, m: NewMessage): Promise<{ id: string; threadId: string; duplicate: boolean }> {
+export async function insertMessage(
+  tx: Db,
+  m: NewMessage,
+): Promise<{ id: string; threadId: string; duplicate: boolean }> {
   const [row] = await tx<{ id: string }[]>`
     insert into inbox_messages (workspace_id, thread_id, direction, kind, from_email, from_profile_url, to_email, subject, body,
       external_id, occurred_at, in_reply_to, reference_ids, delivery_status, sent_by, browser_step_id)
@@ -138,8 +155,12 @@ async function recordReplyReceived(tx: Db, m: NewMessage, messageId: string): Pr
     workspaceId: m.workspaceId,
     type: 'reply.received',
     payload: {
-      message_id: messageId, thread_id: m.threadId, channel: fromProfileUrl && !fromEmail ? 'pnet' : 'email', from_email: fromEmail,
-      from_profile_url: fromProfileUrl, subject: clean(m.subject)?.slice(0, 998) ?? null,
+      message_id: messageId,
+      thread_id: m.threadId,
+      channel: fromProfileUrl && !fromEmail ? 'pnet' : 'email',
+      from_email: fromEmail,
+      from_profile_url: fromProfileUrl,
+      subject: clean(m.subject)?.slice(0, 998) ?? null,
       sequence_contact_id: await sequenceContactOf(tx, m.workspaceId, fromEmail, fromProfileUrl),
     },
   });
@@ -172,19 +193,46 @@ export async function refreshThread(tx: Db, threadId: string, newInbound: boolea
  */
 export async function recordSentEmail(
   tx: Db,
-  input: { workspaceId: string; messageId: string; from: string; to: string; subject: string; body: string; sentAt: Date; sequenceContactId?: string | null; contactName?: string | null },
+  input: {
+    workspaceId: string;
+    messageId: string;
+    from: string;
+    to: string;
+    subject: string;
+    body: string;
+    sentAt: Date;
+    sequenceContactId?: string | null;
+    contactName?: string | null;
+  },
 ): Promise<string> {
   const threadId = await upsertThread(
     tx,
-    { workspaceId: input.workspaceId, channel: 'email', externalKey: input.messageId, subject: input.subject, contactEmail: input.to, contactName: input.contactName, ourAddress: input.from },
+    {
+      workspaceId: input.workspaceId,
+      channel: 'email',
+      externalKey: input.messageId,
+      subject: input.subject,
+      contactEmail: input.to,
+      contactName: input.contactName,
+      ourAddress: input.from,
+    },
     true,
   );
   if (input.sequenceContactId) {
     await tx`update inbox_threads set sequence_contact_id = coalesce(sequence_contact_id, ${input.sequenceContactId}) where id = ${threadId}`;
   }
   const message = await insertMessage(tx, {
-    workspaceId: input.workspaceId, threadId, direction: 'outbound', kind: 'sent', fromEmail: input.from, toEmail: input.to,
-    subject: input.subject, body: input.body, externalId: input.messageId, occurredAt: input.sentAt, deliveryStatus: 'sent',
+    workspaceId: input.workspaceId,
+    threadId,
+    direction: 'outbound',
+    kind: 'sent',
+    fromEmail: input.from,
+    toEmail: input.to,
+    subject: input.subject,
+    body: input.body,
+    externalId: input.messageId,
+    occurredAt: input.sentAt,
+    deliveryStatus: 'sent',
   });
   if (!message.duplicate) await refreshThread(tx, threadId, false);
   return message.threadId;
@@ -209,7 +257,9 @@ export async function recordPnetRead(
 ): Promise<string[]> {
   if (!recordsPnetRead(step.kind)) return [];
   try {
-    return await savepoint(tx, (sp) => (step.kind === 'check_inbox' ? recordCheckInbox(sp, step, outcome) : recordConversation(sp, step, outcome)));
+    return await savepoint(tx, (sp) =>
+      step.kind === 'check_inbox' ? recordCheckInbox(sp, step, outcome) : recordConversation(sp, step, outcome),
+    );
   } catch (err) {
     console.warn('pnet inbox read not recorded', err);
     return [];
@@ -219,14 +269,29 @@ export async function recordPnetRead(
 /** What a read_conversation step's params accept (domain/pnet.ts). */
 export const threadUrlSchema = z.url({ protocol: /^https?$/ }).max(2048);
 
-export async function recordCheckInbox(tx: Db, step: { workspace_id: string; account_id: string }, outcome: Record<string, unknown> | null): Promise<string[]> {
+export async function recordCheckInbox(
+  tx: Db,
+  step: { workspace_id: string; account_id: string },
+  outcome: Record<string, unknown> | null,
+): Promise<string[]> {
   const threads = PnetInboxThreadSchema.array().safeParse(outcome?.threads ?? []);
   if (!threads.success) return [];
   for (const t of threads.data) {
     const profile = normalizeProfileUrl(t.profile_url);
     const externalKey = normalizeProfileUrl(t.thread_url);
     if (!profile || !externalKey) continue;
-    const id = await upsertThread(tx, { workspaceId: step.workspace_id, channel: 'pnet', externalKey, contactName: t.name, contactProfileUrl: profile, pnetAccountId: step.account_id }, false);
+    const id = await upsertThread(
+      tx,
+      {
+        workspaceId: step.workspace_id,
+        channel: 'pnet',
+        externalKey,
+        contactName: t.name,
+        contactProfileUrl: profile,
+        pnetAccountId: step.account_id,
+      },
+      false,
+    );
     if (!t.unread) continue;
     // The read only says there is something new; the messages come with read_conversation,
     // queued here as the account's housekeeping queues its reads (one waiting per thread).
@@ -249,7 +314,12 @@ export async function recordConversation(
 ): Promise<string[]> {
   const messages = PnetConversationMessageSchema.array().safeParse(outcome?.messages ?? []);
   if (!messages.success) return [];
-  const threadUrl = typeof outcome?.thread_url === 'string' ? outcome.thread_url : typeof step.params.thread_url === 'string' ? step.params.thread_url : null;
+  const threadUrl =
+    typeof outcome?.thread_url === 'string'
+      ? outcome.thread_url
+      : typeof step.params.thread_url === 'string'
+        ? step.params.thread_url
+        : null;
   const externalKey = normalizeProfileUrl(threadUrl);
   if (!externalKey) return [];
   const [known] = await tx<{ contact_profile_url: string | null }[]>`
@@ -263,15 +333,28 @@ export async function recordConversation(
   if (!profile) return [];
   const threadId = await upsertThread(
     tx,
-    { workspaceId: step.workspace_id, channel: 'pnet', externalKey, contactName: typeof outcome?.name === 'string' ? outcome.name : null, contactProfileUrl: profile, pnetAccountId: step.account_id },
+    {
+      workspaceId: step.workspace_id,
+      channel: 'pnet',
+      externalKey,
+      contactName: typeof outcome?.name === 'string' ? outcome.name : null,
+      contactProfileUrl: profile,
+      pnetAccountId: step.account_id,
+    },
     false,
   );
   let newInbound = false;
   for (const m of messages.data) {
     const inbound = m.direction === 'inbound';
     const saved = await insertMessage(tx, {
-      workspaceId: step.workspace_id, threadId, direction: m.direction, kind: inbound ? 'reply' : 'sent',
-      fromProfileUrl: inbound ? (m.profile_url ?? profile) : null, body: m.text, externalId: `pnet:${m.id}`, occurredAt: new Date(m.sent_at),
+      workspaceId: step.workspace_id,
+      threadId,
+      direction: m.direction,
+      kind: inbound ? 'reply' : 'sent',
+      fromProfileUrl: inbound ? (m.profile_url ?? profile) : null,
+      body: m.text,
+      externalId: `pnet:${m.id}`,
+      occurredAt: new Date(m.sent_at),
     });
     if (inbound && !saved.duplicate) newInbound = true;
   }
@@ -284,15 +367,23 @@ export function pnetReplyProfiles(kind: ActionKind, outcome: Record<string, unkn
   if (kind !== 'read_conversation') return [];
   const parsed = PnetConversationMessageSchema.array().safeParse(outcome?.messages ?? []);
   if (!parsed.success || !parsed.data.some((m) => m.direction === 'inbound')) return [];
-  const profiles = [outcome?.profile_url, ...parsed.data.filter((m) => m.direction === 'inbound').map((m) => m.profile_url)];
-  return [...new Set(profiles.map((p) => normalizeProfileUrl(typeof p === 'string' ? p : null)).filter((p): p is string => p !== null))];
+  const profiles = [
+    outcome?.profile_url,
+    ...parsed.data.filter((m) => m.direction === 'inbound').map((m) => m.profile_url),
+  ];
+  return [
+    ...new Set(
+      profiles.map((p) => normalizeProfileUrl(typeof p === 'string' ? p : null)).filter((p): p is string => p !== null),
+    ),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
 // Inbound email (the webhook, and IMAP polling when it comes)
 
 export const messageIdPattern = /<[^<>\s]+>/g;
-export const idsIn = (value: string | string[] | undefined): string[] => (Array.isArray(value) ? value.join(' ') : (value ?? '')).match(messageIdPattern) ?? [];
+export const idsIn = (value: string | string[] | undefined): string[] =>
+  (Array.isArray(value) ? value.join(' ') : (value ?? '')).match(messageIdPattern) ?? [];
 
 export interface InboundEmailResult {
   message_id: string;
@@ -309,28 +400,43 @@ export interface InboundEmailResult {
  * we recorded (for a bounce: the Message-ID quoted in the report), else the person's email
  * thread, else a new one. Idempotent by Message-ID (a message without one is keyed by its hash).
  */
-export async function recordInboundEmail(sql: Sql, workspaceId: string, raw: Buffer, receivedAt = new Date()): Promise<InboundEmailResult> {
+export async function recordInboundEmail(
+  sql: Sql,
+  workspaceId: string,
+  raw: Buffer,
+  receivedAt = new Date(),
+): Promise<InboundEmailResult> {
   const parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true });
   const headerLines = new Map<string, string>();
-  for (const h of parsed.headerLines) if (!headerLines.has(h.key)) headerLines.set(h.key, h.line.slice(h.line.indexOf(':') + 1).trim());
+  for (const h of parsed.headerLines)
+    if (!headerLines.has(h.key)) headerLines.set(h.key, h.line.slice(h.line.indexOf(':') + 1).trim());
   const header = (name: string) => headerLines.get(name.toLowerCase());
   const fromAddress = parsed.from?.value[0]?.address ?? null;
   const fromName = parsed.from?.value[0]?.name || null;
   const toAddress = (Array.isArray(parsed.to) ? parsed.to[0] : parsed.to)?.value[0]?.address ?? null;
-  const kind = classifyInboundEmail({ header, contentType: header('content-type'), from: fromAddress, subject: parsed.subject ?? null });
+  const kind = classifyInboundEmail({
+    header,
+    contentType: header('content-type'),
+    from: fromAddress,
+    subject: parsed.subject ?? null,
+  });
   const source = raw.toString('latin1');
   const bounced =
     kind === 'bounce'
       ? normalizeEmail(
-          /^(?:Final|Original)-Recipient:\s*rfc822;\s*<?([^\s<>;]+@[^\s<>;]+)>?/im.exec(source)?.[1] ?? header('x-failed-recipients')?.split(',')[0] ?? null,
+          /^(?:Final|Original)-Recipient:\s*rfc822;\s*<?([^\s<>;]+@[^\s<>;]+)>?/im.exec(source)?.[1] ??
+            header('x-failed-recipients')?.split(',')[0] ??
+            null,
         )
       : null;
   const ownId = idsIn(parsed.messageId)[0] ?? `<sha256.${createHash('sha256').update(raw).digest('hex')}@inbound>`;
   const threadIds = [...idsIn(parsed.inReplyTo), ...idsIn(parsed.references).reverse()];
   // A bounce quotes the original message's headers; its Message-ID threads the bounce.
-  if (kind === 'bounce') for (const m of source.matchAll(/^Message-ID:\s*(<[^<>\s]+>)/gim)) if (m[1] !== ownId) threadIds.push(m[1]!);
+  if (kind === 'bounce')
+    for (const m of source.matchAll(/^Message-ID:\s*(<[^<>\s]+>)/gim)) if (m[1] !== ownId) threadIds.push(m[1]!);
   const contact = kind === 'bounce' ? bounced : normalizeEmail(fromAddress);
-  const dated = parsed.date && !Number.isNaN(parsed.date.getTime()) && parsed.date <= receivedAt ? parsed.date : receivedAt;
+  const dated =
+    parsed.date && !Number.isNaN(parsed.date.getTime()) && parsed.date <= receivedAt ? parsed.date : receivedAt;
   const body = (parsed.text ?? '').trim().slice(0, 100_000);
 
   const result = await sql.begin(async (tx) => {
@@ -344,18 +450,44 @@ export async function recordInboundEmail(sql: Sql, workspaceId: string, raw: Buf
       : [];
     let threadId = threaded?.thread_id ?? (await threadFromSequenceSend(tx, workspaceId, threadIds));
     if (!threadId) {
-      if (!contact) throw new InboundEmailError('The message names no sender (or, for a bounce, no failed recipient) to file it under.');
+      if (!contact)
+        throw new InboundEmailError(
+          'The message names no sender (or, for a bounce, no failed recipient) to file it under.',
+        );
       threadId = await upsertThread(
         tx,
-        { workspaceId, channel: 'email', externalKey: ownId, subject: parsed.subject ?? null, contactEmail: contact, contactName: kind === 'reply' || kind === 'auto_reply' ? fromName : null, ourAddress: toAddress },
+        {
+          workspaceId,
+          channel: 'email',
+          externalKey: ownId,
+          subject: parsed.subject ?? null,
+          contactEmail: contact,
+          contactName: kind === 'reply' || kind === 'auto_reply' ? fromName : null,
+          ourAddress: toAddress,
+        },
         true,
       );
     } else {
-      await fillThread(tx, threadId, { workspaceId, channel: 'email', externalKey: null, ourAddress: toAddress, contactName: kind === 'bounce' ? null : fromName });
+      await fillThread(tx, threadId, {
+        workspaceId,
+        channel: 'email',
+        externalKey: null,
+        ourAddress: toAddress,
+        contactName: kind === 'bounce' ? null : fromName,
+      });
     }
     const saved = await insertMessage(tx, {
-      workspaceId, threadId, direction: 'inbound', kind, fromEmail: kind === 'bounce' ? bounced : fromAddress, toEmail: toAddress,
-      subject: parsed.subject ?? null, body, externalId: ownId, occurredAt: dated, inReplyTo: idsIn(parsed.inReplyTo)[0] ?? null,
+      workspaceId,
+      threadId,
+      direction: 'inbound',
+      kind,
+      fromEmail: kind === 'bounce' ? bounced : fromAddress,
+      toEmail: toAddress,
+      subject: parsed.subject ?? null,
+      body,
+      externalId: ownId,
+      occurredAt: dated,
+      inReplyTo: idsIn(parsed.inReplyTo)[0] ?? null,
       referenceIds: idsIn(parsed.references).slice(-20),
     });
     if (!saved.duplicate) await refreshThread(tx, threadId, true);
@@ -385,23 +517,42 @@ export async function threadFromSequenceSend(tx: Db, workspaceId: string, ids: s
   if (!present?.ok) return undefined;
   let send: SequenceSendRow | undefined;
   try {
-    [send] = await savepoint(tx, (sp) => sp<SequenceSendRow[]>`
+    [send] = await savepoint(
+      tx,
+      (sp) => sp<SequenceSendRow[]>`
       select contact_id, message_id, to_email, from_email, subject, body, sent_at, created_at from sequence_sends
       where workspace_id = ${workspaceId} and message_id = any(${ids}::text[]) and channel = 'email'
-      order by created_at desc limit 1`);
+      order by created_at desc limit 1`,
+    );
   } catch {
     return undefined;
   }
   if (!send?.to_email) return undefined;
   const threadId = await upsertThread(
     tx,
-    { workspaceId, channel: 'email', externalKey: send.message_id, subject: send.subject, contactEmail: send.to_email, ourAddress: send.from_email },
+    {
+      workspaceId,
+      channel: 'email',
+      externalKey: send.message_id,
+      subject: send.subject,
+      contactEmail: send.to_email,
+      ourAddress: send.from_email,
+    },
     true,
   );
   await tx`update inbox_threads set sequence_contact_id = coalesce(sequence_contact_id, ${send.contact_id}) where id = ${threadId}`;
   const sent = await insertMessage(tx, {
-    workspaceId, threadId, direction: 'outbound', kind: 'sent', fromEmail: send.from_email, toEmail: send.to_email, subject: send.subject,
-    body: send.body, externalId: send.message_id, occurredAt: send.sent_at ?? send.created_at, deliveryStatus: 'sent',
+    workspaceId,
+    threadId,
+    direction: 'outbound',
+    kind: 'sent',
+    fromEmail: send.from_email,
+    toEmail: send.to_email,
+    subject: send.subject,
+    body: send.body,
+    externalId: send.message_id,
+    occurredAt: send.sent_at ?? send.created_at,
+    deliveryStatus: 'sent',
   });
   if (!sent.duplicate) await refreshThread(tx, threadId, false);
   return sent.threadId;
@@ -411,4 +562,3 @@ export async function threadFromSequenceSend(tx: Db, workspaceId: string, ids: s
 export class InboundEmailError extends Error {
   override name = 'InboundEmailError';
 }
-

@@ -10,11 +10,18 @@ export interface SettingsRow {
 
 export async function readSettings(db: Db, workspaceId: string): Promise<SettingsRow> {
   const [row] = await db<SettingsRow[]>`select * from inbox_settings where workspace_id = ${workspaceId}`;
-  return row ?? { webhook_secret: null, webhook_secret_rotated_at: null, reply_from_address: null, reply_from_name: null };
+  return (
+    row ?? { webhook_secret: null, webhook_secret_rotated_at: null, reply_from_address: null, reply_from_name: null }
+  );
 }
 
 /** Writes the reply-from fields given (`undefined` keeps the stored value; `address` is already normalized). */
-export async function upsertReplyFrom(db: Db, workspaceId: string, patch: { reply_from_address?: string | null; reply_from_name?: string | null }, address: string | null): Promise<void> {
+export async function upsertReplyFrom(
+  db: Db,
+  workspaceId: string,
+  patch: { reply_from_address?: string | null; reply_from_name?: string | null },
+  address: string | null,
+): Promise<void> {
   await db`
     insert into inbox_settings (workspace_id, reply_from_address, reply_from_name) values (${workspaceId}, ${address}, ${patch.reply_from_name ?? null})
     on conflict (workspace_id) do update set

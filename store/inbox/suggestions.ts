@@ -41,7 +41,16 @@ export async function suggestionFor(db: Db, messageId: string): Promise<Suggesti
 /** The suggestion for a message, unless one is there already (then undefined). */
 export async function insertSuggestion(
   db: Db,
-  s: { id: string; workspaceId: string; threadId: string; messageId: string; subject: string | null; body: string; modelKey: string; credits: number },
+  s: {
+    id: string;
+    workspaceId: string;
+    threadId: string;
+    messageId: string;
+    subject: string | null;
+    body: string;
+    modelKey: string;
+    credits: number;
+  },
 ): Promise<SuggestionRow | undefined> {
   const [row] = await db<SuggestionRow[]>`
     insert into inbox_suggestions (id, workspace_id, thread_id, message_id, subject, body, model_key, credits_charged)
@@ -50,7 +59,11 @@ export async function insertSuggestion(
   return row;
 }
 
-export async function listSuggestions(db: Db, workspaceId: string, q: { status: Suggestion['status']; thread_id?: string; limit: number }) {
+export async function listSuggestions(
+  db: Db,
+  workspaceId: string,
+  q: { status: Suggestion['status']; thread_id?: string; limit: number },
+) {
   const rows = await db<SuggestionRow[]>`
     select * from inbox_suggestions where workspace_id = ${workspaceId} and status = ${q.status}
       ${q.thread_id ? db`and thread_id = ${q.thread_id}` : db``}
@@ -59,7 +72,9 @@ export async function listSuggestions(db: Db, workspaceId: string, q: { status: 
 }
 
 export async function readSuggestion(db: Db, workspaceId: string, suggestionId: string): Promise<SuggestionRow | null> {
-  const [row] = await db<SuggestionRow[]>`select * from inbox_suggestions where id = ${suggestionId} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    SuggestionRow[]
+  >`select * from inbox_suggestions where id = ${suggestionId} and workspace_id = ${workspaceId}`;
   return row ?? null;
 }
 
@@ -77,7 +92,12 @@ export async function markSuggestionApproved(
 }
 
 /** Compare-and-set from pending: undefined when it is missing or decided already. */
-export async function markSuggestionDismissed(db: Db, workspaceId: string, suggestionId: string, actor: string | null): Promise<SuggestionRow | undefined> {
+export async function markSuggestionDismissed(
+  db: Db,
+  workspaceId: string,
+  suggestionId: string,
+  actor: string | null,
+): Promise<SuggestionRow | undefined> {
   const [row] = await db<SuggestionRow[]>`
     update inbox_suggestions set status = 'dismissed', decided_by = ${actor}, decided_at = now()
     where id = ${suggestionId} and workspace_id = ${workspaceId} and status = 'pending' returning *`;

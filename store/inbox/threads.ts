@@ -106,16 +106,25 @@ export async function listThreads(db: Db, workspaceId: string, q: ThreadListQuer
 }
 
 export async function findThread(db: Db, workspaceId: string, threadId: string): Promise<ThreadRow | null> {
-  const [row] = await db<ThreadRow[]>`select ${threadColumns(db)} from inbox_threads t where t.id = ${threadId} and t.workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    ThreadRow[]
+  >`select ${threadColumns(db)} from inbox_threads t where t.id = ${threadId} and t.workspace_id = ${workspaceId}`;
   return row ?? null;
 }
 
 export async function threadMessages(db: Db, threadId: string): Promise<MessageRow[]> {
-  return db<MessageRow[]>`select * from inbox_messages where thread_id = ${threadId} order by occurred_at, created_at, id`;
+  return db<
+    MessageRow[]
+  >`select * from inbox_messages where thread_id = ${threadId} order by occurred_at, created_at, id`;
 }
 
 /** Sets unread and archived as asked (an absent field keeps its value); false when the thread is not the workspace's. */
-export async function patchThread(db: Db, workspaceId: string, threadId: string, patch: { unread?: boolean; archived?: boolean }): Promise<boolean> {
+export async function patchThread(
+  db: Db,
+  workspaceId: string,
+  threadId: string,
+  patch: { unread?: boolean; archived?: boolean },
+): Promise<boolean> {
   const rows = await db`
     update inbox_threads set
       unread = coalesce(${patch.unread ?? null}::boolean, unread),
@@ -139,7 +148,9 @@ export async function threadContacts(db: Db, workspaceId: string, threadIds: str
 }
 
 export async function messageByExternalId(db: Db, workspaceId: string, externalId: string): Promise<MessageRow | null> {
-  const [row] = await db<MessageRow[]>`select * from inbox_messages where workspace_id = ${workspaceId} and external_id = ${externalId}`;
+  const [row] = await db<
+    MessageRow[]
+  >`select * from inbox_messages where workspace_id = ${workspaceId} and external_id = ${externalId}`;
   return row ?? null;
 }
 

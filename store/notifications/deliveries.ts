@@ -37,15 +37,32 @@ export async function planBatchDeliveries(db: Db, eventIds: string[]): Promise<D
   const events = await db<{ id: string; workspace_id: string; type: EventType; payload: Record<string, unknown> }[]>`
     select id, workspace_id, type, payload from workspace_events where id = any(${eventIds}::uuid[]) order by seq`;
   type Endpoint = { id: string; event_types: string[]; enabled: boolean; created_by: string | null };
-  const workspaces = new Map<string, Promise<{ rules: Awaited<ReturnType<typeof listRules>>; endpoints: Endpoint[]; members: string[]; admins: string[] }>>();
+  const workspaces = new Map<
+    string,
+    Promise<{
+      rules: Awaited<ReturnType<typeof listRules>>;
+      endpoints: Endpoint[];
+      members: string[];
+      admins: string[];
+    }>
+  >();
   const contextOf = (workspaceId: string) => {
     let context = workspaces.get(workspaceId);
     if (!context) {
       context = Promise.all([
         listRules(db, workspaceId),
-        db<Endpoint[]>`select id, event_types, enabled, created_by from webhook_endpoints where workspace_id = ${workspaceId}`,
-        db<{ id: string; role: string }[]>`select id, role from members where workspace_id = ${workspaceId} order by created_at`,
-      ]).then(([rules, endpoints, members]) => ({ rules, endpoints, members: members.map((m) => m.id), admins: members.filter((m) => m.role === 'admin').map((m) => m.id) }));
+        db<
+          Endpoint[]
+        >`select id, event_types, enabled, created_by from webhook_endpoints where workspace_id = ${workspaceId}`,
+        db<
+          { id: string; role: string }[]
+        >`select id, role from members where workspace_id = ${workspaceId} order by created_at`,
+      ]).then(([rules, endpoints, members]) => ({
+        rules,
+        endpoints,
+        members: members.map((m) => m.id),
+        admins: members.filter((m) => m.role === 'admin').map((m) => m.id),
+      }));
       workspaces.set(workspaceId, context);
     }
     return context;
@@ -66,15 +83,39 @@ export async function planBatchDeliveries(db: Db, eventIds: string[]): Promise<D
       const owner = endpoints.find((e) => e.id === event.payload.endpoint_id)?.created_by;
       alwaysEmail = owner ? [owner] : admins;
     }
-    const planned = planDeliveries({ event: { type: event.type, payload: event.payload }, rules, endpoints, members, preferences: await preferencesOf(event.workspace_id, event.type), alwaysEmail });
+    const planned = planDeliveries({
+      event: { type: event.type, payload: event.payload },
+      rules,
+      endpoints,
+      members,
+      preferences: await preferencesOf(event.workspace_id, event.type),
+      alwaysEmail,
+    });
     for (const d of planned) {
       rows.push({
-        workspace_id: event.workspace_id, event_id: event.id, channel: d.channel, channel_key: d.channelKey, rule_id: d.ruleId,
-        webhook_endpoint_id: d.endpointId, member_id: d.memberId, chat_channel_id: d.chatChannelId, status: d.status,
+        workspace_id: event.workspace_id,
+        event_id: event.id,
+        channel: d.channel,
+        channel_key: d.channelKey,
+        rule_id: d.ruleId,
+        webhook_endpoint_id: d.endpointId,
+        member_id: d.memberId,
+        chat_channel_id: d.chatChannelId,
+        status: d.status,
       });
     }
   }
-  const columns = ['workspace_id', 'event_id', 'channel', 'channel_key', 'rule_id', 'webhook_endpoint_id', 'member_id', 'chat_channel_id', 'status'] as const;
+  const columns = [
+    'workspace_id',
+    'event_id',
+    'channel',
+    'channel_key',
+    'rule_id',
+    'webhook_endpoint_id',
+    'member_id',
+    'chat_channel_id',
+    'status',
+  ] as const;
   for (let i = 0; i < rows.length; i += 1000) {
     await db`insert into notification_deliveries ${db(rows.slice(i, i + 1000), ...columns)} on conflict (event_id, channel_key) do nothing`;
   }
@@ -96,7 +137,11 @@ export interface RecordedAttempt {
 }
 
 /** The attempts numbered `attempt` already recorded for these deliveries' runs, by `<delivery id>:<run>`. */
-export async function recordedAttempts(db: Db, deliveries: { id: string; run: number }[], attempt: number): Promise<Map<string, RecordedAttempt>> {
+export async function recordedAttempts(
+  db: Db,
+  deliveries: { id: string; run: number }[],
+  attempt: number,
+): Promise<Map<string, RecordedAttempt>> {
   if (deliveries.length === 0) return new Map();
   const rows = await db<(RecordedAttempt & { delivery_id: string; run: number })[]>`
     select delivery_id, run, outcome, status_code, error from notification_delivery_attempts
@@ -125,7 +170,10 @@ export interface NewAttempt {
  * 2xx to a webhook also clears its endpoint's failing time in that statement. Answers the
  * deliveries whose attempt this call recorded (another write may have got there first).
  */
-export async function recordAttempts(db: Db, attempts: (NewAttempt & { healthyEndpointId?: string | null })[]): Promise<Set<string>> {
+export async function recordAttempts(
+  db: Db,
+  attempts: (NewAttempt & { healthyEndpointId?: string | null })[],
+): Promise<Set<string>> {
   if (attempts.length === 0) return new Set();
   const column = <T>(pick: (a: NewAttempt & { healthyEndpointId?: string | null }) => T) => attempts.map(pick);
   const rows = await db<{ delivery_id: string }[]>`
@@ -165,14 +213,21 @@ export async function reopenDelivery(db: Db, deliveryId: string): Promise<number
 }
 
 /** The endpoint's delivery of the event, made when it had none (the endpoint did not take the type then). */
-export async function webhookDeliveryOf(db: Db, workspaceId: string, endpointId: string, eventId: string): Promise<string> {
+export async function webhookDeliveryOf(
+  db: Db,
+  workspaceId: string,
+  endpointId: string,
+  eventId: string,
+): Promise<string> {
   const key = `webhook:${endpointId}`;
   const [made] = await db<{ id: string }[]>`
     insert into notification_deliveries (workspace_id, event_id, channel, channel_key, webhook_endpoint_id, status)
     values (${workspaceId}, ${eventId}, 'webhook', ${key}, ${endpointId}, 'failed')
     on conflict (event_id, channel_key) do nothing returning id`;
   if (made) return made.id;
-  const [existing] = await db<{ id: string }[]>`select id from notification_deliveries where event_id = ${eventId} and channel_key = ${key}`;
+  const [existing] = await db<
+    { id: string }[]
+  >`select id from notification_deliveries where event_id = ${eventId} and channel_key = ${key}`;
   return existing!.id;
 }
 
@@ -192,7 +247,11 @@ interface AttemptListRow {
 }
 
 /** An endpoint's attempts, newest first, paged by attempt id. */
-export async function listEndpointAttempts(db: Db, endpointId: string, q: { limit: number; before?: number; eventId?: string }) {
+export async function listEndpointAttempts(
+  db: Db,
+  endpointId: string,
+  q: { limit: number; before?: number; eventId?: string },
+) {
   const rows = await db<AttemptListRow[]>`
     select a.id, a.delivery_id, d.event_id, e.type as event_type, a.attempt, a.trigger, a.attempted_at, a.duration_ms, a.outcome, a.status_code,
       a.response_excerpt, a.error
@@ -205,7 +264,11 @@ export async function listEndpointAttempts(db: Db, endpointId: string, q: { limi
     order by a.id desc limit ${q.limit + 1}`;
   const page = rows.slice(0, q.limit);
   return {
-    attempts: page.map((r) => ({ ...r, webhook_id: webhookIdOf(r.delivery_id), attempted_at: r.attempted_at.toISOString() })),
+    attempts: page.map((r) => ({
+      ...r,
+      webhook_id: webhookIdOf(r.delivery_id),
+      attempted_at: r.attempted_at.toISOString(),
+    })),
     next_before: rows.length > q.limit ? page[page.length - 1]!.id : null,
   };
 }
@@ -224,6 +287,7 @@ export async function membersWithDigest(db: Db): Promise<{ member_id: string; wo
 
 export async function markDigested(db: Db, ids: string[]): Promise<number> {
   if (ids.length === 0) return 0;
-  const rows = await db`update notification_deliveries set status = 'digested', updated_at = now() where id = any(${ids}::uuid[]) and status = 'digest_pending' returning id`;
+  const rows =
+    await db`update notification_deliveries set status = 'digested', updated_at = now() where id = any(${ids}::uuid[]) and status = 'digest_pending' returning id`;
   return rows.length;
 }

@@ -5,7 +5,12 @@
  */
 import type postgres from 'postgres';
 import type { Db } from '../../db/sql.js';
-import { parseEventPayload, type EventPayload, type EventType, type WorkspaceEvent } from '../../domain/notifications/events.js';
+import {
+  parseEventPayload,
+  type EventPayload,
+  type EventType,
+  type WorkspaceEvent,
+} from '../../domain/notifications/events.js';
 
 export interface NewWorkspaceEvent<T extends EventType> {
   workspaceId: string;

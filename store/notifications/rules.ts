@@ -1,7 +1,12 @@
 /** Notification rules and member preferences (issue 21): rows per workspace, reached by workspace. */
 import type { Db, Sql } from '../../db/sql.js';
 import type { EventType } from '../../domain/notifications/events.js';
-import type { CreateRule, NotificationChannel, NotificationRule, PreferenceMode } from '../../domain/notifications/rules.js';
+import type {
+  CreateRule,
+  NotificationChannel,
+  NotificationRule,
+  PreferenceMode,
+} from '../../domain/notifications/rules.js';
 
 export interface RuleRow {
   id: string;
@@ -33,11 +38,18 @@ export const ruleOut = (r: RuleRow): NotificationRule => ({
 });
 
 export async function countRules(db: Db, workspaceId: string): Promise<number> {
-  const [row] = await db<{ n: number }[]>`select count(*)::int as n from notification_rules where workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    { n: number }[]
+  >`select count(*)::int as n from notification_rules where workspace_id = ${workspaceId}`;
   return row!.n;
 }
 
-export async function insertRule(db: Db, workspaceId: string, r: CreateRule, createdBy: string | null): Promise<RuleRow> {
+export async function insertRule(
+  db: Db,
+  workspaceId: string,
+  r: CreateRule,
+  createdBy: string | null,
+): Promise<RuleRow> {
   const [row] = await db<RuleRow[]>`
     insert into notification_rules (workspace_id, event_type, filters, channel, member_ids, chat_channel_id, chat_channel_name, webhook_endpoint_id, enabled, created_by)
     values (${workspaceId}, ${r.event_type}, ${db.json((r.filters ?? {}) as never)}, ${r.channel}, ${r.member_ids ?? []}, ${r.chat_channel_id ?? null},
@@ -51,7 +63,9 @@ export async function listRules(db: Db, workspaceId: string): Promise<RuleRow[]>
 }
 
 export async function findRule(db: Db, workspaceId: string, id: string): Promise<RuleRow | undefined> {
-  const [row] = await db<RuleRow[]>`select * from notification_rules where id = ${id} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    RuleRow[]
+  >`select * from notification_rules where id = ${id} and workspace_id = ${workspaceId}`;
   return row;
 }
 
@@ -59,7 +73,13 @@ export async function updateRule(
   db: Db,
   workspaceId: string,
   id: string,
-  patch: { filters?: Record<string, unknown>; member_ids?: string[]; chat_channel_id?: string; chat_channel_name?: string; enabled?: boolean },
+  patch: {
+    filters?: Record<string, unknown>;
+    member_ids?: string[];
+    chat_channel_id?: string;
+    chat_channel_name?: string;
+    enabled?: boolean;
+  },
 ): Promise<RuleRow | undefined> {
   const [row] = await db<RuleRow[]>`
     update notification_rules set
@@ -81,21 +101,35 @@ export async function deleteRule(db: Db, workspaceId: string, id: string): Promi
 
 /** How many team-chat rules the workspace has (kept across a disconnect). */
 export async function countTeamChatRules(db: Db, workspaceId: string): Promise<number> {
-  const [row] = await db<{ n: number }[]>`select count(*)::int as n from notification_rules where workspace_id = ${workspaceId} and channel = 'team_chat'`;
+  const [row] = await db<
+    { n: number }[]
+  >`select count(*)::int as n from notification_rules where workspace_id = ${workspaceId} and channel = 'team_chat'`;
   return row!.n;
 }
 
 export async function memberPreferences(db: Db, memberId: string): Promise<Map<string, PreferenceMode>> {
-  const rows = await db<{ event_type: string; mode: PreferenceMode }[]>`select event_type, mode from notification_preferences where member_id = ${memberId}`;
+  const rows = await db<
+    { event_type: string; mode: PreferenceMode }[]
+  >`select event_type, mode from notification_preferences where member_id = ${memberId}`;
   return new Map(rows.map((r) => [r.event_type, r.mode]));
 }
 
 /** Sets a member's preferences, all or none (one transaction). */
-export async function setPreferences(sql: Sql, workspaceId: string, memberId: string, prefs: { event_type: string; mode: PreferenceMode }[]): Promise<void> {
+export async function setPreferences(
+  sql: Sql,
+  workspaceId: string,
+  memberId: string,
+  prefs: { event_type: string; mode: PreferenceMode }[],
+): Promise<void> {
   await sql.begin((tx) => writePreferences(tx, workspaceId, memberId, prefs));
 }
 
-async function writePreferences(db: Db, workspaceId: string, memberId: string, prefs: { event_type: string; mode: PreferenceMode }[]): Promise<void> {
+async function writePreferences(
+  db: Db,
+  workspaceId: string,
+  memberId: string,
+  prefs: { event_type: string; mode: PreferenceMode }[],
+): Promise<void> {
   for (const p of prefs) {
     if (p.mode === 'each') {
       await db`delete from notification_preferences where member_id = ${memberId} and event_type = ${p.event_type}`;
@@ -108,7 +142,11 @@ async function writePreferences(db: Db, workspaceId: string, memberId: string, p
 }
 
 /** member id → mode for one event type, over the workspace's members. */
-export async function preferencesForType(db: Db, workspaceId: string, eventType: string): Promise<Map<string, PreferenceMode>> {
+export async function preferencesForType(
+  db: Db,
+  workspaceId: string,
+  eventType: string,
+): Promise<Map<string, PreferenceMode>> {
   const rows = await db<{ member_id: string; mode: PreferenceMode }[]>`
     select member_id, mode from notification_preferences where workspace_id = ${workspaceId} and event_type = ${eventType}`;
   return new Map(rows.map((r) => [r.member_id, r.mode]));
@@ -116,7 +154,9 @@ export async function preferencesForType(db: Db, workspaceId: string, eventType:
 
 /** How many of `ids` are members of the workspace (distinct). */
 export async function countWorkspaceMembers(db: Db, workspaceId: string, ids: string[]): Promise<number> {
-  const [row] = await db<{ n: number }[]>`select count(*)::int as n from members where workspace_id = ${workspaceId} and id = any(${ids}::uuid[])`;
+  const [row] = await db<
+    { n: number }[]
+  >`select count(*)::int as n from members where workspace_id = ${workspaceId} and id = any(${ids}::uuid[])`;
   return row!.n;
 }
 

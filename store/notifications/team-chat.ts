@@ -18,13 +18,23 @@ export interface TeamChatConnectionRow {
 }
 
 export async function teamChatConnection(db: Db, workspaceId: string): Promise<TeamChatConnectionRow | undefined> {
-  const [row] = await db<TeamChatConnectionRow[]>`select * from team_chat_connections where workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    TeamChatConnectionRow[]
+  >`select * from team_chat_connections where workspace_id = ${workspaceId}`;
   return row;
 }
 
 export async function saveTeamChatConnection(
   db: Db,
-  c: { workspaceId: string; teamId: string; teamName: string; botUserId: string | null; tokenSealed: string; scopes: string[]; connectedBy: string | null },
+  c: {
+    workspaceId: string;
+    teamId: string;
+    teamName: string;
+    botUserId: string | null;
+    tokenSealed: string;
+    scopes: string[];
+    connectedBy: string | null;
+  },
 ): Promise<TeamChatConnectionRow> {
   const [row] = await db<TeamChatConnectionRow[]>`
     insert into team_chat_connections (workspace_id, team_id, team_name, bot_user_id, bot_token_sealed, scopes, connected_by)
@@ -37,19 +47,32 @@ export async function saveTeamChatConnection(
 }
 
 /** The token was revoked: only connecting again helps. Guarded by the token it failed with. */
-export async function markTeamChatRevoked(db: Db, workspaceId: string, tokenSealed: string, error: string): Promise<void> {
+export async function markTeamChatRevoked(
+  db: Db,
+  workspaceId: string,
+  tokenSealed: string,
+  error: string,
+): Promise<void> {
   await db`
     update team_chat_connections set status = 'reconnect_required', last_error = ${error}, updated_at = now()
     where workspace_id = ${workspaceId} and bot_token_sealed = ${tokenSealed}`;
 }
 
 /** Deletes the connection; rules keep their channels. Answers the deleted row (its token, to revoke). */
-export async function deleteTeamChatConnection(db: Db, workspaceId: string): Promise<TeamChatConnectionRow | undefined> {
-  const [row] = await db<TeamChatConnectionRow[]>`delete from team_chat_connections where workspace_id = ${workspaceId} returning *`;
+export async function deleteTeamChatConnection(
+  db: Db,
+  workspaceId: string,
+): Promise<TeamChatConnectionRow | undefined> {
+  const [row] = await db<
+    TeamChatConnectionRow[]
+  >`delete from team_chat_connections where workspace_id = ${workspaceId} returning *`;
   return row;
 }
 
-export async function insertTeamChatAuthorization(db: Db, a: { stateHash: Buffer; workspaceId: string; memberId: string | null; verifierSealed: string; ttlSeconds: number }) {
+export async function insertTeamChatAuthorization(
+  db: Db,
+  a: { stateHash: Buffer; workspaceId: string; memberId: string | null; verifierSealed: string; ttlSeconds: number },
+) {
   await db`delete from team_chat_authorizations where expires_at < now()`;
   await db`
     insert into team_chat_authorizations (state_hash, workspace_id, member_id, code_verifier_sealed, expires_at)

@@ -39,13 +39,24 @@ export const endpointOut = (r: EndpointRow): WebhookEndpoint => ({
 });
 
 export async function countEndpoints(db: Db, workspaceId: string): Promise<number> {
-  const [row] = await db<{ n: number }[]>`select count(*)::int as n from webhook_endpoints where workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    { n: number }[]
+  >`select count(*)::int as n from webhook_endpoints where workspace_id = ${workspaceId}`;
   return row!.n;
 }
 
 export async function insertEndpoint(
   db: Db,
-  e: { id: string; workspaceId: string; url: string; description: string; eventTypes: string[]; enabled: boolean; secretSealed: string; createdBy: string | null },
+  e: {
+    id: string;
+    workspaceId: string;
+    url: string;
+    description: string;
+    eventTypes: string[];
+    enabled: boolean;
+    secretSealed: string;
+    createdBy: string | null;
+  },
 ): Promise<EndpointRow> {
   const [row] = await db<EndpointRow[]>`
     insert into webhook_endpoints (id, workspace_id, url, description, event_types, enabled, secret_sealed, created_by)
@@ -59,7 +70,9 @@ export async function listEndpoints(db: Db, workspaceId: string): Promise<Endpoi
 }
 
 export async function findEndpoint(db: Db, workspaceId: string, id: string): Promise<EndpointRow | undefined> {
-  const [row] = await db<EndpointRow[]>`select * from webhook_endpoints where id = ${id} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    EndpointRow[]
+  >`select * from webhook_endpoints where id = ${id} and workspace_id = ${workspaceId}`;
   return row;
 }
 
@@ -89,7 +102,13 @@ export async function deleteEndpoint(db: Db, workspaceId: string, id: string): P
 }
 
 /** A new secret; the current one becomes the previous, signing beside it until `overlapSeconds` from now (0: not at all). */
-export async function rotateSecret(db: Db, workspaceId: string, id: string, newSealed: string, overlapSeconds: number): Promise<EndpointRow | undefined> {
+export async function rotateSecret(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  newSealed: string,
+  overlapSeconds: number,
+): Promise<EndpointRow | undefined> {
   const [row] = await db<EndpointRow[]>`
     update webhook_endpoints set
       previous_secret_sealed = case when ${overlapSeconds} > 0 then secret_sealed else null end,

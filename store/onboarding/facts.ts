@@ -19,7 +19,8 @@ export async function readOnboardingFacts(db: Db, workspaceId: string): Promise<
       (select created_at from api_keys where workspace_id = ${workspaceId} order by created_at, id offset 1 limit 1) as api_key,
       (select created_at from members where workspace_id = ${workspaceId} order by created_at, id offset 1 limit 1) as teammate_invited`;
   const r = row!;
-  const earliest = (...dates: (Date | null)[]) => dates.filter((d): d is Date => d !== null).sort((a, b) => a.getTime() - b.getTime())[0] ?? null;
+  const earliest = (...dates: (Date | null)[]) =>
+    dates.filter((d): d is Date => d !== null).sort((a, b) => a.getTime() - b.getTime())[0] ?? null;
   return {
     sender_connected: earliest(r.pnet_connected, r.mailbox_connected),
     mailbox_connected: r.mailbox_connected,
@@ -31,7 +32,11 @@ export async function readOnboardingFacts(db: Db, workspaceId: string): Promise<
   };
 }
 
-export async function readOnboardingDismissal(db: Db, workspaceId: string, memberId: string | null): Promise<Date | null> {
+export async function readOnboardingDismissal(
+  db: Db,
+  workspaceId: string,
+  memberId: string | null,
+): Promise<Date | null> {
   if (!memberId) return null;
   const [row] = await db<{ dismissed_at: Date }[]>`
     select dismissed_at from onboarding_dismissals where workspace_id = ${workspaceId} and member_id = ${memberId}`;

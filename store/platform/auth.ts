@@ -3,7 +3,11 @@ import type { Db } from '../../db/sql.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 
 /** The member of the workspace signed in as this identity-provider user, with the workspace's plan. */
-export async function memberOfIdpUser(db: Db, workspaceId: string, idpUserId: string): Promise<{ id: string; role: Role; plan: Plan } | undefined> {
+export async function memberOfIdpUser(
+  db: Db,
+  workspaceId: string,
+  idpUserId: string,
+): Promise<{ id: string; role: Role; plan: Plan } | undefined> {
   const [member] = await db<{ id: string; role: Role; plan: Plan }[]>`
     select m.id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id
     where m.workspace_id = ${workspaceId} and m.idp_user_id = ${idpUserId}`;
@@ -11,7 +15,10 @@ export async function memberOfIdpUser(db: Db, workspaceId: string, idpUserId: st
 }
 
 /** A member by id, with its workspace's plan: the person the assistant acts for. */
-export async function memberById(db: Db, memberId: string): Promise<{ id: string; workspace_id: string; role: Role; plan: Plan } | undefined> {
+export async function memberById(
+  db: Db,
+  memberId: string,
+): Promise<{ id: string; workspace_id: string; role: Role; plan: Plan } | undefined> {
   const [member] = await db<{ id: string; workspace_id: string; role: Role; plan: Plan }[]>`
     select m.id, m.workspace_id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id where m.id = ${memberId}`;
   return member;

@@ -5,7 +5,12 @@
  * releaseHold inside their own transactions.
  */
 import type { Db, Sql } from '../../db/sql.js';
-import { defaultHoldTtlSeconds, type CreditBalance, type CreditMovement, type CreditMovementKind } from '../../domain/platform/credits.js';
+import {
+  defaultHoldTtlSeconds,
+  type CreditBalance,
+  type CreditMovement,
+  type CreditMovementKind,
+} from '../../domain/platform/credits.js';
 import { ApiError } from '../../domain/shared/errors.js';
 
 export interface CreditHold {
@@ -20,7 +25,14 @@ export interface CreditHold {
 
 export async function recordMovement(
   tx: Db,
-  m: { workspaceId: string; kind: CreditMovementKind; amount: number; causeKey: string; holdId?: string; note?: string },
+  m: {
+    workspaceId: string;
+    kind: CreditMovementKind;
+    amount: number;
+    causeKey: string;
+    holdId?: string;
+    note?: string;
+  },
 ): Promise<boolean> {
   const rows = await tx`
     insert into credit_ledger (workspace_id, hold_id, kind, amount, cause_key, note)
@@ -36,8 +48,12 @@ export async function getBalance(db: Db, workspaceId: string): Promise<CreditBal
 }
 
 /** Adds credits once per cause key, inside the caller's transaction; true when this call added them. */
-export async function grantCreditsIn(tx: Db, input: { workspaceId: string; amount: number; causeKey: string; note?: string }): Promise<boolean> {
-  if (!Number.isInteger(input.amount) || input.amount <= 0) throw new ApiError('unprocessable', 'A grant is a positive whole number of credits.');
+export async function grantCreditsIn(
+  tx: Db,
+  input: { workspaceId: string; amount: number; causeKey: string; note?: string },
+): Promise<boolean> {
+  if (!Number.isInteger(input.amount) || input.amount <= 0)
+    throw new ApiError('unprocessable', 'A grant is a positive whole number of credits.');
   if (!(await recordMovement(tx, { ...input, kind: 'grant' }))) return false;
   await tx`
     insert into credit_balances (workspace_id, available) values (${input.workspaceId}, ${input.amount})
@@ -62,13 +78,25 @@ export async function grantCredits(
  * transaction: at most what is available, since what was spent stays spent. Answers how many
  * were taken (0 for a repeated cause or an empty balance).
  */
-export async function revokeCreditsIn(tx: Db, input: { workspaceId: string; amount: number; causeKey: string; note: string }): Promise<number> {
+export async function revokeCreditsIn(
+  tx: Db,
+  input: { workspaceId: string; amount: number; causeKey: string; note: string },
+): Promise<number> {
   const [balance] = await tx<{ available: number }[]>`
     select available from credit_balances where workspace_id = ${input.workspaceId} for update`;
   const take = Math.min(input.amount, Number(balance?.available ?? 0));
   if (take <= 0) return 0;
   const note = take < input.amount ? `${input.note} (${input.amount - take} already spent)` : input.note;
-  if (!(await recordMovement(tx, { workspaceId: input.workspaceId, kind: 'revoke', amount: take, causeKey: input.causeKey, note }))) return 0;
+  if (
+    !(await recordMovement(tx, {
+      workspaceId: input.workspaceId,
+      kind: 'revoke',
+      amount: take,
+      causeKey: input.causeKey,
+      note,
+    }))
+  )
+    return 0;
   await tx`update credit_balances set available = available - ${take}, updated_at = now() where workspace_id = ${input.workspaceId}`;
   return take;
 }
@@ -109,12 +137,16 @@ export function holdCtes(db: Db, input: HoldInput) {
 }
 
 export function validHoldAmount(amount: number) {
-  if (!Number.isInteger(amount) || amount <= 0) throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
+  if (!Number.isInteger(amount) || amount <= 0)
+    throw new ApiError('unprocessable', 'A hold is a positive whole number of credits.');
 }
 
 export async function insufficientCredits(db: Db, workspaceId: string, amount: number): Promise<ApiError> {
   const balance = await getBalance(db, workspaceId);
-  return new ApiError('insufficient_credits', `This needs ${amount} credits and the workspace has ${balance.available} available.`);
+  return new ApiError(
+    'insufficient_credits',
+    `This needs ${amount} credits and the workspace has ${balance.available} available.`,
+  );
 }
 
 /**
@@ -162,15 +194,22 @@ export function settleHoldStatement(tx: Db, holdId: string, outcome: 'charged' |
 }
 
 /** Ends a hold (see settleHoldStatement) and answers it as it stands. */
-export async function settleHold(tx: Db, holdId: string, outcome: 'charged' | 'released', charge: number): Promise<CreditHold | undefined> {
+export async function settleHold(
+  tx: Db,
+  holdId: string,
+  outcome: 'charged' | 'released',
+  charge: number,
+): Promise<CreditHold | undefined> {
   const [hold] = await settleHoldStatement(tx, holdId, outcome, charge);
   if (hold) return hold;
   const [current] = await tx<CreditHold[]>`select * from credit_holds where id = ${holdId}`;
   return current;
 }
 
-export const chargeHold = (tx: Db, holdId: string, amount?: number) => settleHold(tx, holdId, 'charged', amount ?? Number.MAX_SAFE_INTEGER);
-export const chargeHoldStatement = (tx: Db, holdId: string) => settleHoldStatement(tx, holdId, 'charged', Number.MAX_SAFE_INTEGER);
+export const chargeHold = (tx: Db, holdId: string, amount?: number) =>
+  settleHold(tx, holdId, 'charged', amount ?? Number.MAX_SAFE_INTEGER);
+export const chargeHoldStatement = (tx: Db, holdId: string) =>
+  settleHoldStatement(tx, holdId, 'charged', Number.MAX_SAFE_INTEGER);
 export const releaseHoldStatement = (tx: Db, holdId: string) => settleHoldStatement(tx, holdId, 'released', 0);
 export const releaseHold = (tx: Db, holdId: string) => settleHold(tx, holdId, 'released', 0);
 
@@ -186,4 +225,3 @@ export async function listMovements(db: Db, workspaceId: string, limit: number, 
   const page = rows.slice(0, limit).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
   return { movements: page, next_before_id: rows.length > limit ? page[page.length - 1]!.id : null };
 }
-

@@ -14,7 +14,10 @@ async function readOrCreate(sql: Sql, key: string): Promise<string> {
   return row!.value;
 }
 
-export function serviceSecret(sql: Sql, key: 'dev_jwt_secret' | 'connection_token_secret' | 'secrets_key'): Promise<string> {
+export function serviceSecret(
+  sql: Sql,
+  key: 'dev_jwt_secret' | 'connection_token_secret' | 'secrets_key',
+): Promise<string> {
   let perSql = cache.get(sql);
   if (!perSql) cache.set(sql, (perSql = new Map()));
   let secret = perSql.get(key);

@@ -2,12 +2,34 @@ import { openBillingAccount } from '../billing/accounts.js';
 import type { Db } from '../../db/sql.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 
-interface WorkspaceRow { id: string; name: string; plan: Plan; created_at: Date }
-interface MemberRow { id: string; idp_user_id: string; display_name: string; email: string; role: Role; created_at: Date }
+interface WorkspaceRow {
+  id: string;
+  name: string;
+  plan: Plan;
+  created_at: Date;
+}
+interface MemberRow {
+  id: string;
+  idp_user_id: string;
+  display_name: string;
+  email: string;
+  role: Role;
+  created_at: Date;
+}
 
-const toWorkspace = (r: WorkspaceRow) => ({ id: r.id, name: r.name, plan: r.plan, created_at: r.created_at.toISOString() });
+const toWorkspace = (r: WorkspaceRow) => ({
+  id: r.id,
+  name: r.name,
+  plan: r.plan,
+  created_at: r.created_at.toISOString(),
+});
 const toMember = (r: MemberRow) => ({
-  id: r.id, user_id: r.idp_user_id, display_name: r.display_name, email: r.email, role: r.role, created_at: r.created_at.toISOString(),
+  id: r.id,
+  user_id: r.idp_user_id,
+  display_name: r.display_name,
+  email: r.email,
+  role: r.role,
+  created_at: r.created_at.toISOString(),
 });
 
 export async function getWorkspace(db: Db, id: string) {

@@ -3,7 +3,15 @@
  * sender's time zone, and today's and this week's usage against the ceilings in force.
  */
 import type { Db } from '../../db/sql.js';
-import { dailyKey, defaultLimits, effectiveLimit, limitKinds, warmUpShare, weeklyKey, type Limits } from '../../domain/pnet/limits.js';
+import {
+  dailyKey,
+  defaultLimits,
+  effectiveLimit,
+  limitKinds,
+  warmUpShare,
+  weeklyKey,
+  type Limits,
+} from '../../domain/pnet/limits.js';
 import type { PnetAccount, Usage } from '../../domain/pnet/accounts.js';
 import type { RunMode, WorkingHours } from '../../domain/pnet/sender-profiles.js';
 import { addDays, formatLocalDate, localDate, localWeekStart } from '../../domain/shared/zoned-time.js';
@@ -85,7 +93,11 @@ export function usageDaysAround(now: Date): { from: string; to: string } {
 }
 
 /** usageOf from the account's usage rows of usageDaysAround(now): the same sums, counted here. */
-export function usageFromDays(row: UsageAccount, days: { local_date: string; limit_kind: string; used: number }[], now: Date): Usage[] {
+export function usageFromDays(
+  row: UsageAccount,
+  days: { local_date: string; limit_kind: string; used: number }[],
+  now: Date,
+): Usage[] {
   const today = formatLocalDate(localDate(now, row.timezone));
   const weekStart = localWeekStart(now, row.timezone);
   const from = formatLocalDate(weekStart);

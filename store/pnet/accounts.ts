@@ -4,7 +4,12 @@ import { createHash, createHmac } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { defaultLimits, limitMaximums } from '../../domain/pnet/limits.js';
-import { defaultWorkingHours, minActionIntervalBounds, type PnetSettingsUpdate, type SenderProfile } from '../../domain/pnet/sender-profiles.js';
+import {
+  defaultWorkingHours,
+  minActionIntervalBounds,
+  type PnetSettingsUpdate,
+  type SenderProfile,
+} from '../../domain/pnet/sender-profiles.js';
 import type { PnetAccount } from '../../domain/pnet/accounts.js';
 import { nextLocalMidnight } from '../../domain/shared/zoned-time.js';
 import { usageOf, type AccountRow } from './account-rows.js';
@@ -42,7 +47,11 @@ export async function connectionToken(sql: Sql, accountId: string, version: numb
 
 export const hashConnectionToken = (token: string) => createHash('sha256').update(token).digest();
 
-export async function createSenderProfile(sql: Sql, workspaceId: string, input: { name: string; timezone: string }): Promise<SenderProfile> {
+export async function createSenderProfile(
+  sql: Sql,
+  workspaceId: string,
+  input: { name: string; timezone: string },
+): Promise<SenderProfile> {
   const accountId = crypto.randomUUID();
   const token = await connectionToken(sql, accountId, 1);
   try {
@@ -139,13 +148,19 @@ export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: 
   if (!row) return undefined;
   const token = await connectionToken(sql, row.id, row.connection_token_version);
 
-  const sessions = await sql<{ id: string; browser_label: string; extension_version: string; connected_at: Date; last_seen_at: Date }[]>`
+  const sessions = await sql<
+    { id: string; browser_label: string; extension_version: string; connected_at: Date; last_seen_at: Date }[]
+  >`
     select id, browser_label, extension_version, connected_at, last_seen_at from pnet_sessions
     where account_id = ${row.id} order by last_seen_at desc`;
   const presences = sessions.map((s) => presenceOf(s.last_seen_at, now));
   const presence = presences.includes('active') ? 'active' : presences.includes('idle') ? 'idle' : 'offline';
   const limits = { ...defaultLimits, ...row.limits };
-  const [line, usage, stopped] = await Promise.all([lineOf(sql, row.id), usageOf(sql, row, now), sendingStopped(sql, row.workspace_id)]);
+  const [line, usage, stopped] = await Promise.all([
+    lineOf(sql, row.id),
+    usageOf(sql, row, now),
+    sendingStopped(sql, row.workspace_id),
+  ]);
   const account: PnetAccount = {
     id: row.id,
     sender_profile_id: row.sender_profile_id,
@@ -202,7 +217,11 @@ export async function disconnectAccount(sql: Sql, workspaceId: string, profileId
         connection_token_version = connection_token_version + 1, connection_token_hash = ${hashConnectionToken(token)}, updated_at = now()
       where id = ${row.id}`;
     await tx`delete from pnet_sessions where account_id = ${row.id}`;
-    await recordWorkspaceEvent(tx, { workspaceId, type: 'account.disconnected', payload: { account_id: row.id, sender_profile_id: profileId } });
+    await recordWorkspaceEvent(tx, {
+      workspaceId,
+      type: 'account.disconnected',
+      payload: { account_id: row.id, sender_profile_id: profileId },
+    });
     return tx<StepRow[]>`
       select * from browser_steps where account_id = ${row.id} and status in ('awaiting_approval', 'queued', 'resuming') order by created_at`;
   }) as Promise<StepRow[]>;

@@ -7,7 +7,14 @@ import { createHistogram, performance } from 'node:perf_hooks';
 import type { Db, Sql } from '../../db/sql.js';
 import type { StepRow } from './steps.js';
 import { sendingStopped } from './agent-sending.js';
-import { loadAccount, usageDaysAround, usageFromDays, usageOf, type AccountRow, type UsageAccount } from './account-rows.js';
+import {
+  loadAccount,
+  usageDaysAround,
+  usageFromDays,
+  usageOf,
+  type AccountRow,
+  type UsageAccount,
+} from './account-rows.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import { pollAfterSeconds, type Wait } from '../../domain/pnet/pacing.js';
 import { configVersion, leaseSeconds, type AgentHeartbeat, type AgentState } from '../../domain/pnet/agent.js';
@@ -16,7 +23,17 @@ import { nextLocalMidnight } from '../../domain/shared/zoned-time.js';
 import { claimOverdue } from '../../domain/pnet/settle.js';
 import { overdueClaimGraceSeconds } from '../../domain/pnet/timing.js';
 import { hashConnectionToken } from './accounts.js';
-import { ceilingWait, lineSql, pacingWait, repliesWait, toLine, unpacedReady, waitFor, waitOf, type LineAccount } from './line.js';
+import {
+  ceilingWait,
+  lineSql,
+  pacingWait,
+  repliesWait,
+  toLine,
+  unpacedReady,
+  waitFor,
+  waitOf,
+  type LineAccount,
+} from './line.js';
 
 export async function findAccountByToken(db: Db, token: string) {
   const [row] = await db<{ id: string; workspace_id: string; plan: 'free' | 'paid' }[]>`
@@ -40,7 +57,15 @@ interface CheckIn {
 /** The account columns a check-in's answer reads: fewer to write out, send and parse than the whole row. */
 type CheckInAccount = LineAccount &
   UsageAccount &
-  Pick<AccountRow, 'member_urn' | 'lease_session_id' | 'run_mode' | 'min_action_interval_seconds' | 'attempts_enabled' | 'resume_enabled'>;
+  Pick<
+    AccountRow,
+    | 'member_urn'
+    | 'lease_session_id'
+    | 'run_mode'
+    | 'min_action_interval_seconds'
+    | 'attempts_enabled'
+    | 'resume_enabled'
+  >;
 
 /** What the check-in statement reads besides the account's columns. */
 interface CheckInExtras {
@@ -258,17 +283,25 @@ export async function checkInBatch(
       select * from json_to_recordset(${JSON.stringify(inputs)}::text::json) as i(n int, account_id uuid, token_hash text,
         browser_id uuid, label text, version text, nonce text, urn text, vanity_name text, display_name text, headline text,
         photo_url text, run_mode text, running_id uuid, running_claimed_at timestamptz)
-    ), ${skipLocked ? sql`running_free as materialized (
+    ), ${
+      skipLocked
+        ? sql`running_free as materialized (
       -- Running claims named whose rows no settle or expiry holds now.
       select b.id from browser_steps b join i on b.id = i.running_id
       order by b.id for update of b skip locked
-    ), ` : sql``}locked as materialized (
+    ), `
+        : sql``
+    }locked as materialized (
       -- The account rows first, in the order every other writer of an account takes its locks;
       -- none for a check-in whose token is no longer its account's. Skipping locked rows, none
       -- either for an account a claim holds, or whose running claim named is held.
       select a.id, a.member_urn from pnet_accounts a join i on a.id = i.account_id and a.connection_token_hash = decode(i.token_hash, 'hex')
-      ${skipLocked ? sql`where i.running_id is null or exists (select 1 from running_free r where r.id = i.running_id)
-        or not exists (select 1 from browser_steps b where b.id = i.running_id)` : sql``}
+      ${
+        skipLocked
+          ? sql`where i.running_id is null or exists (select 1 from running_free r where r.id = i.running_id)
+        or not exists (select 1 from browser_steps b where b.id = i.running_id)`
+          : sql``
+      }
       order by a.id for update of a ${skipLocked ? sql`skip locked` : sql``}
     ), s as (
       insert into pnet_sessions (account_id, browser_id, browser_label, extension_version)
@@ -333,7 +366,12 @@ export async function checkInBatch(
 const earliest = (a: Date | null, b: Date | null) => (a && b ? (a < b ? a : b) : (a ?? b));
 
 /** One check-in's answer from its row of the batch; null when the token no longer opens the account. */
-async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & CheckInExtras) | undefined, now: Date): Promise<AgentState | null> {
+async function agentState(
+  sql: Sql,
+  input: CheckIn,
+  row: (CheckInAccount & CheckInExtras) | undefined,
+  now: Date,
+): Promise<AgentState | null> {
   // The token no longer opens the account (replaced by a disconnect, or the account deleted).
   if (!row) return null;
   const identity = input.identity ?? null;
@@ -356,7 +394,9 @@ async function agentState(sql: Sql, input: CheckIn, row: (CheckInAccount & Check
   // committed while this one waited for the row is not in it yet, so ask once more.
   let holderLabel = holderLabelSeen;
   if (!leaseGranted && holderLabel === null && current.lease_session_id) {
-    const [holder] = await sql<{ browser_label: string }[]>`select browser_label from pnet_sessions where id = ${current.lease_session_id}`;
+    const [holder] = await sql<
+      { browser_label: string }[]
+    >`select browser_label from pnet_sessions where id = ${current.lease_session_id}`;
     holderLabel = holder?.browser_label ?? null;
   }
   const runningClaim: AgentState['running_claim'] = running ? (claimCurrent ? 'renewed' : 'lost') : null;
@@ -421,7 +461,8 @@ export async function pickClaimCandidate(
     select id from pnet_sessions where account_id = ${accountId} and browser_id = ${request.browser_id}`;
   if (!session) throw new ApiError('conflict', 'Check in (heartbeat) before claiming.');
   const leaseHeld = account.lease_session_id && account.lease_expires_at && account.lease_expires_at > now;
-  if (leaseHeld && account.lease_session_id !== session.id) throw new ApiError('conflict', 'Another browser holds the lease of this account.');
+  if (leaseHeld && account.lease_session_id !== session.id)
+    throw new ApiError('conflict', 'Another browser holds the lease of this account.');
   const blocked = (reason: Wait['reason']) => ({ step: null, sessionId: session.id, wait: waitFor(reason, null) });
   if (account.status !== 'connected') return blocked('not_connected');
   if (account.checkpoint_status !== 'ok') return blocked('checkpoint');
@@ -429,9 +470,18 @@ export async function pickClaimCandidate(
     select * from browser_steps where account_id = ${accountId} and status = 'claimed'`;
   // A claim whose lease timer is late blocks the account until it lapses: the caller lapses it
   // (the same guarded statement as the timer) and asks again (decision 046).
-  if (running?.claimed_at && claimOverdue({ claimed_at: running.claimed_at, lease_renewed_at: running.lease_renewed_at }, now, overdueClaimGraceSeconds)) return { ...blocked('running'), overdue: running };
+  if (
+    running?.claimed_at &&
+    claimOverdue(
+      { claimed_at: running.claimed_at, lease_renewed_at: running.lease_renewed_at },
+      now,
+      overdueClaimGraceSeconds,
+    )
+  )
+    return { ...blocked('running'), overdue: running };
   // This browser's own claim whose answer it never got (a timeout, a restart): hand it back.
-  if (running?.claim_session_id === session.id) return { step: null, sessionId: session.id, wait: null, yours: running };
+  if (running?.claim_session_id === session.id)
+    return { step: null, sessionId: session.id, wait: null, yours: running };
   if (running) return blocked('running');
 
   const candidates = await sql<StepRow[]>`

@@ -14,14 +14,20 @@ import { recordWorkspaceEvent } from '../notifications/outbox.js';
 export const minConnectionCheckVersion = '1.4.0';
 
 function versionAtLeast(version: string, minimum: string): boolean {
-  const parts = (v: string) => v.split(/[.+-]/).slice(0, 3).map((p) => Number.parseInt(p, 10) || 0);
+  const parts = (v: string) =>
+    v
+      .split(/[.+-]/)
+      .slice(0, 3)
+      .map((p) => Number.parseInt(p, 10) || 0);
   const [a, b] = [parts(version), parts(minimum)];
   for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) > (b[i] ?? 0);
   return true;
 }
 
 const urnsOf = (outcome: Record<string, unknown> | null): string[] =>
-  Array.isArray(outcome?.member_urns) ? (outcome.member_urns as unknown[]).filter((u): u is string => typeof u === 'string') : [];
+  Array.isArray(outcome?.member_urns)
+    ? (outcome.member_urns as unknown[]).filter((u): u is string => typeof u === 'string')
+    : [];
 
 /** Called in the settling transaction of a housekeeping read. */
 export async function recordCheck(tx: Db, step: StepRow, report: SettleReport): Promise<void> {
@@ -51,7 +57,11 @@ export async function recordCheck(tx: Db, step: StepRow, report: SettleReport): 
       const added = await tx<{ member_urn: string }[]>`
         insert into pnet_connections (account_id, member_urn)
         select ${step.account_id}, unnest(${urns}::text[]) on conflict do nothing returning member_urn`;
-      await recordInvitationsAccepted(tx, step, added.map((a) => a.member_urn));
+      await recordInvitationsAccepted(
+        tx,
+        step,
+        added.map((a) => a.member_urn),
+      );
     }
     await tx`update pnet_accounts set connections_last_checked_at = now(), updated_at = now() where id = ${step.account_id}`;
   }
@@ -69,13 +79,22 @@ async function recordInvitationsAccepted(tx: Db, step: StepRow, newUrns: string[
     await recordWorkspaceEvent(tx, {
       workspaceId: step.workspace_id,
       type: 'invitation.accepted',
-      payload: { account_id: step.account_id, sender_profile_id: a.sender_profile_id, profile_url: a.profile_url ?? '', name: a.name },
+      payload: {
+        account_id: step.account_id,
+        sender_profile_id: a.sender_profile_id,
+        profile_url: a.profile_url ?? '',
+        name: a.name,
+      },
     });
   }
 }
 
 export function repliesCheckOf(row: AccountRow): PnetAccount['replies_check'] {
-  return { failing: row.replies_failing, last_read_at: row.replies_last_read_at?.toISOString() ?? null, holding: row.replies_failing };
+  return {
+    failing: row.replies_failing,
+    last_read_at: row.replies_last_read_at?.toISOString() ?? null,
+    holding: row.replies_failing,
+  };
 }
 
 export async function connectionChecksOf(
@@ -99,6 +118,10 @@ export async function connectionChecksOf(
     watched_since: row.connected_at?.toISOString() ?? null,
     supported,
     problem: supported ? null : 'extension_outdated',
-    gaps: gaps.map((g) => ({ started_at: g.started_at.toISOString(), ended_at: g.ended_at?.toISOString() ?? null, problem: g.problem })),
+    gaps: gaps.map((g) => ({
+      started_at: g.started_at.toISOString(),
+      ended_at: g.ended_at?.toISOString() ?? null,
+      problem: g.problem,
+    })),
   };
 }

@@ -28,7 +28,11 @@ const withCounts = (db: Db, workspaceId: string) => db`
   from pnet_step_holds h where h.workspace_id = ${workspaceId}`;
 
 /** Pauses a contact or a sequence; pausing one already paused answers the hold as it is. */
-export async function createHold(sql: Sql, workspaceId: string, input: StepHoldCreate): Promise<{ created: boolean; hold: ReturnType<typeof toHold> }> {
+export async function createHold(
+  sql: Sql,
+  workspaceId: string,
+  input: StepHoldCreate,
+): Promise<{ created: boolean; hold: ReturnType<typeof toHold> }> {
   const contact = 'contact_key' in input ? input.contact_key : null;
   const sequence = 'sequence_id' in input ? input.sequence_id : null;
   return sql.begin(async (tx) => {
@@ -52,7 +56,11 @@ export async function listHolds(db: Db, workspaceId: string) {
 }
 
 /** Resumes: the hold goes, and its steps go back in line unless another hold still covers them. */
-export async function releaseHold(sql: Sql, workspaceId: string, holdId: string): Promise<{ resumed_steps: number } | undefined> {
+export async function releaseHold(
+  sql: Sql,
+  workspaceId: string,
+  holdId: string,
+): Promise<{ resumed_steps: number } | undefined> {
   return sql.begin(async (tx) => {
     const [hold] = await tx<{ contact_key: string | null; sequence_id: string | null }[]>`
       delete from pnet_step_holds where id = ${holdId} and workspace_id = ${workspaceId} returning contact_key, sequence_id`;

@@ -14,7 +14,14 @@ import { claimLeaseSeconds, overdueClaimGraceSeconds } from '../../domain/pnet/t
 /** The account columns the line's waits read (the heartbeat reads only these). */
 export type LineAccount = Pick<
   AccountRow,
-  'status' | 'checkpoint_status' | 'checkpoint_until' | 'timezone' | 'working_hours' | 'next_metered_at' | 'replies_failing' | 'inbox_next_check_at'
+  | 'status'
+  | 'checkpoint_status'
+  | 'checkpoint_until'
+  | 'timezone'
+  | 'working_hours'
+  | 'next_metered_at'
+  | 'replies_failing'
+  | 'inbox_next_check_at'
 >;
 
 export interface Line {
@@ -115,7 +122,9 @@ export function ceilingWait(account: LineAccount, usage: Usage[], kind: ActionKi
 
 /** A message waits while the inbox read fails: the contact may have replied unseen. */
 export function repliesWait(account: LineAccount, kind: ActionKind): Wait | null {
-  return account.replies_failing && messageKinds.has(kind) ? waitFor('replies_check_failing', account.inbox_next_check_at) : null;
+  return account.replies_failing && messageKinds.has(kind)
+    ? waitFor('replies_check_failing', account.inbox_next_check_at)
+    : null;
 }
 
 /** Whether a browser asking for unpaced steps alone (`unmetered_only`) would be handed one now. */
@@ -129,7 +138,13 @@ export function unpacedReady(account: LineAccount, line: Line): boolean {
  * claim's own order (`pickClaimCandidate` in pnet-agent-store.ts): unpaced steps first, then the metered
  * kinds oldest first, each passed over while the inbox read holds it or its ceiling is reached.
  */
-export function waitOf(account: LineAccount, line: Line, usage: Usage[], now: Date, sendingStopped: boolean): Wait | null {
+export function waitOf(
+  account: LineAccount,
+  line: Line,
+  usage: Usage[],
+  now: Date,
+  sendingStopped: boolean,
+): Wait | null {
   if (line.queued === 0) return null;
   if (account.status !== 'connected') return waitFor('not_connected', null);
   if (account.checkpoint_status !== 'ok') return waitFor('checkpoint', account.checkpoint_until);

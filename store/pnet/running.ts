@@ -19,11 +19,21 @@ export async function grantCommit(sql: Sql, stepId: string, claimedAt: string): 
     const [step] = await tx<(StepRow & { replies_failing: boolean })[]>`
       select s.*, a.replies_failing from browser_steps s join pnet_accounts a on a.id = s.account_id
       where s.id = ${stepId} and s.status = 'claimed' and s.claimed_at = ${claimedAt} for update of s`;
-    if (!step) throw new ApiError('conflict', 'The step is no longer claimed under that claim; stop it without acting.');
+    if (!step)
+      throw new ApiError('conflict', 'The step is no longer claimed under that claim; stop it without acting.');
     if (step.commit_granted_at) return { commit_granted_at: step.commit_granted_at.toISOString() };
-    if (step.held) throw new ApiError('conflict', 'The contact or sequence was paused; release the step (`reopen_paused`) without acting.');
-    if (step.metered && (await sendingStopped(tx, step.workspace_id))) throw new ApiError('conflict', 'Unattended sending was paused; release the step without acting.');
-    if (step.replies_failing && messageKinds.has(step.kind)) throw new ApiError('conflict', 'The inbox read is failing and a reply may be unseen; release the step without acting.');
+    if (step.held)
+      throw new ApiError(
+        'conflict',
+        'The contact or sequence was paused; release the step (`reopen_paused`) without acting.',
+      );
+    if (step.metered && (await sendingStopped(tx, step.workspace_id)))
+      throw new ApiError('conflict', 'Unattended sending was paused; release the step without acting.');
+    if (step.replies_failing && messageKinds.has(step.kind))
+      throw new ApiError(
+        'conflict',
+        'The inbox read is failing and a reply may be unseen; release the step without acting.',
+      );
     const [granted] = await tx<{ commit_granted_at: Date }[]>`
       update browser_steps set commit_granted_at = date_trunc('milliseconds', now()), updated_at = now()
       where id = ${stepId} returning commit_granted_at`;
@@ -37,10 +47,18 @@ interface AttemptRow {
   detail: string | null;
   created_at: Date;
 }
-const toAttempt = (r: AttemptRow) => ({ ...r, claimed_at: r.claimed_at.toISOString(), created_at: r.created_at.toISOString() });
+const toAttempt = (r: AttemptRow) => ({
+  ...r,
+  claimed_at: r.claimed_at.toISOString(),
+  created_at: r.created_at.toISOString(),
+});
 
 /** Records an attempt (once per claim and reason); it never counts against the step. */
-export async function recordAttempt(sql: Sql, stepId: string, attempt: { claimed_at: string; reason: AttemptRow['reason']; detail: string | null }) {
+export async function recordAttempt(
+  sql: Sql,
+  stepId: string,
+  attempt: { claimed_at: string; reason: AttemptRow['reason']; detail: string | null },
+) {
   await sql`
     insert into pnet_step_attempts (step_id, claimed_at, reason, detail)
     values (${stepId}, ${attempt.claimed_at}, ${attempt.reason}, ${attempt.detail}) on conflict do nothing`;
@@ -60,7 +78,14 @@ export async function listAttempts(sql: Sql, stepId: string) {
 export async function recordRunningWait(
   sql: Sql,
   stepId: string,
-  wait: { claimed_at: string | null; site: string; awake_seconds: number; tab_discarded: boolean | null; tab_frozen: boolean | null; tab_status: string | null },
+  wait: {
+    claimed_at: string | null;
+    site: string;
+    awake_seconds: number;
+    tab_discarded: boolean | null;
+    tab_frozen: boolean | null;
+    tab_status: string | null;
+  },
 ): Promise<{ claimedAt: string | null }> {
   const { claimed_at: claimedAt, ...report } = wait;
   const [row] = await sql<{ claimed_at: Date }[]>`

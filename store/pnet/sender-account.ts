@@ -37,7 +37,11 @@ export async function holdAtCheckpoint(tx: Db, accountId: string): Promise<void>
     await recordWorkspaceEvent(tx, {
       workspaceId: held.workspace_id,
       type: 'account.checkpoint',
-      payload: { account_id: accountId, sender_profile_id: held.sender_profile_id, checkpoint_until: held.checkpoint_until?.toISOString() ?? null },
+      payload: {
+        account_id: accountId,
+        sender_profile_id: held.sender_profile_id,
+        checkpoint_until: held.checkpoint_until?.toISOString() ?? null,
+      },
     });
   }
 }
@@ -67,7 +71,11 @@ export async function readAccountForTick(db: Db, accountId: string): Promise<Acc
 }
 
 /** Whether a read of the kind is waiting, and when the last one was queued. */
-export async function lastHousekeepingRead(db: Db, accountId: string, kind: ActionKind): Promise<{ waiting: boolean; last_at: Date | null } | undefined> {
+export async function lastHousekeepingRead(
+  db: Db,
+  accountId: string,
+  kind: ActionKind,
+): Promise<{ waiting: boolean; last_at: Date | null } | undefined> {
   const [last] = await db<{ waiting: boolean; last_at: Date | null }[]>`
     select bool_or(status in ('queued', 'resuming', 'claimed')) as waiting, max(created_at) as last_at
     from browser_steps where account_id = ${accountId} and kind = ${kind}`;
@@ -75,7 +83,12 @@ export async function lastHousekeepingRead(db: Db, accountId: string, kind: Acti
 }
 
 /** Queues a housekeeping read of the account. */
-export async function queueHousekeepingRead(db: Db, workspaceId: string, accountId: string, kind: ActionKind): Promise<StepRow> {
+export async function queueHousekeepingRead(
+  db: Db,
+  workspaceId: string,
+  accountId: string,
+  kind: ActionKind,
+): Promise<StepRow> {
   const [row] = await db<StepRow[]>`
     insert into browser_steps (workspace_id, account_id, kind, params, status, metered, queued_at)
     values (${workspaceId}, ${accountId}, ${kind}, ${db.json({ kind })}, 'queued', true, now())

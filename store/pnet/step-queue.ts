@@ -34,10 +34,17 @@ export async function recordStepRun(db: Db, stepId: string, runId: string | null
  * locks its balance row, and a transaction would hold that lock across a round trip to this
  * process and back.
  */
-export async function insertStep(sql: Sql, workspaceId: string, input: StepQueue, runMode: 'manual' | 'automatic'): Promise<StepRow> {
+export async function insertStep(
+  sql: Sql,
+  workspaceId: string,
+  input: StepQueue,
+  runMode: 'manual' | 'automatic',
+): Promise<StepRow> {
   const awaiting = runMode === 'manual' && !input.test;
   const id = randomUUID();
-  const hold = awaiting ? null : stepHold({ id, workspace_id: workspaceId, kind: input.params.kind, credit_round: 0 }, randomUUID());
+  const hold = awaiting
+    ? null
+    : stepHold({ id, workspace_id: workspaceId, kind: input.params.kind, credit_round: 0 }, randomUUID());
   const [row] = await sql<StepRow[]>`
     with ${hold ? sql`${holdCtes(sql, hold)},` : sql``} step as (
       insert into browser_steps (id, workspace_id, account_id, kind, params, contact_key, sequence_id, run_before, status, metered, queued_at, held, credit_hold_id)

@@ -14,14 +14,14 @@ import { recordStatus } from '../../domain/pnet/steps.js';
 import { recordWorkspaceEvent } from '../notifications/outbox.js';
 import { chargeHoldStatement, holdCredits, releaseHoldStatement, type HoldInput } from '../platform/credits.js';
 import {
-    dailyCeilingRefusal,
-    decideClaim,
-    decideMeteredGate,
-    decideUsageUnit,
-    mayHaveActedCodes,
-    nextMeteredAt,
-    type LapseDecision,
-    type StepRefusal,
+  dailyCeilingRefusal,
+  decideClaim,
+  decideMeteredGate,
+  decideUsageUnit,
+  mayHaveActedCodes,
+  nextMeteredAt,
+  type LapseDecision,
+  type StepRefusal,
 } from '../../domain/pnet/settle.js';
 import { sendingStopped } from './agent-sending.js';
 import { loadAccount, usageOf } from './account-rows.js';
@@ -70,7 +70,8 @@ export const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 /** The 2.2 record of a step that has left the Tasks page. */
 export function toBrowserStep(row: StepRow): BrowserStep {
-  if (row.status === 'awaiting_approval') throw new Error(`step ${row.id} is a task awaiting approval, not a step record`);
+  if (row.status === 'awaiting_approval')
+    throw new Error(`step ${row.id} is a task awaiting approval, not a step record`);
   return {
     id: row.id,
     account_id: row.account_id,
@@ -116,7 +117,10 @@ export async function findStep(db: Db, id: string, workspaceId?: string): Promis
 export function refusal(row: StepRow | undefined, wanted: string): ApplicationFailure {
   if (!row) return ApplicationFailure.nonRetryable('Step not found.', 'not_found');
   const shown = row.status === 'awaiting_approval' ? 'awaiting approval' : row.status;
-  return ApplicationFailure.nonRetryable(`The step is ${shown}; it can be ${wanted} only ${wantedFrom[wanted]}.`, 'conflict');
+  return ApplicationFailure.nonRetryable(
+    `The step is ${shown}; it can be ${wanted} only ${wantedFrom[wanted]}.`,
+    'conflict',
+  );
 }
 
 export const wantedFrom: Record<string, string> = {
@@ -126,18 +130,30 @@ export const wantedFrom: Record<string, string> = {
 };
 
 /** What a step's current queue round sets aside (a retry is a new round, so a new hold); null for a free kind. */
-export function stepHold(step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>, id?: string): HoldInput | null {
+export function stepHold(
+  step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>,
+  id?: string,
+): HoldInput | null {
   const price = stepPrices[step.kind];
   if (price === 0) return null;
   // The step's workflow settles the hold, so it never lapses on its own while the step waits.
-  return { workspaceId: step.workspace_id, amount: price, causeKey: `pnet-step:${step.id}:${step.credit_round}`, ttlSeconds: 365 * 86_400, id };
+  return {
+    workspaceId: step.workspace_id,
+    amount: price,
+    causeKey: `pnet-step:${step.id}:${step.credit_round}`,
+    ttlSeconds: 365 * 86_400,
+    id,
+  };
 }
 
 /**
  * Sets the step's price aside for its current queue round. Too few credits refuses the queueing
  * with nothing written.
  */
-export async function holdStepCredits(tx: Db, step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>): Promise<string | null> {
+export async function holdStepCredits(
+  tx: Db,
+  step: Pick<StepRow, 'id' | 'workspace_id' | 'kind' | 'credit_round'>,
+): Promise<string | null> {
   const input = stepHold(step);
   if (!input) return null;
   try {
@@ -201,16 +217,31 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
     let usageDate: string | null = null;
     if (decision.metered) {
       // Read one at a time, as each is needed: a refusal skips the reads after it.
-      const gate = decideMeteredGate({ ...account!, sendingStopped: await sendingStopped(tx, account!.workspace_id) }, now);
+      const gate = decideMeteredGate(
+        { ...account!, sendingStopped: await sendingStopped(tx, account!.workspace_id) },
+        now,
+      );
       if (gate.kind === 'refuse') throw failureOf(gate);
       const usageKind = decision.usageKind!;
       const ceiling = (await usageOf(tx, account!, now)).find((u) => u.kind === usageKind)!;
       const unit = decideUsageUnit(ceiling, usageKind, account!.timezone, now);
       if (unit.kind === 'refuse') throw failureOf(unit);
       usageDate = unit.usageDate;
-      const full = dailyCeilingRefusal(await consumeUsageUnit(tx, account!.id, usageDate, usageKind, unit.dailyLimit), unit.dailyLimit, usageKind);
+      const full = dailyCeilingRefusal(
+        await consumeUsageUnit(tx, account!.id, usageDate, usageKind, unit.dailyLimit),
+        unit.dailyLimit,
+        usageKind,
+      );
       if (full) throw failureOf(full);
-      await recordCapReached(tx, account!, usageKind, ceiling.used_today + 1, unit.dailyLimit, ceiling.used_this_week + 1, ceiling.weekly_limit);
+      await recordCapReached(
+        tx,
+        account!,
+        usageKind,
+        ceiling.used_today + 1,
+        unit.dailyLimit,
+        ceiling.used_this_week + 1,
+        ceiling.weekly_limit,
+      );
       await setNextMeteredAt(tx, account!.id, nextMeteredAt(now, account!.min_action_interval_seconds, random()));
     }
     const claimed = tx<StepRow[]>`
@@ -218,7 +249,10 @@ export async function claim(sql: Sql, input: ClaimInput, random: () => number): 
         usage_date = ${usageDate}, usage_kind = ${decision.usageKind}, commit_granted_at = null, running_wait = null,
         updated_at = now(), signal_due_at = now()
       where id = ${step!.id} returning *`;
-    return commitWith(claimed, ([row]): StepTransitionResult => ({ step: toBrowserStep(row!), verification: decision.verification }));
+    return commitWith(claimed, ([row]): StepTransitionResult => ({
+      step: toBrowserStep(row!),
+      verification: decision.verification,
+    }));
   });
 }
 
@@ -234,9 +268,17 @@ async function recordCapReached(
 ): Promise<void> {
   const base = { account_id: account.id, sender_profile_id: account.sender_profile_id, action };
   if (usedToday === dailyLimit) {
-    await recordWorkspaceEvent(tx, { workspaceId: account.workspace_id, type: 'account.daily_cap_reached', payload: { ...base, limit: dailyLimit } });
+    await recordWorkspaceEvent(tx, {
+      workspaceId: account.workspace_id,
+      type: 'account.daily_cap_reached',
+      payload: { ...base, limit: dailyLimit },
+    });
   } else if (usedThisWeek === weeklyLimit) {
-    await recordWorkspaceEvent(tx, { workspaceId: account.workspace_id, type: 'account.weekly_cap_reached', payload: { ...base, limit: weeklyLimit } });
+    await recordWorkspaceEvent(tx, {
+      workspaceId: account.workspace_id,
+      type: 'account.weekly_cap_reached',
+      payload: { ...base, limit: weeklyLimit },
+    });
   }
 }
 
@@ -250,7 +292,13 @@ export async function setNextMeteredAt(tx: Db, accountId: string, at: Date): Pro
  * it again hold the step's lock, not the account's, so a check read apart from the count could be
  * overtaken in between.
  */
-export async function consumeUsageUnit(tx: Db, accountId: string, usageDate: string, usageKind: string, dailyLimit: number): Promise<boolean> {
+export async function consumeUsageUnit(
+  tx: Db,
+  accountId: string,
+  usageDate: string,
+  usageKind: string,
+  dailyLimit: number,
+): Promise<boolean> {
   const consumed = await tx`
     insert into pnet_usage (account_id, local_date, limit_kind, used) values (${accountId}, ${usageDate}, ${usageKind}, 1)
     on conflict (account_id, local_date, limit_kind) do update set used = pnet_usage.used + 1
@@ -278,7 +326,11 @@ export interface ReportingBrowser {
  * principal from memory and still refuses a replaced token. A step awaiting approval is not the
  * browser's to see.
  */
-export async function lockBrowserStep(tx: Db, stepId: string, browser: ReportingBrowser): Promise<(StepRow & { token_current: boolean }) | undefined> {
+export async function lockBrowserStep(
+  tx: Db,
+  stepId: string,
+  browser: ReportingBrowser,
+): Promise<(StepRow & { token_current: boolean }) | undefined> {
   const [step] = await tx<(StepRow & { token_current: boolean })[]>`
     select s.*, a.connection_token_hash = ${browser.connectionTokenHash} as token_current
       from browser_steps s join pnet_accounts a on a.id = s.account_id
@@ -310,11 +362,19 @@ export function recordResultStatement(tx: Db, stepId: string, report: SettleRepo
 
 /** A step that failed is a workspace event, in the transaction that fails it. */
 async function recordStepFailed(tx: Db, step: StepRow): Promise<void> {
-  const [account] = await tx<{ sender_profile_id: string | null }[]>`select sender_profile_id from pnet_accounts where id = ${step.account_id}`;
+  const [account] = await tx<
+    { sender_profile_id: string | null }[]
+  >`select sender_profile_id from pnet_accounts where id = ${step.account_id}`;
   await recordWorkspaceEvent(tx, {
     workspaceId: step.workspace_id,
     type: 'step.failed',
-    payload: { step_id: step.id, account_id: step.account_id, sender_profile_id: account?.sender_profile_id ?? null, kind: step.kind, error_code: step.error_code },
+    payload: {
+      step_id: step.id,
+      account_id: step.account_id,
+      sender_profile_id: account?.sender_profile_id ?? null,
+      kind: step.kind,
+      error_code: step.error_code,
+    },
   });
 }
 
@@ -335,7 +395,11 @@ export function holdEnd(tx: Db, holdId: string, end: 'charge' | 'release') {
  * The step locked if it is still claimed under `claimedAt`, with the lease's renewal (which
  * check-ins write): for a claim given back, and for a lease's end.
  */
-export async function lockClaimedStep(tx: Db, stepId: string, claimedAt: string): Promise<(StepRow & { lease_renewed_at: Date | null }) | undefined> {
+export async function lockClaimedStep(
+  tx: Db,
+  stepId: string,
+  claimedAt: string,
+): Promise<(StepRow & { lease_renewed_at: Date | null }) | undefined> {
   const [step] = await tx<(StepRow & { lease_renewed_at: Date | null })[]>`
     select * from browser_steps where id = ${stepId} and status = 'claimed' and claimed_at = ${claimedAt} for update`;
   return step;
@@ -391,17 +455,22 @@ export function rejectWaiting(db: Db, stepId: string, reason: string | null) {
 }
 
 /** A running step is the browser's until it reports: only a waiting one is cancelled. */
-export async function cancelWaiting(tx: Db, stepId: string, errorCode: 'cancelled' | 'sender_changed'): Promise<StepRow | undefined> {
+export async function cancelWaiting(
+  tx: Db,
+  stepId: string,
+  errorCode: 'cancelled' | 'sender_changed',
+): Promise<StepRow | undefined> {
   const [row] = await tx<StepRow[]>`
     update browser_steps set status = 'cancelled', error_code = ${errorCode}, finished_at = now(), updated_at = now()
     where id = ${stepId} and status in ('awaiting_approval', 'queued', 'resuming') returning *`;
   return row;
 }
 
-
 /** Whether the account lets a cut-off step resume (false for an account that is gone). */
 export async function resumeEnabledOf(tx: Db, accountId: string): Promise<boolean> {
-  const [account] = await tx<{ resume_enabled: boolean }[]>`select resume_enabled from pnet_accounts where id = ${accountId}`;
+  const [account] = await tx<
+    { resume_enabled: boolean }[]
+  >`select resume_enabled from pnet_accounts where id = ${accountId}`;
   return account?.resume_enabled ?? false;
 }
 
@@ -424,7 +493,12 @@ export async function recordLapse(tx: Db, stepId: string, lapse: LapseDecision, 
  * workflow's lease timer is late (its worker was down) or was never set. Read through the
  * one-running-step index, so it costs at most one row per account.
  */
-export async function overdueClaims(db: Db, now: Date, graceSeconds: number, limit: number): Promise<{ id: string; claimed_at: Date }[]> {
+export async function overdueClaims(
+  db: Db,
+  now: Date,
+  graceSeconds: number,
+  limit: number,
+): Promise<{ id: string; claimed_at: Date }[]> {
   return db<{ id: string; claimed_at: Date }[]>`
     select id, claimed_at from browser_steps
     where status = 'claimed' and ${claimLapsesAtSql(db, graceSeconds)} < ${now}

@@ -10,13 +10,13 @@ import type { Db } from '../../db/sql.js';
 import { recordWorkspaceEvent } from '../notifications/outbox.js';
 import type { StepParams } from '../../domain/pnet/steps.js';
 import type {
-    AdvanceContact,
-    AdvanceMove,
-    AdvanceSend,
-    AdvanceSender,
-    AdvanceSequence,
-    AdvanceTemplate,
-    Wait,
+  AdvanceContact,
+  AdvanceMove,
+  AdvanceSend,
+  AdvanceSender,
+  AdvanceSequence,
+  AdvanceTemplate,
+  Wait,
 } from '../../domain/sequences/advance.js';
 import type { BranchCondition, SequenceGraph, SequencePnetAction } from '../../domain/sequences/sequences.js';
 import { holdCtes } from '../platform/credits.js';
@@ -32,7 +32,10 @@ const activeStepStatuses = ['awaiting_approval', 'queued', 'resuming'];
 // Reads
 
 /** The contact under its row lock, with a send of it left `sending` by a worker that died. */
-export async function lockContact(db: Db, contactId: string): Promise<(ContactRow & { claimed_send_id: string | null }) | undefined> {
+export async function lockContact(
+  db: Db,
+  contactId: string,
+): Promise<(ContactRow & { claimed_send_id: string | null }) | undefined> {
   const [c] = await db<(ContactRow & { claimed_send_id: string | null })[]>`
     select c.*, (select id from sequence_sends where contact_id = c.id and status = 'sending' limit 1) as claimed_send_id
     from sequence_contacts c where id = ${contactId} for update`;
@@ -46,8 +49,13 @@ export async function lockContactRow(db: Db, contactId: string): Promise<Contact
 }
 
 /** The contact's browser steps still to run (to cancel once it stops). */
-export async function activeStepsOf(db: Db, c: Pick<AdvanceContact, 'workspace_id' | 'contact_key'>): Promise<StepRow[]> {
-  return db<StepRow[]>`select * from browser_steps where workspace_id = ${c.workspace_id} and contact_key = ${c.contact_key} and status in ${db(activeStepStatuses)}`;
+export async function activeStepsOf(
+  db: Db,
+  c: Pick<AdvanceContact, 'workspace_id' | 'contact_key'>,
+): Promise<StepRow[]> {
+  return db<
+    StepRow[]
+  >`select * from browser_steps where workspace_id = ${c.workspace_id} and contact_key = ${c.contact_key} and status in ${db(activeStepStatuses)}`;
 }
 
 export async function readSequence(db: Db, c: Pick<AdvanceContact, 'sequence_id'>): Promise<AdvanceSequence> {
@@ -56,14 +64,19 @@ export async function readSequence(db: Db, c: Pick<AdvanceContact, 'sequence_id'
 }
 
 /** contact_stop_reason() of migration 014: a reply, bounce, stop or do-not-contact entry, or null. */
-export async function readStopReason(db: Db, c: Pick<AdvanceContact, 'id' | 'workspace_id' | 'email' | 'profile_url' | 'enrolled_at'>): Promise<string | null> {
+export async function readStopReason(
+  db: Db,
+  c: Pick<AdvanceContact, 'id' | 'workspace_id' | 'email' | 'profile_url' | 'enrolled_at'>,
+): Promise<string | null> {
   const [stop] = await db<{ reason: string | null }[]>`
     select contact_stop_reason(${c.workspace_id}, ${c.email}, ${c.profile_url}, ${c.enrolled_at}, ${c.id}) as reason`;
   return stop!.reason;
 }
 
 export async function readGraph(db: Db, c: Pick<AdvanceContact, 'sequence_id' | 'version'>): Promise<SequenceGraph> {
-  const [v] = await db<{ graph: SequenceGraph }[]>`select graph from sequence_versions where sequence_id = ${c.sequence_id} and version = ${c.version}`;
+  const [v] = await db<
+    { graph: SequenceGraph }[]
+  >`select graph from sequence_versions where sequence_id = ${c.sequence_id} and version = ${c.version}`;
   return v!.graph;
 }
 
@@ -106,26 +119,38 @@ export async function readBranchCondition(
       return row!.yes;
     }
     case 'opened': {
-      const [row] = await db<{ yes: boolean }[]>`select exists (select 1 from sequence_sends where contact_id = ${c.id} and opened_at is not null) as yes`;
+      const [row] = await db<
+        { yes: boolean }[]
+      >`select exists (select 1 from sequence_sends where contact_id = ${c.id} and opened_at is not null) as yes`;
       return row!.yes;
     }
   }
 }
 
 /** The audience row as it is now (the enrolment snapshot when the row is gone). */
-export async function readLiveCells(db: Db, c: Pick<AdvanceContact, 'row_id' | 'workspace_id' | 'fields'>): Promise<Record<string, unknown>> {
-  const [row] = await db<{ cells: Record<string, unknown> }[]>`select cells from table_rows where id = ${c.row_id} and workspace_id = ${c.workspace_id}`;
+export async function readLiveCells(
+  db: Db,
+  c: Pick<AdvanceContact, 'row_id' | 'workspace_id' | 'fields'>,
+): Promise<Record<string, unknown>> {
+  const [row] = await db<
+    { cells: Record<string, unknown> }[]
+  >`select cells from table_rows where id = ${c.row_id} and workspace_id = ${c.workspace_id}`;
   return row?.cells ?? c.fields;
 }
 
-export async function readSender(db: Db, c: Pick<AdvanceContact, 'sequence_id' | 'sender_profile_id'>): Promise<AdvanceSender> {
+export async function readSender(
+  db: Db,
+  c: Pick<AdvanceContact, 'sequence_id' | 'sender_profile_id'>,
+): Promise<AdvanceSender> {
   const [row] = await db<AdvanceSender[]>`
     select p.name, p.timezone, ss.from_email, ss.from_name, a.id as account_id, a.run_mode as account_run_mode
     from sender_profiles p
     left join sequence_senders ss on ss.sender_profile_id = p.id and ss.sequence_id = ${c.sequence_id}
     left join pnet_accounts a on a.sender_profile_id = p.id
     where p.id = ${c.sender_profile_id}`;
-  return row ?? { name: null, timezone: 'UTC', from_email: null, from_name: null, account_id: null, account_run_mode: null };
+  return (
+    row ?? { name: null, timezone: 'UTC', from_email: null, from_name: null, account_id: null, account_run_mode: null }
+  );
 }
 
 /** The contact's send of a step, or null. */
@@ -168,7 +193,8 @@ export async function recordEmail(db: Db, contactId: string, email: string) {
 
 /** The contact's wait, written only when the row says otherwise. */
 export async function setWait(db: Db, contactId: string, wait: Wait) {
-  if (wait.write) await db`update sequence_contacts set wait_reason = ${wait.reason}, wait_until = ${wait.until}, updated_at = now() where id = ${contactId}`;
+  if (wait.write)
+    await db`update sequence_contacts set wait_reason = ${wait.reason}, wait_until = ${wait.until}, updated_at = now() where id = ${contactId}`;
 }
 
 /** Its step is not in its version (no revision: nothing a person did). */
@@ -188,16 +214,24 @@ export async function completeContact(db: Db, contactId: string) {
       revision = revision + 1, updated_at = now() where id = ${contactId} returning workspace_id, sequence_id`;
   if (c) {
     await recordWorkspaceEvent(db, {
-      workspaceId: c.workspace_id, type: 'sequence_contact.finished', payload: { sequence_id: c.sequence_id, sequence_contact_id: contactId },
+      workspaceId: c.workspace_id,
+      type: 'sequence_contact.finished',
+      payload: { sequence_id: c.sequence_id, sequence_contact_id: contactId },
     });
   }
 }
 
 /** A stopped contact is a workspace event, in the transaction that stops it (pass the rows the stop returned). */
-export async function recordContactStopped(db: Db, stopped: { workspace_id: string; sequence_id: string; id: string }[], reason: string): Promise<void> {
+export async function recordContactStopped(
+  db: Db,
+  stopped: { workspace_id: string; sequence_id: string; id: string }[],
+  reason: string,
+): Promise<void> {
   for (const c of stopped) {
     await recordWorkspaceEvent(db, {
-      workspaceId: c.workspace_id, type: 'sequence_contact.stopped', payload: { sequence_id: c.sequence_id, sequence_contact_id: c.id, reason },
+      workspaceId: c.workspace_id,
+      type: 'sequence_contact.stopped',
+      payload: { sequence_id: c.sequence_id, sequence_contact_id: c.id, reason },
     });
   }
 }
@@ -218,7 +252,11 @@ export async function moveOn(db: Db, contactId: string, move: Extract<AdvanceMov
 }
 
 /** Stops the contact: open messages stop, and its waiting pnet steps are returned to cancel. */
-export async function stopContact(db: Db, c: Pick<AdvanceContact, 'id' | 'workspace_id' | 'contact_key'>, reason: string): Promise<StepRow[]> {
+export async function stopContact(
+  db: Db,
+  c: Pick<AdvanceContact, 'id' | 'workspace_id' | 'contact_key'>,
+  reason: string,
+): Promise<StepRow[]> {
   const stopped = await db<{ workspace_id: string; sequence_id: string; id: string }[]>`
     update sequence_contacts set status = 'stopped', stop_reason = ${reason}, wait_reason = null, wait_until = null,
       finished_at = now(), revision = revision + 1, updated_at = now()
@@ -269,7 +307,9 @@ export function queuePnetStep(
   step: { stepId: string; action: SequencePnetAction; params: StepParams; awaiting: boolean; retryAt: Date },
 ) {
   const id = randomUUID();
-  const hold = step.awaiting ? null : stepHold({ id, workspace_id: c.workspace_id, kind: step.action, credit_round: 0 }, randomUUID());
+  const hold = step.awaiting
+    ? null
+    : stepHold({ id, workspace_id: c.workspace_id, kind: step.action, credit_round: 0 }, randomUUID());
   return db<StepRow[]>`
     with ${hold ? db`${holdCtes(db, hold)},` : db``} step as (
       insert into browser_steps (id, workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held, credit_hold_id)

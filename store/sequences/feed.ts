@@ -20,7 +20,12 @@ export async function readFeed(db: Db, sequenceId: string): Promise<FeedState | 
 }
 
 /** The audience rows after the cursor, oldest first, at most `batch`. */
-export async function audienceRowsAfter(db: Db, tableId: string, cursor: number, batch: number): Promise<{ id: string; seq: number }[]> {
+export async function audienceRowsAfter(
+  db: Db,
+  tableId: string,
+  cursor: number,
+  batch: number,
+): Promise<{ id: string; seq: number }[]> {
   return db<{ id: string; seq: number }[]>`
     select id, seq from table_rows where table_id = ${tableId} and seq > ${cursor} order by seq limit ${batch}`;
 }
@@ -31,7 +36,11 @@ export async function advanceFeedCursor(db: Db, sequenceId: string, seq: number)
 }
 
 /** The live sequences that enrol the new rows of this table. */
-export async function sequencesFedBy(db: Db, workspaceId: string, tableId: string): Promise<{ id: string; workspace_id: string }[]> {
+export async function sequencesFedBy(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+): Promise<{ id: string; workspace_id: string }[]> {
   return db<{ id: string; workspace_id: string }[]>`
     select id, workspace_id from sequences
     where audience_table_id = ${tableId} and workspace_id = ${workspaceId} and feed_new_rows and status <> 'archived'`;

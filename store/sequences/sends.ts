@@ -57,7 +57,13 @@ export async function markSendUnconfirmed(db: Db, sendId: string): Promise<void>
  * would otherwise go unseen. Answers the block, or null when the send was claimed.
  */
 export async function claimSend(db: Db, sendId: string, s: SendRecord): Promise<string | null> {
-  const who = { email: s.email, profile_url: s.profile_url, sequence_id: s.sequence_id, contact_id: s.contact_id, since: s.enrolled_at };
+  const who = {
+    email: s.email,
+    profile_url: s.profile_url,
+    sequence_id: s.sequence_id,
+    contact_id: s.contact_id,
+    since: s.enrolled_at,
+  };
   const [{ block } = { block: null }] = await db<{ block: string | null }[]>`
     with b as (${outreachBlocksQuery(db, s.workspace_id, s.sequence_id, [who], false)}), claim as (
       update sequence_sends set status = 'sending', updated_at = now()

@@ -2,20 +2,21 @@
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import {
-    AudienceMappingSchema,
-    SequenceGraphSchema,
-    contactFieldsOf,
-    contactKeyOf,
-    validateGraph,
-    type Approval,
-    type AudienceMapping,
-    type ContactStatus,
-    type EnrolResult, type Sequence,
-    type SequenceContact,
-    type SequenceCreate,
-    type SequenceGraph,
-    type SequenceSender,
-    type SequenceUpdate
+  AudienceMappingSchema,
+  SequenceGraphSchema,
+  contactFieldsOf,
+  contactKeyOf,
+  validateGraph,
+  type Approval,
+  type AudienceMapping,
+  type ContactStatus,
+  type EnrolResult,
+  type Sequence,
+  type SequenceContact,
+  type SequenceCreate,
+  type SequenceGraph,
+  type SequenceSender,
+  type SequenceUpdate,
 } from '../../domain/sequences/sequences.js';
 import { AdvanceContact } from '../../domain/sequences/advance.js';
 import { recordContactStopped } from './contact-moves.js';
@@ -79,9 +80,13 @@ async function sendersOf(db: Db, sequenceId: string): Promise<SequenceSender[]> 
 
 async function toSequence(db: Db, r: SequenceRow): Promise<Sequence> {
   const [[version], senders, counts] = await Promise.all([
-    db<{ graph: SequenceGraph }[]>`select graph from sequence_versions where sequence_id = ${r.id} and version = ${r.current_version}`,
+    db<
+      { graph: SequenceGraph }[]
+    >`select graph from sequence_versions where sequence_id = ${r.id} and version = ${r.current_version}`,
     sendersOf(db, r.id),
-    db<{ status: ContactStatus; n: number }[]>`select status, count(*)::int as n from sequence_contacts where sequence_id = ${r.id} group by status`,
+    db<
+      { status: ContactStatus; n: number }[]
+    >`select status, count(*)::int as n from sequence_contacts where sequence_id = ${r.id} group by status`,
   ]);
   const contact_counts = { active: 0, paused: 0, failed: 0, stopped: 0, completed: 0 };
   for (const c of counts) contact_counts[c.status] = c.n;
@@ -105,7 +110,8 @@ async function toSequence(db: Db, r: SequenceRow): Promise<Sequence> {
 }
 
 /** The newest row of the audience table now: a feed enrols only rows added after it. */
-const feedStart = (db: Db, tableId: string | null) => db`(select coalesce(max(seq), 0) from table_rows where table_id = ${tableId})`;
+const feedStart = (db: Db, tableId: string | null) =>
+  db`(select coalesce(max(seq), 0) from table_rows where table_id = ${tableId})`;
 
 function checkGraph(graph: SequenceGraph) {
   const issues = validateGraph(graph);
@@ -116,18 +122,37 @@ function checkGraph(graph: SequenceGraph) {
 async function checkReferences(
   db: Db,
   workspaceId: string,
-  input: { audience_table_id?: string | null; audience_mapping?: AudienceMapping | undefined; senders?: SequenceSender[]; graph?: SequenceGraph | undefined },
+  input: {
+    audience_table_id?: string | null;
+    audience_mapping?: AudienceMapping | undefined;
+    senders?: SequenceSender[];
+    graph?: SequenceGraph | undefined;
+  },
 ) {
-  const templated = (input.graph?.steps ?? []).flatMap((s, i) => ((s.type === 'email' || s.type === 'pnet') && s.template_id ? [{ i, id: s.template_id }] : []));
+  const templated = (input.graph?.steps ?? []).flatMap((s, i) =>
+    (s.type === 'email' || s.type === 'pnet') && s.template_id ? [{ i, id: s.template_id }] : [],
+  );
   if (templated.length > 0) {
-    const found = new Set((await db<{ id: string }[]>`select id from email_templates where workspace_id = ${workspaceId} and id in ${db(templated.map((t) => t.id))}`).map((r) => r.id));
+    const found = new Set(
+      (
+        await db<
+          { id: string }[]
+        >`select id from email_templates where workspace_id = ${workspaceId} and id in ${db(templated.map((t) => t.id))}`
+      ).map((r) => r.id),
+    );
     const issues = templated
       .filter((t) => !found.has(t.id))
-      .map((t) => ({ loc: ['body', `graph.steps.${t.i}.template_id`], msg: `Email template ${t.id} is not in this workspace`, type: 'unknown_template', input: t.id }));
+      .map((t) => ({
+        loc: ['body', `graph.steps.${t.i}.template_id`],
+        msg: `Email template ${t.id} is not in this workspace`,
+        type: 'unknown_template',
+        input: t.id,
+      }));
     if (issues.length > 0) throw new ValidationRefusal(issues);
   }
   if (input.audience_table_id) {
-    const [table] = await db`select 1 from tables where id = ${input.audience_table_id} and workspace_id = ${workspaceId} and deleted_at is null`;
+    const [table] =
+      await db`select 1 from tables where id = ${input.audience_table_id} and workspace_id = ${workspaceId} and deleted_at is null`;
     if (!table) throw notFound('Audience table');
   }
   const columnIds = Object.values(input.audience_mapping ?? {}).filter((v): v is string => typeof v === 'string');
@@ -135,12 +160,14 @@ async function checkReferences(
     if (!input.audience_table_id) throw new ApiError('conflict', 'Column mappings need an audience table.');
     const found = await db<{ id: string }[]>`
       select id from table_columns where table_id = ${input.audience_table_id} and workspace_id = ${workspaceId} and id in ${db(columnIds)}`;
-    if (found.length !== new Set(columnIds).size) throw new ApiError('conflict', 'A mapped column is not a column of the audience table.');
+    if (found.length !== new Set(columnIds).size)
+      throw new ApiError('conflict', 'A mapped column is not a column of the audience table.');
   }
   const senderIds = (input.senders ?? []).map((s) => s.sender_profile_id);
   if (new Set(senderIds).size !== senderIds.length) throw new ApiError('conflict', 'A sender is listed twice.');
   if (senderIds.length > 0) {
-    const found = await db`select id from sender_profiles where workspace_id = ${workspaceId} and id in ${db(senderIds)}`;
+    const found =
+      await db`select id from sender_profiles where workspace_id = ${workspaceId} and id in ${db(senderIds)}`;
     if (found.length !== senderIds.length) throw notFound('Sender profile');
   }
 }
@@ -149,7 +176,13 @@ async function writeSenders(db: Db, sequenceId: string, senders: SequenceSender[
   await db`delete from sequence_senders where sequence_id = ${sequenceId}`;
   if (senders.length === 0) return;
   await db`insert into sequence_senders ${db(
-    senders.map((s, position) => ({ sequence_id: sequenceId, sender_profile_id: s.sender_profile_id, from_email: s.from_email, from_name: s.from_name, position })),
+    senders.map((s, position) => ({
+      sequence_id: sequenceId,
+      sender_profile_id: s.sender_profile_id,
+      from_email: s.from_email,
+      from_name: s.from_name,
+      position,
+    })),
   )}`;
 }
 
@@ -169,7 +202,9 @@ export async function createSequence(sql: Sql, workspaceId: string, input: Seque
 }
 
 export async function findSequenceRow(db: Db, workspaceId: string, sequenceId: string) {
-  const [row] = await db<SequenceRow[]>`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId}`;
+  const [row] = await db<
+    SequenceRow[]
+  >`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId}`;
   return row;
 }
 
@@ -179,34 +214,49 @@ export async function getSequence(db: Db, workspaceId: string, sequenceId: strin
 }
 
 export async function listSequences(db: Db, workspaceId: string): Promise<Sequence[]> {
-  const rows = await db<SequenceRow[]>`select * from sequences where workspace_id = ${workspaceId} order by created_at desc, id desc limit 500`;
+  const rows = await db<
+    SequenceRow[]
+  >`select * from sequences where workspace_id = ${workspaceId} order by created_at desc, id desc limit 500`;
   return Promise.all(rows.map((r) => toSequence(db, r)));
 }
 
 function staleRevision(current: number) {
-  return new ApiError('conflict', `The sequence changed since it was read (revision ${current} now); read it again and retry.`);
+  return new ApiError(
+    'conflict',
+    `The sequence changed since it was read (revision ${current} now); read it again and retry.`,
+  );
 }
 
 /**
  * Edits a sequence. A new graph replaces the current version while nobody is enrolled on it;
  * once a contact started on it, the graph becomes a new version and contacts in flight stay on theirs.
  */
-export async function updateSequence(sql: Sql, workspaceId: string, sequenceId: string, input: SequenceUpdate): Promise<Sequence> {
+export async function updateSequence(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  input: SequenceUpdate,
+): Promise<Sequence> {
   if (input.graph) checkGraph(input.graph);
   return sql.begin(async (tx) => {
-    const [row] = await tx<SequenceRow[]>`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
+    const [row] = await tx<
+      SequenceRow[]
+    >`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
     if (!row) throw notFound('Sequence');
     if (row.revision !== input.expected_revision) throw staleRevision(row.revision);
     const tableId = input.audience_table_id !== undefined ? input.audience_table_id : row.audience_table_id;
     await checkReferences(tx, workspaceId, {
       audience_table_id: tableId,
-      audience_mapping: input.audience_mapping ?? (input.audience_table_id !== undefined ? undefined : AudienceMappingSchema.parse(row.audience_mapping)),
+      audience_mapping:
+        input.audience_mapping ??
+        (input.audience_table_id !== undefined ? undefined : AudienceMappingSchema.parse(row.audience_mapping)),
       ...(input.senders ? { senders: input.senders } : {}),
       graph: input.graph,
     });
     let version = row.current_version;
     if (input.graph) {
-      const [used] = await tx`select 1 from sequence_contacts where sequence_id = ${sequenceId} and version = ${version} limit 1`;
+      const [used] =
+        await tx`select 1 from sequence_contacts where sequence_id = ${sequenceId} and version = ${version} limit 1`;
       if (used) {
         version += 1;
         await tx`insert into sequence_versions (sequence_id, version, graph) values (${sequenceId}, ${version}, ${tx.json(input.graph as never)})`;
@@ -215,7 +265,11 @@ export async function updateSequence(sql: Sql, workspaceId: string, sequenceId: 
       }
     }
     if (input.senders) await writeSenders(tx, sequenceId, input.senders);
-    const mapping = input.audience_mapping ?? (input.audience_table_id !== undefined && input.audience_table_id !== row.audience_table_id ? AudienceMappingSchema.parse({}) : row.audience_mapping);
+    const mapping =
+      input.audience_mapping ??
+      (input.audience_table_id !== undefined && input.audience_table_id !== row.audience_table_id
+        ? AudienceMappingSchema.parse({})
+        : row.audience_mapping);
     const [updated] = await tx<SequenceRow[]>`
       update sequences set
         name = ${input.name ?? row.name},
@@ -235,7 +289,10 @@ export async function updateSequence(sql: Sql, workspaceId: string, sequenceId: 
   }) as Promise<Sequence>;
 }
 
-const transitions: Record<'launch' | 'pause' | 'resume' | 'archive', { from: Sequence['status'][]; to: Sequence['status'] }> = {
+const transitions: Record<
+  'launch' | 'pause' | 'resume' | 'archive',
+  { from: Sequence['status'][]; to: Sequence['status'] }
+> = {
   launch: { from: ['draft'], to: 'active' },
   pause: { from: ['active'], to: 'paused' },
   resume: { from: ['paused'], to: 'active' },
@@ -244,10 +301,18 @@ const transitions: Record<'launch' | 'pause' | 'resume' | 'archive', { from: Seq
 export type SequenceTransition = keyof typeof transitions;
 
 /** Moves the sequence's status with a compare-and-set on its revision; pausing holds its pnet steps too. */
-export async function transitionSequence(sql: Sql, workspaceId: string, sequenceId: string, action: SequenceTransition, expectedRevision: number): Promise<Sequence> {
+export async function transitionSequence(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  action: SequenceTransition,
+  expectedRevision: number,
+): Promise<Sequence> {
   const { from, to } = transitions[action];
   return sql.begin(async (tx) => {
-    const [row] = await tx<SequenceRow[]>`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
+    const [row] = await tx<
+      SequenceRow[]
+    >`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
     if (!row) throw notFound('Sequence');
     if (row.revision !== expectedRevision) throw staleRevision(row.revision);
     if (!from.includes(row.status)) throw new ApiError('conflict', `A ${row.status} sequence cannot ${action}.`);
@@ -301,9 +366,17 @@ export interface Person {
  * another live sequence of the person, a reach by another sequence inside the recontact cooldown,
  * and, when enrolling, the same person already in this sequence under another row.
  */
-export async function outreachBlocks(db: Db, workspaceId: string, sequenceId: string, people: Person[], enrolling: boolean): Promise<(string | null)[]> {
+export async function outreachBlocks(
+  db: Db,
+  workspaceId: string,
+  sequenceId: string,
+  people: Person[],
+  enrolling: boolean,
+): Promise<(string | null)[]> {
   if (people.length === 0) return [];
-  const rows = await db<{ i: number; reason: string | null }[]>`${outreachBlocksQuery(db, workspaceId, sequenceId, people, enrolling)}`;
+  const rows = await db<
+    { i: number; reason: string | null }[]
+  >`${outreachBlocksQuery(db, workspaceId, sequenceId, people, enrolling)}`;
   const reasons: (string | null)[] = people.map(() => null);
   for (const r of rows) reasons[r.i] = r.reason;
   return reasons;
@@ -313,7 +386,13 @@ export async function outreachBlocks(db: Db, workspaceId: string, sequenceId: st
  * The query of outreachBlocks (rows `i`, `reason`), for a statement that must decide on the
  * same snapshot as it acts (a send's claim).
  */
-export function outreachBlocksQuery(db: Db, workspaceId: string, sequenceId: string, people: Person[], enrolling: boolean) {
+export function outreachBlocksQuery(
+  db: Db,
+  workspaceId: string,
+  sequenceId: string,
+  people: Person[],
+  enrolling: boolean,
+) {
   return db`
     with s as (
       select coalesce((select recontact_cooldown_days from sequence_settings where workspace_id = ${workspaceId}), 30) as days
@@ -344,14 +423,27 @@ export function outreachBlocksQuery(db: Db, workspaceId: string, sequenceId: str
 }
 
 /** The same check for one enrolled contact, right before a send. */
-export async function outreachBlock(db: Db, workspaceId: string, who: Person & { sequence_id: string }): Promise<string | null> {
+export async function outreachBlock(
+  db: Db,
+  workspaceId: string,
+  who: Person & { sequence_id: string },
+): Promise<string | null> {
   return (await outreachBlocks(db, workspaceId, who.sequence_id, [who], false))[0] ?? null;
 }
 
 /** The normal forms of 014's normalize_email / normalize_profile_url, for telling people apart within one request. */
 const personKeys = (p: { email: string | null; profile_url: string | null }) => [
   ...(p.email ? [`e:${p.email.trim().toLowerCase()}`] : []),
-  ...(p.profile_url ? [`p:${p.profile_url.trim().toLowerCase().replace(/^(https?:\/\/)?(www\.)?/, '').replace(/[?#].*$/, '').replace(/\/+$/, '')}`] : []),
+  ...(p.profile_url
+    ? [
+        `p:${p.profile_url
+          .trim()
+          .toLowerCase()
+          .replace(/^(https?:\/\/)?(www\.)?/, '')
+          .replace(/[?#].*$/, '')
+          .replace(/\/+$/, '')}`,
+      ]
+    : []),
 ];
 
 /** Enrols rows one by one: each row gets its own answer, and one refused row never sinks the others. */
@@ -365,9 +457,11 @@ export async function enrolRows(
   const sequence = await findSequenceRow(sql, workspaceId, sequenceId);
   if (!sequence) throw notFound('Sequence');
   if (sequence.status === 'archived') throw new ApiError('conflict', 'An archived sequence takes no new contacts.');
-  if (!sequence.audience_table_id) throw new ApiError('conflict', 'The sequence has no audience table to enrol rows from.');
+  if (!sequence.audience_table_id)
+    throw new ApiError('conflict', 'The sequence has no audience table to enrol rows from.');
   const senders = await sendersOf(sql, sequenceId);
-  if (senderProfileId && !senders.some((s) => s.sender_profile_id === senderProfileId)) throw new ApiError('conflict', 'That sender is not one of the sequence\'s senders.');
+  if (senderProfileId && !senders.some((s) => s.sender_profile_id === senderProfileId))
+    throw new ApiError('conflict', "That sender is not one of the sequence's senders.");
   const mapping = AudienceMappingSchema.parse(sequence.audience_mapping);
   const unique = [...new Set(rowIds)];
   const rows = await sql<{ id: string; cells: Record<string, unknown> }[]>`
@@ -378,21 +472,34 @@ export async function enrolRows(
     update sequences set sender_cursor = sender_cursor + ${unique.length} where id = ${sequenceId} returning sender_cursor - ${unique.length} as start`;
   const answered = new Map<string, EnrolResult>();
   const existing = new Map(
-    (await sql<ContactRow[]>`select * from sequence_contacts where sequence_id = ${sequenceId} and row_id in ${sql(unique)}`).map((c) => [c.row_id, c]),
+    (
+      await sql<
+        ContactRow[]
+      >`select * from sequence_contacts where sequence_id = ${sequenceId} and row_id in ${sql(unique)}`
+    ).map((c) => [c.row_id, c]),
   );
-  const candidates: { rowId: string; cells: Record<string, unknown>; fields: ReturnType<typeof contactFieldsOf> }[] = [];
+  const candidates: { rowId: string; cells: Record<string, unknown>; fields: ReturnType<typeof contactFieldsOf> }[] =
+    [];
   for (const rowId of unique) {
     const row = byId.get(rowId);
     const already = existing.get(rowId);
-    if (already) answered.set(rowId, { row_id: rowId, status: 'already_enrolled', reason: null, contact: toContact(already) });
+    if (already)
+      answered.set(rowId, { row_id: rowId, status: 'already_enrolled', reason: null, contact: toContact(already) });
     else if (!row) answered.set(rowId, { row_id: rowId, status: 'refused', reason: 'row_not_found', contact: null });
     else {
       const fields = contactFieldsOf(row.cells, mapping);
-      if (!fields.email && !fields.profile_url) answered.set(rowId, { row_id: rowId, status: 'refused', reason: 'no_address', contact: null });
+      if (!fields.email && !fields.profile_url)
+        answered.set(rowId, { row_id: rowId, status: 'refused', reason: 'no_address', contact: null });
       else candidates.push({ rowId, cells: row.cells, fields });
     }
   }
-  const blocks = await outreachBlocks(sql, workspaceId, sequenceId, candidates.map((c) => ({ ...c.fields, contact_id: null, since: null })), true);
+  const blocks = await outreachBlocks(
+    sql,
+    workspaceId,
+    sequenceId,
+    candidates.map((c) => ({ ...c.fields, contact_id: null, since: null })),
+    true,
+  );
   // The same person twice in one request: the first row enrols, the others are refused.
   const seen = new Set<string>();
   const admitted = candidates.filter((c, i) => {
@@ -404,7 +511,9 @@ export async function enrolRows(
   });
   const started: ContactRow[] = [];
   if (admitted.length > 0) {
-    const senderOf = (turn: number) => senderProfileId ?? (senders.length > 0 ? senders[(cursor!.start + turn) % senders.length]!.sender_profile_id : null);
+    const senderOf = (turn: number) =>
+      senderProfileId ??
+      (senders.length > 0 ? senders[(cursor!.start + turn) % senders.length]!.sender_profile_id : null);
     const inserted = await sql<ContactRow[]>`
       insert into sequence_contacts (workspace_id, sequence_id, row_id, contact_key, email, profile_url, first_name, last_name, company_name,
                                      fields, sender_profile_id, version)
@@ -420,8 +529,14 @@ export async function enrolRows(
     const byRow = new Map(inserted.map((c) => [c.row_id, c]));
     const raced = admitted.filter((c) => !byRow.has(c.rowId)).map((c) => c.rowId);
     // Enrolled meanwhile by a concurrent request: answered as it stands.
-    const racedRows = raced.length > 0 ? await sql<ContactRow[]>`select * from sequence_contacts where sequence_id = ${sequenceId} and row_id in ${sql(raced)}` : [];
-    for (const c of racedRows) answered.set(c.row_id, { row_id: c.row_id, status: 'already_enrolled', reason: null, contact: toContact(c) });
+    const racedRows =
+      raced.length > 0
+        ? await sql<
+            ContactRow[]
+          >`select * from sequence_contacts where sequence_id = ${sequenceId} and row_id in ${sql(raced)}`
+        : [];
+    for (const c of racedRows)
+      answered.set(c.row_id, { row_id: c.row_id, status: 'already_enrolled', reason: null, contact: toContact(c) });
     for (const c of inserted) {
       started.push(c);
       answered.set(c.row_id, { row_id: c.row_id, status: 'enrolled', reason: null, contact: toContact(c) });
@@ -436,7 +551,12 @@ export async function getContact(db: Db, workspaceId: string, sequenceId: string
   return row;
 }
 
-export async function listContacts(db: Db, workspaceId: string, sequenceId: string, q: { status?: ContactStatus | undefined; limit: number; after?: string | undefined }) {
+export async function listContacts(
+  db: Db,
+  workspaceId: string,
+  sequenceId: string,
+  q: { status?: ContactStatus | undefined; limit: number; after?: string | undefined },
+) {
   const rows = await db<ContactRow[]>`
     select * from sequence_contacts
     where workspace_id = ${workspaceId} and sequence_id = ${sequenceId}
@@ -453,7 +573,12 @@ export async function listVersions(db: Db, workspaceId: string, sequenceId: stri
            (select count(*)::int from sequence_contacts c where c.sequence_id = v.sequence_id and c.version = v.version) as contacts
     from sequence_versions v join sequences s on s.id = v.sequence_id
     where v.sequence_id = ${sequenceId} and s.workspace_id = ${workspaceId} order by v.version`;
-  return rows.map((r) => ({ version: r.version, graph: SequenceGraphSchema.parse(r.graph), created_at: r.created_at.toISOString(), contacts: r.contacts }));
+  return rows.map((r) => ({
+    version: r.version,
+    graph: SequenceGraphSchema.parse(r.graph),
+    created_at: r.created_at.toISOString(),
+    contacts: r.contacts,
+  }));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -463,18 +588,29 @@ export async function listVersions(db: Db, workspaceId: string, sequenceId: stri
  * Moves contacts to another version. The step is matched by id (or `at_step_id`); steps the
  * contact already had stay in `done_steps`, so the workflow skips them on the new version.
  */
-export async function migrateContact(sql: Sql, workspaceId: string, sequenceId: string, contactId: string, toVersion: number, atStepId: string | null) {
+export async function migrateContact(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  contactId: string,
+  toVersion: number,
+  atStepId: string | null,
+) {
   return sql.begin(async (tx) => {
     const [contact] = await tx<ContactRow[]>`
       select * from sequence_contacts where id = ${contactId} and sequence_id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
     if (!contact) return { migrated: false, reason: 'not_found', contact: null };
-    if (!['active', 'paused', 'failed'].includes(contact.status)) return { migrated: false, reason: `contact_${contact.status}`, contact };
+    if (!['active', 'paused', 'failed'].includes(contact.status))
+      return { migrated: false, reason: `contact_${contact.status}`, contact };
     if (contact.version === toVersion) return { migrated: false, reason: 'already_on_version', contact };
-    const [v] = await tx<{ graph: SequenceGraph }[]>`select graph from sequence_versions where sequence_id = ${sequenceId} and version = ${toVersion}`;
+    const [v] = await tx<
+      { graph: SequenceGraph }[]
+    >`select graph from sequence_versions where sequence_id = ${sequenceId} and version = ${toVersion}`;
     if (!v) return { migrated: false, reason: 'version_not_found', contact };
     const ids = new Set(v.graph.steps.map((s) => s.id));
     const target = atStepId ?? contact.current_step_id ?? v.graph.start;
-    if (!ids.has(target)) return { migrated: false, reason: atStepId ? 'step_not_found' : 'step_not_in_version', contact };
+    if (!ids.has(target))
+      return { migrated: false, reason: atStepId ? 'step_not_found' : 'step_not_in_version', contact };
     const [moved] = await tx<ContactRow[]>`
       update sequence_contacts set version = ${toVersion}, current_step_id = ${target},
         wait_step_id = case when ${target} = current_step_id then wait_step_id end,
@@ -485,7 +621,13 @@ export async function migrateContact(sql: Sql, workspaceId: string, sequenceId: 
 }
 
 /** Pause, resume or stop one contact; pausing holds its pnet steps. */
-export async function setContactState(sql: Sql, workspaceId: string, sequenceId: string, contactId: string, action: 'pause' | 'resume' | 'stop') {
+export async function setContactState(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  contactId: string,
+  action: 'pause' | 'resume' | 'stop',
+) {
   return sql.begin(async (tx) => {
     const [c] = await tx<ContactRow[]>`
       select * from sequence_contacts where id = ${contactId} and sequence_id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
@@ -495,7 +637,9 @@ export async function setContactState(sql: Sql, workspaceId: string, sequenceId:
       await tx`insert into pnet_step_holds (workspace_id, contact_key, reason) values (${workspaceId}, ${c.contact_key}, 'contact_paused') on conflict do nothing`;
       await tx`update browser_steps set held = true, updated_at = now()
                where workspace_id = ${workspaceId} and contact_key = ${c.contact_key} and status in ('awaiting_approval', 'queued', 'resuming')`;
-      const [row] = await tx<ContactRow[]>`update sequence_contacts set status = 'paused', revision = revision + 1, updated_at = now() where id = ${contactId} returning *`;
+      const [row] = await tx<
+        ContactRow[]
+      >`update sequence_contacts set status = 'paused', revision = revision + 1, updated_at = now() where id = ${contactId} returning *`;
       return row!;
     }
     if (action === 'resume') {
@@ -503,10 +647,13 @@ export async function setContactState(sql: Sql, workspaceId: string, sequenceId:
       await tx`delete from pnet_step_holds where workspace_id = ${workspaceId} and contact_key = ${c.contact_key}`;
       await tx`update browser_steps set held = pnet_step_held(workspace_id, contact_key, sequence_id), updated_at = now()
                where workspace_id = ${workspaceId} and contact_key = ${c.contact_key} and status in ('awaiting_approval', 'queued', 'resuming')`;
-      const [row] = await tx<ContactRow[]>`update sequence_contacts set status = 'active', revision = revision + 1, updated_at = now() where id = ${contactId} returning *`;
+      const [row] = await tx<
+        ContactRow[]
+      >`update sequence_contacts set status = 'active', revision = revision + 1, updated_at = now() where id = ${contactId} returning *`;
       return row!;
     }
-    if (!['active', 'paused', 'failed'].includes(c.status)) throw new ApiError('conflict', `A ${c.status} contact cannot be stopped.`);
+    if (!['active', 'paused', 'failed'].includes(c.status))
+      throw new ApiError('conflict', `A ${c.status} contact cannot be stopped.`);
     // Recorded as a stop of 014 too, so a send already past its own checks reads it in its transaction.
     await tx`insert into contact_stops (workspace_id, sequence_contact_id, reason) values (${workspaceId}, ${contactId}, 'stopped')`;
     await tx`update sequence_sends set status = 'stopped', reason = 'stopped', updated_at = now()
@@ -580,7 +727,11 @@ export function toApproval(r: SendRow): Approval {
 }
 
 /** Messages waiting for a person, less those a paused sequence or contact holds. */
-export async function listApprovals(db: Db, workspaceId: string, q: { sequence_id?: string | undefined; unconfirmed: boolean; limit: number }) {
+export async function listApprovals(
+  db: Db,
+  workspaceId: string,
+  q: { sequence_id?: string | undefined; unconfirmed: boolean; limit: number },
+) {
   if (q.unconfirmed) {
     const sent = await db<SendRow[]>`
       select m.* from sequence_sends m
@@ -610,7 +761,9 @@ export async function decideApproval(
   workspaceId: string,
   id: string,
   memberId: string | null,
-  decision: { approve: true; subject?: string | null | undefined; body?: string | undefined } | { approve: false; reason: string | null },
+  decision:
+    | { approve: true; subject?: string | null | undefined; body?: string | undefined }
+    | { approve: false; reason: string | null },
 ) {
   const [row] = decision.approve
     ? await db<SendRow[]>`
@@ -626,7 +779,8 @@ export async function decideApproval(
   if (row) return toApproval(row);
   const existing = await getApproval(db, workspaceId, id);
   if (!existing) throw notFound('Approval');
-  if (existing.status === 'awaiting_approval') throw new ApiError('conflict', 'The message is empty: approve it with a `body`.');
+  if (existing.status === 'awaiting_approval')
+    throw new ApiError('conflict', 'The message is empty: approve it with a `body`.');
   throw new ApiError('conflict', `This message is already ${existing.status}.`);
 }
 
@@ -647,13 +801,17 @@ export function liveContactsOf(sql: Db, sequenceId: string) {
 
 /** What a contact's workflow is addressed by, for one contact. */
 export async function findContactKeyRow(sql: Db, contactId: string): Promise<ContactKeyRow | undefined> {
-  const [c] = await sql<ContactKeyRow[]>`select id, sequence_id, workspace_id, contact_key from sequence_contacts where id = ${contactId}`;
+  const [c] = await sql<
+    ContactKeyRow[]
+  >`select id, sequence_id, workspace_id, contact_key from sequence_contacts where id = ${contactId}`;
   return c;
 }
 
 /** The outbound agent of the sequence (set by the outbound-agent routes), when the column exists. */
 export async function outboundAgentOf(sql: Db, sequenceId: string): Promise<string | null> {
-  const [row] = await sql<{ agent: string | null }[]>`select to_jsonb(s)->>'outbound_agent_id' as agent from sequences s where id = ${sequenceId}`;
+  const [row] = await sql<
+    { agent: string | null }[]
+  >`select to_jsonb(s)->>'outbound_agent_id' as agent from sequences s where id = ${sequenceId}`;
   return row?.agent ?? null;
 }
 

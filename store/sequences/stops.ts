@@ -13,7 +13,11 @@ export interface WakeContactRow {
 }
 
 /** The workspace's active, paused or failed sequence contacts with one of these emails, profile URLs or ids (compared normalized). */
-export async function contactsToWake(db: Db, workspaceId: string, who: { emails: string[]; urls: string[]; ids: string[] }): Promise<WakeContactRow[]> {
+export async function contactsToWake(
+  db: Db,
+  workspaceId: string,
+  who: { emails: string[]; urls: string[]; ids: string[] },
+): Promise<WakeContactRow[]> {
   const { emails, urls, ids } = who;
   return db<WakeContactRow[]>`
     select id, sequence_id, workspace_id, contact_key from sequence_contacts
@@ -37,4 +41,3 @@ export async function recordContactStops(
       union all select ${workspaceId}::uuid, null, p, null, ${reason}, ${createdBy} from unnest(${who.profileUrls}::text[]) as p
       union all select ${workspaceId}::uuid, null, null, c, ${reason}, ${createdBy} from unnest(${who.sequenceContactIds}::uuid[]) as c`;
 }
-

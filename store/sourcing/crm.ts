@@ -26,12 +26,22 @@ export interface CrmConnectionRow {
   created_at: Date;
 }
 
-export const shownConnection = ({ token_sealed: _t, workspace_id: _w, ...c }: CrmConnectionRow) => ({ ...c, created_at: c.created_at.toISOString() });
+export const shownConnection = ({ token_sealed: _t, workspace_id: _w, ...c }: CrmConnectionRow) => ({
+  ...c,
+  created_at: c.created_at.toISOString(),
+});
 
 /** Inserts a connection; null when the workspace has one of that name. */
 export async function insertCrmConnection(
   db: Db,
-  c: { id: string; workspaceId: string; name: string; tokenSealed: string; accountId: string | null; connectedBy: string | null },
+  c: {
+    id: string;
+    workspaceId: string;
+    name: string;
+    tokenSealed: string;
+    accountId: string | null;
+    connectedBy: string | null;
+  },
 ): Promise<CrmConnectionRow | null> {
   const [row] = await db<CrmConnectionRow[]>`
     insert into crm_connections (id, workspace_id, name, auth_kind, token_sealed, account_id, connected_by)
@@ -41,12 +51,16 @@ export async function insertCrmConnection(
 }
 
 export async function getCrmConnection(db: Db, workspaceId: string, id: string): Promise<CrmConnectionRow | undefined> {
-  const [row] = await db<CrmConnectionRow[]>`select * from crm_connections where workspace_id = ${workspaceId} and id = ${id}`;
+  const [row] = await db<
+    CrmConnectionRow[]
+  >`select * from crm_connections where workspace_id = ${workspaceId} and id = ${id}`;
   return row;
 }
 
 export async function listCrmConnections(db: Db, workspaceId: string): Promise<CrmConnectionRow[]> {
-  return db<CrmConnectionRow[]>`select * from crm_connections where workspace_id = ${workspaceId} order by created_at, id`;
+  return db<
+    CrmConnectionRow[]
+  >`select * from crm_connections where workspace_id = ${workspaceId} order by created_at, id`;
 }
 
 export async function deleteCrmConnection(db: Db, workspaceId: string, id: string): Promise<boolean> {
@@ -136,7 +150,9 @@ export async function toImports(db: Db, rows: ImportRow[]): Promise<Import[]> {
 
 export async function insertImport(
   db: Db,
-  i: Omit<ImportRow, 'id' | 'created_at' | 'watermark' | 'watermark_id' | 'content_hash' | 'schedule_id'> & { createdBy: string | null },
+  i: Omit<ImportRow, 'id' | 'created_at' | 'watermark' | 'watermark_id' | 'content_hash' | 'schedule_id'> & {
+    createdBy: string | null;
+  },
 ): Promise<ImportRow> {
   const [row] = await db<ImportRow[]>`
     insert into sourcing_imports (workspace_id, table_id, name, source, connection_id, object_type, list_id, filters, csv_url, mapping, key_field, created_by)
@@ -146,7 +162,12 @@ export async function insertImport(
   return row!;
 }
 
-export async function getImport(db: Db, workspaceId: string, tableId: string | null, id: string): Promise<ImportRow | undefined> {
+export async function getImport(
+  db: Db,
+  workspaceId: string,
+  tableId: string | null,
+  id: string,
+): Promise<ImportRow | undefined> {
   const [row] = await db<ImportRow[]>`
     ${importSelect(db)} where i.workspace_id = ${workspaceId} and i.id = ${id} ${tableId ? db`and i.table_id = ${tableId}` : db``}`;
   return row;
@@ -158,15 +179,31 @@ export async function readImport(db: Db, id: string): Promise<ImportRow | undefi
 }
 
 export async function listImports(db: Db, workspaceId: string, tableId: string): Promise<ImportRow[]> {
-  return db<ImportRow[]>`${importSelect(db)} where i.workspace_id = ${workspaceId} and i.table_id = ${tableId} order by i.created_at desc, i.id`;
+  return db<
+    ImportRow[]
+  >`${importSelect(db)} where i.workspace_id = ${workspaceId} and i.table_id = ${tableId} order by i.created_at desc, i.id`;
 }
 
 export async function deleteImport(db: Db, workspaceId: string, tableId: string, id: string): Promise<boolean> {
-  return (await db`delete from sourcing_imports where workspace_id = ${workspaceId} and table_id = ${tableId} and id = ${id}`).count > 0;
+  return (
+    (
+      await db`delete from sourcing_imports where workspace_id = ${workspaceId} and table_id = ${tableId} and id = ${id}`
+    ).count > 0
+  );
 }
 
 /** Starts a run once per id (a retried start finds it); a scheduled firing is one run per fire time. */
-export async function startImportRun(db: Db, r: { id: string; workspaceId: string; importId: string; trigger: 'manual' | 'schedule'; workflowId: string; watermark: Date | null }): Promise<void> {
+export async function startImportRun(
+  db: Db,
+  r: {
+    id: string;
+    workspaceId: string;
+    importId: string;
+    trigger: 'manual' | 'schedule';
+    workflowId: string;
+    watermark: Date | null;
+  },
+): Promise<void> {
   await db`
     insert into import_runs (id, workspace_id, import_id, trigger, workflow_id, watermark_from)
     values (${r.id}, ${r.workspaceId}, ${r.importId}, ${r.trigger}, ${r.workflowId}, ${r.watermark})
@@ -181,7 +218,18 @@ export async function getImportRun(db: Db, id: string): Promise<(RunRow & { work
 /** Adds one page's counts to the run, and moves the import's watermark, only while it is still `from` (compare-and-set). */
 export async function recordImportPage(
   tx: Db,
-  p: { runId: string; importId: string; from: { watermark: Date | null; id: string | null }; to: { watermark: Date | null; id: string | null }; read: number; created: number; updated: number; unchanged: number; rejected: number; contentHash?: string | null },
+  p: {
+    runId: string;
+    importId: string;
+    from: { watermark: Date | null; id: string | null };
+    to: { watermark: Date | null; id: string | null };
+    read: number;
+    created: number;
+    updated: number;
+    unchanged: number;
+    rejected: number;
+    contentHash?: string | null;
+  },
 ): Promise<boolean> {
   const moved = await tx`
     update sourcing_imports set watermark = ${p.to.watermark}, watermark_id = ${p.to.id},
@@ -195,7 +243,12 @@ export async function recordImportPage(
   return true;
 }
 
-export async function finishImportRun(db: Db, runId: string, status: 'succeeded' | 'failed', error: string | null): Promise<void> {
+export async function finishImportRun(
+  db: Db,
+  runId: string,
+  status: 'succeeded' | 'failed',
+  error: string | null,
+): Promise<void> {
   await db`update import_runs set status = ${status}, error = ${error}, finished_at = now() where id = ${runId} and status = 'running'`;
 }
 
@@ -241,7 +294,17 @@ export const toWriteBack = (w: WriteBackRow): WriteBack => ({
 
 export async function insertWriteBack(
   db: Db,
-  w: { workspaceId: string; tableId: string; connectionId: string; objectType: CrmObjectType; idProperty: string; mapping: WriteBackRow['mapping']; rowIds: string[] | null; resultColumnId: string | null; createdBy: string | null },
+  w: {
+    workspaceId: string;
+    tableId: string;
+    connectionId: string;
+    objectType: CrmObjectType;
+    idProperty: string;
+    mapping: WriteBackRow['mapping'];
+    rowIds: string[] | null;
+    resultColumnId: string | null;
+    createdBy: string | null;
+  },
 ): Promise<WriteBackRow> {
   const [row] = await db<WriteBackRow[]>`
     insert into write_backs (workspace_id, table_id, connection_id, object_type, id_property, mapping, row_ids, result_column_id, created_by, rows_total)
@@ -251,7 +314,12 @@ export async function insertWriteBack(
   return row!;
 }
 
-export async function getWriteBack(db: Db, workspaceId: string, tableId: string | null, id: string): Promise<WriteBackRow | undefined> {
+export async function getWriteBack(
+  db: Db,
+  workspaceId: string,
+  tableId: string | null,
+  id: string,
+): Promise<WriteBackRow | undefined> {
   const [row] = await db<WriteBackRow[]>`
     select * from write_backs where workspace_id = ${workspaceId} and id = ${id} ${tableId ? db`and table_id = ${tableId}` : db``}`;
   return row;
@@ -296,12 +364,26 @@ export interface RowResult {
  * Records one batch's results and moves the cursor, only while it is still at `fromSeq`: the
  * per-row results, the rows' links (the hash of what the CRM now has), the result column.
  */
-export async function recordWriteBackBatch(sql: Sql, w: WriteBackRow, fromSeq: string, toSeq: string, results: RowResult[], resultText: (r: RowResult) => string): Promise<boolean> {
+export async function recordWriteBackBatch(
+  sql: Sql,
+  w: WriteBackRow,
+  fromSeq: string,
+  toSeq: string,
+  results: RowResult[],
+  resultText: (r: RowResult) => string,
+): Promise<boolean> {
   return (await sql.begin(async (tx) => {
-    const moved = await tx`update write_backs set after_seq = ${toSeq}::bigint where id = ${w.id} and after_seq = ${fromSeq}::bigint and status = 'running'`;
+    const moved =
+      await tx`update write_backs set after_seq = ${toSeq}::bigint where id = ${w.id} and after_seq = ${fromSeq}::bigint and status = 'running'`;
     if (moved.count === 0) return false;
     if (results.length === 0) return true;
-    const payload = results.map((r) => ({ row_id: r.rowId, result: r.result, object_id: r.objectId, error: r.error, hash: r.hash }));
+    const payload = results.map((r) => ({
+      row_id: r.rowId,
+      result: r.result,
+      object_id: r.objectId,
+      error: r.error,
+      hash: r.hash,
+    }));
     await tx`
       insert into write_back_rows (write_back_id, row_id, result, object_id, error)
       select ${w.id}, x.row_id, x.result, x.object_id, x.error
@@ -333,13 +415,24 @@ export async function recordWriteBackBatch(sql: Sql, w: WriteBackRow, fromSeq: s
   })) as boolean;
 }
 
-export async function finishWriteBack(db: Db, id: string, status: 'succeeded' | 'failed', error: string | null): Promise<void> {
+export async function finishWriteBack(
+  db: Db,
+  id: string,
+  status: 'succeeded' | 'failed',
+  error: string | null,
+): Promise<void> {
   await db`update write_backs set status = ${status}, error = ${error}, finished_at = now() where id = ${id} and status = 'running'`;
 }
 
-export async function listWriteBackRows(db: Db, id: string, q: { result?: string | undefined; limit: number; offset: number }) {
+export async function listWriteBackRows(
+  db: Db,
+  id: string,
+  q: { result?: string | undefined; limit: number; offset: number },
+) {
   const where = db`write_back_id = ${id} ${q.result ? db`and result = ${q.result}` : db``}`;
-  const rows = await db<{ row_id: string; result: 'written' | 'unchanged' | 'failed'; object_id: string | null; error: string | null }[]>`
+  const rows = await db<
+    { row_id: string; result: 'written' | 'unchanged' | 'failed'; object_id: string | null; error: string | null }[]
+  >`
     select row_id, result, object_id, error from write_back_rows where ${where} order by updated_at, row_id limit ${q.limit} offset ${q.offset}`;
   const [count] = await db<{ n: number }[]>`select count(*)::int as n from write_back_rows where ${where}`;
   return { rows: [...rows], total_count: count!.n };

@@ -29,7 +29,12 @@ export interface Landed {
  * Input columns named `names` (matched without case; made at the end when missing): their ids by
  * name. A computed column of one of the names is refused, since its cells cannot be written.
  */
-export async function ensureInputColumns(tx: Db, workspaceId: string, tableId: string, names: string[]): Promise<Record<string, string>> {
+export async function ensureInputColumns(
+  tx: Db,
+  workspaceId: string,
+  tableId: string,
+  names: string[],
+): Promise<Record<string, string>> {
   await tx`select 1 from tables where id = ${tableId} and workspace_id = ${workspaceId} for update`;
   const existing = await tx<{ id: string; name: string; kind: string; position: number }[]>`
     select id, name, kind, position from table_columns where table_id = ${tableId} order by position`;
@@ -38,7 +43,11 @@ export async function ensureInputColumns(tx: Db, workspaceId: string, tableId: s
   const missing: string[] = [];
   for (const name of names) {
     const found = byName.get(name.toLowerCase());
-    if (found && found.kind !== 'input') throw new ApiError('conflict', `The table's column "${found.name}" is a ${found.kind} column; sourced values go in input columns. Rename it, or land in another table.`);
+    if (found && found.kind !== 'input')
+      throw new ApiError(
+        'conflict',
+        `The table's column "${found.name}" is a ${found.kind} column; sourced values go in input columns. Rename it, or land in another table.`,
+      );
     if (found) out[name] = found.id;
     else missing.push(name);
   }
@@ -60,7 +69,8 @@ export async function rowsByKey(tx: Db, tableId: string, keys: string[]): Promis
   return new Map(rows.map((r) => [r.key, r.row_id]));
 }
 
-const withoutEmpty = (cells: Cells) => Object.fromEntries(Object.entries(cells).filter(([, v]) => v !== null && v !== ''));
+const withoutEmpty = (cells: Cells) =>
+  Object.fromEntries(Object.entries(cells).filter(([, v]) => v !== null && v !== ''));
 
 /**
  * Lands records (call after lockTableLanding, in the same transaction). A key repeated within the
@@ -69,7 +79,15 @@ const withoutEmpty = (cells: Cells) => Object.fromEntries(Object.entries(cells).
  */
 export async function landRecords(
   tx: Db,
-  input: { workspaceId: string; tableId: string; source: string; records: LandRecord[]; mode: 'insert' | 'upsert'; limit?: number; columns?: TableColumns },
+  input: {
+    workspaceId: string;
+    tableId: string;
+    source: string;
+    records: LandRecord[];
+    mode: 'insert' | 'upsert';
+    limit?: number;
+    columns?: TableColumns;
+  },
 ): Promise<Landed & { leftOut: number }> {
   const unique = new Map<string, Cells>();
   for (const r of input.records) unique.set(r.key, withoutEmpty(r.cells));
@@ -78,7 +96,13 @@ export async function landRecords(
   const allowed = input.limit === undefined ? fresh.length : Math.max(0, Math.min(fresh.length, input.limit));
   const creating = fresh.slice(0, allowed);
   const columns = input.columns ?? (await loadColumns(tx, input.tableId));
-  const createdIds = await insertRows(tx, input.workspaceId, input.tableId, columns, creating.map(([, cells]) => cells));
+  const createdIds = await insertRows(
+    tx,
+    input.workspaceId,
+    input.tableId,
+    columns,
+    creating.map(([, cells]) => cells),
+  );
   if (createdIds.length > 0) {
     await tx`
       insert into sourced_row_keys (workspace_id, table_id, key, row_id, source)

@@ -5,7 +5,12 @@
  * cursor moved and changes nothing.
  */
 import type { Db, Sql } from '../../db/sql.js';
-import type { LeadSearch, LeadSearchKind, LeadSearchQuery, LeadSearchStatus } from '../../domain/sourcing/lead-search.js';
+import type {
+  LeadSearch,
+  LeadSearchKind,
+  LeadSearchQuery,
+  LeadSearchStatus,
+} from '../../domain/sourcing/lead-search.js';
 import { leadSearchWorkflowIdOf } from '../../domain/sourcing/lead-search.js';
 import { getBalance, holdCredits, settleHold } from '../platform/credits.js';
 import { landRecords, lockTableLanding, type LandRecord } from './landing.js';
@@ -65,7 +70,18 @@ export function toLeadSearch(r: LeadSearchRow): LeadSearch {
 /** Inserts the search once: the same id again (a retried card) finds the one made before. */
 export async function insertLeadSearch(
   tx: Db,
-  s: { id: string; workspaceId: string; tableId: string; provider: string; kind: LeadSearchKind; query: LeadSearchQuery; maxResults: number; pricePerRow: number; columns: Record<string, string>; createdBy: string | null },
+  s: {
+    id: string;
+    workspaceId: string;
+    tableId: string;
+    provider: string;
+    kind: LeadSearchKind;
+    query: LeadSearchQuery;
+    maxResults: number;
+    pricePerRow: number;
+    columns: Record<string, string>;
+    createdBy: string | null;
+  },
 ): Promise<LeadSearchRow> {
   await tx`
     insert into lead_searches (id, workspace_id, table_id, provider, kind, query, max_results, price_per_row, columns, created_by)
@@ -77,7 +93,9 @@ export async function insertLeadSearch(
 }
 
 export async function getLeadSearch(db: Db, workspaceId: string, id: string): Promise<LeadSearchRow | undefined> {
-  const [row] = await db<LeadSearchRow[]>`select * from lead_searches where workspace_id = ${workspaceId} and id = ${id}`;
+  const [row] = await db<
+    LeadSearchRow[]
+  >`select * from lead_searches where workspace_id = ${workspaceId} and id = ${id}`;
   return row;
 }
 
@@ -86,9 +104,15 @@ export async function readLeadSearch(db: Db, id: string): Promise<LeadSearchRow 
   return row;
 }
 
-export async function listLeadSearches(db: Db, workspaceId: string, q: { table_id?: string | undefined; limit: number; offset: number }) {
+export async function listLeadSearches(
+  db: Db,
+  workspaceId: string,
+  q: { table_id?: string | undefined; limit: number; offset: number },
+) {
   const where = db`workspace_id = ${workspaceId} ${q.table_id ? db`and table_id = ${q.table_id}` : db``}`;
-  const rows = await db<LeadSearchRow[]>`select * from lead_searches where ${where} order by created_at desc, id limit ${q.limit} offset ${q.offset}`;
+  const rows = await db<
+    LeadSearchRow[]
+  >`select * from lead_searches where ${where} order by created_at desc, id limit ${q.limit} offset ${q.offset}`;
   const [count] = await db<{ n: number }[]>`select count(*)::int as n from lead_searches where ${where}`;
   return { searches: rows.map(toLeadSearch), total_count: count!.n };
 }
@@ -105,7 +129,12 @@ export async function countRateLimited(db: Db, id: string, page: number): Promis
 }
 
 /** Ends a search that is not over yet (cancelled, failed, or succeeded with nothing more to read). */
-export async function finishLeadSearch(db: Db, id: string, status: 'succeeded' | 'failed' | 'cancelled', error: string | null): Promise<LeadSearchRow | undefined> {
+export async function finishLeadSearch(
+  db: Db,
+  id: string,
+  status: 'succeeded' | 'failed' | 'cancelled',
+  error: string | null,
+): Promise<LeadSearchRow | undefined> {
   await db`
     update lead_searches set status = ${status}, error = ${error}, finished_at = now(), updated_at = now()
     where id = ${id} and status in ('pending', 'running')`;
@@ -130,29 +159,51 @@ export interface PageOutcome {
  */
 export async function landLeadPage(
   sql: Sql,
-  p: { searchId: string; page: number; records: (LandRecord | null)[]; resultsOnPage: number; lastPage: boolean; totalAvailable: number | null },
+  p: {
+    searchId: string;
+    page: number;
+    records: (LandRecord | null)[];
+    resultsOnPage: number;
+    lastPage: boolean;
+    totalAvailable: number | null;
+  },
 ): Promise<PageOutcome> {
   return sql.begin(async (tx) => {
     const [s] = await tx<LeadSearchRow[]>`select * from lead_searches where id = ${p.searchId} for update`;
-    if (!s || s.status !== 'running' || s.next_page !== p.page) return { applied: false, landed: 0, duplicates: 0, charged: 0, done: !s || s.status !== 'running', search: s! };
+    if (!s || s.status !== 'running' || s.next_page !== p.page)
+      return { applied: false, landed: 0, duplicates: 0, charged: 0, done: !s || s.status !== 'running', search: s! };
     const room = Math.max(0, s.max_results - s.results_seen);
     const counted = Math.min(room, p.resultsOnPage);
     // Records keep the page's order; the ones past the room are not read.
     const records = p.records.slice(0, counted).filter((r): r is LandRecord => r !== null);
     await lockTableLanding(tx, s.table_id);
-    const affordable = s.price_per_row > 0 ? Math.floor((await getBalance(tx, s.workspace_id)).available / s.price_per_row) : undefined;
-    const landed = await landRecords(tx, { workspaceId: s.workspace_id, tableId: s.table_id, source: `lead_search:${s.id}`, records, mode: 'insert', ...(affordable === undefined ? {} : { limit: affordable }) });
+    const affordable =
+      s.price_per_row > 0 ? Math.floor((await getBalance(tx, s.workspace_id)).available / s.price_per_row) : undefined;
+    const landed = await landRecords(tx, {
+      workspaceId: s.workspace_id,
+      tableId: s.table_id,
+      source: `lead_search:${s.id}`,
+      records,
+      mode: 'insert',
+      ...(affordable === undefined ? {} : { limit: affordable }),
+    });
     let charged = 0;
     if (landed.created > 0 && s.price_per_row > 0) {
       const amount = landed.created * s.price_per_row;
-      const hold = await holdCredits(tx, { workspaceId: s.workspace_id, amount, causeKey: `lead-search:${s.id}:page:${p.page}` });
+      const hold = await holdCredits(tx, {
+        workspaceId: s.workspace_id,
+        amount,
+        causeKey: `lead-search:${s.id}:page:${p.page}`,
+      });
       const settled = await settleHold(tx, hold.id, 'charged', amount);
       charged = Number(settled?.charged ?? amount);
     }
     const outOfCredits = landed.leftOut > 0;
     const done = outOfCredits || p.lastPage || s.results_seen + counted >= s.max_results;
     const status = outOfCredits ? 'failed' : done ? 'succeeded' : 'running';
-    const error = outOfCredits ? `The workspace ran out of credits after ${s.rows_landed + landed.created} rows (${s.price_per_row} per row).` : null;
+    const error = outOfCredits
+      ? `The workspace ran out of credits after ${s.rows_landed + landed.created} rows (${s.price_per_row} per row).`
+      : null;
     const [after] = await tx<LeadSearchRow[]>`
       update lead_searches set next_page = next_page + 1, pages_read = pages_read + 1,
         results_seen = results_seen + ${counted}, rows_landed = rows_landed + ${landed.created},

@@ -12,10 +12,21 @@ export interface ImportScheduleRow {
   created_at: Date;
 }
 
-const select = (db: Db) => db`select s.*, i.table_id from import_schedules s join sourcing_imports i on i.id = s.import_id`;
+const select = (db: Db) =>
+  db`select s.*, i.table_id from import_schedules s join sourcing_imports i on i.id = s.import_id`;
 
 /** Null when the import has a schedule already. */
-export async function insertImportSchedule(db: Db, s: { workspaceId: string; importId: string; intervalSeconds: number; catchupWindowSeconds: number; paused: boolean; createdBy: string | null }) {
+export async function insertImportSchedule(
+  db: Db,
+  s: {
+    workspaceId: string;
+    importId: string;
+    intervalSeconds: number;
+    catchupWindowSeconds: number;
+    paused: boolean;
+    createdBy: string | null;
+  },
+) {
   const [row] = await db<{ id: string }[]>`
     insert into import_schedules (workspace_id, import_id, interval_seconds, catchup_window_seconds, paused, created_by)
     values (${s.workspaceId}, ${s.importId}, ${s.intervalSeconds}, ${s.catchupWindowSeconds}, ${s.paused}, ${s.createdBy})
@@ -28,7 +39,11 @@ export async function readImportSchedule(db: Db, id: string): Promise<ImportSche
   return row;
 }
 
-export async function getImportSchedule(db: Db, workspaceId: string, id: string): Promise<ImportScheduleRow | undefined> {
+export async function getImportSchedule(
+  db: Db,
+  workspaceId: string,
+  id: string,
+): Promise<ImportScheduleRow | undefined> {
   const [row] = await db<ImportScheduleRow[]>`${select(db)} where s.workspace_id = ${workspaceId} and s.id = ${id}`;
   return row;
 }
@@ -45,7 +60,13 @@ export async function deleteImportScheduleRow(db: Db, id: string): Promise<void>
   await db`delete from import_schedules where id = ${id}`;
 }
 
-export async function importWorkspace(db: Db, workspaceId: string, importId: string): Promise<{ id: string; table_id: string } | undefined> {
-  const [row] = await db<{ id: string; table_id: string }[]>`select id, table_id from sourcing_imports where workspace_id = ${workspaceId} and id = ${importId}`;
+export async function importWorkspace(
+  db: Db,
+  workspaceId: string,
+  importId: string,
+): Promise<{ id: string; table_id: string } | undefined> {
+  const [row] = await db<
+    { id: string; table_id: string }[]
+  >`select id, table_id from sourcing_imports where workspace_id = ${workspaceId} and id = ${importId}`;
   return row;
 }

@@ -29,7 +29,18 @@ export const toDiscovery = ({ workspace_id: _w, columns: _c, ...d }: DiscoveryRo
   workflow_id: subdomainWorkflowIdOf(d.id),
 });
 
-export async function insertDiscovery(db: Db, d: { workspaceId: string; tableId: string; domain: string | null; sourceTableId: string | null; sourceColumnId: string | null; columns: Record<string, string>; createdBy: string | null }) {
+export async function insertDiscovery(
+  db: Db,
+  d: {
+    workspaceId: string;
+    tableId: string;
+    domain: string | null;
+    sourceTableId: string | null;
+    sourceColumnId: string | null;
+    columns: Record<string, string>;
+    createdBy: string | null;
+  },
+) {
   const [row] = await db<DiscoveryRow[]>`
     insert into subdomain_discoveries (workspace_id, table_id, domain, source_table_id, source_column_id, columns, created_by)
     values (${d.workspaceId}, ${d.tableId}, ${d.domain}, ${d.sourceTableId}, ${d.sourceColumnId}, ${db.json(d.columns)}, ${d.createdBy}) returning *`;
@@ -37,7 +48,9 @@ export async function insertDiscovery(db: Db, d: { workspaceId: string; tableId:
 }
 
 export async function getDiscovery(db: Db, workspaceId: string, id: string): Promise<DiscoveryRow | undefined> {
-  const [row] = await db<DiscoveryRow[]>`select * from subdomain_discoveries where workspace_id = ${workspaceId} and id = ${id}`;
+  const [row] = await db<
+    DiscoveryRow[]
+  >`select * from subdomain_discoveries where workspace_id = ${workspaceId} and id = ${id}`;
   return row;
 }
 
@@ -54,7 +67,9 @@ export async function columnValues(db: Db, tableId: string, columnId: string, li
 }
 
 export async function doneDomains(db: Db, id: string): Promise<Set<string>> {
-  const rows = await db<{ domain: string }[]>`select domain from subdomain_discovery_domains where discovery_id = ${id}`;
+  const rows = await db<
+    { domain: string }[]
+  >`select domain from subdomain_discovery_domains where discovery_id = ${id}`;
   return new Set(rows.map((r) => r.domain));
 }
 
@@ -63,7 +78,14 @@ export async function beginDiscovery(db: Db, id: string, total: number): Promise
 }
 
 /** Lands one domain's live subdomains and marks it done, once (a domain done before changes nothing). */
-export async function landDomain(sql: Sql, d: DiscoveryRow, domain: string, candidates: number, live: { name: string; records: string }[], error: string | null): Promise<boolean> {
+export async function landDomain(
+  sql: Sql,
+  d: DiscoveryRow,
+  domain: string,
+  candidates: number,
+  live: { name: string; records: string }[],
+  error: string | null,
+): Promise<boolean> {
   return (await sql.begin(async (tx) => {
     const marked = await tx`
       insert into subdomain_discovery_domains (discovery_id, domain, candidates, live, error) values (${d.id}, ${domain}, ${candidates}, ${live.length}, ${error})
@@ -75,7 +97,10 @@ export async function landDomain(sql: Sql, d: DiscoveryRow, domain: string, cand
       tableId: d.table_id,
       source: `subdomains:${d.id}`,
       mode: 'upsert',
-      records: live.map((l) => ({ key: `subdomain:${l.name}`, cells: { [d.columns.subdomain!]: l.name, [d.columns.domain!]: domain, [d.columns.records!]: l.records } })),
+      records: live.map((l) => ({
+        key: `subdomain:${l.name}`,
+        cells: { [d.columns.subdomain!]: l.name, [d.columns.domain!]: domain, [d.columns.records!]: l.records },
+      })),
     });
     await tx`
       update subdomain_discoveries set domains_done = domains_done + 1, candidates = candidates + ${candidates}, live = live + ${live.length},
@@ -84,6 +109,11 @@ export async function landDomain(sql: Sql, d: DiscoveryRow, domain: string, cand
   })) as boolean;
 }
 
-export async function finishDiscovery(db: Db, id: string, status: 'succeeded' | 'failed', error: string | null): Promise<void> {
+export async function finishDiscovery(
+  db: Db,
+  id: string,
+  status: 'succeeded' | 'failed',
+  error: string | null,
+): Promise<void> {
   await db`update subdomain_discoveries set status = ${status}, error = ${error}, finished_at = now(), updated_at = now() where id = ${id} and status in ('pending', 'running')`;
 }

@@ -22,9 +22,16 @@ interface CellWrites {
 }
 
 /** Values of other computed columns (not formulas) that formulas read: their value once done. */
-async function computedInputs(db: Db, columns: TableColumns, plan: FormulaPlan, rowIds: string[]): Promise<Map<string, CellValue>> {
+async function computedInputs(
+  db: Db,
+  columns: TableColumns,
+  plan: FormulaPlan,
+  rowIds: string[],
+): Promise<Map<string, CellValue>> {
   const wanted = new Set(plan.order.flatMap((f) => f.compiled.refs));
-  const ids = columns.list.filter((c) => wanted.has(c.id) && computedKinds.has(c.kind) && c.kind !== 'formula').map((c) => c.id);
+  const ids = columns.list
+    .filter((c) => wanted.has(c.id) && computedKinds.has(c.kind) && c.kind !== 'formula')
+    .map((c) => c.id);
   if (ids.length === 0 || rowIds.length === 0) return new Map();
   const rows = await db<{ column_id: string; row_id: string; value: CellValue }[]>`
     select column_id, row_id, value from table_cells
@@ -33,10 +40,18 @@ async function computedInputs(db: Db, columns: TableColumns, plan: FormulaPlan, 
 }
 
 /** Evaluates the formulas of `plan` on each row and lists the cells of the columns in `only` (all when omitted). */
-function evaluateCells(plan: FormulaPlan, rows: { id: string; cells: Cells }[], others: Map<string, CellValue>, only?: Set<string>): CellWrites {
+function evaluateCells(
+  plan: FormulaPlan,
+  rows: { id: string; cells: Cells }[],
+  others: Map<string, CellValue>,
+  only?: Set<string>,
+): CellWrites {
   const writes: CellWrites = { columnIds: [], rowIds: [], states: [], values: [], errors: [] };
   for (const row of rows) {
-    const read = others.size === 0 ? (id: string) => row.cells[id] ?? null : (id: string) => row.cells[id] ?? others.get(`${row.id}:${id}`) ?? null;
+    const read =
+      others.size === 0
+        ? (id: string) => row.cells[id] ?? null
+        : (id: string) => row.cells[id] ?? others.get(`${row.id}:${id}`) ?? null;
     for (const [columnId, outcome] of evaluateRow(plan, read)) {
       if (only && !only.has(columnId)) continue;
       writes.columnIds.push(columnId);
@@ -61,15 +76,29 @@ function storeCells(db: Db, writes: CellWrites, fresh = false) {
     select x.column_id, x.row_id, x.state, x.value::jsonb, x.error, 0
     from unnest(${writes.columnIds}::uuid[], ${writes.rowIds}::uuid[], ${writes.states}::text[], ${writes.values}::text[], ${writes.errors}::text[])
       as x (column_id, row_id, state, value, error)
-    ${fresh ? db`` : db`on conflict (column_id, row_id) do update set
-      state = excluded.state, value = excluded.value, error = excluded.error, cost = 0, updated_at = now()`}`;
+    ${
+      fresh
+        ? db``
+        : db`on conflict (column_id, row_id) do update set
+      state = excluded.state, value = excluded.value, error = excluded.error, cost = 0, updated_at = now()`
+    }`;
 }
 
 /** Computes the formula cells of these rows (all formula columns, or only `only`) and stores them. */
-export async function writeFormulaCells(db: Db, columns: TableColumns, rows: { id: string; cells: Cells }[], only?: Set<string>) {
+export async function writeFormulaCells(
+  db: Db,
+  columns: TableColumns,
+  rows: { id: string; cells: Cells }[],
+  only?: Set<string>,
+) {
   const plan = only ? planFor(columns.plan, only) : columns.plan;
   if (plan.order.length === 0 || rows.length === 0) return;
-  const others = await computedInputs(db, columns, plan, rows.map((r) => r.id));
+  const others = await computedInputs(
+    db,
+    columns,
+    plan,
+    rows.map((r) => r.id),
+  );
   const writes = evaluateCells(plan, rows, others, only);
   if (writes.rowIds.length > 0) await storeCells(db, writes);
 }
@@ -90,7 +119,12 @@ function started<T>(query: Promise<T>): Promise<T> {
  * other core). Rows are read with only the input cells the formulas use. `fresh`: the columns
  * were created in this transaction and have no cells yet.
  */
-export async function recomputeFormulas(db: Db, tableId: string, columns: TableColumns, options: { columnIds: Set<string>; fresh?: boolean }) {
+export async function recomputeFormulas(
+  db: Db,
+  tableId: string,
+  columns: TableColumns,
+  options: { columnIds: Set<string>; fresh?: boolean },
+) {
   const only = new Set([...options.columnIds].filter((id) => columns.byId.get(id)?.kind === 'formula'));
   if (only.size === 0) return;
   const plan = planFor(columns.plan, only);
@@ -104,11 +138,16 @@ export async function recomputeFormulas(db: Db, tableId: string, columns: TableC
   await db`select set_config('app.column_pass', 'on', true)`;
   let writing: Promise<unknown> = Promise.resolve();
   try {
-    for (let next = read(0); ; ) {
+    for (let next = read(0); ;) {
       const rows = await next;
       if (rows.length === 0) break;
       next = read(rows[rows.length - 1]!.seq);
-      const others = await computedInputs(db, columns, plan, rows.map((r) => r.id));
+      const others = await computedInputs(
+        db,
+        columns,
+        plan,
+        rows.map((r) => r.id),
+      );
       const writes = evaluateCells(plan, rows, others, only);
       await writing; // one write in flight: memory stays at a few batches whatever the row count
       writing = started(storeCells(db, writes, options.fresh));

@@ -45,7 +45,12 @@ export async function feedPosition(db: Db, tableId: string): Promise<FeedPositio
  * Up to `limit` changes of the table after `after`, in order, and what retention removed, read
  * in one snapshot: a reader behind `pruned` has lost changes even when the page looks whole.
  */
-export async function readChanges(db: Db, tableId: string, after: number, limit: number): Promise<{ pruned: number; changes: Change[] }> {
+export async function readChanges(
+  db: Db,
+  tableId: string,
+  after: number,
+  limit: number,
+): Promise<{ pruned: number; changes: Change[] }> {
   const rows = await db<{ pruned: number; id: number | null; kind: TableEventName | null; data: string | null }[]>`
     select h.pruned, c.id, c.kind, c.data
     from (select coalesce(max(pruned_through), 0) as pruned from table_change_horizon where table_id = ${tableId}) h

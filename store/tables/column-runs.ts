@@ -3,8 +3,9 @@ import { writeFormulaCells } from './cells.js';
 import { loadColumns } from './columns.js';
 import type { Db } from '../../db/sql.js';
 import {
-    type ColumnRunStatus, type EnrichmentValue,
-    type StoredEnrichmentConfig
+  type ColumnRunStatus,
+  type EnrichmentValue,
+  type StoredEnrichmentConfig,
 } from '../../domain/tables/enrichments.js';
 import { dependentsOf } from '../../domain/tables/formula.js';
 import type { CellValue, Cells } from '../../domain/tables/tables.js';
@@ -60,13 +61,14 @@ export interface RunBatch {
   stop: 'cancelled' | 'gone' | null;
 }
 
-
 export const terminal: ReadonlySet<ColumnRunStatus> = terminalRunStatuses;
 export const runCauseKey = (runId: string, rowId: string) => `column-run:${runId}:${rowId}`;
 
-export const processedOf = (r: Pick<RunRecord, 'rows_done' | 'rows_empty' | 'rows_failed' | 'rows_skipped' | 'rows_kept'>) =>
-  r.rows_done + r.rows_empty + r.rows_failed + r.rows_skipped + r.rows_kept;
-export const percentOf = (r: RunRecord) => Math.min(100, Math.floor((processedOf(r) * 100) / Math.max(1, r.rows_total)));
+export const processedOf = (
+  r: Pick<RunRecord, 'rows_done' | 'rows_empty' | 'rows_failed' | 'rows_skipped' | 'rows_kept'>,
+) => r.rows_done + r.rows_empty + r.rows_failed + r.rows_skipped + r.rows_kept;
+export const percentOf = (r: RunRecord) =>
+  Math.min(100, Math.floor((processedOf(r) * 100) / Math.max(1, r.rows_total)));
 
 export interface RunContext {
   run: RunRecord;
@@ -79,14 +81,21 @@ export interface RunContext {
 export async function loadContext(db: Db, runId: string): Promise<RunContext | null> {
   const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId}`;
   if (!run) return null;
-  const columns = await db<{ id: string; parent_column_id: string | null; config: StoredEnrichmentConfig & { output?: string } }[]>`
+  const columns = await db<
+    { id: string; parent_column_id: string | null; config: StoredEnrichmentConfig & { output?: string } }[]
+  >`
     select id, parent_column_id, config from table_columns where id = ${run.column_id} or parent_column_id = ${run.column_id} order by position`;
   const parent = columns.find((c) => c.id === run.column_id);
   if (!parent) return null;
   const children = columns.filter((c) => c.parent_column_id === run.column_id && typeof c.config.output === 'string');
   return {
     run,
-    config: { provider: parent.config.provider, inputs: parent.config.inputs ?? {}, outputs: parent.config.outputs ?? [], options: parent.config.options ?? {} },
+    config: {
+      provider: parent.config.provider,
+      inputs: parent.config.inputs ?? {},
+      outputs: parent.config.outputs ?? [],
+      options: parent.config.options ?? {},
+    },
     group: [parent.id, ...children.map((c) => c.id)],
     outputOf: new Map(children.map((c) => [c.id, c.config.output!])),
   };
@@ -95,7 +104,11 @@ export async function loadContext(db: Db, runId: string): Promise<RunContext | n
 export const brief = (text: string) => (text.length > 1000 ? `${text.slice(0, 997)}...` : text);
 
 /** Each mapped input's value: an input column's from the row, a computed column's once done. */
-export async function readInputs(db: Db, ctx: RunContext, rowId: string): Promise<{ cells: Cells; inputs: Map<string, CellValue> } | null> {
+export async function readInputs(
+  db: Db,
+  ctx: RunContext,
+  rowId: string,
+): Promise<{ cells: Cells; inputs: Map<string, CellValue> } | null> {
   const [row] = await db<{ cells: Cells }[]>`select cells from table_rows where id = ${rowId}`;
   if (!row) return null;
   const mapped = Object.entries(ctx.config.inputs);
@@ -106,7 +119,8 @@ export async function readInputs(db: Db, ctx: RunContext, rowId: string): Promis
       select column_id, value from table_cells where column_id = any(${computedIds}::uuid[]) and row_id = ${rowId} and state = 'done'`;
     for (const c of done) computed.set(c.column_id, c.value);
   }
-  const value = (id: string): CellValue => (Object.hasOwn(row.cells, id) ? (row.cells[id] ?? null) : (computed.get(id) ?? null));
+  const value = (id: string): CellValue =>
+    Object.hasOwn(row.cells, id) ? (row.cells[id] ?? null) : (computed.get(id) ?? null);
   return { cells: row.cells, inputs: new Map(mapped.map(([name, id]) => [name, value(id)])) };
 }
 
@@ -120,12 +134,19 @@ export async function recomputeReaders(db: Db, ctx: RunContext, rowId: string) {
   if (row) await writeFormulaCells(db, columns, [row], affected);
 }
 
-export async function count(db: Db, runId: string, field: 'rows_done' | 'rows_empty' | 'rows_failed' | 'rows_skipped', credits = 0) {
+export async function count(
+  db: Db,
+  runId: string,
+  field: 'rows_done' | 'rows_empty' | 'rows_failed' | 'rows_skipped',
+  credits = 0,
+) {
   await db`update column_runs set ${db(field)} = ${db(field)} + 1, credits_charged = credits_charged + ${credits} where id = ${runId}`;
 }
 
 export async function holdOf(db: Db, workspaceId: string, causeKey: string): Promise<string | undefined> {
-  const [hold] = await db<{ id: string }[]>`select id from credit_holds where workspace_id = ${workspaceId} and cause_key = ${causeKey}`;
+  const [hold] = await db<
+    { id: string }[]
+  >`select id from credit_holds where workspace_id = ${workspaceId} and cause_key = ${causeKey}`;
   return hold?.id;
 }
 
@@ -140,11 +161,19 @@ export async function settleCells(
   ctx: RunContext,
   rowId: string,
   from: string[],
-  to: { state: 'done' | 'error' | 'skipped'; values: Record<string, EnrichmentValue> | null; error: string | null; cost: number },
+  to: {
+    state: 'done' | 'error' | 'skipped';
+    values: Record<string, EnrichmentValue> | null;
+    error: string | null;
+    cost: number;
+  },
 ): Promise<boolean> {
   const [parentId] = ctx.group;
-  const field = (values: Record<string, EnrichmentValue>, name: string) => (Object.hasOwn(values, name) ? values[name]! : null);
-  const parentValue = to.values ? Object.fromEntries(ctx.config.outputs.map((name) => [name, field(to.values!, name)])) : null;
+  const field = (values: Record<string, EnrichmentValue>, name: string) =>
+    Object.hasOwn(values, name) ? values[name]! : null;
+  const parentValue = to.values
+    ? Object.fromEntries(ctx.config.outputs.map((name) => [name, field(to.values!, name)]))
+    : null;
   const writes = ctx.group.map((id) => ({
     column_id: id,
     value: id === parentId ? parentValue : to.values ? field(to.values, ctx.outputOf.get(id)!) : null,
@@ -157,7 +186,6 @@ export async function settleCells(
     returning c.column_id`;
   return moved.some((m) => m.column_id === parentId);
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // The statements that apply a row's and a run's decisions (domain/tables/column-run-outcome.ts)
@@ -213,7 +241,8 @@ export async function skipRow(db: Db, ctx: RunContext, rowId: string, end: Extra
 
 /** A stored result's end: its hold charged or released, the run's count, and the formulas that read the cells. */
 export async function settleRow(db: Db, ctx: RunContext, rowId: string, end: Extract<RowEnd, { kind: 'settle' }>) {
-  if (end.hold) await (end.hold.action === 'charge' ? chargeHold(db, end.hold.id, end.hold.amount) : releaseHold(db, end.hold.id));
+  if (end.hold)
+    await (end.hold.action === 'charge' ? chargeHold(db, end.hold.id, end.hold.amount) : releaseHold(db, end.hold.id));
   if (!end.count) return;
   await count(db, ctx.run.id, end.count.field, end.count.credits);
   await recomputeReaders(db, ctx, rowId);
@@ -256,7 +285,11 @@ export async function releaseRunHolds(db: Db, workspaceId: string, runId: string
 // and auto_run's "rows were added"
 
 /** The table's default for keeping existing results; undefined when the table is not there (or deleted). */
-export async function findRunTable(db: Db, workspaceId: string, tableId: string): Promise<{ keep_existing_results: boolean } | undefined> {
+export async function findRunTable(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+): Promise<{ keep_existing_results: boolean } | undefined> {
   const [table] = await db<{ keep_existing_results: boolean }[]>`
     select keep_existing_results from tables where workspace_id = ${workspaceId} and id = ${tableId} and deleted_at is null`;
   return table;
@@ -309,7 +342,9 @@ export async function insertManualRun(
 
 /** The id of the column's run going (queued or running), if any. */
 export async function findGoingRunId(db: Db, columnId: string): Promise<string | undefined> {
-  const [going] = await db<{ id: string }[]>`select id from column_runs where column_id = ${columnId} and status in ('queued', 'running')`;
+  const [going] = await db<
+    { id: string }[]
+  >`select id from column_runs where column_id = ${columnId} and status in ('queued', 'running')`;
   return going?.id;
 }
 
@@ -321,8 +356,15 @@ export async function failUnstartedRun(db: Db, runId: string) {
 }
 
 /** One run of the table, within the workspace. */
-export async function findTableRun(db: Db, workspaceId: string, tableId: string, runId: string): Promise<RunRecord | undefined> {
-  const [run] = await db<RunRecord[]>`select * from column_runs where id = ${runId} and table_id = ${tableId} and workspace_id = ${workspaceId}`;
+export async function findTableRun(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  runId: string,
+): Promise<RunRecord | undefined> {
+  const [run] = await db<
+    RunRecord[]
+  >`select * from column_runs where id = ${runId} and table_id = ${tableId} and workspace_id = ${workspaceId}`;
   return run;
 }
 
@@ -375,7 +417,14 @@ export async function listAutoRunColumns(
  */
 export async function startOrWakeAutoRun(
   db: Db,
-  run: { workspaceId: string; tableId: string; columnId: string; provider: string; keepExistingResults: boolean; added: number },
+  run: {
+    workspaceId: string;
+    tableId: string;
+    columnId: string;
+    provider: string;
+    keepExistingResults: boolean;
+    added: number;
+  },
 ): Promise<RunRecord> {
   const [started] = await db<RunRecord[]>`
         insert into column_runs (workspace_id, table_id, column_id, provider, trigger, scope, keep_existing_results, sweep_new_rows, cursor_done, rows_total)
@@ -418,7 +467,13 @@ async function recordColumnRunFinished(db: Db, run: RunRecord): Promise<void> {
   await recordWorkspaceEvent(db, {
     workspaceId: run.workspace_id,
     type: 'column_run.finished',
-    payload: { run_id: run.id, table_id: run.table_id, column_id: run.column_id, status: run.status, error: run.error ?? null },
+    payload: {
+      run_id: run.id,
+      table_id: run.table_id,
+      column_id: run.column_id,
+      status: run.status,
+      error: run.error ?? null,
+    },
   });
 }
 
@@ -430,7 +485,9 @@ export async function lockRunRecord(db: Db, runId: string): Promise<RunRecord | 
 
 /** Whether the table is deleted; undefined when it is gone altogether. */
 export async function findTableDeleted(db: Db, tableId: string): Promise<{ deleted: boolean } | undefined> {
-  const [table] = await db<{ deleted: boolean }[]>`select deleted_at is not null as deleted from tables where id = ${tableId}`;
+  const [table] = await db<
+    { deleted: boolean }[]
+  >`select deleted_at is not null as deleted from tables where id = ${tableId}`;
   return table;
 }
 

@@ -3,7 +3,14 @@ import type { Db, Sql } from '../../db/sql.js';
 import { enrichmentConfigView, type StoredEnrichmentConfig } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import { agentColumnConfigView, type StoredAgentColumnConfig } from '../../domain/agents/saved-agents.js';
-import { dependentsOf, displayFormula, formulaReferences, planFormulas, storeFormula, type FormulaPlan } from '../../domain/tables/formula.js';
+import {
+  dependentsOf,
+  displayFormula,
+  formulaReferences,
+  planFormulas,
+  storeFormula,
+  type FormulaPlan,
+} from '../../domain/tables/formula.js';
 import {
   columnsPerTable,
   computedKinds,
@@ -60,8 +67,12 @@ export function toColumn(column: ColumnRecord, columns: TableColumns): Column {
     parent_column_id: column.parent_column_id,
     formula: formula === undefined ? null : displayFormula(formula, (id) => columns.byId.get(id)?.name),
     formula_error: columns.plan.errors.get(column.id) ?? null,
-    enrichment: column.kind === 'enrichment' && column.parent_column_id === null ? enrichmentConfigView(column.config) : null,
-    agent: column.kind === 'agent' && column.parent_column_id === null ? agentColumnConfigView(column.config as Partial<StoredAgentColumnConfig>) : null,
+    enrichment:
+      column.kind === 'enrichment' && column.parent_column_id === null ? enrichmentConfigView(column.config) : null,
+    agent:
+      column.kind === 'agent' && column.parent_column_id === null
+        ? agentColumnConfigView(column.config as Partial<StoredAgentColumnConfig>)
+        : null,
     output_field: column.parent_column_id !== null ? (column.config.output ?? null) : null,
     created_at: column.created_at.toISOString(),
     updated_at: column.updated_at.toISOString(),
@@ -89,7 +100,9 @@ async function renumber(db: Db, ids: string[]) {
 }
 
 async function orderedIds(db: Db, tableId: string): Promise<string[]> {
-  const rows = await db<{ id: string }[]>`select id from table_columns where table_id = ${tableId} order by position, created_at, id`;
+  const rows = await db<
+    { id: string }[]
+  >`select id from table_columns where table_id = ${tableId} order by position, created_at, id`;
   return rows.map((r) => r.id);
 }
 
@@ -108,7 +121,13 @@ export async function placeColumnGroup(db: Db, tableId: string, group: string[],
 }
 
 /** New input columns named `names`, from position `start` on; their ids in that order. */
-export async function createInputColumns(db: Db, workspaceId: string, tableId: string, start: number, names: string[]): Promise<string[]> {
+export async function createInputColumns(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  start: number,
+  names: string[],
+): Promise<string[]> {
   if (names.length === 0) return [];
   const rows = await db<{ id: string; position: number }[]>`
     insert into table_columns (workspace_id, table_id, name, kind, position)
@@ -118,12 +137,18 @@ export async function createInputColumns(db: Db, workspaceId: string, tableId: s
   return [...rows].sort((a, b) => a.position - b.position).map((r) => r.id);
 }
 
-export async function createColumn(sql: Sql, workspaceId: string, tableId: string, input: ColumnCreate): Promise<Column> {
+export async function createColumn(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  input: ColumnCreate,
+): Promise<Column> {
   try {
     return await sql.begin(async (tx) => {
       await requireTable(tx, workspaceId, tableId, 'update');
       const before = await loadColumns(tx, tableId);
-      if (before.list.length >= columnsPerTable) throw new ApiError('conflict', `A table has at most ${columnsPerTable} columns.`);
+      if (before.list.length >= columnsPerTable)
+        throw new ApiError('conflict', `A table has at most ${columnsPerTable} columns.`);
       if (input.kind === 'enrichment') throw new Error('Enrichment columns are made by createEnrichmentColumn.');
       const config = input.kind === 'formula' ? { formula: storeFormula(input.formula, idByName(before)) } : {};
       const [row] = await tx<{ id: string }[]>`
@@ -133,7 +158,8 @@ export async function createColumn(sql: Sql, workspaceId: string, tableId: strin
       const id = row!.id;
       if (input.position !== undefined) await placeColumn(tx, tableId, id, input.position);
       const columns = await loadColumns(tx, tableId);
-      if (input.kind === 'formula') await recomputeFormulas(tx, tableId, columns, { columnIds: new Set([id]), fresh: true });
+      if (input.kind === 'formula')
+        await recomputeFormulas(tx, tableId, columns, { columnIds: new Set([id]), fresh: true });
       return toColumn(columns.byId.get(id)!, columns);
     });
   } catch (error) {
@@ -150,7 +176,13 @@ export async function getColumn(db: Db, workspaceId: string, tableId: string, co
   return toColumn(column, columns);
 }
 
-export async function updateColumn(sql: Sql, workspaceId: string, tableId: string, columnId: string, patch: ColumnUpdate): Promise<Column> {
+export async function updateColumn(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  columnId: string,
+  patch: ColumnUpdate,
+): Promise<Column> {
   try {
     return await sql.begin(async (tx) => {
       await requireTable(tx, workspaceId, tableId, 'update');
@@ -158,9 +190,15 @@ export async function updateColumn(sql: Sql, workspaceId: string, tableId: strin
       const column = before.byId.get(columnId);
       if (!column) throw notFound('Column');
       if (patch.formula !== undefined && column.kind !== 'formula') {
-        throw new ApiError('conflict', `"${column.name}" is an ${column.kind} column; only a formula column has a formula.`);
+        throw new ApiError(
+          'conflict',
+          `"${column.name}" is an ${column.kind} column; only a formula column has a formula.`,
+        );
       }
-      const config = patch.formula === undefined ? column.config : { ...column.config, formula: storeFormula(patch.formula, idByName(before)) };
+      const config =
+        patch.formula === undefined
+          ? column.config
+          : { ...column.config, formula: storeFormula(patch.formula, idByName(before)) };
       await tx`
         update table_columns set name = ${patch.name ?? column.name}, config = ${tx.json(config)}, updated_at = now()
         where id = ${columnId}`;
@@ -190,13 +228,21 @@ export async function deleteColumn(sql: Sql, workspaceId: string, tableId: strin
     // An enrichment column's output columns go with it (the foreign key cascades).
     const removed = [columnId, ...columns.list.filter((c) => c.parent_column_id === columnId).map((c) => c.id)];
     const others = columns.list.filter((c) => !removed.includes(c.id));
-    const readers = others.filter((c) => c.config.formula && formulaReferences(c.config.formula).some((id) => removed.includes(id)));
+    const readers = others.filter(
+      (c) => c.config.formula && formulaReferences(c.config.formula).some((id) => removed.includes(id)),
+    );
     if (readers.length > 0) {
-      throw new ApiError('conflict', `"${column.name}" is read by the formula of ${readers.map((c) => `"${c.name}"`).join(', ')}; change those first.`);
+      throw new ApiError(
+        'conflict',
+        `"${column.name}" is read by the formula of ${readers.map((c) => `"${c.name}"`).join(', ')}; change those first.`,
+      );
     }
     const feeds = others.filter((c) => Object.values(c.config.inputs ?? {}).some((id) => removed.includes(id)));
     if (feeds.length > 0) {
-      throw new ApiError('conflict', `"${column.name}" is an input of the enrichment ${feeds.map((c) => `"${c.name}"`).join(', ')}; change those first.`);
+      throw new ApiError(
+        'conflict',
+        `"${column.name}" is an input of the enrichment ${feeds.map((c) => `"${c.name}"`).join(', ')}; change those first.`,
+      );
     }
     await tx`delete from table_columns where id = ${columnId}`;
     await renumber(tx, await orderedIds(tx, tableId));
@@ -241,14 +287,24 @@ const toTemplate = (t: TemplateRecord): ColumnTemplate => ({
   updated_at: t.updated_at.toISOString(),
 });
 
-const templateNameTaken = (name: string) => new ApiError('conflict', `A column template named "${name}" already exists.`);
+const templateNameTaken = (name: string) =>
+  new ApiError('conflict', `A column template named "${name}" already exists.`);
 
 /** Saves a column's configuration; a formula is kept as a person reads it, with column names. */
-export async function saveColumnTemplate(sql: Sql, workspaceId: string, tableId: string, columnId: string, name: string): Promise<ColumnTemplate> {
+export async function saveColumnTemplate(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  columnId: string,
+  name: string,
+): Promise<ColumnTemplate> {
   const column = await getColumn(sql, workspaceId, tableId, columnId);
-  if (column.parent_column_id) throw new ApiError('conflict', 'An output column is saved with its parent column, not alone.');
-  if (column.kind === 'enrichment') throw new ApiError('conflict', 'Enrichment columns cannot be saved as templates yet.');
-  if (column.kind === 'agent') throw new ApiError('conflict', 'Agent columns are deployed from their saved agent, not saved as templates.');
+  if (column.parent_column_id)
+    throw new ApiError('conflict', 'An output column is saved with its parent column, not alone.');
+  if (column.kind === 'enrichment')
+    throw new ApiError('conflict', 'Enrichment columns cannot be saved as templates yet.');
+  if (column.kind === 'agent')
+    throw new ApiError('conflict', 'Agent columns are deployed from their saved agent, not saved as templates.');
   try {
     const [row] = await sql<TemplateRecord[]>`
       insert into column_templates (workspace_id, name, column_name, kind, config)
@@ -262,12 +318,16 @@ export async function saveColumnTemplate(sql: Sql, workspaceId: string, tableId:
 }
 
 export async function listColumnTemplates(db: Db, workspaceId: string): Promise<ColumnTemplate[]> {
-  const rows = await db<TemplateRecord[]>`select * from column_templates where workspace_id = ${workspaceId} order by lower(name), id`;
+  const rows = await db<
+    TemplateRecord[]
+  >`select * from column_templates where workspace_id = ${workspaceId} order by lower(name), id`;
   return rows.map(toTemplate);
 }
 
 export async function getColumnTemplate(db: Db, workspaceId: string, id: string): Promise<ColumnTemplate | undefined> {
-  const [row] = await db<TemplateRecord[]>`select * from column_templates where workspace_id = ${workspaceId} and id = ${id}`;
+  const [row] = await db<
+    TemplateRecord[]
+  >`select * from column_templates where workspace_id = ${workspaceId} and id = ${id}`;
   return row && toTemplate(row);
 }
 

@@ -53,9 +53,17 @@ export function toRow(r: RowRecord, columns: TableColumns): Row {
   for (const [id, value] of Object.entries(r.cells)) if (columns.byId.has(id) && value !== null) cells[id] = value;
   const computed: Record<string, ComputedCell> = {};
   for (const [id, cell] of Object.entries(r.computed)) {
-    if (columns.byId.has(id)) computed[id] = { state: cell.state, value: cell.value ?? null, error: cell.error ?? null, cost: cell.cost };
+    if (columns.byId.has(id))
+      computed[id] = { state: cell.state, value: cell.value ?? null, error: cell.error ?? null, cost: cell.cost };
   }
-  return { id: r.id, table_id: r.table_id, cells, computed, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString() };
+  return {
+    id: r.id,
+    table_id: r.table_id,
+    cells,
+    computed,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -71,12 +79,19 @@ function cellProblem(columns: TableColumns, cells: Cells): string | null {
   return null;
 }
 
-const normalise = (cells: Cells): Cells => Object.fromEntries(Object.entries(cells).map(([k, v]) => [k.toLowerCase(), v]));
+const normalise = (cells: Cells): Cells =>
+  Object.fromEntries(Object.entries(cells).map(([k, v]) => [k.toLowerCase(), v]));
 const withoutEmpty = (cells: Cells): Record<string, Exclude<CellValue, null>> =>
   Object.fromEntries(Object.entries(cells).filter(([, v]) => v !== null)) as Record<string, Exclude<CellValue, null>>;
 
 /** Inserts checked rows in order, computes their formula cells and counts them on the table. */
-export async function insertRows(db: Db, workspaceId: string, tableId: string, columns: TableColumns, rows: Cells[]): Promise<string[]> {
+export async function insertRows(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  columns: TableColumns,
+  rows: Cells[],
+): Promise<string[]> {
   if (rows.length === 0) return [];
   const records = rows.map((cells, n) => ({ id: randomUUID(), cells: withoutEmpty(cells), n }));
   await db`
@@ -114,12 +129,19 @@ export async function getRow(db: Db, workspaceId: string, tableId: string, rowId
 }
 
 /** Merges cells into rows (null empties a cell) and computes their formulas again; returns the ids found. */
-async function mergeCells(db: Db, tableId: string, columns: TableColumns, updates: { id: string; cells: Cells }[]): Promise<Set<string>> {
+async function mergeCells(
+  db: Db,
+  tableId: string,
+  columns: TableColumns,
+  updates: { id: string; cells: Cells }[],
+): Promise<Set<string>> {
   if (updates.length === 0) return new Set();
   const payload = updates.map((u) => ({
     id: u.id,
     set: withoutEmpty(u.cells),
-    clear: Object.entries(u.cells).filter(([, v]) => v === null).map(([k]) => k),
+    clear: Object.entries(u.cells)
+      .filter(([, v]) => v === null)
+      .map(([k]) => k),
   }));
   const changed = await db<{ id: string; cells: Cells }[]>`
     update table_rows r set
@@ -132,7 +154,13 @@ async function mergeCells(db: Db, tableId: string, columns: TableColumns, update
   return new Set(changed.map((r) => r.id));
 }
 
-export async function updateRow(sql: Sql, workspaceId: string, tableId: string, rowId: string, cells: Cells): Promise<Row> {
+export async function updateRow(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  rowId: string,
+  cells: Cells,
+): Promise<Row> {
   return sql.begin(async (tx) => {
     await requireTable(tx, workspaceId, tableId, 'share');
     const columns = await loadColumns(tx, tableId);
@@ -145,8 +173,11 @@ export async function updateRow(sql: Sql, workspaceId: string, tableId: string, 
 }
 
 async function removeRows(db: Db, tableId: string, ids: string[]): Promise<Set<string>> {
-  const deleted = await db<{ id: string }[]>`delete from table_rows where table_id = ${tableId} and id = any(${ids}::uuid[]) returning id`;
-  if (deleted.length > 0) await db`update tables set row_count = row_count - ${deleted.length}, updated_at = now() where id = ${tableId}`;
+  const deleted = await db<
+    { id: string }[]
+  >`delete from table_rows where table_id = ${tableId} and id = any(${ids}::uuid[]) returning id`;
+  if (deleted.length > 0)
+    await db`update tables set row_count = row_count - ${deleted.length}, updated_at = now() where id = ${tableId}`;
   return new Set(deleted.map((r) => r.id));
 }
 
@@ -175,11 +206,18 @@ function checkRow(columns: TableColumns, raw: Record<string, unknown>): { cells:
 }
 
 const summary = (results: BulkRowResult[]) => {
-  const succeeded = results.filter((r) => r.status === 'created' || r.status === 'updated' || r.status === 'deleted').length;
+  const succeeded = results.filter(
+    (r) => r.status === 'created' || r.status === 'updated' || r.status === 'deleted',
+  ).length;
   return { results, succeeded, failed: results.length - succeeded };
 };
 
-export async function bulkCreateRows(sql: Sql, workspaceId: string, tableId: string, rows: { cells: Record<string, unknown> }[]) {
+export async function bulkCreateRows(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  rows: { cells: Record<string, unknown> }[],
+) {
   return sql.begin(async (tx) => {
     await requireTable(tx, workspaceId, tableId, 'share');
     const columns = await loadColumns(tx, tableId);
@@ -189,13 +227,20 @@ export async function bulkCreateRows(sql: Sql, workspaceId: string, tableId: str
     let next = 0;
     return summary(
       checked.map((c, index): BulkRowResult =>
-        'cells' in c ? { index, id: ids[next++]!, status: 'created', detail: null } : { index, id: null, status: 'rejected', detail: c.problem },
+        'cells' in c
+          ? { index, id: ids[next++]!, status: 'created', detail: null }
+          : { index, id: null, status: 'rejected', detail: c.problem },
       ),
     );
   });
 }
 
-export async function bulkUpdateRows(sql: Sql, workspaceId: string, tableId: string, rows: { id: string; cells: Record<string, unknown> }[]) {
+export async function bulkUpdateRows(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  rows: { id: string; cells: Record<string, unknown> }[],
+) {
   return sql.begin(async (tx) => {
     await requireTable(tx, workspaceId, tableId, 'share');
     const columns = await loadColumns(tx, tableId);
@@ -208,11 +253,24 @@ export async function bulkUpdateRows(sql: Sql, workspaceId: string, tableId: str
       const cells = checkRow(columns, r.cells);
       return 'cells' in cells ? { id, cells: cells.cells } : cells;
     });
-    const found = await mergeCells(tx, tableId, columns, checked.flatMap((c) => ('id' in c ? [c] : [])));
+    const found = await mergeCells(
+      tx,
+      tableId,
+      columns,
+      checked.flatMap((c) => ('id' in c ? [c] : [])),
+    );
     return summary(
       checked.map((c, index): BulkRowResult => {
-        if (!('id' in c)) return { index, id: uuidPattern.test(rows[index]!.id) ? rows[index]!.id : null, status: 'rejected', detail: c.problem };
-        return found.has(c.id) ? { index, id: c.id, status: 'updated', detail: null } : { index, id: c.id, status: 'not_found', detail: 'Row not found.' };
+        if (!('id' in c))
+          return {
+            index,
+            id: uuidPattern.test(rows[index]!.id) ? rows[index]!.id : null,
+            status: 'rejected',
+            detail: c.problem,
+          };
+        return found.has(c.id)
+          ? { index, id: c.id, status: 'updated', detail: null }
+          : { index, id: c.id, status: 'not_found', detail: 'Row not found.' };
       }),
     );
   });
@@ -232,7 +290,12 @@ export async function bulkDeleteRows(sql: Sql, workspaceId: string, tableId: str
           answered.add(id);
           return { index, id, status: 'deleted', detail: null };
         }
-        return { index, id, status: 'not_found', detail: answered.has(id) ? 'The same row appears earlier in this request.' : 'Row not found.' };
+        return {
+          index,
+          id,
+          status: 'not_found',
+          detail: answered.has(id) ? 'The same row appears earlier in this request.' : 'Row not found.',
+        };
       }),
     );
   });
@@ -256,7 +319,9 @@ function condition(db: Db, column: ColumnRecord, filter: Filter) {
   const text = db`lower(coalesce(cell_text(${v}), ''))`;
   const operand = filter.value.toLowerCase();
   const numeric = numberPattern.test(filter.value);
-  const equal = numeric ? db`(${text} = ${operand} or cell_number(${v}) = ${filter.value}::numeric)` : db`(${text} = ${operand})`;
+  const equal = numeric
+    ? db`(${text} = ${operand} or cell_number(${v}) = ${filter.value}::numeric)`
+    : db`(${text} = ${operand})`;
   const compare = (op: 'gt' | 'gte' | 'lt' | 'lte') => {
     const lhs = numeric ? db`cell_number(${v})` : db`lower(cell_text(${v}))`;
     const rhs = numeric ? db`${filter.value}::numeric` : db`${operand}::text`;
@@ -306,7 +371,13 @@ export function gridOrder(db: Db, columns: TableColumns, sorts: Sort[]) {
 }
 
 /** The grid's rows through a cursor, `batchSize` rows at a time: the query runs as it is read. */
-export function gridRowsCursor(sql: Sql, tableId: string, columns: TableColumns, grid: Grid, batchSize: number): AsyncIterable<RowRecord[]> {
+export function gridRowsCursor(
+  sql: Sql,
+  tableId: string,
+  columns: TableColumns,
+  grid: Grid,
+  batchSize: number,
+): AsyncIterable<RowRecord[]> {
   return sql<RowRecord[]>`
       ${rowSelect(sql)} where r.table_id = ${tableId} and ${gridWhere(sql, columns, grid)}
       ${gridOrder(sql, columns, grid.sorts)}`.cursor(batchSize);
@@ -324,7 +395,10 @@ export async function listRows(db: Db, workspaceId: string, tableId: string, que
     where r.table_id = ${tableId} and ${where}
     ${gridOrder(db, columns, grid.sorts)}
     limit ${query.limit} offset ${query.offset}`;
-  const computed = await computedOf(db, page.map((r) => r.id));
+  const computed = await computedOf(
+    db,
+    page.map((r) => r.id),
+  );
   const rows = page.map((r): RowRecord => ({ ...r, computed: computed.get(r.id) ?? {} }));
   // Unfiltered, the count is the table's own (kept in the row-writing transactions).
   const [count] = grid.filters.length

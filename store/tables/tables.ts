@@ -119,7 +119,12 @@ export async function getTable(db: Db, caller: Caller, id: string): Promise<Tabl
  * `share` (a key-share lock: they never wait on each other) and column changes take `update`,
  * so a column never changes under a row being written.
  */
-export async function requireTable(db: Db, workspaceId: string, id: string, lock?: 'share' | 'update'): Promise<{ id: string; row_count: number }> {
+export async function requireTable(
+  db: Db,
+  workspaceId: string,
+  id: string,
+  lock?: 'share' | 'update',
+): Promise<{ id: string; row_count: number }> {
   const mode = lock === 'update' ? db`for update` : lock === 'share' ? db`for key share` : db``;
   const [row] = await db<{ id: string; row_count: number }[]>`
     select id, row_count from tables where workspace_id = ${workspaceId} and id = ${id} and deleted_at is null ${mode}`;
@@ -157,7 +162,11 @@ const orderBy = (db: Db, order: TableListQuery['order']) => {
   }
 };
 
-export async function listTables(db: Db, caller: Caller, query: TableListQuery): Promise<{ tables: Table[]; total_count: number }> {
+export async function listTables(
+  db: Db,
+  caller: Caller,
+  query: TableListQuery,
+): Promise<{ tables: Table[]; total_count: number }> {
   const where = db`
     where t.workspace_id = ${caller.workspaceId}
       and (t.deleted_at is not null) = ${query.deleted}
@@ -165,7 +174,9 @@ export async function listTables(db: Db, caller: Caller, query: TableListQuery):
       ${query.folder_id ? db`and t.folder_id = ${query.folder_id}` : db``}
       ${query.top_level === undefined ? db`` : query.top_level ? db`and t.folder_id is null` : db`and t.folder_id is not null`}
       ${query.favorite === undefined ? db`` : db`and coalesce(m.is_favorite, false) = ${query.favorite}`}`;
-  const page = await db<TableRecord[]>`${tableSelect(db, caller)} ${where} ${orderBy(db, query.order)} limit ${query.limit} offset ${query.offset}`;
+  const page = await db<
+    TableRecord[]
+  >`${tableSelect(db, caller)} ${where} ${orderBy(db, query.order)} limit ${query.limit} offset ${query.offset}`;
   const [count] = await db<{ total: number }[]>`
     select count(*)::int as total from tables t
     left join table_member_marks m on m.table_id = t.id and m.member_id = ${caller.memberId}
@@ -186,7 +197,10 @@ export async function listUnfiledTables(db: Db, caller: Caller): Promise<Table[]
 
 async function setMark(db: Db, caller: Caller, tableId: string, mark: { is_favorite?: boolean; viewed?: boolean }) {
   if (!caller.memberId) {
-    throw new ApiError('conflict', 'Favourites and recent views belong to a person; this API key has no member behind it any more.');
+    throw new ApiError(
+      'conflict',
+      'Favourites and recent views belong to a person; this API key has no member behind it any more.',
+    );
   }
   await db`
     insert into table_member_marks (table_id, member_id, is_favorite, last_viewed_at)
@@ -196,7 +210,12 @@ async function setMark(db: Db, caller: Caller, tableId: string, mark: { is_favor
       last_viewed_at = ${mark.viewed ? db`now()` : db`table_member_marks.last_viewed_at`}`;
 }
 
-export async function updateTable(sql: Sql, caller: Caller, id: string, patch: TableUpdate): Promise<Table | undefined> {
+export async function updateTable(
+  sql: Sql,
+  caller: Caller,
+  id: string,
+  patch: TableUpdate,
+): Promise<Table | undefined> {
   return sql.begin(async (tx) => {
     const [current] = await tx<{ id: string }[]>`
       select id from tables where workspace_id = ${caller.workspaceId} and id = ${id} and deleted_at is null for update`;
@@ -299,7 +318,8 @@ export async function getFolder(db: Db, workspaceId: string, id: string): Promis
 const folderNameTaken = (name: string) => new ApiError('conflict', `A folder named "${name}" is already there.`);
 
 /** Folder moves take one lock per workspace, so two moves can never make a loop between them. */
-const lockFolders = (db: Db, workspaceId: string) => db`select pg_advisory_xact_lock(hashtext('table-folders:' || ${workspaceId}))`;
+const lockFolders = (db: Db, workspaceId: string) =>
+  db`select pg_advisory_xact_lock(hashtext('table-folders:' || ${workspaceId}))`;
 
 /** Levels below the folder, itself included (a leaf is 1). */
 function heightOf(tree: Map<string, FolderRecord>, id: string): number {
@@ -307,7 +327,11 @@ function heightOf(tree: Map<string, FolderRecord>, id: string): number {
   return 1 + Math.max(0, ...children.map((c) => heightOf(tree, c.id)));
 }
 
-export async function createFolder(sql: Sql, workspaceId: string, input: { name: string; parent_id?: string | null }): Promise<Folder> {
+export async function createFolder(
+  sql: Sql,
+  workspaceId: string,
+  input: { name: string; parent_id?: string | null },
+): Promise<Folder> {
   try {
     return await sql.begin(async (tx) => {
       await lockFolders(tx, workspaceId);
@@ -373,7 +397,10 @@ export async function deleteFolder(sql: Sql, workspaceId: string, id: string): P
       select (select count(*)::int from tables where folder_id = ${id} and deleted_at is null) as tables,
              (select count(*)::int from table_folders where parent_id = ${id}) as folders`;
     if (inside!.tables > 0 || inside!.folders > 0) {
-      throw new ApiError('conflict', `The folder is not empty (${inside!.tables} tables, ${inside!.folders} folders); move them out first.`);
+      throw new ApiError(
+        'conflict',
+        `The folder is not empty (${inside!.tables} tables, ${inside!.folders} folders); move them out first.`,
+      );
     }
     await tx`update tables set folder_id = null where folder_id = ${id}`;
     await tx`delete from table_folders where id = ${id}`;

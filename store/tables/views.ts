@@ -61,8 +61,19 @@ export async function getView(db: Db, tableId: string, viewId: string): Promise<
   return row && toView(row);
 }
 
-export async function createView(db: Db, workspaceId: string, tableId: string, columns: TableColumns, input: ViewCreate): Promise<View> {
-  checkColumns(columns, [...input.filters.map((f) => f.column_id), ...input.sorts.map((s) => s.column_id), ...input.hidden_column_ids, ...input.column_order]);
+export async function createView(
+  db: Db,
+  workspaceId: string,
+  tableId: string,
+  columns: TableColumns,
+  input: ViewCreate,
+): Promise<View> {
+  checkColumns(columns, [
+    ...input.filters.map((f) => f.column_id),
+    ...input.sorts.map((s) => s.column_id),
+    ...input.hidden_column_ids,
+    ...input.column_order,
+  ]);
   try {
     const [row] = await db<ViewRecord[]>`
       insert into table_views (workspace_id, table_id, name, filters, filter_mode, sorts, hidden_column_ids, column_order)
@@ -78,7 +89,13 @@ export async function createView(db: Db, workspaceId: string, tableId: string, c
   }
 }
 
-export async function updateView(db: Db, tableId: string, viewId: string, columns: TableColumns, patch: ViewUpdate): Promise<View | undefined> {
+export async function updateView(
+  db: Db,
+  tableId: string,
+  viewId: string,
+  columns: TableColumns,
+  patch: ViewUpdate,
+): Promise<View | undefined> {
   checkColumns(columns, [
     ...(patch.filters ?? []).map((f) => f.column_id),
     ...(patch.sorts ?? []).map((s) => s.column_id),

@@ -10,7 +10,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../sim/agent-client.js';
 import { SimBrowser } from '../../sim/browser.js';
-import { checkLedger, checkNoOverlap, checkSettles, terminalStatuses, type StepRowLite } from '../../sim/chaos-checks.js';
+import {
+  checkLedger,
+  checkNoOverlap,
+  checkSettles,
+  terminalStatuses,
+  type StepRowLite,
+} from '../../sim/chaos-checks.js';
 import { seededRandom } from '../../sim/cli.js';
 import { SimLog } from '../../sim/sim-log.js';
 import { allWeek } from '../support/pnet.js';
@@ -26,12 +32,30 @@ beforeAll(async () => {
 /** A sender account in automatic mode, open all week, and the token its browsers use. */
 async function account() {
   const headers = withKey(paid.apiKey);
-  const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `Sim ${randomUUID()}` } })).json();
-  await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers, payload: { run_mode: 'automatic', working_hours: allWeek } });
-  const token = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json().connection_token as string;
+  const profile = (
+    await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers,
+      payload: { name: `Sim ${randomUUID()}` },
+    })
+  ).json();
+  await stack.app.inject({
+    method: 'PATCH',
+    url: `/sender-profiles/${profile.id}/pnet/settings/`,
+    headers,
+    payload: { run_mode: 'automatic', working_hours: allWeek },
+  });
+  const token = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json()
+    .connection_token as string;
   const [row] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
   const queue = async (params: object) => {
-    const answer = await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers, payload: { account_id: row!.id, params, test: true } });
+    const answer = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers,
+      payload: { account_id: row!.id, params, test: true },
+    });
     expect(answer.statusCode).toBe(201);
     return answer.json().id as string;
   };
@@ -55,19 +79,41 @@ describe('the browser simulator', () => {
     const a = await account();
     const log = new SimLog();
     const client = new AgentClient({ apiUrl, token: a.token });
-    const common = { client, identity: a.identity, log, maxPollSeconds: 0.2, runMs: [20, 120] as [number, number], renewEveryMs: 50 };
+    const common = {
+      client,
+      identity: a.identity,
+      log,
+      maxPollSeconds: 0.2,
+      runMs: [20, 120] as [number, number],
+      renewEveryMs: 50,
+    };
     // Every result posted 2 to 5 times at once plus a copy naming an earlier claim; a third fail, a sixth skip.
     const misbehaving = { failRate: 0.35, skipRate: 0.2, duplicateRate: 1, staleRate: 1 };
     const holder = new SimBrowser({ ...common, ...misbehaving, label: 'Holder', random: seededRandom(11) }).start();
     await until('the first browser holds the lease', () => holder.counters.leaseGranted > 0);
     const second = new SimBrowser({ ...common, ...misbehaving, label: 'Second', random: seededRandom(12) }).start();
 
-    const kinds = ['check_inbox', 'profile_view', 'send_message', 'check_connections', 'follow_contact', 'like_latest_post', 'connection_request', 'read_conversation'];
+    const kinds = [
+      'check_inbox',
+      'profile_view',
+      'send_message',
+      'check_connections',
+      'follow_contact',
+      'like_latest_post',
+      'connection_request',
+      'read_conversation',
+    ];
     const ids: string[] = [];
     for (const [i, kind] of kinds.entries()) {
       const url = `https://pnet.example/in/sim-${i}`;
       const params =
-        kind === 'send_message' ? { kind, profile_url: url, body: 'Hi' } : kind === 'read_conversation' ? { kind, thread_url: url } : kind.startsWith('check_') ? { kind } : { kind, profile_url: url };
+        kind === 'send_message'
+          ? { kind, profile_url: url, body: 'Hi' }
+          : kind === 'read_conversation'
+            ? { kind, thread_url: url }
+            : kind.startsWith('check_')
+              ? { kind }
+              : { kind, profile_url: url };
       ids.push(await a.queue(params));
     }
     await until('every step settled', async () => (await rowsOf(ids)).every((r) => terminalStatuses.has(r.status)));
@@ -87,13 +133,17 @@ describe('the browser simulator', () => {
       statuses.add(row.status);
       const copies = log.reports.filter((r) => r.stepId === row.id);
       // The same result again is answered 200; a result naming an earlier claim is refused.
-      expect(copies.filter((r) => r.copy !== 'stale').map((r) => r.http)).toEqual(copies.filter((r) => r.copy !== 'stale').map(() => 200));
+      expect(copies.filter((r) => r.copy !== 'stale').map((r) => r.http)).toEqual(
+        copies.filter((r) => r.copy !== 'stale').map(() => 200),
+      );
       expect(copies.filter((r) => r.copy === 'stale').map((r) => r.http)).toEqual([409]);
       expect(copies.filter((r) => r.copy !== 'stale').length).toBeGreaterThanOrEqual(2);
     }
     // The seeds above give each outcome at least once.
     expect([...statuses].sort()).toEqual(['failed', 'skipped', 'succeeded']);
-    expect(holder.counters.settled.succeeded + holder.counters.settled.failed + holder.counters.settled.skipped).toBeGreaterThanOrEqual(ids.length);
+    expect(
+      holder.counters.settled.succeeded + holder.counters.settled.failed + holder.counters.settled.skipped,
+    ).toBeGreaterThanOrEqual(ids.length);
 
     // Only the lease holder claims; the other reads lease_granted false.
     expect(second.counters.claims).toBe(0);

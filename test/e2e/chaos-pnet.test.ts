@@ -40,10 +40,37 @@ it('keeps every invariant through worker kills, an API restart, a Temporal resta
   const args = [
     ...['--steps', '40', '--accounts', '5', '--browsers', '1', '--metered', '0'],
     // Steps long enough that the claim fault, one process at a time, fits around the API's rolling restart.
-    ...['--kill-every', '4', '--max-kills', '2', '--kill-api-after-claim', '3', '--late-rate', '0', '--silence-rate', '0', '--run-ms', '300-1500', '--seconds', '200'],
-    ...['--data-dir', dataDir, '--database-url', db.url, '--workflow-bundle', inject('workflowBundlePath'), '--seed', '42'],
+    ...[
+      '--kill-every',
+      '4',
+      '--max-kills',
+      '2',
+      '--kill-api-after-claim',
+      '3',
+      '--late-rate',
+      '0',
+      '--silence-rate',
+      '0',
+      '--run-ms',
+      '300-1500',
+      '--seconds',
+      '200',
+    ],
+    ...[
+      '--data-dir',
+      dataDir,
+      '--database-url',
+      db.url,
+      '--workflow-bundle',
+      inject('workflowBundlePath'),
+      '--seed',
+      '42',
+    ],
   ];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-pnet.ts', ...args], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-pnet.ts', ...args], {
+    cwd: projectRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

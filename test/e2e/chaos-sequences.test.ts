@@ -37,7 +37,9 @@ describe('the SMTP sink', () => {
     await transport.sendMail({ ...mail, messageId: '<one@outreach.example>' });
     await transport.sendMail({ ...mail, messageId: '<one@outreach.example>' });
     refuse = true;
-    const refused = await transport.sendMail({ ...mail, messageId: '<two@outreach.example>' }).catch((error: { responseCode?: number }) => error);
+    const refused = await transport
+      .sendMail({ ...mail, messageId: '<two@outreach.example>' })
+      .catch((error: { responseCode?: number }) => error);
     expect((refused as { responseCode?: number }).responseCode).toBe(451);
 
     expect(sink.messages.map((m) => [m.messageId, m.to, m.from, m.subject])).toEqual([
@@ -52,7 +54,13 @@ describe('the SMTP sink', () => {
     const sink = await startSmtpSink();
     cleanups.push(() => sink.close());
     const socket = connect(sink.port, '127.0.0.1');
-    const script = ['EHLO test\r\n', 'MAIL FROM:<a@outreach.example>\r\n', 'RCPT TO:<b@contacts.example>\r\n', 'DATA\r\n', 'Message-ID: <cut@outreach.example>\r\nSubject: cut\r\n\r\nhalf a mess'];
+    const script = [
+      'EHLO test\r\n',
+      'MAIL FROM:<a@outreach.example>\r\n',
+      'RCPT TO:<b@contacts.example>\r\n',
+      'DATA\r\n',
+      'Message-ID: <cut@outreach.example>\r\nSubject: cut\r\n\r\nhalf a mess',
+    ];
     await new Promise<void>((resolve) => {
       socket.on('data', (chunk: Buffer) => {
         if (!/^\d{3} /m.test(chunk.toString())) return;
@@ -68,7 +76,9 @@ describe('the SMTP sink', () => {
   });
 
   it('reads folded headers', () => {
-    const headers = parseHeaders(Buffer.from('Subject: a long\r\n subject\r\nMessage-ID:\r\n <x@y>\r\n\r\nMessage-ID: <body@y>\r\n'));
+    const headers = parseHeaders(
+      Buffer.from('Subject: a long\r\n subject\r\nMessage-ID:\r\n <x@y>\r\n\r\nMessage-ID: <body@y>\r\n'),
+    );
     expect(headers.get('subject')).toBe('a long subject');
     expect(headers.get('message-id')).toBe('<x@y>');
   });
@@ -82,11 +92,38 @@ it('keeps every email at most once, sends nothing after a reply and finishes eve
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
 
   const args = [
-    ...['--contacts', '40', '--emails', '2', '--wait-minutes', '1', '--senders', '2', '--reply-rate', '0.35', '--refuse-rate', '0.05'],
+    ...[
+      '--contacts',
+      '40',
+      '--emails',
+      '2',
+      '--wait-minutes',
+      '1',
+      '--senders',
+      '2',
+      '--reply-rate',
+      '0.35',
+      '--refuse-rate',
+      '0.05',
+    ],
     ...['--kill-every', '3', '--max-kills', '2', '--seconds', '320'],
-    ...['--data-dir', dataDir, '--database-url', db.url, '--temporal-address', inject('temporalAddress'), '--workflow-bundle', inject('workflowBundlePath'), '--seed', '42'],
+    ...[
+      '--data-dir',
+      dataDir,
+      '--database-url',
+      db.url,
+      '--temporal-address',
+      inject('temporalAddress'),
+      '--workflow-bundle',
+      inject('workflowBundlePath'),
+      '--seed',
+      '42',
+    ],
   ];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-sequences.ts', ...args], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'sim/chaos-sequences.ts', ...args], {
+    cwd: projectRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -111,7 +148,14 @@ it('keeps every email at most once, sends nothing after a reply and finishes eve
   cleanups.push(() => sql.end({ timeout: 5 }));
   const sent = await sql<{ message_id: string; to_email: string }[]>`
     select message_id, to_email from sequence_sends where sequence_id = ${sequenceId} and status = 'sent' and not unconfirmed`;
-  const sink: SinkMessage[] = sent.map((s) => ({ messageId: s.message_id, to: [s.to_email], from: null, subject: null, receivedAt: Date.now(), bytes: 1 }));
+  const sink: SinkMessage[] = sent.map((s) => ({
+    messageId: s.message_id,
+    to: [s.to_email],
+    from: null,
+    subject: null,
+    receivedAt: Date.now(),
+    bytes: 1,
+  }));
   const clean = await checkSequenceRun(sql, sequenceId, sink, 2);
   expect(clean.checks.map((c) => c.ok)).toEqual([true, true, true]);
   const twice = await checkSequenceRun(sql, sequenceId, [...sink, sink[0]!], 2);

@@ -25,10 +25,15 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   // On failure show Schemathesis' failures and errors sections (each failure with its curl to
   // reproduce, each runtime error with its operation and cause), not the warnings about links that
   // come after them.
-  const reported = [...output.matchAll(/=+ (?:FAILURES|ERRORS) =+([\s\S]*?)(?==+ (?:ERRORS|FAILURES|WARNINGS|SUMMARY) =+)/g)]
+  const reported = [
+    ...output.matchAll(/=+ (?:FAILURES|ERRORS) =+([\s\S]*?)(?==+ (?:ERRORS|FAILURES|WARNINGS|SUMMARY) =+)/g),
+  ]
     .map((section) => section[0].trim())
     .join('\n\n');
-  expect({ code, failures: code === 0 ? '' : (reported || output.slice(-6000)).slice(0, 20_000) }).toEqual({ code: 0, failures: '' });
+  expect({ code, failures: code === 0 ? '' : (reported || output.slice(-6000)).slice(0, 20_000) }).toEqual({
+    code: 0,
+    failures: '',
+  });
   expect(output).toMatch(/Tested: \d+/);
   // A pass means little if the cases never got past authentication (until 2026-11-29 most were
   // 401s to a generated Authorization header): only the inbound-email webhook, which takes its
@@ -39,4 +44,3 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   // What was run and how long each phase took, for the CI log.
   console.log(/=+ SUMMARY =+[\s\S]*$/.exec(output)?.[0] ?? output.slice(-3000));
 }, 1_200_000);
-

@@ -24,7 +24,14 @@ interface Started {
 async function npmStart(dataDir: string, port: number): Promise<Started> {
   const child = spawn('npm', ['start'], {
     cwd: projectRoot,
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), DATABASE_URL: '', TEMPORAL_ADDRESS: '', LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      DATABASE_URL: '',
+      TEMPORAL_ADDRESS: '',
+      LOG_LEVEL: 'warn',
+    },
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -92,15 +99,21 @@ it('starts with npm start, runs two stacks side by side, stops cleanly on Ctrl-C
     expect(/Temporal UI:\s+(\S+)/.exec(a.output())![1]).not.toBe(/Temporal UI:\s+(\S+)/.exec(b.output())![1]);
     // The admin command line finds the running stack's embedded database through DATA_DIR.
     const created = JSON.parse(
-      execFileSync('npm', ['run', '--silent', 'admin', '--', 'create-workspace', '--name', 'Via CLI', '--plan', 'paid'], {
-        cwd: projectRoot,
-        env: { ...process.env, DATA_DIR: dirA, DATABASE_URL: '' },
-        encoding: 'utf8',
-      }),
+      execFileSync(
+        'npm',
+        ['run', '--silent', 'admin', '--', 'create-workspace', '--name', 'Via CLI', '--plan', 'paid'],
+        {
+          cwd: projectRoot,
+          env: { ...process.env, DATA_DIR: dirA, DATABASE_URL: '' },
+          encoding: 'utf8',
+        },
+      ),
     );
     const viaCli = await fetch(`${a.apiUrl}/workspace/`, { headers: { 'x-api-key': created.api_key } });
     expect((await viaCli.json()).workspace.name).toBe('Via CLI');
-    const viaToken = await fetch(`${a.apiUrl}/workspace/`, { headers: { authorization: `Bearer ${created.access_token}` } });
+    const viaToken = await fetch(`${a.apiUrl}/workspace/`, {
+      headers: { authorization: `Bearer ${created.access_token}` },
+    });
     expect(viaToken.status).toBe(200);
     await fetch(`${a.apiUrl}/api-keys/`, {
       method: 'POST',

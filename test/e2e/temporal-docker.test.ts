@@ -134,7 +134,11 @@ describe('temporal-docker/docker-compose.yml', () => {
       expect(script).toMatch(new RegExp(`--name ${name} --type ${type}\\b`));
     }
     const registered = [...script.matchAll(/--name (\w+) --type (\w+)/g)].map((m) => `${m[1]}:${m[2]}`);
-    expect(registered.sort()).toEqual(Object.entries(searchAttributes).map(([n, t]) => `${n}:${t}`).sort());
+    expect(registered.sort()).toEqual(
+      Object.entries(searchAttributes)
+        .map(([n, t]) => `${n}:${t}`)
+        .sort(),
+    );
     expect(script).toContain('temporal operator search-attribute create');
     expect(envOf(services['temporal-setup']!).TEMPORAL_ADDRESS).toBe('temporal:7233');
   });
@@ -170,7 +174,9 @@ describe('temporal-docker/docker-compose.yml', () => {
     expect(services.gateway!.ports).toEqual(['127.0.0.1:3000:3000']);
     expect(services.gateway!.depends_on).toMatchObject({ api: { condition: 'service_healthy' } });
     const conf = readFileSync(join(dir, 'nginx', 'api.conf'), 'utf8');
-    const mounts = (services.gateway!.volumes ?? []).map((v) => (typeof v === 'string' ? v : `${v.source}:${v.target}`));
+    const mounts = (services.gateway!.volumes ?? []).map((v) =>
+      typeof v === 'string' ? v : `${v.source}:${v.target}`,
+    );
     expect(mounts.join()).toContain('./nginx/api.conf:/etc/nginx/conf.d/default.conf');
     expect(conf).toMatch(/^\s*proxy_pass \$api;/m);
     expect(conf).toMatch(/set \$api http:\/\/api:3000;/);
@@ -187,7 +193,8 @@ describe('temporal-docker/docker-compose.yml', () => {
   });
 
   it('mounts the dynamic config and the postgres init scripts', () => {
-    const mounts = (s: Service) => (s.volumes ?? []).map((v) => (typeof v === 'string' ? v : `${v.source}:${v.target}`));
+    const mounts = (s: Service) =>
+      (s.volumes ?? []).map((v) => (typeof v === 'string' ? v : `${v.source}:${v.target}`));
     expect(mounts(services.temporal!).join()).toContain('./dynamicconfig:/etc/temporal/config/dynamicconfig');
     expect(envOf(services.temporal!).DYNAMIC_CONFIG_FILE_PATH).toBe('config/dynamicconfig/development-sql.yaml');
     readFileSync(join(dir, 'dynamicconfig', 'development-sql.yaml'), 'utf8');

@@ -19,25 +19,53 @@ describe('the admin command line', { timeout: 180_000 }, () => {
     expect(Object.keys(created).sort()).toEqual(['access_token', 'api_key', 'user_id', 'workspace_id']);
 
     const viaKey = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withKey(created.api_key) });
-    expect(viaKey.json()).toMatchObject({ workspace: { id: created.workspace_id, name: 'Acme', plan: 'free' }, scope: 'read' });
-    const viaToken = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(created.access_token) });
-    expect(viaToken.json()).toMatchObject({ member: { user_id: created.user_id, email: 'ops@acme.test', role: 'admin' }, via: 'bearer' });
+    expect(viaKey.json()).toMatchObject({
+      workspace: { id: created.workspace_id, name: 'Acme', plan: 'free' },
+      scope: 'read',
+    });
+    const viaToken = await stack.app.inject({
+      method: 'GET',
+      url: '/workspace/',
+      headers: withToken(created.access_token),
+    });
+    expect(viaToken.json()).toMatchObject({
+      member: { user_id: created.user_id, email: 'ops@acme.test', role: 'admin' },
+      via: 'bearer',
+    });
     const payload = JSON.parse(Buffer.from(created.access_token.split('.')[1], 'base64url').toString());
     expect(payload.exp - payload.iat).toBe(24 * 3600);
   });
 
   it('adds a member and grants credits, printing the new balance', async () => {
     const created = JSON.parse((await admin('create-workspace', '--name', 'Beta', '--plan', 'paid')).stdout);
-    expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withKey(created.api_key) })).json().scope).toBe('write');
-    const member = await admin('add-member', '--workspace', created.workspace_id, '--email', 'rep@beta.test', '--role', 'member');
+    expect(
+      (await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withKey(created.api_key) })).json().scope,
+    ).toBe('write');
+    const member = await admin(
+      'add-member',
+      '--workspace',
+      created.workspace_id,
+      '--email',
+      'rep@beta.test',
+      '--role',
+      'member',
+    );
     expect(member.code).toBe(0);
     const added = JSON.parse(member.stdout);
     expect(Object.keys(added).sort()).toEqual(['access_token', 'user_id']);
-    const asMember = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(added.access_token) });
+    const asMember = await stack.app.inject({
+      method: 'GET',
+      url: '/workspace/',
+      headers: withToken(added.access_token),
+    });
     expect(asMember.json().member).toMatchObject({ role: 'member', email: 'rep@beta.test' });
 
-    expect((await admin('grant-credits', '--workspace', created.workspace_id, '--amount', '250')).stdout.trim()).toBe('250');
-    expect((await admin('grant-credits', '--workspace', created.workspace_id, '--amount', '50')).stdout.trim()).toBe('300');
+    expect((await admin('grant-credits', '--workspace', created.workspace_id, '--amount', '250')).stdout.trim()).toBe(
+      '250',
+    );
+    expect((await admin('grant-credits', '--workspace', created.workspace_id, '--amount', '50')).stdout.trim()).toBe(
+      '300',
+    );
     const balance = await stack.app.inject({ method: 'GET', url: '/credits/', headers: withKey(created.api_key) });
     expect(balance.json()).toEqual({ available: 300, held: 0, spent: 0 });
   });
@@ -46,9 +74,12 @@ describe('the admin command line', { timeout: 180_000 }, () => {
     const on = await admin('pause-everywhere', '--paused', 'true');
     expect(JSON.parse(on.stdout)).toEqual({ paused_everywhere: true });
     const ws = await stack.createWorkspace('paid');
-    const read = async () => (await stack.app.inject({ method: 'GET', url: '/pnet/agent-sending/', headers: withKey(ws.apiKey) })).json();
+    const read = async () =>
+      (await stack.app.inject({ method: 'GET', url: '/pnet/agent-sending/', headers: withKey(ws.apiKey) })).json();
     expect((await read()).paused_everywhere).toBe(true);
-    expect(JSON.parse((await admin('pause-everywhere', '--paused', 'false')).stdout)).toEqual({ paused_everywhere: false });
+    expect(JSON.parse((await admin('pause-everywhere', '--paused', 'false')).stdout)).toEqual({
+      paused_everywhere: false,
+    });
     expect((await read()).paused_everywhere).toBe(false);
     expect((await admin('pause-everywhere', '--paused', 'maybe')).code).toBe(2);
   });
@@ -58,10 +89,18 @@ describe('the admin command line', { timeout: 180_000 }, () => {
     const badPlan = await admin('create-workspace', '--name', 'X', '--plan', 'gold');
     expect(badPlan.code).toBe(2);
     expect(badPlan.stderr).toMatch(/--plan/);
-    const unknown = await admin('grant-credits', '--workspace', '00000000-0000-4000-8000-000000000000', '--amount', '5');
+    const unknown = await admin(
+      'grant-credits',
+      '--workspace',
+      '00000000-0000-4000-8000-000000000000',
+      '--amount',
+      '5',
+    );
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/not found/);
-    expect((await admin('grant-credits', '--workspace', '00000000-0000-4000-8000-000000000000', '--amount', '0')).code).toBe(2);
+    expect(
+      (await admin('grant-credits', '--workspace', '00000000-0000-4000-8000-000000000000', '--amount', '0')).code,
+    ).toBe(2);
     expect((await stack.sql`select count(*)::int as n from workspaces`)[0]!.n).toBe(before);
   });
 });

@@ -27,19 +27,40 @@ const count = 200;
 
 beforeAll(async () => {
   twin = await startPayPalPayoutsTwin();
-  stack.integrations.affiliatePayouts.provider = createPayPalPayouts({ clientId: twin.clientId, clientSecret: twin.clientSecret, apiBase: twin.url }, { sleep: async () => undefined });
+  stack.integrations.affiliatePayouts.provider = createPayPalPayouts(
+    { clientId: twin.clientId, clientSecret: twin.clientSecret, apiBase: twin.url },
+    { sleep: async () => undefined },
+  );
   const workspaces = await stack.sql<{ id: string }[]>`
     insert into workspaces (name, plan) select 'Affiliate ' || g, 'paid' from generate_series(1, ${count}) g returning id`;
   let seed = 7;
   const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   for (const [i, w] of workspaces.entries()) {
-    const { affiliate } = await insertAffiliate(stack.sql, { workspaceId: w.id, displayName: `A${i}`, timeZone: 'UTC' });
+    const { affiliate } = await insertAffiliate(stack.sql, {
+      workspaceId: w.id,
+      displayName: `A${i}`,
+      timeZone: 'UTC',
+    });
     const cents = 5000 + Math.floor(random() * 20_000);
     const tag = i % 10 === 3 ? '+unclaimed' : i % 20 === 7 ? '+fail' : '';
     const email = `a${i}${tag}-${randomBytes(2).toString('hex')}@example.com`;
-    await appendAffiliateLedgerEntry(stack.sql, { affiliateId: affiliate.id, kind: 'commission', amountCents: cents, description: 'matured', causeKey: `fault-commission:${affiliate.id}`, occurredAt: new Date('2026-01-01') });
+    await appendAffiliateLedgerEntry(stack.sql, {
+      affiliateId: affiliate.id,
+      kind: 'commission',
+      amountCents: cents,
+      description: 'matured',
+      causeKey: `fault-commission:${affiliate.id}`,
+      occurredAt: new Date('2026-01-01'),
+    });
     await setPayoutEmail(stack.sql, { affiliateId: affiliate.id, workspaceId: w.id, email });
-    await setOperatorGate(stack.sql, { affiliateId: affiliate.id, workspaceId: w.id, gate: 'identity_verified', on: true, note: null, now: new Date() });
+    await setOperatorGate(stack.sql, {
+      affiliateId: affiliate.id,
+      workspaceId: w.id,
+      gate: 'identity_verified',
+      on: true,
+      note: null,
+      now: new Date(),
+    });
     affiliates.push({ id: affiliate.id, cents, email });
   }
 }, 120_000);
@@ -47,7 +68,9 @@ afterAll(() => twin?.close());
 
 /** Runs one cycle on the fault workers while killing them: every 1.5 s (three times), and right after each paying step once. */
 async function cycleUnderKills(cycleAt: Date, runId: string): Promise<{ result: PayoutCycleResult; kills: number }> {
-  const crashes = ['prepareAffiliatePayouts', 'sendAffiliatePayoutBatch', 'followAffiliatePayouts'].map((activity) => faults.crashAfter(activity));
+  const crashes = ['prepareAffiliatePayouts', 'sendAffiliatePayoutBatch', 'followAffiliatePayouts'].map((activity) =>
+    faults.crashAfter(activity),
+  );
   const handle = await stack.client.workflow.start('affiliatePayoutCycleWorkflow', {
     taskQueue: faults.taskQueue,
     workflowId: `${payoutCycleWorkflowId(faults.taskQueue, cycleAt.toISOString().slice(0, 7))}/${runId}`,
@@ -75,7 +98,11 @@ async function cycleUnderKills(cycleAt: Date, runId: string): Promise<{ result: 
 }
 
 /** The cycle's result, or after `ms` a failure that says where the cycle stood: its pending work, its last events, the worker polling. */
-async function stalledAfter(handle: WorkflowHandle, result: Promise<PayoutCycleResult>, ms: number): Promise<PayoutCycleResult> {
+async function stalledAfter(
+  handle: WorkflowHandle,
+  result: Promise<PayoutCycleResult>,
+  ms: number,
+): Promise<PayoutCycleResult> {
   let timer: NodeJS.Timeout | undefined;
   const stalled = new Promise<'stalled'>((r) => (timer = setTimeout(() => r('stalled'), ms)));
   const first = await Promise.race([result, stalled]).finally(() => clearTimeout(timer));
@@ -97,7 +124,9 @@ it('pays every affiliate exactly once per period through killed workers and a lo
   expect(first.kills + second.kills).toBeGreaterThanOrEqual(3);
   expect(second.result.created).toBe(0);
 
-  const payouts = await stack.sql<{ affiliate_id: string; id: string; amount_cents: number; status: string; period: string }[]>`select * from affiliate_payouts`;
+  const payouts = await stack.sql<
+    { affiliate_id: string; id: string; amount_cents: number; status: string; period: string }[]
+  >`select * from affiliate_payouts`;
   expect(payouts).toHaveLength(count);
   const byAffiliate = new Map(payouts.map((p) => [p.affiliate_id, p]));
   const items = twin.itemsBySenderItemId();
@@ -125,6 +154,8 @@ it('pays every affiliate exactly once per period through killed workers and a lo
     expect(l.sum).toBe(back ? a.cents : 0);
     expect(l.backs).toBe(back ? 1 : 0);
   }
-  const statuses = await stack.sql<{ status: string; n: number }[]>`select status, count(*)::int as n from affiliate_payouts group by status order by status`;
+  const statuses = await stack.sql<
+    { status: string; n: number }[]
+  >`select status, count(*)::int as n from affiliate_payouts group by status order by status`;
   expect(Object.fromEntries(statuses.map((s) => [s.status, s.n]))).toEqual({ failed: 10, paid: 170, returned: 20 });
 }, 180_000);

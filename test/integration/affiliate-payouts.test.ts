@@ -12,7 +12,12 @@ import { preparePayoutsPage } from '../../services/affiliates/payouts.js';
 import { affiliatePayoutScheduleId } from '../../workflows/affiliates/payout-cycle.contract.js';
 import { insertAffiliate } from '../../store/affiliates/affiliates.js';
 import { affiliateBalances, appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
-import { setOperatorGate, setPayoutEmail, setPayoutProgramPaused, type OperatorGate } from '../../store/affiliates/payouts.js';
+import {
+  setOperatorGate,
+  setPayoutEmail,
+  setPayoutProgramPaused,
+  type OperatorGate,
+} from '../../store/affiliates/payouts.js';
 import { startPayPalPayoutsTwin, unclaimedReturnMs, type PayPalPayoutsTwin } from '../../sim/paypal-payouts-server.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
@@ -22,7 +27,10 @@ const day = 86_400_000;
 
 beforeAll(async () => {
   twin = await startPayPalPayoutsTwin();
-  stack.integrations.affiliatePayouts.provider = createPayPalPayouts({ clientId: twin.clientId, clientSecret: twin.clientSecret, apiBase: twin.url }, { sleep: async () => undefined });
+  stack.integrations.affiliatePayouts.provider = createPayPalPayouts(
+    { clientId: twin.clientId, clientSecret: twin.clientSecret, apiBase: twin.url },
+    { sleep: async () => undefined },
+  );
 });
 afterAll(() => twin?.close());
 
@@ -32,22 +40,59 @@ interface Made {
   apiKey: string;
 }
 
-async function affiliate(input: { cents: number; email?: string | null; verified?: boolean; gates?: OperatorGate[] }): Promise<Made> {
+async function affiliate(input: {
+  cents: number;
+  email?: string | null;
+  verified?: boolean;
+  gates?: OperatorGate[];
+}): Promise<Made> {
   const ws = await stack.createWorkspace('paid');
-  const { affiliate } = await insertAffiliate(stack.sql, { workspaceId: ws.workspaceId, displayName: 'Aff', timeZone: 'UTC' });
-  await appendAffiliateLedgerEntry(stack.sql, { affiliateId: affiliate.id, kind: 'commission', amountCents: input.cents, description: 'matured', causeKey: `test-commission:${affiliate.id}`, occurredAt: new Date(Date.now() - day) });
+  const { affiliate } = await insertAffiliate(stack.sql, {
+    workspaceId: ws.workspaceId,
+    displayName: 'Aff',
+    timeZone: 'UTC',
+  });
+  await appendAffiliateLedgerEntry(stack.sql, {
+    affiliateId: affiliate.id,
+    kind: 'commission',
+    amountCents: input.cents,
+    description: 'matured',
+    causeKey: `test-commission:${affiliate.id}`,
+    occurredAt: new Date(Date.now() - day),
+  });
   const email = input.email === undefined ? `aff-${randomBytes(3).toString('hex')}@example.com` : input.email;
-  if (email !== null) await setPayoutEmail(stack.sql, { affiliateId: affiliate.id, workspaceId: ws.workspaceId, email });
-  const gates: OperatorGate[] = [...(input.verified === false ? [] : (['identity_verified'] as const)), ...(input.gates ?? [])];
-  for (const gate of gates) await setOperatorGate(stack.sql, { affiliateId: affiliate.id, workspaceId: ws.workspaceId, gate, on: true, note: null, now: new Date() });
+  if (email !== null)
+    await setPayoutEmail(stack.sql, { affiliateId: affiliate.id, workspaceId: ws.workspaceId, email });
+  const gates: OperatorGate[] = [
+    ...(input.verified === false ? [] : (['identity_verified'] as const)),
+    ...(input.gates ?? []),
+  ];
+  for (const gate of gates)
+    await setOperatorGate(stack.sql, {
+      affiliateId: affiliate.id,
+      workspaceId: ws.workspaceId,
+      gate,
+      on: true,
+      note: null,
+      now: new Date(),
+    });
   return { affiliateId: affiliate.id, workspaceId: ws.workspaceId, apiKey: ws.apiKey };
 }
 
 const payoutsOf = (affiliateId: string) =>
-  stack.sql<{ id: string; period: string; status: string; amount_cents: number; failure_reason: string | null }[]>`select * from affiliate_payouts where affiliate_id = ${affiliateId} order by created_at`;
-const ledgerSum = async (affiliateId: string) => (await stack.sql<{ s: number }[]>`select coalesce(sum(amount_cents), 0)::bigint as s from affiliate_ledger where affiliate_id = ${affiliateId}`)[0]!.s;
-const available = async (affiliateId: string) => (await affiliateBalances(stack.sql, affiliateId, new Date('2100-01-01'))).availableCents;
-const cycle = (at: Date) => runPayoutCycle({ client: stack.client, taskQueue: stack.taskQueue }, { at, followForMs: 0 });
+  stack.sql<
+    { id: string; period: string; status: string; amount_cents: number; failure_reason: string | null }[]
+  >`select * from affiliate_payouts where affiliate_id = ${affiliateId} order by created_at`;
+const ledgerSum = async (affiliateId: string) =>
+  (
+    await stack.sql<
+      { s: number }[]
+    >`select coalesce(sum(amount_cents), 0)::bigint as s from affiliate_ledger where affiliate_id = ${affiliateId}`
+  )[0]!.s;
+const available = async (affiliateId: string) =>
+  (await affiliateBalances(stack.sql, affiliateId, new Date('2100-01-01'))).availableCents;
+const cycle = (at: Date) =>
+  runPayoutCycle({ client: stack.client, taskQueue: stack.taskQueue }, { at, followForMs: 0 });
 
 // Each scenario runs in its own month, so periods never collide between tests.
 const month = (n: number) => new Date(Date.UTC(2027, n, 1, 0, 0, 5));
@@ -79,10 +124,15 @@ describe('the payout cycle', () => {
     }
     expect((await payoutsOf(ok.affiliateId))[0]!.amount_cents).toBe(7500);
     // Each paid payout is a workspace event of its affiliate's workspace, once (issue 21's catalogue).
-    const sent = await stack.sql<{ workspace_id: string; payload: { payout_id: string; amount_cents: number; period: string } }[]>`
+    const sent = await stack.sql<
+      { workspace_id: string; payload: { payout_id: string; amount_cents: number; period: string } }[]
+    >`
       select workspace_id, payload from workspace_events where type = 'affiliate.payout_sent' and workspace_id = any(${[ok.workspaceId, atMinimum.workspaceId, below.workspaceId]}::uuid[])`;
     expect(sent.map((e) => [e.workspace_id, e.payload.amount_cents, e.payload.period]).sort()).toEqual(
-      [[ok.workspaceId, 7500, '2027-01'], [atMinimum.workspaceId, 5000, '2027-01']].sort(),
+      [
+        [ok.workspaceId, 7500, '2027-01'],
+        [atMinimum.workspaceId, 5000, '2027-01'],
+      ].sort(),
     );
     for (const a of [below, unverified, noEmail, blocked, review, unavailable, held]) {
       expect(await payoutsOf(a.affiliateId)).toEqual([]);
@@ -92,10 +142,23 @@ describe('the payout cycle', () => {
     // The routes: the list, and the settings with the same gate the cycle used.
     const list = await stack.app.inject({ method: 'GET', url: '/affiliate/payouts/', headers: withKey(ok.apiKey) });
     expect(list.statusCode).toBe(200);
-    expect(list.json()).toMatchObject({ payouts: [{ period: '2027-01', amount_cents: 7500, status: 'paid' }], next_offset: null });
+    expect(list.json()).toMatchObject({
+      payouts: [{ period: '2027-01', amount_cents: 7500, status: 'paid' }],
+      next_offset: null,
+    });
     expect(list.json().payouts[0].paid_at).not.toBeNull();
-    const settings = await stack.app.inject({ method: 'GET', url: '/affiliate/payout-settings/', headers: withKey(noEmail.apiKey) });
-    expect(settings.json()).toMatchObject({ payout_email: null, identity_verified: true, next_payout_status: 'scheduled', next_payout_blocker: 'no_payout_email', next_payout_cents: 9000 });
+    const settings = await stack.app.inject({
+      method: 'GET',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(noEmail.apiKey),
+    });
+    expect(settings.json()).toMatchObject({
+      payout_email: null,
+      identity_verified: true,
+      next_payout_status: 'scheduled',
+      next_payout_blocker: 'no_payout_email',
+      next_payout_cents: 9000,
+    });
   });
 
   it('the program pause stops every payout until it is lifted', async () => {
@@ -104,7 +167,11 @@ describe('the payout cycle', () => {
     try {
       await cycle(month(1));
       expect(await payoutsOf(a.affiliateId)).toEqual([]);
-      const settings = await stack.app.inject({ method: 'GET', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey) });
+      const settings = await stack.app.inject({
+        method: 'GET',
+        url: '/affiliate/payout-settings/',
+        headers: withKey(a.apiKey),
+      });
       expect(settings.json()).toMatchObject({ program_paused: true, next_payout_status: 'paused' });
     } finally {
       await setPayoutProgramPaused(stack.sql, false, null);
@@ -124,15 +191,25 @@ describe('the payout cycle', () => {
     expect(await payoutsOf(a.affiliateId)).toMatchObject([{ status: 'returned' }]);
     expect(await available(a.affiliateId)).toBe(8000);
     expect(await ledgerSum(a.affiliateId)).toBe(8000);
-    const settings = await stack.app.inject({ method: 'GET', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey) });
-    expect(settings.json()).toMatchObject({ destination_hold: true, destination_hold_reason: 'returned', next_payout_blocker: 'destination_hold' });
+    const settings = await stack.app.inject({
+      method: 'GET',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(a.apiKey),
+    });
+    expect(settings.json()).toMatchObject({
+      destination_hold: true,
+      destination_hold_reason: 'returned',
+      next_payout_blocker: 'destination_hold',
+    });
 
     // Held destination: the next cycle pays nothing; 180 days after the return the balance is forfeited, once.
     await cycle(month(4));
     expect(await payoutsOf(a.affiliateId)).toHaveLength(1);
     await cycle(month(10));
     await cycle(new Date(month(10).getTime() + day));
-    const forfeitures = await stack.sql<{ amount_cents: number }[]>`select amount_cents from affiliate_ledger where affiliate_id = ${a.affiliateId} and kind = 'forfeiture'`;
+    const forfeitures = await stack.sql<
+      { amount_cents: number }[]
+    >`select amount_cents from affiliate_ledger where affiliate_id = ${a.affiliateId} and kind = 'forfeiture'`;
     expect(forfeitures).toEqual([{ amount_cents: -8000 }]);
     expect(await available(a.affiliateId)).toBe(0);
     expect(await ledgerSum(a.affiliateId)).toBe(0);
@@ -143,9 +220,18 @@ describe('the payout cycle', () => {
     await cycle(month(5));
     expect(await payoutsOf(a.affiliateId)).toMatchObject([{ status: 'failed', amount_cents: 5500 }]);
     expect(await available(a.affiliateId)).toBe(5500);
-    const put = await stack.app.inject({ method: 'PUT', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey), payload: { payout_email: 'bob@example.com' } });
+    const put = await stack.app.inject({
+      method: 'PUT',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(a.apiKey),
+      payload: { payout_email: 'bob@example.com' },
+    });
     expect(put.statusCode).toBe(200);
-    expect(put.json()).toMatchObject({ payout_email: 'bob@example.com', destination_hold: false, next_payout_blocker: null });
+    expect(put.json()).toMatchObject({
+      payout_email: 'bob@example.com',
+      destination_hold: false,
+      next_payout_blocker: null,
+    });
     await cycle(month(6));
     expect((await payoutsOf(a.affiliateId)).map((p) => p.status)).toEqual(['failed', 'paid']);
     expect(await available(a.affiliateId)).toBe(0);
@@ -180,7 +266,9 @@ describe('the payout cycle', () => {
     stack.integrations.affiliatePayouts.provider = { missing: ['PAYPAL_CLIENT_ID', 'PAYPAL_CLIENT_SECRET'] };
     try {
       const result = await cycle(month(9));
-      expect(result.refused).toBe('No payout provider: set PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET. Nothing was paid.');
+      expect(result.refused).toBe(
+        'No payout provider: set PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET. Nothing was paid.',
+      );
       expect(await payoutsOf(a.affiliateId)).toEqual([]);
     } finally {
       stack.integrations.affiliatePayouts.provider = provider;
@@ -192,7 +280,12 @@ describe('a payout an earlier cycle made but could not send', () => {
   it('goes out with the next cycle, once', async () => {
     const a = await affiliate({ cents: 5600 });
     // The earlier cycle made its payouts and died before sending (or lost its provider).
-    await preparePayoutsPage(stack.sql, { cycleAt: month(11), after: null, limit: 10_000, terms: stack.integrations.affiliatePayouts });
+    await preparePayoutsPage(stack.sql, {
+      cycleAt: month(11),
+      after: null,
+      limit: 10_000,
+      terms: stack.integrations.affiliatePayouts,
+    });
     expect(await payoutsOf(a.affiliateId)).toMatchObject([{ period: '2027-12', status: 'held' }]);
     await cycle(new Date(Date.UTC(2028, 0, 1)));
     const rows = await payoutsOf(a.affiliateId);
@@ -205,13 +298,33 @@ describe('a payout an earlier cycle made but could not send', () => {
 describe('payout routes', () => {
   it('refuse a payout email that is not an email, and answer 404 before enrolment', async () => {
     const a = await affiliate({ cents: 0 });
-    const bad = await stack.app.inject({ method: 'PUT', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey), payload: { payout_email: 'not an email' } });
+    const bad = await stack.app.inject({
+      method: 'PUT',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(a.apiKey),
+      payload: { payout_email: 'not an email' },
+    });
     expect(bad.statusCode).toBe(422);
-    const long = await stack.app.inject({ method: 'PUT', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey), payload: { payout_email: `${'a'.repeat(245)}@example.com` } });
+    const long = await stack.app.inject({
+      method: 'PUT',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(a.apiKey),
+      payload: { payout_email: `${'a'.repeat(245)}@example.com` },
+    });
     expect(long.statusCode).toBe(422);
-    const atBound = await stack.app.inject({ method: 'PUT', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey), payload: { payout_email: `${'a'.repeat(242)}@example.com` } });
+    const atBound = await stack.app.inject({
+      method: 'PUT',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(a.apiKey),
+      payload: { payout_email: `${'a'.repeat(242)}@example.com` },
+    });
     expect(atBound.statusCode).toBe(200);
-    const removed = await stack.app.inject({ method: 'PUT', url: '/affiliate/payout-settings/', headers: withKey(a.apiKey), payload: { payout_email: null } });
+    const removed = await stack.app.inject({
+      method: 'PUT',
+      url: '/affiliate/payout-settings/',
+      headers: withKey(a.apiKey),
+      payload: { payout_email: null },
+    });
     expect(removed.json()).toMatchObject({ payout_email: null, next_payout_blocker: 'no_payout_email' });
 
     const stranger = await stack.createWorkspace('paid');
@@ -223,9 +336,30 @@ describe('payout routes', () => {
 
   it('pages payouts with limit and offset at and past their bounds', async () => {
     const a = await affiliate({ cents: 0 });
-    for (const limit of [0, 201]) expect((await stack.app.inject({ method: 'GET', url: `/affiliate/payouts/?limit=${limit}`, headers: withKey(a.apiKey) })).statusCode).toBe(422);
-    for (const limit of [1, 200]) expect((await stack.app.inject({ method: 'GET', url: `/affiliate/payouts/?limit=${limit}`, headers: withKey(a.apiKey) })).statusCode).toBe(200);
-    expect((await stack.app.inject({ method: 'GET', url: '/affiliate/payouts/?offset=-1', headers: withKey(a.apiKey) })).statusCode).toBe(422);
+    for (const limit of [0, 201])
+      expect(
+        (
+          await stack.app.inject({
+            method: 'GET',
+            url: `/affiliate/payouts/?limit=${limit}`,
+            headers: withKey(a.apiKey),
+          })
+        ).statusCode,
+      ).toBe(422);
+    for (const limit of [1, 200])
+      expect(
+        (
+          await stack.app.inject({
+            method: 'GET',
+            url: `/affiliate/payouts/?limit=${limit}`,
+            headers: withKey(a.apiKey),
+          })
+        ).statusCode,
+      ).toBe(200);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: '/affiliate/payouts/?offset=-1', headers: withKey(a.apiKey) }))
+        .statusCode,
+    ).toBe(422);
   });
 });
 

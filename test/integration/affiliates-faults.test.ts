@@ -20,7 +20,7 @@ import { useTestStack } from '../support/test-stack.js';
 const { stack } = useTestStack({ workspaces: false });
 const faults = useFaultWorkers(stack, { enrichmentProviders: () => createEnrichmentProviders({ env: {} }) });
 let seed = 7;
-const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const holdingMs = 4000;
 
@@ -28,23 +28,65 @@ const event = (workspaceId: string, kind: 'paid' | 'refund', invoiceId: string):
   const at = new Date();
   const base = { id: `evt_${randomBytes(6).toString('hex')}`, occurredAt: at, workspaceId, customerId: null };
   return kind === 'paid'
-    ? { ...base, type: 'invoice.paid', kind: 'invoice_paid', invoiceId, subscriptionId: null, paymentId: null, amountDueCents: 4900, amountPaidCents: 4900, currency: 'usd', periodStart: null, periodEnd: null, hostedInvoiceUrl: null, createdAt: at }
-    : { ...base, type: 'charge.refunded', kind: 'charge_refunded', paymentId: invoiceId, amountCents: 4900, refundedCents: 4900, currency: 'usd', createdAt: at };
+    ? {
+        ...base,
+        type: 'invoice.paid',
+        kind: 'invoice_paid',
+        invoiceId,
+        subscriptionId: null,
+        paymentId: null,
+        amountDueCents: 4900,
+        amountPaidCents: 4900,
+        currency: 'usd',
+        periodStart: null,
+        periodEnd: null,
+        hostedInvoiceUrl: null,
+        createdAt: at,
+      }
+    : {
+        ...base,
+        type: 'charge.refunded',
+        kind: 'charge_refunded',
+        paymentId: invoiceId,
+        amountCents: 4900,
+        refundedCents: 4900,
+        currency: 'usd',
+        createdAt: at,
+      };
 };
 
 it('matures every unrefunded commission once and none refunded inside its holding period, through killed workers', async () => {
   const affiliates: { id: string; code: string }[] = [];
   for (let i = 0; i < 4; i += 1) {
     const owner = await stack.createWorkspace('paid');
-    const { affiliate } = await insertAffiliate(stack.sql, { workspaceId: owner.workspaceId, displayName: `A${i}`, timeZone: 'UTC' });
+    const { affiliate } = await insertAffiliate(stack.sql, {
+      workspaceId: owner.workspaceId,
+      displayName: `A${i}`,
+      timeZone: 'UTC',
+    });
     const code = `fault-${i}-${randomBytes(3).toString('hex')}`;
-    await insertAffiliateCode(stack.sql, { affiliateId: affiliate.id, workspaceId: owner.workspaceId, code, isVanity: true });
+    await insertAffiliateCode(stack.sql, {
+      affiliateId: affiliate.id,
+      workspaceId: owner.workspaceId,
+      code,
+      isVanity: true,
+    });
     affiliates.push({ id: affiliate.id, code });
   }
   const referred: string[] = [];
-  for (let i = 0; i < 16; i += 1) referred.push((await createWorkspaceWithAdmin(stack.sql, { name: `R${i}`, plan: 'free', affiliateCode: affiliates[i % 4]!.code })).workspace_id);
+  for (let i = 0; i < 16; i += 1)
+    referred.push(
+      (
+        await createWorkspaceWithAdmin(stack.sql, {
+          name: `R${i}`,
+          plan: 'free',
+          affiliateCode: affiliates[i % 4]!.code,
+        })
+      ).workspace_id,
+    );
 
-  const wake = (ids: string[], reason: 'created' | 'refund') => wakeCommissions(stack.client, faults.taskQueue, stack.sql, ids, reason);
+  const wake = (ids: string[], reason: 'created' | 'refund') =>
+    wakeCommissions(stack.client, faults.taskQueue, stack.sql, ids, reason);
   const refunded = new Set<string>();
   const all: string[] = [];
   const chaos = (async () => {
@@ -57,7 +99,9 @@ it('matures every unrefunded commission once and none refunded inside its holdin
   for (let i = 0; i < 60; i += 1) {
     const workspaceId = referred[i % referred.length]!;
     const invoiceId = `in_fault_${i}_${randomBytes(3).toString('hex')}`;
-    const { affiliateCommissionIds } = await handleBillingEvent(stack.sql, event(workspaceId, 'paid', invoiceId), { holdingMs });
+    const { affiliateCommissionIds } = await handleBillingEvent(stack.sql, event(workspaceId, 'paid', invoiceId), {
+      holdingMs,
+    });
     all.push(...affiliateCommissionIds);
     await wake(affiliateCommissionIds, 'created');
     // Half are refunded at a random moment inside the holding period (the event dated then).
@@ -79,7 +123,12 @@ it('matures every unrefunded commission once and none refunded inside its holdin
 
   // Correctness, not speed (bench:affiliates measures the lag): a loaded CI machine gets time to recover from the kills.
   const deadline = Date.now() + 60_000;
-  const held = async () => (await stack.sql<{ n: number }[]>`select count(*)::int as n from affiliate_commissions where id = any(${all}::uuid[]) and status = 'held'`)[0]!.n;
+  const held = async () =>
+    (
+      await stack.sql<
+        { n: number }[]
+      >`select count(*)::int as n from affiliate_commissions where id = any(${all}::uuid[]) and status = 'held'`
+    )[0]!.n;
   while ((await held()) > 0 && Date.now() < deadline) await sleep(500);
   // What a stalled shard looked like, should one stall: its held commissions, its recorded wake, its workflow.
   const stalled = await stack.sql<{ shard: number; held: number; soonest: Date; wake_at: Date | null }[]>`
@@ -88,8 +137,15 @@ it('matures every unrefunded commission once and none refunded inside its holdin
      where c.id = any(${all}::uuid[]) and c.status = 'held' group by c.maturation_shard, s.wake_at`;
   const described = await Promise.all(
     stalled.map(async (s) => {
-      const d = await stack.client.workflow.getHandle(commissionMaturationWorkflowId(faults.taskQueue, s.shard)).describe().catch((e: Error) => e.message);
-      return { ...s, workflow: typeof d === 'string' ? d : `${d.status.name} since ${d.startTime.toISOString()}, ${d.historyLength} events` };
+      const d = await stack.client.workflow
+        .getHandle(commissionMaturationWorkflowId(faults.taskQueue, s.shard))
+        .describe()
+        .catch((e: Error) => e.message);
+      return {
+        ...s,
+        workflow:
+          typeof d === 'string' ? d : `${d.status.name} since ${d.startTime.toISOString()}, ${d.historyLength} events`,
+      };
     }),
   );
   expect(described).toEqual([]);
@@ -98,14 +154,23 @@ it('matures every unrefunded commission once and none refunded inside its holdin
     select id, status, affiliate_id, amount_cents from affiliate_commissions where id = any(${all}::uuid[])`;
   expect(rows).toHaveLength(60);
   expect(refunded.size).toBeGreaterThan(10);
-  for (const r of rows) expect({ id: r.id, status: r.status }).toEqual({ id: r.id, status: refunded.has(r.id) ? 'clawed_back' : 'available' });
-  const credited = await stack.sql`select commission_id from affiliate_ledger where commission_id = any(${all}::uuid[]) and kind = 'commission' group by commission_id having count(*) <> 1`;
+  for (const r of rows)
+    expect({ id: r.id, status: r.status }).toEqual({
+      id: r.id,
+      status: refunded.has(r.id) ? 'clawed_back' : 'available',
+    });
+  const credited =
+    await stack.sql`select commission_id from affiliate_ledger where commission_id = any(${all}::uuid[]) and kind = 'commission' group by commission_id having count(*) <> 1`;
   expect(credited).toEqual([]);
   for (const a of affiliates) {
     const balances = await affiliateBalances(stack.sql, a.id);
-    const [sum] = await stack.sql<{ s: number }[]>`select coalesce(sum(amount_cents), 0)::bigint as s from affiliate_ledger where affiliate_id = ${a.id}`;
+    const [sum] = await stack.sql<
+      { s: number }[]
+    >`select coalesce(sum(amount_cents), 0)::bigint as s from affiliate_ledger where affiliate_id = ${a.id}`;
     expect(balances.availableCents + balances.heldCents).toBe(sum!.s);
-    const expected = rows.filter((r) => r.affiliate_id === a.id && r.status === 'available').reduce((t, r) => t + r.amount_cents, 0);
+    const expected = rows
+      .filter((r) => r.affiliate_id === a.id && r.status === 'available')
+      .reduce((t, r) => t + r.amount_cents, 0);
     expect(balances).toEqual({ availableCents: expected, heldCents: 0 });
   }
 }, 150_000);

@@ -10,7 +10,9 @@ import { useTestDatabase } from '../support/database.js';
 const db = useTestDatabase();
 
 async function affiliate(): Promise<string> {
-  const [w] = await db.sql<{ id: string }[]>`insert into workspaces (name, plan) values ('Affiliate', 'paid') returning id`;
+  const [w] = await db.sql<
+    { id: string }[]
+  >`insert into workspaces (name, plan) values ('Affiliate', 'paid') returning id`;
   const { affiliate } = await insertAffiliate(db.sql, { workspaceId: w!.id, displayName: 'Ann', timeZone: 'UTC' });
   return affiliate.id;
 }
@@ -18,9 +20,21 @@ async function affiliate(): Promise<string> {
 describe('affiliate ledger', () => {
   it('writes a cause once and answers null for the repeat', async () => {
     const affiliateId = await affiliate();
-    const first = await appendAffiliateLedgerEntry(db.sql, { affiliateId, kind: 'adjustment', amountCents: 250, description: 'goodwill', causeKey: `adj:${affiliateId}` });
+    const first = await appendAffiliateLedgerEntry(db.sql, {
+      affiliateId,
+      kind: 'adjustment',
+      amountCents: 250,
+      description: 'goodwill',
+      causeKey: `adj:${affiliateId}`,
+    });
     expect(first).toMatchObject({ kind: 'adjustment', amount_cents: 250, held: false, currency: 'usd' });
-    const again = await appendAffiliateLedgerEntry(db.sql, { affiliateId, kind: 'adjustment', amountCents: 250, description: 'goodwill', causeKey: `adj:${affiliateId}` });
+    const again = await appendAffiliateLedgerEntry(db.sql, {
+      affiliateId,
+      kind: 'adjustment',
+      amountCents: 250,
+      description: 'goodwill',
+      causeKey: `adj:${affiliateId}`,
+    });
     expect(again).toBeNull();
     expect(await affiliateBalances(db.sql, affiliateId, new Date())).toEqual({ availableCents: 250, heldCents: 0 });
   });
@@ -32,19 +46,43 @@ describe('affiliate ledger', () => {
     const [c] = await db.sql<{ id: string }[]>`
       insert into affiliate_commissions (affiliate_id, workspace_id, invoice_id, payment_id, invoice_cents, amount_cents, earned_at, earned_day, available_at)
       values (${affiliateId}, ${w!.workspace_id}, ${'in_' + affiliateId}, 'pi_1', 4900, 980, now(), current_date, ${availableAt}) returning id`;
-    await appendAffiliateLedgerEntry(db.sql, { affiliateId, kind: 'commission', amountCents: 980, description: 'c', causeKey: `commission:${c!.id}`, availableAt, commissionId: c!.id });
-    await appendAffiliateLedgerEntry(db.sql, { affiliateId, kind: 'payout', amountCents: -100, description: 'p', causeKey: `payout:${affiliateId}` });
+    await appendAffiliateLedgerEntry(db.sql, {
+      affiliateId,
+      kind: 'commission',
+      amountCents: 980,
+      description: 'c',
+      causeKey: `commission:${c!.id}`,
+      availableAt,
+      commissionId: c!.id,
+    });
+    await appendAffiliateLedgerEntry(db.sql, {
+      affiliateId,
+      kind: 'payout',
+      amountCents: -100,
+      description: 'p',
+      causeKey: `payout:${affiliateId}`,
+    });
     expect(await affiliateBalances(db.sql, affiliateId, new Date())).toEqual({ availableCents: -100, heldCents: 980 });
     expect(await releaseHeldEntries(db.sql, c!.id)).toBe(1);
     expect(await releaseHeldEntries(db.sql, c!.id)).toBe(0);
     const b = await affiliateBalances(db.sql, affiliateId, new Date());
     expect(b).toEqual({ availableCents: 880, heldCents: 0 });
-    const [sum] = await db.sql<{ s: number }[]>`select sum(amount_cents)::bigint as s from affiliate_ledger where affiliate_id = ${affiliateId}`;
+    const [sum] = await db.sql<
+      { s: number }[]
+    >`select sum(amount_cents)::bigint as s from affiliate_ledger where affiliate_id = ${affiliateId}`;
     expect(b.availableCents + b.heldCents).toBe(sum!.s);
   });
 
   it('refuses cents that are not whole', async () => {
     const affiliateId = await affiliate();
-    await expect(appendAffiliateLedgerEntry(db.sql, { affiliateId, kind: 'adjustment', amountCents: 1.5, description: 'x', causeKey: `frac:${affiliateId}` })).rejects.toThrow(/whole cents/);
+    await expect(
+      appendAffiliateLedgerEntry(db.sql, {
+        affiliateId,
+        kind: 'adjustment',
+        amountCents: 1.5,
+        description: 'x',
+        causeKey: `frac:${affiliateId}`,
+      }),
+    ).rejects.toThrow(/whole cents/);
   });
 });

@@ -28,19 +28,40 @@ const day = 86_400_000;
 const holding = { holdingMs: 30 * day };
 
 const envNow = async () => new Date(await ctx.env.currentTimeMs());
-const base = (kind: string, workspaceId: string, at: Date) => ({ id: `evt_${randomBytes(6).toString('hex')}`, type: kind, occurredAt: at, workspaceId, customerId: null });
+const base = (kind: string, workspaceId: string, at: Date) => ({
+  id: `evt_${randomBytes(6).toString('hex')}`,
+  type: kind,
+  occurredAt: at,
+  workspaceId,
+  customerId: null,
+});
 
 async function referredWorkspace(timeZone = 'UTC') {
   const owner = await stack.createWorkspace('paid');
-  const { affiliate } = await insertAffiliate(stack.sql, { workspaceId: owner.workspaceId, displayName: 'Ann', timeZone });
+  const { affiliate } = await insertAffiliate(stack.sql, {
+    workspaceId: owner.workspaceId,
+    displayName: 'Ann',
+    timeZone,
+  });
   const code = `mat-${randomBytes(4).toString('hex')}`;
-  await insertAffiliateCode(stack.sql, { affiliateId: affiliate.id, workspaceId: owner.workspaceId, code, isVanity: true });
+  await insertAffiliateCode(stack.sql, {
+    affiliateId: affiliate.id,
+    workspaceId: owner.workspaceId,
+    code,
+    isVanity: true,
+  });
   const referred = await createWorkspaceWithAdmin(stack.sql, { name: 'Referred', plan: 'free', affiliateCode: code });
   return { affiliateId: affiliate.id, ownerWorkspaceId: owner.workspaceId, workspaceId: referred.workspace_id };
 }
 
 /** Pays an invoice through the billing event handler and wakes the affiliate's maturation as the webhook does after the commit. */
-async function pay(workspaceId: string, invoiceId: string, cents: number, terms = holding, options: { at?: Date; wake?: boolean } = {}) {
+async function pay(
+  workspaceId: string,
+  invoiceId: string,
+  cents: number,
+  terms = holding,
+  options: { at?: Date; wake?: boolean } = {},
+) {
   const at = options.at ?? (await envNow());
   const event: BillingEvent = {
     ...base('invoice.paid', workspaceId, at),
@@ -59,18 +80,43 @@ async function pay(workspaceId: string, invoiceId: string, cents: number, terms 
   const result = await handleBillingEvent(stack.sql, event, terms);
   expect(result.affiliateCommissionIds, result.outcome).toHaveLength(1);
   const commissionId = result.affiliateCommissionIds[0]!;
-  if (options.wake !== false) await wakeCommissions(ctx.env.client, taskQueue, stack.sql, result.affiliateCommissionIds);
+  if (options.wake !== false)
+    await wakeCommissions(ctx.env.client, taskQueue, stack.sql, result.affiliateCommissionIds);
   return { commissionId, handle: await shardWorkflow(commissionId) };
 }
 
 async function refund(workspaceId: string, paymentId: string, amount: number, refunded: number) {
   const at = await envNow();
-  return handleBillingEvent(stack.sql, { ...base('charge.refunded', workspaceId, at), kind: 'charge_refunded', paymentId, amountCents: amount, refundedCents: refunded, currency: 'usd', createdAt: at }, holding);
+  return handleBillingEvent(
+    stack.sql,
+    {
+      ...base('charge.refunded', workspaceId, at),
+      kind: 'charge_refunded',
+      paymentId,
+      amountCents: amount,
+      refundedCents: refunded,
+      currency: 'usd',
+      createdAt: at,
+    },
+    holding,
+  );
 }
 
 async function dispute(workspaceId: string, paymentId: string, amount: number, status: 'open' | 'won' | 'lost') {
   const at = await envNow();
-  return handleBillingEvent(stack.sql, { ...base('charge.dispute.updated', workspaceId, at), kind: 'dispute', paymentId, disputeStatus: status, amountCents: amount, currency: 'usd', createdAt: at }, holding);
+  return handleBillingEvent(
+    stack.sql,
+    {
+      ...base('charge.dispute.updated', workspaceId, at),
+      kind: 'dispute',
+      paymentId,
+      disputeStatus: status,
+      amountCents: amount,
+      currency: 'usd',
+      createdAt: at,
+    },
+    holding,
+  );
 }
 
 /** 23:30 EST on the Saturday before the next second Sunday of March (New York springs forward at 02:00 that Sunday). */
@@ -82,14 +128,24 @@ function nextSpringForward(after: Date): Date {
   }
 }
 
-const status = async (id: string) => (await stack.sql<{ status: string }[]>`select status from affiliate_commissions where id = ${id}`)[0]!.status;
-const shardOf = async (commissionId: string) => (await stack.sql<{ s: number }[]>`select maturation_shard as s from affiliate_commissions where id = ${commissionId}`)[0]!.s;
+const status = async (id: string) =>
+  (await stack.sql<{ status: string }[]>`select status from affiliate_commissions where id = ${id}`)[0]!.status;
+const shardOf = async (commissionId: string) =>
+  (
+    await stack.sql<{ s: number }[]>`select maturation_shard as s from affiliate_commissions where id = ${commissionId}`
+  )[0]!.s;
 /** The maturation workflow of the commission's shard (its affiliate's). */
 const shardWorkflow = async (commissionId: string) =>
-  ctx.env.client.workflow.getHandle<typeof commissionMaturationWorkflow>(commissionMaturationWorkflowId(taskQueue, await shardOf(commissionId)));
+  ctx.env.client.workflow.getHandle<typeof commissionMaturationWorkflow>(
+    commissionMaturationWorkflowId(taskQueue, await shardOf(commissionId)),
+  );
 /** The wake the commission's shard recorded. */
 const wakeAt = async (commissionId: string) =>
-  (await stack.sql<{ w: Date | null }[]>`select wake_at as w from affiliate_maturation_shards where shard = ${await shardOf(commissionId)}`)[0]!.w;
+  (
+    await stack.sql<
+      { w: Date | null }[]
+    >`select wake_at as w from affiliate_maturation_shards where shard = ${await shardOf(commissionId)}`
+  )[0]!.w;
 /** A workflow task runs in real time after a skip: polls (a few seconds at most) until `read` answers `want`. */
 async function eventually<T>(read: () => Promise<T>, want: T): Promise<T> {
   const deadline = Date.now() + 10_000;
@@ -114,7 +170,9 @@ describe('commission maturation', () => {
     expect(await wakeAt(commissionId)).toBeNull();
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 980, heldCents: 0 });
     // A refund after the holding period leaves the commission as it is.
-    const invoice = (await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where id = ${commissionId}`)[0]!.invoice_id;
+    const invoice = (
+      await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where id = ${commissionId}`
+    )[0]!.invoice_id;
     await refund(workspaceId, invoice, 4900, 4900);
     expect(await status(commissionId)).toBe('available');
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 980, heldCents: 0 });
@@ -127,7 +185,9 @@ describe('commission maturation', () => {
     await ctx.env.sleep(30 * day - 1000);
     const refunded = await refund(workspaceId, invoice, 10000, 10000);
     // A clawed-back commission is no longer held: the webhook's wake signals no one.
-    expect(await wakeCommissions(ctx.env.client, taskQueue, stack.sql, refunded.affiliateCommissionIds, 'refund')).toBe(0);
+    expect(await wakeCommissions(ctx.env.client, taskQueue, stack.sql, refunded.affiliateCommissionIds, 'refund')).toBe(
+      0,
+    );
     expect(await handle.result()).toEqual({ matured: 0, nextAt: null });
     await ctx.env.sleep(5 * day);
     expect(await status(commissionId)).toBe('clawed_back');
@@ -171,7 +231,9 @@ describe('commission maturation', () => {
     const now = await envNow();
     const beforeChange = nextSpringForward(now);
     await ctx.env.sleep(beforeChange.getTime() - now.getTime());
-    const { commissionId, handle } = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 2000, { holdingMs: day });
+    const { commissionId, handle } = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 2000, {
+      holdingMs: day,
+    });
     const [row] = await stack.sql<{ available_at: Date; earned_at: Date; earned_day: string }[]>`
       select available_at, earned_at, to_char(earned_day, 'YYYY-MM-DD') as earned_day from affiliate_commissions where id = ${commissionId}`;
     const paidAt = row!.earned_at;
@@ -182,7 +244,14 @@ describe('commission maturation', () => {
     const { maturities } = await affiliateMaturities(stack.sql, ownerWorkspaceId);
     expect(maturities).toEqual([{ day: localDay(row!.available_at), amount_cents: 400, running_available_cents: 400 }]);
     // Paid on Saturday evening EST; available on Monday 00:30 EDT (24 hours later, two local days on).
-    expect(new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', weekday: 'short', hour: '2-digit', hourCycle: 'h23' }).format(row!.available_at)).toMatch(/^Mon,? 00$/);
+    expect(
+      new Intl.DateTimeFormat('en-US', {
+        timeZone: 'America/New_York',
+        weekday: 'short',
+        hour: '2-digit',
+        hourCycle: 'h23',
+      }).format(row!.available_at),
+    ).toMatch(/^Mon,? 00$/);
     await ctx.env.sleep(day - 120_000);
     expect(await status(commissionId)).toBe('held');
     expect(await handle.result()).toEqual({ matured: 1, nextAt: null });
@@ -194,10 +263,13 @@ describe('commission maturation', () => {
     const { affiliateId, workspaceId } = await referredWorkspace();
     const at = await envNow();
     const ids: string[] = [];
-    for (let i = 0; i < 20; i += 1) ids.push((await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 1000, holding, { at })).commissionId);
+    for (let i = 0; i < 20; i += 1)
+      ids.push((await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 1000, holding, { at })).commissionId);
     const handle = await shardWorkflow(ids[0]!);
     expect(await handle.result()).toEqual({ matured: 20, nextAt: null });
-    const rows = await stack.sql<{ status: string; matured_at: Date }[]>`select status, matured_at from affiliate_commissions where id = any(${ids}::uuid[])`;
+    const rows = await stack.sql<
+      { status: string; matured_at: Date }[]
+    >`select status, matured_at from affiliate_commissions where id = any(${ids}::uuid[])`;
     expect(rows.map((r) => r.status)).toEqual(Array(20).fill('available'));
     // One look at the workflow's time marked them all (one matured_at), after the one timer that ran to their available_at.
     expect(new Set(rows.map((r) => r.matured_at.getTime())).size).toBe(1);
@@ -209,16 +281,33 @@ describe('commission maturation', () => {
   it('catches a lost wake with the sweeper: a commission due before the recorded wake, whose signal never came', async () => {
     const { affiliateId, workspaceId } = await referredWorkspace();
     const first = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 5000);
-    const [late] = await stack.sql<{ available_at: Date }[]>`select available_at from affiliate_commissions where id = ${first.commissionId}`;
-    expect((await eventually(() => wakeAt(first.commissionId), late!.available_at))?.getTime()).toBe(late!.available_at.getTime());
-    const sweepAt = async () => ({ now: new Date(Math.max((await envNow()).getTime(), Date.now()) + 1000), graceMs: 0 });
+    const [late] = await stack.sql<
+      { available_at: Date }[]
+    >`select available_at from affiliate_commissions where id = ${first.commissionId}`;
+    expect((await eventually(() => wakeAt(first.commissionId), late!.available_at))?.getTime()).toBe(
+      late!.available_at.getTime(),
+    );
+    const sweepAt = async () => ({
+      now: new Date(Math.max((await envNow()).getTime(), Date.now()) + 1000),
+      graceMs: 0,
+    });
     // A healthy shard is left alone.
     expect(await sweepLostMaturationWakes(ctx.env.client, taskQueue, stack.sql, await sweepAt())).toBe(0);
     // A commission held one day, its signal lost (a crash between the commit and the wake).
-    const soon = await pay(workspaceId, `in_${randomBytes(5).toString('hex')}`, 5000, { holdingMs: day }, { wake: false });
+    const soon = await pay(
+      workspaceId,
+      `in_${randomBytes(5).toString('hex')}`,
+      5000,
+      { holdingMs: day },
+      { wake: false },
+    );
     expect(await sweepLostMaturationWakes(ctx.env.client, taskQueue, stack.sql, await sweepAt())).toBe(1);
-    const [due] = await stack.sql<{ available_at: Date }[]>`select available_at from affiliate_commissions where id = ${soon.commissionId}`;
-    expect((await eventually(() => wakeAt(soon.commissionId), due!.available_at))?.getTime()).toBe(due!.available_at.getTime());
+    const [due] = await stack.sql<
+      { available_at: Date }[]
+    >`select available_at from affiliate_commissions where id = ${soon.commissionId}`;
+    expect((await eventually(() => wakeAt(soon.commissionId), due!.available_at))?.getTime()).toBe(
+      due!.available_at.getTime(),
+    );
     await ctx.env.sleep(day + 60_000);
     expect(await eventually(() => status(soon.commissionId), 'available')).toBe('available');
     expect(await status(first.commissionId)).toBe('held');

@@ -25,7 +25,10 @@ const call = (ws: TestWorkspace, method: 'GET' | 'POST', url: string, payload?: 
 
 async function enrolled(displayName = 'Ann', timeZone?: string) {
   const ws = await stack.createWorkspace('paid');
-  const res = await call(ws, 'POST', '/affiliate/', { display_name: displayName, ...(timeZone ? { time_zone: timeZone } : {}) });
+  const res = await call(ws, 'POST', '/affiliate/', {
+    display_name: displayName,
+    ...(timeZone ? { time_zone: timeZone } : {}),
+  });
   expect(res.statusCode).toBe(201);
   return { ws, affiliate: res.json() as { id: string; codes: { code: string }[] } };
 }
@@ -44,10 +47,19 @@ describe('enrolment and codes', () => {
     expect((await call(ws, 'GET', '/affiliate/')).statusCode).toBe(404);
     expect((await call(ws, 'POST', '/affiliate/', { display_name: '' })).statusCode).toBe(422);
     expect((await call(ws, 'POST', '/affiliate/', { display_name: 'x'.repeat(256) })).statusCode).toBe(422);
-    expect((await call(ws, 'POST', '/affiliate/', { display_name: 'x', time_zone: 'Mars/Olympus' })).statusCode).toBe(422);
+    expect((await call(ws, 'POST', '/affiliate/', { display_name: 'x', time_zone: 'Mars/Olympus' })).statusCode).toBe(
+      422,
+    );
     const created = await call(ws, 'POST', '/affiliate/', { display_name: 'x'.repeat(255) });
     expect(created.statusCode).toBe(201);
-    expect(created.json()).toMatchObject({ display_name: 'x'.repeat(255), time_zone: 'UTC', available_cents: 0, held_cents: 0, commission_percent: 20, commission_months: 12 });
+    expect(created.json()).toMatchObject({
+      display_name: 'x'.repeat(255),
+      time_zone: 'UTC',
+      available_cents: 0,
+      held_cents: 0,
+      commission_percent: 20,
+      commission_months: 12,
+    });
     expect(created.json().codes).toEqual([expect.objectContaining({ is_vanity: false })]);
     expect((await call(ws, 'POST', '/affiliate/', { display_name: 'again' })).statusCode).toBe(409);
     // A holding period in fractions of a day (AFFILIATE_HOLDING_DAYS=1.5) reads as such.
@@ -73,7 +85,8 @@ describe('enrolment and codes', () => {
     const taken = await call(rival, 'POST', '/affiliate/codes/', { code: `q${tag.slice(0, 2)}`.toUpperCase() });
     expect(taken.statusCode).toBe(409);
     expect(taken.json().detail).toMatch(/taken/);
-    for (let i = 2; i < 10; i += 1) expect((await call(ws, 'POST', '/affiliate/codes/', { code: `${tag}-${i}` })).statusCode).toBe(201);
+    for (let i = 2; i < 10; i += 1)
+      expect((await call(ws, 'POST', '/affiliate/codes/', { code: `${tag}-${i}` })).statusCode).toBe(201);
     const eleventh = await call(ws, 'POST', '/affiliate/codes/', { code: `${tag}-11` });
     expect(eleventh.statusCode).toBe(409);
     expect(eleventh.json().detail).toMatch(/at most 10/);
@@ -84,7 +97,14 @@ describe('enrolment and codes', () => {
 
   it('answers 404 on every read of a workspace that is not enrolled', async () => {
     const ws = await stack.createWorkspace('paid');
-    for (const url of ['/affiliate/codes/', '/affiliate/stats/daily/', '/affiliate/feed/', '/affiliate/ledger/', '/affiliate/maturities/', '/affiliate/performance/']) {
+    for (const url of [
+      '/affiliate/codes/',
+      '/affiliate/stats/daily/',
+      '/affiliate/feed/',
+      '/affiliate/ledger/',
+      '/affiliate/maturities/',
+      '/affiliate/performance/',
+    ]) {
       expect((await call(ws, 'GET', url)).statusCode, url).toBe(404);
     }
   });
@@ -123,7 +143,8 @@ describe('the public link', () => {
     const { affiliate } = await enrolled();
     const code = affiliate.codes[0]!.code;
     const answers: number[] = [];
-    for (let i = 0; i < 41; i += 1) answers.push((await click(code, { ip: '192.0.2.99', visitor: `v${i}` })).statusCode);
+    for (let i = 0; i < 41; i += 1)
+      answers.push((await click(code, { ip: '192.0.2.99', visitor: `v${i}` })).statusCode);
     expect(answers.slice(0, 40).every((s) => s === 302)).toBe(true);
     expect(answers[40]).toBe(429);
   });
@@ -134,7 +155,10 @@ describe('daily stats', () => {
     const { ws } = await enrolled('Zoned', 'Pacific/Kiritimati');
     expect((await call(ws, 'GET', '/affiliate/stats/daily/?days=0')).statusCode).toBe(422);
     expect((await call(ws, 'GET', '/affiliate/stats/daily/?days=367')).statusCode).toBe(422);
-    const year = (await call(ws, 'GET', '/affiliate/stats/daily/?days=366')).json().days as { day: string; clicks: number }[];
+    const year = (await call(ws, 'GET', '/affiliate/stats/daily/?days=366')).json().days as {
+      day: string;
+      clicks: number;
+    }[];
     expect(year).toHaveLength(366);
     expect(year.every((d) => d.clicks === 0)).toBe(true);
     const kiritimatiToday = new Intl.DateTimeFormat('en-CA', { timeZone: 'Pacific/Kiritimati' }).format(new Date());
@@ -143,7 +167,8 @@ describe('daily stats', () => {
 });
 
 describe('attribution and money from billing events', () => {
-  const paidInvoice = (workspaceId: string, invoice: string, amount: number, at = new Date()) => events.invoice('invoice.paid', workspaceId, { invoice, amount, at });
+  const paidInvoice = (workspaceId: string, invoice: string, amount: number, at = new Date()) =>
+    events.invoice('invoice.paid', workspaceId, { invoice, amount, at });
 
   async function referred(code: string) {
     const created = await createWorkspaceWithAdmin(stack.sql, { name: 'Referred', plan: 'free', affiliateCode: code });
@@ -154,16 +179,25 @@ describe('attribution and money from billing events', () => {
     const { ws, affiliate } = await enrolled();
     const code = affiliate.codes[0]!.code;
     await referred(code.toUpperCase());
-    await expect(createWorkspaceWithAdmin(stack.sql, { name: 'x', plan: 'free', affiliateCode: 'nobody-has-this' })).rejects.toThrow(/No affiliate has the code/);
+    await expect(
+      createWorkspaceWithAdmin(stack.sql, { name: 'x', plan: 'free', affiliateCode: 'nobody-has-this' }),
+    ).rejects.toThrow(/No affiliate has the code/);
     const link = await click(code, { ip: '198.51.100.20' });
     const clickId = new URL(link.headers.location as string).searchParams.get('aff_click')!;
     // At the window's end exactly it still counts; a millisecond past it, it does not.
     await stack.sql`update affiliate_clicks set clicked_at = now() - interval '30 days' + interval '2 seconds' where id = ${clickId}`;
     await createWorkspaceWithAdmin(stack.sql, { name: 'By click', plan: 'free', affiliateClick: clickId });
     await stack.sql`update affiliate_clicks set clicked_at = now() - interval '30 days' - interval '1 second' where id = ${clickId}`;
-    await expect(createWorkspaceWithAdmin(stack.sql, { name: 'Late', plan: 'free', affiliateClick: clickId })).rejects.toThrow(/older than the 30-day window/);
-    await expect(createWorkspaceWithAdmin(stack.sql, { name: 'Bad', plan: 'free', affiliateClick: 'not-a-click' })).rejects.toThrow(/No affiliate click/);
-    const feed = (await call(ws, 'GET', '/affiliate/feed/')).json().items as { kind: string; amount_cents: number | null }[];
+    await expect(
+      createWorkspaceWithAdmin(stack.sql, { name: 'Late', plan: 'free', affiliateClick: clickId }),
+    ).rejects.toThrow(/older than the 30-day window/);
+    await expect(
+      createWorkspaceWithAdmin(stack.sql, { name: 'Bad', plan: 'free', affiliateClick: 'not-a-click' }),
+    ).rejects.toThrow(/No affiliate click/);
+    const feed = (await call(ws, 'GET', '/affiliate/feed/')).json().items as {
+      kind: string;
+      amount_cents: number | null;
+    }[];
     expect(feed.filter((i) => i.kind === 'signup')).toHaveLength(2);
     expect(feed.every((i) => i.amount_cents === null)).toBe(true);
   });
@@ -182,35 +216,73 @@ describe('attribution and money from billing events', () => {
     const read = (await call(ws, 'GET', '/affiliate/')).json();
     expect(read).toMatchObject({ held_cents: 980, available_cents: 0 });
     // The webhook woke the maturation workflow of the commission's shard after the commit (decision 047).
-    const [{ shard, id: commissionId }] = await stack.sql<[{ shard: number; id: string }]>`select maturation_shard as shard, id from affiliate_commissions where invoice_id = ${invoice}`;
-    expect((await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).describe()).status.name).toBe('RUNNING');
+    const [{ shard, id: commissionId }] = await stack.sql<
+      [{ shard: number; id: string }]
+    >`select maturation_shard as shard, id from affiliate_commissions where invoice_id = ${invoice}`;
+    expect(
+      (await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).describe()).status
+        .name,
+    ).toBe('RUNNING');
     // Another lane of the namespace (its own task queue and database) may run the same shard, and
     // nobody may be polling its queue: this lane's wakes still reach this lane's workflow.
     const otherLane = `other-lane-${workspaceId.slice(0, 8)}`;
-    const foreign = await stack.client.workflow.start(commissionMaturationWorkflow, { taskQueue: otherLane, workflowId: commissionMaturationWorkflowId(otherLane, shard), args: [{ shard }] });
-    await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).terminate('a lane beside this one');
+    const foreign = await stack.client.workflow.start(commissionMaturationWorkflow, {
+      taskQueue: otherLane,
+      workflowId: commissionMaturationWorkflowId(otherLane, shard),
+      args: [{ shard }],
+    });
+    await stack.client.workflow
+      .getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard))
+      .terminate('a lane beside this one');
     await stack.sql`update affiliate_maturation_shards set wake_at = null where shard = ${shard}`;
     expect(await wakeCommissions(stack.client, stack.taskQueue, stack.sql, [commissionId], 'created')).toBe(1);
-    await vi.waitFor(async () => expect((await stack.sql<{ w: Date | null }[]>`select wake_at as w from affiliate_maturation_shards where shard = ${shard}`)[0]!.w).not.toBeNull(), { timeout: 10_000, interval: 100 });
-    expect((await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).describe()).status.name).toBe('RUNNING');
+    await vi.waitFor(
+      async () =>
+        expect(
+          (
+            await stack.sql<
+              { w: Date | null }[]
+            >`select wake_at as w from affiliate_maturation_shards where shard = ${shard}`
+          )[0]!.w,
+        ).not.toBeNull(),
+      { timeout: 10_000, interval: 100 },
+    );
+    expect(
+      (await stack.client.workflow.getHandle(commissionMaturationWorkflowId(stack.taskQueue, shard)).describe()).status
+        .name,
+    ).toBe('RUNNING');
     await foreign.terminate('test over');
     const maturities = (await call(ws, 'GET', '/affiliate/maturities/')).json().maturities;
     expect(maturities).toEqual([{ day: expect.any(String), amount_cents: 980, running_available_cents: 980 }]);
 
     // A partial refund (1,225 of 4,900 cents) takes back a quarter; the full refund the rest.
-    await postStripeEvent(stack.app, events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 1225 }));
+    await postStripeEvent(
+      stack.app,
+      events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 1225 }),
+    );
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 735 });
-    await postStripeEvent(stack.app, events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 4900 }));
-    await postStripeEvent(stack.app, events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 4900 }));
+    await postStripeEvent(
+      stack.app,
+      events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 4900 }),
+    );
+    await postStripeEvent(
+      stack.app,
+      events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 4900 }),
+    );
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 0 });
-    const ledger = (await call(ws, 'GET', '/affiliate/ledger/')).json().entries as { kind: string; amount_cents: number }[];
+    const ledger = (await call(ws, 'GET', '/affiliate/ledger/')).json().entries as {
+      kind: string;
+      amount_cents: number;
+    }[];
     // Events carry whole seconds: rows of one second are in no particular order among themselves.
     expect(ledger.map((e) => [e.kind, e.amount_cents]).sort()).toEqual([
       ['clawback_refund', -245],
       ['clawback_refund', -735],
       ['commission', 980],
     ]);
-    const [row] = await stack.sql<{ status: string }[]>`select status from affiliate_commissions where invoice_id = ${invoice}`;
+    const [row] = await stack.sql<
+      { status: string }[]
+    >`select status from affiliate_commissions where invoice_id = ${invoice}`;
     expect(row!.status).toBe('clawed_back');
     const perf = (await call(ws, 'GET', '/affiliate/performance/?days=7')).json();
     expect(perf).toMatchObject({
@@ -235,18 +307,32 @@ describe('attribution and money from billing events', () => {
     const workspaceId = await referred(affiliate.codes[0]!.code);
     const invoice = `in_dsp_${workspaceId.slice(0, 8)}`;
     // The dispute arrives before the invoice's payment: it is applied when the commission is made.
-    const opened = events.dispute('charge.dispute.created', workspaceId, { paymentIntent: invoice, amount: 10000, status: 'needs_response' });
+    const opened = events.dispute('charge.dispute.created', workspaceId, {
+      paymentIntent: invoice,
+      amount: 10000,
+      status: 'needs_response',
+    });
     await postStripeEvent(stack.app, opened);
     await postStripeEvent(stack.app, paidInvoice(workspaceId, invoice, 10000));
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 0 });
-    const won = events.dispute('charge.dispute.closed', workspaceId, { paymentIntent: invoice, amount: 10000, status: 'won' });
+    const won = events.dispute('charge.dispute.closed', workspaceId, {
+      paymentIntent: invoice,
+      amount: 10000,
+      status: 'won',
+    });
     await postStripeEvent(stack.app, won);
     await postStripeEvent(stack.app, won);
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 2000 });
-    const kinds = ((await call(ws, 'GET', '/affiliate/ledger/?limit=1')).json() as { entries: { kind: string }[]; next_offset: number | null });
+    const kinds = (await call(ws, 'GET', '/affiliate/ledger/?limit=1')).json() as {
+      entries: { kind: string }[];
+      next_offset: number | null;
+    };
     expect(kinds.entries.map((e) => e.kind)).toEqual(['dispute_reversal']);
     expect(kinds.next_offset).toBe(1);
-    const feed = (await call(ws, 'GET', '/affiliate/feed/')).json().items as { kind: string; amount_cents: number | null }[];
+    const feed = (await call(ws, 'GET', '/affiliate/feed/')).json().items as {
+      kind: string;
+      amount_cents: number | null;
+    }[];
     expect(feed.map((i) => i.kind).sort()).toEqual(['clawback', 'clawback', 'commission', 'conversion', 'signup']);
     expect((await call(ws, 'GET', '/affiliate/feed/?limit=0')).statusCode).toBe(422);
     expect((await call(ws, 'GET', '/affiliate/feed/?limit=201')).statusCode).toBe(422);
@@ -259,25 +345,36 @@ describe('attribution and money from billing events', () => {
     const workspaceId = await referred(affiliate.codes[0]!.code);
     const first = new Date(Date.now() - 366 * 86_400_000);
     await postStripeEvent(stack.app, paidInvoice(workspaceId, `in_first_${workspaceId.slice(0, 6)}`, 1000, first));
-    const [conv] = await stack.sql<{ converted_at: Date }[]>`select converted_at from affiliate_attributions where workspace_id = ${workspaceId}`;
+    const [conv] = await stack.sql<
+      { converted_at: Date }[]
+    >`select converted_at from affiliate_attributions where workspace_id = ${workspaceId}`;
     const end = new Date(conv!.converted_at);
     end.setUTCMonth(end.getUTCMonth() + 12);
-    await postStripeEvent(stack.app, paidInvoice(workspaceId, `in_last_${workspaceId.slice(0, 6)}`, 1000, new Date(end.getTime() - 1000)));
+    await postStripeEvent(
+      stack.app,
+      paidInvoice(workspaceId, `in_last_${workspaceId.slice(0, 6)}`, 1000, new Date(end.getTime() - 1000)),
+    );
     await postStripeEvent(stack.app, paidInvoice(workspaceId, `in_after_${workspaceId.slice(0, 6)}`, 1000, end));
-    const rows = await stack.sql<{ invoice_id: string }[]>`select invoice_id from affiliate_commissions where workspace_id = ${workspaceId} order by earned_at`;
+    const rows = await stack.sql<
+      { invoice_id: string }[]
+    >`select invoice_id from affiliate_commissions where workspace_id = ${workspaceId} order by earned_at`;
     expect(rows.map((r) => r.invoice_id.split('_')[1])).toEqual(['first', 'last']);
   });
 
   it('attributes a workspace made by the admin command line with --affiliate, and refuses a code no one has', async () => {
     const { ws, affiliate } = await enrolled();
     const admin = async (...args: string[]) => {
-      const r = await runAdmin(['create-workspace', '--name', 'Cli', '--plan', 'free', ...args], { DATABASE_URL: stack.databaseUrl });
+      const r = await runAdmin(['create-workspace', '--name', 'Cli', '--plan', 'free', ...args], {
+        DATABASE_URL: stack.databaseUrl,
+      });
       return { code: r.code, out: r.code === 0 ? r.stdout : r.stderr };
     };
     const made = await admin('--affiliate', affiliate.codes[0]!.code);
     expect(made.code).toBe(0);
     const workspaceId = (JSON.parse(made.out) as { workspace_id: string }).workspace_id;
-    const [row] = await stack.sql<{ affiliate_id: string }[]>`select affiliate_id from affiliate_attributions where workspace_id = ${workspaceId}`;
+    const [row] = await stack.sql<
+      { affiliate_id: string }[]
+    >`select affiliate_id from affiliate_attributions where workspace_id = ${workspaceId}`;
     expect(row!.affiliate_id).toBe(affiliate.id);
     const refused = await admin('--affiliate', 'nobody-has-this-code');
     expect(refused.code).not.toBe(0);

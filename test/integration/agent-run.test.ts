@@ -36,8 +36,12 @@ let model: Awaited<ReturnType<typeof serveChatCompletions>>;
 /** The model's script: chosen by a marker in the prompt, given the observations so far. */
 function script(messages: Messages): { status?: number; content?: string } {
   const prompt = messages[1]?.content ?? '';
-  const observations = messages.filter((m) => m.role === 'user' && m.content.startsWith('Observation')).map((m) => m.content);
-  const step = (action: string, args: object, thought = `try ${action}`) => ({ content: JSON.stringify({ thought, action, args }) });
+  const observations = messages
+    .filter((m) => m.role === 'user' && m.content.startsWith('Observation'))
+    .map((m) => m.content);
+  const step = (action: string, args: object, thought = `try ${action}`) => ({
+    content: JSON.stringify({ thought, action, args }),
+  });
   const finish = (values: object) => ({ content: JSON.stringify({ thought: 'done', action: 'finish', values }) });
   if (prompt.includes('[research]')) {
     const url = /Website: (\S+)/.exec(prompt)?.[1] ?? '';
@@ -50,7 +54,8 @@ function script(messages: Messages): { status?: number; content?: string } {
     return finish({ ceo, top_result: top });
   }
   if (prompt.includes('[email]')) {
-    if (observations.length === 0) return step('find_work_email', { full_name: 'Ada Lovelace', domain: 'acme.example' });
+    if (observations.length === 0)
+      return step('find_work_email', { full_name: 'Ada Lovelace', domain: 'acme.example' });
     return finish({ ceo: /(\S+@\S+)/.exec(observations[0]!)?.[1] ?? null, top_result: observations[0] });
   }
   if (prompt.includes('[mcp]')) {
@@ -63,16 +68,27 @@ function script(messages: Messages): { status?: number; content?: string } {
     if (observations.length === 1) return step('map', {});
     return finish({ ceo: observations.at(-1)!.includes('/about') ? 'linked' : null, top_result: null });
   }
-  if (prompt.includes('[hold]')) return observations.length === 0 ? step('scrape', { url: `${/Website: (\S+)/.exec(prompt)?.[1]}/hold` }) : finish({ ceo: 'held', top_result: null });
+  if (prompt.includes('[hold]'))
+    return observations.length === 0
+      ? step('scrape', { url: `${/Website: (\S+)/.exec(prompt)?.[1]}/hold` })
+      : finish({ ceo: 'held', top_result: null });
   if (prompt.includes('[pnet]')) {
-    if (observations.length === 0) return step('read_pnet_profile', { profile_url: 'https://pnet.example/in/ada-lovelace' });
-    return finish({ ceo: observations[0]!.includes('already_connected: true') ? 'connected' : 'not connected', top_result: observations[0] });
+    if (observations.length === 0)
+      return step('read_pnet_profile', { profile_url: 'https://pnet.example/in/ada-lovelace' });
+    return finish({
+      ceo: observations[0]!.includes('already_connected: true') ? 'connected' : 'not connected',
+      top_result: observations[0],
+    });
   }
-  if (prompt.includes('[slow]')) return observations.length === 0 ? step('scrape', { url: `${/Website: (\S+)/.exec(prompt)?.[1]}/slow` }) : finish({ ceo: 'late', top_result: null });
+  if (prompt.includes('[slow]'))
+    return observations.length === 0
+      ? step('scrape', { url: `${/Website: (\S+)/.exec(prompt)?.[1]}/slow` })
+      : finish({ ceo: 'late', top_result: null });
   if (prompt.includes('[wander]')) return step('search', { query: `again ${observations.length}` });
   if (prompt.includes('[broken]')) return { status: 400 };
   if (prompt.includes('[nothing]')) return finish({ ceo: null, top_result: '' });
-  if (prompt.includes('[plain]')) return { content: JSON.stringify({ values: { ceo: `plain ${messages.length}`, top_result: null } }) };
+  if (prompt.includes('[plain]'))
+    return { content: JSON.stringify({ values: { ceo: `plain ${messages.length}`, top_result: null } }) };
   return { content: 'not json at all' };
 }
 
@@ -96,17 +112,31 @@ beforeAll(async () => {
       await opened;
       return void res.writeHead(200, { 'content-type': 'text/html' }).end('<title>Slow</title><p>Finally</p>');
     }
-    if (req.url === '/') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<title>Acme</title><a href="/about">About</a><a href="https://elsewhere.example/">x</a>');
-    if (req.url === '/about') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<title>About Acme</title><p>CEO: Grace Hopper</p>');
+    if (req.url === '/')
+      return void res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end('<title>Acme</title><a href="/about">About</a><a href="https://elsewhere.example/">x</a>');
+    if (req.url === '/about')
+      return void res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end('<title>About Acme</title><p>CEO: Grace Hopper</p>');
     res.writeHead(404).end();
   });
   searchApi = await serveHttp((_req, res, body) => {
     const { query } = JSON.parse(body) as { query: string };
     res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ results: [{ title: `Acme Corp (${query})`, url: 'https://acme.example/', snippet: 'Makers of everything' }] }));
+    res.end(
+      JSON.stringify({
+        results: [{ title: `Acme Corp (${query})`, url: 'https://acme.example/', snippet: 'Makers of everything' }],
+      }),
+    );
   });
   mcpServer = await serveHttp((_req, res, body) => {
-    const message = JSON.parse(body) as { id?: number; method: string; params?: { name?: string; arguments?: { company?: string } } };
+    const message = JSON.parse(body) as {
+      id?: number;
+      method: string;
+      params?: { name?: string; arguments?: { company?: string } };
+    };
     res.setHeader('content-type', 'application/json');
     res.setHeader('mcp-session-id', 'local-session');
     if (message.id === undefined) return void res.writeHead(202).end();
@@ -114,7 +144,9 @@ beforeAll(async () => {
       message.method === 'initialize'
         ? { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 'local', version: '1' } }
         : message.method === 'tools/list'
-          ? { tools: [{ name: 'lookup_revenue', description: 'Revenue of a company', inputSchema: { type: 'object' } }] }
+          ? {
+              tools: [{ name: 'lookup_revenue', description: 'Revenue of a company', inputSchema: { type: 'object' } }],
+            }
           : { content: [{ type: 'text', text: `${message.params?.arguments?.company} revenue 12.5` }], isError: false };
     res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }));
   });
@@ -145,7 +177,11 @@ const skippingQueue = `agent-run-skipping-${crypto.randomUUID().slice(0, 8)}`;
 const skipping = useTimeSkippingWorker(skippingQueue, (testEnv) =>
   createActivities({
     sql: stack.sql,
-    startStep: async (row) => void (await testEnv.client.workflow.start(browserStepWorkflow, { ...startOptions(skippingQueue, row), typedSearchAttributes: [] })),
+    startStep: async (row) =>
+      void (await testEnv.client.workflow.start(browserStepWorkflow, {
+        ...startOptions(skippingQueue, row),
+        typedSearchAttributes: [],
+      })),
     housekeeping: {},
     mailer: null,
     chatModel: null,
@@ -153,22 +189,53 @@ const skipping = useTimeSkippingWorker(skippingQueue, (testEnv) =>
   }),
 );
 
-type Run = { id: string; status: string; steps: { n: number; action: string; outcome: string; observation: string; detail: string; thought: string | null; duration_ms: number }[]; values: Record<string, unknown> | null; error: string | null; credits_charged: number; price_credits: number; billed_reach: string | null; model_key: string | null; workflow_id: string };
+type Run = {
+  id: string;
+  status: string;
+  steps: {
+    n: number;
+    action: string;
+    outcome: string;
+    observation: string;
+    detail: string;
+    thought: string | null;
+    duration_ms: number;
+  }[];
+  values: Record<string, unknown> | null;
+  error: string | null;
+  credits_charged: number;
+  price_credits: number;
+  billed_reach: string | null;
+  model_key: string | null;
+  workflow_id: string;
+};
 type Cell = { state: string; value: unknown; error: string | null; cost: number };
 
 async function workspaceWith(credits: number) {
   const ws = await stack.createWorkspace('paid');
-  if (credits > 0) await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
+  if (credits > 0)
+    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
   return { ws, api: tablesClient(stack, withKey(ws.apiKey)) };
 }
 
 /** An agent whose prompt carries `marker`, deployed on a one-row table whose Website is the local site; runs that row. */
-async function deployed(api: TablesClient, marker: string, agent: object = {}, website = site.url, runRows: number | null = 1) {
+async function deployed(
+  api: TablesClient,
+  marker: string,
+  agent: object = {},
+  website = site.url,
+  runRows: number | null = 1,
+) {
   const inputId = crypto.randomUUID();
   const created = await api.post('/saved-agents/', {
     name: `Agent ${marker}`,
     inputs: [{ id: inputId, name: 'Website' }],
-    prompt: { segments: [{ type: 'text', text: `${marker} Website: ` }, { type: 'input_ref', input_id: inputId }] },
+    prompt: {
+      segments: [
+        { type: 'text', text: `${marker} Website: ` },
+        { type: 'input_ref', input_id: inputId },
+      ],
+    },
     output_fields: [
       { key: 'ceo', name: 'CEO' },
       { key: 'top_result', name: 'Top result' },
@@ -185,7 +252,11 @@ async function deployed(api: TablesClient, marker: string, agent: object = {}, w
     ...(runRows === null ? {} : { run_rows: runRows }),
   });
   expect(deploy.statusCode, deploy.body).toBe(201);
-  const body = deploy.json() as { column: { id: string }; output_columns: { id: string; output_field: string }[]; runs: Run[] };
+  const body = deploy.json() as {
+    column: { id: string };
+    output_columns: { id: string; output_field: string }[];
+    runs: Run[];
+  };
   return { agent: created.json(), table, website: site, row, ...body, run: body.runs[0]! };
 }
 
@@ -198,7 +269,8 @@ async function finished(api: TablesClient, runId: string): Promise<Run> {
   throw new Error(`agent run ${runId} did not finish`);
 }
 
-const cellsOf = async (api: TablesClient, tableId: string, rowId: string) => (await api.get(`/tables/${tableId}/rows/${rowId}/`)).json().computed as Record<string, Cell>;
+const cellsOf = async (api: TablesClient, tableId: string, rowId: string) =>
+  (await api.get(`/tables/${tableId}/rows/${rowId}/`)).json().computed as Record<string, Cell>;
 
 describe('a research run on a row', () => {
   it('records every step, refuses tools without a supplier, reads real pages and writes the answer into the cells', async () => {
@@ -231,13 +303,19 @@ describe('a research run on a row', () => {
     // The cells: the agent column holds the answer, each output column its field; the row paid the web price.
     const cells = await cellsOf(api, d.table.id, d.row.id);
     const ceo = d.output_columns.find((c) => c.output_field === 'ceo')!.id;
-    expect(cells[d.column.id]).toMatchObject({ state: 'done', value: { ceo: 'Grace Hopper', top_result: 'Acme Corp (acme ceo)' }, cost: 5 });
+    expect(cells[d.column.id]).toMatchObject({
+      state: 'done',
+      value: { ceo: 'Grace Hopper', top_result: 'Acme Corp (acme ceo)' },
+      cost: 5,
+    });
     expect(cells[ceo]).toMatchObject({ state: 'done', value: 'Grace Hopper', error: null });
     expect(run).toMatchObject({ credits_charged: 5, price_credits: 5, billed_reach: 'web' });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 95, held: 0, spent: 5 });
 
     // The column lists its runs with their steps.
-    const listed = (await api.get(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/?row_id=${d.row.id}`)).json().runs as Run[];
+    const listed = (
+      await api.get(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/?row_id=${d.row.id}`)
+    ).json().runs as Run[];
     expect(listed.map((r) => r.id)).toEqual([run.id]);
   });
 
@@ -248,9 +326,16 @@ describe('a research run on a row', () => {
     expect(off.steps[0]!.observation).toContain('switched off');
     expect((await api.patch('/agent-tools/find_work_email/', { enabled: true })).statusCode).toBe(200);
     const on = await finished(api, (await deployed(api, '[email]')).run.id);
-    expect(on.steps[0]).toMatchObject({ action: 'find_work_email', outcome: 'completed', observation: 'ada@acme.example (confidence high)' });
+    expect(on.steps[0]).toMatchObject({
+      action: 'find_work_email',
+      outcome: 'completed',
+      observation: 'ada@acme.example (confidence high)',
+    });
     expect(on.values).toMatchObject({ ceo: 'ada@acme.example' });
-    expect(JSON.parse(emailFinder.requests.at(-1)!.body)).toEqual({ full_name: 'Ada Lovelace', domain: 'acme.example' });
+    expect(JSON.parse(emailFinder.requests.at(-1)!.body)).toEqual({
+      full_name: 'Ada Lovelace',
+      domain: 'acme.example',
+    });
   });
 
   it('calls attached MCP tools over JSON-RPC and bills a run with web and MCP tools as web', async () => {
@@ -281,11 +366,16 @@ describe('a research run on a row', () => {
       await api.post('/saved-agents/', {
         name: 'Stayer',
         prompt: { segments: [{ type: 'text', text: '[stay] read the site' }] },
-        output_fields: [{ key: 'ceo', name: 'CEO' }, { key: 'top_result', name: 'Top' }],
+        output_fields: [
+          { key: 'ceo', name: 'CEO' },
+          { key: 'top_result', name: 'Top' },
+        ],
         settings: { starting_url_column_id: website.id, stay_on_domain: true },
       })
     ).json();
-    const deploy = (await api.post(`/tables/${table.id}/agent-columns/`, { saved_agent_id: agent.id, run_rows: 1 })).json();
+    const deploy = (
+      await api.post(`/tables/${table.id}/agent-columns/`, { saved_agent_id: agent.id, run_rows: 1 })
+    ).json();
     const run = await finished(api, deploy.runs[0].id);
     expect(run.steps.map((s) => [s.action, s.outcome])).toEqual([
       ['scrape', 'refused'],
@@ -304,7 +394,12 @@ describe('a research run on a row', () => {
     const d = await deployed(api, '[plain]', { reach: 'none' });
     const run = await finished(api, d.run.id);
     expect(run.steps.map((s) => [s.action, s.outcome])).toEqual([['finish', 'completed']]);
-    expect(run).toMatchObject({ status: 'completed', billed_reach: 'none', credits_charged: 1, values: { ceo: 'plain 2', top_result: null } });
+    expect(run).toMatchObject({
+      status: 'completed',
+      billed_reach: 'none',
+      credits_charged: 1,
+      values: { ceo: 'plain 2', top_result: null },
+    });
   });
 });
 
@@ -322,7 +417,10 @@ describe('runs that end without an answer', () => {
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
     const ledger = await stack.sql<{ kind: string; amount: number }[]>`
       select kind, amount from credit_ledger where workspace_id = ${ws.workspaceId} and kind <> 'grant' order by id`;
-    expect(ledger).toEqual([{ kind: 'hold', amount: 5 }, { kind: 'release', amount: 5 }]);
+    expect(ledger).toEqual([
+      { kind: 'hold', amount: 5 },
+      { kind: 'release', amount: 5 },
+    ]);
   });
 
   it('stops a model that never finishes at the step bound of its effort, and charges nothing', async () => {
@@ -349,7 +447,11 @@ describe('runs that end without an answer', () => {
     const d = await deployed(api, '[nothing]');
     const run = await finished(api, d.run.id);
     expect(run).toMatchObject({ status: 'completed', values: null, credits_charged: 0 });
-    expect((await cellsOf(api, d.table.id, d.row.id))[d.column.id]).toMatchObject({ state: 'done', value: null, cost: 0 });
+    expect((await cellsOf(api, d.table.id, d.row.id))[d.column.id]).toMatchObject({
+      state: 'done',
+      value: null,
+      cost: 0,
+    });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
   });
 
@@ -383,14 +485,24 @@ describe('runs that end without an answer', () => {
     const { api } = await workspaceWith(100);
     const d = await deployed(api, '[plain]', { reach: 'none' });
     await finished(api, d.run.id);
-    const again = await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, { row_ids: [d.row.id] });
+    const again = await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, {
+      row_ids: [d.row.id],
+    });
     expect(again.statusCode, again.body).toBe(201);
     const second = again.json().runs[0] as Run;
     // A run of its own, never the earlier one's workflow still closing.
     expect(second.workflow_id).toBe(`agent-run/${d.column.id}/${d.row.id}/${second.id}`);
     expect((await finished(api, second.id)).status).toBe('completed');
-    expect((await api.post(`/tables/${d.table.id}/agent-columns/${d.output_columns[0]!.id}/agent-runs/`, { row_ids: [d.row.id] })).statusCode).toBe(409);
-    expect((await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, { row_ids: [] })).statusCode).toBe(422);
+    expect(
+      (
+        await api.post(`/tables/${d.table.id}/agent-columns/${d.output_columns[0]!.id}/agent-runs/`, {
+          row_ids: [d.row.id],
+        })
+      ).statusCode,
+    ).toBe(409);
+    expect(
+      (await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, { row_ids: [] })).statusCode,
+    ).toBe(422);
   });
 });
 
@@ -419,13 +531,24 @@ describe('auto_run on agent columns', () => {
         name: 'Auto agent',
         reach: 'none',
         inputs: [{ id: inputId, name: 'Website' }],
-        prompt: { segments: [{ type: 'text', text: '[plain] Website: ' }, { type: 'input_ref', input_id: inputId }] },
-        output_fields: [{ key: 'ceo', name: 'CEO' }, { key: 'top_result', name: 'Top' }],
+        prompt: {
+          segments: [
+            { type: 'text', text: '[plain] Website: ' },
+            { type: 'input_ref', input_id: inputId },
+          ],
+        },
+        output_fields: [
+          { key: 'ceo', name: 'CEO' },
+          { key: 'top_result', name: 'Top' },
+        ],
       })
     ).json();
     const t = await api.table({ name: `Auto ${crypto.randomUUID().slice(0, 8)}`, ...table });
     const website = await api.column(t.id, { kind: 'input', name: 'Website' });
-    const deploy = await api.post(`/tables/${t.id}/agent-columns/`, { saved_agent_id: agent.id, input_mappings: { [inputId]: website.id } });
+    const deploy = await api.post(`/tables/${t.id}/agent-columns/`, {
+      saved_agent_id: agent.id,
+      input_mappings: { [inputId]: website.id },
+    });
     expect(deploy.statusCode, deploy.body).toBe(201);
     return { agent, table: t, website, column: deploy.json().column as { id: string } };
   }
@@ -433,11 +556,15 @@ describe('auto_run on agent columns', () => {
   it('runs the rows added later, one by one, in bulk or from a CSV, each held and charged as any run', async () => {
     const { ws, api } = await workspaceWith(100);
     const { agent, table, website, column } = await autoTable(api, { auto_run: false });
-    const before = (await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://before.example' } })).json();
+    const before = (
+      await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://before.example' } })
+    ).json();
     expect((await api.patch(`/tables/${table.id}/`, { auto_run: true })).statusCode).toBe(200);
 
     await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://one.example' } });
-    await api.post(`/tables/${table.id}/rows/bulk/`, { rows: ['a', 'b'].map((n) => ({ cells: { [website.id]: `https://bulk-${n}.example` } })) });
+    await api.post(`/tables/${table.id}/rows/bulk/`, {
+      rows: ['a', 'b'].map((n) => ({ cells: { [website.id]: `https://bulk-${n}.example` } })),
+    });
     const csv = await stack.app.inject({
       method: 'POST',
       url: `/tables/${table.id}/csv/`,
@@ -446,20 +573,35 @@ describe('auto_run on agent columns', () => {
     });
     expect(csv.json()).toMatchObject({ rows_added: 2 });
 
-    const runsOf = async () => (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as (Run & { row_id: string })[];
-    const runs = await until(runsOf, (all) => all.length === 5 && all.every((r) => r.status === 'completed'), 'five auto runs completed');
+    const runsOf = async () =>
+      (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as (Run & {
+        row_id: string;
+      })[];
+    const runs = await until(
+      runsOf,
+      (all) => all.length === 5 && all.every((r) => r.status === 'completed'),
+      'five auto runs completed',
+    );
     // The row that was there before auto_run went on stays unrun (there is no run-all).
     expect(runs.map((r) => r.row_id)).not.toContain(before.id);
     expect((await cellsOf(api, table.id, before.id))[column.id]).toBeUndefined();
     for (const run of runs) expect(run).toMatchObject({ credits_charged: agent.price_credits, error: null });
     const rows = (await api.get(`/tables/${table.id}/rows/`)).json().rows as { id: string }[];
-    const cells = await Promise.all(rows.filter((r) => r.id !== before.id).map(async (r) => (await cellsOf(api, table.id, r.id))[column.id]!));
+    const cells = await Promise.all(
+      rows.filter((r) => r.id !== before.id).map(async (r) => (await cellsOf(api, table.id, r.id))[column.id]!),
+    );
     expect(cells.map((c) => c.state)).toEqual(['done', 'done', 'done', 'done', 'done']);
-    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100 - 5 * agent.price_credits, held: 0, spent: 5 * agent.price_credits });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({
+      available: 100 - 5 * agent.price_credits,
+      held: 0,
+      spent: 5 * agent.price_credits,
+    });
 
     // Switched off, new rows are left alone.
     await api.patch(`/tables/${table.id}/`, { auto_run: false });
-    const quiet = (await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://quiet.example' } })).json();
+    const quiet = (
+      await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://quiet.example' } })
+    ).json();
     expect(await runsOf()).toHaveLength(5);
     expect((await cellsOf(api, table.id, quiet.id))[column.id]).toBeUndefined();
   });
@@ -467,8 +609,11 @@ describe('auto_run on agent columns', () => {
   it('honours keep_existing_results: a row whose cell holds an answer is run again only when it is off', async () => {
     const { ws, api } = await workspaceWith(100);
     const { table, website, column } = await autoTable(api, { auto_run: true, keep_existing_results: true });
-    const row = (await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://kept.example' } })).json();
-    const runsOf = async () => (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as Run[];
+    const row = (
+      await api.post(`/tables/${table.id}/rows/`, { cells: { [website.id]: 'https://kept.example' } })
+    ).json();
+    const runsOf = async () =>
+      (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as Run[];
     await until(runsOf, (all) => all.length === 1 && all[0]!.status === 'completed', 'the first run');
     // The newest row counts as added again (as a concurrent add would make it): kept, it is not run.
     expect(await queueNewRowRuns(stack.sql, ws.workspaceId, table.id, 1, agentRunWorkflowIds)).toEqual([]);
@@ -484,10 +629,21 @@ describe('auto_run on agent columns', () => {
     await api.patch(`/tables/${table.id}/`, { auto_run: true });
     const log = { warn: () => undefined } as never;
     const temporal = { client: stack.client, taskQueue: stack.taskQueue };
-    const runsOf = async () => (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as Run[];
-    await runNewAgentRows({ sql: stack.sql, temporal, agentSuppliers: agentSuppliersFrom({}), log }, ws.workspaceId, table.id, 1);
+    const runsOf = async () =>
+      (await api.get(`/tables/${table.id}/agent-columns/${column.id}/agent-runs/`)).json().runs as Run[];
+    await runNewAgentRows(
+      { sql: stack.sql, temporal, agentSuppliers: agentSuppliersFrom({}), log },
+      ws.workspaceId,
+      table.id,
+      1,
+    );
     expect(await runsOf()).toEqual([]);
-    await runNewAgentRows({ sql: stack.sql, temporal, agentSuppliers: agentSuppliersFrom(env()), log }, ws.workspaceId, table.id, 1);
+    await runNewAgentRows(
+      { sql: stack.sql, temporal, agentSuppliers: agentSuppliersFrom(env()), log },
+      ws.workspaceId,
+      table.id,
+      1,
+    );
     await until(runsOf, (runs) => runs.length === 1 && runs[0]!.status === 'completed', 'the auto run');
   });
 });
@@ -497,12 +653,21 @@ describe('cancelling agent runs', () => {
     const { ws, api } = await workspaceWith(100);
     const reached = hold.reached;
     const d = await deployed(api, '[hold]');
-    await until(async () => hold.reached, (n) => n > reached, 'the run reading /hold');
+    await until(
+      async () => hold.reached,
+      (n) => n > reached,
+      'the run reading /hold',
+    );
     expect((await getBalance(stack.sql, ws.workspaceId)).held).toBe(d.run.price_credits);
 
     const cancelled = await api.post(`/agent-runs/${d.run.id}/cancel/`);
     expect(cancelled.statusCode, cancelled.body).toBe(200);
-    expect(cancelled.json()).toMatchObject({ status: 'cancelled', error: 'cancelled', credits_charged: 0, values: null });
+    expect(cancelled.json()).toMatchObject({
+      status: 'cancelled',
+      error: 'cancelled',
+      credits_charged: 0,
+      values: null,
+    });
     const cells = await cellsOf(api, d.table.id, d.row.id);
     expect(cells[d.column.id]).toMatchObject({ state: 'skipped', error: 'cancelled', value: null, cost: 0 });
     expect(d.output_columns.map((c) => c.output_field)).toEqual(['ceo', 'top_result']);
@@ -520,7 +685,9 @@ describe('cancelling agent runs', () => {
     expect((await api.post(`/agent-runs/${crypto.randomUUID()}/cancel/`)).statusCode).toBe(404);
 
     // The row runs again afterwards.
-    const rerun = await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, { row_ids: [d.row.id] });
+    const rerun = await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, {
+      row_ids: [d.row.id],
+    });
     expect(rerun.statusCode, rerun.body).toBe(201);
     await api.post(`/agent-runs/${rerun.json().runs[0].id}/cancel/`);
   });
@@ -529,17 +696,24 @@ describe('cancelling agent runs', () => {
     const { ws, api } = await workspaceWith(100);
     const d = await deployed(api, '[hold]');
     const second = (await api.post(`/tables/${d.table.id}/rows/`, { cells: { [d.website.id]: site.url } })).json();
-    const queued = await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, { row_ids: [second.id] });
+    const queued = await api.post(`/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/`, {
+      row_ids: [second.id],
+    });
     expect(queued.statusCode, queued.body).toBe(201);
     const url = `/tables/${d.table.id}/agent-columns/${d.column.id}/agent-runs/cancel/`;
     const cancelled = await api.post(url);
     expect(cancelled.statusCode, cancelled.body).toBe(200);
     expect(cancelled.json().runs.map((r: Run) => r.status)).toEqual(['cancelled', 'cancelled']);
-    expect((await cellsOf(api, d.table.id, second.id))[d.column.id]).toMatchObject({ state: 'skipped', error: 'cancelled' });
+    expect((await cellsOf(api, d.table.id, second.id))[d.column.id]).toMatchObject({
+      state: 'skipped',
+      error: 'cancelled',
+    });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
     // Nothing going: an empty answer. Not an agent column: 404.
     expect((await api.post(url)).json()).toEqual({ runs: [] });
-    expect((await api.post(`/tables/${d.table.id}/agent-columns/${d.website.id}/agent-runs/cancel/`)).statusCode).toBe(404);
+    expect((await api.post(`/tables/${d.table.id}/agent-columns/${d.website.id}/agent-runs/cancel/`)).statusCode).toBe(
+      404,
+    );
 
     const done = await deployed(api, '[plain]', { reach: 'none' });
     await finished(api, done.run.id);
@@ -551,12 +725,22 @@ describe('cancelling agent runs', () => {
   it('charges at most once when a cancel races the finish', async () => {
     const { ws, api } = await workspaceWith(100);
     const acts = createAgentRunActivities({ sql: stack.sql, suppliers: agentSuppliersFrom(env()) });
-    const answer = { action: 'finish' as const, thought: 'done', args: {}, values: { ceo: 'Raced', top_result: null }, problem: null };
+    const answer = {
+      action: 'finish' as const,
+      thought: 'done',
+      args: {},
+      values: { ceo: 'Raced', top_result: null },
+      problem: null,
+    };
     const outcomes: string[] = [];
     for (let i = 0; i < 4; i += 1) {
       const reached = hold.reached;
       const d = await deployed(api, '[hold]');
-      await until(async () => hold.reached, (n) => n > reached, 'the run reading /hold');
+      await until(
+        async () => hold.reached,
+        (n) => n > reached,
+        'the run reading /hold',
+      );
       // The finish arrives from elsewhere (as a finishing activity would) while the person cancels:
       // first the finish ahead, then the cancel ahead, then both at once.
       const finish = () => acts.finishAgentRun({ runId: d.run.id, n: 9, decision: answer });
@@ -588,7 +772,10 @@ describe('cancelling agent runs', () => {
       await acts.finishAgentRun({ runId: d.run.id, n: 9, decision: answer });
       expect(await holdMovements(d.run.id)).toEqual(movements);
       outcomes.push(run.status);
-      await stack.client.workflow.getHandle(d.run.workflow_id).terminate('test done').catch(() => undefined);
+      await stack.client.workflow
+        .getHandle(d.run.workflow_id)
+        .terminate('test done')
+        .catch(() => undefined);
     }
     expect(outcomes.slice(0, 2)).toEqual(['completed', 'cancelled']);
     const balance = await getBalance(stack.sql, ws.workspaceId);
@@ -606,9 +793,21 @@ describe('read_pnet_profile through a connected account', () => {
     expect((await api.patch('/agent-tools/read_pnet_profile/', { enabled: true })).statusCode).toBe(200);
     const d = await deployed(api, '[pnet]');
 
-    const steps = async () => (await api.get('/pnet/steps/')).json().steps as { id: string; status: string; kind: string; params: Record<string, unknown>; account_id: string }[];
+    const steps = async () =>
+      (await api.get('/pnet/steps/')).json().steps as {
+        id: string;
+        status: string;
+        kind: string;
+        params: Record<string, unknown>;
+        account_id: string;
+      }[];
     const [step] = await until(steps, (all) => all.length === 1, 'the profile read queued');
-    expect(step).toMatchObject({ kind: 'profile_view', status: 'queued', account_id: a.accountId, params: { kind: 'profile_view', profile_url: 'https://pnet.example/in/ada-lovelace', read_relationship: true } });
+    expect(step).toMatchObject({
+      kind: 'profile_view',
+      status: 'queued',
+      account_id: a.accountId,
+      params: { kind: 'profile_view', profile_url: 'https://pnet.example/in/ada-lovelace', read_relationship: true },
+    });
     expect((await getBalance(stack.sql, ws.workspaceId)).held).toBe(d.run.price_credits + stepPrices.profile_view);
     // The run waits for the browser, not for a timer of its own.
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -619,7 +818,14 @@ describe('read_pnet_profile through a connected account', () => {
     const reported = await a.report(step!.id, {
       status: 'succeeded',
       claimed_at: claimed.claimed_at,
-      outcome: { kind: 'profile_view', profile_resolved: true, vanity: 'ada-lovelace', already_connected: true, invitation_pending: false, can_send_message: true },
+      outcome: {
+        kind: 'profile_view',
+        profile_resolved: true,
+        vanity: 'ada-lovelace',
+        already_connected: true,
+        invitation_pending: false,
+        can_send_message: true,
+      },
     });
     expect(reported.statusCode, reported.body).toBe(200);
 
@@ -630,33 +836,65 @@ describe('read_pnet_profile through a connected account', () => {
       ['finish', 'completed'],
     ]);
     expect(run.steps[0]!.detail).toBe('read_pnet_profile profile_url=https://pnet.example/in/ada-lovelace');
-    for (const fact of ['vanity: ada-lovelace', 'already_connected: true', 'invitation_pending: false', 'can_send_message: true']) expect(run.steps[0]!.observation).toContain(fact);
+    for (const fact of [
+      'vanity: ada-lovelace',
+      'already_connected: true',
+      'invitation_pending: false',
+      'can_send_message: true',
+    ])
+      expect(run.steps[0]!.observation).toContain(fact);
     expect(run.values).toMatchObject({ ceo: 'connected' });
     // The read and the run were each charged once.
-    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100 - 5 - stepPrices.profile_view, held: 0, spent: 5 + stepPrices.profile_view });
+    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({
+      available: 100 - 5 - stepPrices.profile_view,
+      held: 0,
+      spent: 5 + stepPrices.profile_view,
+    });
   });
 
   it('records a failed read with its reason, and refuses without a connected account', async () => {
     const { ws, api } = await workspaceWith(100);
     const none = await finished(api, (await deployed(api, '[pnet]')).run.id);
-    expect(none.steps[0]).toMatchObject({ action: 'read_pnet_profile', outcome: 'refused', observation: 'No pnet account of this workspace is connected to read profiles with.' });
+    expect(none.steps[0]).toMatchObject({
+      action: 'read_pnet_profile',
+      outcome: 'refused',
+      observation: 'No pnet account of this workspace is connected to read profiles with.',
+    });
 
     const a = await connectedAccount(stack, ws);
     await api.patch('/agent-tools/read_pnet_profile/', { enabled: true });
     // Nobody on the do-not-contact list is visited.
     await stack.sql`insert into do_not_contact_entries (workspace_id, kind, value) values (${ws.workspaceId}, 'profile_url', normalize_profile_url('https://pnet.example/in/ada-lovelace'))`;
     const stopped = await finished(api, (await deployed(api, '[pnet]')).run.id);
-    expect(stopped.steps[0]).toMatchObject({ action: 'read_pnet_profile', outcome: 'refused', observation: 'This profile is on the workspace’s do-not-contact list; it is not visited.' });
+    expect(stopped.steps[0]).toMatchObject({
+      action: 'read_pnet_profile',
+      outcome: 'refused',
+      observation: 'This profile is on the workspace’s do-not-contact list; it is not visited.',
+    });
     await stack.sql`delete from do_not_contact_entries where workspace_id = ${ws.workspaceId}`;
 
     const d = await deployed(api, '[pnet]');
-    const step = await until(async () => (await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${d.run.id}`)[0], Boolean, 'the profile read queued');
+    const step = await until(
+      async () =>
+        (
+          await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${d.run.id}`
+        )[0],
+      Boolean,
+      'the profile read queued',
+    );
     const claimed = (await a.claim()).json().step;
     expect(claimed.id).toBe(step!.id);
-    await a.report(step!.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'navigation_failed', error_message: 'The profile page did not load' });
+    await a.report(step!.id, {
+      status: 'failed',
+      claimed_at: claimed.claimed_at,
+      error_code: 'navigation_failed',
+      error_message: 'The profile page did not load',
+    });
     const run = await finished(api, d.run.id);
     expect(run.steps[0]).toMatchObject({ action: 'read_pnet_profile', outcome: 'failed' });
-    expect(run.steps[0]!.observation).toBe('The profile read failed (navigation_failed: The profile page did not load).');
+    expect(run.steps[0]!.observation).toBe(
+      'The profile read failed (navigation_failed: The profile page did not load).',
+    );
     expect(run.values).toMatchObject({ ceo: 'not connected' });
     // The failed read's hold went back; only the three runs (each with an answer) were charged.
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 85, held: 0, spent: 15 });
@@ -668,9 +906,18 @@ describe('read_pnet_profile through a connected account', () => {
     await connectedAccount(stack, ws);
     await api.patch('/agent-tools/read_pnet_profile/', { enabled: true });
     const d = await deployed(api, '[pnet]');
-    const step = await until(async () => (await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${d.run.id}`)[0], Boolean, 'the profile read queued');
+    const step = await until(
+      async () =>
+        (
+          await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${d.run.id}`
+        )[0],
+      Boolean,
+      'the profile read queued',
+    );
     expect((await api.post(`/agent-runs/${d.run.id}/cancel/`)).json()).toMatchObject({ status: 'cancelled' });
-    const [stored] = await stack.sql<{ status: string; error_code: string }[]>`select status, error_code from browser_steps where id = ${step!.id}`;
+    const [stored] = await stack.sql<
+      { status: string; error_code: string }[]
+    >`select status, error_code from browser_steps where id = ${step!.id}`;
     expect(stored).toEqual({ status: 'cancelled', error_code: 'cancelled' });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
   });
@@ -682,7 +929,15 @@ describe('a profile read nobody settles', () => {
     await connectedAccount(stack, ws);
     await api.patch('/agent-tools/read_pnet_profile/', { enabled: true });
     const d = await deployed(api, '[pnet]', {}, site.url, null);
-    const [run] = await runAgentRows(stack.sql, ws.workspaceId, d.table.id, d.column.id, [d.row.id], true, agentRunWorkflowIds);
+    const [run] = await runAgentRows(
+      stack.sql,
+      ws.workspaceId,
+      d.table.id,
+      d.column.id,
+      [d.row.id],
+      true,
+      agentRunWorkflowIds,
+    );
     const handle = await skipping.env.client.workflow.start(agentRunWorkflow, {
       taskQueue: skippingQueue,
       workflowId: run!.workflow_id,
@@ -690,10 +945,16 @@ describe('a profile read nobody settles', () => {
     });
     expect((await handle.result()).status).toBe('completed');
     const stored = (await api.get(`/agent-runs/${run!.id}/`)).json() as Run;
-    expect(stored.steps[0]).toMatchObject({ action: 'read_pnet_profile', outcome: 'failed', observation: 'The profile read did not finish within 10 minutes (its step is cancelled now).' });
+    expect(stored.steps[0]).toMatchObject({
+      action: 'read_pnet_profile',
+      outcome: 'failed',
+      observation: 'The profile read did not finish within 10 minutes (its step is cancelled now).',
+    });
     expect(stored.steps[0]!.duration_ms).toBeGreaterThanOrEqual(0);
     expect(stored.values).toMatchObject({ ceo: 'not connected' });
-    const [step] = await stack.sql<{ status: string; error_code: string }[]>`select status, error_code from browser_steps where params ->> 'agent_run_id' = ${run!.id}`;
+    const [step] = await stack.sql<
+      { status: string; error_code: string }[]
+    >`select status, error_code from browser_steps where params ->> 'agent_run_id' = ${run!.id}`;
     expect(step).toEqual({ status: 'cancelled', error_code: 'cancelled' });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 95, held: 0, spent: 5 });
   });

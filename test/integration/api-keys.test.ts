@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { displayedPrefix, generateApiKeySecret, hashApiKey, isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
+import {
+  displayedPrefix,
+  generateApiKeySecret,
+  hashApiKey,
+  isWellFormedApiKey,
+} from '../../domain/platform/api-key-secret.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
@@ -30,9 +35,26 @@ describe('API keys (2.13)', () => {
     expect(res.statusCode).toBe(201);
     const body = res.json();
     expect(Object.keys(body).sort()).toEqual(
-      ['created_at', 'expire_at', 'id', 'key', 'key_prefix', 'last_used_at', 'name', 'org_id', 'scope', 'updated_at'].sort(),
+      [
+        'created_at',
+        'expire_at',
+        'id',
+        'key',
+        'key_prefix',
+        'last_used_at',
+        'name',
+        'org_id',
+        'scope',
+        'updated_at',
+      ].sort(),
     );
-    expect(body).toMatchObject({ name: 'CI key', scope: 'write', org_id: paid.workspaceId, expire_at: null, last_used_at: null });
+    expect(body).toMatchObject({
+      name: 'CI key',
+      scope: 'write',
+      org_id: paid.workspaceId,
+      expire_at: null,
+      last_used_at: null,
+    });
     expect(body.key.startsWith(body.key_prefix)).toBe(true);
     expect(body.key_prefix).toBe(displayedPrefix(body.key));
 
@@ -40,7 +62,9 @@ describe('API keys (2.13)', () => {
     expect(Buffer.compare(row!.key_hash, hashApiKey(body.key))).toBe(0);
     expect(JSON.stringify(row)).not.toContain(body.key);
 
-    const read = (await stack.app.inject({ method: 'GET', url: `/api-keys/${body.id}/`, headers: withKey(paid.apiKey) })).json();
+    const read = (
+      await stack.app.inject({ method: 'GET', url: `/api-keys/${body.id}/`, headers: withKey(paid.apiKey) })
+    ).json();
     expect(read.key).toBeUndefined();
     const list = (await stack.app.inject({ method: 'GET', url: '/api-keys/', headers: withKey(paid.apiKey) })).json();
     expect(list.api_keys.map((k: { id: string }) => k.id)).toContain(body.id);
@@ -69,17 +93,28 @@ describe('API keys (2.13)', () => {
     expect((await post(otherWorkspace, { name: 'dup' })).statusCode).toBe(201);
     await stack.app.inject({ method: 'DELETE', url: `/api-keys/${first.id}/`, headers: withKey(paid.apiKey) });
     expect((await post(paid, { name: 'dup' })).statusCode).toBe(201);
-    const renamed = await stack.app.inject({ method: 'PATCH', url: `/api-keys/${first.id}/`, headers: withKey(paid.apiKey), payload: { name: 'x' } });
+    const renamed = await stack.app.inject({
+      method: 'PATCH',
+      url: `/api-keys/${first.id}/`,
+      headers: withKey(paid.apiKey),
+      payload: { name: 'x' },
+    });
     expect(renamed.statusCode).toBe(404);
   });
 
   it('gives free workspaces read keys only, and paid ones write by default', async () => {
-    const scopes = (ws: TestWorkspace) => stack.app.inject({ method: 'GET', url: '/api-keys/scopes/', headers: withKey(ws.apiKey) });
+    const scopes = (ws: TestWorkspace) =>
+      stack.app.inject({ method: 'GET', url: '/api-keys/scopes/', headers: withKey(ws.apiKey) });
     expect((await scopes(free)).json()).toEqual({ scopes: ['read'] });
     expect((await scopes(paid)).json()).toEqual({ scopes: ['read', 'write'] });
     const freeAdmin = await stack.addMember(free.workspaceId, 'admin');
     const asFree = (payload: object) =>
-      stack.app.inject({ method: 'POST', url: '/api-keys/', headers: { authorization: `Bearer ${freeAdmin.accessToken}` }, payload });
+      stack.app.inject({
+        method: 'POST',
+        url: '/api-keys/',
+        headers: { authorization: `Bearer ${freeAdmin.accessToken}` },
+        payload,
+      });
     const defaulted = await asFree({ name: 'free default' });
     expect(defaulted.statusCode).toBe(201);
     expect(defaulted.json().scope).toBe('read');
@@ -93,27 +128,42 @@ describe('API keys (2.13)', () => {
 
   it('updates name and expire_at, counts live keys and deletes', async () => {
     const ws = await stack.createWorkspace('paid');
-    const count = async () => (await stack.app.inject({ method: 'GET', url: '/api-keys/count/', headers: withKey(ws.apiKey) })).json();
+    const count = async () =>
+      (await stack.app.inject({ method: 'GET', url: '/api-keys/count/', headers: withKey(ws.apiKey) })).json();
     expect(await count()).toEqual({ count: 1 });
     const key = (await post(ws, { name: 'temp', expire_at: '2030-01-01T00:00:00Z' })).json();
     expect(key.expire_at).toBe('2030-01-01T00:00:00.000Z');
     expect(await count()).toEqual({ count: 2 });
-    const patch = (payload: object) => stack.app.inject({ method: 'PATCH', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey), payload });
+    const patch = (payload: object) =>
+      stack.app.inject({ method: 'PATCH', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey), payload });
     const renamed = (await patch({ name: 'renamed' })).json();
     expect(renamed).toMatchObject({ name: 'renamed', expire_at: '2030-01-01T00:00:00.000Z' });
     expect(Date.parse(renamed.updated_at)).toBeGreaterThanOrEqual(Date.parse(key.updated_at));
     expect((await patch({ expire_at: null })).json()).toMatchObject({ name: 'renamed', expire_at: null });
     expect((await patch({ expire_at: 'tomorrow' })).statusCode).toBe(422);
-    expect((await stack.app.inject({ method: 'DELETE', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) })).statusCode).toBe(204);
+    expect(
+      (await stack.app.inject({ method: 'DELETE', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) }))
+        .statusCode,
+    ).toBe(204);
     expect(await count()).toEqual({ count: 1 });
-    expect((await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) })).statusCode).toBe(404);
-    expect((await stack.app.inject({ method: 'DELETE', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) })).statusCode).toBe(404);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) })).statusCode,
+    ).toBe(404);
+    expect(
+      (await stack.app.inject({ method: 'DELETE', url: `/api-keys/${key.id}/`, headers: withKey(ws.apiKey) }))
+        .statusCode,
+    ).toBe(404);
   });
 
   it('refuses expiry dates outside 1970 to 9998 and names with control characters, storing nothing', async () => {
     const ws = await stack.createWorkspace('paid');
     expect((await post(ws, { name: 'edge', expire_at: '9998-12-31T23:00:00Z' })).statusCode).toBe(201);
-    for (const expire_at of ['1969-12-31T23:59:59Z', '0020-02-29T00:00:00Z', '0000-01-01T00:00:00Z', '9999-12-31T23:59:59-01:00']) {
+    for (const expire_at of [
+      '1969-12-31T23:59:59Z',
+      '0020-02-29T00:00:00Z',
+      '0000-01-01T00:00:00Z',
+      '9999-12-31T23:59:59-01:00',
+    ]) {
       const res = await post(ws, { name: `bad ${expire_at}`, expire_at });
       expect(res.statusCode).toBe(422);
       expect(res.json().issues[0]).toMatchObject({ loc: ['body', 'expire_at'], input: expire_at });

@@ -12,7 +12,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
-import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
+import {
+  serveChatModel,
+  type ChatModelScript,
+  type ChatModelServer,
+  type ChatModelServerRequest,
+} from '../../sim/chat-model-server.js';
 import { useFaultWorkers } from '../support/fault-workers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { SseStream } from '../support/sse.js';
@@ -53,13 +58,14 @@ beforeAll(() => {
   stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: model.url });
 });
 
-
 function client(ws: TestWorkspace) {
   const headers = withKey(ws.apiKey);
   const api = {
     headers,
-    get: (url: string, extra: Record<string, string> = {}) => faults.app.inject({ method: 'GET', url, headers: { ...headers, ...extra } }),
-    post: (url: string, payload?: object) => faults.app.inject({ method: 'POST', url, headers, ...(payload ? { payload } : {}) }),
+    get: (url: string, extra: Record<string, string> = {}) =>
+      faults.app.inject({ method: 'GET', url, headers: { ...headers, ...extra } }),
+    post: (url: string, payload?: object) =>
+      faults.app.inject({ method: 'POST', url, headers, ...(payload ? { payload } : {}) }),
     async conversation(): Promise<string> {
       const res = await api.post('/assistant/conversations/', {});
       expect(res.statusCode).toBe(201);
@@ -79,10 +85,15 @@ async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean
 }
 
 const answerOf = async (conversationId: string) => {
-  const [row] = await stack.sql<{ id: string }[]>`select id from assistant_messages where conversation_id = ${conversationId} and role = 'assistant'`;
+  const [row] = await stack.sql<
+    { id: string }[]
+  >`select id from assistant_messages where conversation_id = ${conversationId} and role = 'assistant'`;
   return row?.id;
 };
-const partsOf = (messageId: string) => stack.sql<{ seq: number; part: Part }[]>`select seq, part from assistant_message_parts where message_id = ${messageId} order by seq`;
+const partsOf = (messageId: string) =>
+  stack.sql<
+    { seq: number; part: Part }[]
+  >`select seq, part from assistant_message_parts where message_id = ${messageId} order by seq`;
 const textOf = (parts: Part[], id: string) =>
   parts
     .filter((p) => p.type === 'text-delta' && p.id === id)
@@ -103,7 +114,12 @@ describe('a worker killed mid-answer', () => {
     script = (request) =>
       request.messages.some((m) => m.role === 'tool')
         ? { content: words, chunkDelayMs: 50 }
-        : { content: opening, toolCalls: [{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Notes' } } }] };
+        : {
+            content: opening,
+            toolCalls: [
+              { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Notes' } } },
+            ],
+          };
     const callsBefore = model.calls;
     const conversationId = await api.conversation();
 
@@ -147,17 +163,31 @@ describe('a worker killed mid-answer', () => {
     // The stream: whole, in order, ending with finish then [DONE]; one card for the one tool call.
     expect(done).toBe(true);
     expect(ids).toEqual(parts.map((_, n) => n + 1));
-    expect(parts.at(-1)).toMatchObject({ type: 'finish', messageMetadata: { message_id: messageId, conversation_id: conversationId } });
+    expect(parts.at(-1)).toMatchObject({
+      type: 'finish',
+      messageMetadata: { message_id: messageId, conversation_id: conversationId },
+    });
     const count = (type: string) => parts.filter((p) => p.type === type).length;
-    expect({ start: count('start'), inputs: count('tool-input-available'), outputs: count('tool-output-available'), cards: count('data-proposal'), steps: count('finish-step') }).toEqual({
+    expect({
+      start: count('start'),
+      inputs: count('tool-input-available'),
+      outputs: count('tool-output-available'),
+      cards: count('data-proposal'),
+      steps: count('finish-step'),
+    }).toEqual({
       start: 1,
       inputs: 1,
       outputs: 1,
       cards: 1,
       steps: 2,
     });
-    expect(parts.find((p) => p.type === 'tool-input-available')).toMatchObject({ toolCallId: callId, toolName: 'add_column' });
-    expect(parts.filter((p) => p.type === 'data-notice').map((p) => (p.data as { code: string }).code)).toEqual(['step_restarted']);
+    expect(parts.find((p) => p.type === 'tool-input-available')).toMatchObject({
+      toolCallId: callId,
+      toolName: 'add_column',
+    });
+    expect(parts.filter((p) => p.type === 'data-notice').map((p) => (p.data as { code: string }).code)).toEqual([
+      'step_restarted',
+    ]);
     // The text: step 0's, and step 1's from its second attempt, whole; the first attempt's words are a beginning of them.
     expect(textOf(parts, 'text-0-1')).toBe(opening);
     expect(textOf(parts, 'text-1-2')).toBe(words);
@@ -166,17 +196,30 @@ describe('a worker killed mid-answer', () => {
     expect(words.startsWith(cut) && cut.length < words.length).toBe(true);
 
     // The card: one, for the recorded call.
-    const cards = (await api.get(`/assistant/actions/?conversation_id=${conversationId}`)).json() as { total_count: number; actions: { id: string; status: string }[] };
+    const cards = (await api.get(`/assistant/actions/?conversation_id=${conversationId}`)).json() as {
+      total_count: number;
+      actions: { id: string; status: string }[];
+    };
     expect(cards.total_count).toBe(1);
     expect(cards.actions[0]).toMatchObject({ status: 'pending' });
-    expect(await stack.sql`select tool_call_id from assistant_proposals where message_id = ${messageId}`).toEqual([{ tool_call_id: callId }]);
+    expect(await stack.sql`select tool_call_id from assistant_proposals where message_id = ${messageId}`).toEqual([
+      { tool_call_id: callId },
+    ]);
     expect(parts.find((p) => p.type === 'data-proposal')).toMatchObject({ id: cards.actions[0]!.id });
-    expect((await stack.sql`select step from assistant_model_steps where message_id = ${messageId} order by step`).map((r) => r.step)).toEqual([0, 1]);
+    expect(
+      (await stack.sql`select step from assistant_model_steps where message_id = ${messageId} order by step`).map(
+        (r) => r.step,
+      ),
+    ).toEqual([0, 1]);
 
     // The message keeps the whole text; read again afterwards, the stream is the same and ends the same way.
-    const read = (await api.get(`/assistant/conversations/${conversationId}/`)).json() as { messages: { id: string; content: string; status: string }[] };
+    const read = (await api.get(`/assistant/conversations/${conversationId}/`)).json() as {
+      messages: { id: string; content: string; status: string }[];
+    };
     expect(read.messages[1]).toMatchObject({ id: messageId, content: opening + words, status: 'complete' });
-    const again = readStream((await api.get(`/assistant/conversations/${conversationId}/messages/${messageId}/stream/`)).body);
+    const again = readStream(
+      (await api.get(`/assistant/conversations/${conversationId}/messages/${messageId}/stream/`)).body,
+    );
     expect(again).toEqual({ ids, parts, done: true });
     expect(model.calls - callsBefore).toBe(3);
   });
@@ -224,17 +267,34 @@ describe('a worker killed during an apply', () => {
     const tableId = (await tables.table({ name: 'Companies' })).id;
     const urlColumn = (await tables.column(tableId, { kind: 'input', name: 'Website' })).id;
     for (const n of [1, 2, 3]) {
-      expect((await tables.post(`/tables/${tableId}/rows/`, { cells: { [urlColumn]: `${site.url}/apply-${n}` } })).statusCode).toBe(201);
+      expect(
+        (await tables.post(`/tables/${tableId}/rows/`, { cells: { [urlColumn]: `${site.url}/apply-${n}` } }))
+          .statusCode,
+      ).toBe(201);
     }
     script = callsThenWords([
       {
         name: 'add_column',
-        arguments: { table_id: tableId, column: { kind: 'enrichment', name: 'Site title', provider: 'web_page_reader', input_mappings: { url: urlColumn }, output_fields: ['title'] } },
+        arguments: {
+          table_id: tableId,
+          column: {
+            kind: 'enrichment',
+            name: 'Site title',
+            provider: 'web_page_reader',
+            input_mappings: { url: urlColumn },
+            output_fields: ['title'],
+          },
+        },
       },
     ]);
     const conversationId = await api.conversation();
-    const asked = await api.post(`/assistant/conversations/${conversationId}/messages/`, { content: 'Read each company site' });
-    const proposal = readStream(asked.body).parts.find((p) => p.type === 'data-proposal')!.data as { id: string; price_credits: number };
+    const asked = await api.post(`/assistant/conversations/${conversationId}/messages/`, {
+      content: 'Read each company site',
+    });
+    const proposal = readStream(asked.body).parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+      price_credits: number;
+    };
     expect(proposal).toMatchObject({ price_credits: 3, status: 'pending' });
     const before = (await api.get('/credits/')).json() as { available: number; spent: number; held: number };
 
@@ -263,35 +323,52 @@ describe('a worker killed during an apply', () => {
     expect(approved.statusCode, approved.body).toBe(200);
     expect(['applying', 'applied']).toContain(approved.json().status);
     const card = await eventually(
-      async () => (await api.get(`/assistant/actions/${proposal.id}/`)).json() as { status: string; charged_credits: number; applied_result: { made: number; entity_id: string } },
+      async () =>
+        (await api.get(`/assistant/actions/${proposal.id}/`)).json() as {
+          status: string;
+          charged_credits: number;
+          applied_result: { made: number; entity_id: string };
+        },
       (c) => c.status !== 'applying',
       200,
     );
     expect(card).toMatchObject({ status: 'applied', charged_credits: 3, applied_result: { opens: 'run', made: 3 } });
 
     // One hold and one charge for the card, nothing else moved.
-    const [hold] = await stack.sql<{ hold_id: string }[]>`select hold_id from assistant_proposals where id = ${proposal.id}`;
-    const ledger = (await api.get('/credits/ledger/')).json() as { movements: { kind: string; amount: number; cause_key: string; hold_id: string | null }[] };
+    const [hold] = await stack.sql<
+      { hold_id: string }[]
+    >`select hold_id from assistant_proposals where id = ${proposal.id}`;
+    const ledger = (await api.get('/credits/ledger/')).json() as {
+      movements: { kind: string; amount: number; cause_key: string; hold_id: string | null }[];
+    };
     const movements = ledger.movements.filter((m) => m.kind !== 'grant');
     expect(movements.map((m) => [m.kind, m.amount, m.cause_key, m.hold_id])).toEqual([
       ['charge', 3, `charge:${hold!.hold_id}`, hold!.hold_id],
       ['hold', 3, `hold:assistant-card:${proposal.id}`, hold!.hold_id],
     ]);
-    expect(await stack.sql`select id, cause_key, status, charged from credit_holds where workspace_id = ${ws.workspaceId}`).toEqual([
-      { id: hold!.hold_id, cause_key: `assistant-card:${proposal.id}`, status: 'charged', charged: 3 },
-    ]);
+    expect(
+      await stack.sql`select id, cause_key, status, charged from credit_holds where workspace_id = ${ws.workspaceId}`,
+    ).toEqual([{ id: hold!.hold_id, cause_key: `assistant-card:${proposal.id}`, status: 'charged', charged: 3 }]);
     const after = (await api.get('/credits/')).json() as { available: number; spent: number; held: number };
-    expect({ available: before.available - after.available, spent: after.spent - before.spent, held: after.held }).toEqual({ available: 3, spent: 3, held: 0 });
+    expect({
+      available: before.available - after.available,
+      spent: after.spent - before.spent,
+      held: after.held,
+    }).toEqual({ available: 3, spent: 3, held: 0 });
 
     // The rows the dead worker was reading were read again by the next one.
     expect(site.requests.length - siteBefore).toBeGreaterThan(3);
     // One run, every row read once to a result, and the log: one decision and one outcome.
-    const runs = await stack.sql<{ id: string; status: string; credits_charged: number }[]>`select id, status, credits_charged from column_runs where funding_hold_id = ${hold!.hold_id}`;
+    const runs = await stack.sql<
+      { id: string; status: string; credits_charged: number }[]
+    >`select id, status, credits_charged from column_runs where funding_hold_id = ${hold!.hold_id}`;
     expect(runs).toEqual([{ id: card.applied_result.entity_id, status: 'completed', credits_charged: 3 }]);
     const activity = (await api.get(`/assistant/activity/?conversation_id=${conversationId}`)).json() as {
       activity: { proposal_id: string; decision: string; outcome: string | null; actor_kind: string }[];
     };
-    expect(activity.activity.filter((a) => a.proposal_id === proposal.id).map((a) => [a.decision, a.outcome, a.actor_kind])).toEqual([
+    expect(
+      activity.activity.filter((a) => a.proposal_id === proposal.id).map((a) => [a.decision, a.outcome, a.actor_kind]),
+    ).toEqual([
       ['approved', 'done', 'system'],
       ['approved', null, 'api'],
     ]);
@@ -345,7 +422,13 @@ describe('the stream over real HTTP', () => {
     }
     controller.abort();
     await agent.destroy().catch(() => undefined);
-    expect(firstRead.map((e) => e.part.type)).toEqual(['start', 'start-step', 'text-start', 'text-delta', 'text-delta']);
+    expect(firstRead.map((e) => e.part.type)).toEqual([
+      'start',
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-delta',
+    ]);
     const messageId = firstRead[0]!.part.messageId as string;
     const lastId = firstRead.at(-1)!.id;
     // A few parts are written while nobody reads, so the reconnect reads some from Postgres and the rest live.
@@ -355,11 +438,14 @@ describe('the stream over real HTTP', () => {
       10,
     );
 
-    const resumed = await SseStream.open(`${base}/assistant/conversations/${conversationId}/messages/${messageId}/stream/`, {
-      ...api.headers,
-      accept: 'text/event-stream',
-      'last-event-id': String(lastId),
-    });
+    const resumed = await SseStream.open(
+      `${base}/assistant/conversations/${conversationId}/messages/${messageId}/stream/`,
+      {
+        ...api.headers,
+        accept: 'text/event-stream',
+        'last-event-id': String(lastId),
+      },
+    );
     let rest;
     try {
       expect(resumed.response.status).toBe(200);
@@ -373,7 +459,9 @@ describe('the stream over real HTTP', () => {
     const all = [...firstRead, ...restParts];
     expect(all.map((e) => e.id)).toEqual(all.map((_, n) => n + 1));
     // What the two connections read together is the whole answer, as a read from the start gives it.
-    const whole = readStream((await api.get(`/assistant/conversations/${conversationId}/messages/${messageId}/stream/`)).body);
+    const whole = readStream(
+      (await api.get(`/assistant/conversations/${conversationId}/messages/${messageId}/stream/`)).body,
+    );
     expect(whole.done).toBe(true);
     expect(all.map((e) => e.part)).toEqual(whole.parts);
     expect(textOf(whole.parts, 'text-0-1')).toBe(words);

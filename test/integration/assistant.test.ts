@@ -8,7 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { endpointCaller } from '../../integrations/web/web-endpoint.js';
-import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
+import {
+  serveChatModel,
+  type ChatModelScript,
+  type ChatModelServer,
+  type ChatModelServerRequest,
+} from '../../sim/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { readStream } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
@@ -21,7 +26,10 @@ let model: ChatModelServer;
 let script: (request: ChatModelServerRequest) => ChatModelScript = () => ({ content: 'Hello.' });
 
 beforeAll(async () => {
-  site = await serveHttp((req, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>Site ${req.url}</title><p>About</p>`));
+  site = await serveHttp(
+    (req, res) =>
+      void res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>Site ${req.url}</title><p>About</p>`),
+  );
   model = await serveChatModel((request) => script(request));
 });
 afterAll(async () => {
@@ -38,9 +46,9 @@ beforeAll(() => {
 
 const headers = () => withKey(paid.apiKey);
 const get = (url: string) => stack.app.inject({ method: 'GET', url, headers: headers() });
-const post = (url: string, payload?: object) => stack.app.inject({ method: 'POST', url, headers: headers(), ...(payload ? { payload } : {}) });
+const post = (url: string, payload?: object) =>
+  stack.app.inject({ method: 'POST', url, headers: headers(), ...(payload ? { payload } : {}) });
 const patch = (url: string, payload: object) => stack.app.inject({ method: 'PATCH', url, headers: headers(), payload });
-
 
 async function conversation(): Promise<string> {
   const res = await post('/assistant/conversations/', {});
@@ -66,23 +74,54 @@ describe('settings', () => {
   afterAll(() => patch('/assistant/settings/', { approval_threshold_credits: 25, default_granted_verbs: [] }));
 
   it('reads the defaults, keeps a field left out, and refuses a verb that always asks by name', async () => {
-    expect((await get('/assistant/settings/')).json()).toEqual({ approval_threshold_credits: 25, default_granted_verbs: [] });
-    expect((await patch('/assistant/settings/', { default_granted_verbs: ['add_column'] })).json()).toEqual({ approval_threshold_credits: 25, default_granted_verbs: ['add_column'] });
-    expect((await patch('/assistant/settings/', { approval_threshold_credits: 0 })).json()).toEqual({ approval_threshold_credits: 0, default_granted_verbs: ['add_column'] });
+    expect((await get('/assistant/settings/')).json()).toEqual({
+      approval_threshold_credits: 25,
+      default_granted_verbs: [],
+    });
+    expect((await patch('/assistant/settings/', { default_granted_verbs: ['add_column'] })).json()).toEqual({
+      approval_threshold_credits: 25,
+      default_granted_verbs: ['add_column'],
+    });
+    expect((await patch('/assistant/settings/', { approval_threshold_credits: 0 })).json()).toEqual({
+      approval_threshold_credits: 0,
+      default_granted_verbs: ['add_column'],
+    });
     expect((await patch('/assistant/settings/', { approval_threshold_credits: 100000 })).statusCode).toBe(200);
-    const refused = await patch('/assistant/settings/', { default_granted_verbs: ['run_column', 'push_to_destination'] });
+    const refused = await patch('/assistant/settings/', {
+      default_granted_verbs: ['run_column', 'push_to_destination'],
+    });
     expect(refused.statusCode).toBe(422);
     expect(refused.json().detail).toContain('push_to_destination');
-    expect(refused.json().issues[0]).toMatchObject({ loc: ['body', 'default_granted_verbs.1'], input: 'push_to_destination' });
-    for (const bad of [{ approval_threshold_credits: -1 }, { approval_threshold_credits: 100001 }, { default_granted_verbs: ['nope'] }]) {
+    expect(refused.json().issues[0]).toMatchObject({
+      loc: ['body', 'default_granted_verbs.1'],
+      input: 'push_to_destination',
+    });
+    for (const bad of [
+      { approval_threshold_credits: -1 },
+      { approval_threshold_credits: 100001 },
+      { default_granted_verbs: ['nope'] },
+    ]) {
       expect((await patch('/assistant/settings/', bad)).statusCode, JSON.stringify(bad)).toBe(422);
     }
     const nine = [...Array(9)].map(() => 'add_column');
     expect((await patch('/assistant/settings/', { default_granted_verbs: nine })).statusCode).toBe(422);
     // A verb named twice counts once.
-    expect((await patch('/assistant/settings/', { default_granted_verbs: ['add_column', 'add_column'] })).json().default_granted_verbs).toEqual(['add_column']);
-    const seven = ['create_table_from_search', 'add_column', 'run_column', 'enrich_rows', 'add_contacts_to_sequence', 'call_endpoint', 'start_search'];
-    expect((await patch('/assistant/settings/', { default_granted_verbs: seven })).json().default_granted_verbs).toEqual(seven);
+    expect(
+      (await patch('/assistant/settings/', { default_granted_verbs: ['add_column', 'add_column'] })).json()
+        .default_granted_verbs,
+    ).toEqual(['add_column']);
+    const seven = [
+      'create_table_from_search',
+      'add_column',
+      'run_column',
+      'enrich_rows',
+      'add_contacts_to_sequence',
+      'call_endpoint',
+      'start_search',
+    ];
+    expect(
+      (await patch('/assistant/settings/', { default_granted_verbs: seven })).json().default_granted_verbs,
+    ).toEqual(seven);
     // Unchanged by the refusals, then back to no grants for the tests below.
     await patch('/assistant/settings/', { approval_threshold_credits: 25, default_granted_verbs: [] });
   });
@@ -99,11 +138,18 @@ describe('the stream', () => {
     expect(types[0]).toBe('start');
     expect(types.slice(1, 3)).toEqual(['start-step', 'text-start']);
     expect(types.slice(-3)).toEqual(['text-end', 'finish-step', 'finish']);
-    expect(parts.filter((p) => p.type === 'text-delta').map((p) => p.delta).join('')).toBe('Hello there, how can I help?');
+    expect(
+      parts
+        .filter((p) => p.type === 'text-delta')
+        .map((p) => p.delta)
+        .join(''),
+    ).toBe('Hello there, how can I help?');
     const finish = parts.at(-1)!;
     const read = (await get(`/assistant/conversations/${id}/`)).json();
     expect(read.title).toBe('Hi!');
-    expect(read.messages.map((m: { role: string; content: string; status: string }) => [m.role, m.content, m.status])).toEqual([
+    expect(
+      read.messages.map((m: { role: string; content: string; status: string }) => [m.role, m.content, m.status]),
+    ).toEqual([
       ['user', 'Hi!', 'complete'],
       ['assistant', 'Hello there, how can I help?', 'complete'],
     ]);
@@ -162,33 +208,67 @@ describe('cards', () => {
   });
 
   it('raises a free card for a column; approving adds it once and a second approval is 409', async () => {
-    script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Notes' } } }]);
+    script = callsThenWords([
+      { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Notes' } } },
+    ]);
     const id = await conversation();
     const { parts } = await ask(id, 'Add a Notes column');
-    const proposal = parts.find((p) => p.type === 'data-proposal')!.data as { id: string; status: string; price_credits: null; grantable: boolean; prepared_column: { column_id: string } };
-    expect(proposal).toMatchObject({ status: 'pending', price_credits: null, grantable: true, verb_label: 'Add a column', price_label: 'Free' });
+    const proposal = parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+      status: string;
+      price_credits: null;
+      grantable: boolean;
+      prepared_column: { column_id: string };
+    };
+    expect(proposal).toMatchObject({
+      status: 'pending',
+      price_credits: null,
+      grantable: true,
+      verb_label: 'Add a column',
+      price_label: 'Free',
+    });
     expect(parts.some((p) => p.type === 'tool-input-available' && p.toolName === 'add_column')).toBe(true);
     // The column is prepared before the decision.
     expect((await get(`/tables/${tableId}/columns/${proposal.prepared_column.column_id}/`)).statusCode).toBe(200);
-    const [first, second] = await Promise.all([post(`/assistant/actions/${proposal.id}/approve/`, {}), post(`/assistant/actions/${proposal.id}/approve/`, {})]);
+    const [first, second] = await Promise.all([
+      post(`/assistant/actions/${proposal.id}/approve/`, {}),
+      post(`/assistant/actions/${proposal.id}/approve/`, {}),
+    ]);
     expect([first.statusCode, second.statusCode].sort()).toEqual([200, 409]);
     const applied = (first.statusCode === 200 ? first : second).json();
     expect(applied).toMatchObject({ status: 'applied', grantable: false, decided_by_display_name: expect.any(String) });
-    expect(applied.applied_result).toMatchObject({ entity_id: proposal.prepared_column.column_id, opens: 'column', made: 1 });
-    expect((first.statusCode === 409 ? first : second).json()).toEqual({ detail: expect.stringContaining('already decided') });
+    expect(applied.applied_result).toMatchObject({
+      entity_id: proposal.prepared_column.column_id,
+      opens: 'column',
+      made: 1,
+    });
+    expect((first.statusCode === 409 ? first : second).json()).toEqual({
+      detail: expect.stringContaining('already decided'),
+    });
     const again = await post(`/assistant/actions/${proposal.id}/dismiss/`);
     expect(again.statusCode).toBe(409);
     const activity = (await get(`/assistant/activity/?conversation_id=${id}`)).json();
-    expect(activity.activity.map((a: { decision: string; outcome: string | null; actor_kind: string }) => [a.decision, a.outcome, a.actor_kind])).toEqual([
+    expect(
+      activity.activity.map((a: { decision: string; outcome: string | null; actor_kind: string }) => [
+        a.decision,
+        a.outcome,
+        a.actor_kind,
+      ]),
+    ).toEqual([
       ['approved', 'done', 'system'],
       ['approved', null, 'api'],
     ]);
   });
 
   it('dismissing removes the prepared column', async () => {
-    script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Discarded' } } }]);
+    script = callsThenWords([
+      { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Discarded' } } },
+    ]);
     const { parts } = await ask(await conversation(), 'Add a column I will not want');
-    const proposal = parts.find((p) => p.type === 'data-proposal')!.data as { id: string; prepared_column: { column_id: string } };
+    const proposal = parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+      prepared_column: { column_id: string };
+    };
     const dismissed = await post(`/assistant/actions/${proposal.id}/dismiss/`);
     expect(dismissed.json()).toMatchObject({ status: 'dismissed' });
     expect((await get(`/tables/${tableId}/columns/${proposal.prepared_column.column_id}/`)).statusCode).toBe(404);
@@ -199,12 +279,30 @@ describe('cards', () => {
     script = callsThenWords([
       {
         name: 'add_column',
-        arguments: { table_id: tableId, column: { kind: 'enrichment', name: 'Site title', provider: 'web_page_reader', input_mappings: { url: urlColumn }, output_fields: ['title'] } },
+        arguments: {
+          table_id: tableId,
+          column: {
+            kind: 'enrichment',
+            name: 'Site title',
+            provider: 'web_page_reader',
+            input_mappings: { url: urlColumn },
+            output_fields: ['title'],
+          },
+        },
       },
     ]);
     const { parts } = await ask(await conversation(), 'Read each company site');
-    const proposal = parts.find((p) => p.type === 'data-proposal')!.data as { id: string; price_credits: number; price_label: string };
-    expect(proposal).toMatchObject({ price_credits: 3, expected_credits: 3, price_per: 'call', price_label: 'Up to 3 credits' });
+    const proposal = parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+      price_credits: number;
+      price_label: string;
+    };
+    expect(proposal).toMatchObject({
+      price_credits: 3,
+      expected_credits: 3,
+      price_per: 'call',
+      price_label: 'Up to 3 credits',
+    });
     const approved = (await post(`/assistant/actions/${proposal.id}/approve/`, {})).json();
     expect(['applying', 'applied']).toContain(approved.status);
     let card = approved;
@@ -220,7 +318,10 @@ describe('cards', () => {
   });
 
   it('refuses a verb this build cannot run with the reason, and raises no card', async () => {
-    script = callsThenWords([{ name: 'push_to_destination', arguments: { table_id: tableId } }], 'Pushing is not available yet.');
+    script = callsThenWords(
+      [{ name: 'push_to_destination', arguments: { table_id: tableId } }],
+      'Pushing is not available yet.',
+    );
     const id = await conversation();
     const { parts } = await ask(id, 'Push this table to the CRM');
     const refused = parts.find((p) => p.type === 'tool-output-error')!;
@@ -231,27 +332,51 @@ describe('cards', () => {
 
   it('a thread grant runs the next card of that verb at once, and is listed and revocable', async () => {
     const id = await conversation();
-    script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Granted 1' } } }]);
-    const first = (await ask(id, 'Add Granted 1')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
+    script = callsThenWords([
+      { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Granted 1' } } },
+    ]);
+    const first = (await ask(id, 'Add Granted 1')).parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+    };
     expect((await post(`/assistant/actions/${first.id}/approve/`, { scope: 'thread' })).json().status).toBe('applied');
-    const grants = (await get('/assistant/grants/')).json().grants as { id: string; verb: string; scope: string; conversation_id: string }[];
+    const grants = (await get('/assistant/grants/')).json().grants as {
+      id: string;
+      verb: string;
+      scope: string;
+      conversation_id: string;
+    }[];
     const grant = grants.find((g) => g.conversation_id === id)!;
     expect(grant).toMatchObject({ verb: 'add_column', scope: 'thread' });
 
-    script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Granted 2' } } }]);
-    const second = (await ask(id, 'Add Granted 2')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
+    script = callsThenWords([
+      { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Granted 2' } } },
+    ]);
+    const second = (await ask(id, 'Add Granted 2')).parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+    };
     let card = (await get(`/assistant/actions/${second.id}/`)).json();
     for (let i = 0; i < 50 && card.status !== 'applied'; i += 1) {
       await new Promise((r) => setTimeout(r, 100));
       card = (await get(`/assistant/actions/${second.id}/`)).json();
     }
     expect(card.status).toBe('applied');
-    const log = (await get(`/assistant/activity/?conversation_id=${id}`)).json().activity as { decision: string; actor_kind: string; proposal_id: string }[];
+    const log = (await get(`/assistant/activity/?conversation_id=${id}`)).json().activity as {
+      decision: string;
+      actor_kind: string;
+      proposal_id: string;
+    }[];
     expect(log.filter((a) => a.proposal_id === second.id).map((a) => a.decision)).toContain('automatic');
 
-    expect((await stack.app.inject({ method: 'DELETE', url: `/assistant/grants/${grant.id}/`, headers: headers() })).statusCode).toBe(200);
-    script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Granted 3' } } }]);
-    const third = (await ask(id, 'Add Granted 3')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
+    expect(
+      (await stack.app.inject({ method: 'DELETE', url: `/assistant/grants/${grant.id}/`, headers: headers() }))
+        .statusCode,
+    ).toBe(200);
+    script = callsThenWords([
+      { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Granted 3' } } },
+    ]);
+    const third = (await ask(id, 'Add Granted 3')).parts.find((p) => p.type === 'data-proposal')!.data as {
+      id: string;
+    };
     expect((await get(`/assistant/actions/${third.id}/`)).json().status).toBe('pending');
   });
 
@@ -262,7 +387,9 @@ describe('cards', () => {
       { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: 'Batch C' } } },
     ]);
     const id = await conversation();
-    const cards = (await ask(id, 'Add three columns')).parts.filter((p) => p.type === 'data-proposal').map((p) => p.data as { id: string; batch_id: string });
+    const cards = (await ask(id, 'Add three columns')).parts
+      .filter((p) => p.type === 'data-proposal')
+      .map((p) => p.data as { id: string; batch_id: string });
     expect(cards).toHaveLength(3);
     expect(new Set(cards.map((c) => c.batch_id)).size).toBe(1);
     expect(cards[0]!.batch_id).not.toBeNull();
@@ -283,10 +410,18 @@ describe('cards', () => {
 
   it('approve-all racing a dismissal of the same card: exactly one decision holds, and its effect with it', async () => {
     for (let round = 0; round < 3; round += 1) {
-      script = callsThenWords([{ name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: `Raced ${round}` } } }]);
+      script = callsThenWords([
+        { name: 'add_column', arguments: { table_id: tableId, column: { kind: 'input', name: `Raced ${round}` } } },
+      ]);
       const id = await conversation();
-      const card = (await ask(id, 'Add a raced column')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string; prepared_column: { column_id: string } };
-      const [all, dismissed] = await Promise.all([post('/assistant/actions/approve-all/', { proposal_ids: [card.id] }), post(`/assistant/actions/${card.id}/dismiss/`)]);
+      const card = (await ask(id, 'Add a raced column')).parts.find((p) => p.type === 'data-proposal')!.data as {
+        id: string;
+        prepared_column: { column_id: string };
+      };
+      const [all, dismissed] = await Promise.all([
+        post('/assistant/actions/approve-all/', { proposal_ids: [card.id] }),
+        post(`/assistant/actions/${card.id}/dismiss/`),
+      ]);
       expect(all.statusCode).toBe(200);
       const final = (await get(`/assistant/actions/${card.id}/`)).json() as { status: string };
       expect(['applied', 'dismissed']).toContain(final.status);
@@ -294,7 +429,10 @@ describe('cards', () => {
       expect(dismissed.statusCode).toBe(final.status === 'dismissed' ? 200 : 409);
       const column = await get(`/tables/${tableId}/columns/${card.prepared_column.column_id}/`);
       expect(column.statusCode).toBe(final.status === 'applied' ? 200 : 404);
-      const log = (await get(`/assistant/activity/?conversation_id=${id}`)).json().activity as { decision: string; outcome: string | null }[];
+      const log = (await get(`/assistant/activity/?conversation_id=${id}`)).json().activity as {
+        decision: string;
+        outcome: string | null;
+      }[];
       expect(log.filter((a) => a.outcome === null || a.decision === 'rejected')).toHaveLength(1);
     }
   });
@@ -308,24 +446,48 @@ describe('cards', () => {
   });
 });
 
-describe('tool cards: the API called on the person\'s behalf', () => {
+describe("tool cards: the API called on the person's behalf", () => {
   it('finds operations, runs a read at once, and proposes a write as a tool card applied as the member', async () => {
     script = (request) => {
       const tools = request.messages.filter((m) => m.role === 'tool').length;
-      if (tools === 0) return { toolCalls: [{ name: 'find_operations', arguments: { query: 'create a table' } }, { name: 'call_operation', arguments: { operation: 'listTables', input: {} } }] };
-      if (tools === 2) return { toolCalls: [{ name: 'call_operation', arguments: { operation: 'createTable', input: { body: { name: 'Made by the assistant' } } } }] };
+      if (tools === 0)
+        return {
+          toolCalls: [
+            { name: 'find_operations', arguments: { query: 'create a table' } },
+            { name: 'call_operation', arguments: { operation: 'listTables', input: {} } },
+          ],
+        };
+      if (tools === 2)
+        return {
+          toolCalls: [
+            {
+              name: 'call_operation',
+              arguments: { operation: 'createTable', input: { body: { name: 'Made by the assistant' } } },
+            },
+          ],
+        };
       return { content: 'Proposed.' };
     };
     const id = await conversation();
     const { parts } = await ask(id, 'Make me a table');
-    expect(model.requests.at(-1)!.tools!.map((t) => t.function.name)).toEqual(expect.arrayContaining(['add_column', 'find_operations', 'call_operation']));
+    expect(model.requests.at(-1)!.tools!.map((t) => t.function.name)).toEqual(
+      expect.arrayContaining(['add_column', 'find_operations', 'call_operation']),
+    );
     const outputs = parts.filter((p) => p.type === 'tool-output-available');
     const found = (outputs[0]!.output as { operations: { name: string; access: string }[] }).operations;
     expect(found.find((o) => o.name === 'createTable')).toMatchObject({ access: 'write' });
     expect(outputs[1]!.output).toMatchObject({ status: 200, body: { tables: expect.any(Array) } });
-    const cards = parts.filter((p) => p.type === 'data-proposal').map((p) => p.data as { id: string; kind: string; verb: string; destructive: boolean; grantable: boolean });
+    const cards = parts
+      .filter((p) => p.type === 'data-proposal')
+      .map((p) => p.data as { id: string; kind: string; verb: string; destructive: boolean; grantable: boolean });
     expect(cards).toHaveLength(1);
-    expect(cards[0]).toMatchObject({ kind: 'tool', verb: 'createTable', destructive: false, grantable: true, price_label: 'Free' });
+    expect(cards[0]).toMatchObject({
+      kind: 'tool',
+      verb: 'createTable',
+      destructive: false,
+      grantable: true,
+      price_label: 'Free',
+    });
     const applied = (await post(`/assistant/actions/${cards[0]!.id}/approve/`, {})).json();
     expect(applied).toMatchObject({ status: 'applied', applied_result: { made: 1, entity_id: expect.any(String) } });
     const table = (await get(`/tables/${applied.applied_result.entity_id}/`)).json();
@@ -341,7 +503,11 @@ describe('tool cards: the API called on the person\'s behalf', () => {
     ]);
     const { parts } = await ask(await conversation(), 'Delete Doomed');
     const card = parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
-    expect(card).toMatchObject({ destructive: true, grantable: false, loss: expect.stringContaining('cannot be brought back') });
+    expect(card).toMatchObject({
+      destructive: true,
+      grantable: false,
+      loss: expect.stringContaining('cannot be brought back'),
+    });
     expect(String(parts.find((p) => p.type === 'tool-output-error')!.errorText)).toContain('approveAssistantAction');
     const granted = await post(`/assistant/actions/${card.id}/approve/`, { scope: 'project_all' });
     expect(granted.statusCode).toBe(422);
@@ -353,10 +519,16 @@ describe('tool cards: the API called on the person\'s behalf', () => {
 
 describe('call_endpoint', () => {
   it('sends the JSON once on approval, and refuses a private address unless the reader may reach one', async () => {
-    const hook = await serveHttp((_req, res) => void res.writeHead(202, { 'content-type': 'application/json' }).end('{"ok":true}'));
+    const hook = await serveHttp(
+      (_req, res) => void res.writeHead(202, { 'content-type': 'application/json' }).end('{"ok":true}'),
+    );
     try {
-      script = callsThenWords([{ name: 'call_endpoint', arguments: { url: `${hook.url}/hooks/lead`, body: { name: 'Ada' } } }]);
-      const refusedCard = (await ask(await conversation(), 'Tell my other tool')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string; summary: string };
+      script = callsThenWords([
+        { name: 'call_endpoint', arguments: { url: `${hook.url}/hooks/lead`, body: { name: 'Ada' } } },
+      ]);
+      const refusedCard = (await ask(await conversation(), 'Tell my other tool')).parts.find(
+        (p) => p.type === 'data-proposal',
+      )!.data as { id: string; summary: string };
       expect(refusedCard.summary).toContain('Send a POST to 127.0.0.1');
       // The service's default: outside endpoints on the public internet only.
       const refused = (await post(`/assistant/actions/${refusedCard.id}/approve/`, {})).json();
@@ -366,11 +538,21 @@ describe('call_endpoint', () => {
       const allowed = stack.integrations.webEndpoint;
       stack.integrations.webEndpoint = endpointCaller({ allowPrivateNetworks: true });
       try {
-        const card = (await ask(await conversation(), 'Tell my other tool')).parts.find((p) => p.type === 'data-proposal')!.data as { id: string };
+        const card = (await ask(await conversation(), 'Tell my other tool')).parts.find(
+          (p) => p.type === 'data-proposal',
+        )!.data as { id: string };
         const applied = (await post(`/assistant/actions/${card.id}/approve/`, {})).json();
-        expect(applied).toMatchObject({ status: 'applied', applied_result: { content: expect.stringContaining('answered 202') } });
-        expect(hook.requests.map((r) => [r.method, r.path, JSON.parse(r.body)])).toEqual([['POST', '/hooks/lead', { name: 'Ada' }]]);
-        const log = (await get(`/assistant/activity/?limit=5`)).json().activity as { proposal_id: string; outcome: string | null }[];
+        expect(applied).toMatchObject({
+          status: 'applied',
+          applied_result: { content: expect.stringContaining('answered 202') },
+        });
+        expect(hook.requests.map((r) => [r.method, r.path, JSON.parse(r.body)])).toEqual([
+          ['POST', '/hooks/lead', { name: 'Ada' }],
+        ]);
+        const log = (await get(`/assistant/activity/?limit=5`)).json().activity as {
+          proposal_id: string;
+          outcome: string | null;
+        }[];
         expect(log.find((a) => a.proposal_id === card.id && a.outcome)!.outcome).toBe('sent');
       } finally {
         stack.integrations.webEndpoint = allowed;
@@ -384,8 +566,17 @@ describe('call_endpoint', () => {
 describe('chat attachments in the conversation', () => {
   it("names the conversation's files to the model and reads their pages on request, and no other conversation's", async () => {
     const id = await conversation();
-    const body = multipartBody({ filename: 'leads.csv', contentType: 'text/csv', data: Buffer.from('name,title\nAda,CEO\nGrace,CTO\n') });
-    const uploaded = await stack.app.inject({ method: 'POST', url: `/assistant/conversations/${id}/attachments/`, headers: { ...headers(), ...body.headers }, payload: body.payload });
+    const body = multipartBody({
+      filename: 'leads.csv',
+      contentType: 'text/csv',
+      data: Buffer.from('name,title\nAda,CEO\nGrace,CTO\n'),
+    });
+    const uploaded = await stack.app.inject({
+      method: 'POST',
+      url: `/assistant/conversations/${id}/attachments/`,
+      headers: { ...headers(), ...body.headers },
+      payload: body.payload,
+    });
     expect(uploaded.statusCode, uploaded.body).toBe(201);
     const attachment = uploaded.json() as { id: string };
     const other = await conversation();
@@ -397,10 +588,21 @@ describe('chat attachments in the conversation', () => {
     const { parts } = await ask(id, 'Who is in my file?');
     const system = model.requests.at(-1)!.messages[0]!.content!;
     expect(system).toContain(`"leads.csv" (${attachment.id}), csv, 3 rows`);
-    const output = parts.find((p) => p.type === 'tool-output-available')!.output as { pages: string[]; next_offset: null; page_count: number };
-    expect(output).toMatchObject({ pages: ['name   title', 'Ada   CEO', 'Grace   CTO'], next_offset: null, page_count: 3 });
+    const output = parts.find((p) => p.type === 'tool-output-available')!.output as {
+      pages: string[];
+      next_offset: null;
+      page_count: number;
+    };
+    expect(output).toMatchObject({
+      pages: ['name   title', 'Ada   CEO', 'Grace   CTO'],
+      next_offset: null,
+      page_count: 3,
+    });
 
-    script = (request) => (request.messages.some((m) => m.role === 'tool') ? { content: 'No.' } : { toolCalls: [{ name: 'read_attachment', arguments: { attachment_id: attachment.id } }] });
+    script = (request) =>
+      request.messages.some((m) => m.role === 'tool')
+        ? { content: 'No.' }
+        : { toolCalls: [{ name: 'read_attachment', arguments: { attachment_id: attachment.id } }] };
     const elsewhere = await ask(other, 'Read that file');
     expect(String(elsewhere.parts.find((p) => p.type === 'tool-output-error')!.errorText)).toContain('No file');
   });
@@ -408,15 +610,28 @@ describe('chat attachments in the conversation', () => {
 
 describe('bounds', () => {
   it('refuses eight default grants when one always asks, naming it, and takes a message of 1 to 20000 characters', async () => {
-    const eight = ['create_table_from_search', 'add_column', 'run_column', 'enrich_rows', 'add_contacts_to_sequence', 'push_to_destination', 'call_endpoint', 'start_search'];
+    const eight = [
+      'create_table_from_search',
+      'add_column',
+      'run_column',
+      'enrich_rows',
+      'add_contacts_to_sequence',
+      'push_to_destination',
+      'call_endpoint',
+      'start_search',
+    ];
     const refused = await patch('/assistant/settings/', { default_granted_verbs: eight });
     expect(refused.statusCode).toBe(422);
     expect(refused.json().detail).toContain('push_to_destination');
     const id = await conversation();
     expect((await post(`/assistant/conversations/${id}/messages/`, { content: '' })).statusCode).toBe(422);
-    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'x'.repeat(20001) })).statusCode).toBe(422);
+    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'x'.repeat(20001) })).statusCode).toBe(
+      422,
+    );
     script = () => ({ content: 'Long question, short answer.' });
-    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'x'.repeat(20000) })).statusCode).toBe(200);
+    expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'x'.repeat(20000) })).statusCode).toBe(
+      200,
+    );
   });
 
   it('renames within 1 to 255 characters, archives, and refuses a question to an archived conversation', async () => {
@@ -424,24 +639,46 @@ describe('bounds', () => {
     expect((await patch(`/assistant/conversations/${id}/`, { title: '' })).statusCode).toBe(422);
     expect((await patch(`/assistant/conversations/${id}/`, { title: 't'.repeat(256) })).statusCode).toBe(422);
     expect((await patch(`/assistant/conversations/${id}/`, { title: 't'.repeat(255) })).json().title).toHaveLength(255);
-    expect((await patch(`/assistant/conversations/${id}/`, { archived: true })).json()).toMatchObject({ archived: true, title: 't'.repeat(255) });
+    expect((await patch(`/assistant/conversations/${id}/`, { archived: true })).json()).toMatchObject({
+      archived: true,
+      title: 't'.repeat(255),
+    });
     const open = (await get('/assistant/conversations/?limit=200')).json().conversations as { id: string }[];
     expect(open.some((c) => c.id === id)).toBe(false);
-    expect((await get('/assistant/conversations/?archived=true')).json().conversations.map((c: { id: string }) => c.id)).toContain(id);
+    expect(
+      (await get('/assistant/conversations/?archived=true')).json().conversations.map((c: { id: string }) => c.id),
+    ).toContain(id);
     expect((await post(`/assistant/conversations/${id}/messages/`, { content: 'Hi' })).statusCode).toBe(409);
-    for (const q of ['limit=0', 'limit=201', 'offset=-1']) expect((await get(`/assistant/conversations/?${q}`)).statusCode, q).toBe(422);
+    for (const q of ['limit=0', 'limit=201', 'offset=-1'])
+      expect((await get(`/assistant/conversations/?${q}`)).statusCode, q).toBe(422);
   });
 
   it("shows a member only their own conversations and an admin everyone's", async () => {
     const member = await stack.addMember(paid.workspaceId, 'member');
     const asMember = { authorization: `Bearer ${member.accessToken}` };
-    const mine = (await stack.app.inject({ method: 'POST', url: '/assistant/conversations/', headers: asMember, payload: { title: 'Member only' } })).json() as { id: string };
+    const mine = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/assistant/conversations/',
+        headers: asMember,
+        payload: { title: 'Member only' },
+      })
+    ).json() as { id: string };
     const adminsOwn = await conversation();
-    expect((await stack.app.inject({ method: 'GET', url: `/assistant/conversations/${adminsOwn}/`, headers: asMember })).statusCode).toBe(404);
-    const listed = (await stack.app.inject({ method: 'GET', url: '/assistant/conversations/?limit=200', headers: asMember })).json().conversations as { id: string }[];
+    expect(
+      (await stack.app.inject({ method: 'GET', url: `/assistant/conversations/${adminsOwn}/`, headers: asMember }))
+        .statusCode,
+    ).toBe(404);
+    const listed = (
+      await stack.app.inject({ method: 'GET', url: '/assistant/conversations/?limit=200', headers: asMember })
+    ).json().conversations as { id: string }[];
     expect(listed.map((c) => c.id)).toEqual([mine.id]);
     // The admin (the API key's member) reads it, and lists everyone's when asking for all members.
     expect((await get(`/assistant/conversations/${mine.id}/`)).statusCode).toBe(200);
-    expect((await get('/assistant/conversations/?all_members=true&limit=200')).json().conversations.map((c: { id: string }) => c.id)).toContain(mine.id);
+    expect(
+      (await get('/assistant/conversations/?all_members=true&limit=200'))
+        .json()
+        .conversations.map((c: { id: string }) => c.id),
+    ).toContain(mine.id);
   });
 });

@@ -6,7 +6,8 @@ import { startTestStack, useTestStack, withKey, withToken } from '../support/tes
 let heldAt: number | null = null;
 const { stack, paid, free } = useTestStack({ now: () => heldAt ?? Date.now() });
 
-const unauthorizedDetail = 'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.';
+const unauthorizedDetail =
+  'Missing or invalid credentials: send a valid X-API-Key header or Authorization: Bearer token.';
 
 async function get(headers: Record<string, string>, url = '/workspace/') {
   return stack.app.inject({ method: 'GET', url, headers });
@@ -33,7 +34,11 @@ describe('authentication matrix', () => {
     expect((await get(withKey(paid.apiKey))).statusCode).toBe(200);
     const res = await get(withToken(paid.accessToken));
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ workspace: { id: paid.workspaceId }, via: 'bearer', member: { user_id: paid.userId, role: 'admin' } });
+    expect(res.json()).toMatchObject({
+      workspace: { id: paid.workspaceId },
+      via: 'bearer',
+      member: { user_id: paid.userId, role: 'admin' },
+    });
   });
 
   it('refuses an expired key and a deleted key with the same 401', async () => {
@@ -48,9 +53,20 @@ describe('authentication matrix', () => {
     await stack.sql`update api_keys set expire_at = now() - interval '1 second' where id = ${key.id}`;
     expect((await get(withKey(key.key))).json()).toEqual({ detail: unauthorizedDetail });
 
-    const other = (await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(paid.apiKey), payload: { name: 'to delete' } })).json();
+    const other = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/api-keys/',
+        headers: withKey(paid.apiKey),
+        payload: { name: 'to delete' },
+      })
+    ).json();
     expect((await get(withKey(other.key))).statusCode).toBe(200);
-    const del = await stack.app.inject({ method: 'DELETE', url: `/api-keys/${other.id}/`, headers: withKey(paid.apiKey) });
+    const del = await stack.app.inject({
+      method: 'DELETE',
+      url: `/api-keys/${other.id}/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(del.statusCode).toBe(204);
     const after = await get(withKey(other.key));
     expect(after.statusCode).toBe(401);
@@ -60,7 +76,12 @@ describe('authentication matrix', () => {
   it('lets a read key read but answers 403 on a write operation', async () => {
     const readKey = free.apiKey; // a free workspace's admin key has read scope
     expect((await get(withKey(readKey), '/api-keys/')).statusCode).toBe(200);
-    const res = await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(readKey), payload: { name: 'x' } });
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/api-keys/',
+      headers: withKey(readKey),
+      payload: { name: 'x' },
+    });
     expect(res.statusCode).toBe(403);
     expect(res.json().detail).toMatch(/read scope/);
   });
@@ -70,11 +91,21 @@ describe('authentication matrix', () => {
     const forged = `${header}.${payload}.${'A'.repeat(43)}`;
     expect((await get(withToken(forged))).statusCode).toBe(401);
     const { SignJWT } = await import('jose');
-    const secret = (await stack.sql<{ value: string }[]>`select value from service_settings where key = 'dev_jwt_secret'`)[0]!.value;
+    const secret = (
+      await stack.sql<{ value: string }[]>`select value from service_settings where key = 'dev_jwt_secret'`
+    )[0]!.value;
     const key = new TextEncoder().encode(secret);
-    const noOrg = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(paid.userId).setExpirationTime('1h').sign(key);
+    const noOrg = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(paid.userId)
+      .setExpirationTime('1h')
+      .sign(key);
     expect((await get(withToken(noOrg))).statusCode).toBe(401);
-    const expired = await new SignJWT({ org_id: paid.workspaceId }).setProtectedHeader({ alg: 'HS256' }).setSubject(paid.userId).setExpirationTime(Math.floor(Date.now() / 1000) - 10).sign(key);
+    const expired = await new SignJWT({ org_id: paid.workspaceId })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(paid.userId)
+      .setExpirationTime(Math.floor(Date.now() / 1000) - 10)
+      .sign(key);
     expect((await get(withToken(expired))).statusCode).toBe(401);
   });
 
@@ -87,11 +118,21 @@ describe('authentication matrix', () => {
 
   it('answers 403 to a member on an admin-only operation and lets an admin do it', async () => {
     const member = await stack.addMember(paid.workspaceId, 'member');
-    const asMember = await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withToken(member.accessToken), payload: { name: 'by member' } });
+    const asMember = await stack.app.inject({
+      method: 'POST',
+      url: '/api-keys/',
+      headers: withToken(member.accessToken),
+      payload: { name: 'by member' },
+    });
     expect(asMember.statusCode).toBe(403);
     expect(asMember.json().detail).toMatch(/admin/);
     expect((await get(withToken(member.accessToken), '/api-keys/')).statusCode).toBe(200);
-    const asAdmin = await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withToken(paid.accessToken), payload: { name: 'by admin' } });
+    const asAdmin = await stack.app.inject({
+      method: 'POST',
+      url: '/api-keys/',
+      headers: withToken(paid.accessToken),
+      payload: { name: 'by admin' },
+    });
     expect(asAdmin.statusCode).toBe(201);
   });
 
@@ -107,7 +148,11 @@ describe('last_used_at', () => {
   it('records use to the minute and writes at most once per key per minute', async () => {
     const ws = await stack.createWorkspace('paid');
     const lastUsed = async () =>
-      (await stack.sql<{ last_used_at: Date | null }[]>`select last_used_at from api_keys where workspace_id = ${ws.workspaceId}`)[0]!.last_used_at;
+      (
+        await stack.sql<
+          { last_used_at: Date | null }[]
+        >`select last_used_at from api_keys where workspace_id = ${ws.workspaceId}`
+      )[0]!.last_used_at;
     expect(await lastUsed()).toBeNull();
     // The API's minute is held for the whole test, so "the same minute" does not depend on when it runs.
     heldAt = Date.now();
@@ -148,7 +193,10 @@ describe('rate limits', () => {
       const a = await limited.createWorkspace();
       const b = await limited.createWorkspace();
       const statuses: number[] = [];
-      for (let i = 0; i < 4; i += 1) statuses.push((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode);
+      for (let i = 0; i < 4; i += 1)
+        statuses.push(
+          (await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode,
+        );
       expect(statuses).toEqual([200, 200, 200, 429]);
       const refused = await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) });
       expect(refused.statusCode).toBe(429);
@@ -156,12 +204,20 @@ describe('rate limits', () => {
       expect(refused.headers['retry-after']).toBe('20');
       expect(refused.json()).toEqual({ detail: 'Too many requests; retry in 20 s.' });
       at += 19_000;
-      expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode).toBe(429);
+      expect(
+        (await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode,
+      ).toBe(429);
       at += 1_000;
-      expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode).toBe(200);
+      expect(
+        (await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(a.apiKey) })).statusCode,
+      ).toBe(200);
       // Another credential has its own allowance.
-      expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(b.apiKey) })).statusCode).toBe(200);
-      expect((await limited.app.inject({ method: 'GET', url: '/credits/', headers: withToken(a.accessToken) })).statusCode).toBe(200);
+      expect(
+        (await limited.app.inject({ method: 'GET', url: '/credits/', headers: withKey(b.apiKey) })).statusCode,
+      ).toBe(200);
+      expect(
+        (await limited.app.inject({ method: 'GET', url: '/credits/', headers: withToken(a.accessToken) })).statusCode,
+      ).toBe(200);
     } finally {
       await limited.close();
     }
@@ -177,7 +233,9 @@ describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
     const provider = await generateKeyPair('RS256');
     const stranger = await generateKeyPair('RS256');
     const jwk = { ...(await exportJWK(provider.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-    const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+    const server = createServer((_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })),
+    );
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/.well-known/jwks.json`;
     const app = await buildApp({
@@ -195,7 +253,8 @@ describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
         .setExpirationTime('5m')
         .sign(key);
     try {
-      const call = async (token: string) => (await app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) })).statusCode;
+      const call = async (token: string) =>
+        (await app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) })).statusCode;
       expect(await call(await sign(provider.privateKey))).toBe(200);
       expect(await call(await sign(stranger.privateKey))).toBe(401);
       expect(await call(await sign(provider.privateKey, { iss: 'https://evil.test/' }))).toBe(401);

@@ -39,7 +39,9 @@ let app: Awaited<ReturnType<typeof buildApp>>;
 
 beforeAll(async () => {
   const port = await freePort(7390);
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) }, port } });
+  env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) }, port },
+  });
   const logDir = mkdtempSync(join(tmpdir(), 'billing-faults-'));
   worker = new ServiceProcess(
     'worker',
@@ -72,7 +74,10 @@ beforeAll(async () => {
     integrations: {
       ...stack.integrations,
       // Webhooks only: no call reaches the provider's API.
-      payments: { provider: createStripeProvider({ secretKey: 'sk_test_faults', webhookSecret, apiBase: 'http://127.0.0.1:9' }), returnUrl: 'https://app.example.com/billing/' },
+      payments: {
+        provider: createStripeProvider({ secretKey: 'sk_test_faults', webhookSecret, apiBase: 'http://127.0.0.1:9' }),
+        returnUrl: 'https://app.example.com/billing/',
+      },
     },
   });
   await app.ready();
@@ -86,7 +91,7 @@ afterAll(async () => {
 
 function shuffle<T>(items: T[], seed: number): T[] {
   let s = seed;
-  const random = () => ((s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = () => (s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   for (let i = items.length - 1; i > 0; i -= 1) {
     const j = Math.floor(random() * (i + 1));
     [items[i], items[j]] = [items[j]!, items[i]!];
@@ -101,7 +106,8 @@ async function inBatches<T>(items: T[], size: number, run: (item: T) => Promise<
 describe('billing under a worker SIGKILLed again and again', () => {
   it('grants every period once, credits every pack once, and every ledger balances', async () => {
     const ids: string[] = [];
-    for (let i = 0; i < workspaces; i += 1) ids.push((await createWorkspace(stack.sql, { name: `Faults ${i}`, plan: 'free' })).id);
+    for (let i = 0; i < workspaces; i += 1)
+      ids.push((await createWorkspace(stack.sql, { name: `Faults ${i}`, plan: 'free' })).id);
     const upgraded = new Set(ids.filter((_, i) => i % 3 === 0));
     expect(await startMissingBillingWorkflows(env.client, taskQueue, stack.sql)).toBe(workspaces);
 
@@ -205,7 +211,8 @@ describe('billing under a worker SIGKILLed again and again', () => {
       const paid = upgraded.has(a.workspace_id);
       if (a.plan !== (paid ? 'paid' : 'free')) problems.push(`${a.workspace_id}: plan ${a.plan}`);
       const packs = rows.filter((r) => r.cause_key.startsWith('credit-pack:'));
-      if (packs.length !== 1 || packs[0]!.amount !== 1000) problems.push(`${a.workspace_id}: packs ${JSON.stringify(packs)}`);
+      if (packs.length !== 1 || packs[0]!.amount !== 1000)
+        problems.push(`${a.workspace_id}: packs ${JSON.stringify(packs)}`);
       const grants = rows.filter((r) => r.cause_key.startsWith('plan-grant:'));
       // The periods counted from the anchor; Stripe's times are whole seconds, so a subscription can
       // start a fraction of a second before the workspace was created, and the free period the
@@ -213,12 +220,18 @@ describe('billing under a worker SIGKILLed again and again', () => {
       const expected = expectedStarts(a.grant_anchor);
       const current = grants.filter((g) => expected.includes(g.cause_key.slice('plan-grant:'.length)));
       const starts = current.map((g) => g.cause_key.slice('plan-grant:'.length)).sort();
-      if (JSON.stringify(starts) !== JSON.stringify(expected)) problems.push(`${a.workspace_id}: periods ${starts.join(',')}`);
-      if (current.some((g) => g.amount !== (paid ? 2000 : 100))) problems.push(`${a.workspace_id}: amounts ${current.map((g) => g.amount).join(',')}`);
+      if (JSON.stringify(starts) !== JSON.stringify(expected))
+        problems.push(`${a.workspace_id}: periods ${starts.join(',')}`);
+      if (current.some((g) => g.amount !== (paid ? 2000 : 100)))
+        problems.push(`${a.workspace_id}: amounts ${current.map((g) => g.amount).join(',')}`);
       // Besides, at most the free period the upgrade cut short, at the free plan's amount.
       const others = grants.filter((g) => !current.includes(g));
-      if (others.length > (paid ? 1 : 0) || others.some((g) => g.amount !== 100)) problems.push(`${a.workspace_id}: other grants ${JSON.stringify(others)}`);
-      const sum = rows.reduce((total, r) => total + (r.kind === 'grant' ? r.amount : r.kind === 'revoke' ? -r.amount : 0), 0);
+      if (others.length > (paid ? 1 : 0) || others.some((g) => g.amount !== 100))
+        problems.push(`${a.workspace_id}: other grants ${JSON.stringify(others)}`);
+      const sum = rows.reduce(
+        (total, r) => total + (r.kind === 'grant' ? r.amount : r.kind === 'revoke' ? -r.amount : 0),
+        0,
+      );
       if (sum !== a.available) problems.push(`${a.workspace_id}: ledger ${sum} != balance ${a.available}`);
     }
     expect(problems.slice(0, 10)).toEqual([]);

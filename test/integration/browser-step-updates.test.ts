@@ -11,11 +11,17 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { resolveTool, temporalTestServer } from '../../worker/tools.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
 import { ApplicationFailure } from '@temporalio/common';
-import { approveStepUpdate, browserStepWorkflowId, cancelStepUpdate } from '../../workflows/pnet/browser-step.contract.js';
+import {
+  approveStepUpdate,
+  browserStepWorkflowId,
+  cancelStepUpdate,
+} from '../../workflows/pnet/browser-step.contract.js';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } } });
+  env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: resolveTool(temporalTestServer) } },
+  });
 });
 afterAll(async () => {
   await env?.teardown();
@@ -29,7 +35,8 @@ it('runs the transitions of two Updates accepted in one task one after the other
     await new Promise((resolve) => setTimeout(resolve, 300));
     ran.push({ name, start, end: performance.now() });
     // As in SQL: an approval after the cancel is refused.
-    if (name === 'approve' && ran.some((r) => r.name === 'cancel')) throw ApplicationFailure.nonRetryable('The step is cancelled.', 'conflict');
+    if (name === 'approve' && ran.some((r) => r.name === 'cancel'))
+      throw ApplicationFailure.nonRetryable('The step is cancelled.', 'conflict');
     return { step: { status, claimed_at: null, error_code: status === 'cancelled' ? 'cancelled' : null } };
   };
   const stepId = '00000000-0000-4000-8000-0000000000aa';
@@ -58,11 +65,17 @@ it('runs the transitions of two Updates accepted in one task one after the other
   const events = history.events.map((e) => e.eventType);
   const accepted = events.flatMap((type, i) => (type === 'EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED' ? [i] : []));
   expect(accepted).toHaveLength(2);
-  expect(events.slice(accepted[0], accepted[1]).some((type) => type.startsWith('EVENT_TYPE_WORKFLOW_TASK_'))).toBe(false);
+  expect(events.slice(accepted[0], accepted[1]).some((type) => type.startsWith('EVENT_TYPE_WORKFLOW_TASK_'))).toBe(
+    false,
+  );
   // The point: one transition ended before the other began.
   expect(ran.map((r) => r.name).sort()).toEqual(['approve', 'cancel']);
   const [first, second] = [...ran].sort((a, b) => a.start - b.start);
   expect(second!.start).toBeGreaterThanOrEqual(first!.end);
   // And the history replays: a replay has both results at once and must order them the same way.
-  await Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') } }, await handle.fetchHistory(), handle.workflowId);
+  await Worker.runReplayHistory(
+    { workflowBundle: { codePath: inject('workflowBundlePath') } },
+    await handle.fetchHistory(),
+    handle.workflowId,
+  );
 });

@@ -13,7 +13,11 @@ import { PDFDocument, PDFName, PDFNumber, PDFRawStream, StandardFonts } from 'pd
 import { afterAll, describe, expect, it } from 'vitest';
 import { archiveLimits } from '../../domain/assistant/attachments.js';
 import { checkArchive } from '../../integrations/documents/archive.js';
-import { createDocumentExtractor, ExtractionRefused, type DocumentExtractor } from '../../integrations/documents/extractor.js';
+import {
+  createDocumentExtractor,
+  ExtractionRefused,
+  type DocumentExtractor,
+} from '../../integrations/documents/extractor.js';
 import { buildPdf, buildXlsx, buildZip, reportPdf, tableTexts, workbookEntries } from '../support/documents.js';
 
 const fixtures = join(import.meta.dirname, '..', 'fixtures', 'attachments');
@@ -55,7 +59,16 @@ describe('reading', () => {
 
   it('reads a PDF page by page, laid out, and a page without text as ""', async () => {
     const pdf = await buildPdf([
-      { texts: tableTexts({ columns: [50, 250], rows: [['Name', 'Amount'], ['Ada', '12.50']], top: 100 }) },
+      {
+        texts: tableTexts({
+          columns: [50, 250],
+          rows: [
+            ['Name', 'Amount'],
+            ['Ada', '12.50'],
+          ],
+          top: 100,
+        }),
+      },
       { blank: true },
       { image: 'gray' },
     ]);
@@ -65,7 +78,7 @@ describe('reading', () => {
     expect(elapsedMs).toBeGreaterThan(0);
   });
 
-  it('keeps the caller\'s bytes whole (a copy goes to the reader)', async () => {
+  it("keeps the caller's bytes whole (a copy goes to the reader)", async () => {
     const pdf = await buildPdf([{ blank: true }]);
     const before = Buffer.from(pdf);
     await extractor.extract('pdf', pdf);
@@ -77,7 +90,7 @@ describe('reading', () => {
     expect(pages).toEqual(['Budget   1200']);
   });
 
-  it('reads a workbook\'s sheets in workbook order, whatever order the archive holds them in', async () => {
+  it("reads a workbook's sheets in workbook order, whatever order the archive holds them in", async () => {
     const workbook = new ExcelJS.Workbook();
     const first = workbook.addWorksheet('Stored first');
     const second = workbook.addWorksheet('Shown first');
@@ -97,11 +110,12 @@ describe('reading', () => {
   });
 
   it('reads a CSV in UTF-8 or Windows-1252, with its delimiter found on the first line', async () => {
-    expect((await extractor.extract('csv', Buffer.from('\ufeffname;city\nZoë;"Saint-Étienne; Loire"\n', 'utf8'))).pages).toEqual([
-      'name   city',
-      'Zoë   Saint-Étienne; Loire',
+    expect(
+      (await extractor.extract('csv', Buffer.from('\ufeffname;city\nZoë;"Saint-Étienne; Loire"\n', 'utf8'))).pages,
+    ).toEqual(['name   city', 'Zoë   Saint-Étienne; Loire']);
+    expect((await extractor.extract('csv', Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x09, 0x31, 0x0a]))).pages).toEqual([
+      'café   1',
     ]);
-    expect((await extractor.extract('csv', Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x09, 0x31, 0x0a]))).pages).toEqual(['café   1']);
   });
 });
 
@@ -109,26 +123,38 @@ describe('refusing', () => {
   const extractor = extractorWith();
 
   it('refuses a password-protected PDF', async () => {
-    expect(await refusalOf(extractor.extract('pdf', readFileSync(join(fixtures, 'password-protected.pdf'))))).toMatch(/password-protected/);
+    expect(await refusalOf(extractor.extract('pdf', readFileSync(join(fixtures, 'password-protected.pdf'))))).toMatch(
+      /password-protected/,
+    );
   });
 
   it('refuses a truncated or damaged PDF, and an empty one', async () => {
     const pdf = await reportPdf(3);
-    expect(await refusalOf(extractor.extract('pdf', pdf.subarray(0, Math.floor(pdf.length * 0.6))))).toMatch(/damaged or truncated/);
-    expect(await refusalOf(extractor.extract('pdf', Buffer.from('%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\n')))).toMatch(/damaged or truncated/);
+    expect(await refusalOf(extractor.extract('pdf', pdf.subarray(0, Math.floor(pdf.length * 0.6))))).toMatch(
+      /damaged or truncated/,
+    );
+    expect(await refusalOf(extractor.extract('pdf', Buffer.from('%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\n')))).toMatch(
+      /damaged or truncated/,
+    );
     expect(await refusalOf(extractor.extract('pdf', Buffer.alloc(0)))).toMatch(/cannot be read|damaged/);
   });
 
   it('refuses a CSV with an unclosed quote', async () => {
-    expect(await refusalOf(extractor.extract('csv', Buffer.from('a,b\n"unclosed,1\n')))).toMatch(/The CSV cannot be read/);
+    expect(await refusalOf(extractor.extract('csv', Buffer.from('a,b\n"unclosed,1\n')))).toMatch(
+      /The CSV cannot be read/,
+    );
   });
 
   it('refuses an encrypted workbook (an OLE file, as Office writes one), a zip that is no workbook, and a damaged archive', async () => {
     const ole = Buffer.concat([Buffer.from([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]), Buffer.alloc(512)]);
     expect(await refusalOf(extractor.extract('xlsx', ole))).toMatch(/encrypted \(password-protected\)/);
-    expect(await refusalOf(extractor.extract('xlsx', buildZip([{ name: 'notes.txt', data: Buffer.from('hello') }])))).toMatch(/not an XLSX workbook/);
+    expect(
+      await refusalOf(extractor.extract('xlsx', buildZip([{ name: 'notes.txt', data: Buffer.from('hello') }]))),
+    ).toMatch(/not an XLSX workbook/);
     const valid = await buildXlsx([{ name: 'A', rows: [['x']] }]);
-    expect(await refusalOf(extractor.extract('xlsx', valid.subarray(0, valid.length - 30)))).toMatch(/archive is damaged/);
+    expect(await refusalOf(extractor.extract('xlsx', valid.subarray(0, valid.length - 30)))).toMatch(
+      /archive is damaged/,
+    );
   });
 });
 
@@ -141,7 +167,9 @@ describe('zip bombs are refused from the central directory, before anything open
     const zeros = Buffer.alloc(64 * 1024 * 1024);
     const archive = bomb([{ name: 'xl/worksheets/sheet2.xml', data: zeros }]);
     expect(archive.length).toBeLessThan(1024 * 1024);
-    expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(/xl\/worksheets\/sheet2\.xml unpacks \d+ times its size, more than 200; it is not read/);
+    expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(
+      /xl\/worksheets\/sheet2\.xml unpacks \d+ times its size, more than 200; it is not read/,
+    );
     // Refused from the central directory alone: the check that reads only the directory refuses it too.
     await expect(checkArchive(archive)).rejects.toThrow(/unpacks \d+ times/);
   });
@@ -149,18 +177,31 @@ describe('zip bombs are refused from the central directory, before anything open
   it('refuses an archive whose entries declare more than the total allowed, without inflating them', async () => {
     // Three entries, each within the ratio (600 KB of noise declaring 100 MiB), 300 MiB together.
     const noise = randomBytes(600 * 1024);
-    const archive = bomb(['a', 'b', 'c'].map((n) => ({ name: `xl/media/${n}.bin`, data: noise, declaredUncompressedSize: 100 * 1024 * 1024 })));
+    const archive = bomb(
+      ['a', 'b', 'c'].map((n) => ({
+        name: `xl/media/${n}.bin`,
+        data: noise,
+        declaredUncompressedSize: 100 * 1024 * 1024,
+      })),
+    );
     expect(archiveLimits.uncompressedBytesMax).toBeLessThan(300 * 1024 * 1024);
     expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(/unpacks to more than 256 MiB; it is not read/);
   });
 
   it('refuses an archive of more entries than allowed', async () => {
-    const many = Array.from({ length: archiveLimits.entriesMax }, (_, i) => ({ name: `xl/media/${i}.txt`, data: Buffer.from('x') }));
-    expect(await refusalOf(extractor.extract('xlsx', bomb(many)))).toMatch(/holds 5005 entries, more than the 5000 allowed/);
+    const many = Array.from({ length: archiveLimits.entriesMax }, (_, i) => ({
+      name: `xl/media/${i}.txt`,
+      data: Buffer.from('x'),
+    }));
+    expect(await refusalOf(extractor.extract('xlsx', bomb(many)))).toMatch(
+      /holds 5005 entries, more than the 5000 allowed/,
+    );
   });
 
   it('refuses an entry that yields more than it declares (a lying directory), when it is inflated to check', async () => {
-    const archive = bomb([{ name: 'xl/media/liar.bin', data: Buffer.alloc(4 * 1024 * 1024, 0x20), declaredUncompressedSize: 1024 }]);
+    const archive = bomb([
+      { name: 'xl/media/liar.bin', data: Buffer.alloc(4 * 1024 * 1024, 0x20), declaredUncompressedSize: 1024 },
+    ]);
     // Declared 1 KiB from about 4 KiB compressed: within every limit until it is inflated.
     expect(await refusalOf(extractor.extract('xlsx', archive))).toMatch(/archive is damaged: .*too many bytes/);
   });
@@ -170,7 +211,9 @@ describe('limits', () => {
   it('stops a file that takes longer than the deadline, and the next file gets a fresh reader', async () => {
     const extractor = extractorWith({ extractSeconds: 1 });
     const slow = await reportPdf(400);
-    expect(await refusalOf(extractor.extract('pdf', slow))).toBe('Reading the file took longer than 1 s, the most allowed; it was stopped.');
+    expect(await refusalOf(extractor.extract('pdf', slow))).toBe(
+      'Reading the file took longer than 1 s, the most allowed; it was stopped.',
+    );
     const next = await extractor.extract('csv', Buffer.from('a,b\n'));
     expect(next.pages).toEqual(['a   b']);
     expect(next.startupMs).toBeGreaterThan(0);
@@ -180,7 +223,9 @@ describe('limits', () => {
     const extractor = extractorWith({ extractHeapMb: 128 });
     // Five million one-character cells: far more than 128 MB of strings and arrays.
     const csv = Buffer.from('a,'.repeat(5_000_000) + 'a\n');
-    expect(await refusalOf(extractor.extract('csv', csv))).toBe('Reading the file needed more than the 128 MB of memory allowed; it was stopped.');
+    expect(await refusalOf(extractor.extract('csv', csv))).toBe(
+      'Reading the file needed more than the 128 MB of memory allowed; it was stopped.',
+    );
     expect((await extractor.extract('csv', Buffer.from('still,reading\n'))).pages).toEqual(['still   reading']);
   });
 
@@ -191,10 +236,15 @@ describe('limits', () => {
     await doc.embedFont(StandardFonts.Helvetica);
     const page = doc.addPage([612, 792]);
     const compressed = await deflatedSpaces(1024 * 1024 * 1024);
-    const stream = PDFRawStream.of(doc.context.obj({ Filter: 'FlateDecode', Length: PDFNumber.of(compressed.length) }), compressed);
+    const stream = PDFRawStream.of(
+      doc.context.obj({ Filter: 'FlateDecode', Length: PDFNumber.of(compressed.length) }),
+      compressed,
+    );
     page.node.set(PDFName.of('Contents'), doc.context.register(stream));
     const pdf = Buffer.from(await doc.save());
     expect(pdf.length).toBeLessThan(8 * 1024 * 1024);
-    expect(await refusalOf(extractor.extract('pdf', pdf))).toBe('Reading the file needed more than 150 MB of memory, the most allowed; it was stopped.');
+    expect(await refusalOf(extractor.extract('pdf', pdf))).toBe(
+      'Reading the file needed more than 150 MB of memory, the most allowed; it was stopped.',
+    );
   });
 });

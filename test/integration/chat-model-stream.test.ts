@@ -4,8 +4,18 @@
  * stream. No database or Temporal; it lives here because unit tests open no sockets.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChatModelError, openAiChatModel, type ChatModel, type ChatStreamEvent } from '../../integrations/chat-model.js';
-import { serveChatModel, type ChatModelScript, type ChatModelServer, type ChatModelServerRequest } from '../../sim/chat-model-server.js';
+import {
+  ChatModelError,
+  openAiChatModel,
+  type ChatModel,
+  type ChatStreamEvent,
+} from '../../integrations/chat-model.js';
+import {
+  serveChatModel,
+  type ChatModelScript,
+  type ChatModelServer,
+  type ChatModelServerRequest,
+} from '../../sim/chat-model-server.js';
 
 let script: (request: ChatModelServerRequest) => ChatModelScript = () => ({ content: '' });
 let server: ChatModelServer;
@@ -56,14 +66,33 @@ describe('stream', () => {
   });
 
   it('assembles two tool calls from their pieces, with their JSON arguments, after the text', async () => {
-    const lookup = { table_id: 'tbl_1', filter: { city: 'Zürich', tags: ['a', 'b'] }, note: 'quotes " and \\ backslashes' };
-    script = () => ({ content: 'Let me look.', toolCalls: [{ name: 'getTable', arguments: lookup }, { name: 'listTables', arguments: {} }] });
+    const lookup = {
+      table_id: 'tbl_1',
+      filter: { city: 'Zürich', tags: ['a', 'b'] },
+      note: 'quotes " and \\ backslashes',
+    };
+    script = () => ({
+      content: 'Let me look.',
+      toolCalls: [
+        { name: 'getTable', arguments: lookup },
+        { name: 'listTables', arguments: {} },
+      ],
+    });
     const tools = [
-      { name: 'getTable', description: 'Read a table', parameters: { type: 'object', properties: { table_id: { type: 'string' } }, required: ['table_id'] } },
+      {
+        name: 'getTable',
+        description: 'Read a table',
+        parameters: { type: 'object', properties: { table_id: { type: 'string' } }, required: ['table_id'] },
+      },
       { name: 'listTables', description: 'List tables', parameters: { type: 'object', properties: {} } },
     ];
     const events = await collect(model.stream({ messages: [user('Show me table 1')], tools }));
-    expect(events.map((e) => e.type)).toEqual([...events.filter((e) => e.type === 'text-delta').map(() => 'text-delta'), 'tool-call', 'tool-call', 'finish']);
+    expect(events.map((e) => e.type)).toEqual([
+      ...events.filter((e) => e.type === 'text-delta').map(() => 'text-delta'),
+      'tool-call',
+      'tool-call',
+      'finish',
+    ]);
     const calls = events.flatMap((e) => (e.type === 'tool-call' ? [e.call] : []));
     expect(calls.map((c) => c.name)).toEqual(['getTable', 'listTables']);
     expect(JSON.parse(calls[0]!.arguments)).toEqual(lookup);
@@ -94,7 +123,11 @@ describe('stream', () => {
       {
         role: 'assistant',
         content: 'Let me look.',
-        tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+        tool_calls: calls.map((c) => ({
+          id: c.id,
+          type: 'function',
+          function: { name: c.name, arguments: c.arguments },
+        })),
       },
       { role: 'tool', tool_call_id: calls[0]!.id, content: '{"rows":3}' },
       { role: 'tool', tool_call_id: calls[1]!.id, content: '[]' },
@@ -103,8 +136,20 @@ describe('stream', () => {
 
   it('sends an assistant message of tool calls alone with null content', async () => {
     script = () => ({ content: 'ok' });
-    await collect(model.stream({ messages: [user('x'), { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'listTables', arguments: '{}' }] }, { role: 'tool', toolCallId: 'c1', content: '[]' }] }));
-    expect(server.requests.at(-1)!.messages[1]).toEqual({ role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'listTables', arguments: '{}' } }] });
+    await collect(
+      model.stream({
+        messages: [
+          user('x'),
+          { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'listTables', arguments: '{}' }] },
+          { role: 'tool', toolCallId: 'c1', content: '[]' },
+        ],
+      }),
+    );
+    expect(server.requests.at(-1)!.messages[1]).toEqual({
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'listTables', arguments: '{}' } }],
+    });
   });
 
   it('maps 429 and 5xx to a retryable ChatModelError and 400 to one that is not', async () => {
@@ -117,7 +162,11 @@ describe('stream', () => {
     ] as const) {
       script = () => ({ status });
       const error = await failureOf(collect(model.stream({ messages: [user('Hi')] })));
-      expect({ status, retryable: error.retryable, message: error.message }).toEqual({ status, retryable, message: expect.stringContaining(`answered ${status}`) });
+      expect({ status, retryable: error.retryable, message: error.message }).toEqual({
+        status,
+        retryable,
+        message: expect.stringContaining(`answered ${status}`),
+      });
     }
   });
 
@@ -135,7 +184,10 @@ describe('stream', () => {
   });
 
   it('fails retryably when tool calls were cut off before the finish: no half-assembled call is yielded', async () => {
-    script = () => ({ toolCalls: [{ name: 'getTable', arguments: { table_id: 'tbl_123456789' } }], dropAfterChunks: 3 });
+    script = () => ({
+      toolCalls: [{ name: 'getTable', arguments: { table_id: 'tbl_123456789' } }],
+      dropAfterChunks: 3,
+    });
     const seen: ChatStreamEvent[] = [];
     const error = await failureOf(
       (async () => {

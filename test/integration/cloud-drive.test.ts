@@ -19,11 +19,37 @@ let sim: DriveSim;
 
 beforeAll(async () => {
   sim = await startDriveSim();
-  sim.files.set('pdf_1', { id: 'pdf_1', name: 'Deck.pdf', mimeType: 'application/pdf', content: Buffer.from('%PDF-1.4 deck bytes') });
-  sim.files.set('doc_1', { id: 'doc_1', name: 'Pricing', mimeType: 'application/vnd.google-apps.document', content: 'Our prices: 10 a seat.' });
-  sim.files.set('sheet_1', { id: 'sheet_1', name: 'Plans', mimeType: 'application/vnd.google-apps.spreadsheet', content: 'plan,price\nteam,10\n' });
-  sim.files.set('folder_1', { id: 'folder_1', name: 'Shared', mimeType: 'application/vnd.google-apps.folder', content: '' });
-  sim.files.set('secret_1', { id: 'secret_1', name: 'Board.pdf', mimeType: 'application/pdf', content: 'x', forbidden: true });
+  sim.files.set('pdf_1', {
+    id: 'pdf_1',
+    name: 'Deck.pdf',
+    mimeType: 'application/pdf',
+    content: Buffer.from('%PDF-1.4 deck bytes'),
+  });
+  sim.files.set('doc_1', {
+    id: 'doc_1',
+    name: 'Pricing',
+    mimeType: 'application/vnd.google-apps.document',
+    content: 'Our prices: 10 a seat.',
+  });
+  sim.files.set('sheet_1', {
+    id: 'sheet_1',
+    name: 'Plans',
+    mimeType: 'application/vnd.google-apps.spreadsheet',
+    content: 'plan,price\nteam,10\n',
+  });
+  sim.files.set('folder_1', {
+    id: 'folder_1',
+    name: 'Shared',
+    mimeType: 'application/vnd.google-apps.folder',
+    content: '',
+  });
+  sim.files.set('secret_1', {
+    id: 'secret_1',
+    name: 'Board.pdf',
+    mimeType: 'application/pdf',
+    content: 'x',
+    forbidden: true,
+  });
 });
 afterAll(() => sim?.close());
 
@@ -54,7 +80,11 @@ async function readError(workspaceId: string, fileId: string): Promise<CloudDriv
 describe('cloud drive', () => {
   it('answers 503 naming the variables when the drive is not configured, and still disconnects', async () => {
     unconfigure();
-    for (const [method, url] of [['GET', '/cloud-drive/'], ['POST', '/cloud-drive/connect/'], ['GET', '/cloud-drive/callback/?code=a&state=b']] as const) {
+    for (const [method, url] of [
+      ['GET', '/cloud-drive/'],
+      ['POST', '/cloud-drive/connect/'],
+      ['GET', '/cloud-drive/callback/?code=a&state=b'],
+    ] as const) {
       const res = await stack.app.inject({ method, url, headers: withKey(paid.apiKey) });
       expect(res.statusCode, url).toBe(503);
       expect(res.json().detail).toMatch(/DRIVE_CLIENT_ID/);
@@ -69,12 +99,18 @@ describe('cloud drive', () => {
   it('bounds the callback at a 2,048-character code and a 1,024-character scope', async () => {
     configure();
     const callback = (code: string, scope: string) =>
-      stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/?${new URLSearchParams({ code, scope, state: 'not-a-state' })}` });
+      stack.app.inject({
+        method: 'GET',
+        url: `/cloud-drive/callback/?${new URLSearchParams({ code, scope, state: 'not-a-state' })}`,
+      });
     // At the bounds the schema takes it, and the unknown state is what is refused.
     const at = await callback('c'.repeat(2048), 's'.repeat(1024));
     expect(at.statusCode).toBe(422);
     expect(at.json().detail).toMatch(/authorization is unknown/);
-    for (const [code, scope, field] of [['c'.repeat(2049), 's', 'code'], ['c', 's'.repeat(1025), 'scope']] as const) {
+    for (const [code, scope, field] of [
+      ['c'.repeat(2049), 's', 'code'],
+      ['c', 's'.repeat(1025), 'scope'],
+    ] as const) {
       const past = await callback(code, scope);
       expect(past.statusCode, past.body).toBe(422);
       expect(past.json().detail).toMatch(new RegExp(`Invalid query field "${field}": Too big`));
@@ -84,9 +120,20 @@ describe('cloud drive', () => {
   it('connects with PKCE, shows its state without tokens, and keeps the tokens encrypted at rest', async () => {
     configure();
     const before = await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(paid.apiKey) });
-    expect(before.json()).toEqual({ connected: false, account_email: null, scopes: [], connected_at: null, status: null, last_error: null });
+    expect(before.json()).toEqual({
+      connected: false,
+      account_email: null,
+      scopes: [],
+      connected_at: null,
+      status: null,
+      last_error: null,
+    });
 
-    const started = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withKey(paid.apiKey) });
+    const started = await stack.app.inject({
+      method: 'POST',
+      url: '/cloud-drive/connect/',
+      headers: withKey(paid.apiKey),
+    });
     expect(started.statusCode).toBe(200);
     const authorize = new URL(started.json().authorize_url);
     expect(authorize.searchParams.get('code_challenge_method')).toBe('S256');
@@ -98,7 +145,13 @@ describe('cloud drive', () => {
     expect(done.json()).toMatchObject({ connected: true, account_email: sim.accountEmail });
 
     const state = await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(paid.apiKey) });
-    expect(state.json()).toMatchObject({ connected: true, account_email: sim.accountEmail, status: 'connected', last_error: null, scopes: ['https://www.googleapis.com/auth/drive.readonly'] });
+    expect(state.json()).toMatchObject({
+      connected: true,
+      account_email: sim.accountEmail,
+      status: 'connected',
+      last_error: null,
+      scopes: ['https://www.googleapis.com/auth/drive.readonly'],
+    });
     for (const token of [...sim.issued.access, ...sim.issued.refresh]) {
       expect(state.body).not.toContain(token);
       expect(done.body).not.toContain(token);
@@ -107,12 +160,18 @@ describe('cloud drive', () => {
     // At rest: neither token, nor the PKCE verifier, is stored as itself.
     const [row] = await stack.sql<{ access_token_sealed: string; refresh_token_sealed: string }[]>`
       select access_token_sealed, refresh_token_sealed from cloud_drive_connections where workspace_id = ${paid.workspaceId}`;
-    const [raw] = await stack.sql<{ everything: string }[]>`select t::text as everything from cloud_drive_connections t where workspace_id = ${paid.workspaceId}`;
+    const [raw] = await stack.sql<
+      { everything: string }[]
+    >`select t::text as everything from cloud_drive_connections t where workspace_id = ${paid.workspaceId}`;
     expect(row!.access_token_sealed).toMatch(/^s1\.[0-9a-f]{16}\./);
     expect(row!.refresh_token_sealed).toMatch(/^s1\.[0-9a-f]{16}\./);
     for (const token of [...sim.issued.access, ...sim.issued.refresh]) expect(raw!.everything).not.toContain(token);
     // The authorization was used once and is gone.
-    const [{ pending }] = (await stack.sql<{ pending: number }[]>`select count(*)::int as pending from cloud_drive_authorizations where workspace_id = ${paid.workspaceId}`) as unknown as [{ pending: number }];
+    const [{ pending }] = (await stack.sql<
+      { pending: number }[]
+    >`select count(*)::int as pending from cloud_drive_authorizations where workspace_id = ${paid.workspaceId}`) as unknown as [
+      { pending: number },
+    ];
     expect(pending).toBe(0);
     // The same redirect a second time finds no authorization.
     const replay = await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` });
@@ -123,14 +182,28 @@ describe('cloud drive', () => {
   it('reads files: bytes downloaded, native documents exported as text, and refusals with reasons', async () => {
     configure();
     const pdf = await readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'pdf_1');
-    expect(pdf).toMatchObject({ id: 'pdf_1', name: 'Deck.pdf', mimeType: 'application/pdf', contentType: 'application/pdf', webViewLink: expect.stringContaining('pdf_1') });
+    expect(pdf).toMatchObject({
+      id: 'pdf_1',
+      name: 'Deck.pdf',
+      mimeType: 'application/pdf',
+      contentType: 'application/pdf',
+      webViewLink: expect.stringContaining('pdf_1'),
+    });
     expect(pdf.content.toString()).toBe('%PDF-1.4 deck bytes');
     const doc = await readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'doc_1');
     expect(doc).toMatchObject({ mimeType: 'application/vnd.google-apps.document', contentType: 'text/plain' });
     expect(doc.content.toString()).toBe('Our prices: 10 a seat.');
-    expect((await readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'sheet_1')).contentType).toBe('text/csv');
-    expect(sim.http.requests.some((r) => r.path.startsWith('/drive/v3/files/doc_1/export?mimeType=text%2Fplain'))).toBe(true);
-    expect(sim.http.requests.some((r) => r.path.startsWith('/drive/v3/files/pdf_1?fields=id%2Cname%2CmimeType%2CwebViewLink%2Csize'))).toBe(true);
+    expect((await readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'sheet_1')).contentType).toBe(
+      'text/csv',
+    );
+    expect(sim.http.requests.some((r) => r.path.startsWith('/drive/v3/files/doc_1/export?mimeType=text%2Fplain'))).toBe(
+      true,
+    );
+    expect(
+      sim.http.requests.some((r) =>
+        r.path.startsWith('/drive/v3/files/pdf_1?fields=id%2Cname%2CmimeType%2CwebViewLink%2Csize'),
+      ),
+    ).toBe(true);
 
     const forbidden = await readError(paid.workspaceId, 'secret_1');
     expect(forbidden.reason).toBe('forbidden');
@@ -140,7 +213,9 @@ describe('cloud drive', () => {
     expect(missing.message).toMatch(/no file nope_1/);
     expect((await readError(paid.workspaceId, 'folder_1')).reason).toBe('unsupported');
     expect((await readError(paid.workspaceId, '../etc')).reason).toBe('not_found');
-    await expect(readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'pdf_1', { maxBytes: 5 })).rejects.toMatchObject({ reason: 'too_large' });
+    await expect(
+      readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'pdf_1', { maxBytes: 5 }),
+    ).rejects.toMatchObject({ reason: 'too_large' });
     // Another workspace has no connection of its own.
     expect((await readError(free.workspaceId, 'pdf_1')).reason).toBe('not_connected');
   });
@@ -157,7 +232,9 @@ describe('cloud drive', () => {
 
   it('refreshes an expired access token once and retries, storing the new one sealed', async () => {
     configure();
-    const [before] = await stack.sql<{ access_token_sealed: string }[]>`select access_token_sealed from cloud_drive_connections where workspace_id = ${paid.workspaceId}`;
+    const [before] = await stack.sql<
+      { access_token_sealed: string }[]
+    >`select access_token_sealed from cloud_drive_connections where workspace_id = ${paid.workspaceId}`;
     const refreshes = sim.grants.refresh_token;
     sim.expireAccessTokens();
     const doc = await readDriveFile(stack.sql, stack.integrations, paid.workspaceId, 'doc_1');
@@ -181,7 +258,11 @@ describe('cloud drive', () => {
     expect(revoked.reason).toBe('reconnect_required');
     expect(revoked.message).toMatch(/connect the drive again/);
     const state = await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(paid.apiKey) });
-    expect(state.json()).toMatchObject({ connected: true, status: 'reconnect_required', last_error: expect.stringMatching(/revoked or expired/) });
+    expect(state.json()).toMatchObject({
+      connected: true,
+      status: 'reconnect_required',
+      last_error: expect.stringMatching(/revoked or expired/),
+    });
     // Nothing more is asked of the drive until someone reconnects.
     const refreshes = sim.grants.refresh_token;
     expect((await readError(paid.workspaceId, 'doc_1')).reason).toBe('reconnect_required');
@@ -202,42 +283,77 @@ describe('cloud drive', () => {
     expect(none.statusCode).toBe(422);
     expect(none.json().detail).toMatch(/no `state`/);
 
-    const started = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withToken(free.accessToken) });
+    const started = await stack.app.inject({
+      method: 'POST',
+      url: '/cloud-drive/connect/',
+      headers: withToken(free.accessToken),
+    });
     const back = await sim.consent(started.json().authorize_url);
     await stack.sql`update cloud_drive_authorizations set expires_at = now() - interval '1 second' where workspace_id = ${free.workspaceId}`;
     const expired = await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` });
     expect(expired.statusCode).toBe(422);
     expect(expired.json().detail).toMatch(/expired/);
 
-    const denied = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withToken(free.accessToken) });
+    const denied = await stack.app.inject({
+      method: 'POST',
+      url: '/cloud-drive/connect/',
+      headers: withToken(free.accessToken),
+    });
     const deniedState = new URL(denied.json().authorize_url).searchParams.get('state')!;
-    const refused = await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/?error=access_denied&state=${deniedState}` });
+    const refused = await stack.app.inject({
+      method: 'GET',
+      url: `/cloud-drive/callback/?error=access_denied&state=${deniedState}`,
+    });
     expect(refused.statusCode).toBe(422);
     expect(refused.json().detail).toMatch(/access_denied/);
-    expect((await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(free.apiKey) })).json().connected).toBe(false);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(free.apiKey) })).json().connected,
+    ).toBe(false);
 
     const member = await stack.addMember(free.workspaceId, 'member');
-    const asMember = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withToken(member.accessToken) });
+    const asMember = await stack.app.inject({
+      method: 'POST',
+      url: '/cloud-drive/connect/',
+      headers: withToken(member.accessToken),
+    });
     expect(asMember.statusCode).toBe(403);
-    expect((await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withToken(member.accessToken) })).statusCode).toBe(200);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withToken(member.accessToken) }))
+        .statusCode,
+    ).toBe(200);
   });
 
   it('with a drive that rotates refresh tokens, refreshes in turn and two refreshes at once leave it connected', async () => {
     const rotating = await startDriveSim({ rotateRefreshTokens: true });
-    rotating.files.set('doc_9', { id: 'doc_9', name: 'Notes', mimeType: 'application/vnd.google-apps.document', content: 'notes' });
+    rotating.files.set('doc_9', {
+      id: 'doc_9',
+      name: 'Notes',
+      mimeType: 'application/vnd.google-apps.document',
+      content: 'notes',
+    });
     stack.integrations.cloudDrive = createCloudDriveClient(driveSimConfig(rotating));
     try {
       const ws = await stack.createWorkspace('paid');
-      const started = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withKey(ws.apiKey) });
+      const started = await stack.app.inject({
+        method: 'POST',
+        url: '/cloud-drive/connect/',
+        headers: withKey(ws.apiKey),
+      });
       const back = await rotating.consent(started.json().authorize_url);
-      expect((await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(200);
+      expect((await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(
+        200,
+      );
       for (let i = 0; i < 2; i += 1) {
         rotating.expireAccessTokens();
-        expect((await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')).content.toString()).toBe('notes');
+        expect((await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')).content.toString()).toBe(
+          'notes',
+        );
       }
       expect(rotating.grants.refresh_token).toBe(2);
       rotating.expireAccessTokens();
-      await Promise.allSettled([1, 2, 3].map(() => readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')));
+      await Promise.allSettled(
+        [1, 2, 3].map(() => readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')),
+      );
       const state = await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(ws.apiKey) });
       expect(state.json()).toMatchObject({ status: 'connected', last_error: null });
       expect((await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_9')).name).toBe('Notes');
@@ -249,7 +365,10 @@ describe('cloud drive', () => {
 
   it('never writes a token to a log line, at the most verbose level, through connect, refresh, refusals and a revoked grant', async () => {
     const lines: string[] = [];
-    const logger = pino({ level: 'trace' }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
+    const logger = pino(
+      { level: 'trace' },
+      new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }),
+    );
     const operations = stack.integrations.operations; // buildApp points the shared integrations at its own app: put it back after
     const app = await buildApp({
       sql: stack.sql,
@@ -270,7 +389,9 @@ describe('cloud drive', () => {
       sim.expireAccessTokens();
       await readDriveFile(stack.sql, stack.integrations, ws.workspaceId, 'doc_1');
       await readError(ws.workspaceId, 'secret_1');
-      const [row] = await stack.sql<{ access_token_sealed: string }[]>`select access_token_sealed from cloud_drive_connections where workspace_id = ${ws.workspaceId}`;
+      const [row] = await stack.sql<
+        { access_token_sealed: string }[]
+      >`select access_token_sealed from cloud_drive_connections where workspace_id = ${ws.workspaceId}`;
       expect(lines.length).toBeGreaterThan(3);
       const logged = lines.join('');
       for (const token of [...sim.issued.access, ...sim.issued.refresh]) expect(logged).not.toContain(token);
@@ -286,8 +407,12 @@ describe('cloud drive', () => {
     const removed = await stack.app.inject({ method: 'DELETE', url: '/cloud-drive/', headers: withKey(paid.apiKey) });
     expect(removed.statusCode).toBe(200);
     expect(removed.json().detail).toMatch(/disconnected/);
-    expect((await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(paid.apiKey) })).json().connected).toBe(false);
-    expect(await stack.sql`select 1 from cloud_drive_connections where workspace_id = ${paid.workspaceId}`).toHaveLength(0);
+    expect(
+      (await stack.app.inject({ method: 'GET', url: '/cloud-drive/', headers: withKey(paid.apiKey) })).json().connected,
+    ).toBe(false);
+    expect(
+      await stack.sql`select 1 from cloud_drive_connections where workspace_id = ${paid.workspaceId}`,
+    ).toHaveLength(0);
     expect((await readError(paid.workspaceId, 'doc_1')).reason).toBe('not_connected');
   });
 });

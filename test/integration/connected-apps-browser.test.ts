@@ -17,9 +17,16 @@ import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { useTestStack, withToken } from '../support/test-stack.js';
 
 const configured = readBrowserSettings().chromiumPath;
-const chromiumPath = configured ? (existsSync(configured) ? configured : undefined) : ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+const chromiumPath = configured
+  ? existsSync(configured)
+    ? configured
+    : undefined
+  : ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 const needs = 'needs chromium: run `apt-get install -y chromium` or set CHROMIUM_PATH';
-if (!chromiumPath) console.warn(`The consent-page browser test is skipped: it ${needs}${configured ? ` (CHROMIUM_PATH=${configured} does not exist)` : ''}.`);
+if (!chromiumPath)
+  console.warn(
+    `The consent-page browser test is skipped: it ${needs}${configured ? ` (CHROMIUM_PATH=${configured} does not exist)` : ''}.`,
+  );
 
 describe.skipIf(!chromiumPath)(`the consent page in headless chromium (${needs})`, () => {
   const { stack, paid, free } = useTestStack();
@@ -92,10 +99,20 @@ describe.skipIf(!chromiumPath)(`the consent page in headless chromium (${needs})
       const tokens = await fetch(`${base}/oauth/token`, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id, redirect_uri: `${app.url}/callback`, code_verifier: verifier }).toString(),
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          code,
+          client_id,
+          redirect_uri: `${app.url}/callback`,
+          code_verifier: verifier,
+        }).toString(),
       });
       expect(await tokens.json()).toMatchObject({ scope: 'read write', token_type: 'Bearer' });
-      const list = await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withToken(paid.accessToken) });
+      const list = await stack.app.inject({
+        method: 'GET',
+        url: '/connected-apps/',
+        headers: withToken(paid.accessToken),
+      });
       expect(list.json().data[0]).toMatchObject({ app_name: 'Browser assistant', access: 'write' });
     } finally {
       await page.close();

@@ -16,7 +16,11 @@ async function appToken(): Promise<string> {
     clock += 60_000;
     return run();
   };
-  const { client_id } = (await step(() => stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } }))).json();
+  const { client_id } = (
+    await step(() =>
+      stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } }),
+    )
+  ).json();
   const verifier = randomBytes(32).toString('base64url');
   const resource = 'http://localhost:80/mcp';
   const authorize = await stack.app.inject({
@@ -25,7 +29,12 @@ async function appToken(): Promise<string> {
   });
   const consentId = String(authorize.headers.location).split('/').pop()!;
   const approved = await step(() =>
-    stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/approve/`, headers: withToken(paid.accessToken), payload: { workspace_id: paid.workspaceId, access: 'read' } }),
+    stack.app.inject({
+      method: 'POST',
+      url: `/connected-apps/consent-requests/${consentId}/approve/`,
+      headers: withToken(paid.accessToken),
+      payload: { workspace_id: paid.workspaceId, access: 'read' },
+    }),
   );
   const code = new URL(approved.json().redirect_url).searchParams.get('code')!;
   const tokens = await step(() =>
@@ -33,7 +42,13 @@ async function appToken(): Promise<string> {
       method: 'POST',
       url: '/oauth/token',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier }).toString(),
+      payload: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      }).toString(),
     }),
   );
   return tokens.json().access_token;
@@ -43,7 +58,11 @@ const list = (token: string) =>
   stack.app.inject({
     method: 'POST',
     url: '/mcp',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
     payload: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
   });
 
@@ -64,12 +83,15 @@ it('lets an app make 3 calls a minute, refuses the 4th, not another app, and ref
 
 it('limits registration and the token endpoint per client address: 3 a minute, the 4th is slow_down', async () => {
   clock += 60_000;
-  const register = () => stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } });
+  const register = () =>
+    stack.app.inject({ method: 'POST', url: '/oauth/register', payload: { redirect_uris: [redirect] } });
   for (let i = 1; i <= 3; i += 1) expect((await register()).statusCode, `registration ${i}`).toBe(201);
   const past = await register();
   expect(past.statusCode).toBe(429);
   expect(past.json()).toMatchObject({ error: 'slow_down' });
   expect(past.headers['retry-after']).toBe('20');
   // Discovery is not limited.
-  expect((await stack.app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' })).statusCode).toBe(200);
+  expect((await stack.app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' })).statusCode).toBe(
+    200,
+  );
 });

@@ -35,10 +35,18 @@ const approveAs = (token: string, workspaceId: string, access: 'read' | 'write')
   return res.json().redirect_url as string;
 };
 
-const form = (values: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(values).toString() });
+const form = (values: Record<string, string>) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams(values).toString(),
+});
 
 async function register(name = 'Raw client', uris = [redirect]) {
-  const res = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: name, redirect_uris: uris }) });
+  const res = await fetch(`${base}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ client_name: name, redirect_uris: uris }),
+  });
   expect(res.status).toBe(201);
   return (await res.json()) as { client_id: string; token_endpoint_auth_method: string };
 }
@@ -50,7 +58,16 @@ function pkce() {
 
 function authorizeUrl(clientId: string, challenge: string, extra: Record<string, string> = {}) {
   const url = new URL(`${base}/oauth/authorize`);
-  const params = { response_type: 'code', client_id: clientId, redirect_uri: redirect, code_challenge: challenge, code_challenge_method: 'S256', resource: `${base}/mcp`, state: 'xyz', ...extra };
+  const params = {
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: redirect,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    resource: `${base}/mcp`,
+    state: 'xyz',
+    ...extra,
+  };
   for (const [k, v] of Object.entries(params)) if (v !== '') url.searchParams.set(k, v);
   return url;
 }
@@ -69,20 +86,35 @@ const token = (values: Record<string, string>) => fetch(`${base}/oauth/token`, f
 async function mcpPost(accessToken: string | null, body: unknown) {
   return fetch(mcpUrl, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(accessToken ? { authorization: `Bearer ${accessToken}` } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(accessToken ? { authorization: `Bearer ${accessToken}` } : {}),
+    },
     body: JSON.stringify(body),
   });
 }
 const listTools = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
-const callTool = (name: string, args: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: args } });
+const callTool = (name: string, args: Record<string, unknown> = {}) => ({
+  jsonrpc: '2.0',
+  id: 2,
+  method: 'tools/call',
+  params: { name, arguments: args },
+});
 
 describe('discovery', () => {
   it('answers 401 with the resource metadata address, and both metadata documents', async () => {
     const res = await mcpPost(null, listTools);
     expect(res.status).toBe(401);
-    expect(res.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp", scope="read write"`);
+    expect(res.headers.get('www-authenticate')).toBe(
+      `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp", scope="read write"`,
+    );
     const prm = await (await fetch(`${base}/.well-known/oauth-protected-resource/mcp`)).json();
-    expect(prm).toMatchObject({ resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: ['read', 'write'] });
+    expect(prm).toMatchObject({
+      resource: `${base}/mcp`,
+      authorization_servers: [base],
+      scopes_supported: ['read', 'write'],
+    });
     const as = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
     expect(as).toMatchObject({
       issuer: base,
@@ -95,10 +127,14 @@ describe('discovery', () => {
 });
 
 describe('the MCP endpoint', () => {
-  it("refuses a browser page of another origin (DNS rebinding), whatever its token", async () => {
+  it('refuses a browser page of another origin (DNS rebinding), whatever its token', async () => {
     const res = await fetch(mcpUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', origin: 'https://evil.example' },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        origin: 'https://evil.example',
+      },
       body: JSON.stringify(listTools),
     });
     expect(res.status).toBe(403);
@@ -110,7 +146,11 @@ describe('the SDK client end to end', () => {
   it('registers, gets consent, lists read tools on a free workspace, reads, is refused a write, refreshes and is cut off by a revoke', async () => {
     const provider = new MemoryOAuthProvider(redirect, 'Free assistant');
     // The person chooses write; the free plan reads as read.
-    const { client } = await authorizeAndConnect(mcpUrl, provider, approveAs(free.accessToken, free.workspaceId, 'write'));
+    const { client } = await authorizeAndConnect(
+      mcpUrl,
+      provider,
+      approveAs(free.accessToken, free.workspaceId, 'write'),
+    );
     expect(provider.client?.client_id).toMatch(/^mcp_/);
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
@@ -119,12 +159,23 @@ describe('the SDK client end to end', () => {
     expect(names.some((n) => /ConnectedApp|ConsentRequest/.test(n))).toBe(false);
     expect(tools.every((t) => t.inputSchema.type === 'object')).toBe(true);
 
-    expect((await stack.app.inject({ method: 'POST', url: '/tables/', headers: withToken(free.accessToken), payload: { name: 'Read me' } })).statusCode).toBe(201);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'POST',
+          url: '/tables/',
+          headers: withToken(free.accessToken),
+          payload: { name: 'Read me' },
+        })
+      ).statusCode,
+    ).toBe(201);
     const read = await client.callTool({ name: 'listTables', arguments: {} });
     expect(read.isError).toBe(false);
     expect(JSON.stringify(read.structuredContent)).toContain('Read me');
 
-    const refused = await client.callTool({ name: 'createTable', arguments: { body: { name: 'Nope' } } }).catch((e: unknown) => e);
+    const refused = await client
+      .callTool({ name: 'createTable', arguments: { body: { name: 'Nope' } } })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StreamableHTTPError);
     expect((refused as StreamableHTTPError).code).toBe(403);
 
@@ -136,7 +187,14 @@ describe('the SDK client end to end', () => {
 
     // Refresh rotates: the new refresh token works once, the old one is refused.
     const before = provider.saved!;
-    const rotated = await (await token({ grant_type: 'refresh_token', refresh_token: before.refresh_token!, client_id: provider.client!.client_id, resource: `${base}/mcp` })).json();
+    const rotated = await (
+      await token({
+        grant_type: 'refresh_token',
+        refresh_token: before.refresh_token!,
+        client_id: provider.client!.client_id,
+        resource: `${base}/mcp`,
+      })
+    ).json();
     expect(rotated.access_token).toMatch(/^oat_/);
     expect(rotated.refresh_token).not.toBe(before.refresh_token);
     provider.saved = rotated;
@@ -146,20 +204,38 @@ describe('the SDK client end to end', () => {
     // Revoking the app kills its tokens at once.
     const list = await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(free.apiKey) });
     const app = list.json().data.find((a: { app_name: string }) => a.app_name === 'Free assistant');
-    expect(app).toMatchObject({ brand: 'other', redirect_host: '127.0.0.1:4599', access: 'write', user_id: free.userId, last_used_at: expect.stringMatching(/:00(\.000)?Z$/) });
-    const revoked = await stack.app.inject({ method: 'DELETE', url: `/connected-apps/${app.id}/`, headers: withToken(free.accessToken) });
+    expect(app).toMatchObject({
+      brand: 'other',
+      redirect_host: '127.0.0.1:4599',
+      access: 'write',
+      user_id: free.userId,
+      last_used_at: expect.stringMatching(/:00(\.000)?Z$/),
+    });
+    const revoked = await stack.app.inject({
+      method: 'DELETE',
+      url: `/connected-apps/${app.id}/`,
+      headers: withToken(free.accessToken),
+    });
     expect(revoked.statusCode).toBe(204);
     const dead = await mcpPost(rotated.access_token, listTools);
     expect(dead.status).toBe(401);
     expect(dead.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
-    const noRefresh = await token({ grant_type: 'refresh_token', refresh_token: rotated.refresh_token, client_id: provider.client!.client_id });
+    const noRefresh = await token({
+      grant_type: 'refresh_token',
+      refresh_token: rotated.refresh_token,
+      client_id: provider.client!.client_id,
+    });
     expect(noRefresh.status).toBe(400);
     expect((await noRefresh.json()).error).toBe('invalid_grant');
   });
 
   it('writes on a paid workspace, and the next call after a downgrade reads only', async () => {
     const provider = new MemoryOAuthProvider(redirect, 'Paid assistant');
-    const { client } = await authorizeAndConnect(mcpUrl, provider, approveAs(paid.accessToken, paid.workspaceId, 'write'));
+    const { client } = await authorizeAndConnect(
+      mcpUrl,
+      provider,
+      approveAs(paid.accessToken, paid.workspaceId, 'write'),
+    );
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('createTable');
     const made = await client.callTool({ name: 'createTable', arguments: { body: { name: 'Made by an app' } } });
     expect(made.isError).toBe(false);
@@ -168,54 +244,109 @@ describe('the SDK client end to end', () => {
     // Resources: the workspace's tables (and sequences), read as the member; another workspace's is not found.
     const tableId = (made.structuredContent as { body: { id: string } }).body.id;
     const { resources } = await client.listResources();
-    expect(resources).toContainEqual(expect.objectContaining({ uri: `workspace://tables/${tableId}`, name: 'Made by an app' }));
+    expect(resources).toContainEqual(
+      expect.objectContaining({ uri: `workspace://tables/${tableId}`, name: 'Made by an app' }),
+    );
     const content = await client.readResource({ uri: `workspace://tables/${tableId}` });
-    expect(JSON.parse(String((content.contents[0] as { text: string }).text))).toMatchObject({ id: tableId, name: 'Made by an app' });
-    const foreign = (await stack.app.inject({ method: 'POST', url: '/tables/', headers: withToken(free.accessToken), payload: { name: 'Not yours' } })).json();
+    expect(JSON.parse(String((content.contents[0] as { text: string }).text))).toMatchObject({
+      id: tableId,
+      name: 'Made by an app',
+    });
+    const foreign = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/tables/',
+        headers: withToken(free.accessToken),
+        payload: { name: 'Not yours' },
+      })
+    ).json();
     await expect(client.readResource({ uri: `workspace://tables/${foreign.id}` })).rejects.toThrow(/No resource/);
     expect((await client.listResources()).resources.map((r) => r.name)).not.toContain('Not yours');
 
     await stack.sql`update workspaces set plan = 'free' where id = ${paid.workspaceId}`;
     try {
-      const raw = await mcpPost(provider.saved!.access_token, callTool('createTable', { body: { name: 'After downgrade' } }));
+      const raw = await mcpPost(
+        provider.saved!.access_token,
+        callTool('createTable', { body: { name: 'After downgrade' } }),
+      );
       expect(raw.status).toBe(403);
       const tools = await (await mcpPost(provider.saved!.access_token, listTools)).json();
       expect(tools.result.tools.map((t: { name: string }) => t.name)).not.toContain('createTable');
     } finally {
       await stack.sql`update workspaces set plan = 'paid' where id = ${paid.workspaceId}`;
     }
-    const back = await mcpPost(provider.saved!.access_token, callTool('createTable', { body: { name: 'Upgraded again' } }));
+    const back = await mcpPost(
+      provider.saved!.access_token,
+      callTool('createTable', { body: { name: 'Upgraded again' } }),
+    );
     expect(back.status).toBe(200);
   });
 
-  it("raises an assistant card for a write the grant rule would ask about, says so, and runs it once approved", async () => {
+  it('raises an assistant card for a write the grant rule would ask about, says so, and runs it once approved', async () => {
     const provider = new MemoryOAuthProvider(redirect, 'Careful assistant');
-    const { client } = await authorizeAndConnect(mcpUrl, provider, approveAs(paid.accessToken, paid.workspaceId, 'write'));
-    const settings = await stack.app.inject({ method: 'PATCH', url: '/assistant/settings/', headers: withKey(paid.apiKey), payload: { approval_threshold_credits: 0 } });
+    const { client } = await authorizeAndConnect(
+      mcpUrl,
+      provider,
+      approveAs(paid.accessToken, paid.workspaceId, 'write'),
+    );
+    const settings = await stack.app.inject({
+      method: 'PATCH',
+      url: '/assistant/settings/',
+      headers: withKey(paid.apiKey),
+      payload: { approval_threshold_credits: 0 },
+    });
     expect(settings.statusCode).toBe(200);
     try {
       const asked = await client.callTool({ name: 'createTable', arguments: { body: { name: 'Over the threshold' } } });
       expect(asked.isError).toBe(false);
-      expect(asked.structuredContent).toMatchObject({ status: 'awaiting_approval', approval_threshold_credits: 0, card_id: expect.any(String) });
+      expect(asked.structuredContent).toMatchObject({
+        status: 'awaiting_approval',
+        approval_threshold_credits: 0,
+        card_id: expect.any(String),
+      });
       expect(String((asked.content as { text: string }[])[0]!.text)).toMatch(/needs a person's approval/);
       const cardId = (asked.structuredContent as { card_id: string }).card_id;
-      const tables = () => stack.app.inject({ method: 'GET', url: '/tables/', headers: withKey(paid.apiKey) }).then((r) => r.body);
+      const tables = () =>
+        stack.app.inject({ method: 'GET', url: '/tables/', headers: withKey(paid.apiKey) }).then((r) => r.body);
       expect(await tables()).not.toContain('Over the threshold');
-      const card = (await stack.app.inject({ method: 'GET', url: `/assistant/actions/${cardId}/`, headers: withKey(paid.apiKey) })).json();
-      expect(card).toMatchObject({ origin: 'api', kind: 'tool', verb: 'createTable', status: 'pending', conversation_id: expect.any(String) });
+      const card = (
+        await stack.app.inject({ method: 'GET', url: `/assistant/actions/${cardId}/`, headers: withKey(paid.apiKey) })
+      ).json();
+      expect(card).toMatchObject({
+        origin: 'api',
+        kind: 'tool',
+        verb: 'createTable',
+        status: 'pending',
+        conversation_id: expect.any(String),
+      });
       expect(card.detail.lines[0]).toBe('Asked by Careful assistant');
-      const approved = await stack.app.inject({ method: 'POST', url: `/assistant/actions/${cardId}/approve/`, headers: withKey(paid.apiKey), payload: { scope: 'once' } });
+      const approved = await stack.app.inject({
+        method: 'POST',
+        url: `/assistant/actions/${cardId}/approve/`,
+        headers: withKey(paid.apiKey),
+        payload: { scope: 'once' },
+      });
       expect(approved.statusCode, approved.body).toBe(200);
       expect(approved.json().status).toBe('applied');
       expect(await tables()).toContain('Over the threshold');
       // A destructive call asks too, whatever the threshold.
-      await stack.app.inject({ method: 'PATCH', url: '/assistant/settings/', headers: withKey(paid.apiKey), payload: { approval_threshold_credits: 25 } });
+      await stack.app.inject({
+        method: 'PATCH',
+        url: '/assistant/settings/',
+        headers: withKey(paid.apiKey),
+        payload: { approval_threshold_credits: 25 },
+      });
       const table = JSON.parse(await tables()).tables.find((t: { name: string }) => t.name === 'Over the threshold');
       const destroy = await client.callTool({ name: 'deleteTable', arguments: { table_id: table.id } });
       expect(destroy.structuredContent).toMatchObject({ status: 'awaiting_approval' });
       expect(await tables()).toContain('Over the threshold');
     } finally {
-      await stack.app.inject({ method: 'PATCH', url: '/assistant/settings/', headers: withKey(paid.apiKey), payload: { approval_threshold_credits: 25 } });
+      await stack.app.inject({
+        method: 'PATCH',
+        url: '/assistant/settings/',
+        headers: withKey(paid.apiKey),
+        payload: { approval_threshold_credits: 25 },
+      });
     }
   });
 });
@@ -223,16 +354,35 @@ describe('the SDK client end to end', () => {
 describe('the token endpoint', () => {
   it('refuses a wrong verifier, and the code it burned cannot be used after', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const wrong = await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: pkce().verifier });
+    const wrong = await token({
+      grant_type: 'authorization_code',
+      code,
+      client_id,
+      redirect_uri: redirect,
+      code_verifier: pkce().verifier,
+    });
     expect(wrong.status).toBe(400);
-    expect(await wrong.json()).toMatchObject({ error: 'invalid_grant', error_description: expect.stringMatching(/code_verifier/) });
-    const late = await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier });
+    expect(await wrong.json()).toMatchObject({
+      error: 'invalid_grant',
+      error_description: expect.stringMatching(/code_verifier/),
+    });
+    const late = await token({
+      grant_type: 'authorization_code',
+      code,
+      client_id,
+      redirect_uri: redirect,
+      code_verifier: verifier,
+    });
     expect(late.status).toBe(400);
   });
 
   it('refuses the plain method and a missing challenge at the authorization endpoint, back at the redirect', async () => {
     const { client_id } = await register();
-    for (const extra of [{ code_challenge_method: 'plain' }, { code_challenge: '' }, { code_challenge_method: '' }] as Record<string, string>[]) {
+    for (const extra of [
+      { code_challenge_method: 'plain' },
+      { code_challenge: '' },
+      { code_challenge_method: '' },
+    ] as Record<string, string>[]) {
       const res = await fetch(authorizeUrl(client_id, pkce().challenge, extra), { redirect: 'manual' });
       expect(res.status).toBe(302);
       const back = new URL(res.headers.get('location')!);
@@ -249,7 +399,14 @@ describe('the token endpoint', () => {
       expect(new URL(res.headers.get('location')!).searchParams.get('error'), resource).toBe('invalid_target');
     }
     const { client_id: c2, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const other = await token({ grant_type: 'authorization_code', code, client_id: c2, redirect_uri: redirect, code_verifier: verifier, resource: 'https://elsewhere.example/mcp' });
+    const other = await token({
+      grant_type: 'authorization_code',
+      code,
+      client_id: c2,
+      redirect_uri: redirect,
+      code_verifier: verifier,
+      resource: 'https://elsewhere.example/mcp',
+    });
     expect(other.status).toBe(400);
     expect((await other.json()).error).toBe('invalid_target');
   });
@@ -259,19 +416,35 @@ describe('the token endpoint', () => {
     expect(unknown.status).toBe(400);
     expect(await unknown.text()).toMatch(/invalid_client/);
     const { client_id } = await register();
-    const stray = await fetch(authorizeUrl(client_id, pkce().challenge, { redirect_uri: 'https://attacker.example/cb' }), { redirect: 'manual' });
+    const stray = await fetch(
+      authorizeUrl(client_id, pkce().challenge, { redirect_uri: 'https://attacker.example/cb' }),
+      { redirect: 'manual' },
+    );
     expect(stray.status).toBe(400);
     expect(stray.headers.get('location')).toBeNull();
   });
 
   it('refuses a stolen code used again and revokes the tokens its first use issued', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const first = await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier, resource: `${base}/mcp` });
+    const first = await token({
+      grant_type: 'authorization_code',
+      code,
+      client_id,
+      redirect_uri: redirect,
+      code_verifier: verifier,
+      resource: `${base}/mcp`,
+    });
     expect(first.status).toBe(200);
     const issued = await first.json();
     expect(issued).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'read' });
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(200);
-    const second = await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier });
+    const second = await token({
+      grant_type: 'authorization_code',
+      code,
+      client_id,
+      redirect_uri: redirect,
+      code_verifier: verifier,
+    });
     expect(second.status).toBe(400);
     expect((await second.json()).error_description).toMatch(/already used/);
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(401);
@@ -281,8 +454,18 @@ describe('the token endpoint', () => {
 
   it('revokes the whole grant when a spent refresh token comes back', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
-    const rotated = await (await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
+    const rotated = await (
+      await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })
+    ).json();
     expect(rotated.access_token).toBeDefined();
     const replay = await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id });
     expect(replay.status).toBe(400);
@@ -291,7 +474,15 @@ describe('the token endpoint', () => {
 
   it('refuses an expired token and an expired code', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
     const hash = createHash('sha256').update(issued.access_token).digest();
     // At the bound: a token expiring a second from now works; one expired a second ago does not.
     await stack.sql`update oauth_tokens set expires_at = now() + interval '1 second' where token_hash = ${hash}`;
@@ -303,13 +494,27 @@ describe('the token endpoint', () => {
 
     const late = await rawCode(paid.workspaceId, paid.accessToken);
     await stack.sql`update oauth_authorization_codes set expires_at = now() - interval '1 second' where code_hash = ${createHash('sha256').update(late.code).digest()}`;
-    const res = await token({ grant_type: 'authorization_code', code: late.code, client_id: late.client_id, redirect_uri: redirect, code_verifier: late.verifier });
+    const res = await token({
+      grant_type: 'authorization_code',
+      code: late.code,
+      client_id: late.client_id,
+      redirect_uri: redirect,
+      code_verifier: late.verifier,
+    });
     expect((await res.json()).error_description).toMatch(/expired/);
   });
 
   it('revokes a token at the revocation endpoint (RFC 7009)', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
     const res = await fetch(`${base}/oauth/revoke`, form({ token: issued.refresh_token, client_id }));
     expect(res.status).toBe(200);
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(401);
@@ -318,10 +523,22 @@ describe('the token endpoint', () => {
 
   it('checks the audience: a token used at another address of the service is refused', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
     const elsewhere = await fetch(mcpUrl.href.replace('127.0.0.1', 'localhost'), {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${issued.access_token}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${issued.access_token}`,
+      },
       body: JSON.stringify(listTools),
     });
     expect(elsewhere.status).toBe(401);
@@ -331,7 +548,15 @@ describe('the token endpoint', () => {
   it('refuses a member who left the workspace on the next call', async () => {
     const member = await stack.addMember(paid.workspaceId, 'member');
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, member.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(200);
     await stack.sql`delete from members where workspace_id = ${paid.workspaceId} and idp_user_id = ${member.userId}`;
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(401);
@@ -341,25 +566,60 @@ describe('the token endpoint', () => {
 describe('registration', () => {
   it('marks a loopback redirect local, takes any port, and refuses plain http elsewhere and fragments', async () => {
     const { client_id } = await register('Local app', ['http://localhost:1/cb']);
-    const consentId = await consentIdOf(authorizeUrl(client_id, pkce().challenge, { redirect_uri: 'http://localhost:53111/cb' }));
-    const read = await stack.app.inject({ method: 'GET', url: `/connected-apps/consent-requests/${consentId}/`, headers: withToken(paid.accessToken) });
-    expect(read.json()).toMatchObject({ app_name: 'Local app', is_local: true, recognised: false, brand: 'other', redirect_host: 'localhost:53111' });
+    const consentId = await consentIdOf(
+      authorizeUrl(client_id, pkce().challenge, { redirect_uri: 'http://localhost:53111/cb' }),
+    );
+    const read = await stack.app.inject({
+      method: 'GET',
+      url: `/connected-apps/consent-requests/${consentId}/`,
+      headers: withToken(paid.accessToken),
+    });
+    expect(read.json()).toMatchObject({
+      app_name: 'Local app',
+      is_local: true,
+      recognised: false,
+      brand: 'other',
+      redirect_host: 'localhost:53111',
+    });
     for (const uris of [['http://app.example/cb'], ['https://app.example/cb#x'], ['myapp://cb'], []]) {
-      const res = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: uris }) });
+      const res = await fetch(`${base}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: uris }),
+      });
       expect(res.status, JSON.stringify(uris)).toBe(400);
     }
     // The longest name (255) and one more; the longest state (2048) and one more.
-    const named = (client_name: string) => fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name, redirect_uris: [redirect] }) });
+    const named = (client_name: string) =>
+      fetch(`${base}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name, redirect_uris: [redirect] }),
+      });
     expect((await named('n'.repeat(255))).status).toBe(201);
     expect((await named('n'.repeat(256))).status).toBe(400);
     const { client_id: stateClient } = await register();
-    expect((await fetch(authorizeUrl(stateClient, pkce().challenge, { state: 's'.repeat(2048) }), { redirect: 'manual' })).headers.get('location')).toMatch(/\/oauth\/consent\//);
-    const longState = await fetch(authorizeUrl(stateClient, pkce().challenge, { state: 's'.repeat(2049) }), { redirect: 'manual' });
+    expect(
+      (
+        await fetch(authorizeUrl(stateClient, pkce().challenge, { state: 's'.repeat(2048) }), { redirect: 'manual' })
+      ).headers.get('location'),
+    ).toMatch(/\/oauth\/consent\//);
+    const longState = await fetch(authorizeUrl(stateClient, pkce().challenge, { state: 's'.repeat(2049) }), {
+      redirect: 'manual',
+    });
     expect(new URL(longState.headers.get('location')!).searchParams.get('error')).toBe('invalid_request');
     // The most redirects a client may register (20), and one more.
-    const at = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: Array.from({ length: 20 }, (_, i) => `https://app.example/cb${i}`) }) });
+    const at = await fetch(`${base}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: Array.from({ length: 20 }, (_, i) => `https://app.example/cb${i}`) }),
+    });
     expect(at.status).toBe(201);
-    const past = await fetch(`${base}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: Array.from({ length: 21 }, (_, i) => `https://app.example/cb${i}`) }) });
+    const past = await fetch(`${base}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: Array.from({ length: 21 }, (_, i) => `https://app.example/cb${i}`) }),
+    });
     expect(past.status).toBe(400);
   });
 
@@ -367,7 +627,13 @@ describe('registration', () => {
     const sim = await serveHttp((req, res) => {
       const port = (req.socket.address() as AddressInfo).port;
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ client_id: `http://127.0.0.1:${port}/client.json`, client_name: 'Assistant A desktop', redirect_uris: [`http://127.0.0.1:${port}/cb`] }));
+      res.end(
+        JSON.stringify({
+          client_id: `http://127.0.0.1:${port}/client.json`,
+          client_name: 'Assistant A desktop',
+          redirect_uris: [`http://127.0.0.1:${port}/cb`],
+        }),
+      );
     });
     const reader = stack.integrations.connectedApps;
     const saved = { ...reader };
@@ -377,7 +643,11 @@ describe('registration', () => {
     try {
       const clientId = `${sim.url}/client.json`;
       const consentId = await consentIdOf(authorizeUrl(clientId, pkce().challenge, { redirect_uri: `${sim.url}/cb` }));
-      const read = await stack.app.inject({ method: 'GET', url: `/connected-apps/consent-requests/${consentId}/`, headers: withToken(paid.accessToken) });
+      const read = await stack.app.inject({
+        method: 'GET',
+        url: `/connected-apps/consent-requests/${consentId}/`,
+        headers: withToken(paid.accessToken),
+      });
       expect(read.json()).toMatchObject({ app_name: 'Assistant A desktop', brand: 'assistant_a', recognised: true });
     } finally {
       Object.assign(stack.integrations.connectedApps, saved);
@@ -390,17 +660,33 @@ describe('the consent routes', () => {
   it("lists the person's workspaces with can_write, and takes workspace_id of 1 to 255 characters", async () => {
     const { client_id } = await register();
     const consentId = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
-    const read = await stack.app.inject({ method: 'GET', url: `/connected-apps/consent-requests/${consentId}/`, headers: withToken(free.accessToken) });
+    const read = await stack.app.inject({
+      method: 'GET',
+      url: `/connected-apps/consent-requests/${consentId}/`,
+      headers: withToken(free.accessToken),
+    });
     expect(read.statusCode).toBe(200);
-    expect(read.json().workspaces).toEqual([{ workspace_id: free.workspaceId, name: expect.any(String), can_write: false }]);
+    expect(read.json().workspaces).toEqual([
+      { workspace_id: free.workspaceId, name: expect.any(String), can_write: false },
+    ]);
     const approve = (workspace_id: unknown) =>
-      stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/approve/`, headers: withToken(free.accessToken), payload: { workspace_id, access: 'read' } });
+      stack.app.inject({
+        method: 'POST',
+        url: `/connected-apps/consent-requests/${consentId}/approve/`,
+        headers: withToken(free.accessToken),
+        payload: { workspace_id, access: 'read' },
+      });
     expect((await approve('')).statusCode).toBe(422);
     expect((await approve('x'.repeat(256))).statusCode).toBe(422);
     expect((await approve('x')).statusCode).toBe(404);
     expect((await approve('x'.repeat(255))).statusCode).toBe(404);
     expect((await approve(paid.workspaceId)).statusCode).toBe(404);
-    const bad = await stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/approve/`, headers: withToken(free.accessToken), payload: { workspace_id: free.workspaceId, access: 'admin' } });
+    const bad = await stack.app.inject({
+      method: 'POST',
+      url: `/connected-apps/consent-requests/${consentId}/approve/`,
+      headers: withToken(free.accessToken),
+      payload: { workspace_id: free.workspaceId, access: 'admin' },
+    });
     expect(bad.statusCode).toBe(422);
     const ok = await approve(free.workspaceId);
     expect(ok.statusCode).toBe(200);
@@ -411,13 +697,25 @@ describe('the consent routes', () => {
   it('denies with access_denied, refuses API keys, and refuses an expired request', async () => {
     const { client_id } = await register();
     const consentId = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
-    const byKey = await stack.app.inject({ method: 'GET', url: `/connected-apps/consent-requests/${consentId}/`, headers: withKey(paid.apiKey) });
+    const byKey = await stack.app.inject({
+      method: 'GET',
+      url: `/connected-apps/consent-requests/${consentId}/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(byKey.statusCode).toBe(403);
-    const denied = await stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/deny/`, headers: withToken(paid.accessToken) });
+    const denied = await stack.app.inject({
+      method: 'POST',
+      url: `/connected-apps/consent-requests/${consentId}/deny/`,
+      headers: withToken(paid.accessToken),
+    });
     expect(new URL(denied.json().redirect_url).searchParams.get('error')).toBe('access_denied');
     const consent2 = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
     await stack.sql`update oauth_authorization_requests set expires_at = now() - interval '1 second' where id = ${consent2}`;
-    const late = await stack.app.inject({ method: 'GET', url: `/connected-apps/consent-requests/${consent2}/`, headers: withToken(paid.accessToken) });
+    const late = await stack.app.inject({
+      method: 'GET',
+      url: `/connected-apps/consent-requests/${consent2}/`,
+      headers: withToken(paid.accessToken),
+    });
     expect(late.statusCode).toBe(409);
     expect(late.json().detail).toMatch(/expired/);
   });
@@ -427,24 +725,60 @@ describe('the consent routes', () => {
     const other = await stack.addMember(paid.workspaceId, 'member');
     const first = await rawCode(paid.workspaceId, member.accessToken);
     const second = await rawCode(paid.workspaceId, member.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code: second.code, client_id: second.client_id, redirect_uri: redirect, code_verifier: second.verifier })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code: second.code,
+        client_id: second.client_id,
+        redirect_uri: redirect,
+        code_verifier: second.verifier,
+      })
+    ).json();
     await mcpPost(issued.access_token, listTools);
     await mcpPost(issued.access_token, listTools);
-    const list = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(paid.apiKey) })).json().data as { id: string; user_id: string; last_used_at: string | null; created_at: string; person_email: string }[];
+    const list = (
+      await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(paid.apiKey) })
+    ).json().data as {
+      id: string;
+      user_id: string;
+      last_used_at: string | null;
+      created_at: string;
+      person_email: string;
+    }[];
     const mine = list.filter((a) => a.user_id === member.userId);
     expect(mine).toHaveLength(2);
     expect(mine[0]!.created_at >= mine[1]!.created_at).toBe(true);
-    await expect.poll(async () => {
-      const now = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(paid.apiKey) })).json().data.find((a: { id: string }) => a.id === mine[0]!.id);
-      return now.last_used_at;
-    }).toMatch(/:00(\.000)?Z$/);
+    await expect
+      .poll(async () => {
+        const now = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(paid.apiKey) }))
+          .json()
+          .data.find((a: { id: string }) => a.id === mine[0]!.id);
+        return now.last_used_at;
+      })
+      .toMatch(/:00(\.000)?Z$/);
     expect(mine[0]!.person_email).toMatch(/@example.com$/);
     void first;
-    const byOther = await stack.app.inject({ method: 'DELETE', url: `/connected-apps/${mine[0]!.id}/`, headers: withToken(other.accessToken) });
+    const byOther = await stack.app.inject({
+      method: 'DELETE',
+      url: `/connected-apps/${mine[0]!.id}/`,
+      headers: withToken(other.accessToken),
+    });
     expect(byOther.statusCode).toBe(403);
-    const byAdmin = await stack.app.inject({ method: 'DELETE', url: `/connected-apps/${mine[0]!.id}/`, headers: withKey(paid.apiKey) });
+    const byAdmin = await stack.app.inject({
+      method: 'DELETE',
+      url: `/connected-apps/${mine[0]!.id}/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(byAdmin.statusCode).toBe(204);
-    expect((await stack.app.inject({ method: 'DELETE', url: `/connected-apps/${mine[0]!.id}/`, headers: withKey(paid.apiKey) })).statusCode).toBe(404);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'DELETE',
+          url: `/connected-apps/${mine[0]!.id}/`,
+          headers: withKey(paid.apiKey),
+        })
+      ).statusCode,
+    ).toBe(404);
   });
 });
 
@@ -457,10 +791,17 @@ describe('racing decisions', () => {
     const { client_id } = await register('Raced app');
     const consentId = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
     const approve = () =>
-      stack.app.inject({ method: 'POST', url: `/connected-apps/consent-requests/${consentId}/approve/`, headers: withToken(paid.accessToken), payload: { workspace_id: paid.workspaceId, access: 'read' } });
+      stack.app.inject({
+        method: 'POST',
+        url: `/connected-apps/consent-requests/${consentId}/approve/`,
+        headers: withToken(paid.accessToken),
+        payload: { workspace_id: paid.workspaceId, access: 'read' },
+      });
     const answers = await Promise.all([approve(), approve(), approve()]);
     expect(answers.map((a) => a.statusCode).sort()).toEqual([200, 409, 409]);
-    const apps = (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withToken(paid.accessToken) })).json().data;
+    const apps = (
+      await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withToken(paid.accessToken) })
+    ).json().data;
     expect(apps.filter((a: { app_name: string }) => a.app_name === 'Raced app')).toHaveLength(1);
   });
 });
@@ -468,18 +809,30 @@ describe('racing decisions', () => {
 describe('housekeeping', () => {
   it('forgets lapsed access tokens and unapproved requests, keeping what a replay check needs', async () => {
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (await token({ grant_type: 'authorization_code', code, client_id, redirect_uri: redirect, code_verifier: verifier })).json();
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
     const accessHash = createHash('sha256').update(issued.access_token).digest();
     await stack.sql`update oauth_tokens set expires_at = now() - interval '61 minutes' where token_hash = ${accessHash}`;
     const stale = await consentIdOf(authorizeUrl(client_id, pkce().challenge));
     await stack.sql`update oauth_authorization_requests set expires_at = now() - interval '25 hours' where id = ${stale}`;
-    const rotated = await (await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })).json();
+    const rotated = await (
+      await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })
+    ).json();
     expect(rotated.access_token).toMatch(/^oat_/);
     expect(await stack.sql`select 1 from oauth_tokens where token_hash = ${accessHash}`).toHaveLength(0);
     await consentIdOf(authorizeUrl(client_id, pkce().challenge));
     expect(await stack.sql`select 1 from oauth_authorization_requests where id = ${stale}`).toHaveLength(0);
     // The spent refresh token is kept: shown again, it still revokes the chain.
-    expect((await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })).status).toBe(400);
+    expect((await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })).status).toBe(
+      400,
+    );
     expect((await mcpPost(rotated.access_token, listTools)).status).toBe(401);
   });
 });

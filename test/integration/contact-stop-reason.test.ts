@@ -12,23 +12,51 @@ import { useTestDatabase } from '../support/database.js';
 
 const db = useTestDatabase();
 
-const workspace = async () => (await createWorkspaceWithAdmin(db.sql, { name: `W ${crypto.randomUUID()}`, plan: 'paid' })).workspace_id;
-const reason = async (ws: string, email: string | null, profileUrl: string | null, since: Date, contact: string | null = null) => {
-  const [row] = await db.sql<{ reason: string | null }[]>`select contact_stop_reason(${ws}, ${email}, ${profileUrl}, ${since}, ${contact}) as reason`;
+const workspace = async () =>
+  (await createWorkspaceWithAdmin(db.sql, { name: `W ${crypto.randomUUID()}`, plan: 'paid' })).workspace_id;
+const reason = async (
+  ws: string,
+  email: string | null,
+  profileUrl: string | null,
+  since: Date,
+  contact: string | null = null,
+) => {
+  const [row] = await db.sql<
+    { reason: string | null }[]
+  >`select contact_stop_reason(${ws}, ${email}, ${profileUrl}, ${since}, ${contact}) as reason`;
   return row!.reason;
 };
-const listed = (ws: string, kind: 'email' | 'domain' | 'profile_url', value: string) => addEntries(db.sql, ws, [{ kind, value }], { reason: null, source: 'manual', createdBy: null });
+const listed = (ws: string, kind: 'email' | 'domain' | 'profile_url', value: string) =>
+  addEntries(db.sql, ws, [{ kind, value }], { reason: null, source: 'manual', createdBy: null });
 
-async function inbound(ws: string, kind: 'reply' | 'bounce' | 'auto_reply', who: { email?: string; profileUrl?: string }, at: Date) {
+async function inbound(
+  ws: string,
+  kind: 'reply' | 'bounce' | 'auto_reply',
+  who: { email?: string; profileUrl?: string },
+  at: Date,
+) {
   await db.sql.begin(async (tx) => {
     const threadId = await upsertThread(
       tx,
-      { workspaceId: ws, channel: who.email ? 'email' : 'pnet', externalKey: null, contactEmail: who.email, contactProfileUrl: who.profileUrl },
+      {
+        workspaceId: ws,
+        channel: who.email ? 'email' : 'pnet',
+        externalKey: null,
+        contactEmail: who.email,
+        contactProfileUrl: who.profileUrl,
+      },
       true,
     );
     await insertMessage(tx, {
-      workspaceId: ws, threadId, direction: 'inbound', kind, fromEmail: who.email, fromProfileUrl: who.profileUrl, body: 'hello',
-      externalId: `<${crypto.randomUUID()}@test>`, occurredAt: at,
+      workspaceId: ws,
+      threadId,
+      direction: 'inbound',
+      kind,
+      fromEmail: who.email,
+      fromProfileUrl: who.profileUrl,
+      body: 'hello',
+      externalId: `<${crypto.randomUUID()}@test>`,
+      occurredAt: at,
     });
   });
 }
@@ -61,12 +89,18 @@ describe('contact_stop_reason', () => {
   it('stops a listed profile URL however the URL is written', async () => {
     const ws = await workspace();
     await listed(ws, 'profile_url', 'https://www.pnet.example/in/Jane-Doe/?trk=abc');
-    for (const url of ['pnet.example/in/jane-doe', 'http://pnet.example/in/JANE-DOE/', 'https://www.pnet.example/in/jane-doe#top']) {
+    for (const url of [
+      'pnet.example/in/jane-doe',
+      'http://pnet.example/in/JANE-DOE/',
+      'https://www.pnet.example/in/jane-doe#top',
+    ]) {
       expect(await reason(ws, null, url, hourAgo())).toBe('do_not_contact');
     }
     expect(await reason(ws, null, 'https://pnet.example/in/jane-doe-2', hourAgo())).toBeNull();
     // The TypeScript rule stores what the SQL rule compares.
-    const [row] = await db.sql<{ n: string }[]>`select normalize_profile_url(${'HTTPS://WWW.pnet.example/in/Jane-Doe/?x=1'}) as n`;
+    const [row] = await db.sql<
+      { n: string }[]
+    >`select normalize_profile_url(${'HTTPS://WWW.pnet.example/in/Jane-Doe/?x=1'}) as n`;
     expect(normalizeProfileUrl('HTTPS://WWW.pnet.example/in/Jane-Doe/?x=1')).toBe(row!.n);
     expect(normalizeEmail('  A@B.C ')).toBe('a@b.c');
   });

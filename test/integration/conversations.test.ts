@@ -43,7 +43,11 @@ async function write(contactKey: string, slotKey: string, kind: 'email' | 'conne
     contactKey,
     slotKey,
     kind,
-    contact: { name: 'Ada Lovelace', email: 'ada@engines.example', fields: { Title: 'Analyst', Company: 'Engines Ltd', Industry: 'Computing' } },
+    contact: {
+      name: 'Ada Lovelace',
+      email: 'ada@engines.example',
+      fields: { Title: 'Analyst', Company: 'Engines Ltd', Industry: 'Computing' },
+    },
   });
 }
 
@@ -56,9 +60,22 @@ describe('endpoint 5: the conversation read', () => {
     const res = await read(key);
     expect(res.statusCode).toBe(200);
     const conversation = res.json();
-    expect(conversation).toMatchObject({ company_key: 'engines.example', subject_key: 'ada@engines.example', sources: [] });
-    expect(conversation.research_brief.map((f: { category: string }) => f.category)).toEqual(['role', 'company', 'industry', 'website']);
-    expect(conversation.messages.map((m: { id: string }) => m.id)).toEqual([opener.messageId, followUp.messageId, note.messageId]);
+    expect(conversation).toMatchObject({
+      company_key: 'engines.example',
+      subject_key: 'ada@engines.example',
+      sources: [],
+    });
+    expect(conversation.research_brief.map((f: { category: string }) => f.category)).toEqual([
+      'role',
+      'company',
+      'industry',
+      'website',
+    ]);
+    expect(conversation.messages.map((m: { id: string }) => m.id)).toEqual([
+      opener.messageId,
+      followUp.messageId,
+      note.messageId,
+    ]);
     expect(conversation.messages.map((m: { opens_thread: boolean }) => m.opens_thread)).toEqual([true, false, false]);
     const [first, second, third] = conversation.messages;
     expect(second.subject).toBe(`Re: ${first.subject}`);
@@ -67,9 +84,35 @@ describe('endpoint 5: the conversation read', () => {
     expect(third.body.length).toBeLessThanOrEqual(300);
     expect(Object.keys(first).sort()).toEqual(
       [
-        'id', 'conversation_id', 'agent_version', 'angle', 'slot_key', 'kind', 'subject', 'body', 'generated_subject', 'generated_body', 'reasoning',
-        'facts_used', 'findings', 'judge_verdict', 'confidence', 'confidence_score', 'confident', 'insufficient_data', 'is_preview', 'opens_thread',
-        'model_key', 'reach', 'price_tenths', 'credits_charged', 'quality_score', 'status', 'error', 'created_at', 'sent_at',
+        'id',
+        'conversation_id',
+        'agent_version',
+        'angle',
+        'slot_key',
+        'kind',
+        'subject',
+        'body',
+        'generated_subject',
+        'generated_body',
+        'reasoning',
+        'facts_used',
+        'findings',
+        'judge_verdict',
+        'confidence',
+        'confidence_score',
+        'confident',
+        'insufficient_data',
+        'is_preview',
+        'opens_thread',
+        'model_key',
+        'reach',
+        'price_tenths',
+        'credits_charged',
+        'quality_score',
+        'status',
+        'error',
+        'created_at',
+        'sent_at',
       ].sort(),
     );
     expect(first).toMatchObject({ conversation_id: conversation.id, agent_version: 1, sent_at: null, error: null });

@@ -1,8 +1,19 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { chargeHold, chargeHoldStatement, getBalance, grantCredits, holdCredits, releaseHold } from '../../store/platform/credits.js';
+import {
+  chargeHold,
+  chargeHoldStatement,
+  getBalance,
+  grantCredits,
+  holdCredits,
+  releaseHold,
+} from '../../store/platform/credits.js';
 import { creditHoldWorkflow } from '../../workflows/platform/credit-hold.js';
-import { creditHoldSettledSignal, creditHoldStateQuery, creditHoldWorkflowId } from '../../workflows/platform/credit-hold.contract.js';
+import {
+  creditHoldSettledSignal,
+  creditHoldStateQuery,
+  creditHoldWorkflowId,
+} from '../../workflows/platform/credit-hold.contract.js';
 import { watchCreditHold } from '../../activities/platform/credit-hold-watchdog.js';
 import { CreditHoldStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { commitWith, commitWithAll, createSql, savepoint, transaction } from '../../db/sql.js';
@@ -19,7 +30,8 @@ const ledger = (workspaceId: string) =>
 describe('the credit ledger', () => {
   it('grants once per cause key, however often the grant is retried', async () => {
     const ws = await stack.createWorkspace();
-    for (let i = 0; i < 3; i += 1) await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 50, causeKey: 'promo-1' });
+    for (let i = 0; i < 3; i += 1)
+      await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 50, causeKey: 'promo-1' });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 50, held: 0, spent: 0 });
     expect(await ledger(ws.workspaceId)).toEqual([{ kind: 'grant', amount: 50, cause_key: 'promo-1' }]);
   });
@@ -27,10 +39,14 @@ describe('the credit ledger', () => {
   it('refuses a hold that would take the balance below zero, writing nothing', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
-    const exact = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }));
+    const exact = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }),
+    );
     expect(exact.status).toBe('held');
     await expect(
-      stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 1, causeKey: 'op-2', ttlSeconds: 60 })),
+      stack.sql.begin((tx) =>
+        holdCredits(tx, { workspaceId: ws.workspaceId, amount: 1, causeKey: 'op-2', ttlSeconds: 60 }),
+      ),
     ).rejects.toMatchObject({ code: 'insufficient_credits', status: 409 });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 0, held: 10, spent: 0 });
     expect((await ledger(ws.workspaceId)).map((r) => r.kind)).toEqual(['grant', 'hold']);
@@ -39,11 +55,21 @@ describe('the credit ledger', () => {
   it('answers a hold asked again for the same cause with the same hold, holding once, even with nothing left', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
-    const first = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }));
+    const first = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }),
+    );
     // The balance is now 0 available: a second hold of the same cause is the first, not a refusal.
-    const again = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }));
+    const again = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'op-1', ttlSeconds: 60 }),
+    );
     expect(again).toEqual(first);
-    expect(first).toMatchObject({ workspace_id: ws.workspaceId, amount: 10, charged: 0, status: 'held', cause_key: 'op-1' });
+    expect(first).toMatchObject({
+      workspace_id: ws.workspaceId,
+      amount: 10,
+      charged: 0,
+      status: 'held',
+      cause_key: 'op-1',
+    });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 0, held: 10, spent: 0 });
     expect(await ledger(ws.workspaceId)).toEqual([
       { kind: 'grant', amount: 10, cause_key: 'g' },
@@ -54,8 +80,12 @@ describe('the credit ledger', () => {
   it('charges a hold once: a retried charge or a late release changes nothing', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 20, causeKey: 'g' });
-    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 8, causeKey: 'step-1', ttlSeconds: 60 }));
-    const again = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 8, causeKey: 'step-1', ttlSeconds: 60 }));
+    const hold = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 8, causeKey: 'step-1', ttlSeconds: 60 }),
+    );
+    const again = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 8, causeKey: 'step-1', ttlSeconds: 60 }),
+    );
     expect(again.id).toBe(hold.id);
     await stack.sql.begin((tx) => chargeHold(tx, hold.id, 5));
     await stack.sql.begin((tx) => chargeHold(tx, hold.id, 5));
@@ -73,7 +103,11 @@ describe('the credit ledger', () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 5, causeKey: 'g' });
     const attempts = await Promise.allSettled(
-      ['a', 'b'].map((cause) => stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 5, causeKey: cause, ttlSeconds: 60 }))),
+      ['a', 'b'].map((cause) =>
+        stack.sql.begin((tx) =>
+          holdCredits(tx, { workspaceId: ws.workspaceId, amount: 5, causeKey: cause, ttlSeconds: 60 }),
+        ),
+      ),
     );
     expect(attempts.filter((a) => a.status === 'fulfilled')).toHaveLength(1);
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 0, held: 5, spent: 0 });
@@ -81,11 +115,24 @@ describe('the credit ledger', () => {
 
   it('shows the balance and the ledger newest first, paged, through the API', async () => {
     const ws = await stack.createWorkspace();
-    for (const cause of ['g1', 'g2', 'g3']) await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 1, causeKey: cause });
-    expect((await stack.app.inject({ method: 'GET', url: '/credits/', headers: withKey(ws.apiKey) })).json()).toEqual({ available: 3, held: 0, spent: 0 });
-    const first = (await stack.app.inject({ method: 'GET', url: '/credits/ledger/?limit=2', headers: withKey(ws.apiKey) })).json();
+    for (const cause of ['g1', 'g2', 'g3'])
+      await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 1, causeKey: cause });
+    expect((await stack.app.inject({ method: 'GET', url: '/credits/', headers: withKey(ws.apiKey) })).json()).toEqual({
+      available: 3,
+      held: 0,
+      spent: 0,
+    });
+    const first = (
+      await stack.app.inject({ method: 'GET', url: '/credits/ledger/?limit=2', headers: withKey(ws.apiKey) })
+    ).json();
     expect(first.movements.map((m: { cause_key: string }) => m.cause_key)).toEqual(['g3', 'g2']);
-    const second = (await stack.app.inject({ method: 'GET', url: `/credits/ledger/?limit=2&before_id=${first.next_before_id}`, headers: withKey(ws.apiKey) })).json();
+    const second = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/credits/ledger/?limit=2&before_id=${first.next_before_id}`,
+        headers: withKey(ws.apiKey),
+      })
+    ).json();
     expect(second.movements.map((m: { cause_key: string }) => m.cause_key)).toEqual(['g1']);
     expect(second.next_before_id).toBeNull();
   });
@@ -96,13 +143,17 @@ describe('a settle sent with its COMMIT', () => {
   const lockedOut = (workspaceId: string) =>
     stack.sql.begin(async (other) => {
       await other`set local lock_timeout = '300ms'`;
-      return other<{ spent: number }[]>`update credit_balances set updated_at = now() where workspace_id = ${workspaceId} returning spent`;
+      return other<
+        { spent: number }[]
+      >`update credit_balances set updated_at = now() where workspace_id = ${workspaceId} returning spent`;
     });
 
   it('has committed, and let go of the balance row, by the time its answer arrives', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
-    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 60 }));
+    const hold = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 60 }),
+    );
     const answer = await transaction(stack.sql, async (tx) => {
       await tx`update credit_balances set updated_at = now() where workspace_id = ${ws.workspaceId}`;
       // Before the commit another writer of the row waits, and gives up after its lock timeout.
@@ -126,7 +177,9 @@ describe('a settle sent with its COMMIT', () => {
       const attempt = transaction(one, async (tx) => {
         await tx`update credit_balances set available = available + 1000 where workspace_id = ${ws.workspaceId}`;
         // The grant's cause key again: the ledger's unique constraint refuses it.
-        return commitWith(tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`);
+        return commitWith(
+          tx`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 1000, 'g')`,
+        );
       });
       await expect(attempt).rejects.toMatchObject({ code: '23505' });
       expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
@@ -140,11 +193,13 @@ describe('a settle sent with its COMMIT', () => {
     }
   });
 
-  it('sends several final statements in order with the COMMIT: each one\'s rows answered, and a failing one rolls back them all', async () => {
+  it("sends several final statements in order with the COMMIT: each one's rows answered, and a failing one rolls back them all", async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
     const answered = await transaction(stack.sql, async (tx) => {
-      const [before] = await tx<{ available: number }[]>`select available from credit_balances where workspace_id = ${ws.workspaceId} for update`;
+      const [before] = await tx<
+        { available: number }[]
+      >`select available from credit_balances where workspace_id = ${ws.workspaceId} for update`;
       return commitWithAll(
         [
           tx`update credit_balances set available = available + 5 where workspace_id = ${ws.workspaceId} returning available`,
@@ -172,11 +227,15 @@ describe('a settle sent with its COMMIT', () => {
   it('keeps a savepoint of its own: a failure inside rolls back to it and the rest commits', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
-    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 3, causeKey: 'op', ttlSeconds: 60 }));
+    const hold = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 3, causeKey: 'op', ttlSeconds: 60 }),
+    );
     const caught = await transaction(stack.sql, async (tx) => {
-      const failure = await savepoint(tx, (sp) => sp`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 5, 'g')`).catch(
-        (error: { code?: string }) => error.code,
-      );
+      const failure = await savepoint(
+        tx,
+        (sp) =>
+          sp`insert into credit_ledger (workspace_id, kind, amount, cause_key) values (${ws.workspaceId}, 'grant', 5, 'g')`,
+      ).catch((error: { code?: string }) => error.code);
       return commitWith(chargeHoldStatement(tx, hold.id), () => failure);
     });
     expect(caught).toBe('23505');
@@ -194,7 +253,9 @@ describe('the credit-hold workflow', () => {
   async function watchedHold() {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 100, causeKey: 'g' });
-    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 30, causeKey: 'op', ttlSeconds: 24 * 3600 }));
+    const hold = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 30, causeKey: 'op', ttlSeconds: 24 * 3600 }),
+    );
     const handle = await env.client.workflow.start(creditHoldWorkflow, {
       taskQueue,
       workflowId: creditHoldWorkflowId(hold.id),
@@ -224,7 +285,9 @@ describe('watchCreditHold on the real Temporal server', () => {
   it('starts one watchdog per hold, which releases it at expiry and shows its status to operators', async () => {
     const ws = await stack.createWorkspace();
     await grantCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 10, causeKey: 'g' });
-    const hold = await stack.sql.begin((tx) => holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 1 }));
+    const hold = await stack.sql.begin((tx) =>
+      holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 1 }),
+    );
     await watchCreditHold(stack.client, stack.taskQueue, hold);
     await watchCreditHold(stack.client, stack.taskQueue, hold); // a retried caller: no second workflow
     const handle = stack.client.workflow.getHandle(creditHoldWorkflowId(hold.id));

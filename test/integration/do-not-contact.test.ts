@@ -9,9 +9,19 @@ const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object, 
 
 describe('do-not-contact list', () => {
   it('adds one email normalised, and adding it again answers the same entry', async () => {
-    const first = await call('POST', '/do-not-contact/', { kind: 'email', value: '  Ada@Example.COM ', reason: 'asked us to stop' });
+    const first = await call('POST', '/do-not-contact/', {
+      kind: 'email',
+      value: '  Ada@Example.COM ',
+      reason: 'asked us to stop',
+    });
     expect(first.statusCode).toBe(201);
-    expect(first.json()).toMatchObject({ kind: 'email', value: 'ada@example.com', reason: 'asked us to stop', source: 'manual', created_by: expect.any(String) });
+    expect(first.json()).toMatchObject({
+      kind: 'email',
+      value: 'ada@example.com',
+      reason: 'asked us to stop',
+      source: 'manual',
+      created_by: expect.any(String),
+    });
     const again = await call('POST', '/do-not-contact/', { kind: 'email', value: 'ada@example.com' });
     expect(again.statusCode).toBe(200);
     expect(again.json().id).toBe(first.json().id);
@@ -19,8 +29,13 @@ describe('do-not-contact list', () => {
   });
 
   it('stores a domain bare and a profile URL without scheme, www, query or trailing slash', async () => {
-    expect((await call('POST', '/do-not-contact/', { kind: 'domain', value: '@Acme.io' })).json().value).toBe('acme.io');
-    const profile = await call('POST', '/do-not-contact/', { kind: 'profile_url', value: 'https://www.pnet.example/in/Grace-Hopper/?trk=x' });
+    expect((await call('POST', '/do-not-contact/', { kind: 'domain', value: '@Acme.io' })).json().value).toBe(
+      'acme.io',
+    );
+    const profile = await call('POST', '/do-not-contact/', {
+      kind: 'profile_url',
+      value: 'https://www.pnet.example/in/Grace-Hopper/?trk=x',
+    });
     expect(profile.statusCode).toBe(201);
     expect(profile.json().value).toBe('pnet.example/in/grace-hopper');
   });
@@ -54,10 +69,23 @@ describe('do-not-contact list', () => {
     });
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(body.results.map((r: { status: string }) => r.status)).toEqual(['added', 'exists', 'invalid', 'added', 'added', 'exists', 'invalid']);
+    expect(body.results.map((r: { status: string }) => r.status)).toEqual([
+      'added',
+      'exists',
+      'invalid',
+      'added',
+      'added',
+      'exists',
+      'invalid',
+    ]);
     expect(body).toMatchObject({ added: 3, existing: 2, invalid: 2 });
     expect(body.results[2]).toMatchObject({ index: 2, entry: null, detail: expect.stringContaining('Entry 2') });
-    expect(body.results[3].entry).toMatchObject({ kind: 'domain', value: 'bulk-domain.example', source: 'import', reason: 'imported' });
+    expect(body.results[3].entry).toMatchObject({
+      kind: 'domain',
+      value: 'bulk-domain.example',
+      source: 'import',
+      reason: 'imported',
+    });
     expect(body.results[4].entry).toMatchObject({ kind: 'profile_url', value: 'pnet.example/in/bulk-person' });
   });
 
@@ -74,7 +102,12 @@ describe('do-not-contact list', () => {
 
   it('lists newest first, paged, filtered by kind and text', async () => {
     const ws = await stack.createWorkspace('paid');
-    await call('POST', '/do-not-contact/bulk/', { entries: [{ value: 'a@list.example' }, { value: 'b@list.example' }, { value: 'list.example' }] }, ws);
+    await call(
+      'POST',
+      '/do-not-contact/bulk/',
+      { entries: [{ value: 'a@list.example' }, { value: 'b@list.example' }, { value: 'list.example' }] },
+      ws,
+    );
     const all = (await call('GET', '/do-not-contact/?limit=2', undefined, ws)).json();
     expect(all.total).toBe(3);
     expect(all.entries).toHaveLength(2);
@@ -93,12 +126,27 @@ describe('do-not-contact list', () => {
 
   it('checks an email (itself or its domain) and a profile URL, and says which entries block it', async () => {
     const ws = await stack.createWorkspace('paid');
-    await call('POST', '/do-not-contact/bulk/', { entries: [{ value: 'check.example' }, { value: 'pnet.example/in/checked' }] }, ws);
+    await call(
+      'POST',
+      '/do-not-contact/bulk/',
+      { entries: [{ value: 'check.example' }, { value: 'pnet.example/in/checked' }] },
+      ws,
+    );
     const blocked = (await call('GET', '/do-not-contact/check/?email=Someone@Check.example', undefined, ws)).json();
     expect(blocked).toMatchObject({ blocked: true, matches: [{ kind: 'domain', value: 'check.example' }] });
-    const url = (await call('GET', `/do-not-contact/check/?profile_url=${encodeURIComponent('https://www.pnet.example/in/Checked/')}`, undefined, ws)).json();
+    const url = (
+      await call(
+        'GET',
+        `/do-not-contact/check/?profile_url=${encodeURIComponent('https://www.pnet.example/in/Checked/')}`,
+        undefined,
+        ws,
+      )
+    ).json();
     expect(url.blocked).toBe(true);
-    expect((await call('GET', '/do-not-contact/check/?email=free@other.example', undefined, ws)).json()).toEqual({ blocked: false, matches: [] });
+    expect((await call('GET', '/do-not-contact/check/?email=free@other.example', undefined, ws)).json()).toEqual({
+      blocked: false,
+      matches: [],
+    });
   });
 
   it('deletes an entry, and the person is no longer blocked', async () => {
@@ -106,13 +154,20 @@ describe('do-not-contact list', () => {
     const entry = (await call('POST', '/do-not-contact/', { kind: 'email', value: 'gone@del.example' }, ws)).json();
     expect((await call('DELETE', `/do-not-contact/${entry.id}/`, undefined, ws)).statusCode).toBe(204);
     expect((await call('DELETE', `/do-not-contact/${entry.id}/`, undefined, ws)).statusCode).toBe(404);
-    expect((await call('GET', '/do-not-contact/check/?email=gone@del.example', undefined, ws)).json().blocked).toBe(false);
+    expect((await call('GET', '/do-not-contact/check/?email=gone@del.example', undefined, ws)).json().blocked).toBe(
+      false,
+    );
     expect((await call('GET', '/do-not-contact/not-a-uuid/', undefined, ws)).statusCode).toBe(422);
   });
 
   it('needs a write key to add', async () => {
     const created = await call('POST', '/api-keys/', { name: 'reader', scope: 'read' });
-    const res = await stack.app.inject({ method: 'POST', url: '/do-not-contact/', headers: withKey(created.json().key), payload: { kind: 'email', value: 'x@y.example' } });
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/do-not-contact/',
+      headers: withKey(created.json().key),
+      payload: { kind: 'email', value: 'x@y.example' },
+    });
     expect(res.statusCode).toBe(403);
   });
 });

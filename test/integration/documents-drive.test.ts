@@ -14,18 +14,45 @@ let sim: DriveSim;
 
 beforeAll(async () => {
   sim = await startDriveSim();
-  sim.files.set('doc_1', { id: 'doc_1', name: 'Pricing', mimeType: 'application/vnd.google-apps.document', content: 'We sell the Gizmo Pro. It costs 40 EUR a seat each month. Teams of five or more get a discount.' });
-  sim.files.set('md_1', { id: 'md_1', name: 'About us.md', mimeType: 'text/markdown', content: Buffer.from('# About us\n\nWe help sales teams find the right people. Our customers are software companies in Europe.') });
-  sim.files.set('secret_1', { id: 'secret_1', name: 'Board.pdf', mimeType: 'application/pdf', content: 'x', forbidden: true });
+  sim.files.set('doc_1', {
+    id: 'doc_1',
+    name: 'Pricing',
+    mimeType: 'application/vnd.google-apps.document',
+    content: 'We sell the Gizmo Pro. It costs 40 EUR a seat each month. Teams of five or more get a discount.',
+  });
+  sim.files.set('md_1', {
+    id: 'md_1',
+    name: 'About us.md',
+    mimeType: 'text/markdown',
+    content: Buffer.from(
+      '# About us\n\nWe help sales teams find the right people. Our customers are software companies in Europe.',
+    ),
+  });
+  sim.files.set('secret_1', {
+    id: 'secret_1',
+    name: 'Board.pdf',
+    mimeType: 'application/pdf',
+    content: 'x',
+    forbidden: true,
+  });
   stack.integrations.cloudDrive = createCloudDriveClient(driveSimConfig(sim));
-  const started = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withKey(paid.apiKey) });
+  const started = await stack.app.inject({
+    method: 'POST',
+    url: '/cloud-drive/connect/',
+    headers: withKey(paid.apiKey),
+  });
   const back = await sim.consent(started.json().authorize_url);
   expect((await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(200);
 });
 afterAll(() => sim?.close());
 
 const link = (fileIds: unknown, apiKey = paid.apiKey) =>
-  stack.app.inject({ method: 'POST', url: '/business-context/documents/drive/', headers: withKey(apiKey), payload: { file_ids: fileIds } });
+  stack.app.inject({
+    method: 'POST',
+    url: '/business-context/documents/drive/',
+    headers: withKey(apiKey),
+    payload: { file_ids: fileIds },
+  });
 
 interface Doc {
   id: string;
@@ -40,7 +67,13 @@ interface Doc {
 
 async function settled(id: string): Promise<Doc> {
   for (let i = 0; i < 200; i += 1) {
-    const doc = (await stack.app.inject({ method: 'GET', url: `/business-context/documents/${id}/`, headers: withKey(paid.apiKey) })).json() as Doc;
+    const doc = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/business-context/documents/${id}/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json() as Doc;
     if (doc.status === 'ready' || doc.status === 'failed') return doc;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -59,7 +92,11 @@ describe('drive link', () => {
       ['missing_1', 'cloud_drive', 'pending'],
     ]);
     const [md, secret, doc, missing] = await Promise.all(documents.map((d) => settled(d.id)));
-    expect(md).toMatchObject({ status: 'ready', title: 'About us.md', drive_web_view_link: expect.stringContaining('md_1') });
+    expect(md).toMatchObject({
+      status: 'ready',
+      title: 'About us.md',
+      drive_web_view_link: expect.stringContaining('md_1'),
+    });
     expect(md!.summary).toContain('sales teams');
     expect(doc).toMatchObject({ status: 'ready', title: 'Pricing' });
     expect(doc!.summary).toContain('Gizmo Pro');

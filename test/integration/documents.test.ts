@@ -27,8 +27,10 @@ beforeAll(async () => {
   site = await serveHttp((req, res) => {
     const pages: Record<string, string> = {
       '/': '<html><head><title>Acme</title><meta name="description" content="Acme makes invoice automation for accounting teams."></head><body><main><h1>Acme</h1><p>Acme reads supplier invoices and posts them to your ledger in seconds.</p><p>Built for finance teams at mid-sized companies across Europe.</p></main></body></html>',
-      '/about': '<html><head><title>About</title></head><body><p>Acme was founded in 2019 to end manual invoice entry for good.</p></body></html>',
-      '/pricing': '<html><head><title>Pricing</title></head><body><p>The Starter plan costs 99 euros per month with unlimited users.</p></body></html>',
+      '/about':
+        '<html><head><title>About</title></head><body><p>Acme was founded in 2019 to end manual invoice entry for good.</p></body></html>',
+      '/pricing':
+        '<html><head><title>Pricing</title></head><body><p>The Starter plan costs 99 euros per month with unlimited users.</p></body></html>',
     };
     const page = pages[req.url ?? ''];
     if (!page) return void res.writeHead(404, { 'content-type': 'text/html' }).end('<p>Not found</p>');
@@ -52,9 +54,21 @@ afterEach(() => {
 });
 
 type Doc = {
-  id: string; status: string; error: string | null; title: string; filename: string; content_type: string; size_bytes: number; summary: string | null;
-  summary_edited: boolean; summary_generated_at: string | null; included_in_context: boolean; in_prompt_budget: boolean;
-  steps: { name: string; detail: string | null; duration_ms: number }[]; created_at: string; source: string;
+  id: string;
+  status: string;
+  error: string | null;
+  title: string;
+  filename: string;
+  content_type: string;
+  size_bytes: number;
+  summary: string | null;
+  summary_edited: boolean;
+  summary_generated_at: string | null;
+  included_in_context: boolean;
+  in_prompt_budget: boolean;
+  steps: { name: string; detail: string | null; duration_ms: number }[];
+  created_at: string;
+  source: string;
 };
 
 const base = '/business-context/documents/';
@@ -65,7 +79,12 @@ const prose =
 
 function upload(file: { filename: string; data: Buffer; contentType?: string }, apiKey = paid.apiKey) {
   const body = multipartBody({ contentType: 'application/octet-stream', ...file });
-  return stack.app.inject({ method: 'POST', url: base, headers: { ...withKey(apiKey), ...body.headers }, payload: body.payload });
+  return stack.app.inject({
+    method: 'POST',
+    url: base,
+    headers: { ...withKey(apiKey), ...body.headers },
+    payload: body.payload,
+  });
 }
 const get = (url: string, apiKey = paid.apiKey) => stack.app.inject({ method: 'GET', url, headers: withKey(apiKey) });
 const send = (method: 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object, apiKey = paid.apiKey) =>
@@ -80,7 +99,10 @@ async function settled(id: string, apiKey = paid.apiKey): Promise<Doc> {
   throw new Error(`document ${id} did not settle`);
 }
 
-async function uploaded(file: { filename: string; data: Buffer; contentType?: string }, apiKey = paid.apiKey): Promise<Doc> {
+async function uploaded(
+  file: { filename: string; data: Buffer; contentType?: string },
+  apiKey = paid.apiKey,
+): Promise<Doc> {
   const res = await upload(file, apiKey);
   expect(res.statusCode, res.body).toBe(202);
   const doc = res.json() as Doc;
@@ -115,20 +137,53 @@ function buildDocx(paragraphs: string[]): Buffer {
 }
 
 const storedText = async (id: string) =>
-  (await stack.sql<{ text: string }[]>`select text from business_document_chunks where document_id = ${id} order by chunk_index`).map((r) => r.text).join('');
+  (
+    await stack.sql<
+      { text: string }[]
+    >`select text from business_document_chunks where document_id = ${id} order by chunk_index`
+  )
+    .map((r) => r.text)
+    .join('');
 
 /** A workspace of its own, so counts and budgets are the test's alone. */
 const ownWorkspace = () => stack.createWorkspace('paid');
 
 describe('uploads of every kind', () => {
   it('PDF, DOCX, Markdown, plain text and HTML are read, chunked and summarised locally, with their steps', async () => {
-    const pdf = await buildPdf([{ texts: [{ text: 'Acme sells invoice automation software to accounting teams.', x: 50, top: 100 }, { text: 'Pricing starts at 99 euros per month for every team.', x: 50, top: 130 }] }]);
+    const pdf = await buildPdf([
+      {
+        texts: [
+          { text: 'Acme sells invoice automation software to accounting teams.', x: 50, top: 100 },
+          { text: 'Pricing starts at 99 euros per month for every team.', x: 50, top: 130 },
+        ],
+      },
+    ]);
     const files = [
-      { filename: 'brochure.pdf', data: pdf, expect: 'Acme sells invoice automation software', type: 'application/pdf' },
-      { filename: 'Offer.docx', data: buildDocx(['Acme sells invoice automation software to accounting teams.', 'Pricing starts at 99 euros per month.']), expect: 'Pricing starts at 99 euros', type: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document' },
+      {
+        filename: 'brochure.pdf',
+        data: pdf,
+        expect: 'Acme sells invoice automation software',
+        type: 'application/pdf',
+      },
+      {
+        filename: 'Offer.docx',
+        data: buildDocx([
+          'Acme sells invoice automation software to accounting teams.',
+          'Pricing starts at 99 euros per month.',
+        ]),
+        expect: 'Pricing starts at 99 euros',
+        type: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+      },
       { filename: 'notes.md', data: text(`# Acme\n\n${prose}`), expect: '# Acme', type: 'text/markdown' },
       { filename: 'plain.txt', data: text(prose), expect: 'Customers save ten hours', type: 'text/plain' },
-      { filename: 'page.html', data: text(`<html><head><title>Acme page</title><script>var x = 1;</script></head><body><p>${prose}</p></body></html>`), expect: 'Acme page', type: 'text/html' },
+      {
+        filename: 'page.html',
+        data: text(
+          `<html><head><title>Acme page</title><script>var x = 1;</script></head><body><p>${prose}</p></body></html>`,
+        ),
+        expect: 'Acme page',
+        type: 'text/html',
+      },
     ];
     const ws = await ownWorkspace();
     for (const file of files) {
@@ -144,7 +199,9 @@ describe('uploads of every kind', () => {
       expect(doc.summary_generated_at).not.toBeNull();
       expect(await storedText(doc.id)).toContain(file.expect);
       if (file.filename === 'page.html') expect(await storedText(doc.id)).not.toContain('var x');
-      const [row] = await stack.sql<{ content: Buffer | null; summary_source: string }[]>`select content, summary_source from business_documents where id = ${doc.id}`;
+      const [row] = await stack.sql<
+        { content: Buffer | null; summary_source: string }[]
+      >`select content, summary_source from business_documents where id = ${doc.id}`;
       expect(row!.content).toBeNull();
       expect(row!.summary_source).toBe('local-extractive');
     }
@@ -171,7 +228,9 @@ describe('uploads of every kind', () => {
     const doc = await uploaded({ filename: 'm.txt', data: text(prose) });
     expect(doc.summary).toBe('- Acme sells invoice automation to accounting teams.\n- 99 euros a month.');
     expect(doc.steps[2]!.detail).toMatch(/chat model local-model/);
-    const [row] = await stack.sql<{ summary_source: string }[]>`select summary_source from business_documents where id = ${doc.id}`;
+    const [row] = await stack.sql<
+      { summary_source: string }[]
+    >`select summary_source from business_documents where id = ${doc.id}`;
     expect(row!.summary_source).toBe('model:local-model');
   });
 
@@ -197,7 +256,9 @@ describe('uploads of every kind', () => {
 describe('bounds', () => {
   it('415 for a kind not read, 413 past the size limit, 409 naming max_documents at it', async () => {
     const ws = await ownWorkspace();
-    expect((await upload({ filename: 'a.csv', data: text('a,b\n1,2\n'), contentType: 'text/csv' }, ws.apiKey)).statusCode).toBe(415);
+    expect(
+      (await upload({ filename: 'a.csv', data: text('a,b\n1,2\n'), contentType: 'text/csv' }, ws.apiKey)).statusCode,
+    ).toBe(415);
     stack.integrations.businessDocuments.maxUploadBytes = 100;
     expect((await upload({ filename: 'a.txt', data: Buffer.alloc(100, 0x61) }, ws.apiKey)).statusCode).toBe(202);
     const big = await upload({ filename: 'b.txt', data: Buffer.alloc(101, 0x61) }, ws.apiKey);
@@ -239,17 +300,38 @@ describe('the tri-state patch', () => {
     const doc = await uploaded({ filename: 'tri.txt', data: text(prose) });
     const url = `${base}${doc.id}/`;
     const titled = (await send('PATCH', url, { title: 'New title' })).json() as Doc;
-    expect(titled).toMatchObject({ title: 'New title', included_in_context: true, summary: doc.summary, summary_edited: false });
+    expect(titled).toMatchObject({
+      title: 'New title',
+      included_in_context: true,
+      summary: doc.summary,
+      summary_edited: false,
+    });
     const excluded = (await send('PATCH', url, { included_in_context: false })).json() as Doc;
     expect(excluded).toMatchObject({ title: 'New title', included_in_context: false, summary: doc.summary });
     const edited = (await send('PATCH', url, { summary: 'We sell invoices.' })).json() as Doc;
-    expect(edited).toMatchObject({ title: 'New title', included_in_context: false, summary: 'We sell invoices.', summary_edited: true });
+    expect(edited).toMatchObject({
+      title: 'New title',
+      included_in_context: false,
+      summary: 'We sell invoices.',
+      summary_edited: true,
+    });
     const cleared = (await send('PATCH', url, { summary: null })).json() as Doc;
-    expect(cleared).toMatchObject({ summary: null, summary_edited: false, title: 'New title', included_in_context: false, status: 'pending', steps: [] });
+    expect(cleared).toMatchObject({
+      summary: null,
+      summary_edited: false,
+      title: 'New title',
+      included_in_context: false,
+      status: 'pending',
+      steps: [],
+    });
     const again = await settled(doc.id);
     expect(again.summary!.split('\n')[0]).toBe(localSummaryHeading);
     expect(again.summary_edited).toBe(false);
-    expect((await send('PATCH', url, {})).json()).toMatchObject({ title: 'New title', included_in_context: false, summary: again.summary });
+    expect((await send('PATCH', url, {})).json()).toMatchObject({
+      title: 'New title',
+      included_in_context: false,
+      summary: again.summary,
+    });
     expect((await send('PATCH', url, { status: 'ready' })).statusCode).toBe(422);
   });
 });
@@ -258,7 +340,8 @@ describe('the prompt budget', () => {
   it('counts included ready summaries oldest first; later ones report false; a single read reports true', async () => {
     const ws = await ownWorkspace();
     const docs: Doc[] = [];
-    for (const name of ['one', 'two', 'three', 'four']) docs.push(await uploaded({ filename: `${name}.txt`, data: text(prose) }, ws.apiKey));
+    for (const name of ['one', 'two', 'three', 'four'])
+      docs.push(await uploaded({ filename: `${name}.txt`, data: text(prose) }, ws.apiKey));
     const patchAs = (id: string, body: object) => send('PATCH', `${base}${id}/`, body, ws.apiKey);
     await patchAs(docs[0]!.id, { summary: 'a'.repeat(40) });
     await patchAs(docs[1]!.id, { summary: 'b'.repeat(60) });
@@ -281,12 +364,22 @@ describe('the prompt budget', () => {
     const third = await uploaded({ filename: 'third.txt', data: text(prose) }, ws.apiKey);
     await send('PATCH', `${base}${first.id}/`, { summary: 'FIRST-SUMMARY sells widgets' }, ws.apiKey);
     await send('PATCH', `${base}${second.id}/`, { summary: 'SECOND-SUMMARY sells gadgets' }, ws.apiKey);
-    await send('PATCH', `${base}${third.id}/`, { summary: 'THIRD-SUMMARY excluded', included_in_context: false }, ws.apiKey);
+    await send(
+      'PATCH',
+      `${base}${third.id}/`,
+      { summary: 'THIRD-SUMMARY excluded', included_in_context: false },
+      ws.apiKey,
+    );
     stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: model.url });
     modelAnswer = () => 'Hello.';
     const before = model.requests.length;
     const conversation = (await send('POST', '/assistant/conversations/', {}, ws.apiKey)).json() as { id: string };
-    const asked = await send('POST', `/assistant/conversations/${conversation.id}/messages/`, { content: 'What do we sell?' }, ws.apiKey);
+    const asked = await send(
+      'POST',
+      `/assistant/conversations/${conversation.id}/messages/`,
+      { content: 'What do we sell?' },
+      ws.apiKey,
+    );
     expect(asked.statusCode, asked.body).toBe(200);
     const system = model.requests.slice(before).find((r) => r.messages[0]?.role === 'system')!.messages[0]!.content!;
     expect(system).toContain('What this workspace sells');
@@ -318,7 +411,10 @@ describe('re-reads', () => {
 
   it('two re-reads at once run one: the other is 409', async () => {
     const doc = await uploaded({ filename: 'twice.txt', data: text(prose) });
-    const answers = await Promise.all([send('POST', `${base}${doc.id}/reread/`, {}), send('POST', `${base}${doc.id}/reread/`, {})]);
+    const answers = await Promise.all([
+      send('POST', `${base}${doc.id}/reread/`, {}),
+      send('POST', `${base}${doc.id}/reread/`, {}),
+    ]);
     expect(answers.map((a) => a.statusCode).sort()).toEqual([202, 409]);
     const done = await settled(doc.id);
     expect(done.status).toBe('ready');
@@ -337,16 +433,23 @@ describe('re-reads', () => {
 });
 
 describe('a document from a company domain', () => {
-  it("reads the home page and same-site pages and writes each fact with its page and confidence (local, saying so)", async () => {
+  it('reads the home page and same-site pages and writes each fact with its page and confidence (local, saying so)', async () => {
     const res = await send('POST', `${base}generate/`, { domain: 'acme.example' });
     expect(res.statusCode, res.body).toBe(202);
     const doc = res.json() as Doc;
-    expect(doc).toMatchObject({ status: 'pending', filename: 'acme.example.md', content_type: 'text/markdown', title: 'acme.example' });
+    expect(doc).toMatchObject({
+      status: 'pending',
+      filename: 'acme.example.md',
+      content_type: 'text/markdown',
+      title: 'acme.example',
+    });
     const done = await settled(doc.id);
     expect(done.status, done.error ?? '').toBe('ready');
     const written = await storedText(doc.id);
     expect(written).toMatch(/no chat model configured/);
-    expect(written).toContain(`Acme makes invoice automation for accounting teams. (source: ${site.url}/; confidence: high)`);
+    expect(written).toContain(
+      `Acme makes invoice automation for accounting teams. (source: ${site.url}/; confidence: high)`,
+    );
     expect(written).toContain(`(source: ${site.url}/pricing; confidence: medium)`);
     expect(written).toContain('## Offers');
     expect(written).not.toContain('/customers;');
@@ -370,7 +473,14 @@ describe('a document from a company domain', () => {
   });
 
   it('a URL, a path, a port or an IP address is 422', async () => {
-    for (const domain of ['https://acme.example', 'acme.example/about', 'acme.example:8080', '127.0.0.1', '', 'localhost']) {
+    for (const domain of [
+      'https://acme.example',
+      'acme.example/about',
+      'acme.example:8080',
+      '127.0.0.1',
+      '',
+      'localhost',
+    ]) {
       expect((await send('POST', `${base}generate/`, { domain })).statusCode, domain).toBe(422);
     }
   });
@@ -392,7 +502,12 @@ describe('exactly once', () => {
   it('a retried or replayed activity changes nothing and records no step twice; a finished run writes nothing more', async () => {
     const ws = await ownWorkspace();
     // Committed pending with no workflow: the activities are called by hand, as retries after a worker died would call them.
-    const inserted = await insertDocument(stack.sql, ws.workspaceId, { title: 'Crash', filename: 'crash.txt', contentType: 'text/plain', content: text(prose) }, 25);
+    const inserted = await insertDocument(
+      stack.sql,
+      ws.workspaceId,
+      { title: 'Crash', filename: 'crash.txt', contentType: 'text/plain', content: text(prose) },
+      25,
+    );
     if (inserted === 'full') throw new Error('full');
     const extractor = createDocumentExtractor(stack.integrations.chatAttachments);
     const activities = createDocumentActivities({ sql: stack.sql, extractor, chatModel: () => null });
@@ -414,7 +529,9 @@ describe('exactly once', () => {
       const done = await settled(inserted.id, ws.apiKey);
       expect(done.status).toBe('ready');
       expect(done.steps.map((s) => s.name)).toEqual(['extract', 'chunk', 'summarise']);
-      const [row] = await stack.sql<{ run: number; status: string }[]>`select run, status from business_documents where id = ${inserted.id}`;
+      const [row] = await stack.sql<
+        { run: number; status: string }[]
+      >`select run, status from business_documents where id = ${inserted.id}`;
       expect(row).toEqual({ run: 2, status: 'ready' });
     } finally {
       await extractor.close();
@@ -424,12 +541,24 @@ describe('exactly once', () => {
 
 describe('the OpenAPI document', () => {
   it('lists every business-context operation under its tag, with its error bodies', async () => {
-    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, { operationId: string; tags: string[]; responses: Record<string, unknown> }>> };
+    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<
+        string,
+        Record<string, { operationId: string; tags: string[]; responses: Record<string, unknown> }>
+      >;
+    };
     const ops = Object.entries(doc.paths)
       .filter(([path]) => path.startsWith('/business-context/'))
       .flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ path, method, op })));
     expect(ops.map((o) => o.op.operationId).sort()).toEqual([
-      'deleteBusinessDocument', 'generateBusinessDocument', 'linkDriveDocuments', 'listBusinessDocuments', 'readBusinessDocument', 'rereadBusinessDocument', 'updateBusinessDocument', 'uploadBusinessDocument',
+      'deleteBusinessDocument',
+      'generateBusinessDocument',
+      'linkDriveDocuments',
+      'listBusinessDocuments',
+      'readBusinessDocument',
+      'rereadBusinessDocument',
+      'updateBusinessDocument',
+      'uploadBusinessDocument',
     ]);
     for (const { op } of ops) {
       expect(op.tags).toEqual(['business-context']);

@@ -1,5 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { renderMessage, renderSegments, segmentOptionsMax, segmentsMax, segmentTextMax, templatesMax, type RenderContext } from '../../domain/inbox/email-templates.js';
+import {
+  renderMessage,
+  renderSegments,
+  segmentOptionsMax,
+  segmentsMax,
+  segmentTextMax,
+  templatesMax,
+  type RenderContext,
+} from '../../domain/inbox/email-templates.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
@@ -34,32 +42,59 @@ describe('rendering segments (pure)', () => {
     const segments = [{ kind: 'text' as const, options: ['Hello', 'Hi', 'Hey', 'Greetings', 'Good day'] }];
     const first = renderSegments(segments, ctx()).text;
     for (let i = 0; i < 5; i++) expect(renderSegments(segments, ctx()).text).toBe(first);
-    const picked = new Set(Array.from({ length: 40 }, (_, i) => renderSegments(segments, ctx({ contactKey: `seq-1:row-${i}` })).text));
+    const picked = new Set(
+      Array.from({ length: 40 }, (_, i) => renderSegments(segments, ctx({ contactKey: `seq-1:row-${i}` })).text),
+    );
     expect(picked.size).toBeGreaterThan(2);
     for (const p of picked) expect(segments[0]!.options).toContain(p);
   });
 
   it('uses an option as the fallback of an empty builtin or column', () => {
-    const result = renderSegments([{ kind: 'builtin', builtin: 'first_name', options: ['there'] }], ctx({ contact: { first_name: '  ' } }));
+    const result = renderSegments(
+      [{ kind: 'builtin', builtin: 'first_name', options: ['there'] }],
+      ctx({ contact: { first_name: '  ' } }),
+    );
     expect(result).toEqual({ ok: true, text: 'there' });
-    expect(renderSegments([{ kind: 'column', column_id: columnId, options: ['your work'] }], ctx({ columns: {} })).text).toBe('your work');
+    expect(
+      renderSegments([{ kind: 'column', column_id: columnId, options: ['your work'] }], ctx({ columns: {} })).text,
+    ).toBe('your work');
   });
 
   it('holds the message when a required segment has no value, instead of leaving a gap', () => {
     const template = {
-      subject_segments: [{ kind: 'text' as const, text: 'For ' }, { kind: 'builtin' as const, builtin: 'company_name' as const, required: true }],
-      body_segments: [{ kind: 'text' as const, text: 'Hi ' }, { kind: 'column' as const, column_id: columnId, required: true }],
+      subject_segments: [
+        { kind: 'text' as const, text: 'For ' },
+        { kind: 'builtin' as const, builtin: 'company_name' as const, required: true },
+      ],
+      body_segments: [
+        { kind: 'text' as const, text: 'Hi ' },
+        { kind: 'column' as const, column_id: columnId, required: true },
+      ],
     };
     const missing = renderMessage(template, ctx({ contact: { first_name: 'Ada' }, columns: {} }));
     expect(missing.missing).toEqual(['builtin:company_name', `column:${columnId}`]);
     expect(renderMessage(template, ctx()).missing).toEqual([]);
     // An empty optional segment is simply empty.
-    expect(renderSegments([{ kind: 'text', text: 'Hi' }, { kind: 'builtin', builtin: 'last_name' }], ctx({ contact: {} }))).toEqual({ ok: true, text: 'Hi' });
+    expect(
+      renderSegments(
+        [
+          { kind: 'text', text: 'Hi' },
+          { kind: 'builtin', builtin: 'last_name' },
+        ],
+        ctx({ contact: {} }),
+      ),
+    ).toEqual({ ok: true, text: 'Hi' });
   });
 
   it('splits the sender name into first and last', () => {
     const text = renderSegments(
-      [{ kind: 'builtin', builtin: 'sender_last_name' }, { kind: 'text', text: '|' }, { kind: 'builtin', builtin: 'sender_full_name' }, { kind: 'text', text: '|' }, { kind: 'builtin', builtin: 'full_name' }],
+      [
+        { kind: 'builtin', builtin: 'sender_last_name' },
+        { kind: 'text', text: '|' },
+        { kind: 'builtin', builtin: 'sender_full_name' },
+        { kind: 'text', text: '|' },
+        { kind: 'builtin', builtin: 'full_name' },
+      ],
       ctx({ sender: { name: 'Grace Brewster Hopper' } }),
     ).text;
     expect(text).toBe('Brewster Hopper|Grace Brewster Hopper|Ada Lovelace');
@@ -77,7 +112,10 @@ describe('saved email templates (2.7, endpoint 6)', () => {
     const created = await client.post('/sequences/templates/', {
       name: 'First touch',
       subject_segments: [{ kind: 'text', text: 'Quick question' }],
-      body_segments: [{ kind: 'text', text: 'Hi ' }, { kind: 'builtin', builtin: 'first_name', options: ['there'] }],
+      body_segments: [
+        { kind: 'text', text: 'Hi ' },
+        { kind: 'builtin', builtin: 'first_name', options: ['there'] },
+      ],
     });
     expect(created.statusCode).toBe(201);
     const template = created.json();
@@ -85,7 +123,9 @@ describe('saved email templates (2.7, endpoint 6)', () => {
       id: expect.any(String),
       name: 'First touch',
       scope: 'sequence_step',
-      subject_segments: [{ kind: 'text', text: 'Quick question', builtin: null, column_id: null, options: [], required: false }],
+      subject_segments: [
+        { kind: 'text', text: 'Quick question', builtin: null, column_id: null, options: [], required: false },
+      ],
       body_segments: [
         { kind: 'text', text: 'Hi ', builtin: null, column_id: null, options: [], required: false },
         { kind: 'builtin', text: '', builtin: 'first_name', column_id: null, options: ['there'], required: false },
@@ -104,11 +144,16 @@ describe('saved email templates (2.7, endpoint 6)', () => {
     expect((await client.del(`/sequences/templates/${template.id}/`)).statusCode).toBe(404);
   });
 
-  it('lists the workspace\'s templates newest first, and only its own', async () => {
+  it("lists the workspace's templates newest first, and only its own", async () => {
     const other = await stack.createWorkspace('paid');
     const names = ['Older', 'Middle', 'Newest'];
     for (const name of names) expect((await client.post('/sequences/templates/', { name })).statusCode).toBe(201);
-    await stack.app.inject({ method: 'POST', url: '/sequences/templates/', headers: withKey(other.apiKey), payload: { name: 'Not yours' } });
+    await stack.app.inject({
+      method: 'POST',
+      url: '/sequences/templates/',
+      headers: withKey(other.apiKey),
+      payload: { name: 'Not yours' },
+    });
     const list = await client.get('/sequences/templates/');
     expect(list.statusCode).toBe(200);
     const listed = list.json().templates.map((t: { name: string }) => t.name);
@@ -120,15 +165,27 @@ describe('saved email templates (2.7, endpoint 6)', () => {
     const other = await stack.createWorkspace('paid');
     const otherTables = tablesClient(stack, withKey(other.apiKey));
     const foreign = await otherTables.column((await otherTables.table()).id, { kind: 'input', name: 'Secret' });
-    const res = await client.post('/sequences/templates/', { name: 'Bad', body_segments: [{ kind: 'column', column_id: foreign.id }] });
+    const res = await client.post('/sequences/templates/', {
+      name: 'Bad',
+      body_segments: [{ kind: 'column', column_id: foreign.id }],
+    });
     expect(res.statusCode).toBe(404);
     expect(res.json().detail).toContain(foreign.id);
     const noBuiltin = await client.post('/sequences/templates/', { name: 'Bad', body_segments: [{ kind: 'builtin' }] });
     expect(noBuiltin.statusCode).toBe(422);
     expect(noBuiltin.json().issues[0].loc).toEqual(['body', 'body_segments.0.builtin']);
-    expect((await client.post('/sequences/templates/', { name: 'Bad', body_segments: [{ kind: 'column' }] })).statusCode).toBe(422);
+    expect(
+      (await client.post('/sequences/templates/', { name: 'Bad', body_segments: [{ kind: 'column' }] })).statusCode,
+    ).toBe(422);
     const mine = await client.column((await client.table()).id, { kind: 'input', name: 'Mine' });
-    expect((await client.post('/sequences/templates/', { name: 'Good', body_segments: [{ kind: 'column', column_id: mine.id }] })).statusCode).toBe(201);
+    expect(
+      (
+        await client.post('/sequences/templates/', {
+          name: 'Good',
+          body_segments: [{ kind: 'column', column_id: mine.id }],
+        })
+      ).statusCode,
+    ).toBe(201);
   });
 
   it('bounds the name, segments, text and options at their limits', async () => {
@@ -141,10 +198,18 @@ describe('saved email templates (2.7, endpoint 6)', () => {
     const tooMany = await post({ body_segments: Array(segmentsMax + 1).fill(text) });
     expect(tooMany.statusCode).toBe(422);
     expect(tooMany.json().issues[0].loc).toEqual(['body', 'body_segments']);
-    expect((await post({ subject_segments: [{ kind: 'text', text: 't'.repeat(segmentTextMax) }] })).statusCode).toBe(201);
-    expect((await post({ subject_segments: [{ kind: 'text', text: 't'.repeat(segmentTextMax + 1) }] })).statusCode).toBe(422);
-    expect((await post({ body_segments: [{ kind: 'text', options: Array(segmentOptionsMax).fill('o') }] })).statusCode).toBe(201);
-    expect((await post({ body_segments: [{ kind: 'text', options: Array(segmentOptionsMax + 1).fill('o') }] })).statusCode).toBe(422);
+    expect((await post({ subject_segments: [{ kind: 'text', text: 't'.repeat(segmentTextMax) }] })).statusCode).toBe(
+      201,
+    );
+    expect(
+      (await post({ subject_segments: [{ kind: 'text', text: 't'.repeat(segmentTextMax + 1) }] })).statusCode,
+    ).toBe(422);
+    expect(
+      (await post({ body_segments: [{ kind: 'text', options: Array(segmentOptionsMax).fill('o') }] })).statusCode,
+    ).toBe(201);
+    expect(
+      (await post({ body_segments: [{ kind: 'text', options: Array(segmentOptionsMax + 1).fill('o') }] })).statusCode,
+    ).toBe(422);
     expect((await post({ body_segments: [{ kind: 'builtin', builtin: 'favourite_colour' }] })).statusCode).toBe(422);
     expect((await post({ body_segments: [{ kind: 'emoji' }] })).statusCode).toBe(422);
   });
@@ -152,7 +217,13 @@ describe('saved email templates (2.7, endpoint 6)', () => {
   it(`keeps at most ${templatesMax} templates per workspace`, async () => {
     const ws = await stack.createWorkspace('paid');
     await stack.sql`insert into email_templates (workspace_id, name) select ${ws.workspaceId}, 'T' || g from generate_series(1, ${templatesMax - 1}) g`;
-    const post = () => stack.app.inject({ method: 'POST', url: '/sequences/templates/', headers: withKey(ws.apiKey), payload: { name: 'Last one' } });
+    const post = () =>
+      stack.app.inject({
+        method: 'POST',
+        url: '/sequences/templates/',
+        headers: withKey(ws.apiKey),
+        payload: { name: 'Last one' },
+      });
     expect((await post()).statusCode).toBe(201);
     const over = await post();
     expect(over.statusCode).toBe(409);

@@ -6,7 +6,12 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aiColumn, aiColumnConfigFrom } from '../../integrations/enrichment-providers/ai-column.js';
-import { defaultMxResolver, dnsMxLookup, domainOf, type MxResolver } from '../../integrations/enrichment-providers/dns-mx.js';
+import {
+  defaultMxResolver,
+  dnsMxLookup,
+  domainOf,
+  type MxResolver,
+} from '../../integrations/enrichment-providers/dns-mx.js';
 import { formulaProvider } from '../../integrations/enrichment-providers/formula.js';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { readableText } from '../../integrations/web/readable-text.js';
@@ -17,7 +22,10 @@ import { serveChatCompletions, serveDns } from '../support/local-servers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 
 const run = (provider: EnrichmentProvider, inputs: Record<string, CellValue>, options: Record<string, string> = {}) =>
-  provider.run({ inputs: new Map(Object.entries(inputs)), options: new Map(Object.entries(options)) }, new AbortController().signal);
+  provider.run(
+    { inputs: new Map(Object.entries(inputs)), options: new Map(Object.entries(options)) },
+    new AbortController().signal,
+  );
 
 /** The provider's failure, to check whether it is retried. */
 async function failure(promise: Promise<EnrichmentOutcome>): Promise<EnrichmentError> {
@@ -43,10 +51,19 @@ describe('web page reader', () => {
       if (path === '/article') return void res.setHeader('content-type', 'text/html; charset=utf-8').end(article);
       if (path === '/moved') return void res.writeHead(301, { location: '/article' }).end();
       if (path === '/loop') return void res.writeHead(302, { location: '/loop' }).end();
-      if (path === '/gzip') return void res.writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' }).end(gzipSync('<title>Zipped</title><p>Small and compressed</p>'));
-      if (path === '/latin1') return void res.writeHead(200, { 'content-type': 'text/html; charset=iso-8859-1' }).end(Buffer.from('<p>Caf\xe9 cr\xe8me</p>', 'latin1'));
+      if (path === '/gzip')
+        return void res
+          .writeHead(200, { 'content-type': 'text/html', 'content-encoding': 'gzip' })
+          .end(gzipSync('<title>Zipped</title><p>Small and compressed</p>'));
+      if (path === '/latin1')
+        return void res
+          .writeHead(200, { 'content-type': 'text/html; charset=iso-8859-1' })
+          .end(Buffer.from('<p>Caf\xe9 cr\xe8me</p>', 'latin1'));
       if (path === '/plain') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('Just text.');
-      if (path === '/empty') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body><script>x()</script></body></html>');
+      if (path === '/empty')
+        return void res
+          .writeHead(200, { 'content-type': 'text/html' })
+          .end('<html><body><script>x()</script></body></html>');
       if (path === '/pdf') return void res.writeHead(200, { 'content-type': 'application/pdf' }).end('%PDF-1.4');
       if (path === '/busy') return void res.writeHead(503).end('try later');
       if (path === '/endless') {
@@ -88,15 +105,22 @@ describe('web page reader', () => {
 
   it('follows redirects and says where it ended; a redirect loop is refused', async () => {
     const outcome = await run(reader(), { url: `${site.url}/moved` });
-    expect(outcome).toMatchObject({ kind: 'result', values: { title: 'Acme & Sons', final_url: `${site.url}/article` } });
+    expect(outcome).toMatchObject({
+      kind: 'result',
+      values: { title: 'Acme & Sons', final_url: `${site.url}/article` },
+    });
     const loop = await failure(run(reader(), { url: `${site.url}/loop` }));
     expect(loop).toMatchObject({ retryable: false, message: expect.stringContaining('redirects') });
   });
 
   it('decodes compressed bodies and the declared charset; plain text is read as it is', async () => {
-    expect(await run(reader(), { url: `${site.url}/gzip` })).toMatchObject({ values: { title: 'Zipped', text: 'Small and compressed' } });
+    expect(await run(reader(), { url: `${site.url}/gzip` })).toMatchObject({
+      values: { title: 'Zipped', text: 'Small and compressed' },
+    });
     expect(await run(reader(), { url: `${site.url}/latin1` })).toMatchObject({ values: { text: 'Café crème' } });
-    expect(await run(reader(), { url: `${site.url}/plain` })).toMatchObject({ values: { title: null, text: 'Just text.' } });
+    expect(await run(reader(), { url: `${site.url}/plain` })).toMatchObject({
+      values: { title: null, text: 'Just text.' },
+    });
   });
 
   it('answers an empty result for a page with nothing to read', async () => {
@@ -104,9 +128,18 @@ describe('web page reader', () => {
   });
 
   it('retries a busy server, not a missing page, a non-page or a bad address', async () => {
-    expect(await failure(run(reader(), { url: `${site.url}/busy` }))).toMatchObject({ retryable: true, message: expect.stringContaining('503') });
-    expect(await failure(run(reader(), { url: `${site.url}/nowhere` }))).toMatchObject({ retryable: false, message: expect.stringContaining('404') });
-    expect(await failure(run(reader(), { url: `${site.url}/pdf` }))).toMatchObject({ retryable: false, message: expect.stringContaining('application/pdf') });
+    expect(await failure(run(reader(), { url: `${site.url}/busy` }))).toMatchObject({
+      retryable: true,
+      message: expect.stringContaining('503'),
+    });
+    expect(await failure(run(reader(), { url: `${site.url}/nowhere` }))).toMatchObject({
+      retryable: false,
+      message: expect.stringContaining('404'),
+    });
+    expect(await failure(run(reader(), { url: `${site.url}/pdf` }))).toMatchObject({
+      retryable: false,
+      message: expect.stringContaining('application/pdf'),
+    });
     expect(await failure(run(reader(), { url: 'ftp://example.com/file' }))).toMatchObject({ retryable: false });
     expect(await failure(run(reader(), { url: 'not a url at all' }))).toMatchObject({ retryable: false });
   });
@@ -130,8 +163,16 @@ describe('web page reader', () => {
     const before = site.requests.length;
     const guarded = webPageReader();
     const port = new URL(site.url).port;
-    for (const url of [`${site.url}/article`, `http://localhost:${port}/article`, `http://[::1]:${port}/article`, 'http://169.254.169.254/latest/meta-data/']) {
-      expect(await failure(run(guarded, { url }))).toMatchObject({ retryable: false, message: expect.stringContaining('private network') });
+    for (const url of [
+      `${site.url}/article`,
+      `http://localhost:${port}/article`,
+      `http://[::1]:${port}/article`,
+      'http://169.254.169.254/latest/meta-data/',
+    ]) {
+      expect(await failure(run(guarded, { url }))).toMatchObject({
+        retryable: false,
+        message: expect.stringContaining('private network'),
+      });
     }
     expect(site.requests.length).toBe(before);
   });
@@ -156,12 +197,20 @@ describe('AI column', () => {
     expect(aiColumnConfigFrom({})).toBeNull();
     expect(aiColumnConfigFrom({ OPENAI_API_KEY: 'k' })).toBeNull();
     expect(aiColumnConfigFrom({ OPENAI_MODEL: 'm', OPENAI_BASE_URL: 'http://127.0.0.1:1/v1' })).toBeNull();
-    expect(aiColumnConfigFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'm', OPENAI_BASE_URL: 'http://x/v1' })).toEqual({ apiKey: 'k', model: 'm', baseUrl: 'http://x/v1' });
+    expect(aiColumnConfigFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'm', OPENAI_BASE_URL: 'http://x/v1' })).toEqual({
+      apiKey: 'k',
+      model: 'm',
+      baseUrl: 'http://x/v1',
+    });
   });
 
   it("sends the prompt with the row's inputs filled in and answers the model's text", async () => {
     reply = { content: '  Anvils and hammers \n' };
-    const outcome = await run(provider(), { company: 'Acme', city: null }, { prompt: 'What does {company} of {city} sell? {not_mapped}' });
+    const outcome = await run(
+      provider(),
+      { company: 'Acme', city: null },
+      { prompt: 'What does {company} of {city} sell? {not_mapped}' },
+    );
     expect(outcome).toEqual({ kind: 'result', values: { answer: 'Anvils and hammers' } });
     const request = model.requests.at(-1)!;
     expect(request.headers.authorization).toBe('Bearer local-key');
@@ -184,7 +233,10 @@ describe('AI column', () => {
     reply = { status: 429 };
     expect(await failure(run(provider(), {}, { prompt: 'x' }))).toMatchObject({ retryable: true });
     reply = { status: 401 };
-    expect(await failure(run(provider(), {}, { prompt: 'x' }))).toMatchObject({ retryable: false, message: expect.stringContaining('401') });
+    expect(await failure(run(provider(), {}, { prompt: 'x' }))).toMatchObject({
+      retryable: false,
+      message: expect.stringContaining('401'),
+    });
     expect(model.requests.length - before).toBe(3);
   });
 
@@ -213,14 +265,20 @@ describe('mail servers (DNS MX)', () => {
     expect(domainOf('jo@sales.acme.test')).toBe('sales.acme.test');
     expect(domainOf('https://www.acme.test/about?x=1')).toBe('acme.test');
     expect(domainOf('www.test')).toBe('www.test');
-    for (const bad of ['', 'localhost', 'acme..test', '1.2.3.4', 'a b.test']) expect(() => domainOf(bad)).toThrow(EnrichmentError);
+    for (const bad of ['', 'localhost', 'acme..test', '1.2.3.4', 'a b.test'])
+      expect(() => domainOf(bad)).toThrow(EnrichmentError);
   });
 
   it('asks a DNS server (DNS_SERVERS) and lists the mail servers in preference order with the mail service', async () => {
     const provider = dnsMxLookup({ resolver: defaultMxResolver([dns.server]) });
     expect(await run(provider, { domain: 'jo@acme.test' })).toEqual({
       kind: 'result',
-      values: { primary_mx: 'aspmx.l.google.com', mx_hosts: 'aspmx.l.google.com, alt1.aspmx.l.google.com', mx_count: 2, mail_provider: 'Google Workspace' },
+      values: {
+        primary_mx: 'aspmx.l.google.com',
+        mx_hosts: 'aspmx.l.google.com, alt1.aspmx.l.google.com',
+        mx_count: 2,
+        mail_provider: 'Google Workspace',
+      },
     });
     expect(dns.queries).toContain('acme.test');
   });
@@ -233,17 +291,29 @@ describe('mail servers (DNS MX)', () => {
   });
 
   it('retries a lookup that timed out or failed at the server, and refuses a value that is not a domain', async () => {
-    const failing = (code: string): MxResolver => ({ resolveMx: async () => Promise.reject(Object.assign(new Error(code), { code })) });
-    expect(await failure(run(dnsMxLookup({ resolver: failing('ETIMEOUT') }), { domain: 'acme.test' }))).toMatchObject({ retryable: true });
-    expect(await failure(run(dnsMxLookup({ resolver: failing('ESERVFAIL') }), { domain: 'acme.test' }))).toMatchObject({ retryable: true });
-    expect(await failure(run(dnsMxLookup({ resolver: failing('EBADNAME') }), { domain: 'acme.test' }))).toMatchObject({ retryable: false });
-    expect(await failure(run(dnsMxLookup({ resolver: failing('ETIMEOUT') }), { domain: 'not a domain' }))).toMatchObject({ retryable: false });
+    const failing = (code: string): MxResolver => ({
+      resolveMx: async () => Promise.reject(Object.assign(new Error(code), { code })),
+    });
+    expect(await failure(run(dnsMxLookup({ resolver: failing('ETIMEOUT') }), { domain: 'acme.test' }))).toMatchObject({
+      retryable: true,
+    });
+    expect(await failure(run(dnsMxLookup({ resolver: failing('ESERVFAIL') }), { domain: 'acme.test' }))).toMatchObject({
+      retryable: true,
+    });
+    expect(await failure(run(dnsMxLookup({ resolver: failing('EBADNAME') }), { domain: 'acme.test' }))).toMatchObject({
+      retryable: false,
+    });
+    expect(
+      await failure(run(dnsMxLookup({ resolver: failing('ETIMEOUT') }), { domain: 'not a domain' })),
+    ).toMatchObject({ retryable: false });
   });
 
   it('names well-known mail services by their MX hosts', async () => {
     const stub = (exchange: string): MxResolver => ({ resolveMx: async () => [{ exchange, priority: 0 }] });
     const provider = (exchange: string) => run(dnsMxLookup({ resolver: stub(exchange) }), { domain: 'acme.test' });
-    expect(await provider('acme-test.mail.protection.outlook.com')).toMatchObject({ values: { mail_provider: 'Microsoft 365' } });
+    expect(await provider('acme-test.mail.protection.outlook.com')).toMatchObject({
+      values: { mail_provider: 'Microsoft 365' },
+    });
     expect(await provider('mx.zoho.eu')).toMatchObject({ values: { mail_provider: 'Zoho Mail' } });
     expect(await provider('mail.acme.test')).toMatchObject({ values: { mail_provider: 'Other' } });
   });
@@ -251,8 +321,17 @@ describe('mail servers (DNS MX)', () => {
 
 describe('formula', () => {
   it('computes an expression over named inputs, empty inputs reading as empty', async () => {
-    expect(await run(formulaProvider(), { price: 4, qty: '3' }, { formula: '{price} * {qty}' })).toEqual({ kind: 'result', values: { result: 12 } });
-    expect(await run(formulaProvider(), { first: 'Ada', last: null }, { formula: 'concat({first}, " ", coalesce({last}, "?"))' })).toEqual({
+    expect(await run(formulaProvider(), { price: 4, qty: '3' }, { formula: '{price} * {qty}' })).toEqual({
+      kind: 'result',
+      values: { result: 12 },
+    });
+    expect(
+      await run(
+        formulaProvider(),
+        { first: 'Ada', last: null },
+        { formula: 'concat({first}, " ", coalesce({last}, "?"))' },
+      ),
+    ).toEqual({
       kind: 'result',
       values: { result: 'Ada ?' },
     });
@@ -260,16 +339,29 @@ describe('formula', () => {
   });
 
   it('fails for good on a formula that cannot be used or a row it fails on', async () => {
-    expect(await failure(run(formulaProvider(), { a: 1 }, { formula: '{b} + 1' }))).toMatchObject({ retryable: false, message: expect.stringContaining('No column named "b"') });
-    expect(await failure(run(formulaProvider(), { a: 1 }, { formula: 'import("fs")' }))).toMatchObject({ retryable: false });
+    expect(await failure(run(formulaProvider(), { a: 1 }, { formula: '{b} + 1' }))).toMatchObject({
+      retryable: false,
+      message: expect.stringContaining('No column named "b"'),
+    });
+    expect(await failure(run(formulaProvider(), { a: 1 }, { formula: 'import("fs")' }))).toMatchObject({
+      retryable: false,
+    });
   });
 });
 
 describe('the registry', () => {
   it('lists what the environment configures, alphabetical by key', () => {
-    const keys = (env: Record<string, string>) => createEnrichmentProviders({ env }).list().map((p) => p.info.key);
+    const keys = (env: Record<string, string>) =>
+      createEnrichmentProviders({ env })
+        .list()
+        .map((p) => p.info.key);
     expect(keys({})).toEqual(['dns_mx', 'formula', 'web_page_reader']);
     expect(keys({ OPENAI_API_KEY: 'k' })).toEqual(['dns_mx', 'formula', 'web_page_reader']);
-    expect(keys({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'm' })).toEqual(['ai_column', 'dns_mx', 'formula', 'web_page_reader']);
+    expect(keys({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'm' })).toEqual([
+      'ai_column',
+      'dns_mx',
+      'formula',
+      'web_page_reader',
+    ]);
   });
 });

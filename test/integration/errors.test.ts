@@ -33,7 +33,12 @@ const expectValidationShape = (body: { detail: unknown; issues: unknown[] }) => 
 
 describe('error shapes (spec 7)', () => {
   it('turns a zod failure in the body into 422 issues naming the field', async () => {
-    const res = await stack.app.inject({ method: 'POST', url: '/api-keys/', headers: withKey(ws.apiKey), payload: { name: 5 } });
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/api-keys/',
+      headers: withKey(ws.apiKey),
+      payload: { name: 5 },
+    });
     expect(res.statusCode).toBe(422);
     expectValidationShape(res.json());
     expect(res.json().issues[0]).toMatchObject({ loc: ['body', 'name'], input: 5 });
@@ -41,7 +46,8 @@ describe('error shapes (spec 7)', () => {
   });
 
   it('turns a query failure into 422 with loc query', async () => {
-    const at = async (limit: string) => stack.app.inject({ method: 'GET', url: `/credits/ledger/?limit=${limit}`, headers: withKey(ws.apiKey) });
+    const at = async (limit: string) =>
+      stack.app.inject({ method: 'GET', url: `/credits/ledger/?limit=${limit}`, headers: withKey(ws.apiKey) });
     for (const ok of ['1', '200']) expect((await at(ok)).statusCode).toBe(200);
     for (const bad of ['0', '201', 'ten']) {
       const res = await at(bad);
@@ -87,14 +93,27 @@ describe('error shapes (spec 7)', () => {
   });
 
   it('answers 405 with Allow to a method a known path does not serve, before reading any body', async () => {
-    const res = await stack.app.inject({ method: 'PUT', url: '/workspace/', headers: withKey(ws.apiKey), payload: 'not json' });
+    const res = await stack.app.inject({
+      method: 'PUT',
+      url: '/workspace/',
+      headers: withKey(ws.apiKey),
+      payload: 'not json',
+    });
     expect(res.statusCode).toBe(405);
     expect(res.headers.allow).toBe('GET, HEAD');
     expect(Object.keys(res.json())).toEqual(['detail']);
-    const byId = await stack.app.inject({ method: 'POST', url: '/api-keys/00000000-0000-4000-8000-000000000000/', headers: withKey(ws.apiKey) });
+    const byId = await stack.app.inject({
+      method: 'POST',
+      url: '/api-keys/00000000-0000-4000-8000-000000000000/',
+      headers: withKey(ws.apiKey),
+    });
     expect(byId.statusCode).toBe(405);
     expect(byId.headers.allow).toBe('DELETE, GET, HEAD, PATCH');
-    const staticBesideParam = await stack.app.inject({ method: 'PATCH', url: '/api-keys/count/', headers: withKey(ws.apiKey) });
+    const staticBesideParam = await stack.app.inject({
+      method: 'PATCH',
+      url: '/api-keys/count/',
+      headers: withKey(ws.apiKey),
+    });
     expect(staticBesideParam.statusCode).toBe(405);
     expect(staticBesideParam.headers.allow).toBe('GET, HEAD');
   });
@@ -104,7 +123,9 @@ describe('error shapes (spec 7)', () => {
     try {
       const raw = await new Promise<string>((resolve, reject) => {
         const socket = connect(port, '127.0.0.1', () => {
-          socket.write(`DELETE /notifications/chatapp/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${ws.apiKey}\r\ncontent-length: y#DwOMavnO\r\n\r\n`);
+          socket.write(
+            `DELETE /notifications/chatapp/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${ws.apiKey}\r\ncontent-length: y#DwOMavnO\r\n\r\n`,
+          );
         });
         let answer = '';
         socket.on('data', (chunk) => (answer += chunk));
@@ -142,7 +163,9 @@ describe('dependencies down', () => {
       verifyToken: async () => undefined,
       rateLimit: { limit: 0, windowSeconds: 60 },
     });
-    app.get('/test-only/workflow/', { config: { access: 'public' } }, async () => deadTemporal.workflow.getHandle('credit-hold/x').describe());
+    app.get('/test-only/workflow/', { config: { access: 'public' } }, async () =>
+      deadTemporal.workflow.getHandle('credit-hold/x').describe(),
+    );
     try {
       const workflowDown = await app.inject({ method: 'GET', url: '/test-only/workflow/' });
       expect(workflowDown.statusCode).toBe(503);
@@ -152,7 +175,12 @@ describe('dependencies down', () => {
       expect(res.json()).toEqual({ detail: 'The database is unavailable. Try again shortly.' });
       const health = await app.inject({ method: 'GET', url: '/health/' });
       expect(health.statusCode).toBe(503);
-      expect(health.json()).toMatchObject({ status: 'degraded', postgres: { ok: false }, temporal: { ok: false }, detail: 'Postgres and Temporal unreachable.' });
+      expect(health.json()).toMatchObject({
+        status: 'degraded',
+        postgres: { ok: false },
+        temporal: { ok: false },
+        detail: 'Postgres and Temporal unreachable.',
+      });
     } finally {
       await app.close();
       await sql.end({ timeout: 1 });
@@ -185,12 +213,19 @@ describe('structured logs', () => {
       logger: pino({ level: 'info' }, sink),
     });
     try {
-      const given = await app.inject({ method: 'GET', url: '/credits/', headers: { ...withKey(ws.apiKey), 'x-request-id': 'trace-abc.1' } });
+      const given = await app.inject({
+        method: 'GET',
+        url: '/credits/',
+        headers: { ...withKey(ws.apiKey), 'x-request-id': 'trace-abc.1' },
+      });
       expect(given.headers['x-request-id']).toBe('trace-abc.1');
       const minted = await app.inject({ method: 'GET', url: '/credits/', headers: withKey(ws.apiKey) });
       expect(minted.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
       await new Promise((r) => setImmediate(r));
-      expect(lines.filter((l) => l.reqId === 'trace-abc.1').map((l) => l.msg)).toEqual(['incoming request', 'request completed']);
+      expect(lines.filter((l) => l.reqId === 'trace-abc.1').map((l) => l.msg)).toEqual([
+        'incoming request',
+        'request completed',
+      ]);
       expect(lines.some((l) => l.reqId === minted.headers['x-request-id'])).toBe(true);
     } finally {
       await app.close();

@@ -27,19 +27,33 @@ beforeAll(() => {
   eslint = new ESLint({
     cwd: projectRoot,
     overrideConfig: [
-      { files: ['**/*.ts'], languageOptions: { parserOptions: { projectService: false, project: null } }, rules: { '@typescript-eslint/no-floating-promises': 'off' } },
+      {
+        files: ['**/*.ts'],
+        languageOptions: { parserOptions: { projectService: false, project: null } },
+        rules: { '@typescript-eslint/no-floating-promises': 'off' },
+      },
     ],
   });
 });
 
 /** Lints one import per line (then a use of each), and answers the specifiers a rule flagged. */
-async function flagged(file: string, values: string[], types: string[] = [], extra = ''): Promise<{ imports: string[]; rules: string[] }> {
+async function flagged(
+  file: string,
+  values: string[],
+  types: string[] = [],
+  extra = '',
+): Promise<{ imports: string[]; rules: string[] }> {
   const lines = [
     ...values.map((spec, i) => `import * as v${i} from '${spec}';`),
     ...types.map((spec, i) => `import type { Thing as T${i} } from '${spec}';`),
   ];
-  const uses = [`export const used = [${values.map((_, i) => `v${i}`).join(', ')}];`, ...types.map((_, i) => `export type U${i} = T${i};`)];
-  const [result] = await eslint.lintText([...lines, ...uses, extra].join('\n') + '\n', { filePath: join(projectRoot, file) });
+  const uses = [
+    `export const used = [${values.map((_, i) => `v${i}`).join(', ')}];`,
+    ...types.map((_, i) => `export type U${i} = T${i};`),
+  ];
+  const [result] = await eslint.lintText([...lines, ...uses, extra].join('\n') + '\n', {
+    filePath: join(projectRoot, file),
+  });
   const messages = result!.messages;
   expect(messages.filter((m) => m.fatal)).toEqual([]);
   const specs = [...values, ...types];
@@ -61,15 +75,45 @@ describe('the layer rules of the lint', { timeout: 180_000 }, () => {
     await expectRule({
       file: 'domain/pnet/lint-probe.ts',
       refused: [
-        '../../db/sql.js', '../../store/pnet/steps.js', '../../integrations/mailer.js', '../../services/pnet/browser-step-client.js',
-        '../../workflows/pnet/browser-step.js', '../../activities/pnet/steps.js', '../../api/app.js', '../../worker/config.js',
-        'node:fs', 'fs/promises', 'node:net', 'node:http', 'node:dns', 'node:child_process',
-        'postgres', 'fastify', '@temporalio/client', '@temporalio/workflow', 'nodemailer', 'imapflow', 'openai', 'undici',
+        '../../db/sql.js',
+        '../../store/pnet/steps.js',
+        '../../integrations/mailer.js',
+        '../../services/pnet/browser-step-client.js',
+        '../../workflows/pnet/browser-step.js',
+        '../../activities/pnet/steps.js',
+        '../../api/app.js',
+        '../../worker/config.js',
+        'node:fs',
+        'fs/promises',
+        'node:net',
+        'node:http',
+        'node:dns',
+        'node:child_process',
+        'postgres',
+        'fastify',
+        '@temporalio/client',
+        '@temporalio/workflow',
+        'nodemailer',
+        'imapflow',
+        'openai',
+        'undici',
       ],
-      allowed: ['zod', 'mathjs', 'node:crypto', 'node:zlib', '../shared/errors.js', '../tables/tables.js', './pacing.js'],
+      allowed: [
+        'zod',
+        'mathjs',
+        'node:crypto',
+        'node:zlib',
+        '../shared/errors.js',
+        '../tables/tables.js',
+        './pacing.js',
+      ],
     });
     // A file at domain/'s top is held to the same rules.
-    await expectRule({ file: 'domain/lint-probe.ts', refused: ['../store/pnet/steps.js', 'node:fs'], allowed: ['./shared/errors.js', 'zod'] });
+    await expectRule({
+      file: 'domain/lint-probe.ts',
+      refused: ['../store/pnet/steps.js', 'node:fs'],
+      allowed: ['./shared/errors.js', 'zod'],
+    });
   });
 
   it('keep db/ and store/ below the integrations, services, workflows, activities, API and worker', async () => {
@@ -77,7 +121,14 @@ describe('the layer rules of the lint', { timeout: 180_000 }, () => {
       const up = file.startsWith('db/') ? '../' : '../../';
       await expectRule({
         file,
-        refused: ['integrations/mailer.js', 'services/pnet/browser-step-client.js', 'workflows/pnet/browser-step.js', 'activities/pnet/steps.js', 'api/app.js', 'worker/config.js'].map((p) => up + p),
+        refused: [
+          'integrations/mailer.js',
+          'services/pnet/browser-step-client.js',
+          'workflows/pnet/browser-step.js',
+          'activities/pnet/steps.js',
+          'api/app.js',
+          'worker/config.js',
+        ].map((p) => up + p),
         allowed: [`${up}domain/pnet/pnet.js`, `${up}db/sql.js`, `${up}store/platform/credits.js`, 'postgres'],
       });
     }
@@ -86,35 +137,89 @@ describe('the layer rules of the lint', { timeout: 180_000 }, () => {
   it('keep integrations/ apart from the store and everything above it', async () => {
     await expectRule({
       file: 'integrations/agent-tools/lint-probe.ts',
-      refused: ['../../store/pnet/steps.js', '../../services/agents/research.js', '../../workflows/agents/agent-run.js', '../../activities/agents/agent-run.js', '../../api/app.js', '../../worker/config.js'],
-      allowed: ['../../domain/tables/enrichments.js', '../chat-model.js', '../web/web-page.js', 'openai', 'undici', 'node:dns'],
+      refused: [
+        '../../store/pnet/steps.js',
+        '../../services/agents/research.js',
+        '../../workflows/agents/agent-run.js',
+        '../../activities/agents/agent-run.js',
+        '../../api/app.js',
+        '../../worker/config.js',
+      ],
+      allowed: [
+        '../../domain/tables/enrichments.js',
+        '../chat-model.js',
+        '../web/web-page.js',
+        'openai',
+        'undici',
+        'node:dns',
+      ],
     });
   });
 
   it('keep services/ below the activities, the API and the worker', async () => {
     await expectRule({
       file: 'services/sequences/lint-probe.ts',
-      refused: ['../../activities/sequences/sequences.js', '../../api/app.js', '../../api/deps.js', '../../worker/worker.js'],
-      allowed: ['../../store/sequences/sequences.js', '../../integrations/mailer.js', '../../workflows/sequences/sequence-contact.contract.js', '../../domain/sequences/sequences.js', '@temporalio/client'],
+      refused: [
+        '../../activities/sequences/sequences.js',
+        '../../api/app.js',
+        '../../api/deps.js',
+        '../../worker/worker.js',
+      ],
+      allowed: [
+        '../../store/sequences/sequences.js',
+        '../../integrations/mailer.js',
+        '../../workflows/sequences/sequence-contact.contract.js',
+        '../../domain/sequences/sequences.js',
+        '@temporalio/client',
+      ],
     });
   });
 
   it('keep workflows/ deterministic: domain/ and workflows/ only, activities as types', async () => {
-    for (const [file, up] of [['workflows/pnet/lint-probe.ts', '../../'], ['workflows/lint-probe.ts', '../']] as const) {
+    for (const [file, up] of [
+      ['workflows/pnet/lint-probe.ts', '../../'],
+      ['workflows/lint-probe.ts', '../'],
+    ] as const) {
       await expectRule({
         file,
         refused: [
-          ...['db/sql.js', 'store/pnet/steps.js', 'integrations/mailer.js', 'services/pnet/browser-step-client.js', 'api/app.js', 'worker/config.js', 'activities/pnet/steps.js'].map((p) => up + p),
-          'postgres', 'node:fs', 'crypto', 'timers', 'undici', '@temporalio/client', '@temporalio/activity', 'nodemailer', 'openai',
+          ...[
+            'db/sql.js',
+            'store/pnet/steps.js',
+            'integrations/mailer.js',
+            'services/pnet/browser-step-client.js',
+            'api/app.js',
+            'worker/config.js',
+            'activities/pnet/steps.js',
+          ].map((p) => up + p),
+          'postgres',
+          'node:fs',
+          'crypto',
+          'timers',
+          'undici',
+          '@temporalio/client',
+          '@temporalio/activity',
+          'nodemailer',
+          'openai',
         ],
-        allowed: [`${up}domain/pnet/pnet.js`, `${up}workflows/shared/clock.js`, '@temporalio/workflow', '@temporalio/common'],
+        allowed: [
+          `${up}domain/pnet/pnet.js`,
+          `${up}workflows/shared/clock.js`,
+          '@temporalio/workflow',
+          '@temporalio/common',
+        ],
         allowedTypes: [`${up}activities/pnet/steps.js`],
       });
     }
   });
 
   it('keep the determinism globals out of workflows/', async () => {
-    const { rules } = await flagged('workflows/pnet/lint-probe.ts', [], [], 'export const t = setTimeout(() => {}, 1);\nexport const e = process.argv;');
+    const { rules } = await flagged(
+      'workflows/pnet/lint-probe.ts',
+      [],
+      [],
+      'export const t = setTimeout(() => {}, 1);\nexport const e = process.argv;',
+    );
     expect(rules.filter((r) => r === 'no-restricted-globals')).toHaveLength(2);
   });
 
@@ -122,33 +227,72 @@ describe('the layer rules of the lint', { timeout: 180_000 }, () => {
     await expectRule({
       file: 'activities/pnet/lint-probe.ts',
       refused: ['../../api/app.js', '../../api/routes/pnet/steps.js', '../../worker/worker.js'],
-      allowed: ['../../services/pnet/browser-step-client.js', '../../store/pnet/steps.js', '../../integrations/mailer.js', '../../workflows/pnet/browser-step.contract.js', '@temporalio/activity'],
+      allowed: [
+        '../../services/pnet/browser-step-client.js',
+        '../../store/pnet/steps.js',
+        '../../integrations/mailer.js',
+        '../../workflows/pnet/browser-step.contract.js',
+        '@temporalio/activity',
+      ],
     });
     // activities/index.ts sits at the folder's top.
-    await expectRule({ file: 'activities/lint-probe.ts', refused: ['../api/deps.js', '../worker/stack.js'], allowed: ['../integrations/config.js', './pnet/steps.js'] });
+    await expectRule({
+      file: 'activities/lint-probe.ts',
+      refused: ['../api/deps.js', '../worker/stack.js'],
+      allowed: ['../integrations/config.js', './pnet/steps.js'],
+    });
   });
 
   it('keep api/ apart from the worker', async () => {
     await expectRule({
       file: 'api/routes/lint-probe.ts',
       refused: ['../../worker/config.js', '../../worker/stack.js'],
-      allowed: ['../../services/pnet/browser-step-client.js', '../../store/pnet/steps.js', '../../integrations/config.js', '../plugins/errors.js', 'fastify'],
+      allowed: [
+        '../../services/pnet/browser-step-client.js',
+        '../../store/pnet/steps.js',
+        '../../integrations/config.js',
+        '../plugins/errors.js',
+        'fastify',
+      ],
     });
   });
 
   it('let nothing outside api/ import api/, except the bootstrap importing api/app.ts', async () => {
-    for (const file of ['worker/probe-area/lint-probe.ts', 'services/platform/lint-probe.ts', 'activities/platform/lint-probe.ts', 'store/platform/lint-probe.ts', 'domain/platform/lint-probe.ts', 'integrations/web/lint-probe.ts']) {
+    for (const file of [
+      'worker/probe-area/lint-probe.ts',
+      'services/platform/lint-probe.ts',
+      'activities/platform/lint-probe.ts',
+      'store/platform/lint-probe.ts',
+      'domain/platform/lint-probe.ts',
+      'integrations/web/lint-probe.ts',
+    ]) {
       const { imports } = await flagged(file, forbiddenFromOutsideApi);
       expect({ file, imports }).toEqual({ file, imports: forbiddenFromOutsideApi });
     }
-    await expectRule({ file: 'worker/lint-probe.ts', refused: ['../api/app.js', '../api/deps.js'], allowed: ['./worker.js', '../integrations/config.js', '../services/platform/tokens.js'] });
+    await expectRule({
+      file: 'worker/lint-probe.ts',
+      refused: ['../api/app.js', '../api/deps.js'],
+      allowed: ['./worker.js', '../integrations/config.js', '../services/platform/tokens.js'],
+    });
     // The bootstrap: worker/stack.ts (the file itself, linted with a probe text) imports api/app.ts and nothing else of api/.
-    await expectRule({ file: 'worker/stack.ts', refused: ['../api/deps.js', '../api/routes/pnet/steps.js', '../api/plugins/errors.js'], allowed: ['../api/app.js', './worker.js'] });
+    await expectRule({
+      file: 'worker/stack.ts',
+      refused: ['../api/deps.js', '../api/routes/pnet/steps.js', '../api/plugins/errors.js'],
+      allowed: ['../api/app.js', './worker.js'],
+    });
   });
 
   it('refuse process.env outside integrations/config.ts (and the test, bench and sim scripts)', async () => {
     const read = 'export const port = process.env.PORT;\nexport const { HOME } = process.env;';
-    for (const file of ['services/pnet/lint-probe.ts', 'api/routes/lint-probe.ts', 'activities/lint-probe.ts', 'worker/lint-probe.ts', 'integrations/web/lint-probe.ts', 'store/pnet/lint-probe.ts', 'domain/pnet/lint-probe.ts']) {
+    for (const file of [
+      'services/pnet/lint-probe.ts',
+      'api/routes/lint-probe.ts',
+      'activities/lint-probe.ts',
+      'worker/lint-probe.ts',
+      'integrations/web/lint-probe.ts',
+      'store/pnet/lint-probe.ts',
+      'domain/pnet/lint-probe.ts',
+    ]) {
       const { rules } = await flagged(file, [], [], read);
       expect({ file, refused: rules.filter((r) => r === envRule).length }).toEqual({ file, refused: 2 });
     }
@@ -157,5 +301,4 @@ describe('the layer rules of the lint', { timeout: 180_000 }, () => {
       expect({ file, rules }).toEqual({ file, rules: [] });
     }
   });
-
 });

@@ -26,8 +26,16 @@ const emailGraph = {
     {
       id: 'hello',
       type: 'email',
-      subject_segments: [{ kind: 'text', text: 'Hello ' }, { kind: 'builtin', builtin: 'first_name' }],
-      body_segments: [{ kind: 'text', text: 'Hi ' }, { kind: 'builtin', builtin: 'first_name' }, { kind: 'text', text: ', from ' }, { kind: 'builtin', builtin: 'sender_first_name' }],
+      subject_segments: [
+        { kind: 'text', text: 'Hello ' },
+        { kind: 'builtin', builtin: 'first_name' },
+      ],
+      body_segments: [
+        { kind: 'text', text: 'Hi ' },
+        { kind: 'builtin', builtin: 'first_name' },
+        { kind: 'text', text: ', from ' },
+        { kind: 'builtin', builtin: 'sender_first_name' },
+      ],
       next: 'done',
     },
     { id: 'done', type: 'end' },
@@ -38,7 +46,13 @@ const emailGraph = {
 async function approvedSend(email: string) {
   const audience = await api.audience();
   const sender = await api.sender();
-  const seq = await api.sequence({ audience_table_id: audience.tableId, audience_mapping: audience.mapping, email_mode: 'automatic', senders: [{ sender_profile_id: sender, from_email: 'ada@sender.example' }], graph: emailGraph });
+  const seq = await api.sequence({
+    audience_table_id: audience.tableId,
+    audience_mapping: audience.mapping,
+    email_mode: 'automatic',
+    senders: [{ sender_profile_id: sender, from_email: 'ada@sender.example' }],
+    graph: emailGraph,
+  });
   const rowId = await audience.addRow({ email, first: 'Zed' });
   // Written directly (not enrolled through the API) so that no contact workflow races the test.
   const [contact] = await stack.sql<{ id: string }[]>`
@@ -57,7 +71,7 @@ async function approvedSend(email: string) {
 const receivedBy = (address: string) => smtp.received.filter((m) => JSON.stringify(m.to).includes(address));
 
 describe('sequence email through SMTP', () => {
-  it('sends a launched sequence\'s email once, with the stable Message-ID of contact, step and version', async () => {
+  it("sends a launched sequence's email once, with the stable Message-ID of contact, step and version", async () => {
     const audience = await api.audience();
     const sender = await api.sender('Grace Hopper');
     const seq = await api.sequence({
@@ -79,7 +93,8 @@ describe('sequence email through SMTP', () => {
     expect(mails[0]!.subject).toBe('Hello Ada');
     expect(mails[0]!.text?.trim()).toBe('Hi Ada, from Grace');
     expect(mails[0]!.from?.value[0]).toMatchObject({ address: 'grace@sender.example', name: 'Grace Hopper' });
-    const [send] = await stack.sql`select status, unconfirmed, sent_at from sequence_sends where contact_id = ${contactId}`;
+    const [send] =
+      await stack.sql`select status, unconfirmed, sent_at from sequence_sends where contact_id = ${contactId}`;
     expect(send).toMatchObject({ status: 'sent', unconfirmed: false, sent_at: expect.any(Date) });
   });
 
@@ -130,9 +145,16 @@ describe('sequence email through SMTP', () => {
     const [send] = await stack.sql`select status, unconfirmed from sequence_sends where id = ${sendId}`;
     expect(send).toEqual({ status: 'sent', unconfirmed: true });
     // A person finds it: on the record, and in the queue's list of unconfirmed sends.
-    const read = (url: string) => stack.app.inject({ method: 'GET', url, headers: withKey(paid.apiKey) }).then((r) => r.json());
-    expect(await read(`/sequences/approvals/${sendId}/`)).toMatchObject({ status: 'sent', unconfirmed: true, message_id: messageId });
-    expect((await read('/sequences/approvals/?unconfirmed=true')).approvals.map((a: { id: string }) => a.id)).toEqual([sendId]);
+    const read = (url: string) =>
+      stack.app.inject({ method: 'GET', url, headers: withKey(paid.apiKey) }).then((r) => r.json());
+    expect(await read(`/sequences/approvals/${sendId}/`)).toMatchObject({
+      status: 'sent',
+      unconfirmed: true,
+      message_id: messageId,
+    });
+    expect((await read('/sequences/approvals/?unconfirmed=true')).approvals.map((a: { id: string }) => a.id)).toEqual([
+      sendId,
+    ]);
     expect((await read('/sequences/approvals/')).approvals.map((a: { id: string }) => a.id)).not.toContain(sendId);
   });
 
@@ -142,17 +164,29 @@ describe('sequence email through SMTP', () => {
       insert into inbox_threads (workspace_id, channel, contact_email) values (${paid.workspaceId}, 'email', 'replied@example.com') returning id`;
     await stack.sql`insert into inbox_messages (workspace_id, thread_id, direction, kind, from_email, body, occurred_at)
                     values (${paid.workspaceId}, ${thread!.id}, 'inbound', 'reply', 'replied@example.com', 'Not interested', now())`;
-    const acts = createMailerActivities({ sql: stack.sql, mailer: smtpMailer(smtp.url, { from: 'outreach@mail.example' }) });
+    const acts = createMailerActivities({
+      sql: stack.sql,
+      mailer: smtpMailer(smtp.url, { from: 'outreach@mail.example' }),
+    });
     expect(await acts.sendSequenceEmail({ sendId })).toEqual({ outcome: 'stopped', reason: 'replied' });
     expect(receivedBy('replied@example.com')).toHaveLength(0);
-    expect((await stack.sql`select status, reason from sequence_sends where id = ${sendId}`)[0]).toEqual({ status: 'stopped', reason: 'replied' });
-    expect((await stack.sql`select status, stop_reason from sequence_contacts where id = ${contactId}`)[0]).toEqual({ status: 'stopped', stop_reason: 'replied' });
+    expect((await stack.sql`select status, reason from sequence_sends where id = ${sendId}`)[0]).toEqual({
+      status: 'stopped',
+      reason: 'replied',
+    });
+    expect((await stack.sql`select status, stop_reason from sequence_contacts where id = ${contactId}`)[0]).toEqual({
+      status: 'stopped',
+      stop_reason: 'replied',
+    });
   });
 
   it('refuses at the send when the address was put on the do-not-contact list by domain', async () => {
     const { sendId } = await approvedSend('someone@blocked.example');
     await stack.sql`insert into do_not_contact_entries (workspace_id, kind, value) values (${paid.workspaceId}, 'domain', 'blocked.example')`;
-    const acts = createMailerActivities({ sql: stack.sql, mailer: smtpMailer(smtp.url, { from: 'outreach@mail.example' }) });
+    const acts = createMailerActivities({
+      sql: stack.sql,
+      mailer: smtpMailer(smtp.url, { from: 'outreach@mail.example' }),
+    });
     expect(await acts.sendSequenceEmail({ sendId })).toEqual({ outcome: 'stopped', reason: 'do_not_contact' });
     expect(receivedBy('someone@blocked.example')).toHaveLength(0);
   });
@@ -160,16 +194,25 @@ describe('sequence email through SMTP', () => {
   it('says so instead of sending when no SMTP server is configured', async () => {
     const { sendId } = await approvedSend('nomailer@example.com');
     const acts = createMailerActivities({ sql: stack.sql, mailer: null });
-    expect(await acts.sendSequenceEmail({ sendId })).toEqual({ outcome: 'no_mailer', reason: 'SMTP_URL is not configured' });
+    expect(await acts.sendSequenceEmail({ sendId })).toEqual({
+      outcome: 'no_mailer',
+      reason: 'SMTP_URL is not configured',
+    });
     expect((await stack.sql`select status from sequence_sends where id = ${sendId}`)[0]!.status).toBe('approved');
   });
 
   it('carries an open-tracking pixel when the service has a public address, and loading it records the first open', async () => {
     const { sendId } = await approvedSend('opens@example.com');
-    const acts = createMailerActivities({ sql: stack.sql, mailer: smtpMailer(smtp.url, { from: 'outreach@mail.example' }), publicBaseUrl: 'https://api.example/' });
+    const acts = createMailerActivities({
+      sql: stack.sql,
+      mailer: smtpMailer(smtp.url, { from: 'outreach@mail.example' }),
+      publicBaseUrl: 'https://api.example/',
+    });
     expect((await acts.sendSequenceEmail({ sendId })).outcome).toBe('sent');
     const [mail] = receivedBy('opens@example.com');
-    const token = (await stack.sql<{ open_token: string }[]>`select open_token from sequence_sends where id = ${sendId}`)[0]!.open_token;
+    const token = (
+      await stack.sql<{ open_token: string }[]>`select open_token from sequence_sends where id = ${sendId}`
+    )[0]!.open_token;
     expect(mail!.html).toContain(`https://api.example/sequences/opens/${token}/`);
     expect(mail!.text?.trim()).toBe('Hi there');
 
@@ -179,9 +222,13 @@ describe('sequence email through SMTP', () => {
     const [first] = await stack.sql<{ opened_at: Date }[]>`select opened_at from sequence_sends where id = ${sendId}`;
     expect(first!.opened_at).toBeInstanceOf(Date);
     await stack.app.inject({ method: 'GET', url: `/sequences/opens/${token}/` });
-    expect((await stack.sql`select opened_at from sequence_sends where id = ${sendId}`)[0]!.opened_at).toEqual(first!.opened_at);
+    expect((await stack.sql`select opened_at from sequence_sends where id = ${sendId}`)[0]!.opened_at).toEqual(
+      first!.opened_at,
+    );
     // An unknown token answers the same image; a malformed one is refused.
-    expect((await stack.app.inject({ method: 'GET', url: `/sequences/opens/${'0'.repeat(32)}/` })).statusCode).toBe(200);
+    expect((await stack.app.inject({ method: 'GET', url: `/sequences/opens/${'0'.repeat(32)}/` })).statusCode).toBe(
+      200,
+    );
     expect((await stack.app.inject({ method: 'GET', url: '/sequences/opens/not-a-token/' })).statusCode).toBe(422);
   });
 });

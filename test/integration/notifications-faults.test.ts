@@ -25,7 +25,7 @@ const servers: Server[] = [];
 const answered: Map<string, number>[] = [];
 const seen = new Set<string>();
 let seed = 42;
-const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 
 beforeAll(async () => {
   stack.integrations.notifications.webhooks = webhookSender({ allowPrivateNetworks: true, timeoutSeconds: 6 });
@@ -49,12 +49,23 @@ beforeAll(async () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     servers.push(server);
     const res = await stack.app.inject({
-      method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey),
-      payload: { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`, event_types: ['credits.low'] },
+      method: 'POST',
+      url: '/webhooks/endpoints/',
+      headers: withKey(paid.apiKey),
+      payload: {
+        url: `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`,
+        event_types: ['credits.low'],
+      },
     });
     expect(res.statusCode).toBe(201);
   }
-  dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: faults.taskQueue, pollMs: 200, digest: false });
+  dispatcher = startEventDispatcher({
+    sql: stack.sql,
+    client: stack.client,
+    taskQueue: faults.taskQueue,
+    pollMs: 200,
+    digest: false,
+  });
 });
 afterAll(async () => {
   await dispatcher?.stop();
@@ -66,7 +77,15 @@ it('delivers every event to every endpoint through failing receivers and killed 
   const events = 150;
   const ids: string[] = [];
   for (let i = 0; i < events; i += 1) {
-    ids.push(await stack.sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId: paid.workspaceId, type: 'credits.low', payload: { balance: i, threshold: 1000 } })));
+    ids.push(
+      await stack.sql.begin((tx) =>
+        recordWorkspaceEvent(tx, {
+          workspaceId: paid.workspaceId,
+          type: 'credits.low',
+          payload: { balance: i, threshold: 1000 },
+        }),
+      ),
+    );
   }
   const settled = async () => {
     const [row] = await stack.sql<{ n: number }[]>`
@@ -101,8 +120,16 @@ it('delivers every event to every endpoint through failing receivers and killed 
     from notification_delivery_attempts a join notification_deliveries d on d.id = a.delivery_id where d.event_id = any(${ids}::uuid[])`;
   expect(outcomes!.failed).toBeGreaterThan(0);
   expect(outcomes!.timeout).toBeGreaterThan(0);
-  const [endpoint] = (await stack.app.inject({ method: 'GET', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey) })).json().endpoints;
-  const listed = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/?limit=100`, headers: withKey(paid.apiKey) })).json();
+  const [endpoint] = (
+    await stack.app.inject({ method: 'GET', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey) })
+  ).json().endpoints;
+  const listed = (
+    await stack.app.inject({
+      method: 'GET',
+      url: `/webhooks/endpoints/${endpoint.id}/attempts/?limit=100`,
+      headers: withKey(paid.apiKey),
+    })
+  ).json();
   expect(listed.attempts.length).toBe(100);
   expect(new Set(listed.attempts.map((a: { outcome: string }) => a.outcome))).toContain('succeeded');
 }, 230_000);

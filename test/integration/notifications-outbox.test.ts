@@ -10,7 +10,9 @@ import { useTestDatabase } from '../support/database.js';
 const db = useTestDatabase();
 
 async function workspace(): Promise<string> {
-  const [w] = await db.sql<{ id: string }[]>`insert into workspaces (name, plan) values ('Outbox', 'paid') returning id`;
+  const [w] = await db.sql<
+    { id: string }[]
+  >`insert into workspaces (name, plan) values ('Outbox', 'paid') returning id`;
   return w!.id;
 }
 
@@ -21,7 +23,12 @@ describe('workspace events', () => {
       recordWorkspaceEvent(tx, { workspaceId, type: 'credits.low', payload: { balance: 40, threshold: 100 } }),
     );
     const event = await eventById(db.sql, id);
-    expect(event).toMatchObject({ id, type: 'credits.low', workspace_id: workspaceId, payload: { balance: 40, threshold: 100 } });
+    expect(event).toMatchObject({
+      id,
+      type: 'credits.low',
+      workspace_id: workspaceId,
+      payload: { balance: 40, threshold: 100 },
+    });
     expect(WorkspaceEventSchema.parse(event)).toBeTruthy();
 
     let rolledBack: string | undefined;
@@ -30,7 +37,12 @@ describe('workspace events', () => {
         rolledBack = await recordWorkspaceEvent(tx, {
           workspaceId,
           type: 'billing.payment_failed',
-          payload: { invoice_id: 'in_1', amount_due_cents: 4900, currency: 'eur', grace_ends_at: new Date().toISOString() },
+          payload: {
+            invoice_id: 'in_1',
+            amount_due_cents: 4900,
+            currency: 'eur',
+            grace_ends_at: new Date().toISOString(),
+          },
         });
         throw new Error('the change failed');
       }),
@@ -45,16 +57,26 @@ describe('workspace events', () => {
         recordWorkspaceEvent(tx, {
           workspaceId,
           type: 'billing.payment_failed',
-          payload: { invoice_id: 'in_1', amount_due_cents: 4900, currency: 'EUR', grace_ends_at: new Date().toISOString() },
+          payload: {
+            invoice_id: 'in_1',
+            amount_due_cents: 4900,
+            currency: 'EUR',
+            grace_ends_at: new Date().toISOString(),
+          },
         }),
       ),
     ).rejects.toThrow();
-    const [{ n }] = (await db.sql`select count(*)::int as n from workspace_events where workspace_id = ${workspaceId}`) as unknown as [{ n: number }];
+    const [{ n }] =
+      (await db.sql`select count(*)::int as n from workspace_events where workspace_id = ${workspaceId}`) as unknown as [
+        { n: number },
+      ];
     expect(n).toBe(0);
   });
 
   it('the catalogue holds the billing types and marks checkpoints critical', () => {
-    expect(eventTypes).toEqual(expect.arrayContaining(['billing.payment_failed', 'credits.low', 'account.checkpoint', 'reply.received']));
+    expect(eventTypes).toEqual(
+      expect.arrayContaining(['billing.payment_failed', 'credits.low', 'account.checkpoint', 'reply.received']),
+    );
     expect(criticalEventTypes.has('account.checkpoint')).toBe(true);
     expect(criticalEventTypes.has('reply.received')).toBe(false);
   });

@@ -26,7 +26,9 @@ let mailer: Mailer;
 /** Status answered per path; 500 when unset. */
 const answers = new Map<string, number[]>();
 
-const temporal = useTimeSkippingWorker(taskQueue, () => createNotificationActivities({ sql: stack.sql, integrations: stack.integrations, mailer: () => mailer }));
+const temporal = useTimeSkippingWorker(taskQueue, () =>
+  createNotificationActivities({ sql: stack.sql, integrations: stack.integrations, mailer: () => mailer }),
+);
 
 beforeAll(async () => {
   receiver = await serveHttp((req, res) => {
@@ -45,16 +47,32 @@ afterAll(async () => {
 
 async function endpointAt(path: string) {
   await stack.sql`delete from webhook_endpoints where workspace_id = ${paid.workspaceId}`;
-  const res = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withToken(paid.accessToken), payload: { url: `${receiver.url}${path}`, event_types: ['credits.low'] } });
+  const res = await stack.app.inject({
+    method: 'POST',
+    url: '/webhooks/endpoints/',
+    headers: withToken(paid.accessToken),
+    payload: { url: `${receiver.url}${path}`, event_types: ['credits.low'] },
+  });
   expect(res.statusCode, res.body).toBe(201);
   return res.json() as { id: string };
 }
 
 // A batch of one event, as the dispatcher starts it.
 const deliverEvent = async (eventId: string) =>
-  temporal.env.client.workflow.execute(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId(eventId), args: [{ eventIds: [eventId] }] });
+  temporal.env.client.workflow.execute(notificationBatchWorkflow, {
+    taskQueue,
+    workflowId: notificationBatchWorkflowId(eventId),
+    args: [{ eventIds: [eventId] }],
+  });
 
-const creditsLow = () => stack.sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId: paid.workspaceId, type: 'credits.low', payload: { balance: 1, threshold: 10 } }));
+const creditsLow = () =>
+  stack.sql.begin((tx) =>
+    recordWorkspaceEvent(tx, {
+      workspaceId: paid.workspaceId,
+      type: 'credits.low',
+      payload: { balance: 1, threshold: 10 },
+    }),
+  );
 
 async function timersOf(eventId: string): Promise<number[]> {
   const history = await temporal.env.client.workflow.getHandle(notificationBatchWorkflowId(eventId)).fetchHistory();
@@ -70,14 +88,35 @@ describe('webhook retries', () => {
     const eventId = await creditsLow();
     expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 0 });
     expect(await timersOf(eventId)).toEqual(retryScheduleSeconds.slice(1));
-    const [delivery] = await stack.sql<{ status: string; attempt_count: number }[]>`select status, attempt_count from notification_deliveries where event_id = ${eventId}`;
+    const [delivery] = await stack.sql<
+      { status: string; attempt_count: number }[]
+    >`select status, attempt_count from notification_deliveries where event_id = ${eventId}`;
     expect(delivery).toEqual({ status: 'failed', attempt_count: 8 });
-    const listed = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/?event_id=${eventId}`, headers: withToken(paid.accessToken) });
-    const attempts = listed.json().attempts as { attempt: number; outcome: string; status_code: number; response_excerpt: string }[];
+    const listed = await stack.app.inject({
+      method: 'GET',
+      url: `/webhooks/endpoints/${endpoint.id}/attempts/?event_id=${eventId}`,
+      headers: withToken(paid.accessToken),
+    });
+    const attempts = listed.json().attempts as {
+      attempt: number;
+      outcome: string;
+      status_code: number;
+      response_excerpt: string;
+    }[];
     expect(attempts.map((a) => a.attempt)).toEqual([8, 7, 6, 5, 4, 3, 2, 1]);
-    expect(attempts.every((a) => a.outcome === 'failed' && a.status_code === 500 && a.response_excerpt === 'down for maintenance')).toBe(true);
+    expect(
+      attempts.every(
+        (a) => a.outcome === 'failed' && a.status_code === 500 && a.response_excerpt === 'down for maintenance',
+      ),
+    ).toBe(true);
     // 27.6 hours of failing is not 5 days: the endpoint stays enabled.
-    const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withToken(paid.accessToken) })).json();
+    const read = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/webhooks/endpoints/${endpoint.id}/`,
+        headers: withToken(paid.accessToken),
+      })
+    ).json();
     expect(read).toMatchObject({ enabled: true });
     expect(read.failing_since).not.toBeNull();
   });
@@ -88,7 +127,13 @@ describe('webhook retries', () => {
     const eventId = await creditsLow();
     expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 1 });
     expect(await timersOf(eventId)).toEqual([600, 300]);
-    const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withToken(paid.accessToken) })).json();
+    const read = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/webhooks/endpoints/${endpoint.id}/`,
+        headers: withToken(paid.accessToken),
+      })
+    ).json();
     expect(read.failing_since).toBeNull();
   });
 
@@ -96,13 +141,24 @@ describe('webhook retries', () => {
     answers.set('/batch', [503, 503, 503, 204, 204, 204]);
     const endpoint = await endpointAt('/batch');
     const eventIds = [await creditsLow(), await creditsLow(), await creditsLow()];
-    const outcome = await temporal.env.client.workflow.execute(notificationBatchWorkflow, { taskQueue, workflowId: notificationBatchWorkflowId(eventIds[0]!), args: [{ eventIds }] });
+    const outcome = await temporal.env.client.workflow.execute(notificationBatchWorkflow, {
+      taskQueue,
+      workflowId: notificationBatchWorkflowId(eventIds[0]!),
+      args: [{ eventIds }],
+    });
     expect(outcome).toEqual({ events: 3, deliveries: 3, succeeded: 3 });
     expect(await timersOf(eventIds[0]!)).toEqual([5]);
-    const listed = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/`, headers: withToken(paid.accessToken) });
+    const listed = await stack.app.inject({
+      method: 'GET',
+      url: `/webhooks/endpoints/${endpoint.id}/attempts/`,
+      headers: withToken(paid.accessToken),
+    });
     const attempts = listed.json().attempts as { event_id: string; attempt: number; status_code: number }[];
     for (const eventId of eventIds) {
-      expect(attempts.filter((a) => a.event_id === eventId).map((a) => [a.attempt, a.status_code])).toEqual([[2, 204], [1, 503]]);
+      expect(attempts.filter((a) => a.event_id === eventId).map((a) => [a.attempt, a.status_code])).toEqual([
+        [2, 204],
+        [1, 503],
+      ]);
     }
   });
 
@@ -111,20 +167,39 @@ describe('webhook retries', () => {
     await stack.sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where id = ${endpoint.id}`;
     const eventId = await creditsLow();
     expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 0 });
-    const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withToken(paid.accessToken) })).json();
+    const read = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/webhooks/endpoints/${endpoint.id}/`,
+        headers: withToken(paid.accessToken),
+      })
+    ).json();
     expect(read).toMatchObject({ enabled: false, disabled_reason: expect.stringContaining('5 days') });
     // The attempt after it was disabled is not made: recorded as skipped.
-    const [delivery] = await stack.sql<{ status: string; attempt_count: number }[]>`select status, attempt_count from notification_deliveries where event_id = ${eventId}`;
+    const [delivery] = await stack.sql<
+      { status: string; attempt_count: number }[]
+    >`select status, attempt_count from notification_deliveries where event_id = ${eventId}`;
     expect(delivery).toEqual({ status: 'skipped', attempt_count: 2 });
 
-    const disabled = await stack.sql<{ id: string; payload: { endpoint_id: string } }[]>`select id, payload from workspace_events where type = 'webhook.endpoint_disabled'`;
+    const disabled = await stack.sql<
+      { id: string; payload: { endpoint_id: string } }[]
+    >`select id, payload from workspace_events where type = 'webhook.endpoint_disabled'`;
     expect(disabled.map((e) => e.payload.endpoint_id)).toEqual([endpoint.id]);
     expect(await deliverEvent(disabled[0]!.id)).toEqual({ events: 1, deliveries: 1, succeeded: 1 });
-    const [owner] = await stack.sql<{ email: string }[]>`select email from members where workspace_id = ${paid.workspaceId} and role = 'admin' order by created_at limit 1`;
-    expect(sink.messages.map((m) => [m.to, m.subject])).toEqual([[[owner!.email.toLowerCase()], 'A webhook endpoint was disabled']]);
+    const [owner] = await stack.sql<
+      { email: string }[]
+    >`select email from members where workspace_id = ${paid.workspaceId} and role = 'admin' order by created_at limit 1`;
+    expect(sink.messages.map((m) => [m.to, m.subject])).toEqual([
+      [[owner!.email.toLowerCase()], 'A webhook endpoint was disabled'],
+    ]);
 
     // Enabling it again clears the failing time and the reason.
-    const enabled = await stack.app.inject({ method: 'PATCH', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withToken(paid.accessToken), payload: { enabled: true } });
+    const enabled = await stack.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/endpoints/${endpoint.id}/`,
+      headers: withToken(paid.accessToken),
+      payload: { enabled: true },
+    });
     expect(enabled.json()).toMatchObject({ enabled: true, disabled_reason: null, failing_since: null });
   });
 });

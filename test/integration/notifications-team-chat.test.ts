@@ -19,10 +19,20 @@ let dispatcher: EventDispatcher;
 beforeAll(async () => {
   sim = await startTeamChatSim();
   stack.integrations.notifications.teamChat = createTeamChatClient({
-    clientId: sim.clientId, clientSecret: sim.clientSecret, authUrl: sim.authUrl, apiUrl: sim.apiUrl,
-    redirectUrl: 'http://localhost/notifications/chatapp/callback/', scopes: ['chat:write', 'channels:read'],
+    clientId: sim.clientId,
+    clientSecret: sim.clientSecret,
+    authUrl: sim.authUrl,
+    apiUrl: sim.apiUrl,
+    redirectUrl: 'http://localhost/notifications/chatapp/callback/',
+    scopes: ['chat:write', 'channels:read'],
   });
-  dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200, digest: false });
+  dispatcher = startEventDispatcher({
+    sql: stack.sql,
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    pollMs: 200,
+    digest: false,
+  });
 });
 afterAll(async () => {
   await dispatcher?.stop();
@@ -40,7 +50,11 @@ async function until<T>(read: () => Promise<T | undefined> | T | undefined, what
 }
 
 async function connect(token: string) {
-  const started = await stack.app.inject({ method: 'POST', url: '/notifications/chatapp/connect/', headers: withToken(token) });
+  const started = await stack.app.inject({
+    method: 'POST',
+    url: '/notifications/chatapp/connect/',
+    headers: withToken(token),
+  });
   expect(started.statusCode, started.body).toBe(200);
   const back = await sim.consent(started.json().authorize_url);
   const callback = await stack.app.inject({ method: 'GET', url: `/notifications/chatapp/callback/${back.search}` });
@@ -48,7 +62,14 @@ async function connect(token: string) {
   return { callback: callback.json(), back };
 }
 
-const creditsLow = () => stack.sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId: paid.workspaceId, type: 'credits.low', payload: { balance: 3, threshold: 50 } }));
+const creditsLow = () =>
+  stack.sql.begin((tx) =>
+    recordWorkspaceEvent(tx, {
+      workspaceId: paid.workspaceId,
+      type: 'credits.low',
+      payload: { balance: 3, threshold: 50 },
+    }),
+  );
 const deliveryOf = (eventId: string) =>
   until(async () => {
     const [d] = await stack.sql<{ status: string; last_error: string | null; attempt_count: number }[]>`
@@ -63,22 +84,52 @@ describe('the team-chat connection', () => {
     // The state is used once.
     const replayed = await stack.app.inject({ method: 'GET', url: `/notifications/chatapp/callback/${back.search}` });
     expect(replayed.statusCode).toBe(422);
-    const [row] = await stack.sql<{ bot_token_sealed: string }[]>`select bot_token_sealed from team_chat_connections where workspace_id = ${paid.workspaceId}`;
+    const [row] = await stack.sql<
+      { bot_token_sealed: string }[]
+    >`select bot_token_sealed from team_chat_connections where workspace_id = ${paid.workspaceId}`;
     for (const token of sim.issued) expect(row!.bot_token_sealed).not.toContain(token);
-    const state = await stack.app.inject({ method: 'GET', url: '/notifications/chatapp/', headers: withToken(paid.accessToken) });
+    const state = await stack.app.inject({
+      method: 'GET',
+      url: '/notifications/chatapp/',
+      headers: withToken(paid.accessToken),
+    });
     expect(state.json()).toMatchObject({ connected: true, status: 'connected' });
     for (const token of sim.issued) expect(state.body).not.toContain(token);
 
-    const channels = await stack.app.inject({ method: 'GET', url: '/notifications/chatapp/channels/', headers: withToken(paid.accessToken) });
-    expect(channels.json().channels.map((c: { id: string }) => c.id)).toEqual(['C0GENERAL', 'C0ALERTS', 'C0QUIET', 'G0PRIVATE']);
+    const channels = await stack.app.inject({
+      method: 'GET',
+      url: '/notifications/chatapp/channels/',
+      headers: withToken(paid.accessToken),
+    });
+    expect(channels.json().channels.map((c: { id: string }) => c.id)).toEqual([
+      'C0GENERAL',
+      'C0ALERTS',
+      'C0QUIET',
+      'G0PRIVATE',
+    ]);
 
-    const rule = await stack.app.inject({ method: 'POST', url: '/notifications/rules/', headers: withToken(paid.accessToken), payload: { event_type: 'credits.low', channel: 'team_chat', chat_channel_id: 'C0ALERTS', chat_channel_name: 'alerts' } });
+    const rule = await stack.app.inject({
+      method: 'POST',
+      url: '/notifications/rules/',
+      headers: withToken(paid.accessToken),
+      payload: {
+        event_type: 'credits.low',
+        channel: 'team_chat',
+        chat_channel_id: 'C0ALERTS',
+        chat_channel_name: 'alerts',
+      },
+    });
     expect(rule.statusCode, rule.body).toBe(201);
     const eventId = await creditsLow();
     expect(await deliveryOf(eventId)).toMatchObject({ status: 'succeeded', attempt_count: 1 });
     const post = sim.posts.find((p) => p.text.includes('Credits are running low'))!;
     expect(post.channel).toBe('C0ALERTS');
-    expect(post.blocks).toEqual(expect.arrayContaining([expect.objectContaining({ type: 'header' }), expect.objectContaining({ type: 'section' })]));
+    expect(post.blocks).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ type: 'header' }),
+        expect.objectContaining({ type: 'section' }),
+      ]),
+    );
   });
 
   it('waits out ratelimited with its Retry-After, and gives up on not_in_channel and channel_not_found with the reason', async () => {
@@ -104,17 +155,38 @@ describe('the team-chat connection', () => {
     const revoked = await deliveryOf(await creditsLow());
     expect(revoked.status).toBe('skipped');
     expect(revoked.last_error).toMatch(/reconnecting.*token_revoked/);
-    const state = (await stack.app.inject({ method: 'GET', url: '/notifications/chatapp/', headers: withToken(paid.accessToken) })).json();
+    const state = (
+      await stack.app.inject({ method: 'GET', url: '/notifications/chatapp/', headers: withToken(paid.accessToken) })
+    ).json();
     expect(state).toMatchObject({ connected: true, status: 'reconnect_required' });
-    expect((await stack.app.inject({ method: 'GET', url: '/notifications/chatapp/channels/', headers: withToken(paid.accessToken) })).statusCode).toBe(409);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: '/notifications/chatapp/channels/',
+          headers: withToken(paid.accessToken),
+        })
+      ).statusCode,
+    ).toBe(409);
   });
 
   it('disconnects with {detail, count}, keeps the rule and its channel, records deliveries skipped meanwhile, and routes again after a reconnect', async () => {
-    const disconnected = await stack.app.inject({ method: 'DELETE', url: '/notifications/chatapp/', headers: withToken(paid.accessToken) });
+    const disconnected = await stack.app.inject({
+      method: 'DELETE',
+      url: '/notifications/chatapp/',
+      headers: withToken(paid.accessToken),
+    });
     expect(disconnected.statusCode).toBe(200);
-    expect(disconnected.json()).toEqual({ detail: 'The team chat is disconnected; 1 rule keeps its channel for a reconnect.', count: 1 });
-    const rules = (await stack.app.inject({ method: 'GET', url: '/notifications/rules/', headers: withToken(paid.accessToken) })).json().rules;
-    expect(rules).toEqual([expect.objectContaining({ channel: 'team_chat', chat_channel_id: 'C0ALERTS', chat_channel_name: 'alerts' })]);
+    expect(disconnected.json()).toEqual({
+      detail: 'The team chat is disconnected; 1 rule keeps its channel for a reconnect.',
+      count: 1,
+    });
+    const rules = (
+      await stack.app.inject({ method: 'GET', url: '/notifications/rules/', headers: withToken(paid.accessToken) })
+    ).json().rules;
+    expect(rules).toEqual([
+      expect.objectContaining({ channel: 'team_chat', chat_channel_id: 'C0ALERTS', chat_channel_name: 'alerts' }),
+    ]);
     const meanwhile = await deliveryOf(await creditsLow());
     expect(meanwhile).toMatchObject({ status: 'skipped', attempt_count: 1 });
     expect(meanwhile.last_error).toMatch(/disconnected/);
@@ -127,9 +199,24 @@ describe('the team-chat connection', () => {
     expect(sim.posts[sim.posts.length - 1]!.channel).toBe('C0ALERTS');
 
     // Nothing connected: the same shape, count 0 for a workspace without team-chat rules; only an admin may disconnect.
-    const none = await stack.app.inject({ method: 'DELETE', url: '/notifications/chatapp/', headers: withToken(free.accessToken) });
-    expect(none.json()).toEqual({ detail: 'No team chat was connected; 0 rules keep their channels for a reconnect.', count: 0 });
+    const none = await stack.app.inject({
+      method: 'DELETE',
+      url: '/notifications/chatapp/',
+      headers: withToken(free.accessToken),
+    });
+    expect(none.json()).toEqual({
+      detail: 'No team chat was connected; 0 rules keep their channels for a reconnect.',
+      count: 0,
+    });
     const member = await stack.addMember(paid.workspaceId, 'member');
-    expect((await stack.app.inject({ method: 'DELETE', url: '/notifications/chatapp/', headers: withToken(member.accessToken) })).statusCode).toBe(403);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'DELETE',
+          url: '/notifications/chatapp/',
+          headers: withToken(member.accessToken),
+        })
+      ).statusCode,
+    ).toBe(403);
   });
 });

@@ -27,7 +27,13 @@ beforeAll(async () => {
   });
   // Local receivers are on loopback: the development setting allows them here.
   stack.integrations.notifications.webhooks = webhookSender({ allowPrivateNetworks: true });
-  dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200, digest: false });
+  dispatcher = startEventDispatcher({
+    sql: stack.sql,
+    client: stack.client,
+    taskQueue: stack.taskQueue,
+    pollMs: 200,
+    digest: false,
+  });
 });
 afterAll(async () => {
   await dispatcher?.stop();
@@ -45,139 +51,323 @@ async function until<T>(read: () => Promise<T | undefined> | T | undefined, what
 }
 
 const creditsLow = (workspaceId: string, balance: number) =>
-  stack.sql.begin((tx) => recordWorkspaceEvent(tx, { workspaceId, type: 'credits.low', payload: { balance, threshold: 100 } }));
+  stack.sql.begin((tx) =>
+    recordWorkspaceEvent(tx, { workspaceId, type: 'credits.low', payload: { balance, threshold: 100 } }),
+  );
 
-const requestsFor = (eventId: string) => receiver.requests.filter((r) => r.path.startsWith('/hooks') && JSON.parse(r.body).id === eventId);
+const requestsFor = (eventId: string) =>
+  receiver.requests.filter((r) => r.path.startsWith('/hooks') && JSON.parse(r.body).id === eventId);
 
 async function createEndpoint(key: string, body: Record<string, unknown>) {
-  const res = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(key), payload: body });
+  const res = await stack.app.inject({
+    method: 'POST',
+    url: '/webhooks/endpoints/',
+    headers: withKey(key),
+    payload: body,
+  });
   expect(res.statusCode, res.body).toBe(201);
   return res.json() as { id: string; secret: string; url: string };
 }
 
 describe('webhook endpoints', () => {
   it('deliver a committed event signed so the reference library verifies it, show the secret once and list the attempt', async () => {
-    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/a`, event_types: ['credits.low'], description: 'ops' });
+    const endpoint = await createEndpoint(paid.apiKey, {
+      url: `${receiver.url}/hooks/a`,
+      event_types: ['credits.low'],
+      description: 'ops',
+    });
     expect(endpoint.secret).toMatch(/^whsec_/);
-    const read = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withKey(paid.apiKey) });
+    const read = await stack.app.inject({
+      method: 'GET',
+      url: `/webhooks/endpoints/${endpoint.id}/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(read.statusCode).toBe(200);
     expect(read.json()).not.toHaveProperty('secret');
     expect(read.body).not.toContain(endpoint.secret.slice(6));
 
     const eventId = await creditsLow(paid.workspaceId, 40);
-    const [request] = await until(() => (requestsFor(eventId).length ? requestsFor(eventId) : undefined), 'the webhook');
-    const verified = new Webhook(endpoint.secret).verify(request!.body, request!.headers as Record<string, string>) as { id: string; type: string; payload: unknown };
-    expect(verified).toMatchObject({ id: eventId, type: 'credits.low', workspace_id: paid.workspaceId, payload: { balance: 40, threshold: 100 } });
+    const [request] = await until(
+      () => (requestsFor(eventId).length ? requestsFor(eventId) : undefined),
+      'the webhook',
+    );
+    const verified = new Webhook(endpoint.secret).verify(request!.body, request!.headers as Record<string, string>) as {
+      id: string;
+      type: string;
+      payload: unknown;
+    };
+    expect(verified).toMatchObject({
+      id: eventId,
+      type: 'credits.low',
+      workspace_id: paid.workspaceId,
+      payload: { balance: 40, threshold: 100 },
+    });
     expect(request!.headers['webhook-id']).toMatch(/^msg_[0-9a-f]{32}$/);
-    expect(() => new Webhook('whsec_' + Buffer.alloc(24, 1).toString('base64')).verify(request!.body, request!.headers as Record<string, string>)).toThrow();
+    expect(() =>
+      new Webhook('whsec_' + Buffer.alloc(24, 1).toString('base64')).verify(
+        request!.body,
+        request!.headers as Record<string, string>,
+      ),
+    ).toThrow();
 
     const attempts = await until(async () => {
-      const res = await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/`, headers: withKey(paid.apiKey) });
-      const list = res.json().attempts as { outcome: string; status_code: number; response_excerpt: string; webhook_id: string; event_id: string }[];
+      const res = await stack.app.inject({
+        method: 'GET',
+        url: `/webhooks/endpoints/${endpoint.id}/attempts/`,
+        headers: withKey(paid.apiKey),
+      });
+      const list = res.json().attempts as {
+        outcome: string;
+        status_code: number;
+        response_excerpt: string;
+        webhook_id: string;
+        event_id: string;
+      }[];
       return list.length ? list : undefined;
     }, 'the attempt');
-    expect(attempts).toEqual([expect.objectContaining({ outcome: 'succeeded', status_code: 200, response_excerpt: 'thanks', event_id: eventId, webhook_id: request!.headers['webhook-id'] })]);
+    expect(attempts).toEqual([
+      expect.objectContaining({
+        outcome: 'succeeded',
+        status_code: 200,
+        response_excerpt: 'thanks',
+        event_id: eventId,
+        webhook_id: request!.headers['webhook-id'],
+      }),
+    ]);
 
     // Another workspace's endpoint, and an endpoint not taking the type, receive nothing.
     expect(receiver.requests.filter((r) => r.path === '/hooks/a' && JSON.parse(r.body).id !== eventId)).toEqual([]);
   });
 
   it('sign with both secrets during a rotation overlap, and with the new one only after an overlap of 0', async () => {
-    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/rotate`, event_types: ['credits.low'] });
-    const rotated = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/rotate-secret/`, headers: withKey(paid.apiKey), payload: { overlap_seconds: 3600 } });
+    const endpoint = await createEndpoint(paid.apiKey, {
+      url: `${receiver.url}/hooks/rotate`,
+      event_types: ['credits.low'],
+    });
+    const rotated = await stack.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${endpoint.id}/rotate-secret/`,
+      headers: withKey(paid.apiKey),
+      payload: { overlap_seconds: 3600 },
+    });
     expect(rotated.statusCode).toBe(200);
-    const { secret: newSecret, previous_secret_expires_at } = rotated.json() as { secret: string; previous_secret_expires_at: string };
+    const { secret: newSecret, previous_secret_expires_at } = rotated.json() as {
+      secret: string;
+      previous_secret_expires_at: string;
+    };
     expect(newSecret).not.toBe(endpoint.secret);
     expect(previous_secret_expires_at).not.toBeNull();
 
     const first = await creditsLow(paid.workspaceId, 30);
-    const during = await until(() => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === first), 'the overlap message');
+    const during = await until(
+      () => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === first),
+      'the overlap message',
+    );
     expect(String(during.headers['webhook-signature']).split(' ')).toHaveLength(2);
-    for (const secret of [endpoint.secret, newSecret]) expect(() => new Webhook(secret).verify(during.body, during.headers as Record<string, string>)).not.toThrow();
+    for (const secret of [endpoint.secret, newSecret])
+      expect(() => new Webhook(secret).verify(during.body, during.headers as Record<string, string>)).not.toThrow();
 
-    const again = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/rotate-secret/`, headers: withKey(paid.apiKey), payload: { overlap_seconds: 0 } });
+    const again = await stack.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${endpoint.id}/rotate-secret/`,
+      headers: withKey(paid.apiKey),
+      payload: { overlap_seconds: 0 },
+    });
     const latest = (again.json() as { secret: string }).secret;
     const second = await creditsLow(paid.workspaceId, 20);
-    const after = await until(() => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === second), 'the message after');
+    const after = await until(
+      () => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === second),
+      'the message after',
+    );
     expect(() => new Webhook(latest).verify(after.body, after.headers as Record<string, string>)).not.toThrow();
     expect(() => new Webhook(newSecret).verify(after.body, after.headers as Record<string, string>)).toThrow();
   });
 
   it('replay one message with the same webhook-id, listed as a replay', async () => {
-    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/replay`, event_types: ['credits.low'] });
+    const endpoint = await createEndpoint(paid.apiKey, {
+      url: `${receiver.url}/hooks/replay`,
+      event_types: ['credits.low'],
+    });
     const eventId = await creditsLow(paid.workspaceId, 10);
-    const first = await until(() => receiver.requests.find((r) => r.path === '/hooks/replay' && JSON.parse(r.body).id === eventId), 'the first message');
-    const res = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { event_id: eventId } });
+    const first = await until(
+      () => receiver.requests.find((r) => r.path === '/hooks/replay' && JSON.parse(r.body).id === eventId),
+      'the first message',
+    );
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${endpoint.id}/replay/`,
+      headers: withKey(paid.apiKey),
+      payload: { event_id: eventId },
+    });
     expect(res.statusCode, res.body).toBe(202);
     expect(res.json()).toEqual({ replayed: 1 });
     const both = await until(() => {
       const seen = receiver.requests.filter((r) => r.path === '/hooks/replay');
       return seen.length >= 2 ? seen : undefined;
     }, 'the replay');
-    expect(both.map((r) => r.headers['webhook-id'])).toEqual([first.headers['webhook-id'], first.headers['webhook-id']]);
+    expect(both.map((r) => r.headers['webhook-id'])).toEqual([
+      first.headers['webhook-id'],
+      first.headers['webhook-id'],
+    ]);
     const attempts = await until(async () => {
-      const list = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/`, headers: withKey(paid.apiKey) })).json().attempts as { trigger: string }[];
+      const list = (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/webhooks/endpoints/${endpoint.id}/attempts/`,
+          headers: withKey(paid.apiKey),
+        })
+      ).json().attempts as { trigger: string }[];
       return list.length >= 2 ? list : undefined;
     }, 'both attempts');
     expect(attempts.map((a) => a.trigger)).toEqual(['replay', 'scheduled']);
 
     // Everything since a time: both events of the endpoint's type since before the first.
-    const since = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { since: new Date(Date.now() - 60_000).toISOString() } });
+    const since = await stack.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${endpoint.id}/replay/`,
+      headers: withKey(paid.apiKey),
+      payload: { since: new Date(Date.now() - 60_000).toISOString() },
+    });
     expect(since.statusCode).toBe(202);
     expect(since.json().replayed).toBeGreaterThanOrEqual(1);
 
-    const both2 = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { event_id: eventId, since: new Date().toISOString() } });
+    const both2 = await stack.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${endpoint.id}/replay/`,
+      headers: withKey(paid.apiKey),
+      payload: { event_id: eventId, since: new Date().toISOString() },
+    });
     expect(both2.statusCode).toBe(422);
     const otherEvent = await creditsLow(free.workspaceId, 1);
-    const foreign = await stack.app.inject({ method: 'POST', url: `/webhooks/endpoints/${endpoint.id}/replay/`, headers: withKey(paid.apiKey), payload: { event_id: otherEvent } });
+    const foreign = await stack.app.inject({
+      method: 'POST',
+      url: `/webhooks/endpoints/${endpoint.id}/replay/`,
+      headers: withKey(paid.apiKey),
+      payload: { event_id: otherEvent },
+    });
     expect(foreign.statusCode).toBe(404);
   });
 
   it('record a failing receiver with its status and excerpt, and refuse bad input with the issues shape', async () => {
     status = 503;
     try {
-      const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/failing`, event_types: ['credits.low'] });
+      const endpoint = await createEndpoint(paid.apiKey, {
+        url: `${receiver.url}/hooks/failing`,
+        event_types: ['credits.low'],
+      });
       const eventId = await creditsLow(paid.workspaceId, 5);
       const attempts = await until(async () => {
-        const list = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/attempts/?event_id=${eventId}`, headers: withKey(paid.apiKey) })).json().attempts as { outcome: string; status_code: number; response_excerpt: string }[];
+        const list = (
+          await stack.app.inject({
+            method: 'GET',
+            url: `/webhooks/endpoints/${endpoint.id}/attempts/?event_id=${eventId}`,
+            headers: withKey(paid.apiKey),
+          })
+        ).json().attempts as { outcome: string; status_code: number; response_excerpt: string }[];
         return list.length ? list : undefined;
       }, 'the failed attempt');
       expect(attempts[0]).toMatchObject({ outcome: 'failed', status_code: 503, response_excerpt: 'not now' });
-      const read = (await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withKey(paid.apiKey) })).json();
+      const read = (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/webhooks/endpoints/${endpoint.id}/`,
+          headers: withKey(paid.apiKey),
+        })
+      ).json();
       expect(read.failing_since).not.toBeNull();
-      await stack.app.inject({ method: 'DELETE', url: `/webhooks/endpoints/${endpoint.id}/`, headers: withKey(paid.apiKey) });
+      await stack.app.inject({
+        method: 'DELETE',
+        url: `/webhooks/endpoints/${endpoint.id}/`,
+        headers: withKey(paid.apiKey),
+      });
     } finally {
       status = 200;
     }
-    for (const payload of [{ url: 'ftp://example.com/x' }, { url: 'https://example.com', event_types: ['no.such'] }, { url: 'https://example.com', extra: 1 }, { url: 'x'.repeat(2049) }, { url: 'https://example.com/a\u0000b' }, { url: 'https://exa\u0001mple.com/' }]) {
-      const res = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload });
+    for (const payload of [
+      { url: 'ftp://example.com/x' },
+      { url: 'https://example.com', event_types: ['no.such'] },
+      { url: 'https://example.com', extra: 1 },
+      { url: 'x'.repeat(2049) },
+      { url: 'https://example.com/a\u0000b' },
+      { url: 'https://exa\u0001mple.com/' },
+    ]) {
+      const res = await stack.app.inject({
+        method: 'POST',
+        url: '/webhooks/endpoints/',
+        headers: withKey(paid.apiKey),
+        payload,
+      });
       expect(res.statusCode, JSON.stringify(payload)).toBe(422);
       expect(res.json().issues.length).toBeGreaterThan(0);
     }
     // The same rule on a change: a URL with a NUL is refused by its schema, naming the field.
     const kept = await createEndpoint(paid.apiKey, { url: 'https://example.com/kept' });
-    const nul = await stack.app.inject({ method: 'PATCH', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey), payload: { url: 'https://example.com/\u0000' } });
+    const nul = await stack.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/endpoints/${kept.id}/`,
+      headers: withKey(paid.apiKey),
+      payload: { url: 'https://example.com/\u0000' },
+    });
     expect(nul.statusCode).toBe(422);
     expect(nul.json().issues[0].loc).toEqual(['body', 'url']);
-    expect((await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey) })).json().url).toBe('https://example.com/kept');
+    expect(
+      (
+        await stack.app.inject({ method: 'GET', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey) })
+      ).json().url,
+    ).toBe('https://example.com/kept');
     await stack.app.inject({ method: 'DELETE', url: `/webhooks/endpoints/${kept.id}/`, headers: withKey(paid.apiKey) });
-    const longest = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: `https://example.com/${'a'.repeat(2048 - 20)}`, description: 'd'.repeat(500) } });
+    const longest = await stack.app.inject({
+      method: 'POST',
+      url: '/webhooks/endpoints/',
+      headers: withKey(paid.apiKey),
+      payload: { url: `https://example.com/${'a'.repeat(2048 - 20)}`, description: 'd'.repeat(500) },
+    });
     expect(longest.statusCode).toBe(201);
-    const tooLong = await stack.app.inject({ method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey), payload: { url: 'https://example.com', description: 'd'.repeat(501) } });
+    const tooLong = await stack.app.inject({
+      method: 'POST',
+      url: '/webhooks/endpoints/',
+      headers: withKey(paid.apiKey),
+      payload: { url: 'https://example.com', description: 'd'.repeat(501) },
+    });
     expect(tooLong.statusCode).toBe(422);
   });
 
   it('hand every event on once when a dispatcher died between starting a batch and committing it', async () => {
-    const endpoint = await createEndpoint(paid.apiKey, { url: `${receiver.url}/hooks/restart`, event_types: ['credits.low'] });
+    const endpoint = await createEndpoint(paid.apiKey, {
+      url: `${receiver.url}/hooks/restart`,
+      event_types: ['credits.low'],
+    });
     await dispatcher.stop();
     const first = await creditsLow(paid.workspaceId, 1);
     const second = await creditsLow(paid.workspaceId, 2);
     // What the dead dispatcher left: the first event's batch started, neither event marked dispatched.
-    const started = await stack.client.workflow.start('notificationBatchWorkflow', { workflowId: notificationBatchWorkflowId(first), taskQueue: stack.taskQueue, args: [{ eventIds: [first] }] });
-    dispatcher = startEventDispatcher({ sql: stack.sql, client: stack.client, taskQueue: stack.taskQueue, pollMs: 200, digest: false });
-    await until(async () => ((await stack.sql`select 1 from workspace_events where id in (${first}, ${second}) and dispatched_at is not null`).length === 2 ? true : undefined), 'both dispatched');
-    const forEvent = (id: string) => receiver.requests.filter((r) => r.path === '/hooks/restart' && JSON.parse(r.body).id === id);
-    await until(() => (forEvent(first).length && forEvent(second).length ? true : undefined), 'both events, the second in the next batch');
+    const started = await stack.client.workflow.start('notificationBatchWorkflow', {
+      workflowId: notificationBatchWorkflowId(first),
+      taskQueue: stack.taskQueue,
+      args: [{ eventIds: [first] }],
+    });
+    dispatcher = startEventDispatcher({
+      sql: stack.sql,
+      client: stack.client,
+      taskQueue: stack.taskQueue,
+      pollMs: 200,
+      digest: false,
+    });
+    await until(
+      async () =>
+        (
+          await stack.sql`select 1 from workspace_events where id in (${first}, ${second}) and dispatched_at is not null`
+        ).length === 2
+          ? true
+          : undefined,
+      'both dispatched',
+    );
+    const forEvent = (id: string) =>
+      receiver.requests.filter((r) => r.path === '/hooks/restart' && JSON.parse(r.body).id === id);
+    await until(
+      () => (forEvent(first).length && forEvent(second).length ? true : undefined),
+      'both events, the second in the next batch',
+    );
     // Each was sent once and recorded once: by the batch the dead dispatcher started, or by the next.
     // An attempt is recorded after its answer arrives, so the second may be written a moment after the receiver saw it.
     const recorded = () => stack.sql<{ event_id: string; outcome: string }[]>`
@@ -185,7 +375,10 @@ describe('webhook endpoints', () => {
       where d.event_id in (${first}, ${second}) and d.webhook_endpoint_id = ${endpoint.id} order by d.event_id = ${second}`;
     await until(async () => ((await recorded()).length >= 2 ? true : undefined), 'both attempts recorded');
     const attempts = await recorded();
-    expect(attempts).toEqual([{ event_id: first, outcome: 'succeeded' }, { event_id: second, outcome: 'succeeded' }]);
+    expect(attempts).toEqual([
+      { event_id: first, outcome: 'succeeded' },
+      { event_id: second, outcome: 'succeeded' },
+    ]);
     expect(forEvent(first)).toHaveLength(1);
     expect(forEvent(second)).toHaveLength(1);
     expect((await started.describe()).status.name).not.toBe('FAILED');
@@ -195,8 +388,19 @@ describe('webhook endpoints', () => {
 
   it("keep another workspace's endpoint out of reach", async () => {
     const endpoint = await createEndpoint(paid.apiKey, { url: 'https://example.com/hook' });
-    for (const [method, url] of [['GET', ''], ['PATCH', ''], ['DELETE', ''], ['GET', 'attempts/'], ['POST', 'rotate-secret/']] as const) {
-      const res = await stack.app.inject({ method, url: `/webhooks/endpoints/${endpoint.id}/${url}`, headers: withToken(free.accessToken), ...(method === 'GET' || method === 'DELETE' ? {} : { payload: {} }) });
+    for (const [method, url] of [
+      ['GET', ''],
+      ['PATCH', ''],
+      ['DELETE', ''],
+      ['GET', 'attempts/'],
+      ['POST', 'rotate-secret/'],
+    ] as const) {
+      const res = await stack.app.inject({
+        method,
+        url: `/webhooks/endpoints/${endpoint.id}/${url}`,
+        headers: withToken(free.accessToken),
+        ...(method === 'GET' || method === 'DELETE' ? {} : { payload: {} }),
+      });
       expect(res.statusCode, `${method} ${url}`).toBe(404);
     }
   });
@@ -207,7 +411,9 @@ describe('recording attempts for several endpoints at once', () => {
     const endpoint = async () =>
       (
         await stack.app.inject({
-          method: 'POST', url: '/webhooks/endpoints/', headers: withKey(paid.apiKey),
+          method: 'POST',
+          url: '/webhooks/endpoints/',
+          headers: withKey(paid.apiKey),
           payload: { url: `${receiver.url}/order`, event_types: ['credits.low'] },
         })
       ).json().id as string;
@@ -233,11 +439,20 @@ describe('recording attempts for several endpoints at once', () => {
 describe('the webhook sender', () => {
   it('refuses loopback, private, link-local and metadata addresses unless allowed, on every redirect', async () => {
     const strict = webhookSender();
-    for (const url of ['http://127.0.0.1:9/x', 'http://10.0.0.1/x', 'http://169.254.169.254/latest/meta-data', 'http://[::1]/x', 'http://192.168.1.1/', 'http://localhost:9/x']) {
+    for (const url of [
+      'http://127.0.0.1:9/x',
+      'http://10.0.0.1/x',
+      'http://169.254.169.254/latest/meta-data',
+      'http://[::1]/x',
+      'http://192.168.1.1/',
+      'http://localhost:9/x',
+    ]) {
       const result = await strict.post(url, '{}', {});
       expect(result.kind, url).toBe('refused');
     }
-    const redirecting = await serveHttp((_req, res) => void res.writeHead(307, { location: 'http://169.254.169.254/latest/meta-data' }).end());
+    const redirecting = await serveHttp(
+      (_req, res) => void res.writeHead(307, { location: 'http://169.254.169.254/latest/meta-data' }).end(),
+    );
     try {
       expect((await strict.post(`${redirecting.url}/r`, '{}', {})).kind).toBe('refused');
     } finally {

@@ -4,14 +4,16 @@ import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
 
-const doneKeys = (body: { steps: { key: string; done: boolean }[] }) => body.steps.filter((s) => s.done).map((s) => s.key);
+const doneKeys = (body: { steps: { key: string; done: boolean }[] }) =>
+  body.steps.filter((s) => s.done).map((s) => s.key);
 
 describe('onboarding checklist', () => {
   it('moves as the workspace sets itself up', async () => {
     const ws = await stack.createWorkspace('paid');
     const api = {
       get: () => stack.app.inject({ method: 'GET', url: '/onboarding/', headers: withKey(ws.apiKey) }),
-      post: (url: string, payload: object) => stack.app.inject({ method: 'POST', url, headers: withKey(ws.apiKey), payload }),
+      post: (url: string, payload: object) =>
+        stack.app.inject({ method: 'POST', url, headers: withKey(ws.apiKey), payload }),
     };
     const fresh = await api.get();
     expect(fresh.statusCode).toBe(200);
@@ -25,14 +27,23 @@ describe('onboarding checklist', () => {
 
     const column = await api.post(`/tables/${table.json().id}/columns/`, { name: 'Email', kind: 'input' });
     expect(column.statusCode, column.body).toBe(201);
-    const sequence = await api.post('/sequences/', { name: 'First', audience_table_id: table.json().id, audience_mapping: { email_column_id: column.json().id } });
+    const sequence = await api.post('/sequences/', {
+      name: 'First',
+      audience_table_id: table.json().id,
+      audience_mapping: { email_column_id: column.json().id },
+    });
     expect(sequence.statusCode, sequence.body).toBe(201);
     expect(doneKeys((await api.get()).json())).toEqual(['first_table', 'first_sequence']);
 
     const key = await api.post('/api-keys/', { name: 'Zapier' });
     expect(key.statusCode).toBe(201);
     await stack.addMember(ws.workspaceId, 'member');
-    expect(doneKeys((await api.get()).json())).toEqual(['first_table', 'first_sequence', 'api_key', 'teammate_invited']);
+    expect(doneKeys((await api.get()).json())).toEqual([
+      'first_table',
+      'first_sequence',
+      'api_key',
+      'teammate_invited',
+    ]);
 
     // A mailbox is a sender too; business context is a document row.
     await stack.sql`
@@ -43,22 +54,38 @@ describe('onboarding checklist', () => {
       values (${ws.workspaceId}, 'Deck', 'deck.pdf', 'application/pdf', 10)`;
     const all = (await api.get()).json();
     expect(all).toMatchObject({ completed: 7, complete: true });
-
   });
 
   it('a pnet account connected counts as a sender', async () => {
     const ws = await stack.createWorkspace('paid');
-    const profile = await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(ws.apiKey), payload: { name: 'Sam' } });
+    const profile = await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers: withKey(ws.apiKey),
+      payload: { name: 'Sam' },
+    });
     expect(profile.statusCode, profile.body).toBe(201);
-    const get = async () => (await stack.app.inject({ method: 'GET', url: '/onboarding/', headers: withKey(ws.apiKey) })).json();
+    const get = async () =>
+      (await stack.app.inject({ method: 'GET', url: '/onboarding/', headers: withKey(ws.apiKey) })).json();
     expect(doneKeys(await get())).toEqual([]);
     await stack.sql`update pnet_accounts set status = 'connected', connected_at = now() where workspace_id = ${ws.workspaceId}`;
     expect(doneKeys(await get())).toEqual(['sender_connected']);
 
     // Derived, not stored: deleting the only table takes its step back.
-    const table = (await stack.app.inject({ method: 'POST', url: '/tables/', headers: withKey(ws.apiKey), payload: { name: 'Scratch' } })).json();
+    const table = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/tables/',
+        headers: withKey(ws.apiKey),
+        payload: { name: 'Scratch' },
+      })
+    ).json();
     expect(doneKeys(await get())).toEqual(['sender_connected', 'first_table']);
-    const removed = await stack.app.inject({ method: 'DELETE', url: `/tables/${table.id}/`, headers: withKey(ws.apiKey) });
+    const removed = await stack.app.inject({
+      method: 'DELETE',
+      url: `/tables/${table.id}/`,
+      headers: withKey(ws.apiKey),
+    });
     expect(removed.statusCode).toBe(204);
     expect(doneKeys(await get())).toEqual(['sender_connected']);
   });
@@ -66,7 +93,8 @@ describe('onboarding checklist', () => {
   it('is dismissed and restored per member', async () => {
     const ws = await stack.createWorkspace('paid');
     const teammate = await stack.addMember(ws.workspaceId, 'member');
-    const as = (token: string, method: 'GET' | 'POST', url: string) => stack.app.inject({ method, url, headers: withToken(token) });
+    const as = (token: string, method: 'GET' | 'POST', url: string) =>
+      stack.app.inject({ method, url, headers: withToken(token) });
 
     const dismissed = await as(ws.accessToken, 'POST', '/onboarding/dismiss/');
     expect(dismissed.statusCode).toBe(200);
@@ -90,10 +118,13 @@ describe('onboarding checklist', () => {
 
     // Another workspace's member sees only their own workspace's checklist and dismissal.
     const other = await stack.createWorkspace('paid');
-    expect((await as(other.accessToken, 'GET', '/onboarding/')).json()).toMatchObject({ dismissed: false, completed: 0 });
+    expect((await as(other.accessToken, 'GET', '/onboarding/')).json()).toMatchObject({
+      dismissed: false,
+      completed: 0,
+    });
   });
 
-  it('documents its operations and the cloud drive\'s as the OpenAPI checks expect', async () => {
+  it("documents its operations and the cloud drive's as the OpenAPI checks expect", async () => {
     const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json();
     const ops = [
       ['/onboarding/', 'get', 'readOnboarding'],

@@ -7,14 +7,18 @@ const { stack } = useTestStack({ workspaces: false });
 let doc: {
   openapi: string;
   info: { version: string };
-  paths: Record<string, Record<string, { operationId?: string; security?: Record<string, string[]>[]; responses: Record<string, unknown> }>>;
+  paths: Record<
+    string,
+    Record<string, { operationId?: string; security?: Record<string, string[]>[]; responses: Record<string, unknown> }>
+  >;
   components: { securitySchemes: Record<string, unknown>; schemas: Record<string, unknown> };
 };
 beforeAll(async () => {
   doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json();
 });
 
-const operations = () => Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
+const operations = () =>
+  Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
 
 describe('the OpenAPI document', () => {
   it('is a valid OpenAPI 3.1.0 document of interface version 0.0', async () => {
@@ -30,7 +34,11 @@ describe('the OpenAPI document', () => {
     expect(operations().length).toBeGreaterThan(5);
     for (const { path, method, op } of operations()) {
       const schemes = (op.security ?? []).flatMap((s) => Object.keys(s));
-      expect({ path, method, schemes }).toEqual({ path, method, schemes: expect.arrayContaining(['ApiKeyAuth', 'BearerAuth']) });
+      expect({ path, method, schemes }).toEqual({
+        path,
+        method,
+        schemes: expect.arrayContaining(['ApiKeyAuth', 'BearerAuth']),
+      });
       expect(op.operationId).toBeTruthy();
       expect(op.responses['500']).toBeDefined();
       expect(op.responses['503']).toBeDefined();
@@ -42,7 +50,8 @@ describe('the OpenAPI document', () => {
     // Every operation that needs a credential (no empty alternative) documents 422; they are most of them.
     const authenticated = operations().filter(({ op }) => op.security?.every((s) => Object.keys(s).length > 0));
     expect(authenticated.length).toBeGreaterThan(operations().length / 2);
-    for (const { path, method, op } of authenticated) expect(JSON.stringify(op.responses['422']), `${method} ${path}`).toContain('ValidationBody');
+    for (const { path, method, op } of authenticated)
+      expect(JSON.stringify(op.responses['422']), `${method} ${path}`).toContain('ValidationBody');
     expect(doc.components.schemas.ValidationBody).toMatchObject({ required: ['detail', 'issues'] });
   });
 
@@ -66,18 +75,34 @@ describe('the OpenAPI document', () => {
     expect(refs.filter((name) => !(name in doc.components.schemas))).toEqual([]);
     // An OpenAPI 3.1 event-stream schema describes one event: its `data` line is a string (the JSON
     // it holds is the contentSchema), so a schema of the JSON itself fails every client's validator.
-    type Schema = { $ref?: string; anyOf?: Schema[]; oneOf?: Schema[]; properties?: Record<string, Schema>; type?: string };
+    type Schema = {
+      $ref?: string;
+      anyOf?: Schema[];
+      oneOf?: Schema[];
+      properties?: Record<string, Schema>;
+      type?: string;
+    };
     const resolve = (s: Schema): Schema => (s.$ref ? (doc.components.schemas[s.$ref.split('/').pop()!] as Schema) : s);
     const streams = operations().flatMap(({ path, method, op }) =>
-      Object.values(op.responses as Record<string, { content?: Record<string, { schema: Schema }> }>).flatMap((response) => {
-        const stream = response.content?.['text/event-stream'];
-        return stream ? [{ at: `${method.toUpperCase()} ${path}`, schema: resolve(stream.schema) }] : [];
-      }),
+      Object.values(op.responses as Record<string, { content?: Record<string, { schema: Schema }> }>).flatMap(
+        (response) => {
+          const stream = response.content?.['text/event-stream'];
+          return stream ? [{ at: `${method.toUpperCase()} ${path}`, schema: resolve(stream.schema) }] : [];
+        },
+      ),
     );
-    expect(streams.map((s) => s.at)).toEqual(expect.arrayContaining(['GET /tables/{table_id}/events/', 'POST /assistant/conversations/{conversation_id}/messages/']));
+    expect(streams.map((s) => s.at)).toEqual(
+      expect.arrayContaining([
+        'GET /tables/{table_id}/events/',
+        'POST /assistant/conversations/{conversation_id}/messages/',
+      ]),
+    );
     for (const { at, schema } of streams) {
       const events = (schema.anyOf ?? schema.oneOf ?? [schema]).map(resolve);
-      expect({ at, data: events.map((event) => event.properties?.data?.type) }).toEqual({ at, data: events.map(() => 'string') });
+      expect({ at, data: events.map((event) => event.properties?.data?.type) }).toEqual({
+        at,
+        data: events.map(() => 'string'),
+      });
     }
   });
 
@@ -106,21 +131,32 @@ describe('request strings', () => {
     seen.add(n);
     const types = ([] as unknown[]).concat(n.type ?? []);
     const patterned = Boolean(n.pattern) || ((n.allOf as Node[] | undefined) ?? []).some((sub) => Boolean(sub.pattern));
-    if (types.includes('string') && !patterned && !n.format && !n.enum && n.const === undefined && !n.contentMediaType) out.push(at);
-    for (const key of ['anyOf', 'oneOf', 'allOf'] as const) for (const [i, sub] of ((n[key] as Node[] | undefined) ?? []).entries()) freeStrings(sub, `${at}|${i}`, seen, out);
-    for (const [name, sub] of Object.entries((n.properties as Record<string, Node> | undefined) ?? {})) freeStrings(sub, `${at}.${name}`, seen, out);
+    if (types.includes('string') && !patterned && !n.format && !n.enum && n.const === undefined && !n.contentMediaType)
+      out.push(at);
+    for (const key of ['anyOf', 'oneOf', 'allOf'] as const)
+      for (const [i, sub] of ((n[key] as Node[] | undefined) ?? []).entries())
+        freeStrings(sub, `${at}|${i}`, seen, out);
+    for (const [name, sub] of Object.entries((n.properties as Record<string, Node> | undefined) ?? {}))
+      freeStrings(sub, `${at}.${name}`, seen, out);
     if (n.items && typeof n.items === 'object') freeStrings(n.items as Node, `${at}[]`, seen, out);
-    if (n.additionalProperties && typeof n.additionalProperties === 'object') freeStrings(n.additionalProperties as Node, `${at}{}`, seen, out);
-    if (n.propertyNames && typeof n.propertyNames === 'object') freeStrings(n.propertyNames as Node, `${at}{key}`, seen, out);
+    if (n.additionalProperties && typeof n.additionalProperties === 'object')
+      freeStrings(n.additionalProperties as Node, `${at}{}`, seen, out);
+    if (n.propertyNames && typeof n.propertyNames === 'object')
+      freeStrings(n.propertyNames as Node, `${at}{key}`, seen, out);
   }
 
   it('refuse a NUL character in their schema, so the document says what is stored', () => {
     const out: string[] = [];
     for (const { path, method, op } of operations()) {
-      const full = op as { requestBody?: { content?: Record<string, { schema?: Node }> }; parameters?: { in: string; name: string; schema?: Node }[] };
+      const full = op as {
+        requestBody?: { content?: Record<string, { schema?: Node }> };
+        parameters?: { in: string; name: string; schema?: Node }[];
+      };
       const body = full.requestBody?.content?.['application/json']?.schema;
       if (body) freeStrings(body, `${method.toUpperCase()} ${path} body`, new Set(), out);
-      for (const p of full.parameters ?? []) if (p.schema && p.in !== 'header') freeStrings(p.schema, `${method.toUpperCase()} ${path} ${p.in} ${p.name}`, new Set(), out);
+      for (const p of full.parameters ?? [])
+        if (p.schema && p.in !== 'header')
+          freeStrings(p.schema, `${method.toUpperCase()} ${path} ${p.in} ${p.name}`, new Set(), out);
     }
     // Checked one by one, so a bad one is answered in its own result and never sinks the others.
     const checkedOneByOne = [

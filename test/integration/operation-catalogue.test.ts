@@ -4,11 +4,18 @@
  * an object schema for every input.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { operationCatalogue, operationRequest, type CatalogueOperation, type OpenApiDocument } from '../../domain/assistant/operations.js';
+import {
+  operationCatalogue,
+  operationRequest,
+  type CatalogueOperation,
+  type OpenApiDocument,
+} from '../../domain/assistant/operations.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
-let document: OpenApiDocument & { paths: Record<string, Record<string, { operationId?: string; tags?: string[]; 'x-access'?: string }>> };
+let document: OpenApiDocument & {
+  paths: Record<string, Record<string, { operationId?: string; tags?: string[]; 'x-access'?: string }>>;
+};
 let catalogue: CatalogueOperation[];
 
 beforeAll(async () => {
@@ -29,8 +36,12 @@ describe('the catalogue of the app’s own operations', () => {
 
   it('says every operation’s access in the document, as auth.ts decides it', () => {
     const operations = Object.values(document.paths).flatMap((item) => Object.values(item));
-    expect(operations.every((op) => ['read', 'write', 'public', 'extension'].includes(op['x-access'] ?? ''))).toBe(true);
-    expect(operations.filter((op) => op.tags?.includes('pnet-agent')).every((op) => op['x-access'] === 'extension')).toBe(true);
+    expect(operations.every((op) => ['read', 'write', 'public', 'extension'].includes(op['x-access'] ?? ''))).toBe(
+      true,
+    );
+    expect(
+      operations.filter((op) => op.tags?.includes('pnet-agent')).every((op) => op['x-access'] === 'extension'),
+    ).toBe(true);
     expect(operations.find((op) => op.operationId === 'getHealth')?.['x-access']).toBe('public');
   });
 
@@ -53,7 +64,8 @@ describe('the catalogue of the app’s own operations', () => {
     for (const op of catalogue) {
       expect(op.input_schema, op.name).toMatchObject({ type: 'object', properties: expect.any(Object) });
       expect(JSON.stringify(op.input_schema), op.name).not.toContain('"$ref"');
-      for (const [, param] of op.path.matchAll(/\{([^}]+)\}/g)) expect(op.input_schema.required, `${op.name} ${param}`).toContain(param);
+      for (const [, param] of op.path.matchAll(/\{([^}]+)\}/g))
+        expect(op.input_schema.required, `${op.name} ${param}`).toContain(param);
     }
     const body = (named('createTable')!.input_schema.properties as Record<string, Record<string, unknown>>).body!;
     expect(body).toMatchObject({ type: 'object', required: ['name'], properties: { name: { type: 'string' } } });
@@ -61,7 +73,12 @@ describe('the catalogue of the app’s own operations', () => {
 
   it('builds requests the app answers', async () => {
     const create = operationRequest(named('createTable')!, { body: { name: 'From the catalogue' } });
-    const created = await stack.app.inject({ method: create.method, url: create.url, payload: create.body as object, headers: withKey(paid.apiKey) });
+    const created = await stack.app.inject({
+      method: create.method,
+      url: create.url,
+      payload: create.body as object,
+      headers: withKey(paid.apiKey),
+    });
     expect(created.statusCode).toBe(201);
     const table = created.json<{ id: string }>();
     const list = operationRequest(named('listTables')!, { limit: 10, order: 'name' });
@@ -69,6 +86,8 @@ describe('the catalogue of the app’s own operations', () => {
     expect(listed.statusCode).toBe(200);
     expect(JSON.stringify(listed.json())).toContain(table.id);
     const rows = operationRequest(named('listTableRows')!, { table_id: table.id, limit: 5 });
-    expect((await stack.app.inject({ method: rows.method, url: rows.url, headers: withKey(paid.apiKey) })).statusCode).toBe(200);
+    expect(
+      (await stack.app.inject({ method: rows.method, url: rows.url, headers: withKey(paid.apiKey) })).statusCode,
+    ).toBe(200);
   });
 });

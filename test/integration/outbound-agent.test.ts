@@ -25,16 +25,28 @@ beforeAll(async () => {
     if (req.url === '/acme') {
       return void res
         .writeHead(200, { 'content-type': 'text/html' })
-        .end('<title>Acme Robotics</title><meta name="description" content="Acme Robotics builds warehouse robots for mid-size retailers. Founded 2015."><p>Robots.</p>');
+        .end(
+          '<title>Acme Robotics</title><meta name="description" content="Acme Robotics builds warehouse robots for mid-size retailers. Founded 2015."><p>Robots.</p>',
+        );
     }
     res.writeHead(404).end();
   });
   model = await serveChatCompletions((body) => {
     const system = body.messages[0]!.content;
     if (mode === 'error500') return { status: 500 };
-    if (system.includes('extract facts')) return { content: JSON.stringify({ facts: [{ category: 'industry', fact: 'Warehouse robotics', page: 1 }] }) };
+    if (system.includes('extract facts'))
+      return { content: JSON.stringify({ facts: [{ category: 'industry', fact: 'Warehouse robotics', page: 1 }] }) };
     if (system.includes('You judge')) {
-      return { content: JSON.stringify({ grounded: true, language_ok: true, on_topic: true, safe: true, quality_score: 88, reasons: [] }) };
+      return {
+        content: JSON.stringify({
+          grounded: true,
+          language_ok: true,
+          on_topic: true,
+          safe: true,
+          quality_score: 88,
+          reasons: [],
+        }),
+      };
     }
     if (mode === 'malformed') return { content: 'Sure! Here is your email: Hi Dana...' };
     return {
@@ -57,13 +69,19 @@ afterAll(async () => {
 const env = { WEB_READER_ALLOW_PRIVATE_NETWORKS: 'true' };
 const { stack, paid } = useTestStack({ enrichmentProviders: () => createEnrichmentProviders({ env }) });
 
-const chat = () => openAiChatModel({ apiKey: 'local-key', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 5 });
+const chat = () =>
+  openAiChatModel({ apiKey: 'local-key', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 5 });
 const activities = (withModel: boolean) =>
-  createOutboundAgentActivities({ sql: stack.sql, chatModel: withModel ? chat() : null, enrichmentProviders: createEnrichmentProviders({ env }) });
+  createOutboundAgentActivities({
+    sql: stack.sql,
+    chatModel: withModel ? chat() : null,
+    enrichmentProviders: createEnrichmentProviders({ env }),
+  });
 
 async function workspaceWith(credits: number) {
   const ws = await stack.createWorkspace('paid');
-  if (credits > 0) await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
+  if (credits > 0)
+    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
   return ws;
 }
 
@@ -92,26 +110,60 @@ const richContact = (): WriteStepMessageInput['contact'] => ({
   fields: { Title: 'Head of Growth', Company: 'Acme Robotics', Website: `${site.url}/acme`, Location: 'Berlin' },
 });
 
-const input = (ws: TestWorkspace, agentId: string, over: Partial<WriteStepMessageInput> = {}): WriteStepMessageInput => {
+const input = (
+  ws: TestWorkspace,
+  agentId: string,
+  over: Partial<WriteStepMessageInput> = {},
+): WriteStepMessageInput => {
   const sequenceId = randomUUID();
-  return { workspaceId: ws.workspaceId, agentId, sequenceId, contactKey: `${sequenceId}:${randomUUID()}`, slotKey: 'opener', kind: 'email', contact: richContact(), ...over };
+  return {
+    workspaceId: ws.workspaceId,
+    agentId,
+    sequenceId,
+    contactKey: `${sequenceId}:${randomUUID()}`,
+    slotKey: 'opener',
+    kind: 'email',
+    contact: richContact(),
+    ...over,
+  };
 };
 
 const conversation = (ws: TestWorkspace, agentId: string, contactKey: string) =>
-  stack.app.inject({ method: 'GET', url: `/outbound-agents/${agentId}/conversations/?contact_key=${encodeURIComponent(contactKey)}`, headers: withKey(ws.apiKey) });
+  stack.app.inject({
+    method: 'GET',
+    url: `/outbound-agents/${agentId}/conversations/?contact_key=${encodeURIComponent(contactKey)}`,
+    headers: withKey(ws.apiKey),
+  });
 
 describe('outbound agents', () => {
   it('versions an agent: a prompt change makes a new version, a rename does not, and old versions stay readable', async () => {
     const agent = await agentOf(paid);
     expect(agent.version).toBe(1);
-    const patch = (payload: object) => stack.app.inject({ method: 'PATCH', url: `/outbound-agents/${agent.id}/`, headers: withKey(paid.apiKey), payload });
+    const patch = (payload: object) =>
+      stack.app.inject({
+        method: 'PATCH',
+        url: `/outbound-agents/${agent.id}/`,
+        headers: withKey(paid.apiKey),
+        payload,
+      });
     expect((await patch({ name: 'Renamed' })).json()).toMatchObject({ name: 'Renamed', version: 1 });
     const edited = (await patch({ slots: [{ slot_key: 'opener', prompt: 'Be brief.' }] })).json();
     expect(edited).toMatchObject({ version: 2, slots: [{ slot_key: 'opener', kind: 'email', prompt: 'Be brief.' }] });
-    const versions = (await stack.app.inject({ method: 'GET', url: `/outbound-agents/${agent.id}/versions/`, headers: withKey(paid.apiKey) })).json().versions;
-    expect(versions.map((v: { version: number; origin: string }) => [v.version, v.origin])).toEqual([[2, 'edited'], [1, 'created']]);
+    const versions = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/outbound-agents/${agent.id}/versions/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json().versions;
+    expect(versions.map((v: { version: number; origin: string }) => [v.version, v.origin])).toEqual([
+      [2, 'edited'],
+      [1, 'created'],
+    ]);
     expect(versions[1].slots).toHaveLength(2);
-    const listed = (await stack.app.inject({ method: 'GET', url: '/outbound-agents/', headers: withKey(paid.apiKey) })).json().agents;
+    const listed = (
+      await stack.app.inject({ method: 'GET', url: '/outbound-agents/', headers: withKey(paid.apiKey) })
+    ).json().agents;
     expect(listed.map((a: { id: string }) => a.id)).toContain(agent.id);
   });
 
@@ -128,12 +180,25 @@ describe('outbound agents', () => {
       ),
     );
     expect(edits.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
-    expect(edits.map((r) => r.json().version).sort((a: number, b: number) => a - b)).toEqual([2, 3, 4, 5, 6, 7].map((v) => v + agent.version - 1));
+    expect(edits.map((r) => r.json().version).sort((a: number, b: number) => a - b)).toEqual(
+      [2, 3, 4, 5, 6, 7].map((v) => v + agent.version - 1),
+    );
   });
 
   it('refuses a slot key given twice (409), an empty slot list and a bad slot key (422)', async () => {
-    const post = (payload: object) => stack.app.inject({ method: 'POST', url: '/outbound-agents/', headers: withKey(paid.apiKey), payload: { name: 'A', ...payload } });
-    const twice = await post({ slots: [{ slot_key: 'opener', prompt: 'a' }, { slot_key: 'opener', prompt: 'b' }] });
+    const post = (payload: object) =>
+      stack.app.inject({
+        method: 'POST',
+        url: '/outbound-agents/',
+        headers: withKey(paid.apiKey),
+        payload: { name: 'A', ...payload },
+      });
+    const twice = await post({
+      slots: [
+        { slot_key: 'opener', prompt: 'a' },
+        { slot_key: 'opener', prompt: 'b' },
+      ],
+    });
     expect(twice.statusCode).toBe(409);
     expect(twice.json().detail).toMatch(/twice/);
     expect((await post({ slots: [] })).statusCode).toBe(422);
@@ -142,11 +207,26 @@ describe('outbound agents', () => {
 
   it('sets and reads the agent of a sequence, and refuses an agent of another workspace', async () => {
     const agent = await agentOf(paid);
-    const [sequence] = await stack.sql<{ id: string }[]>`insert into sequences (workspace_id, name) values (${paid.workspaceId}, 'Seq') returning id`;
+    const [sequence] = await stack.sql<
+      { id: string }[]
+    >`insert into sequences (workspace_id, name) values (${paid.workspaceId}, 'Seq') returning id`;
     const put = (ws: TestWorkspace, agentId: string | null) =>
-      stack.app.inject({ method: 'PUT', url: `/sequences/${sequence!.id}/agent/`, headers: withKey(ws.apiKey), payload: { agent_id: agentId } });
+      stack.app.inject({
+        method: 'PUT',
+        url: `/sequences/${sequence!.id}/agent/`,
+        headers: withKey(ws.apiKey),
+        payload: { agent_id: agentId },
+      });
     expect((await put(paid, agent.id)).json()).toEqual({ sequence_id: sequence!.id, agent_id: agent.id });
-    expect((await stack.app.inject({ method: 'GET', url: `/sequences/${sequence!.id}/agent/`, headers: withKey(paid.apiKey) })).json().agent_id).toBe(agent.id);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/sequences/${sequence!.id}/agent/`,
+          headers: withKey(paid.apiKey),
+        })
+      ).json().agent_id,
+    ).toBe(agent.id);
     const otherAgent = await agentOf(await workspaceWith(0));
     expect((await put(paid, otherAgent.id)).statusCode).toBe(404);
     expect((await put(paid, null)).json().agent_id).toBeNull();
@@ -186,7 +266,12 @@ describe('writing a step message', () => {
       expect.arrayContaining([
         { category: 'role', fact: 'Head of Growth', source_title: 'Contact row', source_url: null },
         { category: 'company', fact: 'Acme Robotics', source_title: 'Contact row', source_url: null },
-        { category: 'company', fact: 'Acme Robotics builds warehouse robots for mid-size retailers.', source_title: 'Acme Robotics', source_url: `${site.url}/acme` },
+        {
+          category: 'company',
+          fact: 'Acme Robotics builds warehouse robots for mid-size retailers.',
+          source_title: 'Acme Robotics',
+          source_url: `${site.url}/acme`,
+        },
       ]),
     );
     expect(read.sources).toEqual([`${site.url}/acme`]);
@@ -200,7 +285,13 @@ describe('writing a step message', () => {
     const result = await activities(false).writeStepMessage(call);
     expect(result).toMatchObject({ needsReview: true, reason: 'insufficient_data' });
     const [message] = (await conversation(paid, agent.id, call.contactKey)).json().messages;
-    expect(message).toMatchObject({ status: 'needs_review', insufficient_data: true, confident: false, confidence: 'low', reach: 'none' });
+    expect(message).toMatchObject({
+      status: 'needs_review',
+      insufficient_data: true,
+      confident: false,
+      confidence: 'low',
+      reach: 'none',
+    });
   });
 
   it('writes through the chat model, judges it, and charges its price once even when retried', async () => {
@@ -225,7 +316,12 @@ describe('writing a step message', () => {
       judge_verdict: { grounded: true, quality_score: 88 },
     });
     // The model added a fact from the page it was shown, sourced to that page.
-    expect(read.research_brief).toContainEqual({ category: 'industry', fact: 'Warehouse robotics', source_title: 'Acme Robotics', source_url: `${site.url}/acme` });
+    expect(read.research_brief).toContainEqual({
+      category: 'industry',
+      fact: 'Warehouse robotics',
+      source_title: 'Acme Robotics',
+      source_url: `${site.url}/acme`,
+    });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 8, held: 0, spent: 2 });
   });
 
@@ -238,7 +334,9 @@ describe('writing a step message', () => {
     expect(result).toMatchObject({ needsReview: true, reason: 'judge_failed' });
     const [message] = (await conversation(paid, agent.id, call.contactKey)).json().messages;
     expect(message.judge_verdict.grounded).toBe(false);
-    expect(message.findings).toContainEqual(expect.objectContaining({ code: 'ungrounded_fact', excerpt: 'Dana won an award last week', severity: 'error' }));
+    expect(message.findings).toContainEqual(
+      expect.objectContaining({ code: 'ungrounded_fact', excerpt: 'Dana won an award last week', severity: 'error' }),
+    );
   });
 
   it('a malformed model answer is a retryable failure that charges nothing; the retry writes and charges once', async () => {
@@ -256,7 +354,9 @@ describe('writing a step message', () => {
     await acts.writeStepMessage(call);
     await acts.writeStepMessage(call);
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 8, held: 0, spent: 2 });
-    expect((await conversation(ws, agent.id, call.contactKey)).json().messages).toMatchObject([{ status: 'ready', error: null, credits_charged: 2 }]);
+    expect((await conversation(ws, agent.id, call.contactKey)).json().messages).toMatchObject([
+      { status: 'ready', error: null, credits_charged: 2 },
+    ]);
   });
 
   it('a 500 from the model API is a retryable failure that charges nothing', async () => {
@@ -264,12 +364,15 @@ describe('writing a step message', () => {
     const agent = await agentOf(ws);
     mode = 'error500';
     const call = input(ws, agent.id);
-    const failure = await activities(true).writeStepMessage(call).catch((e: unknown) => e);
+    const failure = await activities(true)
+      .writeStepMessage(call)
+      .catch((e: unknown) => e);
     mode = 'good';
     expect(failure).toMatchObject({ type: 'model_failed', nonRetryable: false });
     expect((failure as Error).message).toMatch(/500/);
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });
-    const ledger = await stack.sql`select kind from credit_ledger where workspace_id = ${ws.workspaceId} and kind = 'charge'`;
+    const ledger =
+      await stack.sql`select kind from credit_ledger where workspace_id = ${ws.workspaceId} and kind = 'charge'`;
     expect(ledger).toHaveLength(0);
   });
 
@@ -277,7 +380,11 @@ describe('writing a step message', () => {
     const ws = await workspaceWith(1);
     const agent = await agentOf(ws);
     const asked = model.requests.length;
-    await expect(activities(true).writeStepMessage(input(ws, agent.id, { contact: { name: 'Lee', fields: { Title: 'CTO', Company: 'Initech' } } }))).rejects.toMatchObject({
+    await expect(
+      activities(true).writeStepMessage(
+        input(ws, agent.id, { contact: { name: 'Lee', fields: { Title: 'CTO', Company: 'Initech' } } }),
+      ),
+    ).rejects.toMatchObject({
       type: 'insufficient_credits',
       nonRetryable: true,
     });

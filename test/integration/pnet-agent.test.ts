@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TransactionSql } from 'postgres';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { connectionToken, createSenderProfile, hashConnectionToken, updatePnetSettings } from '../../store/pnet/accounts.js';
+import {
+  connectionToken,
+  createSenderProfile,
+  hashConnectionToken,
+  updatePnetSettings,
+} from '../../store/pnet/accounts.js';
 import { CheckInLine } from '../../store/pnet/check-ins.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 import { configVersion } from '../../domain/pnet/agent.js';
@@ -10,14 +15,35 @@ import { allWeek } from '../support/pnet.js';
 
 const { stack, paid } = useTestStack();
 
-const identity = { member_urn: 'urn:li:member:1001', display_name: 'Ada Lovelace', vanity_name: 'ada', headline: 'Analyst' };
+const identity = {
+  member_urn: 'urn:li:member:1001',
+  display_name: 'Ada Lovelace',
+  vanity_name: 'ada',
+  headline: 'Analyst',
+};
 
 async function sender(runMode: 'manual' | 'automatic' = 'automatic') {
   const headers = withKey(paid.apiKey);
-  const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
-  await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers, payload: { run_mode: runMode } });
-  const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json();
-  const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+  const profile = (
+    await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers,
+      payload: { name: `S ${randomUUID()}` },
+    })
+  ).json();
+  await stack.app.inject({
+    method: 'PATCH',
+    url: `/sender-profiles/${profile.id}/pnet/settings/`,
+    headers,
+    payload: { run_mode: runMode },
+  });
+  const wrapper = (
+    await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })
+  ).json();
+  const [account] = await stack.sql<
+    { id: string }[]
+  >`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
   return { profileId: profile.id as string, accountId: account!.id, token: wrapper.connection_token as string };
 }
 
@@ -36,21 +62,59 @@ function browser(token: string, label = 'Chrome on Mac') {
 }
 
 const settings = (profileId: string, payload: object) =>
-  stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey), payload });
+  stack.app.inject({
+    method: 'PATCH',
+    url: `/sender-profiles/${profileId}/pnet/settings/`,
+    headers: withKey(paid.apiKey),
+    payload,
+  });
 const queueStep = async (accountId: string, params: object, extra: object = {}) =>
-  (await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params, ...extra } })).json();
+  (
+    await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers: withKey(paid.apiKey),
+      payload: { account_id: accountId, params, ...extra },
+    })
+  ).json();
 
 describe('extension authentication', () => {
   it('takes the connection token as a bearer or in X-API-Key, and reaches nothing else with it', async () => {
     const { token } = await sender();
     const body = { browser_id: randomUUID(), browser_label: 'B', extension_version: '1.0' };
-    const viaBearer = await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: withToken(token), payload: body });
+    const viaBearer = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/heartbeat/',
+      headers: withToken(token),
+      payload: body,
+    });
     expect(viaBearer.statusCode).toBe(200);
-    const viaKey = await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: { 'x-api-key': token }, payload: body });
+    const viaKey = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/heartbeat/',
+      headers: { 'x-api-key': token },
+      payload: body,
+    });
     expect(viaKey.statusCode).toBe(200);
-    expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) })).statusCode).toBe(403);
-    expect((await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: withKey(paid.apiKey), payload: body })).statusCode).toBe(403);
-    const unknown = await stack.app.inject({ method: 'POST', url: '/pnet/agent/heartbeat/', headers: withToken(`opc_${'x'.repeat(43)}`), payload: body });
+    expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) })).statusCode).toBe(
+      403,
+    );
+    expect(
+      (
+        await stack.app.inject({
+          method: 'POST',
+          url: '/pnet/agent/heartbeat/',
+          headers: withKey(paid.apiKey),
+          payload: body,
+        })
+      ).statusCode,
+    ).toBe(403);
+    const unknown = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/heartbeat/',
+      headers: withToken(`opc_${'x'.repeat(43)}`),
+      payload: body,
+    });
     expect(unknown.statusCode).toBe(401);
   });
 });
@@ -80,16 +144,30 @@ describe('heartbeat', () => {
     expect(Date.parse(state.usage_resets_at)).toBeGreaterThan(Date.now());
     expect(state.poll_after_seconds).toBeLessThanOrEqual(45);
 
-    const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profileId}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    const wrapper = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/sender-profiles/${profileId}/pnet/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json();
     expect(wrapper.connected).toBe(true);
-    expect(wrapper.account).toMatchObject({ display_name: 'Ada Lovelace', member_urn: identity.member_urn, status: 'connected', presence: 'active' });
+    expect(wrapper.account).toMatchObject({
+      display_name: 'Ada Lovelace',
+      member_urn: identity.member_urn,
+      status: 'connected',
+      presence: 'active',
+    });
     expect(wrapper.account.sessions).toHaveLength(1);
   });
 
   it('stops a browser signed in as another identity (account_mismatch), without the lease', async () => {
     const { token } = await sender();
     await browser(token).heartbeat();
-    const other = await browser(token, 'Firefox').heartbeat({ identity: { member_urn: 'urn:li:member:2002' }, lease_nonce: 'nonce-other' });
+    const other = await browser(token, 'Firefox').heartbeat({
+      identity: { member_urn: 'urn:li:member:2002' },
+      lease_nonce: 'nonce-other',
+    });
     expect(other.json()).toMatchObject({ account_mismatch: true, lease_granted: false });
   });
 
@@ -102,8 +180,14 @@ describe('heartbeat', () => {
     expect(refused).toMatchObject({ lease_granted: false, lease_holder_label: 'Chrome at work' });
     expect((await a.heartbeat({ lease_nonce: 'aaaaaaaa' })).json().lease_granted).toBe(true);
     await stack.sql`update pnet_accounts set lease_expires_at = now() - interval '1 second' where id = ${accountId}`;
-    expect((await b.heartbeat({ lease_nonce: 'b'.repeat(64) })).json()).toMatchObject({ lease_granted: true, lease_holder_label: null });
-    expect((await a.heartbeat({ lease_nonce: 'aaaaaaaa' })).json()).toMatchObject({ lease_granted: false, lease_holder_label: 'Chrome at home' });
+    expect((await b.heartbeat({ lease_nonce: 'b'.repeat(64) })).json()).toMatchObject({
+      lease_granted: true,
+      lease_holder_label: null,
+    });
+    expect((await a.heartbeat({ lease_nonce: 'aaaaaaaa' })).json()).toMatchObject({
+      lease_granted: false,
+      lease_holder_label: 'Chrome at home',
+    });
   });
 
   it('bounds lease_nonce to 8 to 64 characters', async () => {
@@ -119,31 +203,56 @@ describe('heartbeat', () => {
     const b = browser(token);
     await b.heartbeat();
     const queue = (params: object, test = false) =>
-      stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params, test } });
+      stack.app.inject({
+        method: 'POST',
+        url: '/pnet/steps/',
+        headers: withKey(paid.apiKey),
+        payload: { account_id: accountId, params, test },
+      });
     await queue({ kind: 'check_inbox' });
     await queue({ kind: 'check_connections' }, true);
     const state = (await b.heartbeat()).json();
-    expect(state).toMatchObject({ queued_count: 1, approvals_waiting: 1, unpaced_waiting: true, wait: { reason: 'ready' } });
+    expect(state).toMatchObject({
+      queued_count: 1,
+      approvals_waiting: 1,
+      unpaced_waiting: true,
+      wait: { reason: 'ready' },
+    });
     expect(state.poll_after_seconds).toBeLessThanOrEqual(15);
   });
 
   it('holds a kind at its daily cap until local midnight, the reason on the answer, and another kind goes first', async () => {
     const { token, accountId, profileId } = await sender();
-    await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey), payload: { working_hours: allWeek } });
+    await stack.app.inject({
+      method: 'PATCH',
+      url: `/sender-profiles/${profileId}/pnet/settings/`,
+      headers: withKey(paid.apiKey),
+      payload: { working_hours: allWeek },
+    });
     const b = browser(token);
     await b.heartbeat();
     await stack.app.inject({
       method: 'POST',
       url: '/pnet/steps/',
       headers: withKey(paid.apiKey),
-      payload: { account_id: accountId, params: { kind: 'connection_request', profile_url: 'https://pnet.example/in/x' } },
+      payload: {
+        account_id: accountId,
+        params: { kind: 'connection_request', profile_url: 'https://pnet.example/in/x' },
+      },
     });
     // A new account is in its first warm-up week: 20 a day ramps to 5.
     await stack.sql`
       insert into pnet_usage (account_id, local_date, limit_kind, used) values (${accountId}, (now() at time zone 'UTC')::date, 'connection_request', 5)`;
     const state = (await b.heartbeat()).json();
-    expect(state.usage.find((u: { kind: string }) => u.kind === 'connection_request')).toMatchObject({ used_today: 5, daily_limit: 5 });
-    expect(state.wait).toEqual({ reason: 'daily_cap', next_at: state.usage_resets_at, resets_at: state.usage_resets_at });
+    expect(state.usage.find((u: { kind: string }) => u.kind === 'connection_request')).toMatchObject({
+      used_today: 5,
+      daily_limit: 5,
+    });
+    expect(state.wait).toEqual({
+      reason: 'daily_cap',
+      next_at: state.usage_resets_at,
+      resets_at: state.usage_resets_at,
+    });
     expect(state.poll_after_seconds).toBeGreaterThan(15);
     // A profile view is below its ceiling: the claim would hand it out now, and the answer says so.
     await stack.app.inject({
@@ -155,7 +264,12 @@ describe('heartbeat', () => {
     const next = (await b.heartbeat()).json();
     expect(next.wait).toMatchObject({ reason: 'ready' });
     expect(next.poll_after_seconds).toBeLessThanOrEqual(15);
-    const claimed = await stack.app.inject({ method: 'POST', url: '/pnet/agent/claim/', headers: withToken(token), payload: { browser_id: b.browserId } });
+    const claimed = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/claim/',
+      headers: withToken(token),
+      payload: { browser_id: b.browserId },
+    });
     expect(claimed.json().step).toMatchObject({ kind: 'profile_view' });
   });
 
@@ -164,15 +278,38 @@ describe('heartbeat', () => {
     const b = browser(token);
     await b.heartbeat({ lease_nonce: 'lease-nonce-1' });
     const queueTest = () =>
-      stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params: { kind: 'check_inbox' }, test: true } });
+      stack.app.inject({
+        method: 'POST',
+        url: '/pnet/steps/',
+        headers: withKey(paid.apiKey),
+        payload: { account_id: accountId, params: { kind: 'check_inbox' }, test: true },
+      });
     await queueTest();
     await queueTest();
-    expect((await b.heartbeat({ lease_nonce: 'lease-nonce-1' })).json()).toMatchObject({ unpaced_waiting: true, wait: { reason: 'ready' } });
-    const claimed = await stack.app.inject({ method: 'POST', url: '/pnet/agent/claim/', headers: withToken(token), payload: { browser_id: b.browserId, unmetered_only: true } });
+    expect((await b.heartbeat({ lease_nonce: 'lease-nonce-1' })).json()).toMatchObject({
+      unpaced_waiting: true,
+      wait: { reason: 'ready' },
+    });
+    const claimed = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/claim/',
+      headers: withToken(token),
+      payload: { browser_id: b.browserId, unmetered_only: true },
+    });
     expect(claimed.json().step).toMatchObject({ status: 'claimed' });
     // One still waits, but one runs: a claim now hands out nothing.
-    const running = (await b.heartbeat({ lease_nonce: 'lease-nonce-1', running: { action_id: claimed.json().step.id, claimed_at: claimed.json().step.claimed_at } })).json();
-    expect(running).toMatchObject({ running_claim: 'renewed', queued_count: 1, unpaced_waiting: false, wait: { reason: 'running' } });
+    const running = (
+      await b.heartbeat({
+        lease_nonce: 'lease-nonce-1',
+        running: { action_id: claimed.json().step.id, claimed_at: claimed.json().step.claimed_at },
+      })
+    ).json();
+    expect(running).toMatchObject({
+      running_claim: 'renewed',
+      queued_count: 1,
+      unpaced_waiting: false,
+      wait: { reason: 'running' },
+    });
   });
 
   it("asks for the next check-in within the account's gap, and within 45 s so the browser still reads as active", async () => {
@@ -221,7 +358,10 @@ describe('heartbeat', () => {
       update pnet_accounts set checkpoint_status = 'checkpoint', checkpoint_until = date_trunc('milliseconds', now()) + interval '1 hour'
       where id = ${accountId} returning checkpoint_until`;
     const state = (await b.heartbeat()).json();
-    expect(state).toMatchObject({ checkpoint: true, wait: { reason: 'checkpoint', next_at: account!.checkpoint_until.toISOString() } });
+    expect(state).toMatchObject({
+      checkpoint: true,
+      wait: { reason: 'checkpoint', next_at: account!.checkpoint_until.toISOString() },
+    });
   });
 
   it('leaves tasks of a paused contact out of approvals_waiting until the contact resumes', async () => {
@@ -229,8 +369,19 @@ describe('heartbeat', () => {
     const b = browser(token);
     await b.heartbeat();
     const contact = `contact-${randomUUID()}`;
-    await queueStep(accountId, { kind: 'profile_view', profile_url: 'https://pnet.example/in/x' }, { contact_key: contact });
-    const hold = (await stack.app.inject({ method: 'POST', url: '/pnet/holds/', headers: withKey(paid.apiKey), payload: { contact_key: contact } })).json();
+    await queueStep(
+      accountId,
+      { kind: 'profile_view', profile_url: 'https://pnet.example/in/x' },
+      { contact_key: contact },
+    );
+    const hold = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/pnet/holds/',
+        headers: withKey(paid.apiKey),
+        payload: { contact_key: contact },
+      })
+    ).json();
     expect((await b.heartbeat()).json().approvals_waiting).toBe(0);
     await stack.app.inject({ method: 'DELETE', url: `/pnet/holds/${hold.id}/`, headers: withKey(paid.apiKey) });
     expect((await b.heartbeat()).json().approvals_waiting).toBe(1);
@@ -246,8 +397,17 @@ describe('heartbeat', () => {
 
   it('answers run_mode manual for an account whose run mode was never set', async () => {
     const headers = withKey(paid.apiKey);
-    const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `S ${randomUUID()}` } })).json();
-    const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json();
+    const profile = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/sender-profiles/',
+        headers,
+        payload: { name: `S ${randomUUID()}` },
+      })
+    ).json();
+    const wrapper = (
+      await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })
+    ).json();
     expect((await browser(wrapper.connection_token).heartbeat()).json().run_mode).toBe('manual');
   });
 
@@ -256,17 +416,29 @@ describe('heartbeat', () => {
     const b = browser(token);
     await b.heartbeat();
     const step = (
-      await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: accountId, params: { kind: 'check_inbox' } } })
+      await stack.app.inject({
+        method: 'POST',
+        url: '/pnet/steps/',
+        headers: withKey(paid.apiKey),
+        payload: { account_id: accountId, params: { kind: 'check_inbox' } },
+      })
     ).json();
     const [claimed] = await stack.sql<{ claimed_at: Date }[]>`
       update browser_steps set status = 'claimed', claimed_at = date_trunc('milliseconds', now()) where id = ${step.id} returning claimed_at`;
-    const renewedAt = async () => (await stack.sql<{ at: Date | null }[]>`select lease_renewed_at as at from browser_steps where id = ${step.id}`)[0]!.at;
-    const renewed = await b.heartbeat({ running: { action_id: step.id, claimed_at: claimed!.claimed_at.toISOString() } });
+    const renewedAt = async () =>
+      (
+        await stack.sql<{ at: Date | null }[]>`select lease_renewed_at as at from browser_steps where id = ${step.id}`
+      )[0]!.at;
+    const renewed = await b.heartbeat({
+      running: { action_id: step.id, claimed_at: claimed!.claimed_at.toISOString() },
+    });
     expect(renewed.json()).toMatchObject({ running_claim: 'renewed', wait: null });
     // The renewal the step's lease timer reads when it fires.
     const first = await renewedAt();
     expect(first!.getTime()).toBeGreaterThanOrEqual(claimed!.claimed_at.getTime());
-    const stale = await b.heartbeat({ running: { action_id: step.id, claimed_at: new Date(claimed!.claimed_at.getTime() - 60_000).toISOString() } });
+    const stale = await b.heartbeat({
+      running: { action_id: step.id, claimed_at: new Date(claimed!.claimed_at.getTime() - 60_000).toISOString() },
+    });
     expect(stale.json().running_claim).toBe('lost');
     expect(await renewedAt()).toEqual(first);
     // The claim is an instant: named at the largest UTC offset Postgres keeps, it is the same claim;
@@ -277,8 +449,12 @@ describe('heartbeat', () => {
       const size = Math.abs(offsetMinutes);
       return `${local}${sign}${String(Math.floor(size / 60)).padStart(2, '0')}:${String(size % 60).padStart(2, '0')}`;
     };
-    expect((await b.heartbeat({ running: { action_id: step.id, claimed_at: at(15 * 60 + 59) } })).json().running_claim).toBe('renewed');
-    expect((await b.heartbeat({ running: { action_id: step.id, claimed_at: at(-(15 * 60 + 59)) } })).json().running_claim).toBe('renewed');
+    expect(
+      (await b.heartbeat({ running: { action_id: step.id, claimed_at: at(15 * 60 + 59) } })).json().running_claim,
+    ).toBe('renewed');
+    expect(
+      (await b.heartbeat({ running: { action_id: step.id, claimed_at: at(-(15 * 60 + 59)) } })).json().running_claim,
+    ).toBe('renewed');
     for (const claimedAt of [at(16 * 60), at(-(17 * 60 + 34)), '0999-12-31T23:59:59Z']) {
       const refused = await b.heartbeat({ running: { action_id: step.id, claimed_at: claimedAt } });
       expect(refused.statusCode).toBe(422);
@@ -290,9 +466,20 @@ describe('heartbeat', () => {
     const { token, profileId } = await sender('manual');
     const b = browser(token);
     await b.heartbeat();
-    const res = await stack.app.inject({ method: 'POST', url: '/pnet/agent/state/', headers: withToken(token), payload: { browser_id: b.browserId, run_mode: 'automatic', lease_nonce: 'nonce-123' } });
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/agent/state/',
+      headers: withToken(token),
+      payload: { browser_id: b.browserId, run_mode: 'automatic', lease_nonce: 'nonce-123' },
+    });
     expect(res.json()).toMatchObject({ run_mode: 'automatic', lease_granted: true });
-    const settings = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profileId}/pnet/settings/`, headers: withKey(paid.apiKey) })).json();
+    const settings = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/sender-profiles/${profileId}/pnet/settings/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json();
     expect(settings.run_mode).toBe('automatic');
   });
 
@@ -301,7 +488,12 @@ describe('heartbeat', () => {
     const b = browser(token);
     await b.heartbeat();
     const setState = (leaseNonce: string) =>
-      stack.app.inject({ method: 'POST', url: '/pnet/agent/state/', headers: withToken(token), payload: { browser_id: b.browserId, lease_nonce: leaseNonce } });
+      stack.app.inject({
+        method: 'POST',
+        url: '/pnet/agent/state/',
+        headers: withToken(token),
+        payload: { browser_id: b.browserId, lease_nonce: leaseNonce },
+      });
     const shortest = await setState('n'.repeat(8));
     expect(shortest.statusCode).toBe(200);
     expect(shortest.json().lease_granted).toBe(true);
@@ -321,11 +513,17 @@ describe('check-ins in batches', () => {
    * tests' row locks and batch counts).
    */
   async function sender() {
-    const profile = await createSenderProfile(stack.sql, paid.workspaceId, { name: `Q ${randomUUID()}`, timezone: 'UTC' });
+    const profile = await createSenderProfile(stack.sql, paid.workspaceId, {
+      name: `Q ${randomUUID()}`,
+      timezone: 'UTC',
+    });
     await updatePnetSettings(stack.sql, paid.workspaceId, profile.id, { run_mode: 'automatic' });
     const [account] = await stack.sql<{ id: string; connection_token_version: number }[]>`
       select id, connection_token_version from pnet_accounts where sender_profile_id = ${profile.id}`;
-    return { accountId: account!.id, token: await connectionToken(stack.sql, account!.id, account!.connection_token_version) };
+    return {
+      accountId: account!.id,
+      token: await connectionToken(stack.sql, account!.id, account!.connection_token_version),
+    };
   }
 
   const input = (token: string, browserId: string = randomUUID(), label = 'Batch browser') => ({
@@ -366,7 +564,8 @@ describe('check-ins in batches', () => {
     const states = await Promise.all(senders.map((s) => line.submit(s.accountId, input(s.token), new Date())));
     // The first went alone; the other eleven waited for it and went together.
     expect(line.stats).toMatchObject({ statements: 2, checkIns: 12, largest: 11, split: 0 });
-    for (const state of states) expect(state).toMatchObject({ lease_granted: true, account_mismatch: false, run_mode: 'automatic', wait: null });
+    for (const state of states)
+      expect(state).toMatchObject({ lease_granted: true, account_mismatch: false, run_mode: 'automatic', wait: null });
     const connected = await stack.sql<{ status: string; lease: boolean }[]>`
       select status, lease_session_id is not null as lease from pnet_accounts where id in ${stack.sql(senders.map((s) => s.accountId))}`;
     expect(connected).toEqual(Array.from({ length: 12 }, () => ({ status: 'connected', lease: true })));
@@ -407,10 +606,16 @@ describe('check-ins in batches', () => {
     const [lockedAccount, lockedStep, free] = await Promise.all([sender(), sender(), sender()]);
     const browsers = new Map([lockedAccount, lockedStep, free].map((s) => [s!.accountId, randomUUID()]));
     const line = new CheckInLine(stack.sql, 1, 64);
-    const checkIn = (s: typeof free, extra: object = {}) => line.submit(s!.accountId, { ...input(s!.token, browsers.get(s!.accountId)), ...extra }, new Date());
+    const checkIn = (s: typeof free, extra: object = {}) =>
+      line.submit(s!.accountId, { ...input(s!.token, browsers.get(s!.accountId)), ...extra }, new Date());
     await Promise.all([lockedAccount, lockedStep, free].map((s) => checkIn(s)));
     const step = (
-      await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: lockedStep!.accountId, params: { kind: 'check_inbox' }, test: true } })
+      await stack.app.inject({
+        method: 'POST',
+        url: '/pnet/steps/',
+        headers: withKey(paid.apiKey),
+        payload: { account_id: lockedStep!.accountId, params: { kind: 'check_inbox' }, test: true },
+      })
     ).json();
 
     // Another transaction holds one account's row (as a claim does) and one step's row (as a settle does).
@@ -418,7 +623,10 @@ describe('check-ins in batches', () => {
       await tx`select 1 from pnet_accounts where id = ${lockedAccount!.accountId} for update`;
       await tx`select 1 from browser_steps where id = ${step.id} for update`;
     });
-    const waiting = [checkIn(lockedAccount), checkIn(lockedStep, { running: { action_id: step.id, claimed_at: new Date().toISOString() } })];
+    const waiting = [
+      checkIn(lockedAccount),
+      checkIn(lockedStep, { running: { action_id: step.id, claimed_at: new Date().toISOString() } }),
+    ];
     let waited = 0;
     for (const w of waiting) void w.then(() => (waited += 1));
     const answered = await Promise.race([checkIn(free), sleep(5000).then(() => 'held up')]);
@@ -440,7 +648,10 @@ describe('check-ins in batches', () => {
     // Past the route's schema, as a bug could pass it: a browser id that is no uuid.
     const bad = line.submit(senders[1]!.accountId, input(senders[1]!.token, 'not-a-uuid'), new Date());
     const lastBrowser = randomUUID();
-    const rest = [line.submit(senders[2]!.accountId, input(senders[2]!.token), new Date()), line.submit(senders[3]!.accountId, input(senders[3]!.token, lastBrowser), new Date())];
+    const rest = [
+      line.submit(senders[2]!.accountId, input(senders[2]!.token), new Date()),
+      line.submit(senders[3]!.accountId, input(senders[3]!.token, lastBrowser), new Date()),
+    ];
     await expect(bad).rejects.toThrow(/uuid/);
     for (const state of await Promise.all([first, ...rest])) expect(state).toMatchObject({ lease_granted: true });
     expect(line.stats.split).toBe(1);

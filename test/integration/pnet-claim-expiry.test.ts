@@ -24,7 +24,11 @@ const taskQueue = 'claim-expiry-test';
 const temporal = useTimeSkippingWorker(taskQueue, (env) =>
   createActivities({
     sql: stack.sql,
-    startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
+    startStep: async (row) =>
+      void (await env.client.workflow.start(browserStepWorkflow, {
+        ...startOptions(taskQueue, row),
+        typedSearchAttributes: [],
+      })),
   }),
 );
 let env: TestWorkflowEnvironment;
@@ -33,7 +37,12 @@ beforeAll(() => void ({ env } = temporal));
 /** A connected account with a session, and a claimed step of the given kind. */
 async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false, { told = true } = {}) {
   const profile = (
-    await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
+    await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers: withKey(paid.apiKey),
+      payload: { name: `S ${randomUUID()}` },
+    })
   ).json();
   const [account] = await stack.sql<{ id: string }[]>`
     update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()}, resume_enabled = ${resume},
@@ -53,16 +62,36 @@ async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false,
   });
   const claim = { stepId: step!.id, accountId: account!.id, sessionId: session!.id, verifyFirst: false };
   // Unless told, the claim is committed and its workflow never signalled (the API died in between).
-  const claimed = told ? await claimAndTell(stack.sql, env, handle, claim) : await claimStep(stack.sql, { ...claim, now: new Date(await env.currentTimeMs()).toISOString() });
-  return { handle, stepId: step!.id, accountId: account!.id, sessionId: session!.id, claimedAt: claimed.step.claimed_at! };
+  const claimed = told
+    ? await claimAndTell(stack.sql, env, handle, claim)
+    : await claimStep(stack.sql, { ...claim, now: new Date(await env.currentTimeMs()).toISOString() });
+  return {
+    handle,
+    stepId: step!.id,
+    accountId: account!.id,
+    sessionId: session!.id,
+    claimedAt: claimed.step.claimed_at!,
+  };
 }
 
 const stepRow = async (id: string) =>
-  (await stack.sql<{ status: string; error_code: string | null }[]>`select status, error_code from browser_steps where id = ${id}`)[0]!;
+  (
+    await stack.sql<
+      { status: string; error_code: string | null }[]
+    >`select status, error_code from browser_steps where id = ${id}`
+  )[0]!;
 const usedUnits = async (accountId: string) =>
-  (await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${accountId}`)[0]!.used;
+  (
+    await stack.sql<
+      { used: number }[]
+    >`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${accountId}`
+  )[0]!.used;
 const openHolds = async () =>
-  (await stack.sql<{ held: number }[]>`select coalesce(sum(amount), 0)::int as held from credit_holds where workspace_id = ${paid.workspaceId} and status = 'held'`)[0]!.held;
+  (
+    await stack.sql<
+      { held: number }[]
+    >`select coalesce(sum(amount), 0)::int as held from credit_holds where workspace_id = ${paid.workspaceId} and status = 'held'`
+  )[0]!.held;
 
 describe('claim expiry', () => {
   it('puts a housekeeping read whose browser went silent back in line, returning its unit', async () => {
@@ -112,7 +141,9 @@ describe('claim expiry with resume on', () => {
       await stack.sql`update pnet_accounts set next_metered_at = null`;
       const claim = { stepId, accountId, sessionId };
       // A resuming step goes only to a browser that looks first.
-      await expect(claimStep(stack.sql, { ...claim, verifyFirst: false, now: new Date(await env.currentTimeMs()).toISOString() })).rejects.toThrow();
+      await expect(
+        claimStep(stack.sql, { ...claim, verifyFirst: false, now: new Date(await env.currentTimeMs()).toISOString() }),
+      ).rejects.toThrow();
       const again = await claimAndTell(stack.sql, env, handle, { ...claim, verifyFirst: true });
       expect(again.verification).toEqual({ mode: 'verify_then_act', commit_granted_at: null });
       expect(await handle.query(browserStepStateQuery)).toMatchObject({ status: 'claimed', claims: cutOff + 1 });
@@ -130,7 +161,14 @@ describe('a late success for a step whose claim lapsed', () => {
     expect(await usedUnits(accountId)).toBe(1);
     await env.sleep(`${claimLeaseSeconds + 5} seconds`);
     expect(await stepRow(stepId)).toEqual({ status: 'resuming', error_code: null });
-    const late = { status: 'succeeded' as const, claimed_at: claimedAt, duration_ms: 1, error_code: null, error_message: null, outcome: null };
+    const late = {
+      status: 'succeeded' as const,
+      claimed_at: claimedAt,
+      duration_ms: 1,
+      error_code: null,
+      error_message: null,
+      outcome: null,
+    };
     expect((await settleAndTell(stack.sql, handle, stepId, late)).step).toMatchObject({ status: 'succeeded' });
     expect(await usedUnits(accountId)).toBe(1);
   });
@@ -141,7 +179,9 @@ describe('a late success for a step whose claim lapsed', () => {
     expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
     expect(await usedUnits(accountId)).toBe(0);
     const late = { claimed_at: claimedAt, duration_ms: 1, error_message: null, outcome: null };
-    await expect(settleAndTell(stack.sql, handle, stepId, { ...late, status: 'failed', error_code: 'timed_out' })).rejects.toThrow();
+    await expect(
+      settleAndTell(stack.sql, handle, stepId, { ...late, status: 'failed', error_code: 'timed_out' }),
+    ).rejects.toThrow();
     expect(await stepRow(stepId)).toEqual({ status: 'queued', error_code: null });
     await settleAndTell(stack.sql, handle, stepId, { ...late, status: 'succeeded', error_code: null });
     expect(await stepRow(stepId)).toEqual({ status: 'succeeded', error_code: null });
@@ -152,7 +192,12 @@ describe('a late success for a step whose claim lapsed', () => {
 describe('the sender-account workflow', () => {
   async function connectedAccount() {
     const profile = (
-      await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
+      await stack.app.inject({
+        method: 'POST',
+        url: '/sender-profiles/',
+        headers: withKey(paid.apiKey),
+        payload: { name: `S ${randomUUID()}` },
+      })
     ).json();
     const [account] = await stack.sql<{ id: string }[]>`
       update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()}
@@ -215,7 +260,12 @@ describe('the sender-account workflow', () => {
     });
     await handle.signal(accountChangedSignal);
     await env.sleep('30 minutes');
-    const status = async () => (await stack.sql<{ checkpoint_status: string }[]>`select checkpoint_status from pnet_accounts where id = ${accountId}`)[0]!.checkpoint_status;
+    const status = async () =>
+      (
+        await stack.sql<
+          { checkpoint_status: string }[]
+        >`select checkpoint_status from pnet_accounts where id = ${accountId}`
+      )[0]!.checkpoint_status;
     expect(await status()).toBe('checkpoint');
     await env.sleep('31 minutes');
     expect(await status()).toBe('ok');
@@ -227,16 +277,26 @@ describe('a deadline', () => {
   it('fails a step still waiting at run_before with missed_window and returns its credits', async () => {
     const heldBefore = await openHolds();
     const profile = (
-      await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}` } })
+      await stack.app.inject({
+        method: 'POST',
+        url: '/sender-profiles/',
+        headers: withKey(paid.apiKey),
+        payload: { name: `S ${randomUUID()}` },
+      })
     ).json();
-    const [account] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+    const [account] = await stack.sql<
+      { id: string }[]
+    >`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
     const runBefore = new Date((await env.currentTimeMs()) + 3_600_000);
     const [step] = await stack.sql<StepRow[]>`
       insert into browser_steps (workspace_id, account_id, kind, params, status, queued_at, run_before)
       values (${paid.workspaceId}, ${account!.id}, 'follow_contact', ${stack.sql.json({ kind: 'follow_contact', profile_url: 'https://pnet.example/in/x' })},
               'queued', now(), ${runBefore}) returning *`;
     await stack.sql.begin((tx) => holdStepCredits(tx, step!));
-    const handle = await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, step!), typedSearchAttributes: [] });
+    const handle = await env.client.workflow.start(browserStepWorkflow, {
+      ...startOptions(taskQueue, step!),
+      typedSearchAttributes: [],
+    });
     await env.sleep('59 minutes');
     expect(await stepRow(step!.id)).toEqual({ status: 'queued', error_code: null });
     await env.sleep('2 minutes');
@@ -253,7 +313,9 @@ describe('the step-signal sweeper', () => {
   // No grace: the grace of a lost signal is counted from Postgres's clock, which a skip does not move.
   beforeAll(async () => {
     await env.client.workflow.start(stepSignalSweeperWorkflow, {
-      taskQueue, workflowId: stepSignalSweeperWorkflowId(taskQueue), args: [{ graceSeconds: 0, everySeconds: 5 }],
+      taskQueue,
+      workflowId: stepSignalSweeperWorkflowId(taskQueue),
+      args: [{ graceSeconds: 0, everySeconds: 5 }],
     });
   });
 

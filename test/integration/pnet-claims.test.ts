@@ -12,7 +12,8 @@ const { stack, paid } = useTestStack();
 const url = 'https://pnet.example/in/grace-hopper';
 
 const connectedAccount = (settings: object = {}) => connected(stack, paid, settings);
-const readStep = async (id: string) => (await stack.app.inject({ method: 'GET', url: `/pnet/steps/${id}/`, headers: withKey(paid.apiKey) })).json();
+const readStep = async (id: string) =>
+  (await stack.app.inject({ method: 'GET', url: `/pnet/steps/${id}/`, headers: withKey(paid.apiKey) })).json();
 
 describe('claiming', () => {
   it('hands out unmetered test steps first, then queued steps oldest first, one at a time', async () => {
@@ -24,7 +25,10 @@ describe('claiming', () => {
     expect(claimed.statusCode).toBe(200);
     expect(claimed.json().step).toMatchObject({ id: test.id, status: 'claimed', metered: false });
     // One running step per account: asking again hands back the same claim (its answer may have been lost).
-    expect((await a.claim()).json()).toMatchObject({ step: { id: test.id, claimed_at: claimed.json().step.claimed_at }, verification: null });
+    expect((await a.claim()).json()).toMatchObject({
+      step: { id: test.id, claimed_at: claimed.json().step.claimed_at },
+      verification: null,
+    });
     await a.report(test.id, { status: 'succeeded' });
     const next = (await a.claim()).json();
     expect(next.step).toMatchObject({ id: first.id, status: 'claimed' });
@@ -38,7 +42,12 @@ describe('claiming', () => {
     expect((await a.claim()).json()).toEqual({ step: null, verification: null, reason: null, wait: null });
     await stack.sql`update browser_steps set held = false where id = ${held.id}`;
     const other = randomUUID();
-    await a.agent('/pnet/agent/heartbeat/', { browser_id: other, browser_label: 'Firefox', extension_version: '2.0.0', lease_nonce: 'lease-nonce-2' });
+    await a.agent('/pnet/agent/heartbeat/', {
+      browser_id: other,
+      browser_label: 'Firefox',
+      extension_version: '2.0.0',
+      lease_nonce: 'lease-nonce-2',
+    });
     const refused = await a.agent('/pnet/agent/claim/', { browser_id: other });
     expect(refused.statusCode).toBe(409);
     expect(refused.json().detail).toMatch(/lease/);
@@ -53,7 +62,9 @@ describe('claiming', () => {
     const claimed = (await a.claim()).json();
     expect(claimed.step.id).toBe(other.id);
     await a.report(other.id, { status: 'succeeded' });
-    const usage = await stack.sql<{ used: number }[]>`select used from pnet_usage where account_id = ${a.accountId} and limit_kind = 'profile_view'`;
+    const usage = await stack.sql<
+      { used: number }[]
+    >`select used from pnet_usage where account_id = ${a.accountId} and limit_kind = 'profile_view'`;
     expect(usage[0]!.used).toBe(1);
     const gap = (await a.claim()).json();
     expect(gap).toMatchObject({ step: null, reason: 'gap' });
@@ -62,7 +73,11 @@ describe('claiming', () => {
     const stillCapped = (await a.claim()).json();
     expect(stillCapped).toMatchObject({ step: null, reason: 'daily_cap' });
     expect(stillCapped.wait.resets_at).toBe(stillCapped.wait.next_at);
-    expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${capped.id}/`, headers: withKey(paid.apiKey) })).json().status).toBe('queued');
+    expect(
+      (
+        await stack.app.inject({ method: 'GET', url: `/pnet/steps/${capped.id}/`, headers: withKey(paid.apiKey) })
+      ).json().status,
+    ).toBe('queued');
   });
 
   it('passes over a kind at its weekly ceiling until Monday, and hands it out one below both ceilings', async () => {
@@ -105,30 +120,55 @@ describe('endpoint 2: the result report', () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'profile_view', profile_url: url });
     const claimed = (await a.claim()).json().step;
-    const body = { status: 'succeeded', claimed_at: claimed.claimed_at, duration_ms: 4200, outcome: { kind: 'profile_view', page_loaded: true, member_urn: 'urn:li:member:7' } };
+    const body = {
+      status: 'succeeded',
+      claimed_at: claimed.claimed_at,
+      duration_ms: 4200,
+      outcome: { kind: 'profile_view', page_loaded: true, member_urn: 'urn:li:member:7' },
+    };
     const settled = await a.report(step.id, body);
     expect(settled.statusCode).toBe(200);
-    expect(settled.json()).toMatchObject({ id: step.id, status: 'succeeded', duration_ms: 4200, outcome: { page_loaded: true } });
+    expect(settled.json()).toMatchObject({
+      id: step.id,
+      status: 'succeeded',
+      duration_ms: 4200,
+      outcome: { page_loaded: true },
+    });
     expect(settled.json().finished_at).not.toBeNull();
     const again = await a.report(step.id, body);
     expect(again.statusCode).toBe(200);
     expect(again.json()).toEqual(settled.json());
-    const contrary = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
+    const contrary = await a.report(step.id, {
+      status: 'failed',
+      claimed_at: claimed.claimed_at,
+      error_code: 'timed_out',
+    });
     expect(contrary.statusCode).toBe(409);
-    expect((await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(paid.apiKey) })).json().status).toBe('succeeded');
+    expect(
+      (await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(paid.apiKey) })).json()
+        .status,
+    ).toBe('succeeded');
   });
 
   it('returns the daily budget unit on failed and skipped', async () => {
     const a = await connectedAccount();
     const used = async () =>
-      (await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`)[0]!.used;
+      (
+        await stack.sql<
+          { used: number }[]
+        >`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`
+      )[0]!.used;
     for (const status of ['failed', 'skipped'] as const) {
       const step = await a.queue({ kind: 'like_latest_post', profile_url: url });
       await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
       const claimed = (await a.claim()).json().step;
       expect(claimed.id).toBe(step.id);
       expect(await used()).toBe(1);
-      const res = await a.report(step.id, { status, claimed_at: claimed.claimed_at, error_code: status === 'failed' ? 'selector_missing' : 'not_applicable' });
+      const res = await a.report(step.id, {
+        status,
+        claimed_at: claimed.claimed_at,
+        error_code: status === 'failed' ? 'selector_missing' : 'not_applicable',
+      });
       expect(res.json()).toMatchObject({ status });
       expect(await used()).toBe(0);
     }
@@ -145,10 +185,17 @@ describe('endpoint 2: the result report', () => {
     expect(badCode.statusCode).toBe(422);
     expect(badCode.json().issues[0].loc).toEqual(['body', 'error_code']);
     expect((await a.report(step.id, { status: 'failed', error_message: 'e'.repeat(2001) })).statusCode).toBe(422);
-    expect((await a.report(step.id, { status: 'failed', error_message: 'e'.repeat(2000), error_code: 'tab_lost' })).statusCode).toBe(200);
+    expect(
+      (await a.report(step.id, { status: 'failed', error_message: 'e'.repeat(2000), error_code: 'tab_lost' }))
+        .statusCode,
+    ).toBe(200);
 
     const cancelled = await a.queue({ kind: 'check_inbox' });
-    await stack.app.inject({ method: 'POST', url: `/pnet/steps/${cancelled.id}/cancel/`, headers: withKey(paid.apiKey) });
+    await stack.app.inject({
+      method: 'POST',
+      url: `/pnet/steps/${cancelled.id}/cancel/`,
+      headers: withKey(paid.apiKey),
+    });
     const late = await a.report(cancelled.id, { status: 'succeeded' });
     expect(late.statusCode).toBe(409);
     expect(late.json().detail).toMatch(/cancelled/);
@@ -161,7 +208,9 @@ describe('endpoint 2: the result report', () => {
     await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
     const late = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at });
     expect(late.statusCode).toBe(409);
-    const read = (await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(paid.apiKey) })).json();
+    const read = (
+      await stack.app.inject({ method: 'GET', url: `/pnet/steps/${step.id}/`, headers: withKey(paid.apiKey) })
+    ).json();
     expect(read).toMatchObject({ status: 'failed', error_code: 'timed_out' });
     expect(read.acted_at).not.toBeNull();
   });
@@ -179,11 +228,23 @@ describe('endpoint 2: the result report', () => {
     for (const code of backendErrorCodes) {
       const refused = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: code });
       expect(refused.statusCode).toBe(422);
-      expect(refused.json().issues[0]).toMatchObject({ loc: ['body', 'error_code'], msg: expect.stringMatching(/written by the service/) });
+      expect(refused.json().issues[0]).toMatchObject({
+        loc: ['body', 'error_code'],
+        msg: expect.stringMatching(/written by the service/),
+      });
     }
-    expect(await readStep(step.id)).toMatchObject({ status: 'claimed', claimed_at: claimed.claimed_at, finished_at: null, duration_ms: null });
+    expect(await readStep(step.id)).toMatchObject({
+      status: 'claimed',
+      claimed_at: claimed.claimed_at,
+      finished_at: null,
+      duration_ms: null,
+    });
     // user_rejected is no backend code: the person turned the action down in the browser.
-    const declined = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'user_rejected' });
+    const declined = await a.report(step.id, {
+      status: 'failed',
+      claimed_at: claimed.claimed_at,
+      error_code: 'user_rejected',
+    });
     expect(declined.json()).toMatchObject({ status: 'failed', error_code: 'user_rejected' });
   });
 
@@ -193,7 +254,8 @@ describe('endpoint 2: the result report', () => {
       const step = await a.queue({ kind: 'profile_view', profile_url: url }, { test: true });
       const claimed = (await a.claim()).json().step;
       expect(claimed.id).toBe(step.id);
-      return (durationMs: number) => a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at, duration_ms: durationMs });
+      return (durationMs: number) =>
+        a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at, duration_ms: durationMs });
     };
     const first = await run();
     const negative = await first(-1);
@@ -217,9 +279,18 @@ describe('endpoint 2: the result report', () => {
       const step = await a.queue({ kind: 'profile_view', profile_url: url }, { test: true });
       const claimed = (await a.claim()).json().step;
       expect(claimed.id).toBe(step.id);
-      const res = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: code, error_message: `failed: ${code}` });
+      const res = await a.report(step.id, {
+        status: 'failed',
+        claimed_at: claimed.claimed_at,
+        error_code: code,
+        error_message: `failed: ${code}`,
+      });
       expect(res.statusCode).toBe(200);
-      expect(await readStep(step.id)).toMatchObject({ status: 'failed', error_code: code, error_message: `failed: ${code}` });
+      expect(await readStep(step.id)).toMatchObject({
+        status: 'failed',
+        error_code: code,
+        error_message: `failed: ${code}`,
+      });
     }
   });
 
@@ -246,7 +317,11 @@ describe('endpoint 2: the result report', () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'profile_view', profile_url: url });
     const claimed = (await a.claim()).json().step;
-    const skipped = await a.report(step.id, { status: 'skipped', claimed_at: claimed.claimed_at, error_code: 'not_applicable' });
+    const skipped = await a.report(step.id, {
+      status: 'skipped',
+      claimed_at: claimed.claimed_at,
+      error_code: 'not_applicable',
+    });
     expect(skipped.json()).toMatchObject({ status: 'skipped' });
     const late = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at });
     expect(late.statusCode).toBe(409);
@@ -256,7 +331,12 @@ describe('endpoint 2: the result report', () => {
   it('refuses a result for a step a person rejected on the Tasks page', async () => {
     const a = await connectedAccount({ run_mode: 'manual' });
     const task = await a.queue({ kind: 'profile_view', profile_url: url });
-    const rejected = await stack.app.inject({ method: 'POST', url: `/pnet/tasks/${task.id}/reject/`, headers: withKey(paid.apiKey), payload: { reason: 'Not this one' } });
+    const rejected = await stack.app.inject({
+      method: 'POST',
+      url: `/pnet/tasks/${task.id}/reject/`,
+      headers: withKey(paid.apiKey),
+      payload: { reason: 'Not this one' },
+    });
     expect(rejected.json()).toMatchObject({ id: task.id, status: 'rejected' });
     const late = await a.report(task.id, { status: 'succeeded' });
     expect(late.statusCode).toBe(409);
@@ -278,7 +358,11 @@ describe('endpoint 2: the result report', () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'check_inbox' });
     const claimed = (await a.claim()).json().step;
-    const res = await a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at, diagnostic: 'not an object' });
+    const res = await a.report(step.id, {
+      status: 'succeeded',
+      claimed_at: claimed.claimed_at,
+      diagnostic: 'not an object',
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json().status).toBe('succeeded');
   });
@@ -297,7 +381,8 @@ describe('retrying a failed step', () => {
     const step = await a.queue({ kind: 'send_message', profile_url: url, body: 'Hello again' });
     const claimed = (await a.claim()).json().step;
     await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'timed_out' });
-    const retry = () => stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
+    const retry = () =>
+      stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
     const retried = await retry();
     expect(retried.statusCode).toBe(200);
     expect(retried.json()).toMatchObject({ status: 'resuming', error_code: null, finished_at: null });
@@ -316,12 +401,20 @@ describe('retrying a failed step', () => {
     const step = await a.queue({ kind: 'follow_contact', profile_url: url });
     const claimed = (await a.claim()).json().step;
     await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'selector_missing' });
-    const retried = await stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
+    const retried = await stack.app.inject({
+      method: 'POST',
+      url: `/pnet/steps/${step.id}/retry/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(retried.json()).toMatchObject({ status: 'queued' });
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
     const again = (await a.claim()).json().step;
     await a.report(step.id, { status: 'succeeded', claimed_at: again.claimed_at });
-    const refused = await stack.app.inject({ method: 'POST', url: `/pnet/steps/${step.id}/retry/`, headers: withKey(paid.apiKey) });
+    const refused = await stack.app.inject({
+      method: 'POST',
+      url: `/pnet/steps/${step.id}/retry/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(refused.statusCode).toBe(409);
     expect(refused.json().detail).toMatch(/only a failed step/);
   });
@@ -333,13 +426,18 @@ describe('releasing a claim', () => {
     const step = await a.queue({ kind: 'connection_request', profile_url: url });
     const claimed = (await a.claim()).json().step;
     const release = (body: object) => a.agent(`/pnet/agent/actions/${step.id}/release/`, body);
-    const stale = await release({ claimed_at: new Date(Date.parse(claimed.claimed_at) - 5000).toISOString(), reason: 'verified_absent' });
+    const stale = await release({
+      claimed_at: new Date(Date.parse(claimed.claimed_at) - 5000).toISOString(),
+      reason: 'verified_absent',
+    });
     expect(stale.statusCode).toBe(409);
     expect((await release({ claimed_at: claimed.claimed_at, reason: 'gone_fishing' })).statusCode).toBe(422);
     const released = await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' });
     expect(released.statusCode).toBe(200);
     expect(released.json()).toMatchObject({ id: step.id, status: 'queued' });
-    const used = await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
+    const used = await stack.sql<
+      { used: number }[]
+    >`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
     expect(used[0]!.used).toBe(0);
     expect((await release({ claimed_at: claimed.claimed_at, reason: 'verified_absent' })).statusCode).toBe(409);
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
@@ -353,10 +451,21 @@ describe('releasing a claim', () => {
     const lost = (await a.claim()).json().step;
     // Checking in without naming it: a step waits for this browser (its own claim), so it asks.
     expect((await a.heartbeat()).json()).toMatchObject({ queued_count: 1, running_claim: null, wait: null });
-    expect((await a.claim()).json().step).toMatchObject({ id: step.id, status: 'claimed', claimed_at: lost.claimed_at });
+    expect((await a.claim()).json().step).toMatchObject({
+      id: step.id,
+      status: 'claimed',
+      claimed_at: lost.claimed_at,
+    });
     // Naming it, nothing else waits; another browser of the account is not told to ask.
-    expect((await a.heartbeat({ running: { action_id: step.id, claimed_at: lost.claimed_at } })).json()).toMatchObject({ queued_count: 0, running_claim: 'renewed' });
-    const other = await a.agent('/pnet/agent/heartbeat/', { browser_id: randomUUID(), browser_label: 'Firefox', extension_version: '2.0.0' });
+    expect((await a.heartbeat({ running: { action_id: step.id, claimed_at: lost.claimed_at } })).json()).toMatchObject({
+      queued_count: 0,
+      running_claim: 'renewed',
+    });
+    const other = await a.agent('/pnet/agent/heartbeat/', {
+      browser_id: randomUUID(),
+      browser_label: 'Firefox',
+      extension_version: '2.0.0',
+    });
     expect(other.json()).toMatchObject({ queued_count: 0, lease_granted: true });
   });
 
@@ -366,7 +475,8 @@ describe('releasing a claim', () => {
     const other = randomUUID();
     const first = (await a.claim()).json().step;
     expect(first.id).toBe(silent.id);
-    const signalRead = async () => (await stack.sql`select signal_due_at from browser_steps where id = ${silent.id}`)[0]!.signal_due_at === null;
+    const signalRead = async () =>
+      (await stack.sql`select signal_due_at from browser_steps where id = ${silent.id}`)[0]!.signal_due_at === null;
     // The workflow has read the claim and set its lease timer 90 s out; the browser goes silent and
     // the timer is late (moved here by moving the claim back: the API reads Postgres's clock).
     await until('the claim read by its workflow', signalRead);
@@ -375,8 +485,13 @@ describe('releasing a claim', () => {
     const [moved] = await leaseEndedAgo(overdueClaimGraceSeconds - 1);
     // Inside the grace the timer still owns it: the account's browser gets its own claim back, and
     // a check-in of another browser says nothing waits, but to look again when it becomes overdue.
-    expect((await a.claim()).json().step).toMatchObject({ id: silent.id, status: 'claimed', claimed_at: moved!.claimed_at.toISOString() });
-    const otherBrowser = () => a.agent('/pnet/agent/heartbeat/', { browser_id: other, browser_label: 'Firefox', extension_version: '2.0.0' });
+    expect((await a.claim()).json().step).toMatchObject({
+      id: silent.id,
+      status: 'claimed',
+      claimed_at: moved!.claimed_at.toISOString(),
+    });
+    const otherBrowser = () =>
+      a.agent('/pnet/agent/heartbeat/', { browser_id: other, browser_label: 'Firefox', extension_version: '2.0.0' });
     expect((await otherBrowser()).json()).toMatchObject({ queued_count: 0, poll_after_seconds: 1, wait: null });
     await leaseEndedAgo(overdueClaimGraceSeconds + 1);
     // Past it the step waits for a browser again: a check-in says so, and the browser claims.
@@ -385,11 +500,19 @@ describe('releasing a claim', () => {
     // Lapsed as its timer would have (a housekeeping read goes back in line, its unit returned),
     // and handed out again in the same answer: a new claim, one unit used.
     const againBody = (await a.claim()).json();
-    console.log('AGAIN', JSON.stringify(againBody), JSON.stringify(await stack.sql`select id, status, queued_at, claimed_at, held, signal_due_at from browser_steps where account_id = ${a.accountId}`));
+    console.log(
+      'AGAIN',
+      JSON.stringify(againBody),
+      JSON.stringify(
+        await stack.sql`select id, status, queued_at, claimed_at, held, signal_due_at from browser_steps where account_id = ${a.accountId}`,
+      ),
+    );
     const again = againBody.step;
     expect(again).toMatchObject({ id: silent.id, status: 'claimed' });
     expect(Date.now() - Date.parse(again.claimed_at)).toBeLessThan(claimLeaseSeconds * 1000);
-    const used = await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
+    const used = await stack.sql<
+      { used: number }[]
+    >`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
     expect(used[0]!.used).toBe(1);
     // Its workflow is told of the lapse and of the new claim, and times the new lease.
     await until('the changes read by its workflow', signalRead);
@@ -402,10 +525,16 @@ describe('releasing a claim', () => {
     const step = await a.queue({ kind: 'connection_request', profile_url: url });
     const claimed = (await a.claim()).json().step;
     for (const reason of ['cut_off', 'verified_absent']) {
-      const attempt = await a.agent(`/pnet/agent/actions/${step.id}/attempts/`, { claimed_at: claimed.claimed_at, reason });
+      const attempt = await a.agent(`/pnet/agent/actions/${step.id}/attempts/`, {
+        claimed_at: claimed.claimed_at,
+        reason,
+      });
       expect(attempt.json()).toMatchObject({ claimed_at: claimed.claimed_at, reason });
     }
-    const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, { claimed_at: claimed.claimed_at, reason: 'verified_absent' });
+    const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, {
+      claimed_at: claimed.claimed_at,
+      reason: 'verified_absent',
+    });
     expect(released.json()).toMatchObject({ id: step.id, status: 'queued' });
     const [row] = await stack.sql<{ cut_offs: number }[]>`select cut_offs from browser_steps where id = ${step.id}`;
     expect(row!.cut_offs).toBe(0);
@@ -416,11 +545,29 @@ describe('releasing a claim', () => {
     const contact = `contact-${randomUUID()}`;
     const step = await a.queue({ kind: 'connection_request', profile_url: url }, { contact_key: contact });
     const claimed = (await a.claim()).json().step;
-    const hold = (await stack.app.inject({ method: 'POST', url: '/pnet/holds/', headers: withKey(paid.apiKey), payload: { contact_key: contact } })).json();
-    const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, { claimed_at: claimed.claimed_at, reason: 'reopen_paused' });
+    const hold = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/pnet/holds/',
+        headers: withKey(paid.apiKey),
+        payload: { contact_key: contact },
+      })
+    ).json();
+    const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, {
+      claimed_at: claimed.claimed_at,
+      reason: 'reopen_paused',
+    });
     expect(released.statusCode).toBe(200);
-    expect(released.json()).toMatchObject({ id: step.id, status: 'queued', held: true, error_code: null, finished_at: null });
-    const used = await stack.sql<{ used: number }[]>`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
+    expect(released.json()).toMatchObject({
+      id: step.id,
+      status: 'queued',
+      held: true,
+      error_code: null,
+      finished_at: null,
+    });
+    const used = await stack.sql<
+      { used: number }[]
+    >`select coalesce(sum(used), 0)::int as used from pnet_usage where account_id = ${a.accountId}`;
     expect(used[0]!.used).toBe(0);
     await stack.sql`update pnet_accounts set next_metered_at = null where id = ${a.accountId}`;
     expect((await a.claim()).json()).toEqual({ step: null, verification: null, reason: null, wait: null });

@@ -20,7 +20,11 @@ const taskQueue = 'pnet-clock-test';
 const temporal = useTimeSkippingWorker(taskQueue, (env) =>
   createActivities({
     sql: stack.sql,
-    startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
+    startStep: async (row) =>
+      void (await env.client.workflow.start(browserStepWorkflow, {
+        ...startOptions(taskQueue, row),
+        typedSearchAttributes: [],
+      })),
     housekeeping: {},
   }),
 );
@@ -30,7 +34,12 @@ const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
 
 async function account(settings: { working_hours?: typeof allWeek; limits?: Record<string, number> } = {}) {
   const profile = (
-    await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: `S ${randomUUID()}`, timezone: zone } })
+    await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers: withKey(paid.apiKey),
+      payload: { name: `S ${randomUUID()}`, timezone: zone },
+    })
   ).json();
   const [row] = await stack.sql<{ id: string }[]>`
     update pnet_accounts set status = 'connected', connected_at = now() - interval '400 days', member_urn = ${randomUUID()},
@@ -47,16 +56,29 @@ async function account(settings: { working_hours?: typeof allWeek; limits?: Reco
       insert into browser_steps (workspace_id, account_id, kind, params, status, queued_at, metered)
       values (${paid.workspaceId}, ${accountId}, 'follow_contact', ${stack.sql.json({ kind: 'follow_contact', profile_url: 'https://pnet.example/in/x' })},
               'queued', now(), ${options.metered ?? true}) returning *`;
-    return temporal.env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, step!), typedSearchAttributes: [] });
+    return temporal.env.client.workflow.start(browserStepWorkflow, {
+      ...startOptions(taskQueue, step!),
+      typedSearchAttributes: [],
+    });
   }
   type Handle = Awaited<ReturnType<typeof queue>>;
   /** The claim's refusal, or null when it was handed out (and then settled, freeing the account). */
   async function refusal(handle: Handle): Promise<string | null> {
     const stepId = handle.workflowId.slice('browser-step/'.length);
     try {
-      const claimed = await claimAndTell(stack.sql, temporal.env, handle, { stepId, accountId, sessionId: session!.id, verifyFirst: false });
+      const claimed = await claimAndTell(stack.sql, temporal.env, handle, {
+        stepId,
+        accountId,
+        sessionId: session!.id,
+        verifyFirst: false,
+      });
       await settleAndTell(stack.sql, handle, stepId, {
-        status: 'succeeded', claimed_at: claimed.step.claimed_at, duration_ms: 1, error_code: null, error_message: null, outcome: null,
+        status: 'succeeded',
+        claimed_at: claimed.step.claimed_at,
+        duration_ms: 1,
+        error_code: null,
+        error_message: null,
+        outcome: null,
       });
       return null;
     } catch (error) {

@@ -21,7 +21,8 @@ const follow = { kind: 'follow_contact', profile_url: url };
 /** A workspace holding exactly `credits`, with a connected account. */
 async function fundedAccount(credits: number, settings: object = {}) {
   const ws = await stack.createWorkspace('paid');
-  if (credits > 0) await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test' });
+  if (credits > 0)
+    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test' });
   return { ws, a: await connected(stack, ws, settings), balance: () => getBalance(stack.sql, ws.workspaceId) };
 }
 
@@ -29,17 +30,28 @@ const api = (ws: TestWorkspace, method: 'GET' | 'POST' | 'DELETE', url: string, 
   stack.app.inject({ method, url, headers: withKey(ws.apiKey), ...(payload ? { payload } : {}) });
 
 /** Lets the next metered step go at once (the gap is covered by the claims tests). */
-const skipGap = (accountId: string) => stack.sql`update pnet_accounts set next_metered_at = null where id = ${accountId}`;
+const skipGap = (accountId: string) =>
+  stack.sql`update pnet_accounts set next_metered_at = null where id = ${accountId}`;
 
 describe('credits on steps', () => {
   it('holds the price when queued, charges it once on success however often the result is posted', async () => {
     const { a, balance } = await fundedAccount(10);
     const step = await a.queue(message);
-    expect(await balance()).toEqual({ available: 10 - stepPrices.send_message, held: stepPrices.send_message, spent: 0 });
+    expect(await balance()).toEqual({
+      available: 10 - stepPrices.send_message,
+      held: stepPrices.send_message,
+      spent: 0,
+    });
     const claimed = (await a.claim()).json().step;
-    const results = await Promise.all([1, 2, 3].map(() => a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at })));
+    const results = await Promise.all(
+      [1, 2, 3].map(() => a.report(step.id, { status: 'succeeded', claimed_at: claimed.claimed_at })),
+    );
     expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200]);
-    expect(await balance()).toEqual({ available: 10 - stepPrices.send_message, held: 0, spent: stepPrices.send_message });
+    expect(await balance()).toEqual({
+      available: 10 - stepPrices.send_message,
+      held: 0,
+      spent: stepPrices.send_message,
+    });
   });
 
   it('returns the hold on failed, skipped and cancelled, and a retry holds again', async () => {
@@ -47,7 +59,9 @@ describe('credits on steps', () => {
     const failing = await a.queue(follow);
     const skipping = await a.queue({ kind: 'like_latest_post', profile_url: url });
     const cancelled = await a.queue(message);
-    expect((await balance()).held).toBe(stepPrices.follow_contact + stepPrices.like_latest_post + stepPrices.send_message);
+    expect((await balance()).held).toBe(
+      stepPrices.follow_contact + stepPrices.like_latest_post + stepPrices.send_message,
+    );
     let claimed = (await a.claim()).json().step;
     await a.report(failing.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'selector_missing' });
     await skipGap(a.accountId);
@@ -57,7 +71,11 @@ describe('credits on steps', () => {
     expect(await balance()).toEqual({ available: 10, held: 0, spent: 0 });
     const retried = await api(ws, 'POST', `/pnet/steps/${failing.id}/retry/`);
     expect(retried.json().status).toBe('queued');
-    expect(await balance()).toEqual({ available: 10 - stepPrices.follow_contact, held: stepPrices.follow_contact, spent: 0 });
+    expect(await balance()).toEqual({
+      available: 10 - stepPrices.follow_contact,
+      held: stepPrices.follow_contact,
+      spent: 0,
+    });
   });
 
   it('refuses to queue a step the workspace cannot pay for, writing nothing; free reads need no credits', async () => {
@@ -67,7 +85,9 @@ describe('credits on steps', () => {
     expect(refused.json().detail).toMatch(/needs 2 credits.*1 available/);
     expect((await api(ws, 'GET', '/pnet/steps/')).json().steps).toEqual([]);
     expect(await balance()).toEqual({ available: 1, held: 0, spent: 0 });
-    expect((await api(ws, 'POST', '/pnet/steps/', { account_id: a.accountId, params: { kind: 'check_inbox' } })).statusCode).toBe(201);
+    expect(
+      (await api(ws, 'POST', '/pnet/steps/', { account_id: a.accountId, params: { kind: 'check_inbox' } })).statusCode,
+    ).toBe(201);
   });
 
   it('holds a manual step only when a person approves it', async () => {
@@ -86,7 +106,12 @@ describe('holds by paused contact or sequence', () => {
     const first = await a.queue({ kind: 'check_inbox' }, { contact_key: contact });
     const created = await api(paid, 'POST', '/pnet/holds/', { contact_key: contact, reason: 'Out of office' });
     expect(created.statusCode).toBe(201);
-    expect(created.json()).toMatchObject({ contact_key: contact, sequence_id: null, reason: 'Out of office', held_steps: 1 });
+    expect(created.json()).toMatchObject({
+      contact_key: contact,
+      sequence_id: null,
+      reason: 'Out of office',
+      held_steps: 1,
+    });
     // Pausing again answers the same hold.
     const again = await api(paid, 'POST', '/pnet/holds/', { contact_key: contact });
     expect(again.statusCode).toBe(200);
@@ -120,7 +145,9 @@ describe('holds by paused contact or sequence', () => {
   });
 
   it('refuses a hold naming both or neither', async () => {
-    expect((await api(paid, 'POST', '/pnet/holds/', { contact_key: 'x', sequence_id: randomUUID() })).statusCode).toBe(422);
+    expect((await api(paid, 'POST', '/pnet/holds/', { contact_key: 'x', sequence_id: randomUUID() })).statusCode).toBe(
+      422,
+    );
     expect((await api(paid, 'POST', '/pnet/holds/', { reason: 'nothing named' })).statusCode).toBe(422);
   });
 });
@@ -141,7 +168,9 @@ describe('commit grant and verify-first', () => {
     const second = await other.queue(message, { contact_key: contact });
     const secondClaim = (await other.claim()).json().step;
     await api(paid, 'POST', '/pnet/holds/', { contact_key: contact });
-    const refused = await other.agent(`/pnet/agent/actions/${second.id}/commit/`, { claimed_at: secondClaim.claimed_at });
+    const refused = await other.agent(`/pnet/agent/actions/${second.id}/commit/`, {
+      claimed_at: secondClaim.claimed_at,
+    });
     expect(refused.statusCode).toBe(409);
     expect(refused.json().detail).toMatch(/paused/);
   });
@@ -160,7 +189,10 @@ describe('commit grant and verify-first', () => {
     expect(handed.verification).toMatchObject({ mode: 'verify_only' });
     expect(handed.verification.commit_granted_at).not.toBeNull();
     // It looked and the message is not there: the step goes back in line as plain queued work.
-    await a.agent(`/pnet/agent/actions/${pressed.id}/release/`, { claimed_at: handed.step.claimed_at, reason: 'verified_absent' });
+    await a.agent(`/pnet/agent/actions/${pressed.id}/release/`, {
+      claimed_at: handed.step.claimed_at,
+      reason: 'verified_absent',
+    });
     await skipGap(a.accountId);
     handed = (await a.claim()).json();
     expect(handed).toMatchObject({ step: { id: pressed.id }, verification: null });
@@ -182,9 +214,13 @@ describe('attempts, running waits and config', () => {
     expect(first.statusCode).toBe(200);
     await a.agent(`/pnet/agent/actions/${step.id}/attempts/`, attempt);
     const listed = (await api(paid, 'GET', `/pnet/steps/${step.id}/attempts/`)).json().attempts;
-    expect(listed).toEqual([expect.objectContaining({ reason: 'cut_off', detail: 'tab closed', claimed_at: claimed.claimed_at })]);
+    expect(listed).toEqual([
+      expect.objectContaining({ reason: 'cut_off', detail: 'tab closed', claimed_at: claimed.claimed_at }),
+    ]);
     expect((await api(paid, 'GET', `/pnet/steps/${step.id}/`)).json().status).toBe('claimed');
-    expect((await a.agent(`/pnet/agent/actions/${step.id}/attempts/`, { ...attempt, reason: 'gave_up' })).statusCode).toBe(422);
+    expect(
+      (await a.agent(`/pnet/agent/actions/${step.id}/attempts/`, { ...attempt, reason: 'gave_up' })).statusCode,
+    ).toBe(422);
   });
 
   it('renews a running claim on a running-wait report and says lost for a stale one', async () => {
@@ -192,7 +228,12 @@ describe('attempts, running waits and config', () => {
     const step = await a.queue(follow);
     const claimed = (await a.claim()).json().step;
     const wait = (claimedAt: string | null, site = 'profile > more menu') =>
-      a.agent(`/pnet/agent/actions/${step.id}/running-wait/`, { claimed_at: claimedAt, site, awake_seconds: 12, tab_status: 'complete' });
+      a.agent(`/pnet/agent/actions/${step.id}/running-wait/`, {
+        claimed_at: claimedAt,
+        site,
+        awake_seconds: 12,
+        tab_status: 'complete',
+      });
     expect((await wait(claimed.claimed_at)).json()).toEqual({ running_claim: 'renewed' });
     expect((await wait(new Date(0).toISOString())).json()).toEqual({ running_claim: 'lost' });
     expect((await wait(null, 'x'.repeat(200))).statusCode).toBe(200);
@@ -204,16 +245,32 @@ describe('attempts, running waits and config', () => {
     const step = await a.queue(follow);
     const claimed = (await a.claim()).json().step;
     const wait = (report: object) =>
-      a.agent(`/pnet/agent/actions/${step.id}/running-wait/`, { claimed_at: claimed.claimed_at, site: 'profile', awake_seconds: 12, tab_status: 'complete', ...report });
+      a.agent(`/pnet/agent/actions/${step.id}/running-wait/`, {
+        claimed_at: claimed.claimed_at,
+        site: 'profile',
+        awake_seconds: 12,
+        tab_status: 'complete',
+        ...report,
+      });
     // Past a day awake is still a wait worth reporting.
-    for (const report of [{ site: '' }, { awake_seconds: 0 }, { awake_seconds: 86_401 }, { tab_status: 's'.repeat(16) }]) {
+    for (const report of [
+      { site: '' },
+      { awake_seconds: 0 },
+      { awake_seconds: 86_401 },
+      { tab_status: 's'.repeat(16) },
+    ]) {
       const res = await wait(report);
       expect(res.statusCode).toBe(200);
       expect(res.json()).toEqual({ running_claim: 'renewed' });
     }
-    const [row] = await stack.sql<{ running_wait: Record<string, unknown> }[]>`select running_wait from browser_steps where id = ${step.id}`;
+    const [row] = await stack.sql<
+      { running_wait: Record<string, unknown> }[]
+    >`select running_wait from browser_steps where id = ${step.id}`;
     expect(row!.running_wait).toMatchObject({ site: 'profile', awake_seconds: 12, tab_status: 's'.repeat(16) });
-    for (const [field, report] of [['awake_seconds', { awake_seconds: -1 }], ['tab_status', { tab_status: 's'.repeat(17) }]] as const) {
+    for (const [field, report] of [
+      ['awake_seconds', { awake_seconds: -1 }],
+      ['tab_status', { tab_status: 's'.repeat(17) }],
+    ] as const) {
       const res = await wait(report);
       expect(res.statusCode).toBe(422);
       expect(res.json().issues[0].loc).toEqual(['body', field]);
@@ -222,7 +279,13 @@ describe('attempts, running waits and config', () => {
 
   it('serves the config at the version every check-in names', async () => {
     const a = await connected(stack, paid);
-    const config = (await stack.app.inject({ method: 'GET', url: '/pnet/agent/config/', headers: { authorization: `Bearer ${a.token}` } })).json();
+    const config = (
+      await stack.app.inject({
+        method: 'GET',
+        url: '/pnet/agent/config/',
+        headers: { authorization: `Bearer ${a.token}` },
+      })
+    ).json();
     expect(config.config_version).toBe(configVersion);
     expect((await a.heartbeat()).json().config_version).toBe(config.config_version);
     expect(Object.keys(config.selectors).length).toBeGreaterThan(5);
@@ -235,7 +298,8 @@ describe('attempts, running waits and config', () => {
 });
 
 describe("the account's own checks", () => {
-  const wrapper = async (profileId: string) => (await api(paid, 'GET', `/sender-profiles/${profileId}/pnet/`)).json().account;
+  const wrapper = async (profileId: string) =>
+    (await api(paid, 'GET', `/sender-profiles/${profileId}/pnet/`)).json().account;
 
   it('holds messages back while the inbox read fails, and lets them go when it reads again', async () => {
     const a = await connected(stack, paid);
@@ -268,7 +332,11 @@ describe("the account's own checks", () => {
     };
     await settle({ kind: 'connection_request', profile_url: url }, { member_urn: 'urn:li:member:1' });
     await settle({ kind: 'connection_request', profile_url: url }, { member_urn: 'urn:li:member:2' });
-    expect((await wrapper(a.profileId)).connection_checks).toMatchObject({ awaiting: 2, last_checked_at: null, gaps: [] });
+    expect((await wrapper(a.profileId)).connection_checks).toMatchObject({
+      awaiting: 2,
+      last_checked_at: null,
+      gaps: [],
+    });
     await settle({ kind: 'check_connections' }, { member_urns: ['urn:li:member:1', 'urn:li:member:9'] });
     let checks = (await wrapper(a.profileId)).connection_checks;
     expect(checks).toMatchObject({ awaiting: 1, supported: true, problem: null, gaps: [] });
@@ -284,7 +352,10 @@ describe("the account's own checks", () => {
   it('says an outdated extension cannot read connections', async () => {
     const a = await connected(stack, paid);
     await a.heartbeat({ extension_version: '1.2.0' });
-    expect((await wrapper(a.profileId)).connection_checks).toMatchObject({ supported: false, problem: 'extension_outdated' });
+    expect((await wrapper(a.profileId)).connection_checks).toMatchObject({
+      supported: false,
+      problem: 'extension_outdated',
+    });
   });
 
   it('holds the account at a checkpoint the browser reports', async () => {
@@ -295,7 +366,9 @@ describe("the account's own checks", () => {
     expect((await a.heartbeat()).json().checkpoint).toBe(true);
     await a.queue({ kind: 'check_inbox' }, { test: true });
     expect((await a.claim()).json()).toMatchObject({ step: null, reason: 'checkpoint' });
-    const [account] = await stack.sql<{ checkpoint_until: Date }[]>`select checkpoint_until from pnet_accounts where id = ${a.accountId}`;
+    const [account] = await stack.sql<
+      { checkpoint_until: Date }[]
+    >`select checkpoint_until from pnet_accounts where id = ${a.accountId}`;
     expect(account!.checkpoint_until.getTime() - Date.now()).toBeGreaterThan(55 * 60_000);
   });
 });
@@ -311,8 +384,16 @@ describe('disconnecting the account', () => {
     expect(answer.statusCode).toBe(200);
     expect(answer.json().connected).toBe(false);
     expect(answer.json().connection_token).not.toBe(a.token);
-    expect(answer.json().account).toMatchObject({ status: 'disconnected', member_urn: null, display_name: null, sessions: [] });
-    expect((await api(ws, 'GET', `/pnet/steps/${waiting.id}/`)).json()).toMatchObject({ status: 'failed', error_code: 'sender_changed' });
+    expect(answer.json().account).toMatchObject({
+      status: 'disconnected',
+      member_urn: null,
+      display_name: null,
+      sessions: [],
+    });
+    expect((await api(ws, 'GET', `/pnet/steps/${waiting.id}/`)).json()).toMatchObject({
+      status: 'failed',
+      error_code: 'sender_changed',
+    });
     // The running step is the old browser's until it reports or its claim lapses.
     expect((await api(ws, 'GET', `/pnet/steps/${running.id}/`)).json().status).toBe('claimed');
     expect(await balance()).toEqual({ available: 10, held: 0, spent: 0 });
@@ -327,11 +408,20 @@ describe('disconnecting the account', () => {
       method: 'POST',
       url: '/pnet/agent/heartbeat/',
       headers: withToken(answer.json().connection_token),
-      payload: { browser_id: randomUUID(), browser_label: 'Firefox', extension_version: '2.0.0', identity, lease_nonce: 'lease-nonce-2' },
+      payload: {
+        browser_id: randomUUID(),
+        browser_label: 'Firefox',
+        extension_version: '2.0.0',
+        identity,
+        lease_nonce: 'lease-nonce-2',
+      },
     });
     expect(again.json()).toMatchObject({ lease_granted: true, account_mismatch: false });
     const wrapper = (await api(ws, 'GET', `/sender-profiles/${a.profileId}/pnet/`)).json();
-    expect(wrapper).toMatchObject({ connected: true, account: { status: 'connected', member_urn: identity.member_urn, display_name: 'Grace H.' } });
+    expect(wrapper).toMatchObject({
+      connected: true,
+      account: { status: 'connected', member_urn: identity.member_urn, display_name: 'Grace H.' },
+    });
   });
 });
 
@@ -344,7 +434,14 @@ describe('retried attempts and lost answers', () => {
     const input = { stepId: step.id, accountId: a.accountId, sessionId: session!.id, verifyFirst: false };
     const first = await claimStep(stack.sql, input);
     expect((await claimStep(stack.sql, input)).step).toEqual(first.step);
-    const report = { status: 'succeeded' as const, claimed_at: first.step.claimed_at, duration_ms: 10, error_code: null, error_message: null, outcome: null };
+    const report = {
+      status: 'succeeded' as const,
+      claimed_at: first.step.claimed_at,
+      duration_ms: 10,
+      error_code: null,
+      error_message: null,
+      outcome: null,
+    };
     const settled = await settleStep(stack.sql, { stepId: step.id, report });
     expect((await settleStep(stack.sql, { stepId: step.id, report })).step).toEqual(settled.step);
   });
@@ -353,9 +450,15 @@ describe('retried attempts and lost answers', () => {
     const a = await connected(stack, paid);
     const step = await a.queue(message);
     const claimed = (await a.claim()).json().step;
-    expect((await a.claim()).json()).toMatchObject({ step: { id: step.id, claimed_at: claimed.claimed_at }, verification: null });
+    expect((await a.claim()).json()).toMatchObject({
+      step: { id: step.id, claimed_at: claimed.claimed_at },
+      verification: null,
+    });
     const grant = (await a.agent(`/pnet/agent/actions/${step.id}/commit/`, { claimed_at: claimed.claimed_at })).json();
-    expect((await a.claim()).json().verification).toEqual({ mode: 'verify_only', commit_granted_at: grant.commit_granted_at });
+    expect((await a.claim()).json().verification).toEqual({
+      mode: 'verify_only',
+      commit_granted_at: grant.commit_granted_at,
+    });
   });
 
   it('lets the inbox read through while a failing read holds an unmetered message back', async () => {
@@ -370,7 +473,12 @@ describe('retried attempts and lost answers', () => {
 });
 
 describe("the run of a step's workflow", () => {
-  const runOf = async (stepId: string) => (await stack.sql<{ workflow_run_id: string | null }[]>`select workflow_run_id from browser_steps where id = ${stepId}`)[0]!.workflow_run_id;
+  const runOf = async (stepId: string) =>
+    (
+      await stack.sql<
+        { workflow_run_id: string | null }[]
+      >`select workflow_run_id from browser_steps where id = ${stepId}`
+    )[0]!.workflow_run_id;
 
   it('records the run its start created, and a wrong or closed run never loses a claim, a result or a retry', async () => {
     const { ws, a } = await fundedAccount(10);
@@ -383,10 +491,15 @@ describe("the run of a step's workflow", () => {
     const claimed = (await a.claim()).json().step;
     expect(claimed).toMatchObject({ id: step.id, status: 'claimed' });
     await until('the signal went by the workflow id', async () => (await runOf(step.id)) === null);
-    const unread = async () => (await stack.sql`select 1 from browser_steps where id = ${step.id} and signal_due_at is not null`).length > 0;
+    const unread = async () =>
+      (await stack.sql`select 1 from browser_steps where id = ${step.id} and signal_due_at is not null`).length > 0;
     await until('the workflow read the claim', async () => !(await unread()));
     await stack.sql`update browser_steps set workflow_run_id = ${described.runId} where id = ${step.id}`;
-    const failed = await a.report(step.id, { status: 'failed', claimed_at: claimed.claimed_at, error_code: 'selector_missing' });
+    const failed = await a.report(step.id, {
+      status: 'failed',
+      claimed_at: claimed.claimed_at,
+      error_code: 'selector_missing',
+    });
     expect(failed.json().status).toBe('failed');
 
     // A failed step's run closes once it reads the result: the retry starts another, and the step goes on in it.
@@ -397,7 +510,9 @@ describe("the run of a step's workflow", () => {
     await skipGap(a.accountId);
     const again = (await a.claim()).json().step;
     expect(again).toMatchObject({ id: step.id, status: 'claimed' });
-    expect((await a.report(step.id, { status: 'succeeded', claimed_at: again.claimed_at })).json().status).toBe('succeeded');
+    expect((await a.report(step.id, { status: 'succeeded', claimed_at: again.claimed_at })).json().status).toBe(
+      'succeeded',
+    );
     const current = await stack.client.workflow.getHandle(`browser-step/${step.id}`).describe();
     expect(current.runId).not.toBe(described.runId);
   });

@@ -10,16 +10,32 @@ const profileUrl = 'https://pnet.example/in/ada-lovelace';
 
 async function account(runMode: 'manual' | 'automatic') {
   const headers = withKey(paid.apiKey);
-  const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: `Sender ${crypto.randomUUID()}` } })).json();
-  await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers, payload: { run_mode: runMode } });
+  const profile = (
+    await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers,
+      payload: { name: `Sender ${crypto.randomUUID()}` },
+    })
+  ).json();
+  await stack.app.inject({
+    method: 'PATCH',
+    url: `/sender-profiles/${profile.id}/pnet/settings/`,
+    headers,
+    payload: { run_mode: runMode },
+  });
   const [row] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
   return row!.id;
 }
 
-const post = (url: string, payload?: object) => stack.app.inject({ method: 'POST', url, headers: withKey(paid.apiKey), ...(payload ? { payload } : {}) });
+const post = (url: string, payload?: object) =>
+  stack.app.inject({ method: 'POST', url, headers: withKey(paid.apiKey), ...(payload ? { payload } : {}) });
 const get = (url: string) => stack.app.inject({ method: 'GET', url, headers: withKey(paid.apiKey) });
-const queue = (accountId: string, params: object = { kind: 'profile_view', profile_url: profileUrl }, extra: object = {}) =>
-  post('/pnet/steps/', { account_id: accountId, params, contact_key: 'seq-1:row-7', ...extra });
+const queue = (
+  accountId: string,
+  params: object = { kind: 'profile_view', profile_url: profileUrl },
+  extra: object = {},
+) => post('/pnet/steps/', { account_id: accountId, params, contact_key: 'seq-1:row-7', ...extra });
 
 describe('queueing steps', () => {
   it('puts a step of a manual account on the Tasks page, and approving queues it', async () => {
@@ -27,7 +43,12 @@ describe('queueing steps', () => {
     const queued = await queue(accountId);
     expect(queued.statusCode).toBe(202);
     const task = queued.json();
-    expect(task).toMatchObject({ account_id: accountId, kind: 'profile_view', contact_key: 'seq-1:row-7', held: false });
+    expect(task).toMatchObject({
+      account_id: accountId,
+      kind: 'profile_view',
+      contact_key: 'seq-1:row-7',
+      held: false,
+    });
     expect((await get('/pnet/tasks/')).json().tasks.map((t: { id: string }) => t.id)).toContain(task.id);
     expect((await get('/pnet/steps/')).json().steps.map((s: { id: string }) => s.id)).not.toContain(task.id);
     expect((await get(`/pnet/steps/${task.id}/`)).statusCode).toBe(404);
@@ -35,7 +56,14 @@ describe('queueing steps', () => {
     const approved = await post(`/pnet/tasks/${task.id}/approve/`);
     expect(approved.statusCode).toBe(200);
     const step = approved.json();
-    expect(step).toMatchObject({ id: task.id, status: 'queued', metered: true, held: false, hold: null, requires_approval: false });
+    expect(step).toMatchObject({
+      id: task.id,
+      status: 'queued',
+      metered: true,
+      held: false,
+      hold: null,
+      requires_approval: false,
+    });
     expect(step.approved_at).toBe(step.queued_at);
     expect(step.params).toEqual({ kind: 'profile_view', profile_url: profileUrl, read_relationship: false });
 
@@ -63,7 +91,12 @@ describe('queueing steps', () => {
   it('queues an InMail with a subject of up to 200 characters and a body of up to 8000, and withdrawals and invitation checks', async () => {
     const accountId = await account('automatic');
     const inmail = { kind: 'inmail', profile_url: profileUrl, subject: 's'.repeat(200), body: 'b'.repeat(8000) };
-    for (const params of [inmail, { ...inmail, subject: 's', body: 'b' }, { kind: 'withdraw_connection_request', profile_url: profileUrl }, { kind: 'check_sent_invitations' }]) {
+    for (const params of [
+      inmail,
+      { ...inmail, subject: 's', body: 'b' },
+      { kind: 'withdraw_connection_request', profile_url: profileUrl },
+      { kind: 'check_sent_invitations' },
+    ]) {
       const res = await queue(accountId, params);
       expect(res.statusCode).toBe(201);
       expect(res.json()).toMatchObject({ status: 'queued', kind: params.kind, params });
@@ -74,11 +107,30 @@ describe('queueing steps', () => {
     const ws = await stack.createWorkspace('paid');
     await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 2, causeKey: 'two-credits' });
     const headers = withKey(ws.apiKey);
-    const profile = (await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers, payload: { name: 'Sender on two credits' } })).json();
-    await stack.app.inject({ method: 'PATCH', url: `/sender-profiles/${profile.id}/pnet/settings/`, headers, payload: { run_mode: 'automatic' } });
-    const [acct] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+    const profile = (
+      await stack.app.inject({
+        method: 'POST',
+        url: '/sender-profiles/',
+        headers,
+        payload: { name: 'Sender on two credits' },
+      })
+    ).json();
+    await stack.app.inject({
+      method: 'PATCH',
+      url: `/sender-profiles/${profile.id}/pnet/settings/`,
+      headers,
+      payload: { run_mode: 'automatic' },
+    });
+    const [acct] = await stack.sql<
+      { id: string }[]
+    >`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
     const queueHere = (params: object) =>
-      stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers, payload: { account_id: acct!.id, params, contact_key: 'c-1' } });
+      stack.app.inject({
+        method: 'POST',
+        url: '/pnet/steps/',
+        headers,
+        payload: { account_id: acct!.id, params, contact_key: 'c-1' },
+      });
     const balance = async () => (await stack.app.inject({ method: 'GET', url: '/credits/', headers })).json();
 
     // A connection request costs 2: exactly the balance.
@@ -96,7 +148,8 @@ describe('queueing steps', () => {
     const steps = await stack.sql`select id from browser_steps where workspace_id = ${ws.workspaceId}`;
     expect(steps.map((s) => s.id)).toEqual([first.json().id]);
     expect(await balance()).toMatchObject({ available: 0, held: 2, spent: 0 });
-    const ledger = await stack.sql`select kind, amount from credit_ledger where workspace_id = ${ws.workspaceId} order by id`;
+    const ledger =
+      await stack.sql`select kind, amount from credit_ledger where workspace_id = ${ws.workspaceId} order by id`;
     expect(ledger).toEqual([
       { kind: 'grant', amount: 2 },
       { kind: 'hold', amount: 2 },
@@ -173,7 +226,10 @@ describe('the browser-step workflow', () => {
   it('answers a retried approve once, and shows the step status to operators', async () => {
     const accountId = await account('manual');
     const task = (await queue(accountId)).json();
-    const [a, b] = await Promise.all([post(`/pnet/tasks/${task.id}/approve/`), post(`/pnet/tasks/${task.id}/approve/`)]);
+    const [a, b] = await Promise.all([
+      post(`/pnet/tasks/${task.id}/approve/`),
+      post(`/pnet/tasks/${task.id}/approve/`),
+    ]);
     expect([a.statusCode, b.statusCode]).toEqual([200, 200]);
     expect(a.json()).toEqual(b.json());
     const handle = stack.client.workflow.getHandle(browserStepWorkflowId(task.id));
@@ -203,7 +259,8 @@ describe('listing steps', () => {
   it('filters by status, kind, account and held, newest first, with paging', async () => {
     const accountId = await account('automatic');
     const ids: string[] = [];
-    for (const params of [{ kind: 'check_inbox' }, { kind: 'check_connections' }, { kind: 'check_inbox' }]) ids.push((await queue(accountId, params)).json().id);
+    for (const params of [{ kind: 'check_inbox' }, { kind: 'check_connections' }, { kind: 'check_inbox' }])
+      ids.push((await queue(accountId, params)).json().id);
     await stack.sql`update browser_steps set held = true where id = ${ids[2]!}`;
     const list = async (query: string) => (await get(`/pnet/steps/?account_id=${accountId}&${query}`)).json();
     expect((await list('')).steps.map((s: { id: string }) => s.id)).toEqual([...ids].reverse());

@@ -16,19 +16,30 @@ import { useTestStack, withKey } from '../support/test-stack.js';
 let model: Awaited<ReturnType<typeof serveChatCompletions>>;
 beforeAll(async () => {
   // The answer echoes the prompt it was given, so a test sees what the prompt read.
-  model = await serveChatCompletions((body) => ({ content: JSON.stringify({ values: { f0: body.messages[1]!.content, f1: null } }) }));
+  model = await serveChatCompletions((body) => ({
+    content: JSON.stringify({ values: { f0: body.messages[1]!.content, f1: null } }),
+  }));
 });
 afterAll(() => model?.close());
 
 const { stack, paid } = useTestStack({
-  agentSuppliers: () => agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
+  agentSuppliers: () =>
+    agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
 });
 let api: TablesClient;
 beforeAll(() => {
   api = tablesClient(stack, withKey(paid.apiKey));
 });
 
-type Column = { id: string; name: string; kind: string; position: number; parent_column_id: string | null; output_field: string | null; agent: Record<string, unknown> | null };
+type Column = {
+  id: string;
+  name: string;
+  kind: string;
+  position: number;
+  parent_column_id: string | null;
+  output_field: string | null;
+  agent: Record<string, unknown> | null;
+};
 
 /** An agent with `fields` output fields (f0, f1, ...) and one input, and a table with `rows` rows of a Company column. */
 async function setup(options: { fields?: number; rows?: number; agent?: object } = {}) {
@@ -39,7 +50,14 @@ async function setup(options: { fields?: number; rows?: number; agent?: object }
       name: 'Scorer',
       reach: 'none',
       inputs: [{ id: inputId, name: 'Company' }],
-      prompt: { segments: [{ type: 'text', text: 'Score ' }, { type: 'input_ref', input_id: inputId }, { type: 'text', text: '\nRow context: ' }, { type: 'context_ref', section: 'row' }] },
+      prompt: {
+        segments: [
+          { type: 'text', text: 'Score ' },
+          { type: 'input_ref', input_id: inputId },
+          { type: 'text', text: '\nRow context: ' },
+          { type: 'context_ref', section: 'row' },
+        ],
+      },
       output_fields: fields,
       ...options.agent,
     })
@@ -48,11 +66,18 @@ async function setup(options: { fields?: number; rows?: number; agent?: object }
   const company = await api.column(table.id, { kind: 'input', name: 'Company' });
   const rows: string[] = [];
   if (options.rows) {
-    const bulk = await api.post(`/tables/${table.id}/rows/bulk/`, { rows: Array.from({ length: options.rows }, (_, i) => ({ cells: { [company.id]: `Co ${i}` } })) });
+    const bulk = await api.post(`/tables/${table.id}/rows/bulk/`, {
+      rows: Array.from({ length: options.rows }, (_, i) => ({ cells: { [company.id]: `Co ${i}` } })),
+    });
     expect(bulk.statusCode, bulk.body).toBeLessThan(300);
     rows.push(...bulk.json().results.map((r: { id: string }) => r.id));
   }
-  const deploy = (body: object) => api.post(`/tables/${table.id}/agent-columns/`, { saved_agent_id: agent.id, input_mappings: { [inputId]: company.id }, ...body });
+  const deploy = (body: object) =>
+    api.post(`/tables/${table.id}/agent-columns/`, {
+      saved_agent_id: agent.id,
+      input_mappings: { [inputId]: company.id },
+      ...body,
+    });
   return { agent, inputId, table, company, rows, deploy };
 }
 
@@ -61,7 +86,11 @@ const columnsOf = async (tableId: string) => (await api.get(`/tables/${tableId}/
 describe('deploying a saved agent (2.16)', () => {
   it('adds the agent column and fans its output fields out into named columns right after it', async () => {
     const s = await setup({ fields: 3 });
-    const res = await s.deploy({ column_name: 'Score', output_field_names: ['f2', 'f0'], output_column_names: { f2: 'Third' } });
+    const res = await s.deploy({
+      column_name: 'Score',
+      output_field_names: ['f2', 'f0'],
+      output_column_names: { f2: 'Third' },
+    });
     expect(res.statusCode, res.body).toBe(201);
     const body = res.json() as { column: Column; output_columns: Column[]; runs: unknown[] };
     expect(body.column).toMatchObject({
@@ -69,7 +98,13 @@ describe('deploying a saved agent (2.16)', () => {
       kind: 'agent',
       position: 1,
       parent_column_id: null,
-      agent: { saved_agent_id: s.agent.id, agent_version: 1, input_mappings: { [s.inputId]: s.company.id }, output_fields: ['f2', 'f0'], use_row_context: true },
+      agent: {
+        saved_agent_id: s.agent.id,
+        agent_version: 1,
+        input_mappings: { [s.inputId]: s.company.id },
+        output_fields: ['f2', 'f0'],
+        use_row_context: true,
+      },
     });
     expect(body.output_columns.map((c) => [c.name, c.output_field, c.position, c.parent_column_id])).toEqual([
       ['Third', 'f2', 2, body.column.id],
@@ -95,7 +130,16 @@ describe('deploying a saved agent (2.16)', () => {
     const placed = await s.deploy({ column_name: 'First', position: 0 });
     expect(placed.statusCode, placed.body).toBe(201);
     await s.deploy({ column_name: 'Last', position: null });
-    expect((await columnsOf(s.table.id)).map((c) => c.name)).toEqual(['First', 'First · f0', 'First · f1', 'Company', 'Notes', 'Last', 'Last · f0', 'Last · f1']);
+    expect((await columnsOf(s.table.id)).map((c) => c.name)).toEqual([
+      'First',
+      'First · f0',
+      'First · f1',
+      'Company',
+      'Notes',
+      'Last',
+      'Last · f0',
+      'Last · f1',
+    ]);
     expect((await s.deploy({ column_name: 'Negative', position: -1 })).statusCode).toBe(422);
   });
 
@@ -120,25 +164,36 @@ describe('deploying a saved agent (2.16)', () => {
     // The rows run: their cells fill in; the unrun column's cells stay absent.
     const fiftyId = fifty.json().column.id as string;
     for (let i = 0; i < 300; i += 1) {
-      const rows = (await api.get(`/tables/${s.table.id}/rows/`)).json().rows as { computed: Record<string, { state: string }> }[];
+      const rows = (await api.get(`/tables/${s.table.id}/rows/`)).json().rows as {
+        computed: Record<string, { state: string }>;
+      }[];
       if (rows.every((r) => r.computed[fiftyId]?.state === 'done')) break;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const rows = (await api.get(`/tables/${s.table.id}/rows/`)).json().rows as { id: string; computed: Record<string, { state: string; value: unknown; cost: number }> }[];
+    const rows = (await api.get(`/tables/${s.table.id}/rows/`)).json().rows as {
+      id: string;
+      computed: Record<string, { state: string; value: unknown; cost: number }>;
+    }[];
     const first = rows.find((r) => r.id === s.rows[0])!;
     expect(first.computed[fiftyId]).toMatchObject({ state: 'done', cost: 1 });
     expect(first.computed[unrun.json().column.id]).toBeUndefined();
     // The prompt read the mapped input and, with use_row_context on (the agent's answer), the row's cells.
-    expect((first.computed[fiftyId]!.value as { f0: string }).f0).toMatch(/^Score Co 0\nRow context: About this row:\nCompany: Co 0/);
+    expect((first.computed[fiftyId]!.value as { f0: string }).f0).toMatch(
+      /^Score Co 0\nRow context: About this row:\nCompany: Co 0/,
+    );
     const run = (await api.get(`/agent-runs/${fifty.json().runs[0].id}/`)).json();
     expect(run.status).toBe('completed');
   });
 
   it('stamps use_row_context onto the column; null keeps the agent’s stored answer', async () => {
     const s = await setup({ agent: { settings: { use_row_context: false } } });
-    expect((await s.deploy({ column_name: 'Kept', use_row_context: null })).json().column.agent.use_row_context).toBe(false);
+    expect((await s.deploy({ column_name: 'Kept', use_row_context: null })).json().column.agent.use_row_context).toBe(
+      false,
+    );
     expect((await s.deploy({ column_name: 'Omitted' })).json().column.agent.use_row_context).toBe(false);
-    expect((await s.deploy({ column_name: 'On', use_row_context: true })).json().column.agent.use_row_context).toBe(true);
+    expect((await s.deploy({ column_name: 'On', use_row_context: true })).json().column.agent.use_row_context).toBe(
+      true,
+    );
     expect((await s.deploy({ column_name: 'Bad', use_row_context: 'yes' })).statusCode).toBe(422);
   });
 
@@ -161,8 +216,18 @@ describe('deploying a saved agent (2.16)', () => {
   it('takes output_column_names of at most 50 entries, keys 1 to 100 and names 1 to 255 characters', async () => {
     const longKey = `k${'x'.repeat(99)}`;
     // The agent's most output fields: one with a 100-character key and f0 to f48.
-    const s = await setup({ agent: { output_fields: [{ key: longKey, name: 'Long' }, ...Array.from({ length: 49 }, (_, i) => ({ key: `f${i}`, name: `F${i}` }))] } });
-    const names = { ...Object.fromEntries(Array.from({ length: 49 }, (_, i) => [`f${i}`, `Name ${i}`])), [longKey]: 'Name long' };
+    const s = await setup({
+      agent: {
+        output_fields: [
+          { key: longKey, name: 'Long' },
+          ...Array.from({ length: 49 }, (_, i) => ({ key: `f${i}`, name: `F${i}` })),
+        ],
+      },
+    });
+    const names = {
+      ...Object.fromEntries(Array.from({ length: 49 }, (_, i) => [`f${i}`, `Name ${i}`])),
+      [longKey]: 'Name long',
+    };
     const fifty = await s.deploy({ column_name: 'Fifty', output_column_names: names });
     expect(fifty.statusCode, fifty.body).toBe(201);
     expect(fifty.json().output_columns.filter((c: Column) => c.name.startsWith('Name ')).length).toBe(50);
@@ -170,15 +235,26 @@ describe('deploying a saved agent (2.16)', () => {
     expect(over.statusCode).toBe(422);
     expect(over.json().issues[0].loc).toEqual(['body', 'output_column_names']);
 
-    const keyed = await s.deploy({ column_name: 'Keyed', output_field_names: [longKey], output_column_names: { [longKey]: 'n'.repeat(255) } });
+    const keyed = await s.deploy({
+      column_name: 'Keyed',
+      output_field_names: [longKey],
+      output_column_names: { [longKey]: 'n'.repeat(255) },
+    });
     expect(keyed.statusCode, keyed.body).toBe(201);
     expect(keyed.json().output_columns[0].name).toBe('n'.repeat(255));
-    expect((await s.deploy({ column_name: 'KeyTooLong', output_column_names: { [`${longKey}y`]: 'x' } })).statusCode).toBe(422);
+    expect(
+      (await s.deploy({ column_name: 'KeyTooLong', output_column_names: { [`${longKey}y`]: 'x' } })).statusCode,
+    ).toBe(422);
     expect((await s.deploy({ column_name: 'EmptyKey', output_column_names: { '': 'x' } })).statusCode).toBe(422);
-    expect((await s.deploy({ column_name: 'NameTooLong', output_column_names: { f0: 'n'.repeat(256) } })).statusCode).toBe(422);
+    expect(
+      (await s.deploy({ column_name: 'NameTooLong', output_column_names: { f0: 'n'.repeat(256) } })).statusCode,
+    ).toBe(422);
     expect((await s.deploy({ column_name: 'EmptyName', output_column_names: { f0: '' } })).statusCode).toBe(422);
     // A name for a field not deployed is refused rather than dropped.
-    expect((await s.deploy({ column_name: 'Stray', output_field_names: ['f1'], output_column_names: { f0: 'x' } })).statusCode).toBe(422);
+    expect(
+      (await s.deploy({ column_name: 'Stray', output_field_names: ['f1'], output_column_names: { f0: 'x' } }))
+        .statusCode,
+    ).toBe(422);
   });
 
   it('checks column_name, saved_agent_id and input_mappings: agent inputs 422, table columns 404, other agents 404', async () => {
@@ -189,9 +265,13 @@ describe('deploying a saved agent (2.16)', () => {
     const notInput = await s.deploy({ column_name: 'A', input_mappings: { [crypto.randomUUID()]: s.company.id } });
     expect(notInput.statusCode).toBe(422);
     expect(notInput.json().issues[0].loc).toEqual(['body', 'input_mappings']);
-    expect((await s.deploy({ column_name: 'B', input_mappings: { [s.inputId]: crypto.randomUUID() } })).statusCode).toBe(404);
+    expect(
+      (await s.deploy({ column_name: 'B', input_mappings: { [s.inputId]: crypto.randomUUID() } })).statusCode,
+    ).toBe(404);
     expect((await s.deploy({ column_name: 'C', saved_agent_id: crypto.randomUUID() })).statusCode).toBe(404);
-    expect((await api.post(`/tables/${crypto.randomUUID()}/agent-columns/`, { saved_agent_id: s.agent.id })).statusCode).toBe(404);
+    expect(
+      (await api.post(`/tables/${crypto.randomUUID()}/agent-columns/`, { saved_agent_id: s.agent.id })).statusCode,
+    ).toBe(404);
     expect((await s.deploy({ column_name: 'D', saved_agent_id: 'not-a-uuid' })).statusCode).toBe(422);
     // A column an agent reads cannot be deleted under it.
     expect((await api.del(`/tables/${s.table.id}/columns/${s.company.id}/`)).statusCode).toBe(409);
@@ -208,7 +288,12 @@ describe('deploying a saved agent (2.16)', () => {
     });
     await bare.ready();
     try {
-      const res = await bare.inject({ method: 'POST', url: `/tables/${s.table.id}/agent-columns/`, headers: withKey(paid.apiKey), payload: { saved_agent_id: s.agent.id } });
+      const res = await bare.inject({
+        method: 'POST',
+        url: `/tables/${s.table.id}/agent-columns/`,
+        headers: withKey(paid.apiKey),
+        payload: { saved_agent_id: s.agent.id },
+      });
       expect(res.statusCode).toBe(409);
       expect(res.json().detail).toContain('No chat model');
     } finally {

@@ -5,7 +5,15 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
-import { agentRunPrice, billedReach, compareAnswer, normaliseAnswer, offeredActions, runToolsets, scoreAgreement } from '../../domain/agents/saved-agents.js';
+import {
+  agentRunPrice,
+  billedReach,
+  compareAnswer,
+  normaliseAnswer,
+  offeredActions,
+  runToolsets,
+  scoreAgreement,
+} from '../../domain/agents/saved-agents.js';
 import { serveChatCompletions } from '../support/local-servers.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
@@ -22,7 +30,8 @@ beforeAll(async () => {
 afterAll(() => model?.close());
 
 const { stack, paid } = useTestStack({
-  agentSuppliers: () => agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
+  agentSuppliers: () =>
+    agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
 });
 let api: TablesClient;
 beforeAll(() => {
@@ -60,7 +69,9 @@ describe('a saved agent’s fields', () => {
         use_row_context: true,
       },
     });
-    expect(agent.inputs).toEqual([{ id: expect.stringMatching(/^[0-9a-f-]{36}$/), name: 'Company', description: null }]);
+    expect(agent.inputs).toEqual([
+      { id: expect.stringMatching(/^[0-9a-f-]{36}$/), name: 'Company', description: null },
+    ]);
     expect((await api.get(`/saved-agents/${agent.id}/`)).json()).toEqual(agent);
     expect((await api.get('/saved-agents/')).json().agents.map((a: { id: string }) => a.id)).toContain(agent.id);
   });
@@ -85,10 +96,16 @@ describe('a saved agent’s fields', () => {
     const agent = (
       await create({
         inputs: [{ id, name: 'Company' }],
-        prompt: { segments: [{ type: 'text', text: 'About ' }, { type: 'input_ref', input_id: id }, { type: 'context_ref' }] },
+        prompt: {
+          segments: [{ type: 'text', text: 'About ' }, { type: 'input_ref', input_id: id }, { type: 'context_ref' }],
+        },
       })
     ).json();
-    expect(agent.prompt.segments).toEqual([{ type: 'text', text: 'About ' }, { type: 'input_ref', input_id: id }, { type: 'context_ref', section: 'all' }]);
+    expect(agent.prompt.segments).toEqual([
+      { type: 'text', text: 'About ' },
+      { type: 'input_ref', input_id: id },
+      { type: 'context_ref', section: 'all' },
+    ]);
     const renamed = (await api.patch(`/saved-agents/${agent.id}/`, { inputs: [{ id, name: 'Organisation' }] })).json();
     expect(renamed.inputs).toEqual([{ id, name: 'Organisation', description: null }]);
     expect(renamed.prompt).toEqual(agent.prompt);
@@ -103,9 +120,18 @@ describe('a saved agent’s fields', () => {
   });
 
   it('answers 409 to an agent whose parts disagree: an input reference to no input, two inputs of one name, two fields of one key', async () => {
-    expect((await create({ prompt: { segments: [{ type: 'input_ref', input_id: crypto.randomUUID() }] } })).statusCode).toBe(409);
-    expect((await create({ inputs: [{ name: 'A' }, { name: 'a' }] })).json().detail).toContain('two inputs are named "a"');
-    const twice = await create({ output_fields: [{ key: 'x', name: 'X' }, { key: 'x', name: 'Y' }] });
+    expect(
+      (await create({ prompt: { segments: [{ type: 'input_ref', input_id: crypto.randomUUID() }] } })).statusCode,
+    ).toBe(409);
+    expect((await create({ inputs: [{ name: 'A' }, { name: 'a' }] })).json().detail).toContain(
+      'two inputs are named "a"',
+    );
+    const twice = await create({
+      output_fields: [
+        { key: 'x', name: 'X' },
+        { key: 'x', name: 'Y' },
+      ],
+    });
     expect(twice.statusCode).toBe(409);
     expect(twice.json().detail).toContain('two output fields have the key "x"');
   });
@@ -118,13 +144,17 @@ describe('a saved agent’s fields', () => {
     expect(ok.statusCode).toBe(201);
     expect(ok.json().settings.stay_on_domain).toBe(true);
     const plain = (await create({})).json();
-    expect((await api.patch(`/saved-agents/${plain.id}/`, { settings: { stay_on_domain: true } })).statusCode).toBe(422);
+    expect((await api.patch(`/saved-agents/${plain.id}/`, { settings: { stay_on_domain: true } })).statusCode).toBe(
+      422,
+    );
   });
 
   it('checks the settings, reach, names, output fields and MCP servers at their bounds', async () => {
     expect((await create({ settings: { kind: 'other' } })).statusCode).toBe(422);
     expect((await create({ settings: { effort: 'extreme' } })).statusCode).toBe(422);
-    expect((await create({ settings: { effort: 'high', allow_search: false, context: 'We sell boats' } })).json().settings).toMatchObject({ effort: 'high', allow_search: false, context: 'We sell boats' });
+    expect(
+      (await create({ settings: { effort: 'high', allow_search: false, context: 'We sell boats' } })).json().settings,
+    ).toMatchObject({ effort: 'high', allow_search: false, context: 'We sell boats' });
     expect((await create({ reach: 'everything' })).statusCode).toBe(422);
     expect((await create({ reach: 'none' })).json().price_credits).toBe(1);
     expect((await create({ name: text(255) })).statusCode).toBe(201);
@@ -138,7 +168,10 @@ describe('a saved agent’s fields', () => {
     expect((await create({ output_fields: [{ key: `k${text(100)}`, name: 'Long' }] })).statusCode).toBe(422);
     expect((await create({ output_fields: [{ key: '1st', name: 'Bad' }] })).statusCode).toBe(422);
     const mcp = await create({ reach: 'mcp', mcp_servers: [{ url: 'https://tools.example/mcp' }] });
-    expect(mcp.json()).toMatchObject({ mcp_servers: [{ url: 'https://tools.example/mcp', name: null }], price_credits: 2 });
+    expect(mcp.json()).toMatchObject({
+      mcp_servers: [{ url: 'https://tools.example/mcp', name: null }],
+      price_credits: 2,
+    });
     expect((await create({ mcp_servers: [{ url: 'ftp://tools.example/' }] })).statusCode).toBe(422);
   });
 
@@ -171,10 +204,13 @@ describe('the price and agreement rules', () => {
     expect(compareAnswer('1,000', 1000)).toBe('normalised');
     expect(compareAnswer('Paris', 'Lyon')).toBe('mismatch');
     expect(normaliseAnswer('  Big   Co!  ')).toBe('big co');
-    const score = scoreAgreement(['a', 'b'], [
-      { expected: { a: 'X', b: 'y' }, values: { a: 'X', b: 'Y' } },
-      { expected: { a: 'Z' }, values: null },
-    ]);
+    const score = scoreAgreement(
+      ['a', 'b'],
+      [
+        { expected: { a: 'X', b: 'y' }, values: { a: 'X', b: 'Y' } },
+        { expected: { a: 'Z' }, values: null },
+      ],
+    );
     expect(score.fields).toEqual([
       { key: 'a', compared: 2, exact: 1, normalised: 1, rate: 0.5 },
       { key: 'b', compared: 1, exact: 0, normalised: 1, rate: 1 },
@@ -191,7 +227,12 @@ describe('training from examples', () => {
         name: 'Capitals',
         reach: 'none',
         inputs: [{ id: country, name: 'Country' }],
-        prompt: { segments: [{ type: 'text', text: 'Capital of ' }, { type: 'input_ref', input_id: country }] },
+        prompt: {
+          segments: [
+            { type: 'text', text: 'Capital of ' },
+            { type: 'input_ref', input_id: country },
+          ],
+        },
         output_fields: [{ key: 'capital', name: 'Capital' }],
       })
     ).json();
@@ -209,10 +250,22 @@ describe('training from examples', () => {
 
   it('keeps examples and refuses inputs and fields the agent does not have', async () => {
     const { agent, country } = await capitalAgent();
-    const made = await api.post(`/saved-agents/${agent.id}/examples/`, { label: 'France', inputs: { [country]: 'France' }, expected: { capital: 'Paris' } });
+    const made = await api.post(`/saved-agents/${agent.id}/examples/`, {
+      label: 'France',
+      inputs: { [country]: 'France' },
+      expected: { capital: 'Paris' },
+    });
     expect(made.statusCode, made.body).toBe(201);
-    expect(made.json()).toMatchObject({ agent_id: agent.id, label: 'France', inputs: { [country]: 'France' }, expected: { capital: 'Paris' } });
-    expect((await api.post(`/saved-agents/${agent.id}/examples/`, { inputs: { [crypto.randomUUID()]: 'x' }, expected: {} })).statusCode).toBe(422);
+    expect(made.json()).toMatchObject({
+      agent_id: agent.id,
+      label: 'France',
+      inputs: { [country]: 'France' },
+      expected: { capital: 'Paris' },
+    });
+    expect(
+      (await api.post(`/saved-agents/${agent.id}/examples/`, { inputs: { [crypto.randomUUID()]: 'x' }, expected: {} }))
+        .statusCode,
+    ).toBe(422);
     const badKey = await api.post(`/saved-agents/${agent.id}/examples/`, { expected: { population: 3 } });
     expect(badKey.statusCode).toBe(422);
     expect(issueLocs(badKey.json())).toEqual(['body.expected']);
@@ -224,8 +277,16 @@ describe('training from examples', () => {
 
   it('runs the agent on every example, reports per-field agreement and compares it with the last run', async () => {
     const { agent, country } = await capitalAgent();
-    for (const [name, capital] of [['France', 'Paris'], ['Spain', 'Madrid'], ['Italy', 'Rome']]) {
-      await api.post(`/saved-agents/${agent.id}/examples/`, { label: name, inputs: { [country]: name }, expected: { capital } });
+    for (const [name, capital] of [
+      ['France', 'Paris'],
+      ['Spain', 'Madrid'],
+      ['Italy', 'Rome'],
+    ]) {
+      await api.post(`/saved-agents/${agent.id}/examples/`, {
+        label: name,
+        inputs: { [country]: name },
+        expected: { capital },
+      });
     }
     const started = await api.post(`/saved-agents/${agent.id}/training-runs/`);
     expect(started.statusCode, started.body).toBe(201);
@@ -234,7 +295,11 @@ describe('training from examples', () => {
     expect(first.status).toBe('completed');
     expect(first.fields).toEqual([{ key: 'capital', compared: 3, exact: 1, normalised: 2, rate: 2 / 3 }]);
     expect(first.overall_rate).toBeCloseTo(2 / 3);
-    expect(first.results.map((r: { matches: object }) => r.matches)).toEqual([{ capital: 'normalised' }, { capital: 'mismatch' }, { capital: 'exact' }]);
+    expect(first.results.map((r: { matches: object }) => r.matches)).toEqual([
+      { capital: 'normalised' },
+      { capital: 'mismatch' },
+      { capital: 'exact' },
+    ]);
     expect(first.workflow_id).toBe(`agent-training/${first.id}`);
 
     // A change (here the model learns Spain) shows as a better rate than the run before.
@@ -246,6 +311,11 @@ describe('training from examples', () => {
     const listed = (await api.get(`/saved-agents/${agent.id}/training-runs/`)).json().training_runs;
     expect(listed.map((t: { id: string }) => t.id)).toEqual([second.id, first.id]);
     const run = (await api.get(`/agent-runs/${second.results[0].agent_run_id}/`)).json();
-    expect(run).toMatchObject({ target: 'example', training_run_id: second.id, status: 'completed', billed_reach: 'none' });
+    expect(run).toMatchObject({
+      target: 'example',
+      training_run_id: second.id,
+      status: 'completed',
+      billed_reach: 'none',
+    });
   });
 });

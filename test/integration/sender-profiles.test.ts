@@ -6,24 +6,46 @@ import { useTestStack, withKey } from '../support/test-stack.js';
 const { stack, paid } = useTestStack();
 
 async function createProfile(name: string, timezone?: string) {
-  const res = await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name, timezone } });
+  const res = await stack.app.inject({
+    method: 'POST',
+    url: '/sender-profiles/',
+    headers: withKey(paid.apiKey),
+    payload: { name, timezone },
+  });
   expect(res.statusCode).toBe(201);
   return res.json() as { id: string; name: string; timezone: string };
 }
 
 const settingsUrl = (id: string) => `/sender-profiles/${id}/pnet/settings/`;
-const patchSettings = (id: string, payload: object) => stack.app.inject({ method: 'PATCH', url: settingsUrl(id), headers: withKey(paid.apiKey), payload });
+const patchSettings = (id: string, payload: object) =>
+  stack.app.inject({ method: 'PATCH', url: settingsUrl(id), headers: withKey(paid.apiKey), payload });
 
 describe('sender profiles', () => {
   it('creates, lists and reads profiles; a duplicate name is 409', async () => {
     const profile = await createProfile('Ada Sales', 'Europe/Berlin');
     expect(profile).toMatchObject({ name: 'Ada Sales', timezone: 'Europe/Berlin' });
-    const again = await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: 'Ada Sales' } });
+    const again = await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers: withKey(paid.apiKey),
+      payload: { name: 'Ada Sales' },
+    });
     expect(again.statusCode).toBe(409);
-    const list = (await stack.app.inject({ method: 'GET', url: '/sender-profiles/', headers: withKey(paid.apiKey) })).json();
+    const list = (
+      await stack.app.inject({ method: 'GET', url: '/sender-profiles/', headers: withKey(paid.apiKey) })
+    ).json();
     expect(list.sender_profiles.map((p: { id: string }) => p.id)).toContain(profile.id);
-    expect((await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/`, headers: withKey(paid.apiKey) })).json()).toEqual(profile);
-    const badZone = await stack.app.inject({ method: 'POST', url: '/sender-profiles/', headers: withKey(paid.apiKey), payload: { name: 'X', timezone: 'Mars/Base' } });
+    expect(
+      (
+        await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/`, headers: withKey(paid.apiKey) })
+      ).json(),
+    ).toEqual(profile);
+    const badZone = await stack.app.inject({
+      method: 'POST',
+      url: '/sender-profiles/',
+      headers: withKey(paid.apiKey),
+      payload: { name: 'X', timezone: 'Mars/Base' },
+    });
     expect(badZone.statusCode).toBe(422);
     expect(badZone.json().issues[0].loc).toEqual(['body', 'timezone']);
   });
@@ -32,7 +54,14 @@ describe('sender profiles', () => {
 describe('endpoint 8: the pnet account wrapper', () => {
   it('answers a not-connected account as a normal state: pending, waiting on a browser, with a stable connection token', async () => {
     const profile = await createProfile('Not yet connected');
-    const read = async () => (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    const read = async () =>
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/sender-profiles/${profile.id}/pnet/`,
+          headers: withKey(paid.apiKey),
+        })
+      ).json();
     const first = await read();
     expect(first).toMatchObject({ connected: false, connection_token: expect.stringMatching(/^opc_[\w-]{43}$/) });
     expect(first.account).toMatchObject({
@@ -55,10 +84,15 @@ describe('endpoint 8: the pnet account wrapper', () => {
       payload: { account_id: first.account.id, params: { kind: 'check_inbox' }, test: true },
     });
     expect(queued.statusCode).toBe(201);
-    expect((await read()).account).toMatchObject({ status: 'pending', queued_count: 1, wait: { reason: 'not_connected', next_at: null } });
+    expect((await read()).account).toMatchObject({
+      status: 'pending',
+      queued_count: 1,
+      wait: { reason: 'not_connected', next_at: null },
+    });
     // The same token on every read, so a second browser can use it; only its hash is stored.
     expect((await read()).connection_token).toBe(first.connection_token);
-    const [row] = await stack.sql`select connection_token_hash from pnet_accounts where sender_profile_id = ${profile.id}`;
+    const [row] =
+      await stack.sql`select connection_token_hash from pnet_accounts where sender_profile_id = ${profile.id}`;
     expect(Buffer.compare(row!.connection_token_hash, hashConnectionToken(first.connection_token))).toBe(0);
   });
 
@@ -72,7 +106,11 @@ describe('endpoint 8: the pnet account wrapper', () => {
     await stack.sql`
       insert into pnet_usage (account_id, local_date, limit_kind, used)
       values (${account!.id}, (now() at time zone 'America/New_York')::date, 'connection_request', 3)`;
-    const res = await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) });
+    const res = await stack.app.inject({
+      method: 'GET',
+      url: `/sender-profiles/${profile.id}/pnet/`,
+      headers: withKey(paid.apiKey),
+    });
     expect(res.statusCode).toBe(200);
     const body = res.json();
     expect(body.connected).toBe(true);
@@ -101,17 +139,42 @@ describe('endpoint 8: the pnet account wrapper', () => {
     expect(body.account).toMatchObject({ queued_count: 0, approvals_waiting: 0, wait: null });
 
     // Queued work shows on the account: manual mode puts this step on the Tasks page.
-    await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: account!.id, params: { kind: 'check_inbox' } } });
-    await stack.app.inject({ method: 'POST', url: '/pnet/steps/', headers: withKey(paid.apiKey), payload: { account_id: account!.id, params: { kind: 'check_inbox' }, test: true } });
-    const live = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers: withKey(paid.apiKey),
+      payload: { account_id: account!.id, params: { kind: 'check_inbox' } },
+    });
+    await stack.app.inject({
+      method: 'POST',
+      url: '/pnet/steps/',
+      headers: withKey(paid.apiKey),
+      payload: { account_id: account!.id, params: { kind: 'check_inbox' }, test: true },
+    });
+    const live = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/sender-profiles/${profile.id}/pnet/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json();
     expect(live.account).toMatchObject({ queued_count: 1, approvals_waiting: 1, wait: { reason: 'ready' } });
   });
 
   it('ramps a newly connected account to a quarter of its ceilings', async () => {
     const profile = await createProfile('Fresh account');
     await stack.sql`update pnet_accounts set status = 'connected', connected_at = now() where sender_profile_id = ${profile.id}`;
-    const body = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
-    expect(body.account.usage.find((u: { kind: string }) => u.kind === 'connection_request')).toMatchObject({ daily_limit: 5, weekly_limit: 25 });
+    const body = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/sender-profiles/${profile.id}/pnet/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json();
+    expect(body.account.usage.find((u: { kind: string }) => u.kind === 'connection_request')).toMatchObject({
+      daily_limit: 5,
+      weekly_limit: 25,
+    });
     expect(body.account.presence).toBe('offline');
   });
 });
@@ -119,7 +182,9 @@ describe('endpoint 8: the pnet account wrapper', () => {
 describe('pnet settings and limits', () => {
   it('starts from the safe defaults and reports the maximums', async () => {
     const profile = await createProfile('Defaults');
-    const settings = (await stack.app.inject({ method: 'GET', url: settingsUrl(profile.id), headers: withKey(paid.apiKey) })).json();
+    const settings = (
+      await stack.app.inject({ method: 'GET', url: settingsUrl(profile.id), headers: withKey(paid.apiKey) })
+    ).json();
     expect(settings).toEqual({
       timezone: 'UTC',
       working_hours: { start: '09:00', end: '18:00', days: [1, 2, 3, 4, 5] },
@@ -137,7 +202,11 @@ describe('pnet settings and limits', () => {
     const patch = (payload: object) => patchSettings(profile.id, payload);
     const atMax = await patch({ limits: { daily_limit_connection_request: 40, weekly_connection_request_cap: 200 } });
     expect(atMax.statusCode).toBe(200);
-    expect(atMax.json().limits).toMatchObject({ daily_limit_connection_request: 40, weekly_connection_request_cap: 200, daily_limit_send_message: 20 });
+    expect(atMax.json().limits).toMatchObject({
+      daily_limit_connection_request: 40,
+      weekly_connection_request_cap: 200,
+      daily_limit_send_message: 20,
+    });
     const past = await patch({ limits: { daily_limit_connection_request: 41 } });
     expect(past.statusCode).toBe(422);
     expect(past.json().issues[0]).toMatchObject({ loc: ['body', 'limits.daily_limit_connection_request'], input: 41 });
@@ -147,7 +216,9 @@ describe('pnet settings and limits', () => {
     expect((await patch({ min_action_interval_seconds: 3601 })).statusCode).toBe(422);
     expect((await patch({ timezone: 'Mars/Base' })).json().issues[0].loc).toEqual(['body', 'timezone']);
     expect((await patch({ working_hours: { start: '09:00', end: '18:00', days: [8] } })).statusCode).toBe(422);
-    const now = (await stack.app.inject({ method: 'GET', url: settingsUrl(profile.id), headers: withKey(paid.apiKey) })).json();
+    const now = (
+      await stack.app.inject({ method: 'GET', url: settingsUrl(profile.id), headers: withKey(paid.apiKey) })
+    ).json();
     expect(now.limits.daily_limit_connection_request).toBe(40);
     expect(now.min_action_interval_seconds).toBe(90);
     expect(now.timezone).toBe('UTC');
@@ -161,14 +232,24 @@ describe('pnet settings and limits', () => {
       working_hours: { start: '00:00', end: '23:59', days: [7] },
     });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ limits: { daily_limit_like_post: 0 }, min_action_interval_seconds: 3600, working_hours: { end: '23:59', days: [7] } });
+    expect(res.json()).toMatchObject({
+      limits: { daily_limit_like_post: 0 },
+      min_action_interval_seconds: 3600,
+      working_hours: { end: '23:59', days: [7] },
+    });
   });
 
   it('takes a time zone link such as Asia/Kolkata and resets usage at its midnight', async () => {
     const profile = await createProfile('Kolkata', 'Asia/Kolkata');
     expect(profile.timezone).toBe('Asia/Kolkata');
     await stack.sql`update pnet_accounts set status = 'connected', connected_at = now() where sender_profile_id = ${profile.id}`;
-    const wrapper = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers: withKey(paid.apiKey) })).json();
+    const wrapper = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/sender-profiles/${profile.id}/pnet/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json();
     // 00:00 in Kolkata is 18:30 UTC.
     expect(wrapper.account.usage_resets_at).toMatch(/T18:30:00\.000Z$/);
   });
@@ -189,6 +270,10 @@ describe('pnet settings and limits', () => {
       limits: defaultLimits,
     });
     const after = await patchSettings(profile.id, {});
-    expect(after.json()).toMatchObject({ timezone: 'Asia/Tokyo', run_mode: 'automatic', min_action_interval_seconds: 30 });
+    expect(after.json()).toMatchObject({
+      timezone: 'Asia/Tokyo',
+      run_mode: 'automatic',
+      min_action_interval_seconds: 30,
+    });
   });
 });

@@ -14,7 +14,12 @@ import { type SequenceGraph } from '../../domain/sequences/sequences.js';
 import { addDays, localDate, zonedInstant } from '../../domain/shared/zoned-time.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
 import { sequenceContactWorkflow } from '../../workflows/sequences/sequence-contact.js';
-import { sequenceContactStateQuery, sequenceContactWorkflowId, wakeContactSignal, type SequenceContactInput } from '../../workflows/sequences/sequence-contact.contract.js';
+import {
+  sequenceContactStateQuery,
+  sequenceContactWorkflowId,
+  wakeContactSignal,
+  type SequenceContactInput,
+} from '../../workflows/sequences/sequence-contact.contract.js';
 import { sequencesApi, type SequencesApi } from '../support/sequences.js';
 import { useTestStack } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
@@ -37,7 +42,11 @@ const taskQueue = 'sequence-contact-test';
 const temporal = useTimeSkippingWorker(taskQueue, (env) => {
   const acts = createActivities({
     sql: stack.sql,
-    startStep: async (row) => void (await env.client.workflow.start(browserStepWorkflow, { ...startOptions(taskQueue, row), typedSearchAttributes: [] })),
+    startStep: async (row) =>
+      void (await env.client.workflow.start(browserStepWorkflow, {
+        ...startOptions(taskQueue, row),
+        typedSearchAttributes: [],
+      })),
     housekeeping: {},
     mailer,
   });
@@ -56,8 +65,20 @@ beforeAll(() => {
 });
 
 const zone = 'America/New_York';
-const email = (id: string, next: string) => ({ id, type: 'email', subject_segments: [{ kind: 'text', text: id }], body_segments: [{ kind: 'text', text: `Body of ${id}` }], next });
-const wait = (id: string, days: number, next: string, extra: object = {}) => ({ id, type: 'wait', days, next, ...extra });
+const email = (id: string, next: string) => ({
+  id,
+  type: 'email',
+  subject_segments: [{ kind: 'text', text: id }],
+  body_segments: [{ kind: 'text', text: `Body of ${id}` }],
+  next,
+});
+const wait = (id: string, days: number, next: string, extra: object = {}) => ({
+  id,
+  type: 'wait',
+  days,
+  next,
+  ...extra,
+});
 const end = { id: 'done', type: 'end' };
 
 /**
@@ -67,7 +88,13 @@ const end = { id: 'done', type: 'end' };
 async function contactOn(graph: object) {
   const audience = await api.audience();
   const profile = (await api.post('/sender-profiles/', { name: `S ${randomUUID()}`, timezone: zone })).json();
-  const seq = await api.sequence({ audience_table_id: audience.tableId, audience_mapping: audience.mapping, email_mode: 'automatic', senders: [{ sender_profile_id: profile.id, from_email: 's@sender.example' }], graph });
+  const seq = await api.sequence({
+    audience_table_id: audience.tableId,
+    audience_mapping: audience.mapping,
+    email_mode: 'automatic',
+    senders: [{ sender_profile_id: profile.id, from_email: 's@sender.example' }],
+    graph,
+  });
   await stack.sql`update sequences set status = 'active' where id = ${seq.id}`;
   const address = `${randomUUID().slice(0, 8)}@example.com`;
   const rowId = await audience.addRow({ email: address, first: 'Ada' });
@@ -77,7 +104,12 @@ async function contactOn(graph: object) {
             ${new Date(await temporal.env.currentTimeMs())}) returning id`;
   const input: SequenceContactInput = { contactId: c!.id, sequenceId: seq.id, workspaceId: paid.workspaceId };
   const start = (extra: Partial<SequenceContactInput> = {}) =>
-    temporal.env.client.workflow.start(sequenceContactWorkflow, { taskQueue, workflowId: sequenceContactWorkflowId(seq.id, c!.id), args: [{ ...input, ...extra }], memo: { wait: null } });
+    temporal.env.client.workflow.start(sequenceContactWorkflow, {
+      taskQueue,
+      workflowId: sequenceContactWorkflowId(seq.id, c!.id),
+      args: [{ ...input, ...extra }],
+      memo: { wait: null },
+    });
   const mails = () => sent.filter((m) => m.to === address).map((m) => m.subject);
   const row = async () => (await stack.sql`select * from sequence_contacts where id = ${c!.id}`)[0]!;
   return { seqId: seq.id, contactId: c!.id, address, start, mails, row };
@@ -109,8 +141,11 @@ async function eventually(check: () => Promise<boolean>, ms = 20_000) {
 }
 
 describe('a contact on the workflow clock', () => {
-  it('waits a calendar day in the sender\'s zone across the spring-forward change, then to the next business hour', async () => {
-    const c = await contactOn({ start: 'first', steps: [email('first', 'pause'), wait('pause', 1, 'second'), email('second', 'done'), end] });
+  it("waits a calendar day in the sender's zone across the spring-forward change, then to the next business hour", async () => {
+    const c = await contactOn({
+      start: 'first',
+      steps: [email('first', 'pause'), wait('pause', 1, 'second'), email('second', 'done'), end],
+    });
     // Saturday 2027-03-13 10:00 in New York; the clocks go forward in the night.
     await sleepUntil(zonedInstant({ year: 2027, month: 3, day: 13 }, 10, 0, zone));
     const handle = await c.start();
@@ -119,7 +154,10 @@ describe('a contact on the workflow clock', () => {
     // not a business day: Monday 09:00 EDT.
     const monday9 = zonedInstant({ year: 2027, month: 3, day: 15 }, 9, 0, zone);
     expect((await c.row()).wait_until).toEqual(monday9);
-    expect(await handle.query(sequenceContactStateQuery)).toMatchObject({ phase: 'waiting', wait: { reason: 'timer', until: monday9.toISOString() } });
+    expect(await handle.query(sequenceContactStateQuery)).toMatchObject({
+      phase: 'waiting',
+      wait: { reason: 'timer', until: monday9.toISOString() },
+    });
     const memo = (await handle.describe()).memo as { wait: { reason: string; until: string } };
     expect(memo.wait).toEqual({ reason: 'timer', until: monday9.toISOString() });
 
@@ -132,7 +170,10 @@ describe('a contact on the workflow clock', () => {
   });
 
   it('waits across several days and a weekend in business hours (Friday 16:30 + 1 day 2 hours → Monday 09:00)', async () => {
-    const c = await contactOn({ start: 'pause', steps: [wait('pause', 1, 'first', { hours: 2 }), email('first', 'done'), end] });
+    const c = await contactOn({
+      start: 'pause',
+      steps: [wait('pause', 1, 'first', { hours: 2 }), email('first', 'done'), end],
+    });
     // The next Friday on the workflow clock (a finished workflow may have moved it far ahead).
     let friday = addDays(localDate(new Date(await temporal.env.currentTimeMs()), zone), 1);
     while (new Date(Date.UTC(friday.year, friday.month - 1, friday.day)).getUTCDay() !== 5) friday = addDays(friday, 1);
@@ -158,7 +199,10 @@ describe('a contact on the workflow clock', () => {
     }
     expect(c.mails()).toEqual([]);
     expect(await c.row()).toMatchObject({ status: 'stopped', stop_reason: 'replied', done_steps: [] });
-    expect((await stack.sql`select status, reason from sequence_sends where contact_id = ${c.contactId}`)[0]).toEqual({ status: 'stopped', reason: 'replied' });
+    expect((await stack.sql`select status, reason from sequence_sends where contact_id = ${c.contactId}`)[0]).toEqual({
+      status: 'stopped',
+      reason: 'replied',
+    });
   });
 
   it('settles a send its dead worker left claimed as sent (unconfirmed), never again, before a reply recorded since stops the contact', async () => {
@@ -182,11 +226,21 @@ describe('a contact on the workflow clock', () => {
     expect(crashed).toBe(true);
     expect(c.mails()).toEqual([]);
     expect(await c.row()).toMatchObject({ status: 'stopped', stop_reason: 'replied' });
-    expect((await stack.sql`select status, unconfirmed from sequence_sends where contact_id = ${c.contactId}`)[0]).toEqual({ status: 'sent', unconfirmed: true });
+    expect(
+      (await stack.sql`select status, unconfirmed from sequence_sends where contact_id = ${c.contactId}`)[0],
+    ).toEqual({ status: 'sent', unconfirmed: true });
   });
 
   it('stops a contact waiting days for its next step as soon as it is woken after a reply, without waiting the days out', async () => {
-    const c = await contactOn({ start: 'first', steps: [email('first', 'pause'), wait('pause', 3, 'second', { business_hours: false }), email('second', 'done'), end] });
+    const c = await contactOn({
+      start: 'first',
+      steps: [
+        email('first', 'pause'),
+        wait('pause', 3, 'second', { business_hours: false }),
+        email('second', 'done'),
+        end,
+      ],
+    });
     const handle = await c.start();
     await eventually(async () => (await c.row()).wait_reason === 'timer');
     const before = await temporal.env.currentTimeMs();
@@ -201,7 +255,10 @@ describe('a contact on the workflow clock', () => {
   });
 
   it('holds a paused contact past the end of its wait, and goes on once resumed', async () => {
-    const c = await contactOn({ start: 'pause', steps: [wait('pause', 1, 'first', { business_hours: false }), email('first', 'done'), end] });
+    const c = await contactOn({
+      start: 'pause',
+      steps: [wait('pause', 1, 'first', { business_hours: false }), email('first', 'done'), end],
+    });
     const handle = await c.start();
     await eventually(async () => (await c.row()).wait_reason === 'timer');
     await setContactState(stack.sql, paid.workspaceId, c.seqId, c.contactId, 'pause');
@@ -216,7 +273,15 @@ describe('a contact on the workflow clock', () => {
   });
 
   it('migrates a contact to a new version without repeating a step it already had', async () => {
-    const v1 = { start: 'intro', steps: [email('intro', 'pause'), wait('pause', 2, 'follow_up', { business_hours: false }), email('follow_up', 'done'), end] };
+    const v1 = {
+      start: 'intro',
+      steps: [
+        email('intro', 'pause'),
+        wait('pause', 2, 'follow_up', { business_hours: false }),
+        email('follow_up', 'done'),
+        end,
+      ],
+    };
     const c = await contactOn(v1);
     const handle = await c.start();
     await eventually(async () => (await c.row()).wait_reason === 'timer');
@@ -226,7 +291,13 @@ describe('a contact on the workflow clock', () => {
     const current = (await api.get(`/sequences/${c.seqId}/`)).json();
     const v2: SequenceGraph = {
       start: 'intro',
-      steps: [email('intro', 'case_study'), email('case_study', 'pause'), wait('pause', 2, 'follow_up', { business_hours: false }), email('follow_up', 'done'), end] as never,
+      steps: [
+        email('intro', 'case_study'),
+        email('case_study', 'pause'),
+        wait('pause', 2, 'follow_up', { business_hours: false }),
+        email('follow_up', 'done'),
+        end,
+      ] as never,
     };
     const edited = await api.patch(`/sequences/${c.seqId}/`, { expected_revision: current.revision, graph: v2 });
     expect(edited.json().version).toBe(2);
@@ -255,8 +326,14 @@ describe('a contact on the workflow clock', () => {
     const opened = await contactOn(graph);
     const unopened = await contactOn(graph);
     const handles = [await opened.start(), await unopened.start()];
-    await eventually(async () => (await opened.row()).wait_reason === 'timer' && (await unopened.row()).wait_reason === 'timer');
-    const token = (await stack.sql<{ open_token: string }[]>`select open_token from sequence_sends where contact_id = ${opened.contactId}`)[0]!.open_token;
+    await eventually(
+      async () => (await opened.row()).wait_reason === 'timer' && (await unopened.row()).wait_reason === 'timer',
+    );
+    const token = (
+      await stack.sql<
+        { open_token: string }[]
+      >`select open_token from sequence_sends where contact_id = ${opened.contactId}`
+    )[0]!.open_token;
     expect((await stack.app.inject({ method: 'GET', url: `/sequences/opens/${token}/` })).statusCode).toBe(200);
     for (const h of handles) expect((await h.result()).phase).toBe('completed');
     expect(opened.mails()).toEqual(['intro', 'warm']);
@@ -265,7 +342,8 @@ describe('a contact on the workflow clock', () => {
 
   it('continues as new on a long sequence and still finishes every step once', async () => {
     const steps = [];
-    for (let i = 1; i <= 6; i++) steps.push(email(`m${i}`, `w${i}`), wait(`w${i}`, 1, i === 6 ? 'done' : `m${i + 1}`, { business_hours: false }));
+    for (let i = 1; i <= 6; i++)
+      steps.push(email(`m${i}`, `w${i}`), wait(`w${i}`, 1, i === 6 ? 'done' : `m${i + 1}`, { business_hours: false }));
     const c = await contactOn({ start: 'm1', steps: [...steps, end] });
     const handle = await c.start({ turnsPerRun: 4 });
     const result = await handle.result();

@@ -24,7 +24,11 @@ beforeAll(async () => {
   stack.integrations.sourcing.crm = { apiUrl: twin.url, timeoutMs: 10_000 };
   stack.integrations.sourcing.csvAllowPrivateNetworks = true;
   for (let i = 0; i < 250; i += 1) {
-    twin.add('contacts', { email: `person${i}@example.com`, firstname: `P${i}`, lifecyclestage: i % 5 === 0 ? 'customer' : 'lead' });
+    twin.add('contacts', {
+      email: `person${i}@example.com`,
+      firstname: `P${i}`,
+      lifecyclestage: i % 5 === 0 ? 'customer' : 'lead',
+    });
   }
 });
 afterAll(async () => {
@@ -51,7 +55,8 @@ async function settledRun(tableId: string, importId: string, runs = 1) {
   return imp;
 }
 
-const rowCount = async (tableId: string) => ((await stack.sql<{ n: number }[]>`select count(*)::int as n from table_rows where table_id = ${tableId}`)[0]!).n;
+const rowCount = async (tableId: string) =>
+  (await stack.sql<{ n: number }[]>`select count(*)::int as n from table_rows where table_id = ${tableId}`)[0]!.n;
 
 let connectionId: string;
 
@@ -62,14 +67,27 @@ describe('CRM connection', () => {
     const res = await post('/integrations/crm/connections/', { name: 'HubSpot', access_token: 'pat-good' });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.body).not.toContain('pat-good');
-    expect(res.json()).toMatchObject({ provider: 'hubspot', auth_kind: 'private_app', account_id: '4242', status: 'connected' });
+    expect(res.json()).toMatchObject({
+      provider: 'hubspot',
+      auth_kind: 'private_app',
+      account_id: '4242',
+      status: 'connected',
+    });
     connectionId = res.json().id;
-    const [row] = await stack.sql<{ token_sealed: string }[]>`select token_sealed from crm_connections where id = ${connectionId}`;
+    const [row] = await stack.sql<
+      { token_sealed: string }[]
+    >`select token_sealed from crm_connections where id = ${connectionId}`;
     expect(row!.token_sealed).toMatch(/^s1\./);
     expect(row!.token_sealed).not.toContain('pat-good');
-    expect((await post('/integrations/crm/connections/', { name: 'hubspot', access_token: 'pat-good' })).statusCode).toBe(409);
+    expect(
+      (await post('/integrations/crm/connections/', { name: 'hubspot', access_token: 'pat-good' })).statusCode,
+    ).toBe(409);
     expect((await get('/integrations/crm/connections/')).json().connections).toHaveLength(1);
-    const other = await stack.app.inject({ method: 'GET', url: `/integrations/crm/connections/${connectionId}/`, headers: withKey(free.apiKey) });
+    const other = await stack.app.inject({
+      method: 'GET',
+      url: `/integrations/crm/connections/${connectionId}/`,
+      headers: withKey(free.apiKey),
+    });
     expect(other.statusCode).toBe(404);
   });
 });
@@ -98,7 +116,10 @@ describe('CRM import', () => {
     expect(imp.watermark).not.toBeNull();
 
     // Three customers change in the CRM: the next run reads from the watermark and updates their rows.
-    for (const id of [...twin.store.contacts.values()].filter((o) => o.properties.lifecyclestage === 'customer').slice(0, 3).map((o) => o.id)) {
+    for (const id of [...twin.store.contacts.values()]
+      .filter((o) => o.properties.lifecyclestage === 'customer')
+      .slice(0, 3)
+      .map((o) => o.id)) {
       twin.update('contacts', id, { firstname: 'Changed' });
     }
     expect((await post(`/tables/${tableId}/imports/${importId}/runs/`, {})).statusCode).toBe(202);
@@ -118,7 +139,11 @@ describe('CRM import', () => {
   it('imports every record of an unfiltered set across pages (100 a page)', async () => {
     const tableId = await table('Everyone');
     const res = await post(`/tables/${tableId}/imports/`, {
-      source: 'crm', name: 'Everyone', connection_id: connectionId, object_type: 'contacts', mapping: [{ source: 'email', column_name: 'Email' }],
+      source: 'crm',
+      name: 'Everyone',
+      connection_id: connectionId,
+      object_type: 'contacts',
+      mapping: [{ source: 'email', column_name: 'Email' }],
     });
     const imp = await settledRun(tableId, res.json().id);
     expect(imp.runs[0]).toMatchObject({ status: 'succeeded', rows_created: 250 });
@@ -129,7 +154,12 @@ describe('CRM import', () => {
     const tableId = await table('List');
     twin.lists.set('77', [...twin.store.contacts.keys()].slice(0, 120));
     const res = await post(`/tables/${tableId}/imports/`, {
-      source: 'crm', name: 'List 77', connection_id: connectionId, object_type: 'contacts', list_id: '77', mapping: [{ source: 'email', column_name: 'Email' }],
+      source: 'crm',
+      name: 'List 77',
+      connection_id: connectionId,
+      object_type: 'contacts',
+      list_id: '77',
+      mapping: [{ source: 'email', column_name: 'Email' }],
     });
     const imp = await settledRun(tableId, res.json().id);
     expect(imp.runs[0]).toMatchObject({ status: 'succeeded', rows_created: 120 });
@@ -138,16 +168,44 @@ describe('CRM import', () => {
 
   it('refuses bad imports: an unknown connection, too many filters, a private CSV address when private networks are not allowed', async () => {
     const tableId = await table('Refusals');
-    const base = { source: 'crm', name: 'x', connection_id: connectionId, object_type: 'contacts', mapping: [{ source: 'email', column_name: 'Email' }] };
-    expect((await post(`/tables/${tableId}/imports/`, { ...base, connection_id: '00000000-0000-4000-8000-000000000000' })).statusCode).toBe(404);
+    const base = {
+      source: 'crm',
+      name: 'x',
+      connection_id: connectionId,
+      object_type: 'contacts',
+      mapping: [{ source: 'email', column_name: 'Email' }],
+    };
+    expect(
+      (await post(`/tables/${tableId}/imports/`, { ...base, connection_id: '00000000-0000-4000-8000-000000000000' }))
+        .statusCode,
+    ).toBe(404);
     const filter = { property: 'email', operator: 'HAS_PROPERTY' };
-    expect((await post(`/tables/${tableId}/imports/`, { ...base, filters: Array(6).fill(filter), run_now: false })).statusCode).toBe(422);
-    expect((await post(`/tables/${tableId}/imports/`, { ...base, filters: Array(5).fill(filter), run_now: false })).statusCode).toBe(201);
+    expect(
+      (await post(`/tables/${tableId}/imports/`, { ...base, filters: Array(6).fill(filter), run_now: false }))
+        .statusCode,
+    ).toBe(422);
+    expect(
+      (await post(`/tables/${tableId}/imports/`, { ...base, filters: Array(5).fill(filter), run_now: false }))
+        .statusCode,
+    ).toBe(201);
     expect((await post(`/tables/${tableId}/imports/`, { ...base, mapping: [] })).statusCode).toBe(422);
-    expect((await post(`/tables/${tableId}/imports/`, { ...base, mapping: Array.from({ length: 51 }, (_, i) => ({ source: `p${i}`, column_name: `C${i}` })) })).statusCode).toBe(422);
+    expect(
+      (
+        await post(`/tables/${tableId}/imports/`, {
+          ...base,
+          mapping: Array.from({ length: 51 }, (_, i) => ({ source: `p${i}`, column_name: `C${i}` })),
+        })
+      ).statusCode,
+    ).toBe(422);
     stack.integrations.sourcing.csvAllowPrivateNetworks = false;
     try {
-      const res = await post(`/tables/${tableId}/imports/`, { source: 'csv_url', name: 'csv', csv_url: `${csv.url}/people.csv`, key_field: 'email', mapping: [{ source: 'email', column_name: 'Email' }] });
+      const res = await post(`/tables/${tableId}/imports/`, {
+        source: 'csv_url',
+        name: 'csv',
+        csv_url: `${csv.url}/people.csv`,
+        key_field: 'email',
+        mapping: [{ source: 'email', column_name: 'Email' }],
+      });
       const imp = await settledRun(tableId, res.json().id);
       expect(imp.runs[0].status).toBe('failed');
       expect(imp.runs[0].error).toMatch(/private network/);
@@ -159,8 +217,14 @@ describe('CRM import', () => {
   it('imports a CSV at an address keyed by a column; unchanged content imports nothing, a changed line updates its row', async () => {
     const tableId = await table('CSV');
     const res = await post(`/tables/${tableId}/imports/`, {
-      source: 'csv_url', name: 'People CSV', csv_url: `${csv.url}/people.csv`, key_field: 'email',
-      mapping: [{ source: 'email', column_name: 'Email' }, { source: 'name', column_name: 'Name' }],
+      source: 'csv_url',
+      name: 'People CSV',
+      csv_url: `${csv.url}/people.csv`,
+      key_field: 'email',
+      mapping: [
+        { source: 'email', column_name: 'Email' },
+        { source: 'name', column_name: 'Name' },
+      ],
     });
     expect(res.statusCode, res.body).toBe(201);
     const importId = res.json().id;
@@ -192,8 +256,14 @@ describe('write-back', () => {
     for (const cells of rows) expect((await post(`/tables/${tableId}/rows/`, { cells })).statusCode).toBe(201);
     const start = () =>
       post(`/tables/${tableId}/write-backs/`, {
-        connection_id: connectionId, object_type: 'contacts', id_property: 'email', result_column_name: 'CRM result',
-        mapping: [{ column_id: email, property: 'email' }, { column_id: name, property: 'firstname' }],
+        connection_id: connectionId,
+        object_type: 'contacts',
+        id_property: 'email',
+        result_column_name: 'CRM result',
+        mapping: [
+          { column_id: email, property: 'email' },
+          { column_id: name, property: 'firstname' },
+        ],
       });
     const finished = async (id: string) => {
       await stack.client.workflow.getHandle(`write-back/${id}`).result();
@@ -205,18 +275,43 @@ describe('write-back', () => {
     expect(first.statusCode, first.body).toBe(202);
     const done = await finished(first.json().id);
     expect(twin.counts.rateLimited).toBe(limitedBefore + 1);
-    expect(done).toMatchObject({ status: 'succeeded', rows_total: 5, rows_written: 3, rows_failed: 2, rows_unchanged: 0 });
+    expect(done).toMatchObject({
+      status: 'succeeded',
+      rows_total: 5,
+      rows_written: 3,
+      rows_failed: 2,
+      rows_unchanged: 0,
+    });
     const results = (await get(`/tables/${tableId}/write-backs/${done.id}/rows/?result=failed`)).json();
     expect(results.total_count).toBe(2);
-    expect(results.rows.map((r: { error: string }) => r.error).join(' ')).toMatch(/not valid[\s\S]*no value for email|no value for email[\s\S]*not valid/);
+    expect(results.rows.map((r: { error: string }) => r.error).join(' ')).toMatch(
+      /not valid[\s\S]*no value for email|no value for email[\s\S]*not valid/,
+    );
     const [known] = [...twin.store.contacts.values()].filter((o) => o.properties.email === 'person1@example.com');
     expect(known!.properties.firstname).toBe('Known');
     expect([...twin.store.contacts.values()].some((o) => o.properties.email === 'new2@example.com')).toBe(true);
-    const cells = await stack.sql<{ cells: Record<string, string> }[]>`select cells from table_rows where table_id = ${tableId} order by seq`;
-    const resultColumn = (await stack.sql<{ id: string }[]>`select id from table_columns where table_id = ${tableId} and name = 'CRM result'`)[0]!.id;
-    expect(cells.map((c) => c.cells[resultColumn]!.split(' ')[0])).toEqual(['written', 'written', 'failed:', 'failed:', 'written']);
+    const cells = await stack.sql<
+      { cells: Record<string, string> }[]
+    >`select cells from table_rows where table_id = ${tableId} order by seq`;
+    const resultColumn = (
+      await stack.sql<
+        { id: string }[]
+      >`select id from table_columns where table_id = ${tableId} and name = 'CRM result'`
+    )[0]!.id;
+    expect(cells.map((c) => c.cells[resultColumn]!.split(' ')[0])).toEqual([
+      'written',
+      'written',
+      'failed:',
+      'failed:',
+      'written',
+    ]);
 
-    const base = { connection_id: connectionId, object_type: 'contacts', id_property: 'email', mapping: [{ column_id: email, property: 'email' }] };
+    const base = {
+      connection_id: connectionId,
+      object_type: 'contacts',
+      id_property: 'email',
+      mapping: [{ column_id: email, property: 'email' }],
+    };
     const many = (k: number) => Array.from({ length: k }, () => crypto.randomUUID());
     expect((await post(`/tables/${tableId}/write-backs/`, { ...base, row_ids: [] })).statusCode).toBe(422);
     expect((await post(`/tables/${tableId}/write-backs/`, { ...base, row_ids: many(1001) })).statusCode).toBe(422);
@@ -224,7 +319,14 @@ describe('write-back', () => {
     expect(atBound.statusCode).toBe(202);
     expect(await finished(atBound.json().id)).toMatchObject({ status: 'succeeded', rows_total: 0, rows_written: 0 });
     expect((await post(`/tables/${tableId}/write-backs/`, { ...base, id_property: 'domain' })).statusCode).toBe(422);
-    expect((await post(`/tables/${tableId}/write-backs/`, { ...base, mapping: [{ column_id: crypto.randomUUID(), property: 'email' }] })).statusCode).toBe(422);
+    expect(
+      (
+        await post(`/tables/${tableId}/write-backs/`, {
+          ...base,
+          mapping: [{ column_id: crypto.randomUUID(), property: 'email' }],
+        })
+      ).statusCode,
+    ).toBe(422);
 
     const upserted = twin.counts.upserted;
     const again = await finished((await start()).json().id);
@@ -236,18 +338,41 @@ describe('write-back', () => {
 describe('import schedules', () => {
   it('are Temporal Schedules with next run times, overlap skip, pause and resume, one per import; a firing imports only what changed', async () => {
     const tableId = await table('Scheduled');
-    const imp = (await post(`/tables/${tableId}/imports/`, {
-      source: 'crm', name: 'Scheduled', connection_id: connectionId, object_type: 'contacts', run_now: false,
-      filters: [{ property: 'lifecyclestage', operator: 'EQ', value: 'customer' }], mapping: [{ source: 'email', column_name: 'Email' }],
-    })).json();
+    const imp = (
+      await post(`/tables/${tableId}/imports/`, {
+        source: 'crm',
+        name: 'Scheduled',
+        connection_id: connectionId,
+        object_type: 'contacts',
+        run_now: false,
+        filters: [{ property: 'lifecyclestage', operator: 'EQ', value: 'customer' }],
+        mapping: [{ source: 'email', column_name: 'Email' }],
+      })
+    ).json();
     expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 59 })).statusCode).toBe(422);
     expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 2_678_401 })).statusCode).toBe(422);
-    expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 60, catchup_window_seconds: 59 })).statusCode).toBe(422);
-    expect((await post('/import-schedules/', { import_id: '00000000-0000-4000-8000-000000000000', interval_seconds: 60 })).statusCode).toBe(404);
-    const created = await post('/import-schedules/', { import_id: imp.id, interval_seconds: 3600, catchup_window_seconds: 600 });
+    expect(
+      (await post('/import-schedules/', { import_id: imp.id, interval_seconds: 60, catchup_window_seconds: 59 }))
+        .statusCode,
+    ).toBe(422);
+    expect(
+      (await post('/import-schedules/', { import_id: '00000000-0000-4000-8000-000000000000', interval_seconds: 60 }))
+        .statusCode,
+    ).toBe(404);
+    const created = await post('/import-schedules/', {
+      import_id: imp.id,
+      interval_seconds: 3600,
+      catchup_window_seconds: 600,
+    });
     expect(created.statusCode, created.body).toBe(201);
     const schedule = created.json();
-    expect(schedule).toMatchObject({ overlap: 'skip', paused: false, interval_seconds: 3600, catchup_window_seconds: 600, schedule_id: `import-schedule/${schedule.id}` });
+    expect(schedule).toMatchObject({
+      overlap: 'skip',
+      paused: false,
+      interval_seconds: 3600,
+      catchup_window_seconds: 600,
+      schedule_id: `import-schedule/${schedule.id}`,
+    });
     expect(schedule.next_run_times.length).toBeGreaterThan(0);
     expect((await post('/import-schedules/', { import_id: imp.id, interval_seconds: 60 })).statusCode).toBe(409);
     const described = await stack.client.schedule.getHandle(schedule.schedule_id).describe();
@@ -260,10 +385,18 @@ describe('import schedules', () => {
     // The run's row says succeeded a moment before its workflow closes; a firing in that moment is
     // skipped by the overlap policy, so the next one waits until the Schedule runs nothing.
     const handle = stack.client.schedule.getHandle(schedule.schedule_id);
-    await vi.waitFor(async () => expect((await handle.describe()).info.runningActions).toEqual([]), { timeout: 10_000, interval: 100 });
+    await vi.waitFor(async () => expect((await handle.describe()).info.runningActions).toEqual([]), {
+      timeout: 10_000,
+      interval: 100,
+    });
     await stack.client.schedule.getHandle(schedule.schedule_id).trigger();
     const second = await settledRun(tableId, imp.id, 2);
-    expect(second.runs[0]).toMatchObject({ trigger: 'schedule', status: 'succeeded', rows_created: 0, rows_updated: 0 });
+    expect(second.runs[0]).toMatchObject({
+      trigger: 'schedule',
+      status: 'succeeded',
+      rows_created: 0,
+      rows_updated: 0,
+    });
 
     const paused = (await post(`/import-schedules/${schedule.id}/pause/`, {})).json();
     expect(paused).toMatchObject({ paused: true, next_run_times: [] });
@@ -271,8 +404,18 @@ describe('import schedules', () => {
     expect(resumed.paused).toBe(false);
     expect(resumed.next_run_times.length).toBeGreaterThan(0);
     expect((await get('/import-schedules/')).json().schedules).toHaveLength(1);
-    expect((await stack.app.inject({ method: 'GET', url: `/import-schedules/${schedule.id}/`, headers: withKey(free.apiKey) })).statusCode).toBe(404);
-    expect((await stack.app.inject({ method: 'DELETE', url: `/import-schedules/${schedule.id}/`, headers: h() })).statusCode).toBe(204);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/import-schedules/${schedule.id}/`,
+          headers: withKey(free.apiKey),
+        })
+      ).statusCode,
+    ).toBe(404);
+    expect(
+      (await stack.app.inject({ method: 'DELETE', url: `/import-schedules/${schedule.id}/`, headers: h() })).statusCode,
+    ).toBe(204);
     await expect(stack.client.schedule.getHandle(schedule.schedule_id).describe()).rejects.toThrow();
   });
 });

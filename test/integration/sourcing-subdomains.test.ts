@@ -19,7 +19,13 @@ let failures: CtFailure[] = [];
 beforeAll(async () => {
   ct = await serveCtLog(
     {
-      'acme.test': [['acme.test', 'www.acme.test'], ['*.acme.test', 'api.acme.test'], ['old.acme.test'], ['mail.other.test', 'cdn.acme.test'], ['WWW.acme.test']],
+      'acme.test': [
+        ['acme.test', 'www.acme.test'],
+        ['*.acme.test', 'api.acme.test'],
+        ['old.acme.test'],
+        ['mail.other.test', 'cdn.acme.test'],
+        ['WWW.acme.test'],
+      ],
       'beta.test': [['app.beta.test']],
     },
     { fail: () => failures.shift() ?? null, hangMs: 1500 },
@@ -40,14 +46,21 @@ afterAll(async () => {
   await dns?.close();
 });
 
-const post = (url: string, payload: object) => stack.app.inject({ method: 'POST', url, headers: withKey(paid.apiKey), payload });
+const post = (url: string, payload: object) =>
+  stack.app.inject({ method: 'POST', url, headers: withKey(paid.apiKey), payload });
 async function finished(id: string) {
   await stack.client.workflow.getHandle(`subdomain-discovery/${id}`).result();
-  return (await stack.app.inject({ method: 'GET', url: `/subdomain-discoveries/${id}/`, headers: withKey(paid.apiKey) })).json();
+  return (
+    await stack.app.inject({ method: 'GET', url: `/subdomain-discoveries/${id}/`, headers: withKey(paid.apiKey) })
+  ).json();
 }
 const cellsOf = async (tableId: string) => {
-  const columns = await stack.sql<{ id: string; name: string }[]>`select id, name from table_columns where table_id = ${tableId}`;
-  const rows = await stack.sql<{ cells: Record<string, string> }[]>`select cells from table_rows where table_id = ${tableId} order by seq`;
+  const columns = await stack.sql<
+    { id: string; name: string }[]
+  >`select id, name from table_columns where table_id = ${tableId}`;
+  const rows = await stack.sql<
+    { cells: Record<string, string> }[]
+  >`select cells from table_rows where table_id = ${tableId} order by seq`;
   return rows.map((r) => Object.fromEntries(columns.map((c) => [c.name, r.cells[c.id]])));
 };
 
@@ -57,7 +70,15 @@ describe('subdomain discovery', () => {
     const res = await post('/subdomain-discoveries/', { domain: 'ACME.test' });
     expect(res.statusCode, res.body).toBe(202);
     const done = await finished(res.json().id);
-    expect(done).toMatchObject({ status: 'succeeded', domain: 'acme.test', domains_total: 1, domains_done: 1, candidates: 4, live: 3, rows_landed: 3 });
+    expect(done).toMatchObject({
+      status: 'succeeded',
+      domain: 'acme.test',
+      domains_total: 1,
+      domains_done: 1,
+      candidates: 4,
+      live: 3,
+      rows_landed: 3,
+    });
     expect(ct.requestCount()).toBe(4);
     const rows = await cellsOf(done.table_id);
     expect(rows).toEqual([
@@ -66,7 +87,9 @@ describe('subdomain discovery', () => {
       { Subdomain: 'www.acme.test', Domain: 'acme.test', 'DNS answer': 'A 192.0.2.10' },
     ]);
     // The same discovery into the same table adds nothing.
-    const again = await finished((await post('/subdomain-discoveries/', { domain: 'acme.test', table_id: done.table_id })).json().id);
+    const again = await finished(
+      (await post('/subdomain-discoveries/', { domain: 'acme.test', table_id: done.table_id })).json().id,
+    );
     expect(again).toMatchObject({ status: 'succeeded', live: 3, rows_landed: 0 });
     expect(await cellsOf(done.table_id)).toHaveLength(3);
   });
@@ -74,18 +97,46 @@ describe('subdomain discovery', () => {
   it("reads a column's domains, records a domain the CT log never answers for, and refuses bad requests", async () => {
     const source = (await post('/tables/', { name: 'Companies' })).json().id;
     const column = (await post(`/tables/${source}/columns/`, { kind: 'input', name: 'Website' })).json().id;
-    for (const v of ['https://www.beta.test/about', 'gamma.test', 'not a domain']) await post(`/tables/${source}/rows/`, { cells: { [column]: v } });
+    for (const v of ['https://www.beta.test/about', 'gamma.test', 'not a domain'])
+      await post(`/tables/${source}/rows/`, { cells: { [column]: v } });
     failures = [null, '502', '502', '502', '502', '502'];
-    const done = await finished((await post('/subdomain-discoveries/', { source_table_id: source, source_column_id: column })).json().id);
+    const done = await finished(
+      (await post('/subdomain-discoveries/', { source_table_id: source, source_column_id: column })).json().id,
+    );
     expect(done).toMatchObject({ status: 'succeeded', domains_total: 2, domains_done: 2, live: 1, rows_landed: 1 });
-    const [gamma] = await stack.sql<{ error: string }[]>`select error from subdomain_discovery_domains where discovery_id = ${done.id} and domain = 'gamma.test'`;
+    const [gamma] = await stack.sql<
+      { error: string }[]
+    >`select error from subdomain_discovery_domains where discovery_id = ${done.id} and domain = 'gamma.test'`;
     expect(gamma!.error).toMatch(/502/);
 
-    for (const bad of [{}, { domain: 'acme.test', source_table_id: source, source_column_id: column }, { domain: 'not a domain' }, { source_table_id: source }]) {
+    for (const bad of [
+      {},
+      { domain: 'acme.test', source_table_id: source, source_column_id: column },
+      { domain: 'not a domain' },
+      { source_table_id: source },
+    ]) {
       expect((await post('/subdomain-discoveries/', bad)).statusCode, JSON.stringify(bad)).toBe(422);
     }
-    expect((await post('/subdomain-discoveries/', { source_table_id: source, source_column_id: '00000000-0000-4000-8000-000000000000' })).statusCode).toBe(422);
-    expect((await post('/subdomain-discoveries/', { domain: 'acme.test', table_id: '00000000-0000-4000-8000-000000000000' })).statusCode).toBe(404);
-    expect((await stack.app.inject({ method: 'GET', url: `/subdomain-discoveries/${done.id}/`, headers: withKey(free.apiKey) })).statusCode).toBe(404);
+    expect(
+      (
+        await post('/subdomain-discoveries/', {
+          source_table_id: source,
+          source_column_id: '00000000-0000-4000-8000-000000000000',
+        })
+      ).statusCode,
+    ).toBe(422);
+    expect(
+      (await post('/subdomain-discoveries/', { domain: 'acme.test', table_id: '00000000-0000-4000-8000-000000000000' }))
+        .statusCode,
+    ).toBe(404);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/subdomain-discoveries/${done.id}/`,
+          headers: withKey(free.apiKey),
+        })
+      ).statusCode,
+    ).toBe(404);
   });
 });

@@ -36,8 +36,16 @@ const cellsOf = (columnId: string) =>
 describe('a formula column over many rows', () => {
   it('computes every row across batches, errors as cell errors, and again when the formula changes', async () => {
     const { tableId } = await tableOf(12_345);
-    const double = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Double', formula: '{Count} * 2' });
-    const label = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Label', formula: 'concat({Name}, ": ", {Double})' });
+    const double = await createColumn(db.sql, workspaceId, tableId, {
+      kind: 'formula',
+      name: 'Double',
+      formula: '{Count} * 2',
+    });
+    const label = await createColumn(db.sql, workspaceId, tableId, {
+      kind: 'formula',
+      name: 'Label',
+      formula: 'concat({Name}, ": ", {Double})',
+    });
     const doubles = await cellsOf(double.id);
     expect(doubles).toHaveLength(12_345);
     expect(doubles[0]).toEqual({ state: 'done', value: 2, error: null, n: 1 });
@@ -57,33 +65,57 @@ describe('a formula column over many rows', () => {
 describe("a cell's row and column", () => {
   it('take their cells with them when deleted, the table included', async () => {
     const { tableId } = await tableOf(10);
-    const formula = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
+    const formula = await createColumn(db.sql, workspaceId, tableId, {
+      kind: 'formula',
+      name: 'Upper',
+      formula: 'upper({Name})',
+    });
     await db.sql`delete from table_rows where table_id = ${tableId} and seq = (select min(seq) from table_rows where table_id = ${tableId})`;
     expect(await cellsOf(formula.id)).toHaveLength(9);
     await deleteColumn(db.sql, workspaceId, tableId, formula.id);
     expect((await db.sql`select count(*)::int as n from table_cells where column_id = ${formula.id}`)[0]!.n).toBe(0);
-    const other = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Lower', formula: 'lower({Name})' });
+    const other = await createColumn(db.sql, workspaceId, tableId, {
+      kind: 'formula',
+      name: 'Lower',
+      formula: 'lower({Name})',
+    });
     await db.sql`delete from tables where id = ${tableId}`;
     expect((await db.sql`select count(*)::int as n from table_cells where column_id = ${other.id}`)[0]!.n).toBe(0);
   });
 
   it('must exist: a cell of a missing row or column is refused as by a foreign key', async () => {
     const { tableId } = await tableOf(1);
-    const formula = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
+    const formula = await createColumn(db.sql, workspaceId, tableId, {
+      kind: 'formula',
+      name: 'Upper',
+      formula: 'upper({Name})',
+    });
     const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
-    await expect(db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, gen_random_uuid(), 'done')`).rejects.toMatchObject({
+    await expect(
+      db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, gen_random_uuid(), 'done')`,
+    ).rejects.toMatchObject({
       code: '23503',
     });
-    await expect(db.sql`insert into table_cells (column_id, row_id, state) values (gen_random_uuid(), ${row!.id}, 'done')`).rejects.toMatchObject({
+    await expect(
+      db.sql`insert into table_cells (column_id, row_id, state) values (gen_random_uuid(), ${row!.id}, 'done')`,
+    ).rejects.toMatchObject({
       code: '23503',
     });
-    await expect(db.sql`update table_cells set row_id = gen_random_uuid() where column_id = ${formula.id}`).rejects.toMatchObject({ code: '23503' });
-    await expect(db.sql`update table_rows set id = gen_random_uuid() where id = ${row!.id}`).rejects.toMatchObject({ code: '23503' });
+    await expect(
+      db.sql`update table_cells set row_id = gen_random_uuid() where column_id = ${formula.id}`,
+    ).rejects.toMatchObject({ code: '23503' });
+    await expect(db.sql`update table_rows set id = gen_random_uuid() where id = ${row!.id}`).rejects.toMatchObject({
+      code: '23503',
+    });
   });
 
   it('cannot be deleted while another transaction is writing its cell, nor the cell written once it is gone', async () => {
     const { tableId } = await tableOf(1);
-    const formula = await createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
+    const formula = await createColumn(db.sql, workspaceId, tableId, {
+      kind: 'formula',
+      name: 'Upper',
+      formula: 'upper({Name})',
+    });
     const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
     await db.sql`delete from table_cells where row_id = ${row!.id}`;
     let deleted: Promise<unknown> | undefined;
@@ -95,6 +127,8 @@ describe("a cell's row and column", () => {
     });
     await deleted;
     expect((await db.sql`select count(*)::int as n from table_cells where row_id = ${row!.id}`)[0]!.n).toBe(0);
-    await expect(db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`).rejects.toMatchObject({ code: '23503' });
+    await expect(
+      db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`,
+    ).rejects.toMatchObject({ code: '23503' });
   });
 });

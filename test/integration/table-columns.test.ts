@@ -9,7 +9,10 @@ beforeAll(() => {
   api = tablesClient(stack, withKey(paid.apiKey));
 });
 
-const columnNames = async (tableId: string) => (await api.get(`/tables/${tableId}/columns/`)).json().columns.map((c: { name: string; position: number }) => `${c.position}:${c.name}`);
+const columnNames = async (tableId: string) =>
+  (await api.get(`/tables/${tableId}/columns/`))
+    .json()
+    .columns.map((c: { name: string; position: number }) => `${c.position}:${c.name}`);
 
 /** A table with the given input columns and one row of values; answers the ids by column name. */
 async function tableWith(inputs: string[], values: Record<string, unknown> = {}) {
@@ -26,27 +29,46 @@ async function evaluate(formula: string, values: Record<string, unknown>) {
   const { table, row } = await tableWith(Object.keys(values), values);
   const column = await api.column(table.id, { kind: 'formula', name: 'Result', formula });
   const read = (await api.get(`/tables/${table.id}/rows/${row.id}/`)).json();
-  return { column, cell: read.computed[column.id] as { state: string; value: unknown; error: string | null; cost: number } };
+  return {
+    column,
+    cell: read.computed[column.id] as { state: string; value: unknown; error: string | null; cost: number },
+  };
 }
 
 describe('columns', () => {
   it('adds input columns in order, at a position, and past the end appends', async () => {
     const table = await api.table({ name: 'Columns' });
     const email = await api.column(table.id, { kind: 'input', name: 'Email' });
-    expect(email).toMatchObject({ table_id: table.id, name: 'Email', kind: 'input', position: 0, parent_column_id: null, formula: null, formula_error: null });
+    expect(email).toMatchObject({
+      table_id: table.id,
+      name: 'Email',
+      kind: 'input',
+      position: 0,
+      parent_column_id: null,
+      formula: null,
+      formula_error: null,
+    });
     await api.column(table.id, { kind: 'input', name: 'Name', position: 0 });
     await api.column(table.id, { kind: 'input', name: 'Company', position: 1_000_000 });
     await api.column(table.id, { kind: 'input', name: 'Title', position: 1 });
     expect(await columnNames(table.id)).toEqual(['0:Name', '1:Title', '2:Email', '3:Company']);
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'X', position: 1_000_001 })).statusCode).toBe(422);
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'X', position: -1 })).statusCode).toBe(422);
+    expect(
+      (await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'X', position: 1_000_001 })).statusCode,
+    ).toBe(422);
+    expect(
+      (await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'X', position: -1 })).statusCode,
+    ).toBe(422);
     expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'enrichment', name: 'X' })).statusCode).toBe(422);
   });
 
   it('bounds names at 1 to 255 characters, unique in the table whatever their case', async () => {
     const table = await api.table({ name: 'Names' });
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'n'.repeat(255) })).statusCode).toBe(201);
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'n'.repeat(256) })).statusCode).toBe(422);
+    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'n'.repeat(255) })).statusCode).toBe(
+      201,
+    );
+    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'n'.repeat(256) })).statusCode).toBe(
+      422,
+    );
     expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: '' })).statusCode).toBe(422);
     await api.column(table.id, { kind: 'input', name: 'Email' });
     expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'EMAIL' })).statusCode).toBe(409);
@@ -59,13 +81,19 @@ describe('columns', () => {
     await stack.sql`
       insert into table_columns (workspace_id, table_id, name, kind, position)
       select ${paid.workspaceId}, ${table.id}, 'c' || n, 'input', n - 1 from generate_series(1, ${columnsPerTable - 1}) n`;
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'Last one' })).json().position).toBe(columnsPerTable - 1);
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'One too many' })).statusCode).toBe(409);
+    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'Last one' })).json().position).toBe(
+      columnsPerTable - 1,
+    );
+    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'input', name: 'One too many' })).statusCode).toBe(
+      409,
+    );
   });
 
   it('renames and moves a column; deleting one closes the gap and takes its values out of the rows', async () => {
     const { table, ids, row } = await tableWith(['A', 'B', 'C'], { A: 'a', B: 'b', C: 'c' });
-    expect((await api.patch(`/tables/${table.id}/columns/${ids.C}/`, { name: 'Cee', position: 0 })).json()).toMatchObject({ name: 'Cee', position: 0 });
+    expect(
+      (await api.patch(`/tables/${table.id}/columns/${ids.C}/`, { name: 'Cee', position: 0 })).json(),
+    ).toMatchObject({ name: 'Cee', position: 0 });
     expect(await columnNames(table.id)).toEqual(['0:Cee', '1:A', '2:B']);
     expect((await api.patch(`/tables/${table.id}/columns/${ids.A}/`, { name: 'b' })).statusCode).toBe(409);
     expect((await api.patch(`/tables/${table.id}/columns/${ids.A}/`, { formula: '1' })).statusCode).toBe(409);
@@ -73,7 +101,9 @@ describe('columns', () => {
     expect((await api.del(`/tables/${table.id}/columns/${ids.A}/`)).statusCode).toBe(204);
     expect(await columnNames(table.id)).toEqual(['0:Cee', '1:B']);
     expect((await api.get(`/tables/${table.id}/columns/${ids.A}/`)).statusCode).toBe(404);
-    const [stored] = await stack.sql<{ cells: Record<string, unknown> }[]>`select cells from table_rows where id = ${row.id}`;
+    const [stored] = await stack.sql<
+      { cells: Record<string, unknown> }[]
+    >`select cells from table_rows where id = ${row.id}`;
     expect(Object.keys(stored!.cells).sort()).toEqual([ids.B, ids.C].sort());
   });
 });
@@ -83,7 +113,12 @@ describe('formula columns', () => {
     const { table, ids, row } = await tableWith(['Price', 'Qty'], { Price: '2.5', Qty: 4 });
     const total = await api.column(table.id, { kind: 'formula', name: 'Total', formula: '{Price} * {qty}' });
     expect(total).toMatchObject({ kind: 'formula', formula: '{Price} * {Qty}', formula_error: null });
-    expect((await api.get(`/tables/${table.id}/rows/${row.id}/`)).json().computed[total.id]).toEqual({ state: 'done', value: 10, error: null, cost: 0 });
+    expect((await api.get(`/tables/${table.id}/rows/${row.id}/`)).json().computed[total.id]).toEqual({
+      state: 'done',
+      value: 10,
+      error: null,
+      cost: 0,
+    });
 
     const added = (await api.post(`/tables/${table.id}/rows/`, { cells: { [ids.Price!]: 3, [ids.Qty!]: 3 } })).json();
     expect(added.computed[total.id].value).toBe(9);
@@ -103,7 +138,9 @@ describe('formula columns', () => {
     const { table, ids } = await tableWith(['First', 'Last'], { First: 'Ada', Last: 'Lovelace' });
     const full = await api.column(table.id, { kind: 'formula', name: 'Full', formula: 'concat({First}, " ", {Last})' });
     await api.patch(`/tables/${table.id}/columns/${ids.First}/`, { name: 'Given name' });
-    expect((await api.get(`/tables/${table.id}/columns/${full.id}/`)).json().formula).toBe('concat({Given name}, " ", {Last})');
+    expect((await api.get(`/tables/${table.id}/columns/${full.id}/`)).json().formula).toBe(
+      'concat({Given name}, " ", {Last})',
+    );
     const del = await api.del(`/tables/${table.id}/columns/${ids.Last}/`);
     expect(del.statusCode).toBe(409);
     expect(del.json().detail).toContain('Full');
@@ -181,15 +218,27 @@ describe('formula columns', () => {
     expect((await api.get(`/tables/${table.id}/columns/${b.id}/`)).json().formula_error).toMatch(/Circular reference/);
     expect((await api.get(`/tables/${table.id}/rows/${row.id}/`)).json().computed[b.id].state).toBe('error');
     await api.patch(`/tables/${table.id}/columns/${a.id}/`, { formula: '{N} + 2' });
-    expect((await api.get(`/tables/${table.id}/rows/${row.id}/`)).json().computed).toMatchObject({ [a.id]: { value: 3 }, [b.id]: { value: 30 } });
+    expect((await api.get(`/tables/${table.id}/rows/${row.id}/`)).json().computed).toMatchObject({
+      [a.id]: { value: 3 },
+      [b.id]: { value: 30 },
+    });
   });
 
   it('bounds a formula at 2000 characters and refuses writes into its cells', async () => {
     const { table, row } = await tableWith(['N'], { N: 1 });
-    const ok = await api.post(`/tables/${table.id}/columns/`, { kind: 'formula', name: 'Long', formula: `1${' '.repeat(1998)}1`.slice(0, 1999) + '1' });
+    const ok = await api.post(`/tables/${table.id}/columns/`, {
+      kind: 'formula',
+      name: 'Long',
+      formula: `1${' '.repeat(1998)}1`.slice(0, 1999) + '1',
+    });
     expect(ok.statusCode).toBe(201);
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'formula', name: 'Longer', formula: '1'.repeat(2001) })).statusCode).toBe(422);
-    expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'formula', name: 'Empty', formula: '' })).statusCode).toBe(422);
+    expect(
+      (await api.post(`/tables/${table.id}/columns/`, { kind: 'formula', name: 'Longer', formula: '1'.repeat(2001) }))
+        .statusCode,
+    ).toBe(422);
+    expect(
+      (await api.post(`/tables/${table.id}/columns/`, { kind: 'formula', name: 'Empty', formula: '' })).statusCode,
+    ).toBe(422);
     expect((await api.post(`/tables/${table.id}/columns/`, { kind: 'formula', name: 'None' })).statusCode).toBe(422);
     const write = await api.patch(`/tables/${table.id}/rows/${row.id}/`, { cells: { [ok.json().id]: 'mine' } });
     expect(write.statusCode).toBe(409);
@@ -204,30 +253,47 @@ describe('column templates', () => {
     const saved = await api.post(`/tables/${table.id}/columns/${total.id}/template/`, { name: 'Line total' });
     expect(saved.statusCode).toBe(201);
     const template = saved.json();
-    expect(template).toMatchObject({ name: 'Line total', kind: 'formula', column_name: 'Total', formula: '{Price} * {Qty}' });
-    expect((await api.post(`/tables/${table.id}/columns/${total.id}/template/`, { name: 'LINE TOTAL' })).statusCode).toBe(409);
+    expect(template).toMatchObject({
+      name: 'Line total',
+      kind: 'formula',
+      column_name: 'Total',
+      formula: '{Price} * {Qty}',
+    });
+    expect(
+      (await api.post(`/tables/${table.id}/columns/${total.id}/template/`, { name: 'LINE TOTAL' })).statusCode,
+    ).toBe(409);
 
     const other = await tableWith(['Qty', 'Price'], { Price: 5, Qty: 5 });
     const made = await api.post(`/tables/${other.table.id}/columns/from-template/`, { template_id: template.id });
     expect(made.statusCode).toBe(201);
     expect(made.json()).toMatchObject({ name: 'Total', kind: 'formula', formula_error: null });
-    expect((await api.get(`/tables/${other.table.id}/rows/${other.row.id}/`)).json().computed[made.json().id].value).toBe(25);
-    expect((await api.post(`/tables/${other.table.id}/columns/from-template/`, { template_id: template.id })).statusCode).toBe(409);
+    expect(
+      (await api.get(`/tables/${other.table.id}/rows/${other.row.id}/`)).json().computed[made.json().id].value,
+    ).toBe(25);
+    expect(
+      (await api.post(`/tables/${other.table.id}/columns/from-template/`, { template_id: template.id })).statusCode,
+    ).toBe(409);
 
     // A table without those columns gets the column with its formula's error.
     const bare = await api.table({ name: 'Bare' });
-    const orphan = (await api.post(`/tables/${bare.id}/columns/from-template/`, { template_id: template.id, name: 'T', position: 0 })).json();
+    const orphan = (
+      await api.post(`/tables/${bare.id}/columns/from-template/`, { template_id: template.id, name: 'T', position: 0 })
+    ).json();
     expect(orphan.formula_error).toMatch(/No column named "Price"/);
 
     const input = await api.column(bare.id, { kind: 'input', name: 'Email' });
-    const inputTemplate = (await api.post(`/tables/${bare.id}/columns/${input.id}/template/`, { name: 'Email column' })).json();
+    const inputTemplate = (
+      await api.post(`/tables/${bare.id}/columns/${input.id}/template/`, { name: 'Email column' })
+    ).json();
     expect(inputTemplate).toMatchObject({ kind: 'input', formula: null, column_name: 'Email' });
   });
 
   it('lists, renames and deletes templates; columns made from one stay', async () => {
     const { table, ids } = await tableWith(['Website']);
     const template = (await api.post(`/tables/${table.id}/columns/${ids.Website}/template/`, { name: 'Site' })).json();
-    expect((await api.get('/column-templates/')).json().templates.map((t: { id: string }) => t.id)).toContain(template.id);
+    expect((await api.get('/column-templates/')).json().templates.map((t: { id: string }) => t.id)).toContain(
+      template.id,
+    );
     const renamed = await api.patch(`/column-templates/${template.id}/`, { name: 'Web site', column_name: 'Domain' });
     expect(renamed.json()).toMatchObject({ name: 'Web site', column_name: 'Domain' });
     expect((await api.patch(`/column-templates/${template.id}/`, { name: 'n'.repeat(256) })).statusCode).toBe(422);
@@ -237,6 +303,8 @@ describe('column templates', () => {
     expect((await api.del(`/column-templates/${template.id}/`)).statusCode).toBe(204);
     expect((await api.get(`/column-templates/${template.id}/`)).statusCode).toBe(404);
     expect((await api.get(`/tables/${other.id}/columns/${column.id}/`)).statusCode).toBe(200);
-    expect((await api.post(`/tables/${other.id}/columns/from-template/`, { template_id: template.id })).statusCode).toBe(404);
+    expect(
+      (await api.post(`/tables/${other.id}/columns/from-template/`, { template_id: template.id })).statusCode,
+    ).toBe(404);
   });
 });

@@ -40,8 +40,12 @@ async function imported(body: string | Buffer, query = '', existing: object[] = 
 /** The table's rows as the grid shows them, by column name. */
 async function rowsOf(tableId: string) {
   const columns = (await api.get(`/tables/${tableId}/columns/`)).json().columns as { id: string; name: string }[];
-  const rows = (await api.get(`/tables/${tableId}/rows/?limit=1000`)).json().rows as { cells: Record<string, unknown> }[];
-  return rows.map((r) => Object.fromEntries(columns.filter((c) => c.id in r.cells).map((c) => [c.name, r.cells[c.id]])));
+  const rows = (await api.get(`/tables/${tableId}/rows/?limit=1000`)).json().rows as {
+    cells: Record<string, unknown>;
+  }[];
+  return rows.map((r) =>
+    Object.fromEntries(columns.filter((c) => c.id in r.cells).map((c) => [c.name, r.cells[c.id]])),
+  );
 }
 
 const exported = async (tableId: string, query = '') => {
@@ -57,11 +61,14 @@ describe('CSV upload', () => {
     const address = await stack.app.listen({ port: 0, host: '127.0.0.1' });
     try {
       const post = (entries: number) =>
-        fetch(`${address}/tables/${table.id}/csv/?${Array.from({ length: entries }, () => `map=${randomUUID()}%3A999`).join('&')}`, {
-          method: 'POST',
-          headers: { ...withKey(paid.apiKey), 'content-type': 'text/csv', 'x-padding': 'p'.repeat(8000) },
-          body: 'a\n1\n',
-        });
+        fetch(
+          `${address}/tables/${table.id}/csv/?${Array.from({ length: entries }, () => `map=${randomUUID()}%3A999`).join('&')}`,
+          {
+            method: 'POST',
+            headers: { ...withKey(paid.apiKey), 'content-type': 'text/csv', 'x-padding': 'p'.repeat(8000) },
+            body: 'a\n1\n',
+          },
+        );
       // At the bound the ids are unknown columns (409); past it the query itself is refused (422).
       expect((await post(csvMapMax)).status).toBe(409);
       const past = await post(csvMapMax + 1);
@@ -84,7 +91,9 @@ describe('CSV upload', () => {
   });
 
   it('drops a byte order mark and accepts CRLF and CR line endings', async () => {
-    const { table, report } = await imported(Buffer.from('\uFEFFName,City\r\nAda,London\rBob,"Ber\r\nlin"\r\n', 'utf8'));
+    const { table, report } = await imported(
+      Buffer.from('\uFEFFName,City\r\nAda,London\rBob,"Ber\r\nlin"\r\n', 'utf8'),
+    );
     expect(report.columns_created.map((c) => c.name)).toEqual(['Name', 'City']);
     expect(report.lines_read).toBe(4);
     expect(await rowsOf(table.id)).toEqual([
@@ -123,13 +132,22 @@ describe('CSV upload', () => {
   it('reports a quote that never closes with the lines it swallowed, keeping the lines before', async () => {
     const { table, report } = await imported('Name,Score\nAda,1\n"open,2\nBob,3\nCy,4\n');
     expect(report.rows_added).toBe(1);
-    expect(report.rejected).toEqual([{ line: 3, reason: 'A quote opened on this line never closes, so lines 3 to 5 could not be read.' }]);
+    expect(report.rejected).toEqual([
+      { line: 3, reason: 'A quote opened on this line never closes, so lines 3 to 5 could not be read.' },
+    ]);
     expect(await rowsOf(table.id)).toEqual([{ Name: 'Ada', Score: '1' }]);
   });
 
   it('takes an empty file, a header alone, and blank lines without a row', async () => {
     const empty = await imported('');
-    expect(empty.report).toEqual({ lines_read: 0, rows_added: 0, rejected_count: 0, rejected: [], columns_created: [], mapping: [] });
+    expect(empty.report).toEqual({
+      lines_read: 0,
+      rows_added: 0,
+      rejected_count: 0,
+      rejected: [],
+      columns_created: [],
+      mapping: [],
+    });
     const bomOnly = await imported(Buffer.from([0xef, 0xbb, 0xbf]));
     expect(bomOnly.report.rows_added).toBe(0);
     const header = await imported('Email\n');
@@ -150,14 +168,22 @@ describe('CSV upload', () => {
     const report = res.json() as Report;
     // A header named like a computed column is not written; blank and repeated headers get names of their own.
     expect(report.columns_created.map((c) => c.name)).toEqual(['Domain (2)', 'Extra', 'Column 5', 'Extra (2)']);
-    expect(report.mapping.map((m) => m.column_id)).toEqual([email.id, company.id, ...report.columns_created.map((c) => c.id)]);
+    expect(report.mapping.map((m) => m.column_id)).toEqual([
+      email.id,
+      company.id,
+      ...report.columns_created.map((c) => c.id),
+    ]);
     const [row] = (await api.get(`/tables/${table.id}/rows/`)).json().rows;
     expect(row.cells[email.id]).toBe('Ada@Acme.com');
     expect(row.cells[company.id]).toBe('Acme');
     expect(row.computed[formula.id].value).toBe('ada@acme.com');
 
     const skipped = await upload(table.id, 'Email,Unknown\nbob@example.com,x\n', '?unmapped=skip');
-    expect(skipped.json()).toMatchObject({ rows_added: 1, columns_created: [], mapping: [{ column_id: email.id }, { column_id: null }] });
+    expect(skipped.json()).toMatchObject({
+      rows_added: 1,
+      columns_created: [],
+      mapping: [{ column_id: email.id }, { column_id: null }],
+    });
     const semicolons = await upload(table.id, 'Email;Company\nc@example.com;"C; Ltd"\n', '?delimiter=%3B');
     expect(semicolons.json()).toMatchObject({ rows_added: 1, columns_created: [] });
     expect((await rowsOf(table.id)).at(-1)).toMatchObject({ Email: 'c@example.com', Company: 'C; Ltd' });
@@ -180,7 +206,12 @@ describe('CSV upload', () => {
 
   it('answers 415 to a body that is not text/csv and 404 to a table it cannot see', async () => {
     const table = await api.table({ name: 'Types' });
-    const json = await stack.app.inject({ method: 'POST', url: `/tables/${table.id}/csv/`, headers: withKey(paid.apiKey), payload: { a: 1 } });
+    const json = await stack.app.inject({
+      method: 'POST',
+      url: `/tables/${table.id}/csv/`,
+      headers: withKey(paid.apiKey),
+      payload: { a: 1 },
+    });
     expect(json.statusCode).toBe(415);
     expect((await upload('00000000-0000-4000-8000-000000000000', 'A\n1\n')).statusCode).toBe(404);
   });
@@ -251,7 +282,9 @@ describe('CSV export', () => {
         { cells: { [name.id]: true } },
       ],
     });
-    expect(await exported(table.id)).toBe('Name,Score,Double\n"Lovelace, ""Ada""",1.5,3\n"Multi\nline",n/a,#ERROR\ntrue,,#ERROR\n');
+    expect(await exported(table.id)).toBe(
+      'Name,Score,Double\n"Lovelace, ""Ada""",1.5,3\n"Multi\nline",n/a,#ERROR\ntrue,,#ERROR\n',
+    );
   });
 
   it('exports through a view: its columns in order, its filters and sorts, or the query’s', async () => {
@@ -260,7 +293,11 @@ describe('CSV export', () => {
     const city = await api.column(table.id, { kind: 'input', name: 'City' });
     const score = await api.column(table.id, { kind: 'input', name: 'Score' });
     await api.post(`/tables/${table.id}/rows/bulk/`, {
-      rows: [['Ada', 'London', 3], ['Bob', 'Paris', 1], ['Cy', 'London', 2]].map(([n, c, s]) => ({ cells: { [name.id]: n, [city.id]: c, [score.id]: s } })),
+      rows: [
+        ['Ada', 'London', 3],
+        ['Bob', 'Paris', 1],
+        ['Cy', 'London', 2],
+      ].map(([n, c, s]) => ({ cells: { [name.id]: n, [city.id]: c, [score.id]: s } })),
     });
     const view = (
       await api.post(`/tables/${table.id}/views/`, {
@@ -272,8 +309,12 @@ describe('CSV export', () => {
       })
     ).json();
     expect(await exported(table.id, `?view_id=${view.id}`)).toBe('Score,Name\n2,Cy\n3,Ada\n');
-    expect(await exported(table.id, `?view_id=${view.id}&sort=${name.id}:desc&filter=${score.id}:gte:1`)).toBe('Score,Name\n2,Cy\n1,Bob\n3,Ada\n');
-    expect((await api.get(`/tables/${table.id}/csv/?filter=00000000-0000-4000-8000-000000000000:is_empty`)).statusCode).toBe(409);
+    expect(await exported(table.id, `?view_id=${view.id}&sort=${name.id}:desc&filter=${score.id}:gte:1`)).toBe(
+      'Score,Name\n2,Cy\n1,Bob\n3,Ada\n',
+    );
+    expect(
+      (await api.get(`/tables/${table.id}/csv/?filter=00000000-0000-4000-8000-000000000000:is_empty`)).statusCode,
+    ).toBe(409);
   });
 
   it('round-trips: an exported table uploads into an equal table', async () => {

@@ -50,7 +50,12 @@ const take = async (stream: SseStream, n: number) => {
 };
 
 const csv = (tableId: string, body: string) =>
-  stack.app.inject({ method: 'POST', url: `/tables/${tableId}/csv/`, headers: { ...withKey(paid.apiKey), 'content-type': 'text/csv' }, payload: body });
+  stack.app.inject({
+    method: 'POST',
+    url: `/tables/${tableId}/csv/`,
+    headers: { ...withKey(paid.apiKey), 'content-type': 'text/csv' },
+    payload: body,
+  });
 
 /** Waits for a condition the server reaches on its own (the test's timeout bounds it). */
 async function eventually(check: () => boolean) {
@@ -61,15 +66,28 @@ describe('the change feed', () => {
   it('shows two subscribers the same row add and cell change, in order, with the computed cells', async () => {
     const table = await api.table({ name: 'Feed' });
     const name = await api.column(table.id, { kind: 'input', name: 'Name' });
-    const greeting = await api.column(table.id, { kind: 'formula', name: 'Greeting', formula: 'concat("Hi ", {Name})' });
+    const greeting = await api.column(table.id, {
+      kind: 'formula',
+      name: 'Greeting',
+      formula: 'concat("Hi ", {Name})',
+    });
     const first = await ready(table.id);
     const second = await ready(table.id);
     expect(second.id).toBe(first.id);
 
     const row = (await api.post(`/tables/${table.id}/rows/`, { cells: { [name.id]: 'Ada' } })).json();
-    expect((await api.patch(`/tables/${table.id}/rows/${row.id}/`, { cells: { [name.id]: 'Grace' } })).statusCode).toBe(200);
+    expect((await api.patch(`/tables/${table.id}/rows/${row.id}/`, { cells: { [name.id]: 'Grace' } })).statusCode).toBe(
+      200,
+    );
 
-    const cell = (value: string) => ({ row_id: row.id, column_id: greeting.id, state: 'done', value, error: null, cost: 0 });
+    const cell = (value: string) => ({
+      row_id: row.id,
+      column_id: greeting.id,
+      state: 'done',
+      value,
+      error: null,
+      cost: 0,
+    });
     const expected = [
       { event: 'rows_added', data: { table_id: table.id, row_ids: [row.id] } },
       { event: 'cells_updated', data: { table_id: table.id, cells: [cell('Hi Ada')] } },
@@ -89,19 +107,40 @@ describe('the change feed', () => {
     const name = await api.column(table.id, { kind: 'input', name: 'Name' });
     const { stream } = await ready(table.id);
 
-    const added = (await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [{ cells: { [name.id]: 'a' } }, { cells: { [name.id]: 'b' } }, { cells: {} }] })).json();
+    const added = (
+      await api.post(`/tables/${table.id}/rows/bulk/`, {
+        rows: [{ cells: { [name.id]: 'a' } }, { cells: { [name.id]: 'b' } }, { cells: {} }],
+      })
+    ).json();
     const [a, b, c] = added.results.map((r: { id: string }) => r.id) as [string, string, string];
-    await api.patch(`/tables/${table.id}/rows/bulk/`, { rows: [{ id: a, cells: { [name.id]: 'A' } }, { id: c, cells: { [name.id]: 'C' } }, { id: b, cells: {} }] });
+    await api.patch(`/tables/${table.id}/rows/bulk/`, {
+      rows: [
+        { id: a, cells: { [name.id]: 'A' } },
+        { id: c, cells: { [name.id]: 'C' } },
+        { id: b, cells: {} },
+      ],
+    });
     await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: [b] });
     expect((await csv(table.id, 'Name\nd\n')).statusCode).toBe(200);
     const upper = await api.column(table.id, { kind: 'formula', name: 'Upper', formula: 'concat({Name}, "!")' });
     expect((await api.del(`/tables/${table.id}/rows/${a}/`)).statusCode).toBe(204);
 
-    const events = await stream.until((e) => e.event === 'rows_deleted' && dataOf<{ row_ids: string[] }>(e).row_ids[0] === a);
+    const events = await stream.until(
+      (e) => e.event === 'rows_deleted' && dataOf<{ row_ids: string[] }>(e).row_ids[0] === a,
+    );
     expect(plain(events)).toEqual([
       { event: 'rows_added', data: { table_id: table.id, row_ids: [a, b, c] } },
       // Only the cells that changed, and nothing for a row whose cells stayed as they were.
-      { event: 'rows_updated', data: { table_id: table.id, rows: [{ id: a, cells: { [name.id]: 'A' } }, { id: c, cells: { [name.id]: 'C' } }] } },
+      {
+        event: 'rows_updated',
+        data: {
+          table_id: table.id,
+          rows: [
+            { id: a, cells: { [name.id]: 'A' } },
+            { id: c, cells: { [name.id]: 'C' } },
+          ],
+        },
+      },
       { event: 'rows_deleted', data: { table_id: table.id, row_ids: [b] } },
       { event: 'rows_added', data: { table_id: table.id, row_ids: [expect.any(String)] } },
       // A new formula column: the column, then one event for all its cells, not one per thousand.
@@ -115,11 +154,15 @@ describe('the change feed', () => {
   it('tells of columns added, renamed and deleted, and of a formula computed again over every row as one event', async () => {
     const table = await api.table({ name: 'Columns' });
     const name = await api.column(table.id, { kind: 'input', name: 'Name' });
-    expect((await csv(table.id, `Name\n${Array.from({ length: 2500 }, (_, i) => `n${i}`).join('\n')}\n`)).statusCode).toBe(200);
+    expect(
+      (await csv(table.id, `Name\n${Array.from({ length: 2500 }, (_, i) => `n${i}`).join('\n')}\n`)).statusCode,
+    ).toBe(200);
     const { stream } = await ready(table.id);
 
     const upper = await api.column(table.id, { kind: 'formula', name: 'Upper', formula: 'upper({Name})' });
-    expect((await api.patch(`/tables/${table.id}/columns/${upper.id}/`, { formula: 'concat("x", {Name})' })).statusCode).toBe(200);
+    expect(
+      (await api.patch(`/tables/${table.id}/columns/${upper.id}/`, { formula: 'concat("x", {Name})' })).statusCode,
+    ).toBe(200);
     // The pass wrote every cell although it logged none of them.
     const deep = (await api.get(`/tables/${table.id}/rows/?limit=1&offset=2499`)).json();
     expect(deep.rows[0].computed[upper.id]).toMatchObject({ state: 'done', value: 'xn2499' });
@@ -127,7 +170,9 @@ describe('the change feed', () => {
     const row = (await api.post(`/tables/${table.id}/rows/`, { cells: { [name.id]: 'Zed' } })).json();
     expect((await api.del(`/tables/${table.id}/columns/${upper.id}/`)).statusCode).toBe(204);
 
-    const events = await stream.until((e) => e.event === 'columns_changed' && dataOf<{ change: string }>(e).change === 'deleted');
+    const events = await stream.until(
+      (e) => e.event === 'columns_changed' && dataOf<{ change: string }>(e).change === 'deleted',
+    );
     expect(plain(events)).toEqual([
       { event: 'columns_changed', data: { table_id: table.id, change: 'added', column_ids: [upper.id] } },
       // 2,500 cells written: one event, where each thousand cells used to be one.
@@ -137,7 +182,13 @@ describe('the change feed', () => {
       { event: 'columns_changed', data: { table_id: table.id, change: 'updated', column_ids: [name.id] } },
       { event: 'rows_added', data: { table_id: table.id, row_ids: [row.id] } },
       // A single row's formula cells are still listed cell by cell.
-      { event: 'cells_updated', data: { table_id: table.id, cells: [{ row_id: row.id, column_id: upper.id, state: 'done', value: 'xZed', error: null, cost: 0 }] } },
+      {
+        event: 'cells_updated',
+        data: {
+          table_id: table.id,
+          cells: [{ row_id: row.id, column_id: upper.id, state: 'done', value: 'xZed', error: null, cost: 0 }],
+        },
+      },
       { event: 'columns_changed', data: { table_id: table.id, change: 'deleted', column_ids: [upper.id] } },
     ]);
   });
@@ -157,23 +208,39 @@ describe('the change feed', () => {
     await eventually(() => stack.app.tableEvents.streamCount(table.id) === 1);
 
     // While it is away: a bulk add, changes, a delete and an import.
-    const bulk = (await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [1, 2, 3].map((n) => ({ cells: { [name.id]: `bulk ${n}` } })) })).json();
+    const bulk = (
+      await api.post(`/tables/${table.id}/rows/bulk/`, {
+        rows: [1, 2, 3].map((n) => ({ cells: { [name.id]: `bulk ${n}` } })),
+      })
+    ).json();
     await api.patch(`/tables/${table.id}/rows/${first.id}/`, { cells: { [name.id]: null } });
     await api.del(`/tables/${table.id}/rows/${bulk.results[1].id}/`);
     expect((await csv(table.id, 'Name\nx\ny\n')).statusCode).toBe(200);
 
-    const witnessed = await witness.stream.until((e) => e.event === 'rows_added' && dataOf<{ row_ids: string[] }>(e).row_ids.length === 2);
-    expect(witnessed.map((e) => e.event)).toEqual(['rows_added', 'rows_added', 'rows_updated', 'rows_deleted', 'rows_added']);
+    const witnessed = await witness.stream.until(
+      (e) => e.event === 'rows_added' && dataOf<{ row_ids: string[] }>(e).row_ids.length === 2,
+    );
+    expect(witnessed.map((e) => e.event)).toEqual([
+      'rows_added',
+      'rows_added',
+      'rows_updated',
+      'rows_deleted',
+      'rows_added',
+    ]);
     expect(witnessed[0]!.id).toBe(seen.id);
 
     const back = await ready(table.id, seen.id!);
     expect(back.id).toBe(Number(seen.id));
     const caughtUp = await take(back.stream, witnessed.length - 1);
-    expect(caughtUp.map((e) => [e.id, e.event, e.data])).toEqual(witnessed.slice(1).map((e) => [e.id, e.event, e.data]));
+    expect(caughtUp.map((e) => [e.id, e.event, e.data])).toEqual(
+      witnessed.slice(1).map((e) => [e.id, e.event, e.data]),
+    );
 
     const after = (await api.post(`/tables/${table.id}/rows/`, {})).json();
     for (const stream of [back.stream, witness.stream]) {
-      expect(plain([await stream.next()])).toEqual([{ event: 'rows_added', data: { table_id: table.id, row_ids: [after.id] } }]);
+      expect(plain([await stream.next()])).toEqual([
+        { event: 'rows_added', data: { table_id: table.id, row_ids: [after.id] } },
+      ]);
     }
   });
 
@@ -190,8 +257,12 @@ describe('the change feed', () => {
     const otherLast = (await api.post(`/tables/${other.id}/rows/`, {})).json();
 
     // Changes of the other table came first; were they leaking, they would arrive before this one.
-    expect(plain([await onOne.stream.next()])).toEqual([{ event: 'rows_added', data: { table_id: one.id, row_ids: [oneRow.id] } }]);
-    const otherEvents = await onOther.stream.until((e) => dataOf<{ row_ids?: string[] }>(e).row_ids?.[0] === otherLast.id);
+    expect(plain([await onOne.stream.next()])).toEqual([
+      { event: 'rows_added', data: { table_id: one.id, row_ids: [oneRow.id] } },
+    ]);
+    const otherEvents = await onOther.stream.until(
+      (e) => dataOf<{ row_ids?: string[] }>(e).row_ids?.[0] === otherLast.id,
+    );
     expect(otherEvents.map((e) => e.event)).toEqual(['rows_added', 'rows_added', 'rows_deleted', 'rows_added']);
     expect(otherEvents.every((e) => dataOf(e).table_id === other.id)).toBe(true);
   });
@@ -211,7 +282,11 @@ describe('the change feed', () => {
         return heard.splice(0).filter((p) => p === table.id).length;
       };
 
-      const bulk = (await api.post(`/tables/${table.id}/rows/bulk/`, { rows: Array.from({ length: 1000 }, (_, n) => ({ cells: { [name.id]: `row ${n}` } })) })).json();
+      const bulk = (
+        await api.post(`/tables/${table.id}/rows/bulk/`, {
+          rows: Array.from({ length: 1000 }, (_, n) => ({ cells: { [name.id]: `row ${n}` } })),
+        })
+      ).json();
       expect(bulk.succeeded).toBe(1000);
       expect(await heardUpTo('after bulk')).toBe(1);
       const bulkIds = bulk.results.map((r: { id: string }) => r.id);
@@ -248,7 +323,10 @@ describe('the change feed', () => {
 
     const stale = await subscribe(table.id, { lastEventId: oldId - 1 });
     const reset = await stale.next();
-    expect({ event: reset.event, data: dataOf(reset) }).toEqual({ event: 'reset', data: { table_id: table.id, reason: 'expired' } });
+    expect({ event: reset.event, data: dataOf(reset) }).toEqual({
+      event: 'reset',
+      data: { table_id: table.id, reason: 'expired' },
+    });
     // It continues from the table as it is now: the next event is a new change, not the recent one.
     const fresh = (await api.post(`/tables/${table.id}/rows/`, {})).json();
     expect(dataOf(await stale.next())).toEqual({ table_id: table.id, row_ids: [fresh.id] });
@@ -261,7 +339,10 @@ describe('the change feed', () => {
 
     const unknown = await subscribe(table.id, { lastEventId: 999_999_999_999 });
     const answer = await unknown.next();
-    expect({ event: answer.event, data: dataOf(answer) }).toEqual({ event: 'reset', data: { table_id: table.id, reason: 'unknown' } });
+    expect({ event: answer.event, data: dataOf(answer) }).toEqual({
+      event: 'reset',
+      data: { table_id: table.id, reason: 'unknown' },
+    });
   });
 
   it('orders the changes of concurrent writers of a table by commit, so a live subscriber skips none', async () => {
@@ -272,7 +353,9 @@ describe('the change feed', () => {
     const hasInserted = new Promise<void>((resolve) => (inserted = resolve));
     // A slow writer: its change is logged (an id drawn) but not committed yet.
     const slow = stack.sql.begin(async (tx) => {
-      const [row] = await tx<{ id: string }[]>`insert into table_rows (workspace_id, table_id) values (${paid.workspaceId}, ${table.id}) returning id`;
+      const [row] = await tx<
+        { id: string }[]
+      >`insert into table_rows (workspace_id, table_id) values (${paid.workspaceId}, ${table.id}) returning id`;
       inserted();
       await new Promise<void>((resolve) => (release = resolve));
       return row!.id;
@@ -326,7 +409,8 @@ describe('the change feed', () => {
       const late: string[] = [];
       for await (const chunk of idle) {
         const text = String(chunk);
-        if (text.includes('event: rows_added')) late.push(JSON.parse(text.slice(text.indexOf('data: ') + 6)).row_ids[0]);
+        if (text.includes('event: rows_added'))
+          late.push(JSON.parse(text.slice(text.indexOf('data: ') + 6)).row_ids[0]);
         if (late.length === added.length) break;
       }
       expect(late).toEqual(added);
@@ -366,13 +450,25 @@ describe('the change feed', () => {
     const table = await api.table({ name: 'Guarded' });
     const url = `/tables/${table.id}/events/?once=true`;
     expect((await stack.app.inject({ method: 'GET', url })).statusCode).toBe(401);
-    const bad = await stack.app.inject({ method: 'GET', url, headers: { ...withKey(paid.apiKey), 'last-event-id': 'abc' } });
+    const bad = await stack.app.inject({
+      method: 'GET',
+      url,
+      headers: { ...withKey(paid.apiKey), 'last-event-id': 'abc' },
+    });
     expect(bad.statusCode).toBe(422);
     expect(bad.json().issues[0].loc).toEqual(['header', 'last-event-id']);
     const intruder = await stack.createWorkspace('paid');
     const foreign = await stack.app.inject({ method: 'GET', url, headers: withKey(intruder.apiKey) });
     expect(foreign.statusCode).toBe(404);
     expect(foreign.json()).toEqual({ detail: expect.any(String) });
-    expect((await stack.app.inject({ method: 'GET', url: '/tables/00000000-0000-4000-8000-000000000000/events/', headers: withKey(paid.apiKey) })).statusCode).toBe(404);
+    expect(
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: '/tables/00000000-0000-4000-8000-000000000000/events/',
+          headers: withKey(paid.apiKey),
+        })
+      ).statusCode,
+    ).toBe(404);
   });
 });

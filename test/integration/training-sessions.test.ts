@@ -28,14 +28,26 @@ beforeAll(async () => {
       content = JSON.stringify({
         summary: 'Name the company in the opener.',
         changes: [
-          { slot_key: 'opener', proposed: 'Open warmly and name their company.', rationale: 'A reviewer asked for the company by name.' },
+          {
+            slot_key: 'opener',
+            proposed: 'Open warmly and name their company.',
+            rationale: 'A reviewer asked for the company by name.',
+          },
           { slot_key: 'no_such_slot', proposed: 'x', rationale: '' },
         ],
       });
     } else if (system.includes('You judge')) {
-      content = JSON.stringify({ grounded: true, language_ok: true, on_topic: true, safe: true, quality_score: 90, reasons: [] });
+      content = JSON.stringify({
+        grounded: true,
+        language_ok: true,
+        on_topic: true,
+        safe: true,
+        quality_score: 90,
+        reasons: [],
+      });
     } else {
-      if (gate.holding && user.includes(`Person: ${gate.holding}`)) await new Promise<void>((resolve) => gate.waiting.push(resolve));
+      if (gate.holding && user.includes(`Person: ${gate.holding}`))
+        await new Promise<void>((resolve) => gate.waiting.push(resolve));
       const person = /Person: (.*)/.exec(user)?.[1] ?? 'there';
       const title = /\[role\] (.*?) \(source/.exec(user)?.[1];
       const lessons = /Lessons from people[^\n]*\n((?:- .*\n?)*)/.exec(system)?.[1]?.trim() ?? '';
@@ -65,10 +77,31 @@ afterAll(async () => {
   await model?.close();
 });
 
-const { stack, paid } = useTestStack({ chatModel: () => openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 20 }) });
+const { stack, paid } = useTestStack({
+  chatModel: () =>
+    openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: `${model.url}/v1`, timeoutSeconds: 20 }),
+});
 
-type Contact = { record_id: string; label: string; state: string; verdict: string | null; notes: { note: string; state: string }[]; messages: Message[]; notice: string | null };
-type Message = { id: string; title: string; subject: string | null; body: string; proposed_body: string | null; proposed_subject: string | null; previous_body: string | null; note: string | null; model_key: string };
+type Contact = {
+  record_id: string;
+  label: string;
+  state: string;
+  verdict: string | null;
+  notes: { note: string; state: string }[];
+  messages: Message[];
+  notice: string | null;
+};
+type Message = {
+  id: string;
+  title: string;
+  subject: string | null;
+  body: string;
+  proposed_body: string | null;
+  proposed_subject: string | null;
+  previous_body: string | null;
+  note: string | null;
+  model_key: string;
+};
 type Session = {
   id: string;
   status: string;
@@ -79,8 +112,21 @@ type Session = {
   reviewed_ids: string[];
   contacts: Contact[];
   steps: { action: string; detail: string; outcome: string }[];
-  progress: { fixed: number; in_a_row: number; reviewed: number; ready_after: number; ready: boolean; lessons: string[] };
-  proposal: { summary: string; changes: { slot_key: string; current: string; proposed: string; rationale: string }[]; made_at: number; record_id: string; round_ids: string[] } | null;
+  progress: {
+    fixed: number;
+    in_a_row: number;
+    reviewed: number;
+    ready_after: number;
+    ready: boolean;
+    lessons: string[];
+  };
+  proposal: {
+    summary: string;
+    changes: { slot_key: string; current: string; proposed: string; rationale: string }[];
+    made_at: number;
+    record_id: string;
+    round_ids: string[];
+  } | null;
 };
 
 /** A sequence whose audience table has one row per person, with an agent of two slots attached. */
@@ -92,7 +138,9 @@ async function trainingSetup(people: string[], ws = paid) {
   const company = await api.column(table.id, { kind: 'input', name: 'Company' });
   const rows: string[] = [];
   for (const [i, person] of people.entries()) {
-    const res = await api.post(`/tables/${table.id}/rows/`, { cells: { [name.id]: person, [title.id]: `Head of Sales ${i}`, [company.id]: `Company ${i}` } });
+    const res = await api.post(`/tables/${table.id}/rows/`, {
+      cells: { [name.id]: person, [title.id]: `Head of Sales ${i}`, [company.id]: `Company ${i}` },
+    });
     rows.push(res.json().id);
   }
   const [sequence] = await stack.sql<{ id: string }[]>`
@@ -102,10 +150,21 @@ async function trainingSetup(people: string[], ws = paid) {
       method: 'POST',
       url: '/outbound-agents/',
       headers: withKey(ws.apiKey),
-      payload: { name: 'Trainee', slots: [{ slot_key: 'opener', prompt: 'Open warmly.' }, { slot_key: 'follow_up_1', prompt: 'Nudge.' }] },
+      payload: {
+        name: 'Trainee',
+        slots: [
+          { slot_key: 'opener', prompt: 'Open warmly.' },
+          { slot_key: 'follow_up_1', prompt: 'Nudge.' },
+        ],
+      },
     })
   ).json() as { id: string };
-  await stack.app.inject({ method: 'PUT', url: `/sequences/${sequence!.id}/agent/`, headers: withKey(ws.apiKey), payload: { agent_id: agent.id } });
+  await stack.app.inject({
+    method: 'PUT',
+    url: `/sequences/${sequence!.id}/agent/`,
+    headers: withKey(ws.apiKey),
+    payload: { agent_id: agent.id },
+  });
   const base = `/sequences/${sequence!.id}/agent/training/`;
   const call = (method: 'GET' | 'POST', url: string, payload?: object) =>
     stack.app.inject({ method, url: `${base}${url}`, headers: withKey(ws.apiKey), ...(payload ? { payload } : {}) });
@@ -140,13 +199,31 @@ describe('starting a training session', () => {
     expect(tooMany.json().issues[0].loc).toEqual(['body', 'sample_size']);
     expect((await setup.call('POST', '', { sample_size: 0 })).statusCode).toBe(422);
     const session = await start(setup, { sample_size: 20, ready_after: 3 });
-    expect(session).toMatchObject({ status: 'running', revision: 1, base_version: 1, applied_version: null, note_waiting: false });
+    expect(session).toMatchObject({
+      status: 'running',
+      revision: 1,
+      base_version: 1,
+      applied_version: null,
+      note_waiting: false,
+    });
     expect(session.progress).toMatchObject({ ready_after: 1, in_a_row: 0, ready: false });
     expect(session.contacts.map((c) => [c.label, c.state])).toEqual([['Ann Lee', 'waiting_write']]);
     expect((await setup.call('POST', '', {})).statusCode).toBe(409);
-    await stack.app.inject({ method: 'PUT', url: `/sequences/${setup.sequenceId}/agent/`, headers: withKey(paid.apiKey), payload: { agent_id: null } });
-    const [other] = await stack.sql<{ id: string }[]>`insert into sequences (workspace_id, name) values (${paid.workspaceId}, 'No agent') returning id`;
-    const noAgent = await stack.app.inject({ method: 'POST', url: `/sequences/${other!.id}/agent/training/`, headers: withKey(paid.apiKey), payload: {} });
+    await stack.app.inject({
+      method: 'PUT',
+      url: `/sequences/${setup.sequenceId}/agent/`,
+      headers: withKey(paid.apiKey),
+      payload: { agent_id: null },
+    });
+    const [other] = await stack.sql<
+      { id: string }[]
+    >`insert into sequences (workspace_id, name) values (${paid.workspaceId}, 'No agent') returning id`;
+    const noAgent = await stack.app.inject({
+      method: 'POST',
+      url: `/sequences/${other!.id}/agent/training/`,
+      headers: withKey(paid.apiKey),
+      payload: {},
+    });
     expect(noAgent.statusCode).toBe(409);
     expect(noAgent.json().detail).toMatch(/no outbound agent/);
   });
@@ -171,21 +248,40 @@ describe('a training run', () => {
     // Six model-written messages, each charged its price once.
     expect((await getBalance(stack.sql, ws.workspaceId)).spent - before.spent).toBe(12);
 
-    expect((await verdict(setup, session.id, { record_id: ann, verdict: 'note', note: 'x'.repeat(2001) })).statusCode).toBe(422);
+    expect(
+      (await verdict(setup, session.id, { record_id: ann, verdict: 'note', note: 'x'.repeat(2001) })).statusCode,
+    ).toBe(422);
     expect((await verdict(setup, session.id, { record_id: ann, verdict: 'note' })).statusCode).toBe(422);
-    const noted = await verdict(setup, session.id, { record_id: ann, verdict: 'note', note: 'Mention their company by name.' });
+    const noted = await verdict(setup, session.id, {
+      record_id: ann,
+      verdict: 'note',
+      note: 'Mention their company by name.',
+    });
     expect(noted.statusCode).toBe(200);
-    expect(contact(noted.json(), ann)).toMatchObject({ verdict: 'note', notes: [{ note: 'Mention their company by name.', state: 'pending' }] });
+    expect(contact(noted.json(), ann)).toMatchObject({
+      verdict: 'note',
+      notes: [{ note: 'Mention their company by name.', state: 'pending' }],
+    });
     session = await until(setup, session.id, (s) => contact(s, ann).state === 'awaiting_verdict', 'the rewrite');
     const rewritten = contact(session, ann);
     expect(rewritten.notes).toEqual([{ note: 'Mention their company by name.', state: 'learned' }]);
     expect(rewritten.messages[0]!.proposed_body).toContain('Mention their company by name.');
     expect(rewritten.messages[0]!.body).not.toContain('Mention their company');
-    expect(session.progress).toMatchObject({ lessons: ['Mention their company by name.'], in_a_row: 0, reviewed: 1, ready: false });
+    expect(session.progress).toMatchObject({
+      lessons: ['Mention their company by name.'],
+      in_a_row: 0,
+      reviewed: 1,
+      ready: false,
+    });
 
     // Looks good keeps the rewrite: it replaces the thread as written.
-    session = (await verdict(setup, session.id, { record_id: ann, verdict: 'looks_good', expected_revision: session.revision })).json();
-    expect(contact(session, ann).messages[0]).toMatchObject({ proposed_body: null, previous_body: rewritten.messages[0]!.body });
+    session = (
+      await verdict(setup, session.id, { record_id: ann, verdict: 'looks_good', expected_revision: session.revision })
+    ).json();
+    expect(contact(session, ann).messages[0]).toMatchObject({
+      proposed_body: null,
+      previous_body: rewritten.messages[0]!.body,
+    });
     expect(contact(session, ann).messages[0]!.body).toContain('Mention their company by name.');
     expect(session.progress).toMatchObject({ fixed: 1, in_a_row: 1, ready: false });
     session = (await verdict(setup, session.id, { record_id: bo, verdict: 'looks_good' })).json();
@@ -196,10 +292,23 @@ describe('a training run', () => {
     // Drafted by the model from the lessons: only the slot it changed, with the current prompt beside it.
     expect(session.proposal).toMatchObject({
       summary: 'Name the company in the opener.',
-      changes: [{ slot_key: 'opener', current: 'Open warmly.', proposed: 'Open warmly and name their company.', rationale: 'A reviewer asked for the company by name.' }],
+      changes: [
+        {
+          slot_key: 'opener',
+          current: 'Open warmly.',
+          proposed: 'Open warmly and name their company.',
+          rationale: 'A reviewer asked for the company by name.',
+        },
+      ],
       round_ids: expect.arrayContaining([ann, bo]),
     });
-    expect(session.steps.map((s) => s.action)).toEqual(['write_messages', 'write_messages', 'write_messages', 'rewrite_messages', 'propose_update']);
+    expect(session.steps.map((s) => s.action)).toEqual([
+      'write_messages',
+      'write_messages',
+      'write_messages',
+      'rewrite_messages',
+      'propose_update',
+    ]);
     // A proposed session takes no more verdicts.
     expect((await verdict(setup, session.id, { record_id: cy, verdict: 'looks_good' })).statusCode).toBe(409);
 
@@ -208,10 +317,21 @@ describe('a training run', () => {
     const applied = await setup.call('POST', `${session.id}/apply/`, { expected_revision: session.revision });
     expect(applied.statusCode).toBe(200);
     expect(applied.json()).toMatchObject({ status: 'completed', applied_version: 2, revision: session.revision + 1 });
-    const agent = (await stack.app.inject({ method: 'GET', url: `/outbound-agents/${setup.agentId}/`, headers: withKey(ws.apiKey) })).json();
+    const agent = (
+      await stack.app.inject({ method: 'GET', url: `/outbound-agents/${setup.agentId}/`, headers: withKey(ws.apiKey) })
+    ).json();
     expect(agent.version).toBe(2);
-    expect(agent.slots.map((slot: { prompt: string }) => slot.prompt)).toEqual(['Open warmly and name their company.', 'Nudge.']);
-    const versions = (await stack.app.inject({ method: 'GET', url: `/outbound-agents/${setup.agentId}/versions/`, headers: withKey(ws.apiKey) })).json().versions;
+    expect(agent.slots.map((slot: { prompt: string }) => slot.prompt)).toEqual([
+      'Open warmly and name their company.',
+      'Nudge.',
+    ]);
+    const versions = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/outbound-agents/${setup.agentId}/versions/`,
+        headers: withKey(ws.apiKey),
+      })
+    ).json().versions;
     expect(versions[0].origin).toBe(`training:${session.id}`);
     // A finished session changes no more.
     expect((await setup.call('POST', `${session.id}/close/`, {})).statusCode).toBe(409);
@@ -228,7 +348,13 @@ describe('a training run', () => {
     expect(session.proposal).toMatchObject({ changes: [], summary: expect.stringContaining('no change') });
     const abandoned = await setup.call('POST', `${session.id}/abandon/`, { expected_revision: session.revision });
     expect(abandoned.json()).toMatchObject({ status: 'abandoned', applied_version: null });
-    const agent = (await stack.app.inject({ method: 'GET', url: `/outbound-agents/${setup.agentId}/`, headers: withKey(paid.apiKey) })).json();
+    const agent = (
+      await stack.app.inject({
+        method: 'GET',
+        url: `/outbound-agents/${setup.agentId}/`,
+        headers: withKey(paid.apiKey),
+      })
+    ).json();
     expect(agent.version).toBe(1);
   });
 
@@ -247,10 +373,20 @@ describe('a training run', () => {
     const [gil, hal] = setup.rows as [string, string, string];
     gate.holding = 'Hal Jones';
     const started = await start(setup, { sample_size: 3, ready_after: 3 });
-    let session = await until(setup, started.id, (s) => contact(s, gil).state === 'awaiting_verdict' && contact(s, hal).state === 'writing', 'Hal being written');
-    const noted = (await verdict(setup, session.id, { record_id: gil, verdict: 'note', note: 'Shorter, please.' })).json() as Session;
+    let session = await until(
+      setup,
+      started.id,
+      (s) => contact(s, gil).state === 'awaiting_verdict' && contact(s, hal).state === 'writing',
+      'Hal being written',
+    );
+    const noted = (
+      await verdict(setup, session.id, { record_id: gil, verdict: 'note', note: 'Shorter, please.' })
+    ).json() as Session;
     expect(noted.note_waiting).toBe(true);
-    expect(contact(noted, gil)).toMatchObject({ state: 'rewrite_queued', notes: [{ note: 'Shorter, please.', state: 'pending' }] });
+    expect(contact(noted, gil)).toMatchObject({
+      state: 'rewrite_queued',
+      notes: [{ note: 'Shorter, please.', state: 'pending' }],
+    });
     gate.holding = null;
     for (const release of gate.waiting.splice(0)) release();
     session = await until(setup, session.id, (s) => s.status === 'reviewing', 'reviewing');
@@ -299,9 +435,17 @@ describe('endpoint 3: discard-changes', () => {
     expect(after.revision).toBe(session.revision + 1);
     expect(after.status).toBe('reviewing');
     const joAfter = contact(after, jo);
-    expect(joAfter).toMatchObject({ verdict: null, state: 'awaiting_verdict', notes: [{ note: 'Drop the jargon.', state: 'discarded' }] });
+    expect(joAfter).toMatchObject({
+      verdict: null,
+      state: 'awaiting_verdict',
+      notes: [{ note: 'Drop the jargon.', state: 'discarded' }],
+    });
     expect(joAfter.messages.map((m) => [m.subject, m.body])).toEqual(asWritten);
-    expect(joAfter.messages.every((m) => m.proposed_body === null && m.proposed_subject === null && m.previous_body === null)).toBe(true);
+    expect(
+      joAfter.messages.every(
+        (m) => m.proposed_body === null && m.proposed_subject === null && m.previous_body === null,
+      ),
+    ).toBe(true);
     expect(after.progress.lessons).toEqual([]);
     // Kim's verdict and the run's history are untouched.
     expect(contact(after, kim)).toMatchObject({ verdict: 'looks_good', state: 'reviewed' });
@@ -332,11 +476,19 @@ describe('the local proposal drafter (no model)', () => {
     const doc = newDoc([], 1);
     doc.lesson_log.push({ lesson: 'Be brief.', record_id: crypto.randomUUID(), round: 1, state: 'active' });
     doc.lesson_log.push({ lesson: 'Dropped.', record_id: crypto.randomUUID(), round: 1, state: 'discarded' });
-    const proposal = draftProposal({ head: { status: 'proposing', note_waiting: false, error: '' }, doc }, [
-      { slot_key: 'opener', kind: 'email', prompt: 'Say hi.\n\nLessons from training:\n- Old lesson.' },
-    ], 7, crypto.randomUUID());
+    const proposal = draftProposal(
+      { head: { status: 'proposing', note_waiting: false, error: '' }, doc },
+      [{ slot_key: 'opener', kind: 'email', prompt: 'Say hi.\n\nLessons from training:\n- Old lesson.' }],
+      7,
+      crypto.randomUUID(),
+    );
     expect(proposal.changes).toEqual([
-      { slot_key: 'opener', current: 'Say hi.\n\nLessons from training:\n- Old lesson.', proposed: 'Say hi.\n\nLessons from training:\n- Be brief.', rationale: expect.stringContaining('"Be brief."') },
+      {
+        slot_key: 'opener',
+        current: 'Say hi.\n\nLessons from training:\n- Old lesson.',
+        proposed: 'Say hi.\n\nLessons from training:\n- Be brief.',
+        rationale: expect.stringContaining('"Be brief."'),
+      },
     ]);
     expect(proposal.made_at).toBe(7);
   });

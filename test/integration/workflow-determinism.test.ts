@@ -23,9 +23,13 @@ const workflowTypes = Object.entries(workflows)
 interface RecordedHistory {
   events: { workflowExecutionStartedEventAttributes?: { workflowType?: { name?: string } } }[];
 }
-const historyFiles = () => readdirSync(historiesDir).filter((f) => f.endsWith('.json')).sort();
+const historyFiles = () =>
+  readdirSync(historiesDir)
+    .filter((f) => f.endsWith('.json'))
+    .sort();
 const readHistory = (file: string) => JSON.parse(readFileSync(join(historiesDir, file), 'utf8')) as RecordedHistory;
-const workflowTypeOf = (history: RecordedHistory) => history.events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name;
+const workflowTypeOf = (history: RecordedHistory) =>
+  history.events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name;
 
 describe('workflow determinism', () => {
   it('lints workflows/ clean, and the rule refuses I/O imports there', async () => {
@@ -65,7 +69,10 @@ describe('workflow determinism', () => {
     expect(files.length).toBeGreaterThan(0);
     const histories = files.map((file) => ({ workflowId: file, history: readHistory(file) }));
     const results = [];
-    for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: inject('workflowBundlePath') } }, histories)) {
+    for await (const result of Worker.runReplayHistories(
+      { workflowBundle: { codePath: inject('workflowBundlePath') } },
+      histories,
+    )) {
       results.push({ id: result.workflowId, error: result.error ? String(result.error) : null });
     }
     expect(results).toEqual(files.map((id) => ({ id, error: null })));

@@ -14,7 +14,10 @@ export interface AdminRun {
 /** Runs one admin command with `env` over this process's environment; a non-zero exit is answered, not thrown. */
 export async function runAdmin(args: string[], env: NodeJS.ProcessEnv): Promise<AdminRun> {
   try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: projectRoot, env: { ...process.env, ...env } });
+    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], {
+      cwd: projectRoot,
+      env: { ...process.env, ...env },
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };

@@ -2,7 +2,11 @@
 import type { Sql } from '../../db/sql.js';
 
 /** A conversation of the workspace (its first member's unless one is named), inserted with SQL. */
-export async function insertConversation(sql: Sql, workspaceId: string, options: { memberId?: string; title?: string } = {}): Promise<string> {
+export async function insertConversation(
+  sql: Sql,
+  workspaceId: string,
+  options: { memberId?: string; title?: string } = {},
+): Promise<string> {
   const [row] = await sql<{ id: string }[]>`
     insert into assistant_conversations (workspace_id, member_id, title)
     values (
@@ -26,8 +30,14 @@ export function readStream(body: string): { ids: number[]; parts: Part[]; done: 
   const parts: Part[] = [];
   let done = false;
   for (const event of body.split('\n\n')) {
-    const data = event.split('\n').find((l) => l.startsWith('data: '))?.slice(6);
-    const id = event.split('\n').find((l) => l.startsWith('id: '))?.slice(4);
+    const data = event
+      .split('\n')
+      .find((l) => l.startsWith('data: '))
+      ?.slice(6);
+    const id = event
+      .split('\n')
+      .find((l) => l.startsWith('id: '))
+      ?.slice(4);
     if (data === '[DONE]') done = true;
     else if (data) {
       parts.push(JSON.parse(data) as Part);

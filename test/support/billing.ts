@@ -42,7 +42,15 @@ export interface StripeEventJson {
 }
 
 export function stripeEvent(type: string, object: Record<string, unknown>, at = new Date()): StripeEventJson {
-  return { id: rid('evt'), object: 'event', type, created: unix(at), api_version: '2026-10-28.endive', livemode: false, data: { object } };
+  return {
+    id: rid('evt'),
+    object: 'event',
+    type,
+    created: unix(at),
+    api_version: '2026-10-28.endive',
+    livemode: false,
+    data: { object },
+  };
 }
 
 export const events = {
@@ -65,7 +73,11 @@ export const events = {
       },
       o.at,
     ),
-  packCheckout: (workspaceId: string, pack: string, o: { paymentIntent?: string; amount?: number; customer?: string; at?: Date } = {}) =>
+  packCheckout: (
+    workspaceId: string,
+    pack: string,
+    o: { paymentIntent?: string; amount?: number; customer?: string; at?: Date } = {},
+  ) =>
     stripeEvent(
       'checkout.session.completed',
       {
@@ -87,7 +99,14 @@ export const events = {
   invoice: (
     type: 'invoice.paid' | 'invoice.payment_failed',
     workspaceId: string,
-    o: { invoice?: string; subscription?: string; customer?: string; amount?: number; periodStart?: Date; at?: Date } = {},
+    o: {
+      invoice?: string;
+      subscription?: string;
+      customer?: string;
+      amount?: number;
+      periodStart?: Date;
+      at?: Date;
+    } = {},
   ) => {
     const start = o.periodStart ?? o.at ?? new Date();
     const end = new Date(start.getTime() + 30 * 86_400_000);
@@ -106,7 +125,10 @@ export const events = {
         period_start: unix(start),
         period_end: unix(start),
         hosted_invoice_url: 'https://invoice.stripe.com/i/test',
-        parent: { type: 'subscription_details', subscription_details: { subscription: o.subscription ?? rid('sub'), metadata: { workspace_id: workspaceId } } },
+        parent: {
+          type: 'subscription_details',
+          subscription_details: { subscription: o.subscription ?? rid('sub'), metadata: { workspace_id: workspaceId } },
+        },
         lines: { object: 'list', data: [{ period: { start: unix(start), end: unix(end) } }] },
       },
       o.at,
@@ -115,7 +137,14 @@ export const events = {
   subscription: (
     type: 'customer.subscription.created' | 'customer.subscription.updated' | 'customer.subscription.deleted',
     workspaceId: string,
-    o: { subscription: string; status: string; cancelAtPeriodEnd?: boolean; periodStart?: Date; customer?: string; at?: Date },
+    o: {
+      subscription: string;
+      status: string;
+      cancelAtPeriodEnd?: boolean;
+      periodStart?: Date;
+      customer?: string;
+      at?: Date;
+    },
   ) => {
     const start = o.periodStart ?? o.at ?? new Date();
     return stripeEvent(
@@ -126,7 +155,15 @@ export const events = {
         customer: o.customer ?? null,
         status: o.status,
         cancel_at_period_end: o.cancelAtPeriodEnd ?? false,
-        items: { object: 'list', data: [{ current_period_start: unix(start), current_period_end: unix(new Date(start.getTime() + 30 * 86_400_000)) }] },
+        items: {
+          object: 'list',
+          data: [
+            {
+              current_period_start: unix(start),
+              current_period_end: unix(new Date(start.getTime() + 30 * 86_400_000)),
+            },
+          ],
+        },
         metadata: { workspace_id: workspaceId },
       },
       o.at,
@@ -148,7 +185,11 @@ export const events = {
       },
       o.at,
     ),
-  dispute: (type: 'charge.dispute.created' | 'charge.dispute.closed', workspaceId: string, o: { paymentIntent: string; amount: number; status: string; id?: string }) =>
+  dispute: (
+    type: 'charge.dispute.created' | 'charge.dispute.closed',
+    workspaceId: string,
+    o: { paymentIntent: string; amount: number; status: string; id?: string },
+  ) =>
     stripeEvent(type, {
       id: o.id ?? rid('dp'),
       object: 'dispute',
@@ -163,9 +204,14 @@ export const events = {
 };
 
 /** Posts an event as Stripe does: the raw JSON and its `Stripe-Signature` (signed now unless `timestamp`). */
-export function postStripeEvent(app: FastifyInstance, event: StripeEventJson | string, o: { secret?: string; timestamp?: number; signature?: string | null } = {}) {
+export function postStripeEvent(
+  app: FastifyInstance,
+  event: StripeEventJson | string,
+  o: { secret?: string; timestamp?: number; signature?: string | null } = {},
+) {
   const payload = typeof event === 'string' ? event : JSON.stringify(event);
-  const signature = o.signature === undefined ? signStripePayload(payload, o.secret ?? webhookSecret, o.timestamp) : o.signature;
+  const signature =
+    o.signature === undefined ? signStripePayload(payload, o.secret ?? webhookSecret, o.timestamp) : o.signature;
   return app.inject({
     method: 'POST',
     url: '/billing/webhooks/stripe/',

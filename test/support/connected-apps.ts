@@ -4,7 +4,11 @@
  * step, through the same JSON routes the consent page uses.
  */
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens,
+} from '@modelcontextprotocol/sdk/shared/auth.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
@@ -82,7 +86,11 @@ export async function connectMcp(url: URL, provider: MemoryOAuthProvider): Promi
  * to the authorization endpoint; `approve` is the person's consent (answers the redirect_url); the
  * SDK exchanges the code; a second connect succeeds.
  */
-export async function authorizeAndConnect(url: URL, provider: MemoryOAuthProvider, approve: (consentId: string) => Promise<string>): Promise<McpConnection> {
+export async function authorizeAndConnect(
+  url: URL,
+  provider: MemoryOAuthProvider,
+  approve: (consentId: string) => Promise<string>,
+): Promise<McpConnection> {
   const transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
   const first = new Client({ name: 'sdk-test-client', version: '1.0.0' });
   await expect(first.connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);

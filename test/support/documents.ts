@@ -68,8 +68,14 @@ export function grayPng(width = 64, height = 64): Buffer {
   header[8] = 8; // bit depth
   header[9] = 0; // grayscale
   const raw = Buffer.alloc((width + 1) * height);
-  for (let y = 0; y < height; y += 1) for (let x = 0; x < width; x += 1) raw[y * (width + 1) + 1 + x] = (x * 4 + y * 2) % 256;
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', header), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+  for (let y = 0; y < height; y += 1)
+    for (let x = 0; x < width; x += 1) raw[y * (width + 1) + 1 + x] = (x * 4 + y * 2) % 256;
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 /** A PDF of these pages, text in Helvetica (a standard font, not embedded, as many generated PDFs have). */
@@ -80,7 +86,8 @@ export async function buildPdf(pages: PageContent[], options: { useObjectStreams
   for (const content of pages) {
     const page: PDFPage = doc.addPage(pageSize);
     if ('texts' in content) {
-      for (const t of content.texts) page.drawText(t.text, { x: t.x, y: pageSize[1] - t.top, size: t.size ?? 10, font });
+      for (const t of content.texts)
+        page.drawText(t.text, { x: t.x, y: pageSize[1] - t.top, size: t.size ?? 10, font });
     } else if ('image' in content) {
       page.drawImage(image!, { x: 50, y: 300, width: 400, height: 400 });
     }
@@ -92,12 +99,23 @@ export async function buildPdf(pages: PageContent[], options: { useObjectStreams
 export async function reportPdf(pages: number): Promise<Buffer> {
   const content: PageContent[] = [];
   for (let p = 0; p < pages; p += 1) {
-    const rows = Array.from({ length: 30 }, (_, r) => [`Item ${p * 30 + r + 1}`, `Region ${r % 4}`, (r * 123.45).toFixed(2), r % 7 === 0 ? 'late' : 'ok']);
+    const rows = Array.from({ length: 30 }, (_, r) => [
+      `Item ${p * 30 + r + 1}`,
+      `Region ${r % 4}`,
+      (r * 123.45).toFixed(2),
+      r % 7 === 0 ? 'late' : 'ok',
+    ]);
     content.push({
       texts: [
         { text: `Quarterly report, page ${p + 1}`, x: 50, top: 52, size: 16 },
         { text: 'Sales by item and region, in euros, as booked at the end of the quarter.', x: 50, top: 82, size: 11 },
-        ...tableTexts({ columns: [50, 200, 350, 480], rows: [['Item', 'Region', 'Amount', 'Status'], ...rows], top: 112, size: 10, lineHeight: 20 }),
+        ...tableTexts({
+          columns: [50, 200, 350, 480],
+          rows: [['Item', 'Region', 'Amount', 'Status'], ...rows],
+          top: 112,
+          size: 10,
+          lineHeight: 20,
+        }),
       ],
     });
   }
@@ -213,12 +231,18 @@ export function workbookEntries(): ZipEntrySpec[] {
 }
 
 /** The bytes of a multipart/form-data body with one file field (app.inject sends it as is). */
-export function multipartBody(file: { field?: string; filename: string; contentType: string; data: Buffer }): { payload: Buffer; headers: Record<string, string> } {
+export function multipartBody(file: { field?: string; filename: string; contentType: string; data: Buffer }): {
+  payload: Buffer;
+  headers: Record<string, string>;
+} {
   const boundary = `----attachment${Math.random().toString(16).slice(2)}`;
   const head = Buffer.from(
     `--${boundary}\r\nContent-Disposition: form-data; name="${file.field ?? 'file'}"; filename="${file.filename}"\r\nContent-Type: ${file.contentType}\r\n\r\n`,
     'utf8',
   );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8');
-  return { payload: Buffer.concat([head, file.data, tail]), headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } };
+  return {
+    payload: Buffer.concat([head, file.data, tail]),
+    headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+  };
 }

@@ -58,10 +58,14 @@ export interface FaultWorkers {
   crashAfter(activity: string, when?: (input: unknown, result: unknown) => boolean): Promise<void>;
 }
 
-const killedFailure = () => ApplicationFailure.retryable('The worker running this attempt was killed.', 'worker_killed');
+const killedFailure = () =>
+  ApplicationFailure.retryable('The worker running this attempt was killed.', 'worker_killed');
 
 /** The file's fault workers over its stack; the app and the first worker exist once beforeAll has run. */
-export function useFaultWorkers(stack: TestStack, options: { enrichmentProviders: () => EnrichmentProviders }): FaultWorkers {
+export function useFaultWorkers(
+  stack: TestStack,
+  options: { enrichmentProviders: () => EnrichmentProviders },
+): FaultWorkers {
   const taskQueue = `faults-${randomBytes(4).toString('hex')}`;
   const crashes = new Map<string, { when: (input: unknown, result: unknown) => boolean; crashed: () => void }>();
   const workers: FaultWorker[] = [];
@@ -123,7 +127,12 @@ export function useFaultWorkers(stack: TestStack, options: { enrichmentProviders
       await (kill ? running.catch(() => undefined) : running);
       if (current === handle) current = undefined;
     };
-    const handle: FaultWorker = { name: `worker ${workers.length + 1}`, started, kill: () => stop(true), drain: () => stop(false) };
+    const handle: FaultWorker = {
+      name: `worker ${workers.length + 1}`,
+      started,
+      kill: () => stop(true),
+      drain: () => stop(false),
+    };
     workers.push(handle);
     current = handle;
     return handle;

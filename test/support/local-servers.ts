@@ -7,7 +7,12 @@ import { createSocket } from 'node:dgram';
 import { serveHttp } from '../../sim/local-http.js';
 
 /** A chat-completions endpoint (POST /v1/chat/completions) answering with what `answer` gives for the request body. */
-export function serveChatCompletions(answer: (body: { model: string; messages: { role: string; content: string }[] }) => { status?: number; content?: string | null }) {
+export function serveChatCompletions(
+  answer: (body: { model: string; messages: { role: string; content: string }[] }) => {
+    status?: number;
+    content?: string | null;
+  },
+) {
   return serveHttp((req, res, body) => {
     res.setHeader('content-type', 'application/json');
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
@@ -26,7 +31,14 @@ export function serveChatCompletions(answer: (body: { model: string; messages: {
         object: 'chat.completion',
         created: 1_700_000_000,
         model: request.model,
-        choices: [{ index: 0, message: { role: 'assistant', content: reply.content ?? null }, finish_reason: 'stop', logprobs: null }],
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: reply.content ?? null },
+            finish_reason: 'stop',
+            logprobs: null,
+          },
+        ],
         usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
       }),
     );
@@ -41,7 +53,13 @@ export async function serveDns(zones: Record<string, { priority: number; exchang
   const socket = createSocket('udp4');
   const queries: string[] = [];
   const encodeName = (name: string) =>
-    Buffer.concat([...name.split('.').filter(Boolean).map((label) => Buffer.concat([Buffer.from([label.length]), Buffer.from(label, 'ascii')])), Buffer.from([0])]);
+    Buffer.concat([
+      ...name
+        .split('.')
+        .filter(Boolean)
+        .map((label) => Buffer.concat([Buffer.from([label.length]), Buffer.from(label, 'ascii')])),
+      Buffer.from([0]),
+    ]);
   socket.on('message', (message, peer) => {
     // Question: the name's labels from byte 12, then type and class.
     const labels: string[] = [];
@@ -75,5 +93,9 @@ export async function serveDns(zones: Record<string, { priority: number; exchang
   });
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
   const { port } = socket.address();
-  return { server: `127.0.0.1:${port}`, queries, close: () => new Promise<void>((resolve) => socket.close(() => resolve())) };
+  return {
+    server: `127.0.0.1:${port}`,
+    queries,
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
 }

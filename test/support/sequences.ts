@@ -10,7 +10,13 @@ export interface Audience {
   tableId: string;
   columns: { email: string; profile: string; first: string; last: string; company: string };
   mapping: Record<string, string>;
-  addRow: (cells: { email?: string | null; profile?: string | null; first?: string; last?: string; company?: string }) => Promise<string>;
+  addRow: (cells: {
+    email?: string | null;
+    profile?: string | null;
+    first?: string;
+    last?: string;
+    company?: string;
+  }) => Promise<string>;
 }
 
 export interface SequencesApi extends TablesClient {
@@ -19,10 +25,21 @@ export interface SequencesApi extends TablesClient {
   sender: (name?: string) => Promise<string>;
   sequence: (body: object) => Promise<{ id: string; revision: number; [k: string]: unknown }>;
   launch: (sequenceId: string) => Promise<void>;
-  enrol: (sequenceId: string, rowIds: string[]) => Promise<{ row_id: string; status: string; reason: string | null; contact: { id: string } | null }[]>;
-  contact: (sequenceId: string, contactId: string) => Promise<{ status: string; wait: { reason: string; until: string | null } | null; [k: string]: unknown }>;
+  enrol: (
+    sequenceId: string,
+    rowIds: string[],
+  ) => Promise<{ row_id: string; status: string; reason: string | null; contact: { id: string } | null }[]>;
+  contact: (
+    sequenceId: string,
+    contactId: string,
+  ) => Promise<{ status: string; wait: { reason: string; until: string | null } | null; [k: string]: unknown }>;
   /** Polls a contact until `done` says so (workflows move on their own). */
-  waitFor: (sequenceId: string, contactId: string, done: (c: Record<string, unknown>) => boolean, ms?: number) => Promise<Record<string, unknown>>;
+  waitFor: (
+    sequenceId: string,
+    contactId: string,
+    done: (c: Record<string, unknown>) => boolean,
+    ms?: number,
+  ) => Promise<Record<string, unknown>>;
 }
 
 export function sequencesApi(stack: TestStack, ws: TestWorkspace): SequencesApi {
@@ -33,7 +50,13 @@ export function sequencesApi(stack: TestStack, ws: TestWorkspace): SequencesApi 
     async audience() {
       const table = await base.table({ name: `Audience ${Math.random().toString(36).slice(2, 8)}` });
       const col = async (name: string) => (await base.column(table.id, { kind: 'input', name })).id;
-      const columns = { email: await col('Email'), profile: await col('Profile'), first: await col('First name'), last: await col('Last name'), company: await col('Company') };
+      const columns = {
+        email: await col('Email'),
+        profile: await col('Profile'),
+        first: await col('First name'),
+        last: await col('Last name'),
+        company: await col('Company'),
+      };
       return {
         tableId: table.id,
         columns,

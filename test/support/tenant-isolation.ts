@@ -19,7 +19,13 @@ const extensionTag = 'pnet-agent';
 
 export async function operationsWithIds(app: FastifyInstance): Promise<Operation[]> {
   const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
-    paths: Record<string, Record<string, { operationId: string; tags?: string[]; parameters?: { in: string; schema?: { format?: string } }[] }>>;
+    paths: Record<
+      string,
+      Record<
+        string,
+        { operationId: string; tags?: string[]; parameters?: { in: string; schema?: { format?: string } }[] }
+      >
+    >;
   };
   // An id is a uuid path parameter; an enum in the path (a tool's key) names no workspace's resource.
   const hasId = (op: { parameters?: { in: string; schema?: { format?: string } }[] }) =>
@@ -27,7 +33,12 @@ export async function operationsWithIds(app: FastifyInstance): Promise<Operation
   return Object.entries(doc.paths).flatMap(([path, methods]) =>
     Object.entries(methods)
       .filter(([, op]) => hasId(op))
-      .map(([method, op]) => ({ method: method.toUpperCase(), path, operationId: op.operationId, tags: op.tags ?? [] })),
+      .map(([method, op]) => ({
+        method: method.toUpperCase(),
+        path,
+        operationId: op.operationId,
+        tags: op.tags ?? [],
+      })),
   );
 }
 
@@ -46,16 +57,24 @@ export async function expectTenantIsolation(options: {
   for (const op of operations) {
     const url = op.path.replace(/\{(\w+)\}/g, (_, name: string) => {
       const id = options.ids[name];
-      if (!id) throw new Error(`No id supplied for path parameter "${name}" of ${op.method} ${op.path}: add one to the isolation test.`);
+      if (!id)
+        throw new Error(
+          `No id supplied for path parameter "${name}" of ${op.method} ${op.path}: add one to the isolation test.`,
+        );
       return id;
     });
     const res = await options.app.inject({
       method: op.method as 'GET',
       url,
       headers: op.tags.includes(extensionTag) ? options.intruderExtensionHeaders : options.intruderHeaders,
-      ...(['POST', 'PUT', 'PATCH'].includes(op.method) ? { payload: (options.bodies?.[op.operationId] ?? {}) as object } : {}),
+      ...(['POST', 'PUT', 'PATCH'].includes(op.method)
+        ? { payload: (options.bodies?.[op.operationId] ?? {}) as object }
+        : {}),
     });
-    expect({ op: `${op.method} ${op.path}`, status: res.statusCode }).toEqual({ op: `${op.method} ${op.path}`, status: 404 });
+    expect({ op: `${op.method} ${op.path}`, status: res.statusCode }).toEqual({
+      op: `${op.method} ${op.path}`,
+      status: 404,
+    });
     expect(Object.keys(res.json())).toEqual(['detail']);
   }
   return operations;

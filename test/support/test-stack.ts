@@ -76,10 +76,17 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     taskQueue,
     workflowBundle: { codePath: inject('workflowBundlePath') },
     // Tests drive each account's line by hand: no housekeeping reads of its own.
-    activities: createActivities({ sql: db.sql, integrations, startStep: (row) => startStepWorkflow({ client, taskQueue, sql: db.sql }, row), housekeeping: {}, enrichmentProviders, agentSuppliers,
+    activities: createActivities({
+      sql: db.sql,
+      integrations,
+      startStep: (row) => startStepWorkflow({ client, taskQueue, sql: db.sql }, row),
+      housekeeping: {},
+      enrichmentProviders,
+      agentSuppliers,
       // Tests' IMAP servers listen on 127.0.0.1.
       mailboxNetwork: { allowPrivateNetworks: true },
-      chatModel: options.chatModel?.() ?? null }),
+      chatModel: options.chatModel?.() ?? null,
+    }),
   });
   const running = worker.run();
   // As `npm start` runs it: the API's client shares the worker's native connection and starts a
@@ -104,8 +111,16 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     client,
     taskQueue,
     async createWorkspace(plan = 'paid') {
-      const created = await createWorkspaceWithAdmin(db.sql, { name: `Workspace ${randomBytes(3).toString('hex')}`, plan });
-      return { workspaceId: created.workspace_id, userId: created.user_id, apiKey: created.api_key, accessToken: created.access_token! };
+      const created = await createWorkspaceWithAdmin(db.sql, {
+        name: `Workspace ${randomBytes(3).toString('hex')}`,
+        plan,
+      });
+      return {
+        workspaceId: created.workspace_id,
+        userId: created.user_id,
+        apiKey: created.api_key,
+        accessToken: created.access_token!,
+      };
     },
     async addMember(workspaceId, role) {
       const email = `${role}-${randomBytes(3).toString('hex')}@example.com`;
@@ -133,7 +148,11 @@ export const withToken = (token: string) => ({ authorization: `Bearer ${token}` 
  * answered are filled in beforeAll: read their fields inside hooks and tests, never at import.
  */
 export function useTestStack(options: TestStackOptions & { workspaces: false }): { stack: TestStack };
-export function useTestStack(options?: TestStackOptions & { workspaces?: true }): { stack: TestStack; paid: TestWorkspace; free: TestWorkspace };
+export function useTestStack(options?: TestStackOptions & { workspaces?: true }): {
+  stack: TestStack;
+  paid: TestWorkspace;
+  free: TestWorkspace;
+};
 export function useTestStack({ workspaces = true, ...options }: TestStackOptions & { workspaces?: boolean } = {}) {
   const stack = {} as TestStack;
   const paid = {} as TestWorkspace;
@@ -145,7 +164,11 @@ export function useTestStack({ workspaces = true, ...options }: TestStackOptions
     Object.assign(free, await stack.createWorkspace('free'));
     // Enough for every priced step a test queues; credit tests make workspaces of their own.
     for (const ws of [paid, free]) {
-      await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: 100_000, causeKey: 'test-fixture' });
+      await grantWorkspaceCredits(stack.sql, {
+        workspaceId: ws.workspaceId,
+        amount: 100_000,
+        causeKey: 'test-fixture',
+      });
     }
   });
   afterAll(() => stack.close?.());

@@ -1,6 +1,11 @@
 /** The payout gates as a table (issue 20; spec 3.6): one pure function for the performance read and the payout cycle. */
 import { describe, expect, it } from 'vitest';
-import { decidePayoutGate, nextPayoutAt, payoutPeriodOf, type PayoutGateInput } from '../../domain/affiliates/payout-gates.js';
+import {
+  decidePayoutGate,
+  nextPayoutAt,
+  payoutPeriodOf,
+  type PayoutGateInput,
+} from '../../domain/affiliates/payout-gates.js';
 
 const now = new Date('2026-11-24T12:00:00Z');
 const base: PayoutGateInput = {
@@ -21,15 +26,35 @@ const base: PayoutGateInput = {
 describe('decidePayoutGate: status and blocker, first that applies wins', () => {
   const rows: Array<[string, Partial<PayoutGateInput>, string, string | null]> = [
     ['all clear', {}, 'scheduled', null],
-    ['program paused beats everything', { programPaused: true, unavailable: true, underReview: true, blocked: true, availableCents: 0 }, 'paused', null],
-    ['unavailable beats review, block and minimum', { unavailable: true, underReview: true, blocked: true, availableCents: 0 }, 'unavailable', null],
+    [
+      'program paused beats everything',
+      { programPaused: true, unavailable: true, underReview: true, blocked: true, availableCents: 0 },
+      'paused',
+      null,
+    ],
+    [
+      'unavailable beats review, block and minimum',
+      { unavailable: true, underReview: true, blocked: true, availableCents: 0 },
+      'unavailable',
+      null,
+    ],
     ['under review beats blocked', { underReview: true, blocked: true }, 'under_review', null],
     ['blocked', { blocked: true }, 'blocked', null],
     ['one cent under the minimum', { availableCents: 4999 }, 'below_minimum', null],
     ['exactly the minimum', { availableCents: 5000 }, 'scheduled', null],
     ['a negative balance after a clawback', { availableCents: -300 }, 'below_minimum', null],
-    ['identity not verified is a blocker, not a status', { identityVerified: false }, 'scheduled', 'identity_not_verified'],
-    ['identity first among blockers', { identityVerified: false, payoutEmail: null, destinationHold: true }, 'scheduled', 'identity_not_verified'],
+    [
+      'identity not verified is a blocker, not a status',
+      { identityVerified: false },
+      'scheduled',
+      'identity_not_verified',
+    ],
+    [
+      'identity first among blockers',
+      { identityVerified: false, payoutEmail: null, destinationHold: true },
+      'scheduled',
+      'identity_not_verified',
+    ],
     ['no payout email', { payoutEmail: null, destinationHold: true }, 'scheduled', 'no_payout_email'],
     ['an empty payout email counts as none', { payoutEmail: '' }, 'scheduled', 'no_payout_email'],
     ['destination hold', { destinationHold: true }, 'scheduled', 'destination_hold'],
@@ -68,7 +93,12 @@ describe('decidePayoutGate: what the cycle pays', () => {
   });
 
   it('pays the available balance, not what matures after the run', () => {
-    const d = decidePayoutGate({ ...base, now: cycleAt, cycleAt, maturities: [{ availableAt: new Date('2026-12-02T00:00:00Z'), amountCents: 9000 }] });
+    const d = decidePayoutGate({
+      ...base,
+      now: cycleAt,
+      cycleAt,
+      maturities: [{ availableAt: new Date('2026-12-02T00:00:00Z'), amountCents: 9000 }],
+    });
     expect(d.next_payout_cents).toBe(7500);
   });
 });
@@ -91,7 +121,11 @@ describe('decidePayoutGate: the next payout day, its amount and when the minimum
   });
 
   it('a maturity lifting the balance before the run makes it scheduled', () => {
-    const d = decidePayoutGate({ ...base, availableCents: 1000, maturities: [{ availableAt: new Date('2026-11-30T23:59:59Z'), amountCents: 4000 }] });
+    const d = decidePayoutGate({
+      ...base,
+      availableCents: 1000,
+      maturities: [{ availableAt: new Date('2026-11-30T23:59:59Z'), amountCents: 4000 }],
+    });
     expect(d.next_payout_status).toBe('scheduled');
     expect(d.next_payout_cents).toBe(5000);
     expect(d.clears_minimum_on).toBe('2026-11-30');
@@ -99,7 +133,13 @@ describe('decidePayoutGate: the next payout day, its amount and when the minimum
 
   it('clears today when it already does; null when known maturities never get there', () => {
     expect(decidePayoutGate(base).clears_minimum_on).toBe('2026-11-24');
-    expect(decidePayoutGate({ ...base, availableCents: 100, maturities: [{ availableAt: new Date('2026-12-05T00:00:00Z'), amountCents: 200 }] }).clears_minimum_on).toBeNull();
+    expect(
+      decidePayoutGate({
+        ...base,
+        availableCents: 100,
+        maturities: [{ availableAt: new Date('2026-12-05T00:00:00Z'), amountCents: 200 }],
+      }).clears_minimum_on,
+    ).toBeNull();
   });
 
   it('never promises a negative amount', () => {

@@ -1,6 +1,12 @@
 /** The payout status transitions (issue 20; spec 3.5; decision 044) as a table. */
 import { describe, expect, it } from 'vitest';
-import { decidePayoutTransition, forfeitsAt, payoutStatusOfItem, PayoutSettingsUpdateSchema, type PayoutStatus } from '../../domain/affiliates/payouts.js';
+import {
+  decidePayoutTransition,
+  forfeitsAt,
+  payoutStatusOfItem,
+  PayoutSettingsUpdateSchema,
+  type PayoutStatus,
+} from '../../domain/affiliates/payouts.js';
 
 describe('decidePayoutTransition', () => {
   const rows: Array<[PayoutStatus, string, PayoutStatus | null, 'returned' | 'failed' | null]> = [
@@ -34,14 +40,22 @@ describe('decidePayoutTransition', () => {
   });
 
   it('a refusal fails an open payout with its money back, and changes nothing settled', () => {
-    for (const from of ['held', 'created', 'unclaimed'] as const) expect(decidePayoutTransition(from, { kind: 'refused', reason: 'x' })).toEqual({ to: 'failed', moneyBack: 'failed', holdDestination: 'failed' });
-    for (const from of ['paid', 'returned', 'failed'] as const) expect(decidePayoutTransition(from, { kind: 'refused', reason: 'x' })).toBeNull();
+    for (const from of ['held', 'created', 'unclaimed'] as const)
+      expect(decidePayoutTransition(from, { kind: 'refused', reason: 'x' })).toEqual({
+        to: 'failed',
+        moneyBack: 'failed',
+        holdDestination: 'failed',
+      });
+    for (const from of ['paid', 'returned', 'failed'] as const)
+      expect(decidePayoutTransition(from, { kind: 'refused', reason: 'x' })).toBeNull();
   });
 
   it('maps every PayPal item status', () => {
-    expect(['SUCCESS', 'FAILED', 'PENDING', 'UNCLAIMED', 'RETURNED', 'ONHOLD', 'BLOCKED', 'REFUNDED', 'REVERSED'].map(payoutStatusOfItem)).toEqual([
-      'paid', 'failed', 'created', 'unclaimed', 'returned', 'created', 'failed', 'failed', 'failed',
-    ]);
+    expect(
+      ['SUCCESS', 'FAILED', 'PENDING', 'UNCLAIMED', 'RETURNED', 'ONHOLD', 'BLOCKED', 'REFUNDED', 'REVERSED'].map(
+        payoutStatusOfItem,
+      ),
+    ).toEqual(['paid', 'failed', 'created', 'unclaimed', 'returned', 'created', 'failed', 'failed', 'failed']);
   });
 
   it('forfeits the forfeiture period after the hold started', () => {
@@ -50,7 +64,9 @@ describe('decidePayoutTransition', () => {
 
   it('takes a payout email up to 254 characters, or null', () => {
     expect(PayoutSettingsUpdateSchema.safeParse({ payout_email: `${'a'.repeat(242)}@example.com` }).success).toBe(true);
-    expect(PayoutSettingsUpdateSchema.safeParse({ payout_email: `${'a'.repeat(243)}@example.com` }).success).toBe(false);
+    expect(PayoutSettingsUpdateSchema.safeParse({ payout_email: `${'a'.repeat(243)}@example.com` }).success).toBe(
+      false,
+    );
     expect(PayoutSettingsUpdateSchema.safeParse({ payout_email: null }).success).toBe(true);
     expect(PayoutSettingsUpdateSchema.safeParse({ payout_email: 'nope' }).success).toBe(false);
     expect(PayoutSettingsUpdateSchema.safeParse({}).success).toBe(false);

@@ -62,10 +62,19 @@ describe('affiliate rules', () => {
   });
 
   it('claws back an opened dispute once, reverses a won one, and never reopens a closed one', () => {
-    const c = { amountCents: 1000, invoiceCents: 5000, refundClawedCents: 200, disputeClawedCents: 0, disputeStatus: null };
+    const c = {
+      amountCents: 1000,
+      invoiceCents: 5000,
+      refundClawedCents: 200,
+      disputeClawedCents: 0,
+      disputeStatus: null,
+    };
     expect(decideDispute(c, 'open')).toEqual({ kind: 'clawback_dispute', cents: 800 });
     expect(decideDispute({ ...c, disputeStatus: 'open', disputeClawedCents: 800 }, 'open')).toEqual({ kind: 'none' });
-    expect(decideDispute({ ...c, disputeStatus: 'open', disputeClawedCents: 800 }, 'won')).toEqual({ kind: 'dispute_reversal', cents: 800 });
+    expect(decideDispute({ ...c, disputeStatus: 'open', disputeClawedCents: 800 }, 'won')).toEqual({
+      kind: 'dispute_reversal',
+      cents: 800,
+    });
     expect(decideDispute({ ...c, disputeStatus: 'open', disputeClawedCents: 800 }, 'lost')).toEqual({ kind: 'none' });
     expect(decideDispute(c, 'lost')).toEqual({ kind: 'clawback_dispute', cents: 800 });
     expect(decideDispute(c, 'won')).toEqual({ kind: 'none' });
@@ -88,7 +97,13 @@ describe('affiliate rules', () => {
   });
 
   it('adds maturities by day, soonest first, with the running available total', () => {
-    expect(maturitiesByDay(100, [{ day: '2026-06-03', amountCents: 50 }, { day: '2026-06-01', amountCents: 20 }, { day: '2026-06-03', amountCents: -10 }])).toEqual([
+    expect(
+      maturitiesByDay(100, [
+        { day: '2026-06-03', amountCents: 50 },
+        { day: '2026-06-01', amountCents: 20 },
+        { day: '2026-06-03', amountCents: -10 },
+      ]),
+    ).toEqual([
       { day: '2026-06-01', amount_cents: 20, running_available_cents: 120 },
       { day: '2026-06-03', amount_cents: 40, running_available_cents: 160 },
     ]);

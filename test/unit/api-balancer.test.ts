@@ -14,7 +14,10 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-async function backend(name: string, onRequest?: (body: string) => 'answer' | 'die'): Promise<{ url: string; bodies: string[] }> {
+async function backend(
+  name: string,
+  onRequest?: (body: string) => 'answer' | 'die',
+): Promise<{ url: string; bodies: string[] }> {
   const bodies: string[] = [];
   const server: Server = createServer((req, res) => {
     let body = '';
@@ -46,7 +49,11 @@ describe('the chaos run API balancer', () => {
     const balancer = await balance([a.url, b.url]);
     const served: string[] = [];
     for (let i = 0; i < 4; i += 1) {
-      const response = await fetch(`${balancer.url}/pnet/agent/claim/?x=${i}`, { method: 'POST', body: `{"n":${i}}`, headers: { 'content-type': 'application/json' } });
+      const response = await fetch(`${balancer.url}/pnet/agent/claim/?x=${i}`, {
+        method: 'POST',
+        body: `{"n":${i}}`,
+        headers: { 'content-type': 'application/json' },
+      });
       expect(response.status).toBe(201);
       const body = (await response.json()) as { name: string; method: string; path: string; body: string };
       expect(body).toMatchObject({ method: 'POST', path: `/pnet/agent/claim/?x=${i}`, body: `{"n":${i}}` });
@@ -74,7 +81,9 @@ describe('the chaos run API balancer', () => {
     const balancer = await balance([dying.url, other.url]);
     const answer = await fetch(`${balancer.url}/pnet/steps/s1/result/`, { method: 'POST', body: 'once' });
     expect(answer.status).toBe(502);
-    expect((await answer.json()) as { detail: string }).toMatchObject({ detail: expect.stringContaining('went away mid-request') });
+    expect((await answer.json()) as { detail: string }).toMatchObject({
+      detail: expect.stringContaining('went away mid-request'),
+    });
     expect(dying.bodies).toEqual(['once']);
     expect(other.bodies).toEqual([]);
     expect(balancer.counts.diedMidRequest).toBe(1);
@@ -83,9 +92,15 @@ describe('the chaos run API balancer', () => {
 
 describe('allDown', () => {
   it('is the time every process was down at once', () => {
-    const a = [{ from: 0, to: 10 }, { from: 20, to: 30 }];
+    const a = [
+      { from: 0, to: 10 },
+      { from: 20, to: 30 },
+    ];
     const b = [{ from: 5, to: 25 }];
-    expect(allDown([a, b])).toEqual([{ from: 5, to: 10 }, { from: 20, to: 25 }]);
+    expect(allDown([a, b])).toEqual([
+      { from: 5, to: 10 },
+      { from: 20, to: 25 },
+    ]);
     expect(allDown([a])).toEqual(a);
     expect(allDown([a, []])).toEqual([]);
     expect(allDown([])).toEqual([]);

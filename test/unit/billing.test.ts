@@ -18,25 +18,76 @@ describe('grant periods', () => {
     const anchor = d('2026-01-31T10:00:00Z');
     expect(grantPeriodAt(anchor, d('2026-01-31T10:00:00Z'))).toMatchObject({ index: 0 });
     expect(grantPeriodAt(anchor, d('2026-02-28T09:59:59Z'))).toMatchObject({ index: 0 });
-    expect(grantPeriodAt(anchor, d('2026-02-28T10:00:00Z'))).toMatchObject({ index: 1, end: d('2026-03-31T10:00:00Z') });
+    expect(grantPeriodAt(anchor, d('2026-02-28T10:00:00Z'))).toMatchObject({
+      index: 1,
+      end: d('2026-03-31T10:00:00Z'),
+    });
     expect(grantPeriodAt(anchor, d('2026-03-30T00:00:00Z'))).toMatchObject({ index: 1 });
-    expect(grantPeriodAt(anchor, d('2027-02-01T00:00:00Z'))).toMatchObject({ index: 12, start: d('2027-01-31T10:00:00Z') });
+    expect(grantPeriodAt(anchor, d('2027-02-01T00:00:00Z'))).toMatchObject({
+      index: 12,
+      start: d('2027-01-31T10:00:00Z'),
+    });
     expect(grantPeriodAt(anchor, d('2025-12-01T00:00:00Z'))).toMatchObject({ index: 0 });
   });
 });
 
 describe('decideBillingDue', () => {
-  const base: BillingSnapshot = { plan: 'paid', grantAnchor: d('2026-01-10T00:00:00Z'), cancelAtPeriodEnd: false, currentPeriodEnd: null, graceEndsAt: null, designPartner: false, lastGrantedPeriodStart: d('2026-03-10T00:00:00Z') };
+  const base: BillingSnapshot = {
+    plan: 'paid',
+    grantAnchor: d('2026-01-10T00:00:00Z'),
+    cancelAtPeriodEnd: false,
+    currentPeriodEnd: null,
+    graceEndsAt: null,
+    designPartner: false,
+    lastGrantedPeriodStart: d('2026-03-10T00:00:00Z'),
+  };
   const now = d('2026-03-15T00:00:00Z');
-  const cases: [string, Partial<BillingSnapshot>, { downgrade: string | null; plan: string; grants: number[]; wake: string }][] = [
+  const cases: [
+    string,
+    Partial<BillingSnapshot>,
+    { downgrade: string | null; plan: string; grants: number[]; wake: string },
+  ][] = [
     ['paid, nothing pending', {}, { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-04-10T00:00:00.000Z' }],
-    ['paid, grace ended', { graceEndsAt: d('2026-03-14T00:00:00Z') }, { downgrade: 'grace_ended', plan: 'free', grants: [100], wake: '2026-04-10T00:00:00.000Z' }],
-    ['paid, grace running: wakes at its end', { graceEndsAt: d('2026-03-20T00:00:00Z') }, { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-03-20T00:00:00.000Z' }],
-    ['paid, cancelled and the period ended', { cancelAtPeriodEnd: true, currentPeriodEnd: d('2026-03-10T00:00:00Z') }, { downgrade: 'period_ended', plan: 'free', grants: [100], wake: '2026-04-10T00:00:00.000Z' }],
-    ['paid, cancelled, period running: wakes at its end', { cancelAtPeriodEnd: true, currentPeriodEnd: d('2026-04-01T00:00:00Z') }, { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-04-01T00:00:00.000Z' }],
-    ['paid, not cancelled, past the period end', { currentPeriodEnd: d('2026-03-10T00:00:00Z') }, { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-04-10T00:00:00.000Z' }],
-    ['free, grace and cancel flags ignored', { plan: 'free', graceEndsAt: d('2026-03-14T00:00:00Z'), cancelAtPeriodEnd: true, currentPeriodEnd: d('2026-03-01T00:00:00Z') }, { downgrade: null, plan: 'free', grants: [100], wake: '2026-04-10T00:00:00.000Z' }],
-    ['design partner: both grants', { designPartner: true }, { downgrade: null, plan: 'paid', grants: [2000, 1000], wake: '2026-04-10T00:00:00.000Z' }],
+    [
+      'paid, grace ended',
+      { graceEndsAt: d('2026-03-14T00:00:00Z') },
+      { downgrade: 'grace_ended', plan: 'free', grants: [100], wake: '2026-04-10T00:00:00.000Z' },
+    ],
+    [
+      'paid, grace running: wakes at its end',
+      { graceEndsAt: d('2026-03-20T00:00:00Z') },
+      { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-03-20T00:00:00.000Z' },
+    ],
+    [
+      'paid, cancelled and the period ended',
+      { cancelAtPeriodEnd: true, currentPeriodEnd: d('2026-03-10T00:00:00Z') },
+      { downgrade: 'period_ended', plan: 'free', grants: [100], wake: '2026-04-10T00:00:00.000Z' },
+    ],
+    [
+      'paid, cancelled, period running: wakes at its end',
+      { cancelAtPeriodEnd: true, currentPeriodEnd: d('2026-04-01T00:00:00Z') },
+      { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-04-01T00:00:00.000Z' },
+    ],
+    [
+      'paid, not cancelled, past the period end',
+      { currentPeriodEnd: d('2026-03-10T00:00:00Z') },
+      { downgrade: null, plan: 'paid', grants: [2000], wake: '2026-04-10T00:00:00.000Z' },
+    ],
+    [
+      'free, grace and cancel flags ignored',
+      {
+        plan: 'free',
+        graceEndsAt: d('2026-03-14T00:00:00Z'),
+        cancelAtPeriodEnd: true,
+        currentPeriodEnd: d('2026-03-01T00:00:00Z'),
+      },
+      { downgrade: null, plan: 'free', grants: [100], wake: '2026-04-10T00:00:00.000Z' },
+    ],
+    [
+      'design partner: both grants',
+      { designPartner: true },
+      { downgrade: null, plan: 'paid', grants: [2000, 1000], wake: '2026-04-10T00:00:00.000Z' },
+    ],
   ];
   it.each(cases)('%s', (_name, change, want) => {
     const due = decideBillingDue({ ...base, ...change }, now);
@@ -50,17 +101,37 @@ describe('decideBillingDue', () => {
 });
 
 describe('missed periods', () => {
-  const base: BillingSnapshot = { plan: 'free', grantAnchor: d('2026-01-10T00:00:00Z'), cancelAtPeriodEnd: false, currentPeriodEnd: null, graceEndsAt: null, designPartner: false, lastGrantedPeriodStart: null };
-  const starts = (s: BillingSnapshot, now: string) => decideBillingDue(s, d(now)).grants.map((g) => g.causeKey.slice('plan-grant:'.length, 'plan-grant:'.length + 10));
+  const base: BillingSnapshot = {
+    plan: 'free',
+    grantAnchor: d('2026-01-10T00:00:00Z'),
+    cancelAtPeriodEnd: false,
+    currentPeriodEnd: null,
+    graceEndsAt: null,
+    designPartner: false,
+    lastGrantedPeriodStart: null,
+  };
+  const starts = (s: BillingSnapshot, now: string) =>
+    decideBillingDue(s, d(now)).grants.map((g) => g.causeKey.slice('plan-grant:'.length, 'plan-grant:'.length + 10));
   it('grant only the current period before any grant', () => {
     expect(starts(base, '2026-05-01T00:00:00Z')).toEqual(['2026-04-10']);
   });
   it('grant every period started since the last grant, oldest first', () => {
-    expect(starts({ ...base, lastGrantedPeriodStart: d('2026-01-10T00:00:00Z') }, '2026-04-11T00:00:00Z')).toEqual(['2026-02-10', '2026-03-10', '2026-04-10']);
-    expect(starts({ ...base, lastGrantedPeriodStart: d('2026-04-10T00:00:00Z') }, '2026-04-11T00:00:00Z')).toEqual(['2026-04-10']);
+    expect(starts({ ...base, lastGrantedPeriodStart: d('2026-01-10T00:00:00Z') }, '2026-04-11T00:00:00Z')).toEqual([
+      '2026-02-10',
+      '2026-03-10',
+      '2026-04-10',
+    ]);
+    expect(starts({ ...base, lastGrantedPeriodStart: d('2026-04-10T00:00:00Z') }, '2026-04-11T00:00:00Z')).toEqual([
+      '2026-04-10',
+    ]);
   });
   it('start again from a moved anchor (an upgrade): its first period is new', () => {
-    expect(starts({ ...base, grantAnchor: d('2026-04-20T00:00:00Z'), lastGrantedPeriodStart: d('2026-04-10T00:00:00Z') }, '2026-04-21T00:00:00Z')).toEqual(['2026-04-20']);
+    expect(
+      starts(
+        { ...base, grantAnchor: d('2026-04-20T00:00:00Z'), lastGrantedPeriodStart: d('2026-04-10T00:00:00Z') },
+        '2026-04-21T00:00:00Z',
+      ),
+    ).toEqual(['2026-04-20']);
   });
 });
 
@@ -92,10 +163,29 @@ describe('Stripe events', () => {
       id: 'evt_1',
       type: 'invoice.paid',
       created: 1_800_000_000,
-      data: { object: { id: 'in_1', customer: 'cus_1', amount_due: 4900, amount_paid: 4900, currency: 'USD', created: 1_800_000_000, ...extra } },
+      data: {
+        object: {
+          id: 'in_1',
+          customer: 'cus_1',
+          amount_due: 4900,
+          amount_paid: 4900,
+          currency: 'USD',
+          created: 1_800_000_000,
+          ...extra,
+        },
+      },
     });
-    expect(parseStripeEvent(invoice({ parent: { subscription_details: { subscription: 'sub_new', metadata: { workspace_id: 'w' } } } }))).toMatchObject({ kind: 'invoice_paid', subscriptionId: 'sub_new', workspaceId: 'w', currency: 'usd' });
-    expect(parseStripeEvent(invoice({ subscription: 'sub_old' }))).toMatchObject({ subscriptionId: 'sub_old', workspaceId: null });
-    expect(parseStripeEvent({ id: 'evt_2', type: 'customer.created', created: 1, data: { object: {} } })).toMatchObject({ kind: 'ignored' });
+    expect(
+      parseStripeEvent(
+        invoice({ parent: { subscription_details: { subscription: 'sub_new', metadata: { workspace_id: 'w' } } } }),
+      ),
+    ).toMatchObject({ kind: 'invoice_paid', subscriptionId: 'sub_new', workspaceId: 'w', currency: 'usd' });
+    expect(parseStripeEvent(invoice({ subscription: 'sub_old' }))).toMatchObject({
+      subscriptionId: 'sub_old',
+      workspaceId: null,
+    });
+    expect(parseStripeEvent({ id: 'evt_2', type: 'customer.created', created: 1, data: { object: {} } })).toMatchObject(
+      { kind: 'ignored' },
+    );
   });
 });

@@ -16,7 +16,13 @@ import {
 } from '../../domain/assistant/attachments.js';
 
 /** A run of Helvetica-like text: 0.5 em per character. */
-const run = (text: string, x: number, y: number, size = 10): PositionedText => ({ text, x, y, width: text.length * size * 0.5, size });
+const run = (text: string, x: number, y: number, size = 10): PositionedText => ({
+  text,
+  x,
+  y,
+  width: text.length * size * 0.5,
+  size,
+});
 
 describe('layoutLines', () => {
   it('has no lines for a page without text, and ignores runs of spaces', () => {
@@ -40,7 +46,10 @@ describe('layoutLines', () => {
   });
 
   it('keeps a line per baseline, top to bottom, and a baseline jitter within tolerance on its line', () => {
-    expect(layoutLines([run('second', 50, 120), run('first', 50, 100), run('x', 200, 101.5)])).toEqual(['first   x', 'second']);
+    expect(layoutLines([run('second', 50, 120), run('first', 50, 100), run('x', 200, 101.5)])).toEqual([
+      'first   x',
+      'second',
+    ]);
     // A superscript 3 pt up beside 10 pt text stays on its line (within 0.4 of the larger size).
     expect(layoutLines([run('E = mc', 50, 100), run('2', 80, 97, 6)])).toEqual(['E = mc2']);
   });
@@ -53,11 +62,22 @@ describe('layoutLines', () => {
       ['Grace Hopper', 'New York', '7.25'],
     ];
     const items = rows.flatMap((cells, r) => cells.map((text, c) => run(text, columns[c]!, 100 + r * 15)));
-    expect(layoutLines(items)).toEqual(['Name   City   Amount', 'Ada Lovelace   London   12.50', 'Grace Hopper   New York   7.25']);
+    expect(layoutLines(items)).toEqual([
+      'Name   City   Amount',
+      'Ada Lovelace   London   12.50',
+      'Grace Hopper   New York   7.25',
+    ]);
   });
 
   it("gives a multi-line cell's continuation a line of its own, starting with three spaces", () => {
-    const items = [run('Ada', 50, 100), run('12 Main Street', 200, 100), run('12.50', 350, 100), run('Springfield', 200, 115), run('Bob', 50, 130), run('7', 200, 130)];
+    const items = [
+      run('Ada', 50, 100),
+      run('12 Main Street', 200, 100),
+      run('12.50', 350, 100),
+      run('Springfield', 200, 115),
+      run('Bob', 50, 130),
+      run('7', 200, 130),
+    ];
     expect(layoutLines(items)).toEqual(['Ada   12 Main Street   12.50', '   Springfield', 'Bob   7']);
   });
 
@@ -73,14 +93,20 @@ describe('layoutLines', () => {
     expect(layoutLines([run('a\u0000b\tc\nd', 50, 100)])).toEqual(['ab c d']);
   });
 
-  it('trims spaces at a run\'s ends and moves its start past the leading ones', () => {
+  it("trims spaces at a run's ends and moves its start past the leading ones", () => {
     expect(layoutLines([run('  Hello ', 50, 100), run('there', 90, 100)])).toEqual(['Hello there']);
   });
 });
 
 describe('bytesLabel', () => {
   it('names a limit as a person reads it', () => {
-    expect([20 * 1024 * 1024, 256 * 1024 * 1024, 256 * 1024, 1536, 1000].map(bytesLabel)).toEqual(['20 MiB', '256 MiB', '256 KiB', '1536 bytes', '1000 bytes']);
+    expect([20 * 1024 * 1024, 256 * 1024 * 1024, 256 * 1024, 1536, 1000].map(bytesLabel)).toEqual([
+      '20 MiB',
+      '256 MiB',
+      '256 KiB',
+      '1536 bytes',
+      '1000 bytes',
+    ]);
   });
 });
 
@@ -132,23 +158,39 @@ describe('detectAttachmentKind', () => {
   it('reads a zip archive or an encrypted Office file named .xlsx as a workbook, and refuses another archive', () => {
     expect(detectAttachmentKind(zip, 'Book.XLSX', undefined)).toBe('xlsx');
     expect(detectAttachmentKind(ole, 'locked.xlsx', undefined)).toBe('xlsx');
-    expect(detectAttachmentKind(zip, 'upload', 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet')).toBe('xlsx');
-    expect(detectAttachmentKind(zip, 'photos.zip', 'application/zip')).toEqual({ refused: expect.stringContaining('archive') });
-    expect(detectAttachmentKind(zip, 'report.docx', undefined)).toEqual({ refused: expect.stringContaining('not a .xlsx') });
+    expect(
+      detectAttachmentKind(zip, 'upload', 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'),
+    ).toBe('xlsx');
+    expect(detectAttachmentKind(zip, 'photos.zip', 'application/zip')).toEqual({
+      refused: expect.stringContaining('archive'),
+    });
+    expect(detectAttachmentKind(zip, 'report.docx', undefined)).toEqual({
+      refused: expect.stringContaining('not a .xlsx'),
+    });
   });
 
   it('reads text named .csv or sent as text/csv, and refuses binary data so named', () => {
     expect(detectAttachmentKind(bytes('a,b\n1,2\n'), 'data.csv', 'application/octet-stream')).toBe('csv');
     expect(detectAttachmentKind(bytes('a;b\n'), 'export', 'text/csv; charset=utf-8')).toBe('csv');
     expect(detectAttachmentKind(new Uint8Array(0), 'empty.csv', undefined)).toBe('csv');
-    expect(detectAttachmentKind(new Uint8Array([0x61, 0x00, 0x62]), 'data.csv', 'text/csv')).toEqual({ refused: expect.stringContaining('binary') });
+    expect(detectAttachmentKind(new Uint8Array([0x61, 0x00, 0x62]), 'data.csv', 'text/csv')).toEqual({
+      refused: expect.stringContaining('binary'),
+    });
   });
 
   it('refuses a file whose name claims a kind its bytes do not have, and every other kind', () => {
-    expect(detectAttachmentKind(bytes('hello'), 'fake.pdf', 'application/pdf')).toEqual({ refused: expect.stringContaining('%PDF-') });
-    expect(detectAttachmentKind(bytes('hello'), 'fake.xlsx', undefined)).toEqual({ refused: expect.stringContaining('not an XLSX') });
-    expect(detectAttachmentKind(bytes('hello'), 'notes.txt', 'text/plain')).toEqual({ refused: expect.stringContaining('not a PDF, an XLSX or a CSV') });
-    expect(detectAttachmentKind(new Uint8Array([0x89, 0x50, 0x4e, 0x47]), 'photo.png', 'image/png')).toEqual({ refused: expect.any(String) });
+    expect(detectAttachmentKind(bytes('hello'), 'fake.pdf', 'application/pdf')).toEqual({
+      refused: expect.stringContaining('%PDF-'),
+    });
+    expect(detectAttachmentKind(bytes('hello'), 'fake.xlsx', undefined)).toEqual({
+      refused: expect.stringContaining('not an XLSX'),
+    });
+    expect(detectAttachmentKind(bytes('hello'), 'notes.txt', 'text/plain')).toEqual({
+      refused: expect.stringContaining('not a PDF, an XLSX or a CSV'),
+    });
+    expect(detectAttachmentKind(new Uint8Array([0x89, 0x50, 0x4e, 0x47]), 'photo.png', 'image/png')).toEqual({
+      refused: expect.any(String),
+    });
   });
 });
 
@@ -164,8 +206,22 @@ describe('the page read schemas', () => {
 
   it('has exactly the fields of 2.1, all required', () => {
     const shape = ChatAttachmentPagesResponseSchema.shape;
-    expect(Object.keys(shape).sort()).toEqual(['attachment_id', 'filename', 'next_offset', 'offset', 'page_count', 'pages']);
-    const read = { attachment_id: crypto.randomUUID(), filename: 'a.pdf', offset: 0, pages: [''], page_count: 1, next_offset: null };
+    expect(Object.keys(shape).sort()).toEqual([
+      'attachment_id',
+      'filename',
+      'next_offset',
+      'offset',
+      'page_count',
+      'pages',
+    ]);
+    const read = {
+      attachment_id: crypto.randomUUID(),
+      filename: 'a.pdf',
+      offset: 0,
+      pages: [''],
+      page_count: 1,
+      next_offset: null,
+    };
     expect(ChatAttachmentPagesResponseSchema.parse(read)).toEqual(read);
     for (const field of Object.keys(shape)) {
       const { [field]: _dropped, ...without } = read as Record<string, unknown>;

@@ -16,7 +16,14 @@ import type { ColumnRunStatus } from '../../domain/tables/enrichments.js';
 import type { CellValue } from '../../domain/tables/tables.js';
 
 type Answers = Pick<RowSnapshot, 'claimed' | 'inputs' | 'held' | 'result' | 'settled' | 'holdId'>;
-const answerOf = { claim: 'claimed', read_inputs: 'inputs', hold: 'held', call: 'result', store: 'settled', read_hold: 'holdId' } as const;
+const answerOf = {
+  claim: 'claimed',
+  read_inputs: 'inputs',
+  hold: 'held',
+  call: 'result',
+  store: 'settled',
+  read_hold: 'holdId',
+} as const;
 
 const inputs = (entries: Record<string, CellValue>) => new Map(Object.entries(entries));
 const filled = inputs({ domain: 'example.com', name: 'Ada' });
@@ -28,9 +35,11 @@ function walk(start: Partial<RowSnapshot>, answers: Answers) {
   for (let turn = 0; turn < 20; turn++) {
     const d = decideRowOutcome(snap);
     path.push(d);
-    if (d.kind === 'end' || d.kind === 'skip' || d.kind === 'unclaim' || d.kind === 'settle') return { end: d, path: path.map((p) => p.kind) };
+    if (d.kind === 'end' || d.kind === 'skip' || d.kind === 'unclaim' || d.kind === 'settle')
+      return { end: d, path: path.map((p) => p.kind) };
     const key = answerOf[d.kind];
-    if (!Object.hasOwn(answers, key)) throw new Error(`unexpected ${d.kind} after ${path.map((p) => p.kind).join(', ')}`);
+    if (!Object.hasOwn(answers, key))
+      throw new Error(`unexpected ${d.kind} after ${path.map((p) => p.kind).join(', ')}`);
     snap = { ...snap, [key]: answers[key] };
   }
   throw new Error('the row never ended');
@@ -41,48 +50,88 @@ const empty = { kind: 'empty' as const, reason: 'nothing found' };
 
 describe('decideRowOutcome: before the provider', () => {
   it('starts no row of a run that is cancelling (cancelled) or not running or gone (gone), writing nothing', () => {
-    expect(walk({ run: { status: 'cancelling' } }, {})).toEqual({ end: { kind: 'end', outcome: 'cancelled' }, path: ['end'] });
+    expect(walk({ run: { status: 'cancelling' } }, {})).toEqual({
+      end: { kind: 'end', outcome: 'cancelled' },
+      path: ['end'],
+    });
     for (const status of ['queued', 'completed', 'cancelled', 'failed'] as ColumnRunStatus[]) {
       expect(walk({ run: { status } }, {}).end).toEqual({ kind: 'end', outcome: 'gone' });
     }
     expect(walk({ run: null }, {}).end).toEqual({ kind: 'end', outcome: 'gone' });
   });
 
-  it('answers gone when the claim did not move the row\'s cell (another run owns it, or it settled)', () => {
+  it("answers gone when the claim did not move the row's cell (another run owns it, or it settled)", () => {
     expect(walk({}, { claimed: false })).toEqual({ end: { kind: 'end', outcome: 'gone' }, path: ['claim', 'end'] });
   });
 
   it('answers gone when the row was deleted', () => {
-    expect(walk({}, { claimed: true, inputs: null })).toEqual({ end: { kind: 'end', outcome: 'gone' }, path: ['claim', 'read_inputs', 'end'] });
+    expect(walk({}, { claimed: true, inputs: null })).toEqual({
+      end: { kind: 'end', outcome: 'gone' },
+      path: ['claim', 'read_inputs', 'end'],
+    });
   });
 
   it('skips a row whose required input is empty, naming every one, and holds nothing', () => {
-    const r = walk({ required: ['domain', 'name', 'city'] }, { claimed: true, inputs: inputs({ domain: '  ', name: null, city: 'Paris', extra: '' }) });
-    expect(r).toEqual({ end: { kind: 'skip', outcome: 'skipped', error: 'No value for domain, name.' }, path: ['claim', 'read_inputs', 'skip'] });
+    const r = walk(
+      { required: ['domain', 'name', 'city'] },
+      { claimed: true, inputs: inputs({ domain: '  ', name: null, city: 'Paris', extra: '' }) },
+    );
+    expect(r).toEqual({
+      end: { kind: 'skip', outcome: 'skipped', error: 'No value for domain, name.' },
+      path: ['claim', 'read_inputs', 'skip'],
+    });
     // An input left unmapped counts as empty; an optional one never skips the row.
-    expect(walk({ required: ['missing'] }, { claimed: true, inputs: filled }).end).toMatchObject({ kind: 'skip', error: 'No value for missing.' });
-    expect(walk({ required: [] }, { claimed: true, inputs: inputs({}), held: true, result, settled: true, holdId: 'h' }).end).toMatchObject({ outcome: 'done' });
+    expect(walk({ required: ['missing'] }, { claimed: true, inputs: filled }).end).toMatchObject({
+      kind: 'skip',
+      error: 'No value for missing.',
+    });
+    expect(
+      walk({ required: [] }, { claimed: true, inputs: inputs({}), held: true, result, settled: true, holdId: 'h' }).end,
+    ).toMatchObject({ outcome: 'done' });
   });
 
   it('holds the price, and puts the cells back to pending when credits fall short', () => {
     const r = walk({ price: 3 }, { claimed: true, inputs: filled, held: false });
-    expect(r).toEqual({ end: { kind: 'unclaim', outcome: 'no_credits' }, path: ['claim', 'read_inputs', 'hold', 'unclaim'] });
+    expect(r).toEqual({
+      end: { kind: 'unclaim', outcome: 'no_credits' },
+      path: ['claim', 'read_inputs', 'hold', 'unclaim'],
+    });
     const claimed: RowSnapshot = { price: 3, required: [], run: { status: 'running' }, claimed: true, inputs: filled };
     expect(decideRowOutcome(claimed)).toEqual({ kind: 'hold', amount: 3 });
     expect(decideRowOutcome({ ...claimed, held: true })).toEqual({ kind: 'call' });
   });
 
   it('calls a free provider without a hold', () => {
-    expect(decideRowOutcome({ price: 0, required: [], run: { status: 'running' }, claimed: true, inputs: filled })).toEqual({ kind: 'call' });
+    expect(
+      decideRowOutcome({ price: 0, required: [], run: { status: 'running' }, claimed: true, inputs: filled }),
+    ).toEqual({ kind: 'call' });
   });
 });
 
 describe('decideRowOutcome: after the provider', () => {
   it('stores a result, charges its hold and counts it done with its credits', () => {
-    const r = walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result, settled: true, holdId: 'hold-1' });
+    const r = walk(
+      { price: 2 },
+      { claimed: true, inputs: filled, held: true, result, settled: true, holdId: 'hold-1' },
+    );
     expect(r.path).toEqual(['claim', 'read_inputs', 'hold', 'call', 'store', 'read_hold', 'settle']);
-    expect(r.end).toEqual({ kind: 'settle', outcome: 'done', hold: { id: 'hold-1', action: 'charge', amount: 2 }, count: { field: 'rows_done', credits: 2 } });
-    expect(decideRowOutcome({ price: 2, required: [], run: { status: 'running' }, claimed: true, inputs: filled, held: true, result })).toEqual({
+    expect(r.end).toEqual({
+      kind: 'settle',
+      outcome: 'done',
+      hold: { id: 'hold-1', action: 'charge', amount: 2 },
+      count: { field: 'rows_done', credits: 2 },
+    });
+    expect(
+      decideRowOutcome({
+        price: 2,
+        required: [],
+        run: { status: 'running' },
+        claimed: true,
+        inputs: filled,
+        held: true,
+        result,
+      }),
+    ).toEqual({
       kind: 'store',
       values: result.values,
       cost: 2,
@@ -93,12 +142,24 @@ describe('decideRowOutcome: after the provider', () => {
     const r = walk({ price: 2, prepaid: true }, { claimed: true, inputs: filled, result, settled: true });
     expect(r.path).toEqual(['claim', 'read_inputs', 'call', 'store', 'settle']);
     expect(r.end).toEqual({ kind: 'settle', outcome: 'done', hold: null, count: { field: 'rows_done', credits: 2 } });
-    expect(decideRowOutcome({ price: 2, prepaid: true, required: [], run: { status: 'running' }, claimed: true, inputs: filled, result })).toEqual({
+    expect(
+      decideRowOutcome({
+        price: 2,
+        prepaid: true,
+        required: [],
+        run: { status: 'running' },
+        claimed: true,
+        inputs: filled,
+        result,
+      }),
+    ).toEqual({
       kind: 'store',
       values: result.values,
       cost: 2,
     });
-    expect(walk({ price: 2, prepaid: true }, { claimed: true, inputs: filled, result: empty, settled: true }).end).toEqual({
+    expect(
+      walk({ price: 2, prepaid: true }, { claimed: true, inputs: filled, result: empty, settled: true }).end,
+    ).toEqual({
       kind: 'settle',
       outcome: 'empty',
       hold: null,
@@ -107,9 +168,27 @@ describe('decideRowOutcome: after the provider', () => {
   });
 
   it('stores an empty answer at no cost, returns the hold and counts it empty', () => {
-    const r = walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result: empty, settled: true, holdId: 'hold-1' });
-    expect(r.end).toEqual({ kind: 'settle', outcome: 'empty', hold: { id: 'hold-1', action: 'release', amount: 0 }, count: { field: 'rows_empty', credits: 0 } });
-    expect(decideRowOutcome({ price: 2, required: [], run: { status: 'running' }, claimed: true, inputs: filled, held: true, result: empty })).toEqual({
+    const r = walk(
+      { price: 2 },
+      { claimed: true, inputs: filled, held: true, result: empty, settled: true, holdId: 'hold-1' },
+    );
+    expect(r.end).toEqual({
+      kind: 'settle',
+      outcome: 'empty',
+      hold: { id: 'hold-1', action: 'release', amount: 0 },
+      count: { field: 'rows_empty', credits: 0 },
+    });
+    expect(
+      decideRowOutcome({
+        price: 2,
+        required: [],
+        run: { status: 'running' },
+        claimed: true,
+        inputs: filled,
+        held: true,
+        result: empty,
+      }),
+    ).toEqual({
       kind: 'store',
       values: null,
       cost: 0,
@@ -117,9 +196,19 @@ describe('decideRowOutcome: after the provider', () => {
   });
 
   it('answers gone when the store did not move the cell: nothing charged, the hold returned, nothing counted', () => {
-    const r = walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result, settled: false, holdId: 'hold-1' });
-    expect(r.end).toEqual({ kind: 'settle', outcome: 'gone', hold: { id: 'hold-1', action: 'release', amount: 0 }, count: null });
-    expect(walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result, settled: false, holdId: null }).end).toEqual({
+    const r = walk(
+      { price: 2 },
+      { claimed: true, inputs: filled, held: true, result, settled: false, holdId: 'hold-1' },
+    );
+    expect(r.end).toEqual({
+      kind: 'settle',
+      outcome: 'gone',
+      hold: { id: 'hold-1', action: 'release', amount: 0 },
+      count: null,
+    });
+    expect(
+      walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result, settled: false, holdId: null }).end,
+    ).toEqual({
       kind: 'settle',
       outcome: 'gone',
       hold: null,
@@ -127,14 +216,16 @@ describe('decideRowOutcome: after the provider', () => {
     });
   });
 
-  it('settles a free provider\'s row without reading any hold', () => {
+  it("settles a free provider's row without reading any hold", () => {
     const r = walk({ price: 0 }, { claimed: true, inputs: filled, result, settled: true });
     expect(r.path).toEqual(['claim', 'read_inputs', 'call', 'store', 'settle']);
     expect(r.end).toEqual({ kind: 'settle', outcome: 'done', hold: null, count: { field: 'rows_done', credits: 0 } });
   });
 
   it('counts a result whose hold is no longer there, charging nothing', () => {
-    expect(walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result, settled: true, holdId: null }).end).toEqual({
+    expect(
+      walk({ price: 2 }, { claimed: true, inputs: filled, held: true, result, settled: true, holdId: null }).end,
+    ).toEqual({
       kind: 'settle',
       outcome: 'done',
       hold: null,
@@ -159,14 +250,28 @@ describe('decideRunEnding', () => {
   });
 
   it('completes a running run whose wakes are still those of its last claim', () => {
-    expect(decideRunEnding({ run: running, outcome: 'completed', wakes: 4 })).toEqual({ kind: 'end', status: 'completed', error: null, skipReason: stopReasons.failed });
+    expect(decideRunEnding({ run: running, outcome: 'completed', wakes: 4 })).toEqual({
+      kind: 'end',
+      status: 'completed',
+      error: null,
+      skipReason: stopReasons.failed,
+    });
   });
 
   it('does not complete a run woken by a row add since its claim, nor one no longer running', () => {
-    expect(decideRunEnding({ run: running, outcome: 'completed', wakes: 3 })).toEqual({ kind: 'not_yet', status: 'running' });
+    expect(decideRunEnding({ run: running, outcome: 'completed', wakes: 3 })).toEqual({
+      kind: 'not_yet',
+      status: 'running',
+    });
     expect(decideRunEnding({ run: running, outcome: 'completed' })).toEqual({ kind: 'not_yet', status: 'running' });
-    expect(decideRunEnding({ run: { status: 'cancelling', wakes: 4 }, outcome: 'completed', wakes: 4 })).toEqual({ kind: 'not_yet', status: 'cancelling' });
-    expect(decideRunEnding({ run: { status: 'queued', wakes: 4 }, outcome: 'completed', wakes: 4 })).toEqual({ kind: 'not_yet', status: 'queued' });
+    expect(decideRunEnding({ run: { status: 'cancelling', wakes: 4 }, outcome: 'completed', wakes: 4 })).toEqual({
+      kind: 'not_yet',
+      status: 'cancelling',
+    });
+    expect(decideRunEnding({ run: { status: 'queued', wakes: 4 }, outcome: 'completed', wakes: 4 })).toEqual({
+      kind: 'not_yet',
+      status: 'queued',
+    });
   });
 
   it('cancels or fails a run whatever its wakes, the unreached cells saying why', () => {
@@ -184,10 +289,20 @@ describe('decideRunEnding', () => {
     });
   });
 
-  it('records a given reason as the run\'s error and as what the unreached cells say', () => {
+  it("records a given reason as the run's error and as what the unreached cells say", () => {
     const reason = 'The workspace ran out of credits.';
-    expect(decideRunEnding({ run: running, outcome: 'failed', reason })).toEqual({ kind: 'end', status: 'failed', error: reason, skipReason: reason });
+    expect(decideRunEnding({ run: running, outcome: 'failed', reason })).toEqual({
+      kind: 'end',
+      status: 'failed',
+      error: reason,
+      skipReason: reason,
+    });
     // Completing with a reason keeps the reason as the error; cells left pending say the run stopped.
-    expect(decideRunEnding({ run: running, outcome: 'completed', wakes: 4, reason })).toEqual({ kind: 'end', status: 'completed', error: reason, skipReason: stopReasons.failed });
+    expect(decideRunEnding({ run: running, outcome: 'completed', wakes: 4, reason })).toEqual({
+      kind: 'end',
+      status: 'completed',
+      error: reason,
+      skipReason: stopReasons.failed,
+    });
   });
 });

@@ -25,8 +25,10 @@ describe('request instants', () => {
   });
 
   it('knows the calendar: leap days in leap years only, and the length of each month', () => {
-    for (const year of [1004, 1600, 2000, 2024, 2400, 9996]) expect(accepts(`${year}-02-29T00:00:00Z`), String(year)).toBe(true);
-    for (const year of [1100, 1900, 2023, 2100, 9999]) expect(accepts(`${year}-02-29T00:00:00Z`), String(year)).toBe(false);
+    for (const year of [1004, 1600, 2000, 2024, 2400, 9996])
+      expect(accepts(`${year}-02-29T00:00:00Z`), String(year)).toBe(true);
+    for (const year of [1100, 1900, 2023, 2100, 9999])
+      expect(accepts(`${year}-02-29T00:00:00Z`), String(year)).toBe(false);
     expect(accepts('2026-04-30T00:00:00Z')).toBe(true);
     expect(accepts('2026-04-31T00:00:00Z')).toBe(false);
     expect(accepts('2026-12-31T23:59:59Z')).toBe(true);
@@ -68,10 +70,16 @@ describe('integer query parameters', () => {
   });
 
   it('refuses what is not an integer written out, where a plain coercion would read a number', () => {
-    for (const offset of ['', ' ', ' 3', '1e3', '0x10', '2.5', 'Infinity']) expect(read({ offset }).success, JSON.stringify(offset)).toBe(false);
+    for (const offset of ['', ' ', ' 3', '1e3', '0x10', '2.5', 'Infinity'])
+      expect(read({ offset }).success, JSON.stringify(offset)).toBe(false);
   });
 
   it('documents an integer with its bounds and default', () => {
-    expect(z.toJSONSchema(page, { io: 'input' }).properties?.offset).toEqual({ type: 'integer', minimum: 0, maximum: 1_000_000, default: 0 });
+    expect(z.toJSONSchema(page, { io: 'input' }).properties?.offset).toEqual({
+      type: 'integer',
+      minimum: 0,
+      maximum: 1_000_000,
+      default: 0,
+    });
   });
 });

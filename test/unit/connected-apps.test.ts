@@ -19,7 +19,14 @@ describe('redirect addresses', () => {
     expect(checkRedirectUri('http://127.0.0.1:8080/cb')).toEqual({ ok: true, host: '127.0.0.1', isLocal: true });
     expect(checkRedirectUri('http://localhost/cb')).toMatchObject({ ok: true, isLocal: true });
     expect(checkRedirectUri('http://[::1]:9/cb')).toMatchObject({ ok: true, isLocal: true });
-    for (const bad of ['http://app.example/cb', 'https://app.example/cb#frag', 'myapp://cb', 'https://user:pw@app.example/cb', 'not a url', 'javascript:alert(1)']) {
+    for (const bad of [
+      'http://app.example/cb',
+      'https://app.example/cb#frag',
+      'myapp://cb',
+      'https://user:pw@app.example/cb',
+      'not a url',
+      'javascript:alert(1)',
+    ]) {
       expect(checkRedirectUri(bad).ok, bad).toBe(false);
     }
   });
@@ -63,12 +70,27 @@ describe('recognised apps', () => {
   const known = parseKnownApps('assistant_a=a.example;assistant_b=b.example,b2.example');
   it('recognises a metadata document on a known host whose redirects stay on it', () => {
     expect(known).toEqual({ assistant_a: ['a.example'], assistant_b: ['b.example', 'b2.example'] });
-    const doc = (client_id: string, redirect_uris: string[]) => recognise(known, { registration: 'metadata_document', client_id, redirect_uris });
-    expect(doc('https://a.example/client.json', ['https://a.example/cb'])).toEqual({ brand: 'assistant_a', recognised: true });
-    expect(doc('https://app.b2.example/client.json', ['https://app.b2.example/cb'])).toEqual({ brand: 'assistant_b', recognised: true });
-    expect(doc('https://a.example/client.json', ['https://evil.example/cb'])).toEqual({ brand: 'other', recognised: false });
-    expect(doc('https://nota.example/client.json', ['https://nota.example/cb'])).toEqual({ brand: 'other', recognised: false });
-    expect(recognise(known, { registration: 'dynamic', client_id: 'mcp_x', redirect_uris: ['https://a.example/cb'] })).toEqual({ brand: 'other', recognised: false });
+    const doc = (client_id: string, redirect_uris: string[]) =>
+      recognise(known, { registration: 'metadata_document', client_id, redirect_uris });
+    expect(doc('https://a.example/client.json', ['https://a.example/cb'])).toEqual({
+      brand: 'assistant_a',
+      recognised: true,
+    });
+    expect(doc('https://app.b2.example/client.json', ['https://app.b2.example/cb'])).toEqual({
+      brand: 'assistant_b',
+      recognised: true,
+    });
+    expect(doc('https://a.example/client.json', ['https://evil.example/cb'])).toEqual({
+      brand: 'other',
+      recognised: false,
+    });
+    expect(doc('https://nota.example/client.json', ['https://nota.example/cb'])).toEqual({
+      brand: 'other',
+      recognised: false,
+    });
+    expect(
+      recognise(known, { registration: 'dynamic', client_id: 'mcp_x', redirect_uris: ['https://a.example/cb'] }),
+    ).toEqual({ brand: 'other', recognised: false });
     expect(() => parseKnownApps('other=x.example')).toThrow(/assistant_a and assistant_b/);
     expect(parseKnownApps(undefined)).toEqual({});
   });
@@ -83,9 +105,22 @@ describe('access on each call', () => {
 
   it('offers reads to read grants, writes too to write grants, and never its own consent or the assistant', () => {
     const op = (name: string, access: 'read' | 'write', tags: string[]): CatalogueOperation => ({
-      name, method: access === 'read' ? 'GET' : 'POST', path: `/${name}/`, summary: name, description: '', tags, access, price_credits: null, input_schema: { type: 'object' },
+      name,
+      method: access === 'read' ? 'GET' : 'POST',
+      path: `/${name}/`,
+      summary: name,
+      description: '',
+      tags,
+      access,
+      price_credits: null,
+      input_schema: { type: 'object' },
     });
-    const catalogue = [op('listTables', 'read', ['tables']), op('createTable', 'write', ['tables']), op('listConnectedApps', 'read', ['connected-apps']), op('readAssistantSettings', 'read', ['assistant'])];
+    const catalogue = [
+      op('listTables', 'read', ['tables']),
+      op('createTable', 'write', ['tables']),
+      op('listConnectedApps', 'read', ['connected-apps']),
+      op('readAssistantSettings', 'read', ['assistant']),
+    ];
     expect(appOperations(catalogue, 'read').map((o) => o.name)).toEqual(['listTables']);
     expect(appOperations(catalogue, 'write').map((o) => o.name)).toEqual(['listTables', 'createTable']);
   });

@@ -27,7 +27,12 @@ const doc = (id: string, minute: number, summary: string | null, extra: Partial<
 
 describe('inPromptBudget', () => {
   it('counts included ready summaries oldest first; the first past the budget and every later one are out', () => {
-    const docs = [doc('c', 3, 'x'.repeat(10)), doc('a', 1, 'x'.repeat(40)), doc('b', 2, 'x'.repeat(60)), doc('d', 4, 'x'.repeat(1))];
+    const docs = [
+      doc('c', 3, 'x'.repeat(10)),
+      doc('a', 1, 'x'.repeat(40)),
+      doc('b', 2, 'x'.repeat(60)),
+      doc('d', 4, 'x'.repeat(1)),
+    ];
     const budget = inPromptBudget(docs, 100);
     expect(Object.fromEntries(budget)).toEqual({ a: true, b: true, c: false, d: false });
     expect(promptDocuments(docs, 100).map((d) => d.id)).toEqual(['a', 'b']);
@@ -51,7 +56,9 @@ describe('inPromptBudget', () => {
 
 describe('chunkText', () => {
   it('joins back to the text, each chunk within the size, cut at paragraph breaks when it can', () => {
-    const text = Array.from({ length: 50 }, (_, i) => `Paragraph ${i} says something of some length here.`).join('\n\n');
+    const text = Array.from({ length: 50 }, (_, i) => `Paragraph ${i} says something of some length here.`).join(
+      '\n\n',
+    );
     const chunks = chunkText(text, 300);
     expect(chunks.join('')).toBe(text);
     for (const c of chunks) expect(c.length).toBeLessThanOrEqual(300);
@@ -83,7 +90,10 @@ describe('the local extractive summariser', () => {
   });
 
   it('stays within its size and the 2000 bound; no sentences is null', () => {
-    const long = Array.from({ length: 400 }, (_, i) => `Sentence number ${i} talks about invoices and ledgers at length.`).join(' ');
+    const long = Array.from(
+      { length: 400 },
+      (_, i) => `Sentence number ${i} talks about invoices and ledgers at length.`,
+    ).join(' ');
     expect(extractiveSummary(long, 5000)!.length).toBeLessThanOrEqual(2000);
     expect(extractiveSummary(long, 600)!.length).toBeLessThanOrEqual(600);
     expect(extractiveSummary('   \n  ')).toBeNull();
@@ -92,11 +102,32 @@ describe('the local extractive summariser', () => {
 
 describe('bounds of 2.15', () => {
   const base = {
-    id: '00000000-0000-4000-8000-000000000000', source: 'upload', status: 'ready', error: null, title: 't', filename: 'f.md', content_type: 'text/markdown',
-    size_bytes: 1, summary: null, summary_edited: false, summary_generated_at: null, included_in_context: true, drive_file_id: null,
-    drive_web_view_link: null, in_prompt_budget: true, steps: [], created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z',
+    id: '00000000-0000-4000-8000-000000000000',
+    source: 'upload',
+    status: 'ready',
+    error: null,
+    title: 't',
+    filename: 'f.md',
+    content_type: 'text/markdown',
+    size_bytes: 1,
+    summary: null,
+    summary_edited: false,
+    summary_generated_at: null,
+    included_in_context: true,
+    drive_file_id: null,
+    drive_web_view_link: null,
+    in_prompt_budget: true,
+    steps: [],
+    created_at: '2026-01-01T00:00:00Z',
+    updated_at: '2026-01-01T00:00:00Z',
   };
-  const step = { name: 's', detail: null, started_at: '2026-01-01T00:00:00Z', finished_at: '2026-01-01T00:00:00Z', duration_ms: 0 };
+  const step = {
+    name: 's',
+    detail: null,
+    started_at: '2026-01-01T00:00:00Z',
+    finished_at: '2026-01-01T00:00:00Z',
+    duration_ms: 0,
+  };
 
   it('summary at most 2000, title 1 to 255, steps at most 40', () => {
     expect(UpdateBusinessDocumentSchema.safeParse({ summary: 'x'.repeat(2000) }).success).toBe(true);
@@ -113,7 +144,16 @@ describe('bounds of 2.15', () => {
 
   it('a domain is bare: no scheme, path, port or IP address', () => {
     expect(DomainSchema.parse('Example.COM')).toBe('example.com');
-    for (const bad of ['https://example.com', 'example.com/about', 'example.com:8080', '10.0.0.1', '[::1]', 'localhost', 'exa mple.com', '-a.com']) {
+    for (const bad of [
+      'https://example.com',
+      'example.com/about',
+      'example.com:8080',
+      '10.0.0.1',
+      '[::1]',
+      'localhost',
+      'exa mple.com',
+      '-a.com',
+    ]) {
       expect(DomainSchema.safeParse(bad).success, bad).toBe(false);
     }
   });
@@ -141,10 +181,26 @@ describe('kinds and titles', () => {
 describe('the company document', () => {
   it('names each fact with its page and confidence, and says when it is a local extract', () => {
     const facts = localCompanyFacts([
-      { url: 'https://acme.test/', role: 'home', title: 'Acme', description: 'Acme automates invoices.', text: 'We help finance teams close the books faster every month.' },
-      { url: 'https://acme.test/pricing', role: 'pricing', title: 'Pricing', description: null, text: 'The starter plan costs 99 dollars per month per company.' },
+      {
+        url: 'https://acme.test/',
+        role: 'home',
+        title: 'Acme',
+        description: 'Acme automates invoices.',
+        text: 'We help finance teams close the books faster every month.',
+      },
+      {
+        url: 'https://acme.test/pricing',
+        role: 'pricing',
+        title: 'Pricing',
+        description: null,
+        text: 'The starter plan costs 99 dollars per month per company.',
+      },
     ]);
-    expect(facts.does[0]).toEqual({ fact: 'Acme automates invoices.', source_url: 'https://acme.test/', confidence: 'high' });
+    expect(facts.does[0]).toEqual({
+      fact: 'Acme automates invoices.',
+      source_url: 'https://acme.test/',
+      confidence: 'high',
+    });
     expect(facts.offers[0]!.source_url).toBe('https://acme.test/pricing');
     const md = companyDocument('acme.test', facts, 'local', ['https://acme.test/'], new Date('2026-01-01T00:00:00Z'));
     expect(md).toMatch(/no chat model configured/);

@@ -19,7 +19,9 @@ function sourceFiles(dir = root): string[] {
     if (entry.name.startsWith('.') || skipped.has(entry.name)) return [];
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [relative(root, path).split(sep).join('/')] : [];
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')
+      ? [relative(root, path).split(sep).join('/')]
+      : [];
   });
 }
 
@@ -38,16 +40,33 @@ function specifiersOf(text: string): { spec: string; typeOnly: boolean }[] {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
       const clause = node.importClause;
       const named = clause?.namedBindings;
-      const allTypes = named !== undefined && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly);
+      const allTypes =
+        named !== undefined &&
+        ts.isNamedImports(named) &&
+        named.elements.length > 0 &&
+        named.elements.every((e) => e.isTypeOnly);
       const typeOnly = clause !== undefined && (clause.isTypeOnly || (clause.name === undefined && allTypes));
       found.push({ spec: node.moduleSpecifier.text, typeOnly });
     } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
       const clause = node.exportClause;
-      const allTypes = clause !== undefined && ts.isNamedExports(clause) && clause.elements.length > 0 && clause.elements.every((e) => e.isTypeOnly);
+      const allTypes =
+        clause !== undefined &&
+        ts.isNamedExports(clause) &&
+        clause.elements.length > 0 &&
+        clause.elements.every((e) => e.isTypeOnly);
       found.push({ spec: node.moduleSpecifier.text, typeOnly: node.isTypeOnly || allTypes });
-    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
+    } else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] &&
+      ts.isStringLiteral(node.arguments[0])
+    ) {
       found.push({ spec: node.arguments[0].text, typeOnly: false });
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       found.push({ spec: node.argument.literal.text, typeOnly: true });
     }
     ts.forEachChild(node, visit);
@@ -62,7 +81,14 @@ function importEdges(files: string[]): Edge[] {
   return files.flatMap((from) =>
     specifiersOf(readFileSync(join(root, from), 'utf8'))
       .filter(({ spec }) => spec.startsWith('./') || spec.startsWith('../'))
-      .map(({ spec, typeOnly }) => ({ from, to: relative(root, resolve(root, dirname(from), spec)).split(sep).join('/').replace(/\.js$/, '.ts'), typeOnly }))
+      .map(({ spec, typeOnly }) => ({
+        from,
+        to: relative(root, resolve(root, dirname(from), spec))
+          .split(sep)
+          .join('/')
+          .replace(/\.js$/, '.ts'),
+        typeOnly,
+      }))
       .filter((edge) => known.has(edge.to)),
   );
 }
@@ -117,7 +143,9 @@ function cycles(edges: Edge[], unit: (file: string) => string): string[] {
       } while (w !== v);
       if (component.length > 1) {
         const inside = new Set(component);
-        const why = component.flatMap((a) => [...graph.get(a)!].filter(([b]) => inside.has(b)).map(([b, e]) => `${a} -> ${b} (${e.from} imports ${e.to})`));
+        const why = component.flatMap((a) =>
+          [...graph.get(a)!].filter(([b]) => inside.has(b)).map(([b, e]) => `${a} -> ${b} (${e.from} imports ${e.to})`),
+        );
         found.push(`${component.sort().join(' <-> ')}:\n  ${why.sort().join('\n  ')}`);
       }
     }
@@ -144,10 +172,12 @@ function sqlQueries(text: string): string[] {
       i += 1;
       while (/\s/.test(text[i] ?? '')) i += 1;
     }
-    if (text[i] === '`') found.push(`${text.slice(0, m.index).split('\n').length}: ${text.slice(m.index, i + 40).split('\n')[0]}`);
+    if (text[i] === '`')
+      found.push(`${text.slice(0, m.index).split('\n').length}: ${text.slice(m.index, i + 40).split('\n')[0]}`);
   }
   const unsafe = /\b(sql|tx|db|conn)\.unsafe\(/g;
-  for (let m = unsafe.exec(text); m; m = unsafe.exec(text)) found.push(`${text.slice(0, m.index).split('\n').length}: ${m[0]}`);
+  for (let m = unsafe.exec(text); m; m = unsafe.exec(text))
+    found.push(`${text.slice(0, m.index).split('\n').length}: ${m[0]}`);
   return found;
 }
 
@@ -177,22 +207,35 @@ describe('the import graph', () => {
   });
 
   it('lets nothing outside api/, test/, bench/ and sim/ import api/, except worker/stack.ts importing api/app.ts', () => {
-    const outside = edges.filter((e) => e.to.startsWith('api/') && !['api', 'test', 'bench', 'sim'].includes(topFolder(e.from)));
-    expect(outside.filter((e) => !(e.from === 'worker/stack.ts' && e.to === 'api/app.ts')).map((e) => `${e.from} imports ${e.to}`)).toEqual([]);
+    const outside = edges.filter(
+      (e) => e.to.startsWith('api/') && !['api', 'test', 'bench', 'sim'].includes(topFolder(e.from)),
+    );
+    expect(
+      outside
+        .filter((e) => !(e.from === 'worker/stack.ts' && e.to === 'api/app.ts'))
+        .map((e) => `${e.from} imports ${e.to}`),
+    ).toEqual([]);
   });
 
   it('keeps SQL in store/ and db/: routes, services, activities and the bootstrap call named functions of store/', () => {
     const outside = files.filter((f) => !['store', 'db', 'test', 'bench', 'sim'].includes(topFolder(f)));
     expect(outside.filter((f) => f.startsWith('api/routes/')).length).toBeGreaterThan(10);
     expect(outside.filter((f) => f.startsWith('activities/')).length).toBeGreaterThan(5);
-    const queries = outside.flatMap((file) => sqlQueries(readFileSync(join(root, file), 'utf8')).map((q) => `${file}:${q}`));
+    const queries = outside.flatMap((file) =>
+      sqlQueries(readFileSync(join(root, file), 'utf8')).map((q) => `${file}:${q}`),
+    );
     expect(queries).toEqual([]);
   });
 
   it('finds a folder cycle through any files of the folders, and names the imports (the check itself)', () => {
     const e = (from: string, to: string, typeOnly = false): Edge => ({ from, to, typeOnly });
-    const found = cycles([e('store/a/x.ts', 'store/b/y.ts'), e('store/b/z.ts', 'store/a/w.ts'), e('store/a/x.ts', 'store/a/w.ts')], areaOf);
-    expect(found).toEqual(['store/a <-> store/b:\n  store/a -> store/b (store/a/x.ts imports store/b/y.ts)\n  store/b -> store/a (store/b/z.ts imports store/a/w.ts)']);
+    const found = cycles(
+      [e('store/a/x.ts', 'store/b/y.ts'), e('store/b/z.ts', 'store/a/w.ts'), e('store/a/x.ts', 'store/a/w.ts')],
+      areaOf,
+    );
+    expect(found).toEqual([
+      'store/a <-> store/b:\n  store/a -> store/b (store/a/x.ts imports store/b/y.ts)\n  store/b -> store/a (store/b/z.ts imports store/a/w.ts)',
+    ]);
     expect(cycles([e('store/a/x.ts', 'store/b/y.ts'), e('store/b/z.ts', 'store/c/w.ts')], areaOf)).toEqual([]);
     expect(areaOf('api/routes/pnet/steps.ts')).toBe('api/routes/pnet');
     expect(areaOf('activities/index.ts')).toBe('activities/index.ts');

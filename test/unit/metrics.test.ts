@@ -40,14 +40,21 @@ describe('histograms read from a metrics endpoint', () => {
     const before = await scrape(url);
     body = histogram(30, 12, 440);
     const after = await scrape(url);
-    const start = histogramChange(before, after, 'request_latency', (labels) => labelOf(labels, 'operation') === 'Start');
+    const start = histogramChange(
+      before,
+      after,
+      'request_latency',
+      (labels) => labelOf(labels, 'operation') === 'Start',
+    );
     // 20 new observations summing 400: a mean of 20; only 4 of them under 10, so 90% fall under +Inf.
     expect(start).toEqual({ count: 20, sum: 400, mean: 20, p90Bound: Infinity });
     const poll = histogramChange(before, after, 'request_latency', (labels) => labelOf(labels, 'operation') === 'Poll');
     expect(poll.count).toBe(0);
     expect(poll.mean).toBeNaN();
     // A counter reads as its increase, per label set asked for.
-    expect(histogramChange(before, after, 'requests_total', (labels) => labelOf(labels, 'operation') === 'Start').count).toBe(20);
+    expect(
+      histogramChange(before, after, 'requests_total', (labels) => labelOf(labels, 'operation') === 'Start').count,
+    ).toBe(20);
   });
 
   it('reads an endpoint that does not answer as empty, not as an error', async () => {
@@ -66,7 +73,15 @@ describe('TEMPORAL_WORKER_METRICS', () => {
   });
 
   it('refuses anything but ip:port (the SDK binds an address, not a name), naming the variable', () => {
-    for (const bad of ['9464', 'http://127.0.0.1:9464', '127.0.0.1:', ':9464', 'localhost:9464', '127.0.0.1:65536', '127.0.0.1:0']) {
+    for (const bad of [
+      '9464',
+      'http://127.0.0.1:9464',
+      '127.0.0.1:',
+      ':9464',
+      'localhost:9464',
+      '127.0.0.1:65536',
+      '127.0.0.1:0',
+    ]) {
       expect(() => readConfig({ TEMPORAL_WORKER_METRICS: bad })).toThrow(/TEMPORAL_WORKER_METRICS must be ip:port/);
     }
   });
@@ -78,9 +93,17 @@ describe("the dev server's metrics address", () => {
     const connection = await Connection.connect({ address: temporal.address });
     try {
       const before = await scrape(temporal.metricsUrl);
-      await new Client({ connection }).workflow.start('metricsProbe', { taskQueue: 'metrics-probe', workflowId: 'metrics-probe' });
+      await new Client({ connection }).workflow.start('metricsProbe', {
+        taskQueue: 'metrics-probe',
+        workflowId: 'metrics-probe',
+      });
       const after = await scrape(temporal.metricsUrl);
-      const created = histogramChange(before, after, 'persistence_latency', (labels) => labelOf(labels, 'operation') === 'CreateWorkflowExecution');
+      const created = histogramChange(
+        before,
+        after,
+        'persistence_latency',
+        (labels) => labelOf(labels, 'operation') === 'CreateWorkflowExecution',
+      );
       expect(created.count).toBe(1);
       expect(created.mean).toBeGreaterThan(0);
     } finally {

@@ -3,7 +3,12 @@
  * every gap is a retired number with its reason (db/migrate.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { checkMigrationNumbers, droppedMigrationFiles, migrationFiles, retiredMigrationNumbers } from '../../db/migrate.js';
+import {
+  checkMigrationNumbers,
+  droppedMigrationFiles,
+  migrationFiles,
+  retiredMigrationNumbers,
+} from '../../db/migrate.js';
 
 describe('migration numbers', () => {
   it('run from 001 without a gap or a repeat, except the retired numbers', () => {
@@ -29,10 +34,16 @@ describe('migration numbers', () => {
     expect(checkMigrationNumbers(['002_b.sql'], {})[0]).toMatch(/^migration number 001 is missing/);
 
     const twice = checkMigrationNumbers(['001_a.sql', '002_b.sql', '002_c.sql'], {});
-    expect(twice).toEqual([expect.stringMatching(/^migration number 002 is taken by 2 files \(002_b\.sql, 002_c\.sql\)/)]);
+    expect(twice).toEqual([
+      expect.stringMatching(/^migration number 002 is taken by 2 files \(002_b\.sql, 002_c\.sql\)/),
+    ]);
 
     const retaken = checkMigrationNumbers(['001_a.sql', '002_b.sql', '003_c.sql'], { 2: 'dropped before commit' });
-    expect(retaken).toEqual([expect.stringMatching(/^migration number 002 is retired \(dropped before commit\) but 002_b\.sql takes it: use 004\./)]);
+    expect(retaken).toEqual([
+      expect.stringMatching(
+        /^migration number 002 is retired \(dropped before commit\) but 002_b\.sql takes it: use 004\./,
+      ),
+    ]);
   });
 
   it('ignores files that are not migrations', () => {

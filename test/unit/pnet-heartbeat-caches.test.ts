@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { usageDaysAround, usageFromDays, type UsageAccount } from '../../store/pnet/account-rows.js';
 import { ConnectionTokenCache, type Principal } from '../../api/plugins/auth.js';
-import { addDays, formatLocalDate, localDate, localParts, localWeekStart, nextLocalMidnight, zonedInstant } from '../../domain/shared/zoned-time.js';
+import {
+  addDays,
+  formatLocalDate,
+  localDate,
+  localParts,
+  localWeekStart,
+  nextLocalMidnight,
+  zonedInstant,
+} from '../../domain/shared/zoned-time.js';
 
 /** The answers as computed before the local day was remembered: straight from Intl every time. */
 const reference = (instant: Date, timeZone: string) => {
@@ -16,7 +24,16 @@ const reference = (instant: Date, timeZone: string) => {
 
 describe('the local day remembered per time zone', () => {
   // Santiago and Havana change their clocks at midnight; Apia skipped a whole day in 2011.
-  const zones = ['UTC', 'Europe/Berlin', 'America/New_York', 'America/Santiago', 'America/Havana', 'Asia/Kolkata', 'Pacific/Apia', 'Australia/Lord_Howe'];
+  const zones = [
+    'UTC',
+    'Europe/Berlin',
+    'America/New_York',
+    'America/Santiago',
+    'America/Havana',
+    'Asia/Kolkata',
+    'Pacific/Apia',
+    'Australia/Lord_Howe',
+  ];
 
   it('answers what Intl answers at every instant, across daylight-saving changes and midnights', () => {
     for (const zone of zones) {
@@ -46,7 +63,12 @@ describe('the local day remembered per time zone', () => {
 });
 
 describe('usage from the rows around now', () => {
-  const account: UsageAccount = { id: 'a', timezone: 'Pacific/Kiritimati', connected_at: null, limits: {} as UsageAccount['limits'] };
+  const account: UsageAccount = {
+    id: 'a',
+    timezone: 'Pacific/Kiritimati',
+    connected_at: null,
+    limits: {} as UsageAccount['limits'],
+  };
 
   it('sums today and the local week in the sender’s zone, ignoring the other days read', () => {
     // Friday 2026-11-20 12:00 UTC is Saturday 2026-11-21 02:00 in Kiritimati (UTC+14).

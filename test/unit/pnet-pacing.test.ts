@@ -27,8 +27,14 @@ describe('working hours', () => {
   it('keeps a window that runs past midnight open into the next day', () => {
     const nights = { start: '22:00', end: '06:00', days: [5] };
     // Saturday 02:00 UTC is inside Friday's night window.
-    expect(workingWindow(new Date('2026-11-21T02:00:00Z'), nights, 'UTC')).toEqual({ open: true, closesAt: new Date('2026-11-21T06:00:00Z') });
-    expect(workingWindow(new Date('2026-11-21T07:00:00Z'), nights, 'UTC')).toMatchObject({ open: false, opensAt: new Date('2026-11-27T22:00:00Z') });
+    expect(workingWindow(new Date('2026-11-21T02:00:00Z'), nights, 'UTC')).toEqual({
+      open: true,
+      closesAt: new Date('2026-11-21T06:00:00Z'),
+    });
+    expect(workingWindow(new Date('2026-11-21T07:00:00Z'), nights, 'UTC')).toMatchObject({
+      open: false,
+      opensAt: new Date('2026-11-27T22:00:00Z'),
+    });
   });
 
   it('opens at 09:00 local on the morning after a daylight-saving change', () => {
@@ -53,15 +59,27 @@ describe('poll_after_seconds', () => {
   });
 
   it('is at most 15 while work is about to run, and short when it is due', () => {
-    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 40_000), now })).toBe(15);
-    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 8_000), now })).toBe(8);
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 40_000), now })).toBe(
+      15,
+    );
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 8_000), now })).toBe(
+      8,
+    );
     expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: now, now })).toBe(5);
-    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 3_600_000), now })).toBe(45);
+    expect(
+      pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 3_600_000), now }),
+    ).toBe(45);
   });
 
   it('counts work a minute away as about to run, and work 61 s away not', () => {
-    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 60_000), now })).toBe(15);
-    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 61_000), now })).toBe(45);
-    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 90_000), now })).toBe(45);
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 60_000), now })).toBe(
+      15,
+    );
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 61_000), now })).toBe(
+      45,
+    );
+    expect(pollAfterSeconds({ minActionIntervalSeconds: 90, workSoonAt: new Date(now.getTime() + 90_000), now })).toBe(
+      45,
+    );
   });
 });

@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { keyringOf, parseSealingKey, seal, sealedKeyId, SealedSecretError, unseal } from '../../integrations/secrets/sealed.js';
+import {
+  keyringOf,
+  parseSealingKey,
+  seal,
+  sealedKeyId,
+  SealedSecretError,
+  unseal,
+} from '../../integrations/secrets/sealed.js';
 import { readIntegrationsConfig } from '../../integrations/config.js';
 
 const token = 'ya29.a0AfB_byC-secret-access-token-value';
@@ -51,7 +58,9 @@ describe('sealed secrets (AES-256-GCM)', () => {
       const bytes = Buffer.from(parts[at]!, 'base64url');
       bytes[0] = bytes[0]! ^ 0x01;
       const altered = parts.map((p, i) => (i === at ? bytes.toString('base64url') : p)).join('.');
-      expect(refusal(() => unseal(keyring, altered, ctx)).reason).toBe(at === 2 && bytes.length !== 12 ? 'malformed' : 'tampered');
+      expect(refusal(() => unseal(keyring, altered, ctx)).reason).toBe(
+        at === 2 && bytes.length !== 12 ? 'malformed' : 'tampered',
+      );
     }
     expect(refusal(() => unseal(keyring, 'not sealed', ctx)).reason).toBe('malformed');
     expect(refusal(() => unseal(keyring, parts.slice(0, 4).join('.'), ctx)).reason).toBe('malformed');
@@ -81,9 +90,14 @@ describe('sealed secrets (AES-256-GCM)', () => {
     const key = randomBytes(32);
     expect(parseSealingKey(key.toString('base64'), 'SECRETS_KEY').equals(key)).toBe(true);
     expect(parseSealingKey(key.toString('base64url'), 'SECRETS_KEY').equals(key)).toBe(true);
-    expect(() => parseSealingKey(randomBytes(16).toString('base64'), 'SECRETS_KEY')).toThrow(/SECRETS_KEY must be 32 bytes/);
+    expect(() => parseSealingKey(randomBytes(16).toString('base64'), 'SECRETS_KEY')).toThrow(
+      /SECRETS_KEY must be 32 bytes/,
+    );
     expect(() => parseSealingKey('not a key!', 'SECRETS_KEY')).toThrow(/SECRETS_KEY must be 32 bytes/);
-    const config = readIntegrationsConfig({ SECRETS_KEY: key.toString('base64'), SECRETS_KEY_PREVIOUS: randomBytes(32).toString('base64') });
+    const config = readIntegrationsConfig({
+      SECRETS_KEY: key.toString('base64'),
+      SECRETS_KEY_PREVIOUS: randomBytes(32).toString('base64'),
+    });
     expect(config.secretsKeys?.current.equals(key)).toBe(true);
     expect(config.secretsKeys?.previous).toHaveLength(1);
     expect(readIntegrationsConfig({}).secretsKeys).toBeNull();
@@ -91,8 +105,14 @@ describe('sealed secrets (AES-256-GCM)', () => {
   });
 
   it('names what the cloud drive still needs, and builds it from DRIVE_* otherwise', () => {
-    expect(readIntegrationsConfig({}).cloudDrive).toEqual({ missing: ['DRIVE_CLIENT_ID', 'DRIVE_REDIRECT_URL (or PUBLIC_BASE_URL)'] });
+    expect(readIntegrationsConfig({}).cloudDrive).toEqual({
+      missing: ['DRIVE_CLIENT_ID', 'DRIVE_REDIRECT_URL (or PUBLIC_BASE_URL)'],
+    });
     const drive = readIntegrationsConfig({ DRIVE_CLIENT_ID: 'id', PUBLIC_BASE_URL: 'https://app.example/' }).cloudDrive;
-    expect(drive).toMatchObject({ clientId: 'id', redirectUrl: 'https://app.example/cloud-drive/callback/', tokenUrl: 'https://oauth2.googleapis.com/token' });
+    expect(drive).toMatchObject({
+      clientId: 'id',
+      redirectUrl: 'https://app.example/cloud-drive/callback/',
+      tokenUrl: 'https://oauth2.googleapis.com/token',
+    });
   });
 });

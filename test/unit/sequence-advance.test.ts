@@ -71,10 +71,20 @@ const sender: AdvanceSender = {
 
 const text = (t: string) => ({ kind: 'text' as const, text: t });
 const graphOf = (first: Record<string, unknown>, ...rest: Record<string, unknown>[]): SequenceGraph =>
-  SequenceGraphSchema.parse({ start: 'first', steps: [{ id: 'first', ...first }, ...rest, { id: 'done', type: 'end' }, { id: 'other', type: 'end' }] });
+  SequenceGraphSchema.parse({
+    start: 'first',
+    steps: [{ id: 'first', ...first }, ...rest, { id: 'done', type: 'end' }, { id: 'other', type: 'end' }],
+  });
 const emailStep = (extra: Record<string, unknown> = {}) =>
-  graphOf({ type: 'email', next: 'done', subject_segments: [text('Hello')], body_segments: [text('Hi '), { kind: 'builtin', builtin: 'first_name' }], ...extra });
-const pnetStep = (action: string, extra: Record<string, unknown> = {}) => graphOf({ type: 'pnet', action, next: 'done', body_segments: [text('Hi there')], ...extra });
+  graphOf({
+    type: 'email',
+    next: 'done',
+    subject_segments: [text('Hello')],
+    body_segments: [text('Hi '), { kind: 'builtin', builtin: 'first_name' }],
+    ...extra,
+  });
+const pnetStep = (action: string, extra: Record<string, unknown> = {}) =>
+  graphOf({ type: 'pnet', action, next: 'done', body_segments: [text('Hi there')], ...extra });
 
 type Facts = Omit<AdvanceSnapshot, 'contact' | 'claimedSendId'>;
 const factKey = {
@@ -95,14 +105,27 @@ const factKey = {
 const open: Facts = { sequence, stopReason: null };
 
 /** Walks the decision to its final move; `path` lists the reads and writes in order. */
-function walk(contact: Partial<AdvanceContact> | null, facts: Facts, opts: { now?: Date; claimedSendId?: string } = {}) {
-  let snap: AdvanceSnapshot = { contact: contact && { ...contactBase, ...contact }, claimedSendId: opts.claimedSendId ?? null };
+function walk(
+  contact: Partial<AdvanceContact> | null,
+  facts: Facts,
+  opts: { now?: Date; claimedSendId?: string } = {},
+) {
+  let snap: AdvanceSnapshot = {
+    contact: contact && { ...contactBase, ...contact },
+    claimedSendId: opts.claimedSendId ?? null,
+  };
   const path: string[] = [];
   const writes: AdvanceDecision[] = [];
   for (let turn = 0; turn < 40; turn++) {
     const d = decideAdvance(snap, opts.now ?? NOW);
     if (isFact(d)) {
-      path.push(d.fact === 'branch' ? `read branch:${d.condition}` : d.fact === 'template' ? `read template:${d.templateId}` : `read ${d.fact}`);
+      path.push(
+        d.fact === 'branch'
+          ? `read branch:${d.condition}`
+          : d.fact === 'template'
+            ? `read template:${d.templateId}`
+            : `read ${d.fact}`,
+      );
       const key = factKey[d.fact];
       if (!Object.hasOwn(facts, key)) throw new Error(`unexpected read of ${d.fact} after ${path.join(', ')}`);
       snap = { ...snap, [key]: facts[key] };
@@ -119,7 +142,11 @@ function walk(contact: Partial<AdvanceContact> | null, facts: Facts, opts: { now
   throw new Error('the decision never ended');
 }
 
-const move = (contact: Partial<AdvanceContact> | null, facts: Facts, opts?: { now?: Date; claimedSendId?: string }): AdvanceMove => walk(contact, facts, opts).move;
+const move = (
+  contact: Partial<AdvanceContact> | null,
+  facts: Facts,
+  opts?: { now?: Date; claimedSendId?: string },
+): AdvanceMove => walk(contact, facts, opts).move;
 
 describe('decideAdvance: before the graph', () => {
   it('answers missing for a contact that is not there, reading nothing', () => {
@@ -127,7 +154,10 @@ describe('decideAdvance: before the graph', () => {
   });
 
   it('settles a send a dead worker left claimed before anything else, even for a stopped contact', () => {
-    expect(walk({ status: 'stopped' }, {}, { claimedSendId: 'send-9' })).toMatchObject({ move: { kind: 'settle_claimed_send', sendId: 'send-9' }, path: [] });
+    expect(walk({ status: 'stopped' }, {}, { claimedSendId: 'send-9' })).toMatchObject({
+      move: { kind: 'settle_claimed_send', sendId: 'send-9' },
+      path: [],
+    });
   });
 
   it('leaves a completed contact alone and reads nothing', () => {
@@ -135,7 +165,10 @@ describe('decideAdvance: before the graph', () => {
   });
 
   it('answers a stopped contact with its reason (its waiting pnet steps are cancelled), reading nothing more', () => {
-    expect(walk({ status: 'stopped', stop_reason: 'replied' }, {})).toMatchObject({ move: { kind: 'stopped', reason: 'replied' }, path: [] });
+    expect(walk({ status: 'stopped', stop_reason: 'replied' }, {})).toMatchObject({
+      move: { kind: 'stopped', reason: 'replied' },
+      path: [],
+    });
   });
 
   it('reads the sequence, then the stop reason, and stops on a reply before anything else', () => {
@@ -145,21 +178,34 @@ describe('decideAdvance: before the graph', () => {
   });
 
   it('stops every contact of an archived sequence as `archived`', () => {
-    expect(move({}, { sequence: { ...sequence, status: 'archived' }, stopReason: null })).toEqual({ kind: 'stop', reason: 'archived' });
+    expect(move({}, { sequence: { ...sequence, status: 'archived' }, stopReason: null })).toEqual({
+      kind: 'stop',
+      reason: 'archived',
+    });
   });
 
   it('holds a paused contact, writing its wait only when the row says otherwise', () => {
-    expect(move({ status: 'paused' }, open)).toEqual({ kind: 'wait', wait: { reason: 'paused', until: null, write: true } });
-    expect(move({ status: 'paused', wait_reason: 'paused' }, open)).toEqual({ kind: 'wait', wait: { reason: 'paused', until: null, write: false } });
+    expect(move({ status: 'paused' }, open)).toEqual({
+      kind: 'wait',
+      wait: { reason: 'paused', until: null, write: true },
+    });
+    expect(move({ status: 'paused', wait_reason: 'paused' }, open)).toEqual({
+      kind: 'wait',
+      wait: { reason: 'paused', until: null, write: false },
+    });
     // The same reason with an end left over from another wait is written again.
-    expect(move({ status: 'paused', wait_reason: 'paused', wait_until: NOW }, open)).toMatchObject({ wait: { reason: 'paused', until: null, write: true } });
+    expect(move({ status: 'paused', wait_reason: 'paused', wait_until: NOW }, open)).toMatchObject({
+      wait: { reason: 'paused', until: null, write: true },
+    });
   });
 
   it('holds every contact of a paused or draft sequence, before reading its graph', () => {
     const paused = walk({}, { sequence: { ...sequence, status: 'paused' }, stopReason: null });
     expect(paused.move).toEqual({ kind: 'wait', wait: { reason: 'sequence_paused', until: null, write: true } });
     expect(paused.path).toEqual(['read sequence', 'read stop_reason']);
-    expect(move({}, { sequence: { ...sequence, status: 'draft' }, stopReason: null })).toMatchObject({ wait: { reason: 'sequence_draft' } });
+    expect(move({}, { sequence: { ...sequence, status: 'draft' }, stopReason: null })).toMatchObject({
+      wait: { reason: 'sequence_draft' },
+    });
   });
 
   it('puts a new contact on the start step, then goes on from there in the same move', () => {
@@ -196,8 +242,27 @@ describe('decideAdvance: a failed contact', () => {
   });
 
   it('resumes and follows its browser step once a person retried it', () => {
-    const r = walk({ status: 'failed', browser_step_id: 'bs-1' }, { ...open, graph, failedStep: { status: 'queued' }, sender, send: null, browserStep: { status: 'queued', error_code: null } });
-    expect(r.path).toEqual(['read sequence', 'read stop_reason', 'read graph', 'read failed_step', 'write resume', 'read sender', 'read send', 'read browser_step']);
+    const r = walk(
+      { status: 'failed', browser_step_id: 'bs-1' },
+      {
+        ...open,
+        graph,
+        failedStep: { status: 'queued' },
+        sender,
+        send: null,
+        browserStep: { status: 'queued', error_code: null },
+      },
+    );
+    expect(r.path).toEqual([
+      'read sequence',
+      'read stop_reason',
+      'read graph',
+      'read failed_step',
+      'write resume',
+      'read sender',
+      'read send',
+      'read browser_step',
+    ]);
     expect(r.snap.contact?.status).toBe('active');
     expect(r.move).toEqual({ kind: 'follow_step', wait: { reason: 'pnet_step', until: null, write: true } });
   });
@@ -205,7 +270,9 @@ describe('decideAdvance: a failed contact', () => {
 
 describe('decideAdvance: end, branch and wait steps', () => {
   it('completes the contact on an end step', () => {
-    expect(move({ current_step_id: 'done' }, { ...open, graph: graphOf({ type: 'end' }) })).toEqual({ kind: 'complete' });
+    expect(move({ current_step_id: 'done' }, { ...open, graph: graphOf({ type: 'end' }) })).toEqual({
+      kind: 'complete',
+    });
   });
 
   it('branches on a condition it reads (connected, replied, opened), never marking the branch done', () => {
@@ -219,7 +286,10 @@ describe('decideAdvance: end, branch and wait steps', () => {
   });
 
   it('takes email_found as true at once when the contact has an email', () => {
-    const r = walk({}, { ...open, graph: graphOf({ type: 'branch', condition: 'email_found', if_true: 'done', if_false: 'other' }) });
+    const r = walk(
+      {},
+      { ...open, graph: graphOf({ type: 'branch', condition: 'email_found', if_true: 'done', if_false: 'other' }) },
+    );
     expect(r.path).toEqual(['read sequence', 'read stop_reason', 'read graph']);
     expect(r.move).toMatchObject({ kind: 'move_on', to: 'done' });
   });
@@ -227,13 +297,22 @@ describe('decideAdvance: end, branch and wait steps', () => {
   it('reads the row again for email_found, records an email an enrichment found, and goes the true way', () => {
     const graph = graphOf({ type: 'branch', condition: 'email_found', if_true: 'done', if_false: 'other' });
     const r = walk({ email: null }, { ...open, graph, liveCells: { [EMAIL_COLUMN]: '  found@example.com ' } });
-    expect(r.path).toEqual(['read sequence', 'read stop_reason', 'read graph', 'read live_cells', 'write record_email']);
+    expect(r.path).toEqual([
+      'read sequence',
+      'read stop_reason',
+      'read graph',
+      'read live_cells',
+      'write record_email',
+    ]);
     expect(r.writes).toEqual([{ kind: 'record_email', email: 'found@example.com' }]);
     expect(r.move).toMatchObject({ kind: 'move_on', to: 'done' });
-    expect(move({ email: null }, { ...open, graph, liveCells: { [EMAIL_COLUMN]: '  ' } })).toMatchObject({ kind: 'move_on', to: 'other' });
+    expect(move({ email: null }, { ...open, graph, liveCells: { [EMAIL_COLUMN]: '  ' } })).toMatchObject({
+      kind: 'move_on',
+      to: 'other',
+    });
   });
 
-  it('starts a wait step\'s timer from `now` in the sender\'s zone, then waits for it', () => {
+  it("starts a wait step's timer from `now` in the sender's zone, then waits for it", () => {
     const step = { type: 'wait', days: 1, hours: 2, minutes: 0, business_hours: true, next: 'done' };
     const graph = graphOf(step);
     const tokyo = { ...sender, timezone: 'Asia/Tokyo' };
@@ -258,7 +337,10 @@ describe('decideAdvance: end, branch and wait steps', () => {
     const waiting = walk({ wait_step_id: 'first', wait_until: until, wait_reason: 'timer' }, { ...open, graph });
     expect(waiting.path).toEqual(['read sequence', 'read stop_reason', 'read graph']);
     expect(waiting.move).toEqual({ kind: 'wait', wait: { reason: 'timer', until, write: false } });
-    expect(move({ wait_step_id: 'first', wait_until: until }, { ...open, graph }, { now: until })).toMatchObject({ kind: 'move_on', to: 'done' });
+    expect(move({ wait_step_id: 'first', wait_until: until }, { ...open, graph }, { now: until })).toMatchObject({
+      kind: 'move_on',
+      to: 'done',
+    });
   });
 
   it('restarts the timer of a wait step it did not start (a timer of another step)', () => {
@@ -277,14 +359,28 @@ describe('decideAdvance: an action step', () => {
   });
 
   it('passes over an email step for a contact without an email, and a pnet step without a profile or an account', () => {
-    expect(move({ email: null }, { ...open, graph: emailStep(), sender, send: null })).toMatchObject({ kind: 'move_on', appendDone: false });
-    expect(move({ profile_url: null }, { ...open, graph: pnetStep('profile_view'), sender, send: null })).toMatchObject({ kind: 'move_on', appendDone: false });
-    expect(move({}, { ...open, graph: pnetStep('profile_view'), sender: { ...sender, account_id: null }, send: null })).toMatchObject({ kind: 'move_on' });
+    expect(move({ email: null }, { ...open, graph: emailStep(), sender, send: null })).toMatchObject({
+      kind: 'move_on',
+      appendDone: false,
+    });
+    expect(move({ profile_url: null }, { ...open, graph: pnetStep('profile_view'), sender, send: null })).toMatchObject(
+      { kind: 'move_on', appendDone: false },
+    );
+    expect(
+      move({}, { ...open, graph: pnetStep('profile_view'), sender: { ...sender, account_id: null }, send: null }),
+    ).toMatchObject({ kind: 'move_on' });
   });
 
   it('renders a template email in the statement order of before: sender, send, row, then the insert', () => {
     const r = walk({}, { ...open, graph: emailStep(), sender, send: null, liveCells: {} });
-    expect(r.path).toEqual(['read sequence', 'read stop_reason', 'read graph', 'read sender', 'read send', 'read live_cells']);
+    expect(r.path).toEqual([
+      'read sequence',
+      'read stop_reason',
+      'read graph',
+      'read sender',
+      'read send',
+      'read live_cells',
+    ]);
     expect(r.move).toEqual({
       kind: 'insert_send',
       stepId: 'first',
@@ -298,18 +394,35 @@ describe('decideAdvance: an action step', () => {
   });
 
   it('holds the message for a person in a manual channel', () => {
-    expect(move({}, { ...open, sequence: { ...sequence, email_mode: 'manual' }, graph: emailStep(), sender, send: null, liveCells: {} })).toMatchObject({
+    expect(
+      move(
+        {},
+        {
+          ...open,
+          sequence: { ...sequence, email_mode: 'manual' },
+          graph: emailStep(),
+          sender,
+          send: null,
+          liveCells: {},
+        },
+      ),
+    ).toMatchObject({
       status: 'awaiting_approval',
       reason: 'manual_mode',
     });
   });
 
   it('holds a message whose required value is missing, whatever the mode', () => {
-    const graph = emailStep({ body_segments: [text('About '), { kind: 'column', column_id: NAME_COLUMN, required: true }] });
+    const graph = emailStep({
+      body_segments: [text('About '), { kind: 'column', column_id: NAME_COLUMN, required: true }],
+    });
     const m = move({}, { ...open, graph, sender, send: null, liveCells: {} });
     expect(m).toMatchObject({ kind: 'insert_send', status: 'awaiting_approval' });
     expect((m as { reason: string }).reason).toMatch(/^missing_values: /);
-    expect(move({}, { ...open, graph, sender, send: null, liveCells: { [NAME_COLUMN]: 'engines' } })).toMatchObject({ status: 'approved', body: 'About engines' });
+    expect(move({}, { ...open, graph, sender, send: null, liveCells: { [NAME_COLUMN]: 'engines' } })).toMatchObject({
+      status: 'approved',
+      body: 'About engines',
+    });
   });
 
   it('reads a saved template, and holds the step as template_deleted when it is gone', () => {
@@ -317,7 +430,12 @@ describe('decideAdvance: an action step', () => {
     const saved = { subject_segments: [text('Saved subject')], body_segments: [text('Saved body')] };
     const r = walk({}, { ...open, graph, sender, send: null, liveCells: {}, template: saved });
     expect(r.path.at(-1)).toBe(`read template:${TEMPLATE}`);
-    expect(r.move).toMatchObject({ kind: 'insert_send', subject: 'Saved subject', body: 'Saved body', status: 'approved' });
+    expect(r.move).toMatchObject({
+      kind: 'insert_send',
+      subject: 'Saved subject',
+      body: 'Saved body',
+      status: 'approved',
+    });
     expect(move({}, { ...open, graph, sender, send: null, liveCells: {}, template: null })).toMatchObject({
       kind: 'insert_send',
       status: 'awaiting_approval',
@@ -329,18 +447,32 @@ describe('decideAdvance: an action step', () => {
 
   it('keeps a subject only for emails and InMails; a pnet message carries the pnet action as its kind', () => {
     const withSubject = { subject_segments: [text('Subject')] };
-    expect(move({}, { ...open, graph: pnetStep('send_message', withSubject), sender, send: null, liveCells: {} })).toMatchObject({
+    expect(
+      move({}, { ...open, graph: pnetStep('send_message', withSubject), sender, send: null, liveCells: {} }),
+    ).toMatchObject({
       channel: 'pnet',
       sendKind: 'send_message',
       subject: null,
       body: 'Hi there',
     });
-    expect(move({}, { ...open, graph: pnetStep('inmail', withSubject), sender, send: null, liveCells: {} })).toMatchObject({ sendKind: 'inmail', subject: 'Subject' });
+    expect(
+      move({}, { ...open, graph: pnetStep('inmail', withSubject), sender, send: null, liveCells: {} }),
+    ).toMatchObject({ sendKind: 'inmail', subject: 'Subject' });
   });
 
   it('asks the outbound agent for an agent-written step, with the live row as its fields', () => {
     const graph = pnetStep('connection_request', { writer: 'agent' });
-    const r = walk({}, { ...open, sequence: { ...sequence, outbound_agent_id: 'agent-1' }, graph, sender, send: null, liveCells: { a: 'x', n: 3, gone: null } });
+    const r = walk(
+      {},
+      {
+        ...open,
+        sequence: { ...sequence, outbound_agent_id: 'agent-1' },
+        graph,
+        sender,
+        send: null,
+        liveCells: { a: 'x', n: 3, gone: null },
+      },
+    );
     expect(r.move).toEqual({
       kind: 'write_message',
       stepId: 'first',
@@ -352,23 +484,62 @@ describe('decideAdvance: an action step', () => {
         contactKey: 'seq-1:row-1',
         slotKey: 'first',
         kind: 'connection_note',
-        contact: { name: 'Ada Lovelace', email: 'ada@example.com', profileUrl: 'https://www.linkedin.com/in/ada', fields: { a: 'x', n: '3', company_name: 'Engines' } },
+        contact: {
+          name: 'Ada Lovelace',
+          email: 'ada@example.com',
+          profileUrl: 'https://www.linkedin.com/in/ada',
+          fields: { a: 'x', n: '3', company_name: 'Engines' },
+        },
       },
     });
     const bare = { first_name: null, last_name: null, email: null, company_name: null };
-    const email = move({ ...bare }, { ...open, sequence: { ...sequence, outbound_agent_id: 'agent-1' }, graph: emailStep({ writer: 'agent' }), sender, send: null, liveCells: {} });
+    const email = move(
+      { ...bare },
+      {
+        ...open,
+        sequence: { ...sequence, outbound_agent_id: 'agent-1' },
+        graph: emailStep({ writer: 'agent' }),
+        sender,
+        send: null,
+        liveCells: {},
+      },
+    );
     // No email: an email step is passed over before any agent is asked.
     expect(email).toMatchObject({ kind: 'move_on' });
-    const message = move(bare, { ...open, sequence: { ...sequence, outbound_agent_id: 'agent-1' }, graph: pnetStep('send_message', { writer: 'agent' }), sender, send: null, liveCells: {} });
-    expect(message).toMatchObject({ kind: 'write_message', input: { kind: 'pnet_message', contact: { profileUrl: 'https://www.linkedin.com/in/ada', fields: {} } } });
+    const message = move(bare, {
+      ...open,
+      sequence: { ...sequence, outbound_agent_id: 'agent-1' },
+      graph: pnetStep('send_message', { writer: 'agent' }),
+      sender,
+      send: null,
+      liveCells: {},
+    });
+    expect(message).toMatchObject({
+      kind: 'write_message',
+      input: { kind: 'pnet_message', contact: { profileUrl: 'https://www.linkedin.com/in/ada', fields: {} } },
+    });
     expect((message as { input: { contact: object } }).input.contact).not.toHaveProperty('name');
-    expect(move({}, { ...open, sequence: { ...sequence, outbound_agent_id: 'agent-1' }, graph: emailStep({ writer: 'agent' }), sender, send: null, liveCells: {} })).toMatchObject({
+    expect(
+      move(
+        {},
+        {
+          ...open,
+          sequence: { ...sequence, outbound_agent_id: 'agent-1' },
+          graph: emailStep({ writer: 'agent' }),
+          sender,
+          send: null,
+          liveCells: {},
+        },
+      ),
+    ).toMatchObject({
       input: { kind: 'email' },
     });
   });
 
   it('holds an agent-written step for a person when the sequence has no outbound agent', () => {
-    expect(move({}, { ...open, graph: emailStep({ writer: 'agent' }), sender, send: null, liveCells: {} })).toMatchObject({
+    expect(
+      move({}, { ...open, graph: emailStep({ writer: 'agent' }), sender, send: null, liveCells: {} }),
+    ).toMatchObject({
       kind: 'insert_send',
       status: 'awaiting_approval',
       reason: 'no_outbound_agent',
@@ -380,21 +551,46 @@ describe('decideAdvance: an action step', () => {
   it('follows the send of the step: waits for approval, moves on after a rejection, waits when stopped', () => {
     const send = (status: string) => ({ id: 'send-1', status, subject: 'S', body: 'B', decided_at: null });
     const facts = (status: string) => ({ ...open, graph: emailStep(), sender, send: send(status) });
-    expect(move({}, facts('awaiting_approval'))).toEqual({ kind: 'wait', wait: { reason: 'approval', until: null, write: true } });
+    expect(move({}, facts('awaiting_approval'))).toEqual({
+      kind: 'wait',
+      wait: { reason: 'approval', until: null, write: true },
+    });
     expect(move({ wait_reason: 'approval' }, facts('awaiting_approval'))).toMatchObject({ wait: { write: false } });
-    expect(move({}, facts('rejected'))).toEqual({ kind: 'move_on', from: 'first', to: 'done', appendDone: false, reached: false });
+    expect(move({}, facts('rejected'))).toEqual({
+      kind: 'move_on',
+      from: 'first',
+      to: 'done',
+      appendDone: false,
+      reached: false,
+    });
     expect(move({}, facts('stopped'))).toEqual({ kind: 'wait', wait: { reason: 'stopped', until: null, write: true } });
   });
 
   it('records a sent message as a reach and marks the step done, next to the steps done before', () => {
     const sent = { id: 'send-1', status: 'sent', subject: 'S', body: 'B', decided_at: null };
-    expect(move({}, { ...open, graph: emailStep(), sender, send: sent })).toEqual({ kind: 'move_on', from: 'first', to: 'done', appendDone: true, reached: true });
-    expect(move({ done_steps: ['intro'] }, { ...open, graph: emailStep(), sender, send: sent })).toMatchObject({ appendDone: true });
+    expect(move({}, { ...open, graph: emailStep(), sender, send: sent })).toEqual({
+      kind: 'move_on',
+      from: 'first',
+      to: 'done',
+      appendDone: true,
+      reached: true,
+    });
+    expect(move({ done_steps: ['intro'] }, { ...open, graph: emailStep(), sender, send: sent })).toMatchObject({
+      appendDone: true,
+    });
   });
 
   it('sends an approved (or claimed) email through the mailer, which checks for a reply in its claim', () => {
     for (const status of ['approved', 'sending']) {
-      const r = walk({}, { ...open, graph: emailStep(), sender, send: { id: 'send-1', status, subject: 'S', body: 'B', decided_at: null } });
+      const r = walk(
+        {},
+        {
+          ...open,
+          graph: emailStep(),
+          sender,
+          send: { id: 'send-1', status, subject: 'S', body: 'B', decided_at: null },
+        },
+      );
       expect(r.move).toEqual({ kind: 'send_email', sendId: 'send-1' });
       expect(r.path).not.toContain('read outreach_block');
     }
@@ -402,8 +598,20 @@ describe('decideAdvance: an action step', () => {
 });
 
 describe('decideAdvance: a pnet step', () => {
-  const facts = (extra: Partial<Facts> = {}): Facts => ({ ...open, graph: pnetStep('send_message'), sender, send: null, ...extra });
-  const approved = (body: string, decided: boolean) => ({ id: 'send-1', status: 'approved', subject: null, body, decided_at: decided ? ENROLLED : null });
+  const facts = (extra: Partial<Facts> = {}): Facts => ({
+    ...open,
+    graph: pnetStep('send_message'),
+    sender,
+    send: null,
+    ...extra,
+  });
+  const approved = (body: string, decided: boolean) => ({
+    id: 'send-1',
+    status: 'approved',
+    subject: null,
+    body,
+    decided_at: decided ? ENROLLED : null,
+  });
 
   it('waits on a browser step still to run (on the Tasks page, queued, resuming or claimed)', () => {
     for (const status of ['awaiting_approval', 'queued', 'resuming', 'claimed']) {
@@ -411,14 +619,26 @@ describe('decideAdvance: a pnet step', () => {
       expect(r.path.at(-1)).toBe('read browser_step');
       expect(r.move).toEqual({ kind: 'follow_step', wait: { reason: 'pnet_step', until: null, write: true } });
     }
-    expect(move({ browser_step_id: 'bs-1', wait_reason: 'pnet_step' }, facts({ browserStep: { status: 'queued', error_code: null } }))).toMatchObject({ wait: { write: false } });
+    expect(
+      move(
+        { browser_step_id: 'bs-1', wait_reason: 'pnet_step' },
+        facts({ browserStep: { status: 'queued', error_code: null } }),
+      ),
+    ).toMatchObject({ wait: { write: false } });
   });
 
   it('moves on after its browser step: a success is a reach and done, a skip is done, a rejection neither', () => {
-    const after = (status: string) => move({ browser_step_id: 'bs-1' }, facts({ browserStep: { status, error_code: null } }));
+    const after = (status: string) =>
+      move({ browser_step_id: 'bs-1' }, facts({ browserStep: { status, error_code: null } }));
     expect(after('succeeded')).toEqual({ kind: 'move_on', from: 'first', to: 'done', appendDone: true, reached: true });
     expect(after('skipped')).toEqual({ kind: 'move_on', from: 'first', to: 'done', appendDone: true, reached: false });
-    expect(after('rejected')).toEqual({ kind: 'move_on', from: 'first', to: 'done', appendDone: false, reached: false });
+    expect(after('rejected')).toEqual({
+      kind: 'move_on',
+      from: 'first',
+      to: 'done',
+      appendDone: false,
+      reached: false,
+    });
   });
 
   it('fails the contact at a failed, cancelled or vanished browser step, saying which', () => {
@@ -434,7 +654,14 @@ describe('decideAdvance: a pnet step', () => {
 
   it('re-checks the person right before queueing, and stops the contact on a block', () => {
     const r = walk({}, facts({ graph: pnetStep('profile_view'), outreachBlock: 'active_elsewhere' }));
-    expect(r.path).toEqual(['read sequence', 'read stop_reason', 'read graph', 'read sender', 'read send', 'read outreach_block']);
+    expect(r.path).toEqual([
+      'read sequence',
+      'read stop_reason',
+      'read graph',
+      'read sender',
+      'read send',
+      'read outreach_block',
+    ]);
     expect(r.move).toEqual({ kind: 'stop', reason: 'active_elsewhere' });
   });
 
@@ -449,16 +676,35 @@ describe('decideAdvance: a pnet step', () => {
     });
   });
 
-  it('queues an approved message as the step\'s text; the sender\'s manual mode puts it on the Tasks page unless a person approved it here', () => {
+  it("queues an approved message as the step's text; the sender's manual mode puts it on the Tasks page unless a person approved it here", () => {
     const manual = { ...sender, account_run_mode: 'manual' as const };
     const auto = move({}, facts({ sender: manual, send: approved('Hello Ada', false), outreachBlock: null }));
-    expect(auto).toMatchObject({ kind: 'queue_pnet_step', awaiting: true, params: { kind: 'send_message', body: 'Hello Ada' } });
-    expect(move({}, facts({ sender: manual, send: approved('Hello Ada', true), outreachBlock: null }))).toMatchObject({ awaiting: false });
-    expect(move({}, facts({ send: approved('Hello Ada', false), outreachBlock: null }))).toMatchObject({ awaiting: false });
-    expect(move({}, facts({ graph: pnetStep('inmail'), send: { ...approved('Body', true), subject: 'Subject' }, outreachBlock: null }))).toMatchObject({
+    expect(auto).toMatchObject({
+      kind: 'queue_pnet_step',
+      awaiting: true,
+      params: { kind: 'send_message', body: 'Hello Ada' },
+    });
+    expect(move({}, facts({ sender: manual, send: approved('Hello Ada', true), outreachBlock: null }))).toMatchObject({
+      awaiting: false,
+    });
+    expect(move({}, facts({ send: approved('Hello Ada', false), outreachBlock: null }))).toMatchObject({
+      awaiting: false,
+    });
+    expect(
+      move(
+        {},
+        facts({
+          graph: pnetStep('inmail'),
+          send: { ...approved('Body', true), subject: 'Subject' },
+          outreachBlock: null,
+        }),
+      ),
+    ).toMatchObject({
       params: { kind: 'inmail', subject: 'Subject', body: 'Body' },
     });
-    expect(move({}, facts({ graph: pnetStep('connection_request'), send: approved('', true), outreachBlock: null }))).toMatchObject({
+    expect(
+      move({}, facts({ graph: pnetStep('connection_request'), send: approved('', true), outreachBlock: null })),
+    ).toMatchObject({
       params: { kind: 'connection_request', note: null },
     });
   });
@@ -466,9 +712,15 @@ describe('decideAdvance: a pnet step', () => {
   it('sends a message the network cannot take back to a person, and passes over params no edit can fix', () => {
     const long = approved('x'.repeat(301), true);
     const back = move({}, facts({ graph: pnetStep('connection_request'), send: long, outreachBlock: null }));
-    expect(back).toMatchObject({ kind: 'return_for_edit', sendId: 'send-1', wait: { reason: 'approval', until: null, write: true } });
+    expect(back).toMatchObject({
+      kind: 'return_for_edit',
+      sendId: 'send-1',
+      wait: { reason: 'approval', until: null, write: true },
+    });
     expect((back as { reason: string }).reason).toMatch(/^invalid_message: note: /);
-    expect(move({ profile_url: 'not a url' }, facts({ graph: pnetStep('follow_contact'), outreachBlock: null }))).toEqual({
+    expect(
+      move({ profile_url: 'not a url' }, facts({ graph: pnetStep('follow_contact'), outreachBlock: null })),
+    ).toEqual({
       kind: 'move_on',
       from: 'first',
       to: 'done',
@@ -479,12 +731,22 @@ describe('decideAdvance: a pnet step', () => {
 });
 
 describe('afterWrite and writtenSend', () => {
-  const snap: AdvanceSnapshot = { contact: { ...contactBase, status: 'failed', current_step_id: null }, claimedSendId: null };
+  const snap: AdvanceSnapshot = {
+    contact: { ...contactBase, status: 'failed', current_step_id: null },
+    claimedSendId: null,
+  };
 
   it('gives the row as each continuing write leaves it, and nothing else', () => {
-    expect(afterWrite(snap, { kind: 'start_at', stepId: 's' }).contact).toEqual({ ...snap.contact, current_step_id: 's' });
+    expect(afterWrite(snap, { kind: 'start_at', stepId: 's' }).contact).toEqual({
+      ...snap.contact,
+      current_step_id: 's',
+    });
     expect(afterWrite(snap, { kind: 'resume' }).contact).toEqual({ ...snap.contact, status: 'active' });
-    expect(afterWrite(snap, { kind: 'start_timer', stepId: 'w', until: NOW }).contact).toEqual({ ...snap.contact, wait_step_id: 'w', wait_until: NOW });
+    expect(afterWrite(snap, { kind: 'start_timer', stepId: 'w', until: NOW }).contact).toEqual({
+      ...snap.contact,
+      wait_step_id: 'w',
+      wait_until: NOW,
+    });
     expect(afterWrite(snap, { kind: 'record_email', email: 'e@x' }).contact).toEqual({ ...snap.contact, email: 'e@x' });
     expect(snap.contact?.current_step_id).toBeNull(); // the snapshot given is not changed
   });
@@ -492,9 +754,22 @@ describe('afterWrite and writtenSend', () => {
   it('holds what the agent wrote when it doubts it or the channel is manual, and approves it otherwise', () => {
     const step = emailStep().steps[0] as Extract<SequenceGraph['steps'][number], { type: 'email' }>;
     const written = { subject: 'S', body: 'B', needsReview: false, reason: null };
-    expect(writtenSend(step, sequence, written)).toMatchObject({ status: 'approved', reason: null, subject: 'S', body: 'B', channel: 'email' });
-    expect(writtenSend(step, { ...sequence, email_mode: 'manual' }, written)).toMatchObject({ status: 'awaiting_approval', reason: 'manual_mode' });
-    expect(writtenSend(step, sequence, { ...written, needsReview: true, reason: 'unsure' })).toMatchObject({ reason: 'agent_review: unsure' });
-    expect(writtenSend(step, { ...sequence, email_mode: 'manual' }, { ...written, needsReview: true })).toMatchObject({ reason: 'agent_review: needs review' });
+    expect(writtenSend(step, sequence, written)).toMatchObject({
+      status: 'approved',
+      reason: null,
+      subject: 'S',
+      body: 'B',
+      channel: 'email',
+    });
+    expect(writtenSend(step, { ...sequence, email_mode: 'manual' }, written)).toMatchObject({
+      status: 'awaiting_approval',
+      reason: 'manual_mode',
+    });
+    expect(writtenSend(step, sequence, { ...written, needsReview: true, reason: 'unsure' })).toMatchObject({
+      reason: 'agent_review: unsure',
+    });
+    expect(writtenSend(step, { ...sequence, email_mode: 'manual' }, { ...written, needsReview: true })).toMatchObject({
+      reason: 'agent_review: needs review',
+    });
   });
 });

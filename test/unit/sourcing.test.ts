@@ -1,13 +1,30 @@
 /** Data sourcing's pure rules: a result's stable key, CT names under a domain, Retry-After, the Apollo request body. */
 import { describe, expect, it } from 'vitest';
-import { leadKey, LeadSearchCreateSchema, normaliseProfileUrl, type LeadResult } from '../../domain/sourcing/lead-search.js';
+import {
+  leadKey,
+  LeadSearchCreateSchema,
+  normaliseProfileUrl,
+  type LeadResult,
+} from '../../domain/sourcing/lead-search.js';
 import { subdomainsOf } from '../../integrations/ct-log/ct-log.js';
 import { retryAfterSeconds } from '../../integrations/lead-search/http.js';
 import { apolloBody } from '../../integrations/lead-search/apollo.js';
 
 const person = (p: Partial<LeadResult>): LeadResult => ({
-  name: null, first_name: null, last_name: null, title: null, seniority: null, email: null, profile_url: null,
-  company: null, company_domain: null, website: null, industry: null, head_count: null, location: null, ...p,
+  name: null,
+  first_name: null,
+  last_name: null,
+  title: null,
+  seniority: null,
+  email: null,
+  profile_url: null,
+  company: null,
+  company_domain: null,
+  website: null,
+  industry: null,
+  head_count: null,
+  location: null,
+  ...p,
 });
 
 describe('lead keys', () => {
@@ -16,9 +33,16 @@ describe('lead keys', () => {
     expect(a).toBe('profile:linkedin.com/in/ada');
     expect(leadKey('people', person({ profile_url: 'http://LinkedIn.com/in/ada' }))).toBe(a);
     expect(leadKey('people', person({ email: ' Ada@X.com ' }))).toBe('email:ada@x.com');
-    expect(leadKey('people', person({ name: 'Ada L', company_domain: 'https://www.x.com/' }))).toBe('person:ada l@x.com');
+    expect(leadKey('people', person({ name: 'Ada L', company_domain: 'https://www.x.com/' }))).toBe(
+      'person:ada l@x.com',
+    );
     expect(leadKey('people', person({ name: 'Ada' }))).toBeNull();
-    expect(leadKey('companies', person({ company_domain: 'WWW.Acme.com', profile_url: 'https://linkedin.com/company/acme' }))).toBe('domain:acme.com');
+    expect(
+      leadKey(
+        'companies',
+        person({ company_domain: 'WWW.Acme.com', profile_url: 'https://linkedin.com/company/acme' }),
+      ),
+    ).toBe('domain:acme.com');
     expect(normaliseProfileUrl('https://www.linkedin.com/in/ada///')).toBe('linkedin.com/in/ada');
   });
 
@@ -58,12 +82,33 @@ describe('Retry-After', () => {
 
 describe('the Apollo request', () => {
   it('names the documented filters and pages', () => {
-    expect(apolloBody('people', { titles: ['vp sales'], seniorities: ['vp'], company_domains: ['acme.com'], head_count_ranges: ['11,50'], keywords: 'saas' }, 2, 100)).toEqual({
-      page: 2, per_page: 100, person_titles: ['vp sales'], person_seniorities: ['vp'], q_organization_domains_list: ['acme.com'],
-      organization_num_employees_ranges: ['11,50'], q_keywords: 'saas',
+    expect(
+      apolloBody(
+        'people',
+        {
+          titles: ['vp sales'],
+          seniorities: ['vp'],
+          company_domains: ['acme.com'],
+          head_count_ranges: ['11,50'],
+          keywords: 'saas',
+        },
+        2,
+        100,
+      ),
+    ).toEqual({
+      page: 2,
+      per_page: 100,
+      person_titles: ['vp sales'],
+      person_seniorities: ['vp'],
+      q_organization_domains_list: ['acme.com'],
+      organization_num_employees_ranges: ['11,50'],
+      q_keywords: 'saas',
     });
     expect(apolloBody('companies', { locations: ['Berlin'], industries: ['software'] }, 1, 10)).toEqual({
-      page: 1, per_page: 10, organization_locations: ['Berlin'], q_organization_keyword_tags: ['software'],
+      page: 1,
+      per_page: 10,
+      organization_locations: ['Berlin'],
+      q_organization_keyword_tags: ['software'],
     });
   });
 });

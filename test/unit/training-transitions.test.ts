@@ -18,10 +18,27 @@ import {
   type Transition,
 } from '../../domain/agents/training-sessions.js';
 
-const [ann, bob, cat] = ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-00000000000c'];
-const sample = (record_id: string, label: string) => ({ record_id, person: { name: label }, label, fields: [], profile_mismatch: false });
+const [ann, bob, cat] = [
+  '00000000-0000-4000-8000-00000000000a',
+  '00000000-0000-4000-8000-00000000000b',
+  '00000000-0000-4000-8000-00000000000c',
+];
+const sample = (record_id: string, label: string) => ({
+  record_id,
+  person: { name: label },
+  label,
+  fields: [],
+  profile_mismatch: false,
+});
 
-const step = (action: string): TrainingStep => ({ action, detail: '', duration_ms: 5, observation: '', outcome: 'completed', thought: '' });
+const step = (action: string): TrainingStep => ({
+  action,
+  detail: '',
+  duration_ms: 5,
+  observation: '',
+  outcome: 'completed',
+  thought: '',
+});
 const send = { alone: true, reason: null, doubt: null };
 const draft = (slot_key: string, over: Partial<DraftedMessage> = {}): DraftedMessage => ({
   id: `msg-${slot_key}`,
@@ -39,7 +56,11 @@ const draft = (slot_key: string, over: Partial<DraftedMessage> = {}): DraftedMes
 const context = { research_brief: [{ fact: 'CTO' }], sources: ['https://example.com'] };
 
 function session(status: TrainingStatus = 'running', revision = 3, readyAfter = 2): TrainingSnapshot {
-  return { revision, head: { status, note_waiting: false, error: '' }, doc: newDoc([sample(ann, 'Ann'), sample(bob, 'Bob'), sample(cat, 'Cat')], readyAfter) };
+  return {
+    revision,
+    head: { status, note_waiting: false, error: '' },
+    doc: newDoc([sample(ann, 'Ann'), sample(bob, 'Bob'), sample(cat, 'Cat')], readyAfter),
+  };
 }
 
 /** Applies events in turn, as the activities would (each written decision is the next snapshot). */
@@ -69,17 +90,33 @@ const firstWrite = (record_id: string, drafts = [draft('opener'), draft('follow_
   step: step('write_messages'),
 });
 const writeAll = (s: TrainingSnapshot) =>
-  after(s, ...[ann, bob, cat].flatMap((id): TrainingEvent[] => [{ type: 'begin_write', record_id: id }, firstWrite(id)]));
-const looksGood = (record_id: string): TrainingEvent => ({ type: 'verdict', request: { record_id, verdict: 'looks_good' }, writing_other: false });
+  after(
+    s,
+    ...[ann, bob, cat].flatMap((id): TrainingEvent[] => [{ type: 'begin_write', record_id: id }, firstWrite(id)]),
+  );
+const looksGood = (record_id: string): TrainingEvent => ({
+  type: 'verdict',
+  request: { record_id, verdict: 'looks_good' },
+  writing_other: false,
+});
 const note = (record_id: string, text = 'Shorter, please.', writing_other = false): TrainingEvent => ({
   type: 'verdict',
   request: { record_id, verdict: 'note', note: text },
   writing_other,
 });
-const rewriteLanded = (record_id: string, drafts: DraftedMessage[]): TrainingEvent => ({ type: 'write_landed', record_id, rewrite: true, drafts, context, step: step('rewrite_messages') });
+const rewriteLanded = (record_id: string, drafts: DraftedMessage[]): TrainingEvent => ({
+  type: 'write_landed',
+  record_id,
+  rewrite: true,
+  drafts,
+  context,
+  step: step('rewrite_messages'),
+});
 /** Ann noted and rewritten, waiting for a verdict on the rewrite. */
-const rewritten = (s: TrainingSnapshot, drafts = [draft('opener', { body: 'Short opener.' }), draft('follow_up', { body: 'Short follow-up.' })]) =>
-  after(s, note(ann), { type: 'begin_write', record_id: ann }, rewriteLanded(ann, drafts));
+const rewritten = (
+  s: TrainingSnapshot,
+  drafts = [draft('opener', { body: 'Short opener.' }), draft('follow_up', { body: 'Short follow-up.' })],
+) => after(s, note(ann), { type: 'begin_write', record_id: ann }, rewriteLanded(ann, drafts));
 
 describe('pinned events', () => {
   it('refuses an event pinned to another revision, naming both, and changes nothing', () => {
@@ -89,13 +126,22 @@ describe('pinned events', () => {
       code: 'conflict',
       message: 'The session is at revision 7, not 6; read it again and retry.',
     });
-    expect(decideTraining(s, { type: 'close', expected_revision: 8 })).toMatchObject({ kind: 'refuse', code: 'conflict' });
+    expect(decideTraining(s, { type: 'close', expected_revision: 8 })).toMatchObject({
+      kind: 'refuse',
+      code: 'conflict',
+    });
     expect(decideTraining(s, { type: 'apply_proposal', expected_revision: 7 })).toMatchObject({ kind: 'write' });
     expect(s.head.status).toBe('proposed');
   });
 
   it('reads the pin from each event that carries one, and none from the workflow’s own', () => {
-    expect(expectedRevisionOf({ type: 'verdict', request: { record_id: ann, verdict: 'looks_good', expected_revision: 4 }, writing_other: false })).toBe(4);
+    expect(
+      expectedRevisionOf({
+        type: 'verdict',
+        request: { record_id: ann, verdict: 'looks_good', expected_revision: 4 },
+        writing_other: false,
+      }),
+    ).toBe(4);
     expect(expectedRevisionOf(looksGood(ann))).toBeUndefined();
     expect(expectedRevisionOf({ type: 'discard_changes', expected_revision: 2 })).toBe(2);
     expect(expectedRevisionOf({ type: 'close' })).toBeUndefined();
@@ -104,7 +150,13 @@ describe('pinned events', () => {
 
   it('refuses a verdict pinned to a stale revision before judging the contact', () => {
     const s = session();
-    expect(decideTraining(s, { type: 'verdict', request: { record_id: ann, verdict: 'looks_good', expected_revision: 2 }, writing_other: false })).toMatchObject({
+    expect(
+      decideTraining(s, {
+        type: 'verdict',
+        request: { record_id: ann, verdict: 'looks_good', expected_revision: 2 },
+        writing_other: false,
+      }),
+    ).toMatchObject({
       kind: 'refuse',
       message: 'The session is at revision 3, not 2; read it again and retry.',
     });
@@ -118,10 +170,20 @@ describe('writing a contact', () => {
   });
 
   it('refuses a write in a closed session, and one for a contact that owes none', () => {
-    expect(decideTraining(session('abandoned'), { type: 'begin_write', record_id: ann })).toEqual({ kind: 'refuse', code: 'conflict', message: 'The session is abandoned.' });
+    expect(decideTraining(session('abandoned'), { type: 'begin_write', record_id: ann })).toEqual({
+      kind: 'refuse',
+      code: 'conflict',
+      message: 'The session is abandoned.',
+    });
     const s = after(session(), { type: 'begin_write', record_id: ann }, firstWrite(ann));
-    expect(decideTraining(s, { type: 'begin_write', record_id: ann })).toEqual({ kind: 'refuse', code: 'conflict', message: 'Nothing to write for this contact.' });
-    expect(decideTraining(s, { type: 'begin_write', record_id: 'no-such-contact' })).toMatchObject({ message: 'Nothing to write for this contact.' });
+    expect(decideTraining(s, { type: 'begin_write', record_id: ann })).toEqual({
+      kind: 'refuse',
+      code: 'conflict',
+      message: 'Nothing to write for this contact.',
+    });
+    expect(decideTraining(s, { type: 'begin_write', record_id: 'no-such-contact' })).toMatchObject({
+      message: 'Nothing to write for this contact.',
+    });
   });
 
   it('lands a first write as the thread as written, in slot order, waiting for a verdict', () => {
@@ -135,23 +197,48 @@ describe('writing a contact', () => {
       ['msg-opener', 'opener', 'first message', 'About opener', 'Body of opener'],
       ['msg-follow_up', 'follow_up', 'follow-up 1', 'About follow_up', 'Body of follow_up'],
     ]);
-    expect(contact.messages[0]).toMatchObject({ authored: true, send, reasoning: 'Role first.', facts_used: ['CTO'], model_key: 'model-1', proposed_body: null });
+    expect(contact.messages[0]).toMatchObject({
+      authored: true,
+      send,
+      reasoning: 'Role first.',
+      facts_used: ['CTO'],
+      model_key: 'model-1',
+      proposed_body: null,
+    });
     expect(next.doc.steps.map((x) => x.action)).toEqual(['write_messages']);
   });
 
   it('keeps a slot the writer failed with its error, and tells the person to note it', () => {
     const s = after(session(), { type: 'begin_write', record_id: ann });
-    const failed = draft('follow_up', { subject: null, body: '', error: 'model down', send: { alone: false, reason: 'error', doubt: 'model down' } });
+    const failed = draft('follow_up', {
+      subject: null,
+      body: '',
+      error: 'model down',
+      send: { alone: false, reason: 'error', doubt: 'model down' },
+    });
     const contact = contactOf(written(decideTraining(s, firstWrite(ann, [draft('opener'), failed]))), ann);
-    expect(contact.messages[1]).toMatchObject({ error: 'model down', body: '', send: { alone: false, reason: 'error' } });
+    expect(contact.messages[1]).toMatchObject({
+      error: 'model down',
+      body: '',
+      send: { alone: false, reason: 'error' },
+    });
     expect(contact.notice).toBe('A message could not be written; give a note to try again.');
   });
 
   it('drops a write that lands after the session closed or the contact stopped being written', () => {
     const writing = after(session(), { type: 'begin_write', record_id: ann });
-    expect(decideTraining(after(writing, { type: 'close' }), firstWrite(ann))).toMatchObject({ kind: 'refuse', message: 'The session is abandoned.' });
-    expect(decideTraining(session(), firstWrite(ann))).toEqual({ kind: 'refuse', code: 'conflict', message: 'The contact is no longer being written.' });
-    expect(decideTraining(writing, firstWrite('no-such-contact'))).toMatchObject({ message: 'The contact is no longer being written.' });
+    expect(decideTraining(after(writing, { type: 'close' }), firstWrite(ann))).toMatchObject({
+      kind: 'refuse',
+      message: 'The session is abandoned.',
+    });
+    expect(decideTraining(session(), firstWrite(ann))).toEqual({
+      kind: 'refuse',
+      code: 'conflict',
+      message: 'The contact is no longer being written.',
+    });
+    expect(decideTraining(writing, firstWrite('no-such-contact'))).toMatchObject({
+      message: 'The contact is no longer being written.',
+    });
   });
 
   it('shows why a write could not run, and lets the person note the contact to try again', () => {
@@ -164,22 +251,29 @@ describe('writing a contact', () => {
     // A contact that owes no write is left as it is; the error still shows, even on a closed session.
     const done = writeAll(session());
     const reviewed = after(done, looksGood(ann));
-    expect(contactOf(written(decideTraining(reviewed, { type: 'write_failed', record_id: ann, error: 'late' })), ann).state).toBe('reviewed');
-    expect(written(decideTraining(session('completed'), { type: 'write_failed', record_id: ann, error: 'gone' })).head).toMatchObject({ status: 'completed', error: 'gone' });
+    expect(
+      contactOf(written(decideTraining(reviewed, { type: 'write_failed', record_id: ann, error: 'late' })), ann).state,
+    ).toBe('reviewed');
+    expect(
+      written(decideTraining(session('completed'), { type: 'write_failed', record_id: ann, error: 'gone' })).head,
+    ).toMatchObject({ status: 'completed', error: 'gone' });
   });
 
   it('clears note_waiting when a failed write was the queued rewrite', () => {
     const s = writeAll(session());
     const waiting = after(s, note(ann, 'Shorter.', true));
     expect(waiting.head.note_waiting).toBe(true);
-    expect(written(decideTraining(waiting, { type: 'write_failed', record_id: ann, error: 'no credits' })).head.note_waiting).toBe(false);
+    expect(
+      written(decideTraining(waiting, { type: 'write_failed', record_id: ann, error: 'no credits' })).head.note_waiting,
+    ).toBe(false);
   });
 });
 
 describe('the end of the first writes', () => {
   it('moves a running session to reviewing, and leaves any other as it is', () => {
     expect(written(decideTraining(writeAll(session()), { type: 'initial_writes_done' })).head.status).toBe('reviewing');
-    for (const status of ['reviewing', 'abandoned'] as const) expect(decideTraining(session(status), { type: 'initial_writes_done' })).toEqual({ kind: 'unchanged' });
+    for (const status of ['reviewing', 'abandoned'] as const)
+      expect(decideTraining(session(status), { type: 'initial_writes_done' })).toEqual({ kind: 'unchanged' });
   });
 });
 
@@ -198,29 +292,55 @@ describe('verdicts', () => {
     const s = after(writeAll(session()), looksGood(ann));
     const noted = written(decideTraining(s, note(bob)));
     expect(noted.doc.progress).toMatchObject({ in_a_row: 0, ready: false });
-    expect(contactOf(noted, bob)).toMatchObject({ verdict: 'note', note: 'Shorter, please.', state: 'rewrite_queued', notes: [{ note: 'Shorter, please.', state: 'pending' }] });
+    expect(contactOf(noted, bob)).toMatchObject({
+      verdict: 'note',
+      note: 'Shorter, please.',
+      state: 'rewrite_queued',
+      notes: [{ note: 'Shorter, please.', state: 'pending' }],
+    });
     expect(contactOf(noted, bob).notice).toBe('Being rewritten from your note.');
     expect(noted.head.note_waiting).toBe(false);
     const waiting = written(decideTraining(s, note(bob, 'Shorter, please.', true)));
     expect(waiting.head.note_waiting).toBe(true);
-    expect(contactOf(waiting, bob).notice).toBe('Your note waits for the write under way; its rewrite follows as soon as that lands.');
+    expect(contactOf(waiting, bob).notice).toBe(
+      'Your note waits for the write under way; its rewrite follows as soon as that lands.',
+    );
   });
 
   it('refuses a verdict outside running and reviewing, for an unknown contact, or a contact not waiting for one', () => {
     for (const status of ['proposing', 'proposed', 'completed', 'abandoned'] as const) {
-      expect(decideTraining(session(status), looksGood(ann))).toEqual({ kind: 'refuse', code: 'conflict', message: `The session is ${status}; it cannot take a verdict.` });
+      expect(decideTraining(session(status), looksGood(ann))).toEqual({
+        kind: 'refuse',
+        code: 'conflict',
+        message: `The session is ${status}; it cannot take a verdict.`,
+      });
     }
-    expect(decideTraining(session(), looksGood('no-such-contact'))).toEqual({ kind: 'refuse', code: 'not_found', message: 'That contact is not part of this training session.' });
-    expect(decideTraining(session(), looksGood(ann))).toMatchObject({ message: 'That contact cannot take a verdict now: it has not been written yet.' });
+    expect(decideTraining(session(), looksGood('no-such-contact'))).toEqual({
+      kind: 'refuse',
+      code: 'not_found',
+      message: 'That contact is not part of this training session.',
+    });
+    expect(decideTraining(session(), looksGood(ann))).toMatchObject({
+      message: 'That contact cannot take a verdict now: it has not been written yet.',
+    });
     const reviewed = after(writeAll(session()), looksGood(ann));
-    expect(decideTraining(reviewed, looksGood(ann))).toMatchObject({ message: 'That contact cannot take a verdict now: it already has a verdict.' });
-    expect(decideTraining(after(reviewed, note(bob)), note(bob))).toMatchObject({ message: 'That contact cannot take a verdict now: its rewrite is queued.' });
+    expect(decideTraining(reviewed, looksGood(ann))).toMatchObject({
+      message: 'That contact cannot take a verdict now: it already has a verdict.',
+    });
+    expect(decideTraining(after(reviewed, note(bob)), note(bob))).toMatchObject({
+      message: 'That contact cannot take a verdict now: its rewrite is queued.',
+    });
   });
 
   it('lands a rewrite as a proposal beside the thread, learns the note, and keeps it with Looks good', () => {
     const s = rewritten(writeAll(session()));
     const contact = contactOf(s, ann);
-    expect(contact).toMatchObject({ state: 'awaiting_verdict', verdict: null, round: 1, notes: [{ state: 'learned' }] });
+    expect(contact).toMatchObject({
+      state: 'awaiting_verdict',
+      verdict: null,
+      round: 1,
+      notes: [{ state: 'learned' }],
+    });
     expect(contact.messages.map((m) => [m.body, m.proposed_body, m.note])).toEqual([
       ['Body of opener', 'Short opener.', 'Shorter, please.'],
       ['Body of follow_up', 'Short follow-up.', 'Shorter, please.'],
@@ -236,7 +356,11 @@ describe('verdicts', () => {
 
   it('marks a message whose slot the agent no longer has as failed in the rewrite', () => {
     const s = rewritten(writeAll(session()), [draft('opener', { body: 'Short opener.' })]);
-    expect(contactOf(s, ann).messages[1]).toMatchObject({ proposed_body: null, proposed_error: 'The agent no longer has this slot.', proposed_send: null });
+    expect(contactOf(s, ann).messages[1]).toMatchObject({
+      proposed_body: null,
+      proposed_error: 'The agent no longer has this slot.',
+      proposed_send: null,
+    });
     expect(contactOf(s, ann).notes[0]!.state).toBe('learned');
   });
 
@@ -265,7 +389,11 @@ describe('discarding changes', () => {
 
   it('withdraws a proposal drafted with that lesson: back to reviewing', () => {
     const s = rewritten(writeAll(session()));
-    const proposed: TrainingSnapshot = { ...s, head: { ...s.head, status: 'proposed' }, doc: { ...s.doc, proposal: { summary: 'x' } as Proposal } };
+    const proposed: TrainingSnapshot = {
+      ...s,
+      head: { ...s.head, status: 'proposed' },
+      doc: { ...s.doc, proposal: { summary: 'x' } as Proposal },
+    };
     const next = written(decideTraining(proposed, { type: 'discard_changes', expected_revision: s.revision }));
     expect(next.head.status).toBe('reviewing');
     expect(next.doc.proposal).toBeNull();
@@ -278,18 +406,31 @@ describe('discarding changes', () => {
       code: 'conflict',
       message: 'There is no rewrite to discard: every rewrite was already kept or discarded.',
     });
-    expect(decideTraining(session('proposing'), { type: 'discard_changes', expected_revision: 3 })).toMatchObject({ message: 'The session is proposing; it cannot discard changes.' });
+    expect(decideTraining(session('proposing'), { type: 'discard_changes', expected_revision: 3 })).toMatchObject({
+      message: 'The session is proposing; it cannot discard changes.',
+    });
   });
 });
 
 describe('proposing, applying, abandoning and closing', () => {
-  const ready = () => after(writeAll(session('running', 3, 2)), { type: 'initial_writes_done' }, looksGood(ann), looksGood(bob));
-  const proposal: Proposal = { summary: 'Shorter.', changes: [], made_at: 9, record_id: '00000000-0000-4000-8000-0000000000ff', round_ids: [ann, bob] };
+  const ready = () =>
+    after(writeAll(session('running', 3, 2)), { type: 'initial_writes_done' }, looksGood(ann), looksGood(bob));
+  const proposal: Proposal = {
+    summary: 'Shorter.',
+    changes: [],
+    made_at: 9,
+    record_id: '00000000-0000-4000-8000-0000000000ff',
+    round_ids: [ann, bob],
+  };
 
   it('starts proposing once ready with nothing queued, and refuses before', () => {
     expect(written(decideTraining(ready(), { type: 'start_proposing' })).head.status).toBe('proposing');
     const notReady = after(writeAll(session('running', 3, 2)), { type: 'initial_writes_done' }, looksGood(ann));
-    expect(decideTraining(notReady, { type: 'start_proposing' })).toEqual({ kind: 'refuse', code: 'conflict', message: 'The session is not ready to propose.' });
+    expect(decideTraining(notReady, { type: 'start_proposing' })).toEqual({
+      kind: 'refuse',
+      code: 'conflict',
+      message: 'The session is not ready to propose.',
+    });
     // A note queued after the Looks good: a rewrite is still owed.
     const owing = after(ready(), note(cat));
     expect(decideTraining(owing, { type: 'start_proposing' })).toMatchObject({ kind: 'refuse' });
@@ -297,33 +438,58 @@ describe('proposing, applying, abandoning and closing', () => {
 
   it('takes the drafted proposal while proposing, and drops it once a person moved the session', () => {
     const proposing = after(ready(), { type: 'start_proposing' });
-    const next = written(decideTraining(proposing, { type: 'proposal_drafted', proposal, step: step('propose_update') }));
+    const next = written(
+      decideTraining(proposing, { type: 'proposal_drafted', proposal, step: step('propose_update') }),
+    );
     expect(next.head.status).toBe('proposed');
     expect(next.doc.proposal).toEqual(proposal);
     expect(next.doc.steps.at(-1)!.action).toBe('propose_update');
-    expect(decideTraining(after(proposing, { type: 'close' }), { type: 'proposal_drafted', proposal, step: step('propose_update') })).toEqual({ kind: 'unchanged' });
+    expect(
+      decideTraining(after(proposing, { type: 'close' }), {
+        type: 'proposal_drafted',
+        proposal,
+        step: step('propose_update'),
+      }),
+    ).toEqual({ kind: 'unchanged' });
   });
 
   it('applies or abandons only a proposed session', () => {
-    const proposed = after(ready(), { type: 'start_proposing' }, { type: 'proposal_drafted', proposal, step: step('propose_update') });
-    expect(written(decideTraining(proposed, { type: 'apply_proposal', expected_revision: proposed.revision })).head.status).toBe('completed');
-    expect(written(decideTraining(proposed, { type: 'abandon_proposal', expected_revision: proposed.revision })).head.status).toBe('abandoned');
+    const proposed = after(
+      ready(),
+      { type: 'start_proposing' },
+      { type: 'proposal_drafted', proposal, step: step('propose_update') },
+    );
+    expect(
+      written(decideTraining(proposed, { type: 'apply_proposal', expected_revision: proposed.revision })).head.status,
+    ).toBe('completed');
+    expect(
+      written(decideTraining(proposed, { type: 'abandon_proposal', expected_revision: proposed.revision })).head.status,
+    ).toBe('abandoned');
     expect(decideTraining(session('reviewing'), { type: 'apply_proposal', expected_revision: 3 })).toEqual({
       kind: 'refuse',
       code: 'conflict',
       message: 'The session is reviewing; it cannot apply a proposal.',
     });
-    expect(decideTraining(session('completed'), { type: 'abandon_proposal', expected_revision: 3 })).toMatchObject({ message: 'The session is completed; it cannot abandon a proposal.' });
+    expect(decideTraining(session('completed'), { type: 'abandon_proposal', expected_revision: 3 })).toMatchObject({
+      message: 'The session is completed; it cannot abandon a proposal.',
+    });
   });
 
   it('closes a live session early, clearing note_waiting, and refuses to close an ended one', () => {
     for (const status of ['running', 'reviewing', 'proposing', 'proposed'] as const) {
       const live = session(status);
       live.head.note_waiting = true;
-      expect(written(decideTraining(live, { type: 'close' })).head).toMatchObject({ status: 'abandoned', note_waiting: false });
+      expect(written(decideTraining(live, { type: 'close' })).head).toMatchObject({
+        status: 'abandoned',
+        note_waiting: false,
+      });
     }
     for (const status of ['completed', 'abandoned'] as const) {
-      expect(decideTraining(session(status), { type: 'close' })).toEqual({ kind: 'refuse', code: 'conflict', message: `The session is ${status}; it cannot be closed.` });
+      expect(decideTraining(session(status), { type: 'close' })).toEqual({
+        kind: 'refuse',
+        code: 'conflict',
+        message: `The session is ${status}; it cannot be closed.`,
+      });
     }
   });
 

@@ -6,7 +6,8 @@ import { defineQuery, defineSignal } from '@temporalio/workflow';
  * The id carries the task queue: a lane sharing the namespace (staging, another test file) has a
  * database of its own, and its shard workflow must never take this lane's wakes.
  */
-export const commissionMaturationWorkflowId = (taskQueue: string, shard: number) => `commission-maturation/${taskQueue}/${shard}`;
+export const commissionMaturationWorkflowId = (taskQueue: string, shard: number) =>
+  `commission-maturation/${taskQueue}/${shard}`;
 
 export interface CommissionMaturationInput {
   shard: number;
@@ -30,5 +31,6 @@ export interface CommissionMaturationState {
 }
 
 /** Something may be due before the workflow's recorded wake (a new commission, the sweeper): look now. */
-export const maturationWakeSignal = defineSignal<[{ reason: 'created' | 'refund' | 'dispute' | 'sweeper' }]>('maturationWake');
+export const maturationWakeSignal =
+  defineSignal<[{ reason: 'created' | 'refund' | 'dispute' | 'sweeper' }]>('maturationWake');
 export const commissionMaturationStateQuery = defineQuery<CommissionMaturationState>('commissionMaturationState');

@@ -35,7 +35,9 @@ const { matureDueCommissions } = proxyLocalActivities<CommissionMaturationActivi
   retry: { initialInterval: '1 second', maximumInterval: '5 seconds', backoffCoefficient: 2 },
 });
 
-export async function commissionMaturationWorkflow(input: CommissionMaturationInput): Promise<CommissionMaturationState> {
+export async function commissionMaturationWorkflow(
+  input: CommissionMaturationInput,
+): Promise<CommissionMaturationState> {
   const loopsPerRun = input.loopsPerRun ?? 50;
   const state: CommissionMaturationState = { matured: input.maturedBefore ?? 0, nextAt: null };
   let woken = false;

@@ -6,7 +6,8 @@
  */
 export const affiliatePayoutScheduleId = (taskQueue: string) => `affiliate-payout-cycle/${taskQueue}`;
 /** A cycle started by hand for a period (the admin command line, tests): one at a time per period and task queue. */
-export const payoutCycleWorkflowId = (taskQueue: string, period: string) => `affiliate-payout-cycle/${taskQueue}/${period}`;
+export const payoutCycleWorkflowId = (taskQueue: string, period: string) =>
+  `affiliate-payout-cycle/${taskQueue}/${period}`;
 
 export interface PayoutCycleInput {
   /** The cycle's time (ISO); its UTC month is the period. The workflow's own clock when omitted (the Schedule's runs). */

@@ -37,7 +37,16 @@ export async function affiliatePayoutCycleWorkflow(input: PayoutCycleInput = {})
   const shift = Date.parse(cycleAt) - startedAt;
   const now = () => new Date(workflowNow().getTime() + shift).toISOString();
   const period = periodOf(new Date(cycleAt));
-  const result: PayoutCycleResult = { period, refused: null, followed: 0, forfeited: 0, created: 0, sent: 0, failed: 0, stillPending: 0 };
+  const result: PayoutCycleResult = {
+    period,
+    refused: null,
+    followed: 0,
+    forfeited: 0,
+    created: 0,
+    sent: 0,
+    failed: 0,
+    stillPending: 0,
+  };
 
   const missing = await acts.affiliatePayoutProviderMissing();
   if (missing.length > 0) {
@@ -50,7 +59,11 @@ export async function affiliatePayoutCycleWorkflow(input: PayoutCycleInput = {})
 
   let after: string | null = null;
   do {
-    const page: { next: string | null; created: number } = await acts.prepareAffiliatePayouts({ cycleAt, after, limit: pageSize });
+    const page: { next: string | null; created: number } = await acts.prepareAffiliatePayouts({
+      cycleAt,
+      after,
+      limit: pageSize,
+    });
     result.created += page.created;
     after = page.next;
   } while (after !== null);

@@ -6,8 +6,10 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { AgentRunStatus, AgentRunWorkflowIds, AgentStep } from '../../domain/agents/saved-agents.js';
 
 // Each run its own id (a row's next run never joins the one still closing), readable by column and row.
-export const agentCellRunWorkflowId = (columnId: string, rowId: string, runId: string) => `agent-run/${columnId}/${rowId}/${runId}`;
-export const agentExampleRunWorkflowId = (trainingRunId: string, exampleId: string) => `agent-run/${trainingRunId}/${exampleId}`;
+export const agentCellRunWorkflowId = (columnId: string, rowId: string, runId: string) =>
+  `agent-run/${columnId}/${rowId}/${runId}`;
+export const agentExampleRunWorkflowId = (trainingRunId: string, exampleId: string) =>
+  `agent-run/${trainingRunId}/${exampleId}`;
 export const agentTrainingWorkflowId = (trainingRunId: string) => `agent-training/${trainingRunId}`;
 /** The three above, as the store takes them to name the runs it records. */
 export const agentRunWorkflowIds: AgentRunWorkflowIds = {

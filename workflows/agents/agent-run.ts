@@ -49,12 +49,22 @@ const records = proxyActivities<AgentRunActivities>({
 // One model call; retried for timeouts and 5xx, not for a refusal.
 const model = proxyActivities<AgentRunActivities>({
   startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: ['agent_model_refused', 'agent_unavailable', 'agent_run_gone'] },
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: ['agent_model_refused', 'agent_unavailable', 'agent_run_gone'],
+  },
 });
 // One tool call (a crawl reads a few pages); the activity records a failed step itself on its last attempt.
 const tools = proxyActivities<AgentRunActivities>({
   startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: ['agent_run_gone'] },
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: ['agent_run_gone'],
+  },
 });
 
 function failureMessage(error: unknown): string {
@@ -90,7 +100,9 @@ export async function agentRunWorkflow(input: AgentRunInput): Promise<AgentRunVi
   } catch (error) {
     if (!isCancellation(error)) throw error;
     // The update moved the record already; asking again answers how the run really ended (a finish may have won).
-    const status = await CancellationScope.nonCancellable(() => records.cancelAgentRun({ runId: input.runId, workspaceId: input.workspaceId }));
+    const status = await CancellationScope.nonCancellable(() =>
+      records.cancelAgentRun({ runId: input.runId, workspaceId: input.workspaceId }),
+    );
     view.status = viewStatus(status);
   }
   await condition(allHandlersFinished);
@@ -135,7 +147,8 @@ async function researchLoop(input: AgentRunInput, view: AgentRunView, settledSte
     // The step bound: past it no tool runs; the model gets one more turn, to finish.
     if (view.steps.length >= plan.maxSteps) break;
     try {
-      if (decision.action === 'read_pnet_profile') view.steps.push(await readProfile(input.runId, n, decision, settledSteps));
+      if (decision.action === 'read_pnet_profile')
+        view.steps.push(await readProfile(input.runId, n, decision, settledSteps));
       else view.steps.push(await tools.runAgentTool({ runId: input.runId, n, decision }));
     } catch (error) {
       if (isCancellation(error)) throw error;
@@ -176,7 +189,11 @@ export async function agentTrainingWorkflow(input: AgentTrainingInput): Promise<
           });
         } catch {
           // The child's run record says how it ended; a crashed child is failed by the score below.
-          await records.failAgentRun({ runId: next.runId, workspaceId: input.workspaceId, error: 'The run ended without an answer.' });
+          await records.failAgentRun({
+            runId: next.runId,
+            workspaceId: input.workspaceId,
+            error: 'The run ended without an answer.',
+          });
         }
         finished += 1;
       }

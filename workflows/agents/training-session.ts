@@ -9,13 +9,13 @@
  * run ends when the session is completed or abandoned.
  */
 import {
-    ActivityFailure,
-    ApplicationFailure,
-    allHandlersFinished,
-    condition,
-    proxyActivities,
-    setHandler,
-    upsertMemo,
+  ActivityFailure,
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  proxyActivities,
+  setHandler,
+  upsertMemo,
 } from '@temporalio/workflow';
 import type { TrainingActivities } from '../../activities/agents/training-sessions.js';
 import type { TrainingStatus, TrainingVerdict } from '../../domain/agents/training-sessions.js';
@@ -36,13 +36,22 @@ const ended = (status: TrainingStatus | undefined) => status === 'completed' || 
 
 const acts = proxyActivities<TrainingActivities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes: ['conflict', 'not_found'] },
+  retry: {
+    initialInterval: '1 second',
+    maximumInterval: '30 seconds',
+    nonRetryableErrorTypes: ['conflict', 'not_found'],
+  },
 });
 // A write asks the model once per slot and reads pages; its attempts are counted by the activity,
 // which keeps the last failure on the message instead of failing.
 const writes = proxyActivities<TrainingActivities>({
   startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: ['conflict', 'not_found', 'insufficient_credits'] },
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: ['conflict', 'not_found', 'insufficient_credits'],
+  },
 });
 
 function conflict(message: string): never {
@@ -92,7 +101,8 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
       validator: (request: TrainingVerdict) => {
         check(['running', 'reviewing'], 'take a verdict');
         const contact = state.view?.contacts[request.record_id];
-        if (state.view && contact === undefined) throw ApplicationFailure.nonRetryable('That contact is not part of this training session.', 'not_found');
+        if (state.view && contact === undefined)
+          throw ApplicationFailure.nonRetryable('That contact is not part of this training session.', 'not_found');
         // Its state is judged by the activity: the view may trail a write that just landed.
       },
     },
@@ -131,11 +141,17 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
     closeSessionUpdate,
     async ({ expectedRevision }) => {
       await loaded();
-      const answer = await acts.closeTrainingSession({ sessionId: input.sessionId, ...(expectedRevision !== undefined ? { expectedRevision } : {}) });
+      const answer = await acts.closeTrainingSession({
+        sessionId: input.sessionId,
+        ...(expectedRevision !== undefined ? { expectedRevision } : {}),
+      });
       take(answer);
       return answer.session;
     },
-    { validator: (_request: Partial<RevisionRequest>) => check(['running', 'reviewing', 'proposing', 'proposed'], 'be closed') },
+    {
+      validator: (_request: Partial<RevisionRequest>) =>
+        check(['running', 'reviewing', 'proposing', 'proposed'], 'be closed'),
+    },
   );
 
   const write = async (recordId: string) => {

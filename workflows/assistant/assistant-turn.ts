@@ -8,7 +8,16 @@
  * up. One workflow per turn rather than per conversation: a turn's history is small and ends,
  * and two answers of one conversation never queue behind each other (decision 034).
  */
-import { ActivityFailure, ApplicationFailure, allHandlersFinished, condition, proxyActivities, setHandler, sleep, uuid4 } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  proxyActivities,
+  setHandler,
+  sleep,
+  uuid4,
+} from '@temporalio/workflow';
 import type { AssistantTurnActivities, TurnMessage } from '../../activities/assistant/turn.js';
 import type { CardActivities } from '../../activities/assistant/cards.js';
 import { proposalLifetimeSeconds, type ProposalStatus } from '../../domain/assistant/assistant.js';
@@ -24,7 +33,12 @@ import {
 const model = proxyActivities<AssistantTurnActivities>({
   startToCloseTimeout: '3 minutes',
   heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 4, nonRetryableErrorTypes: ['unavailable', 'not_found', 'bad_gateway'] },
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumAttempts: 4,
+    nonRetryableErrorTypes: ['unavailable', 'not_found', 'bad_gateway'],
+  },
 });
 const cards = proxyActivities<CardActivities & Pick<AssistantTurnActivities, 'proposeCard' | 'finishAnswer'>>({
   startToCloseTimeout: '1 minute',
@@ -60,7 +74,13 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
       try {
         const decided = await Promise.all(
           request.cardIds.map((cardId) =>
-            cards.decideCard({ cardId, decision: request.decision, scope: request.scope, key: `${request.key}:${cardId}`, actor: request.actor }),
+            cards.decideCard({
+              cardId,
+              decision: request.decision,
+              scope: request.scope,
+              key: `${request.key}:${cardId}`,
+              actor: request.actor,
+            }),
           ),
         );
         for (const d of decided) take(d);
@@ -72,7 +92,8 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
     {
       validator: (request) => {
         for (const id of request.cardIds) {
-          if (!statuses.has(id)) throw ApplicationFailure.nonRetryable(`Card ${id} is not one of this answer's.`, 'not_found');
+          if (!statuses.has(id))
+            throw ApplicationFailure.nonRetryable(`Card ${id} is not one of this answer's.`, 'not_found');
         }
       },
     },
@@ -84,35 +105,36 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
   if (input.raisedCards) {
     for (const id of input.raisedCards) statuses.set(id, 'pending');
     await cards.finishAnswer({ messageId: input.messageId });
-  } else try {
-    for (let step = 0; step < maxModelSteps; step += 1) {
-      const result = await model.answerStep({ messageId: input.messageId, step, transcript });
-      if (result.toolCalls.length === 0) break;
-      transcript.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
-      const batchId = result.toolCalls.length > 1 ? uuid4() : null;
-      for (const call of result.toolCalls) {
-        const proposed = await cards.proposeCard({ messageId: input.messageId, call, batchId });
-        if (proposed.cardId) {
-          if (!statuses.has(proposed.cardId)) statuses.set(proposed.cardId, 'pending');
-          if (proposed.autoRun && statuses.get(proposed.cardId) === 'pending') {
-            take(
-              await cards.decideCard({
-                cardId: proposed.cardId,
-                decision: 'automatic',
-                scope: 'once',
-                key: `automatic:${proposed.cardId}`,
-                actor: { kind: 'system', memberId: null, displayName: null },
-              }),
-            );
+  } else
+    try {
+      for (let step = 0; step < maxModelSteps; step += 1) {
+        const result = await model.answerStep({ messageId: input.messageId, step, transcript });
+        if (result.toolCalls.length === 0) break;
+        transcript.push({ role: 'assistant', content: result.text, toolCalls: result.toolCalls });
+        const batchId = result.toolCalls.length > 1 ? uuid4() : null;
+        for (const call of result.toolCalls) {
+          const proposed = await cards.proposeCard({ messageId: input.messageId, call, batchId });
+          if (proposed.cardId) {
+            if (!statuses.has(proposed.cardId)) statuses.set(proposed.cardId, 'pending');
+            if (proposed.autoRun && statuses.get(proposed.cardId) === 'pending') {
+              take(
+                await cards.decideCard({
+                  cardId: proposed.cardId,
+                  decision: 'automatic',
+                  scope: 'once',
+                  key: `automatic:${proposed.cardId}`,
+                  actor: { kind: 'system', memberId: null, displayName: null },
+                }),
+              );
+            }
           }
+          transcript.push({ role: 'tool', toolCallId: call.id, content: proposed.toolResult });
         }
-        transcript.push({ role: 'tool', toolCallId: call.id, content: proposed.toolResult });
       }
+      await cards.finishAnswer({ messageId: input.messageId });
+    } catch (error) {
+      await cards.finishAnswer({ messageId: input.messageId, error: failureMessage(error) });
     }
-    await cards.finishAnswer({ messageId: input.messageId });
-  } catch (error) {
-    await cards.finishAnswer({ messageId: input.messageId, error: failureMessage(error) });
-  }
   answering = false;
 
   // People's decisions, and the runs applied cards started, for the cards' lifetime (a timer).

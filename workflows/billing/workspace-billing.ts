@@ -9,7 +9,12 @@
 import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { msUntil, workflowNow } from '../shared/clock.js';
 import type { BillingActivities } from '../../activities/billing/billing.js';
-import { billingChangedSignal, workspaceBillingStateQuery, type WorkspaceBillingInput, type WorkspaceBillingView } from './workspace-billing.contract.js';
+import {
+  billingChangedSignal,
+  workspaceBillingStateQuery,
+  type WorkspaceBillingInput,
+  type WorkspaceBillingView,
+} from './workspace-billing.contract.js';
 
 const { settleBilling } = proxyActivities<BillingActivities>({
   startToCloseTimeout: '10 seconds',
@@ -20,7 +25,14 @@ const { settleBilling } = proxyActivities<BillingActivities>({
 const settlementsPerRun = 24;
 
 export async function workspaceBillingWorkflow(input: WorkspaceBillingInput): Promise<void> {
-  const view: WorkspaceBillingView = { workspaceId: input.workspaceId, plan: null, periodStart: null, nextWakeAt: null, grantedThisRun: 0, downgrades: 0 };
+  const view: WorkspaceBillingView = {
+    workspaceId: input.workspaceId,
+    plan: null,
+    periodStart: null,
+    nextWakeAt: null,
+    grantedThisRun: 0,
+    downgrades: 0,
+  };
   let changed = false;
   setHandler(billingChangedSignal, () => {
     changed = true;

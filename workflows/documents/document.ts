@@ -8,12 +8,22 @@
 import { ActivityFailure, ApplicationFailure, proxyActivities, setHandler, upsertMemo } from '@temporalio/workflow';
 import type { DocumentActivities } from '../../activities/documents/documents.js';
 import type { DocumentStep } from '../../domain/documents/documents.js';
-import { documentStepsQuery, unreadableDocumentFailure, type DocumentInput, type DocumentOutcome } from './document.contract.js';
+import {
+  documentStepsQuery,
+  unreadableDocumentFailure,
+  type DocumentInput,
+  type DocumentOutcome,
+} from './document.contract.js';
 
 const { readDocumentText, summariseDocument } = proxyActivities<DocumentActivities>({
   startToCloseTimeout: '5 minutes',
   heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 3, nonRetryableErrorTypes: [unreadableDocumentFailure] },
+  retry: {
+    initialInterval: '1 second',
+    maximumInterval: '10 seconds',
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: [unreadableDocumentFailure],
+  },
 });
 const { beginDocumentRun, failDocumentRun } = proxyActivities<DocumentActivities>({
   startToCloseTimeout: '30 seconds',
@@ -21,7 +31,11 @@ const { beginDocumentRun, failDocumentRun } = proxyActivities<DocumentActivities
 });
 
 function unreadableReason(error: unknown): string | null {
-  if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === unreadableDocumentFailure) {
+  if (
+    error instanceof ActivityFailure &&
+    error.cause instanceof ApplicationFailure &&
+    error.cause.type === unreadableDocumentFailure
+  ) {
     return error.cause.message;
   }
   return null;
@@ -46,7 +60,8 @@ export async function documentWorkflow(input: DocumentInput): Promise<DocumentOu
     return summarised.ready ? { status: 'ready' } : { status: 'superseded' };
   } catch (error) {
     const reason = unreadableReason(error);
-    const message = reason ?? 'The document could not be processed because of an internal error; re-read it, or upload it again.';
+    const message =
+      reason ?? 'The document could not be processed because of an internal error; re-read it, or upload it again.';
     const failed = await failDocumentRun({ ...args, error: message });
     record(failed.steps);
     if (reason !== null) return { status: 'failed', error: reason };

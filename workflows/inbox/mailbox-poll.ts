@@ -23,7 +23,14 @@ const { pollMailbox } = proxyActivities<InboxActivities>({
 export async function mailboxPollWorkflow(input: MailboxPollInput): Promise<'gone' | 'disabled'> {
   const pollsPerRun = input.pollsPerRun ?? 200;
   let wake = false;
-  const view: MailboxPollView = { mailboxId: input.mailboxId, polls: 0, lastPollAt: null, last: null, waiting: 'polling', nextPollAt: null };
+  const view: MailboxPollView = {
+    mailboxId: input.mailboxId,
+    polls: 0,
+    lastPollAt: null,
+    last: null,
+    waiting: 'polling',
+    nextPollAt: null,
+  };
   setHandler(pollMailboxNowSignal, () => void (wake = true));
   setHandler(mailboxPollStateQuery, () => view);
 

@@ -8,7 +8,8 @@
  */
 export const notificationBatchWorkflowId = (firstEventId: string) => `notification-batch/${firstEventId}`;
 /** One workflow per replay of one delivery (its run). */
-export const notificationReplayWorkflowId = (deliveryId: string, run: number) => `notification-delivery/${deliveryId}/${run}`;
+export const notificationReplayWorkflowId = (deliveryId: string, run: number) =>
+  `notification-delivery/${deliveryId}/${run}`;
 
 /** The most events one batch takes. */
 export const notificationBatchMax = 200;

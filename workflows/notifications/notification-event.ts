@@ -13,7 +13,11 @@ import { workflowNow } from '../shared/clock.js';
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { NotificationActivities } from '../../activities/notifications/notifications.js';
 import { retryGroups, type AttemptedDelivery } from '../../domain/notifications/webhooks.js';
-import type { NotificationBatchInput, NotificationBatchOutcome, NotificationReplayInput } from './notification-event.contract.js';
+import type {
+  NotificationBatchInput,
+  NotificationBatchOutcome,
+  NotificationReplayInput,
+} from './notification-event.contract.js';
 
 const { sendNotificationDigests } = proxyActivities<NotificationActivities>({
   startToCloseTimeout: '30 seconds',
@@ -29,11 +33,22 @@ const { deliverNotificationBatch, attemptNotificationDeliveries } = proxyActivit
 });
 
 /** Retries what failed at attempt number `attempt`, round after round; answers how many then succeeded. */
-async function retryFailed(attempted: AttemptedDelivery[], attempt: number, trigger: 'scheduled' | 'replay'): Promise<number> {
+async function retryFailed(
+  attempted: AttemptedDelivery[],
+  attempt: number,
+  trigger: 'scheduled' | 'replay',
+): Promise<number> {
   const rounds = retryGroups(attempted, attempt).map(async (group) => {
     await sleep(group.afterSeconds * 1000);
-    const results = await attemptNotificationDeliveries({ deliveries: group.deliveries, attempt: attempt + 1, trigger, at: workflowNow().toISOString() });
-    return results.filter((r) => r.result.kind === 'succeeded').length + (await retryFailed(results, attempt + 1, trigger));
+    const results = await attemptNotificationDeliveries({
+      deliveries: group.deliveries,
+      attempt: attempt + 1,
+      trigger,
+      at: workflowNow().toISOString(),
+    });
+    return (
+      results.filter((r) => r.result.kind === 'succeeded').length + (await retryFailed(results, attempt + 1, trigger))
+    );
   });
   return (await Promise.all(rounds)).reduce((a, b) => a + b, 0);
 }
@@ -46,7 +61,12 @@ export async function notificationBatchWorkflow(input: NotificationBatchInput): 
 
 export async function notificationReplayWorkflow(input: NotificationReplayInput): Promise<boolean> {
   const delivery = { id: input.deliveryId, run: input.run };
-  const [first] = await attemptNotificationDeliveries({ deliveries: [delivery], attempt: 1, trigger: 'replay', at: workflowNow().toISOString() });
+  const [first] = await attemptNotificationDeliveries({
+    deliveries: [delivery],
+    attempt: 1,
+    trigger: 'replay',
+    at: workflowNow().toISOString(),
+  });
   if (first!.result.kind === 'succeeded') return true;
   return (await retryFailed([first!], 1, 'replay')) > 0;
 }

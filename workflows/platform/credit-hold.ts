@@ -6,7 +6,12 @@
 import { condition, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { CreditHoldStatusKey } from '../shared/search-attributes.js';
 import type { CreditActivities } from '../../activities/platform/credits.js';
-import { creditHoldSettledSignal, creditHoldStateQuery, type CreditHoldInput, type CreditHoldView } from './credit-hold.contract.js';
+import {
+  creditHoldSettledSignal,
+  creditHoldStateQuery,
+  type CreditHoldInput,
+  type CreditHoldView,
+} from './credit-hold.contract.js';
 
 const { releaseExpiredHold } = proxyActivities<CreditActivities>({
   startToCloseTimeout: '30 seconds',
@@ -14,7 +19,12 @@ const { releaseExpiredHold } = proxyActivities<CreditActivities>({
 });
 
 export async function creditHoldWorkflow(input: CreditHoldInput): Promise<CreditHoldView> {
-  const view: CreditHoldView = { holdId: input.holdId, status: 'held', expiresAt: input.expiresAt, releasedByWatchdog: false };
+  const view: CreditHoldView = {
+    holdId: input.holdId,
+    status: 'held',
+    expiresAt: input.expiresAt,
+    releasedByWatchdog: false,
+  };
   setHandler(creditHoldSettledSignal, ({ outcome }) => {
     view.status = outcome;
   });

@@ -7,13 +7,13 @@
  * in browser-step.contract.ts.
  */
 import {
-    ApplicationFailure,
-    allHandlersFinished,
-    condition,
-    proxyLocalActivities,
-    setHandler,
-    upsertSearchAttributes,
-    workflowInfo,
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  proxyLocalActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { Mutex } from 'async-mutex';
 import type { StoredStepStatus } from '../../domain/pnet/steps.js';
@@ -45,11 +45,16 @@ const terminal: ReadonlySet<StoredStepStatus> = new Set(['succeeded', 'failed', 
  */
 const steps = proxyLocalActivities<PnetStepActivities>({
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes: ['conflict', 'not_found'] },
+  retry: {
+    initialInterval: '1 second',
+    maximumInterval: '30 seconds',
+    nonRetryableErrorTypes: ['conflict', 'not_found'],
+  },
 });
 
 function refuseUnlessAwaiting(view: BrowserStepView, action: string): void {
-  if (view.status !== 'awaiting_approval') throw ApplicationFailure.nonRetryable(`The step is ${view.status}; it cannot be ${action}.`, 'conflict');
+  if (view.status !== 'awaiting_approval')
+    throw ApplicationFailure.nonRetryable(`The step is ${view.status}; it cannot be ${action}.`, 'conflict');
 }
 
 export async function browserStepWorkflow(input: BrowserStepInput): Promise<BrowserStepView> {
@@ -68,7 +73,10 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
     view.status = status;
     if (!tracked) return;
     // Operators find every step that ended one way (claim_expired, say) by its error code.
-    upsertSearchAttributes([{ key: StepStatusKey, value: status }, ...(errorCode !== null ? [{ key: StepErrorCodeKey, value: errorCode }] : [])]);
+    upsertSearchAttributes([
+      { key: StepStatusKey, value: status },
+      ...(errorCode !== null ? [{ key: StepErrorCodeKey, value: errorCode }] : []),
+    ]);
   };
   const seeClaim = (claimedAt: string | null) => {
     if (claimedAt !== null && claimedAt !== view.claimedAt) view.claims += 1;
@@ -107,11 +115,17 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
   setHandler(approveStepUpdate, () => transition(() => steps.approveStep({ stepId: input.stepId }), 'queued'), {
     validator: () => refuseUnlessAwaiting(view, 'approved'),
   });
-  setHandler(rejectStepUpdate, ({ reason }: RejectRequest) => transition(() => steps.rejectStep({ stepId: input.stepId, reason }), 'rejected'), {
-    validator: (_request: RejectRequest) => refuseUnlessAwaiting(view, 'rejected'),
-  });
+  setHandler(
+    rejectStepUpdate,
+    ({ reason }: RejectRequest) => transition(() => steps.rejectStep({ stepId: input.stepId, reason }), 'rejected'),
+    {
+      validator: (_request: RejectRequest) => refuseUnlessAwaiting(view, 'rejected'),
+    },
+  );
   setHandler(retryStepUpdate, () => transition(() => steps.retryStep({ stepId: input.stepId })));
-  setHandler(cancelStepUpdate, ({ errorCode }: CancelRequest) => transition(() => steps.cancelStep({ stepId: input.stepId, errorCode }), 'cancelled'));
+  setHandler(cancelStepUpdate, ({ errorCode }: CancelRequest) =>
+    transition(() => steps.cancelStep({ stepId: input.stepId, errorCode }), 'cancelled'),
+  );
 
   // A retry reopens a settled step, so the run closes only when it is settled and idle.
   do {
@@ -144,11 +158,17 @@ export async function browserStepWorkflow(input: BrowserStepInput): Promise<Brow
           continue;
         }
         leaseUntil = await transitions.runExclusive(async () => {
-          const looked = await steps.expireClaim({ stepId: input.stepId, claimedAt: claim, now: workflowNow().toISOString() });
+          const looked = await steps.expireClaim({
+            stepId: input.stepId,
+            claimedAt: claim,
+            now: workflowNow().toISOString(),
+          });
           if (looked.status === 'claimed') {
             // Renewed since: sleep to the new end (at least a second on, should the clocks disagree).
             const now = workflowNow().getTime();
-            return looked.leaseUntil ? Math.max(Date.parse(looked.leaseUntil), now + 1000) : now + claimLeaseSeconds * 1000;
+            return looked.leaseUntil
+              ? Math.max(Date.parse(looked.leaseUntil), now + 1000)
+              : now + claimLeaseSeconds * 1000;
           }
           seeClaim(null);
           moveTo(looked.status, looked.errorCode ?? null);

@@ -7,7 +7,12 @@
 import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { msUntil, workflowNow } from '../shared/clock.js';
 import type { SenderAccountActivities } from '../../activities/pnet/sender-account.js';
-import { accountChangedSignal, senderAccountStateQuery, type AccountClock, type SenderAccountInput } from './sender-account.contract.js';
+import {
+  accountChangedSignal,
+  senderAccountStateQuery,
+  type AccountClock,
+  type SenderAccountInput,
+} from './sender-account.contract.js';
 
 /** While the account is not connected (or nothing is scheduled) it looks again this often. */
 const idleCheckMs = 15 * 60 * 1000;

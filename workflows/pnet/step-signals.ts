@@ -27,7 +27,12 @@ const turnsPerRun = 300;
 
 export async function stepSignalSweeperWorkflow(input: StepSignalSweeperInput): Promise<void> {
   for (let turn = 0; turn < turnsPerRun && !workflowInfo().continueAsNewSuggested; turn += 1) {
-    const resent = await resendStepSignals({ graceSeconds: input.graceSeconds, limit: perTurn, now: workflowNow().toISOString(), taskQueue: input.stepTaskQueue });
+    const resent = await resendStepSignals({
+      graceSeconds: input.graceSeconds,
+      limit: perTurn,
+      now: workflowNow().toISOString(),
+      taskQueue: input.stepTaskQueue,
+    });
     if (resent < perTurn) await sleep(input.everySeconds * 1000);
   }
   await continueAsNew<typeof stepSignalSweeperWorkflow>(input);

@@ -6,7 +6,8 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { ContactWait } from '../../domain/sequences/sequences.js';
 
-export const sequenceContactWorkflowId = (sequenceId: string, contactId: string) => `sequence-contact/${sequenceId}/${contactId}`;
+export const sequenceContactWorkflowId = (sequenceId: string, contactId: string) =>
+  `sequence-contact/${sequenceId}/${contactId}`;
 export const sequenceFeedWorkflowId = (sequenceId: string) => `sequence-feed/${sequenceId}`;
 
 export interface SequenceContactInput {

@@ -63,7 +63,13 @@ const agent = proxyActivities<OutboundAgentActivities>({
 
 export async function sequenceContactWorkflow(input: SequenceContactInput): Promise<SequenceContactView> {
   const turnsPerRun = input.turnsPerRun ?? 80;
-  const view: SequenceContactView = { contactId: input.contactId, phase: 'advancing', wait: null, turns: 0, continued: input.continued ?? 0 };
+  const view: SequenceContactView = {
+    contactId: input.contactId,
+    phase: 'advancing',
+    wait: null,
+    turns: 0,
+    continued: input.continued ?? 0,
+  };
   let woken = false;
   setHandler(wakeContactSignal, () => {
     woken = true;
@@ -88,7 +94,10 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
     // Cleared before the read, so a wake arriving while it runs is seen afterwards.
     woken = false;
     view.phase = 'advancing';
-    const action: ContactAction = await moves.advanceSequenceContact({ contactId: input.contactId, now: workflowNow().toISOString() });
+    const action: ContactAction = await moves.advanceSequenceContact({
+      contactId: input.contactId,
+      now: workflowNow().toISOString(),
+    });
     switch (action.kind) {
       case 'done':
         view.phase = action.status;
@@ -104,9 +113,20 @@ export async function sequenceContactWorkflow(input: SequenceContactInput): Prom
         } catch (error) {
           if (!(error instanceof ActivityFailure)) throw error;
           // The agent could not write it: a person writes it in the approval queue instead.
-          written = { messageId: '', subject: null, body: '', needsReview: true, reason: `agent_failed: ${error.cause?.message ?? error.message}` };
+          written = {
+            messageId: '',
+            subject: null,
+            body: '',
+            needsReview: true,
+            reason: `agent_failed: ${error.cause?.message ?? error.message}`,
+          };
         }
-        await moves.recordWrittenMessage({ contactId: input.contactId, stepId: action.stepId, version: action.version, written });
+        await moves.recordWrittenMessage({
+          contactId: input.contactId,
+          stepId: action.stepId,
+          version: action.version,
+          written,
+        });
         continue;
       }
       case 'send_email': {

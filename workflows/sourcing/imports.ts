@@ -6,12 +6,23 @@
  */
 import { ActivityFailure, ApplicationFailure, proxyActivities, upsertMemo, uuid4 } from '@temporalio/workflow';
 import type { CrmActivities } from '../../activities/sourcing/crm.js';
-import { sourcingRefusedFailure, type ImportRunInput, type ImportRunOutcome, type WriteBackInput } from './imports.contract.js';
+import {
+  sourcingRefusedFailure,
+  type ImportRunInput,
+  type ImportRunOutcome,
+  type WriteBackInput,
+} from './imports.contract.js';
 
 const { importChunk, writeBackChunkActivity } = proxyActivities<CrmActivities>({
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10, nonRetryableErrorTypes: [sourcingRefusedFailure] },
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: 10,
+    nonRetryableErrorTypes: [sourcingRefusedFailure],
+  },
 });
 const { beginImportRun, endImportRun, endWriteBack } = proxyActivities<CrmActivities>({
   startToCloseTimeout: '30 seconds',
@@ -19,7 +30,9 @@ const { beginImportRun, endImportRun, endWriteBack } = proxyActivities<CrmActivi
 });
 
 const message = (error: unknown) =>
-  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure ? error.cause.message : 'The source could not be read after several tries; it is run again next time.';
+  error instanceof ActivityFailure && error.cause instanceof ApplicationFailure
+    ? error.cause.message
+    : 'The source could not be read after several tries; it is run again next time.';
 
 export async function importRunWorkflow(input: ImportRunInput): Promise<ImportRunOutcome> {
   const runId = input.runId ?? uuid4();
@@ -42,7 +55,9 @@ export async function importRunWorkflow(input: ImportRunInput): Promise<ImportRu
   return { status: 'succeeded', runId };
 }
 
-export async function writeBackWorkflow(input: WriteBackInput): Promise<{ status: 'succeeded' | 'failed'; error?: string }> {
+export async function writeBackWorkflow(
+  input: WriteBackInput,
+): Promise<{ status: 'succeeded' | 'failed'; error?: string }> {
   try {
     for (;;) {
       const chunk = await writeBackChunkActivity({ writeBackId: input.writeBackId });

@@ -5,13 +5,34 @@
  * as long as the provider asked. Cancelling the workflow ends the search `cancelled` (rows landed
  * so far stay, and were paid for). Progress is the query `progress` and the memo.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, setHandler, sleep, upsertMemo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  sleep,
+  upsertMemo,
+} from '@temporalio/workflow';
 import type { LeadSearchActivities } from '../../activities/sourcing/lead-search.js';
-import { leadSearchProgressQuery, leadSearchRefusedFailure, type LeadSearchInput, type LeadSearchOutcome, type LeadSearchProgress } from './lead-search.contract.js';
+import {
+  leadSearchProgressQuery,
+  leadSearchRefusedFailure,
+  type LeadSearchInput,
+  type LeadSearchOutcome,
+  type LeadSearchProgress,
+} from './lead-search.contract.js';
 
 const { leadSearchPage } = proxyActivities<LeadSearchActivities>({
   startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: [leadSearchRefusedFailure] },
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '2 minutes',
+    maximumAttempts: 8,
+    nonRetryableErrorTypes: [leadSearchRefusedFailure],
+  },
 });
 const { beginLeadSearchRun, endLeadSearch } = proxyActivities<LeadSearchActivities>({
   startToCloseTimeout: '30 seconds',
@@ -24,11 +45,21 @@ function failureMessage(error: unknown): string {
 }
 
 export async function leadSearchWorkflow(input: LeadSearchInput): Promise<LeadSearchOutcome> {
-  const progress: LeadSearchProgress = { status: 'pending', pages_read: 0, rows_landed: 0, duplicates: 0, credits_charged: 0, rate_limited: 0, total_available: null };
+  const progress: LeadSearchProgress = {
+    status: 'pending',
+    pages_read: 0,
+    rows_landed: 0,
+    duplicates: 0,
+    credits_charged: 0,
+    rate_limited: 0,
+    total_available: null,
+  };
   setHandler(leadSearchProgressQuery, () => progress);
   const show = (p: Partial<LeadSearchProgress>) => {
     Object.assign(progress, p);
-    upsertMemo({ progress: `${progress.status}: ${progress.rows_landed} rows, ${progress.duplicates} duplicates, ${progress.pages_read} pages, ${progress.credits_charged} credits` });
+    upsertMemo({
+      progress: `${progress.status}: ${progress.rows_landed} rows, ${progress.duplicates} duplicates, ${progress.pages_read} pages, ${progress.credits_charged} credits`,
+    });
   };
   try {
     const begun = await beginLeadSearchRun({ searchId: input.searchId });
@@ -43,12 +74,19 @@ export async function leadSearchWorkflow(input: LeadSearchInput): Promise<LeadSe
         continue;
       }
       show(step.progress);
-      if (step.kind === 'ended') return step.progress.status === 'succeeded' || step.progress.status === 'failed' || step.progress.status === 'cancelled' ? { status: step.progress.status } : { status: 'ended' };
+      if (step.kind === 'ended')
+        return step.progress.status === 'succeeded' ||
+          step.progress.status === 'failed' ||
+          step.progress.status === 'cancelled'
+          ? { status: step.progress.status }
+          : { status: 'ended' };
       page = step.nextPage;
     }
   } catch (error) {
     if (isCancellation(error)) {
-      await CancellationScope.nonCancellable(() => endLeadSearch({ searchId: input.searchId, status: 'cancelled', error: null }));
+      await CancellationScope.nonCancellable(() =>
+        endLeadSearch({ searchId: input.searchId, status: 'cancelled', error: null }),
+      );
       show({ status: 'cancelled' });
       return { status: 'cancelled' };
     }

@@ -10,9 +10,15 @@ const { subdomainChunk } = proxyActivities<SubdomainActivities>({
   heartbeatTimeout: '1 minute',
   retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 5 },
 });
-const { endSubdomainDiscovery } = proxyActivities<SubdomainActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 20 } });
+const { endSubdomainDiscovery } = proxyActivities<SubdomainActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 20 },
+});
 
-export async function subdomainDiscoveryWorkflow(input: { discoveryId: string; workspaceId: string }): Promise<{ status: 'succeeded' | 'failed' }> {
+export async function subdomainDiscoveryWorkflow(input: {
+  discoveryId: string;
+  workspaceId: string;
+}): Promise<{ status: 'succeeded' | 'failed' }> {
   try {
     for (;;) {
       const chunk = await subdomainChunk({ discoveryId: input.discoveryId });
@@ -20,7 +26,11 @@ export async function subdomainDiscoveryWorkflow(input: { discoveryId: string; w
       if (chunk.done) break;
     }
   } catch {
-    await endSubdomainDiscovery({ discoveryId: input.discoveryId, status: 'failed', error: 'The discovery stopped after several failed tries; start it again.' });
+    await endSubdomainDiscovery({
+      discoveryId: input.discoveryId,
+      status: 'failed',
+      error: 'The discovery stopped after several failed tries; start it again.',
+    });
     return { status: 'failed' };
   }
   await endSubdomainDiscovery({ discoveryId: input.discoveryId, status: 'succeeded', error: null });

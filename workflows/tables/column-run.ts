@@ -20,7 +20,13 @@ import {
 import type { ColumnRunActivities } from '../../activities/tables/column-runs.js';
 import type { ColumnRunStatus } from '../../domain/tables/enrichments.js';
 import { ColumnRunProgressKey, ColumnRunStatusKey } from '../shared/search-attributes.js';
-import { cancelColumnRunSignal, columnRunStateQuery, rowsAddedSignal, type ColumnRunInput, type ColumnRunView } from './column-run.contract.js';
+import {
+  cancelColumnRunSignal,
+  columnRunStateQuery,
+  rowsAddedSignal,
+  type ColumnRunInput,
+  type ColumnRunView,
+} from './column-run.contract.js';
 
 const defaultBatchSize = 50;
 /** A batch of 50 rows adds at most a few hundred events, so histories stay near 2,000. */
@@ -99,7 +105,12 @@ export async function columnRunWorkflow(input: ColumnRunInput): Promise<ColumnRu
       if (outcome === 'no_credits') view.stopping ??= 'out_of_credits';
       if (outcome === 'cancelled') view.stopping ??= 'cancelled';
     } catch (error) {
-      await runs.failEnrichmentCell({ runId: input.runId, workspaceId: input.workspaceId, rowId, error: failureMessage(error) });
+      await runs.failEnrichmentCell({
+        runId: input.runId,
+        workspaceId: input.workspaceId,
+        rowId,
+        error: failureMessage(error),
+      });
     } finally {
       view.inFlight -= 1;
     }
@@ -113,7 +124,8 @@ export async function columnRunWorkflow(input: ColumnRunInput): Promise<ColumnRu
     }
     const batch = await runs.claimRunBatch({ runId: input.runId, limit: batchSize });
     claims += 1;
-    if (tracked && batch.progress !== view.progress) upsertSearchAttributes([{ key: ColumnRunProgressKey, value: batch.progress }]);
+    if (tracked && batch.progress !== view.progress)
+      upsertSearchAttributes([{ key: ColumnRunProgressKey, value: batch.progress }]);
     view.progress = batch.progress;
     if (batch.stop) {
       view.stopping ??= batch.stop;
@@ -121,7 +133,12 @@ export async function columnRunWorkflow(input: ColumnRunInput): Promise<ColumnRu
     }
     if (batch.rowIds.length === 0) {
       if (!batch.exhausted) continue; // every row of the batch kept its result
-      const end = await runs.finishColumnRun({ runId: input.runId, workspaceId: input.workspaceId, outcome: 'completed', wakes: batch.wakes });
+      const end = await runs.finishColumnRun({
+        runId: input.runId,
+        workspaceId: input.workspaceId,
+        outcome: 'completed',
+        wakes: batch.wakes,
+      });
       if (end.finished) {
         view.progress = 100;
         show(end.status);

@@ -68,7 +68,8 @@ export const affiliateRoutes =
           response: { 201: AffiliateSchema, 409: DetailBodySchema.describe('The workspace is enrolled already') },
         },
       },
-      async (request, reply) => reply.code(201).send(await enrol(sql, settings, principalOf(request).workspaceId, request.body)),
+      async (request, reply) =>
+        reply.code(201).send(await enrol(sql, settings, principalOf(request).workspaceId, request.body)),
     );
 
     app.get(
@@ -77,7 +78,8 @@ export const affiliateRoutes =
         schema: {
           operationId: 'readAffiliate',
           tags,
-          summary: "The workspace's affiliate: its codes, balances (available and held, USD cents) and the program's terms",
+          summary:
+            "The workspace's affiliate: its codes, balances (available and held, USD cents) and the program's terms",
           response: { 200: AffiliateSchema, 404: notEnrolled },
         },
       },
@@ -87,7 +89,12 @@ export const affiliateRoutes =
     app.get(
       '/affiliate/codes/',
       {
-        schema: { operationId: 'listAffiliateCodes', tags, summary: 'The generated code and the vanity codes, oldest first', response: { 200: z.object({ codes: z.array(AffiliateCodeSchema) }), 404: notEnrolled } },
+        schema: {
+          operationId: 'listAffiliateCodes',
+          tags,
+          summary: 'The generated code and the vanity codes, oldest first',
+          response: { 200: z.object({ codes: z.array(AffiliateCodeSchema) }), 404: notEnrolled },
+        },
       },
       async (request) => ({ codes: await listCodes(sql, principalOf(request).workspaceId) }),
     );
@@ -100,10 +107,17 @@ export const affiliateRoutes =
           tags,
           summary: `Add a vanity code (at most ${maxVanityCodes}); codes are unique across the service whatever their case`,
           body: CreateCodeRequestSchema,
-          response: { 201: AffiliateCodeSchema, 404: notEnrolled, 409: DetailBodySchema.describe('The code is taken (in any case), or the affiliate has its most vanity codes') },
+          response: {
+            201: AffiliateCodeSchema,
+            404: notEnrolled,
+            409: DetailBodySchema.describe(
+              'The code is taken (in any case), or the affiliate has its most vanity codes',
+            ),
+          },
         },
       },
-      async (request, reply) => reply.code(201).send(await createVanityCode(sql, principalOf(request).workspaceId, request.body.code)),
+      async (request, reply) =>
+        reply.code(201).send(await createVanityCode(sql, principalOf(request).workspaceId, request.body.code)),
     );
 
     app.get(
@@ -130,14 +144,25 @@ export const affiliateRoutes =
       },
       async (request, reply) => {
         const taken = clickLimiter.take(`click:${request.ip}`);
-        if (!taken.allowed) throw new ApiError('rate_limited', 'Too many clicks from this address.', { 'retry-after': String(taken.retryAfterSeconds) });
-        const { clickId } = await clickThrough(sql, request.params.code, { id: request.query.visitor, ip: request.ip, userAgent: request.headers['user-agent'] });
+        if (!taken.allowed)
+          throw new ApiError('rate_limited', 'Too many clicks from this address.', {
+            'retry-after': String(taken.retryAfterSeconds),
+          });
+        const { clickId } = await clickThrough(sql, request.params.code, {
+          id: request.query.visitor,
+          ip: request.ip,
+          userAgent: request.headers['user-agent'],
+        });
         const target = new URL(settings.landingUrl, 'http://landing.invalid');
         if (clickId) {
           target.searchParams.set(clickCookie, clickId);
-          reply.header('set-cookie', `${clickCookie}=${clickId}; Max-Age=${Math.round(settings.cookieWindowDays * 86_400)}; Path=/; SameSite=Lax`);
+          reply.header(
+            'set-cookie',
+            `${clickCookie}=${clickId}; Max-Age=${Math.round(settings.cookieWindowDays * 86_400)}; Path=/; SameSite=Lax`,
+          );
         }
-        const location = target.origin === 'http://landing.invalid' ? `${target.pathname}${target.search}` : target.toString();
+        const location =
+          target.origin === 'http://landing.invalid' ? `${target.pathname}${target.search}` : target.toString();
         return reply.redirect(location, 302);
       },
     );
@@ -148,12 +173,15 @@ export const affiliateRoutes =
         schema: {
           operationId: 'listAffiliateDailyStats',
           tags,
-          summary: "Clicks, signups, conversions and commission earned per day of the affiliate's time zone, oldest first; quiet days are zeros",
+          summary:
+            "Clicks, signups, conversions and commission earned per day of the affiliate's time zone, oldest first; quiet days are zeros",
           querystring: StatsQuerySchema,
           response: { 200: z.object({ days: z.array(DailyStatSchema) }), 404: notEnrolled },
         },
       },
-      async (request) => ({ days: await affiliateDailyStats(sql, principalOf(request).workspaceId, request.query.days, new Date()) }),
+      async (request) => ({
+        days: await affiliateDailyStats(sql, principalOf(request).workspaceId, request.query.days, new Date()),
+      }),
     );
 
     app.get(
@@ -164,13 +192,19 @@ export const affiliateRoutes =
           tags,
           summary: 'Signups, conversions and money movements, newest first',
           description:
-            'Kinds: `signup`, `conversion` (no amount), `commission`, `clawback` (a refund or dispute clawback, negative; a won dispute\'s reversal, positive), ' +
+            "Kinds: `signup`, `conversion` (no amount), `commission`, `clawback` (a refund or dispute clawback, negative; a won dispute's reversal, positive), " +
             '`payout` (negative; money back from a returned or failed payout, positive) and `forfeiture`.',
           querystring: PageQuerySchema,
-          response: { 200: z.object({ items: z.array(FeedItemSchema), next_offset: z.int().nullable() }).meta({ id: 'AffiliateFeedPage' }), 404: notEnrolled },
+          response: {
+            200: z
+              .object({ items: z.array(FeedItemSchema), next_offset: z.int().nullable() })
+              .meta({ id: 'AffiliateFeedPage' }),
+            404: notEnrolled,
+          },
         },
       },
-      async (request) => affiliateFeed(sql, principalOf(request).workspaceId, request.query.limit, request.query.offset),
+      async (request) =>
+        affiliateFeed(sql, principalOf(request).workspaceId, request.query.limit, request.query.offset),
     );
 
     app.get(
@@ -181,10 +215,16 @@ export const affiliateRoutes =
           tags,
           summary: 'Every money movement in signed USD cents, newest first; the rows sum to available plus held',
           querystring: PageQuerySchema,
-          response: { 200: z.object({ entries: z.array(LedgerEntrySchema), next_offset: z.int().nullable() }).meta({ id: 'AffiliateLedgerPage' }), 404: notEnrolled },
+          response: {
+            200: z
+              .object({ entries: z.array(LedgerEntrySchema), next_offset: z.int().nullable() })
+              .meta({ id: 'AffiliateLedgerPage' }),
+            404: notEnrolled,
+          },
         },
       },
-      async (request) => affiliateLedger(sql, principalOf(request).workspaceId, request.query.limit, request.query.offset),
+      async (request) =>
+        affiliateLedger(sql, principalOf(request).workspaceId, request.query.limit, request.query.offset),
     );
 
     app.get(
@@ -206,7 +246,8 @@ export const affiliateRoutes =
         schema: {
           operationId: 'readAffiliatePerformance',
           tags,
-          summary: 'The performance window: the last N days against the N days before, lifetime sums and the next payout',
+          summary:
+            'The performance window: the last N days against the N days before, lifetime sums and the next payout',
           description:
             'Each trend object carries `value` (this window), `previous` (the window before), `change` (value − previous) and `change_ratio` (change ÷ previous, null when previous is 0). ' +
             'Days are the affiliate’s time zone’s. The next payout’s fields come from the same gate function the payout cycle applies.',

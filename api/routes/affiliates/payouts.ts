@@ -14,7 +14,10 @@ import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const PayoutPageSchema = z
-  .object({ payouts: z.array(PayoutSchema), next_offset: z.int().nullable().describe('The offset of the next page; null on the last') })
+  .object({
+    payouts: z.array(PayoutSchema),
+    next_offset: z.int().nullable().describe('The offset of the next page; null on the last'),
+  })
   .meta({ id: 'AffiliatePayoutPage' });
 const notEnrolled = DetailBodySchema.describe('The workspace is not enrolled in the affiliate program');
 
@@ -47,7 +50,8 @@ export const affiliatePayoutRoutes =
           response: { 200: PayoutSettingsSchema, 404: notEnrolled },
         },
       },
-      async (request) => readPayoutSettings(deps.sql, principalOf(request).workspaceId, deps.integrations.affiliatePayouts),
+      async (request) =>
+        readPayoutSettings(deps.sql, principalOf(request).workspaceId, deps.integrations.affiliatePayouts),
     );
 
     app.put(
@@ -57,11 +61,18 @@ export const affiliatePayoutRoutes =
         schema: {
           operationId: 'updateAffiliatePayoutSettings',
           tags: ['affiliates'],
-          summary: 'Set the payout email (a PayPal account); a different address lifts a hold left by a returned or failed payout',
+          summary:
+            'Set the payout email (a PayPal account); a different address lifts a hold left by a returned or failed payout',
           body: PayoutSettingsUpdateSchema,
           response: { 200: PayoutSettingsSchema, 404: notEnrolled },
         },
       },
-      async (request) => updatePayoutSettings(deps.sql, principalOf(request).workspaceId, request.body, deps.integrations.affiliatePayouts),
+      async (request) =>
+        updatePayoutSettings(
+          deps.sql,
+          principalOf(request).workspaceId,
+          request.body,
+          deps.integrations.affiliatePayouts,
+        ),
     );
   };

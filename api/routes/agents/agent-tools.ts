@@ -11,18 +11,32 @@ import type { AgentSuppliers } from '../../../integrations/agent-tools/index.js'
 import type { Sql } from '../../../db/sql.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
-import { AgentToolKeySchema, AgentToolListSchema, AgentToolSchema, AgentToolUpdateSchema, type AgentTool, type AgentToolKey } from '../../../domain/pnet/agent.js';
+import {
+  AgentToolKeySchema,
+  AgentToolListSchema,
+  AgentToolSchema,
+  AgentToolUpdateSchema,
+  type AgentTool,
+  type AgentToolKey,
+} from '../../../domain/pnet/agent.js';
 import { agentToolSwitches, hasConnectedPnetAccount, setAgentToolEnabled } from '../../../store/agents/agent-tools.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['agent-tools'];
 
-async function supplierGap(sql: Sql, suppliers: AgentSuppliers, workspaceId: string, key: AgentToolKey): Promise<string | null> {
+async function supplierGap(
+  sql: Sql,
+  suppliers: AgentSuppliers,
+  workspaceId: string,
+  key: AgentToolKey,
+): Promise<string | null> {
   if (key === 'find_work_email') {
     return suppliers.workEmail ? null : 'No email-finder service is configured (WORK_EMAIL_FINDER_URL).';
   }
-  return (await hasConnectedPnetAccount(sql, workspaceId)) ? null : 'No pnet account of this workspace is connected to read profiles with.';
+  return (await hasConnectedPnetAccount(sql, workspaceId))
+    ? null
+    : 'No pnet account of this workspace is connected to read profiles with.';
 }
 
 async function readTools(sql: Sql, suppliers: AgentSuppliers, workspaceId: string): Promise<AgentTool[]> {
@@ -43,7 +57,14 @@ export const agentToolRoutes =
     // Read at each request: the suppliers object is the one the runs are given.
     app.get(
       '/agent-tools/',
-      { schema: { operationId: 'listAgentTools', tags, summary: "The agent's tools, whether each is available here and switched on", response: { 200: AgentToolListSchema } } },
+      {
+        schema: {
+          operationId: 'listAgentTools',
+          tags,
+          summary: "The agent's tools, whether each is available here and switched on",
+          response: { 200: AgentToolListSchema },
+        },
+      },
       async (request) => ({ tools: await readTools(sql, suppliers, principalOf(request).workspaceId) }),
     );
 

@@ -45,15 +45,27 @@ export const outboundAgentRoutes =
           tags,
           summary: 'Create an outbound agent: instructions and one prompt per sequence slot (version 1)',
           body: OutboundAgentCreateSchema,
-          response: { 201: OutboundAgentSchema, 409: DetailBodySchema.describe('A slot key given twice'), 422: ValidationBodySchema },
+          response: {
+            201: OutboundAgentSchema,
+            409: DetailBodySchema.describe('A slot key given twice'),
+            422: ValidationBodySchema,
+          },
         },
       },
-      async (request, reply) => reply.code(201).send(await createAgent(sql, principalOf(request).workspaceId, request.body)),
+      async (request, reply) =>
+        reply.code(201).send(await createAgent(sql, principalOf(request).workspaceId, request.body)),
     );
 
     app.get(
       '/outbound-agents/',
-      { schema: { operationId: 'listOutboundAgents', tags, summary: "List the workspace's outbound agents, newest first", response: { 200: OutboundAgentListSchema } } },
+      {
+        schema: {
+          operationId: 'listOutboundAgents',
+          tags,
+          summary: "List the workspace's outbound agents, newest first",
+          response: { 200: OutboundAgentListSchema },
+        },
+      },
       async (request) => ({ agents: await listAgents(sql, principalOf(request).workspaceId) }),
     );
 
@@ -87,7 +99,12 @@ export const outboundAgentRoutes =
             '`versions/`); messages already written keep the version that wrote them. A rename alone keeps the version.',
           params: AgentParamsSchema,
           body: OutboundAgentUpdateSchema,
-          response: { 200: OutboundAgentSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('A slot key given twice'), 422: ValidationBodySchema },
+          response: {
+            200: OutboundAgentSchema,
+            404: DetailBodySchema,
+            409: DetailBodySchema.describe('A slot key given twice'),
+            422: ValidationBodySchema,
+          },
         },
       },
       async (request) => {
@@ -103,7 +120,8 @@ export const outboundAgentRoutes =
         schema: {
           operationId: 'listOutboundAgentVersions',
           tags,
-          summary: "An agent's prompt versions, newest first, each with where it came from (created, edited, or a training session)",
+          summary:
+            "An agent's prompt versions, newest first, each with where it came from (created, edited, or a training session)",
           params: AgentParamsSchema,
           response: { 200: OutboundAgentVersionListSchema, 404: DetailBodySchema },
         },
@@ -127,7 +145,13 @@ export const outboundAgentRoutes =
             '(1 to 255 characters). 404 when the agent has no conversation with that contact (it has not researched or written to it yet).',
           params: AgentParamsSchema,
           querystring: ConversationQuerySchema,
-          response: { 200: ConversationSchema, 404: DetailBodySchema, 422: ValidationBodySchema.describe('contact_key missing, empty, over 255 characters or holding a NUL character') },
+          response: {
+            200: ConversationSchema,
+            404: DetailBodySchema,
+            422: ValidationBodySchema.describe(
+              'contact_key missing, empty, over 255 characters or holding a NUL character',
+            ),
+          },
         },
         // Another workspace's (or no) agent is 404 whatever the query says, so ids never leak through 422s.
         preValidation: async (request) => {
@@ -139,7 +163,12 @@ export const outboundAgentRoutes =
       async (request) => {
         const { workspaceId } = principalOf(request);
         if (!(await getAgent(sql, workspaceId, request.params.agent_id))) throw notFound('Outbound agent');
-        const conversation = await readConversation(sql, workspaceId, request.params.agent_id, request.query.contact_key);
+        const conversation = await readConversation(
+          sql,
+          workspaceId,
+          request.params.agent_id,
+          request.query.contact_key,
+        );
         if (!conversation) throw notFound('Conversation');
         return conversation;
       },
@@ -166,12 +195,17 @@ export const outboundAgentRoutes =
           operationId: 'setSequenceAgent',
           tags,
           summary: 'Set (or with null, remove) the outbound agent that writes the agent-written steps of a sequence',
-          description: 'Steps written from now on use the agent at its current version; messages already written stay as they are.',
+          description:
+            'Steps written from now on use the agent at its current version; messages already written stay as they are.',
           params: SequenceParamsSchema,
           body: SequenceAgentBodySchema,
-          response: { 200: SequenceAgentSchema, 404: DetailBodySchema.describe('The sequence or the agent is not in this workspace') },
+          response: {
+            200: SequenceAgentSchema,
+            404: DetailBodySchema.describe('The sequence or the agent is not in this workspace'),
+          },
         },
       },
-      async (request) => setSequenceAgent(sql, principalOf(request).workspaceId, request.params.sequence_id, request.body.agent_id),
+      async (request) =>
+        setSequenceAgent(sql, principalOf(request).workspaceId, request.params.sequence_id, request.body.agent_id),
     );
   };

@@ -9,20 +9,20 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, queryInteger, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-    AgentDeploySchema,
-    AgentExampleCreateSchema,
-    AgentExampleListSchema,
-    AgentExampleSchema,
-    AgentRowsRunSchema,
-    AgentRunListSchema,
-    AgentRunSchema,
-    SavedAgentCreateSchema,
-    SavedAgentListSchema,
-    SavedAgentSchema,
-    SavedAgentUpdateSchema,
-    TrainingRunListSchema,
-    TrainingRunSchema,
-    examplesPerAgentMax,
+  AgentDeploySchema,
+  AgentExampleCreateSchema,
+  AgentExampleListSchema,
+  AgentExampleSchema,
+  AgentRowsRunSchema,
+  AgentRunListSchema,
+  AgentRunSchema,
+  SavedAgentCreateSchema,
+  SavedAgentListSchema,
+  SavedAgentSchema,
+  SavedAgentUpdateSchema,
+  TrainingRunListSchema,
+  TrainingRunSchema,
+  examplesPerAgentMax,
 } from '../../../domain/agents/saved-agents.js';
 import { ColumnSchema } from '../../../domain/tables/tables.js';
 import { cancelAgentRun, startAgentRuns, startAgentTraining } from '../../../services/agents/agent-run-client.js';
@@ -30,23 +30,23 @@ import { agentRunWorkflowIds } from '../../../workflows/agents/agent-run.contrac
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
-    createExample,
-    createSavedAgent,
-    createTrainingRun,
-    deleteExample,
-    deleteSavedAgent,
-    deployAgent,
-    getAgentRun,
-    getSavedAgent,
-    getTrainingRun,
-    goingCellRuns,
-    goingRun,
-    listCellRuns,
-    listExamples,
-    listSavedAgents,
-    listTrainingRuns,
-    runAgentRows,
-    updateSavedAgent
+  createExample,
+  createSavedAgent,
+  createTrainingRun,
+  deleteExample,
+  deleteSavedAgent,
+  deployAgent,
+  getAgentRun,
+  getSavedAgent,
+  getTrainingRun,
+  goingCellRuns,
+  goingRun,
+  listCellRuns,
+  listExamples,
+  listSavedAgents,
+  listTrainingRuns,
+  runAgentRows,
+  updateSavedAgent,
 } from '../../../store/agents/saved-agents.js';
 
 const tags = ['saved-agents'];
@@ -55,18 +55,23 @@ const ExampleParamsSchema = z.object({ saved_agent_id: UuidSchema, example_id: U
 const TrainingParamsSchema = z.object({ saved_agent_id: UuidSchema, training_run_id: UuidSchema });
 const TableParamsSchema = z.object({ table_id: UuidSchema });
 const AgentColumnParamsSchema = z.object({ table_id: UuidSchema, column_id: UuidSchema });
-const unprocessable = ValidationBodySchema.describe('A value out of bounds (stay_on_domain without a starting URL column is one), or an input or output field the agent does not have');
-const agentConflict = DetailBodySchema.describe('The agent does not hold together: a prompt input reference to no input, two inputs of one name, two output fields of one key');
+const unprocessable = ValidationBodySchema.describe(
+  'A value out of bounds (stay_on_domain without a starting URL column is one), or an input or output field the agent does not have',
+);
+const agentConflict = DetailBodySchema.describe(
+  'The agent does not hold together: a prompt input reference to no input, two inputs of one name, two output fields of one key',
+);
 const limitQuery = z.object({ limit: queryInteger(z.int().min(1).max(200).default(50)) });
 
 export const DeployedAgentSchema = z
   .object({
     column: ColumnSchema.describe('The agent column'),
     output_columns: z.array(ColumnSchema).describe('One column per output field, right after it'),
-    runs: z.array(AgentRunSchema).describe('The runs started on the first run_rows rows; empty when run_rows was omitted'),
+    runs: z
+      .array(AgentRunSchema)
+      .describe('The runs started on the first run_rows rows; empty when run_rows was omitted'),
   })
   .meta({ id: 'DeployedAgent' });
-
 
 export const savedAgentRoutes =
   ({ sql, temporal, agentSuppliers }: RouteDeps): FastifyPluginAsyncZod =>
@@ -87,18 +92,34 @@ export const savedAgentRoutes =
           response: { 201: SavedAgentSchema, 409: agentConflict, 422: unprocessable },
         },
       },
-      async (request, reply) => reply.code(201).send(await createSavedAgent(sql, principalOf(request).workspaceId, request.body)),
+      async (request, reply) =>
+        reply.code(201).send(await createSavedAgent(sql, principalOf(request).workspaceId, request.body)),
     );
 
     app.get(
       '/saved-agents/',
-      { schema: { operationId: 'listSavedAgents', tags, summary: "The workspace's saved agents, most recently edited first", response: { 200: SavedAgentListSchema } } },
+      {
+        schema: {
+          operationId: 'listSavedAgents',
+          tags,
+          summary: "The workspace's saved agents, most recently edited first",
+          response: { 200: SavedAgentListSchema },
+        },
+      },
       async (request) => ({ agents: await listSavedAgents(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/saved-agents/:saved_agent_id/',
-      { schema: { operationId: 'readSavedAgent', tags, summary: 'A saved agent', params: AgentParamsSchema, response: { 200: SavedAgentSchema } } },
+      {
+        schema: {
+          operationId: 'readSavedAgent',
+          tags,
+          summary: 'A saved agent',
+          params: AgentParamsSchema,
+          response: { 200: SavedAgentSchema },
+        },
+      },
       async (request) => getSavedAgent(sql, principalOf(request).workspaceId, request.params.saved_agent_id),
     );
 
@@ -109,13 +130,15 @@ export const savedAgentRoutes =
           operationId: 'updateSavedAgent',
           tags,
           summary: 'Edit a saved agent; every edit bumps its version',
-          description: 'Lists (inputs, output_fields, mcp_servers) and settings are replaced whole. Columns already deployed keep running the version they were deployed with.',
+          description:
+            'Lists (inputs, output_fields, mcp_servers) and settings are replaced whole. Columns already deployed keep running the version they were deployed with.',
           params: AgentParamsSchema,
           body: SavedAgentUpdateSchema,
           response: { 200: SavedAgentSchema, 409: agentConflict, 422: unprocessable },
         },
       },
-      async (request) => updateSavedAgent(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.body),
+      async (request) =>
+        updateSavedAgent(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.body),
     );
 
     app.delete(
@@ -130,7 +153,8 @@ export const savedAgentRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteSavedAgent(sql, principalOf(request).workspaceId, request.params.saved_agent_id))) throw notFound('Saved agent');
+        if (!(await deleteSavedAgent(sql, principalOf(request).workspaceId, request.params.saved_agent_id)))
+          throw notFound('Saved agent');
         return reply.code(204).send(null);
       },
     );
@@ -146,26 +170,59 @@ export const savedAgentRoutes =
           summary: 'Add a training example: input values by input id and the expected output by field key',
           params: AgentParamsSchema,
           body: AgentExampleCreateSchema,
-          response: { 201: AgentExampleSchema, 409: DetailBodySchema.describe(`The agent keeps ${examplesPerAgentMax} examples already`), 422: unprocessable },
+          response: {
+            201: AgentExampleSchema,
+            409: DetailBodySchema.describe(`The agent keeps ${examplesPerAgentMax} examples already`),
+            422: unprocessable,
+          },
         },
       },
       // Inputs and output fields only the agent can judge are refused by the store with 422 `issues`.
       async (request, reply) =>
-        reply.code(201).send(await createExample(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.body, examplesPerAgentMax)),
+        reply
+          .code(201)
+          .send(
+            await createExample(
+              sql,
+              principalOf(request).workspaceId,
+              request.params.saved_agent_id,
+              request.body,
+              examplesPerAgentMax,
+            ),
+          ),
     );
 
     app.get(
       '/saved-agents/:saved_agent_id/examples/',
-      { schema: { operationId: 'listSavedAgentExamples', tags, summary: "The agent's training examples, oldest first", params: AgentParamsSchema, response: { 200: AgentExampleListSchema } } },
-      async (request) => ({ examples: await listExamples(sql, principalOf(request).workspaceId, request.params.saved_agent_id) }),
+      {
+        schema: {
+          operationId: 'listSavedAgentExamples',
+          tags,
+          summary: "The agent's training examples, oldest first",
+          params: AgentParamsSchema,
+          response: { 200: AgentExampleListSchema },
+        },
+      },
+      async (request) => ({
+        examples: await listExamples(sql, principalOf(request).workspaceId, request.params.saved_agent_id),
+      }),
     );
 
     app.delete(
       '/saved-agents/:saved_agent_id/examples/:example_id/',
-      { schema: { operationId: 'deleteSavedAgentExample', tags, summary: 'Delete a training example', params: ExampleParamsSchema, response: { 204: z.null() } } },
+      {
+        schema: {
+          operationId: 'deleteSavedAgentExample',
+          tags,
+          summary: 'Delete a training example',
+          params: ExampleParamsSchema,
+          response: { 204: z.null() },
+        },
+      },
       async (request, reply) => {
         const { saved_agent_id: agentId, example_id: exampleId } = request.params;
-        if (!(await deleteExample(sql, principalOf(request).workspaceId, agentId, exampleId))) throw notFound('Example');
+        if (!(await deleteExample(sql, principalOf(request).workspaceId, agentId, exampleId)))
+          throw notFound('Example');
         return reply.code(204).send(null);
       },
     );
@@ -182,13 +239,26 @@ export const savedAgentRoutes =
             'Once all have ended, each field reads how many answers matched exactly and once normalised (case, spacing, trailing punctuation, number format), ' +
             'and the run compares its overall rate with the previous finished training run.',
           params: AgentParamsSchema,
-          response: { 201: TrainingRunSchema, 409: DetailBodySchema.describe('No examples, or no chat model configured here') },
+          response: {
+            201: TrainingRunSchema,
+            409: DetailBodySchema.describe('No examples, or no chat model configured here'),
+          },
         },
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const { training, runs } = await createTrainingRun(sql, workspaceId, request.params.saved_agent_id, modelReady, agentRunWorkflowIds);
-        await startAgentTraining(temporal.client, temporal.taskQueue, { trainingRunId: training.id, workspaceId, runs });
+        const { training, runs } = await createTrainingRun(
+          sql,
+          workspaceId,
+          request.params.saved_agent_id,
+          modelReady,
+          agentRunWorkflowIds,
+        );
+        await startAgentTraining(temporal.client, temporal.taskQueue, {
+          trainingRunId: training.id,
+          workspaceId,
+          runs,
+        });
         return reply.code(201).send(training);
       },
     );
@@ -196,15 +266,45 @@ export const savedAgentRoutes =
     app.get(
       '/saved-agents/:saved_agent_id/training-runs/',
       {
-        schema: { operationId: 'listSavedAgentTrainingRuns', tags, summary: 'Training runs, newest first', params: AgentParamsSchema, querystring: limitQuery, response: { 200: TrainingRunListSchema } },
+        schema: {
+          operationId: 'listSavedAgentTrainingRuns',
+          tags,
+          summary: 'Training runs, newest first',
+          params: AgentParamsSchema,
+          querystring: limitQuery,
+          response: { 200: TrainingRunListSchema },
+        },
       },
-      async (request) => ({ training_runs: await listTrainingRuns(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.query.limit, agentRunWorkflowIds) }),
+      async (request) => ({
+        training_runs: await listTrainingRuns(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.saved_agent_id,
+          request.query.limit,
+          agentRunWorkflowIds,
+        ),
+      }),
     );
 
     app.get(
       '/saved-agents/:saved_agent_id/training-runs/:training_run_id/',
-      { schema: { operationId: 'readSavedAgentTrainingRun', tags, summary: 'A training run: per-field agreement and each example’s answer', params: TrainingParamsSchema, response: { 200: TrainingRunSchema } } },
-      async (request) => getTrainingRun(sql, principalOf(request).workspaceId, request.params.saved_agent_id, request.params.training_run_id, agentRunWorkflowIds),
+      {
+        schema: {
+          operationId: 'readSavedAgentTrainingRun',
+          tags,
+          summary: 'A training run: per-field agreement and each example’s answer',
+          params: TrainingParamsSchema,
+          response: { 200: TrainingRunSchema },
+        },
+      },
+      async (request) =>
+        getTrainingRun(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.saved_agent_id,
+          request.params.training_run_id,
+          agentRunWorkflowIds,
+        ),
     );
 
     // ---- deploy and runs
@@ -227,14 +327,23 @@ export const savedAgentRoutes =
           body: AgentDeploySchema,
           response: {
             201: DeployedAgentSchema,
-            409: DetailBodySchema.describe('A column of that name exists, the columns do not fit, or no chat model is configured here'),
+            409: DetailBodySchema.describe(
+              'A column of that name exists, the columns do not fit, or no chat model is configured here',
+            ),
             422: unprocessable,
           },
         },
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const deployed = await deployAgent(sql, workspaceId, request.params.table_id, request.body, modelReady, agentRunWorkflowIds);
+        const deployed = await deployAgent(
+          sql,
+          workspaceId,
+          request.params.table_id,
+          request.body,
+          modelReady,
+          agentRunWorkflowIds,
+        );
         await startAgentRuns(temporal.client, temporal.taskQueue, workspaceId, deployed.runs);
         return reply.code(201).send(deployed);
       },
@@ -249,13 +358,24 @@ export const savedAgentRoutes =
           summary: 'Run an agent column on the rows named (1 to 50)',
           params: AgentColumnParamsSchema,
           body: AgentRowsRunSchema,
-          response: { 201: AgentRunListSchema, 409: DetailBodySchema.describe('Not an agent column, a run on one of the rows is going, or no chat model') },
+          response: {
+            201: AgentRunListSchema,
+            409: DetailBodySchema.describe('Not an agent column, a run on one of the rows is going, or no chat model'),
+          },
         },
       },
       async (request, reply) => {
         const { table_id: tableId, column_id: columnId } = request.params;
         const { workspaceId } = principalOf(request);
-        const runs = await runAgentRows(sql, workspaceId, tableId, columnId, request.body.row_ids, modelReady, agentRunWorkflowIds);
+        const runs = await runAgentRows(
+          sql,
+          workspaceId,
+          tableId,
+          columnId,
+          request.body.row_ids,
+          modelReady,
+          agentRunWorkflowIds,
+        );
         await startAgentRuns(temporal.client, temporal.taskQueue, workspaceId, runs);
         return reply.code(201).send({ runs });
       },
@@ -275,7 +395,16 @@ export const savedAgentRoutes =
       },
       async (request) => {
         const { table_id: tableId, column_id: columnId } = request.params;
-        return { runs: await listCellRuns(sql, principalOf(request).workspaceId, tableId, columnId, request.query.row_id, request.query.limit) };
+        return {
+          runs: await listCellRuns(
+            sql,
+            principalOf(request).workspaceId,
+            tableId,
+            columnId,
+            request.query.row_id,
+            request.query.limit,
+          ),
+        };
       },
     );
 
@@ -314,14 +443,20 @@ export const savedAgentRoutes =
             'The run ends `cancelled` (error "cancelled"); its cells go back to what they held before it, or become `skipped` with error "cancelled", ' +
             'and its held credits are returned. A profile read it queued and no browser has claimed yet is cancelled too.',
           params: z.object({ agent_run_id: UuidSchema }),
-          response: { 200: AgentRunSchema, 409: DetailBodySchema.describe('The run had already ended (completed, failed or cancelled); nothing changed') },
+          response: {
+            200: AgentRunSchema,
+            409: DetailBodySchema.describe(
+              'The run had already ended (completed, failed or cancelled); nothing changed',
+            ),
+          },
         },
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
         const run = await goingRun(sql, workspaceId, request.params.agent_run_id);
         const status = await cancelAgentRun(temporal.client, temporal.taskQueue, workspaceId, run);
-        if (status !== 'cancelled') throw new ApiError('conflict', `The run is already ${status === 'gone' ? 'gone' : status}; nothing changed.`);
+        if (status !== 'cancelled')
+          throw new ApiError('conflict', `The run is already ${status === 'gone' ? 'gone' : status}; nothing changed.`);
         return getAgentRun(sql, workspaceId, run.id);
       },
     );
@@ -332,7 +467,8 @@ export const savedAgentRoutes =
         schema: {
           operationId: 'readAgentRun',
           tags,
-          summary: 'A research run: status, answer, cost and every step (action, detail, duration, observation, outcome, thought)',
+          summary:
+            'A research run: status, answer, cost and every step (action, detail, duration, observation, outcome, thought)',
           params: z.object({ agent_run_id: UuidSchema }),
           response: { 200: AgentRunSchema },
         },

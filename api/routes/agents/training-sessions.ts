@@ -8,25 +8,31 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-    OptionalRevisionBodySchema,
-    RevisionBodySchema,
-    TrainingSessionListSchema,
-    TrainingSessionSchema,
-    TrainingStartSchema,
-    TrainingVerdictSchema,
-    liveStatuses,
+  OptionalRevisionBodySchema,
+  RevisionBodySchema,
+  TrainingSessionListSchema,
+  TrainingSessionSchema,
+  TrainingStartSchema,
+  TrainingVerdictSchema,
+  liveStatuses,
 } from '../../../domain/agents/training-sessions.js';
 import {
-    abandonSessionUpdate,
-    applyProposalUpdate,
-    closeSessionUpdate,
-    discardChangesUpdate,
-    giveVerdictUpdate,
+  abandonSessionUpdate,
+  applyProposalUpdate,
+  closeSessionUpdate,
+  discardChangesUpdate,
+  giveVerdictUpdate,
 } from '../../../workflows/agents/training-session.contract.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { startTrainingSession, updateTrainingSession } from '../../../services/agents/training-client.js';
-import { createSession, findSession, listSessions, toSession, SessionRow } from '../../../store/agents/training-sessions.js';
+import {
+  createSession,
+  findSession,
+  listSessions,
+  toSession,
+  SessionRow,
+} from '../../../store/agents/training-sessions.js';
 
 const tags = ['training-sessions'];
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
@@ -49,18 +55,29 @@ Status transitions (3.2):
 
 Every change bumps \`revision\`; a request carrying another \`expected_revision\` is refused with 409 and changes nothing.`;
 
-const conflict409 = DetailBodySchema.describe('The session is not in a state that allows this, or expected_revision is stale; nothing changed');
+const conflict409 = DetailBodySchema.describe(
+  'The session is not in a state that allows this, or expected_revision is stale; nothing changed',
+);
 
 export const trainingSessionRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     /** The session as the route may change it: the caller's, live, and at the revision they read. */
-    async function liveSession(workspaceId: string, sequenceId: string, sessionId: string, expected?: number): Promise<SessionRow> {
+    async function liveSession(
+      workspaceId: string,
+      sequenceId: string,
+      sessionId: string,
+      expected?: number,
+    ): Promise<SessionRow> {
       const row = await findSession(sql, workspaceId, sequenceId, sessionId);
       if (!row) throw notFound('Training session');
-      if (!liveStatuses.includes(row.status)) throw new ApiError('conflict', `The session is ${row.status}; it cannot change any more.`);
+      if (!liveStatuses.includes(row.status))
+        throw new ApiError('conflict', `The session is ${row.status}; it cannot change any more.`);
       if (expected !== undefined && expected !== row.revision) {
-        throw new ApiError('conflict', `The session is at revision ${row.revision}, not ${expected}; read it again and retry.`);
+        throw new ApiError(
+          'conflict',
+          `The session is at revision ${row.revision}, not ${expected}; read it again and retry.`,
+        );
       }
       return row;
     }
@@ -84,7 +101,12 @@ export const trainingSessionRoutes =
         },
       },
       async (request, reply) => {
-        const row = await createSession(sql, principalOf(request).workspaceId, request.params.sequence_id, request.body);
+        const row = await createSession(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.sequence_id,
+          request.body,
+        );
         await startTrainingSession(temporal.client, temporal.taskQueue, row);
         return reply.code(201).send(toSession(row));
       },
@@ -101,7 +123,9 @@ export const trainingSessionRoutes =
           response: { 200: TrainingSessionListSchema, 404: DetailBodySchema },
         },
       },
-      async (request) => ({ sessions: await listSessions(sql, principalOf(request).workspaceId, request.params.sequence_id) }),
+      async (request) => ({
+        sessions: await listSessions(sql, principalOf(request).workspaceId, request.params.sequence_id),
+      }),
     );
 
     app.get(
@@ -117,7 +141,12 @@ export const trainingSessionRoutes =
         },
       },
       async (request) => {
-        const row = await findSession(sql, principalOf(request).workspaceId, request.params.sequence_id, request.params.session_id);
+        const row = await findSession(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.sequence_id,
+          request.params.session_id,
+        );
         if (!row) throw notFound('Training session');
         return toSession(row);
       },
@@ -138,15 +167,27 @@ export const trainingSessionRoutes =
             transitions,
           params: SessionParamsSchema,
           body: TrainingVerdictSchema,
-          response: { 200: TrainingSessionSchema, 404: DetailBodySchema.describe('No such session, or the contact is not one of its samples'), 409: conflict409, 422: ValidationBodySchema },
+          response: {
+            200: TrainingSessionSchema,
+            404: DetailBodySchema.describe('No such session, or the contact is not one of its samples'),
+            409: conflict409,
+            422: ValidationBodySchema,
+          },
         },
       },
       async (request) => {
         const { sequence_id, session_id } = request.params;
-        const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, request.body.expected_revision);
+        const row = await liveSession(
+          principalOf(request).workspaceId,
+          sequence_id,
+          session_id,
+          request.body.expected_revision,
+        );
         if (!row.doc.contacts.some((c) => c.record_id === request.body.record_id)) throw notFound('Training contact');
         const updateId = `verdict/${request.body.record_id}/${request.body.expected_revision ?? row.revision}`;
-        return updateTrainingSession(temporal.client, temporal.taskQueue, row, giveVerdictUpdate, updateId, [request.body]);
+        return updateTrainingSession(temporal.client, temporal.taskQueue, row, giveVerdictUpdate, updateId, [
+          request.body,
+        ]);
       },
     );
 
@@ -166,14 +207,26 @@ export const trainingSessionRoutes =
             transitions,
           params: SessionParamsSchema,
           body: RevisionBodySchema,
-          response: { 200: TrainingSessionSchema, 404: DetailBodySchema, 409: conflict409, 422: ValidationBodySchema.describe('expected_revision missing or below 1') },
+          response: {
+            200: TrainingSessionSchema,
+            404: DetailBodySchema,
+            409: conflict409,
+            422: ValidationBodySchema.describe('expected_revision missing or below 1'),
+          },
         },
       },
       async (request) => {
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
         const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
-        return updateTrainingSession(temporal.client, temporal.taskQueue, row, discardChangesUpdate, `discard-changes/${expectedRevision}`, [{ expectedRevision }]);
+        return updateTrainingSession(
+          temporal.client,
+          temporal.taskQueue,
+          row,
+          discardChangesUpdate,
+          `discard-changes/${expectedRevision}`,
+          [{ expectedRevision }],
+        );
       },
     );
 
@@ -194,7 +247,14 @@ export const trainingSessionRoutes =
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
         const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
-        return updateTrainingSession(temporal.client, temporal.taskQueue, row, applyProposalUpdate, `apply/${expectedRevision}`, [{ expectedRevision }]);
+        return updateTrainingSession(
+          temporal.client,
+          temporal.taskQueue,
+          row,
+          applyProposalUpdate,
+          `apply/${expectedRevision}`,
+          [{ expectedRevision }],
+        );
       },
     );
 
@@ -215,7 +275,14 @@ export const trainingSessionRoutes =
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
         const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
-        return updateTrainingSession(temporal.client, temporal.taskQueue, row, abandonSessionUpdate, `abandon/${expectedRevision}`, [{ expectedRevision }]);
+        return updateTrainingSession(
+          temporal.client,
+          temporal.taskQueue,
+          row,
+          abandonSessionUpdate,
+          `abandon/${expectedRevision}`,
+          [{ expectedRevision }],
+        );
       },
     );
 
@@ -236,9 +303,14 @@ export const trainingSessionRoutes =
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
         const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
-        return updateTrainingSession(temporal.client, temporal.taskQueue, row, closeSessionUpdate, `close/${expectedRevision ?? row.revision}`, [
-          expectedRevision !== undefined ? { expectedRevision } : {},
-        ]);
+        return updateTrainingSession(
+          temporal.client,
+          temporal.taskQueue,
+          row,
+          closeSessionUpdate,
+          `close/${expectedRevision ?? row.revision}`,
+          [expectedRevision !== undefined ? { expectedRevision } : {}],
+        );
       },
     );
   };

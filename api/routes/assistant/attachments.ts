@@ -46,7 +46,7 @@ const layoutRule =
   "is a line of its own (starting with three spaces when it does not start at the page's left edge). A page without text (a blank or scanned page) " +
   'is an empty string; a page whose text cannot be read is `[page N could not be read: <reason>]`, N counted from 1. ' +
   'A spreadsheet has rows instead of pages: each row is one entry of `pages`, its cells joined by three spaces with empty trailing cells dropped. ' +
-  'A workbook\'s sheets follow each other in workbook order, each starting with an entry `Sheet: <name>`; `page_count` counts every entry of the whole file.';
+  "A workbook's sheets follow each other in workbook order, each starting with an entry `Sheet: <name>`; `page_count` counts every entry of the whole file.";
 
 const sizeStop =
   `A read returns at most \`limit\` pages, and stops early before the page that would take its text past ${bytesLabel(pageReadBytesMax)} (UTF-8), ` +
@@ -83,7 +83,8 @@ export const chatAttachmentRoutes =
       '/assistant/conversations/:conversation_id/attachments/',
       {
         // The body is the multipart stream, read in the handler; only the path goes through the schemas.
-        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        validatorCompiler: (route) =>
+          route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never),
         schema: {
           operationId: 'uploadChatAttachment',
           tags,
@@ -94,9 +95,13 @@ export const chatAttachmentRoutes =
           body: z.object({ file: z.string().meta({ format: 'binary' }).describe('The file: PDF, XLSX or CSV') }),
           response: {
             201: ChatAttachmentSchema,
-            404: DetailBodySchema.describe("The conversation is not one the caller sees (another member's, unless an admin; another workspace's)"),
+            404: DetailBodySchema.describe(
+              "The conversation is not one the caller sees (another member's, unless an admin; another workspace's)",
+            ),
             413: DetailBodySchema.describe('The file is larger than the upload limit (the detail names it)'),
-            415: DetailBodySchema.describe('The file is not a PDF, an XLSX or a CSV, or the body is not multipart/form-data'),
+            415: DetailBodySchema.describe(
+              'The file is not a PDF, an XLSX or a CSV, or the body is not multipart/form-data',
+            ),
           },
         },
       },
@@ -104,7 +109,11 @@ export const chatAttachmentRoutes =
         const reader = readerOf(request);
         const { conversation_id: conversationId } = request.params;
         if (!(await conversationReadable(sql, reader, conversationId))) throw notFound('Conversation');
-        const { filename, mimetype, content } = await readUpload(request, { maxBytes: integrations.chatAttachments.maxUploadBytes, what: 'An attachment', fallbackName: 'attachment' });
+        const { filename, mimetype, content } = await readUpload(request, {
+          maxBytes: integrations.chatAttachments.maxUploadBytes,
+          what: 'An attachment',
+          fallbackName: 'attachment',
+        });
         const kind = detectAttachmentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
         const attachment = await insertAttachment(sql, reader, {
@@ -117,7 +126,9 @@ export const chatAttachmentRoutes =
         if (!attachment) throw notFound('Conversation');
         const outcome = await readAttachment(temporal.client, temporal.taskQueue, attachment);
         if (outcome.status === 'failed') {
-          throw new ValidationRefusal([{ loc: ['body', 'file'], msg: outcome.error, type: 'unreadable_file', input: filename }]);
+          throw new ValidationRefusal([
+            { loc: ['body', 'file'], msg: outcome.error, type: 'unreadable_file', input: filename },
+          ]);
         }
         const read = await readableAttachment(sql, reader, attachment.id);
         if (!read) throw notFound('Attachment');
@@ -132,15 +143,23 @@ export const chatAttachmentRoutes =
           operationId: 'listChatAttachments',
           tags,
           summary: "A conversation's attachments, oldest first",
-          description: "Every attachment of the conversation, `failed` ones with their reason. Not paged. A conversation the caller cannot see (another member's, unless the caller is an admin; another workspace's) is 404.",
+          description:
+            "Every attachment of the conversation, `failed` ones with their reason. Not paged. A conversation the caller cannot see (another member's, unless the caller is an admin; another workspace's) is 404.",
           params: ConversationParamsSchema,
-          response: { 200: ChatAttachmentListSchema, 404: DetailBodySchema.describe("The conversation is not one the caller sees (another member's, unless an admin; another workspace's)") },
+          response: {
+            200: ChatAttachmentListSchema,
+            404: DetailBodySchema.describe(
+              "The conversation is not one the caller sees (another member's, unless an admin; another workspace's)",
+            ),
+          },
         },
       },
       async (request) => {
         const reader = readerOf(request);
         if (!(await conversationReadable(sql, reader, request.params.conversation_id))) throw notFound('Conversation');
-        return { attachments: (await listAttachments(sql, reader.workspaceId, request.params.conversation_id)).map(shown) };
+        return {
+          attachments: (await listAttachments(sql, reader.workspaceId, request.params.conversation_id)).map(shown),
+        };
       },
     );
 
@@ -159,7 +178,9 @@ export const chatAttachmentRoutes =
           response: {
             200: ChatAttachmentPagesResponseSchema,
             404: DetailBodySchema.describe("No attachment with this id among the caller's"),
-            503: DetailBodySchema.describe("The attachment's text is still being read; try again shortly (Retry-After)"),
+            503: DetailBodySchema.describe(
+              "The attachment's text is still being read; try again shortly (Retry-After)",
+            ),
           },
         },
       },
@@ -167,15 +188,28 @@ export const chatAttachmentRoutes =
         const attachment = await readableAttachment(sql, readerOf(request), request.params.attachment_id);
         if (!attachment) throw notFound('Attachment');
         if (attachment.status === 'pending') {
-          throw new ApiError('unavailable', "The attachment's text is still being read; try again shortly.", { 'retry-after': '2' });
+          throw new ApiError('unavailable', "The attachment's text is still being read; try again shortly.", {
+            'retry-after': '2',
+          });
         }
         if (attachment.status === 'failed' || attachment.page_count === null) {
           throw new ValidationRefusal([
-            { loc: ['path', 'attachment_id'], msg: `The file could not be read: ${attachment.error ?? 'unknown error'}`, type: 'unreadable_file', input: attachment.id },
+            {
+              loc: ['path', 'attachment_id'],
+              msg: `The file could not be read: ${attachment.error ?? 'unknown error'}`,
+              type: 'unreadable_file',
+              input: attachment.id,
+            },
           ]);
         }
         const { offset, limit } = request.query;
-        return readAttachmentPages(sql, { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count }, offset, limit, pageReadBytesMax);
+        return readAttachmentPages(
+          sql,
+          { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count },
+          offset,
+          limit,
+          pageReadBytesMax,
+        );
       },
     );
   };

@@ -29,7 +29,13 @@ import {
 import { decideCards } from '../../../services/assistant/turn-client.js';
 import { listActivity } from '../../../store/assistant/activity.js';
 import { memberDisplayName } from '../../../store/assistant/conversations.js';
-import { findProposal, listProposals, proposalsByIds, toProposal, type ProposalRow } from '../../../store/assistant/proposals.js';
+import {
+  findProposal,
+  listProposals,
+  proposalsByIds,
+  toProposal,
+  type ProposalRow,
+} from '../../../store/assistant/proposals.js';
 import { listGrants, readSettings, revokeGrant, updateSettings } from '../../../store/assistant/settings.js';
 import type { Actor } from '../../../workflows/assistant/assistant-turn.contract.js';
 import type { AppDeps } from '../../deps.js';
@@ -39,10 +45,16 @@ const tags = ['assistant'];
 const CardParamsSchema = z.object({ proposal_id: UuidSchema });
 const GrantParamsSchema = z.object({ grant_id: UuidSchema });
 const IdempotencyHeadersSchema = z.object({
-  'idempotency-key': z.string().min(1).max(200).optional().describe('The same key sent again (a retried request) is the same decision'),
+  'idempotency-key': z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe('The same key sent again (a retried request) is the same decision'),
 });
 
-const decidedConflict = (card: ProposalRow) => new ApiError('conflict', `This card was already decided (it is ${card.status}).`);
+const decidedConflict = (card: ProposalRow) =>
+  new ApiError('conflict', `This card was already decided (it is ${card.status}).`);
 
 export const assistantCardRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
@@ -60,13 +72,25 @@ export const assistantCardRoutes =
     function checkScope(card: ProposalRow, scope: ApprovalScope) {
       if (scope === 'once' || card.status !== 'pending' || isGrantable(card)) return;
       throw new ValidationRefusal([
-        { loc: ['body', 'scope'], msg: `${card.verb} cannot be granted: approve it once; it asks again every time`, type: 'value_error', input: scope },
+        {
+          loc: ['body', 'scope'],
+          msg: `${card.verb} cannot be granted: approve it once; it asks again every time`,
+          type: 'value_error',
+          input: scope,
+        },
       ]);
     }
 
     app.get(
       '/assistant/settings/',
-      { schema: { operationId: 'readAssistantSettings', tags, summary: "The assistant's approval threshold and default grants", response: { 200: AssistantSettingsSchema } } },
+      {
+        schema: {
+          operationId: 'readAssistantSettings',
+          tags,
+          summary: "The assistant's approval threshold and default grants",
+          response: { 200: AssistantSettingsSchema },
+        },
+      },
       async (request) => readSettings(sql, principalOf(request).workspaceId),
     );
 
@@ -89,7 +113,14 @@ export const assistantCardRoutes =
 
     app.get(
       '/assistant/grants/',
-      { schema: { operationId: 'listAssistantGrants', tags, summary: 'Standing grants given from cards (thread, project_me, project_all), oldest first', response: { 200: GrantListSchema } } },
+      {
+        schema: {
+          operationId: 'listAssistantGrants',
+          tags,
+          summary: 'Standing grants given from cards (thread, project_me, project_all), oldest first',
+          response: { 200: GrantListSchema },
+        },
+      },
       async (request) => ({ grants: await listGrants(sql, principalOf(request).workspaceId) }),
     );
 
@@ -105,7 +136,8 @@ export const assistantCardRoutes =
         },
       },
       async (request) => {
-        if (!(await revokeGrant(sql, principalOf(request).workspaceId, request.params.grant_id))) throw new ApiError('not_found', 'Grant not found.');
+        if (!(await revokeGrant(sql, principalOf(request).workspaceId, request.params.grant_id)))
+          throw new ApiError('not_found', 'Grant not found.');
         return { detail: 'Revoked.' };
       },
     );
@@ -132,16 +164,37 @@ export const assistantCardRoutes =
 
     app.get(
       '/assistant/actions/:proposal_id/',
-      { schema: { operationId: 'readAssistantAction', tags, summary: 'Read a card as it stands now', params: CardParamsSchema, response: { 200: ProposalSchema } } },
-      async (request) => toProposal(await findProposal(sql, principalOf(request).workspaceId, request.params.proposal_id)),
+      {
+        schema: {
+          operationId: 'readAssistantAction',
+          tags,
+          summary: 'Read a card as it stands now',
+          params: CardParamsSchema,
+          response: { 200: ProposalSchema },
+        },
+      },
+      async (request) =>
+        toProposal(await findProposal(sql, principalOf(request).workspaceId, request.params.proposal_id)),
     );
 
-    async function decideOne(request: FastifyRequest, proposalId: string, decision: 'approved' | 'rejected', scope: ApprovalScope, key: string) {
+    async function decideOne(
+      request: FastifyRequest,
+      proposalId: string,
+      decision: 'approved' | 'rejected',
+      scope: ApprovalScope,
+      key: string,
+    ) {
       const { workspaceId } = principalOf(request);
       const card = await findProposal(sql, workspaceId, proposalId);
       if (card.status !== 'pending' || !card.message_id) throw decidedConflict(card);
       if (decision === 'approved') checkScope(card, scope);
-      const [decided] = await decideCards(temporal, card.message_id, { cardIds: [card.id], decision, scope, key, actor: await actorOf(request) });
+      const [decided] = await decideCards(temporal, card.message_id, {
+        cardIds: [card.id],
+        decision,
+        scope,
+        key,
+        actor: await actorOf(request),
+      });
       const now = await findProposal(sql, workspaceId, proposalId);
       if (!decided?.won) throw decidedConflict(now);
       return toProposal(now);
@@ -165,7 +218,14 @@ export const assistantCardRoutes =
           response: { 200: ProposalSchema, 409: DetailBodySchema.describe('Already decided, or expired') },
         },
       },
-      async (request) => decideOne(request, request.params.proposal_id, 'approved', request.body.scope, request.headers['idempotency-key'] ?? randomUUID()),
+      async (request) =>
+        decideOne(
+          request,
+          request.params.proposal_id,
+          'approved',
+          request.body.scope,
+          request.headers['idempotency-key'] ?? randomUUID(),
+        ),
     );
 
     app.post(
@@ -180,7 +240,14 @@ export const assistantCardRoutes =
           response: { 200: ProposalSchema, 409: DetailBodySchema.describe('Already decided, or expired') },
         },
       },
-      async (request) => decideOne(request, request.params.proposal_id, 'rejected', 'once', request.headers['idempotency-key'] ?? randomUUID()),
+      async (request) =>
+        decideOne(
+          request,
+          request.params.proposal_id,
+          'rejected',
+          'once',
+          request.headers['idempotency-key'] ?? randomUUID(),
+        ),
     );
 
     app.post(
@@ -195,7 +262,10 @@ export const assistantCardRoutes =
             'An id that is not a card of this workspace is 404 and nothing is decided.',
           headers: IdempotencyHeadersSchema,
           body: ApproveAllRequestSchema,
-          response: { 200: ProposalActionsSchema, 404: DetailBodySchema.describe('An id that is not a card of this workspace; nothing was decided') },
+          response: {
+            200: ProposalActionsSchema,
+            404: DetailBodySchema.describe('An id that is not a card of this workspace; nothing was decided'),
+          },
         },
       },
       async (request) => {
@@ -204,7 +274,8 @@ export const assistantCardRoutes =
         const found = await proposalsByIds(sql, workspaceId, ids);
         const missing = ids.filter((id) => !found.has(id));
         if (missing.length > 0) throw new ApiError('not_found', `Card ${missing.join(', ')} not found.`);
-        const scopeOf = (card: ProposalRow): ApprovalScope => (request.body.scope === 'once' || isGrantable(card) ? request.body.scope : 'once');
+        const scopeOf = (card: ProposalRow): ApprovalScope =>
+          request.body.scope === 'once' || isGrantable(card) ? request.body.scope : 'once';
         const byAnswer = new Map<string, Map<ApprovalScope, string[]>>();
         for (const card of new Set(ids)) {
           const row = found.get(card)!;
@@ -217,7 +288,9 @@ export const assistantCardRoutes =
         const actor = await actorOf(request);
         await Promise.allSettled(
           [...byAnswer].flatMap(([messageId, scopes]) =>
-            [...scopes].map(([scope, cardIds]) => decideCards(temporal, messageId, { cardIds, decision: 'approved', scope, key, actor })),
+            [...scopes].map(([scope, cardIds]) =>
+              decideCards(temporal, messageId, { cardIds, decision: 'approved', scope, key, actor }),
+            ),
           ),
         );
         const now = await proposalsByIds(sql, workspaceId, ids);
@@ -237,6 +310,10 @@ export const assistantCardRoutes =
         },
       },
       async (request) =>
-        listActivity(sql, principalOf(request).workspaceId, { conversationId: request.query.conversation_id, limit: request.query.limit, offset: request.query.offset }),
+        listActivity(sql, principalOf(request).workspaceId, {
+          conversationId: request.query.conversation_id,
+          limit: request.query.limit,
+          offset: request.query.offset,
+        }),
     );
   };

@@ -41,7 +41,11 @@ const tags = ['assistant'];
 const ConversationParamsSchema = z.object({ conversation_id: UuidSchema });
 const AnswerParamsSchema = z.object({ conversation_id: UuidSchema, message_id: UuidSchema });
 const StreamHeadersSchema = z.object({
-  'last-event-id': z.string().regex(/^\d{1,9}$/).optional().describe('The id of the last event read: the stream resumes after it'),
+  'last-event-id': z
+    .string()
+    .regex(/^\d{1,9}$/)
+    .optional()
+    .describe('The id of the last event read: the stream resumes after it'),
 });
 const streamResponse = {
   200: {
@@ -65,7 +69,13 @@ export const assistantConversationRoutes =
       return { workspaceId: p.workspaceId, memberId: p.memberId, admin: p.role === 'admin' };
     };
 
-    async function stream(request: FastifyRequest, reply: FastifyReply, messageId: string, afterSeq: number, first?: { seq: number; part: StreamPart }) {
+    async function stream(
+      request: FastifyRequest,
+      reply: FastifyReply,
+      messageId: string,
+      afterSeq: number,
+      first?: { seq: number; part: StreamPart },
+    ) {
       const done = new AbortController();
       reply.raw.once('close', () => done.abort());
       const events = await hub.open(messageId, afterSeq, done.signal, first);
@@ -88,7 +98,10 @@ export const assistantConversationRoutes =
           response: { 201: ConversationSchema },
         },
       },
-      async (request, reply) => reply.code(201).send(await createConversation(sql, readerOf(request), request.body.title ?? defaultConversationTitle)),
+      async (request, reply) =>
+        reply
+          .code(201)
+          .send(await createConversation(sql, readerOf(request), request.body.title ?? defaultConversationTitle)),
     );
 
     app.get(
@@ -118,7 +131,8 @@ export const assistantConversationRoutes =
           operationId: 'readAssistantConversation',
           tags,
           summary: 'Read a conversation with its messages, oldest first',
-          description: "A member reads their own conversations; a workspace admin reads every member's. Another's is 404.",
+          description:
+            "A member reads their own conversations; a workspace admin reads every member's. Another's is 404.",
           params: ConversationParamsSchema,
           response: { 200: ConversationReadSchema },
         },
@@ -164,18 +178,29 @@ export const assistantConversationRoutes =
         if (!deps.integrations.chatModel) throw new ApiError('unavailable', noChatModelDetail);
         const reader = readerOf(request);
         const conversationId = request.params.conversation_id;
-        const turn = await insertTurn(sql, reader, conversationId, request.body.content, titleFrom(request.body.content));
+        const turn = await insertTurn(
+          sql,
+          reader,
+          conversationId,
+          request.body.content,
+          titleFrom(request.body.content),
+        );
         // The answer's row and its `start` event are committed: the stream opens now and the turn
         // starts beside it. A start that fails ends the answer with an error event; one lost with
         // this process is made good by the next read of the answer's stream.
-        const started = startTurn(temporal, { messageId: turn.assistantMessageId, workspaceId: reader.workspaceId, conversationId }).catch(
-          async (error: unknown) => {
-            request.log.error({ err: error }, 'could not start the assistant turn');
-            await failAnswer(sql, turn.assistantMessageId, 'The answer could not be started; ask again.');
-          },
-        );
+        const started = startTurn(temporal, {
+          messageId: turn.assistantMessageId,
+          workspaceId: reader.workspaceId,
+          conversationId,
+        }).catch(async (error: unknown) => {
+          request.log.error({ err: error }, 'could not start the assistant turn');
+          await failAnswer(sql, turn.assistantMessageId, 'The answer could not be started; ask again.');
+        });
         void started;
-        return stream(request, reply, turn.assistantMessageId, 0, { seq: 1, part: { type: 'start', messageId: turn.assistantMessageId } });
+        return stream(request, reply, turn.assistantMessageId, 0, {
+          seq: 1,
+          part: { type: 'start', messageId: turn.assistantMessageId },
+        });
       },
     );
 
@@ -186,7 +211,8 @@ export const assistantConversationRoutes =
           operationId: 'streamAssistantAnswer',
           tags,
           summary: "An answer's event stream, from the start or after Last-Event-ID",
-          description: 'Resumes the same answer from Postgres: the parts already written, then the rest live. A finished answer replays and ends.',
+          description:
+            'Resumes the same answer from Postgres: the parts already written, then the rest live. A finished answer replays and ends.',
           params: AnswerParamsSchema,
           headers: StreamHeadersSchema,
           response: streamResponse,
@@ -196,7 +222,12 @@ export const assistantConversationRoutes =
         const reader = readerOf(request);
         const answer = await findAnswer(sql, reader, request.params.conversation_id, request.params.message_id);
         // An answer still streaming has its turn: started here again (a no-op when it runs) in case the asking request's start was lost.
-        if (answer.status === 'streaming') await startTurn(temporal, { messageId: answer.id, workspaceId: reader.workspaceId, conversationId: request.params.conversation_id });
+        if (answer.status === 'streaming')
+          await startTurn(temporal, {
+            messageId: answer.id,
+            workspaceId: reader.workspaceId,
+            conversationId: request.params.conversation_id,
+          });
         return stream(request, reply, answer.id, Number(request.headers['last-event-id'] ?? 0));
       },
     );

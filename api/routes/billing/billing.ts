@@ -16,13 +16,24 @@ import {
   PortalAnswerSchema,
 } from '../../../domain/billing/billing.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
-import { billingInvoices, billingOverview, billingPayments, portalLink, scheduleDowngrade, startCheckout } from '../../../services/billing/billing.js';
+import {
+  billingInvoices,
+  billingOverview,
+  billingPayments,
+  portalLink,
+  scheduleDowngrade,
+  startCheckout,
+} from '../../../services/billing/billing.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['billing'];
-export const billingUnconfigured = DetailBodySchema.describe('Billing is not configured on this service; the detail names the variables to set');
-const providerFailed = DetailBodySchema.describe('The payment provider refused or could not be reached; the detail says which');
+export const billingUnconfigured = DetailBodySchema.describe(
+  'Billing is not configured on this service; the detail names the variables to set',
+);
+const providerFailed = DetailBodySchema.describe(
+  'The payment provider refused or could not be reached; the detail says which',
+);
 
 export const billingRoutes =
   (deps: RouteDeps): FastifyPluginAsyncZod =>
@@ -34,7 +45,8 @@ export const billingRoutes =
         schema: {
           operationId: 'readBilling',
           tags,
-          summary: 'The plan, its period and next invoice, the credit balance and what each period grants, and the catalogue of plans and packs',
+          summary:
+            'The plan, its period and next invoice, the credit balance and what each period grants, and the catalogue of plans and packs',
           description: 'Answers whether or not a payment provider is configured (`billing_configured`).',
           response: { 200: BillingOverviewSchema },
         },
@@ -53,7 +65,9 @@ export const billingRoutes =
           response: { 200: z.object({ invoices: z.array(InvoiceSchema) }) },
         },
       },
-      async (request) => ({ invoices: await billingInvoices(sql, principalOf(request).workspaceId, request.query.limit) }),
+      async (request) => ({
+        invoices: await billingInvoices(sql, principalOf(request).workspaceId, request.query.limit),
+      }),
     );
 
     app.get(
@@ -62,12 +76,15 @@ export const billingRoutes =
         schema: {
           operationId: 'listPayments',
           tags,
-          summary: "The workspace's payments (subscription renewals and credit packs) with refunds and disputes, newest first",
+          summary:
+            "The workspace's payments (subscription renewals and credit packs) with refunds and disputes, newest first",
           querystring: BillingListQuerySchema,
           response: { 200: z.object({ payments: z.array(PaymentSchema) }) },
         },
       },
-      async (request) => ({ payments: await billingPayments(sql, principalOf(request).workspaceId, request.query.limit) }),
+      async (request) => ({
+        payments: await billingPayments(sql, principalOf(request).workspaceId, request.query.limit),
+      }),
     );
 
     app.post(
@@ -77,7 +94,8 @@ export const billingRoutes =
         schema: {
           operationId: 'startCheckout',
           tags,
-          summary: "A checkout link for the paid plan or a credit pack; the plan or the credits follow from the provider's events",
+          summary:
+            "A checkout link for the paid plan or a credit pack; the plan or the credits follow from the provider's events",
           body: CheckoutRequestSchema,
           response: {
             200: CheckoutAnswerSchema,
@@ -98,14 +116,21 @@ export const billingRoutes =
           operationId: 'openBillingPortal',
           tags,
           summary: "A link to the provider's customer portal (payment methods, invoices, cancel)",
-          response: { 200: PortalAnswerSchema, 409: DetailBodySchema.describe('The workspace has not been to checkout yet'), 502: providerFailed, 503: billingUnconfigured },
+          response: {
+            200: PortalAnswerSchema,
+            409: DetailBodySchema.describe('The workspace has not been to checkout yet'),
+            502: providerFailed,
+            503: billingUnconfigured,
+          },
         },
       },
       async (request) => portalLink(deps, principalOf(request).workspaceId),
     );
 
     const downgradeErrors = {
-      409: DetailBodySchema.describe('Already free, already scheduled (or nothing to take back), or a paid plan an operator set'),
+      409: DetailBodySchema.describe(
+        'Already free, already scheduled (or nothing to take back), or a paid plan an operator set',
+      ),
       502: providerFailed,
       503: billingUnconfigured,
     };

@@ -19,7 +19,8 @@ export const billingProgramRoutes =
         schema: {
           operationId: 'readReferrals',
           tags: ['billing'],
-          summary: "The workspace's referral code and link, the reward, and how many workspaces it referred and was rewarded for",
+          summary:
+            "The workspace's referral code and link, the reward, and how many workspaces it referred and was rewarded for",
           response: { 200: ReferralsSchema },
         },
       },
@@ -49,12 +50,17 @@ export const billingProgramRoutes =
           summary: 'Apply to the design-partner program; an operator accepts or declines',
           description: 'A workspace may apply again once its application was declined or ended.',
           body: DesignPartnerApplySchema,
-          response: { 201: DesignPartnerSchema, 409: DetailBodySchema.describe('An application is pending or accepted') },
+          response: {
+            201: DesignPartnerSchema,
+            409: DetailBodySchema.describe('An application is pending or accepted'),
+          },
         },
       },
       async (request, reply) => {
         const principal = principalOf(request);
-        return reply.code(201).send(await applyForDesignPartner(deps.sql, principal.workspaceId, principal.memberId, request.body));
+        return reply
+          .code(201)
+          .send(await applyForDesignPartner(deps.sql, principal.workspaceId, principal.memberId, request.body));
       },
     );
   };

@@ -25,25 +25,33 @@ export const billingWebhookRoutes =
   async (app) => {
     // The signature is over the exact bytes: this scope keeps JSON bodies raw.
     app.removeContentTypeParser('application/json');
-    app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: webhookBytesMax }, (_request, body, done) => done(null, body));
+    app.addContentTypeParser(
+      'application/json',
+      { parseAs: 'buffer', bodyLimit: webhookBytesMax },
+      (_request, body, done) => done(null, body),
+    );
 
     app.post(
       '/billing/webhooks/stripe/',
       {
         config: { access: 'public' },
         bodyLimit: webhookBytesMax,
-        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        validatorCompiler: (route) =>
+          route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never),
         schema: {
           operationId: 'receiveStripeEvent',
           tags: ['billing'],
-          summary: "Receive one of Stripe's events (checkout, invoices, subscriptions, refunds, disputes), verified by its signature",
+          summary:
+            "Receive one of Stripe's events (checkout, invoices, subscriptions, refunds, disputes), verified by its signature",
           description:
             'Not API-key authenticated: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" with STRIPE_WEBHOOK_SECRET>`, ' +
             'at most 300 s old. Each event id is handled once, in any order: a redelivery answers `duplicate: true` and changes nothing.',
           headers: z.object({ 'stripe-signature': z.string().optional() }),
           response: {
             200: WebhookAnswerSchema,
-            400: DetailBodySchema.describe('The signature is missing, wrong or stale, or the body is not an event; nothing changed'),
+            400: DetailBodySchema.describe(
+              'The signature is missing, wrong or stale, or the body is not an event; nothing changed',
+            ),
             413: DetailBodySchema,
             503: billingUnconfigured,
           },
@@ -51,25 +59,36 @@ export const billingWebhookRoutes =
       },
       async (request) => {
         const { provider } = paymentsOf(deps.integrations);
-        const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.from(typeof request.body === 'string' ? request.body : '');
+        const raw = Buffer.isBuffer(request.body)
+          ? request.body
+          : Buffer.from(typeof request.body === 'string' ? request.body : '');
         let event;
         try {
           event = provider.parseWebhook(raw, request.headers['stripe-signature']);
         } catch (error) {
-          if (error instanceof WebhookSignatureError) throw new ApiError('bad_request', `Webhook signature refused: ${error.message}`);
-          throw new ApiError('bad_request', `The body is not an event this service can read: ${error instanceof Error ? error.message.slice(0, 300) : String(error)}`);
+          if (error instanceof WebhookSignatureError)
+            throw new ApiError('bad_request', `Webhook signature refused: ${error.message}`);
+          throw new ApiError(
+            'bad_request',
+            `The body is not an event this service can read: ${error instanceof Error ? error.message.slice(0, 300) : String(error)}`,
+          );
         }
         const result = await handleBillingEvent(deps.sql, event, deps.integrations.affiliates);
         if (result.affiliateCommissionIds.length > 0) {
           // After the commit, only maturation shards that would not look in time (decision 047); a lost wake is caught by the worker's sweeper.
-          await wakeCommissions(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.affiliateCommissionIds, event.kind === 'dispute' ? 'dispute' : event.kind === 'charge_refunded' ? 'refund' : 'created').catch(
-            (error: unknown) => request.log.warn({ err: error }, 'commission maturations not woken'),
-          );
+          await wakeCommissions(
+            deps.temporal.client,
+            deps.temporal.taskQueue,
+            deps.sql,
+            result.affiliateCommissionIds,
+            event.kind === 'dispute' ? 'dispute' : event.kind === 'charge_refunded' ? 'refund' : 'created',
+          ).catch((error: unknown) => request.log.warn({ err: error }, 'commission maturations not woken'));
         }
         if (!result.duplicate && result.workspaceId) {
           // After the commit; a lost wake is caught up by the workflow's own timer.
-          await wakeWorkspaceBilling(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.workspaceId).catch((error: unknown) =>
-            request.log.warn({ err: error, workspaceId: result.workspaceId }, 'billing workflow not woken'),
+          await wakeWorkspaceBilling(deps.temporal.client, deps.temporal.taskQueue, deps.sql, result.workspaceId).catch(
+            (error: unknown) =>
+              request.log.warn({ err: error, workspaceId: result.workspaceId }, 'billing workflow not woken'),
           );
         }
         return { received: true as const, duplicate: result.duplicate, outcome: result.outcome };

@@ -11,12 +11,20 @@ import {
   CloudDriveConnectAnswerSchema,
   CloudDriveStateSchema,
 } from '../../../domain/cloud-drive/cloud-drive.js';
-import { cloudDriveClientOf, cloudDriveState, completeCloudDriveConnect, disconnectCloudDrive, startCloudDriveConnect } from '../../../services/cloud-drive/drive.js';
+import {
+  cloudDriveClientOf,
+  cloudDriveState,
+  completeCloudDriveConnect,
+  disconnectCloudDrive,
+  startCloudDriveConnect,
+} from '../../../services/cloud-drive/drive.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['cloud-drive'];
-const unconfigured = DetailBodySchema.describe('The cloud drive is not configured on this service; the detail names the variables to set');
+const unconfigured = DetailBodySchema.describe(
+  'The cloud drive is not configured on this service; the detail names the variables to set',
+);
 
 export const cloudDriveRoutes =
   ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
@@ -27,7 +35,8 @@ export const cloudDriveRoutes =
         schema: {
           operationId: 'readCloudDrive',
           tags,
-          summary: "The workspace's cloud-drive connection: the account, when, its status and last error (never its tokens)",
+          summary:
+            "The workspace's cloud-drive connection: the account, when, its status and last error (never its tokens)",
           response: { 200: CloudDriveStateSchema, 503: unconfigured },
         },
       },
@@ -44,7 +53,8 @@ export const cloudDriveRoutes =
         schema: {
           operationId: 'connectCloudDrive',
           tags,
-          summary: 'Start connecting a drive account: answers the address to send the person to (OAuth 2.0 with PKCE S256)',
+          summary:
+            'Start connecting a drive account: answers the address to send the person to (OAuth 2.0 with PKCE S256)',
           description:
             'The authorization lasts 10 minutes. The drive sends the person back to `GET /cloud-drive/callback/`, which stores the tokens ' +
             'encrypted and replaces any earlier connection of the workspace.',
@@ -64,12 +74,16 @@ export const cloudDriveRoutes =
         schema: {
           operationId: 'completeCloudDriveConnect',
           tags,
-          summary: "The drive's redirect back after consent: checks the state, exchanges the code, stores the tokens encrypted",
-          description: 'Public: the state, made by `POST /cloud-drive/connect/` and usable once within 10 minutes, names the workspace.',
+          summary:
+            "The drive's redirect back after consent: checks the state, exchanges the code, stores the tokens encrypted",
+          description:
+            'Public: the state, made by `POST /cloud-drive/connect/` and usable once within 10 minutes, names the workspace.',
           querystring: CloudDriveCallbackQuerySchema,
           response: {
             200: CloudDriveCallbackAnswerSchema,
-            422: DetailBodySchema.describe('The state is missing, unknown, used or expired, the person refused, or the drive refused the code'),
+            422: DetailBodySchema.describe(
+              'The state is missing, unknown, used or expired, the person refused, or the drive refused the code',
+            ),
             502: DetailBodySchema.describe('The drive could not complete the exchange'),
             503: unconfigured,
           },
@@ -98,7 +112,9 @@ export const cloudDriveRoutes =
       },
       async (request) => {
         const removed = await disconnectCloudDrive(sql, principalOf(request).workspaceId);
-        return { detail: removed ? 'The cloud drive is disconnected and its tokens deleted.' : 'No cloud drive was connected.' };
+        return {
+          detail: removed ? 'The cloud drive is disconnected and its tokens deleted.' : 'No cloud drive was connected.',
+        };
       },
     );
   };

@@ -8,8 +8,18 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
-import { ConnectedAppListSchema, ConsentApproveSchema, ConsentRedirectSchema, ConsentRequestSchema } from '../../../domain/connected-apps/connected-apps.js';
-import { approveConsent, checkConsentVisible, denyConsent, readConsentRequest } from '../../../services/connected-apps/authorization.js';
+import {
+  ConnectedAppListSchema,
+  ConsentApproveSchema,
+  ConsentRedirectSchema,
+  ConsentRequestSchema,
+} from '../../../domain/connected-apps/connected-apps.js';
+import {
+  approveConsent,
+  checkConsentVisible,
+  denyConsent,
+  readConsentRequest,
+} from '../../../services/connected-apps/authorization.js';
 import { findApp, listApps, revokeApp } from '../../../store/connected-apps/oauth.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -18,7 +28,9 @@ import { endpointsOf } from './oauth.js';
 const tags = ['connected-apps'];
 const AppParamsSchema = z.object({ app_id: UuidSchema });
 const ConsentParamsSchema = z.object({ request_id: UuidSchema });
-const decided = DetailBodySchema.describe('You already approved or denied this consent request, or it expired (10 minutes). Decided by someone else, it is not found');
+const decided = DetailBodySchema.describe(
+  'You already approved or denied this consent request, or it expired (10 minutes). Decided by someone else, it is not found',
+);
 
 export const connectedAppRoutes =
   ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
@@ -35,7 +47,14 @@ export const connectedAppRoutes =
 
     app.get(
       '/connected-apps/',
-      { schema: { operationId: 'listConnectedApps', tags, summary: "The workspace's connected AI apps, newest first", response: { 200: ConnectedAppListSchema } } },
+      {
+        schema: {
+          operationId: 'listConnectedApps',
+          tags,
+          summary: "The workspace's connected AI apps, newest first",
+          response: { 200: ConnectedAppListSchema },
+        },
+      },
       async (request) => ({ data: await listApps(sql, principalOf(request).workspaceId) }),
     );
 
@@ -58,7 +77,8 @@ export const connectedAppRoutes =
         if (principal.role !== 'admin' && found.member_id !== principal.memberId) {
           throw new ApiError('forbidden', 'Only the member who connected this app, or an admin, may disconnect it.');
         }
-        if (!(await revokeApp(sql, principal.workspaceId, found.id, principal.memberId))) throw notFound('Connected app');
+        if (!(await revokeApp(sql, principal.workspaceId, found.id, principal.memberId)))
+          throw notFound('Connected app');
         return reply.code(204).send(null);
       },
     );
@@ -69,7 +89,8 @@ export const connectedAppRoutes =
         schema: {
           operationId: 'readConsentRequest',
           tags,
-          summary: 'What an app asks for: its name, brand, whether it is recognised, where the code goes, and your workspaces',
+          summary:
+            'What an app asks for: its name, brand, whether it is recognised, where the code goes, and your workspaces',
           params: ConsentParamsSchema,
           response: { 200: ConsentRequestSchema, 409: decided },
         },
@@ -85,14 +106,21 @@ export const connectedAppRoutes =
           tags,
           summary: 'Approve: connect the app to one of your workspaces with read or write access',
           description:
-            'Answers the address to send the browser to: the app\'s redirect with a one-time code (valid one minute) and its state. ' +
+            "Answers the address to send the browser to: the app's redirect with a one-time code (valid one minute) and its state. " +
             'A workspace that is not one of yours is 404. `write` in a workspace not on the paid plan is kept, and reads as `read` until the plan is paid.',
           params: ConsentParamsSchema,
           body: ConsentApproveSchema,
           response: { 200: ConsentRedirectSchema, 409: decided },
         },
       },
-      async (request) => approveConsent(sql, request.params.request_id, await person(request), request.body, endpointsOf(integrations.publicBaseUrl, request)),
+      async (request) =>
+        approveConsent(
+          sql,
+          request.params.request_id,
+          await person(request),
+          request.body,
+          endpointsOf(integrations.publicBaseUrl, request),
+        ),
     );
 
     app.post(
@@ -106,6 +134,12 @@ export const connectedAppRoutes =
           response: { 200: ConsentRedirectSchema, 409: decided },
         },
       },
-      async (request) => denyConsent(sql, request.params.request_id, await person(request), endpointsOf(integrations.publicBaseUrl, request)),
+      async (request) =>
+        denyConsent(
+          sql,
+          request.params.request_id,
+          await person(request),
+          endpointsOf(integrations.publicBaseUrl, request),
+        ),
     );
   };

@@ -14,11 +14,19 @@ import type { Brand } from '../../../domain/connected-apps/connected-apps.js';
 const escape = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
-const brandLabels: Record<Brand, string> = { assistant_a: 'Assistant A', assistant_b: 'Assistant B', other: 'Other app' };
+const brandLabels: Record<Brand, string> = {
+  assistant_a: 'Assistant A',
+  assistant_b: 'Assistant B',
+  other: 'Other app',
+};
 
 type PageInput =
   | { kind: 'refused'; message: string }
-  | { kind: 'ask'; requestId: string; app: { app_name: string; brand: Brand; recognised: boolean; is_local: boolean; redirect_host: string } };
+  | {
+      kind: 'ask';
+      requestId: string;
+      app: { app_name: string; brand: Brand; recognised: boolean; is_local: boolean; redirect_host: string };
+    };
 
 const style = `
   body { font: 16px/1.45 system-ui, sans-serif; max-width: 36rem; margin: 2rem auto; padding: 0 1rem; color: #1b1b1b; }

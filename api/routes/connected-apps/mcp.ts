@@ -39,7 +39,12 @@ import { readSettings } from '../../../store/assistant/settings.js';
 import { touchAppLastUsed, type AccessTokenRow } from '../../../store/connected-apps/oauth.js';
 import { raiseAppCard } from '../../../services/connected-apps/app-cards.js';
 import type { Temporal } from '../../../services/assistant/turn-client.js';
-import { authoriseCall, mcpPath, resourceMetadataUrl, type Endpoints } from '../../../services/connected-apps/authorization.js';
+import {
+  authoriseCall,
+  mcpPath,
+  resourceMetadataUrl,
+  type Endpoints,
+} from '../../../services/connected-apps/authorization.js';
 import type { Sql } from '../../../db/sql.js';
 import type { RouteDeps } from '../../deps.js';
 import { RateLimiter } from '../../plugins/rate-limit.js';
@@ -120,7 +125,12 @@ async function callTool(ctx: CallContext, name: string, args: Record<string, unk
         : destructive
           ? 'it removes something that cannot be brought back from here'
           : `it costs ${op.price_credits} credits, at or over the workspace's approval threshold of ${settings.approval_threshold_credits}`;
-      const card = await raiseAppCard(ctx, { workspaceId: ctx.app.workspace_id, memberId: ctx.app.member_id, appName: ctx.app.app_name }, op, request);
+      const card = await raiseAppCard(
+        ctx,
+        { workspaceId: ctx.app.workspace_id, memberId: ctx.app.member_id, appName: ctx.app.app_name },
+        op,
+        request,
+      );
       const text =
         `Not run yet: ${op.summary || op.name} needs a person's approval because ${why}. ` +
         `It waits as assistant card ${card.id} (${card.price_label}) in the workspace; it runs when approved there.`;
@@ -140,7 +150,11 @@ async function callTool(ctx: CallContext, name: string, args: Record<string, unk
   }
   const answer = await ctx.door.call(ctx.app.member_id, request);
   const structured = { status: answer.status, body: answer.body };
-  return { isError: answer.status >= 400, content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
+  return {
+    isError: answer.status >= 400,
+    content: [{ type: 'text', text: JSON.stringify(structured) }],
+    structuredContent: structured,
+  };
 }
 
 /**
@@ -148,8 +162,18 @@ async function callTool(ctx: CallContext, name: string, args: Record<string, unk
  * columns, a sequence with its graph), through the same door and as the same member as the tools.
  */
 const resourceKinds = {
-  tables: { list: '/tables/?limit=200', field: 'tables', read: (id: string) => `/tables/${id}/`, mimeType: 'application/json' },
-  sequences: { list: '/sequences/', field: 'sequences', read: (id: string) => `/sequences/${id}/`, mimeType: 'application/json' },
+  tables: {
+    list: '/tables/?limit=200',
+    field: 'tables',
+    read: (id: string) => `/tables/${id}/`,
+    mimeType: 'application/json',
+  },
+  sequences: {
+    list: '/sequences/',
+    field: 'sequences',
+    read: (id: string) => `/sequences/${id}/`,
+    mimeType: 'application/json',
+  },
 } as const;
 const resourceUri = /^workspace:\/\/(tables|sequences)\/([0-9a-f-]{36})$/;
 
@@ -157,9 +181,22 @@ async function listResources(ctx: CallContext): Promise<Resource[]> {
   const out: Resource[] = [];
   for (const [kind, k] of Object.entries(resourceKinds)) {
     const answer = await ctx.door.call(ctx.app.member_id, { method: 'GET', url: k.list });
-    const items = answer.status === 200 ? ((answer.body as Record<string, unknown>)[k.field] as { id: string; name: string; description?: string | null }[]) : [];
+    const items =
+      answer.status === 200
+        ? ((answer.body as Record<string, unknown>)[k.field] as {
+            id: string;
+            name: string;
+            description?: string | null;
+          }[])
+        : [];
     for (const item of items ?? []) {
-      out.push({ uri: `workspace://${kind}/${item.id}`, name: item.name, title: item.name, mimeType: k.mimeType, ...(item.description ? { description: item.description } : {}) });
+      out.push({
+        uri: `workspace://${kind}/${item.id}`,
+        name: item.name,
+        title: item.name,
+        mimeType: k.mimeType,
+        ...(item.description ? { description: item.description } : {}),
+      });
     }
   }
   return out;
@@ -167,7 +204,11 @@ async function listResources(ctx: CallContext): Promise<Resource[]> {
 
 async function readResource(ctx: CallContext, uri: string) {
   const m = resourceUri.exec(uri);
-  if (!m) throw new McpError(ErrorCode.InvalidParams, `No resource ${uri}: resources are workspace://tables/<id> and workspace://sequences/<id>.`);
+  if (!m)
+    throw new McpError(
+      ErrorCode.InvalidParams,
+      `No resource ${uri}: resources are workspace://tables/<id> and workspace://sequences/<id>.`,
+    );
   const kind = resourceKinds[m[1] as keyof typeof resourceKinds];
   const answer = await ctx.door.call(ctx.app.member_id, { method: 'GET', url: kind.read(m[2]!) });
   if (answer.status === 404) throw new McpError(ErrorCode.InvalidParams, `No resource ${uri} in this workspace.`);
@@ -180,13 +221,27 @@ function mcpServer(ctx: CallContext): Server {
     capabilities: { tools: {}, resources: {} },
     instructions: `Tools are this workspace's API operations, with ${ctx.access} access. Inputs: path and query parameters by name, the JSON body under \`body\`.`,
   });
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf) }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) => callTool(ctx, request.params.name, (request.params.arguments ?? {}) as Record<string, unknown>));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) =>
+    callTool(ctx, request.params.name, (request.params.arguments ?? {}) as Record<string, unknown>),
+  );
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: await listResources(ctx) }));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
     resourceTemplates: [
-      { uriTemplate: 'workspace://tables/{table_id}', name: 'Table', description: 'A table of the workspace, with its columns', mimeType: 'application/json' },
-      { uriTemplate: 'workspace://sequences/{sequence_id}', name: 'Sequence', description: 'A sequence of the workspace, with its steps', mimeType: 'application/json' },
+      {
+        uriTemplate: 'workspace://tables/{table_id}',
+        name: 'Table',
+        description: 'A table of the workspace, with its columns',
+        mimeType: 'application/json',
+      },
+      {
+        uriTemplate: 'workspace://sequences/{sequence_id}',
+        name: 'Sequence',
+        description: 'A sequence of the workspace, with its steps',
+        mimeType: 'application/json',
+      },
     ],
   }));
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => readResource(ctx, request.params.uri));
@@ -201,7 +256,9 @@ function lastUsedRecorder(sql: Sql, log: FastifyRequest['log'], now: () => numbe
     if (lastMinute.get(appId) === minute) return;
     lastMinute.set(appId, minute);
     if (lastMinute.size > 50_000) lastMinute.clear();
-    touchAppLastUsed(sql, appId).catch((err: unknown) => log.warn({ err }, 'could not record a connected app last_used_at'));
+    touchAppLastUsed(sql, appId).catch((err: unknown) =>
+      log.warn({ err }, 'could not record a connected app last_used_at'),
+    );
   };
 }
 
@@ -224,31 +281,56 @@ export const mcpRoutes =
       // The spec's guard against DNS rebinding: a browser page of another origin may not call us.
       const origin = request.headers.origin;
       if (typeof origin === 'string' && origin !== new URL(e.base).origin) {
-        return reply.code(403).send({ detail: `Requests from ${origin.slice(0, 200)} are not accepted; MCP clients call from their own process, not a web page of another origin.` });
+        return reply
+          .code(403)
+          .send({
+            detail: `Requests from ${origin.slice(0, 200)} are not accepted; MCP clients call from their own process, not a web page of another origin.`,
+          });
       }
       const token = bearerOf(request);
       const authorised = await authoriseCall(sql, token, e);
       if (!authorised.ok) {
         // The scopes an app may ask for (RFC 6750 3, a SHOULD of the MCP spec); the person chooses on the consent page.
         const scope = ', scope="read write"';
-        return challenge(reply, e, 401, token ? `${scope}, error="invalid_token", error_description="${authorised.description.replace(/"/g, "'")}"` : scope, authorised.description);
+        return challenge(
+          reply,
+          e,
+          401,
+          token
+            ? `${scope}, error="invalid_token", error_description="${authorised.description.replace(/"/g, "'")}"`
+            : scope,
+          authorised.description,
+        );
       }
       const limited = limiter.take(`app:${authorised.app.app_id}`);
       if (!limited.allowed) {
-        return reply.code(429).header('retry-after', String(limited.retryAfterSeconds)).send({ detail: `Too many calls from this app; retry in ${limited.retryAfterSeconds} s.` });
+        return reply
+          .code(429)
+          .header('retry-after', String(limited.retryAfterSeconds))
+          .send({ detail: `Too many calls from this app; retry in ${limited.retryAfterSeconds} s.` });
       }
       recordUse(authorised.app.app_id);
       const door = integrations.operations;
       if (!door) return reply.code(503).send({ detail: 'The workspace API cannot be called from this process.' });
       if (authorised.access === 'read') {
-        const writeOnly = new Set(appOperations(door.catalogue(), 'write').filter((op) => op.access === 'write').map((op) => op.name));
+        const writeOnly = new Set(
+          appOperations(door.catalogue(), 'write')
+            .filter((op) => op.access === 'write')
+            .map((op) => op.name),
+        );
         const refused = calledTools(request.body).find((name) => writeOnly.has(name));
         if (refused) {
           const why =
             authorised.app.access === 'write'
               ? 'the workspace is not on the paid plan, so connected apps only read there'
               : 'this app was approved to read only';
-          return challenge(reply, e, 403, ', error="insufficient_scope", scope="read write"', `${refused} makes changes, and ${why}.`);
+          return challenge(
+            reply,
+            e,
+            403,
+            ', error="insufficient_scope", scope="read write"',
+            `${refused} makes changes, and ${why}.`,
+          );
         }
       }
       const server = mcpServer({ sql, temporal, door, app: authorised.app, access: authorised.access });
@@ -269,7 +351,11 @@ export const mcpRoutes =
         url: mcpPath,
         schema: { hide: true },
         config: { access: 'public' },
-        handler: async (_request, reply) => reply.code(405).header('allow', 'POST').send({ detail: 'This MCP endpoint is stateless: POST JSON-RPC messages to it.' }),
+        handler: async (_request, reply) =>
+          reply
+            .code(405)
+            .header('allow', 'POST')
+            .send({ detail: 'This MCP endpoint is stateless: POST JSON-RPC messages to it.' }),
       });
     }
   };

@@ -69,9 +69,13 @@ export const oauthRoutes =
       },
     };
     const endpoints = (request: FastifyRequest) => endpointsOf(integrations.publicBaseUrl, request);
-    app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 64 * 1024 }, (_request, body, done) => {
-      done(null, Object.fromEntries(new URLSearchParams(String(body))));
-    });
+    app.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: 64 * 1024 },
+      (_request, body, done) => {
+        done(null, Object.fromEntries(new URLSearchParams(String(body))));
+      },
+    );
 
     for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
       app.get(path, { schema: hidden, config: publicRoute }, async (request, reply) => {
@@ -95,13 +99,19 @@ export const oauthRoutes =
         return reply
           .code(429)
           .header('retry-after', String(limited.retryAfterSeconds))
-          .send({ error: 'slow_down', error_description: `Too many requests; retry in ${limited.retryAfterSeconds} s.` });
+          .send({
+            error: 'slow_down',
+            error_description: `Too many requests; retry in ${limited.retryAfterSeconds} s.`,
+          });
       }
     });
 
     app.post('/oauth/register', { schema: hidden, config: publicRoute }, async (request, reply) => {
       try {
-        return reply.code(201).header('cache-control', 'no-store').send(await registerClient(deps, request.body));
+        return reply
+          .code(201)
+          .header('cache-control', 'no-store')
+          .send(await registerClient(deps, request.body));
       } catch (error) {
         return sendOAuthError(reply, error);
       }
@@ -111,7 +121,10 @@ export const oauthRoutes =
       const e = endpoints(request);
       try {
         const outcome = await startAuthorization(deps, singleValues(request.query) as AuthorizeQuery, e);
-        return reply.redirect('redirect' in outcome ? outcome.redirect : `${e.base}/oauth/consent/${outcome.consentId}`, 302);
+        return reply.redirect(
+          'redirect' in outcome ? outcome.redirect : `${e.base}/oauth/consent/${outcome.consentId}`,
+          302,
+        );
       } catch (error) {
         if (!(error instanceof OAuthError)) throw error;
         // No trusted redirect: the person reads the refusal here.
@@ -141,15 +154,22 @@ export const oauthRoutes =
     });
 
     /** The consent page: the app as it asks (before sign-in); the page reads the person's workspaces through the JSON routes. */
-    app.get<{ Params: { request_id: string } }>('/oauth/consent/:request_id', { schema: hidden, config: publicRoute }, async (request, reply) => {
-      reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').header('x-frame-options', 'DENY');
-      reply.header('content-security-policy', "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'");
-      try {
-        const appInfo = await consentApp(sql, request.params.request_id);
-        return consentPage({ kind: 'ask', requestId: request.params.request_id, app: appInfo });
-      } catch (error) {
-        if (!(error instanceof ApiError) || error.status >= 500) throw error;
-        return reply.code(error.status).send(consentPage({ kind: 'refused', message: error.detail }));
-      }
-    });
+    app.get<{ Params: { request_id: string } }>(
+      '/oauth/consent/:request_id',
+      { schema: hidden, config: publicRoute },
+      async (request, reply) => {
+        reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').header('x-frame-options', 'DENY');
+        reply.header(
+          'content-security-policy',
+          "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'",
+        );
+        try {
+          const appInfo = await consentApp(sql, request.params.request_id);
+          return consentPage({ kind: 'ask', requestId: request.params.request_id, app: appInfo });
+        } catch (error) {
+          if (!(error instanceof ApiError) || error.status >= 500) throw error;
+          return reply.code(error.status).send(consentPage({ kind: 'refused', message: error.detail }));
+        }
+      },
+    );
   };

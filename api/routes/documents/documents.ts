@@ -29,7 +29,18 @@ import {
 import { startDocumentRun } from '../../../services/documents/document-client.js';
 import { cloudDriveClientOf, cloudDriveState } from '../../../services/cloud-drive/drive.js';
 import { generateCompanyDocument, SiteUnreadable } from '../../../services/documents/generate.js';
-import { deleteDocument, getDocument, insertDocument, insertDriveDocuments, listDocuments, type NewDocument, startRerun, updateDocument, withBudget, type DocumentRecord } from '../../../store/documents/documents.js';
+import {
+  deleteDocument,
+  getDocument,
+  insertDocument,
+  insertDriveDocuments,
+  listDocuments,
+  type NewDocument,
+  startRerun,
+  updateDocument,
+  withBudget,
+  type DocumentRecord,
+} from '../../../store/documents/documents.js';
 import type { RouteDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -38,7 +49,10 @@ const tags = ['business-context'];
 const DocumentParamsSchema = z.object({ document_id: UuidSchema });
 
 /** The document as the API shows it. */
-const shown = ({ workspace_id: _w, run: _r, summary_source: _s, ...doc }: DocumentRecord, inBudget = true): BusinessDocument => ({ ...doc, in_prompt_budget: inBudget });
+const shown = (
+  { workspace_id: _w, run: _r, summary_source: _s, ...doc }: DocumentRecord,
+  inBudget = true,
+): BusinessDocument => ({ ...doc, in_prompt_budget: inBudget });
 
 const fullDetail = (max: number) =>
   `The workspace keeps at most ${max} business-context documents (max_documents); delete one before adding another.`;
@@ -73,7 +87,9 @@ export const businessDocumentRoutes =
       async (request) => {
         const { workspaceId } = principalOf(request);
         return {
-          documents: withBudget(await listDocuments(sql, workspaceId), limits.contextChars).map((d) => shown(d, d.in_prompt_budget)),
+          documents: withBudget(await listDocuments(sql, workspaceId), limits.contextChars).map((d) =>
+            shown(d, d.in_prompt_budget),
+          ),
           max_documents: limits.maxDocuments,
           max_context_chars: limits.contextChars,
         };
@@ -83,7 +99,8 @@ export const businessDocumentRoutes =
     app.post(
       '/business-context/documents/',
       {
-        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        validatorCompiler: (route) =>
+          route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never),
         schema: {
           operationId: 'uploadBusinessDocument',
           tags,
@@ -95,21 +112,40 @@ export const businessDocumentRoutes =
             '(by the chat model when one is configured, else a local extract that says so), then makes it `ready`, or `failed` with what to do. ' +
             `A workspace at max_documents is 409. The title is the file's name without its extension.`,
           consumes: ['multipart/form-data'],
-          body: z.object({ file: z.string().meta({ format: 'binary' }).describe('The file: PDF, DOCX, Markdown, plain text or HTML') }),
+          body: z.object({
+            file: z.string().meta({ format: 'binary' }).describe('The file: PDF, DOCX, Markdown, plain text or HTML'),
+          }),
           response: {
             202: BusinessDocumentSchema,
-            409: DetailBodySchema.describe('The workspace already keeps max_documents documents (the detail names the limit)'),
+            409: DetailBodySchema.describe(
+              'The workspace already keeps max_documents documents (the detail names the limit)',
+            ),
             413: DetailBodySchema.describe('The file is larger than the upload limit (the detail names it)'),
-            415: DetailBodySchema.describe('The file is not a PDF, DOCX, Markdown, plain text or HTML, or the body is not multipart/form-data'),
+            415: DetailBodySchema.describe(
+              'The file is not a PDF, DOCX, Markdown, plain text or HTML, or the body is not multipart/form-data',
+            ),
           },
         },
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const { filename, mimetype, content } = await readUpload(request, { maxBytes: limits.maxUploadBytes, what: 'A business-context document', fallbackName: 'document' });
+        const { filename, mimetype, content } = await readUpload(request, {
+          maxBytes: limits.maxUploadBytes,
+          what: 'A business-context document',
+          fallbackName: 'document',
+        });
         const kind = detectDocumentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
-        return reply.code(202).send(await addDocument(workspaceId, { title: titleFromFilename(filename), filename, contentType: kindContentTypes[kind], content }));
+        return reply
+          .code(202)
+          .send(
+            await addDocument(workspaceId, {
+              title: titleFromFilename(filename),
+              filename,
+              contentType: kindContentTypes[kind],
+              content,
+            }),
+          );
       },
     );
 
@@ -129,7 +165,9 @@ export const businessDocumentRoutes =
           body: GenerateRequestSchema,
           response: {
             202: BusinessDocumentSchema,
-            409: DetailBodySchema.describe('The workspace already keeps max_documents documents (the detail names the limit)'),
+            409: DetailBodySchema.describe(
+              'The workspace already keeps max_documents documents (the detail names the limit)',
+            ),
           },
         },
       },
@@ -140,13 +178,28 @@ export const businessDocumentRoutes =
         if (count >= limits.maxDocuments) throw new ApiError('conflict', fullDetail(limits.maxDocuments));
         let markdown: string;
         try {
-          ({ markdown } = await generateCompanyDocument({ reader: limits.pageReader, siteOrigin: limits.siteOrigin, chatModel: integrations.chatModel }, domain));
+          ({ markdown } = await generateCompanyDocument(
+            { reader: limits.pageReader, siteOrigin: limits.siteOrigin, chatModel: integrations.chatModel },
+            domain,
+          ));
         } catch (error) {
-          if (error instanceof SiteUnreadable) throw new ValidationRefusal([{ loc: ['body', 'domain'], msg: error.message, type: 'site_unreadable', input: domain }]);
+          if (error instanceof SiteUnreadable)
+            throw new ValidationRefusal([
+              { loc: ['body', 'domain'], msg: error.message, type: 'site_unreadable', input: domain },
+            ]);
           throw error;
         }
         const content = Buffer.from(markdown, 'utf8');
-        return reply.code(202).send(await addDocument(workspaceId, { title: domain, filename: `${domain}.md`, contentType: kindContentTypes.markdown, content }));
+        return reply
+          .code(202)
+          .send(
+            await addDocument(workspaceId, {
+              title: domain,
+              filename: `${domain}.md`,
+              contentType: kindContentTypes.markdown,
+              content,
+            }),
+          );
       },
     );
 
@@ -165,7 +218,9 @@ export const businessDocumentRoutes =
           body: DriveLinkRequestSchema,
           response: {
             202: DriveLinkAnswerSchema,
-            409: DetailBodySchema.describe('No drive connected, or the files would take the workspace past max_documents (the detail names the limit)'),
+            409: DetailBodySchema.describe(
+              'No drive connected, or the files would take the workspace past max_documents (the detail names the limit)',
+            ),
             503: DetailBodySchema.describe('The cloud drive is not configured (the detail names the variables to set)'),
           },
         },
@@ -174,7 +229,11 @@ export const businessDocumentRoutes =
         const { workspaceId } = principalOf(request);
         cloudDriveClientOf(integrations);
         const drive = await cloudDriveState(sql, workspaceId);
-        if (!drive.connected) throw new ApiError('conflict', 'No cloud drive is connected to this workspace: connect one (POST /cloud-drive/connect/) first.');
+        if (!drive.connected)
+          throw new ApiError(
+            'conflict',
+            'No cloud drive is connected to this workspace: connect one (POST /cloud-drive/connect/) first.',
+          );
         const made = await insertDriveDocuments(sql, workspaceId, request.body.file_ids, limits.maxDocuments);
         if (made === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
         for (const document of made) await startDocumentRun(temporal.client, temporal.taskQueue, document, sql);
@@ -191,7 +250,10 @@ export const businessDocumentRoutes =
           summary: 'One business-context document',
           description: `Its status, summary and the steps of its latest processing run (at most ${stepsMax}). A single read reports in_prompt_budget true.`,
           params: DocumentParamsSchema,
-          response: { 200: BusinessDocumentSchema, 404: DetailBodySchema.describe("No document with this id in the caller's workspace") },
+          response: {
+            200: BusinessDocumentSchema,
+            404: DetailBodySchema.describe("No document with this id in the caller's workspace"),
+          },
         },
       },
       async (request) => {
@@ -214,7 +276,10 @@ export const businessDocumentRoutes =
             'started when the document has settled; one under way writes it). `title` is 1 to 255 characters.',
           params: DocumentParamsSchema,
           body: UpdateBusinessDocumentSchema,
-          response: { 200: BusinessDocumentSchema, 404: DetailBodySchema.describe("No document with this id in the caller's workspace") },
+          response: {
+            200: BusinessDocumentSchema,
+            404: DetailBodySchema.describe("No document with this id in the caller's workspace"),
+          },
         },
       },
       async (request) => {
@@ -240,13 +305,18 @@ export const businessDocumentRoutes =
           operationId: 'deleteBusinessDocument',
           tags,
           summary: 'Delete a business-context document',
-          description: 'The document, its text and its summary are gone; a run under way finds it gone and writes nothing.',
+          description:
+            'The document, its text and its summary are gone; a run under way finds it gone and writes nothing.',
           params: DocumentParamsSchema,
-          response: { 204: z.null().describe('Deleted'), 404: DetailBodySchema.describe("No document with this id in the caller's workspace") },
+          response: {
+            204: z.null().describe('Deleted'),
+            404: DetailBodySchema.describe("No document with this id in the caller's workspace"),
+          },
         },
       },
       async (request, reply) => {
-        if (!(await deleteDocument(sql, principalOf(request).workspaceId, request.params.document_id))) throw notFound('Document');
+        if (!(await deleteDocument(sql, principalOf(request).workspaceId, request.params.document_id)))
+          throw notFound('Document');
         return reply.code(204).send(null);
       },
     );
@@ -259,21 +329,32 @@ export const businessDocumentRoutes =
           tags,
           summary: 'Process a settled document again',
           description:
-            'Starts a new run (202, `pending`, steps empty): the file is read again (its text kept from the last read, once the upload\'s bytes are dropped) and summarised. ' +
+            "Starts a new run (202, `pending`, steps empty): the file is read again (its text kept from the last read, once the upload's bytes are dropped) and summarised. " +
             'A summary edited by hand is kept unless `regenerate_summary` is true. A document whose run is still under way is 409 (two re-reads at once run one).',
           params: DocumentParamsSchema,
           body: RereadRequestSchema.optional(),
           response: {
             202: BusinessDocumentSchema,
             404: DetailBodySchema.describe("No document with this id in the caller's workspace"),
-            409: DetailBodySchema.describe('The document is still pending or processing; wait until it is ready or failed'),
+            409: DetailBodySchema.describe(
+              'The document is still pending or processing; wait until it is ready or failed',
+            ),
           },
         },
       },
       async (request, reply) => {
-        const rerun = await startRerun(sql, principalOf(request).workspaceId, request.params.document_id, request.body?.regenerate_summary ?? false);
+        const rerun = await startRerun(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.document_id,
+          request.body?.regenerate_summary ?? false,
+        );
         if (!rerun) throw notFound('Document');
-        if (rerun === 'busy') throw new ApiError('conflict', 'The document is still being processed; re-read it once it is ready or failed.');
+        if (rerun === 'busy')
+          throw new ApiError(
+            'conflict',
+            'The document is still being processed; re-read it once it is ready or failed.',
+          );
         await startDocumentRun(temporal.client, temporal.taskQueue, rerun, sql);
         return reply.code(202).send(shown(rerun));
       },

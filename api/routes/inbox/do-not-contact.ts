@@ -8,19 +8,25 @@ import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import {
-    DncBulkCreateSchema,
-    DncBulkResultSchema,
-    DncCheckQuerySchema,
-    DncCheckSchema,
-    DncCreateSchema,
-    DncEntrySchema,
-    DncListQuerySchema,
-    DncListSchema,
-    type DncBulkResult,
+  DncBulkCreateSchema,
+  DncBulkResultSchema,
+  DncCheckQuerySchema,
+  DncCheckSchema,
+  DncCreateSchema,
+  DncEntrySchema,
+  DncListQuerySchema,
+  DncListSchema,
+  type DncBulkResult,
 } from '../../../domain/inbox/do-not-contact.js';
 import { notFound } from '../../../domain/shared/errors.js';
 import type { AppDeps } from '../../deps.js';
-import { addEntries, deleteEntry, getEntry, listEntries, matchingEntries } from '../../../store/inbox/do-not-contact.js';
+import {
+  addEntries,
+  deleteEntry,
+  getEntry,
+  listEntries,
+  matchingEntries,
+} from '../../../store/inbox/do-not-contact.js';
 import { principalOf } from '../../plugins/auth.js';
 import { ValidationRefusal } from '../../../domain/shared/errors.js';
 import { wakeSequenceContacts, type SequenceStopDeps } from '../../../services/sequences/stops.js';
@@ -35,13 +41,20 @@ export function actorOf(request: FastifyRequest): string | null {
 }
 
 /** Wakes the contacts an addition stops; best effort (sends re-check the list anyway). */
-export function wakeForEntries(deps: SequenceStopDeps, log: FastifyBaseLogger, workspaceId: string, result: DncBulkResult) {
+export function wakeForEntries(
+  deps: SequenceStopDeps,
+  log: FastifyBaseLogger,
+  workspaceId: string,
+  result: DncBulkResult,
+) {
   const added = result.results.filter((r) => r.status === 'added' && r.entry).map((r) => r.entry!);
   const emails = added.filter((e) => e.kind === 'email').map((e) => e.value);
   const profileUrls = added.filter((e) => e.kind === 'profile_url').map((e) => e.value);
   // A domain entry names no one contact; its contacts stop at their next send's check.
   if (emails.length + profileUrls.length === 0) return;
-  wakeSequenceContacts(deps, workspaceId, { emails, profileUrls }).catch((err: unknown) => log.warn({ err }, 'could not wake sequence contacts'));
+  wakeSequenceContacts(deps, workspaceId, { emails, profileUrls }).catch((err: unknown) =>
+    log.warn({ err }, 'could not wake sequence contacts'),
+  );
 }
 
 export const doNotContactRoutes =
@@ -56,17 +69,29 @@ export const doNotContactRoutes =
           operationId: 'addDoNotContact',
           tags,
           summary: 'Add one email, domain or profile URL to the do-not-contact list',
-          description: 'Answers 201 with the new entry, or 200 with the entry already listed (adding twice is harmless). Every sequence stops reaching a listed person before its next send.',
+          description:
+            'Answers 201 with the new entry, or 200 with the entry already listed (adding twice is harmless). Every sequence stops reaching a listed person before its next send.',
           body: DncCreateSchema,
           response: { 200: DncEntrySchema, 201: DncEntrySchema, 422: ValidationBodySchema },
         },
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const result = await addEntries(sql, workspaceId, [request.body], { reason: request.body.reason, source: 'manual', createdBy: actorOf(request) });
+        const result = await addEntries(sql, workspaceId, [request.body], {
+          reason: request.body.reason,
+          source: 'manual',
+          createdBy: actorOf(request),
+        });
         const [one] = result.results;
         if (!one?.entry) {
-          throw new ValidationRefusal([{ loc: ['body', 'value'], msg: one?.detail ?? 'is invalid', type: 'value_error', input: request.body.value }]);
+          throw new ValidationRefusal([
+            {
+              loc: ['body', 'value'],
+              msg: one?.detail ?? 'is invalid',
+              type: 'value_error',
+              input: request.body.value,
+            },
+          ]);
         }
         wakeForEntries(deps, request.log, workspaceId, result);
         return reply.code(one.status === 'added' ? 201 : 200).send(one.entry);
@@ -80,14 +105,19 @@ export const doNotContactRoutes =
           operationId: 'addDoNotContactBulk',
           tags,
           summary: 'Add up to 1000 emails, domains and profile URLs at once, each with its own result',
-          description: 'An unreadable value is reported as `invalid` in its own result and never sinks the others; one already listed reads `exists`.',
+          description:
+            'An unreadable value is reported as `invalid` in its own result and never sinks the others; one already listed reads `exists`.',
           body: DncBulkCreateSchema,
           response: { 200: DncBulkResultSchema },
         },
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
-        const result = await addEntries(sql, workspaceId, request.body.entries, { reason: request.body.reason, source: 'import', createdBy: actorOf(request) });
+        const result = await addEntries(sql, workspaceId, request.body.entries, {
+          reason: request.body.reason,
+          source: 'import',
+          createdBy: actorOf(request),
+        });
         wakeForEntries(deps, request.log, workspaceId, result);
         return result;
       },
@@ -113,20 +143,32 @@ export const doNotContactRoutes =
         schema: {
           operationId: 'checkDoNotContact',
           tags,
-          summary: 'Whether an email (itself or its domain) or a profile URL is on the list, and which entries block it',
+          summary:
+            'Whether an email (itself or its domain) or a profile URL is on the list, and which entries block it',
           querystring: DncCheckQuerySchema,
           response: { 200: DncCheckSchema },
         },
       },
       async (request) => {
-        const matches = await matchingEntries(sql, principalOf(request).workspaceId, { email: request.query.email, profileUrl: request.query.profile_url });
+        const matches = await matchingEntries(sql, principalOf(request).workspaceId, {
+          email: request.query.email,
+          profileUrl: request.query.profile_url,
+        });
         return { blocked: matches.length > 0, matches };
       },
     );
 
     app.get(
       '/do-not-contact/:entry_id/',
-      { schema: { operationId: 'readDoNotContact', tags, summary: 'Read one entry', params: EntryParamsSchema, response: { 200: DncEntrySchema, 404: DetailBodySchema } } },
+      {
+        schema: {
+          operationId: 'readDoNotContact',
+          tags,
+          summary: 'Read one entry',
+          params: EntryParamsSchema,
+          response: { 200: DncEntrySchema, 404: DetailBodySchema },
+        },
+      },
       async (request) => {
         const entry = await getEntry(sql, principalOf(request).workspaceId, request.params.entry_id);
         if (!entry) throw notFound('Entry');
@@ -146,7 +188,8 @@ export const doNotContactRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteEntry(sql, principalOf(request).workspaceId, request.params.entry_id))) throw notFound('Entry');
+        if (!(await deleteEntry(sql, principalOf(request).workspaceId, request.params.entry_id)))
+          throw notFound('Entry');
         return reply.code(204).send(null);
       },
     );

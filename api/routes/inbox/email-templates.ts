@@ -3,9 +3,21 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { notFound } from '../../../domain/shared/errors.js';
-import { EmailTemplateCreateSchema, EmailTemplateListSchema, EmailTemplateSchema, EmailTemplateUpdateSchema } from '../../../domain/inbox/email-templates.js';
+import {
+  EmailTemplateCreateSchema,
+  EmailTemplateListSchema,
+  EmailTemplateSchema,
+  EmailTemplateUpdateSchema,
+} from '../../../domain/inbox/email-templates.js';
 import type { AppDeps } from '../../deps.js';
-import { checkSegmentColumns, createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate } from '../../../store/inbox/email-templates.js';
+import {
+  checkSegmentColumns,
+  createTemplate,
+  deleteTemplate,
+  getTemplate,
+  listTemplates,
+  updateTemplate,
+} from '../../../store/inbox/email-templates.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const TemplateParamsSchema = z.object({ email_template_id: UuidSchema });
@@ -55,7 +67,15 @@ export const emailTemplateRoutes =
 
     app.get(
       '/sequences/templates/:email_template_id/',
-      { schema: { operationId: 'readEmailTemplate', tags, summary: 'Read an email template', params: TemplateParamsSchema, response: { 200: EmailTemplateSchema } } },
+      {
+        schema: {
+          operationId: 'readEmailTemplate',
+          tags,
+          summary: 'Read an email template',
+          params: TemplateParamsSchema,
+          response: { 200: EmailTemplateSchema },
+        },
+      },
       async (request) => {
         const template = await getTemplate(sql, principalOf(request).workspaceId, request.params.email_template_id);
         if (!template) throw notFound('Email template');
@@ -93,13 +113,15 @@ export const emailTemplateRoutes =
           operationId: 'deleteEmailTemplate',
           tags,
           summary: 'Delete an email template',
-          description: 'A step still naming it waits for a person (reason `template_deleted`) when it next writes a message.',
+          description:
+            'A step still naming it waits for a person (reason `template_deleted`) when it next writes a message.',
           params: TemplateParamsSchema,
           response: { 204: z.null().describe('Deleted') },
         },
       },
       async (request, reply) => {
-        if (!(await deleteTemplate(sql, principalOf(request).workspaceId, request.params.email_template_id))) throw notFound('Email template');
+        if (!(await deleteTemplate(sql, principalOf(request).workspaceId, request.params.email_template_id)))
+          throw notFound('Email template');
         return reply.code(204).send(null);
       },
     );

@@ -21,8 +21,14 @@ export const inboundEmailBytesMax = 25 * 1024 * 1024;
 
 const HeadersSchema = z.object({
   'x-inbox-workspace': z.string().optional().describe('The workspace id the message is for'),
-  'x-inbox-timestamp': z.string().optional().describe(`Unix seconds when it was signed; more than ${webhookToleranceSeconds} s from our clock is stale`),
-  'x-inbox-signature': z.string().optional().describe('`sha256=` then the hex HMAC-SHA256 of `<timestamp>.<raw body>` with the webhook secret'),
+  'x-inbox-timestamp': z
+    .string()
+    .optional()
+    .describe(`Unix seconds when it was signed; more than ${webhookToleranceSeconds} s from our clock is stale`),
+  'x-inbox-signature': z
+    .string()
+    .optional()
+    .describe('`sha256=` then the hex HMAC-SHA256 of `<timestamp>.<raw body>` with the webhook secret'),
 });
 
 const refused = () => new ApiError('unauthorized', 'Missing, invalid or stale webhook signature.');
@@ -37,7 +43,9 @@ export const inboundEmailRoutes =
   async (app) => {
     const { sql } = deps;
     // Raw bytes, exactly as signed; this scope only.
-    app.addContentTypeParser(rawTypes, { parseAs: 'buffer', bodyLimit: inboundEmailBytesMax }, (_request, body, done) => done(null, body));
+    app.addContentTypeParser(rawTypes, { parseAs: 'buffer', bodyLimit: inboundEmailBytesMax }, (_request, body, done) =>
+      done(null, body),
+    );
 
     app.post(
       '/inbox/inbound-email/',
@@ -45,7 +53,8 @@ export const inboundEmailRoutes =
         config: { access: 'public' },
         bodyLimit: inboundEmailBytesMax,
         // The body is the raw message, judged by its signature; only the headers go through the schema.
-        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        validatorCompiler: (route) =>
+          route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never),
         schema: {
           operationId: 'receiveInboundEmail',
           tags: ['inbox'],
@@ -73,19 +82,34 @@ export const inboundEmailRoutes =
         const timestamp = request.headers['x-inbox-timestamp'];
         const signature = request.headers['x-inbox-signature'];
         const body: unknown = request.body;
-        if (typeof workspaceId !== 'string' || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(workspaceId)) throw refused();
-        if (typeof timestamp !== 'string' || !/^\d{1,12}$/.test(timestamp) || typeof signature !== 'string') throw refused();
+        if (
+          typeof workspaceId !== 'string' ||
+          !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(workspaceId)
+        )
+          throw refused();
+        if (typeof timestamp !== 'string' || !/^\d{1,12}$/.test(timestamp) || typeof signature !== 'string')
+          throw refused();
         if (Math.abs(Date.now() / 1000 - Number(timestamp)) > webhookToleranceSeconds) throw refused();
         const { webhook_secret: secret } = await readSettings(sql, workspaceId);
         if (!secret) throw refused();
-        if (!Buffer.isBuffer(body)) throw new ApiError('unsupported_media_type', 'Send the message as the body with Content-Type: message/rfc822.');
+        if (!Buffer.isBuffer(body))
+          throw new ApiError(
+            'unsupported_media_type',
+            'Send the message as the body with Content-Type: message/rfc822.',
+          );
         const expected = Buffer.from(signInboundEmail(secret, timestamp, body));
-        const given = Buffer.from(signature.trim().toLowerCase().startsWith('sha256=') ? signature.trim().toLowerCase() : `sha256=${signature.trim().toLowerCase()}`);
+        const given = Buffer.from(
+          signature.trim().toLowerCase().startsWith('sha256=')
+            ? signature.trim().toLowerCase()
+            : `sha256=${signature.trim().toLowerCase()}`,
+        );
         if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw refused();
         try {
           const result = await recordInboundEmail(sql, workspaceId, body);
           if (!result.duplicate && result.wakeEmail) {
-            wakeSequenceContacts(deps, workspaceId, { emails: [result.wakeEmail] }).catch((err: unknown) => request.log.warn({ err }, 'could not wake sequence contacts'));
+            wakeSequenceContacts(deps, workspaceId, { emails: [result.wakeEmail] }).catch((err: unknown) =>
+              request.log.warn({ err }, 'could not wake sequence contacts'),
+            );
           }
           const { wakeEmail: _wake, ...answer } = result;
           return answer;

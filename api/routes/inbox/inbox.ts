@@ -9,56 +9,56 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-    BulkDncCreateSchema,
-    BulkDncReachSchema,
-    BulkDncResultSchema,
-    InboxSettingsSchema,
-    InboxSettingsUpdateSchema,
-    LabelCreateSchema,
-    LabelListSchema,
-    LabelSchema,
-    LabelUpdateSchema,
-    MailboxCreateSchema,
-    MailboxListSchema,
-    MailboxSchema,
-    MailboxUpdateSchema,
-    MessageSchema,
-    ReplyCreateSchema,
-    SuggestionApproveSchema,
-    SuggestionApprovedSchema,
-    SuggestionListQuerySchema,
-    SuggestionListSchema,
-    SuggestionSchema,
-    ThreadDetailSchema,
-    ThreadIdsQuerySchema,
-    ThreadLabelAddSchema,
-    ThreadListQuerySchema,
-    ThreadListSchema,
-    ThreadSchema,
-    ThreadUpdateSchema,
-    WebhookSecretSchema,
-    bulkThreadsMax,
+  BulkDncCreateSchema,
+  BulkDncReachSchema,
+  BulkDncResultSchema,
+  InboxSettingsSchema,
+  InboxSettingsUpdateSchema,
+  LabelCreateSchema,
+  LabelListSchema,
+  LabelSchema,
+  LabelUpdateSchema,
+  MailboxCreateSchema,
+  MailboxListSchema,
+  MailboxSchema,
+  MailboxUpdateSchema,
+  MessageSchema,
+  ReplyCreateSchema,
+  SuggestionApproveSchema,
+  SuggestionApprovedSchema,
+  SuggestionListQuerySchema,
+  SuggestionListSchema,
+  SuggestionSchema,
+  ThreadDetailSchema,
+  ThreadIdsQuerySchema,
+  ThreadLabelAddSchema,
+  ThreadListQuerySchema,
+  ThreadListSchema,
+  ThreadSchema,
+  ThreadUpdateSchema,
+  WebhookSecretSchema,
+  bulkThreadsMax,
 } from '../../../domain/inbox/inbox.js';
 import type { RouteDeps } from '../../deps.js';
 import {
-    approveSuggestion,
-    bulkDoNotContact,
-    createMailbox,
-    getMailbox,
-    listMailboxes,
-    updateMailbox,
-    wakeMailbox,
-    dismissSuggestion,
-    peopleOfThreads,
-    readThreadDetail,
-    rotateWebhookSecret,
-    sendReply,
-    suggestReply,
-    toSettings,
-    updateLabel,
-    updateSettings,
-    updateThread,
-    type InboxServiceDeps,
+  approveSuggestion,
+  bulkDoNotContact,
+  createMailbox,
+  getMailbox,
+  listMailboxes,
+  updateMailbox,
+  wakeMailbox,
+  dismissSuggestion,
+  peopleOfThreads,
+  readThreadDetail,
+  rotateWebhookSecret,
+  sendReply,
+  suggestReply,
+  toSettings,
+  updateLabel,
+  updateSettings,
+  updateThread,
+  type InboxServiceDeps,
 } from '../../../services/inbox/inbox.js';
 import { findThread, listThreads, toMessage, toThread } from '../../../store/inbox/threads.js';
 import { createLabel, deleteLabel, getLabel, labelThread, listLabels } from '../../../store/inbox/labels.js';
@@ -100,8 +100,10 @@ export const inboxRoutes =
         schema: {
           operationId: 'listInboxThreads',
           tags,
-          summary: 'Threads across email and pnet, newest activity first, filtered by channel, unread, needs-reply, label and text',
-          description: 'Archived threads are left out unless `archived=true`, which lists only them. A new inbound message brings a thread back from the archive.',
+          summary:
+            'Threads across email and pnet, newest activity first, filtered by channel, unread, needs-reply, label and text',
+          description:
+            'Archived threads are left out unless `archived=true`, which lists only them. A new inbound message brings a thread back from the archive.',
           querystring: ThreadListQuerySchema,
           response: { 200: ThreadListSchema },
         },
@@ -115,7 +117,8 @@ export const inboxRoutes =
         schema: {
           operationId: 'reachBulkDoNotContact',
           tags,
-          summary: 'How many people a bulk do-not-contact of these threads reaches, and how many have no email (endpoint 7)',
+          summary:
+            'How many people a bulk do-not-contact of these threads reaches, and how many have no email (endpoint 7)',
           description:
             `Query parameter \`thread_ids\`, repeated once per thread, 1 to ${bulkThreadsMax} times: \`?thread_ids=<uuid>&thread_ids=<uuid>\`. ` +
             'Contacts are counted as people: threads with the same email or the same profile URL are one person (also across channels). ' +
@@ -125,7 +128,11 @@ export const inboxRoutes =
         },
       },
       async (request) => {
-        const { people, withoutEmail } = await peopleOfThreads(sql, principalOf(request).workspaceId, request.query.thread_ids);
+        const { people, withoutEmail } = await peopleOfThreads(
+          sql,
+          principalOf(request).workspaceId,
+          request.query.thread_ids,
+        );
         return { people: people.length, without_email: withoutEmail };
       },
     );
@@ -136,7 +143,8 @@ export const inboxRoutes =
         schema: {
           operationId: 'bulkDoNotContact',
           tags,
-          summary: 'Add the people of these threads who have an email to the do-not-contact list, and stop every current sequence of all of them',
+          summary:
+            'Add the people of these threads who have an email to the do-not-contact list, and stop every current sequence of all of them',
           description: 'Counts as the reach does. Adding an email already listed is harmless. Answers the counts.',
           body: BulkDncCreateSchema,
           response: { 200: BulkDncResultSchema },
@@ -144,9 +152,14 @@ export const inboxRoutes =
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
-        const { result, wake } = await bulkDoNotContact(sql, workspaceId, request.body.thread_ids, { reason: request.body.reason, createdBy: actorOf(request) });
+        const { result, wake } = await bulkDoNotContact(sql, workspaceId, request.body.thread_ids, {
+          reason: request.body.reason,
+          createdBy: actorOf(request),
+        });
         if (result.people > 0) {
-          wakeSequenceContacts(deps, workspaceId, wake).catch((err: unknown) => request.log.warn({ err }, 'could not wake sequence contacts'));
+          wakeSequenceContacts(deps, workspaceId, wake).catch((err: unknown) =>
+            request.log.warn({ err }, 'could not wake sequence contacts'),
+          );
         }
         return result;
       },
@@ -154,7 +167,15 @@ export const inboxRoutes =
 
     app.get(
       '/inbox/threads/:thread_id/',
-      { schema: { operationId: 'readInboxThread', tags, summary: 'A thread with its messages, oldest first', params: ThreadParamsSchema, response: { 200: ThreadDetailSchema, 404: DetailBodySchema } } },
+      {
+        schema: {
+          operationId: 'readInboxThread',
+          tags,
+          summary: 'A thread with its messages, oldest first',
+          params: ThreadParamsSchema,
+          response: { 200: ThreadDetailSchema, 404: DetailBodySchema },
+        },
+      },
       async (request) => {
         const thread = await readThreadDetail(sql, principalOf(request).workspaceId, request.params.thread_id);
         if (!thread) throw notFound('Thread');
@@ -175,7 +196,12 @@ export const inboxRoutes =
         },
       },
       async (request) => {
-        const thread = await updateThread(sql, principalOf(request).workspaceId, request.params.thread_id, request.body);
+        const thread = await updateThread(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.thread_id,
+          request.body,
+        );
         if (!thread) throw notFound('Thread');
         return toThread(thread);
       },
@@ -190,7 +216,10 @@ export const inboxRoutes =
           summary: 'Put a label on a thread (again is harmless)',
           params: ThreadParamsSchema,
           body: ThreadLabelAddSchema,
-          response: { 200: ThreadSchema, 404: DetailBodySchema.describe('The thread or the label is not in this workspace') },
+          response: {
+            200: ThreadSchema,
+            404: DetailBodySchema.describe('The thread or the label is not in this workspace'),
+          },
         },
       },
       async (request) => {
@@ -228,7 +257,8 @@ export const inboxRoutes =
         schema: {
           operationId: 'replyInboxThread',
           tags,
-          summary: 'Reply on the thread’s channel: an email through the mail server, or a pnet message as a send_message step',
+          summary:
+            'Reply on the thread’s channel: an email through the mail server, or a pnet message as a send_message step',
           description:
             'Email: sent from the address the contact wrote to (else the workspace `reply_from_address`), threaded with In-Reply-To and References. ' +
             'Its Message-ID is recorded before the send, so a retry with the same `idempotency_key` never sends a second message (200 with the reply already made). ' +
@@ -239,7 +269,9 @@ export const inboxRoutes =
             200: MessageSchema.describe('The reply this idempotency key already made'),
             201: MessageSchema,
             404: DetailBodySchema,
-            409: DetailBodySchema.describe('No address to reply to or from, no sender account, or not enough credits for a pnet message'),
+            409: DetailBodySchema.describe(
+              'No address to reply to or from, no sender account, or not enough credits for a pnet message',
+            ),
             502: DetailBodySchema.describe('The mail server refused; retry with the same idempotency key'),
             503: DetailBodySchema.describe('No mail server is configured'),
           },
@@ -262,7 +294,8 @@ export const inboxRoutes =
         schema: {
           operationId: 'suggestInboxReply',
           tags,
-          summary: 'Write a suggested reply to the contact’s last reply; it waits for a person to approve, edit or dismiss it',
+          summary:
+            'Write a suggested reply to the contact’s last reply; it waits for a person to approve, edit or dismiss it',
           description:
             'Written by the configured chat model (1 credit, charged only when it is written) or, with none configured, by the local template writer ' +
             '(`model_key: local-template-writer`, free). One suggestion per inbound message: asking again answers the same one (200).',
@@ -277,7 +310,11 @@ export const inboxRoutes =
         },
       },
       async (request, reply) => {
-        const { suggestion, created } = await suggestReply(service, principalOf(request).workspaceId, request.params.thread_id);
+        const { suggestion, created } = await suggestReply(
+          service,
+          principalOf(request).workspaceId,
+          request.params.thread_id,
+        );
         return reply.code(created ? 201 : 200).send(suggestion);
       },
     );
@@ -288,7 +325,8 @@ export const inboxRoutes =
         schema: {
           operationId: 'listInboxSuggestions',
           tags,
-          summary: 'Suggested replies, newest first: pending ones (the approval queue) unless another status is asked for',
+          summary:
+            'Suggested replies, newest first: pending ones (the approval queue) unless another status is asked for',
           querystring: SuggestionListQuerySchema,
           response: { 200: SuggestionListSchema },
         },
@@ -298,7 +336,15 @@ export const inboxRoutes =
 
     app.get(
       '/inbox/suggestions/:suggestion_id/',
-      { schema: { operationId: 'readInboxSuggestion', tags, summary: 'Read a suggested reply', params: SuggestionParamsSchema, response: { 200: SuggestionSchema, 404: DetailBodySchema } } },
+      {
+        schema: {
+          operationId: 'readInboxSuggestion',
+          tags,
+          summary: 'Read a suggested reply',
+          params: SuggestionParamsSchema,
+          response: { 200: SuggestionSchema, 404: DetailBodySchema },
+        },
+      },
       async (request) => {
         const row = await readSuggestion(sql, principalOf(request).workspaceId, request.params.suggestion_id);
         if (!row) throw notFound('Suggestion');
@@ -313,7 +359,8 @@ export const inboxRoutes =
           operationId: 'approveInboxSuggestion',
           tags,
           summary: 'Send a suggested reply, as written or edited (`body`)',
-          description: 'Only a pending suggestion; a decided one is 409 with nothing sent. A retried approval sends the same Message-ID, never a second reply.',
+          description:
+            'Only a pending suggestion; a decided one is 409 with nothing sent. A retried approval sends the same Message-ID, never a second reply.',
           params: SuggestionParamsSchema,
           body: SuggestionApproveSchema,
           response: {
@@ -325,7 +372,14 @@ export const inboxRoutes =
           },
         },
       },
-      async (request) => approveSuggestion(service, principalOf(request).workspaceId, request.params.suggestion_id, request.body.body, actorOf(request)),
+      async (request) =>
+        approveSuggestion(
+          service,
+          principalOf(request).workspaceId,
+          request.params.suggestion_id,
+          request.body.body,
+          actorOf(request),
+        ),
     );
 
     app.post(
@@ -336,15 +390,27 @@ export const inboxRoutes =
           tags,
           summary: 'Dismiss a suggested reply; nothing is sent',
           params: SuggestionParamsSchema,
-          response: { 200: SuggestionSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('Already approved or dismissed') },
+          response: {
+            200: SuggestionSchema,
+            404: DetailBodySchema,
+            409: DetailBodySchema.describe('Already approved or dismissed'),
+          },
         },
       },
-      async (request) => dismissSuggestion(sql, principalOf(request).workspaceId, request.params.suggestion_id, actorOf(request)),
+      async (request) =>
+        dismissSuggestion(sql, principalOf(request).workspaceId, request.params.suggestion_id, actorOf(request)),
     );
 
     app.get(
       '/inbox/labels/',
-      { schema: { operationId: 'listInboxLabels', tags, summary: 'The workspace’s thread labels, alphabetical', response: { 200: LabelListSchema } } },
+      {
+        schema: {
+          operationId: 'listInboxLabels',
+          tags,
+          summary: 'The workspace’s thread labels, alphabetical',
+          response: { 200: LabelListSchema },
+        },
+      },
       async (request) => ({ labels: await listLabels(sql, principalOf(request).workspaceId) }),
     );
 
@@ -375,7 +441,11 @@ export const inboxRoutes =
           summary: 'Rename or recolour a label',
           params: LabelParamsSchema,
           body: LabelUpdateSchema,
-          response: { 200: LabelSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('Another label has that name') },
+          response: {
+            200: LabelSchema,
+            404: DetailBodySchema,
+            409: DetailBodySchema.describe('Another label has that name'),
+          },
         },
       },
       async (request) => {
@@ -398,7 +468,8 @@ export const inboxRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteLabel(sql, principalOf(request).workspaceId, request.params.label_id))) throw notFound('Label');
+        if (!(await deleteLabel(sql, principalOf(request).workspaceId, request.params.label_id)))
+          throw notFound('Label');
         return reply.code(204).send(null);
       },
     );
@@ -414,13 +485,22 @@ export const inboxRoutes =
             'A workflow per mailbox (`inbox-mailbox/<id>`) reads the folder read-only from a durable cursor (UIDVALIDITY and last UID) and starts at once. ' +
             'A failed login or connection is kept in `last_error` and tried again at the next poll. The password is stored to log in and never returned.',
           body: MailboxCreateSchema,
-          response: { 201: MailboxSchema, 409: DetailBodySchema.describe('The workspace already reads that folder of that user on that host') },
+          response: {
+            201: MailboxSchema,
+            409: DetailBodySchema.describe('The workspace already reads that folder of that user on that host'),
+          },
         },
       },
       async (request, reply) => {
         const { workspaceId } = principalOf(request);
-        const mailbox = await createMailbox(sql, workspaceId, request.body, await secretsKeyring(sql, deps.integrations));
-        if (!mailbox) throw new ApiError('conflict', 'This workspace already reads that folder of that user on that host.');
+        const mailbox = await createMailbox(
+          sql,
+          workspaceId,
+          request.body,
+          await secretsKeyring(sql, deps.integrations),
+        );
+        if (!mailbox)
+          throw new ApiError('conflict', 'This workspace already reads that folder of that user on that host.');
         await wakeMailbox(deps.temporal.client, deps.temporal.taskQueue, { id: mailbox.id, workspaceId });
         return reply.code(201).send(mailbox);
       },
@@ -428,13 +508,28 @@ export const inboxRoutes =
 
     app.get(
       '/inbox/mailboxes/',
-      { schema: { operationId: 'listInboxMailboxes', tags, summary: 'The mailboxes read over IMAP, with their cursor and last poll', response: { 200: MailboxListSchema } } },
+      {
+        schema: {
+          operationId: 'listInboxMailboxes',
+          tags,
+          summary: 'The mailboxes read over IMAP, with their cursor and last poll',
+          response: { 200: MailboxListSchema },
+        },
+      },
       async (request) => ({ mailboxes: await listMailboxes(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/inbox/mailboxes/:mailbox_id/',
-      { schema: { operationId: 'readInboxMailbox', tags, summary: 'Read a mailbox', params: MailboxParamsSchema, response: { 200: MailboxSchema, 404: DetailBodySchema } } },
+      {
+        schema: {
+          operationId: 'readInboxMailbox',
+          tags,
+          summary: 'Read a mailbox',
+          params: MailboxParamsSchema,
+          response: { 200: MailboxSchema, 404: DetailBodySchema },
+        },
+      },
       async (request) => {
         const mailbox = await getMailbox(sql, principalOf(request).workspaceId, request.params.mailbox_id);
         if (!mailbox) throw notFound('Mailbox');
@@ -448,17 +543,32 @@ export const inboxRoutes =
         schema: {
           operationId: 'updateInboxMailbox',
           tags,
-          summary: 'Change a mailbox’s connection, folder or interval, or switch it off (`enabled: false` ends its workflow)',
+          summary:
+            'Change a mailbox’s connection, folder or interval, or switch it off (`enabled: false` ends its workflow)',
           params: MailboxParamsSchema,
           body: MailboxUpdateSchema,
-          response: { 200: MailboxSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('Another mailbox reads that folder of that user on that host') },
+          response: {
+            200: MailboxSchema,
+            404: DetailBodySchema,
+            409: DetailBodySchema.describe('Another mailbox reads that folder of that user on that host'),
+          },
         },
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
-        const result = await updateMailbox(sql, workspaceId, request.params.mailbox_id, request.body, await secretsKeyring(sql, deps.integrations));
+        const result = await updateMailbox(
+          sql,
+          workspaceId,
+          request.params.mailbox_id,
+          request.body,
+          await secretsKeyring(sql, deps.integrations),
+        );
         if (result === 'missing') throw notFound('Mailbox');
-        if (result === 'taken') throw new ApiError('conflict', 'Another mailbox of this workspace reads that folder of that user on that host.');
+        if (result === 'taken')
+          throw new ApiError(
+            'conflict',
+            'Another mailbox of this workspace reads that folder of that user on that host.',
+          );
         // A running workflow reads at once with the new settings (and ends if switched off); a stopped one starts again.
         await wakeMailbox(deps.temporal.client, deps.temporal.taskQueue, { id: result.id, workspaceId });
         return result;
@@ -472,9 +582,14 @@ export const inboxRoutes =
           operationId: 'pollInboxMailbox',
           tags,
           summary: 'Read the mailbox now instead of at the next interval',
-          description: 'Answers at once with the mailbox as it stands; the read shows in `last_polled_at` shortly after.',
+          description:
+            'Answers at once with the mailbox as it stands; the read shows in `last_polled_at` shortly after.',
           params: MailboxParamsSchema,
-          response: { 202: MailboxSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('The mailbox is switched off') },
+          response: {
+            202: MailboxSchema,
+            404: DetailBodySchema,
+            409: DetailBodySchema.describe('The mailbox is switched off'),
+          },
         },
       },
       async (request, reply) => {
@@ -512,7 +627,14 @@ export const inboxRoutes =
 
     app.get(
       '/inbox/settings/',
-      { schema: { operationId: 'readInboxSettings', tags, summary: 'The inbound-email webhook and the reply address', response: { 200: InboxSettingsSchema } } },
+      {
+        schema: {
+          operationId: 'readInboxSettings',
+          tags,
+          summary: 'The inbound-email webhook and the reply address',
+          response: { 200: InboxSettingsSchema },
+        },
+      },
       async (request) => toSettings(await readSettings(sql, principalOf(request).workspaceId)),
     );
 

@@ -23,14 +23,23 @@ import {
 } from '../../../domain/notifications/webhooks.js';
 import { createEndpoint, replayEndpoint, rotateEndpointSecret } from '../../../services/notifications/webhooks.js';
 import { listEndpointAttempts } from '../../../store/notifications/deliveries.js';
-import { countEndpoints, deleteEndpoint, endpointOut, findEndpoint, listEndpoints, updateEndpoint } from '../../../store/notifications/webhooks.js';
+import {
+  countEndpoints,
+  deleteEndpoint,
+  endpointOut,
+  findEndpoint,
+  listEndpoints,
+  updateEndpoint,
+} from '../../../store/notifications/webhooks.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['webhooks'];
 const EndpointParamsSchema = z.object({ endpoint_id: UuidSchema });
 const missing = DetailBodySchema.describe("No endpoint with this id in the caller's workspace");
-const schedule = retryScheduleSeconds.map((s) => (s < 60 ? `${s} s` : s < 3600 ? `${s / 60} min` : `${s / 3600} h`)).join(', ');
+const schedule = retryScheduleSeconds
+  .map((s) => (s < 60 ? `${s} s` : s < 3600 ? `${s / 60} min` : `${s / 3600} h`))
+  .join(', ');
 
 const AttemptsQuerySchema = z
   .object({
@@ -69,13 +78,19 @@ export const webhookEndpointRoutes =
           summary: 'Add a webhook endpoint; its signing secret is shown in this answer only',
           description: `At most ${endpointsMax} endpoints per workspace (409 past it). \`event_types\` empty or left out: every type.`,
           body: CreateWebhookEndpointSchema,
-          response: { 201: WebhookEndpointWithSecretSchema, 409: DetailBodySchema.describe(`The workspace already has ${endpointsMax} endpoints`) },
+          response: {
+            201: WebhookEndpointWithSecretSchema,
+            409: DetailBodySchema.describe(`The workspace already has ${endpointsMax} endpoints`),
+          },
         },
       },
       async (request, reply) => {
         const principal = principalOf(request);
         if ((await countEndpoints(sql, principal.workspaceId)) >= endpointsMax) {
-          throw new ApiError('conflict', `A workspace has at most ${endpointsMax} webhook endpoints; delete one first.`);
+          throw new ApiError(
+            'conflict',
+            `A workspace has at most ${endpointsMax} webhook endpoints; delete one first.`,
+          );
         }
         const { endpoint, secret } = await createEndpoint(sql, integrations, {
           workspaceId: principal.workspaceId,
@@ -92,7 +107,13 @@ export const webhookEndpointRoutes =
     app.get(
       '/webhooks/endpoints/:endpoint_id/',
       {
-        schema: { operationId: 'readWebhookEndpoint', tags, summary: 'One webhook endpoint (never its secret)', params: EndpointParamsSchema, response: { 200: WebhookEndpointSchema, 404: missing } },
+        schema: {
+          operationId: 'readWebhookEndpoint',
+          tags,
+          summary: 'One webhook endpoint (never its secret)',
+          params: EndpointParamsSchema,
+          response: { 200: WebhookEndpointSchema, 404: missing },
+        },
       },
       async (request) => {
         const endpoint = await findEndpoint(sql, principalOf(request).workspaceId, request.params.endpoint_id);
@@ -108,14 +129,20 @@ export const webhookEndpointRoutes =
           operationId: 'updateWebhookEndpoint',
           tags,
           summary: 'Change an endpoint: its URL, description, event types, or enable and disable it',
-          description: 'A field left out keeps its value. Enabling an endpoint the service disabled clears its failing time and reason.',
+          description:
+            'A field left out keeps its value. Enabling an endpoint the service disabled clears its failing time and reason.',
           params: EndpointParamsSchema,
           body: UpdateWebhookEndpointSchema,
           response: { 200: WebhookEndpointSchema, 404: missing },
         },
       },
       async (request) => {
-        const endpoint = await updateEndpoint(sql, principalOf(request).workspaceId, request.params.endpoint_id, request.body);
+        const endpoint = await updateEndpoint(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.endpoint_id,
+          request.body,
+        );
         if (!endpoint) throw notFound('Webhook endpoint');
         return endpointOut(endpoint);
       },
@@ -133,7 +160,8 @@ export const webhookEndpointRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteEndpoint(sql, principalOf(request).workspaceId, request.params.endpoint_id))) throw notFound('Webhook endpoint');
+        if (!(await deleteEndpoint(sql, principalOf(request).workspaceId, request.params.endpoint_id)))
+          throw notFound('Webhook endpoint');
         return reply.code(204).send(null);
       },
     );
@@ -144,7 +172,8 @@ export const webhookEndpointRoutes =
         schema: {
           operationId: 'rotateWebhookSecret',
           tags,
-          summary: 'Make a new signing secret (shown in this answer only); the previous one keeps signing during the overlap',
+          summary:
+            'Make a new signing secret (shown in this answer only); the previous one keeps signing during the overlap',
           description:
             `During the overlap (default ${rotationOverlapDefaultSeconds} s) every message carries two \`v1,\` signatures, one per secret, so the receiver ` +
             'can switch at its own pace. A second rotation within the overlap drops the oldest secret.',
@@ -154,7 +183,13 @@ export const webhookEndpointRoutes =
         },
       },
       async (request) => {
-        const rotated = await rotateEndpointSecret(sql, integrations, principalOf(request).workspaceId, request.params.endpoint_id, request.body.overlap_seconds ?? rotationOverlapDefaultSeconds);
+        const rotated = await rotateEndpointSecret(
+          sql,
+          integrations,
+          principalOf(request).workspaceId,
+          request.params.endpoint_id,
+          request.body.overlap_seconds ?? rotationOverlapDefaultSeconds,
+        );
         if (!rotated) throw notFound('Webhook endpoint');
         return { ...endpointOut(rotated.endpoint), secret: rotated.secret };
       },
@@ -166,7 +201,8 @@ export const webhookEndpointRoutes =
         schema: {
           operationId: 'listWebhookAttempts',
           tags,
-          summary: "Every delivery attempt to the endpoint, newest first: status code, time, outcome and the response's first 1,000 characters",
+          summary:
+            "Every delivery attempt to the endpoint, newest first: status code, time, outcome and the response's first 1,000 characters",
           params: EndpointParamsSchema,
           querystring: AttemptsQuerySchema,
           response: { 200: DeliveryAttemptListSchema, 404: missing },
@@ -176,7 +212,11 @@ export const webhookEndpointRoutes =
         const endpoint = await findEndpoint(sql, principalOf(request).workspaceId, request.params.endpoint_id);
         if (!endpoint) throw notFound('Webhook endpoint');
         const { limit, before, event_id } = request.query;
-        return listEndpointAttempts(sql, endpoint.id, { limit, ...(before !== undefined ? { before } : {}), ...(event_id ? { eventId: event_id } : {}) });
+        return listEndpointAttempts(sql, endpoint.id, {
+          limit,
+          ...(before !== undefined ? { before } : {}),
+          ...(event_id ? { eventId: event_id } : {}),
+        });
       },
     );
 
@@ -203,7 +243,8 @@ export const webhookEndpointRoutes =
       async (request, reply) => {
         const endpoint = await findEndpoint(sql, principalOf(request).workspaceId, request.params.endpoint_id);
         if (!endpoint) throw notFound('Webhook endpoint');
-        if (!endpoint.enabled) throw new ApiError('conflict', 'The endpoint is disabled; enable it (PATCH enabled true) before replaying.');
+        if (!endpoint.enabled)
+          throw new ApiError('conflict', 'The endpoint is disabled; enable it (PATCH enabled true) before replaying.');
         const replayed = await replayEndpoint(sql, temporal, endpoint, {
           ...(request.body.event_id ? { eventId: request.body.event_id } : {}),
           ...(request.body.since ? { since: new Date(request.body.since) } : {}),

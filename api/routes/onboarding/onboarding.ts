@@ -3,7 +3,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import { OnboardingChecklistSchema, onboardingChecklist } from '../../../domain/onboarding/checklist.js';
-import { dismissOnboarding, readOnboardingDismissal, readOnboardingFacts, restoreOnboarding } from '../../../store/onboarding/facts.js';
+import {
+  dismissOnboarding,
+  readOnboardingDismissal,
+  readOnboardingFacts,
+  restoreOnboarding,
+} from '../../../store/onboarding/facts.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf, type Principal } from '../../plugins/auth.js';
 import type { Sql } from '../../../db/sql.js';
@@ -19,7 +24,11 @@ async function checklistFor(sql: Sql, principal: Principal) {
 }
 
 function memberOf(principal: Principal): string {
-  if (!principal.memberId) throw new ApiError('forbidden', 'This credential acts for no member (its key outlived the member who made it), so there is no one to dismiss the checklist for.');
+  if (!principal.memberId)
+    throw new ApiError(
+      'forbidden',
+      'This credential acts for no member (its key outlived the member who made it), so there is no one to dismiss the checklist for.',
+    );
   return principal.memberId;
 }
 
@@ -32,7 +41,8 @@ export const onboardingRoutes =
         schema: {
           operationId: 'readOnboarding',
           tags,
-          summary: "The onboarding checklist: each step done or not, and when, from the workspace's own state; and whether the member asking dismissed it",
+          summary:
+            "The onboarding checklist: each step done or not, and when, from the workspace's own state; and whether the member asking dismissed it",
           response: { 200: OnboardingChecklistSchema },
         },
       },
@@ -45,8 +55,14 @@ export const onboardingRoutes =
         schema: {
           operationId: 'dismissOnboarding',
           tags,
-          summary: 'Dismiss the checklist for the member asking (others still see it); dismissing again changes nothing',
-          response: { 200: OnboardingChecklistSchema, 403: DetailBodySchema.describe('The credential acts for no member (a key that outlived its maker), or may not write') },
+          summary:
+            'Dismiss the checklist for the member asking (others still see it); dismissing again changes nothing',
+          response: {
+            200: OnboardingChecklistSchema,
+            403: DetailBodySchema.describe(
+              'The credential acts for no member (a key that outlived its maker), or may not write',
+            ),
+          },
         },
       },
       async (request) => {
@@ -63,7 +79,12 @@ export const onboardingRoutes =
           operationId: 'restoreOnboarding',
           tags,
           summary: 'Bring the checklist back for the member asking',
-          response: { 200: OnboardingChecklistSchema, 403: DetailBodySchema.describe('The credential acts for no member (a key that outlived its maker), or may not write') },
+          response: {
+            200: OnboardingChecklistSchema,
+            403: DetailBodySchema.describe(
+              'The credential acts for no member (a key that outlived its maker), or may not write',
+            ),
+          },
         },
       },
       async (request) => {

@@ -14,7 +14,14 @@ import {
 } from '../../../domain/platform/api-keys.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
-import { countApiKeys, createApiKey, deleteApiKey, getApiKey, listApiKeys, updateApiKey } from '../../../store/platform/api-keys.js';
+import {
+  countApiKeys,
+  createApiKey,
+  deleteApiKey,
+  getApiKey,
+  listApiKeys,
+  updateApiKey,
+} from '../../../store/platform/api-keys.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
@@ -40,7 +47,10 @@ export const apiKeyRoutes =
         const principal = principalOf(request);
         const scope = request.body.scope ?? defaultScope(principal.plan);
         if (!scopesForPlan(principal.plan).includes(scope)) {
-          throw new ApiError('forbidden', `A ${principal.plan} workspace may mint ${scopesForPlan(principal.plan).join(' and ')} keys only.`);
+          throw new ApiError(
+            'forbidden',
+            `A ${principal.plan} workspace may mint ${scopesForPlan(principal.plan).join(' and ')} keys only.`,
+          );
         }
         const created = await createApiKey(sql, {
           workspaceId: principal.workspaceId,
@@ -55,27 +65,54 @@ export const apiKeyRoutes =
 
     app.get(
       '/api-keys/',
-      { schema: { operationId: 'listApiKeys', tags, summary: 'List the live API keys, newest first', response: { 200: ApiKeyListSchema } } },
+      {
+        schema: {
+          operationId: 'listApiKeys',
+          tags,
+          summary: 'List the live API keys, newest first',
+          response: { 200: ApiKeyListSchema },
+        },
+      },
       async (request) => ({ api_keys: await listApiKeys(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/api-keys/count/',
-      { schema: { operationId: 'countApiKeys', tags, summary: 'Count the live API keys', response: { 200: ApiKeyCountSchema } } },
+      {
+        schema: {
+          operationId: 'countApiKeys',
+          tags,
+          summary: 'Count the live API keys',
+          response: { 200: ApiKeyCountSchema },
+        },
+      },
       async (request) => ({ count: await countApiKeys(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/api-keys/scopes/',
       {
-        schema: { operationId: 'readApiKeyScopes', tags, summary: 'The scopes this workspace may mint', response: { 200: ApiKeyScopesSchema } },
+        schema: {
+          operationId: 'readApiKeyScopes',
+          tags,
+          summary: 'The scopes this workspace may mint',
+          response: { 200: ApiKeyScopesSchema },
+        },
       },
       async (request) => ({ scopes: scopesForPlan(principalOf(request).plan) }),
     );
 
     app.get(
       '/api-keys/:key_id/',
-      { schema: { operationId: 'readApiKey', tags, summary: 'Read an API key', params: KeyParamsSchema, response: { 200: ApiKeySchema } } },
+      {
+        schema: {
+          operationId: 'readApiKey',
+          tags,
+          summary: 'Read an API key',
+          params: KeyParamsSchema,
+          response: { 200: ApiKeySchema },
+        },
+      },
       async (request) => {
         const key = await getApiKey(sql, principalOf(request).workspaceId, request.params.key_id);
         if (!key) throw notFound('API key');
@@ -116,7 +153,8 @@ export const apiKeyRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteApiKey(sql, principalOf(request).workspaceId, request.params.key_id))) throw notFound('API key');
+        if (!(await deleteApiKey(sql, principalOf(request).workspaceId, request.params.key_id)))
+          throw notFound('API key');
         return reply.code(204).send(null);
       },
     );

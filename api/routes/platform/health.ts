@@ -50,7 +50,9 @@ export const healthRoutes =
         ]);
         if (postgres.ok && temporal.ok) return { status: 'ok' as const, postgres, temporal };
         const down = [!postgres.ok && 'Postgres', !temporal.ok && 'Temporal'].filter(Boolean).join(' and ');
-        return reply.code(503).send({ status: 'degraded' as const, postgres, temporal, detail: `${down} unreachable.` });
+        return reply
+          .code(503)
+          .send({ status: 'degraded' as const, postgres, temporal, detail: `${down} unreachable.` });
       },
     );
 

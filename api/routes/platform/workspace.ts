@@ -3,7 +3,11 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { getBalance, listMovements } from '../../../store/platform/credits.js';
 import { UuidSchema } from '../../../domain/shared/common.js';
-import { CreditBalanceSchema, CreditLedgerPageSchema, CreditLedgerQuerySchema } from '../../../domain/platform/credits.js';
+import {
+  CreditBalanceSchema,
+  CreditLedgerPageSchema,
+  CreditLedgerQuerySchema,
+} from '../../../domain/platform/credits.js';
 import { notFound } from '../../../domain/shared/errors.js';
 import { CallerSchema, MemberListSchema, MemberSchema } from '../../../domain/platform/workspaces.js';
 import type { AppDeps } from '../../deps.js';
@@ -15,7 +19,14 @@ export const workspaceRoutes =
   async (app) => {
     app.get(
       '/workspace/',
-      { schema: { operationId: 'readCaller', tags: ['workspace'], summary: 'The workspace and member behind this credential', response: { 200: CallerSchema } } },
+      {
+        schema: {
+          operationId: 'readCaller',
+          tags: ['workspace'],
+          summary: 'The workspace and member behind this credential',
+          response: { 200: CallerSchema },
+        },
+      },
       async (request) => {
         const p = principalOf(request);
         const workspace = await getWorkspace(sql, p.workspaceId);
@@ -27,7 +38,14 @@ export const workspaceRoutes =
 
     app.get(
       '/workspace/members/',
-      { schema: { operationId: 'listMembers', tags: ['workspace'], summary: 'The members of the workspace', response: { 200: MemberListSchema } } },
+      {
+        schema: {
+          operationId: 'listMembers',
+          tags: ['workspace'],
+          summary: 'The members of the workspace',
+          response: { 200: MemberListSchema },
+        },
+      },
       async (request) => ({ members: await listMembers(sql, principalOf(request).workspaceId) }),
     );
 
@@ -51,7 +69,14 @@ export const workspaceRoutes =
 
     app.get(
       '/credits/',
-      { schema: { operationId: 'readCreditBalance', tags: ['credits'], summary: 'The credit balance', response: { 200: CreditBalanceSchema } } },
+      {
+        schema: {
+          operationId: 'readCreditBalance',
+          tags: ['credits'],
+          summary: 'The credit balance',
+          response: { 200: CreditBalanceSchema },
+        },
+      },
       async (request) => getBalance(sql, principalOf(request).workspaceId),
     );
 
@@ -66,6 +91,7 @@ export const workspaceRoutes =
           response: { 200: CreditLedgerPageSchema },
         },
       },
-      async (request) => listMovements(sql, principalOf(request).workspaceId, request.query.limit, request.query.before_id),
+      async (request) =>
+        listMovements(sql, principalOf(request).workspaceId, request.query.limit, request.query.before_id),
     );
   };

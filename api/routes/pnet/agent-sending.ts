@@ -14,7 +14,14 @@ export const agentSendingRoutes =
   async (app) => {
     app.get(
       '/pnet/agent-sending/',
-      { schema: { operationId: 'readAgentSending', tags, summary: "Whether the agent's own sending is paused here or everywhere", response: { 200: AgentSendingSchema } } },
+      {
+        schema: {
+          operationId: 'readAgentSending',
+          tags,
+          summary: "Whether the agent's own sending is paused here or everywhere",
+          response: { 200: AgentSendingSchema },
+        },
+      },
       async (request) => readAgentSending(sql, principalOf(request).workspaceId),
     );
 
@@ -25,22 +32,35 @@ export const agentSendingRoutes =
           operationId: 'updateAgentSending',
           tags,
           summary: "Pause or unpause the agent's own sending, with a reason kept in the history",
-          description: 'Unpausing is for admins only (403 for members). While paused, no metered step is handed to a browser.',
+          description:
+            'Unpausing is for admins only (403 for members). While paused, no metered step is handed to a browser.',
           body: AgentSendingUpdateSchema,
           response: { 200: AgentSendingSchema },
         },
       },
       async (request) => {
         const principal = principalOf(request);
-        if (!request.body.paused && principal.role !== 'admin') throw new ApiError('forbidden', 'Only a workspace admin may unpause sending.');
+        if (!request.body.paused && principal.role !== 'admin')
+          throw new ApiError('forbidden', 'Only a workspace admin may unpause sending.');
         const changedBy = principal.memberId ? await memberIdpUserId(sql, principal.memberId) : null;
-        return updateAgentSending(sql, principal.workspaceId, { paused: request.body.paused, reason: request.body.reason, changedBy });
+        return updateAgentSending(sql, principal.workspaceId, {
+          paused: request.body.paused,
+          reason: request.body.reason,
+          changedBy,
+        });
       },
     );
 
     app.get(
       '/pnet/agent-sending/history/',
-      { schema: { operationId: 'listAgentSendingChanges', tags, summary: 'Changes of the switch, newest first', response: { 200: AgentSendingHistorySchema } } },
+      {
+        schema: {
+          operationId: 'listAgentSendingChanges',
+          tags,
+          summary: 'Changes of the switch, newest first',
+          response: { 200: AgentSendingHistorySchema },
+        },
+      },
       async (request) => ({ changes: await agentSendingHistory(sql, principalOf(request).workspaceId) }),
     );
   };

@@ -12,8 +12,25 @@ import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound, unauthenticated } from '../../../domain/shared/errors.js';
 import { agentConfig } from '../../../domain/pnet/agent-config.js';
-import { AgentAttemptSchema, AgentCommitGrantSchema, AgentCommitSchema, AgentConfigSchema, AgentRunningWaitSchema, RunningWaitAnswerSchema, StepAttemptSchema } from '../../../domain/pnet/running.js';
-import { AgentClaimResponseSchema, AgentClaimSchema, AgentHeartbeatSchema, AgentReleaseSchema, AgentSetStateSchema, AgentStateSchema, DiagnosticSchema, ResultReportSchema } from '../../../domain/pnet/agent.js';
+import {
+  AgentAttemptSchema,
+  AgentCommitGrantSchema,
+  AgentCommitSchema,
+  AgentConfigSchema,
+  AgentRunningWaitSchema,
+  RunningWaitAnswerSchema,
+  StepAttemptSchema,
+} from '../../../domain/pnet/running.js';
+import {
+  AgentClaimResponseSchema,
+  AgentClaimSchema,
+  AgentHeartbeatSchema,
+  AgentReleaseSchema,
+  AgentSetStateSchema,
+  AgentStateSchema,
+  DiagnosticSchema,
+  ResultReportSchema,
+} from '../../../domain/pnet/agent.js';
 import { BrowserStepSchema, type StoredStepStatus } from '../../../domain/pnet/steps.js';
 import { signalSenderAccount, tellStepWorkflow } from '../../../services/pnet/browser-step-client.js';
 import { claimStep, pickClaim, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
@@ -34,12 +51,18 @@ export const pnetAgentRoutes =
   async (app) => {
     /** Tells the step's workflow of a transition committed here, after the answer's commit; a lost signal is the sweeper's. */
     const tell = (request: FastifyRequest, step: Pick<StepRow, 'id' | 'workflow_run_id'>) =>
-      tellStepWorkflow({ ...temporal, sql }, step, (err) => request.log.warn({ err, stepId: step.id }, 'step workflow not signalled; the sweeper will'));
+      tellStepWorkflow({ ...temporal, sql }, step, (err) =>
+        request.log.warn({ err, stepId: step.id }, 'step workflow not signalled; the sweeper will'),
+      );
 
     /** A step of the calling browser's own account; any other answers 404. */
-    async function accountStep(principal: Principal, stepId: string): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
+    async function accountStep(
+      principal: Principal,
+      stepId: string,
+    ): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
       const step = await findStep(sql, stepId, principal.workspaceId);
-      if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+      if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval')
+        throw notFound('Step');
       return step as StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> };
     }
 
@@ -139,7 +162,12 @@ export const pnetAgentRoutes =
         }
         if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
         // Committed here and answered at once; the step's workflow hears of it afterwards (decision 046).
-        const claimed = await claimStep(sql, { stepId: pick.step.id, accountId, sessionId: pick.sessionId, verifyFirst: request.body.verify_first });
+        const claimed = await claimStep(sql, {
+          stepId: pick.step.id,
+          accountId,
+          sessionId: pick.sessionId,
+          verifyFirst: request.body.verify_first,
+        });
         faults?.afterClaimCommit?.();
         tell(request, pick.step);
         return { step: claimed.step, verification: claimed.verification ?? null, reason: null, wait: null };
@@ -172,23 +200,29 @@ export const pnetAgentRoutes =
         }
         const { diagnostic: _dropped, ...settle } = report;
         // One transaction is the whole check: the step of this account, the token still its own, then the settle.
-        const browser = { workspaceId: principal.workspaceId, accountId: principal.accountId!, connectionTokenHash: principal.connectionTokenHash! };
+        const browser = {
+          workspaceId: principal.workspaceId,
+          accountId: principal.accountId!,
+          connectionTokenHash: principal.connectionTokenHash!,
+        };
         const result = await settleStep(sql, { stepId: request.params.action_id, report: settle, browser });
         const step = result.locked;
         if (result.step.status !== step.status) tell(request, step);
         // Replies a conversation read recorded stop their contacts' pending steps now.
-        const repliedProfiles = result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
+        const repliedProfiles =
+          result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
         if (repliedProfiles.length > 0) {
-          wakeSequenceContacts({ sql, temporal }, step.workspace_id, { profileUrls: repliedProfiles }).catch((err: unknown) =>
-            request.log.warn({ err }, 'could not wake sequence contacts'),
+          wakeSequenceContacts({ sql, temporal }, step.workspace_id, { profileUrls: repliedProfiles }).catch(
+            (err: unknown) => request.log.warn({ err }, 'could not wake sequence contacts'),
           );
         }
         // The account is held from this settle on; its workflow owns the end of the back-off. A
         // failed inbox read holds the account's messages: its workflow tries the read again soon.
         if (result.checkpoint || (step.kind === 'check_inbox' && result.step.status === 'failed')) {
-          await signalSenderAccount(temporal.client, temporal.taskQueue, { id: step.account_id, workspace_id: step.workspace_id }).catch((err: unknown) =>
-            request.log.warn({ err }, 'could not wake the account workflow'),
-          );
+          await signalSenderAccount(temporal.client, temporal.taskQueue, {
+            id: step.account_id,
+            workspace_id: step.workspace_id,
+          }).catch((err: unknown) => request.log.warn({ err }, 'could not wake the account workflow'));
         }
         return result.step;
       },
@@ -202,7 +236,8 @@ export const pnetAgentRoutes =
           operationId: 'releaseStepClaim',
           tags,
           summary: 'Give a claim back: the step returns to the line and the release never counts against it',
-          description: '`verified_absent`: the browser looked and the action is not done; `reopen_paused`: the page it needs is paused.',
+          description:
+            '`verified_absent`: the browser looked and the action is not done; `reopen_paused`: the page it needs is paused.',
           params: ActionParamsSchema,
           body: AgentReleaseSchema,
           response: { 200: BrowserStepSchema, 409: DetailBodySchema },
@@ -211,7 +246,8 @@ export const pnetAgentRoutes =
       async (request) => {
         const principal = principalOf(request);
         const step = await accountStep(principal, request.params.action_id);
-        if (step.status !== 'claimed') throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
+        if (step.status !== 'claimed')
+          throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
         const { claimed_at: claimedAt, reason } = request.body;
         request.log.info({ stepId: step.id, reason }, 'claim released');
         const result = await releaseClaim(sql, { stepId: step.id, claimedAt });
@@ -269,7 +305,8 @@ export const pnetAgentRoutes =
           operationId: 'reportRunningWait',
           tags,
           summary: 'The running step waits inside the page: where, for how long awake, and the tab’s state',
-          description: 'Renews the claim’s lease like a check-in naming it. `running_claim: lost` means the browser must stop the step before changing anything more.',
+          description:
+            'Renews the claim’s lease like a check-in naming it. `running_claim: lost` means the browser must stop the step before changing anything more.',
           params: ActionParamsSchema,
           body: AgentRunningWaitSchema,
           response: { 200: RunningWaitAnswerSchema },
@@ -297,4 +334,3 @@ export const pnetAgentRoutes =
       async () => agentConfig,
     );
   };
-

@@ -6,7 +6,12 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { UuidSchema } from '../../../domain/shared/common.js';
 import { notFound } from '../../../domain/shared/errors.js';
-import { StepHoldCreateSchema, StepHoldListSchema, StepHoldReleaseSchema, StepHoldSchema } from '../../../domain/pnet/holds.js';
+import {
+  StepHoldCreateSchema,
+  StepHoldListSchema,
+  StepHoldReleaseSchema,
+  StepHoldSchema,
+} from '../../../domain/pnet/holds.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { createHold, listHolds, releaseHold } from '../../../store/pnet/holds.js';
@@ -23,7 +28,8 @@ export const pnetHoldRoutes =
           operationId: 'createStepHold',
           tags,
           summary: 'Pause a contact or a sequence: its waiting steps are held out of every browser’s line',
-          description: 'Answers 201 with the new hold, or 200 with the existing one when that contact or sequence is already paused. A running step finishes; it is held if it comes back in line.',
+          description:
+            'Answers 201 with the new hold, or 200 with the existing one when that contact or sequence is already paused. A running step finishes; it is held if it comes back in line.',
           body: StepHoldCreateSchema,
           response: { 200: StepHoldSchema, 201: StepHoldSchema },
         },
@@ -36,7 +42,14 @@ export const pnetHoldRoutes =
 
     app.get(
       '/pnet/holds/',
-      { schema: { operationId: 'listStepHolds', tags, summary: 'Paused contacts and sequences, oldest first', response: { 200: StepHoldListSchema } } },
+      {
+        schema: {
+          operationId: 'listStepHolds',
+          tags,
+          summary: 'Paused contacts and sequences, oldest first',
+          response: { 200: StepHoldListSchema },
+        },
+      },
       async (request) => ({ holds: await listHolds(sql, principalOf(request).workspaceId) }),
     );
 

@@ -4,7 +4,13 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { notFound } from '../../../domain/shared/errors.js';
 import { PnetAccountWrapperSchema } from '../../../domain/pnet/accounts.js';
-import { PnetSettingsSchema, PnetSettingsUpdateSchema, SenderProfileCreateSchema, SenderProfileListSchema, SenderProfileSchema } from '../../../domain/pnet/sender-profiles.js';
+import {
+  PnetSettingsSchema,
+  PnetSettingsUpdateSchema,
+  SenderProfileCreateSchema,
+  SenderProfileListSchema,
+  SenderProfileSchema,
+} from '../../../domain/pnet/sender-profiles.js';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { cancelStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
@@ -12,13 +18,13 @@ import type { AppDeps } from '../../deps.js';
 import { accountOfSenderProfile } from '../../../store/pnet/accounts.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
-    createSenderProfile,
-    disconnectAccount,
-    getPnetSettings,
-    getSenderProfile,
-    listSenderProfiles,
-    readPnetWrapper,
-    updatePnetSettings,
+  createSenderProfile,
+  disconnectAccount,
+  getPnetSettings,
+  getSenderProfile,
+  listSenderProfiles,
+  readPnetWrapper,
+  updatePnetSettings,
 } from '../../../store/pnet/accounts.js';
 
 const ProfileParamsSchema = z.object({ profile_id: UuidSchema });
@@ -47,20 +53,37 @@ export const senderProfileRoutes =
       async (request, reply) => {
         const profile = await createSenderProfile(sql, principalOf(request).workspaceId, request.body);
         // The profile is committed; a start lost here is made good by the next settings change.
-        await wakeAccount(profile.id).catch((err: unknown) => request.log.warn({ err }, 'could not start the account workflow'));
+        await wakeAccount(profile.id).catch((err: unknown) =>
+          request.log.warn({ err }, 'could not start the account workflow'),
+        );
         return reply.code(201).send(profile);
       },
     );
 
     app.get(
       '/sender-profiles/',
-      { schema: { operationId: 'listSenderProfiles', tags, summary: 'List sender profiles, oldest first', response: { 200: SenderProfileListSchema } } },
+      {
+        schema: {
+          operationId: 'listSenderProfiles',
+          tags,
+          summary: 'List sender profiles, oldest first',
+          response: { 200: SenderProfileListSchema },
+        },
+      },
       async (request) => ({ sender_profiles: await listSenderProfiles(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/sender-profiles/:profile_id/',
-      { schema: { operationId: 'readSenderProfile', tags, summary: 'Read a sender profile', params: ProfileParamsSchema, response: { 200: SenderProfileSchema } } },
+      {
+        schema: {
+          operationId: 'readSenderProfile',
+          tags,
+          summary: 'Read a sender profile',
+          params: ProfileParamsSchema,
+          response: { 200: SenderProfileSchema },
+        },
+      },
       async (request) => {
         const profile = await getSenderProfile(sql, principalOf(request).workspaceId, request.params.profile_id);
         if (!profile) throw notFound('Sender profile');
@@ -74,8 +97,10 @@ export const senderProfileRoutes =
         schema: {
           operationId: 'readSenderPnetAccount',
           tags,
-          summary: "The sender's pnet account: connection token, state, sessions, usage and what it waits on (endpoint 8)",
-          description: 'Not connected is a normal state, not a 404. The connection token is present either way and connects a second browser too.',
+          summary:
+            "The sender's pnet account: connection token, state, sessions, usage and what it waits on (endpoint 8)",
+          description:
+            'Not connected is a normal state, not a 404. The connection token is present either way and connects a second browser too.',
           params: ProfileParamsSchema,
           response: { 200: PnetAccountWrapperSchema },
         },
@@ -107,12 +132,12 @@ export const senderProfileRoutes =
         const waiting = await disconnectAccount(sql, workspaceId, request.params.profile_id);
         if (!waiting) throw notFound('Sender profile');
         for (const step of waiting) {
-          await updateStep({ ...temporal, sql }, step, cancelStepUpdate, `sender-changed:${step.id}`, [{ errorCode: 'sender_changed' }]).catch(
-            (error: unknown) => {
-              // A step claimed or settled meanwhile is refused by its workflow: it ends its own way.
-              if (!(error instanceof WorkflowUpdateFailedError)) throw error;
-            },
-          );
+          await updateStep({ ...temporal, sql }, step, cancelStepUpdate, `sender-changed:${step.id}`, [
+            { errorCode: 'sender_changed' },
+          ]).catch((error: unknown) => {
+            // A step claimed or settled meanwhile is refused by its workflow: it ends its own way.
+            if (!(error instanceof WorkflowUpdateFailedError)) throw error;
+          });
         }
         return (await readPnetWrapper(sql, workspaceId, request.params.profile_id))!;
       },
@@ -149,7 +174,12 @@ export const senderProfileRoutes =
         },
       },
       async (request) => {
-        const settings = await updatePnetSettings(sql, principalOf(request).workspaceId, request.params.profile_id, request.body);
+        const settings = await updatePnetSettings(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.profile_id,
+          request.body,
+        );
         if (!settings) throw notFound('Sender profile');
         await wakeAccount(request.params.profile_id);
         return settings;

@@ -8,9 +8,22 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { findStep, toBrowserStep, toTask, type StepRow } from '../../../store/pnet/steps.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
-import { BrowserStepSchema, StepListQuerySchema, StepListSchema, StepQueueSchema, TaskListSchema, TaskRejectSchema, TaskSchema } from '../../../domain/pnet/steps.js';
+import {
+  BrowserStepSchema,
+  StepListQuerySchema,
+  StepListSchema,
+  StepQueueSchema,
+  TaskListSchema,
+  TaskRejectSchema,
+  TaskSchema,
+} from '../../../domain/pnet/steps.js';
 import { StepAttemptListSchema } from '../../../domain/pnet/running.js';
-import { approveStepUpdate, cancelStepUpdate, rejectStepUpdate, retryStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
+import {
+  approveStepUpdate,
+  cancelStepUpdate,
+  rejectStepUpdate,
+  retryStepUpdate,
+} from '../../../workflows/pnet/browser-step.contract.js';
 import { startStepWorkflow, updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -42,9 +55,15 @@ export const pnetStepRoutes =
           operationId: 'queueStep',
           tags,
           summary: 'Queue a step for a contact; in manual mode it waits on the Tasks page first',
-          description: 'Answers 201 with the queued step, or 202 with the task when the account runs in manual mode. A test step (`test: true`) is unmetered and skips the Tasks page. A queued step\'s price is set aside from the workspace\'s credits at once (charged only on success); too few credits is 409 with nothing queued. A task is priced when approved.',
+          description:
+            "Answers 201 with the queued step, or 202 with the task when the account runs in manual mode. A test step (`test: true`) is unmetered and skips the Tasks page. A queued step's price is set aside from the workspace's credits at once (charged only on success); too few credits is 409 with nothing queued. A task is priced when approved.",
           body: StepQueueSchema,
-          response: { 201: BrowserStepSchema, 202: TaskSchema, 404: DetailBodySchema, 409: DetailBodySchema.describe('Not enough credits to set the step\'s price aside; nothing was queued') },
+          response: {
+            201: BrowserStepSchema,
+            202: TaskSchema,
+            404: DetailBodySchema,
+            409: DetailBodySchema.describe("Not enough credits to set the step's price aside; nothing was queued"),
+          },
         },
       },
       async (request, reply) => {
@@ -54,7 +73,9 @@ export const pnetStepRoutes =
         const row = await insertStep(sql, workspaceId, request.body, runMode);
         // The row is committed first; a start lost here is made good by the next update-with-start.
         await startStepWorkflow({ ...temporal, sql }, row);
-        return row.status === 'awaiting_approval' ? reply.code(202).send(toTask(row)) : reply.code(201).send(toBrowserStep(row));
+        return row.status === 'awaiting_approval'
+          ? reply.code(202).send(toTask(row))
+          : reply.code(201).send(toBrowserStep(row));
       },
     );
 
@@ -74,7 +95,15 @@ export const pnetStepRoutes =
 
     app.get(
       '/pnet/steps/:step_id/',
-      { schema: { operationId: 'readStep', tags, summary: 'Read a step', params: StepParamsSchema, response: { 200: BrowserStepSchema } } },
+      {
+        schema: {
+          operationId: 'readStep',
+          tags,
+          summary: 'Read a step',
+          params: StepParamsSchema,
+          response: { 200: BrowserStepSchema },
+        },
+      },
       async (request) => {
         const row = await findStep(sql, request.params.step_id, principalOf(request).workspaceId);
         if (!row || row.status === 'awaiting_approval') throw notFound('Step');
@@ -113,7 +142,11 @@ export const pnetStepRoutes =
       },
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.step_id, 'Step');
-        return (await updateStep({ ...temporal, sql }, row, cancelStepUpdate, `cancel:${row.id}`, [{ errorCode: 'cancelled' }])).step;
+        return (
+          await updateStep({ ...temporal, sql }, row, cancelStepUpdate, `cancel:${row.id}`, [
+            { errorCode: 'cancelled' },
+          ])
+        ).step;
       },
     );
 
@@ -123,7 +156,8 @@ export const pnetStepRoutes =
         schema: {
           operationId: 'retryStep',
           tags,
-          summary: 'Retry a failed step; one that may have acted comes back resuming and is handed only to a browser that checks first',
+          summary:
+            'Retry a failed step; one that may have acted comes back resuming and is handed only to a browser that checks first',
           params: StepParamsSchema,
           response: { 200: BrowserStepSchema, 409: DetailBodySchema },
         },
@@ -131,7 +165,8 @@ export const pnetStepRoutes =
       async (request) => {
         const row = await findStep(sql, request.params.step_id, principalOf(request).workspaceId);
         if (!row || row.status === 'awaiting_approval') throw notFound('Step');
-        if (row.status !== 'failed') throw new ApiError('conflict', `The step is ${row.status}; only a failed step can be retried.`);
+        if (row.status !== 'failed')
+          throw new ApiError('conflict', `The step is ${row.status}; only a failed step can be retried.`);
         // One retry per failure: the finish time names it, so requests racing on it are answered once.
         const updateId = `retry:${row.id}:${row.finished_at?.toISOString()}`;
         return (await updateStep({ ...temporal, sql }, row, retryStepUpdate, updateId, [])).step;
@@ -140,7 +175,14 @@ export const pnetStepRoutes =
 
     app.get(
       '/pnet/tasks/',
-      { schema: { operationId: 'listTasks', tags, summary: 'Steps waiting for a person (the Tasks page), oldest first', response: { 200: TaskListSchema } } },
+      {
+        schema: {
+          operationId: 'listTasks',
+          tags,
+          summary: 'Steps waiting for a person (the Tasks page), oldest first',
+          response: { 200: TaskListSchema },
+        },
+      },
       async (request) => ({ tasks: await listTasks(sql, principalOf(request).workspaceId) }),
     );
 
@@ -175,7 +217,11 @@ export const pnetStepRoutes =
       },
       async (request) => {
         const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
-        return (await updateStep({ ...temporal, sql }, row, rejectStepUpdate, `reject:${row.id}`, [{ reason: request.body.reason }])).step;
+        return (
+          await updateStep({ ...temporal, sql }, row, rejectStepUpdate, `reject:${row.id}`, [
+            { reason: request.body.reason },
+          ])
+        ).step;
       },
     );
   };

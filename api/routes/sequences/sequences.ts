@@ -10,56 +10,68 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
-    ApprovalListQuerySchema,
-    ApprovalListSchema,
-    ApprovalSchema,
-    ApproveRequestSchema,
-    ContactListQuerySchema,
-    EnrolRequestSchema,
-    EnrolResponseSchema,
-    MigrateRequestSchema,
-    MigrateResponseSchema,
-    RejectRequestSchema,
-    RevisionBodySchema,
-    SequenceContactListSchema,
-    SequenceContactSchema,
-    SequenceCreateSchema,
-    SequenceListSchema,
-    SequenceSchema,
-    SequenceSettingsSchema,
-    SequenceSettingsUpdateSchema,
-    SequenceUpdateSchema,
-    SequenceVersionListSchema,
-    type Sequence,
+  ApprovalListQuerySchema,
+  ApprovalListSchema,
+  ApprovalSchema,
+  ApproveRequestSchema,
+  ContactListQuerySchema,
+  EnrolRequestSchema,
+  EnrolResponseSchema,
+  MigrateRequestSchema,
+  MigrateResponseSchema,
+  RejectRequestSchema,
+  RevisionBodySchema,
+  SequenceContactListSchema,
+  SequenceContactSchema,
+  SequenceCreateSchema,
+  SequenceListSchema,
+  SequenceSchema,
+  SequenceSettingsSchema,
+  SequenceSettingsUpdateSchema,
+  SequenceUpdateSchema,
+  SequenceVersionListSchema,
+  type Sequence,
 } from '../../../domain/sequences/sequences.js';
 import { retryStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
 import { findStep } from '../../../store/pnet/steps.js';
-import { findContactKeyRow, liveContactsOf, outboundAgentOf, recordEmailOpen, releaseCancelledStep } from '../../../store/sequences/sequences.js';
+import {
+  findContactKeyRow,
+  liveContactsOf,
+  outboundAgentOf,
+  recordEmailOpen,
+  releaseCancelledStep,
+} from '../../../store/sequences/sequences.js';
 import { updateStep } from '../../../services/pnet/browser-step-client.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { ValidationRefusal } from '../../../domain/shared/errors.js';
-import { startContacts, wakeContact, wakeContacts, wakeFeed, type ContactRef } from '../../../services/sequences/sequence-client.js';
 import {
-    createSequence,
-    decideApproval,
-    enrolRows,
-    getApproval,
-    getContact,
-    getSequence,
-    getSettings,
-    listApprovals,
-    listContacts,
-    listSequences,
-    listVersions,
-    migrateContact,
-    retryContact,
-    setContactState,
-    toContact,
-    transitionSequence,
-    updateSequence,
-    updateSettings,
-    type SequenceTransition
+  startContacts,
+  wakeContact,
+  wakeContacts,
+  wakeFeed,
+  type ContactRef,
+} from '../../../services/sequences/sequence-client.js';
+import {
+  createSequence,
+  decideApproval,
+  enrolRows,
+  getApproval,
+  getContact,
+  getSequence,
+  getSettings,
+  listApprovals,
+  listContacts,
+  listSequences,
+  listVersions,
+  migrateContact,
+  retryContact,
+  setContactState,
+  toContact,
+  transitionSequence,
+  updateSequence,
+  updateSettings,
+  type SequenceTransition,
 } from '../../../store/sequences/sequences.js';
 
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
@@ -72,8 +84,10 @@ const approvalTags = ['sequence-approvals'];
 const pixel = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
 
 const transitionDocs: Record<SequenceTransition, string> = {
-  launch: 'Start sending: a draft becomes active and every enrolled contact starts on its first step. Refused (422) while an agent-written step has no outbound agent on this sequence, or a pnet step has no sender.',
-  pause: 'Hold every step: timers that end while paused wait, pnet steps are held out of every browser\'s line, and nothing is sent.',
+  launch:
+    'Start sending: a draft becomes active and every enrolled contact starts on its first step. Refused (422) while an agent-written step has no outbound agent on this sequence, or a pnet step has no sender.',
+  pause:
+    "Hold every step: timers that end while paused wait, pnet steps are held out of every browser's line, and nothing is sent.",
   resume: 'Continue after a pause; contacts whose wait ended meanwhile go on at once.',
   archive: 'End the sequence: every contact still in it stops (`archived`) and its waiting pnet steps are cancelled.',
 };
@@ -82,8 +96,8 @@ export const sequenceRoutes =
   ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const wake = (contacts: ContactRef[]) => wakeContacts(temporal.client, temporal.taskQueue, contacts);
-    const wakeFeedOf = (sequence: { id: string; workspace_id: string }) => wakeFeed(temporal.client, temporal.taskQueue, sequence, integrations.sequenceFeedPollSeconds);
-
+    const wakeFeedOf = (sequence: { id: string; workspace_id: string }) =>
+      wakeFeed(temporal.client, temporal.taskQueue, sequence, integrations.sequenceFeedPollSeconds);
 
     app.post(
       '/sequences/',
@@ -96,7 +110,12 @@ export const sequenceRoutes =
             'The graph must start at an existing step, every target must exist, every step must be reachable, and a loop must pass a wait of some length; otherwise 422 with `issues`. ' +
             'Mapped columns must be columns of the audience table (409).',
           body: SequenceCreateSchema,
-          response: { 201: SequenceSchema, 404: DetailBodySchema.describe('The audience table or a sender is not in this workspace'), 409: DetailBodySchema, 422: ValidationBodySchema },
+          response: {
+            201: SequenceSchema,
+            404: DetailBodySchema.describe('The audience table or a sender is not in this workspace'),
+            409: DetailBodySchema,
+            422: ValidationBodySchema,
+          },
         },
       },
       async (request, reply) => {
@@ -110,13 +129,27 @@ export const sequenceRoutes =
 
     app.get(
       '/sequences/',
-      { schema: { operationId: 'listSequences', tags, summary: 'List sequences, newest first (at most 500)', response: { 200: SequenceListSchema } } },
+      {
+        schema: {
+          operationId: 'listSequences',
+          tags,
+          summary: 'List sequences, newest first (at most 500)',
+          response: { 200: SequenceListSchema },
+        },
+      },
       async (request) => ({ sequences: await listSequences(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/sequences/settings/',
-      { schema: { operationId: 'readSequenceSettings', tags, summary: "The workspace's outreach settings (the recontact cooldown)", response: { 200: SequenceSettingsSchema } } },
+      {
+        schema: {
+          operationId: 'readSequenceSettings',
+          tags,
+          summary: "The workspace's outreach settings (the recontact cooldown)",
+          response: { 200: SequenceSettingsSchema },
+        },
+      },
       async (request) => getSettings(sql, principalOf(request).workspaceId),
     );
 
@@ -127,7 +160,8 @@ export const sequenceRoutes =
           operationId: 'updateSequenceSettings',
           tags,
           summary: 'Set the recontact cooldown (0 to 365 days; 30 until set)',
-          description: 'Checked at enrolment and again right before every send: nobody is reached by two different sequences inside the cooldown.',
+          description:
+            'Checked at enrolment and again right before every send: nobody is reached by two different sequences inside the cooldown.',
           body: SequenceSettingsUpdateSchema,
           response: { 200: SequenceSettingsSchema },
         },
@@ -137,7 +171,15 @@ export const sequenceRoutes =
 
     app.get(
       '/sequences/:sequence_id/',
-      { schema: { operationId: 'readSequence', tags, summary: 'Read a sequence with its newest graph and contact counts', params: SequenceParamsSchema, response: { 200: SequenceSchema } } },
+      {
+        schema: {
+          operationId: 'readSequence',
+          tags,
+          summary: 'Read a sequence with its newest graph and contact counts',
+          params: SequenceParamsSchema,
+          response: { 200: SequenceSchema },
+        },
+      },
       async (request) => {
         const sequence = await getSequence(sql, principalOf(request).workspaceId, request.params.sequence_id);
         if (!sequence) throw notFound('Sequence');
@@ -191,7 +233,13 @@ export const sequenceRoutes =
             const issues = launchIssues(current, await outboundAgentOf(sql, request.params.sequence_id));
             if (issues.length > 0) throw new ValidationRefusal(issues);
           }
-          const sequence = await transitionSequence(sql, workspaceId, request.params.sequence_id, action, request.body.expected_revision);
+          const sequence = await transitionSequence(
+            sql,
+            workspaceId,
+            request.params.sequence_id,
+            action,
+            request.body.expected_revision,
+          );
           const contacts = await liveContactsOf(sql, sequence.id);
           // A pause needs no wake: each contact sees it at its next look, and its pnet steps are held already.
           if (action !== 'pause') await wake(contacts);
@@ -202,7 +250,15 @@ export const sequenceRoutes =
 
     app.get(
       '/sequences/:sequence_id/versions/',
-      { schema: { operationId: 'listSequenceVersions', tags, summary: 'Every version of the graph, oldest first, with how many contacts are on each', params: SequenceParamsSchema, response: { 200: SequenceVersionListSchema } } },
+      {
+        schema: {
+          operationId: 'listSequenceVersions',
+          tags,
+          summary: 'Every version of the graph, oldest first, with how many contacts are on each',
+          params: SequenceParamsSchema,
+          response: { 200: SequenceVersionListSchema },
+        },
+      },
       async (request) => {
         const { workspaceId } = principalOf(request);
         if (!(await getSequence(sql, workspaceId, request.params.sequence_id))) throw notFound('Sequence');
@@ -231,9 +287,19 @@ export const sequenceRoutes =
       },
       async (request) => {
         const { workspaceId } = principalOf(request);
-        const { results } = await enrolRows(sql, workspaceId, request.params.sequence_id, request.body.row_ids, request.body.sender_profile_id);
+        const { results } = await enrolRows(
+          sql,
+          workspaceId,
+          request.params.sequence_id,
+          request.body.row_ids,
+          request.body.sender_profile_id,
+        );
         // Already-enrolled live contacts are started too (a running one is left alone): this makes good a start an earlier request lost.
-        const live = results.flatMap((r) => (r.contact && ['active', 'paused', 'failed'].includes(r.contact.status) ? [{ ...r.contact, workspace_id: workspaceId }] : []));
+        const live = results.flatMap((r) =>
+          r.contact && ['active', 'paused', 'failed'].includes(r.contact.status)
+            ? [{ ...r.contact, workspace_id: workspaceId }]
+            : [],
+        );
         await startContacts(temporal.client, temporal.taskQueue, [...new Map(live.map((c) => [c.id, c])).values()]);
         return { results };
       },
@@ -279,9 +345,21 @@ export const sequenceRoutes =
         const results = [];
         const moved: ContactRef[] = [];
         for (const contactId of request.body.contact_ids) {
-          const r = await migrateContact(sql, workspaceId, request.params.sequence_id, contactId, request.body.to_version, request.body.at_step_id);
+          const r = await migrateContact(
+            sql,
+            workspaceId,
+            request.params.sequence_id,
+            contactId,
+            request.body.to_version,
+            request.body.at_step_id,
+          );
           if (r.migrated && r.contact) moved.push(r.contact);
-          results.push({ contact_id: contactId, migrated: r.migrated, reason: r.reason, contact: r.contact ? toContact(r.contact) : null });
+          results.push({
+            contact_id: contactId,
+            migrated: r.migrated,
+            reason: r.reason,
+            contact: r.contact ? toContact(r.contact) : null,
+          });
         }
         await wake(moved);
         return { results };
@@ -290,19 +368,34 @@ export const sequenceRoutes =
 
     app.get(
       '/sequences/:sequence_id/contacts/:contact_id/',
-      { schema: { operationId: 'readSequenceContact', tags, summary: 'Read a contact: status, step, version, steps done, and its wait', params: ContactParamsSchema, response: { 200: SequenceContactSchema } } },
+      {
+        schema: {
+          operationId: 'readSequenceContact',
+          tags,
+          summary: 'Read a contact: status, step, version, steps done, and its wait',
+          params: ContactParamsSchema,
+          response: { 200: SequenceContactSchema },
+        },
+      },
       async (request) => {
-        const c = await getContact(sql, principalOf(request).workspaceId, request.params.sequence_id, request.params.contact_id);
+        const c = await getContact(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.sequence_id,
+          request.params.contact_id,
+        );
         if (!c) throw notFound('Sequence contact');
         return toContact(c);
       },
     );
 
     const contactActions = {
-      pause: 'Pause the contact: its timers hold and its pnet steps are held out of every browser\'s line (409 unless active).',
+      pause:
+        "Pause the contact: its timers hold and its pnet steps are held out of every browser's line (409 unless active).",
       resume: 'Resume a paused contact (409 unless paused).',
       stop: 'Stop the contact for good: no further step or send happens, its waiting messages stop and its waiting pnet steps are cancelled (409 once finished).',
-      retry: 'Retry a contact stopped at a failed step: a failed pnet step is retried (verify first if it may have acted), a cancelled one is queued afresh (409 unless failed).',
+      retry:
+        'Retry a contact stopped at a failed step: a failed pnet step is retried (verify first if it may have acted), a cancelled one is queued afresh (409 unless failed).',
     } as const;
     for (const action of Object.keys(contactActions) as (keyof typeof contactActions)[]) {
       app.post(
@@ -336,7 +429,13 @@ export const sequenceRoutes =
     async function retryBrowserStep(stepId: string, contactId: string) {
       const row = await findStep(sql, stepId);
       if (row?.status === 'failed') {
-        await updateStep({ ...temporal, sql }, row, retryStepUpdate, `contact-retry:${row.id}:${row.credit_round}`, []).catch((error: unknown) => {
+        await updateStep(
+          { ...temporal, sql },
+          row,
+          retryStepUpdate,
+          `contact-retry:${row.id}:${row.credit_round}`,
+          [],
+        ).catch((error: unknown) => {
           if (!(error instanceof WorkflowUpdateFailedError)) throw error;
         });
       } else if (row?.status === 'cancelled' || !row) {
@@ -355,13 +454,24 @@ export const sequenceRoutes =
           description:
             'Sequence emails carry it when the service knows its public address (PUBLIC_BASE_URL). Loading it records the first open, which the `opened` branch reads. ' +
             'It always answers the same 1x1 image, so it tells nobody whether a token exists.',
-          params: z.object({ open_token: z.string().regex(/^[0-9a-f]{32}$/).describe('The token in the pixel\'s address') }),
-          response: { 200: { description: 'A transparent 1x1 GIF', content: { 'image/gif': { schema: z.string() } } }, 422: ValidationBodySchema },
+          params: z.object({
+            open_token: z
+              .string()
+              .regex(/^[0-9a-f]{32}$/)
+              .describe("The token in the pixel's address"),
+          }),
+          response: {
+            200: { description: 'A transparent 1x1 GIF', content: { 'image/gif': { schema: z.string() } } },
+            422: ValidationBodySchema,
+          },
         },
       },
       async (request, reply) => {
         await recordEmailOpen(sql, request.params.open_token);
-        return reply.type('image/gif').header('cache-control', 'no-store').send(pixel as never);
+        return reply
+          .type('image/gif')
+          .header('cache-control', 'no-store')
+          .send(pixel as never);
       },
     );
 
@@ -387,7 +497,15 @@ export const sequenceRoutes =
 
     app.get(
       '/sequences/approvals/:approval_id/',
-      { schema: { operationId: 'readSequenceApproval', tags: approvalTags, summary: 'Read one message of the approval queue (any status)', params: ApprovalParamsSchema, response: { 200: ApprovalSchema } } },
+      {
+        schema: {
+          operationId: 'readSequenceApproval',
+          tags: approvalTags,
+          summary: 'Read one message of the approval queue (any status)',
+          params: ApprovalParamsSchema,
+          response: { 200: ApprovalSchema },
+        },
+      },
       async (request) => {
         const approval = await getApproval(sql, principalOf(request).workspaceId, request.params.approval_id);
         if (!approval) throw notFound('Approval');
@@ -406,8 +524,9 @@ export const sequenceRoutes =
         schema: {
           operationId: 'approveSequenceMessage',
           tags: approvalTags,
-          summary: 'Approve a message, optionally edited first (subject, body); it goes out on the contact\'s schedule',
-          description: 'Deciding a message already decided is 409. The send still checks do-not-contact, replies, the cooldown and other sequences at the last moment.',
+          summary: "Approve a message, optionally edited first (subject, body); it goes out on the contact's schedule",
+          description:
+            'Deciding a message already decided is 409. The send still checks do-not-contact, replies, the cooldown and other sequences at the last moment.',
           params: ApprovalParamsSchema,
           body: ApproveRequestSchema,
           response: { 200: ApprovalSchema, 404: DetailBodySchema, 409: DetailBodySchema },
@@ -415,7 +534,11 @@ export const sequenceRoutes =
       },
       async (request) => {
         const { workspaceId, memberId } = principalOf(request);
-        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, { approve: true, subject: request.body.subject, body: request.body.body });
+        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, {
+          approve: true,
+          subject: request.body.subject,
+          body: request.body.body,
+        });
         await wakeOwner(approval.contact_id);
         return approval;
       },
@@ -435,11 +558,16 @@ export const sequenceRoutes =
       },
       async (request) => {
         const { workspaceId, memberId } = principalOf(request);
-        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, { approve: false, reason: request.body.reason });
+        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, {
+          approve: false,
+          reason: request.body.reason,
+        });
         if (request.body.stop_contact) {
-          await setContactState(sql, workspaceId, approval.sequence_id, approval.contact_id, 'stop').catch((error: unknown) => {
-            if (!(error instanceof ApiError && error.code === 'conflict')) throw error;
-          });
+          await setContactState(sql, workspaceId, approval.sequence_id, approval.contact_id, 'stop').catch(
+            (error: unknown) => {
+              if (!(error instanceof ApiError && error.code === 'conflict')) throw error;
+            },
+          );
         }
         await wakeOwner(approval.contact_id);
         return approval;
@@ -452,10 +580,20 @@ function launchIssues(sequence: Sequence, agentId: string | null) {
   const issues = [];
   for (const [i, step] of sequence.graph.steps.entries()) {
     if ((step.type === 'email' || step.type === 'pnet') && step.writer === 'agent' && !agentId) {
-      issues.push({ loc: ['body', `graph.steps.${i}`], msg: 'no outbound agent on this sequence (set one before launching an agent-written step)', type: 'no_outbound_agent', input: step.id });
+      issues.push({
+        loc: ['body', `graph.steps.${i}`],
+        msg: 'no outbound agent on this sequence (set one before launching an agent-written step)',
+        type: 'no_outbound_agent',
+        input: step.id,
+      });
     }
     if (step.type === 'pnet' && sequence.senders.length === 0) {
-      issues.push({ loc: ['body', `graph.steps.${i}`], msg: 'a pnet step needs at least one sender on the sequence', type: 'no_sender', input: step.id });
+      issues.push({
+        loc: ['body', `graph.steps.${i}`],
+        msg: 'a pnet step needs at least one sender on the sequence',
+        type: 'no_sender',
+        input: step.id,
+      });
     }
   }
   return issues;

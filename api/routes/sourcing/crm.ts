@@ -20,7 +20,19 @@ import {
 } from '../../../domain/sourcing/crm.js';
 import { connectCrm } from '../../../services/sourcing/crm.js';
 import { createImport, createWriteBack, startImportRun } from '../../../services/sourcing/imports.js';
-import { deleteCrmConnection, deleteImport, getCrmConnection, getImport, getWriteBack, listCrmConnections, listImports, listWriteBackRows, shownConnection, toImports, toWriteBack } from '../../../store/sourcing/crm.js';
+import {
+  deleteCrmConnection,
+  deleteImport,
+  getCrmConnection,
+  getImport,
+  getWriteBack,
+  listCrmConnections,
+  listImports,
+  listWriteBackRows,
+  shownConnection,
+  toImports,
+  toWriteBack,
+} from '../../../store/sourcing/crm.js';
 import { requireTable } from '../../../store/tables/tables.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -43,7 +55,8 @@ export const crmRoutes =
         schema: {
           operationId: 'createCrmConnection',
           tags,
-          summary: "Connect a HubSpot-shaped CRM with a private app's token: checked against the CRM, stored encrypted, never shown again",
+          summary:
+            "Connect a HubSpot-shaped CRM with a private app's token: checked against the CRM, stored encrypted, never shown again",
           body: CrmConnectionCreateSchema,
           response: {
             201: CrmConnectionSchema,
@@ -52,13 +65,23 @@ export const crmRoutes =
           },
         },
       },
-      async (request, reply) => reply.code(201).send(shownConnection(await connectCrm(sql, integrations, principalOf(request), request.body))),
+      async (request, reply) =>
+        reply.code(201).send(shownConnection(await connectCrm(sql, integrations, principalOf(request), request.body))),
     );
 
     app.get(
       '/integrations/crm/connections/',
-      { schema: { operationId: 'listCrmConnections', tags, summary: "The workspace's CRM connections (never their tokens)", response: { 200: CrmConnectionListSchema } } },
-      async (request) => ({ connections: (await listCrmConnections(sql, principalOf(request).workspaceId)).map(shownConnection) }),
+      {
+        schema: {
+          operationId: 'listCrmConnections',
+          tags,
+          summary: "The workspace's CRM connections (never their tokens)",
+          response: { 200: CrmConnectionListSchema },
+        },
+      },
+      async (request) => ({
+        connections: (await listCrmConnections(sql, principalOf(request).workspaceId)).map(shownConnection),
+      }),
     );
 
     app.get(
@@ -69,7 +92,10 @@ export const crmRoutes =
           tags,
           summary: 'A CRM connection (never its token)',
           params: ConnectionParams,
-          response: { 200: CrmConnectionSchema, 404: DetailBodySchema.describe("No CRM connection with this id in the caller's workspace") },
+          response: {
+            200: CrmConnectionSchema,
+            404: DetailBodySchema.describe("No CRM connection with this id in the caller's workspace"),
+          },
         },
       },
       async (request) => {
@@ -88,11 +114,15 @@ export const crmRoutes =
           tags,
           summary: 'Disconnect a CRM: its stored token is deleted, with the imports and write-backs that use it',
           params: ConnectionParams,
-          response: { 204: z.null().describe('Deleted'), 404: DetailBodySchema.describe("No CRM connection with this id in the caller's workspace") },
+          response: {
+            204: z.null().describe('Deleted'),
+            404: DetailBodySchema.describe("No CRM connection with this id in the caller's workspace"),
+          },
         },
       },
       async (request, reply) => {
-        if (!(await deleteCrmConnection(sql, principalOf(request).workspaceId, request.params.connection_id))) throw notFound('CRM connection');
+        if (!(await deleteCrmConnection(sql, principalOf(request).workspaceId, request.params.connection_id)))
+          throw notFound('CRM connection');
         return reply.code(204).send(null);
       },
     );
@@ -103,14 +133,19 @@ export const crmRoutes =
         schema: {
           operationId: 'createImport',
           tags,
-          summary: "Import a CRM list or filtered object set, or a CSV at an address, into the table through a column mapping",
+          summary:
+            'Import a CRM list or filtered object set, or a CSV at an address, into the table through a column mapping',
           description:
             'Rows are keyed by `key_field` (the CRM record id by default, a CSV column for a CSV): a record landed before updates its row, never adds another. ' +
             'Each run reads only what changed since the last (a watermark on the CRM change time; an unchanged CSV reads nothing). ' +
             '`run_now` (default true) starts a run at once. Recurring runs: POST /import-schedules/.',
           params: TableParams,
           body: ImportCreateSchema,
-          response: { 201: ImportSchema, 404: DetailBodySchema.describe('No table, or no CRM connection, with this id in the caller’s workspace'), 409: DetailBodySchema.describe('A mapped column of that name is computed') },
+          response: {
+            201: ImportSchema,
+            404: DetailBodySchema.describe('No table, or no CRM connection, with this id in the caller’s workspace'),
+            409: DetailBodySchema.describe('A mapped column of that name is computed'),
+          },
         },
       },
       async (request, reply) => {
@@ -123,7 +158,15 @@ export const crmRoutes =
 
     app.get(
       '/tables/:table_id/imports/',
-      { schema: { operationId: 'listImports', tags, summary: "The table's imports with their latest runs", params: TableParams, response: { 200: ImportListSchema, 404: noTable } } },
+      {
+        schema: {
+          operationId: 'listImports',
+          tags,
+          summary: "The table's imports with their latest runs",
+          params: TableParams,
+          response: { 200: ImportListSchema, 404: noTable },
+        },
+      },
       async (request) => {
         const { workspaceId } = principalOf(request);
         await requireTable(sql, workspaceId, request.params.table_id);
@@ -139,11 +182,19 @@ export const crmRoutes =
           tags,
           summary: 'An import with its watermark and latest runs',
           params: ImportParams,
-          response: { 200: ImportSchema, 404: DetailBodySchema.describe("No such import of this table in the caller's workspace") },
+          response: {
+            200: ImportSchema,
+            404: DetailBodySchema.describe("No such import of this table in the caller's workspace"),
+          },
         },
       },
       async (request) => {
-        const imp = await getImport(sql, principalOf(request).workspaceId, request.params.table_id, request.params.import_id);
+        const imp = await getImport(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.params.import_id,
+        );
         if (!imp) throw notFound('Import');
         return (await toImports(sql, [imp]))[0]!;
       },
@@ -157,11 +208,19 @@ export const crmRoutes =
           tags,
           summary: 'Run the import now: it reads what changed since the last run',
           params: ImportParams,
-          response: { 202: z.object({ run_id: UuidSchema, detail: z.string() }), 404: DetailBodySchema.describe("No such import of this table in the caller's workspace") },
+          response: {
+            202: z.object({ run_id: UuidSchema, detail: z.string() }),
+            404: DetailBodySchema.describe("No such import of this table in the caller's workspace"),
+          },
         },
       },
       async (request, reply) => {
-        const imp = await getImport(sql, principalOf(request).workspaceId, request.params.table_id, request.params.import_id);
+        const imp = await getImport(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.params.import_id,
+        );
         if (!imp) throw notFound('Import');
         const runId = await startImportRun(temporal, imp);
         return reply.code(202).send({ run_id: runId, detail: 'The run started; it is listed in the import’s runs.' });
@@ -176,7 +235,10 @@ export const crmRoutes =
           tags,
           summary: 'Delete the import and its schedule (rows it landed stay)',
           params: ImportParams,
-          response: { 204: z.null().describe('Deleted'), 404: DetailBodySchema.describe("No such import of this table in the caller's workspace") },
+          response: {
+            204: z.null().describe('Deleted'),
+            404: DetailBodySchema.describe("No such import of this table in the caller's workspace"),
+          },
         },
       },
       async (request, reply) => {
@@ -201,10 +263,21 @@ export const crmRoutes =
             'A row whose values the CRM already has from the last write-back is `unchanged` and not sent again. With `result_column_name`, each row’s result is also written to that column.',
           params: TableParams,
           body: WriteBackCreateSchema,
-          response: { 202: WriteBackSchema, 404: DetailBodySchema.describe('No table, or no CRM connection, with this id in the caller’s workspace'), 409: DetailBodySchema.describe('The result column is computed, or is also mapped') },
+          response: {
+            202: WriteBackSchema,
+            404: DetailBodySchema.describe('No table, or no CRM connection, with this id in the caller’s workspace'),
+            409: DetailBodySchema.describe('The result column is computed, or is also mapped'),
+          },
         },
       },
-      async (request, reply) => reply.code(202).send(toWriteBack(await createWriteBack(sql, temporal, principalOf(request), request.params.table_id, request.body))),
+      async (request, reply) =>
+        reply
+          .code(202)
+          .send(
+            toWriteBack(
+              await createWriteBack(sql, temporal, principalOf(request), request.params.table_id, request.body),
+            ),
+          ),
     );
 
     app.get(
@@ -215,11 +288,19 @@ export const crmRoutes =
           tags,
           summary: 'A write-back with its counts',
           params: WriteBackParams,
-          response: { 200: WriteBackSchema, 404: DetailBodySchema.describe("No such write-back of this table in the caller's workspace") },
+          response: {
+            200: WriteBackSchema,
+            404: DetailBodySchema.describe("No such write-back of this table in the caller's workspace"),
+          },
         },
       },
       async (request) => {
-        const w = await getWriteBack(sql, principalOf(request).workspaceId, request.params.table_id, request.params.write_back_id);
+        const w = await getWriteBack(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.params.write_back_id,
+        );
         if (!w) throw notFound('Write-back');
         return toWriteBack(w);
       },
@@ -234,11 +315,19 @@ export const crmRoutes =
           summary: "Each row's result: written (with the CRM record id), unchanged, or failed with why",
           params: WriteBackParams,
           querystring: WriteBackRowQuerySchema,
-          response: { 200: WriteBackRowPageSchema, 404: DetailBodySchema.describe("No such write-back of this table in the caller's workspace") },
+          response: {
+            200: WriteBackRowPageSchema,
+            404: DetailBodySchema.describe("No such write-back of this table in the caller's workspace"),
+          },
         },
       },
       async (request) => {
-        const w = await getWriteBack(sql, principalOf(request).workspaceId, request.params.table_id, request.params.write_back_id);
+        const w = await getWriteBack(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.params.write_back_id,
+        );
         if (!w) throw notFound('Write-back');
         return listWriteBackRows(sql, w.id, request.query);
       },

@@ -31,7 +31,8 @@ export const leadSearchRoutes =
         schema: {
           operationId: 'listLeadSearchProviders',
           tags,
-          summary: 'The search providers this service can run, with their price per landed row (only configured providers are listed)',
+          summary:
+            'The search providers this service can run, with their price per landed row (only configured providers are listed)',
           response: { 200: LeadSearchProvidersSchema },
         },
       },
@@ -44,7 +45,8 @@ export const leadSearchRoutes =
         schema: {
           operationId: 'createLeadSearch',
           tags,
-          summary: 'Start a lead search: results land as rows of a new or existing table, deduplicated by profile URL, email or domain',
+          summary:
+            'Start a lead search: results land as rows of a new or existing table, deduplicated by profile URL, email or domain',
           description:
             'Answers 202 with the search `pending`; the workflow `lead-search/<id>` pages through the provider, honouring its rate limit. ' +
             'Each new row costs the provider’s `price_per_row` credits, charged when the row is written; a result the table already has ' +
@@ -85,9 +87,13 @@ export const leadSearchRoutes =
         schema: {
           operationId: 'getLeadSearch',
           tags,
-          summary: 'A lead search with its progress: pages read, rows landed, duplicates, credits charged, rate-limit waits',
+          summary:
+            'A lead search with its progress: pages read, rows landed, duplicates, credits charged, rate-limit waits',
           params: SearchParamsSchema,
-          response: { 200: LeadSearchSchema, 404: DetailBodySchema.describe("No lead search with this id in the caller's workspace") },
+          response: {
+            200: LeadSearchSchema,
+            404: DetailBodySchema.describe("No lead search with this id in the caller's workspace"),
+          },
         },
       },
       async (request) => {
@@ -103,7 +109,8 @@ export const leadSearchRoutes =
         schema: {
           operationId: 'cancelLeadSearch',
           tags,
-          summary: 'Cancel a pending or running search: no page lands after this; rows landed so far stay (and stay paid for)',
+          summary:
+            'Cancel a pending or running search: no page lands after this; rows landed so far stay (and stay paid for)',
           params: SearchParamsSchema,
           response: {
             200: LeadSearchSchema,

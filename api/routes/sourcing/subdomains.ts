@@ -19,16 +19,24 @@ export const subdomainRoutes =
         schema: {
           operationId: 'createSubdomainDiscovery',
           tags,
-          summary: "Find a company domain's subdomains in certificate-transparency logs, keep those that answer in DNS, one row each",
+          summary:
+            "Find a company domain's subdomains in certificate-transparency logs, keep those that answer in DNS, one row each",
           description:
             'For one `domain`, or the domains in a table column (`source_table_id` + `source_column_id`, at most 1,000 distinct domains). ' +
             'Each name is confirmed by DNS (A, AAAA or CNAME); a row holds the subdomain, its domain and what answered. A busy CT log (429, 502, timeouts) is retried with back-off; a domain it never answers for is recorded with the error. ' +
             'The rows land in `table_id`, or a new table; a subdomain the table has is not added again.',
           body: SubdomainDiscoveryCreateSchema,
-          response: { 202: SubdomainDiscoverySchema, 404: DetailBodySchema.describe("No table with this id in the caller's workspace"), 409: DetailBodySchema.describe('A column of the table with one of the names filled is computed') },
+          response: {
+            202: SubdomainDiscoverySchema,
+            404: DetailBodySchema.describe("No table with this id in the caller's workspace"),
+            409: DetailBodySchema.describe('A column of the table with one of the names filled is computed'),
+          },
         },
       },
-      async (request, reply) => reply.code(202).send(toDiscovery(await createSubdomainDiscovery(sql, temporal, principalOf(request), request.body))),
+      async (request, reply) =>
+        reply
+          .code(202)
+          .send(toDiscovery(await createSubdomainDiscovery(sql, temporal, principalOf(request), request.body))),
     );
 
     app.get(
@@ -39,7 +47,10 @@ export const subdomainRoutes =
           tags,
           summary: 'A subdomain discovery with its progress',
           params: z.object({ discovery_id: UuidSchema }),
-          response: { 200: SubdomainDiscoverySchema, 404: DetailBodySchema.describe("No subdomain discovery with this id in the caller's workspace") },
+          response: {
+            200: SubdomainDiscoverySchema,
+            404: DetailBodySchema.describe("No subdomain discovery with this id in the caller's workspace"),
+          },
         },
       },
       async (request) => {

@@ -51,7 +51,8 @@ export const tableColumnRoutes =
         schema: {
           operationId: 'createTableColumn',
           tags,
-          summary: 'Add an input, formula or enrichment column; a formula is computed for every row at once, an enrichment by a run',
+          summary:
+            'Add an input, formula or enrichment column; a formula is computed for every row at once, an enrichment by a run',
           description:
             'An enrichment column names a provider of GET /table-enrichments/providers/, maps its inputs to columns and fans its output fields out ' +
             'into output columns placed right after it. Its cells are filled by POST /tables/{table_id}/columns/{column_id}/runs/, or for new rows by auto_run.',
@@ -62,9 +63,21 @@ export const tableColumnRoutes =
       },
       async (request, reply) => {
         if (request.body.kind === 'enrichment') {
-          return reply.code(201).send(await createEnrichmentColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body, enrichmentProviders));
+          return reply
+            .code(201)
+            .send(
+              await createEnrichmentColumn(
+                sql,
+                principalOf(request).workspaceId,
+                request.params.table_id,
+                request.body,
+                enrichmentProviders,
+              ),
+            );
         }
-        return reply.code(201).send(await createColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body));
+        return reply
+          .code(201)
+          .send(await createColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.body));
       },
     );
 
@@ -81,12 +94,29 @@ export const tableColumnRoutes =
         },
       },
       async (request, reply) =>
-        reply.code(201).send(await createColumnFromTemplate(sql, principalOf(request).workspaceId, request.params.table_id, request.body)),
+        reply
+          .code(201)
+          .send(
+            await createColumnFromTemplate(
+              sql,
+              principalOf(request).workspaceId,
+              request.params.table_id,
+              request.body,
+            ),
+          ),
     );
 
     app.get(
       '/tables/:table_id/columns/',
-      { schema: { operationId: 'listTableColumns', tags, summary: 'The columns in order', params: TableParamsSchema, response: { 200: ColumnListSchema } } },
+      {
+        schema: {
+          operationId: 'listTableColumns',
+          tags,
+          summary: 'The columns in order',
+          params: TableParamsSchema,
+          response: { 200: ColumnListSchema },
+        },
+      },
       async (request) => {
         await requireTable(sql, principalOf(request).workspaceId, request.params.table_id);
         return { columns: listColumns(await loadColumns(sql, request.params.table_id)) };
@@ -95,8 +125,17 @@ export const tableColumnRoutes =
 
     app.get(
       '/tables/:table_id/columns/:column_id/',
-      { schema: { operationId: 'readTableColumn', tags, summary: 'Read a column', params: ColumnParamsSchema, response: { 200: ColumnSchema } } },
-      async (request) => getColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.params.column_id),
+      {
+        schema: {
+          operationId: 'readTableColumn',
+          tags,
+          summary: 'Read a column',
+          params: ColumnParamsSchema,
+          response: { 200: ColumnSchema },
+        },
+      },
+      async (request) =>
+        getColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.params.column_id),
     );
 
     app.patch(
@@ -108,11 +147,20 @@ export const tableColumnRoutes =
           summary: "Rename a column, move it, or change a formula column's formula",
           params: ColumnParamsSchema,
           body: ColumnUpdateSchema,
-          response: { 200: ColumnSchema, 409: DetailBodySchema.describe('The name is taken, or a formula given for a column of another kind') },
+          response: {
+            200: ColumnSchema,
+            409: DetailBodySchema.describe('The name is taken, or a formula given for a column of another kind'),
+          },
         },
       },
       async (request) =>
-        updateColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.params.column_id, request.body),
+        updateColumn(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.params.column_id,
+          request.body,
+        ),
     );
 
     app.delete(
@@ -147,18 +195,41 @@ export const tableColumnRoutes =
       async (request, reply) =>
         reply
           .code(201)
-          .send(await saveColumnTemplate(sql, principalOf(request).workspaceId, request.params.table_id, request.params.column_id, request.body.name)),
+          .send(
+            await saveColumnTemplate(
+              sql,
+              principalOf(request).workspaceId,
+              request.params.table_id,
+              request.params.column_id,
+              request.body.name,
+            ),
+          ),
     );
 
     app.get(
       '/column-templates/',
-      { schema: { operationId: 'listColumnTemplates', tags: templateTags, summary: 'Column templates, by name', response: { 200: ColumnTemplateListSchema } } },
+      {
+        schema: {
+          operationId: 'listColumnTemplates',
+          tags: templateTags,
+          summary: 'Column templates, by name',
+          response: { 200: ColumnTemplateListSchema },
+        },
+      },
       async (request) => ({ templates: await listColumnTemplates(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/column-templates/:template_id/',
-      { schema: { operationId: 'readColumnTemplate', tags: templateTags, summary: 'Read a column template', params: TemplateParamsSchema, response: { 200: ColumnTemplateSchema } } },
+      {
+        schema: {
+          operationId: 'readColumnTemplate',
+          tags: templateTags,
+          summary: 'Read a column template',
+          params: TemplateParamsSchema,
+          response: { 200: ColumnTemplateSchema },
+        },
+      },
       async (request) => {
         const template = await getColumnTemplate(sql, principalOf(request).workspaceId, request.params.template_id);
         if (!template) throw notFound('Column template');
@@ -179,7 +250,12 @@ export const tableColumnRoutes =
         },
       },
       async (request) => {
-        const template = await updateColumnTemplate(sql, principalOf(request).workspaceId, request.params.template_id, request.body);
+        const template = await updateColumnTemplate(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.template_id,
+          request.body,
+        );
         if (!template) throw notFound('Column template');
         return template;
       },
@@ -197,7 +273,8 @@ export const tableColumnRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteColumnTemplate(sql, principalOf(request).workspaceId, request.params.template_id))) throw notFound('Column template');
+        if (!(await deleteColumnTemplate(sql, principalOf(request).workspaceId, request.params.template_id)))
+          throw notFound('Column template');
         return reply.code(204).send(null);
       },
     );

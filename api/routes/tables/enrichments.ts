@@ -17,7 +17,13 @@ import {
   providerSummary,
 } from '../../../domain/tables/enrichments.js';
 import { notFound } from '../../../domain/shared/errors.js';
-import { cancelColumnRun, createColumnRun, getColumnRun, listColumnRuns, toColumnRun } from '../../../services/tables/column-runs.js';
+import {
+  cancelColumnRun,
+  createColumnRun,
+  getColumnRun,
+  listColumnRuns,
+  toColumnRun,
+} from '../../../services/tables/column-runs.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
@@ -37,7 +43,8 @@ export const enrichmentProviderRoutes =
           operationId: 'listEnrichmentProviders',
           tags: providerTags,
           summary: 'Enrichment providers something here runs on, alphabetical by key (endpoint 10)',
-          description: 'A provider whose model, key or service is not configured in this environment is left out, not listed as broken.',
+          description:
+            'A provider whose model, key or service is not configured in this environment is left out, not listed as broken.',
           response: { 200: EnrichmentProviderListSchema },
         },
       },
@@ -80,16 +87,24 @@ export const columnRunRoutes =
           body: ColumnRunCreateSchema,
           response: {
             201: ColumnRunSchema,
-            409: DetailBodySchema.describe('Not an enrichment column, its provider is not available here, or a run of it is already going'),
+            409: DetailBodySchema.describe(
+              'Not an enrichment column, its provider is not available here, or a run of it is already going',
+            ),
           },
         },
       },
       async (request, reply) => {
-        const run = await createColumnRun(sql, temporal, enrichmentProviders, {
-          workspaceId: principalOf(request).workspaceId,
-          tableId: request.params.table_id,
-          columnId: request.params.column_id,
-        }, request.body);
+        const run = await createColumnRun(
+          sql,
+          temporal,
+          enrichmentProviders,
+          {
+            workspaceId: principalOf(request).workspaceId,
+            tableId: request.params.table_id,
+            columnId: request.params.column_id,
+          },
+          request.body,
+        );
         return reply.code(201).send(toColumnRun(run));
       },
     );
@@ -108,7 +123,10 @@ export const columnRunRoutes =
       },
       async (request) => {
         const { table_id: tableId, column_id: columnId } = request.params;
-        const runs = await listColumnRuns(sql, principalOf(request).workspaceId, tableId, { ...request.query, columnId });
+        const runs = await listColumnRuns(sql, principalOf(request).workspaceId, tableId, {
+          ...request.query,
+          columnId,
+        });
         return { runs: runs.map(toColumnRun) };
       },
     );
@@ -125,13 +143,28 @@ export const columnRunRoutes =
           response: { 200: ColumnRunListSchema },
         },
       },
-      async (request) => ({ runs: (await listColumnRuns(sql, principalOf(request).workspaceId, request.params.table_id, request.query)).map(toColumnRun) }),
+      async (request) => ({
+        runs: (await listColumnRuns(sql, principalOf(request).workspaceId, request.params.table_id, request.query)).map(
+          toColumnRun,
+        ),
+      }),
     );
 
     app.get(
       '/tables/:table_id/runs/:run_id/',
-      { schema: { operationId: 'readColumnRun', tags: runTags, summary: 'A run: status, counts and progress', params: RunParamsSchema, response: { 200: ColumnRunSchema } } },
-      async (request) => toColumnRun(await getColumnRun(sql, principalOf(request).workspaceId, request.params.table_id, request.params.run_id)),
+      {
+        schema: {
+          operationId: 'readColumnRun',
+          tags: runTags,
+          summary: 'A run: status, counts and progress',
+          params: RunParamsSchema,
+          response: { 200: ColumnRunSchema },
+        },
+      },
+      async (request) =>
+        toColumnRun(
+          await getColumnRun(sql, principalOf(request).workspaceId, request.params.table_id, request.params.run_id),
+        ),
     );
 
     app.post(
@@ -147,6 +180,14 @@ export const columnRunRoutes =
         },
       },
       async (request) =>
-        toColumnRun(await cancelColumnRun(sql, temporal, principalOf(request).workspaceId, request.params.table_id, request.params.run_id)),
+        toColumnRun(
+          await cancelColumnRun(
+            sql,
+            temporal,
+            principalOf(request).workspaceId,
+            request.params.table_id,
+            request.params.run_id,
+          ),
+        ),
     );
   };

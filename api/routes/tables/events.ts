@@ -45,7 +45,10 @@ export const tableEventRoutes =
           querystring: TableEventsQuerySchema,
           headers: TableEventsHeadersSchema,
           response: {
-            200: { description: 'The event stream; each event is described by TableEvent', content: { 'text/event-stream': { schema: TableEventSchema } } },
+            200: {
+              description: 'The event stream; each event is described by TableEvent',
+              content: { 'text/event-stream': { schema: TableEventSchema } },
+            },
           },
         },
       },
@@ -61,12 +64,14 @@ export const tableEventRoutes =
           once: request.query.once,
           signal: done.signal,
         });
-        return reply
-          .type('text/event-stream; charset=utf-8')
-          .header('cache-control', 'no-cache, no-transform')
-          // nginx and similar proxies buffer responses unless told not to.
-          .header('x-accel-buffering', 'no')
-          .send(stream as never);
+        return (
+          reply
+            .type('text/event-stream; charset=utf-8')
+            .header('cache-control', 'no-cache, no-transform')
+            // nginx and similar proxies buffer responses unless told not to.
+            .header('x-accel-buffering', 'no')
+            .send(stream as never)
+        );
       },
     );
   };

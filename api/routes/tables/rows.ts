@@ -28,7 +28,16 @@ import { wakeFeedsOfTable } from '../../../services/sequences/sequence-client.js
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { exportCsv, importCsv } from '../../../services/tables/csv.js';
-import { bulkCreateRows, bulkDeleteRows, bulkUpdateRows, createRow, deleteRow, getRow, listRows, updateRow } from '../../../store/tables/rows.js';
+import {
+  bulkCreateRows,
+  bulkDeleteRows,
+  bulkUpdateRows,
+  createRow,
+  deleteRow,
+  getRow,
+  listRows,
+  updateRow,
+} from '../../../store/tables/rows.js';
 import { requireTable } from '../../../store/tables/tables.js';
 
 const TableParamsSchema = z.object({ table_id: UuidSchema });
@@ -58,9 +67,24 @@ export const tableRowRoutes =
       },
       async (request, reply) => {
         const row = await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells);
-        await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
-        await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, 1);
-        await wakeFeedsOfTable({ sql, temporal, log: request.log, feedPollSeconds }, principalOf(request).workspaceId, request.params.table_id, 1);
+        await runNewRows(
+          { sql, temporal, enrichmentProviders, log: request.log },
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          1,
+        );
+        await runNewAgentRows(
+          { sql, temporal, agentSuppliers, log: request.log },
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          1,
+        );
+        await wakeFeedsOfTable(
+          { sql, temporal, log: request.log, feedPollSeconds },
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          1,
+        );
         return reply.code(201).send(row);
       },
     );
@@ -93,10 +117,30 @@ export const tableRowRoutes =
         },
       },
       async (request) => {
-        const result = await bulkCreateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows);
-        await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
-        await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
-        await wakeFeedsOfTable({ sql, temporal, log: request.log, feedPollSeconds }, principalOf(request).workspaceId, request.params.table_id, result.succeeded);
+        const result = await bulkCreateRows(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.body.rows,
+        );
+        await runNewRows(
+          { sql, temporal, enrichmentProviders, log: request.log },
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          result.succeeded,
+        );
+        await runNewAgentRows(
+          { sql, temporal, agentSuppliers, log: request.log },
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          result.succeeded,
+        );
+        await wakeFeedsOfTable(
+          { sql, temporal, log: request.log, feedPollSeconds },
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          result.succeeded,
+        );
         return result;
       },
     );
@@ -113,7 +157,8 @@ export const tableRowRoutes =
           response: { 200: BulkRowsResultSchema },
         },
       },
-      async (request) => bulkUpdateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows),
+      async (request) =>
+        bulkUpdateRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.rows),
     );
 
     app.post(
@@ -128,12 +173,21 @@ export const tableRowRoutes =
           response: { 200: BulkRowsResultSchema },
         },
       },
-      async (request) => bulkDeleteRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.row_ids),
+      async (request) =>
+        bulkDeleteRows(sql, principalOf(request).workspaceId, request.params.table_id, request.body.row_ids),
     );
 
     app.get(
       '/tables/:table_id/rows/:row_id/',
-      { schema: { operationId: 'readTableRow', tags, summary: 'Read a row', params: RowParamsSchema, response: { 200: RowSchema } } },
+      {
+        schema: {
+          operationId: 'readTableRow',
+          tags,
+          summary: 'Read a row',
+          params: RowParamsSchema,
+          response: { 200: RowSchema },
+        },
+      },
       async (request) => getRow(sql, principalOf(request).workspaceId, request.params.table_id, request.params.row_id),
     );
 
@@ -149,16 +203,30 @@ export const tableRowRoutes =
           response: { 200: RowSchema, 409: cellConflict },
         },
       },
-      async (request) => updateRow(sql, principalOf(request).workspaceId, request.params.table_id, request.params.row_id, request.body.cells),
+      async (request) =>
+        updateRow(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.table_id,
+          request.params.row_id,
+          request.body.cells,
+        ),
     );
 
     app.delete(
       '/tables/:table_id/rows/:row_id/',
       {
-        schema: { operationId: 'deleteTableRow', tags, summary: 'Delete a row', params: RowParamsSchema, response: { 204: z.null().describe('Deleted') } },
+        schema: {
+          operationId: 'deleteTableRow',
+          tags,
+          summary: 'Delete a row',
+          params: RowParamsSchema,
+          response: { 204: z.null().describe('Deleted') },
+        },
       },
       async (request, reply) => {
-        if (!(await deleteRow(sql, principalOf(request).workspaceId, request.params.table_id, request.params.row_id))) throw notFound('Row');
+        if (!(await deleteRow(sql, principalOf(request).workspaceId, request.params.table_id, request.params.row_id)))
+          throw notFound('Row');
         return reply.code(204).send(null);
       },
     );
@@ -168,11 +236,13 @@ export const tableRowRoutes =
       {
         // The body is the raw stream, checked line by line as it is read; only the path and the
         // query go through the schemas.
-        validatorCompiler: (route) => (route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never)),
+        validatorCompiler: (route) =>
+          route.httpPart === 'body' ? (data: unknown) => ({ value: data }) : validatorCompiler(route as never),
         schema: {
           operationId: 'importTableCsv',
           tags,
-          summary: 'Upload a CSV (text/csv, up to 50 MiB) as new rows; the answer lists rejected lines while every good line lands',
+          summary:
+            'Upload a CSV (text/csv, up to 50 MiB) as new rows; the answer lists rejected lines while every good line lands',
           description:
             'The first line is the header. A field goes to the column `map` names for its number, else to the column named like its header (case ignored), ' +
             'else to a new input column (`unmapped=create`) or nowhere (`unmapped=skip`). Quoted fields may hold delimiters, quotes (doubled) and line breaks; ' +
@@ -186,7 +256,9 @@ export const tableRowRoutes =
           body: z.any().describe('CSV text, UTF-8'),
           response: {
             200: CsvImportReportSchema,
-            409: DetailBodySchema.describe('A mapped column is computed or unknown, a mapped field is past the header, or the new columns would pass the most a table has'),
+            409: DetailBodySchema.describe(
+              'A mapped column is computed or unknown, a mapped field is past the header, or the new columns would pass the most a table has',
+            ),
             413: DetailBodySchema.describe('The upload is larger than 50 MiB'),
             415: DetailBodySchema.describe('The body is not text/csv'),
           },
@@ -198,7 +270,8 @@ export const tableRowRoutes =
         const body = raw instanceof Readable ? raw : undefined;
         try {
           await requireTable(sql, workspaceId, request.params.table_id);
-          if (!body) throw new ApiError('unsupported_media_type', 'Send the file as the body with Content-Type: text/csv.');
+          if (!body)
+            throw new ApiError('unsupported_media_type', 'Send the file as the body with Content-Type: text/csv.');
           if (Number(request.headers['content-length'] ?? 0) > csvBytesMax) {
             throw new ApiError('payload_too_large', `A CSV upload is at most ${csvBytesMax} bytes (50 MiB).`);
           }
@@ -207,9 +280,24 @@ export const tableRowRoutes =
           throw error;
         }
         const report = await importCsv(sql, workspaceId, request.params.table_id, body, request.query);
-        await runNewRows({ sql, temporal, enrichmentProviders, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
-        await runNewAgentRows({ sql, temporal, agentSuppliers, log: request.log }, workspaceId, request.params.table_id, report.rows_added);
-        await wakeFeedsOfTable({ sql, temporal, log: request.log, feedPollSeconds }, workspaceId, request.params.table_id, report.rows_added);
+        await runNewRows(
+          { sql, temporal, enrichmentProviders, log: request.log },
+          workspaceId,
+          request.params.table_id,
+          report.rows_added,
+        );
+        await runNewAgentRows(
+          { sql, temporal, agentSuppliers, log: request.log },
+          workspaceId,
+          request.params.table_id,
+          report.rows_added,
+        );
+        await wakeFeedsOfTable(
+          { sql, temporal, log: request.log, feedPollSeconds },
+          workspaceId,
+          request.params.table_id,
+          report.rows_added,
+        );
         return report;
       },
     );
@@ -221,18 +309,25 @@ export const tableRowRoutes =
           operationId: 'exportTableCsv',
           tags,
           summary: 'Download the grid as CSV, streamed: the visible columns in order and the values a person sees',
-          description: 'A saved view, or filters and sorts as in the grid read, choose and order the rows. A computed cell in error reads `#ERROR`; one not done yet is empty.',
+          description:
+            'A saved view, or filters and sorts as in the grid read, choose and order the rows. A computed cell in error reads `#ERROR`; one not done yet is empty.',
           params: TableParamsSchema,
           querystring: RowQuerySchema,
           response: {
-            200: { description: 'CSV text, UTF-8, a header line first', content: { 'text/csv': { schema: z.string() } } },
+            200: {
+              description: 'CSV text, UTF-8, a header line first',
+              content: { 'text/csv': { schema: z.string() } },
+            },
             409: gridConflict,
           },
         },
       },
       async (request, reply) => {
         const stream = await exportCsv(sql, principalOf(request).workspaceId, request.params.table_id, request.query);
-        return reply.type('text/csv; charset=utf-8').header('content-disposition', 'attachment; filename="table.csv"').send(stream as never);
+        return reply
+          .type('text/csv; charset=utf-8')
+          .header('content-disposition', 'attachment; filename="table.csv"')
+          .send(stream as never);
       },
     );
   };

@@ -83,8 +83,10 @@ export const tableRoutes =
         schema: {
           operationId: 'listUnfiledTables',
           tags,
-          summary: 'Tables that carried more than one tag when folders replaced tags, each with its former tags (endpoint 9)',
-          description: 'Moving such a table anywhere, the top level included (`PATCH /tables/{table_id}/` with `folder_id`), files it and it leaves this list.',
+          summary:
+            'Tables that carried more than one tag when folders replaced tags, each with its former tags (endpoint 9)',
+          description:
+            'Moving such a table anywhere, the top level included (`PATCH /tables/{table_id}/` with `folder_id`), files it and it leaves this list.',
           response: { 200: UnfiledTableListSchema },
         },
       },
@@ -93,7 +95,15 @@ export const tableRoutes =
 
     app.get(
       '/tables/:table_id/',
-      { schema: { operationId: 'readTable', tags, summary: 'Read a table (a deleted one is 404; see the trash)', params: TableParamsSchema, response: { 200: TableSchema } } },
+      {
+        schema: {
+          operationId: 'readTable',
+          tags,
+          summary: 'Read a table (a deleted one is 404; see the trash)',
+          params: TableParamsSchema,
+          response: { 200: TableSchema },
+        },
+      },
       async (request) => {
         const table = await getTable(sql, callerOf(request), request.params.table_id);
         if (!table) throw notFound('Table');
@@ -108,10 +118,14 @@ export const tableRoutes =
           operationId: 'updateTable',
           tags,
           summary: 'Rename, describe, archive, favourite, move to a folder, hand over, or change run settings',
-          description: 'A field left out keeps its value. `folder_id: null` moves to the top level; any move files a table waiting to be filed.',
+          description:
+            'A field left out keeps its value. `folder_id: null` moves to the top level; any move files a table waiting to be filed.',
           params: TableParamsSchema,
           body: TableUpdateSchema,
-          response: { 200: TableSchema, 409: DetailBodySchema.describe('A favourite asked for by an API key with no member behind it') },
+          response: {
+            200: TableSchema,
+            409: DetailBodySchema.describe('A favourite asked for by an API key with no member behind it'),
+          },
         },
       },
       async (request) => {
@@ -151,7 +165,8 @@ export const tableRoutes =
         },
       },
       async (request, reply) => {
-        if (!(await deleteTable(sql, principalOf(request).workspaceId, request.params.table_id))) throw notFound('Table');
+        if (!(await deleteTable(sql, principalOf(request).workspaceId, request.params.table_id)))
+          throw notFound('Table');
         return reply.code(204).send(null);
       },
     );
@@ -189,18 +204,34 @@ export const tableRoutes =
           },
         },
       },
-      async (request, reply) => reply.code(201).send(await createFolder(sql, principalOf(request).workspaceId, request.body)),
+      async (request, reply) =>
+        reply.code(201).send(await createFolder(sql, principalOf(request).workspaceId, request.body)),
     );
 
     app.get(
       '/table-folders/',
-      { schema: { operationId: 'listTableFolders', tags: folderTags, summary: 'Every folder, in tree order, each with its path from the top level', response: { 200: FolderListSchema } } },
+      {
+        schema: {
+          operationId: 'listTableFolders',
+          tags: folderTags,
+          summary: 'Every folder, in tree order, each with its path from the top level',
+          response: { 200: FolderListSchema },
+        },
+      },
       async (request) => ({ folders: await listFolders(sql, principalOf(request).workspaceId) }),
     );
 
     app.get(
       '/table-folders/:folder_id/',
-      { schema: { operationId: 'readTableFolder', tags: folderTags, summary: 'Read a folder', params: FolderParamsSchema, response: { 200: FolderSchema } } },
+      {
+        schema: {
+          operationId: 'readTableFolder',
+          tags: folderTags,
+          summary: 'Read a folder',
+          params: FolderParamsSchema,
+          response: { 200: FolderSchema },
+        },
+      },
       async (request) => {
         const folder = await getFolder(sql, principalOf(request).workspaceId, request.params.folder_id);
         if (!folder) throw notFound('Folder');
@@ -217,11 +248,19 @@ export const tableRoutes =
           summary: 'Rename a folder or move it (null: to the top level)',
           params: FolderParamsSchema,
           body: FolderUpdateSchema,
-          response: { 200: FolderSchema, 409: DetailBodySchema.describe('A sibling has that name, the move makes a loop, or it would nest too deep') },
+          response: {
+            200: FolderSchema,
+            409: DetailBodySchema.describe('A sibling has that name, the move makes a loop, or it would nest too deep'),
+          },
         },
       },
       async (request) => {
-        const folder = await updateFolder(sql, principalOf(request).workspaceId, request.params.folder_id, request.body);
+        const folder = await updateFolder(
+          sql,
+          principalOf(request).workspaceId,
+          request.params.folder_id,
+          request.body,
+        );
         if (!folder) throw notFound('Folder');
         return folder;
       },
@@ -235,11 +274,15 @@ export const tableRoutes =
           tags: folderTags,
           summary: 'Delete an empty folder',
           params: FolderParamsSchema,
-          response: { 204: z.null().describe('Deleted'), 409: DetailBodySchema.describe('The folder still holds tables or folders') },
+          response: {
+            204: z.null().describe('Deleted'),
+            409: DetailBodySchema.describe('The folder still holds tables or folders'),
+          },
         },
       },
       async (request, reply) => {
-        if (!(await deleteFolder(sql, principalOf(request).workspaceId, request.params.folder_id))) throw notFound('Folder');
+        if (!(await deleteFolder(sql, principalOf(request).workspaceId, request.params.folder_id)))
+          throw notFound('Folder');
         return reply.code(204).send(null);
       },
     );

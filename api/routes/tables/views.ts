@@ -13,7 +13,9 @@ import { requireTable } from '../../../store/tables/tables.js';
 const TableParamsSchema = z.object({ table_id: UuidSchema });
 const ViewParamsSchema = z.object({ table_id: UuidSchema, view_id: UuidSchema });
 const tags = ['table-views'];
-const viewConflict = DetailBodySchema.describe('A view of that name exists, or the view names a column the table does not have');
+const viewConflict = DetailBodySchema.describe(
+  'A view of that name exists, or the view names a column the table does not have',
+);
 
 export const tableViewRoutes =
   ({ sql }: AppDeps): FastifyPluginAsyncZod =>
@@ -40,7 +42,15 @@ export const tableViewRoutes =
 
     app.get(
       '/tables/:table_id/views/',
-      { schema: { operationId: 'listTableViews', tags, summary: 'Saved views, by name', params: TableParamsSchema, response: { 200: ViewListSchema } } },
+      {
+        schema: {
+          operationId: 'listTableViews',
+          tags,
+          summary: 'Saved views, by name',
+          params: TableParamsSchema,
+          response: { 200: ViewListSchema },
+        },
+      },
       async (request) => {
         await requireTable(sql, principalOf(request).workspaceId, request.params.table_id);
         return { views: await listViews(sql, request.params.table_id) };
@@ -49,7 +59,15 @@ export const tableViewRoutes =
 
     app.get(
       '/tables/:table_id/views/:view_id/',
-      { schema: { operationId: 'readTableView', tags, summary: 'Read a saved view', params: ViewParamsSchema, response: { 200: ViewSchema } } },
+      {
+        schema: {
+          operationId: 'readTableView',
+          tags,
+          summary: 'Read a saved view',
+          params: ViewParamsSchema,
+          response: { 200: ViewSchema },
+        },
+      },
       async (request) => {
         await requireTable(sql, principalOf(request).workspaceId, request.params.table_id);
         const view = await getView(sql, request.params.table_id, request.params.view_id);
@@ -82,7 +100,13 @@ export const tableViewRoutes =
     app.delete(
       '/tables/:table_id/views/:view_id/',
       {
-        schema: { operationId: 'deleteTableView', tags, summary: 'Delete a saved view', params: ViewParamsSchema, response: { 204: z.null().describe('Deleted') } },
+        schema: {
+          operationId: 'deleteTableView',
+          tags,
+          summary: 'Delete a saved view',
+          params: ViewParamsSchema,
+          response: { 204: z.null().describe('Deleted') },
+        },
       },
       async (request, reply) => {
         await requireTable(sql, principalOf(request).workspaceId, request.params.table_id);
