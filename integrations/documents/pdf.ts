@@ -1,5 +1,5 @@
 /**
- * PDF pages as text: pdfjs-dist's legacy build (the line that runs on Node 20) gives each run of
+ * PDF pages as text: pdfjs-dist's legacy build (the one pdf.js ships for Node) gives each run of
  * text with its transform; the domain's layout rule turns a page's runs into lines. Pages are
  * read a few at a time (pdfjs works on the same thread here, so this only overlaps its message
  * round trips) and each page's resources are released once its text is out, so memory stays flat
@@ -72,7 +72,6 @@ export async function extractPdf(bytes: Uint8Array, progress: PdfProgress = {}):
     standardFontDataUrl,
     disableFontFace: true,
     useSystemFonts: false,
-    isEvalSupported: false,
     isOffscreenCanvasSupported: false,
     stopAtErrors: false,
     verbosity: 0,
@@ -119,6 +118,7 @@ export async function extractPdf(bytes: Uint8Array, progress: PdfProgress = {}):
     }
     return pages;
   } finally {
-    await pdf.destroy().catch(() => undefined);
+    // pdf.js 6 ends a document through its loading task (the proxy has no destroy of its own).
+    await task.destroy().catch(() => undefined);
   }
 }
