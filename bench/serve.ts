@@ -89,7 +89,7 @@ const stop = async () => {
   if (stopping) return;
   stopping = true;
   if (worker && worker.exitCode === null) {
-    const exited = new Promise((resolve) => worker!.once('exit', resolve));
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
     worker.kill('SIGTERM');
     await exited;
   }

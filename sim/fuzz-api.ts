@@ -274,7 +274,7 @@ async function main(): Promise<number> {
       logLevel,
     });
     // The extension's sender lives in a workspace of its own, out of the fuzzed key's reach.
-    const sql = createSql(stack.databaseUrl!);
+    const sql = createSql(stack.databaseUrl);
     let senderKey: string;
     try {
       senderKey = (await createWorkspaceWithAdmin(sql, { name: 'Fuzzing the extension routes', plan: 'paid' })).api_key;

@@ -103,7 +103,7 @@ export class ServiceProcess {
     });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    child.stderr!.pipe(this.out, { end: false });
+    child.stderr.pipe(this.out, { end: false });
     return new Promise<void>((resolve, reject) => {
       let ready = false;
       let seen = '';
@@ -113,7 +113,7 @@ export class ServiceProcess {
           reject(new Error(`${this.name} printed no "${this.readyLine}" within 60 s`));
         }
       }, 60_000);
-      child.stdout!.on('data', (chunk: Buffer) => {
+      child.stdout.on('data', (chunk: Buffer) => {
         this.out.write(chunk);
         if (ready) return;
         seen = (seen + chunk.toString()).slice(-1000);

@@ -26,7 +26,7 @@ export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', impo
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   return bundleWorkflowCode({
     workflowsPath,
-    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never,
+    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} },
   });
 }
 

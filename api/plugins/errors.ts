@@ -147,7 +147,7 @@ export function registerErrorHandling(app: FastifyInstance) {
         .send(validationBody([{ loc: ['body'], msg: 'The body is not valid JSON', type: 'json_invalid', input: '' }]));
     }
     const status = error.statusCode ?? 500;
-    if (status >= 400 && status < 500 && !isResponseSerializationError(error as never)) {
+    if (status >= 400 && status < 500 && !isResponseSerializationError(error)) {
       return reply.code(status).send({ detail: error.message.replace(/^FST_\w+: /, '') });
     }
     request.log.error({ err: error }, 'unhandled error');

@@ -198,7 +198,7 @@ export const pageOf = <T extends z.ZodType>(name: string, item: T) =>
   z.object({
     [name]: z.array(item),
     next_offset: z.int().nullable().describe('The offset of the next page; null on the last'),
-  } as Record<string, z.ZodType>);
+  });
 
 // ---- Rules ----
 

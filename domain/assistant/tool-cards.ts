@@ -64,7 +64,7 @@ export function findOperations(operations: CatalogueOperation[], query: string, 
         access: op.access,
         input_schema: (schema.length <= inlineSchemaMax
           ? op.input_schema
-          : { note: 'Large input: see the API reference for this operation.' }) as JsonSchema,
+          : { note: 'Large input: see the API reference for this operation.' }),
       };
     });
 }

@@ -85,10 +85,7 @@ export function verbTools(): ToolDefinition[] {
   return (Object.keys(VerbInputSchemas) as BuiltVerb[]).map((verb) => ({
     name: verb,
     description: descriptions[verb],
-    parameters: z.toJSONSchema(VerbInputSchemas[verb], { io: 'input', unrepresentable: 'any' }) as Record<
-      string,
-      unknown
-    >,
+    parameters: z.toJSONSchema(VerbInputSchemas[verb], { io: 'input', unrepresentable: 'any' }),
   }));
 }
 

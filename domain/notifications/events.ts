@@ -183,7 +183,7 @@ export function isEventType(value: string): value is EventType {
 
 /** Checks a payload against its type's schema: answers the parsed payload or throws (a programming error). */
 export function parseEventPayload<T extends EventType>(type: T, payload: EventPayload<T>): Record<string, unknown> {
-  return eventPayloadSchemas[type].parse(payload) as Record<string, unknown>;
+  return eventPayloadSchemas[type].parse(payload);
 }
 
 /** The keys of a payload a rule may filter on. */

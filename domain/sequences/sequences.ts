@@ -306,7 +306,7 @@ const cell = (cells: Record<string, unknown>, columnId: string | null) => {
   if (!columnId) return null;
   const v = cells[columnId];
   if (v === null || v === undefined) return null;
-  const s = (typeof v === 'string' ? v : String(v as never)).trim();
+  const s = (typeof v === 'string' ? v : String(v)).trim();
   return s === '' ? null : s;
 };
 

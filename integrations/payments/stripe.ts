@@ -186,7 +186,7 @@ export function parseStripeEvent(payload: unknown): BillingEvent {
         workspaceId: s.metadata.workspace_id ?? null,
         customerId: s.customer ?? null,
         subscriptionId: s.id,
-        status: s.status as SubscriptionStatus,
+        status: s.status,
         currentPeriodStart: s.current_period_start ?? item?.current_period_start ?? null,
         currentPeriodEnd: s.current_period_end ?? item?.current_period_end ?? null,
         cancelAtPeriodEnd: s.cancel_at_period_end ?? false,

@@ -93,7 +93,7 @@ export async function enrol(
     }
     throw new ApiError('internal', 'No free code could be generated; try again.');
   });
-  return affiliateView(sql, settings, affiliate as AffiliateRow);
+  return affiliateView(sql, settings, affiliate);
 }
 
 export async function listCodes(db: Db, workspaceId: string) {

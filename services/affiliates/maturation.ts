@@ -35,7 +35,7 @@ export async function matureDueCommissions(sql: Sql, shard: number, now: Date): 
     await releaseHeldEntriesOf(tx, matured);
     const next = await recordShardWake(tx, shard);
     return { matured: matured.length, nextAt: next?.toISOString() ?? null };
-  }) as Promise<MaturationLook>;
+  });
 }
 
 /** Signal-with-start these shards' maturation workflows (a new run starts when none is running). */

@@ -65,7 +65,7 @@ export async function handleBillingEvent(
       ? await applyAffiliateBillingEffects(tx, account.workspace_id, event, affiliates)
       : [];
     return { duplicate: false, workspaceId, outcome, affiliateCommissionIds };
-  }) as Promise<BillingEventResult>;
+  });
 }
 
 function apply(tx: Db, account: BillingAccountRow, event: BillingEvent): Promise<string> {

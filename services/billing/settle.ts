@@ -24,5 +24,5 @@ export async function settleBillingAt(sql: Sql, workspaceId: string, now: Date):
       granted,
       downgraded: due.downgrade !== null,
     };
-  }) as Promise<BillingSettlement>;
+  });
 }

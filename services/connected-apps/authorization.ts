@@ -158,7 +158,7 @@ export async function registerClient(deps: OAuthDeps, raw: unknown) {
     software_id: m.software_id ?? null,
     software_version: m.software_version ?? null,
     redirect_uris: m.redirect_uris,
-    metadata: m as Record<string, unknown>,
+    metadata: m,
     brand,
     recognised,
     refresh_after: null,

@@ -178,7 +178,7 @@ export async function landImportPage(
           key: `${imp.source === 'crm' ? `crm:${imp.connection_id}:${imp.object_type}` : 'csv'}:${r.key!.toLowerCase()}`,
           cells: Object.fromEntries(
             [...columns].flatMap(([source, column]) =>
-              r.values[source] ? [[column, cellText(r.values[source]!)]] : [],
+              r.values[source] ? [[column, cellText(r.values[source])]] : [],
             ),
           ),
         })),
@@ -229,7 +229,7 @@ export async function importCrmChunk(
   if (!connection) throw new CrmRefusal('The CRM connection of this import was deleted.');
   const token = await crmToken(sql, integrations, connection);
   const client = crmClientOf(integrations);
-  const type = imp.object_type! as CrmObjectType;
+  const type = imp.object_type!;
   const properties = [...new Set([...imp.mapping.map((m) => m.source), imp.key_field, modifiedProperty[type]])];
   const toRecord = (o: CrmObject) => ({
     key: imp.key_field === 'hs_object_id' ? o.id : (o.properties[imp.key_field] ?? null),

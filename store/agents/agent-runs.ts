@@ -63,7 +63,7 @@ export async function startAgentRun(
 ): Promise<void> {
   await db`
           update agent_runs set status = 'running', started_at = now(), prompt = ${start.prompt}, start_url = ${start.startUrl},
-            mcp_tools = ${db.json(start.mcpTools as never)}, model_key = ${start.modelKey}, inputs = ${db.json(start.inputs as never)}
+            mcp_tools = ${db.json(start.mcpTools)}, model_key = ${start.modelKey}, inputs = ${db.json(start.inputs as never)}
           where id = ${runId} and status = 'queued'`;
 }
 

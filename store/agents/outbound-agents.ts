@@ -65,7 +65,7 @@ export async function createAgent(sql: Sql, workspaceId: string, body: OutboundA
       insert into outbound_agents (workspace_id, name) values (${workspaceId}, ${body.name}) returning id`;
     await tx`
       insert into outbound_agent_versions (agent_id, version, instructions, slots, origin)
-      values (${agent!.id}, 1, ${body.instructions}, ${tx.json(body.slots as never)}, 'created')`;
+      values (${agent!.id}, 1, ${body.instructions}, ${tx.json(body.slots)}, 'created')`;
     return toAgent((await selectAgents(tx, workspaceId, agent!.id))[0]!);
   }) as Promise<OutboundAgent>;
 }
@@ -93,7 +93,7 @@ export async function addVersion(
     update outbound_agents set version = version + 1, updated_at = now() where id = ${agentId} returning version`;
   await tx`
     insert into outbound_agent_versions (agent_id, version, instructions, slots, origin)
-    values (${agentId}, ${agent!.version}, ${prompts.instructions}, ${tx.json(prompts.slots as never)}, ${origin})`;
+    values (${agentId}, ${agent!.version}, ${prompts.instructions}, ${tx.json(prompts.slots)}, ${origin})`;
   return agent!.version;
 }
 
@@ -272,7 +272,7 @@ export async function storeResearch(
 ): Promise<ResearchedConversation | undefined> {
   const [updated] = await db<ResearchedConversation[]>`
       update outbound_conversations
-      set research_brief = ${db.json(research.brief as never)}, sources = ${research.sources}, company_key = ${research.companyKey}, researched_at = now()
+      set research_brief = ${db.json(research.brief)}, sources = ${research.sources}, company_key = ${research.companyKey}, researched_at = now()
       where id = ${conversationId} and researched_at is null
       returning id, researched_at, research_brief, sources`;
   return updated;
@@ -373,7 +373,7 @@ export async function storeWrittenMessage(
           update outbound_messages set
             angle = ${draft.angle}, subject = ${draft.subject}, body = ${draft.body},
             generated_subject = ${draft.subject}, generated_body = ${draft.body}, reasoning = ${draft.reasoning},
-            facts_used = ${draft.facts_used}, findings = ${db.json(m.findings as never)}, judge_verdict = ${db.json(verdict as never)},
+            facts_used = ${draft.facts_used}, findings = ${db.json(m.findings)}, judge_verdict = ${db.json(verdict)},
             confidence = ${assessment.confidence}, confidence_score = ${assessment.confidence_score}, confident = ${assessment.confident},
             insufficient_data = ${assessment.insufficient_data}, is_preview = false,
             opens_thread = ${m.opensThread}, model_key = ${m.modelKey}, reach = ${m.reach},

@@ -134,8 +134,8 @@ export async function createSavedAgent(sql: Sql, workspaceId: string, input: Sav
   const agent = checkedAgent(input);
   const [row] = await sql<AgentRecord[]>`
     insert into saved_agents (workspace_id, name, description, prompt, inputs, output_fields, settings, reach, mcp_servers)
-    values (${workspaceId}, ${input.name}, ${input.description ?? null}, ${sql.json(agent.prompt as never)}, ${sql.json(agent.inputs as never)},
-      ${sql.json(agent.output_fields as never)}, ${sql.json({ ...agent.settings, saved_agent_id: null } as never)}, ${agent.reach}, ${sql.json(agent.mcp_servers as never)})
+    values (${workspaceId}, ${input.name}, ${input.description ?? null}, ${sql.json(agent.prompt)}, ${sql.json(agent.inputs)},
+      ${sql.json(agent.output_fields)}, ${sql.json({ ...agent.settings, saved_agent_id: null })}, ${agent.reach}, ${sql.json(agent.mcp_servers)})
     returning *`;
   return toSavedAgent(row!);
 }
@@ -169,9 +169,9 @@ export async function updateSavedAgent(
     });
     const description = patch.description === undefined ? current.description : patch.description;
     const [row] = await tx<AgentRecord[]>`
-      update saved_agents set name = ${patch.name ?? current.name}, description = ${description}, prompt = ${tx.json(agent.prompt as never)},
-        inputs = ${tx.json(agent.inputs as never)}, output_fields = ${tx.json(agent.output_fields as never)},
-        settings = ${tx.json({ ...agent.settings, saved_agent_id: null } as never)}, reach = ${agent.reach}, mcp_servers = ${tx.json(agent.mcp_servers as never)},
+      update saved_agents set name = ${patch.name ?? current.name}, description = ${description}, prompt = ${tx.json(agent.prompt)},
+        inputs = ${tx.json(agent.inputs)}, output_fields = ${tx.json(agent.output_fields)},
+        settings = ${tx.json({ ...agent.settings, saved_agent_id: null })}, reach = ${agent.reach}, mcp_servers = ${tx.json(agent.mcp_servers)},
         version = version + 1, updated_at = now()
       where id = ${id} returning *`;
     return toSavedAgent(row!);
@@ -223,7 +223,7 @@ export async function createExample(
     if (kept!.count >= max) throw conflict(`An agent keeps at most ${max} examples; delete one first.`);
     const [row] = await tx<ExampleRecord[]>`
       insert into saved_agent_examples (workspace_id, agent_id, label, inputs, expected)
-      values (${workspaceId}, ${agentId}, ${input.label ?? null}, ${tx.json(inputs as never)}, ${tx.json(input.expected as never)})
+      values (${workspaceId}, ${agentId}, ${input.label ?? null}, ${tx.json(inputs)}, ${tx.json(input.expected)})
       returning id, agent_id, label, inputs, expected, created_at`;
     return toExample(row!);
   });
@@ -397,7 +397,7 @@ async function toTrainingRuns(
             k,
             r.result ? compareAnswer(v, r.result[k] ?? null) : 'mismatch',
           ]),
-        ) as Record<string, 'exact' | 'normalised' | 'mismatch'>,
+        ),
       })),
       error: t.error,
       workflow_id: workflowIds.training(t.id),
@@ -437,7 +437,7 @@ export async function createTrainingRun(
     await tx`
       insert into agent_runs (id, workspace_id, agent_id, agent_version, agent, target, training_run_id, example_id, inputs, price_credits, workflow_id)
       select x.id, ${workspaceId}, ${agentId}, ${agent.version}, ${tx.json(definition as never)}, 'example', ${training!.id}, x.example_id, x.inputs, ${price}, x.workflow_id
-      from jsonb_to_recordset(${tx.json(rows as never)}) as x (id uuid, example_id uuid, inputs jsonb, workflow_id text)`;
+      from jsonb_to_recordset(${tx.json(rows)}) as x (id uuid, example_id uuid, inputs jsonb, workflow_id text)`;
     const [view] = await toTrainingRuns(tx, [training!], workflowIds);
     return { training: view!, runs: rows.map((r) => ({ runId: r.id, workflowId: r.workflow_id })) };
   });
@@ -510,7 +510,7 @@ async function queueCellRuns(
       insert into agent_runs (id, workspace_id, agent_id, agent_version, agent, target, table_id, column_id, row_id, use_row_context, price_credits, workflow_id)
       select x.id, ${workspaceId}, ${config.saved_agent_id}, ${config.agent_version}, ${db.json(config.agent as never)}, 'cell', ${tableId}, ${columnId},
         x.row_id, ${config.use_row_context}, ${agentRunPrice(config.agent.reach, config.agent.mcp_servers.length)}, x.workflow_id
-      from jsonb_to_recordset(${db.json(rows as never)}) as x (id uuid, row_id uuid, workflow_id text)
+      from jsonb_to_recordset(${db.json(rows)}) as x (id uuid, row_id uuid, workflow_id text)
       returning ${runColumns(db)}`;
   } catch (error) {
     if ((error as { code?: string }).code === '23505')
@@ -523,7 +523,7 @@ async function queueCellRuns(
   await db`
     insert into table_cells (column_id, row_id, state, value, error, cost, run_id)
     select g.id, x.row_id, 'pending', null, null, 0, x.id
-    from unnest(${group.map((g) => g.id)}::uuid[]) as g (id) cross join jsonb_to_recordset(${db.json(rows as never)}) as x (id uuid, row_id uuid)
+    from unnest(${group.map((g) => g.id)}::uuid[]) as g (id) cross join jsonb_to_recordset(${db.json(rows)}) as x (id uuid, row_id uuid)
     on conflict (column_id, row_id) do update set
       previous = case when table_cells.state in ('done', 'error', 'skipped')
         then jsonb_build_object('state', table_cells.state, 'value', table_cells.value, 'error', table_cells.error, 'cost', table_cells.cost)
@@ -624,7 +624,7 @@ export async function deployAgent(
       ? await tx<{ id: string; position: number }[]>`
           insert into table_columns (workspace_id, table_id, name, kind, position, config, parent_column_id)
           select ${workspaceId}, ${tableId}, x.name, 'agent', x.position, x.config, ${parent!.id}
-          from jsonb_to_recordset(${tx.json(children as never)}) as x (name text, position int, config jsonb)
+          from jsonb_to_recordset(${tx.json(children)}) as x (name text, position int, config jsonb)
           order by x.position
           returning id, position`
       : [];

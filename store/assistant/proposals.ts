@@ -139,7 +139,7 @@ async function insertProposalIn(db: Db, p: NewProposal): Promise<ProposalRow> {
       ${db.json(p.input as never)}, ${p.batch_id}, ${p.verb_label}, ${p.summary}, ${p.detail ? db.json(p.detail as never) : null},
       ${p.price_credits}, ${p.price_per}, ${p.expected_credits}, ${p.price_label}, ${p.approve_label}, ${p.price_aside},
       ${p.destructive}, ${p.loss}, ${p.sends}, ${p.source_column_id}, ${p.source_record_id}, ${p.runs_column_id},
-      ${p.prepared_column ? db.json(p.prepared_column as never) : null}, now() + ${p.lifetimeSeconds}::int * interval '1 second')
+      ${p.prepared_column ? db.json(p.prepared_column) : null}, now() + ${p.lifetimeSeconds}::int * interval '1 second')
     on conflict (message_id, tool_call_id) do nothing
     returning *`;
   if (row) {
@@ -237,7 +237,7 @@ export async function endProposal(
   },
 ): Promise<ProposalRow | undefined> {
   const [row] = await db<ProposalRow[]>`
-    update assistant_proposals set status = ${end.status}, applied_result = ${end.appliedResult ? db.json(end.appliedResult as never) : null},
+    update assistant_proposals set status = ${end.status}, applied_result = ${end.appliedResult ? db.json(end.appliedResult) : null},
       error = ${end.error}, charged_credits = ${end.chargedCredits}
     where id = ${id} and status = 'applying'
     returning *`;

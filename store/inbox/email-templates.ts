@@ -53,7 +53,7 @@ export async function checkSegmentColumns(
 export async function createTemplate(db: Db, workspaceId: string, input: EmailTemplateCreate): Promise<EmailTemplate> {
   const [row] = await db<TemplateRow[]>`
     insert into email_templates (workspace_id, name, scope, subject_segments, body_segments)
-    select ${workspaceId}, ${input.name}, ${input.scope}, ${db.json(input.subject_segments as never)}, ${db.json(input.body_segments as never)}
+    select ${workspaceId}, ${input.name}, ${input.scope}, ${db.json(input.subject_segments)}, ${db.json(input.body_segments)}
     where (select count(*) from email_templates where workspace_id = ${workspaceId}) < ${templatesMax}
     returning *`;
   if (!row) throw new ApiError('conflict', `A workspace keeps at most ${templatesMax} templates; delete one first.`);
@@ -82,8 +82,8 @@ export async function updateTemplate(
   const [row] = await db<TemplateRow[]>`
     update email_templates set
       name = ${input.name ?? db`name`},
-      subject_segments = ${input.subject_segments ? db.json(input.subject_segments as never) : db`subject_segments`},
-      body_segments = ${input.body_segments ? db.json(input.body_segments as never) : db`body_segments`},
+      subject_segments = ${input.subject_segments ? db.json(input.subject_segments) : db`subject_segments`},
+      body_segments = ${input.body_segments ? db.json(input.body_segments) : db`body_segments`},
       updated_at = now()
     where id = ${id} and workspace_id = ${workspaceId}
     returning *`;

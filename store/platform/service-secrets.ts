@@ -23,7 +23,7 @@ export function serviceSecret(
   let secret = perSql.get(key);
   if (!secret) {
     secret = readOrCreate(sql, key);
-    secret.catch(() => perSql!.delete(key)); // a failed read is retried next time
+    secret.catch(() => perSql.delete(key)); // a failed read is retried next time
     perSql.set(key, secret);
   }
   return secret;

@@ -47,7 +47,7 @@ export async function createHold(
       select * from (${withCounts(tx, workspaceId)}) h
       where ${contact === null ? tx`h.sequence_id = ${sequence}` : tx`h.contact_key = ${contact}`}`;
     return { created: inserted.length === 1, hold: toHold(hold!) };
-  }) as Promise<{ created: boolean; hold: ReturnType<typeof toHold> }>;
+  });
 }
 
 export async function listHolds(db: Db, workspaceId: string) {
@@ -72,5 +72,5 @@ export async function releaseHold(
         and not pnet_step_held(workspace_id, contact_key, sequence_id)
       returning id`;
     return { resumed_steps: resumed.length };
-  }) as Promise<{ resumed_steps: number } | undefined>;
+  });
 }

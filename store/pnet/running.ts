@@ -38,7 +38,7 @@ export async function grantCommit(sql: Sql, stepId: string, claimedAt: string): 
       update browser_steps set commit_granted_at = date_trunc('milliseconds', now()), updated_at = now()
       where id = ${stepId} returning commit_granted_at`;
     return { commit_granted_at: granted!.commit_granted_at.toISOString() };
-  }) as Promise<{ commit_granted_at: string }>;
+  });
 }
 
 interface AttemptRow {

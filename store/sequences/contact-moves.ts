@@ -313,7 +313,7 @@ export function queuePnetStep(
   return db<StepRow[]>`
     with ${hold ? db`${holdCtes(db, hold)},` : db``} step as (
       insert into browser_steps (id, workspace_id, account_id, kind, params, contact_key, sequence_id, status, metered, queued_at, held, credit_hold_id)
-      select ${id}, ${c.workspace_id}, ${accountId}, ${step.action}, ${db.json(step.params as never)}, ${c.contact_key}, ${c.sequence_id},
+      select ${id}, ${c.workspace_id}, ${accountId}, ${step.action}, ${db.json(step.params)}, ${c.contact_key}, ${c.sequence_id},
         ${step.awaiting ? 'awaiting_approval' : 'queued'}, true, ${step.awaiting ? null : db`now()`},
         pnet_step_held(${c.workspace_id}, ${c.contact_key}, ${c.sequence_id}), ${hold?.id ?? null}::uuid
       ${hold ? db`where exists (select 1 from created)` : db``}

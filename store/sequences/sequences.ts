@@ -195,7 +195,7 @@ export async function createSequence(sql: Sql, workspaceId: string, input: Seque
       values (${workspaceId}, ${input.name}, ${input.audience_table_id}, ${tx.json(input.audience_mapping)}, ${input.feed_new_rows},
               ${input.email_mode}, ${input.pnet_mode}, ${feedStart(tx, input.audience_table_id)})
       returning *`;
-    await tx`insert into sequence_versions (sequence_id, version, graph) values (${row!.id}, 1, ${tx.json(input.graph as never)})`;
+    await tx`insert into sequence_versions (sequence_id, version, graph) values (${row!.id}, 1, ${tx.json(input.graph)})`;
     await writeSenders(tx, row!.id, input.senders);
     return toSequence(tx, row!);
   }) as Promise<Sequence>;
@@ -259,9 +259,9 @@ export async function updateSequence(
         await tx`select 1 from sequence_contacts where sequence_id = ${sequenceId} and version = ${version} limit 1`;
       if (used) {
         version += 1;
-        await tx`insert into sequence_versions (sequence_id, version, graph) values (${sequenceId}, ${version}, ${tx.json(input.graph as never)})`;
+        await tx`insert into sequence_versions (sequence_id, version, graph) values (${sequenceId}, ${version}, ${tx.json(input.graph)})`;
       } else {
-        await tx`update sequence_versions set graph = ${tx.json(input.graph as never)}, created_at = now() where sequence_id = ${sequenceId} and version = ${version}`;
+        await tx`update sequence_versions set graph = ${tx.json(input.graph)}, created_at = now() where sequence_id = ${sequenceId} and version = ${version}`;
       }
     }
     if (input.senders) await writeSenders(tx, sequenceId, input.senders);

@@ -156,8 +156,8 @@ export async function insertImport(
 ): Promise<ImportRow> {
   const [row] = await db<ImportRow[]>`
     insert into sourcing_imports (workspace_id, table_id, name, source, connection_id, object_type, list_id, filters, csv_url, mapping, key_field, created_by)
-    values (${i.workspace_id}, ${i.table_id}, ${i.name}, ${i.source}, ${i.connection_id}, ${i.object_type}, ${i.list_id}, ${db.json(i.filters as never)},
-            ${i.csv_url}, ${db.json(i.mapping as never)}, ${i.key_field}, ${i.createdBy})
+    values (${i.workspace_id}, ${i.table_id}, ${i.name}, ${i.source}, ${i.connection_id}, ${i.object_type}, ${i.list_id}, ${db.json(i.filters)},
+            ${i.csv_url}, ${db.json(i.mapping)}, ${i.key_field}, ${i.createdBy})
     returning *, null::uuid as schedule_id`;
   return row!;
 }
@@ -308,7 +308,7 @@ export async function insertWriteBack(
 ): Promise<WriteBackRow> {
   const [row] = await db<WriteBackRow[]>`
     insert into write_backs (workspace_id, table_id, connection_id, object_type, id_property, mapping, row_ids, result_column_id, created_by, rows_total)
-    values (${w.workspaceId}, ${w.tableId}, ${w.connectionId}, ${w.objectType}, ${w.idProperty}, ${db.json(w.mapping as never)}, ${w.rowIds}, ${w.resultColumnId}, ${w.createdBy},
+    values (${w.workspaceId}, ${w.tableId}, ${w.connectionId}, ${w.objectType}, ${w.idProperty}, ${db.json(w.mapping)}, ${w.rowIds}, ${w.resultColumnId}, ${w.createdBy},
       (select count(*) from table_rows where table_id = ${w.tableId} and (${w.rowIds}::uuid[] is null or id = any(${w.rowIds}::uuid[]))))
     returning *`;
   return row!;
@@ -387,12 +387,12 @@ export async function recordWriteBackBatch(
     await tx`
       insert into write_back_rows (write_back_id, row_id, result, object_id, error)
       select ${w.id}, x.row_id, x.result, x.object_id, x.error
-      from jsonb_to_recordset(${tx.json(payload as never)}) as x (row_id uuid, result text, object_id text, error text, hash text)
+      from jsonb_to_recordset(${tx.json(payload)}) as x (row_id uuid, result text, object_id text, error text, hash text)
       on conflict (write_back_id, row_id) do update set result = excluded.result, object_id = excluded.object_id, error = excluded.error, updated_at = now()`;
     await tx`
       insert into crm_row_links (row_id, connection_id, object_type, object_id, written_hash, last_result, last_error, last_written_at)
       select x.row_id, ${w.connection_id}, ${w.object_type}, x.object_id, x.hash, x.result, x.error, now()
-      from jsonb_to_recordset(${tx.json(payload as never)}) as x (row_id uuid, result text, object_id text, error text, hash text)
+      from jsonb_to_recordset(${tx.json(payload)}) as x (row_id uuid, result text, object_id text, error text, hash text)
       on conflict (row_id, connection_id, object_type) do update set
         object_id = coalesce(excluded.object_id, crm_row_links.object_id),
         written_hash = case when excluded.last_result = 'failed' then crm_row_links.written_hash else excluded.written_hash end,
@@ -401,7 +401,7 @@ export async function recordWriteBackBatch(
       const cells = results.map((r) => ({ id: r.rowId, set: { [w.result_column_id!]: resultText(r) } }));
       const changed = await tx<{ id: string; cells: Record<string, string> }[]>`
         update table_rows r set cells = r.cells || x.set, updated_at = now()
-        from jsonb_to_recordset(${tx.json(cells as never)}) as x (id uuid, set jsonb)
+        from jsonb_to_recordset(${tx.json(cells)}) as x (id uuid, set jsonb)
         where r.table_id = ${w.table_id} and r.id = x.id and not (r.cells @> x.set)
         returning r.id, r.cells`;
       // A formula reading the result column is computed again, as for any cell written.

@@ -116,7 +116,7 @@ export async function landRecords(
     const payload = existing.map(([key, cells]) => ({ id: known.get(key)!, set: cells }));
     const changed = await tx<{ id: string; cells: Cells }[]>`
       update table_rows r set cells = r.cells || x.set, updated_at = now()
-      from jsonb_to_recordset(${tx.json(payload as never)}) as x (id uuid, set jsonb)
+      from jsonb_to_recordset(${tx.json(payload)}) as x (id uuid, set jsonb)
       where r.table_id = ${input.tableId} and r.id = x.id and not (r.cells @> x.set)
       returning r.id, r.cells`;
     await writeFormulaCells(tx, columns, changed);

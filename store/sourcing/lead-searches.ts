@@ -85,7 +85,7 @@ export async function insertLeadSearch(
 ): Promise<LeadSearchRow> {
   await tx`
     insert into lead_searches (id, workspace_id, table_id, provider, kind, query, max_results, price_per_row, columns, created_by)
-    values (${s.id}, ${s.workspaceId}, ${s.tableId}, ${s.provider}, ${s.kind}, ${tx.json(s.query as never)}, ${s.maxResults}, ${s.pricePerRow},
+    values (${s.id}, ${s.workspaceId}, ${s.tableId}, ${s.provider}, ${s.kind}, ${tx.json(s.query)}, ${s.maxResults}, ${s.pricePerRow},
             ${tx.json(s.columns)}, ${s.createdBy})
     on conflict (id) do nothing`;
   const [row] = await tx<LeadSearchRow[]>`select * from lead_searches where id = ${s.id}`;
@@ -213,5 +213,5 @@ export async function landLeadPage(
       where id = ${s.id}
       returning *`;
     return { applied: true, landed: landed.created, duplicates: landed.duplicates, charged, done, search: after! };
-  }) as Promise<PageOutcome>;
+  });
 }

@@ -181,7 +181,7 @@ export async function settleCells(
   }));
   const moved = await db<{ column_id: string }[]>`
     update table_cells c set state = ${to.state}, value = x.value, error = ${to.error}, cost = x.cost, previous = null, updated_at = now()
-    from jsonb_to_recordset(${db.json(writes as never)}) as x (column_id uuid, value jsonb, cost int)
+    from jsonb_to_recordset(${db.json(writes)}) as x (column_id uuid, value jsonb, cost int)
     where c.column_id = x.column_id and c.row_id = ${rowId} and c.run_id = ${ctx.run.id} and c.state = any(${from}::text[])
     returning c.column_id`;
   return moved.some((m) => m.column_id === parentId);

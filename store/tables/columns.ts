@@ -71,7 +71,7 @@ export function toColumn(column: ColumnRecord, columns: TableColumns): Column {
       column.kind === 'enrichment' && column.parent_column_id === null ? enrichmentConfigView(column.config) : null,
     agent:
       column.kind === 'agent' && column.parent_column_id === null
-        ? agentColumnConfigView(column.config as Partial<StoredAgentColumnConfig>)
+        ? agentColumnConfigView(column.config)
         : null,
     output_field: column.parent_column_id !== null ? (column.config.output ?? null) : null,
     created_at: column.created_at.toISOString(),

@@ -24,7 +24,7 @@ export async function insertEnrichmentOutputColumns(
   const inserted = await db<{ id: string; position: number }[]>`
             insert into table_columns (workspace_id, table_id, name, kind, position, config, parent_column_id)
             select ${target.workspaceId}, ${target.tableId}, x.name, 'enrichment', x.position, x.config, ${target.parentId}
-            from jsonb_to_recordset(${db.json(children as never)}) as x (name text, position int, config jsonb)
+            from jsonb_to_recordset(${db.json(children)}) as x (name text, position int, config jsonb)
             order by x.position
             returning id, position`;
   return [...inserted].sort((a, b) => a.position - b.position).map((c) => c.id);

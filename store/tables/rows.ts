@@ -97,7 +97,7 @@ export async function insertRows(
   await db`
     insert into table_rows (id, workspace_id, table_id, cells)
     select x.id, ${workspaceId}, ${tableId}, x.cells
-    from jsonb_to_recordset(${db.json(records as never)}) as x (id uuid, cells jsonb, n int)
+    from jsonb_to_recordset(${db.json(records)}) as x (id uuid, cells jsonb, n int)
     order by x.n`;
   await writeFormulaCells(db, columns, records);
   await db`update tables set row_count = row_count + ${rows.length}, updated_at = now() where id = ${tableId}`;
@@ -147,7 +147,7 @@ async function mergeCells(
     update table_rows r set
       cells = (r.cells || x.set) - coalesce(array(select jsonb_array_elements_text(x.clear)), '{}'),
       updated_at = now()
-    from jsonb_to_recordset(${db.json(payload as never)}) as x (id uuid, set jsonb, clear jsonb)
+    from jsonb_to_recordset(${db.json(payload)}) as x (id uuid, set jsonb, clear jsonb)
     where r.table_id = ${tableId} and r.id = x.id
     returning r.id, r.cells`;
   await writeFormulaCells(db, columns, changed);

@@ -36,8 +36,8 @@ async function npmStart(dataDir: string, port: number): Promise<Started> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (c) => (output += c));
-  child.stderr!.on('data', (c) => (output += c));
+  child.stdout.on('data', (c) => (output += c));
+  child.stderr.on('data', (c) => (output += c));
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`npm start did not come up:\n${output}`)), 150_000);
     const check = () => {
@@ -46,7 +46,7 @@ async function npmStart(dataDir: string, port: number): Promise<Started> {
         resolve();
       }
     };
-    child.stdout!.on('data', check);
+    child.stdout.on('data', check);
     child.once('exit', (code) => reject(new Error(`npm start exited with ${code}:\n${output}`)));
   });
   return {

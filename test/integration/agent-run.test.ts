@@ -94,7 +94,7 @@ function script(messages: Messages): { status?: number; content?: string } {
 
 /** /hold answers once `hold.release()` is called; `hold.reached` counts the requests waiting. */
 const hold = { release: () => {}, reached: 0 };
-let held = new Promise<void>((resolve) => (hold.release = resolve));
+const held = new Promise<void>((resolve) => (hold.release = resolve));
 
 /** /slow answers once the gate opens. */
 const gate = { open: () => {}, reached: false };

@@ -575,10 +575,10 @@ describe('check-ins in batches', () => {
     const [one, two] = await Promise.all([sender(), sender()]);
     const line = new CheckInLine(stack.sql, 1, 64);
     const [first, , mine, theirs] = await Promise.all([
-      line.submit(two!.accountId, input(two!.token), new Date()),
-      line.submit(one!.accountId, input(one!.token), new Date()),
-      line.submit(two!.accountId, input(two!.token, randomUUID(), 'Laptop'), new Date()),
-      line.submit(two!.accountId, input(two!.token, randomUUID(), 'Desktop'), new Date()),
+      line.submit(two.accountId, input(two.token), new Date()),
+      line.submit(one.accountId, input(one.token), new Date()),
+      line.submit(two.accountId, input(two.token, randomUUID(), 'Laptop'), new Date()),
+      line.submit(two.accountId, input(two.token, randomUUID(), 'Desktop'), new Date()),
     ]);
     // [two], then [one, two's laptop], then [two's desktop].
     expect(line.stats).toMatchObject({ statements: 3, checkIns: 4, largest: 2 });
@@ -590,11 +590,11 @@ describe('check-ins in batches', () => {
   it("keeps one account's check-ins in order while another transaction holds its row: the first to ask still gets the lease", async () => {
     const [one, two] = await Promise.all([sender(), sender()]);
     const line = new CheckInLine(stack.sql, 1, 64);
-    const release = await holdRows((tx) => tx`select 1 from pnet_accounts where id = ${two!.accountId} for update`);
-    const first = line.submit(two!.accountId, input(two!.token), new Date());
-    const later = line.submit(two!.accountId, input(two!.token, randomUUID(), 'Laptop'), new Date());
+    const release = await holdRows((tx) => tx`select 1 from pnet_accounts where id = ${two.accountId} for update`);
+    const first = line.submit(two.accountId, input(two.token), new Date());
+    const later = line.submit(two.accountId, input(two.token, randomUUID(), 'Laptop'), new Date());
     // The other account is not held up; two's second check-in waits behind its first, not beside it.
-    expect(await line.submit(one!.accountId, input(one!.token), new Date())).toMatchObject({ lease_granted: true });
+    expect(await line.submit(one.accountId, input(one.token), new Date())).toMatchObject({ lease_granted: true });
     expect(line.stats).toMatchObject({ behindLock: 1 });
     await release();
     expect(await first).toMatchObject({ lease_granted: true });
@@ -604,23 +604,23 @@ describe('check-ins in batches', () => {
 
   it('answers a batch at once while a claim or a settle holds one of its rows: those check-ins wait apart', async () => {
     const [lockedAccount, lockedStep, free] = await Promise.all([sender(), sender(), sender()]);
-    const browsers = new Map([lockedAccount, lockedStep, free].map((s) => [s!.accountId, randomUUID()]));
+    const browsers = new Map([lockedAccount, lockedStep, free].map((s) => [s.accountId, randomUUID()]));
     const line = new CheckInLine(stack.sql, 1, 64);
     const checkIn = (s: typeof free, extra: object = {}) =>
-      line.submit(s!.accountId, { ...input(s!.token, browsers.get(s!.accountId)), ...extra }, new Date());
+      line.submit(s.accountId, { ...input(s.token, browsers.get(s.accountId)), ...extra }, new Date());
     await Promise.all([lockedAccount, lockedStep, free].map((s) => checkIn(s)));
     const step = (
       await stack.app.inject({
         method: 'POST',
         url: '/pnet/steps/',
         headers: withKey(paid.apiKey),
-        payload: { account_id: lockedStep!.accountId, params: { kind: 'check_inbox' }, test: true },
+        payload: { account_id: lockedStep.accountId, params: { kind: 'check_inbox' }, test: true },
       })
     ).json();
 
     // Another transaction holds one account's row (as a claim does) and one step's row (as a settle does).
     const release = await holdRows(async (tx) => {
-      await tx`select 1 from pnet_accounts where id = ${lockedAccount!.accountId} for update`;
+      await tx`select 1 from pnet_accounts where id = ${lockedAccount.accountId} for update`;
       await tx`select 1 from browser_steps where id = ${step.id} for update`;
     });
     const waiting = [

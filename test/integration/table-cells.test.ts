@@ -18,7 +18,7 @@ beforeAll(async () => {
 
 /** A table of `rows` rows with input columns Name and Count. */
 async function tableOf(rows: number) {
-  const table = await createTable(db.sql, { workspaceId, memberId: null }, { name: 'Cells' } as never);
+  const table = await createTable(db.sql, { workspaceId, memberId: null }, { name: 'Cells' });
   const name = (await createColumn(db.sql, workspaceId, table.id, { kind: 'input', name: 'Name' })).id;
   const count = (await createColumn(db.sql, workspaceId, table.id, { kind: 'input', name: 'Count' })).id;
   await db.sql`

@@ -229,7 +229,7 @@ describe('the change feed', () => {
     ]);
     expect(witnessed[0]!.id).toBe(seen.id);
 
-    const back = await ready(table.id, seen.id!);
+    const back = await ready(table.id, seen.id);
     expect(back.id).toBe(Number(seen.id));
     const caughtUp = await take(back.stream, witnessed.length - 1);
     expect(caughtUp.map((e) => [e.id, e.event, e.data])).toEqual(

@@ -68,7 +68,7 @@ export async function expectTenantIsolation(options: {
       url,
       headers: op.tags.includes(extensionTag) ? options.intruderExtensionHeaders : options.intruderHeaders,
       ...(['POST', 'PUT', 'PATCH'].includes(op.method)
-        ? { payload: (options.bodies?.[op.operationId] ?? {}) as object }
+        ? { payload: (options.bodies?.[op.operationId] ?? {}) }
         : {}),
     });
     expect({ op: `${op.method} ${op.path}`, status: res.statusCode }).toEqual({

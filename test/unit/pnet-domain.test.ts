@@ -35,7 +35,7 @@ describe('pnet limits', () => {
   });
 
   it('accepts a limit at its maximum and refuses one past it', () => {
-    const max = limitMaximums.daily_limit_connection_request!;
+    const max = limitMaximums.daily_limit_connection_request;
     expect(PnetSettingsUpdateSchema.safeParse({ limits: { daily_limit_connection_request: max } }).success).toBe(true);
     const past = PnetSettingsUpdateSchema.safeParse({ limits: { daily_limit_connection_request: max + 1 } });
     expect(past.success).toBe(false);

@@ -84,7 +84,7 @@ export const assistantConversationRoutes =
         .header('cache-control', 'no-cache, no-transform')
         .header('x-accel-buffering', 'no')
         .headers(uiMessageStreamHeader)
-        .send(events as never);
+        .send(events);
     }
 
     app.post(

@@ -225,7 +225,7 @@ function mcpServer(ctx: CallContext): Server {
     tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request) =>
-    callTool(ctx, request.params.name, (request.params.arguments ?? {}) as Record<string, unknown>),
+    callTool(ctx, request.params.name, (request.params.arguments ?? {})),
   );
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: await listResources(ctx) }));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({

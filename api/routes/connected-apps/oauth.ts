@@ -120,7 +120,7 @@ export const oauthRoutes =
     app.get('/oauth/authorize', { schema: hidden, config: publicRoute }, async (request, reply) => {
       const e = endpoints(request);
       try {
-        const outcome = await startAuthorization(deps, singleValues(request.query) as AuthorizeQuery, e);
+        const outcome = await startAuthorization(deps, singleValues(request.query), e);
         return reply.redirect(
           'redirect' in outcome ? outcome.redirect : `${e.base}/oauth/consent/${outcome.consentId}`,
           302,
@@ -138,7 +138,7 @@ export const oauthRoutes =
     app.post('/oauth/token', { schema: hidden, config: publicRoute }, async (request, reply) => {
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
       try {
-        return await exchangeToken(deps, singleValues(request.body) as TokenForm, endpoints(request));
+        return await exchangeToken(deps, singleValues(request.body), endpoints(request));
       } catch (error) {
         return sendOAuthError(reply, error);
       }
