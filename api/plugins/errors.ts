@@ -115,18 +115,16 @@ export function registerErrorHandling(app: FastifyInstance) {
     const refusal = applicationRefusal(error);
     if (refusal) return sendError(reply, refusal);
     if (isDatabaseInputError(error)) {
-      return reply
-        .code(422)
-        .send(
-          validationBody([
-            {
-              loc: ['body'],
-              msg: 'A value is outside what can be stored (date range or a NUL character)',
-              type: 'value_error',
-              input: {},
-            },
-          ]),
-        );
+      return reply.code(422).send(
+        validationBody([
+          {
+            loc: ['body'],
+            msg: 'A value is outside what can be stored (date range or a NUL character)',
+            type: 'value_error',
+            input: {},
+          },
+        ]),
+      );
     }
     if (isDatabaseUnavailable(error)) {
       request.log.error({ err: error }, 'database unavailable');

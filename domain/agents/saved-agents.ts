@@ -35,12 +35,10 @@ export const agentActions = [
   'find_people_at_company',
   'finish',
 ] as const;
-export const AgentActionSchema = z
-  .enum(agentActions)
-  .meta({
-    id: 'AgentStepAction',
-    description: '`fetch_page` is historical: stored traces still carry it, new runs refuse it (scrape reads a page)',
-  });
+export const AgentActionSchema = z.enum(agentActions).meta({
+  id: 'AgentStepAction',
+  description: '`fetch_page` is historical: stored traces still carry it, new runs refuse it (scrape reads a page)',
+});
 export type AgentAction = z.infer<typeof AgentActionSchema>;
 
 export const AgentStepOutcomeSchema = z.enum(['completed', 'failed', 'refused']).meta({ id: 'AgentStepOutcome' });
@@ -95,12 +93,10 @@ export const PromptSegmentSchema = z
   .meta({ id: 'AgentPromptSegment' });
 export type PromptSegment = z.infer<typeof PromptSegmentSchema>;
 
-export const PromptTemplateSchema = z
-  .object({ segments: z.array(PromptSegmentSchema).max(promptSegmentsMax) })
-  .meta({
-    id: 'AgentPromptTemplate',
-    description: `At most ${promptSegmentsMax} segments; a text segment at most ${promptTextMax} characters`,
-  });
+export const PromptTemplateSchema = z.object({ segments: z.array(PromptSegmentSchema).max(promptSegmentsMax) }).meta({
+  id: 'AgentPromptTemplate',
+  description: `At most ${promptSegmentsMax} segments; a text segment at most ${promptTextMax} characters`,
+});
 export type PromptTemplate = z.infer<typeof PromptTemplateSchema>;
 
 export const AgentInputSchema = z

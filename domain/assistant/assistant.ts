@@ -105,13 +105,10 @@ export const OutcomeSchema = z
 export type Outcome = z.infer<typeof OutcomeSchema>;
 export const ActorKindSchema = z.enum(['user', 'api', 'system']).meta({ id: 'ActorKind' });
 export type ActorKind = z.infer<typeof ActorKindSchema>;
-export const ProposalOriginSchema = z
-  .enum(['assistant', 'api'])
-  .meta({
-    id: 'ProposalOrigin',
-    description:
-      "assistant: raised by the assistant in a conversation; api: raised through the API on a caller's behalf",
-  });
+export const ProposalOriginSchema = z.enum(['assistant', 'api']).meta({
+  id: 'ProposalOrigin',
+  description: "assistant: raised by the assistant in a conversation; api: raised through the API on a caller's behalf",
+});
 
 /** How long a card waits for a decision before it expires. */
 export const proposalLifetimeSeconds = 7 * 86_400;

@@ -62,9 +62,10 @@ export function findOperations(operations: CatalogueOperation[], query: string, 
         path: op.path,
         summary: op.summary,
         access: op.access,
-        input_schema: (schema.length <= inlineSchemaMax
-          ? op.input_schema
-          : { note: 'Large input: see the API reference for this operation.' }),
+        input_schema:
+          schema.length <= inlineSchemaMax
+            ? op.input_schema
+            : { note: 'Large input: see the API reference for this operation.' },
       };
     });
 }

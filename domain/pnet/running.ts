@@ -8,12 +8,10 @@ export const AgentCommitSchema = z
 
 export const AgentCommitGrantSchema = z.object({ commit_granted_at: TimestampSchema }).meta({ id: 'AgentCommitGrant' });
 
-export const AttemptReasonSchema = z
-  .enum(['cut_off', 'verified_absent', 'reopen_paused'])
-  .meta({
-    id: 'AttemptReason',
-    description: '`cut_off`: the run stopped without an error (tab closed, browser restarted)',
-  });
+export const AttemptReasonSchema = z.enum(['cut_off', 'verified_absent', 'reopen_paused']).meta({
+  id: 'AttemptReason',
+  description: '`cut_off`: the run stopped without an error (tab closed, browser restarted)',
+});
 
 export const AgentAttemptSchema = z
   .object({

@@ -27,13 +27,10 @@ export const timeZones = (() => {
   return [...canonical, ...links].sort() as [string, ...string[]];
 })();
 
-export const TimeZoneSchema = z
-  .enum(timeZones)
-  .meta({
-    id: 'TimeZone',
-    description:
-      'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there',
-  });
+export const TimeZoneSchema = z.enum(timeZones).meta({
+  id: 'TimeZone',
+  description: 'IANA time zone of the sender (a link such as Asia/Kolkata is fine); daily usage resets at 00:00 there',
+});
 
 const ClockTimeSchema = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (24-hour)');
 

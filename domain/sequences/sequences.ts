@@ -53,13 +53,11 @@ export type SequencePnetAction = z.infer<typeof SequencePnetActionSchema>;
 /** Actions that carry a message (a connection request's message is its note). */
 export const messageActions: readonly SequencePnetAction[] = ['connection_request', 'send_message', 'inmail'];
 
-export const WriterSchema = z
-  .enum(['template', 'agent'])
-  .meta({
-    id: 'SequenceWriter',
-    description:
-      "`template`: a saved template or the step's own segments; `agent`: the sequence's outbound agent writes it per contact",
-  });
+export const WriterSchema = z.enum(['template', 'agent']).meta({
+  id: 'SequenceWriter',
+  description:
+    "`template`: a saved template or the step's own segments; `agent`: the sequence's outbound agent writes it per contact",
+});
 
 const content = {
   writer: WriterSchema.default('template'),
@@ -284,12 +282,10 @@ export const ChannelModeSchema = z.enum(['manual', 'automatic']).meta({
     'manual: every outbound message of the channel (emails; pnet messages, InMails and connection notes) waits in the approval queue; automatic: it goes out on schedule. ' +
     "A pnet step a person did not approve here still follows its sender account's own run mode (the Tasks page).",
 });
-export const SequenceStatusSchema = z
-  .enum(['draft', 'active', 'paused', 'archived'])
-  .meta({
-    id: 'SequenceStatus',
-    description: 'draft: contacts may be enrolled, nothing is sent until launch; paused: every step is held',
-  });
+export const SequenceStatusSchema = z.enum(['draft', 'active', 'paused', 'archived']).meta({
+  id: 'SequenceStatus',
+  description: 'draft: contacts may be enrolled, nothing is sent until launch; paused: every step is held',
+});
 
 export const AudienceMappingSchema = z
   .strictObject({
@@ -433,12 +429,10 @@ export const SequenceSettingsUpdateSchema = z
 // ---------------------------------------------------------------------------------------------
 // Contacts
 
-export const ContactStatusSchema = z
-  .enum(['active', 'paused', 'failed', 'stopped', 'completed'])
-  .meta({
-    id: 'SequenceContactStatus',
-    description: 'failed: a step failed and the contact waits at it until a person retries',
-  });
+export const ContactStatusSchema = z.enum(['active', 'paused', 'failed', 'stopped', 'completed']).meta({
+  id: 'SequenceContactStatus',
+  description: 'failed: a step failed and the contact waits at it until a person retries',
+});
 export type ContactStatus = z.infer<typeof ContactStatusSchema>;
 
 export const ContactWaitSchema = z

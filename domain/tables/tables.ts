@@ -117,12 +117,10 @@ export type TableListQuery = z.infer<typeof TableListQuerySchema>;
 export const TableListSchema = z
   .object({ tables: z.array(TableSchema), total_count: z.int() })
   .meta({ id: 'TableList' });
-export const UnfiledTableListSchema = z
-  .object({ tables: z.array(TableSchema) })
-  .meta({
-    id: 'UnfiledTableList',
-    description: 'Tables that carried more than one tag and wait to be filed (endpoint 9)',
-  });
+export const UnfiledTableListSchema = z.object({ tables: z.array(TableSchema) }).meta({
+  id: 'UnfiledTableList',
+  description: 'Tables that carried more than one tag and wait to be filed (endpoint 9)',
+});
 
 export const FolderSchema = z
   .object({
@@ -252,12 +250,10 @@ export const ColumnFromTemplateSchema = z
 // ---------------------------------------------------------------------------------------------
 // Rows and cells
 
-export const CellValueSchema = z
-  .union([textSchema(0, cellTextMax), z.number(), z.boolean(), z.null()])
-  .meta({
-    id: 'CellValue',
-    description: `Text up to ${cellTextMax} characters, a number, true/false, or null for an empty cell`,
-  });
+export const CellValueSchema = z.union([textSchema(0, cellTextMax), z.number(), z.boolean(), z.null()]).meta({
+  id: 'CellValue',
+  description: `Text up to ${cellTextMax} characters, a number, true/false, or null for an empty cell`,
+});
 export type CellValue = z.infer<typeof CellValueSchema>;
 
 export const CellsSchema = z

@@ -75,11 +75,11 @@ export function checkLiteralAddress(url: URL, allowPrivate: boolean): void {
 /** dns.lookup that refuses private addresses, for http.request's `lookup` option (every outbound call of the service uses it). */
 export function guardedLookup(allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
-    dnsLookup(hostname, { ...(options), all: true }, (error, addresses: LookupAddress[]) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       const answer = callback as (error: Error | null, address?: string | LookupAddress[], family?: number) => void;
       if (error) return answer(error);
       if (!allowPrivate && addresses.some((a) => isPrivateAddress(a.address))) return answer(privateRefusal(hostname));
-      if ((options).all) return answer(null, addresses);
+      if (options.all) return answer(null, addresses);
       const first = addresses[0];
       if (!first) return answer(Object.assign(new Error(`No address for ${hostname}`), { code: 'ENOTFOUND' }));
       answer(null, first.address, first.family);

@@ -193,7 +193,7 @@ export function expireClaimAt(
 ): Promise<ClaimLook> {
   return transaction(sql, async (tx) => {
     const step = await lockClaimedStep(tx, stepId, claimedAt);
-    if (!step) return { status: ((await findStep(tx, stepId))?.status ?? 'failed') };
+    if (!step) return { status: (await findStep(tx, stepId))?.status ?? 'failed' };
     const lease = decideLease({ claimed_at: step.claimed_at!, lease_renewed_at: step.lease_renewed_at }, now);
     if (lease.kind === 'lives') return { status: 'claimed' as const, leaseUntil: lease.leaseUntil.toISOString() };
     // Read only once the lease has lapsed: a renewed claim costs the timer one statement.

@@ -52,7 +52,7 @@ export async function insertRule(
 ): Promise<RuleRow> {
   const [row] = await db<RuleRow[]>`
     insert into notification_rules (workspace_id, event_type, filters, channel, member_ids, chat_channel_id, chat_channel_name, webhook_endpoint_id, enabled, created_by)
-    values (${workspaceId}, ${r.event_type}, ${db.json((r.filters ?? {}))}, ${r.channel}, ${r.member_ids ?? []}, ${r.chat_channel_id ?? null},
+    values (${workspaceId}, ${r.event_type}, ${db.json(r.filters ?? {})}, ${r.channel}, ${r.member_ids ?? []}, ${r.chat_channel_id ?? null},
       ${r.chat_channel_name ?? null}, ${r.webhook_endpoint_id ?? null}, ${r.enabled ?? true}, ${createdBy})
     returning *`;
   return row!;

@@ -69,10 +69,7 @@ export function toColumn(column: ColumnRecord, columns: TableColumns): Column {
     formula_error: columns.plan.errors.get(column.id) ?? null,
     enrichment:
       column.kind === 'enrichment' && column.parent_column_id === null ? enrichmentConfigView(column.config) : null,
-    agent:
-      column.kind === 'agent' && column.parent_column_id === null
-        ? agentColumnConfigView(column.config)
-        : null,
+    agent: column.kind === 'agent' && column.parent_column_id === null ? agentColumnConfigView(column.config) : null,
     output_field: column.parent_column_id !== null ? (column.config.output ?? null) : null,
     created_at: column.created_at.toISOString(),
     updated_at: column.updated_at.toISOString(),

@@ -40,7 +40,7 @@ export default async function setup(project: TestProject) {
   if (failed) {
     for (const s of started) if (s.status === 'fulfilled' && 'stop' in s.value) await s.value.stop();
     for (const s of started) if (s.status === 'fulfilled' && 'remove' in s.value) s.value.remove();
-    throw (failed).reason;
+    throw failed.reason;
   }
   const [pg, temporal, built] = started.map((s) => (s as PromiseFulfilledResult<unknown>).value) as [
     Awaited<ReturnType<typeof startEmbeddedPostgres>>,

@@ -67,9 +67,7 @@ export async function expectTenantIsolation(options: {
       method: op.method as 'GET',
       url,
       headers: op.tags.includes(extensionTag) ? options.intruderExtensionHeaders : options.intruderHeaders,
-      ...(['POST', 'PUT', 'PATCH'].includes(op.method)
-        ? { payload: (options.bodies?.[op.operationId] ?? {}) }
-        : {}),
+      ...(['POST', 'PUT', 'PATCH'].includes(op.method) ? { payload: options.bodies?.[op.operationId] ?? {} } : {}),
     });
     expect({ op: `${op.method} ${op.path}`, status: res.statusCode }).toEqual({
       op: `${op.method} ${op.path}`,

@@ -225,7 +225,7 @@ function mcpServer(ctx: CallContext): Server {
     tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request) =>
-    callTool(ctx, request.params.name, (request.params.arguments ?? {})),
+    callTool(ctx, request.params.name, request.params.arguments ?? {}),
   );
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: await listResources(ctx) }));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
@@ -281,11 +281,9 @@ export const mcpRoutes =
       // The spec's guard against DNS rebinding: a browser page of another origin may not call us.
       const origin = request.headers.origin;
       if (typeof origin === 'string' && origin !== new URL(e.base).origin) {
-        return reply
-          .code(403)
-          .send({
-            detail: `Requests from ${origin.slice(0, 200)} are not accepted; MCP clients call from their own process, not a web page of another origin.`,
-          });
+        return reply.code(403).send({
+          detail: `Requests from ${origin.slice(0, 200)} are not accepted; MCP clients call from their own process, not a web page of another origin.`,
+        });
       }
       const token = bearerOf(request);
       const authorised = await authoriseCall(sql, token, e);

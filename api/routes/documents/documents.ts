@@ -136,16 +136,14 @@ export const businessDocumentRoutes =
         });
         const kind = detectDocumentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
-        return reply
-          .code(202)
-          .send(
-            await addDocument(workspaceId, {
-              title: titleFromFilename(filename),
-              filename,
-              contentType: kindContentTypes[kind],
-              content,
-            }),
-          );
+        return reply.code(202).send(
+          await addDocument(workspaceId, {
+            title: titleFromFilename(filename),
+            filename,
+            contentType: kindContentTypes[kind],
+            content,
+          }),
+        );
       },
     );
 
@@ -190,16 +188,14 @@ export const businessDocumentRoutes =
           throw error;
         }
         const content = Buffer.from(markdown, 'utf8');
-        return reply
-          .code(202)
-          .send(
-            await addDocument(workspaceId, {
-              title: domain,
-              filename: `${domain}.md`,
-              contentType: kindContentTypes.markdown,
-              content,
-            }),
-          );
+        return reply.code(202).send(
+          await addDocument(workspaceId, {
+            title: domain,
+            filename: `${domain}.md`,
+            contentType: kindContentTypes.markdown,
+            content,
+          }),
+        );
       },
     );
 
