@@ -11,7 +11,7 @@ import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
-import { msToTs } from '@temporalio/common/lib/time.js';
+import Long from 'long';
 import { createSql } from '../db/sql.js';
 import { searchAttributes } from '../domain/shared/search-attributes.js';
 import { childEnvironment } from '../integrations/config.js';
@@ -273,7 +273,8 @@ async function registerNamespace(connection: Connection, namespace: string): Pro
   if (!exists) {
     await connection.workflowService.registerNamespace({
       namespace,
-      workflowExecutionRetentionPeriod: msToTs('1 day'),
+      // A protobuf Duration (int64 seconds, as Temporal's generated types take them): one day.
+      workflowExecutionRetentionPeriod: { seconds: Long.fromNumber(86_400) },
     });
   }
   // The namespace registry is refreshed every few seconds: until then the operator service does not know it.
