@@ -46,13 +46,20 @@ async function table(name: string) {
   return res.json().id as string;
 }
 
+/**
+ * The import once it holds `runs` runs and its newest one has settled. It fails when that does not
+ * happen: answering the import as it was would hand a caller an older run as if it were the newest.
+ */
 async function settledRun(tableId: string, importId: string, runs = 1) {
-  let imp = (await get(`/tables/${tableId}/imports/${importId}/`)).json();
-  for (let i = 0; i < 200 && (imp.runs.length < runs || imp.runs[0].status === 'running'); i += 1) {
-    await new Promise((r) => setTimeout(r, 100));
-    imp = (await get(`/tables/${tableId}/imports/${importId}/`)).json();
-  }
-  return imp;
+  return vi.waitFor(
+    async () => {
+      const imp = (await get(`/tables/${tableId}/imports/${importId}/`)).json();
+      expect(imp.runs.length, `the import's runs: ${JSON.stringify(imp.runs)}`).toBeGreaterThanOrEqual(runs);
+      expect(imp.runs[0].status).not.toBe('running');
+      return imp;
+    },
+    { timeout: 60_000, interval: 100 },
+  );
 }
 
 const rowCount = async (tableId: string) =>
@@ -397,6 +404,8 @@ describe('import schedules', () => {
       rows_created: 0,
       rows_updated: 0,
     });
+    expect(second.runs[1].id).toBe(first.runs[0].id);
+    expect(await rowCount(tableId)).toBe(50);
 
     const paused = (await post(`/import-schedules/${schedule.id}/pause/`, {})).json();
     expect(paused).toMatchObject({ paused: true, next_run_times: [] });
@@ -417,5 +426,5 @@ describe('import schedules', () => {
       (await stack.app.inject({ method: 'DELETE', url: `/import-schedules/${schedule.id}/`, headers: h() })).statusCode,
     ).toBe(204);
     await expect(stack.client.schedule.getHandle(schedule.schedule_id).describe()).rejects.toThrow();
-  });
+  }, 180_000);
 });
