@@ -8,6 +8,8 @@ const shared = { pool: 'forks' as const, testTimeout: 60_000, hookTimeout: 180_0
 export default defineConfig({
   test: {
     maxWorkers: 2,
+    // The default report on screen, and the counts .ci/run's last line is printed from.
+    reporters: ['default', './test/support/summary-reporter.ts'],
     projects: [
       // Unit and integration files share their fork's modules (isolate: false): the app, the SDK and
       // the schemas load once per fork instead of once per file; test/support/restore-environment.ts

@@ -41,6 +41,14 @@ it('passes every Schemathesis check on every operation of the OpenAPI document',
   const onlyRefused = /Authentication failed:[\s\S]*?(?=\n\s*💡)/.exec(output)?.[0] ?? '';
   const refusedOperations = [...onlyRefused.matchAll(/^\s+- (\S+ \S+)$/gm)].map((m) => m[1]);
   expect(refusedOperations.filter((operation) => operation !== 'POST /inbox/inbound-email/')).toEqual([]);
-  // What was run and how long each phase took, for the CI log.
-  console.log(/=+ SUMMARY =+[\s\S]*$/.exec(output)?.[0] ?? output.slice(-3000));
+  // What was run and how long each phase took, for the CI log. Every line is prefixed: the
+  // summary's own last line (`=== 3 warnings in 180.72s ===`) would read as a test runner's verdict.
+  const summary = /=+ SUMMARY =+[\s\S]*$/.exec(output)?.[0] ?? output.slice(-3000);
+  console.log(
+    summary
+      .trimEnd()
+      .split('\n')
+      .map((line) => `  schemathesis | ${line}`)
+      .join('\n'),
+  );
 }, 1_200_000);
