@@ -9,6 +9,7 @@ import { registerAuth } from './plugins/auth.js';
 import { answerClientError, registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { registerRouting } from './plugins/routing.js';
+import { registerCrossOrigin } from './plugins/cross-origin.js';
 import { RateLimiter } from './plugins/rate-limit.js';
 import { TableEventHub } from '../services/tables/events.js';
 import { agentSendingRoutes } from './routes/pnet/agent-sending.js';
@@ -98,6 +99,8 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
 
   registerErrorHandling(app);
   registerRouting(app);
+  // Before any route, so the routes that opt in get their preflight.
+  registerCrossOrigin(app);
   await registerOpenApi(app);
   // The assistant's tool cards call this app as a member; the secret that says so never leaves the process.
   const actingSecret = randomBytes(32).toString('base64url');

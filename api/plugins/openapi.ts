@@ -12,6 +12,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { DetailBodySchema, ValidationBodySchema } from '../../domain/shared/common.js';
 import { routeAccess } from './auth.js';
+import { crossOriginExposedHeaders, crossOriginRequestHeaders } from './cross-origin.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -93,7 +94,13 @@ export async function registerOpenApi(app: FastifyInstance) {
         title: 'Outreach and Data Workspace Service',
         version: apiVersion,
         description:
-          'Workspace-scoped sales data and outreach. Paths end with a slash; an unslashed path is redirected (308).',
+          'Workspace-scoped sales data and outreach. Paths end with a slash; an unslashed path is redirected (308).\n\n' +
+          'Every operation listed here is same-origin: no CORS headers, no preflight. Only what an MCP client in a web ' +
+          'page needs allows any origin: the OAuth metadata under `/.well-known/`, `POST /oauth/register`, ' +
+          '`POST /oauth/token` and `/mcp` (connected AI apps; not listed here, as they speak OAuth and MCP: start at ' +
+          '`/.well-known/oauth-authorization-server`). They answer `OPTIONS` with their methods and the request headers ' +
+          `${crossOriginRequestHeaders.join(', ')}, and every answer carries \`Access-Control-Allow-Origin: *\` and ` +
+          `exposes ${crossOriginExposedHeaders.join(', ')}.`,
       },
       components: { securitySchemes: securitySchemes as never },
     },

@@ -2,7 +2,9 @@
  * The consent page in a real headless browser (Debian's chromium, driven by playwright-core): the
  * app and the redirect host are shown before sign-in, a loopback redirect is warned about, the
  * development sign-in lists the person's workspaces, the access choice is sent, and approving lands
- * on the app's redirect with a code that the token endpoint exchanges for write access.
+ * on the app's redirect with a code that the token endpoint exchanges for write access. And an MCP
+ * client that is a web page of another origin (as the MCP Inspector is) connects with fetch() alone:
+ * discovery, registration, the token, initialize and a tool call, which only CORS makes possible.
  *
  * Needs chromium: `apt-get install -y chromium` (what .ci/run does), or CHROMIUM_PATH. Without it
  * the tests are skipped with a title that says so.
@@ -114,6 +116,188 @@ describe.skipIf(!chromiumPath)(`the consent page in headless chromium (${needs})
         headers: withToken(paid.accessToken),
       });
       expect(list.json().data[0]).toMatchObject({ app_name: 'Browser assistant', access: 'write' });
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('lets a page of another origin discover, register, get a token and call a tool over /mcp with fetch()', async () => {
+    const redirectUri = `${app.url}/callback`;
+    const verifier = randomBytes(32).toString('base64url');
+    const page = await browser.newPage();
+    try {
+      // The client page is served by the app (another port: another origin than the service).
+      await page.goto(`${app.url}/client`);
+      const found = await page.evaluate(
+        async ({ mcp, redirectUri, challenge }) => {
+          const json = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+          const unauthorised = await fetch(mcp, {
+            method: 'POST',
+            headers: json,
+            body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'tools/list', params: {} }),
+          });
+          // Readable only when the service exposes it: where discovery starts.
+          const wwwAuthenticate = unauthorised.headers.get('www-authenticate') ?? '';
+          const metadataUrl = /resource_metadata="([^"]+)"/.exec(wwwAuthenticate)?.[1] ?? '';
+          // As the MCP SDK's client asks: with its protocol header, which takes a preflight.
+          const version = { 'MCP-Protocol-Version': '2025-11-25' };
+          const resource = (await (await fetch(metadataUrl, { headers: version })).json()) as {
+            resource: string;
+            authorization_servers: string[];
+          };
+          const server = (await (
+            await fetch(`${resource.authorization_servers[0]}/.well-known/oauth-authorization-server`, {
+              headers: version,
+            })
+          ).json()) as { registration_endpoint: string; authorization_endpoint: string; token_endpoint: string };
+          const registered = await fetch(server.registration_endpoint, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({
+              client_name: 'Page of another origin',
+              redirect_uris: [redirectUri],
+              grant_types: ['authorization_code', 'refresh_token'],
+              response_types: ['code'],
+              token_endpoint_auth_method: 'none',
+            }),
+          });
+          const client = (await registered.json()) as { client_id: string };
+          const authorize = new URL(server.authorization_endpoint);
+          for (const [k, v] of Object.entries({
+            response_type: 'code',
+            client_id: client.client_id,
+            redirect_uri: redirectUri,
+            code_challenge: challenge,
+            code_challenge_method: 'S256',
+            resource: resource.resource,
+            state: 'page-state',
+          })) {
+            authorize.searchParams.set(k, v);
+          }
+          return {
+            status: unauthorised.status,
+            wwwAuthenticate,
+            resource: resource.resource,
+            registered: registered.status,
+            clientId: client.client_id,
+            tokenEndpoint: server.token_endpoint,
+            authorizeUrl: authorize.href,
+          };
+        },
+        {
+          mcp: `${base}/mcp`,
+          redirectUri,
+          challenge: createHash('sha256').update(verifier).digest('base64url'),
+        },
+      );
+      expect(found).toMatchObject({ status: 401, resource: `${base}/mcp`, registered: 201 });
+      expect(found.wwwAuthenticate).toContain(`resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`);
+
+      // The person's consent, as in the tests above; it lands back on the app's origin.
+      await page.goto(found.authorizeUrl);
+      await page.locator('#token').fill(paid.accessToken);
+      await page.locator('#sign-in-button').click();
+      await page.locator(`input[name=workspace][value="${paid.workspaceId}"]`).waitFor();
+      await page.locator('input[name=access][value=read]').check();
+      await Promise.all([page.waitForURL(`${redirectUri}**`), page.locator('#approve').click()]);
+      const code = new URL(page.url()).searchParams.get('code')!;
+      expect(new URL(page.url()).origin).toBe(app.url);
+
+      const called = await page.evaluate(
+        async ({ mcp, tokenEndpoint, clientId, redirectUri, code, verifier, apiToken, tables }) => {
+          const tokens = (await (
+            await fetch(tokenEndpoint, {
+              method: 'POST',
+              headers: { 'content-type': 'application/x-www-form-urlencoded' },
+              body: new URLSearchParams({
+                grant_type: 'authorization_code',
+                code,
+                client_id: clientId,
+                redirect_uri: redirectUri,
+                code_verifier: verifier,
+                resource: mcp,
+              }).toString(),
+            })
+          ).json()) as { access_token: string; scope: string };
+          const headers: Record<string, string> = {
+            authorization: `Bearer ${tokens.access_token}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          };
+          const initialized = await fetch(mcp, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({
+              jsonrpc: '2.0',
+              id: 1,
+              method: 'initialize',
+              params: {
+                protocolVersion: '2025-11-25',
+                capabilities: {},
+                clientInfo: { name: 'page-client', version: '1.0.0' },
+              },
+            }),
+          });
+          const init = (await initialized.json()) as {
+            result: { protocolVersion: string; serverInfo: { name: string } };
+          };
+          // A session id, when the server gives one, goes back on every later request (exposed by CORS).
+          const sessionId = initialized.headers.get('mcp-session-id');
+          if (sessionId) headers['mcp-session-id'] = sessionId;
+          headers['mcp-protocol-version'] = init.result.protocolVersion;
+          const notified = await fetch(mcp, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+          });
+          const call = await fetch(mcp, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({
+              jsonrpc: '2.0',
+              id: 2,
+              method: 'tools/call',
+              params: { name: 'listTables', arguments: {} },
+            }),
+          });
+          const result = (await call.json()) as {
+            result: { isError: boolean; structuredContent: { status: number; body: unknown } };
+          };
+          // The rest of the API stays same-origin: the browser refuses to let this page read it.
+          const api = await fetch(tables, { headers: { authorization: `Bearer ${apiToken}` } }).then(
+            (r) => `read ${r.status}`,
+            (error: Error) => `blocked: ${error.name}`,
+          );
+          return {
+            scope: tokens.scope,
+            initialized: initialized.status,
+            server: init.result.serverInfo.name,
+            notified: notified.status,
+            call: call.status,
+            result: result.result,
+            api,
+          };
+        },
+        {
+          mcp: `${base}/mcp`,
+          tokenEndpoint: found.tokenEndpoint,
+          clientId: found.clientId,
+          redirectUri,
+          code,
+          verifier,
+          apiToken: paid.accessToken,
+          tables: `${base}/tables/`,
+        },
+      );
+      expect(called).toMatchObject({
+        scope: 'read',
+        initialized: 200,
+        server: 'outreach-workspace',
+        notified: 202,
+        call: 200,
+        result: { isError: false, structuredContent: { status: 200 } },
+        api: 'blocked: TypeError',
+      });
     } finally {
       await page.close();
     }

@@ -127,18 +127,135 @@ describe('discovery', () => {
 });
 
 describe('the MCP endpoint', () => {
-  it('refuses a browser page of another origin (DNS rebinding), whatever its token', async () => {
-    const res = await fetch(mcpUrl, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        origin: 'https://evil.example',
-      },
-      body: JSON.stringify(listTools),
-    });
-    expect(res.status).toBe(403);
+  it('refuses a DNS-rebound page (its origin names the host it called, not this service), and GET is 405', async () => {
+    const { port } = stack.app.server.address() as AddressInfo;
+    const rebound = (publicBaseUrl: string | undefined) => {
+      stack.integrations.publicBaseUrl = publicBaseUrl;
+      return stack.app.inject({
+        method: 'POST',
+        url: '/mcp',
+        headers: {
+          host: `rebound.example:${port}`,
+          origin: `http://rebound.example:${port}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        payload: listTools,
+      });
+    };
+    const saved = stack.integrations.publicBaseUrl;
+    try {
+      expect((await rebound(base)).statusCode).toBe(403);
+      // Without a public address that host is the service's own, so this check lets it by (the token's
+      // audience refuses a token issued for the real address: see the audience test below).
+      expect((await rebound(undefined)).statusCode).toBe(401);
+    } finally {
+      stack.integrations.publicBaseUrl = saved;
+    }
     expect((await fetch(mcpUrl, { method: 'GET' })).status).toBe(405);
+  });
+});
+
+describe('cross-origin use (CORS)', () => {
+  const page = 'http://localhost:6274';
+  const preflight = (url: string, method = 'POST') =>
+    stack.app.inject({
+      method: 'OPTIONS',
+      url,
+      headers: {
+        origin: page,
+        'access-control-request-method': method,
+        'access-control-request-headers': 'authorization, content-type, mcp-protocol-version, mcp-session-id',
+      },
+    });
+  const listed = (value: string | number | string[] | undefined) =>
+    String(value ?? '')
+      .split(/,\s*/)
+      .map((h) => h.toLowerCase());
+
+  it('answers the preflight of /mcp with the methods and the MCP headers', async () => {
+    const res = await preflight('/mcp');
+    expect(res.statusCode).toBe(204);
+    expect(res.headers['access-control-allow-origin']).toBe('*');
+    expect(listed(res.headers['access-control-allow-methods'])).toEqual(
+      expect.arrayContaining(['get', 'post', 'delete']),
+    );
+    expect(listed(res.headers['access-control-allow-headers'])).toEqual(
+      expect.arrayContaining([
+        'authorization',
+        'content-type',
+        'mcp-session-id',
+        'mcp-protocol-version',
+        'last-event-id',
+      ]),
+    );
+    expect(Number(res.headers['access-control-max-age'])).toBeGreaterThan(0);
+  });
+
+  it('lets a page of another origin read the metadata, register, exchange a code and read the challenge of /mcp', async () => {
+    for (const path of [
+      '/.well-known/oauth-protected-resource/mcp',
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/oauth-authorization-server',
+      '/.well-known/openid-configuration',
+    ]) {
+      const before = await preflight(path, 'GET');
+      expect([path, before.statusCode, before.headers['access-control-allow-origin']]).toEqual([path, 204, '*']);
+      expect(listed(before.headers['access-control-allow-methods'])).toContain('get');
+      const res = await stack.app.inject({ method: 'GET', url: path, headers: { origin: page } });
+      expect([path, res.statusCode, res.headers['access-control-allow-origin']]).toEqual([path, 200, '*']);
+    }
+    for (const path of ['/oauth/register', '/oauth/token']) {
+      const before = await preflight(path);
+      expect([path, before.statusCode, before.headers['access-control-allow-origin']]).toEqual([path, 204, '*']);
+      expect(listed(before.headers['access-control-allow-methods'])).toContain('post');
+    }
+    const refused = await stack.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { origin: page, 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'grant_type=authorization_code&code=oac_unknown',
+    });
+    expect(refused.statusCode).toBeGreaterThanOrEqual(400);
+    expect(refused.headers['access-control-allow-origin']).toBe('*');
+    const challenged = await stack.app.inject({
+      method: 'POST',
+      url: '/mcp',
+      headers: { origin: page, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      payload: listTools,
+    });
+    expect(challenged.statusCode).toBe(401);
+    expect(challenged.headers['access-control-allow-origin']).toBe('*');
+    expect(listed(challenged.headers['access-control-expose-headers'])).toEqual(
+      expect.arrayContaining(['www-authenticate', 'mcp-session-id']),
+    );
+  });
+
+  it('gives no other route CORS: not the API, the consent page, the consent routes or the authorization endpoint', async () => {
+    const tables = await stack.app.inject({
+      method: 'GET',
+      url: '/tables/',
+      headers: { origin: page, ...withKey(paid.apiKey) },
+    });
+    expect(tables.statusCode).toBe(200);
+    expect(tables.headers['access-control-allow-origin']).toBeUndefined();
+    const consentId = '00000000-0000-4000-8000-000000000000';
+    for (const path of [
+      '/tables/',
+      '/connected-apps/',
+      `/connected-apps/consent-requests/${consentId}/approve/`,
+      `/oauth/consent/${consentId}`,
+      '/oauth/authorize',
+      '/oauth/revoke',
+    ]) {
+      const res = await preflight(path);
+      expect([path, res.headers['access-control-allow-origin']]).toEqual([path, undefined]);
+      expect(res.statusCode, path).not.toBe(204);
+    }
+    for (const url of [`/oauth/consent/${consentId}`, '/oauth/authorize?client_id=unknown']) {
+      const res = await stack.app.inject({ method: 'GET', url, headers: { origin: page } });
+      expect([url, res.headers['access-control-allow-origin']]).toEqual([url, undefined]);
+    }
   });
 });
 

@@ -15,6 +15,9 @@
  * consent stands as the grant): priced at or over the workspace's approval threshold, destructive
  * or a send, it raises an assistant card instead (services/connected-apps/app-cards.ts), and the
  * result says so and names the card. Resources: the workspace's tables and sequences.
+ *
+ * A web page of any origin may call it (CORS, plugins/cross-origin.ts): it takes a bearer token,
+ * never a cookie, so a page can only use a token it was given.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -51,6 +54,24 @@ import { RateLimiter } from '../../plugins/rate-limit.js';
 import { endpointsOf } from './oauth.js';
 
 const serverInfo = { name: 'outreach-workspace', version: '1.0.0' };
+
+/**
+ * The spec's guard against DNS rebinding: a page whose origin names the very host it sent this
+ * request to, while the service is known by another address (PUBLIC_BASE_URL), is a name of
+ * someone else's resolved to us. Without PUBLIC_BASE_URL that host is the service's own address, and
+ * the token's audience (issued for the service's real address) refuses such a call instead.
+ */
+function reboundOrigin(request: FastifyRequest, e: Endpoints): string | undefined {
+  const origin = request.headers.origin;
+  if (typeof origin !== 'string' || origin === new URL(e.base).origin) return undefined;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    return undefined;
+  }
+  return host === request.host.toLowerCase() ? origin : undefined;
+}
 
 function bearerOf(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
@@ -276,13 +297,14 @@ export const mcpRoutes =
         .send({ detail });
     }
 
-    app.post(mcpPath, { schema: { hide: true }, config: { access: 'public' } }, async (request, reply) => {
+    const routeConfig = { access: 'public', crossOrigin: true } as const;
+
+    app.post(mcpPath, { schema: { hide: true }, config: routeConfig }, async (request, reply) => {
       const e = endpointsOf(integrations.publicBaseUrl, request);
-      // The spec's guard against DNS rebinding: a browser page of another origin may not call us.
-      const origin = request.headers.origin;
-      if (typeof origin === 'string' && origin !== new URL(e.base).origin) {
+      const rebound = reboundOrigin(request, e);
+      if (rebound) {
         return reply.code(403).send({
-          detail: `Requests from ${origin.slice(0, 200)} are not accepted; MCP clients call from their own process, not a web page of another origin.`,
+          detail: `Requests from ${rebound.slice(0, 200)} are not accepted: this service is ${e.base}, not ${request.host.slice(0, 200)}.`,
         });
       }
       const token = bearerOf(request);
@@ -348,7 +370,7 @@ export const mcpRoutes =
         method,
         url: mcpPath,
         schema: { hide: true },
-        config: { access: 'public' },
+        config: routeConfig,
         handler: async (_request, reply) =>
           reply
             .code(405)

@@ -8,6 +8,10 @@
  * `error_description`) and browser redirects. They are public (the client has no credential of
  * ours yet; the code, the PKCE verifier or the refresh token is the credential) and are left out of
  * the OpenAPI document: a client finds them from the metadata, as the MCP authorization spec says.
+ *
+ * The metadata, registration and token endpoints allow any origin (CORS, plugins/cross-origin.ts),
+ * so an MCP client that is a web page can connect. The authorization endpoint and the consent page
+ * are navigated to, never fetched, and stay same-origin, as does revocation.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -19,10 +23,8 @@ import {
   registerClient,
   revokeToken,
   startAuthorization,
-  type AuthorizeQuery,
   type Endpoints,
   type OAuthDeps,
-  type TokenForm,
 } from '../../../services/connected-apps/authorization.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import type { RouteDeps } from '../../deps.js';
@@ -37,6 +39,8 @@ export function endpointsOf(publicBaseUrl: string | undefined, request: FastifyR
 
 const hidden = { hide: true } as const;
 const publicRoute = { access: 'public' } as const;
+/** Public and callable from a web page of any origin. */
+const crossOriginRoute = { access: 'public', crossOrigin: true } as const;
 
 /** A query or form with only its string values (a repeated parameter is refused, RFC 6749 3.1). */
 function singleValues(raw: unknown): Record<string, string> {
@@ -78,16 +82,14 @@ export const oauthRoutes =
     );
 
     for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
-      app.get(path, { schema: hidden, config: publicRoute }, async (request, reply) => {
-        reply.header('access-control-allow-origin', '*');
-        return protectedResourceMetadata(endpoints(request));
-      });
+      app.get(path, { schema: hidden, config: crossOriginRoute }, async (request) =>
+        protectedResourceMetadata(endpoints(request)),
+      );
     }
     for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
-      app.get(path, { schema: hidden, config: publicRoute }, async (request, reply) => {
-        reply.header('access-control-allow-origin', '*');
-        return authorizationServerMetadata(endpoints(request));
-      });
+      app.get(path, { schema: hidden, config: crossOriginRoute }, async (request) =>
+        authorizationServerMetadata(endpoints(request)),
+      );
     }
 
     // Registration and the token endpoint take no credential of ours: limited per client address instead.
@@ -106,7 +108,7 @@ export const oauthRoutes =
       }
     });
 
-    app.post('/oauth/register', { schema: hidden, config: publicRoute }, async (request, reply) => {
+    app.post('/oauth/register', { schema: hidden, config: crossOriginRoute }, async (request, reply) => {
       try {
         return reply
           .code(201)
@@ -135,7 +137,7 @@ export const oauthRoutes =
       }
     });
 
-    app.post('/oauth/token', { schema: hidden, config: publicRoute }, async (request, reply) => {
+    app.post('/oauth/token', { schema: hidden, config: crossOriginRoute }, async (request, reply) => {
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
       try {
         return await exchangeToken(deps, singleValues(request.body), endpoints(request));
