@@ -11,17 +11,23 @@ import { ExtractionRefused } from './refusal.js';
 
 export type ArchiveLimits = typeof archiveLimits;
 
-/** What the check found: the entries' names and their declared total. */
+/** What the check found: the entries' names, their declared total, and the bytes of the entries asked for. */
 export interface CheckedArchive {
   entries: string[];
   uncompressedBytes: number;
+  kept: Map<string, Buffer>;
 }
 
 function damaged(error: unknown): ExtractionRefused {
   return new ExtractionRefused(`The archive is damaged: ${(error as Error).message ?? String(error)}.`);
 }
 
-export async function checkArchive(bytes: Buffer, limits: ArchiveLimits = archiveLimits): Promise<CheckedArchive> {
+/** `keep`: entries whose inflated bytes the caller wants (read while checking, not inflated again). */
+export async function checkArchive(
+  bytes: Buffer,
+  limits: ArchiveLimits = archiveLimits,
+  keep: readonly string[] = [],
+): Promise<CheckedArchive> {
   let zip: yauzl.ZipFile;
   try {
     zip = await yauzl.fromBufferPromise(bytes, {
@@ -66,15 +72,18 @@ export async function checkArchive(bytes: Buffer, limits: ArchiveLimits = archiv
     }
     // The declared sizes passed; inflating checks they are true (yauzl fails an entry that yields
     // more or fewer bytes than declared, or whose compression method it cannot read).
+    const kept = new Map<string, Buffer>();
     for (const entry of entries) {
+      const chunks: Buffer[] | null = keep.includes(entry.fileName) ? [] : null;
       try {
         const stream = await zip.openReadStreamPromise(entry);
-        for await (const chunk of stream) void chunk;
+        for await (const chunk of stream) chunks?.push(chunk as Buffer);
       } catch (error) {
         throw damaged(error);
       }
+      if (chunks) kept.set(entry.fileName, Buffer.concat(chunks));
     }
-    return { entries: entries.map((e) => e.fileName), uncompressedBytes: total };
+    return { entries: entries.map((e) => e.fileName), uncompressedBytes: total, kept };
   } finally {
     zip.close();
   }

@@ -2,12 +2,15 @@
  * Spreadsheets as rows of text: each row is one page (its cells joined by three spaces, empty
  * trailing cells dropped), and each sheet of a workbook starts with a page `Sheet: <name>`, the
  * sheets in workbook order. An XLSX passes the archive check before exceljs's streaming reader
- * opens it; a CSV is read with csv-parse.
+ * opens it; the sheets' names and order are read from xl/workbook.xml and its relationships, kept
+ * by that check, so they do not depend on the order of the zip's entries. A CSV is read with
+ * csv-parse.
  */
 import { parse } from 'csv-parse/sync';
 import type { Workbook } from 'exceljs';
+import type { EventEmitter } from 'node:events';
 import { Readable } from 'node:stream';
-import { rowText, sheetHeading } from '../../domain/assistant/attachments.js';
+import { archiveLimits, rowText, sheetHeading } from '../../domain/assistant/attachments.js';
 import { checkArchive } from './archive.js';
 import { ExtractionRefused } from './refusal.js';
 
@@ -47,9 +50,89 @@ export function cellText(value: unknown): string {
 }
 
 interface SheetRows {
-  id: string;
+  /** Its place in the workbook's <sheets> (after them all when the workbook does not list it). */
+  rank: number;
   name: string;
   rows: string[];
+}
+
+const workbookPart = 'xl/workbook.xml';
+const workbookRelsPart = 'xl/_rels/workbook.xml.rels';
+
+/** An XML part's text: UTF-16 when its byte order mark says so, else UTF-8. */
+function xmlText(bytes: Buffer): string {
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return new TextDecoder('utf-16le').decode(bytes);
+  if (bytes[0] === 0xfe && bytes[1] === 0xff) return new TextDecoder('utf-16be').decode(bytes);
+  return new TextDecoder('utf-8').decode(bytes);
+}
+
+const entityText: Record<string, string> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" };
+
+/** An attribute's value as XML reads it: whitespace characters as spaces, then references decoded. */
+function attributeValue(raw: string): string {
+  return raw.replace(/[\t\n\r]/g, ' ').replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (whole, ref: string) => {
+    if (ref.startsWith('#')) {
+      const code = ref[1] === 'x' || ref[1] === 'X' ? parseInt(ref.slice(2), 16) : parseInt(ref.slice(1), 10);
+      return code <= 0x10ffff ? String.fromCodePoint(code) : whole;
+    }
+    return entityText[ref] ?? whole;
+  });
+}
+
+/** The attributes of each element named `local` (under any namespace prefix), comments ignored. */
+function elementAttributes(xml: string, local: string): Map<string, string>[] {
+  const tag = new RegExp(`<(?:[\\w.-]+:)?${local}((?:\\s+[^\\s=/>]+\\s*=\\s*(?:"[^"]*"|'[^']*'))*)\\s*/?>`, 'g');
+  const found: Map<string, string>[] = [];
+  for (const element of xml.replace(/<!--[\s\S]*?-->/g, '').matchAll(tag)) {
+    const attributes = new Map<string, string>();
+    for (const a of element[1]!.matchAll(/([^\s=]+)\s*=\s*(?:"([^"]*)"|'([^']*)')/g)) {
+      attributes.set(a[1]!, attributeValue(a[2] ?? a[3] ?? ''));
+    }
+    found.push(attributes);
+  }
+  return found;
+}
+
+/** A relationship's target as a zip entry name: relative to `base`, or from the root when it starts with "/". */
+function partName(base: string, target: string): string {
+  let path = target.replace(/\\/g, '/');
+  try {
+    path = decodeURI(path);
+  } catch {
+    // A malformed escape: the target as written.
+  }
+  const segments = path.startsWith('/') ? [] : base.split('/').filter(Boolean);
+  for (const segment of path.split('/')) {
+    if (segment === '..') segments.pop();
+    else if (segment !== '' && segment !== '.') segments.push(segment);
+  }
+  return segments.join('/');
+}
+
+/**
+ * The workbook's sheets in its order: each <sheet> of xl/workbook.xml with the part its r:id names
+ * in xl/_rels/workbook.xml.rels (a relative target, as Excel writes it, or an absolute one, as
+ * openpyxl does).
+ */
+export function workbookSheets(workbookXml: string, relsXml: string): { name: string; part: string }[] {
+  const targets = new Map<string, string>();
+  for (const rel of elementAttributes(relsXml, 'Relationship')) {
+    const id = rel.get('Id');
+    const target = rel.get('Target');
+    if (id !== undefined && target !== undefined && rel.get('TargetMode') !== 'External') {
+      targets.set(id, partName('xl/', target));
+    }
+  }
+  const list = /<(?:[\w.-]+:)?sheets\b[^>]*>([\s\S]*?)<\/(?:[\w.-]+:)?sheets\s*>/.exec(workbookXml)?.[1] ?? '';
+  const sheets: { name: string; part: string }[] = [];
+  for (const sheet of elementAttributes(list, 'sheet')) {
+    const name = sheet.get('name');
+    // The relationship id: `r:id`, whatever prefix the workbook binds to the relationships namespace.
+    const relId = [...sheet].find(([attribute]) => /^[^:]+:id$/.test(attribute))?.[1];
+    const part = relId === undefined ? undefined : targets.get(relId);
+    if (name !== undefined && part !== undefined) sheets.push({ name, part });
+  }
+  return sheets;
 }
 
 export interface SpreadsheetProgress {
@@ -62,24 +145,43 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
       'The workbook is encrypted (password-protected); save it without a password and upload it again.',
     );
   }
-  const { entries } = await checkArchive(bytes);
-  if (!entries.includes('xl/workbook.xml'))
+  const { kept } = await checkArchive(bytes, archiveLimits, [workbookPart, workbookRelsPart]);
+  const workbookXml = kept.get(workbookPart);
+  if (workbookXml === undefined)
     throw new ExtractionRefused('The file is a zip archive but not an XLSX workbook (it has no xl/workbook.xml).');
+  const relsXml = kept.get(workbookRelsPart);
+  const listed = workbookSheets(xmlText(workbookXml), relsXml === undefined ? '' : xmlText(relsXml));
+  // exceljs reads the parts named xl/worksheets/sheet<n>.xml; <n> -> the sheet's place in the workbook.
+  const rankOfPart = new Map<string, number>();
+  listed.forEach(({ part }, at) => {
+    const n = /^xl\/worksheets\/sheet(\d+)\.xml$/i.exec(part)?.[1];
+    if (n !== undefined && !rankOfPart.has(n)) rankOfPart.set(n, at);
+  });
   // Loaded on the first workbook: most files are PDFs, and a thread starts faster without it.
   const { default: ExcelJS } = await import('exceljs');
   const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([bytes]), {
     worksheets: 'emit',
     sharedStrings: 'cache',
-    // Styles say which numbers are dates; links and entries are not needed.
+    // Styles say which numbers are dates; links are not needed. Entries say which part each
+    // worksheet is read from.
     styles: 'cache',
     hyperlinks: 'ignore',
-    entries: 'ignore',
+    entries: 'emit',
+  });
+  // Emitted just before the worksheet of that part is handed out.
+  let partNumber: string | undefined;
+  (reader as unknown as EventEmitter).on('entry', (entry: { type: string; id?: string }) => {
+    if (entry.type === 'worksheet') partNumber = entry.id;
   });
   const sheets: SheetRows[] = [];
   try {
     for await (const worksheet of reader) {
-      const meta = worksheet as unknown as { id: number | string; name: string };
-      const sheet: SheetRows = { id: String(meta.id), name: meta.name, rows: [] };
+      const at = partNumber === undefined ? undefined : rankOfPart.get(partNumber);
+      partNumber = undefined;
+      const sheet: SheetRows =
+        at === undefined
+          ? { rank: listed.length, name: (worksheet as unknown as { name: string }).name, rows: [] }
+          : { rank: at, name: listed[at]!.name, rows: [] };
       for await (const row of worksheet) {
         const values = (row as unknown as { values: unknown[] }).values;
         const cells: string[] = [];
@@ -100,14 +202,7 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
     throw unreadable(error);
   }
   // Workbook order: the order of <sheets> in xl/workbook.xml, whatever order the zip holds them in.
-  const order = (
-    (reader as unknown as { model?: { sheets?: { id: number | string; name: string }[] } }).model?.sheets ?? []
-  ).map((s) => String(s.id));
-  const rank = (s: SheetRows) => {
-    const at = order.indexOf(s.id);
-    return at === -1 ? order.length : at;
-  };
-  const ordered = sheets.map((s, i) => ({ s, i })).sort((a, b) => rank(a.s) - rank(b.s) || a.i - b.i);
+  const ordered = sheets.map((s, i) => ({ s, i })).sort((a, b) => a.s.rank - b.s.rank || a.i - b.i);
   return ordered.flatMap(({ s }) => [sheetHeading(s.name), ...s.rows]);
 }
 

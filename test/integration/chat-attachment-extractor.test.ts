@@ -104,6 +104,63 @@ describe('reading', () => {
     expect(pages).toEqual(['Sheet: Shown first', 'a1   2', 'Sheet: Stored first', 'b1']);
   });
 
+  it('names and orders the sheets from the workbook when the zip holds the worksheets before it', async () => {
+    const xml = (body: string) =>
+      Buffer.from(`<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n${body}`, 'utf8');
+    const worksheet = (cells: string) =>
+      xml(
+        `<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="1">${cells}</row></sheetData></worksheet>`,
+      );
+    /** sheet1.xml holds Accounts and sheet2.xml Leads; the workbook shows Leads first. */
+    const layout = (target: (file: string) => string, last: 'workbook' | 'rels') => {
+      const workbook = {
+        name: 'xl/workbook.xml',
+        data: xml(
+          '<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">' +
+            '<sheets><sheet name="Leads" sheetId="1" r:id="rId2"/><sheet name="Accounts" sheetId="2" r:id="rId1"/></sheets></workbook>',
+        ),
+      };
+      const rels = {
+        name: 'xl/_rels/workbook.xml.rels',
+        data: xml(
+          '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">' +
+            `<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="${target('sheet1.xml')}"/>` +
+            `<Relationship Id="rId2" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="${target('sheet2.xml')}"/></Relationships>`,
+        ),
+      };
+      const [contentTypes, packageRels] = workbookEntries();
+      return buildZip([
+        { name: 'xl/worksheets/sheet1.xml', data: worksheet('<c r="A1" t="inlineStr"><is><t>Acme</t></is></c>') },
+        {
+          name: 'xl/worksheets/sheet2.xml',
+          data: worksheet('<c r="A1" t="inlineStr"><is><t>Ada</t></is></c><c r="B1"><v>7</v></c>'),
+        },
+        ...(last === 'workbook' ? [rels, workbook] : [workbook, rels]),
+        packageRels!,
+        contentTypes!,
+      ]);
+    };
+    const expected = ['Sheet: Leads', 'Ada   7', 'Sheet: Accounts', 'Acme'];
+    // As openpyxl writes a workbook: worksheets first, relationship targets from the package root.
+    expect(
+      (
+        await extractor.extract(
+          'xlsx',
+          layout((f) => `/xl/worksheets/${f}`, 'workbook'),
+        )
+      ).pages,
+    ).toEqual(expected);
+    // Targets relative to xl/ (as Excel writes them), the relationships last of all.
+    expect(
+      (
+        await extractor.extract(
+          'xlsx',
+          layout((f) => `worksheets/${f}`, 'rels'),
+        )
+      ).pages,
+    ).toEqual(expected);
+  });
+
   it('reads a hand-written minimal workbook (inline strings, no shared strings)', async () => {
     const { pages } = await extractor.extract('xlsx', buildZip(workbookEntries()));
     expect(pages).toEqual(['Sheet: Data', 'Hello   42']);
