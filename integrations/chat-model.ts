@@ -107,10 +107,11 @@ function failure(error: unknown, timeoutSeconds: number): ChatModelError {
   if (error instanceof APIConnectionError)
     return new ChatModelError(`The model API could not be reached: ${error.message}`, true);
   if (error instanceof APIError) {
+    // instanceof leaves the class's type parameters `any`.
+    const status = error.status as number | undefined;
     // An error event inside a stream has no status: the answer broke off on the provider's side.
-    if (error.status === undefined)
+    if (status === undefined)
       return new ChatModelError(`The model API failed mid-answer: ${error.message}`.slice(0, 500), true);
-    const status = error.status;
     const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
     return new ChatModelError(`The model API answered ${status}: ${error.message}`.slice(0, 500), retryable);
   }

@@ -1,5 +1,7 @@
 /** Small helpers shared by the simulator's command lines: flags, numbers, a seeded random. */
 
+import { textOf } from '../domain/shared/text.js';
+
 export function numberFlag(
   values: Record<string, unknown>,
   name: string,
@@ -15,7 +17,7 @@ export function numberFlag(
     (bounds.max !== undefined && value > bounds.max)
   ) {
     throw new UsageError(
-      `--${name} must be a number${bounds.min !== undefined ? ` from ${bounds.min}` : ''}${bounds.max !== undefined ? ` to ${bounds.max}` : ''}, not "${String(raw)}".`,
+      `--${name} must be a number${bounds.min !== undefined ? ` from ${bounds.min}` : ''}${bounds.max !== undefined ? ` to ${bounds.max}` : ''}, not "${textOf(raw)}".`,
     );
   }
   return value;
@@ -25,7 +27,7 @@ export function numberFlag(
 export function rangeFlag(values: Record<string, unknown>, name: string, fallback: [number, number]): [number, number] {
   const raw = values[name];
   if (raw === undefined) return fallback;
-  const match = /^(\d+)-(\d+)$/.exec(String(raw));
+  const match = /^(\d+)-(\d+)$/.exec(textOf(raw));
   if (!match || Number(match[1]) > Number(match[2]))
     throw new UsageError(`--${name} must be MIN-MAX in milliseconds, for example 200-1500.`);
   return [Number(match[1]), Number(match[2])];

@@ -8,6 +8,7 @@
  * token, rate-limit the next calls, leave the bot out of a channel, fail a share of posts.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { textOf } from '../domain/shared/text.js';
 import type { ServerResponse } from 'node:http';
 import { serveHttp, type LocalHttp } from './local-http.js';
 
@@ -100,16 +101,14 @@ export async function startTeamChatSim(
       : Object.fromEntries(new URLSearchParams(body));
 
     if (method === 'oauth.v2.access') {
-      const code = codes.get(String(params.code ?? ''));
+      const code = codes.get(textOf(params.code));
       if (
         params.client_id !== clientId ||
         (params.client_secret !== undefined && params.client_secret !== clientSecret)
       )
         return reply(res, 200, { ok: false, error: 'invalid_client_id' });
       if (!code || code.used) return reply(res, 200, { ok: false, error: 'invalid_code' });
-      const challenge = createHash('sha256')
-        .update(String(params.code_verifier ?? ''))
-        .digest('base64url');
+      const challenge = createHash('sha256').update(textOf(params.code_verifier)).digest('base64url');
       if (challenge !== code.challenge || params.redirect_uri !== code.redirectUri)
         return reply(res, 200, { ok: false, error: 'invalid_code' });
       code.used = true;
@@ -140,7 +139,7 @@ export async function startTeamChatSim(
       return reply(res, 200, { ok: true, revoked: true });
     }
     if (method === 'conversations.list') {
-      const start = Number(Buffer.from(String(params.cursor ?? ''), 'base64').toString() || '0');
+      const start = Number(Buffer.from(textOf(params.cursor), 'base64').toString() || '0');
       const page = channels.slice(start, start + pageSize);
       const next = start + pageSize < channels.length ? Buffer.from(String(start + pageSize)).toString('base64') : '';
       return reply(res, 200, { ok: true, channels: page, response_metadata: { next_cursor: next } });
@@ -156,7 +155,7 @@ export async function startTeamChatSim(
       ts += 1;
       const post = {
         channel: channel.id,
-        text: String(params.text ?? ''),
+        text: textOf(params.text),
         blocks: params.blocks as unknown[] | undefined,
         ts: `${ts}.000100`,
         token,

@@ -239,9 +239,9 @@ export async function holdWritePrice(
   causeKey: string,
 ): Promise<CreditHold | null> {
   if (!model) return null;
-  return sql.begin((tx) =>
+  return sql.begin<CreditHold>((tx) =>
     holdCredits(tx, { workspaceId, amount: creditsOf(modelMessagePriceTenths), causeKey }),
-  ) as Promise<CreditHold>;
+  );
 }
 
 /** Maps a write's failure to the activity failure the caller's retry policy reads. */

@@ -4,6 +4,7 @@
  * (found again on a retry, never raised twice), and the answer's end.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { textOf } from '../../domain/shared/text.js';
 import type { Sql } from '../../db/sql.js';
 import {
   proposalLifetimeSeconds,
@@ -399,8 +400,7 @@ async function quoteCall(
   if (!door) throw new VerbRefused('The API cannot be called from this process.');
   const operations = assistantOperations(door.catalogue());
   const args = (input ?? {}) as { query?: unknown; operation?: unknown; input?: unknown };
-  if (name === 'find_operations')
-    return { answer: { operations: findOperations(operations, String(args.query ?? '')) } };
+  if (name === 'find_operations') return { answer: { operations: findOperations(operations, textOf(args.query)) } };
   const op = operations.find((o) => o.name === args.operation);
   if (!op)
     throw new VerbRefused(
@@ -430,7 +430,7 @@ async function quoteCall(
 /** Pages of a file of this conversation (another conversation's or workspace's is not found). */
 async function readAttachment(sql: Sql, ctx: { workspace_id: string; conversation_id: string }, input: unknown) {
   const args = (input ?? {}) as { attachment_id?: unknown; offset?: unknown; limit?: unknown };
-  const id = String(args.attachment_id ?? '');
+  const id = textOf(args.attachment_id);
   const attachment = /^[0-9a-f-]{36}$/i.test(id) ? await getAttachment(sql, ctx.workspace_id, id) : undefined;
   if (!attachment || attachment.conversation_id !== ctx.conversation_id)
     throw new VerbRefused(`No file ${id} is attached to this conversation.`);

@@ -5,6 +5,7 @@
  * training run's answers are compared with the expected ones).
  */
 import { z } from 'zod';
+import { textOf } from '../shared/text.js';
 import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 
 export const promptSegmentsMax = 200;
@@ -563,8 +564,7 @@ export function offeredActions(
 
 /** A value as training compares it: case, spacing, trailing punctuation and number formatting set aside. */
 export function normaliseAnswer(value: unknown): string {
-  if (value === null || value === undefined) return '';
-  const text = String(value)
+  const text = textOf(value)
     .trim()
     .toLowerCase()
     .replace(/\s+/g, ' ')
@@ -574,8 +574,7 @@ export function normaliseAnswer(value: unknown): string {
 }
 
 export function compareAnswer(expected: unknown, actual: unknown): 'exact' | 'normalised' | 'mismatch' {
-  const asText = (v: unknown) => (v === null || v === undefined ? '' : String(v));
-  if (asText(expected) === asText(actual)) return 'exact';
+  if (textOf(expected) === textOf(actual)) return 'exact';
   return normaliseAnswer(expected) === normaliseAnswer(actual) ? 'normalised' : 'mismatch';
 }
 
@@ -622,8 +621,7 @@ export function renderPrompt(
     .map((s) => {
       if (s.type === 'text') return s.text;
       if (s.type === 'input_ref') {
-        const v = values[s.input_id];
-        return v === null || v === undefined ? '' : String(v);
+        return textOf(values[s.input_id]);
       }
       return section(s.section);
     })

@@ -9,6 +9,7 @@
  * extension`, tagged `pnet-agent`), uploads (a body that is not JSON: multipart, CSV, raw mail) and
  * event streams (an answer that never ends). Pure: the document in, the catalogue out.
  */
+import { textOf } from '../shared/text.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -201,8 +202,8 @@ function pathParameters(path: string): string[] {
   return [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
 }
 
-const queryValue = (value: unknown): string =>
-  typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+/** A path or query parameter's text (never null or undefined here: those are refused or left out). */
+const queryValue = (value: unknown): string => textOf(value);
 
 /**
  * The HTTP request a tool call stands for: the path with its parameters filled in (percent-encoded),

@@ -5,7 +5,7 @@
  * for approval like a verb's (a send and a destructive call never run on a standing grant).
  * Pure: which operations the assistant may call, which of them send or destroy, and the search.
  */
-import type { CatalogueOperation, JsonSchema } from './operations.js';
+import type { CatalogueOperation } from './operations.js';
 import type { ToolDefinition } from './verbs.js';
 import type { Price } from './assistant.js';
 

@@ -1,8 +1,9 @@
 /** How an event reads in team chat (text and Block Kit blocks) and in an email to a member. */
 import { eventTitles, type EventType } from './events.js';
+import { textOf } from '../shared/text.js';
 
 const field = (key: string, value: unknown) =>
-  value === null || value === undefined || value === '' ? null : `${key.replace(/_/g, ' ')}: ${String(value)}`;
+  value === null || value === undefined || value === '' ? null : `${key.replace(/_/g, ' ')}: ${textOf(value)}`;
 
 export function eventLines(payload: Record<string, unknown>): string[] {
   return Object.entries(payload)

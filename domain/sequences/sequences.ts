@@ -4,6 +4,7 @@
  * imported by the API, the activities and the workflow alike.
  */
 import { z } from 'zod';
+import { textOf } from '../shared/text.js';
 import {
   EmailAddressSchema,
   NameSchema,
@@ -302,7 +303,7 @@ const cell = (cells: Record<string, unknown>, columnId: string | null) => {
   if (!columnId) return null;
   const v = cells[columnId];
   if (v === null || v === undefined) return null;
-  const s = (typeof v === 'string' ? v : String(v)).trim();
+  const s = textOf(v).trim();
   return s === '' ? null : s;
 };
 

@@ -3,6 +3,7 @@
  * import runs, recurring import schedules and write-backs (issue 23). Pure schemas and rules.
  */
 import { z } from 'zod';
+import { textOf } from '../shared/text.js';
 import { lineSchema, NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const CrmObjectTypeSchema = z.enum(['contacts', 'companies']);
@@ -264,5 +265,5 @@ export const WriteBackRowQuerySchema = z.object({
 /** A cell value as a CRM property value (text); null for an empty cell. */
 export function propertyValue(value: unknown): string | null {
   if (value === null || value === undefined || value === '') return null;
-  return typeof value === 'string' ? value : String(value);
+  return textOf(value);
 }

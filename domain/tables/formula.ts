@@ -27,11 +27,11 @@ function formulaLanguage(): { math: MathJsInstance; builtin: Builtin } {
   language = {
     math,
     builtin: {
-      equal: math.equal,
-      larger: math.larger,
-      smaller: math.smaller,
-      largerEq: math.largerEq,
-      smallerEq: math.smallerEq,
+      equal: math.equal.bind(math),
+      larger: math.larger.bind(math),
+      smaller: math.smaller.bind(math),
+      largerEq: math.largerEq.bind(math),
+      smallerEq: math.smallerEq.bind(math),
     },
   };
   math.import(spreadsheetFunctions, { override: true });

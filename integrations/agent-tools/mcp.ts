@@ -4,6 +4,7 @@
  * a one-message event stream. Every server an agent attaches is reached through this client.
  */
 import { postJson, ToolFailure } from './http-json.js';
+import { textOf } from '../../domain/shared/text.js';
 
 export interface McpTool {
   name: string;
@@ -68,7 +69,7 @@ export function httpMcpClient(timeoutSeconds = 30): McpClient {
       const id = await session(url, signal, timeoutSeconds);
       const { result } = await rpc(url, 'tools/list', {}, id, signal, timeoutSeconds, 2);
       const tools = (result as { tools?: { name?: unknown; description?: unknown }[] })?.tools ?? [];
-      return tools.map((t) => ({ name: String(t.name ?? ''), description: String(t.description ?? '') }));
+      return tools.map((t) => ({ name: textOf(t.name), description: textOf(t.description) }));
     },
     async callTool(url, name, args, signal) {
       const id = await session(url, signal, timeoutSeconds);

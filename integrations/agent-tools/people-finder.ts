@@ -3,6 +3,7 @@
  * (PEOPLE_FINDER_URL). It is POSTed `{company, title}` and answers `{people: [{name, title, profile_url}]}`.
  */
 import { postJson, ToolFailure } from './http-json.js';
+import { textOf } from '../../domain/shared/text.js';
 
 export interface Person {
   name: string;
@@ -21,7 +22,7 @@ export function httpPeopleFinderSupplier(url: string, timeoutSeconds = 20): Peop
       const people = (body as { people?: unknown })?.people;
       if (!Array.isArray(people)) throw new ToolFailure('The people finder answered without a people list.', false);
       return people.slice(0, 25).map((p: { name?: unknown; title?: unknown; profile_url?: unknown }) => ({
-        name: String(p.name ?? ''),
+        name: textOf(p.name),
         title: typeof p.title === 'string' ? p.title : null,
         profile_url: typeof p.profile_url === 'string' ? p.profile_url : null,
       }));

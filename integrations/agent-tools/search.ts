@@ -3,6 +3,7 @@
  * `{query, limit}` and answers `{results: [{title, url, snippet}]}`.
  */
 import { postJson, ToolFailure } from './http-json.js';
+import { textOf } from '../../domain/shared/text.js';
 
 export interface SearchResult {
   title: string;
@@ -21,9 +22,9 @@ export function httpSearchSupplier(url: string, timeoutSeconds = 20): SearchSupp
       const results = (body as { results?: unknown })?.results;
       if (!Array.isArray(results)) throw new ToolFailure('The search API answered without a results list.', false);
       return results.slice(0, 8).map((r: { title?: unknown; url?: unknown; snippet?: unknown }) => ({
-        title: String(r.title ?? ''),
-        url: String(r.url ?? ''),
-        snippet: String(r.snippet ?? ''),
+        title: textOf(r.title),
+        url: textOf(r.url),
+        snippet: textOf(r.snippet),
       }));
     },
   };

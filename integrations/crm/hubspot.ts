@@ -11,6 +11,7 @@
  * 429 carries Retry-After; failures are SourceFailures (integrations/lead-search/http.ts).
  */
 import { requestJson, SourceFailure } from '../lead-search/http.js';
+import { textOf } from '../../domain/shared/text.js';
 
 export type CrmObjectType = 'contacts' | 'companies';
 
@@ -102,7 +103,7 @@ export function hubspotClient(config: { apiUrl: string; timeoutMs?: number }): C
     async accountId(token) {
       const answer = await call(token, '/account-info/v3/details');
       const id = (answer.body as { portalId?: unknown } | null)?.portalId;
-      return id === undefined || id === null ? null : String(id);
+      return id === undefined || id === null ? null : textOf(id);
     },
     async list(token, type, o) {
       const q = new URLSearchParams({ limit: String(o.limit), properties: o.properties.join(',') });

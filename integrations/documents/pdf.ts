@@ -84,7 +84,7 @@ export async function extractPdf(bytes: Uint8Array, progress: PdfProgress = {}):
     throw refusalOf(error);
   }
   try {
-    const pages: string[] = new Array(pdf.numPages);
+    const pages = new Array<string>(pdf.numPages);
     const readPage = async (n: number): Promise<string> => {
       try {
         const page = await pdf.getPage(n);

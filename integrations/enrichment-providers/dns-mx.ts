@@ -4,6 +4,7 @@
  * or a stub; the default one uses the system's servers or DNS_SERVERS.
  */
 import { Resolver } from 'node:dns/promises';
+import { textOf } from '../../domain/shared/text.js';
 import { EnrichmentError, type EnrichmentProvider } from '../../domain/tables/enrichments.js';
 
 export interface MxResolver {
@@ -18,9 +19,7 @@ export function defaultMxResolver(servers?: string[]): MxResolver {
 
 /** A domain from what a cell holds: a domain, an email address or a web address. */
 export function domainOf(value: unknown): string {
-  let text = String(value ?? '')
-    .trim()
-    .toLowerCase();
+  let text = textOf(value).trim().toLowerCase();
   if (text.includes('@')) text = text.slice(text.lastIndexOf('@') + 1);
   let host: string;
   try {

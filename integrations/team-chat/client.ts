@@ -6,6 +6,7 @@
  * `error: "ratelimited"`. The base addresses are settings (TEAM_CHAT_*), so tests point the client
  * at the local twin (sim/team-chat-server.ts). Errors never carry a token.
  */
+import { textOf } from '../../domain/shared/text.js';
 
 export interface TeamChatConfig {
   clientId: string;
@@ -191,7 +192,7 @@ export function createTeamChatClient(config: TeamChatConfig, options: { timeoutM
       return {
         channels: channels.map((c) => ({
           id: String(c.id),
-          name: String(c.name ?? ''),
+          name: textOf(c.name),
           is_private: c.is_private === true,
           is_member: c.is_member === true,
         })),
@@ -200,7 +201,7 @@ export function createTeamChatClient(config: TeamChatConfig, options: { timeoutM
     },
     async postMessage(token, message) {
       const answer = await call('chat.postMessage', { token, json: message });
-      return { ts: String(answer.ts ?? ''), channel: String(answer.channel ?? message.channel) };
+      return { ts: textOf(answer.ts), channel: textOf(answer.channel ?? message.channel) };
     },
     async revoke(token) {
       await call('auth.revoke', { token, form: {} });

@@ -6,12 +6,13 @@
  * read up to a size limit (decompressed bytes, so a compressed bomb stops too) and the whole
  * read up to a time limit.
  */
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
+import { textOf } from '../../domain/shared/text.js';
 import { EnrichmentError, type EnrichmentProvider } from '../../domain/tables/enrichments.js';
 import { cellTextMax } from '../../domain/tables/tables.js';
 import { readableText } from './readable-text.js';
@@ -42,10 +43,11 @@ for (const [net, prefix] of [
   ['240.0.0.0', 4],
 ] as const)
   privateRanges.addSubnet(net, prefix, 'ipv4');
+// No `::ffff:0:0/96`: BlockList judges IPv4-mapped addresses by the IPv4 rules above, and checks
+// every IPv4 address against that subnet too, so listing it made every IPv4 address private.
 for (const [net, prefix] of [
   ['::', 128],
   ['::1', 128],
-  ['::ffff:0:0', 96],
   ['64:ff9b::', 96],
   ['100::', 64],
   ['2001:db8::', 32],
@@ -213,7 +215,7 @@ function decodeBody(body: Buffer, contentType: string): string {
 
 /** A cell's value as a web address: a bare domain gets https://; only http and https. */
 export function pageUrl(value: unknown): URL {
-  const text = String(value ?? '').trim();
+  const text = textOf(value).trim();
   let url: URL;
   try {
     url = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `https://${text}`);

@@ -79,7 +79,8 @@ export class AnswerStreamHub {
       entry.streams -= 1;
       if (entry.streams === 0) this.watched.delete(messageId);
     };
-    const hub = this;
+    const sql = this.sql;
+    const waitPast = (seen: number) => this.waitPast(messageId, seen, stop);
     async function* events() {
       let cursor = afterSeq;
       if (first) {
@@ -90,7 +91,7 @@ export class AnswerStreamHub {
         while (!stop.aborted) {
           // The version before the read: a part written after it wakes the wait below at once.
           const seen = entry.version;
-          const parts = await readParts(hub.sql, messageId, cursor);
+          const parts = await readParts(sql, messageId, cursor);
           for (const { seq, part } of parts) {
             cursor = seq;
             yield sseEvent(seq, part);
@@ -100,7 +101,7 @@ export class AnswerStreamHub {
             }
           }
           if (parts.length > 0) continue;
-          if ((await hub.waitPast(messageId, seen, stop)) === 'heartbeat') yield ': ping\n\n';
+          if ((await waitPast(seen)) === 'heartbeat') yield ': ping\n\n';
         }
       } finally {
         release();

@@ -164,8 +164,8 @@ export async function landImportPage(
   to: { watermark: Date | null; id: string | null },
   contentHash?: string | null,
 ): Promise<boolean> {
-  return (await sql
-    .begin(async (tx) => {
+  return sql
+    .begin<boolean>(async (tx) => {
       const columns = await importColumns(tx, imp);
       await lockTableLanding(tx, imp.table_id);
       const keyed = records.filter((r) => r.key !== null && r.key !== '');
@@ -202,7 +202,7 @@ export async function landImportPage(
     .catch((error: unknown) => {
       if (error instanceof StaleWatermark) return false;
       throw error;
-    })) as boolean;
+    });
 }
 
 class StaleWatermark extends Error {}

@@ -43,7 +43,7 @@ export async function importCsvChunk(
       relax_quotes: true,
       relax_column_count: true,
       skip_empty_lines: true,
-    }) as string[][];
+    });
   } catch (error) {
     throw new CsvUnreadable(`The CSV could not be read: ${(error as Error).message}`);
   }

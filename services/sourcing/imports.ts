@@ -46,7 +46,7 @@ export async function createImport(
       ]);
     }
   }
-  const imp = (await sql.begin(async (tx) => {
+  const imp = await sql.begin<ImportRow>(async (tx) => {
     await requireTable(tx, caller.workspaceId, tableId, 'share');
     const inserted = await insertImport(tx, {
       workspace_id: caller.workspaceId,
@@ -64,7 +64,7 @@ export async function createImport(
     });
     await importColumns(tx, inserted);
     return inserted;
-  })) as ImportRow;
+  });
   const runId = input.run_now ? await startImportRun(temporal, imp) : null;
   return { imp, runId };
 }
@@ -118,7 +118,7 @@ export async function createWriteBack(
       },
     ]);
   }
-  const w = (await sql.begin(async (tx) => {
+  const w = await sql.begin<WriteBackRow>(async (tx) => {
     const resultColumnId = input.result_column_name
       ? (await ensureInputColumns(tx, caller.workspaceId, tableId, [input.result_column_name]))[
           input.result_column_name
@@ -137,7 +137,7 @@ export async function createWriteBack(
       resultColumnId,
       createdBy: caller.memberId,
     });
-  })) as WriteBackRow;
+  });
   try {
     await temporal.client.workflow.start(writeBackWorkflow, {
       taskQueue: temporal.taskQueue,

@@ -130,7 +130,7 @@ export async function createLeadSearch(
         description: 'Made by a lead search',
       })
     ).id;
-  const search = (await sql.begin(async (tx) => {
+  const search = await sql.begin<LeadSearchRow>(async (tx) => {
     await requireTable(tx, caller.workspaceId, tableId);
     const names = leadColumns[input.kind].map(([, name]) => name);
     const byName = await ensureInputColumns(tx, caller.workspaceId, tableId, names);
@@ -147,7 +147,7 @@ export async function createLeadSearch(
       columns,
       createdBy: caller.memberId,
     });
-  })) as LeadSearchRow;
+  });
   await startLeadSearchWorkflow(temporal, search, sql);
   return search;
 }

@@ -63,7 +63,7 @@ export async function createSubdomainDiscovery(
         description: 'Made by subdomain discovery',
       })
     ).id;
-  const row = (await sql.begin(async (tx) => {
+  const row = await sql.begin<DiscoveryRow>(async (tx) => {
     const byName = await ensureInputColumns(
       tx,
       caller.workspaceId,
@@ -79,7 +79,7 @@ export async function createSubdomainDiscovery(
       columns: Object.fromEntries(subdomainColumns.map(([field, name]) => [field, byName[name]!])),
       createdBy: caller.memberId,
     });
-  })) as DiscoveryRow;
+  });
   await temporal.client.workflow.start(subdomainDiscoveryWorkflow, {
     taskQueue: temporal.taskQueue,
     workflowId: subdomainWorkflowIdOf(row.id),
@@ -129,7 +129,7 @@ export async function liveNames(
   names: string[],
   concurrency = 16,
 ): Promise<{ name: string; records: string }[]> {
-  const out: ({ name: string; records: string } | null)[] = new Array(names.length).fill(null);
+  const out = new Array<{ name: string; records: string } | null>(names.length).fill(null);
   let next = 0;
   const worker = async () => {
     while (next < names.length) {

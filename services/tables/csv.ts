@@ -5,7 +5,7 @@
  * cut off) writes nothing. An export streams the grid (a view, filters, sorts) through a cursor
  * with the values a person sees.
  */
-import { parse, type Options as CsvOptions } from 'csv-parse';
+import { parse, type CsvError, type Options as CsvOptions } from 'csv-parse';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { Sql } from '../../db/sql.js';
@@ -204,7 +204,8 @@ export async function importCsv(
   };
   const parser = parse(options as unknown as CsvOptions);
   // Only an opening quote that never closes is left as an error: CSV reads the rest as its field.
-  parser.on('skip', (error) => {
+  // The error of a skipped record carries the parser's line count.
+  parser.on('skip', (error: CsvError & { lines: number }) => {
     const reason =
       error.lines > nextLine
         ? `A quote opened on this line never closes, so lines ${nextLine} to ${error.lines} could not be read.`

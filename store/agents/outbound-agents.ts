@@ -60,14 +60,14 @@ async function selectAgents(db: Db, workspaceId: string, agentId?: string): Prom
 
 export async function createAgent(sql: Sql, workspaceId: string, body: OutboundAgentCreate): Promise<OutboundAgent> {
   checkSlots(body.slots);
-  return sql.begin(async (tx) => {
+  return sql.begin<OutboundAgent>(async (tx) => {
     const [agent] = await tx<{ id: string }[]>`
       insert into outbound_agents (workspace_id, name) values (${workspaceId}, ${body.name}) returning id`;
     await tx`
       insert into outbound_agent_versions (agent_id, version, instructions, slots, origin)
       values (${agent!.id}, 1, ${body.instructions}, ${tx.json(body.slots)}, 'created')`;
     return toAgent((await selectAgents(tx, workspaceId, agent!.id))[0]!);
-  }) as Promise<OutboundAgent>;
+  });
 }
 
 export async function listAgents(sql: Sql, workspaceId: string): Promise<OutboundAgent[]> {
@@ -117,7 +117,7 @@ export async function updateAgent(
   body: OutboundAgentUpdate,
 ): Promise<OutboundAgent | undefined> {
   checkSlots(body.slots);
-  return sql.begin(async (tx) => {
+  return sql.begin<OutboundAgent | undefined>(async (tx) => {
     if (!(await lockAgent(tx, agentId, workspaceId))) return undefined;
     const [current] = await tx<AgentRecord[]>`
       select a.id, a.name, a.version, v.instructions, v.slots, a.created_at, a.updated_at
@@ -133,7 +133,7 @@ export async function updateAgent(
       await addVersion(tx, agentId, { instructions, slots }, 'edited');
     }
     return getAgent(tx, workspaceId, agentId);
-  }) as Promise<OutboundAgent | undefined>;
+  });
 }
 
 export async function listVersions(

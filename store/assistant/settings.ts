@@ -7,7 +7,6 @@ import {
   type Grant,
   type GrantScope,
 } from '../../domain/assistant/assistant.js';
-import type { Verb } from '../../domain/assistant/assistant.js';
 
 /** The settings; a workspace that never changed them reads the defaults. */
 export async function readSettings(db: Db, workspaceId: string): Promise<AssistantSettings> {
@@ -61,7 +60,7 @@ export async function insertGrant(
   db: Db,
   g: {
     workspaceId: string;
-    verb: Verb | string;
+    verb: string;
     scope: GrantScope;
     conversationId: string | null;
     memberId: string | null;

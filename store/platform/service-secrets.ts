@@ -19,7 +19,7 @@ export function serviceSecret(
   key: 'dev_jwt_secret' | 'connection_token_secret' | 'secrets_key',
 ): Promise<string> {
   let perSql = cache.get(sql);
-  if (!perSql) cache.set(sql, (perSql = new Map()));
+  if (!perSql) cache.set(sql, (perSql = new Map<string, Promise<string>>()));
   let secret = perSql.get(key);
   if (!secret) {
     secret = readOrCreate(sql, key);

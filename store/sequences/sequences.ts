@@ -188,7 +188,7 @@ async function writeSenders(db: Db, sequenceId: string, senders: SequenceSender[
 
 export async function createSequence(sql: Sql, workspaceId: string, input: SequenceCreate): Promise<Sequence> {
   checkGraph(input.graph);
-  return sql.begin(async (tx) => {
+  return sql.begin<Sequence>(async (tx) => {
     await checkReferences(tx, workspaceId, input);
     const [row] = await tx<SequenceRow[]>`
       insert into sequences (workspace_id, name, audience_table_id, audience_mapping, feed_new_rows, email_mode, pnet_mode, feed_cursor)
@@ -198,7 +198,7 @@ export async function createSequence(sql: Sql, workspaceId: string, input: Seque
     await tx`insert into sequence_versions (sequence_id, version, graph) values (${row!.id}, 1, ${tx.json(input.graph)})`;
     await writeSenders(tx, row!.id, input.senders);
     return toSequence(tx, row!);
-  }) as Promise<Sequence>;
+  });
 }
 
 export async function findSequenceRow(db: Db, workspaceId: string, sequenceId: string) {
@@ -238,7 +238,7 @@ export async function updateSequence(
   input: SequenceUpdate,
 ): Promise<Sequence> {
   if (input.graph) checkGraph(input.graph);
-  return sql.begin(async (tx) => {
+  return sql.begin<Sequence>(async (tx) => {
     const [row] = await tx<
       SequenceRow[]
     >`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
@@ -286,7 +286,7 @@ export async function updateSequence(
       where id = ${sequenceId} and revision = ${input.expected_revision}
       returning *`;
     return toSequence(tx, updated!);
-  }) as Promise<Sequence>;
+  });
 }
 
 const transitions: Record<
@@ -309,7 +309,7 @@ export async function transitionSequence(
   expectedRevision: number,
 ): Promise<Sequence> {
   const { from, to } = transitions[action];
-  return sql.begin(async (tx) => {
+  return sql.begin<Sequence>(async (tx) => {
     const [row] = await tx<
       SequenceRow[]
     >`select * from sequences where id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
@@ -330,7 +330,7 @@ export async function transitionSequence(
     }
     // Archived: each contact's workflow, woken by the caller, stops it (`archived`) and cancels its waiting pnet steps.
     return toSequence(tx, updated!);
-  }) as Promise<Sequence>;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

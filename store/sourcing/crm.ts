@@ -372,7 +372,7 @@ export async function recordWriteBackBatch(
   results: RowResult[],
   resultText: (r: RowResult) => string,
 ): Promise<boolean> {
-  return (await sql.begin(async (tx) => {
+  return sql.begin<boolean>(async (tx) => {
     const moved =
       await tx`update write_backs set after_seq = ${toSeq}::bigint where id = ${w.id} and after_seq = ${fromSeq}::bigint and status = 'running'`;
     if (moved.count === 0) return false;
@@ -412,7 +412,7 @@ export async function recordWriteBackBatch(
       update write_backs set rows_written = rows_written + ${count('written')}, rows_unchanged = rows_unchanged + ${count('unchanged')},
         rows_failed = rows_failed + ${count('failed')} where id = ${w.id}`;
     return true;
-  })) as boolean;
+  });
 }
 
 export async function finishWriteBack(

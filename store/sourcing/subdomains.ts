@@ -86,7 +86,7 @@ export async function landDomain(
   live: { name: string; records: string }[],
   error: string | null,
 ): Promise<boolean> {
-  return (await sql.begin(async (tx) => {
+  return sql.begin<boolean>(async (tx) => {
     const marked = await tx`
       insert into subdomain_discovery_domains (discovery_id, domain, candidates, live, error) values (${d.id}, ${domain}, ${candidates}, ${live.length}, ${error})
       on conflict do nothing`;
@@ -106,7 +106,7 @@ export async function landDomain(
       update subdomain_discoveries set domains_done = domains_done + 1, candidates = candidates + ${candidates}, live = live + ${live.length},
         rows_landed = rows_landed + ${landed.created}, updated_at = now() where id = ${d.id}`;
     return true;
-  })) as boolean;
+  });
 }
 
 export async function finishDiscovery(

@@ -2,7 +2,7 @@
 import type { Db, Sql } from '../../db/sql.js';
 import { enrichmentConfigView, type StoredEnrichmentConfig } from '../../domain/tables/enrichments.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
-import { agentColumnConfigView, type StoredAgentColumnConfig } from '../../domain/agents/saved-agents.js';
+import { agentColumnConfigView } from '../../domain/agents/saved-agents.js';
 import {
   dependentsOf,
   displayFormula,

@@ -30,7 +30,7 @@ async function enrolled(displayName = 'Ann', timeZone?: string) {
     ...(timeZone ? { time_zone: timeZone } : {}),
   });
   expect(res.statusCode).toBe(201);
-  return { ws, affiliate: res.json() as { id: string; codes: { code: string }[] } };
+  return { ws, affiliate: res.json<{ id: string; codes: { code: string }[] }>() };
 }
 
 const click = (code: string, o: { ua?: string; visitor?: string; ip?: string } = {}) =>
@@ -207,6 +207,10 @@ describe('attribution and money from billing events', () => {
     const { ws, affiliate } = await enrolled();
     const workspaceId = await referred(affiliate.codes[0]!.code);
     const invoice = `in_aff_${workspaceId.slice(0, 8)}`;
+    // Stripe's events name no link between the invoice and its payment intent: its invoice payment does.
+    const paymentIntent = `pi_aff_${workspaceId.slice(0, 8)}`;
+    const customer = `cus_aff_${workspaceId.slice(0, 8)}`;
+    stripe.holdInvoicePayment({ invoice, paymentIntent, amount: 4900, customer, workspaceId });
     const paid = paidInvoice(workspaceId, invoice, 4900);
     expect((await postStripeEvent(stack.app, paid)).statusCode).toBe(200);
     expect((await postStripeEvent(stack.app, paid)).json().duplicate).toBe(true);
@@ -256,19 +260,10 @@ describe('attribution and money from billing events', () => {
     expect(maturities).toEqual([{ day: expect.any(String), amount_cents: 980, running_available_cents: 980 }]);
 
     // A partial refund (1,225 of 4,900 cents) takes back a quarter; the full refund the rest.
-    await postStripeEvent(
-      stack.app,
-      events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 1225 }),
-    );
+    await postStripeEvent(stack.app, events.refund({ customer, paymentIntent, amount: 4900, refunded: 1225 }));
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 735 });
-    await postStripeEvent(
-      stack.app,
-      events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 4900 }),
-    );
-    await postStripeEvent(
-      stack.app,
-      events.refund(workspaceId, { paymentIntent: invoice, amount: 4900, refunded: 4900 }),
-    );
+    await postStripeEvent(stack.app, events.refund({ customer, paymentIntent, amount: 4900, refunded: 4900 }));
+    await postStripeEvent(stack.app, events.refund({ customer, paymentIntent, amount: 4900, refunded: 4900 }));
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 0 });
     const ledger = (await call(ws, 'GET', '/affiliate/ledger/')).json().entries as {
       kind: string;
@@ -306,27 +301,27 @@ describe('attribution and money from billing events', () => {
     const { ws, affiliate } = await enrolled();
     const workspaceId = await referred(affiliate.codes[0]!.code);
     const invoice = `in_dsp_${workspaceId.slice(0, 8)}`;
-    // The dispute arrives before the invoice's payment: it is applied when the commission is made.
-    const opened = events.dispute('charge.dispute.created', workspaceId, {
-      paymentIntent: invoice,
+    const paymentIntent = `pi_dsp_${workspaceId.slice(0, 8)}`;
+    stripe.holdInvoicePayment({
+      invoice,
+      paymentIntent,
       amount: 10000,
-      status: 'needs_response',
+      customer: `cus_dsp_${workspaceId.slice(0, 8)}`,
+      workspaceId,
     });
+    // The dispute arrives before the invoice's payment: it is applied when the commission is made.
+    const opened = events.dispute('charge.dispute.created', { paymentIntent, amount: 10000, status: 'needs_response' });
     await postStripeEvent(stack.app, opened);
     await postStripeEvent(stack.app, paidInvoice(workspaceId, invoice, 10000));
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 0 });
-    const won = events.dispute('charge.dispute.closed', workspaceId, {
-      paymentIntent: invoice,
-      amount: 10000,
-      status: 'won',
-    });
+    const won = events.dispute('charge.dispute.closed', { paymentIntent, amount: 10000, status: 'won' });
     await postStripeEvent(stack.app, won);
     await postStripeEvent(stack.app, won);
     expect(await affiliateBalances(stack.sql, affiliate.id)).toEqual({ availableCents: 0, heldCents: 2000 });
-    const kinds = (await call(ws, 'GET', '/affiliate/ledger/?limit=1')).json() as {
+    const kinds = (await call(ws, 'GET', '/affiliate/ledger/?limit=1')).json<{
       entries: { kind: string }[];
       next_offset: number | null;
-    };
+    }>();
     expect(kinds.entries.map((e) => e.kind)).toEqual(['dispute_reversal']);
     expect(kinds.next_offset).toBe(1);
     const feed = (await call(ws, 'GET', '/affiliate/feed/')).json().items as {

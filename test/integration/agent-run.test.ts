@@ -252,17 +252,17 @@ async function deployed(
     ...(runRows === null ? {} : { run_rows: runRows }),
   });
   expect(deploy.statusCode, deploy.body).toBe(201);
-  const body = deploy.json() as {
+  const body = deploy.json<{
     column: { id: string };
     output_columns: { id: string; output_field: string }[];
     runs: Run[];
-  };
+  }>();
   return { agent: created.json(), table, website: site, row, ...body, run: body.runs[0]! };
 }
 
 async function finished(api: TablesClient, runId: string): Promise<Run> {
   for (let i = 0; i < 600; i += 1) {
-    const run = (await api.get(`/agent-runs/${runId}/`)).json() as Run;
+    const run = (await api.get(`/agent-runs/${runId}/`)).json<Run>();
     if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') return run;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -754,7 +754,7 @@ describe('cancelling agent runs', () => {
         cancel = await cancelIt();
         finishedAs = await finish();
       } else [finishedAs, cancel] = await Promise.all([finish(), cancelIt()]);
-      const run = (await api.get(`/agent-runs/${d.run.id}/`)).json() as Run;
+      const run = (await api.get(`/agent-runs/${d.run.id}/`)).json<Run>();
       const movements = await holdMovements(d.run.id);
       if (run.status === 'completed') {
         expect(cancel.statusCode).toBe(409);
@@ -944,7 +944,7 @@ describe('a profile read nobody settles', () => {
       args: [{ runId: run!.id, workspaceId: ws.workspaceId }],
     });
     expect((await handle.result()).status).toBe('completed');
-    const stored = (await api.get(`/agent-runs/${run!.id}/`)).json() as Run;
+    const stored = (await api.get(`/agent-runs/${run!.id}/`)).json<Run>();
     expect(stored.steps[0]).toMatchObject({
       action: 'read_pnet_profile',
       outcome: 'failed',

@@ -69,7 +69,7 @@ function client(ws: TestWorkspace) {
     async conversation(): Promise<string> {
       const res = await api.post('/assistant/conversations/', {});
       expect(res.statusCode).toBe(201);
-      return (res.json() as { id: string }).id;
+      return res.json<{ id: string }>().id;
     },
   };
   return api;
@@ -196,10 +196,10 @@ describe('a worker killed mid-answer', () => {
     expect(words.startsWith(cut) && cut.length < words.length).toBe(true);
 
     // The card: one, for the recorded call.
-    const cards = (await api.get(`/assistant/actions/?conversation_id=${conversationId}`)).json() as {
+    const cards = (await api.get(`/assistant/actions/?conversation_id=${conversationId}`)).json<{
       total_count: number;
       actions: { id: string; status: string }[];
-    };
+    }>();
     expect(cards.total_count).toBe(1);
     expect(cards.actions[0]).toMatchObject({ status: 'pending' });
     expect(await stack.sql`select tool_call_id from assistant_proposals where message_id = ${messageId}`).toEqual([
@@ -213,9 +213,9 @@ describe('a worker killed mid-answer', () => {
     ).toEqual([0, 1]);
 
     // The message keeps the whole text; read again afterwards, the stream is the same and ends the same way.
-    const read = (await api.get(`/assistant/conversations/${conversationId}/`)).json() as {
+    const read = (await api.get(`/assistant/conversations/${conversationId}/`)).json<{
       messages: { id: string; content: string; status: string }[];
-    };
+    }>();
     expect(read.messages[1]).toMatchObject({ id: messageId, content: opening + words, status: 'complete' });
     const again = readStream(
       (await api.get(`/assistant/conversations/${conversationId}/messages/${messageId}/stream/`)).body,
@@ -296,7 +296,7 @@ describe('a worker killed during an apply', () => {
       price_credits: number;
     };
     expect(proposal).toMatchObject({ price_credits: 3, status: 'pending' });
-    const before = (await api.get('/credits/')).json() as { available: number; spent: number; held: number };
+    const before = (await api.get('/credits/')).json<{ available: number; spent: number; held: number }>();
 
     // The site holds its answers; the apply holds the quote, starts the run, and the worker dies
     // before Temporal hears of the apply, while the run's rows wait on the site.
@@ -324,11 +324,11 @@ describe('a worker killed during an apply', () => {
     expect(['applying', 'applied']).toContain(approved.json().status);
     const card = await eventually(
       async () =>
-        (await api.get(`/assistant/actions/${proposal.id}/`)).json() as {
+        (await api.get(`/assistant/actions/${proposal.id}/`)).json<{
           status: string;
           charged_credits: number;
           applied_result: { made: number; entity_id: string };
-        },
+        }>(),
       (c) => c.status !== 'applying',
       200,
     );
@@ -338,9 +338,9 @@ describe('a worker killed during an apply', () => {
     const [hold] = await stack.sql<
       { hold_id: string }[]
     >`select hold_id from assistant_proposals where id = ${proposal.id}`;
-    const ledger = (await api.get('/credits/ledger/')).json() as {
+    const ledger = (await api.get('/credits/ledger/')).json<{
       movements: { kind: string; amount: number; cause_key: string; hold_id: string | null }[];
-    };
+    }>();
     const movements = ledger.movements.filter((m) => m.kind !== 'grant');
     expect(movements.map((m) => [m.kind, m.amount, m.cause_key, m.hold_id])).toEqual([
       ['charge', 3, `charge:${hold!.hold_id}`, hold!.hold_id],
@@ -349,7 +349,7 @@ describe('a worker killed during an apply', () => {
     expect(
       await stack.sql`select id, cause_key, status, charged from credit_holds where workspace_id = ${ws.workspaceId}`,
     ).toEqual([{ id: hold!.hold_id, cause_key: `assistant-card:${proposal.id}`, status: 'charged', charged: 3 }]);
-    const after = (await api.get('/credits/')).json() as { available: number; spent: number; held: number };
+    const after = (await api.get('/credits/')).json<{ available: number; spent: number; held: number }>();
     expect({
       available: before.available - after.available,
       spent: after.spent - before.spent,
@@ -363,9 +363,9 @@ describe('a worker killed during an apply', () => {
       { id: string; status: string; credits_charged: number }[]
     >`select id, status, credits_charged from column_runs where funding_hold_id = ${hold!.hold_id}`;
     expect(runs).toEqual([{ id: card.applied_result.entity_id, status: 'completed', credits_charged: 3 }]);
-    const activity = (await api.get(`/assistant/activity/?conversation_id=${conversationId}`)).json() as {
+    const activity = (await api.get(`/assistant/activity/?conversation_id=${conversationId}`)).json<{
       activity: { proposal_id: string; decision: string; outcome: string | null; actor_kind: string }[];
-    };
+    }>();
     expect(
       activity.activity.filter((a) => a.proposal_id === proposal.id).map((a) => [a.decision, a.outcome, a.actor_kind]),
     ).toEqual([

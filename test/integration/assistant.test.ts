@@ -53,7 +53,7 @@ const patch = (url: string, payload: object) => stack.app.inject({ method: 'PATC
 async function conversation(): Promise<string> {
   const res = await post('/assistant/conversations/', {});
   expect(res.statusCode).toBe(201);
-  return (res.json() as { id: string }).id;
+  return res.json<{ id: string }>().id;
 }
 
 async function ask(conversationId: string, content: string) {
@@ -275,7 +275,7 @@ describe('cards', () => {
   });
 
   it('a priced run holds its quote, charges what the run cost and returns the rest', async () => {
-    const before = (await get('/credits/')).json() as { available: number; spent: number };
+    const before = (await get('/credits/')).json<{ available: number; spent: number }>();
     script = callsThenWords([
       {
         name: 'add_column',
@@ -311,7 +311,7 @@ describe('cards', () => {
       card = (await get(`/assistant/actions/${proposal.id}/`)).json();
     }
     expect(card).toMatchObject({ status: 'applied', charged_credits: 3, applied_result: { opens: 'run', made: 3 } });
-    const after = (await get('/credits/')).json() as { available: number; spent: number; held: number };
+    const after = (await get('/credits/')).json<{ available: number; spent: number; held: number }>();
     expect(after.spent - before.spent).toBe(3);
     expect(before.available - after.available).toBe(3);
     expect(after.held).toBe(0);
@@ -423,7 +423,7 @@ describe('cards', () => {
         post(`/assistant/actions/${card.id}/dismiss/`),
       ]);
       expect(all.statusCode).toBe(200);
-      const final = (await get(`/assistant/actions/${card.id}/`)).json() as { status: string };
+      const final = (await get(`/assistant/actions/${card.id}/`)).json<{ status: string }>();
       expect(['applied', 'dismissed']).toContain(final.status);
       expect(all.json().actions[0].status).toBe(final.status);
       expect(dismissed.statusCode).toBe(final.status === 'dismissed' ? 200 : 409);
@@ -578,7 +578,7 @@ describe('chat attachments in the conversation', () => {
       payload: body.payload,
     });
     expect(uploaded.statusCode, uploaded.body).toBe(201);
-    const attachment = uploaded.json() as { id: string };
+    const attachment = uploaded.json<{ id: string }>();
     const other = await conversation();
     script = (request) => {
       const calls = request.messages.filter((m) => m.role === 'tool').length;
@@ -663,7 +663,7 @@ describe('bounds', () => {
         headers: asMember,
         payload: { title: 'Member only' },
       })
-    ).json() as { id: string };
+    ).json<{ id: string }>();
     const adminsOwn = await conversation();
     expect(
       (await stack.app.inject({ method: 'GET', url: `/assistant/conversations/${adminsOwn}/`, headers: asMember }))

@@ -52,7 +52,7 @@ const readPages = (id: string, query = '', apiKey = paid.apiKey) =>
 const uploaded = async (file: Parameters<typeof upload>[0]) => {
   const res = await upload(file);
   expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string; page_count: number };
+  return res.json<{ id: string; page_count: number }>();
 };
 
 describe('a PDF with tables', () => {

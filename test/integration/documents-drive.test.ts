@@ -73,7 +73,7 @@ async function settled(id: string): Promise<Doc> {
         url: `/business-context/documents/${id}/`,
         headers: withKey(paid.apiKey),
       })
-    ).json() as Doc;
+    ).json<Doc>();
     if (doc.status === 'ready' || doc.status === 'failed') return doc;
     await new Promise((r) => setTimeout(r, 100));
   }

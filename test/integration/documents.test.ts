@@ -92,7 +92,7 @@ const send = (method: 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object
 
 async function settled(id: string, apiKey = paid.apiKey): Promise<Doc> {
   for (let i = 0; i < 300; i += 1) {
-    const doc = (await get(`${base}${id}/`, apiKey)).json() as Doc;
+    const doc = (await get(`${base}${id}/`, apiKey)).json<Doc>();
     if (doc.status === 'ready' || doc.status === 'failed') return doc;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -105,7 +105,7 @@ async function uploaded(
 ): Promise<Doc> {
   const res = await upload(file, apiKey);
   expect(res.statusCode, res.body).toBe(202);
-  const doc = res.json() as Doc;
+  const doc = res.json<Doc>();
   expect(doc.status).toBe('pending');
   return settled(doc.id, apiKey);
 }
@@ -214,7 +214,7 @@ describe('uploads of every kind', () => {
   it('the upload answers 202 pending with no steps, committed before its workflow starts', async () => {
     const res = await upload({ filename: 'p.txt', data: text(prose) });
     expect(res.statusCode).toBe(202);
-    const doc = res.json() as Doc;
+    const doc = res.json<Doc>();
     expect(doc).toMatchObject({ status: 'pending', steps: [], summary: null, source: 'upload', error: null });
     // The row was committed before the workflow started.
     const started = (await stack.client.workflow.getHandle(documentWorkflowId(doc.id)).describe()).startTime;
@@ -289,7 +289,7 @@ describe('bounds', () => {
     expect((await send('PATCH', url, { title: 'x' })).json().title).toBe('x');
     expect((await send('PATCH', url, { title: 'y'.repeat(255) })).json().title).toBe('y'.repeat(255));
     expect((await send('PATCH', url, { title: 'z'.repeat(256) })).statusCode).toBe(422);
-    const after = (await get(url)).json() as Doc;
+    const after = (await get(url)).json<Doc>();
     expect(after.title).toBe('y'.repeat(255));
     expect(after.summary).toBe('x'.repeat(2000));
   });
@@ -299,23 +299,23 @@ describe('the tri-state patch', () => {
   it('a field left out keeps its value; a saved summary is edited; null clears it and writes it again', async () => {
     const doc = await uploaded({ filename: 'tri.txt', data: text(prose) });
     const url = `${base}${doc.id}/`;
-    const titled = (await send('PATCH', url, { title: 'New title' })).json() as Doc;
+    const titled = (await send('PATCH', url, { title: 'New title' })).json<Doc>();
     expect(titled).toMatchObject({
       title: 'New title',
       included_in_context: true,
       summary: doc.summary,
       summary_edited: false,
     });
-    const excluded = (await send('PATCH', url, { included_in_context: false })).json() as Doc;
+    const excluded = (await send('PATCH', url, { included_in_context: false })).json<Doc>();
     expect(excluded).toMatchObject({ title: 'New title', included_in_context: false, summary: doc.summary });
-    const edited = (await send('PATCH', url, { summary: 'We sell invoices.' })).json() as Doc;
+    const edited = (await send('PATCH', url, { summary: 'We sell invoices.' })).json<Doc>();
     expect(edited).toMatchObject({
       title: 'New title',
       included_in_context: false,
       summary: 'We sell invoices.',
       summary_edited: true,
     });
-    const cleared = (await send('PATCH', url, { summary: null })).json() as Doc;
+    const cleared = (await send('PATCH', url, { summary: null })).json<Doc>();
     expect(cleared).toMatchObject({
       summary: null,
       summary_edited: false,
@@ -373,7 +373,7 @@ describe('the prompt budget', () => {
     stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: model.url });
     modelAnswer = () => 'Hello.';
     const before = model.requests.length;
-    const conversation = (await send('POST', '/assistant/conversations/', {}, ws.apiKey)).json() as { id: string };
+    const conversation = (await send('POST', '/assistant/conversations/', {}, ws.apiKey)).json<{ id: string }>();
     const asked = await send(
       'POST',
       `/assistant/conversations/${conversation.id}/messages/`,
@@ -436,7 +436,7 @@ describe('a document from a company domain', () => {
   it('reads the home page and same-site pages and writes each fact with its page and confidence (local, saying so)', async () => {
     const res = await send('POST', `${base}generate/`, { domain: 'acme.example' });
     expect(res.statusCode, res.body).toBe(202);
-    const doc = res.json() as Doc;
+    const doc = res.json<Doc>();
     expect(doc).toMatchObject({
       status: 'pending',
       filename: 'acme.example.md',
@@ -465,7 +465,7 @@ describe('a document from a company domain', () => {
             offers: [{ fact: 'Starter plan, 99 euros a month', source_url: `${site.url}/pricing`, confidence: 'high' }],
           })
         : '- Acme: invoice automation.';
-    const doc = await settled(((await send('POST', `${base}generate/`, { domain: 'acme.example' })).json() as Doc).id);
+    const doc = await settled((await send('POST', `${base}generate/`, { domain: 'acme.example' })).json<Doc>().id);
     const written = await storedText(doc.id);
     expect(written).toMatch(/Written by the chat model local-model/);
     expect(written).toContain(`- Starter plan, 99 euros a month (source: ${site.url}/pricing; confidence: high)`);
@@ -541,12 +541,12 @@ describe('exactly once', () => {
 
 describe('the OpenAPI document', () => {
   it('lists every business-context operation under its tag, with its error bodies', async () => {
-    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+    const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json<{
       paths: Record<
         string,
         Record<string, { operationId: string; tags: string[]; responses: Record<string, unknown> }>
       >;
-    };
+    }>();
     const ops = Object.entries(doc.paths)
       .filter(([path]) => path.startsWith('/business-context/'))
       .flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ path, method, op })));

@@ -128,7 +128,7 @@ describe('error shapes (spec 7)', () => {
           );
         });
         let answer = '';
-        socket.on('data', (chunk) => (answer += chunk));
+        socket.on('data', (chunk) => (answer += chunk.toString()));
         socket.on('end', () => resolve(answer));
         socket.on('error', reject);
       });
@@ -137,7 +137,7 @@ describe('error shapes (spec 7)', () => {
       expect(head).toMatch(/content-type: application\/json/i);
       expect(JSON.parse(body!)).toEqual({ detail: expect.stringMatching(/Content-Length that is not a number/) });
     } finally {
-      await stack.app.server.close();
+      stack.app.server.close();
     }
     const document = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json();
     expect(Object.keys(document.paths['/notifications/chatapp/'].delete.responses)).toContain('400');

@@ -382,8 +382,10 @@ async function startImap() {
         const args = rest.join(' ');
         commands.push(command === 'UID' ? `UID ${args.split(' ')[0]!.toUpperCase()}` : command);
         const ok = (text = 'done') => socket.write(`${tag} OK ${text}\r\n`);
-        if (command === 'CAPABILITY') (socket.write('* CAPABILITY IMAP4rev1\r\n'), ok());
-        else if (command === 'LOGIN') ok('[CAPABILITY IMAP4rev1] logged in');
+        if (command === 'CAPABILITY') {
+          socket.write('* CAPABILITY IMAP4rev1\r\n');
+          ok();
+        } else if (command === 'LOGIN') ok('[CAPABILITY IMAP4rev1] logged in');
         else if (command === 'LIST' || command === 'LSUB') {
           socket.write(
             args.endsWith('""') ? `* ${command} (\\Noselect) "/" ""\r\n` : `* ${command} () "/" "INBOX"\r\n`,
@@ -408,8 +410,11 @@ async function startImap() {
             socket.write(')\r\n');
           });
           ok('fetch done');
-        } else if (command === 'LOGOUT') (socket.write('* BYE bye\r\n'), ok(), socket.end());
-        else if (command === 'NOOP' || command === 'CLOSE') ok();
+        } else if (command === 'LOGOUT') {
+          socket.write('* BYE bye\r\n');
+          ok();
+          socket.end();
+        } else if (command === 'NOOP' || command === 'CLOSE') ok();
         else socket.write(`${tag} BAD not supported here\r\n`);
       }
     });

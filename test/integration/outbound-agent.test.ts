@@ -101,7 +101,7 @@ async function agentOf(ws: TestWorkspace, body: object = {}) {
     },
   });
   expect(res.statusCode).toBe(201);
-  return res.json() as { id: string; version: number };
+  return res.json<{ id: string; version: number }>();
 }
 
 const richContact = (): WriteStepMessageInput['contact'] => ({

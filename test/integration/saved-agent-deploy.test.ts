@@ -92,7 +92,7 @@ describe('deploying a saved agent (2.16)', () => {
       output_column_names: { f2: 'Third' },
     });
     expect(res.statusCode, res.body).toBe(201);
-    const body = res.json() as { column: Column; output_columns: Column[]; runs: unknown[] };
+    const body = res.json<{ column: Column; output_columns: Column[]; runs: unknown[] }>();
     expect(body.column).toMatchObject({
       name: 'Score',
       kind: 'agent',

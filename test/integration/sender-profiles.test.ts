@@ -13,7 +13,7 @@ async function createProfile(name: string, timezone?: string) {
     payload: { name, timezone },
   });
   expect(res.statusCode).toBe(201);
-  return res.json() as { id: string; name: string; timezone: string };
+  return res.json<{ id: string; name: string; timezone: string }>();
 }
 
 const settingsUrl = (id: string) => `/sender-profiles/${id}/pnet/settings/`;

@@ -34,7 +34,7 @@ async function imported(body: string | Buffer, query = '', existing: object[] = 
   for (const column of existing) await api.column(table.id, column);
   const res = await upload(table.id, body, query);
   expect(res.statusCode, res.body).toBe(200);
-  return { table, report: res.json() as Report };
+  return { table, report: res.json<Report>() };
 }
 
 /** The table's rows as the grid shows them, by column name. */
@@ -75,7 +75,7 @@ describe('CSV upload', () => {
       expect(past.status).toBe(422);
       expect(((await past.json()) as { issues: { loc: string[] }[] }).issues[0]!.loc).toEqual(['query', 'map']);
     } finally {
-      await stack.app.server.close();
+      stack.app.server.close();
     }
   });
 
@@ -165,7 +165,7 @@ describe('CSV upload', () => {
     const body = 'EMAIL,Employer,Domain,Extra,,Extra\nAda@Acme.com,Acme,ignored,e1,blank,e2\n';
     const res = await upload(table.id, body, `?map=${company.id}:2`);
     expect(res.statusCode).toBe(200);
-    const report = res.json() as Report;
+    const report = res.json<Report>();
     // A header named like a computed column is not written; blank and repeated headers get names of their own.
     expect(report.columns_created.map((c) => c.name)).toEqual(['Domain (2)', 'Extra', 'Column 5', 'Extra (2)']);
     expect(report.mapping.map((m) => m.column_id)).toEqual([
@@ -251,7 +251,7 @@ describe('CSV upload size', () => {
     const table = await api.table({ name: 'Fifty' });
     const res = await upload(table.id, csvOfSize(csvBytesMax));
     expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
-    const report = res.json() as Report;
+    const report = res.json<Report>();
     expect(report.rejected_count).toBe(0);
     expect(report.rows_added).toBeGreaterThan(5000);
     const [bytes] = await stack.sql<{ n: number }[]>`

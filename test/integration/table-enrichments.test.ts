@@ -122,7 +122,7 @@ async function startRun(client: TablesClient, tableId: string, columnId: string,
 /** Reads the run until it has finished (the workflow writes its status in Postgres). */
 async function finished(client: TablesClient, tableId: string, runId: string): Promise<Run> {
   for (let i = 0; i < 600; i += 1) {
-    const run = (await client.get(`/tables/${tableId}/runs/${runId}/`)).json() as Run;
+    const run = (await client.get(`/tables/${tableId}/runs/${runId}/`)).json<Run>();
     if (['completed', 'cancelled', 'failed'].includes(run.status)) return run;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -158,7 +158,7 @@ async function trainingSetup(people: string[], ws = paid) {
         ],
       },
     })
-  ).json() as { id: string };
+  ).json<{ id: string }>();
   await stack.app.inject({
     method: 'PUT',
     url: `/sequences/${sequence!.id}/agent/`,
@@ -181,7 +181,7 @@ async function start(setup: Setup, body: object): Promise<Session> {
 
 async function until(setup: Setup, sessionId: string, done: (s: Session) => boolean, what: string): Promise<Session> {
   for (let i = 0; i < 300; i += 1) {
-    const session = (await setup.call('GET', `${sessionId}/`)).json() as Session;
+    const session = (await setup.call('GET', `${sessionId}/`)).json<Session>();
     if (done(session)) return session;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -381,7 +381,7 @@ describe('a training run', () => {
     );
     const noted = (
       await verdict(setup, session.id, { record_id: gil, verdict: 'note', note: 'Shorter, please.' })
-    ).json() as Session;
+    ).json<Session>();
     expect(noted.note_waiting).toBe(true);
     expect(contact(noted, gil)).toMatchObject({
       state: 'rewrite_queued',
@@ -431,7 +431,7 @@ describe('endpoint 3: discard-changes', () => {
 
     const res = await discard({ expected_revision: session.revision });
     expect(res.statusCode).toBe(200);
-    const after = res.json() as Session;
+    const after = res.json<Session>();
     expect(after.revision).toBe(session.revision + 1);
     expect(after.status).toBe('reviewing');
     const joAfter = contact(after, jo);
@@ -456,7 +456,7 @@ describe('endpoint 3: discard-changes', () => {
     expect(again.statusCode).toBe(409);
     expect(again.json().detail).toMatch(/no rewrite to discard/);
     // The contact waits for a verdict again and takes one.
-    const good = (await verdict(setup, session.id, { record_id: jo, verdict: 'looks_good' })).json() as Session;
+    const good = (await verdict(setup, session.id, { record_id: jo, verdict: 'looks_good' })).json<Session>();
     expect(contact(good, jo)).toMatchObject({ verdict: 'looks_good', state: 'reviewed' });
     expect(good.progress.fixed).toBe(0);
     expect(contact(good, jo).messages.map((m) => [m.subject, m.body])).toEqual(asWritten);

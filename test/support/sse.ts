@@ -14,7 +14,7 @@ export class SseStream {
   private readonly events: SseEvent[] = [];
   private waiting: (() => void) | undefined;
   private ended = false;
-  private failure: unknown;
+  private failure: Error | undefined;
   readonly finished: Promise<void>;
 
   private constructor(
@@ -47,7 +47,7 @@ export class SseStream {
         }
       }
     } catch (error) {
-      if (!this.controller.signal.aborted) this.failure = error;
+      if (!this.controller.signal.aborted) this.failure = error instanceof Error ? error : new Error(String(error));
     } finally {
       this.ended = true;
       this.waiting?.();

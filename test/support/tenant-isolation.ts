@@ -18,7 +18,7 @@ interface Operation {
 const extensionTag = 'pnet-agent';
 
 export async function operationsWithIds(app: FastifyInstance): Promise<Operation[]> {
-  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+  const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json<{
     paths: Record<
       string,
       Record<
@@ -26,7 +26,7 @@ export async function operationsWithIds(app: FastifyInstance): Promise<Operation
         { operationId: string; tags?: string[]; parameters?: { in: string; schema?: { format?: string } }[] }
       >
     >;
-  };
+  }>();
   // An id is a uuid path parameter; an enum in the path (a tool's key) names no workspace's resource.
   const hasId = (op: { parameters?: { in: string; schema?: { format?: string } }[] }) =>
     (op.parameters ?? []).some((p) => p.in === 'path' && p.schema?.format === 'uuid');

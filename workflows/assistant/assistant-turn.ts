@@ -28,6 +28,7 @@ import {
   type AssistantTurnInput,
   type AssistantTurnState,
   type CardDecided,
+  type DecideCardsRequest,
 } from './assistant-turn.contract.js';
 
 const model = proxyActivities<AssistantTurnActivities>({
@@ -90,7 +91,7 @@ export async function assistantTurnWorkflow(input: AssistantTurnInput): Promise<
       }
     },
     {
-      validator: (request) => {
+      validator: (request: DecideCardsRequest) => {
         for (const id of request.cardIds) {
           if (!statuses.has(id))
             throw ApplicationFailure.nonRetryable(`Card ${id} is not one of this answer's.`, 'not_found');
