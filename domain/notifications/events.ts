@@ -12,6 +12,16 @@ import { TimestampSchema, UuidSchema } from '../shared/common.js';
 
 const nullableUuid = UuidSchema.nullable();
 
+/**
+ * `credits.low` is recorded when a workspace's available credits fall from at least this many to
+ * fewer (a hold or a revoke), once per crossing: a grant or release back to it or above re-arms it.
+ */
+export const creditsLowThreshold = 100;
+
+/** Whether a change of the available balance from `before` to `after` crosses below the threshold. */
+export const crossesCreditsLow = (before: number, after: number) =>
+  before >= creditsLowThreshold && after < creditsLowThreshold;
+
 /** The payload of each event type. Keys named `sequence_id` and `sender_profile_id` can be rule filters. */
 export const eventPayloadSchemas = {
   'reply.received': z.object({
@@ -67,8 +77,8 @@ export const eventPayloadSchemas = {
     limit: z.int().min(0),
   }),
   'credits.low': z.object({
-    balance: z.int(),
-    threshold: z.int(),
+    balance: z.int().describe('The credits available just after the change that crossed the threshold'),
+    threshold: z.int().describe(`The threshold crossed (${creditsLowThreshold})`),
   }),
   'billing.payment_failed': z.object({
     invoice_id: z.string(),
@@ -130,7 +140,7 @@ export const eventTitles: Record<EventType, string> = {
   'account.disconnected': 'An account was disconnected',
   'account.daily_cap_reached': 'An account reached its daily cap',
   'account.weekly_cap_reached': 'An account reached its weekly cap',
-  'credits.low': 'Credits are running low',
+  'credits.low': `Credits are running low: fewer than ${creditsLowThreshold} available`,
   'billing.payment_failed': 'A payment failed',
   'card.awaiting_approval': 'A card is waiting for approval',
   'document.ready': 'A document is ready',

@@ -31,7 +31,7 @@ export const WebhookUrlSchema = z
   // No whitespace or control characters anywhere (Postgres cannot store a NUL; no URL has one).
   .regex(/^https?:\/\/[^\s/?#\u0000-\u001f\u007f]+[^\s\u0000-\u001f\u007f]*$/i, 'must be an http or https URL')
   .describe(
-    'Where events are POSTed: http or https. Loopback, private, link-local and metadata addresses are refused at every delivery.',
+    'Where events are POSTed: http or https. Loopback, private, link-local and metadata addresses (in any numeric form, or a name resolving to one) are refused when the endpoint is added or its URL changed (422), and again at every delivery.',
   );
 
 export const WebhookEndpointSchema = z

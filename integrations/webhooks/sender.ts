@@ -2,8 +2,8 @@
  * One signed POST of a webhook message: http or https only, the page reader's address checks on
  * the URL and on every redirect (guardedLookup on the address actually connected to, and literal
  * IPs checked before connecting), redirects followed by hand (at most 3, each POSTed again and
- * signed the same), a 15-second limit, and the first 1,000 characters of the answer kept.
- * Private addresses are allowed only when the operator says so (WEBHOOKS_ALLOW_PRIVATE_NETWORKS,
+ * signed the same), a 15-second limit, and the first 1,000 characters of the answer kept. The
+ * same checks judge an endpoint's URL when it is registered or changed (`refusal`). Private addresses are allowed only when the operator says so (WEBHOOKS_ALLOW_PRIVATE_NETWORKS,
  * for local twins in development and tests).
  */
 import http from 'node:http';
@@ -25,7 +25,16 @@ export type WebhookPostResult =
 
 export interface WebhookSender {
   post(url: string, body: string, headers: Record<string, string>): Promise<WebhookPostResult>;
+  /**
+   * Why a URL cannot be an endpoint, under the same address checks and setting as `post`: an
+   * address (in any numeric form) or a name resolving now to a private network. Undefined when it
+   * may be one; a name that does not resolve yet is let through, to be judged at each delivery.
+   */
+  refusal(url: string): Promise<string | undefined>;
 }
+
+/** How long a registration waits for a name's addresses before leaving it to delivery. */
+const registrationLookupMs = 3000;
 
 const agents = {
   http: new http.Agent({ keepAlive: true, maxSockets: 64 }),
@@ -79,7 +88,35 @@ export function webhookSender(config: WebhookSenderConfig = {}): WebhookSender {
     });
   }
 
+  const publicOnly = (message: string) =>
+    message.replace('the page reader reads public pages only', 'webhooks are sent to public addresses only');
+
   return {
+    async refusal(address) {
+      let url: URL;
+      try {
+        url = pageUrl(address);
+        checkLiteralAddress(url, allowPrivate);
+      } catch (error) {
+        return publicOnly((error as Error).message);
+      }
+      if (allowPrivate) return undefined;
+      const looked = new Promise<string | undefined>((resolve) =>
+        lookup(url.hostname, { all: true }, (error) =>
+          resolve(error instanceof EnrichmentError ? publicOnly(error.message) : undefined),
+        ),
+      );
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), registrationLookupMs);
+      });
+      try {
+        return await Promise.race([looked, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+
     async post(address, bodyText, headers) {
       const started = Date.now();
       const took = () => Date.now() - started;
@@ -118,14 +155,7 @@ export function webhookSender(config: WebhookSenderConfig = {}): WebhookSender {
         } catch (error) {
           const e = error as Error & { code?: string };
           if (e instanceof EnrichmentError)
-            return {
-              kind: 'refused',
-              durationMs: took(),
-              error: e.message.replace(
-                'the page reader reads public pages only',
-                'webhooks are sent to public addresses only',
-              ),
-            };
+            return { kind: 'refused', durationMs: took(), error: publicOnly(e.message) };
           if (e.name === 'AbortError' || e.name === 'TimeoutError')
             return {
               kind: 'timeout',

@@ -1,7 +1,8 @@
 /**
- * Webhook endpoints' use cases (issue 21): a secret made and sealed at creation and rotation
- * (shown once), and replay: one message, or every message to the endpoint since a time, queued
- * again under a new run of its delivery (same `webhook-id`) and delivered by its own workflow.
+ * Webhook endpoints' use cases (issue 21): a URL that deliveries would refuse is refused when it
+ * is registered or changed, a secret made and sealed at creation and rotation (shown once), and
+ * replay: one message, or every message to the endpoint since a time, queued again under a new
+ * run of its delivery (same `webhook-id`) and delivered by its own workflow.
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
@@ -9,16 +10,26 @@ import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import { newWebhookSecret } from '../../integrations/webhooks/signing.js';
 import { replayMax } from '../../domain/notifications/webhooks.js';
-import { ApiError } from '../../domain/shared/errors.js';
+import { ApiError, ValidationRefusal } from '../../domain/shared/errors.js';
 import { eventById, eventsSince } from '../../store/notifications/outbox.js';
 import { reopenDelivery, webhookDeliveryOf } from '../../store/notifications/deliveries.js';
-import { insertEndpoint, rotateSecret, type EndpointRow } from '../../store/notifications/webhooks.js';
+import { insertEndpoint, rotateSecret, updateEndpoint, type EndpointRow } from '../../store/notifications/webhooks.js';
 import { notificationReplayWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 import { sealFor, sealingContext } from './delivery.js';
 
+/**
+ * Refuses, before anything is stored, a URL every delivery would refuse (a private, loopback,
+ * link-local or metadata address), with 422 naming `url`; the sender's setting decides, so local
+ * twins allowed at delivery are allowed here. Deliveries check again: a name can change address.
+ */
+async function requireDeliverableUrl(integrations: Pick<Integrations, 'notifications'>, url: string): Promise<void> {
+  const refusal = await integrations.notifications.webhooks.refusal(url);
+  if (refusal) throw new ValidationRefusal([{ loc: ['body', 'url'], msg: refusal, type: 'value_error', input: url }]);
+}
+
 export async function createEndpoint(
   sql: Sql,
-  integrations: Pick<Integrations, 'secretsKeys'>,
+  integrations: Pick<Integrations, 'secretsKeys' | 'notifications'>,
   input: {
     workspaceId: string;
     url: string;
@@ -28,6 +39,7 @@ export async function createEndpoint(
     createdBy: string | null;
   },
 ): Promise<{ endpoint: EndpointRow; secret: string }> {
+  await requireDeliverableUrl(integrations, input.url);
   const id = randomUUID();
   const secret = newWebhookSecret();
   const endpoint = await insertEndpoint(sql, {
@@ -36,6 +48,18 @@ export async function createEndpoint(
     secretSealed: await sealFor(sql, integrations, secret, sealingContext.webhookSecret(id)),
   });
   return { endpoint, secret };
+}
+
+/** Changes an endpoint (a new URL checked as at creation); undefined when it is not the workspace's. */
+export async function changeEndpoint(
+  sql: Sql,
+  integrations: Pick<Integrations, 'notifications'>,
+  workspaceId: string,
+  id: string,
+  patch: { url?: string; description?: string; event_types?: string[]; enabled?: boolean },
+): Promise<EndpointRow | undefined> {
+  if (patch.url !== undefined) await requireDeliverableUrl(integrations, patch.url);
+  return updateEndpoint(sql, workspaceId, id, patch);
 }
 
 export async function rotateEndpointSecret(

@@ -2,9 +2,12 @@
  * The credit ledger: every movement is one row with a unique cause key, written in the same
  * transaction as the balance change, so a retry can never move credits twice ("never charged
  * twice" is the unique constraint). Other features spend through holdCredits / chargeHold /
- * releaseHold inside their own transactions.
+ * releaseHold inside their own transactions. Only a hold and a revoke lower the available
+ * balance, so those two record `credits.low` when they cross its threshold, in the same statement
+ * or transaction.
  */
 import type { Db, Sql } from '../../db/sql.js';
+import { creditsLowThreshold, crossesCreditsLow } from '../../domain/notifications/events.js';
 import {
   defaultHoldTtlSeconds,
   type CreditBalance,
@@ -12,6 +15,7 @@ import {
   type CreditMovementKind,
 } from '../../domain/platform/credits.js';
 import { ApiError } from '../../domain/shared/errors.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 export interface CreditHold {
   id: string;
@@ -67,10 +71,10 @@ export async function grantCredits(
   sql: Sql,
   input: { workspaceId: string; amount: number; causeKey: string; note?: string },
 ): Promise<CreditBalance> {
-  return sql.begin(async (tx) => {
+  return sql.begin<CreditBalance>(async (tx) => {
     await grantCreditsIn(tx, input);
     return getBalance(tx, input.workspaceId);
-  }) as Promise<CreditBalance>;
+  });
 }
 
 /**
@@ -98,6 +102,13 @@ export async function revokeCreditsIn(
   )
     return 0;
   await tx`update credit_balances set available = available - ${take}, updated_at = now() where workspace_id = ${input.workspaceId}`;
+  const before = Number(balance!.available);
+  if (crossesCreditsLow(before, before - take))
+    await recordWorkspaceEvent(tx, {
+      workspaceId: input.workspaceId,
+      type: 'credits.low',
+      payload: { balance: before - take, threshold: creditsLowThreshold },
+    });
   return take;
 }
 
@@ -112,9 +123,11 @@ export interface HoldInput {
 
 /**
  * The common table expressions of a hold, to start a `with`: `taken` (the balance, only while
- * it covers the amount and the cause holds nothing yet), `created` (the hold) and `movement`
- * (its ledger row). A statement that writes more beside the hold (queueing a step) composes them,
- * so the workspace's balance row is locked by one auto-committed statement, never across a round trip.
+ * it covers the amount and the cause holds nothing yet), `created` (the hold), `movement` (its
+ * ledger row) and `credits_low` (the outbox's `credits.low` when the hold takes the available
+ * balance below the threshold; its payload is the catalogue's, two integers). A statement that
+ * writes more beside the hold (queueing a step) composes them, so the workspace's balance row is
+ * locked by one auto-committed statement, never across a round trip.
  */
 export function holdCtes(db: Db, input: HoldInput) {
   return db`
@@ -122,7 +135,12 @@ export function holdCtes(db: Db, input: HoldInput) {
       update credit_balances set available = available - ${input.amount}, held = held + ${input.amount}, updated_at = now()
       where workspace_id = ${input.workspaceId} and available >= ${input.amount}
         and not exists (select 1 from credit_holds where workspace_id = ${input.workspaceId} and cause_key = ${input.causeKey})
-      returning workspace_id
+      returning workspace_id, available
+    ), credits_low as (
+      insert into workspace_events (workspace_id, type, payload)
+      select workspace_id, 'credits.low', jsonb_build_object('balance', available, 'threshold', ${creditsLowThreshold}::int)
+      from taken
+      where available < ${creditsLowThreshold} and available + ${input.amount} >= ${creditsLowThreshold}
     ), created as (
       insert into credit_holds (id, workspace_id, amount, cause_key, expires_at)
       select coalesce(${input.id ?? null}::uuid, gen_random_uuid()), workspace_id, ${input.amount}::bigint, ${input.causeKey}::text,

@@ -54,7 +54,7 @@ async function endpointAt(path: string) {
     payload: { url: `${receiver.url}${path}`, event_types: ['credits.low'] },
   });
   expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string };
+  return res.json<{ id: string }>();
 }
 
 // A batch of one event, as the dispatcher starts it.

@@ -66,7 +66,7 @@ async function createEndpoint(key: string, body: Record<string, unknown>) {
     payload: body,
   });
   expect(res.statusCode, res.body).toBe(201);
-  return res.json() as { id: string; secret: string; url: string };
+  return res.json<{ id: string; secret: string; url: string }>();
 }
 
 describe('webhook endpoints', () => {
@@ -151,10 +151,10 @@ describe('webhook endpoints', () => {
       payload: { overlap_seconds: 3600 },
     });
     expect(rotated.statusCode).toBe(200);
-    const { secret: newSecret, previous_secret_expires_at } = rotated.json() as {
+    const { secret: newSecret, previous_secret_expires_at } = rotated.json<{
       secret: string;
       previous_secret_expires_at: string;
-    };
+    }>();
     expect(newSecret).not.toBe(endpoint.secret);
     expect(previous_secret_expires_at).not.toBeNull();
 
@@ -173,7 +173,7 @@ describe('webhook endpoints', () => {
       headers: withKey(paid.apiKey),
       payload: { overlap_seconds: 0 },
     });
-    const latest = (again.json() as { secret: string }).secret;
+    const latest = again.json<{ secret: string }>().secret;
     const second = await creditsLow(paid.workspaceId, 20);
     const after = await until(
       () => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === second),
@@ -402,6 +402,100 @@ describe('webhook endpoints', () => {
         ...(method === 'GET' || method === 'DELETE' ? {} : { payload: {} }),
       });
       expect(res.statusCode, `${method} ${url}`).toBe(404);
+    }
+  });
+});
+
+describe('registering an endpoint at a private address', () => {
+  it('is refused with 422 naming url and nothing stored, at and past each range; a public address or name is accepted', async () => {
+    // The default setting, as in production: the file's sender allows the loopback receivers.
+    const allowing = stack.integrations.notifications.webhooks;
+    stack.integrations.notifications.webhooks = webhookSender();
+    try {
+      const ws = await stack.createWorkspace('paid');
+      const stored = async () =>
+        (
+          await stack.sql<{ url: string }[]>`select url from webhook_endpoints where workspace_id = ${ws.workspaceId}`
+        ).map((r) => r.url);
+      const register = (url: string) =>
+        stack.app.inject({
+          method: 'POST',
+          url: '/webhooks/endpoints/',
+          headers: withKey(ws.apiKey),
+          payload: { url, event_types: ['credits.low'] },
+        });
+      for (const url of [
+        'http://127.0.0.1/hook',
+        'http://127.255.255.254:8080/hook',
+        'http://169.254.169.254/latest/meta-data',
+        'http://[::1]/hook',
+        'http://[::ffff:127.0.0.1]/hook',
+        'http://[fd00::1]/hook',
+        'http://[fe80::1]/hook',
+        'http://10.0.0.0/hook',
+        'http://10.255.255.255/hook',
+        'http://172.16.0.0/hook',
+        'http://172.31.255.255/hook',
+        'http://192.168.0.0/hook',
+        'http://192.168.255.255/hook',
+        'http://0.0.0.0/hook',
+        'http://2130706433/hook',
+        'http://0x7f.1/hook',
+        'http://0177.0.0.1/hook',
+        'http://127.1/hook',
+        'http://0xa9fea9fe/latest/meta-data',
+        'http://localhost:8080/hook',
+      ]) {
+        const res = await register(url);
+        expect(res.statusCode, `${url}: ${res.body}`).toBe(422);
+        const body = res.json<{ detail: string; issues: { loc: string[]; input: unknown }[] }>();
+        expect(body.issues, url).toEqual([expect.objectContaining({ loc: ['body', 'url'], input: url })]);
+        expect(body.detail).toMatch(/^Invalid body field "url": .*public addresses only/);
+      }
+      expect(await stored()).toEqual([]);
+
+      // Just past each private range, and names that are not private, are accepted.
+      const accepted = [
+        'http://9.255.255.255/hook',
+        'http://11.0.0.0/hook',
+        'http://172.15.255.255/hook',
+        'http://172.32.0.0/hook',
+        'http://192.167.255.255/hook',
+        'http://192.169.0.0/hook',
+        'http://169.253.255.255/hook',
+        'https://example.com/hook',
+        'https://hooks.example.com/outreach',
+      ];
+      for (const url of accepted) expect((await register(url)).statusCode, url).toBe(201);
+      expect((await stored()).sort()).toEqual([...accepted].sort());
+
+      // Changing an endpoint's URL is checked the same way; a refused change changes nothing.
+      const [endpoint] = await stack.sql<{ id: string }[]>`
+        select id from webhook_endpoints where workspace_id = ${ws.workspaceId} and url = 'https://example.com/hook'`;
+      const change = (url: string) =>
+        stack.app.inject({
+          method: 'PATCH',
+          url: `/webhooks/endpoints/${endpoint!.id}/`,
+          headers: withKey(ws.apiKey),
+          payload: { url, description: 'moved' },
+        });
+      for (const url of ['http://2130706433/hook', 'http://[::1]/hook', 'http://172.16.0.1/hook']) {
+        const res = await change(url);
+        expect(res.statusCode, url).toBe(422);
+        expect(res.json().issues[0].loc).toEqual(['body', 'url']);
+      }
+      const [unchanged] = await stack.sql<{ url: string; description: string }[]>`
+        select url, description from webhook_endpoints where id = ${endpoint!.id}`;
+      expect(unchanged).toEqual({ url: 'https://example.com/hook', description: '' });
+      const moved = await change('https://example.org/hook');
+      expect(moved.statusCode, moved.body).toBe(200);
+      expect(moved.json()).toMatchObject({ url: 'https://example.org/hook', description: 'moved' });
+
+      // The development setting that lets deliveries reach local twins lets them be registered.
+      stack.integrations.notifications.webhooks = allowing;
+      expect((await register(`${receiver.url}/hooks/local`)).statusCode).toBe(201);
+    } finally {
+      stack.integrations.notifications.webhooks = allowing;
     }
   });
 });

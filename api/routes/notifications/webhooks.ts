@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { DetailBodySchema, queryInteger, UuidSchema } from '../../../domain/shared/common.js';
+import { DetailBodySchema, queryInteger, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
   CreateWebhookEndpointSchema,
@@ -21,7 +21,12 @@ import {
   WebhookEndpointSchema,
   WebhookEndpointWithSecretSchema,
 } from '../../../domain/notifications/webhooks.js';
-import { createEndpoint, replayEndpoint, rotateEndpointSecret } from '../../../services/notifications/webhooks.js';
+import {
+  changeEndpoint,
+  createEndpoint,
+  replayEndpoint,
+  rotateEndpointSecret,
+} from '../../../services/notifications/webhooks.js';
 import { listEndpointAttempts } from '../../../store/notifications/deliveries.js';
 import {
   countEndpoints,
@@ -29,7 +34,6 @@ import {
   endpointOut,
   findEndpoint,
   listEndpoints,
-  updateEndpoint,
 } from '../../../store/notifications/webhooks.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
@@ -37,6 +41,9 @@ import { principalOf } from '../../plugins/auth.js';
 const tags = ['webhooks'];
 const EndpointParamsSchema = z.object({ endpoint_id: UuidSchema });
 const missing = DetailBodySchema.describe("No endpoint with this id in the caller's workspace");
+const privateUrl = ValidationBodySchema.describe(
+  'Invalid request, or a `url` at a loopback, private, link-local or metadata address (in any form, or a name resolving to one): nothing is stored',
+);
 const schedule = retryScheduleSeconds
   .map((s) => (s < 60 ? `${s} s` : s < 3600 ? `${s / 60} min` : `${s / 3600} h`))
   .join(', ');
@@ -76,11 +83,14 @@ export const webhookEndpointRoutes =
           operationId: 'createWebhookEndpoint',
           tags,
           summary: 'Add a webhook endpoint; its signing secret is shown in this answer only',
-          description: `At most ${endpointsMax} endpoints per workspace (409 past it). \`event_types\` empty or left out: every type.`,
+          description:
+            `At most ${endpointsMax} endpoints per workspace (409 past it). \`event_types\` empty or left out: every type. ` +
+            'A `url` at a loopback, private, link-local or metadata address is 422 naming `url`, and every delivery checks it again.',
           body: CreateWebhookEndpointSchema,
           response: {
             201: WebhookEndpointWithSecretSchema,
             409: DetailBodySchema.describe(`The workspace already has ${endpointsMax} endpoints`),
+            422: privateUrl,
           },
         },
       },
@@ -130,15 +140,17 @@ export const webhookEndpointRoutes =
           tags,
           summary: 'Change an endpoint: its URL, description, event types, or enable and disable it',
           description:
-            'A field left out keeps its value. Enabling an endpoint the service disabled clears its failing time and reason.',
+            'A field left out keeps its value. Enabling an endpoint the service disabled clears its failing time and reason. ' +
+            'A new `url` is checked as at creation (422 naming `url`, nothing changed).',
           params: EndpointParamsSchema,
           body: UpdateWebhookEndpointSchema,
-          response: { 200: WebhookEndpointSchema, 404: missing },
+          response: { 200: WebhookEndpointSchema, 404: missing, 422: privateUrl },
         },
       },
       async (request) => {
-        const endpoint = await updateEndpoint(
+        const endpoint = await changeEndpoint(
           sql,
+          integrations,
           principalOf(request).workspaceId,
           request.params.endpoint_id,
           request.body,
