@@ -16,8 +16,20 @@ export interface StripeMock {
 
 export async function startStripeMock(): Promise<StripeMock> {
   const binary = resolveStripeMock();
-  const port = await freePort(12111);
-  const httpsPort = await freePort(port + 1, [port]);
+  // Two test files may pick the same free port at once; the one that loses the bind tries further on.
+  for (let attempt = 0, from = 12111; ; attempt += 1) {
+    const port = await freePort(from);
+    const httpsPort = await freePort(port + 1, [port]);
+    try {
+      return await startOn(binary, port, httpsPort);
+    } catch (error) {
+      if (attempt >= 4 || !String(error).includes('address already in use')) throw error;
+      from = httpsPort + 1 + Math.floor(Math.random() * 20);
+    }
+  }
+}
+
+async function startOn(binary: string, port: number, httpsPort: number): Promise<StripeMock> {
   const child = spawn(binary, ['-http-port', String(port), '-https-port', String(httpsPort)], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });

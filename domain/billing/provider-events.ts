@@ -35,6 +35,7 @@ export type BillingEvent = EventBase &
         kind: 'invoice_paid' | 'invoice_payment_failed';
         invoiceId: string;
         subscriptionId: string | null;
+        /** The payment that paid it: Stripe's shapes since 2025-03-31 name none until linked (decision 053). */
         paymentId: string | null;
         amountDueCents: number;
         amountPaidCents: number;
@@ -56,6 +57,8 @@ export type BillingEvent = EventBase &
     | {
         kind: 'charge_refunded';
         paymentId: string;
+        /** The invoice the payment paid, when the event or an invoice-payment lookup named it (decision 053). */
+        invoiceId?: string | null;
         amountCents: number;
         refundedCents: number;
         currency: string;
@@ -64,6 +67,7 @@ export type BillingEvent = EventBase &
     | {
         kind: 'dispute';
         paymentId: string;
+        invoiceId?: string | null;
         disputeStatus: 'open' | 'won' | 'lost';
         amountCents: number;
         currency: string;

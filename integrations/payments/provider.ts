@@ -45,6 +45,16 @@ export class WebhookSignatureError extends Error {
   override name = 'WebhookSignatureError';
 }
 
+/** One payment of an invoice: what links a refund or dispute (named by its payment) to the invoice it paid. */
+export interface InvoicePaymentLink {
+  invoiceId: string;
+  /** The payment as billing keys it (Stripe: the payment intent). */
+  paymentId: string;
+  /** The invoice's customer and workspace, when the answer carried the invoice (a lookup by payment). */
+  customerId: string | null;
+  workspaceId: string | null;
+}
+
 export interface PaymentProvider {
   readonly name: 'stripe';
   createCustomer(input: { workspaceId: string; name: string; email: string | null }): Promise<string>;
@@ -52,6 +62,11 @@ export interface PaymentProvider {
   createPortal(input: { customerId: string; returnUrl: string }): Promise<string>;
   /** Ends the subscription at its period end (true) or keeps it renewing (false). */
   setCancelAtPeriodEnd(subscriptionId: string, cancel: boolean): Promise<void>;
+  /**
+   * The paid payments of an invoice, or the invoice a payment paid (none when it paid no invoice).
+   * Stripe's events since API 2025-03-31 name neither from the other (decision 053).
+   */
+  invoicePayments(query: { invoiceId: string } | { paymentId: string }): Promise<InvoicePaymentLink[]>;
   /** Verifies the signature over the raw body and parses the event; throws WebhookSignatureError. */
   parseWebhook(rawBody: Buffer, signatureHeader: string | undefined): BillingEvent;
 }

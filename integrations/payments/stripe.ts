@@ -5,15 +5,19 @@
  * minutes of tolerance). Events are parsed into the provider-neutral form of
  * domain/billing/provider-events.ts. Only what the service reads is parsed, and both the older
  * and the 2025+ places of moved fields (invoice subscription, subscription periods) are read.
+ * Since 2025-03-31 an invoice names no payment intent and a charge no invoice: invoice payments
+ * link them (`invoice.payments` when an event carries it, else `GET /v1/invoice_payments`), and
+ * the older `invoice.payment_intent` and `charge.invoice` are still read (decision 053).
  */
 import Stripe from 'stripe';
 import { z } from 'zod';
-import type { BillingEvent, SubscriptionStatus } from '../../domain/billing/provider-events.js';
+import type { BillingEvent } from '../../domain/billing/provider-events.js';
 import {
   PaymentProviderError,
   WebhookSignatureError,
   type CheckoutRequest,
   type CheckoutSession,
+  type InvoicePaymentLink,
   type PaymentProvider,
 } from './provider.js';
 
@@ -57,6 +61,22 @@ const SessionSchema = z.object({
   client_reference_id: z.string().nullish(),
 });
 
+/** An InvoicePayment (API 2025-03-31 and later); its invoice is an id, or the invoice when expanded. */
+const InvoicePaymentSchema = z.object({
+  invoice: z.union([
+    z.string(),
+    z.object({
+      id: z.string(),
+      customer: id.nullish(),
+      subscription_details: z.object({ metadata }).nullish(),
+      parent: z.object({ subscription_details: z.object({ metadata }).nullish() }).nullish(),
+    }),
+  ]),
+  payment: z.object({ type: z.string(), payment_intent: id.nullish() }),
+  status: z.string(),
+});
+type InvoicePayment = z.infer<typeof InvoicePaymentSchema>;
+
 const InvoiceSchema = z.object({
   id: z.string(),
   customer: id.nullish(),
@@ -68,7 +88,9 @@ const InvoiceSchema = z.object({
   period_end: seconds.nullish(),
   hosted_invoice_url: z.string().nullish(),
   subscription: id.nullish(),
+  /** Before API 2025-03-31 only; since then `payments` (included on request) links the payment. */
   payment_intent: id.nullish(),
+  payments: z.object({ data: z.array(InvoicePaymentSchema) }).nullish(),
   subscription_details: z.object({ metadata }).nullish(),
   parent: z.object({ subscription_details: z.object({ subscription: id.nullish(), metadata }).nullish() }).nullish(),
   lines: z
@@ -104,6 +126,8 @@ const ChargeSchema = z.object({
   id: z.string(),
   customer: id.nullish(),
   payment_intent: id.nullish(),
+  /** Before API 2025-03-31 only. */
+  invoice: id.nullish(),
   amount: z.number().int(),
   amount_refunded: z.number().int(),
   currency: z.string(),
@@ -121,6 +145,30 @@ const DisputeSchema = z.object({
   created: seconds,
   metadata,
 });
+
+/**
+ * Invoice payments made with a payment intent (billing's payment id), as links; only those `match`
+ * accepts, so an answer about other objects (stripe-mock's fixtures) links nothing.
+ */
+function paymentLinks(payments: InvoicePayment[], match: (p: InvoicePayment, invoiceId: string) => boolean) {
+  const links: InvoicePaymentLink[] = [];
+  for (const p of payments) {
+    const invoiceId = typeof p.invoice === 'string' ? p.invoice : p.invoice.id;
+    const paymentId = p.payment.type === 'payment_intent' ? p.payment.payment_intent : null;
+    if (!paymentId || !match(p, invoiceId)) continue;
+    const invoice = typeof p.invoice === 'string' ? null : p.invoice;
+    links.push({
+      invoiceId,
+      paymentId,
+      customerId: invoice?.customer ?? null,
+      workspaceId:
+        invoice?.parent?.subscription_details?.metadata.workspace_id ??
+        invoice?.subscription_details?.metadata.workspace_id ??
+        null,
+    });
+  }
+  return links;
+}
 
 function disputeStatus(status: string, closed: boolean): 'open' | 'won' | 'lost' {
   if (status === 'lost') return 'lost';
@@ -165,7 +213,11 @@ export function parseStripeEvent(payload: unknown): BillingEvent {
         customerId: i.customer ?? null,
         invoiceId: i.id,
         subscriptionId: details?.subscription ?? i.subscription ?? null,
-        paymentId: i.payment_intent ?? null,
+        paymentId:
+          i.payment_intent ??
+          paymentLinks(i.payments?.data ?? [], (p, invoiceId) => p.status === 'paid' && invoiceId === i.id)[0]
+            ?.paymentId ??
+          null,
         amountDueCents: i.amount_due,
         amountPaidCents: i.amount_paid,
         currency: i.currency.toLowerCase(),
@@ -201,6 +253,7 @@ export function parseStripeEvent(payload: unknown): BillingEvent {
         workspaceId: c.metadata.workspace_id ?? null,
         customerId: c.customer ?? null,
         paymentId: c.payment_intent ?? c.id,
+        invoiceId: c.invoice ?? null,
         amountCents: c.amount,
         refundedCents: c.amount_refunded,
         currency: c.currency.toLowerCase(),
@@ -309,6 +362,34 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
     setCancelAtPeriodEnd: (subscriptionId, cancel) =>
       call(async () => {
         await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: cancel });
+      }),
+    invoicePayments: (query) =>
+      call(async () => {
+        try {
+          if ('invoiceId' in query) {
+            const page = await stripe.invoicePayments.list({ invoice: query.invoiceId, status: 'paid', limit: 100 });
+            return paymentLinks(
+              InvoicePaymentSchema.array().parse(page.data),
+              (p, invoiceId) => p.status === 'paid' && invoiceId === query.invoiceId,
+            );
+          }
+          // Only a payment intent can have paid an invoice; a bare charge (`ch_`) never did.
+          if (!query.paymentId.startsWith('pi_')) return [];
+          // The invoice expanded: a dispute names no customer, and may come before its invoice is recorded.
+          const page = await stripe.invoicePayments.list({
+            payment: { type: 'payment_intent', payment_intent: query.paymentId },
+            expand: ['data.invoice'],
+            limit: 100,
+          });
+          return paymentLinks(
+            InvoicePaymentSchema.array().parse(page.data),
+            (p) => p.payment.payment_intent === query.paymentId,
+          );
+        } catch (error) {
+          // An invoice or payment this account does not hold links nothing.
+          if (error instanceof Stripe.errors.StripeError && error.code === 'resource_missing') return [];
+          throw error;
+        }
       }),
     parseWebhook(rawBody, signatureHeader) {
       if (!signatureHeader) throw new WebhookSignatureError('The Stripe-Signature header is missing.');

@@ -23,7 +23,14 @@ import {
   type BillingAccountRow,
 } from '../../store/billing/accounts.js';
 import { recordBillingEvent, setBillingEventOutcome } from '../../store/billing/events.js';
-import { setRevokedCredits, upsertInvoice, upsertPayment, type PaymentRow } from '../../store/billing/invoices.js';
+import {
+  paymentKeyOf,
+  setRevokedCredits,
+  upsertInvoice,
+  upsertPayment,
+  workspaceOfPayment,
+  type PaymentRow,
+} from '../../store/billing/invoices.js';
 import { grantCreditsIn, revokeCreditsIn } from '../../store/platform/credits.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
 import { applyAffiliateBillingEffects, type AffiliateTerms } from '../affiliates/billing-hook.js';
@@ -39,21 +46,61 @@ export interface BillingEventResult {
 type Of<K extends BillingEvent['kind']> = Extract<BillingEvent, { kind: K }>;
 type InvoiceEvent = Extract<BillingEvent, { invoiceId: string }>;
 
+function paymentRefs(e: BillingEvent): { paymentId: string | null; invoiceId: string | null } {
+  switch (e.kind) {
+    case 'invoice_paid':
+    case 'invoice_payment_failed':
+      return { paymentId: e.paymentId, invoiceId: e.invoiceId };
+    case 'charge_refunded':
+    case 'dispute':
+      return { paymentId: e.paymentId, invoiceId: e.invoiceId ?? null };
+    default:
+      return { paymentId: null, invoiceId: null };
+  }
+}
+
+/**
+ * One row per payment (decision 053): an invoice's payment, refund or dispute lands on the row
+ * already recorded for its payment or for the invoice it paid, whichever id that row took (the
+ * payment intent, or the invoice's id when the payment was not known yet), so billing and the
+ * affiliate effects after it read the same row.
+ */
+async function keyPayment(tx: Db, workspaceId: string, e: BillingEvent): Promise<BillingEvent> {
+  if (e.kind === 'invoice_paid' && e.amountPaidCents > 0) {
+    const key = await paymentKeyOf(tx, { workspaceId, paymentId: e.paymentId, invoiceId: e.invoiceId });
+    return { ...e, paymentId: key ?? e.paymentId ?? e.invoiceId };
+  }
+  if (e.kind === 'charge_refunded' || e.kind === 'dispute') {
+    const key = await paymentKeyOf(tx, { workspaceId, paymentId: e.paymentId, invoiceId: e.invoiceId ?? null });
+    return key ? { ...e, paymentId: key } : e;
+  }
+  return e;
+}
+
 export async function handleBillingEvent(
   sql: Sql,
-  event: BillingEvent,
+  received: BillingEvent,
   affiliates: AffiliateTerms = { holdingMs: 30 * 86_400_000 },
 ): Promise<BillingEventResult> {
-  const workspaceId = (await workspaceOfBillingEvent(sql, event.workspaceId, event.customerId)) ?? null;
+  const workspaceId =
+    (await workspaceOfBillingEvent(sql, received.workspaceId, received.customerId)) ??
+    (await workspaceOfPayment(sql, paymentRefs(received))) ??
+    null;
   return sql.begin(async (tx) => {
     // The account first (see lockBillingAccount), then the event's row: a redelivery waits for the
     // first delivery's commit and then finds its row.
     const account = workspaceId ? await lockBillingAccount(tx, workspaceId) : undefined;
     if (
-      !(await recordBillingEvent(tx, { id: event.id, type: event.type, workspaceId, occurredAt: event.occurredAt }))
+      !(await recordBillingEvent(tx, {
+        id: received.id,
+        type: received.type,
+        workspaceId,
+        occurredAt: received.occurredAt,
+      }))
     ) {
       return { duplicate: true, workspaceId, outcome: 'already handled', affiliateCommissionIds: [] };
     }
+    const event = account ? await keyPayment(tx, account.workspace_id, received) : received;
     const outcome = !account
       ? 'ignored: no workspace of this service'
       : event.kind === 'ignored'
@@ -212,6 +259,7 @@ async function chargeRefunded(tx: Db, a: BillingAccountRow, e: Of<'charge_refund
   const payment = await upsertPayment(tx, {
     paymentId: e.paymentId,
     workspaceId: a.workspace_id,
+    invoiceId: e.invoiceId ?? null,
     amountCents: e.amountCents,
     refundedCents: e.refundedCents,
     currency: e.currency,
@@ -224,6 +272,7 @@ async function disputeChanged(tx: Db, a: BillingAccountRow, e: Of<'dispute'>): P
   const payment = await upsertPayment(tx, {
     paymentId: e.paymentId,
     workspaceId: a.workspace_id,
+    invoiceId: e.invoiceId ?? null,
     amountCents: e.amountCents,
     currency: e.currency,
     disputeStatus: e.disputeStatus,

@@ -102,6 +102,41 @@ export async function upsertPayment(
   return row!;
 }
 
+/**
+ * The key of the payment row an event of this payment or invoice belongs to: the payment's own
+ * row, else the invoice's row whose payment was not known when it was recorded (keyed by the
+ * invoice's id), or, when the event names no payment, any row of the invoice; else none. Within a
+ * workspace when one is given.
+ */
+export async function paymentKeyOf(
+  db: Db,
+  p: { workspaceId: string | null; paymentId: string | null; invoiceId: string | null },
+): Promise<string | undefined> {
+  if (!p.paymentId && !p.invoiceId) return undefined;
+  const [row] = await db<{ payment_id: string }[]>`
+    select payment_id from billing_payments
+    where (payment_id = ${p.paymentId}
+        or (invoice_id = ${p.invoiceId} and (${p.paymentId}::text is null or payment_id = invoice_id)))
+      and (${p.workspaceId}::uuid is null or workspace_id = ${p.workspaceId}::uuid)
+    order by (payment_id = ${p.paymentId}) is true desc, created_at, payment_id
+    limit 1`;
+  return row?.payment_id;
+}
+
+/** The workspace a payment or invoice was recorded for, when an event names neither workspace nor customer (a dispute). */
+export async function workspaceOfPayment(
+  db: Db,
+  p: { paymentId: string | null; invoiceId: string | null },
+): Promise<string | undefined> {
+  if (!p.paymentId && !p.invoiceId) return undefined;
+  const [row] = await db<{ workspace_id: string }[]>`
+    select workspace_id from billing_payments where payment_id = ${p.paymentId}
+    union all
+    select workspace_id from billing_invoices where invoice_id = ${p.invoiceId}
+    limit 1`;
+  return row?.workspace_id;
+}
+
 export async function setRevokedCredits(tx: Db, paymentId: string, revoked: number): Promise<void> {
   await tx`update billing_payments set revoked_credits = ${revoked} where payment_id = ${paymentId}`;
 }

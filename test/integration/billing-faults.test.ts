@@ -22,11 +22,12 @@ import { createWorkspace } from '../../store/platform/workspaces.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
 import { freePort } from '../../worker/ports.js';
 import { resolveTool, temporalTestServer } from '../../worker/tools.js';
-import { events, postStripeEvent, webhookSecret, type StripeEventJson } from '../support/billing.js';
+import { events, postStripeEvent, useStripeMock, webhookSecret, type StripeEventJson } from '../support/billing.js';
 import { useTestStack } from '../support/test-stack.js';
 import { releaseLeakedTimeLocks, skipTime } from '../support/time-skipping.js';
 
 const { stack } = useTestStack({ workspaces: false });
+const stripe = useStripeMock();
 // The issue's 500 (BILLING_FAULT_WORKSPACES=500) is too long beside the rest of `npm test` on two
 // cores (120 took 240 s there); the suite runs 60, which keeps every kind of event and kill.
 const workspaces = Number(process.env.BILLING_FAULT_WORKSPACES ?? 60);
@@ -73,9 +74,9 @@ beforeAll(async () => {
     logger: (await import('pino')).default({ level: 'error' }),
     integrations: {
       ...stack.integrations,
-      // Webhooks only: no call reaches the provider's API.
+      // Webhooks, and the invoice-payment lookups of invoice events (stripe-mock holds none: they link nothing).
       payments: {
-        provider: createStripeProvider({ secretKey: 'sk_test_faults', webhookSecret, apiBase: 'http://127.0.0.1:9' }),
+        provider: createStripeProvider({ secretKey: 'sk_test_faults', webhookSecret, apiBase: stripe.mock.apiBase }),
         returnUrl: 'https://app.example.com/billing/',
       },
     },

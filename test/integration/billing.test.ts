@@ -9,7 +9,7 @@ import { useTestStack, withKey, withToken, type TestWorkspace } from '../support
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
 import { createWorkspaceWithAdmin, decideDesignPartnerApplication } from '../../worker/provisioning.js';
 import { settleBillingAt } from '../../services/billing/settle.js';
-import { lockBillingAccount, upgradeToPaid } from '../../store/billing/accounts.js';
+import { lockBillingAccount, setCustomer, upgradeToPaid } from '../../store/billing/accounts.js';
 
 const { stack } = useTestStack({ workspaces: false });
 const stripe = useStripeMock();
@@ -373,16 +373,15 @@ describe('with Stripe (stripe-mock)', () => {
     const base = await available(ws.workspaceId);
     expect(base).toBe(100);
     const pi = 'pi_pack_order';
+    const customer = 'cus_pack_order';
+    // Made when the workspace opened checkout; the charge names it (and its payment intent, which paid no invoice).
+    await setCustomer(stack.sql, ws.workspaceId, customer);
     // The refund of half arrives before the checkout that bought the pack.
     expect(
-      (
-        await postStripeEvent(
-          stack.app,
-          events.refund(ws.workspaceId, { paymentIntent: pi, amount: 1000, refunded: 500 }),
-        )
-      ).statusCode,
+      (await postStripeEvent(stack.app, events.refund({ customer, paymentIntent: pi, amount: 1000, refunded: 500 })))
+        .statusCode,
     ).toBe(200);
-    const checkout = events.packCheckout(ws.workspaceId, 'pack_1000', { paymentIntent: pi, amount: 1000 });
+    const checkout = events.packCheckout(ws.workspaceId, 'pack_1000', { paymentIntent: pi, amount: 1000, customer });
     expect((await postStripeEvent(stack.app, checkout)).json().outcome).toMatch(
       /granted 1000 credits.*500 credits taken back/,
     );
@@ -391,7 +390,7 @@ describe('with Stripe (stripe-mock)', () => {
     const dispute = 'dp_pack_order';
     await postStripeEvent(
       stack.app,
-      events.dispute('charge.dispute.created', ws.workspaceId, {
+      events.dispute('charge.dispute.created', {
         paymentIntent: pi,
         amount: 500,
         status: 'needs_response',
@@ -401,7 +400,7 @@ describe('with Stripe (stripe-mock)', () => {
     expect(await available(ws.workspaceId)).toBe(base);
     await postStripeEvent(
       stack.app,
-      events.dispute('charge.dispute.closed', ws.workspaceId, {
+      events.dispute('charge.dispute.closed', {
         paymentIntent: pi,
         amount: 500,
         status: 'won',
@@ -412,7 +411,7 @@ describe('with Stripe (stripe-mock)', () => {
     // A late "created" after the close does not reopen it.
     await postStripeEvent(
       stack.app,
-      events.dispute('charge.dispute.created', ws.workspaceId, {
+      events.dispute('charge.dispute.created', {
         paymentIntent: pi,
         amount: 500,
         status: 'needs_response',

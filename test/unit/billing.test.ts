@@ -188,4 +188,53 @@ describe('Stripe events', () => {
       { kind: 'ignored' },
     );
   });
+
+  it("read an invoice's payment and a charge's invoice where the pinned version has them, and the older places", () => {
+    const event = (type: string, object: Record<string, unknown>) => ({
+      id: 'evt_3',
+      type,
+      created: 1_800_000_000,
+      data: { object },
+    });
+    const invoice = { id: 'in_1', amount_due: 4900, amount_paid: 4900, currency: 'usd', created: 1_800_000_000 };
+    // Since 2025-03-31: no payment_intent; `payments` only when an event carries it.
+    expect(parseStripeEvent(event('invoice.paid', invoice))).toMatchObject({ invoiceId: 'in_1', paymentId: null });
+    const payment = (paymentIntent: string, status: string, of = 'in_1') => ({
+      invoice: of,
+      status,
+      payment: { type: 'payment_intent', payment_intent: paymentIntent },
+    });
+    expect(
+      parseStripeEvent(
+        event('invoice.paid', {
+          ...invoice,
+          payments: {
+            data: [payment('pi_open', 'open'), payment('pi_other', 'paid', 'in_2'), payment('pi_1', 'paid')],
+          },
+        }),
+      ),
+    ).toMatchObject({ paymentId: 'pi_1' });
+    expect(parseStripeEvent(event('invoice.paid', { ...invoice, payment_intent: 'pi_old' }))).toMatchObject({
+      paymentId: 'pi_old',
+    });
+    const charge = {
+      id: 'ch_1',
+      customer: 'cus_1',
+      payment_intent: 'pi_1',
+      amount: 4900,
+      amount_refunded: 1225,
+      currency: 'usd',
+      created: 1_800_000_000,
+    };
+    expect(parseStripeEvent(event('charge.refunded', charge))).toMatchObject({
+      kind: 'charge_refunded',
+      customerId: 'cus_1',
+      paymentId: 'pi_1',
+      invoiceId: null,
+      refundedCents: 1225,
+    });
+    expect(parseStripeEvent(event('charge.refunded', { ...charge, invoice: 'in_old' }))).toMatchObject({
+      invoiceId: 'in_old',
+    });
+  });
 });

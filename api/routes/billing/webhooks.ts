@@ -1,18 +1,21 @@
 /**
  * The payment provider's webhook (issue 19). Public: the Stripe-Signature header over the raw
  * body is the credential. A missing, wrong or stale signature is 400 and changes nothing; an
- * event handled before answers 200 with `duplicate: true` and changes nothing either. The
- * workspace's billing workflow is woken after the event's transaction commits.
+ * event handled before answers 200 with `duplicate: true` and changes nothing either. An event
+ * whose payment could not be linked to its invoice (the provider unreachable) is 502 and changes
+ * nothing; the provider delivers it again. The workspace's billing workflow is woken after the
+ * event's transaction commits.
  */
 import { validatorCompiler, type FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { WebhookAnswerSchema } from '../../../domain/billing/billing.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
-import { WebhookSignatureError } from '../../../integrations/payments/provider.js';
+import { PaymentProviderError, WebhookSignatureError } from '../../../integrations/payments/provider.js';
 import { wakeWorkspaceBilling } from '../../../services/billing/billing-client.js';
 import { paymentsOf } from '../../../services/billing/billing.js';
 import { handleBillingEvent } from '../../../services/billing/events.js';
+import { linkInvoicePayment } from '../../../services/billing/payment-links.js';
 import { wakeCommissions } from '../../../services/affiliates/maturation.js';
 import type { RouteDeps } from '../../deps.js';
 import { billingUnconfigured } from './billing.js';
@@ -53,6 +56,9 @@ export const billingWebhookRoutes =
               'The signature is missing, wrong or stale, or the body is not an event; nothing changed',
             ),
             413: DetailBodySchema,
+            502: DetailBodySchema.describe(
+              "The provider could not be asked which invoice the event's payment belongs to; nothing changed, and the provider delivers the event again",
+            ),
             503: billingUnconfigured,
           },
         },
@@ -62,9 +68,9 @@ export const billingWebhookRoutes =
         const raw = Buffer.isBuffer(request.body)
           ? request.body
           : Buffer.from(typeof request.body === 'string' ? request.body : '');
-        let event;
+        let parsed;
         try {
-          event = provider.parseWebhook(raw, request.headers['stripe-signature']);
+          parsed = provider.parseWebhook(raw, request.headers['stripe-signature']);
         } catch (error) {
           if (error instanceof WebhookSignatureError)
             throw new ApiError('bad_request', `Webhook signature refused: ${error.message}`);
@@ -73,6 +79,14 @@ export const billingWebhookRoutes =
             `The body is not an event this service can read: ${error instanceof Error ? error.message.slice(0, 300) : String(error)}`,
           );
         }
+        const event = await linkInvoicePayment(deps.sql, provider, parsed).catch((error: unknown) => {
+          if (error instanceof PaymentProviderError)
+            throw new ApiError(
+              'bad_gateway',
+              `The event's payment could not be linked to its invoice: ${error.message}`,
+            );
+          throw error;
+        });
         const result = await handleBillingEvent(deps.sql, event, deps.integrations.affiliates);
         if (result.affiliateCommissionIds.length > 0) {
           // After the commit, only maturation shards that would not look in time (decision 047); a lost wake is caught by the worker's sweeper.
