@@ -5,7 +5,8 @@
  *
  * Adding a feature's event: add its payload schema to `eventPayloadSchemas` (and to
  * `criticalEventTypes` when a member must not be able to mute it), then call
- * recordWorkspaceEvent(tx, …) from the store function that makes the change.
+ * recordWorkspaceEvent(tx, …) from the store function that makes the change, and give the type a
+ * scenario in test/integration/notifications-catalogue.test.ts (the real change, a rule firing).
  */
 import { z } from 'zod';
 import { TimestampSchema, UuidSchema } from '../shared/common.js';
