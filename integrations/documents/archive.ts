@@ -5,6 +5,7 @@
  * entry is inflated once through yauzl, which stops the moment an entry yields more than it
  * declared, so the sizes judged are the real ones.
  */
+import type { Readable } from 'node:stream';
 import yauzl from 'yauzl';
 import { archiveLimits, bytesLabel } from '../../domain/assistant/attachments.js';
 import { ExtractionRefused } from './refusal.js';
@@ -87,4 +88,51 @@ export async function checkArchive(
   } finally {
     zip.close();
   }
+}
+
+/** A checked archive's entries, each inflated again on demand and streamed, in any order. */
+export interface ArchiveEntries {
+  /** The entries' names, each once. */
+  names: string[];
+  /** Whether an entry has that name, matched without regard to case (as OOXML matches part names). */
+  has(name: string): boolean;
+  open(name: string): Promise<Readable>;
+  close(): void;
+}
+
+/**
+ * Opens an archive that passed `checkArchive` for reading by name: yauzl reads each entry from the
+ * central directory, so none depends on a streaming reader finding its local header.
+ */
+export async function openArchive(bytes: Buffer): Promise<ArchiveEntries> {
+  let zip: yauzl.ZipFile;
+  const byName = new Map<string, yauzl.Entry>();
+  try {
+    zip = await yauzl.fromBufferPromise(bytes, {
+      lazyEntries: true,
+      validateEntrySizes: true,
+      strictFileNames: false,
+      autoClose: false,
+    });
+    for await (const entry of zip.eachEntry()) {
+      const name = entry.fileName.toLowerCase();
+      if (!byName.has(name)) byName.set(name, entry);
+    }
+  } catch (error) {
+    throw damaged(error);
+  }
+  return {
+    names: [...byName.values()].map((entry) => entry.fileName),
+    has: (name) => byName.has(name.toLowerCase()),
+    async open(name) {
+      const entry = byName.get(name.toLowerCase());
+      if (entry === undefined) throw new ExtractionRefused(`The archive has no entry ${name}.`);
+      try {
+        return await zip.openReadStreamPromise(entry);
+      } catch (error) {
+        throw damaged(error);
+      }
+    },
+    close: () => zip.close(),
+  };
 }

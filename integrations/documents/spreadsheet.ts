@@ -1,17 +1,16 @@
 /**
  * Spreadsheets as rows of text: each row is one page (its cells joined by three spaces, empty
  * trailing cells dropped), and each sheet of a workbook starts with a page `Sheet: <name>`, the
- * sheets in workbook order. An XLSX passes the archive check before exceljs's streaming reader
- * opens it; the sheets' names and order are read from xl/workbook.xml and its relationships, kept
- * by that check, so they do not depend on the order of the zip's entries. A CSV is read with
- * csv-parse.
+ * sheets in workbook order. An XLSX passes the archive check first; the sheets' names, order and
+ * parts are read from xl/workbook.xml and its relationships, kept by that check. Then yauzl
+ * streams each part exceljs's parsers need (shared strings, styles, each worksheet in turn) out of
+ * the central directory, so no part depends on the order of the zip's entries or on a streaming
+ * unzip finding it. A CSV is read with csv-parse.
  */
 import { parse } from 'csv-parse/sync';
-import type { Workbook } from 'exceljs';
-import type { EventEmitter } from 'node:events';
 import { Readable } from 'node:stream';
 import { archiveLimits, rowText, sheetHeading } from '../../domain/assistant/attachments.js';
-import { checkArchive } from './archive.js';
+import { checkArchive, openArchive } from './archive.js';
 import { ExtractionRefused } from './refusal.js';
 
 const oleMagic = Buffer.from([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]);
@@ -47,13 +46,6 @@ export function cellText(value: unknown): string {
     if (typeof v.hyperlink === 'string') return v.hyperlink;
   }
   return '';
-}
-
-interface SheetRows {
-  /** Its place in the workbook's <sheets> (after them all when the workbook does not list it). */
-  rank: number;
-  name: string;
-  rows: string[];
 }
 
 const workbookPart = 'xl/workbook.xml';
@@ -109,30 +101,57 @@ function partName(base: string, target: string): string {
   return segments.join('/');
 }
 
-/**
- * The workbook's sheets in its order: each <sheet> of xl/workbook.xml with the part its r:id names
- * in xl/_rels/workbook.xml.rels (a relative target, as Excel writes it, or an absolute one, as
- * openpyxl does).
- */
-export function workbookSheets(workbookXml: string, relsXml: string): { name: string; part: string }[] {
-  const targets = new Map<string, string>();
+interface Relationship {
+  type: string;
+  part: string;
+}
+
+/** xl/_rels/workbook.xml.rels by id: each internal relationship's type and the part it names. */
+function workbookRelationships(relsXml: string): Map<string, Relationship> {
+  const found = new Map<string, Relationship>();
   for (const rel of elementAttributes(relsXml, 'Relationship')) {
     const id = rel.get('Id');
     const target = rel.get('Target');
     if (id !== undefined && target !== undefined && rel.get('TargetMode') !== 'External') {
-      targets.set(id, partName('xl/', target));
+      found.set(id, { type: rel.get('Type') ?? '', part: partName('xl/', target) });
     }
   }
+  return found;
+}
+
+/** The part a relationship of that type names (transitional or strict namespace), if any. */
+function relatedPart(rels: Map<string, Relationship>, type: string): string | undefined {
+  return [...rels.values()].find((rel) => rel.type.endsWith(`/${type}`))?.part;
+}
+
+/**
+ * The workbook's worksheets in its order: each <sheet> of xl/workbook.xml with the part its r:id
+ * names in xl/_rels/workbook.xml.rels (a relative target, as Excel writes it, or an absolute one,
+ * as openpyxl does). Chart and dialog sheets hold no cells and are left out.
+ */
+export function workbookSheets(workbookXml: string, relsXml: string): { name: string; part: string }[] {
+  const rels = workbookRelationships(relsXml);
   const list = /<(?:[\w.-]+:)?sheets\b[^>]*>([\s\S]*?)<\/(?:[\w.-]+:)?sheets\s*>/.exec(workbookXml)?.[1] ?? '';
   const sheets: { name: string; part: string }[] = [];
   for (const sheet of elementAttributes(list, 'sheet')) {
     const name = sheet.get('name');
     // The relationship id: `r:id`, whatever prefix the workbook binds to the relationships namespace.
     const relId = [...sheet].find(([attribute]) => /^[^:]+:id$/.test(attribute))?.[1];
-    const part = relId === undefined ? undefined : targets.get(relId);
-    if (name !== undefined && part !== undefined) sheets.push({ name, part });
+    const rel = relId === undefined ? undefined : rels.get(relId);
+    if (name !== undefined && rel !== undefined && (rel.type === '' || rel.type.endsWith('/worksheet'))) {
+      sheets.push({ name, part: rel.part });
+    }
   }
   return sheets;
+}
+
+/** exceljs's streaming reader, driven part by part: what it reads a part with and what it keeps. */
+interface PartReader {
+  properties: { model: { date1904: boolean } };
+  sharedStrings?: unknown[];
+  _parseSharedStrings(stream: Readable): AsyncGenerator<unknown>;
+  _parseStyles(stream: Readable): Promise<void>;
+  _parseWorksheet(stream: Readable, id: string): Generator<{ value: AsyncIterable<{ values: unknown[] }> }>;
 }
 
 export interface SpreadsheetProgress {
@@ -146,90 +165,85 @@ export async function extractXlsx(bytes: Buffer, progress: SpreadsheetProgress =
     );
   }
   const { kept } = await checkArchive(bytes, archiveLimits, [workbookPart, workbookRelsPart]);
-  const workbookXml = kept.get(workbookPart);
-  if (workbookXml === undefined)
+  const workbookBytes = kept.get(workbookPart);
+  if (workbookBytes === undefined)
     throw new ExtractionRefused('The file is a zip archive but not an XLSX workbook (it has no xl/workbook.xml).');
-  const relsXml = kept.get(workbookRelsPart);
-  const listed = workbookSheets(xmlText(workbookXml), relsXml === undefined ? '' : xmlText(relsXml));
-  // exceljs reads the parts named xl/worksheets/sheet<n>.xml; <n> -> the sheet's place in the workbook.
-  const rankOfPart = new Map<string, number>();
-  listed.forEach(({ part }, at) => {
-    const n = /^xl\/worksheets\/sheet(\d+)\.xml$/i.exec(part)?.[1];
-    if (n !== undefined && !rankOfPart.has(n)) rankOfPart.set(n, at);
-  });
-  // Loaded on the first workbook: most files are PDFs, and a thread starts faster without it.
-  const { default: ExcelJS } = await import('exceljs');
-  const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([bytes]), {
-    worksheets: 'emit',
-    sharedStrings: 'cache',
-    // Styles say which numbers are dates; links are not needed. Entries say which part each
-    // worksheet is read from.
-    styles: 'cache',
-    hyperlinks: 'ignore',
-    entries: 'emit',
-  });
-  // Emitted just before the worksheet of that part is handed out.
-  let partNumber: string | undefined;
-  (reader as unknown as EventEmitter).on('entry', (entry: { type: string; id?: string }) => {
-    if (entry.type === 'worksheet') partNumber = entry.id;
-  });
-  const sheets: SheetRows[] = [];
+  const workbookXml = xmlText(workbookBytes);
+  const relsBytes = kept.get(workbookRelsPart);
+  const relsXml = relsBytes === undefined ? '' : xmlText(relsBytes);
+  const rels = workbookRelationships(relsXml);
+  const listed = workbookSheets(workbookXml, relsXml);
+  const archive = await openArchive(bytes);
   try {
-    for await (const worksheet of reader) {
-      const at = partNumber === undefined ? undefined : rankOfPart.get(partNumber);
-      partNumber = undefined;
-      const sheet: SheetRows =
-        at === undefined
-          ? { rank: listed.length, name: (worksheet as unknown as { name: string }).name, rows: [] }
-          : { rank: at, name: listed[at]!.name, rows: [] };
-      for await (const row of worksheet) {
-        const values = (row as unknown as { values: unknown[] }).values;
-        const cells: string[] = [];
-        // `values` is 1-based and sparse: a missing cell is an empty one.
-        for (let c = 1; c < values.length; c += 1) cells.push(cellText(values[c]));
-        sheet.rows.push(rowText(cells));
-        progress.onRow?.();
+    // A worksheet part the workbook does not list is read after its sheets, as exceljs names it.
+    const listedParts = new Set(listed.map((sheet) => sheet.part.toLowerCase()));
+    const unlisted = archive.names
+      .map((name) => ({ name, n: /^xl\/worksheets\/sheet(\d+)\.xml$/i.exec(name)?.[1] }))
+      .filter((e): e is { name: string; n: string } => e.n !== undefined && !listedParts.has(e.name.toLowerCase()))
+      .sort((a, b) => Number(a.n) - Number(b.n))
+      .map((e) => ({ name: `Sheet${e.n}`, part: e.name }));
+    for (const sheet of listed) {
+      if (!archive.has(sheet.part)) {
+        throw new ExtractionRefused(
+          `The workbook is damaged: its sheet "${sheet.name}" names the part ${sheet.part}, which the archive does not hold.`,
+        );
       }
-      sheets.push(sheet);
     }
-  } catch (error) {
-    if (error instanceof ExtractionRefused) throw error;
-    // A fault of the streaming reader itself, not of the file: a valid workbook once failed here
-    // with "Cannot read properties of undefined (reading 'sheets')" (its workbook model read
-    // before it was parsed). Such a workbook is read whole instead; the archive check has bounded
-    // what it inflates to.
-    if (error instanceof TypeError) return readWholeWorkbook(new ExcelJS.Workbook(), bytes, progress);
-    throw unreadable(error);
+    const strings = relatedPart(rels, 'sharedStrings');
+    if (strings !== undefined && !archive.has(strings)) {
+      throw new ExtractionRefused(
+        `The workbook is damaged: its shared strings part ${strings} is missing, so its cells' text cannot be read.`,
+      );
+    }
+    // Loaded on the first workbook: most files are PDFs, and a thread starts faster without it.
+    const { default: ExcelJS } = await import('exceljs');
+    // exceljs's reader parses the parts; each is streamed to it from yauzl, in the order it needs
+    // them, instead of through its own streaming unzip (which can lose the archive's last entry).
+    const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([]), {
+      worksheets: 'emit',
+      sharedStrings: 'cache',
+      // Styles say which numbers are dates; links are not needed.
+      styles: 'cache',
+      hyperlinks: 'ignore',
+    }) as unknown as PartReader;
+    const workbookPr = elementAttributes(workbookXml, 'workbookPr')[0];
+    reader.properties = { model: { date1904: ['1', 'true'].includes(workbookPr?.get('date1904') ?? '') } };
+    try {
+      const sharedStrings = strings ?? 'xl/sharedStrings.xml';
+      if (archive.has(sharedStrings)) {
+        // Cached, the shared strings yield nothing: the parse is only run to its end.
+        for await (const nothing of reader._parseSharedStrings(await archive.open(sharedStrings))) void nothing;
+      }
+      const styles = relatedPart(rels, 'styles') ?? 'xl/styles.xml';
+      if (archive.has(styles)) await reader._parseStyles(await archive.open(styles));
+      const pages: string[] = [];
+      for (const [at, sheet] of [...listed, ...unlisted].entries()) {
+        pages.push(sheetHeading(sheet.name));
+        const [emitted] = reader._parseWorksheet(await archive.open(sheet.part), String(at + 1));
+        // Rows are parsed as the part inflates: a large worksheet is never held whole.
+        for await (const row of emitted!.value) {
+          const values = row.values;
+          const cells: string[] = [];
+          // `values` is 1-based and sparse: a missing cell is an empty one.
+          for (let c = 1; c < values.length; c += 1) cells.push(cellText(values[c]));
+          pages.push(rowText(cells));
+          progress.onRow?.();
+        }
+      }
+      return pages;
+    } catch (error) {
+      if (error instanceof ExtractionRefused) throw error;
+      throw unreadable(error);
+    }
+  } finally {
+    archive.close();
   }
-  // Workbook order: the order of <sheets> in xl/workbook.xml, whatever order the zip holds them in.
-  const ordered = sheets.map((s, i) => ({ s, i })).sort((a, b) => a.s.rank - b.s.rank || a.i - b.i);
-  return ordered.flatMap(({ s }) => [sheetHeading(s.name), ...s.rows]);
 }
 
 const unreadable = (error: unknown) =>
   new ExtractionRefused(
     `The workbook cannot be read (${String((error as Error)?.message ?? error).replace(/\.$/, '')}).`,
   );
-
-/** The workbook read whole (exceljs's non-streaming loader), its sheets in workbook order. */
-async function readWholeWorkbook(workbook: Workbook, bytes: Buffer, progress: SpreadsheetProgress): Promise<string[]> {
-  try {
-    await workbook.xlsx.load(bytes as unknown as Parameters<Workbook['xlsx']['load']>[0]);
-  } catch (error) {
-    throw unreadable(error);
-  }
-  return workbook.worksheets.flatMap((worksheet) => {
-    const rows: string[] = [];
-    worksheet.eachRow((row) => {
-      const values = row.values as unknown[];
-      const cells: string[] = [];
-      for (let c = 1; c < values.length; c += 1) cells.push(cellText(values[c]));
-      rows.push(rowText(cells));
-      progress.onRow?.();
-    });
-    return [sheetHeading(worksheet.name), ...rows];
-  });
-}
 
 /** The delimiter of a CSV: whichever of , ; tab | appears most often outside quotes on its first line. */
 export function csvDelimiter(text: string): string {
