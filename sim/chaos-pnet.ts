@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
-import { ActionKindSchema, type ActionKind } from '../domain/pnet/limits.js';
+import { ActionKindSchema, messageKinds, type ActionKind } from '../domain/pnet/limits.js';
 import { claimLeaseSeconds } from '../domain/pnet/timing.js';
 import { startEmbeddedPostgres } from '../worker/embedded-postgres.js';
 import { freePort } from '../worker/ports.js';
@@ -454,6 +454,19 @@ async function main() {
       select count(*)::int as n from browser_steps where id = any(${mine}::uuid[]) and status in ${sql([...terminalStatuses])}`
       )[0]!.n;
     let settledSoFar = 0;
+    /**
+     * Messages of this run that correctly wait past the deadline: their account's inbox read failed
+     * and its retry is due after the run ends (decision 017: no message while a reply may be unseen).
+     * They are reported, not counted as stranded, and the run does not wait them out.
+     */
+    const heldForInboxRead = async (deadlineAt: number) =>
+      (
+        await sql<{ id: string }[]>`
+      select s.id from browser_steps s join pnet_accounts a on a.id = s.account_id
+      where s.id = any(${mine}::uuid[]) and s.status not in ${sql([...terminalStatuses])}
+        and s.kind in ${sql([...messageKinds])} and a.replies_failing
+        and a.inbox_next_check_at > ${new Date(deadlineAt)}`
+      ).map((r) => r.id);
 
     const killer = (async () => {
       while (o.killEvery > 0 && faults.kills < o.maxKills && (await pause(o.killEvery * 1000 * (0.5 + random())))) {
@@ -507,11 +520,15 @@ async function main() {
     // Wait for every step queued here to settle (and the planned faults to have happened).
     const deadline = started + o.seconds * 1000;
     let lastPrint = 0;
+    let heldIds: string[] = [];
     for (;;) {
       settledSoFar = await mineDone().catch(() => settledSoFar);
+      heldIds = await heldForInboxRead(deadline).catch(() => heldIds);
       const planned = (!o.apiRestart || faults.apiRestarts > 0) && (!o.temporalRestart || faults.temporalRestarts > 0);
       if (
-        (settledSoFar === mine.length && planned && (o.killEvery === 0 || faults.kills >= Math.min(2, o.maxKills))) ||
+        (settledSoFar + heldIds.length === mine.length &&
+          planned &&
+          (o.killEvery === 0 || faults.kills >= Math.min(2, o.maxKills))) ||
         Date.now() > deadline
       )
         break;
@@ -529,8 +546,13 @@ async function main() {
       }
       await sleep(500);
     }
-    const timedOut = settledSoFar < mine.length;
+    const timedOut = settledSoFar + heldIds.length < mine.length;
     if (timedOut) say(`gave up waiting after ${o.seconds} s with ${mine.length - settledSoFar} steps not settled`);
+    if (heldIds.length > 0) {
+      say(
+        `${heldIds.length} message step(s) wait for their account's next inbox read, due after the run's ${o.seconds} s (decision 017)`,
+      );
+    }
     stopFaults.abort();
     await Promise.all([killer, milestones]);
     say(`faults stopped; stopping the browsers (each finishes its step first)`);
@@ -573,7 +595,9 @@ async function main() {
       }),
     ];
     if (timedOut) {
-      const waiting = rows.filter((r) => mine.includes(r.id) && !terminalStatuses.has(r.status));
+      const waiting = rows.filter(
+        (r) => mine.includes(r.id) && !terminalStatuses.has(r.status) && !heldIds.includes(r.id),
+      );
       checks.push({
         name: `the steps settled within ${o.seconds} s`,
         ok: false,
@@ -595,7 +619,8 @@ async function main() {
         apiFaults(apis, o.killApiAfterClaim, balancer) +
         `exits nobody asked for: worker ${worker.unexpectedExits}`,
       `steps              ${mine.length} queued here (${meteredQueued} metered), ${rows.length - mine.length} scheduled by the accounts themselves; ` +
-        `${settledSoFar} of the ${mine.length} settled`,
+        `${settledSoFar} of the ${mine.length} settled` +
+        (heldIds.length ? `, ${heldIds.length} waiting for their account's next inbox read` : ''),
       formatCounters(counters),
       `database poller    ${observer.samples} samples, ${observed.length} distinct claims seen`,
       timings(log),

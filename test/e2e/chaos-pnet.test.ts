@@ -96,5 +96,10 @@ it('keeps every invariant through worker kills, an API restart, a Temporal resta
   expect(apiKills, output).toBeGreaterThanOrEqual(1);
   // It takes one of the two processes at a time: never both, so the browsers always had an API.
   expect(output).toMatch(/2 processes, none answering 0 s in all/);
-  expect(output).toMatch(/40 of the 40 settled/);
+  // Every step settled, but for messages that correctly wait for their account's next inbox read
+  // when a read failed (decision 017: a failed read is retried after 5 minutes, past this run).
+  const [, settled, waiting] = /(\d+) of the 40 settled(?:, (\d+) waiting for their account's next inbox read)?/.exec(
+    output,
+  )!;
+  expect(Number(settled) + Number(waiting ?? 0)).toBe(40);
 }, 330_000);
