@@ -166,7 +166,8 @@ export interface NewAttempt {
 
 /**
  * Records attempts and settles their deliveries, each once, in one statement (compare-and-set on
- * each delivery's run and pending status; an attempt is unique on delivery, run and attempt); a
+ * each delivery's run and pending status; an attempt of a run a replay superseded is recorded without
+ * settling anything; an attempt is unique on delivery, run and attempt); a
  * 2xx to a webhook also clears its endpoint's failing time in that statement. Answers the
  * deliveries whose attempt this call recorded (another write may have got there first).
  */
@@ -187,7 +188,12 @@ export async function recordAttempts(
     ), inserted as (
       insert into notification_delivery_attempts (delivery_id, run, attempt, trigger, duration_ms, outcome, status_code, response_excerpt, error)
       select i.delivery_id, i.run, i.attempt, i.trigger, i.duration_ms, i.outcome, i.status_code, i.excerpt, i.error from input i
-      where exists (select 1 from notification_deliveries d where d.id = i.delivery_id and d.run = i.run and d.status = 'pending')
+      -- An attempt of a run a replay has since superseded really happened (the receiver may have
+      -- it): it is listed, but only an attempt of the current, pending run settles the delivery.
+      where exists (
+        select 1 from notification_deliveries d
+        where d.id = i.delivery_id and (d.run > i.run or (d.run = i.run and d.status = 'pending'))
+      )
       on conflict (delivery_id, run, attempt) do nothing
       returning delivery_id
     ), settled as (

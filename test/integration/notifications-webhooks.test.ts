@@ -12,6 +12,7 @@ import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
 import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { recordAttempts, reopenDelivery } from '../../store/notifications/deliveries.js';
 import { lockEndpoints } from '../../store/notifications/webhooks.js';
 import { notificationBatchWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
@@ -181,6 +182,47 @@ describe('webhook endpoints', () => {
     );
     expect(() => new Webhook(latest).verify(after.body, after.headers as Record<string, string>)).not.toThrow();
     expect(() => new Webhook(newSecret).verify(after.body, after.headers as Record<string, string>)).toThrow();
+  });
+
+  it('lists an attempt that finished after a replay superseded its run, without settling the replay', async () => {
+    const endpoint = await createEndpoint(paid.apiKey, {
+      url: `${receiver.url}/hooks/superseded`,
+      event_types: ['credits.low'],
+    });
+    const listAttempts = async () =>
+      (
+        await stack.app.inject({
+          method: 'GET',
+          url: `/webhooks/endpoints/${endpoint.id}/attempts/`,
+          headers: withKey(paid.apiKey),
+        })
+      ).json<{ attempts: { delivery_id: string; trigger: string; attempt: number }[] }>().attempts;
+    await creditsLow(paid.workspaceId, 15);
+    const [scheduled] = await until(async () => {
+      const list = await listAttempts();
+      return list.length >= 1 ? list : undefined;
+    }, 'the first attempt');
+    // A replay reopens the delivery (run 2) while an attempt of run 1 is still on its way back.
+    const run = await reopenDelivery(stack.sql, scheduled!.delivery_id);
+    const recorded = await recordAttempts(stack.sql, [
+      {
+        deliveryId: scheduled!.delivery_id,
+        run: run - 1,
+        attempt: 2,
+        trigger: 'scheduled',
+        outcome: 'succeeded',
+        statusCode: 200,
+        excerpt: 'ok',
+        error: null,
+        durationMs: 5,
+        settle: 'succeeded',
+      },
+    ]);
+    expect([...recorded]).toEqual([scheduled!.delivery_id]);
+    expect((await listAttempts()).map((a) => a.attempt)).toEqual([2, 1]);
+    const [delivery] = await stack.sql<{ run: number; status: string }[]>`
+      select run, status from notification_deliveries where id = ${scheduled!.delivery_id}`;
+    expect(delivery).toEqual({ run, status: 'pending' });
   });
 
   it('replay one message with the same webhook-id, listed as a replay', async () => {
