@@ -11,7 +11,7 @@ import type { Plan, Role } from '../../domain/shared/common.js';
 import { ApiError, unauthenticated } from '../../domain/shared/errors.js';
 import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../../store/platform/api-keys.js';
-import { memberById, memberOfIdpUser } from '../../store/platform/auth.js';
+import { memberById, memberOfIdpUser, wasRemovedFromWorkspace } from '../../store/platform/auth.js';
 import { timingSafeEqual } from 'node:crypto';
 import { findAccountByToken } from '../../store/pnet/check-ins.js';
 import { connectionTokenPrefix, hashConnectionToken } from '../../store/pnet/accounts.js';
@@ -224,7 +224,16 @@ async function authenticate(
   const claims = await deps.verifyToken(bearer);
   if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
   const member = await memberOfIdpUser(deps.sql, claims.org_id, claims.sub);
-  if (!member) throw new ApiError('forbidden', 'This user is not a member of the workspace named in the token.');
+  if (!member) {
+    // A removed member is told so (store/platform/members.ts keeps the removal), not mistaken for a stranger.
+    const removed = await wasRemovedFromWorkspace(deps.sql, claims.org_id, claims.sub);
+    throw new ApiError(
+      'forbidden',
+      removed
+        ? 'This user was removed from the workspace named in the token; an admin or operator must add them again.'
+        : 'This user is not a member of the workspace named in the token.',
+    );
+  }
   return signedInMember(claims.org_id, member);
 }
 

@@ -11,10 +11,17 @@ import type { Price } from './assistant.js';
 
 /**
  * What the assistant never calls: its own decisions and settings (a card must not approve cards
- * or widen its own grants), credentials, and the agent's sending switch.
+ * or widen its own grants), credentials, who may act (members' roles and removal), and the
+ * agent's sending switch.
  */
 const excludedTags = new Set(['assistant', 'api-keys']);
-const excludedOperations = new Set(['updateAgentSending', 'rotateInboxWebhookSecret', 'receiveInboundEmail']);
+const excludedOperations = new Set([
+  'updateAgentSending',
+  'rotateInboxWebhookSecret',
+  'receiveInboundEmail',
+  'updateMemberRole',
+  'removeMember',
+]);
 
 /** Operations that reach people outside the workspace: always asked, never granted. */
 export const sendingOperations: ReadonlySet<string> = new Set([

@@ -9,7 +9,7 @@
  * scenario in test/integration/notifications-catalogue.test.ts (the real change, a rule firing).
  */
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema } from '../shared/common.js';
+import { RoleSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 const nullableUuid = UuidSchema.nullable();
 
@@ -123,6 +123,23 @@ export const eventPayloadSchemas = {
     currency: z.string().regex(/^[a-z]{3}$/),
     paid_at: TimestampSchema,
   }),
+  /** An admin changed a member's role (PATCH /workspace/members/{member_id}/). */
+  'member.role_changed': z.object({
+    member_id: UuidSchema,
+    user_id: z.string().describe('The member’s identity-provider user id'),
+    role_before: RoleSchema,
+    role_after: RoleSchema,
+    changed_by_member_id: nullableUuid.describe('The admin who changed it'),
+  }),
+  /** An admin removed a member: their bearer tokens, API keys and connected apps stopped working. */
+  'member.removed': z.object({
+    member_id: UuidSchema,
+    user_id: z.string().describe('The removed member’s identity-provider user id'),
+    email: z.string(),
+    role_before: RoleSchema,
+    removed_by_member_id: nullableUuid.describe('The admin who removed them'),
+    revoked_api_keys: z.int().min(0).describe('The API keys they had created, revoked with the removal'),
+  }),
 } as const;
 
 export type EventType = keyof typeof eventPayloadSchemas;
@@ -149,6 +166,8 @@ export const eventTitles: Record<EventType, string> = {
   'column_run.finished': 'A column run finished',
   'webhook.endpoint_disabled': 'A webhook endpoint was disabled',
   'affiliate.payout_sent': 'An affiliate payout was sent',
+  'member.role_changed': 'The role of a member was changed',
+  'member.removed': 'A member was removed from the workspace',
 };
 
 /** Events a member can neither mute nor move to a digest: they need someone now. */

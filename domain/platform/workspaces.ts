@@ -15,6 +15,7 @@ export const MemberSchema = z
     created_at: TimestampSchema,
   })
   .meta({ id: 'Member' });
+export type Member = z.infer<typeof MemberSchema>;
 
 export const CallerSchema = z
   .object({

@@ -23,3 +23,12 @@ export async function memberById(
     select m.id, m.workspace_id, m.role, w.plan from members m join workspaces w on w.id = m.workspace_id where m.id = ${memberId}`;
   return member;
 }
+
+/** Whether this identity-provider user was removed from the workspace (and not added back since). */
+export async function wasRemovedFromWorkspace(db: Db, workspaceId: string, idpUserId: string): Promise<boolean> {
+  const [row] = await db`
+    select 1 from member_removals r
+    where r.workspace_id = ${workspaceId} and r.idp_user_id = ${idpUserId}
+      and not exists (select 1 from members m where m.workspace_id = r.workspace_id and m.idp_user_id = r.idp_user_id)`;
+  return row !== undefined;
+}

@@ -1,8 +1,122 @@
-/** Reads of workspace members. */
+/** Workspace members: reads, and the writes of admins managing them (services/platform/members.ts). */
 import type { Db } from '../../db/sql.js';
+import type { MemberAuditEntry } from '../../domain/platform/members.js';
+import type { Role } from '../../domain/shared/common.js';
+import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 /** The identity-provider user id of a member; null when there is no such member. */
 export async function memberIdpUserId(sql: Db, memberId: string): Promise<string | null> {
   const [member] = await sql<{ idp_user_id: string }[]>`select idp_user_id from members where id = ${memberId}`;
   return member?.idp_user_id ?? null;
+}
+
+export interface LockedMember {
+  id: string;
+  role: Role;
+  idp_user_id: string;
+  email: string;
+}
+
+/**
+ * Every member of the workspace, each row locked until the transaction ends, in id order (so two
+ * changes lock in the same order and never deadlock). A second change waits here for the first to
+ * commit and then reads the rows as it left them: two admins demoting each other cannot both pass
+ * the last-admin check.
+ */
+export async function lockWorkspaceMembers(tx: Db, workspaceId: string): Promise<LockedMember[]> {
+  return tx<LockedMember[]>`
+    select id, role, idp_user_id, email from members where workspace_id = ${workspaceId} order by id for update`;
+}
+
+interface AuditInput {
+  workspaceId: string;
+  actorMemberId: string | null;
+  target: LockedMember;
+}
+
+async function insertAudit(tx: Db, input: AuditInput & { action: 'role_changed' | 'removed'; after: Role | null }) {
+  await tx`
+    insert into member_audit (workspace_id, actor_member_id, action, target_member_id, target_user_id, target_email, role_before, role_after)
+    values (${input.workspaceId}, ${input.actorMemberId}, ${input.action}, ${input.target.id}, ${input.target.idp_user_id},
+            ${input.target.email}, ${input.target.role}, ${input.after})`;
+}
+
+/** Sets a locked member's role, with its audit entry and its `member.role_changed` event, in the caller's transaction. */
+export async function changeMemberRole(tx: Db, input: AuditInput & { role: Role }): Promise<void> {
+  await tx`update members set role = ${input.role} where id = ${input.target.id} and workspace_id = ${input.workspaceId}`;
+  await insertAudit(tx, { ...input, action: 'role_changed', after: input.role });
+  await recordWorkspaceEvent(tx, {
+    workspaceId: input.workspaceId,
+    type: 'member.role_changed',
+    payload: {
+      member_id: input.target.id,
+      user_id: input.target.idp_user_id,
+      role_before: input.target.role,
+      role_after: input.role,
+      changed_by_member_id: input.actorMemberId,
+    },
+  });
+}
+
+/**
+ * Removes a locked member in the caller's transaction. Their API keys are revoked first (the
+ * foreign key would only orphan them, and an orphaned key still authenticates). Deleting the row
+ * ends their bearer tokens (auth reads the member on every request) and their connected AI apps
+ * with every OAuth token (those rows go with the member). The removal is recorded per
+ * (workspace, identity-provider user), for any future self-join path to refuse.
+ */
+export async function removeMember(tx: Db, input: AuditInput): Promise<{ revokedApiKeys: number }> {
+  const { workspaceId, target } = input;
+  const revoked = await tx`
+    update api_keys set deleted_at = now(), updated_at = now()
+    where workspace_id = ${workspaceId} and created_by = ${target.id} and deleted_at is null returning id`;
+  await tx`
+    insert into member_removals (workspace_id, idp_user_id, member_id, email, removed_by)
+    values (${workspaceId}, ${target.idp_user_id}, ${target.id}, ${target.email}, ${input.actorMemberId})
+    on conflict (workspace_id, idp_user_id) do update set
+      member_id = excluded.member_id, email = excluded.email, removed_by = excluded.removed_by, removed_at = now()`;
+  await tx`delete from members where id = ${target.id} and workspace_id = ${workspaceId}`;
+  await insertAudit(tx, { ...input, action: 'removed', after: null });
+  await recordWorkspaceEvent(tx, {
+    workspaceId,
+    type: 'member.removed',
+    payload: {
+      member_id: target.id,
+      user_id: target.idp_user_id,
+      email: target.email,
+      role_before: target.role,
+      removed_by_member_id: input.actorMemberId,
+      revoked_api_keys: revoked.length,
+    },
+  });
+  return { revokedApiKeys: revoked.length };
+}
+
+interface AuditRow {
+  id: number;
+  action: MemberAuditEntry['action'];
+  actor_member_id: string | null;
+  target_member_id: string;
+  target_user_id: string;
+  target_email: string;
+  role_before: Role;
+  role_after: Role | null;
+  created_at: Date;
+}
+
+/** A page of the workspace's member audit, newest first; `next_offset` is null on the last page. */
+export async function listMemberAudit(
+  db: Db,
+  workspaceId: string,
+  page: { limit: number; offset: number },
+): Promise<{ entries: MemberAuditEntry[]; next_offset: number | null }> {
+  const rows = await db<AuditRow[]>`
+    select id, action, actor_member_id, target_member_id, target_user_id, target_email, role_before, role_after, created_at
+    from member_audit where workspace_id = ${workspaceId}
+    order by id desc limit ${page.limit + 1} offset ${page.offset}`;
+  const more = rows.length > page.limit;
+  return {
+    entries: rows.slice(0, page.limit).map((r) => ({ ...r, created_at: r.created_at.toISOString() })),
+    next_offset: more ? page.offset + page.limit : null,
+  };
 }

@@ -298,7 +298,28 @@ const scenarios: Record<Exclude<EventType, (typeof notYetEmitted)[number]>, () =
     const cycle = await runPayoutCycle({ client: stack.client, taskQueue: stack.taskQueue }, { at, followForMs: 0 });
     expect(cycle.refused).toBeNull();
   },
+  // An admin makes a new member an admin, then removes them (the API key's admin stays).
+  'member.role_changed': async () => {
+    const memberId = await newMember();
+    await ok(api('PATCH', `/workspace/members/${memberId}/`, { role: 'admin' }));
+  },
+  'member.removed': async () => {
+    const memberId = await newMember();
+    const removed = await stack.app.inject({
+      method: 'DELETE',
+      url: `/workspace/members/${memberId}/`,
+      headers: withKey(paid.apiKey),
+    });
+    expect(removed.statusCode, removed.body).toBe(204);
+  },
 };
+
+/** A member added to the paid workspace as an operator would: their member id. */
+async function newMember() {
+  const { userId } = await stack.addMember(paid.workspaceId, 'member');
+  const members = (await api('GET', '/workspace/members/')).json<{ members: { id: string; user_id: string }[] }>();
+  return members.members.find((m) => m.user_id === userId)!.id;
+}
 
 const lastSeq = async () =>
   (

@@ -359,6 +359,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
       enrolSequenceContacts: { row_ids: [row.id] },
       migrateSequenceContacts: { contact_ids: [seqContact.id], to_version: 1 },
       updateApiKey: { name: 'stolen' },
+      updateMemberRole: { role: 'member' },
       updatePnetSettings: { run_mode: 'automatic' },
       reportStepResult: { status: 'succeeded' },
       releaseStepClaim: { claimed_at: new Date().toISOString(), reason: 'verified_absent' },
@@ -532,6 +533,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'releaseStepClaim',
     'releaseStepHold',
     'removeInboxThreadLabel',
+    'removeMember',
     'replayWebhookMessages',
     'replyInboxThread',
     'reportRunningWait',
@@ -567,6 +569,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'updateInboxLabel',
     'updateInboxMailbox',
     'updateInboxThread',
+    'updateMemberRole',
     'updateNotificationRule',
     'updateOutboundAgent',
     'updatePnetSettings',
@@ -585,6 +588,12 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   expect(
     (await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })).json().data,
   ).toEqual([connectedApp]);
+  // The intruder's role change and removal left the owner's admin as it was.
+  expect(
+    (
+      await stack.app.inject({ method: 'GET', url: `/workspace/members/${member.id}/`, headers: withKey(owner.apiKey) })
+    ).json(),
+  ).toMatchObject({ id: member.id, role: 'admin' });
   const after = await stack.app.inject({ method: 'GET', url: `/api-keys/${key.id}/`, headers: withKey(owner.apiKey) });
   expect(after.statusCode).toBe(200);
   expect(after.json().name).toBe('owned');
