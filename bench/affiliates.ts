@@ -94,7 +94,7 @@ async function main() {
   const { taskQueue } = readServiceConfig(process.env);
   try {
     log(
-      `## Affiliates (issue 20): ${affiliatesN} affiliates, ${clicksN} clicks, ${conversionsN} conversions, ${commissionsN} commissions held ${holdSeconds} s`,
+      `## Affiliates: ${affiliatesN} affiliates, ${clicksN} clicks, ${conversionsN} conversions, ${commissionsN} commissions held ${holdSeconds} s`,
     );
     let t = performance.now();
     const affiliates = await pool(affiliatesN, 8, async (i) =>

@@ -1,8 +1,9 @@
 /**
- * Webhook endpoints' use cases (issue 21): a URL that deliveries would refuse is refused when it
- * is registered or changed, a secret made and sealed at creation and rotation (shown once), and
- * replay: one message, or every message to the endpoint since a time, queued again under a new
- * run of its delivery (same `webhook-id`) and delivered by its own workflow.
+ * Webhook endpoints' use cases (createWebhookEndpoint, updateWebhookEndpoint and the rest): a URL
+ * that deliveries would refuse is refused when it is registered or changed, a secret made and
+ * sealed at creation and rotation (shown once), and replay: one message, or every message to the
+ * endpoint since a time, queued again under a new run of its delivery (same `webhook-id`) and
+ * delivered by its own workflow.
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';

@@ -1,5 +1,5 @@
 /**
- * Billing's fault test (issue 19): workspaces (36 in `npm test`, 500 in `npm run fault:billing`)
+ * Billing's fault test (decision 037): workspaces (36 in `npm test`, 500 in `npm run fault:billing`)
  * buy packs, a third of them upgrade, and every workspace's monthly grant runs across three periods on the time-skipping server, while the
  * worker (a child process, the service's own worker) is SIGKILLed every couple of seconds during
  * the webhooks and the first grants, and twice in each later month's grants, and every webhook is
