@@ -189,19 +189,20 @@ describe('billing under a worker SIGKILLed again and again', () => {
       await settled(month);
     }
     log(`settled; ${leaked} leaked time locks released`);
-    const now = new Date(await env.currentTimeMs());
-    const expectedStarts = (anchor: Date) => {
-      const starts: string[] = [];
-      for (let k = 0; addMonths(anchor, k) <= now; k += 1) starts.push(addMonths(anchor, k).toISOString());
-      return starts;
-    };
-
     const accounts = await stack.sql<{ workspace_id: string; plan: string; grant_anchor: Date; available: number }[]>`
       select a.workspace_id, w.plan, a.grant_anchor, b.available
       from billing_accounts a join workspaces w on w.id = a.workspace_id join credit_balances b on b.workspace_id = a.workspace_id
       where a.workspace_id = any(${ids}::uuid[])`;
     const ledger = await stack.sql<{ workspace_id: string; kind: string; amount: number; cause_key: string }[]>`
       select workspace_id, kind, amount, cause_key from credit_ledger where workspace_id = any(${ids}::uuid[])`;
+    // Read after the ledger: a clock that ran on past the last skip (the server skips whenever no
+    // lock is held) can only add periods, each of which must then be granted in order too.
+    const now = new Date(await env.currentTimeMs());
+    const periodStarts = (anchor: Date) => {
+      const starts: string[] = [];
+      for (let k = 0; addMonths(anchor, k) <= now; k += 1) starts.push(addMonths(anchor, k).toISOString());
+      return starts;
+    };
     type LedgerRow = (typeof ledger)[number];
     const byWorkspace = new Map<string, LedgerRow[]>();
     for (const row of ledger) byWorkspace.set(row.workspace_id, [...(byWorkspace.get(row.workspace_id) ?? []), row]);
@@ -218,10 +219,11 @@ describe('billing under a worker SIGKILLed again and again', () => {
       // The periods counted from the anchor; Stripe's times are whole seconds, so a subscription can
       // start a fraction of a second before the workspace was created, and the free period the
       // upgrade cut short can then carry a key after the anchor: it is told apart by its key.
-      const expected = expectedStarts(a.grant_anchor);
-      const current = grants.filter((g) => expected.includes(g.cause_key.slice('plan-grant:'.length)));
+      // Every period through the fourth (the three skips) once, and any later one only after all before it.
+      const possible = periodStarts(a.grant_anchor);
+      const current = grants.filter((g) => possible.includes(g.cause_key.slice('plan-grant:'.length)));
       const starts = current.map((g) => g.cause_key.slice('plan-grant:'.length)).sort();
-      if (JSON.stringify(starts) !== JSON.stringify(expected))
+      if (starts.length < 4 || JSON.stringify(starts) !== JSON.stringify(possible.slice(0, starts.length)))
         problems.push(`${a.workspace_id}: periods ${starts.join(',')}`);
       if (current.some((g) => g.amount !== (paid ? 2000 : 100)))
         problems.push(`${a.workspace_id}: amounts ${current.map((g) => g.amount).join(',')}`);

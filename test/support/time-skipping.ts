@@ -66,19 +66,31 @@ async function testServiceConnection(env: TestWorkflowEnvironment): Promise<Conn
 
 /**
  * Releases the test server's leaked time-skipping locks and answers how many there were. The
- * server sometimes keeps a lock for good when a worker is SIGKILLed with tasks in hand (issue 19's
+ * server sometimes keeps a lock for good when a worker is SIGKILLed with tasks in hand (the billing
  * fault test found up to three), and a leaked lock turns every later skip into real time. Each probe
  * skips one second: with the count at its base that returns at once (the probe's own timer is the
- * next one), with a leak it takes the second in real time, and one unlock releases that leak. Call
- * it only at a quiet moment, with no task waiting for a worker: such a task holds a lock of its own.
+ * next one), with a lock held it takes the second in real time. A workflow task still in flight
+ * holds a lock too, briefly: releasing that one would put the count below its base and let the
+ * clock run ahead for good. So a lock counts as leaked only when three probes, three seconds apart,
+ * all take the whole second. Call it at a quiet moment, with no task waiting for a worker.
  */
 export async function releaseLeakedTimeLocks(env: TestWorkflowEnvironment): Promise<number> {
   const connection = await testServiceConnection(env);
+  const probeIsSlow = async () => {
+    const started = Date.now();
+    await connection.testService!.unlockTimeSkippingWithSleep({ duration: msToTs(1000) });
+    return Date.now() - started >= 900;
+  };
+  const lockHeld = async () => {
+    for (let probe = 0; probe < 3; probe += 1) {
+      if (probe > 0) await new Promise((r) => setTimeout(r, 3000));
+      if (!(await probeIsSlow())) return false;
+    }
+    return true;
+  };
   try {
     for (let released = 0; released < 20; released += 1) {
-      const started = Date.now();
-      await connection.testService!.unlockTimeSkippingWithSleep({ duration: msToTs(1000) });
-      if (Date.now() - started < 500) return released;
+      if (!(await lockHeld())) return released;
       await connection.testService!.unlockTimeSkipping({});
     }
     throw new Error('the test server still runs at real speed after 20 unlocks');
