@@ -18,6 +18,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { agentSuppliersFrom, type AgentSuppliers } from './agent-tools/index.js';
 import type { OperationDoor } from '../domain/assistant/tool-cards.js';
+import { defaultAdminRoles, defaultClaimNames, type ClaimNames } from '../domain/platform/identity.js';
 import { endpointCaller, type EndpointCaller } from './web/web-endpoint.js';
 import { chatModelConfigFrom, chatModelFrom, type ChatModel, type ChatModelConfig } from './chat-model.js';
 import {
@@ -129,14 +130,35 @@ export interface AuthSettings {
   jwtSecret?: string | undefined;
   issuer?: string | undefined;
   audience?: string | undefined;
+  /** AUTH_CLAIM_*: where the provider puts each fact (domain/platform/identity.ts has the defaults). */
+  claims?: ClaimNames;
+  /** AUTH_ADMIN_ROLES, comma-separated: organisation roles that join as admin. */
+  adminRoles?: string[];
+  /** AUTH_PROVISION_ON_FIRST_USE=true: an unknown organisation's first token creates its workspace. */
+  provisionOnFirstUse?: boolean;
 }
 
 export function readAuthSettings(env: Environment = process.env): AuthSettings {
+  const claim = (name: string, fallback: string) => env[`AUTH_CLAIM_${name}`]?.trim() || fallback;
   return {
     jwksUrl: env.AUTH_JWKS_URL || undefined,
     jwtSecret: env.AUTH_JWT_SECRET || undefined,
     issuer: env.AUTH_JWT_ISSUER || undefined,
     audience: env.AUTH_JWT_AUDIENCE || undefined,
+    claims: {
+      orgId: claim('ORG_ID', defaultClaimNames.orgId),
+      orgRole: claim('ORG_ROLE', defaultClaimNames.orgRole),
+      orgName: claim('ORG_NAME', defaultClaimNames.orgName),
+      email: claim('EMAIL', defaultClaimNames.email),
+      emailVerified: claim('EMAIL_VERIFIED', defaultClaimNames.emailVerified),
+      name: claim('NAME', defaultClaimNames.name),
+    },
+    adminRoles: env.AUTH_ADMIN_ROLES?.trim()
+      ? env.AUTH_ADMIN_ROLES.split(',')
+          .map((r) => r.trim())
+          .filter(Boolean)
+      : defaultAdminRoles,
+    provisionOnFirstUse: env.AUTH_PROVISION_ON_FIRST_USE === 'true',
   };
 }
 

@@ -12,9 +12,15 @@ export const developmentSecret = (sql: Sql) => serviceSecret(sql, 'dev_jwt_secre
 
 /** `auth` from the environment (integrations/config.ts) when omitted; `{}` for none of it (tests). */
 export async function resolveTokenConfig(sql: Sql, auth: AuthSettings = readAuthSettings()): Promise<TokenConfig> {
-  const { issuer, audience } = auth;
-  if (auth.jwksUrl) return { kind: 'jwks', url: auth.jwksUrl, issuer, audience };
-  return { kind: 'secret', secret: auth.jwtSecret || (await developmentSecret(sql)), issuer, audience };
+  const settings = {
+    issuer: auth.issuer,
+    audience: auth.audience,
+    claims: auth.claims,
+    adminRoles: auth.adminRoles,
+    policy: { provisionOnFirstUse: auth.provisionOnFirstUse ?? false },
+  };
+  if (auth.jwksUrl) return { kind: 'jwks', url: auth.jwksUrl, ...settings };
+  return { kind: 'secret', secret: auth.jwtSecret || (await developmentSecret(sql)), ...settings };
 }
 
 /** The secret the admin command line signs with; null when tokens come from an identity provider. */

@@ -11,12 +11,14 @@ import type { Plan, Role } from '../../domain/shared/common.js';
 import { ApiError, unauthenticated } from '../../domain/shared/errors.js';
 import { isWellFormedApiKey } from '../../domain/platform/api-key-secret.js';
 import { findLiveKey, touchKeyLastUsed } from '../../store/platform/api-keys.js';
-import { memberById, memberOfIdpUser, wasRemovedFromWorkspace } from '../../store/platform/auth.js';
+import { memberById } from '../../store/platform/auth.js';
 import { timingSafeEqual } from 'node:crypto';
 import { findAccountByToken } from '../../store/pnet/check-ins.js';
 import { connectionTokenPrefix, hashConnectionToken } from '../../store/pnet/accounts.js';
 import type { RateLimiter } from './rate-limit.js';
 import type { TokenVerifier } from '../../services/platform/tokens.js';
+import { defaultSignInPolicy, type Identity } from '../../domain/platform/identity.js';
+import { signIn } from '../../services/platform/sign-in.js';
 
 export interface Principal {
   workspaceId: string;
@@ -35,8 +37,12 @@ export interface Principal {
   narrowedByPlan?: boolean;
 }
 
-/** `extension` routes take only a connection token, and a connection token reaches nothing else. */
-export type Access = 'public' | 'read' | 'write' | 'extension';
+/**
+ * `extension` routes take only a connection token, and a connection token reaches nothing else.
+ * `identity` routes take only a bearer token of the identity provider and need no workspace yet
+ * (signing up, accepting an invitation): the request carries the person, not a member.
+ */
+export type Access = 'public' | 'read' | 'write' | 'extension' | 'identity';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -50,6 +56,8 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     principal: Principal | null;
+    /** The bearer token's holder, on `identity` routes and bearer requests. */
+    identity: Identity | null;
   }
 }
 
@@ -221,26 +229,54 @@ async function authenticate(
   }
   if (!bearer) throw unauthenticated();
   if (bearer.startsWith(connectionTokenPrefix)) return connectionTokenPrincipal(deps, bearer, tokens, checkedLater);
-  const claims = await deps.verifyToken(bearer);
-  if (!claims || !/^[0-9a-f-]{36}$/i.test(claims.org_id)) throw unauthenticated();
-  const member = await memberOfIdpUser(deps.sql, claims.org_id, claims.sub);
-  if (!member) {
-    // A removed member is told so (store/platform/members.ts keeps the removal), not mistaken for a stranger.
-    const removed = await wasRemovedFromWorkspace(deps.sql, claims.org_id, claims.sub);
-    throw new ApiError(
-      'forbidden',
-      removed
-        ? 'This user was removed from the workspace named in the token; an admin or operator must add them again.'
-        : 'This user is not a member of the workspace named in the token.',
-    );
+  const identity = await deps.verifyToken(bearer);
+  if (!identity) throw unauthenticated();
+  request.identity = identity;
+  const named = request.headers[workspaceHeader];
+  const member = await signIn(
+    deps.sql,
+    identity,
+    { workspaceId: typeof named === 'string' && named !== '' ? named : null },
+    deps.verifyToken.policy ?? defaultSignInPolicy,
+  );
+  return signedInMember(member.workspaceId, { id: member.memberId, role: member.role, plan: member.plan });
+}
+
+/** The header a person who is a member of several workspaces names one with. */
+export const workspaceHeader = 'x-workspace-id';
+
+/** The holder of the request's bearer token, for an `identity` route; API keys and connection tokens stand for no person. */
+async function identityOfBearer(deps: AuthDeps, request: FastifyRequest): Promise<Identity> {
+  const authorization = request.headers.authorization;
+  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  if (!bearer) {
+    if (request.headers['x-api-key'] !== undefined && authorization === undefined)
+      throw new ApiError(
+        'forbidden',
+        'This operation takes a bearer token of the identity provider: an API key stands for no person.',
+      );
+    throw unauthenticated();
   }
-  return signedInMember(claims.org_id, member);
+  if (bearer.startsWith(connectionTokenPrefix))
+    throw new ApiError('forbidden', 'A connection token reaches only the extension routes.');
+  const identity = await deps.verifyToken(bearer);
+  if (!identity) throw unauthenticated();
+  return identity;
+}
+
+function takeRate(deps: AuthDeps, key: string) {
+  const limited = deps.rateLimiter.take(key);
+  if (!limited.allowed)
+    throw new ApiError('rate_limited', `Too many requests; retry in ${limited.retryAfterSeconds} s.`, {
+      'retry-after': String(limited.retryAfterSeconds),
+    });
 }
 
 export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
   const recordUse = createLastUsedRecorder(deps.sql, app.log, deps.rateLimiter.now);
   const tokens = new ConnectionTokenCache();
   app.decorateRequest('principal', null);
+  app.decorateRequest('identity', null);
   // A token an extension route refused (its account's token was replaced) is looked up again next time.
   app.addHook('onError', async (request, _reply, error) => {
     if (request.principal?.via !== 'connection_token' || (error as { status?: number }).status !== 401) return;
@@ -253,6 +289,11 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
     if (!request.routeOptions.url) return;
     const access = routeAccess(request.method, config.access);
     if (access === 'public') return;
+    if (access === 'identity') {
+      request.identity = await identityOfBearer(deps, request);
+      takeRate(deps, `user:${request.identity.userId}`);
+      return;
+    }
     const principal = await authenticate(deps, request, recordUse, tokens);
     request.principal = principal;
     if ((access === 'extension') !== (principal.via === 'connection_token')) {
@@ -268,12 +309,7 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
       : principal.accountId
         ? `account:${principal.accountId}`
         : `user:${principal.memberId}`;
-    const limited = deps.rateLimiter.take(rateKey);
-    if (!limited.allowed) {
-      throw new ApiError('rate_limited', `Too many requests; retry in ${limited.retryAfterSeconds} s.`, {
-        'retry-after': String(limited.retryAfterSeconds),
-      });
-    }
+    takeRate(deps, rateKey);
     if (access === 'write' && principal.scope !== 'write') {
       throw new ApiError(
         'forbidden',
@@ -286,6 +322,12 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
       throw new ApiError('forbidden', 'Only a workspace admin may do this.');
     }
   });
+}
+
+/** The person behind an `identity` route's bearer token. */
+export function identityOf(request: FastifyRequest): Identity {
+  if (!request.identity) throw new ApiError('unauthorized', 'Authentication required.');
+  return request.identity;
 }
 
 /** The authenticated caller of a non-public route. */

@@ -140,6 +140,15 @@ export const eventPayloadSchemas = {
     removed_by_member_id: nullableUuid.describe('The admin who removed them'),
     revoked_api_keys: z.int().min(0).describe('The API keys they had created, revoked with the removal'),
   }),
+  /** A person became a member: by signing the workspace up, on first use of their organisation's token, or by an invitation. */
+  'member.joined': z.object({
+    member_id: UuidSchema,
+    user_id: z.string().describe('The new member’s identity-provider user id'),
+    email: z.string(),
+    role: RoleSchema,
+    via: z.enum(['sign_up', 'first_use', 'invitation']),
+    invitation_id: nullableUuid.describe('The invitation accepted, when they joined by one'),
+  }),
 } as const;
 
 export type EventType = keyof typeof eventPayloadSchemas;
@@ -168,6 +177,7 @@ export const eventTitles: Record<EventType, string> = {
   'affiliate.payout_sent': 'An affiliate payout was sent',
   'member.role_changed': 'The role of a member was changed',
   'member.removed': 'A member was removed from the workspace',
+  'member.joined': 'A member joined the workspace',
 };
 
 /** Events a member can neither mute nor move to a digest: they need someone now. */

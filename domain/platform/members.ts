@@ -9,7 +9,7 @@ export const MemberRoleUpdateSchema = z
   .object({ role: RoleSchema.describe('The new role: `admin` manages members, keys and billing') })
   .meta({ id: 'MemberRoleUpdate' });
 
-export const MemberAuditActionSchema = z.enum(['role_changed', 'removed']);
+export const MemberAuditActionSchema = z.enum(['role_changed', 'removed', 'joined']);
 export type MemberAuditAction = z.infer<typeof MemberAuditActionSchema>;
 
 export const MemberAuditEntrySchema = z
@@ -20,8 +20,14 @@ export const MemberAuditEntrySchema = z
     target_member_id: UuidSchema.describe('The member changed (kept after a removal)'),
     target_user_id: z.string().describe('The changed member’s identity-provider user id'),
     target_email: z.string(),
-    role_before: RoleSchema,
+    role_before: RoleSchema.nullable().describe('Null when the member joined'),
     role_after: RoleSchema.nullable().describe('Null when the member was removed'),
+    joined_via: z
+      .enum(['sign_up', 'first_use', 'invitation'])
+      .nullable()
+      .describe(
+        'How a member joined (`joined` only): signing the workspace up, first use of their organisation’s token, or an invitation',
+      ),
     created_at: TimestampSchema,
   })
   .meta({ id: 'MemberAuditEntry' });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PlanSchema, RoleSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
+import { lineSchema, NameSchema, PlanSchema, RoleSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
 export const WorkspaceSchema = z
   .object({ id: UuidSchema, name: z.string(), plan: PlanSchema, created_at: TimestampSchema })
@@ -27,3 +27,19 @@ export const CallerSchema = z
   .meta({ id: 'Caller' });
 
 export const MemberListSchema = z.object({ members: z.array(MemberSchema) }).meta({ id: 'MemberList' });
+
+export const SignUpSchema = z
+  .object({
+    name: NameSchema.describe('The workspace’s name'),
+    referral_code: lineSchema(1, 64).optional().describe('A referral code another workspace shared'),
+    affiliate_code: lineSchema(1, 64).optional().describe('An affiliate’s code, when no click id is known'),
+    affiliate_click_id: UuidSchema.optional().describe(
+      'The click id an affiliate link handed out (honoured within the cookie window); wins over `affiliate_code`',
+    ),
+  })
+  .meta({ id: 'SignUp' });
+export type SignUp = z.infer<typeof SignUpSchema>;
+
+export const SignedUpSchema = z
+  .object({ workspace: WorkspaceSchema, member: MemberSchema.describe('The person who signed up: its admin') })
+  .meta({ id: 'SignedUp' });

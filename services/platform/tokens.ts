@@ -1,47 +1,87 @@
 /**
- * Bearer tokens are JWTs: `sub` is the identity-provider user id, `org_id` the workspace.
- * Development signs with an HS256 secret; a real identity provider is verified through its JWKS.
+ * Bearer tokens are JWTs. Development signs them with an HS256 secret and names the workspace as
+ * the organisation; an outside identity provider is verified through its JWKS (fetched again when
+ * a token names a key it has not seen, so the provider's key rotation needs no restart), and its
+ * claims are read by the configured names (domain/platform/identity.ts, docs/teams.md).
  */
 import { SignJWT, createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import {
+  defaultAdminRoles,
+  defaultClaimNames,
+  defaultSignInPolicy,
+  identityFromClaims,
+  type ClaimNames,
+  type Identity,
+  type SignInPolicy,
+} from '../../domain/platform/identity.js';
 
-export type TokenConfig =
-  | { kind: 'secret'; secret: string; issuer?: string; audience?: string }
-  | { kind: 'jwks'; url: string; issuer?: string; audience?: string };
-
-export interface TokenClaims {
-  sub: string;
-  org_id: string;
+interface ProviderSettings {
+  issuer?: string | undefined;
+  audience?: string | undefined;
+  claims?: ClaimNames;
+  adminRoles?: string[];
+  policy?: SignInPolicy;
 }
 
-export type TokenVerifier = (token: string) => Promise<TokenClaims | undefined>;
+export type TokenConfig =
+  | ({ kind: 'secret'; secret: string } & ProviderSettings)
+  | ({ kind: 'jwks'; url: string; algorithms?: string[] } & ProviderSettings);
+
+/** Verifies a bearer token and answers its holder; `policy` says how unknown people are treated. */
+export type TokenVerifier = ((token: string) => Promise<Identity | undefined>) & { policy?: SignInPolicy };
 
 export const devIssuer = 'outreach-workspace-service';
 
+/** Asymmetric algorithms an outside provider may sign with; `none` and HMAC never pass. */
+const providerAlgorithms = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+
 export function createTokenVerifier(config: TokenConfig): TokenVerifier {
   const key =
-    config.kind === 'secret' ? new TextEncoder().encode(config.secret) : createRemoteJWKSet(new URL(config.url));
+    config.kind === 'secret'
+      ? new TextEncoder().encode(config.secret)
+      : createRemoteJWKSet(new URL(config.url), { cooldownDuration: 30_000, cacheMaxAge: 10 * 60_000 });
   const options = {
     issuer: config.issuer,
     audience: config.audience,
-    algorithms: config.kind === 'secret' ? ['HS256'] : undefined,
+    algorithms: config.kind === 'secret' ? ['HS256'] : (config.algorithms ?? providerAlgorithms),
   };
-  return async (token) => {
+  const reading = {
+    claims: config.claims ?? defaultClaimNames,
+    adminRoles: config.adminRoles ?? defaultAdminRoles,
+    orgMayBeWorkspaceId: config.kind === 'secret',
+  };
+  const verify = async (token: string) => {
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, key as Parameters<typeof jwtVerify>[1], options));
     } catch {
       return undefined;
     }
-    const orgId = payload.org_id;
-    if (typeof payload.sub !== 'string' || typeof orgId !== 'string') return undefined;
-    return { sub: payload.sub, org_id: orgId };
+    return identityFromClaims(payload, reading);
   };
+  return Object.assign(verify, { policy: config.policy ?? defaultSignInPolicy });
 }
 
-export async function mintAccessToken(secret: string, claims: TokenClaims, ttlSeconds = 24 * 60 * 60): Promise<string> {
-  return new SignJWT({ org_id: claims.org_id })
+/** The claims of a development token: the workspace id as `org_id` (or none), and optionally who the person is. */
+export interface DevelopmentClaims {
+  sub: string;
+  org_id?: string | null;
+  org_role?: string;
+  email?: string;
+  email_verified?: boolean;
+  name?: string;
+}
+
+export async function mintAccessToken(
+  secret: string,
+  claims: DevelopmentClaims,
+  ttlSeconds = 24 * 60 * 60,
+): Promise<string> {
+  const { sub, ...rest } = claims;
+  const payload = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined && v !== null));
+  return new SignJWT(payload)
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setSubject(claims.sub)
+    .setSubject(sub)
     .setIssuer(devIssuer)
     .setIssuedAt()
     .setExpirationTime(Math.floor(Date.now() / 1000) + ttlSeconds)

@@ -92,6 +92,50 @@ export async function removeMember(tx: Db, input: AuditInput): Promise<{ revoked
   return { revokedApiKeys: revoked.length };
 }
 
+export type JoinedVia = 'sign_up' | 'first_use' | 'invitation';
+
+/**
+ * Makes a person a member in the caller's transaction, with the `joined` audit entry and the
+ * `member.joined` event. The (workspace, user) and (workspace, email) keys decide a race: the
+ * second of two concurrent first requests inserts nothing and answers undefined (the caller reads
+ * the member the first one made). A removal recorded for this user is forgotten: they are back.
+ */
+export async function insertJoinedMember(
+  tx: Db,
+  input: {
+    workspaceId: string;
+    userId: string;
+    email: string;
+    displayName: string;
+    role: Role;
+    via: JoinedVia;
+    invitationId?: string | null;
+  },
+): Promise<{ id: string } | undefined> {
+  const [member] = await tx<{ id: string }[]>`
+    insert into members (workspace_id, idp_user_id, display_name, email, role)
+    values (${input.workspaceId}, ${input.userId}, ${input.displayName}, ${input.email}, ${input.role})
+    on conflict do nothing returning id`;
+  if (!member) return undefined;
+  await tx`delete from member_removals where workspace_id = ${input.workspaceId} and idp_user_id = ${input.userId}`;
+  await tx`
+    insert into member_audit (workspace_id, actor_member_id, action, target_member_id, target_user_id, target_email, role_before, role_after, joined_via)
+    values (${input.workspaceId}, ${member.id}, 'joined', ${member.id}, ${input.userId}, ${input.email}, null, ${input.role}, ${input.via})`;
+  await recordWorkspaceEvent(tx, {
+    workspaceId: input.workspaceId,
+    type: 'member.joined',
+    payload: {
+      member_id: member.id,
+      user_id: input.userId,
+      email: input.email,
+      role: input.role,
+      via: input.via,
+      invitation_id: input.invitationId ?? null,
+    },
+  });
+  return member;
+}
+
 interface AuditRow {
   id: number;
   action: MemberAuditEntry['action'];
@@ -99,8 +143,9 @@ interface AuditRow {
   target_member_id: string;
   target_user_id: string;
   target_email: string;
-  role_before: Role;
+  role_before: Role | null;
   role_after: Role | null;
+  joined_via: JoinedVia | null;
   created_at: Date;
 }
 
@@ -111,7 +156,7 @@ export async function listMemberAudit(
   page: { limit: number; offset: number },
 ): Promise<{ entries: MemberAuditEntry[]; next_offset: number | null }> {
   const rows = await db<AuditRow[]>`
-    select id, action, actor_member_id, target_member_id, target_user_id, target_email, role_before, role_after, created_at
+    select id, action, actor_member_id, target_member_id, target_user_id, target_email, role_before, role_after, joined_via, created_at
     from member_audit where workspace_id = ${workspaceId}
     order by id desc limit ${page.limit + 1} offset ${page.offset}`;
   const more = rows.length > page.limit;

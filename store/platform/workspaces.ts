@@ -47,14 +47,55 @@ export async function getMember(db: Db, workspaceId: string, id: string) {
   return row && toMember(row);
 }
 
-/** A workspace with its credit balance and billing account; `referredBy` attributes it to a referrer, once. */
-export async function createWorkspace(db: Db, input: { name: string; plan: Plan; referredBy?: string | null }) {
+/**
+ * A workspace with its credit balance and billing account; `referredBy` attributes it to a
+ * referrer, once. `externalOrgId` maps an identity-provider organisation to it, and `signedUpBy`
+ * names the person who signed it up; either key already taken answers undefined and creates nothing.
+ */
+export async function createWorkspace(
+  db: Db,
+  input: {
+    name: string;
+    plan: Plan;
+    referredBy?: string | null;
+    externalOrgId?: string | null;
+    signedUpBy?: string | null;
+  },
+): Promise<Workspace>;
+export async function createWorkspace(
+  db: Db,
+  input: {
+    name: string;
+    plan: Plan;
+    referredBy?: string | null;
+    externalOrgId?: string | null;
+    signedUpBy?: string | null;
+  },
+  options: { ifKeyFree: true },
+): Promise<Workspace | undefined>;
+export async function createWorkspace(
+  db: Db,
+  input: {
+    name: string;
+    plan: Plan;
+    referredBy?: string | null;
+    externalOrgId?: string | null;
+    signedUpBy?: string | null;
+  },
+  options?: { ifKeyFree: true },
+): Promise<Workspace | undefined> {
   const [row] = await db<WorkspaceRow[]>`
-    insert into workspaces (name, plan) values (${input.name}, ${input.plan}) returning id, name, plan, created_at`;
-  await db`insert into credit_balances (workspace_id) values (${row!.id})`;
-  await openBillingAccount(db, { workspaceId: row!.id, anchor: row!.created_at, referredBy: input.referredBy ?? null });
-  return toWorkspace(row!);
+    insert into workspaces (name, plan, external_org_id, signed_up_by)
+    values (${input.name}, ${input.plan}, ${input.externalOrgId ?? null}, ${input.signedUpBy ?? null})
+    ${options?.ifKeyFree ? db`on conflict do nothing` : db``}
+    returning id, name, plan, created_at`;
+  if (!row) return undefined;
+  await db`insert into credit_balances (workspace_id) values (${row.id})`;
+  await openBillingAccount(db, { workspaceId: row.id, anchor: row.created_at, referredBy: input.referredBy ?? null });
+  return toWorkspace(row);
 }
+
+type Workspace = ReturnType<typeof toWorkspace>;
 
 export async function addMember(
   db: Db,

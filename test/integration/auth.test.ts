@@ -86,7 +86,7 @@ describe('authentication matrix', () => {
     expect(res.json().detail).toMatch(/read scope/);
   });
 
-  it('refuses a bearer token with a bad signature, a missing org_id or an expired lifetime', async () => {
+  it('refuses a bearer token with a bad signature or an expired lifetime; one with no org_id reaches its only workspace', async () => {
     const [header, payload] = paid.accessToken.split('.');
     const forged = `${header}.${payload}.${'A'.repeat(43)}`;
     expect((await get(withToken(forged))).statusCode).toBe(401);
@@ -100,7 +100,18 @@ describe('authentication matrix', () => {
       .setSubject(paid.userId)
       .setExpirationTime('1h')
       .sign(key);
-    expect((await get(withToken(noOrg))).statusCode).toBe(401);
+    // No organisation: the one workspace the person is a member of; a stranger is told how to get one.
+    const reached = await get(withToken(noOrg), '/workspace/');
+    expect(reached.statusCode, reached.body).toBe(200);
+    expect(reached.json().workspace.id).toBe(paid.workspaceId);
+    const stranger = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(`stranger-${paid.userId}`)
+      .setExpirationTime('1h')
+      .sign(key);
+    const refused = await get(withToken(stranger), '/workspace/');
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().detail).toMatch(/sign up with POST \/signup\//);
     const expired = await new SignJWT({ org_id: paid.workspaceId })
       .setProtectedHeader({ alg: 'HS256' })
       .setSubject(paid.userId)
@@ -244,8 +255,11 @@ describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
       verifyToken: createTokenVerifier({ kind: 'jwks', url, issuer: 'https://idp.test/', audience: 'outreach' }),
       rateLimit: { limit: 0, windowSeconds: 60 },
     });
-    const sign = (key: CryptoKey, claims: { iss?: string; aud?: string } = {}) =>
-      new SignJWT({ org_id: paid.workspaceId })
+    // The provider names the organisation by its own id, mapped to the workspace.
+    const orgId = `org_${paid.workspaceId.slice(0, 8)}`;
+    await stack.sql`update workspaces set external_org_id = ${orgId} where id = ${paid.workspaceId}`;
+    const sign = (key: CryptoKey, claims: { iss?: string; aud?: string; org?: string } = {}) =>
+      new SignJWT({ org_id: claims.org ?? orgId })
         .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
         .setSubject(paid.userId)
         .setIssuer(claims.iss ?? 'https://idp.test/')
@@ -259,6 +273,8 @@ describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
       expect(await call(await sign(stranger.privateKey))).toBe(401);
       expect(await call(await sign(provider.privateKey, { iss: 'https://evil.test/' }))).toBe(401);
       expect(await call(await sign(provider.privateKey, { aud: 'someone-else' }))).toBe(401);
+      // An outside provider's org id that looks like a workspace id reaches nothing it was not mapped to.
+      expect(await call(await sign(provider.privateKey, { org: paid.workspaceId }))).toBe(403);
       // The development HS256 token is not accepted once an identity provider is configured.
       expect(await call(paid.accessToken)).toBe(401);
     } finally {

@@ -234,6 +234,7 @@ describe('removing a member', () => {
         target_email: expect.any(String),
         role_before: 'admin',
         role_after: null,
+        joined_via: null,
         created_at: expect.any(String),
       },
     ]);

@@ -312,6 +312,23 @@ const scenarios: Record<Exclude<EventType, (typeof notYetEmitted)[number]>, () =
     });
     expect(removed.statusCode, removed.body).toBe(204);
   },
+
+  // A person of the workspace's organisation joins on first use of their token.
+  'member.joined': async () => {
+    const token = await stack.mintToken({
+      sub: `joiner-${randomUUID()}`,
+      org_id: paid.workspaceId,
+      email: `joiner-${randomUUID().slice(0, 8)}@example.com`,
+    });
+    const res = await stack.app.inject({
+      method: 'GET',
+      url: '/workspace/',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+  },
+
+
 };
 
 /** A member added to the paid workspace as an operator would: their member id. */

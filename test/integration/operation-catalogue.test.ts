@@ -36,9 +36,9 @@ describe('the catalogue of the app’s own operations', () => {
 
   it('says every operation’s access in the document, as auth.ts decides it', () => {
     const operations = Object.values(document.paths).flatMap((item) => Object.values(item));
-    expect(operations.every((op) => ['read', 'write', 'public', 'extension'].includes(op['x-access'] ?? ''))).toBe(
-      true,
-    );
+    expect(
+      operations.every((op) => ['read', 'write', 'public', 'extension', 'identity'].includes(op['x-access'] ?? '')),
+    ).toBe(true);
     expect(
       operations.filter((op) => op.tags?.includes('pnet-agent')).every((op) => op['x-access'] === 'extension'),
     ).toBe(true);

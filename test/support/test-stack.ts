@@ -14,7 +14,7 @@ import type { ChatModel } from '../../integrations/chat-model.js';
 import { startStepWorkflow } from '../../services/pnet/browser-step-client.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { buildApp } from '../../api/app.js';
-import { createTokenVerifier, mintAccessToken } from '../../services/platform/tokens.js';
+import { createTokenVerifier, mintAccessToken, type DevelopmentClaims } from '../../services/platform/tokens.js';
 import type { Sql } from '../../db/sql.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 import { resolveTokenConfig, signingSecret } from '../../worker/auth-config.js';
@@ -41,7 +41,7 @@ export interface TestStack {
   integrations: Integrations;
   createWorkspace: (plan?: Plan) => Promise<TestWorkspace>;
   addMember: (workspaceId: string, role: Role) => Promise<{ userId: string; accessToken: string }>;
-  mintToken: (claims: { sub: string; org_id: string }) => Promise<string>;
+  mintToken: (claims: DevelopmentClaims) => Promise<string>;
   close: () => Promise<void>;
 }
 
