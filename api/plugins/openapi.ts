@@ -2,9 +2,13 @@
  * The OpenAPI 3.1.0 document, generated from the same zod schemas the routes validate with.
  * Every route gets the spec's error responses added here, so no route can forget one and the
  * document always says what a client may receive. Each operation also says the access it needs
- * (`x-access`: read, write, public or extension, as auth.ts decides it) and, when a route declares
+ * (`x-access`: read, write, public, extension or identity, as auth.ts decides it) and, when a route declares
  * a fixed price, the credits one call spends (`x-price-credits`), so the catalogue of operations
- * offered to a model (domain/assistant/operations.ts) is read from this document alone.
+ * offered to a model (domain/assistant/operations.ts) is read from this document alone. An
+ * operation only a workspace admin may call says so in `x-admin-only`: `true` when its route
+ * declares `role: 'admin'` (auth.ts refuses a member before the handler), or the condition its
+ * handler checks with `requireAdmin` (domain/platform/roles.ts), such as `"when unpausing"`.
+ * test/integration/admin-only.test.ts calls every one of them as a member.
  */
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
@@ -18,6 +22,12 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Credits one call of this route spends, when that is a fixed number (`x-price-credits`). */
     priceCredits?: number;
+    /**
+     * When the handler itself refuses a member (403) with `requireAdmin` (domain/platform/roles.ts):
+     * the condition, in words that follow "admins only" (`x-admin-only`). Routes that are admin-only
+     * whatever the request declare `role: 'admin'` instead, which auth.ts enforces.
+     */
+    adminOnly?: string;
   }
 }
 
@@ -33,7 +43,8 @@ export const securitySchemes = {
     type: 'http',
     scheme: 'bearer',
     description:
-      'A JWT of the identity provider; on the extension routes, the account connection token (opc_…). With X-API-Key too, the key is read first, and an Authorization header that is not `Bearer <token>` is refused with 401.',
+      'A JWT of the identity provider; on the extension routes, the account connection token (opc_…). With X-API-Key too, the key is read first, and an Authorization header that is not `Bearer <token>` is refused with 401. ' +
+      'The token reaches the workspace of its organisation claim (a person of that organisation who is not yet a member joins on first use), or, with no organisation claim, the one workspace its holder is a member of; a member of several names one in the `X-Workspace-Id` header. See docs/teams.md.',
   },
 } as const;
 
@@ -59,12 +70,23 @@ function withErrorResponses(route: RouteOptions) {
   const extensions = schema as Record<`x-${string}`, unknown>;
   extensions['x-access'] = access;
   if (route.config?.priceCredits !== undefined) extensions['x-price-credits'] = route.config.priceCredits;
+  const adminOnly = route.config?.role === 'admin' ? true : route.config?.adminOnly;
+  if (adminOnly !== undefined) {
+    extensions['x-admin-only'] = adminOnly;
+    // A reader of the description alone learns it too, unless the route's own words already say so.
+    const said = `${String(schema.summary ?? '')} ${String(schema.description ?? '')}`;
+    if (!/\(admins\)|admins only/i.test(said)) {
+      const sentence = adminOnly === true ? 'Admins only.' : `Admins only ${adminOnly}.`;
+      schema.description = schema.description ? `${String(schema.description)} ${sentence}` : sentence;
+    }
+  }
   const codes = isPublic ? [400, 500, 503] : [400, 401, 403, 422, 429, 500, 503];
   if (!isPublic && route.url.includes(':')) codes.push(404);
   for (const code of codes) {
     response[code] ??= (code === 422 ? ValidationBodySchema : DetailBodySchema).describe(errorDescriptions[code]!);
   }
-  // Both schemes on every operation; public ones accept either or none.
+  // Both schemes on every operation, as the spec lists them; public ones accept either or none. An
+  // `identity` operation (signUp) lists both too and answers an API key with 403 saying why.
   schema.security ??= isPublic
     ? [{ ApiKeyAuth: [] }, { BearerAuth: [] }, {}]
     : [{ ApiKeyAuth: [] }, { BearerAuth: [] }];

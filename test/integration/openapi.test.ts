@@ -106,6 +106,27 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('marks admin-only operations with x-admin-only, says so in their words, and documents their 403', () => {
+    const marked = operations().flatMap(({ path, method, op }) => {
+      const o = op as typeof op & { 'x-admin-only'?: unknown; summary?: string; description?: string };
+      return o['x-admin-only'] === undefined ? [] : [{ at: `${method.toUpperCase()} ${path}`, o }];
+    });
+    // test/integration/admin-only.test.ts calls each as a member; here only the document's shape.
+    expect(marked.length).toBeGreaterThan(10);
+    for (const { at, o } of marked) {
+      const adminOnly = o['x-admin-only'];
+      expect({ at, ok: adminOnly === true || (typeof adminOnly === 'string' && adminOnly.length > 0) }).toEqual({
+        at,
+        ok: true,
+      });
+      expect(`${o.summary ?? ''} ${o.description ?? ''}`, at).toMatch(/\(admins\)|admins only/i);
+      expect(o.responses['403'], at).toBeDefined();
+    }
+    const agentSending = doc.paths['/pnet/agent-sending/']!.patch as { 'x-admin-only'?: unknown };
+    expect(agentSending['x-admin-only']).toBe('when unpausing');
+    expect((doc.paths['/webhooks/endpoints/']!.get as { 'x-admin-only'?: unknown })['x-admin-only']).toBeUndefined();
+  });
+
   it('serves an API reference page at /docs/', async () => {
     const res = await stack.app.inject({ method: 'GET', url: '/docs/' });
     expect(res.statusCode).toBe(200);

@@ -59,6 +59,8 @@ export const affiliateRoutes =
     app.post(
       '/affiliate/',
       {
+        // Enrolling accepts the program's terms for the whole workspace, as applyDesignPartner does.
+        config: { role: 'admin' },
         schema: {
           operationId: 'enrollAffiliate',
           tags,

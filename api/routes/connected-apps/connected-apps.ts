@@ -8,6 +8,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { requireAdmin } from '../../../domain/platform/roles.js';
 import {
   ConnectedAppListSchema,
   ConsentApproveSchema,
@@ -61,6 +62,8 @@ export const connectedAppRoutes =
     app.delete(
       '/connected-apps/:app_id/',
       {
+        // A member disconnects their own apps; another member's is an admin's to disconnect.
+        config: { adminOnly: "when the app is another member's" },
         schema: {
           operationId: 'revokeConnectedApp',
           tags,
@@ -74,9 +77,7 @@ export const connectedAppRoutes =
         const principal = principalOf(request);
         const found = await findApp(sql, principal.workspaceId, request.params.app_id);
         if (!found) throw notFound('Connected app');
-        if (principal.role !== 'admin' && found.member_id !== principal.memberId) {
-          throw new ApiError('forbidden', 'Only the member who connected this app, or an admin, may disconnect it.');
-        }
+        if (found.member_id !== principal.memberId) requireAdmin(principal);
         if (!(await revokeApp(sql, principal.workspaceId, found.id, principal.memberId)))
           throw notFound('Connected app');
         return reply.code(204).send(null);

@@ -641,6 +641,8 @@ export const inboxRoutes =
     app.patch(
       '/inbox/settings/',
       {
+        // The reply-from address is the whole workspace's sending identity.
+        config: { role: 'admin' },
         schema: {
           operationId: 'updateInboxSettings',
           tags,

@@ -1,7 +1,9 @@
 /**
  * Outbound webhook endpoints (issue 21; decision 038): CRUD, the secret shown once (at creation
  * and rotation), rotation with an overlap in which both secrets sign, every attempt listed, and
- * replay of one message or everything since a time.
+ * replay of one message or everything since a time. An endpoint sends the workspace's events out
+ * of it, so every write (and every answer that shows a signing secret) is an admin's; reading the
+ * endpoints (never their secrets) and their attempts is anyone's.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -79,6 +81,7 @@ export const webhookEndpointRoutes =
     app.post(
       '/webhooks/endpoints/',
       {
+        config: { role: 'admin' },
         schema: {
           operationId: 'createWebhookEndpoint',
           tags,
@@ -135,6 +138,7 @@ export const webhookEndpointRoutes =
     app.patch(
       '/webhooks/endpoints/:endpoint_id/',
       {
+        config: { role: 'admin' },
         schema: {
           operationId: 'updateWebhookEndpoint',
           tags,
@@ -163,6 +167,7 @@ export const webhookEndpointRoutes =
     app.delete(
       '/webhooks/endpoints/:endpoint_id/',
       {
+        config: { role: 'admin' },
         schema: {
           operationId: 'deleteWebhookEndpoint',
           tags,
@@ -181,6 +186,7 @@ export const webhookEndpointRoutes =
     app.post(
       '/webhooks/endpoints/:endpoint_id/rotate-secret/',
       {
+        config: { role: 'admin' },
         schema: {
           operationId: 'rotateWebhookSecret',
           tags,
@@ -235,6 +241,7 @@ export const webhookEndpointRoutes =
     app.post(
       '/webhooks/endpoints/:endpoint_id/replay/',
       {
+        config: { role: 'admin' },
         schema: {
           operationId: 'replayWebhookMessages',
           tags,

@@ -1,7 +1,7 @@
 /** The agent sending switch (2.4). Anyone with write access may pause; only an admin unpauses. */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { agentSendingHistory, readAgentSending, updateAgentSending } from '../../../store/pnet/agent-sending.js';
-import { ApiError } from '../../../domain/shared/errors.js';
+import { requireAdmin } from '../../../domain/platform/roles.js';
 import { AgentSendingHistorySchema, AgentSendingSchema, AgentSendingUpdateSchema } from '../../../domain/pnet/agent.js';
 import type { AppDeps } from '../../deps.js';
 import { memberIdpUserId } from '../../../store/platform/members.js';
@@ -28,6 +28,8 @@ export const agentSendingRoutes =
     app.patch(
       '/pnet/agent-sending/',
       {
+        // Pausing is anyone's (a stop must never wait for an admin); undoing it is an admin's.
+        config: { adminOnly: 'when unpausing' },
         schema: {
           operationId: 'updateAgentSending',
           tags,
@@ -40,8 +42,7 @@ export const agentSendingRoutes =
       },
       async (request) => {
         const principal = principalOf(request);
-        if (!request.body.paused && principal.role !== 'admin')
-          throw new ApiError('forbidden', 'Only a workspace admin may unpause sending.');
+        if (!request.body.paused) requireAdmin(principal);
         const changedBy = principal.memberId ? await memberIdpUserId(sql, principal.memberId) : null;
         return updateAgentSending(sql, principal.workspaceId, {
           paused: request.body.paused,
