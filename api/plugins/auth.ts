@@ -19,6 +19,7 @@ import type { RateLimiter } from './rate-limit.js';
 import type { TokenVerifier } from '../../services/platform/tokens.js';
 import { defaultSignInPolicy, type Identity } from '../../domain/platform/identity.js';
 import { signIn } from '../../services/platform/sign-in.js';
+import { requireAdmin } from '../../domain/platform/roles.js';
 
 export interface Principal {
   workspaceId: string;
@@ -318,9 +319,7 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps) {
           : 'This API key has read scope; this operation needs a write key.',
       );
     }
-    if (config.role === 'admin' && principal.role !== 'admin') {
-      throw new ApiError('forbidden', 'Only a workspace admin may do this.');
-    }
+    if (config.role === 'admin') requireAdmin(principal);
   });
 }
 
