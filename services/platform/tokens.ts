@@ -25,7 +25,17 @@ interface ProviderSettings {
 
 export type TokenConfig =
   | ({ kind: 'secret'; secret: string } & ProviderSettings)
-  | ({ kind: 'jwks'; url: string; algorithms?: string[] } & ProviderSettings);
+  | ({
+      kind: 'jwks';
+      url: string;
+      algorithms?: string[];
+      /**
+       * How long after a fetch of the JWKS a token naming an unknown key waits before the JWKS is
+       * fetched again (5 s): a provider that signs with a new key at once is followed within it,
+       * and a flood of made-up key ids costs the provider one request per window.
+       */
+      jwksCooldownMs?: number;
+    } & ProviderSettings);
 
 /** Verifies a bearer token and answers its holder; `policy` says how unknown people are treated. */
 export type TokenVerifier = ((token: string) => Promise<Identity | undefined>) & { policy?: SignInPolicy };
@@ -39,7 +49,10 @@ export function createTokenVerifier(config: TokenConfig): TokenVerifier {
   const key =
     config.kind === 'secret'
       ? new TextEncoder().encode(config.secret)
-      : createRemoteJWKSet(new URL(config.url), { cooldownDuration: 30_000, cacheMaxAge: 10 * 60_000 });
+      : createRemoteJWKSet(new URL(config.url), {
+          cooldownDuration: config.jwksCooldownMs ?? 5_000,
+          cacheMaxAge: 10 * 60_000,
+        });
   const options = {
     issuer: config.issuer,
     audience: config.audience,
@@ -67,6 +80,7 @@ export interface DevelopmentClaims {
   sub: string;
   org_id?: string | null;
   org_role?: string;
+  org_name?: string;
   email?: string;
   email_verified?: boolean;
   name?: string;
