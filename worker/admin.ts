@@ -1,7 +1,7 @@
 /**
  * The operator command line (a contract used by scripts and tests):
- *   create-workspace --name NAME --plan free|paid [--email E] [--referral CODE] [--affiliate CODE | --affiliate-click ID]
- *   add-member --workspace ID --email E --role admin|member
+ *   create-workspace --name NAME --plan free|paid [--email E] [--user SUB] [--org ORG_ID] [--referral CODE] [--affiliate CODE | --affiliate-click ID]
+ *   add-member --workspace ID --email E --role admin|member [--user SUB]
  *   grant-credits --workspace ID --amount N
  *   set-plan --workspace ID --plan free|paid      (an operator's plan, without a payment provider)
  *   design-partner --workspace ID --decision accept|decline|end [--note TEXT]
@@ -45,8 +45,15 @@ const commands = {
     referral: z.string().min(1).max(64).optional(),
     affiliate: z.string().min(1).max(64).optional(),
     'affiliate-click': z.uuid().optional(),
+    user: z.string().min(1).max(255).optional(),
+    org: z.string().min(1).max(255).optional(),
   }),
-  'add-member': z.object({ workspace: z.uuid(), email: z.email(), role: RoleSchema }),
+  'add-member': z.object({
+    workspace: z.uuid(),
+    email: z.email(),
+    role: RoleSchema,
+    user: z.string().min(1).max(255).optional(),
+  }),
   'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
   'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
   'set-plan': z.object({ workspace: z.uuid(), plan: PlanSchema }),
@@ -66,8 +73,8 @@ const commands = {
 };
 
 const usage = `usage: npm run --silent admin -- <command> [options]
-  create-workspace --name NAME --plan free|paid [--email E] [--referral CODE]
-  add-member --workspace ID --email E --role admin|member
+  create-workspace --name NAME --plan free|paid [--email E] [--user SUB] [--org ORG_ID] [--referral CODE]
+  add-member --workspace ID --email E --role admin|member [--user SUB]
   grant-credits --workspace ID --amount N
   pause-everywhere --paused true|false
   set-plan --workspace ID --plan free|paid
@@ -126,6 +133,8 @@ async function main(argv: string[]): Promise<void> {
       referral: { type: 'string' },
       affiliate: { type: 'string' },
       'affiliate-click': { type: 'string' },
+      user: { type: 'string' },
+      org: { type: 'string' },
       decision: { type: 'string' },
       note: { type: 'string' },
       gate: { type: 'string' },
@@ -154,13 +163,15 @@ async function main(argv: string[]): Promise<void> {
           referralCode: o.referral,
           affiliateCode: o.affiliate,
           affiliateClick: o['affiliate-click'],
+          userId: o.user,
+          externalOrgId: o.org,
           cookieWindowDays: readIntegrationsConfig().affiliates.cookieWindowDays,
         });
       }
       case 'add-member': {
         const o = parsed.data as z.infer<(typeof commands)['add-member']>;
         await requireWorkspace(sql, o.workspace);
-        return addWorkspaceMember(sql, { workspaceId: o.workspace, email: o.email, role: o.role });
+        return addWorkspaceMember(sql, { workspaceId: o.workspace, email: o.email, role: o.role, userId: o.user });
       }
       case 'pause-everywhere': {
         const o = parsed.data as z.infer<(typeof commands)['pause-everywhere']>;

@@ -15,6 +15,7 @@ import { signingSecret } from './auth-config.js';
 import { attributeNewWorkspace } from '../services/affiliates/affiliates.js';
 import { cookieWindowDays } from '../domain/affiliates/affiliates.js';
 
+/** A development token (null when tokens come from an identity provider), naming the workspace as its organisation. */
 async function tokenFor(sql: Sql, userId: string, workspaceId: string): Promise<string | null> {
   const secret = await signingSecret(sql);
   return secret ? mintAccessToken(secret, { sub: userId, org_id: workspaceId }) : null;
@@ -33,6 +34,8 @@ function nameFromEmail(email: string): string {
  * A workspace, its first admin and an API key of the plan's default scope. `affiliateCode` or
  * `affiliateClick` (the click id the affiliate link handed out, honoured within `cookieWindowDays`,
  * 30 by default) attributes the signup to an affiliate in the same transaction (decision 043).
+ * `externalOrgId` maps the identity provider's organisation to it (its people then join on first
+ * use) and `userId` is the admin's id at the provider; without one the admin gets a random id.
  */
 export async function createWorkspaceWithAdmin(
   sql: Sql,
@@ -43,16 +46,30 @@ export async function createWorkspaceWithAdmin(
     referralCode?: string;
     affiliateCode?: string;
     affiliateClick?: string;
+    userId?: string;
+    externalOrgId?: string;
     cookieWindowDays?: number;
   },
 ) {
-  const userId = randomUUID();
+  const userId = input.userId ?? randomUUID();
   const referredBy = input.referralCode ? await workspaceOfReferralCode(sql, input.referralCode) : null;
   if (referredBy === undefined)
     throw new ApiError('unprocessable', `No workspace has the referral code "${input.referralCode}".`);
   const email = input.email ?? `admin+${userId.slice(0, 8)}@localhost`;
   const { workspace, key } = await sql.begin(async (tx) => {
-    const workspace = await createWorkspace(tx, { name: input.name, plan: input.plan, referredBy });
+    const workspace = await createWorkspace(
+      tx,
+      {
+        name: input.name,
+        plan: input.plan,
+        referredBy,
+        externalOrgId: input.externalOrgId ?? null,
+        signedUpBy: null,
+      },
+      { ifKeyFree: true },
+    );
+    if (!workspace)
+      throw new ApiError('conflict', `The organisation "${input.externalOrgId}" already has a workspace.`);
     await attributeNewWorkspace(tx, {
       workspaceId: workspace.id,
       code: input.affiliateCode,
@@ -84,8 +101,11 @@ export async function createWorkspaceWithAdmin(
   };
 }
 
-export async function addWorkspaceMember(sql: Sql, input: { workspaceId: string; email: string; role: Role }) {
-  const userId = randomUUID();
+export async function addWorkspaceMember(
+  sql: Sql,
+  input: { workspaceId: string; email: string; role: Role; userId?: string | undefined },
+) {
+  const userId = input.userId ?? randomUUID();
   await addMember(sql, {
     workspaceId: input.workspaceId,
     idpUserId: userId,

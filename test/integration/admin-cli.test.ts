@@ -36,6 +36,31 @@ describe('the admin command line', { timeout: 180_000 }, () => {
     expect(payload.exp - payload.iat).toBe(24 * 3600);
   });
 
+  it('maps an identity-provider organisation and admin to a new workspace, once', async () => {
+    const org = `org_cli_${Date.now()}`;
+    const out = await admin(
+      'create-workspace',
+      '--name',
+      'Mapped',
+      '--plan',
+      'free',
+      '--org',
+      org,
+      '--user',
+      'user_ops',
+    );
+    expect(out.code, out.stderr).toBe(0);
+    const created = JSON.parse(out.stdout);
+    expect(created.user_id).toBe('user_ops');
+    // A person of that organisation joins on first use.
+    const token = await stack.mintToken({ sub: 'user_rep', org_id: org, email: 'rep@mapped.test' });
+    const joined = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(token) });
+    expect(joined.json()).toMatchObject({ workspace: { id: created.workspace_id }, member: { role: 'member' } });
+    const again = await admin('create-workspace', '--name', 'Twin', '--plan', 'free', '--org', org);
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toMatch(/already has a workspace/);
+  });
+
   it('adds a member and grants credits, printing the new balance', async () => {
     const created = JSON.parse((await admin('create-workspace', '--name', 'Beta', '--plan', 'paid')).stdout);
     expect(
