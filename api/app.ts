@@ -33,6 +33,7 @@ import { tableViewRoutes } from './routes/tables/views.js';
 import { tableRoutes } from './routes/tables/tables.js';
 import { workspaceRoutes } from './routes/platform/workspace.js';
 import { signUpRoutes } from './routes/platform/sign-up.js';
+import { invitationRoutes } from './routes/platform/invitations.js';
 import { doNotContactRoutes } from './routes/inbox/do-not-contact.js';
 import { inboundEmailRoutes } from './routes/inbox/inbound-email.js';
 import { inboxRoutes } from './routes/inbox/inbox.js';
@@ -117,6 +118,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
   await app.register(apiKeyRoutes(deps));
   await app.register(workspaceRoutes(deps));
   await app.register(signUpRoutes(deps));
+  await app.register(invitationRoutes(deps));
   await app.register(senderProfileRoutes(deps));
   await app.register(pnetStepRoutes(deps));
   await app.register(pnetHoldRoutes(deps));

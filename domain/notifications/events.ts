@@ -149,6 +149,20 @@ export const eventPayloadSchemas = {
     via: z.enum(['sign_up', 'first_use', 'invitation']),
     invitation_id: nullableUuid.describe('The invitation accepted, when they joined by one'),
   }),
+  /** An admin invited a person by email (POST /workspace/invitations/, operationId inviteMember). */
+  'member.invited': z.object({
+    invitation_id: UuidSchema,
+    email: z.string().describe('The invited address'),
+    role: RoleSchema.describe('The role the person joins with'),
+    invited_by_member_id: UuidSchema.describe('The admin who invited'),
+    expires_at: TimestampSchema,
+  }),
+  /** A pending invitation was revoked by an admin, or replaced by a new invitation of the same address. */
+  'member.invitation_revoked': z.object({
+    invitation_id: UuidSchema,
+    email: z.string(),
+    revoked_by_member_id: UuidSchema.describe('The admin who revoked or replaced it'),
+  }),
 } as const;
 
 export type EventType = keyof typeof eventPayloadSchemas;
@@ -178,6 +192,8 @@ export const eventTitles: Record<EventType, string> = {
   'member.role_changed': 'The role of a member was changed',
   'member.removed': 'A member was removed from the workspace',
   'member.joined': 'A member joined the workspace',
+  'member.invited': 'A person was invited to the workspace',
+  'member.invitation_revoked': 'An invitation to the workspace was revoked',
 };
 
 /** Events a member can neither mute nor move to a digest: they need someone now. */

@@ -328,8 +328,23 @@ const scenarios: Record<Exclude<EventType, (typeof notYetEmitted)[number]>, () =
     expect(res.statusCode, res.body).toBe(200);
   },
 
-
+  // The admin's key invites a person by email (the SMTP sink of beforeAll takes the invitation
+  // email), then revokes a second invitation.
+  'member.invited': () => invite(),
+  'member.invitation_revoked': async () => {
+    const { id } = await invite();
+    const revoked = await stack.app.inject({
+      method: 'DELETE',
+      url: `/workspace/invitations/${id}/`,
+      headers: withKey(paid.apiKey),
+    });
+    expect(revoked.statusCode, revoked.body).toBe(204);
+  },
 };
+
+/** An invitation of a new address to the paid workspace. */
+const invite = () =>
+  ok(api('POST', '/workspace/invitations/', { email: `invitee-${randomUUID().slice(0, 8)}@example.com` }));
 
 /** A member added to the paid workspace as an operator would: their member id. */
 async function newMember() {

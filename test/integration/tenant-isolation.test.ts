@@ -106,6 +106,12 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     insert into agent_runs (workspace_id, agent_id, agent_version, agent, target, training_run_id, example_id, workflow_id)
     values (${owner.workspaceId}, ${agent.id}, 1, ${stack.sql.json({})}, 'example', ${training!.id}, ${example.id}, 'agent-run/owned') returning id`;
 
+  // A pending invitation of the owner's (written as inviteMember would, without its email).
+  const [invitation] = await stack.sql<{ id: string }[]>`
+    insert into member_invitations (workspace_id, email, role, token_hash, invited_by, expires_at)
+    values (${owner.workspaceId}, 'invitee@owned.test', 'member', ${Buffer.alloc(32, 7)}, ${member.id}, now() + interval '7 days')
+    returning id`;
+
   // Sequences: a draft with one contact, a message of it waiting for approval, and a saved email template.
   const emailTemplate = await ownerTables('/sequences/templates/', { name: 'Owned email template' });
   const sequence = await ownerTables('/sequences/', {
@@ -306,6 +312,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     ids: {
       key_id: key.id,
       member_id: member.id,
+      invitation_id: invitation!.id,
       profile_id: profile.id,
       step_id: step.id,
       task_id: task.id,
@@ -548,6 +555,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     'retryStep',
     'revokeAssistantGrant',
     'revokeConnectedApp',
+    'revokeInvitation',
     'rotateWebhookSecret',
     'runAgentColumnRows',
     'runImport',
