@@ -11,11 +11,23 @@
  * requests to whichever is current, so the issuer URL, sessions and grants survive a rotation.
  * Besides the provider's own routes it answers one of its own: `PUT /dev/users/:sub` (a JSON
  * OidcUser), which adds or changes a user at run time.
+ *
+ * `claimNames` puts the org facts under other claim names (a namespaced `https://example.com/org_id`,
+ * as Auth0 rules do), for the service's AUTH_CLAIM_* settings; `signWithCurrentKey` forges the bad
+ * tokens a real provider will not issue on demand, for negative tests only.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair, type JWK } from 'jose';
+import {
+  SignJWT,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type JWK,
+  type JWTHeaderParameters,
+  type JWTPayload,
+} from 'jose';
 import Provider, {
   errors,
   type Adapter,
@@ -47,13 +59,25 @@ export interface OidcTwin {
   rotateKeys(): Promise<{ kid: string }>;
   /** Drops every key but the signing one from the JWKS. */
   retireOldKeys(): Promise<void>;
+  /**
+   * For negative tests only: signs exactly `claims` (no iss, aud, iat or exp are added) with the
+   * twin's current private key, RS256 under its kid unless `header` says otherwise. It exists to
+   * forge the tokens a well-behaved provider cannot be asked to issue (expired, not yet valid,
+   * another issuer or audience, another kid); every genuine token comes from `accessToken`.
+   */
+  signWithCurrentKey(claims: JWTPayload, header?: Omit<JWTHeaderParameters, 'alg'>): Promise<string>;
   close(): Promise<void>;
 }
+
+/** The org facts a token carries, each under its default name unless `claimNames` renames it. */
+export type OrgClaim = 'org_id' | 'org_role' | 'org_name';
 
 export interface OidcTwinOptions {
   port?: number;
   audience: string;
   users?: Record<string, OidcUser>;
+  /** Other names for the org claims, e.g. `{ org_id: 'https://example.com/org_id' }`; defaults otherwise. */
+  claimNames?: Partial<Record<OrgClaim, string>>;
 }
 
 /** The scopes the resource server (the service) defines; the service itself checks none. */
@@ -79,6 +103,7 @@ interface TwinState {
   audience: string;
   resource: string;
   users: Map<string, OidcUser>;
+  claimNames: Partial<Record<OrgClaim, string>>;
   /** Private JWKs, the signing key first. */
   keys: JWK[];
   cookieKeys: string[];
@@ -101,6 +126,7 @@ export async function startOidcProvider(options: OidcTwinOptions): Promise<OidcT
     audience: options.audience,
     resource: resourceFor(options.audience),
     users: new Map(Object.entries(options.users ?? {})),
+    claimNames: options.claimNames ?? {},
     keys: [await newSigningKey()],
     cookieKeys: [randomBytes(32).toString('base64url')],
     adapter: memoryAdapter(),
@@ -127,6 +153,12 @@ export async function startOidcProvider(options: OidcTwinOptions): Promise<OidcT
     retireOldKeys: async () => {
       state.keys = state.keys.slice(0, 1);
       remount();
+    },
+    signWithCurrentKey: async (claims, header = {}) => {
+      const jwk = state.keys[0]!;
+      return new SignJWT(claims)
+        .setProtectedHeader({ typ: 'at+jwt', kid: jwk.kid, ...header, alg: 'RS256' })
+        .sign(await importJWK(jwk, 'RS256'));
     },
     close: () =>
       new Promise((resolve) => {
@@ -195,7 +227,7 @@ function buildProvider(state: TwinState): Provider {
     },
     extraTokenClaims: (_ctx, token) => {
       const user = 'accountId' in token && token.accountId ? state.users.get(token.accountId) : undefined;
-      return user ? tokenClaims(user) : undefined;
+      return user ? tokenClaims(user, state.claimNames) : undefined;
     },
     renderError: (ctx, out) => {
       ctx.type = 'json';
@@ -206,9 +238,15 @@ function buildProvider(state: TwinState): Provider {
 }
 
 /** The person and organisation claims an access token carries; no org claims without an org. */
-export function tokenClaims(user: OidcUser): Record<string, unknown> {
+export function tokenClaims(
+  user: OidcUser,
+  claimNames: Partial<Record<OrgClaim, string>> = {},
+): Record<string, unknown> {
   const claims: Record<string, unknown> = { email: user.email, email_verified: user.email_verified, name: user.name };
-  if (user.org_id) Object.assign(claims, { org_id: user.org_id, org_name: user.org_name, org_role: user.org_role });
+  if (user.org_id) {
+    const org: Record<OrgClaim, unknown> = { org_id: user.org_id, org_name: user.org_name, org_role: user.org_role };
+    for (const [name, value] of Object.entries(org)) claims[claimNames[name as OrgClaim] ?? name] = value;
+  }
   return Object.fromEntries(Object.entries(claims).filter(([, value]) => value !== undefined));
 }
 

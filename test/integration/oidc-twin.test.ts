@@ -130,6 +130,43 @@ describe('the OIDC twin', () => {
     expect((await verify(again)).payload).not.toHaveProperty('org_id');
   });
 
+  it('puts the org claims under the names given as claimNames, and no others', async () => {
+    const named = await startOidcProvider({
+      audience,
+      claimNames: { org_id: 'https://example.com/org_id', org_role: 'https://example.com/org_role' },
+      users: { erin: { email: 'erin@example.com', org_id: 'org_7', org_name: 'Seven', org_role: 'owner' } },
+    });
+    try {
+      const { payload } = await jwtVerify(await named.accessToken('erin'), createRemoteJWKSet(new URL(named.jwksUrl)), {
+        issuer: named.issuer,
+        audience,
+      });
+      expect(payload).toMatchObject({
+        'https://example.com/org_id': 'org_7',
+        'https://example.com/org_role': 'owner',
+        org_name: 'Seven',
+      });
+      expect(payload).not.toHaveProperty('org_id');
+      expect(payload).not.toHaveProperty('org_role');
+    } finally {
+      await named.close();
+    }
+  });
+
+  it('signs arbitrary claims with its current key for negative tests, under the published kid', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const forged = await twin.signWithCurrentKey({ sub: 'alice', iss: twin.issuer, aud: audience, exp: now + 60 });
+    const { payload, protectedHeader } = await verify(forged);
+    expect(payload).toEqual({ sub: 'alice', iss: twin.issuer, aud: audience, exp: now + 60 });
+    const published = (await (await fetch(twin.jwksUrl)).json()) as { keys: { kid: string }[] };
+    expect(protectedHeader).toMatchObject({ alg: 'RS256', typ: 'at+jwt' });
+    expect(published.keys.map((k) => k.kid)).toContain(protectedHeader.kid);
+    const expired = await twin.signWithCurrentKey({ sub: 'alice', iss: twin.issuer, aud: audience, exp: now - 60 });
+    await expect(verify(expired)).rejects.toBeInstanceOf(errors.JWTExpired);
+    const otherKid = await twin.signWithCurrentKey({ sub: 'alice', iss: twin.issuer, aud: audience }, { kid: 'nope' });
+    await expect(verify(otherKid)).rejects.toBeInstanceOf(errors.JWKSNoMatchingKey);
+  });
+
   it('refuses a malformed user at the dev endpoint', async () => {
     const res = await fetch(`${twin.issuer}/dev/users/eve`, {
       method: 'PUT',
