@@ -4,7 +4,8 @@
  * a token names a key it has not seen, so the provider's key rotation needs no restart), and its
  * claims are read by the configured names (domain/platform/identity.ts, docs/teams.md).
  */
-import { SignJWT, createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { SignJWT, createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
+import { ApiError } from '../../domain/shared/errors.js';
 import {
   defaultAdminRoles,
   defaultClaimNames,
@@ -45,6 +46,18 @@ export const devIssuer = 'outreach-workspace-service';
 /** Asymmetric algorithms an outside provider may sign with; `none` and HMAC never pass. */
 const providerAlgorithms = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
+/**
+ * A JWKS that cannot be fetched (no answer, a timeout, not 200, not a key set) is the provider's
+ * outage, not the caller's bad credential: 503, so clients retry instead of signing in again.
+ * jose raises the bare JOSEError only for a JWKS answer that is not 200 OK.
+ */
+function providerUnreachable(error: unknown): boolean {
+  if (!(error instanceof errors.JOSEError)) return true;
+  return (
+    error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || error.constructor === errors.JOSEError
+  );
+}
+
 export function createTokenVerifier(config: TokenConfig): TokenVerifier {
   const key =
     config.kind === 'secret'
@@ -67,7 +80,12 @@ export function createTokenVerifier(config: TokenConfig): TokenVerifier {
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, key as Parameters<typeof jwtVerify>[1], options));
-    } catch {
+    } catch (error) {
+      if (providerUnreachable(error))
+        throw new ApiError(
+          'unavailable',
+          'The identity provider’s signing keys (AUTH_JWKS_URL) cannot be fetched, so no bearer token can be checked; try again shortly.',
+        );
       return undefined;
     }
     return identityFromClaims(payload, reading);

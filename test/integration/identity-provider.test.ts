@@ -17,6 +17,7 @@ import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { startOidcProvider, type OidcTwin, type OidcUser } from '../../sim/oidc-provider.js';
 import { createApiKey } from '../../store/platform/api-keys.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
+import { freePort } from '../../worker/ports.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
@@ -402,5 +403,17 @@ describe('the provider rotating its keys, without a restart', () => {
     expect(refused.statusCode).toBe(401);
     expect(refused.json()).toEqual(unauthorized);
     expect((await reach(app, withToken(after))).statusCode).toBe(200);
+  });
+});
+
+describe('an identity provider that cannot be reached', () => {
+  it('answers 503 saying so, not 401: the caller should retry, not sign in again', async () => {
+    const port = await freePort(9470);
+    const verify = createTokenVerifier({ kind: 'jwks', url: `http://127.0.0.1:${port}/jwks` });
+    const error = await verify(await tokenOf(twin, person(twin, {}))).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ status: 503, detail: expect.stringMatching(/AUTH_JWKS_URL/) });
   });
 });
