@@ -11,6 +11,7 @@ import {
   type SequenceContactInput,
 } from '../../workflows/sequences/sequence-contact.contract.js';
 import { ContactIdKey, SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import type { TemporalHandle } from '../deps.js';
 
 export interface ContactRef {
   id: string;
@@ -106,7 +107,7 @@ export async function wakeFeed(
  * next poll. A feed that cannot be woken now still reads the rows at that poll.
  */
 export async function wakeFeedsOfTable(
-  deps: { sql: Db; temporal: { client: Client; taskQueue: string }; log: FastifyBaseLogger; feedPollSeconds: number },
+  deps: { sql: Db; temporal: TemporalHandle; log: FastifyBaseLogger; feedPollSeconds: number },
   workspaceId: string,
   tableId: string,
   added: number,

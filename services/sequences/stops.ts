@@ -4,15 +4,11 @@
  * contact_stop_reason() in the transaction that records it. Waking only makes pending steps stop
  * now instead of at the contact's next send.
  */
-import type { Client } from '@temporalio/client';
-import type { Sql } from '../../db/sql.js';
 import { contactsToWake } from '../../store/sequences/stops.js';
+import type { ServiceDeps } from '../deps.js';
 import { wakeContacts, type ContactRef } from './sequence-client.js';
 
-export interface SequenceStopDeps {
-  sql: Sql;
-  temporal: { client: Client; taskQueue: string };
-}
+export type SequenceStopDeps = Pick<ServiceDeps, 'sql' | 'temporal'>;
 
 export interface StopTargets {
   emails?: string[];

@@ -1,14 +1,15 @@
 /**
  * Sequences: the versioned graph, audience and senders, launching and pausing, enrolment and
  * contacts, version migration, the approval queue of manual mode, and the workspace's recontact
- * cooldown. Contacts move in their own workflows (`sequence-contact/<sequence_id>/<contact_id>`);
- * every route here writes Postgres first and then wakes the contacts concerned.
+ * cooldown: handlers and their schemas. Contacts move in their own workflows
+ * (`sequence-contact/<sequence_id>/<contact_id>`); a handler that changes something calls its one
+ * use case in services/sequences/ (sequences.ts, contacts.ts, approvals.ts), which writes Postgres
+ * first and then wakes the contacts concerned, and shapes its answer. Reads go to the store.
  */
 import { z } from 'zod';
-import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { notFound } from '../../../domain/shared/errors.js';
 import {
   ApprovalListQuerySchema,
   ApprovalListSchema,
@@ -30,32 +31,8 @@ import {
   SequenceSettingsUpdateSchema,
   SequenceUpdateSchema,
   SequenceVersionListSchema,
-  type Sequence,
 } from '../../../domain/sequences/sequences.js';
-import { retryStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
-import { findStep } from '../../../store/pnet/steps.js';
 import {
-  findContactKeyRow,
-  liveContactsOf,
-  outboundAgentOf,
-  recordEmailOpen,
-  releaseCancelledStep,
-} from '../../../store/sequences/sequences.js';
-import { updateStep } from '../../../services/pnet/browser-step-client.js';
-import type { RouteDeps } from '../../deps.js';
-import { principalOf } from '../../plugins/auth.js';
-import { ValidationRefusal } from '../../../domain/shared/errors.js';
-import {
-  startContacts,
-  wakeContact,
-  wakeContacts,
-  wakeFeed,
-  type ContactRef,
-} from '../../../services/sequences/sequence-client.js';
-import {
-  createSequence,
-  decideApproval,
-  enrolRows,
   getApproval,
   getContact,
   getSequence,
@@ -64,15 +41,21 @@ import {
   listContacts,
   listSequences,
   listVersions,
-  migrateContact,
-  retryContact,
-  setContactState,
+  recordEmailOpen,
   toContact,
-  transitionSequence,
-  updateSequence,
   updateSettings,
   type SequenceTransition,
 } from '../../../store/sequences/sequences.js';
+import { approveMessage, rejectMessage } from '../../../services/sequences/approvals.js';
+import {
+  changeContactState,
+  enrolContacts,
+  migrateContacts,
+  retrySequenceContact,
+} from '../../../services/sequences/contacts.js';
+import { createSequence, transitionSequence, updateSequence } from '../../../services/sequences/sequences.js';
+import type { RouteDeps } from '../../deps.js';
+import { principalOf } from '../../plugins/auth.js';
 
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
 const ContactParamsSchema = z.object({ sequence_id: UuidSchema, contact_id: UuidSchema });
@@ -93,11 +76,9 @@ const transitionDocs: Record<SequenceTransition, string> = {
 };
 
 export const sequenceRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const wake = (contacts: ContactRef[]) => wakeContacts(temporal.client, temporal.taskQueue, contacts);
-    const wakeFeedOf = (sequence: { id: string; workspace_id: string }) =>
-      wakeFeed(temporal.client, temporal.taskQueue, sequence, integrations.sequenceFeedPollSeconds);
+    const { sql } = deps;
 
     app.post(
       '/sequences/',
@@ -119,11 +100,8 @@ export const sequenceRoutes =
         },
       },
       async (request, reply) => {
-        const { workspaceId } = principalOf(request);
-        // A graph that cannot run is refused by the store with 422 `issues` naming the step.
-        const result = await createSequence(sql, workspaceId, request.body);
-        if (result.feed_new_rows) await wakeFeedOf({ id: result.id, workspace_id: workspaceId });
-        return reply.code(201).send(result);
+        const sequence = await createSequence(deps, principalOf(request).workspaceId, request.body);
+        return reply.code(201).send(sequence);
       },
     );
 
@@ -203,12 +181,8 @@ export const sequenceRoutes =
           response: { 200: SequenceSchema, 404: DetailBodySchema, 409: DetailBodySchema, 422: ValidationBodySchema },
         },
       },
-      async (request) => {
-        const { workspaceId } = principalOf(request);
-        const result = await updateSequence(sql, workspaceId, request.params.sequence_id, request.body);
-        if (result.feed_new_rows) await wakeFeedOf({ id: result.id, workspace_id: workspaceId });
-        return result;
-      },
+      async (request) =>
+        updateSequence(deps, principalOf(request).workspaceId, request.params.sequence_id, request.body),
     );
 
     for (const action of ['launch', 'pause', 'resume', 'archive'] as const) {
@@ -225,26 +199,14 @@ export const sequenceRoutes =
             response: { 200: SequenceSchema, 404: DetailBodySchema, 409: DetailBodySchema, 422: ValidationBodySchema },
           },
         },
-        async (request) => {
-          const { workspaceId } = principalOf(request);
-          if (action === 'launch') {
-            const current = await getSequence(sql, workspaceId, request.params.sequence_id);
-            if (!current) throw notFound('Sequence');
-            const issues = launchIssues(current, await outboundAgentOf(sql, request.params.sequence_id));
-            if (issues.length > 0) throw new ValidationRefusal(issues);
-          }
-          const sequence = await transitionSequence(
-            sql,
-            workspaceId,
+        async (request) =>
+          transitionSequence(
+            deps,
+            principalOf(request).workspaceId,
             request.params.sequence_id,
             action,
             request.body.expected_revision,
-          );
-          const contacts = await liveContactsOf(sql, sequence.id);
-          // A pause needs no wake: each contact sees it at its next look, and its pnet steps are held already.
-          if (action !== 'pause') await wake(contacts);
-          return sequence;
-        },
+          ),
       );
     }
 
@@ -285,24 +247,14 @@ export const sequenceRoutes =
           response: { 200: EnrolResponseSchema, 404: DetailBodySchema, 409: DetailBodySchema },
         },
       },
-      async (request) => {
-        const { workspaceId } = principalOf(request);
-        const { results } = await enrolRows(
-          sql,
-          workspaceId,
+      async (request) =>
+        enrolContacts(
+          deps,
+          principalOf(request).workspaceId,
           request.params.sequence_id,
           request.body.row_ids,
           request.body.sender_profile_id,
-        );
-        // Already-enrolled live contacts are started too (a running one is left alone): this makes good a start an earlier request lost.
-        const live = results.flatMap((r) =>
-          r.contact && ['active', 'paused', 'failed'].includes(r.contact.status)
-            ? [{ ...r.contact, workspace_id: workspaceId }]
-            : [],
-        );
-        await startContacts(temporal.client, temporal.taskQueue, [...new Map(live.map((c) => [c.id, c])).values()]);
-        return { results };
-      },
+        ),
     );
 
     app.get(
@@ -340,29 +292,13 @@ export const sequenceRoutes =
         },
       },
       async (request) => {
-        const { workspaceId } = principalOf(request);
-        if (!(await getSequence(sql, workspaceId, request.params.sequence_id))) throw notFound('Sequence');
-        const results = [];
-        const moved: ContactRef[] = [];
-        for (const contactId of request.body.contact_ids) {
-          const r = await migrateContact(
-            sql,
-            workspaceId,
-            request.params.sequence_id,
-            contactId,
-            request.body.to_version,
-            request.body.at_step_id,
-          );
-          if (r.migrated && r.contact) moved.push(r.contact);
-          results.push({
-            contact_id: contactId,
-            migrated: r.migrated,
-            reason: r.reason,
-            contact: r.contact ? toContact(r.contact) : null,
-          });
-        }
-        await wake(moved);
-        return { results };
+        const results = await migrateContacts(
+          deps,
+          principalOf(request).workspaceId,
+          request.params.sequence_id,
+          request.body,
+        );
+        return { results: results.map((r) => ({ ...r, contact: r.contact ? toContact(r.contact) : null })) };
       },
     );
 
@@ -412,35 +348,13 @@ export const sequenceRoutes =
         async (request) => {
           const { workspaceId } = principalOf(request);
           const { sequence_id, contact_id } = request.params;
-          let contact;
-          if (action === 'retry') {
-            contact = await retryContact(sql, workspaceId, sequence_id, contact_id);
-            if (contact.browser_step_id) await retryBrowserStep(contact.browser_step_id, contact.id);
-          } else {
-            contact = await setContactState(sql, workspaceId, sequence_id, contact_id, action);
-          }
-          await wakeContact(temporal.client, temporal.taskQueue, contact);
-          return toContact((await getContact(sql, workspaceId, sequence_id, contact_id))!);
+          const contact =
+            action === 'retry'
+              ? await retrySequenceContact(deps, workspaceId, sequence_id, contact_id)
+              : await changeContactState(deps, workspaceId, sequence_id, contact_id, action);
+          return toContact(contact);
         },
       );
-    }
-
-    /** A failed step goes back in line through its workflow; a cancelled one is dropped so a new one is queued. */
-    async function retryBrowserStep(stepId: string, contactId: string) {
-      const row = await findStep(sql, stepId);
-      if (row?.status === 'failed') {
-        await updateStep(
-          { ...temporal, sql },
-          row,
-          retryStepUpdate,
-          `contact-retry:${row.id}:${row.credit_round}`,
-          [],
-        ).catch((error: unknown) => {
-          if (!(error instanceof WorkflowUpdateFailedError)) throw error;
-        });
-      } else if (row?.status === 'cancelled' || !row) {
-        await releaseCancelledStep(sql, contactId, stepId);
-      }
     }
 
     app.get(
@@ -513,11 +427,6 @@ export const sequenceRoutes =
       },
     );
 
-    async function wakeOwner(approvalContactId: string) {
-      const c = await findContactKeyRow(sql, approvalContactId);
-      if (c) await wakeContact(temporal.client, temporal.taskQueue, c);
-    }
-
     app.post(
       '/sequences/approvals/:approval_id/approve/',
       {
@@ -534,13 +443,7 @@ export const sequenceRoutes =
       },
       async (request) => {
         const { workspaceId, memberId } = principalOf(request);
-        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, {
-          approve: true,
-          subject: request.body.subject,
-          body: request.body.body,
-        });
-        await wakeOwner(approval.contact_id);
-        return approval;
+        return approveMessage(deps, workspaceId, request.params.approval_id, memberId, request.body);
       },
     );
 
@@ -558,43 +461,10 @@ export const sequenceRoutes =
       },
       async (request) => {
         const { workspaceId, memberId } = principalOf(request);
-        const approval = await decideApproval(sql, workspaceId, request.params.approval_id, memberId, {
-          approve: false,
+        return rejectMessage(deps, workspaceId, request.params.approval_id, memberId, {
           reason: request.body.reason,
+          stopContact: request.body.stop_contact,
         });
-        if (request.body.stop_contact) {
-          await setContactState(sql, workspaceId, approval.sequence_id, approval.contact_id, 'stop').catch(
-            (error: unknown) => {
-              if (!(error instanceof ApiError && error.code === 'conflict')) throw error;
-            },
-          );
-        }
-        await wakeOwner(approval.contact_id);
-        return approval;
       },
     );
   };
-
-/** Launching needs what its steps need: an outbound agent for agent-written steps, a sender for pnet steps. */
-function launchIssues(sequence: Sequence, agentId: string | null) {
-  const issues = [];
-  for (const [i, step] of sequence.graph.steps.entries()) {
-    if ((step.type === 'email' || step.type === 'pnet') && step.writer === 'agent' && !agentId) {
-      issues.push({
-        loc: ['body', `graph.steps.${i}`],
-        msg: 'no outbound agent on this sequence (set one before launching an agent-written step)',
-        type: 'no_outbound_agent',
-        input: step.id,
-      });
-    }
-    if (step.type === 'pnet' && sequence.senders.length === 0) {
-      issues.push({
-        loc: ['body', `graph.steps.${i}`],
-        msg: 'a pnet step needs at least one sender on the sequence',
-        type: 'no_sender',
-        input: step.id,
-      });
-    }
-  }
-  return issues;
-}
