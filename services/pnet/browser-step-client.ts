@@ -1,4 +1,5 @@
-/** Starting and updating a step's workflow from the API, shared by the person and extension routes. */
+/** Starting, updating and signalling a step's workflow, shared by the person-side and the browser's use cases. */
+import type { FastifyBaseLogger } from 'fastify';
 import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { StepRow } from '../../store/pnet/steps.js';
@@ -28,6 +29,7 @@ import {
   StepStatusKey,
   WorkspaceIdKey,
 } from '../../workflows/shared/search-attributes.js';
+import type { ServiceDeps } from '../deps.js';
 import { repeatEvery } from '../platform/repeat.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
@@ -166,6 +168,22 @@ export function tellStepWorkflow(
       await recordRun(to.sql, row.id, null);
     })
     .catch(onError);
+}
+
+/**
+ * `tellStepWorkflow` as the browser's use cases call it once their transaction committed
+ * (reportStepResult, claimNextStep, releaseStepClaim): a signal that fails is logged, never thrown
+ * at the browser, because the change is committed and marked (`signal_due_at`) and the sweeper
+ * sends it again.
+ */
+export function tellAfterCommit(
+  deps: Pick<ServiceDeps, 'sql' | 'temporal'>,
+  step: Pick<StepRow, 'id' | 'workflow_run_id'>,
+  log: Pick<FastifyBaseLogger, 'warn'>,
+): void {
+  tellStepWorkflow({ ...deps.temporal, sql: deps.sql }, step, (err) =>
+    log.warn({ err, stepId: step.id }, 'step workflow not signalled; the sweeper will'),
+  );
 }
 
 /** Starts the step-signal sweeper (workflows/pnet/step-signals.ts) of `taskQueue`'s steps, on its own queue, unless it runs. */

@@ -1,9 +1,12 @@
 /**
- * A browser's own transitions of its step (issue 24, decision 046): the claim, the result and the
- * release are guarded SQL transactions the API commits and answers itself. No browser waits on a
- * workflow task: the step's workflow, which owns the lease timer, is told afterwards (a signal sent
- * after the answer, or the sweeper's when that signal was lost; `signal_due_at` marks the change
- * until the workflow has read it). Person-side transitions stay Updates of the workflow.
+ * A browser's own transitions of its step (docs/decisions/046-browser-transitions-in-postgres.md):
+ * the claim, the result and the release are guarded SQL transactions the API commits and answers
+ * itself. No browser waits on a workflow task: the step's workflow, which owns the lease timer, is
+ * told afterwards (a signal sent after the answer, or the sweeper's when that signal was lost;
+ * `signal_due_at` marks the change until the workflow has read it). Person-side transitions stay
+ * Updates of the workflow. This file holds the transactions; the use cases that call them and tell
+ * the workflow after their commit are claimNextStep, reportStepResult and releaseStepClaim
+ * (services/pnet/claim-next-step.ts, report-step-result.ts, release-step-claim.ts).
  */
 import { commitWith, commitWithAll, transaction, type FinalStatement, type Sql } from '../../db/sql.js';
 import { ApiError, notFound, unauthenticated } from '../../domain/shared/errors.js';
@@ -38,7 +41,7 @@ import {
   type StepRow,
 } from '../../store/pnet/steps.js';
 
-/** Hands the step to the browser's session (3.1's claim): account locked, one running step, cap and gap, credit hold and budget unit. */
+/** Hands the step to the browser's session (the claim route's transaction, operationId `agentClaim`): account locked, one running step, cap and gap, credit hold and budget unit. */
 export function claimStep(
   sql: Sql,
   input: ClaimInput,
@@ -52,7 +55,7 @@ export function claimStep(
  * account whose lease timer is overdue: the same guarded lapse the timer runs, so whichever comes
  * first wins and the other changes nothing. A browser that goes silent while its worker is down, or
  * whose claim's workflow was never told, then blocks its account only until the next claim asks,
- * not until a worker catches up. `lapsed` is the step to tell its workflow about.
+ * not until a worker catches up. `lapsed` is the step to tell its workflow about (claimNextStep does).
  */
 export async function pickClaim(
   sql: Sql,
@@ -71,16 +74,17 @@ export async function pickClaim(
   return look.status === 'claimed' ? again : { ...again, lapsed: pick.overdue };
 }
 
-/** A settle's answer, with the step's row as it was locked (the route tells its workflow and wakes what waits on it). */
+/** A settle's answer, with the step's row as it was locked (reportStepResult tells its workflow and wakes what waits on it). */
 export type SettleAnswer = StepTransitionResult & { locked: StepRow };
 
 /**
- * Settles the current claim with the browser's result (3.1): decided by decideSettle
+ * Settles the current claim with the browser's result: decided by decideSettle
  * (domain/pnet/settle.ts) from the step locked here, applied in this one transaction. With
- * `browser` (the result route) the lock is also the route's check: a step of another account is
- * 404, a replaced connection token 401, and a step already at rest answers as endpoint 2 says: the
- * same result again is 200, a success for a step that failed marks that it acted (a retry checks
- * first) and is 409 like any other.
+ * `browser` (reportStepResult, services/pnet/report-step-result.ts) the lock is also the route's
+ * check: a step of another account is 404, a replaced connection token 401, and a step already at
+ * rest answers as the result route (operationId `reportStepResult`) documents: the same result
+ * again is 200, a success for a step that failed marks that it acted (a retry checks first) and is
+ * 409 like any other.
  */
 export async function settleStep(
   sql: Sql,
@@ -152,6 +156,21 @@ function writesMore(decision: SettleRecord, step: StepRow, report: SettleReport)
     decision.holdAtCheckpoint ||
     decision.countUsageAgain
   );
+}
+
+/**
+ * A step of the calling browser's own account, read for the routes that act on the running step
+ * (commit, attempts, running wait) and for releaseStepClaim; a step of any other account, or one
+ * still awaiting approval (never a browser's), answers 404.
+ */
+export async function accountStep(
+  sql: Sql,
+  browser: { workspaceId: string; accountId: string | null },
+  stepId: string,
+): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
+  const step = await findStep(sql, stepId, browser.workspaceId);
+  if (!step || step.account_id !== browser.accountId || step.status === 'awaiting_approval') throw notFound('Step');
+  return step as StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> };
 }
 
 /**

@@ -1,16 +1,15 @@
 /**
  * The extension protocol, authenticated by the sender account's connection token (in
- * `Authorization: Bearer` or `X-API-Key`). The spec leaves these paths open; they live beside
- * endpoint 2 under /pnet/agent/.
+ * `Authorization: Bearer` or `X-API-Key`). The spec leaves these paths open; they live under
+ * /pnet/agent/ beside the result route (operationId `reportStepResult`). Each handler reads the
+ * principal and the body, calls its use case (services/pnet/: claimNextStep, reportStepResult,
+ * releaseStepClaim) or a named store function, and answers (docs/architecture.md, "One home per use
+ * case").
  */
 import { z } from 'zod';
-import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { pnetReplyProfiles } from '../../../store/inbox/messages.js';
-import { findStep, toBrowserStep, type StepRow } from '../../../store/pnet/steps.js';
-import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound, unauthenticated } from '../../../domain/shared/errors.js';
+import { unauthenticated } from '../../../domain/shared/errors.js';
 import { agentConfig } from '../../../domain/pnet/agent-config.js';
 import {
   AgentAttemptSchema,
@@ -28,15 +27,16 @@ import {
   AgentReleaseSchema,
   AgentSetStateSchema,
   AgentStateSchema,
-  DiagnosticSchema,
   ResultReportSchema,
 } from '../../../domain/pnet/agent.js';
-import { BrowserStepSchema, type StoredStepStatus } from '../../../domain/pnet/steps.js';
-import { signalSenderAccount, tellStepWorkflow } from '../../../services/pnet/browser-step-client.js';
-import { claimStep, pickClaim, releaseClaim, settleStep } from '../../../services/pnet/step-transitions.js';
+import { BrowserStepSchema } from '../../../domain/pnet/steps.js';
+import { claimNextStep } from '../../../services/pnet/claim-next-step.js';
+import { releaseStepClaim } from '../../../services/pnet/release-step-claim.js';
+import { reportStepResult } from '../../../services/pnet/report-step-result.js';
+import { accountStep } from '../../../services/pnet/step-transitions.js';
 import type { AppDeps } from '../../deps.js';
 import { browserSession } from '../../../store/pnet/check-ins.js';
-import { principalOf, type Principal } from '../../plugins/auth.js';
+import { principalOf } from '../../plugins/auth.js';
 import { checkIn, recordCheckInRequest } from '../../../store/pnet/check-ins.js';
 import { grantCommit, recordAttempt, recordRunningWait } from '../../../store/pnet/running.js';
 
@@ -49,22 +49,8 @@ const checksTokenConfig = { ...config, checksConnectionToken: true };
 export const pnetAgentRoutes =
   ({ sql, temporal, faults }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    /** Tells the step's workflow of a transition committed here, after the answer's commit; a lost signal is the sweeper's. */
-    const tell = (request: FastifyRequest, step: Pick<StepRow, 'id' | 'workflow_run_id'>) =>
-      tellStepWorkflow({ ...temporal, sql }, step, (err) =>
-        request.log.warn({ err, stepId: step.id }, 'step workflow not signalled; the sweeper will'),
-      );
-
-    /** A step of the calling browser's own account; any other answers 404. */
-    async function accountStep(
-      principal: Principal,
-      stepId: string,
-    ): Promise<StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> }> {
-      const step = await findStep(sql, stepId, principal.workspaceId);
-      if (!step || step.account_id !== principal.accountId || step.status === 'awaiting_approval')
-        throw notFound('Step');
-      return step as StepRow & { status: Exclude<StoredStepStatus, 'awaiting_approval'> };
-    }
+    /** What the use cases of services/pnet/ take (services/deps.ts). */
+    const deps = { sql, temporal };
 
     app.post(
       '/pnet/agent/heartbeat/',
@@ -149,29 +135,8 @@ export const pnetAgentRoutes =
           response: { 200: AgentClaimResponseSchema, 409: DetailBodySchema },
         },
       },
-      async (request) => {
-        const accountId = principalOf(request).accountId!;
-        const pick = await pickClaim(sql, accountId, request.body);
-        // A claim lapsed here because its lease timer was late: its workflow hears of it afterwards.
-        if (pick.lapsed) tell(request, pick.lapsed);
-        if (pick.yours) {
-          // Granted the commit under this claim, it may have pressed: it looks before anything else.
-          const granted = pick.yours.commit_granted_at?.toISOString() ?? null;
-          const verification = granted ? { mode: 'verify_only' as const, commit_granted_at: granted } : null;
-          return { step: toBrowserStep(pick.yours), verification, reason: null, wait: null };
-        }
-        if (!pick.step) return { step: null, verification: null, reason: pick.wait?.reason ?? null, wait: pick.wait };
-        // Committed here and answered at once; the step's workflow hears of it afterwards (decision 046).
-        const claimed = await claimStep(sql, {
-          stepId: pick.step.id,
-          accountId,
-          sessionId: pick.sessionId,
-          verifyFirst: request.body.verify_first,
-        });
-        faults?.afterClaimCommit?.();
-        tell(request, pick.step);
-        return { step: claimed.step, verification: claimed.verification ?? null, reason: null, wait: null };
-      },
+      async (request) =>
+        claimNextStep(deps, { accountId: principalOf(request).accountId!, request: request.body, faults }, request.log),
     );
 
     app.post(
@@ -194,37 +159,12 @@ export const pnetAgentRoutes =
       },
       async (request) => {
         const principal = principalOf(request);
-        const report = request.body;
-        if (report.diagnostic !== undefined && !DiagnosticSchema.safeParse(report.diagnostic).success) {
-          request.log.info({ stepId: request.params.action_id }, 'unreadable diagnostic dropped');
-        }
-        const { diagnostic: _dropped, ...settle } = report;
-        // One transaction is the whole check: the step of this account, the token still its own, then the settle.
         const browser = {
           workspaceId: principal.workspaceId,
           accountId: principal.accountId!,
           connectionTokenHash: principal.connectionTokenHash!,
         };
-        const result = await settleStep(sql, { stepId: request.params.action_id, report: settle, browser });
-        const step = result.locked;
-        if (result.step.status !== step.status) tell(request, step);
-        // Replies a conversation read recorded stop their contacts' pending steps now.
-        const repliedProfiles =
-          result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
-        if (repliedProfiles.length > 0) {
-          wakeSequenceContacts({ sql, temporal }, step.workspace_id, { profileUrls: repliedProfiles }).catch(
-            (err: unknown) => request.log.warn({ err }, 'could not wake sequence contacts'),
-          );
-        }
-        // The account is held from this settle on; its workflow owns the end of the back-off. A
-        // failed inbox read holds the account's messages: its workflow tries the read again soon.
-        if (result.checkpoint || (step.kind === 'check_inbox' && result.step.status === 'failed')) {
-          await signalSenderAccount(temporal.client, temporal.taskQueue, {
-            id: step.account_id,
-            workspace_id: step.workspace_id,
-          }).catch((err: unknown) => request.log.warn({ err }, 'could not wake the account workflow'));
-        }
-        return result.step;
+        return reportStepResult(deps, { stepId: request.params.action_id, report: request.body, browser }, request.log);
       },
     );
 
@@ -244,15 +184,9 @@ export const pnetAgentRoutes =
         },
       },
       async (request) => {
-        const principal = principalOf(request);
-        const step = await accountStep(principal, request.params.action_id);
-        if (step.status !== 'claimed')
-          throw new ApiError('conflict', `The step is ${step.status}; only a claimed step can be released.`);
+        const browser = principalOf(request);
         const { claimed_at: claimedAt, reason } = request.body;
-        request.log.info({ stepId: step.id, reason }, 'claim released');
-        const result = await releaseClaim(sql, { stepId: step.id, claimedAt });
-        tell(request, step);
-        return result.step;
+        return releaseStepClaim(deps, { stepId: request.params.action_id, browser, claimedAt, reason }, request.log);
       },
     );
 
@@ -273,7 +207,7 @@ export const pnetAgentRoutes =
         },
       },
       async (request) => {
-        const step = await accountStep(principalOf(request), request.params.action_id);
+        const step = await accountStep(sql, principalOf(request), request.params.action_id);
         return grantCommit(sql, step.id, request.body.claimed_at);
       },
     );
@@ -292,7 +226,7 @@ export const pnetAgentRoutes =
         },
       },
       async (request) => {
-        const step = await accountStep(principalOf(request), request.params.action_id);
+        const step = await accountStep(sql, principalOf(request), request.params.action_id);
         return recordAttempt(sql, step.id, request.body);
       },
     );
@@ -313,7 +247,7 @@ export const pnetAgentRoutes =
         },
       },
       async (request) => {
-        const step = await accountStep(principalOf(request), request.params.action_id);
+        const step = await accountStep(sql, principalOf(request), request.params.action_id);
         // The write renews the lease (`lease_renewed_at`), read by the step's lease timer.
         const { claimedAt } = await recordRunningWait(sql, step.id, request.body);
         return { running_claim: claimedAt ? ('renewed' as const) : ('lost' as const) };
