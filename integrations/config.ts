@@ -229,6 +229,8 @@ export interface IntegrationsConfig {
   smtp: { url: string; from: string } | null;
   /** PUBLIC_BASE_URL: where the open-tracking pixel is served; unset, emails go without one. */
   publicBaseUrl: string | undefined;
+  /** INVITATION_ACCEPT_URL: the app page an invitation email links to (`?token=` added); unset, the email carries the token alone. */
+  invitationAcceptUrl: string | undefined;
   /** OPENAI_API_KEY, OPENAI_MODEL and OPENAI_BASE_URL; null when a key or a model is missing. */
   chatModel: ChatModelConfig | null;
   /** DNS_SERVERS (comma-separated) for the MX lookup; the system's resolvers when unset. */
@@ -261,9 +263,15 @@ export interface IntegrationsConfig {
   referralLinkBase: string | null;
   /** CONNECTED_APPS_KNOWN (`assistant_a=host,host;assistant_b=host`): where recognised AI apps serve their client metadata documents; none when unset. */
   connectedAppsKnown: KnownApps;
-  /** Data sourcing (issue 23): APOLLO_API_KEY / APOLLO_API_URL, LEAD_SEARCH_PRICE_PER_ROW, HUBSPOT_API_URL, CT_LOG_URL. */
+  /**
+   * Data sourcing (decisions 041, 042): APOLLO_API_KEY / APOLLO_API_URL, LEAD_SEARCH_PRICE_PER_ROW,
+   * HUBSPOT_API_URL, CT_LOG_URL.
+   */
   sourcing: SourcingConfig;
-  /** Notifications (issue 21): WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true lets webhook endpoints be private addresses (local twins only); the team chat (TEAM_CHAT_*). */
+  /**
+   * Notifications (decision 038): WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true lets webhook endpoints be
+   * private addresses (local twins only); the team chat (TEAM_CHAT_*).
+   */
   notifications: { webhooksAllowPrivateNetworks: boolean; teamChat: TeamChatConfig | { missing: string[] } };
   /** Affiliate payouts (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET, PAYPAL_API_BASE, AFFILIATE_PAYOUT_DAY, AFFILIATE_PAYOUT_MINIMUM_CENTS, AFFILIATE_FORFEIT_DAYS; integrations/payouts/settings.ts). */
   affiliatePayouts: AffiliatePayoutsConfig;
@@ -342,6 +350,7 @@ export function readIntegrationsConfig(env: Environment = process.env): Integrat
   return {
     smtp: env.SMTP_URL ? { url: env.SMTP_URL, from: env.SMTP_FROM ?? 'sequences@localhost' } : null,
     publicBaseUrl: env.PUBLIC_BASE_URL,
+    invitationAcceptUrl: env.INVITATION_ACCEPT_URL?.trim() || undefined,
     chatModel: chatModelConfigFrom(env),
     dnsServers: servers,
     webReaderAllowPrivateNetworks: env.WEB_READER_ALLOW_PRIVATE_NETWORKS === 'true',
@@ -439,6 +448,7 @@ export interface Integrations {
   agentSuppliers: AgentSuppliers;
   mailboxNetwork: { allowPrivateNetworks: boolean };
   publicBaseUrl: string | undefined;
+  invitationAcceptUrl: string | undefined;
   sequenceFeedPollSeconds: number;
   /** The upload limit the API applies and the limits the worker extracts attachments within (a test may change them). */
   chatAttachments: ChatAttachmentLimits;
@@ -507,6 +517,7 @@ export function createIntegrations(
     agentSuppliers: agentSuppliersFrom(env, { chatModel }),
     mailboxNetwork: { allowPrivateNetworks: config.mailboxAllowPrivateNetworks },
     publicBaseUrl: config.publicBaseUrl,
+    invitationAcceptUrl: config.invitationAcceptUrl,
     sequenceFeedPollSeconds: config.sequenceFeedPollSeconds,
     operations: null,
     webEndpoint: endpointCaller({ allowPrivateNetworks: config.webReaderAllowPrivateNetworks }),

@@ -7,6 +7,8 @@
  * A message is recorded only once it arrived in full (the DATA terminator seen), just before the
  * server answers 250: a sender killed mid-message leaves nothing behind, as with a real server.
  * `refuseRate` answers a share of messages 451 (a transient refusal: the sender must try again).
+ * `keepText` also parses each message and keeps its From, Subject and text body (`npm run
+ * smtp:local` prints them, sim/smtp-sink-main.ts); without it only the headers are read.
  */
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
@@ -22,6 +24,11 @@ export interface SinkMessage {
   /** Date.now() when the message was taken (the end of DATA). */
   receivedAt: number;
   bytes: number;
+  /**
+   * With `keepText`: the message as a mail program shows it: the From header (display name and
+   * address), the decoded Subject and the text body (null where the message had none or did not parse).
+   */
+  parsed?: { from: string | null; subject: string | null; text: string | null };
 }
 
 export interface SmtpSinkOptions {
@@ -32,6 +39,8 @@ export interface SmtpSinkOptions {
   /** Called with each message taken, in order. */
   onMessage?: (message: SinkMessage) => void;
   port?: number;
+  /** Also parse each message and keep its From header, decoded Subject and text body (`parsed`). */
+  keepText?: boolean;
 }
 
 export interface SmtpSink {
@@ -103,9 +112,33 @@ export async function startSmtpSink(options: SmtpSinkOptions = {}): Promise<Smtp
           receivedAt: Date.now(),
           bytes: raw.length,
         };
-        messages.push(message);
-        options.onMessage?.(message);
-        callback();
+        const take = () => {
+          messages.push(message);
+          options.onMessage?.(message);
+          callback();
+        };
+        if (!options.keepText) {
+          take();
+          return;
+        }
+        // Recorded once parsed, still before the 250: what was answered taken is what is kept. The
+        // parser loads only here, so the benchmarks' sinks never load it.
+        import('mailparser')
+          .then(({ simpleParser }) => simpleParser(raw))
+          .then(
+            (mail) => {
+              message.parsed = {
+                from: mail.from?.text ?? null,
+                subject: mail.subject ?? null,
+                text: mail.text ?? null,
+              };
+              take();
+            },
+            () => {
+              message.parsed = { from: null, subject: null, text: null };
+              take();
+            },
+          );
       });
     },
   });

@@ -102,6 +102,7 @@ export interface SignInFacts {
   /** How many workspaces the person is a member of (when the request names none and the token no org). */
   memberships: number;
   member: boolean;
+  /** Removed from the workspace reached, or (reaching none) from a workspace they no longer belong to. */
   removed: boolean;
 }
 
@@ -119,6 +120,7 @@ export type SignInDecision =
 export function decideSignIn(identity: Identity, facts: SignInFacts, policy: SignInPolicy): SignInDecision {
   const { workspace } = facts;
   if (!workspace) {
+    if (facts.removed) return refused(removedDetail);
     if (facts.named) return refused('This user is not a member of the workspace named in X-Workspace-Id.');
     if (identity.orgId && policy.provisionOnFirstUse) return { outcome: 'provision' };
     if (identity.orgId)
@@ -134,12 +136,14 @@ export function decideSignIn(identity: Identity, facts: SignInFacts, policy: Sig
     );
   }
   if (facts.member) return { outcome: 'member' };
-  if (facts.removed) return refused('This user was removed from the workspace; an admin must invite them again.');
+  if (facts.removed) return refused(removedDetail);
   if (!workspace.mappedFromOrg) return refused('This user is not a member of the workspace.');
   if (!identity.email)
     return refused('The token carries no email claim, which joining a workspace needs (AUTH_CLAIM_EMAIL).');
   return { outcome: 'join', role: identity.joinRole };
 }
+
+const removedDetail = 'This user was removed from the workspace; an admin must invite them again.';
 
 function refused(detail: string): SignInDecision {
   return { outcome: 'refused', status: 'forbidden', detail };

@@ -227,15 +227,17 @@ export function decideAcceptance(
 /** A header's or a line's text with no line breaks or other control characters. */
 const oneLine = (text: string) => text.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
 
-/** The link in the email: the accept operation's path with the token, on the service's public address. */
-export function acceptLink(base: string, token: string): string {
-  return `${base.replace(/\/+$/, '')}/invitations/accept/?token=${encodeURIComponent(token)}`;
+/** The link in the email: the app's accept page (INVITATION_ACCEPT_URL) with the token. */
+export function acceptLink(page: string, token: string): string {
+  const url = new URL(page);
+  url.searchParams.set('token', token);
+  return url.toString();
 }
 
 /**
- * The invitation email's subject and text. The API has no page to land on: the link carries the
- * token, and the person signs in and sends it to `POST /invitations/accept/` (operationId
- * acceptInvitation), or an app built on the API does that for them.
+ * The invitation email's subject and text. The API has no page of its own to land on: the person
+ * signs in and sends the token to `POST /invitations/accept/` (operationId acceptInvitation), or
+ * the app whose page INVITATION_ACCEPT_URL names does it for them (the link, when it is set).
  */
 export function invitationEmail(input: {
   workspaceName: string;
@@ -244,7 +246,7 @@ export function invitationEmail(input: {
   email: string;
   expiresAt: Date;
   token: string;
-  acceptUrl: string;
+  acceptUrl: string | null;
 }): { subject: string; text: string } {
   const workspace = oneLine(input.workspaceName);
   const inviter = oneLine(input.inviterName);
@@ -254,12 +256,13 @@ export function invitationEmail(input: {
     text: [
       `${inviter} invited you (${input.email}) to join the workspace "${workspace}" as ${role}.`,
       '',
-      'To accept, sign in with this email address (verified with your identity provider) and send',
-      'the token below to POST /invitations/accept/ (operationId acceptInvitation), or open the',
-      'link in an app built on this service:',
+      ...(input.acceptUrl
+        ? ['To accept, open this link and sign in with this email address:', '', `  ${input.acceptUrl}`, '']
+        : []),
+      `${input.acceptUrl ? 'Or' : 'To accept,'} sign in with this email address (verified with your identity provider)`,
+      'and send this token to POST /invitations/accept/ (operationId acceptInvitation):',
       '',
       `Token: ${input.token}`,
-      `Link:  ${input.acceptUrl}`,
       '',
       `The invitation works once and expires at ${input.expiresAt.toISOString()} (UTC).`,
       'If you did not expect it, ignore this email: nothing happens unless it is accepted.',

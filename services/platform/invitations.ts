@@ -46,8 +46,8 @@ export interface InviteDeps {
   sql: Sql;
   /** Null without SMTP_URL: nothing is invited, since the token would reach nobody. */
   mailer: Mailer | null;
-  /** The service's public address the email's link starts with (PUBLIC_BASE_URL, or the request's). */
-  publicBase: string;
+  /** The app's accept page the email links to (INVITATION_ACCEPT_URL); undefined, the email carries the token alone. */
+  acceptPage: string | undefined;
 }
 
 /**
@@ -99,7 +99,7 @@ export async function inviteMember(
       email,
       expiresAt: created.row.expires_at,
       token,
-      acceptUrl: acceptLink(deps.publicBase, token),
+      acceptUrl: deps.acceptPage ? acceptLink(deps.acceptPage, token) : null,
     });
     try {
       await mailer.send({
@@ -164,7 +164,7 @@ export async function acceptInvitation(
     const decision = decideAcceptance(locked?.row, identity, locked?.now ?? new Date(), { alreadyMember });
     if (decision.outcome === 'refused') throw new ApiError(decision.code, decision.detail);
     const invitation = locked!.row;
-    const joined = await insertJoinedMember(tx, {
+    const { member: joined } = await insertJoinedMember(tx, {
       workspaceId: invitation.workspace_id,
       userId: identity.userId,
       email: invitation.email,

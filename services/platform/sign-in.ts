@@ -5,11 +5,23 @@
  * refused with the reason (domain/platform/identity.ts decides, the statements here apply it).
  */
 import type { Sql } from '../../db/sql.js';
-import { decideSignIn, type Identity, type SignInFacts, type SignInPolicy } from '../../domain/platform/identity.js';
+import {
+  decideSignIn,
+  type Identity,
+  type SignInDecision,
+  type SignInFacts,
+  type SignInPolicy,
+} from '../../domain/platform/identity.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 import { ApiError } from '../../domain/shared/errors.js';
-import { membershipsOf, reachWorkspace, wasRemovedFromWorkspace } from '../../store/platform/auth.js';
-import { insertJoinedMember, type JoinedVia } from '../../store/platform/members.js';
+import {
+  membershipsOf,
+  reachWorkspace,
+  wasRemovedEverywhere,
+  wasRemovedFromWorkspace,
+  type ReachedWorkspace,
+} from '../../store/platform/auth.js';
+import { insertJoinedMember } from '../../store/platform/members.js';
 import { createWorkspace } from '../../store/platform/workspaces.js';
 
 export interface SignedIn {
@@ -42,20 +54,30 @@ export async function signIn(
     member: false,
     removed: false,
   };
-  if (reached) {
-    facts.workspace = { id: reached.workspace_id, mappedFromOrg: reached.mapped };
-    facts.removed = await wasRemovedFromWorkspace(sql, reached.workspace_id, identity.userId);
-  } else if (!facts.named && identity.orgId === null) {
+  // Where the person could join, the join's own statement checks for a removal (one round trip
+  // for the whole join) and the decision is taken again when it finds one. Where they cannot, the
+  // refusal reads whether they were removed, so they are told so.
+  if (reached) facts.workspace = { id: reached.workspace_id, mappedFromOrg: reached.mapped };
+  else if (!facts.named && identity.orgId === null) {
     const memberships = await membershipsOf(sql, identity.userId);
     if (memberships.length === 1) return signedIn(memberships[0]!);
     facts.memberships = memberships.length;
+    if (memberships.length === 0) facts.removed = await wasRemovedEverywhere(sql, identity.userId);
   }
-  const decision = decideSignIn(identity, facts, policy);
+  let decision = decideSignIn(identity, facts, policy);
+  if (decision.outcome === 'refused' && reached) {
+    facts.removed = await wasRemovedFromWorkspace(sql, reached.workspace_id, identity.userId);
+    decision = decideSignIn(identity, facts, policy);
+  }
   switch (decision.outcome) {
     case 'refused':
       throw new ApiError(decision.status, decision.detail);
-    case 'join':
-      return join(sql, identity, reached!.workspace_id, decision.role, 'first_use');
+    case 'join': {
+      const joined = await join(sql, identity, reached!, decision.role);
+      if (joined) return joined;
+      const refusal = decideSignIn(identity, { ...facts, removed: true }, policy);
+      throw new ApiError(refusal.outcome === 'refused' ? refusal.status : 'forbidden', detailOf(refusal));
+    }
     case 'provision':
       return provisionOrganisation(sql, identity);
     case 'member':
@@ -73,37 +95,38 @@ export function displayNameOf(identity: Pick<Identity, 'name' | 'email' | 'userI
   return (local || identity.email || identity.userId).slice(0, 255);
 }
 
+const detailOf = (decision: SignInDecision) => (decision.outcome === 'refused' ? decision.detail : 'Refused.');
+
 /**
- * Makes the person a member (or reads the member a concurrent first request made). Another
- * member holding their email under another identity is a 409: the service never merges two
- * identities on its own.
+ * Makes the person a member on first use, in one statement (insertJoinedMember), or reads the
+ * member a concurrent first request made. Answers undefined when the workspace removed them.
+ * Another member holding their email under another identity is a 409: the service never merges
+ * two identities on its own.
  */
-export async function join(
+async function join(
   sql: Sql,
   identity: Identity,
-  workspaceId: string,
+  reached: ReachedWorkspace,
   role: Role,
-  via: JoinedVia,
-  invitationId: string | null = null,
-): Promise<SignedIn> {
-  await sql.begin((tx) =>
-    insertJoinedMember(tx, {
-      workspaceId,
-      userId: identity.userId,
-      email: identity.email!,
-      displayName: displayNameOf(identity),
-      role,
-      via,
-      invitationId,
-    }),
-  );
-  const member = await reachWorkspace(sql, { ...identity, workspaceId });
-  if (!member?.member_id)
+): Promise<SignedIn | undefined> {
+  const { member, removed } = await insertJoinedMember(sql, {
+    workspaceId: reached.workspace_id,
+    userId: identity.userId,
+    email: identity.email!,
+    displayName: displayNameOf(identity),
+    role,
+    via: 'first_use',
+    refuseRemoved: true,
+  });
+  if (removed) return undefined;
+  if (member) return { workspaceId: reached.workspace_id, plan: reached.plan, memberId: member.id, role };
+  const raced = await reachWorkspace(sql, { ...identity, workspaceId: reached.workspace_id });
+  if (!raced?.member_id)
     throw new ApiError(
       'conflict',
       `Another member of this workspace has the email ${identity.email} under another identity; an admin must remove that member first.`,
     );
-  return signedIn({ ...member, member_id: member.member_id, role: member.role! });
+  return signedIn({ ...raced, member_id: raced.member_id, role: raced.role! });
 }
 
 /**
@@ -143,5 +166,8 @@ async function provisionOrganisation(sql: Sql, identity: Identity): Promise<Sign
   if (!reached) throw new Error('the organisation’s workspace was neither created nor found');
   if (reached.member_id) return signedIn({ ...reached, member_id: reached.member_id, role: reached.role! });
   if (created) throw new Error('the provisioned workspace has no member for its creator');
-  return join(sql, identity, reached.workspace_id, identity.joinRole, 'first_use');
+  const joined = await join(sql, identity, reached, identity.joinRole);
+  if (!joined)
+    throw new ApiError('forbidden', 'This user was removed from the workspace; an admin must invite them again.');
+  return joined;
 }

@@ -61,7 +61,7 @@ export async function signUp(deps: SignUpDeps, identity: Identity, input: SignUp
       const field = input.affiliate_click_id ? 'affiliate_click_id' : 'affiliate_code';
       throw refusal(field, error.detail, input[field]);
     });
-    const member = await insertJoinedMember(tx, {
+    const { member } = await insertJoinedMember(tx, {
       workspaceId: workspace.id,
       userId: identity.userId,
       email,

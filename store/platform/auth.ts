@@ -80,3 +80,12 @@ export async function membershipsOf(
     from members m join workspaces w on w.id = m.workspace_id
     where m.idp_user_id = ${userId} order by m.created_at limit 2`;
 }
+
+/** Whether this identity-provider user was removed from some workspace and is a member of none. */
+export async function wasRemovedEverywhere(db: Db, idpUserId: string): Promise<boolean> {
+  const [row] = await db`
+    select 1 from member_removals r
+    where r.idp_user_id = ${idpUserId} and not exists (select 1 from members m where m.idp_user_id = r.idp_user_id)
+    limit 1`;
+  return row !== undefined;
+}

@@ -2,6 +2,8 @@
 import type { Db } from '../../db/sql.js';
 import type { MemberAuditEntry } from '../../domain/platform/members.js';
 import type { Role } from '../../domain/shared/common.js';
+import { randomUUID } from 'node:crypto';
+import { parseEventPayload } from '../../domain/notifications/events.js';
 import { recordWorkspaceEvent } from '../notifications/outbox.js';
 
 /** The identity-provider user id of a member; null when there is no such member. */
@@ -95,13 +97,16 @@ export async function removeMember(tx: Db, input: AuditInput): Promise<{ revoked
 export type JoinedVia = 'sign_up' | 'first_use' | 'invitation';
 
 /**
- * Makes a person a member in the caller's transaction, with the `joined` audit entry and the
- * `member.joined` event. The (workspace, user) and (workspace, email) keys decide a race: the
- * second of two concurrent first requests inserts nothing and answers undefined (the caller reads
- * the member the first one made). A removal recorded for this user is forgotten: they are back.
+ * Makes a person a member, with the `joined` audit entry and the `member.joined` event, in ONE
+ * statement (its own transaction, or the caller's): a first request that joins costs one round
+ * trip more than a known member's (docs/benchmarks.md, bench:sign-in). The (workspace, user) and
+ * (workspace, email) keys decide a race: the second of two concurrent joins inserts nothing and
+ * answers no member (the caller reads the one the first made). With `refuseRemoved` a person the
+ * workspace removed is not added and `removed` says so; without it (an invitation) the removal is
+ * forgotten: they are back.
  */
 export async function insertJoinedMember(
-  tx: Db,
+  db: Db,
   input: {
     workspaceId: string;
     userId: string;
@@ -110,30 +115,40 @@ export async function insertJoinedMember(
     role: Role;
     via: JoinedVia;
     invitationId?: string | null;
+    refuseRemoved?: boolean;
   },
-): Promise<{ id: string } | undefined> {
-  const [member] = await tx<{ id: string }[]>`
-    insert into members (workspace_id, idp_user_id, display_name, email, role)
-    values (${input.workspaceId}, ${input.userId}, ${input.displayName}, ${input.email}, ${input.role})
-    on conflict do nothing returning id`;
-  if (!member) return undefined;
-  await tx`delete from member_removals where workspace_id = ${input.workspaceId} and idp_user_id = ${input.userId}`;
-  await tx`
-    insert into member_audit (workspace_id, actor_member_id, action, target_member_id, target_user_id, target_email, role_before, role_after, joined_via)
-    values (${input.workspaceId}, ${member.id}, 'joined', ${member.id}, ${input.userId}, ${input.email}, null, ${input.role}, ${input.via})`;
-  await recordWorkspaceEvent(tx, {
-    workspaceId: input.workspaceId,
-    type: 'member.joined',
-    payload: {
-      member_id: member.id,
-      user_id: input.userId,
-      email: input.email,
-      role: input.role,
-      via: input.via,
-      invitation_id: input.invitationId ?? null,
-    },
+): Promise<{ member: { id: string } | undefined; removed: boolean }> {
+  const memberId = randomUUID();
+  const payload = parseEventPayload('member.joined', {
+    member_id: memberId,
+    user_id: input.userId,
+    email: input.email,
+    role: input.role,
+    via: input.via,
+    invitation_id: input.invitationId ?? null,
   });
-  return member;
+  const refuseRemoved = input.refuseRemoved ?? false;
+  const [row] = await db<{ member_id: string | null; removed: boolean }[]>`
+    with removal as (
+      select 1 from member_removals where workspace_id = ${input.workspaceId} and idp_user_id = ${input.userId}
+    ), member as (
+      insert into members (id, workspace_id, idp_user_id, display_name, email, role)
+      select ${memberId}, ${input.workspaceId}, ${input.userId}, ${input.displayName}, ${input.email}, ${input.role}
+      where not (${refuseRemoved} and exists (select 1 from removal))
+      on conflict do nothing
+      returning id
+    ), cleared as (
+      delete from member_removals
+      where workspace_id = ${input.workspaceId} and idp_user_id = ${input.userId} and exists (select 1 from member)
+    ), audit as (
+      insert into member_audit (workspace_id, actor_member_id, action, target_member_id, target_user_id, target_email, role_before, role_after, joined_via)
+      select ${input.workspaceId}, id, 'joined', id, ${input.userId}, ${input.email}, null, ${input.role}, ${input.via} from member
+    ), event as (
+      insert into workspace_events (workspace_id, type, payload)
+      select ${input.workspaceId}, 'member.joined', ${db.json(payload as never)} from member
+    )
+    select (select id from member) as member_id, exists (select 1 from removal) as removed`;
+  return { member: row!.member_id ? { id: row!.member_id } : undefined, removed: refuseRemoved && row!.removed };
 }
 
 interface AuditRow {

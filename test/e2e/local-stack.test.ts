@@ -3,75 +3,17 @@
  * whole process group, as a terminal sends it). Two stacks run side by side, nothing is left
  * running after Ctrl-C, and a second start keeps the data.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { freePort } from '../../worker/ports.js';
 import { projectRoot } from '../../worker/tools.js';
+import { ctrlC, npmStart, processesUsing } from '../support/local-stack.js';
 
 const roots: string[] = [];
 afterAll(() => roots.forEach((r) => rmSync(r, { recursive: true, force: true })));
-
-interface Started {
-  child: ChildProcess;
-  apiUrl: string;
-  devKey: string;
-  output: () => string;
-}
-
-async function npmStart(dataDir: string, port: number): Promise<Started> {
-  const child = spawn('npm', ['start'], {
-    cwd: projectRoot,
-    env: {
-      ...process.env,
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      DATABASE_URL: '',
-      TEMPORAL_ADDRESS: '',
-      LOG_LEVEL: 'warn',
-    },
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (c) => (output += c));
-  child.stderr.on('data', (c) => (output += c));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`npm start did not come up:\n${output}`)), 150_000);
-    const check = () => {
-      if (output.includes('Press Ctrl-C to stop.')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout.on('data', check);
-    child.once('exit', (code) => reject(new Error(`npm start exited with ${code}:\n${output}`)));
-  });
-  return {
-    child,
-    apiUrl: /API:\s+(http:\/\/\S+?)\/?\s/.exec(output)![1]!,
-    devKey: /Development key:\s+(owk_\w+)/.exec(output)![1]!,
-    output: () => output,
-  };
-}
-
-async function ctrlC(started: Started): Promise<void> {
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    started.child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  process.kill(-started.child.pid!, 'SIGINT');
-  // npm itself may end by the signal; the service below it must have exited cleanly.
-  const { code, signal } = await exited;
-  expect(code === 0 || signal === 'SIGINT').toBe(true);
-  expect(started.output()).not.toMatch(/stop failed/);
-}
-
-function processesUsing(dataDir: string): string[] {
-  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
-  return out.split('\n').filter((line) => line.includes(dataDir) && !line.includes('ps -eo'));
-}
 
 function tempDataDir(): string {
   const root = mkdtempSync(join(tmpdir(), 'outreach-stack-'));

@@ -22,7 +22,7 @@ let sink: SmtpSink;
  */
 const sent = new Map<string, OutboundEmail>();
 let mailer: Mailer;
-const publicBase = 'https://app.outreach.example';
+const acceptPage = 'https://app.outreach.example/join';
 
 beforeAll(async () => {
   sink = await startSmtpSink();
@@ -37,7 +37,7 @@ beforeAll(async () => {
     },
   };
   stack.integrations.mailer = mailer;
-  stack.integrations.publicBaseUrl = publicBase;
+  stack.integrations.invitationAcceptUrl = acceptPage;
 });
 afterAll(() => sink?.close());
 
@@ -123,7 +123,7 @@ describe('inviting and accepting', () => {
     expect(mail.subject).toContain(name);
     expect(mail.text).toContain(`join the workspace "${name}" as an admin`);
     expect(mail.text).toContain(invitation.expires_at);
-    expect(mail.text).toContain(`${publicBase}/invitations/accept/?token=${token}`);
+    expect(mail.text).toContain(`${acceptPage}?token=${token}`);
     // Only the hash is stored.
     const [stored] = await stack.sql<{ token_hash: Buffer }[]>`
       select token_hash from member_invitations where id = ${invitation.id}`;

@@ -182,8 +182,8 @@ describe('the invitation request', () => {
 describe('the invitation email', () => {
   it('names the workspace in its subject, and the workspace, role, inviter, expiry and link in its text', () => {
     const token = generateInvitationToken();
-    const link = acceptLink('https://api.example/', token);
-    expect(link).toBe(`https://api.example/invitations/accept/?token=${token}`);
+    const link = acceptLink('https://app.example/join?from=mail', token);
+    expect(link).toBe(`https://app.example/join?from=mail&token=${token}`);
     const mail = invitationEmail({
       workspaceName: 'Acme\r\nBcc: x@evil.example',
       role: 'admin',
@@ -198,7 +198,19 @@ describe('the invitation email', () => {
     expect(mail.text).toContain('join the workspace "Acme Bcc: x@evil.example" as an admin');
     expect(mail.text).toContain('Alex Admin invited you (pat@example.com)');
     expect(mail.text).toContain(`Token: ${token}`);
-    expect(mail.text).toContain(`Link:  ${link}`);
+    expect(mail.text).toContain(`  ${link}`);
+    // Without an app page, the token alone and how to send it.
+    const bare = invitationEmail({
+      workspaceName: 'Acme',
+      role: 'member',
+      inviterName: 'A',
+      email: 'p@e.c',
+      expiresAt,
+      token,
+      acceptUrl: null,
+    });
+    expect(bare.text).not.toMatch(/https?:/);
+    expect(bare.text).toContain(`Token: ${token}`);
     expect(mail.text).toContain('expires at 2030-01-08T12:00:00.000Z');
     expect(mail.text).toContain('POST /invitations/accept/');
   });

@@ -21,7 +21,6 @@ import {
 } from '../../../services/platform/invitations.js';
 import type { RouteDeps } from '../../deps.js';
 import { identityOf, principalOf } from '../../plugins/auth.js';
-import { endpointsOf } from '../connected-apps/oauth.js';
 
 export const invitationRoutes =
   ({ sql, inbox, integrations }: RouteDeps): FastifyPluginAsyncZod =>
@@ -62,7 +61,7 @@ export const invitationRoutes =
           {
             sql,
             mailer: mailer(),
-            publicBase: endpointsOf(integrations.publicBaseUrl, request).base,
+            acceptPage: integrations.invitationAcceptUrl,
           },
           principalOf(request),
           request.body,
