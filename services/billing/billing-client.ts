@@ -8,7 +8,7 @@ import {
   workspaceBillingWorkflowId,
   type WorkspaceBillingInput,
 } from '../../workflows/billing/workspace-billing.contract.js';
-import { repeatEvery } from '../platform/repeat.js';
+import { repeatEvery } from '../repeat.js';
 
 const options = (taskQueue: string, workspaceId: string) => ({
   taskQueue,

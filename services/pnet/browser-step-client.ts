@@ -30,7 +30,7 @@ import {
   WorkspaceIdKey,
 } from '../../workflows/shared/search-attributes.js';
 import type { ServiceDeps } from '../deps.js';
-import { repeatEvery } from '../platform/repeat.js';
+import { repeatEvery } from '../repeat.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
   const input: BrowserStepInput = {

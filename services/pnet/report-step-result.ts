@@ -21,9 +21,17 @@ import type { BrowserStep } from '../../domain/pnet/steps.js';
 import { pnetReplyProfiles } from '../../store/inbox/messages.js';
 import type { ReportingBrowser } from '../../store/pnet/steps.js';
 import type { ServiceDeps } from '../deps.js';
-import { wakeSequenceContacts } from '../sequences/stops.js';
 import { signalSenderAccount, tellAfterCommit } from './browser-step-client.js';
 import { settleStep } from './step-transitions.js';
+
+/**
+ * What the report needs, with the sequences' wake of contacts who replied handed in by the caller:
+ * sequences build on pnet steps (they import services/pnet), so services/pnet never imports
+ * services/sequences (test/unit/import-cycles.test.ts).
+ */
+export type ReportDeps = Pick<ServiceDeps, 'sql' | 'temporal'> & {
+  wakeRepliedContacts: (workspaceId: string, profileUrls: string[]) => Promise<unknown>;
+};
 
 /**
  * Settles the browser's current claim of `stepId` with its report and answers the step's record.
@@ -33,7 +41,7 @@ import { settleStep } from './step-transitions.js';
  * result again is 200), a code only the service writes 422.
  */
 export async function reportStepResult(
-  deps: Pick<ServiceDeps, 'sql' | 'temporal'>,
+  deps: ReportDeps,
   { stepId, report, browser }: { stepId: string; report: ResultReport; browser: ReportingBrowser },
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>,
 ): Promise<BrowserStep> {
@@ -70,9 +78,9 @@ export async function reportStepResult(
   //     every send reads contact_stop_reason() in its own transaction (services/sequences/stops.ts).
   const repliedProfiles = result.step.status === 'succeeded' ? pnetReplyProfiles(step.kind, result.step.outcome) : [];
   if (repliedProfiles.length > 0) {
-    wakeSequenceContacts({ sql, temporal }, step.workspace_id, { profileUrls: repliedProfiles }).catch((err: unknown) =>
-      log.warn({ err }, 'could not wake sequence contacts'),
-    );
+    deps
+      .wakeRepliedContacts(step.workspace_id, repliedProfiles)
+      .catch((err: unknown) => log.warn({ err }, 'could not wake sequence contacts'));
   }
 
   // 3c. The account's own workflow is woken. A checkpoint holds the account from this settle on

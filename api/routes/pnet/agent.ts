@@ -33,6 +33,7 @@ import { BrowserStepSchema } from '../../../domain/pnet/steps.js';
 import { claimNextStep } from '../../../services/pnet/claim-next-step.js';
 import { releaseStepClaim } from '../../../services/pnet/release-step-claim.js';
 import { reportStepResult } from '../../../services/pnet/report-step-result.js';
+import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
 import { accountStep } from '../../../services/pnet/step-transitions.js';
 import type { AppDeps } from '../../deps.js';
 import { browserSession } from '../../../store/pnet/check-ins.js';
@@ -164,7 +165,14 @@ export const pnetAgentRoutes =
           accountId: principal.accountId!,
           connectionTokenHash: principal.connectionTokenHash!,
         };
-        return reportStepResult(deps, { stepId: request.params.action_id, report: request.body, browser }, request.log);
+        return reportStepResult(
+          {
+            ...deps,
+            wakeRepliedContacts: (workspaceId, profileUrls) => wakeSequenceContacts(deps, workspaceId, { profileUrls }),
+          },
+          { stepId: request.params.action_id, report: request.body, browser },
+          request.log,
+        );
       },
     );
 
