@@ -1,5 +1,5 @@
 /** Starting an assistant turn and sending it people's decisions. */
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { ApiError } from '../../domain/shared/errors.js';
 import { assistantTurnWorkflow } from '../../workflows/assistant/assistant-turn.js';
 import {
@@ -10,11 +10,10 @@ import {
   type DecideCardsRequest,
 } from '../../workflows/assistant/assistant-turn.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import type { TemporalHandle } from '../deps.js';
 
-export interface Temporal {
-  client: Client;
-  taskQueue: string;
-}
+/** The Temporal client and task queue of services/deps.ts, under the name its callers import. */
+export type Temporal = TemporalHandle;
 
 export async function startTurn(temporal: Temporal, input: AssistantTurnInput): Promise<void> {
   await temporal.client.workflow.start(assistantTurnWorkflow, {

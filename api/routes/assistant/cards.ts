@@ -1,14 +1,16 @@
 /**
- * The assistant's settings (endpoint 4, 2.11), the grants given from cards, the cards (2.12)
- * with approve, dismiss and approve-all, and the activity log. A decision goes to the card's turn
- * as an Update (the person waits for its answer); the lists and reads come from Postgres.
+ * The assistant's settings (operationIds readAssistantSettings, updateAssistantSettings), the
+ * grants given from cards, the cards with approve, dismiss and approve-all, and the activity log
+ * (docs/decisions/034-assistant-turns-and-cards.md). A decision goes to the card's turn as an
+ * Update (the person waits for its answer) through services/assistant/cards.ts; the lists and
+ * reads come from Postgres.
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyRequest } from 'fastify';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
-import { ApiError, ValidationRefusal } from '../../../domain/shared/errors.js';
+import { ApiError } from '../../../domain/shared/errors.js';
 import {
   ActivityListQuerySchema,
   ActivityListSchema,
@@ -18,26 +20,16 @@ import {
   AssistantSettingsSchema,
   AssistantSettingsUpdateSchema,
   GrantListSchema,
-  isGrantable,
   ProposalActionsSchema,
   ProposalListQuerySchema,
   ProposalListSchema,
   ProposalSchema,
   verbs,
-  type ApprovalScope,
 } from '../../../domain/assistant/assistant.js';
-import { decideCards } from '../../../services/assistant/turn-client.js';
+import { approveCards, approveOrDismissCard, type Caller } from '../../../services/assistant/cards.js';
 import { listActivity } from '../../../store/assistant/activity.js';
-import { memberDisplayName } from '../../../store/assistant/conversations.js';
-import {
-  findProposal,
-  listProposals,
-  proposalsByIds,
-  toProposal,
-  type ProposalRow,
-} from '../../../store/assistant/proposals.js';
+import { findProposal, listProposals, toProposal } from '../../../store/assistant/proposals.js';
 import { listGrants, readSettings, revokeGrant, updateSettings } from '../../../store/assistant/settings.js';
-import type { Actor } from '../../../workflows/assistant/assistant-turn.contract.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
@@ -53,34 +45,15 @@ const IdempotencyHeadersSchema = z.object({
     .describe('The same key sent again (a retried request) is the same decision'),
 });
 
-const decidedConflict = (card: ProposalRow) =>
-  new ApiError('conflict', `This card was already decided (it is ${card.status}).`);
+/** The caller a decision is logged under: an API key's caller, or a signed-in member. */
+function callerOf(request: FastifyRequest): Caller {
+  const principal = principalOf(request);
+  return { kind: principal.via === 'api_key' ? 'api' : 'user', memberId: principal.memberId };
+}
 
 export const assistantCardRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    async function actorOf(request: FastifyRequest): Promise<Actor> {
-      const principal = principalOf(request);
-      return {
-        kind: principal.via === 'api_key' ? 'api' : 'user',
-        memberId: principal.memberId,
-        displayName: principal.memberId ? await memberDisplayName(sql, principal.memberId) : null,
-      };
-    }
-
-    /** Refuses a standing grant from a card that can never have one (a send, a destructive card). */
-    function checkScope(card: ProposalRow, scope: ApprovalScope) {
-      if (scope === 'once' || card.status !== 'pending' || isGrantable(card)) return;
-      throw new ValidationRefusal([
-        {
-          loc: ['body', 'scope'],
-          msg: `${card.verb} cannot be granted: approve it once; it asks again every time`,
-          type: 'value_error',
-          input: scope,
-        },
-      ]);
-    }
-
     app.get(
       '/assistant/settings/',
       {
@@ -177,29 +150,6 @@ export const assistantCardRoutes =
         toProposal(await findProposal(sql, principalOf(request).workspaceId, request.params.proposal_id)),
     );
 
-    async function decideOne(
-      request: FastifyRequest,
-      proposalId: string,
-      decision: 'approved' | 'rejected',
-      scope: ApprovalScope,
-      key: string,
-    ) {
-      const { workspaceId } = principalOf(request);
-      const card = await findProposal(sql, workspaceId, proposalId);
-      if (card.status !== 'pending' || !card.message_id) throw decidedConflict(card);
-      if (decision === 'approved') checkScope(card, scope);
-      const [decided] = await decideCards(temporal, card.message_id, {
-        cardIds: [card.id],
-        decision,
-        scope,
-        key,
-        actor: await actorOf(request),
-      });
-      const now = await findProposal(sql, workspaceId, proposalId);
-      if (!decided?.won) throw decidedConflict(now);
-      return toProposal(now);
-    }
-
     app.post(
       '/assistant/actions/:proposal_id/approve/',
       {
@@ -219,12 +169,18 @@ export const assistantCardRoutes =
         },
       },
       async (request) =>
-        decideOne(
-          request,
-          request.params.proposal_id,
-          'approved',
-          request.body.scope,
-          request.headers['idempotency-key'] ?? randomUUID(),
+        toProposal(
+          await approveOrDismissCard(
+            { sql, temporal },
+            {
+              workspaceId: principalOf(request).workspaceId,
+              cardId: request.params.proposal_id,
+              decision: 'approved',
+              scope: request.body.scope,
+              key: request.headers['idempotency-key'] ?? randomUUID(),
+              caller: callerOf(request),
+            },
+          ),
         ),
     );
 
@@ -241,12 +197,18 @@ export const assistantCardRoutes =
         },
       },
       async (request) =>
-        decideOne(
-          request,
-          request.params.proposal_id,
-          'rejected',
-          'once',
-          request.headers['idempotency-key'] ?? randomUUID(),
+        toProposal(
+          await approveOrDismissCard(
+            { sql, temporal },
+            {
+              workspaceId: principalOf(request).workspaceId,
+              cardId: request.params.proposal_id,
+              decision: 'rejected',
+              scope: 'once',
+              key: request.headers['idempotency-key'] ?? randomUUID(),
+              caller: callerOf(request),
+            },
+          ),
         ),
     );
 
@@ -269,32 +231,17 @@ export const assistantCardRoutes =
         },
       },
       async (request) => {
-        const { workspaceId } = principalOf(request);
-        const ids = request.body.proposal_ids.map((id) => id.toLowerCase());
-        const found = await proposalsByIds(sql, workspaceId, ids);
-        const missing = ids.filter((id) => !found.has(id));
-        if (missing.length > 0) throw new ApiError('not_found', `Card ${missing.join(', ')} not found.`);
-        const scopeOf = (card: ProposalRow): ApprovalScope =>
-          request.body.scope === 'once' || isGrantable(card) ? request.body.scope : 'once';
-        const byAnswer = new Map<string, Map<ApprovalScope, string[]>>();
-        for (const card of new Set(ids)) {
-          const row = found.get(card)!;
-          if (row.status !== 'pending' || !row.message_id) continue;
-          const scopes = byAnswer.get(row.message_id) ?? new Map<ApprovalScope, string[]>();
-          byAnswer.set(row.message_id, scopes);
-          scopes.set(scopeOf(row), [...(scopes.get(scopeOf(row)) ?? []), row.id]);
-        }
-        const key = request.headers['idempotency-key'] ?? randomUUID();
-        const actor = await actorOf(request);
-        await Promise.allSettled(
-          [...byAnswer].flatMap(([messageId, scopes]) =>
-            [...scopes].map(([scope, cardIds]) =>
-              decideCards(temporal, messageId, { cardIds, decision: 'approved', scope, key, actor }),
-            ),
-          ),
+        const cards = await approveCards(
+          { sql, temporal },
+          {
+            workspaceId: principalOf(request).workspaceId,
+            cardIds: request.body.proposal_ids,
+            scope: request.body.scope,
+            key: request.headers['idempotency-key'] ?? randomUUID(),
+            caller: callerOf(request),
+          },
         );
-        const now = await proposalsByIds(sql, workspaceId, ids);
-        return { actions: ids.map((id) => toProposal(now.get(id)!)) };
+        return { actions: cards.map(toProposal) };
       },
     );
 
