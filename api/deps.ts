@@ -25,7 +25,10 @@ export interface AppDeps {
    * worker; built from the process environment when omitted. The fields below override one each.
    */
   integrations?: Integrations;
-  /** Enrichment providers of this environment (endpoint 10); built from the process environment when omitted. */
+  /**
+   * Enrichment providers of this environment (listEnrichmentProviders); built from the process
+   * environment when omitted.
+   */
   enrichmentProviders?: EnrichmentProviders;
   /** What saved agents run on (chat model, search, email finder, ...); built from the process environment when omitted. */
   agentSuppliers?: AgentSuppliers;

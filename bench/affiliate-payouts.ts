@@ -1,8 +1,9 @@
 /**
- * `npm run bench:affiliate-payouts` (issue 20): the payout cycle's time for BENCH_AFFILIATES (1,000)
- * affiliates on the stack `npm start` runs (bench/stack.ts: API and worker in one process, embedded
- * Postgres, the Temporal dev server), paid through the PayPal twin (sim/paypal-payouts-server.ts,
- * in this process) as PAYPAL_API_BASE. Target: the cycle for all of them < 60 s.
+ * `npm run bench:affiliate-payouts` (decision 044): the payout cycle's time for BENCH_AFFILIATES
+ * (1,000) affiliates on the stack `npm start` runs (bench/stack.ts: API and worker in one process,
+ * embedded Postgres, the Temporal dev server), paid through the PayPal twin
+ * (sim/paypal-payouts-server.ts, in this process) as PAYPAL_API_BASE. Target: the cycle for all of
+ * them < 60 s.
  *
  * - Ceiling: the twin alone from this process, the same items sent as one client's batches of 500
  *   and read back, no database.

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:affiliates` (issue 20): the affiliate program on the stack `npm start` runs.
+ * `npm run bench:affiliates` (decisions 043, 047): the affiliate program on `npm start`'s stack.
  *
  * - Clicks: BENCH_CLICKS (100,000) public link clicks over BENCH_AFFILIATES (1,000) affiliates'
  *   codes, 32 at a time, against the one-round-trip baseline route (GET /health/postgres/, one

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:documents`: business-context documents through their processing workflow (issue 18).
+ * `npm run bench:documents`: business-context documents through their workflow (decision 035).
  *
  * Starts the stack (bench/stack.ts: API and worker in one process, embedded Postgres, the Temporal
  * dev server) with no chat model configured, so every summary is the local extract, and

@@ -1,12 +1,12 @@
 /**
- * bench:notifications (issue 21): 10,000 workspace events, each fanned out to 3 channels (three
- * webhook endpoints on three local receivers), offered at BENCH_EVENTS_PER_SECOND (200) through
- * the real path: an outbox row committed, the dispatcher woken by NOTIFY, one delivery workflow per
+ * bench:notifications (decision 045): 10,000 workspace events, each fanned out to 3 channels (three
+ * webhook endpoints on three local receivers), offered at BENCH_EVENTS_PER_SECOND (200) through the
+ * real path: an outbox row committed, the dispatcher woken by NOTIFY, one delivery workflow per
  * batch of events (decision 045), a signed POST per channel. Reports deliveries per second, the
  * p50/p99 from the event's commit to the receiver's 2xx, the batches (how many, events per batch,
- * the largest history among them), and, in the same
- * run, the rate at which the same receivers take bare signed POSTs from this one Node process
- * (64 at a time), with the ratio. The stack runs in its own process (bench/stack.ts).
+ * the largest history among them), and, in the same run, the rate at which the same receivers take
+ * bare signed POSTs from this one Node process (64 at a time), with the ratio. The stack runs in
+ * its own process (bench/stack.ts).
  *
  *   npm run bench:notifications            (BENCH_EVENTS=10000 BENCH_EVENTS_PER_SECOND=200)
  */

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:sequences`: sequences at 10,000 contacts (issue 5).
+ * `npm run bench:sequences`: sequences at 10,000 contacts.
  *
  * Starts the local stack (bench/serve.ts: embedded Postgres, the Temporal dev server, worker and
  * API in one process) on a temporary DATA_DIR with SMTP_URL pointing at a receiving SMTP server

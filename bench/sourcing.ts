@@ -1,5 +1,5 @@
 /**
- * `npm run bench:sourcing` (issue 23): CRM import and write-back against the local CRM twin
+ * `npm run bench:sourcing` (decision 042): CRM import and write-back against the local CRM twin
  * (sim/crm-server.ts, in this process), beside the twin's own ceiling measured from this process.
  *
  * - Ceiling: bare paged reads (the import's own search: changed at or after a watermark, oldest

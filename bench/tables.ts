@@ -1,5 +1,5 @@
 /**
- * `npm run bench:tables`: the data plane at 100,000 rows (issue 4).
+ * `npm run bench:tables`: the data plane at 100,000 rows.
  *
  * Starts the local stack (bench/serve.ts) on a temporary DATA_DIR, provisions a workspace, and for
  * a small table (BENCH_SMALL_ROWS, 10,000) and then a large one (BENCH_ROWS, 100,000), through the

@@ -1,8 +1,9 @@
 /**
- * Data sourcing's outside services (issue 23), from the configuration: the lead-search providers
- * (Apollo with APOLLO_API_KEY), the CRM's API address (HubSpot's by default), the certificate-
- * transparency source (crt.sh by default) and the DNS resolver subdomains are confirmed with
- * (DNS_SERVERS, the one DNS setting). Read by integrations/config.ts, which passes the environment.
+ * Data sourcing's outside services (decisions 041, 042), from the configuration: the lead-search
+ * providers (Apollo with APOLLO_API_KEY), the CRM's API address (HubSpot's by default), the
+ * certificate-transparency source (crt.sh by default) and the DNS resolver subdomains are
+ * confirmed with (DNS_SERVERS, the one DNS setting). Read by integrations/config.ts, which passes
+ * the environment.
  */
 import { createLeadSearchProviders, type LeadSearchProviders } from './lead-search/index.js';
 import type { ApolloConfig } from './lead-search/apollo.js';

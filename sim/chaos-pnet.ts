@@ -638,7 +638,7 @@ async function main() {
 
 const sum = (ms: number[]) => ms.reduce((a, b) => a + b, 0);
 
-/** The API processes' own deaths (issue 24's fault), how long each was down, and when none answered. */
+/** The API processes' own deaths (the claim fault, decision 050), how long each was down, and when none answered. */
 function apiFaults(apis: readonly ServiceProcess[], every: number, balancer: ApiBalancer | null): string {
   const downMs = apis.flatMap((api) => api.downMs);
   const none = allDown(apis.map((api) => api.downs)).map((d) => d.to - d.from);

@@ -24,11 +24,11 @@ let claimsSinceStart = 0;
 
 /**
  * CHAOS_KILL_AFTER_CLAIM=N: the process SIGKILLs itself between the commit of its N-th claim and
- * that claim's signal (issue 24's fault): the claim is committed, the browser never hears, and no
- * workflow was told. Counted per process, so a restarted API dies again N claims on. With
- * CHAOS_FAULT_TOKEN, it dies only once it takes the token (renames the file away: one process
- * can); the chaos run puts the token back while every API process answers, so the fault never
- * takes the last one (decision 050). Until then every further claim tries again.
+ * that claim's signal (the claim fault, decision 050): the claim is committed, the browser never
+ * hears, and no workflow was told. Counted per process, so a restarted API dies again N claims on.
+ * With CHAOS_FAULT_TOKEN, it dies only once it takes the token (renames the file away: one process
+ * can); the chaos run puts the token back while every API process answers, so the fault never takes
+ * the last one (decision 050). Until then every further claim tries again.
  */
 function afterClaimCommit() {
   claimsSinceStart += 1;

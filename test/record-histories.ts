@@ -1056,7 +1056,7 @@ try {
       updateId: 'approve-card-1',
     });
     await turn.result(); // the run is checked twice (time skips the waits), then every card is done
-    // A connected app's card (issue 22): raised outside the model, the turn asks none and waits for its decision.
+    // A connected app's card (decision 040): raised outside the model, the turn asks none and waits for its decision.
     const appTurn = await env.client.workflow.start(assistantTurnWorkflow, {
       taskQueue,
       workflowId: assistantTurnWorkflowId('message-app'),

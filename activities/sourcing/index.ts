@@ -1,4 +1,4 @@
-/** Data sourcing's activities (issue 23), bound to the service's database and outside services. */
+/** Data sourcing's activities (decisions 041, 042), bound to the service's database and outside services. */
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import { createLeadSearchActivities } from './lead-search.js';

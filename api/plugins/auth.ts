@@ -1,8 +1,9 @@
 /**
- * Authentication (spec 5) and authorisation. Every route says what it needs in its config:
- * `access` is `public`, `read` or `write` (default: read for GET/HEAD, write otherwise) and `role`
- * may demand `admin`. Missing or invalid credentials answer 401 with one message, whatever the
- * reason (unknown, deleted, expired), so a caller learns nothing about other keys.
+ * Authentication (the interface spec's Authentication section) and authorisation. Every route says
+ * what it needs in its config: `access` is `public`, `read` or `write` (default: read for GET/HEAD,
+ * write otherwise) and `role` may demand `admin`. Missing or invalid credentials answer 401 with
+ * one message, whatever the reason (unknown, deleted, expired), so a caller learns nothing about
+ * other keys.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Sql } from '../../db/sql.js';

@@ -1,8 +1,8 @@
 /**
- * The one error handler: every refusal leaves as spec 7's shapes. ApiError maps through the error
- * table; zod failures and malformed JSON become 422 `issues`; an unreachable Postgres or Temporal
- * becomes 503; anything else is a 500 whose detail says nothing about the internals (the full
- * error goes to the log with the request id).
+ * The one error handler: every refusal leaves in the shapes of the interface spec's Errors section.
+ * ApiError maps through the error table; zod failures and malformed JSON become 422 `issues`; an
+ * unreachable Postgres or Temporal becomes 503; anything else is a 500 whose detail says nothing
+ * about the internals (the full error goes to the log with the request id).
  */
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -155,8 +155,9 @@ export function registerErrorHandling(app: FastifyInstance) {
 
 /**
  * A request Node's HTTP parser refuses before any route sees it (a header it cannot parse, such as
- * a Content-Length that is not a number): answered in spec 7's shape, as every other refusal, and
- * the connection closed, since what follows on it cannot be trusted. Fastify's `clientErrorHandler`.
+ * a Content-Length that is not a number): answered in the shape of the interface spec's Errors
+ * section, as every other refusal, and the connection closed, since what follows on it cannot be
+ * trusted. Fastify's `clientErrorHandler`.
  */
 export function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
   if (error.code === 'ECONNRESET' || !socket.writable) {

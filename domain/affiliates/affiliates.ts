@@ -1,6 +1,6 @@
 /**
- * The affiliate program (spec 2.17; issue 20; decision 043): the payloads, the documented terms
- * and the pure rules of attribution, commission, clawback and maturation. No I/O here.
+ * The affiliate program (decision 043; interface spec: Affiliate program): the payloads, the
+ * documented terms and the pure rules of attribution, commission, clawback and maturation. No I/O.
  *
  * Terms (decision 043): a commission is 20% (rounded down to the cent) of each paid invoice of a
  * referred workspace for 12 months after its conversion (its first payment); it is held for the

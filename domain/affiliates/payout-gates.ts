@@ -1,8 +1,8 @@
 /**
- * The payout gates (spec 2.17 and 3.6; issue 20; decision 044): ONE pure function that both the
- * performance read (`next_payout_status`, `next_payout_blocker`, `next_payout_cents`,
- * `next_payout_on`, `clears_minimum_on`) and the payout cycle (whether to pay this affiliate now)
- * call, so what an affiliate is told is what the cycle does.
+ * The payout gates (decision 044; interface spec: Affiliate program, Next payout status): ONE pure
+ * function that both the performance read (`next_payout_status`, `next_payout_blocker`,
+ * `next_payout_cents`, `next_payout_on`, `clears_minimum_on`) and the payout cycle (whether to pay
+ * this affiliate now) call, so what an affiliate is told is what the cycle does.
  *
  * Statuses, first that applies wins: `paused` (the program is paused), `unavailable` (this
  * account's payouts are unavailable), `under_review`, `blocked`, `below_minimum` (the balance the

@@ -1,8 +1,8 @@
 /**
- * Affiliate payouts (spec 2.17 and 3.5; issue 20; decision 044): the payloads, the documented
- * terms and the pure transition rule of a payout's status. No I/O here.
+ * Affiliate payouts (decision 044; interface spec: Affiliate program, Affiliate payout status): the
+ * payloads, the documented terms and the pure transition rule of a payout's status. No I/O here.
  *
- * Statuses (3.5):
+ * Statuses (the interface spec's Affiliate payout status names them; the meanings are ours):
  * - `held`: made by the cycle for its period; its money has left the available balance (a `payout`
  *   ledger row in the same transaction); not yet accepted by the provider.
  * - `created`: the provider accepted it (batch and item ids known); its item is PENDING or ONHOLD.

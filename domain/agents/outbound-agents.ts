@@ -1,10 +1,11 @@
 /**
- * The outbound agent (spec 2.6): versioned prompts per sequence slot, the research brief of a
- * contact, the messages it writes and the conversation read (endpoint 5). The rules here are
- * pure (research from row fields, the local template writer, the judge's deterministic checks,
- * confidence), so the activities, the training session and the tests share one definition.
+ * The outbound agent (interface spec: Outbound agent conversation): versioned prompts per sequence
+ * slot, the research brief of a contact, the messages it writes and the conversation read
+ * (readOutboundConversation). The rules here are pure (research from row fields, the local template
+ * writer, the judge's deterministic checks, confidence), so the activities, the training session
+ * and the tests share one definition.
  *
- * Value sets the spec leaves open (2.19), as designed here:
+ * Value sets the interface spec leaves open (its Resources section's open items), designed here:
  * - research `category`: role, company, industry, location, website, profile, activity, other;
  * - message `kind`: email, pnet_message, connection_note;
  * - message `status`: writing (a write under way), ready, needs_review (waits for a person:
@@ -140,7 +141,7 @@ export const SequenceAgentSchema = z
   .meta({ id: 'SequenceAgent' });
 
 // ---------------------------------------------------------------------------------------------
-// Research and messages (2.6)
+// Research and messages (interface spec: Outbound agent conversation)
 
 export const ResearchFactSchema = z
   .object({

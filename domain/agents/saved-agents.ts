@@ -1,8 +1,8 @@
 /**
- * Saved agents (spec 2.4 agent settings, prompt template, reach, step actions and outcomes; 2.16
- * deploy onto a table; limits of section 8): the schemas the API, the activities and the tests
- * share, and the pure rules (which tools a run offers, what reach it bills as, its price, how a
- * training run's answers are compared with the expected ones).
+ * Saved agents (interface spec: Browser agent records for the agent settings, prompt template,
+ * reach, step actions and outcomes; Deploy a saved agent onto a table; Limits): the schemas the
+ * API, the activities and the tests share, and the pure rules (which tools a run offers, what reach
+ * it bills as, its price, how a training run's answers are compared with the expected ones).
  */
 import { z } from 'zod';
 import { textOf } from '../shared/text.js';
@@ -21,7 +21,7 @@ export const exampleValueMax = 10_000;
 export const observationMax = 4000;
 
 // ---------------------------------------------------------------------------------------------
-// Enums of 2.4
+// Enums of the interface spec's Browser agent records
 
 export const agentActions = [
   'search',
@@ -425,7 +425,7 @@ export interface AgentRunWorkflowIds {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Deploy (2.16)
+// Deploy (interface spec: Deploy a saved agent onto a table)
 
 export const AgentDeploySchema = z
   .object({

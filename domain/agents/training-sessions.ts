@@ -1,16 +1,16 @@
 /**
- * Training sessions of a sequence's outbound agent (spec 2.5, 3.2): the agent writes messages for
- * sample contacts (rows of the sequence's audience table), a person gives each "Looks good" or a
- * note, a note makes a rewrite and a lesson, and after `ready_after` Looks good in a row the
- * session proposes a prompt update (per slot: current, proposed, rationale) that a person applies
- * (a new agent version) or abandons.
+ * Training sessions of a sequence's outbound agent (interface spec: Training session, Training
+ * session status): the agent writes messages for sample contacts (rows of the sequence's audience
+ * table), a person gives each "Looks good" or a note, a note makes a rewrite and a lesson, and
+ * after `ready_after` Looks good in a row the session proposes a prompt update (per slot: current,
+ * proposed, rationale) that a person applies (a new agent version) or abandons.
  *
  * The session row holds `status` and `revision` (every mutating transition bumps it, by a
  * compare-and-set) and a document with the contacts, steps, progress and proposal. The functions
  * here are the transitions themselves, pure, applied by the activities inside that
  * compare-and-set; the workflow `training-session/<session_id>` decides what runs next.
  *
- * Session status transitions (3.2 leaves them to us):
+ * Session status transitions (the interface spec's Training session status leaves them to us):
  *
  * | From                          | Trigger                                  | To          | Also |
  * |-------------------------------|------------------------------------------|-------------|------|
@@ -19,7 +19,7 @@
  * | running, reviewing            | Looks good                               | same        | in_a_row + 1; a pending rewrite is accepted (fixed + 1) |
  * | running, reviewing            | note                                     | same        | in_a_row = 0, ready = false; the contact is rewritten next; `note_waiting` while another write is under way |
  * | running, reviewing            | rewrite lands                            | same        | proposed_* set on the contact's messages, a lesson added, notes `learned`, the contact waits for a verdict |
- * | running, reviewing, proposed  | discard-changes (endpoint 3)             | reviewing   | drops the latest pending rewrite and its lesson; the thread stays as written; its notes `discarded`; the contact waits for a verdict again; a proposal is withdrawn (remade without the lesson) |
+ * | running, reviewing, proposed  | discard-changes (discardTrainingChanges) | reviewing   | drops the latest pending rewrite and its lesson; the thread stays as written; its notes `discarded`; the contact waits for a verdict again; a proposal is withdrawn (remade without the lesson) |
  * | reviewing                     | ready (in_a_row >= ready_after), nothing queued | proposing | the workflow drafts the prompt update |
  * | proposing                     | proposal drafted                         | proposed    | |
  * | proposed                      | apply                                    | completed   | a new agent version (`applied_version`) |
@@ -463,7 +463,7 @@ export function giveVerdict(t: Transition, request: TrainingVerdict, writingOthe
 }
 
 /**
- * Endpoint 3 (3.2): drops the latest rewrite still pending and the lesson that wrote it. The
+ * discardTrainingChanges: drops the latest rewrite still pending and the lesson that wrote it. The
  * thread stays as written, its notes are kept as discarded, and the contact waits for a verdict
  * again. A proposal drafted with that lesson is withdrawn (the session goes back to reviewing and
  * drafts it again without the lesson once ready).

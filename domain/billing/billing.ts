@@ -1,4 +1,7 @@
-/** Billing's API shapes (issue 19): the overview, invoices, payments, checkout, referrals, design partners. Money is integer cents with a currency. */
+/**
+ * Billing's API shapes (decision 037): the overview, invoices, payments, checkout, referrals,
+ * design partners. Money is integer cents with a currency.
+ */
 import { z } from 'zod';
 import { CreditBalanceSchema } from '../platform/credits.js';
 import { PlanSchema, queryInteger, textSchema, TimestampSchema } from '../shared/common.js';

@@ -1,7 +1,7 @@
 /**
- * What the plans, packs and programs are worth (issue 19). Amounts of money are integer cents with
- * a currency; credits are integers. The payment provider is told these amounts at checkout, so the
- * catalogue is the one place a price lives.
+ * What the plans, packs and programs are worth (decision 037). Amounts of money are integer cents
+ * with a currency; credits are integers. The payment provider is told these amounts at checkout, so
+ * the catalogue is the one place a price lives.
  */
 import { z } from 'zod';
 import type { Plan } from '../shared/common.js';

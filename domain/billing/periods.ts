@@ -1,5 +1,5 @@
 /**
- * The monthly grant periods and what is due at a moment (issue 19), as pure functions the
+ * The monthly grant periods and what is due at a moment (decision 037), as pure functions the
  * workspace's billing workflow applies: periods are months counted from the workspace's grant
  * anchor (its creation, moved to the subscription's start on an upgrade), so a period's start is a
  * stable key and "granted once per period" is a unique cause in the credit ledger.

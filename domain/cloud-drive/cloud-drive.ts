@@ -1,4 +1,4 @@
-/** The cloud-drive connection's API shapes (issue 18). Tokens have no field here: no answer carries one. */
+/** The cloud-drive connection's API shapes (decision 036). Tokens have no field here: no answer carries one. */
 import { z } from 'zod';
 import { TimestampSchema, lineSchema } from '../shared/common.js';
 
@@ -44,7 +44,7 @@ export const CloudDriveCallbackAnswerSchema = z.object({
   account_email: z.string().nullable(),
 });
 
-/** A drive file's id (spec 8, `file_ids`). */
+/** A drive file's id (the interface spec's Limits, `file_ids`). */
 export const DriveFileIdSchema = z
   .string()
   .min(1)

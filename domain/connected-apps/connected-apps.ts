@@ -1,9 +1,9 @@
 /**
- * Connected AI apps (spec 2.14, 5.6): the records and requests of the JSON routes, and the pure
- * rules of the OAuth 2.1 authorization server in front of the MCP endpoint (decision 040): which
- * redirect addresses a client may register, PKCE S256, which app a client is recognised as, the
- * access a call really has (a workspace not on the paid plan reads as `read`), and which of the
- * service's operations an app sees as tools. No I/O.
+ * Connected AI apps (interface spec: Connected AI apps; Authentication, on their consent): the
+ * records and requests of the JSON routes, and the pure rules of the OAuth 2.1 authorization server
+ * in front of the MCP endpoint (decision 040): which redirect addresses a client may register, PKCE
+ * S256, which app a client is recognised as, the access a call really has (a workspace not on the
+ * paid plan reads as `read`), and which of the service's operations an app sees as tools. No I/O.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';

@@ -1,8 +1,9 @@
 /**
- * AI business-context documents (spec 2.15, 3.3, 8; decision 035): the schemas of a document, its
- * list and its requests, and the pure rules: which summaries fit one prompt's budget (oldest
- * first), how long text is cut into chunks, and the local extractive summariser used when no chat
- * model is configured (it says it is an extract, never passing for a model's summary).
+ * AI business-context documents (decision 035; interface spec: AI business context documents,
+ * Reference document status, Limits): the schemas of a document, its list and its requests, and the
+ * pure rules: which summaries fit one prompt's budget (oldest first), how long text is cut into
+ * chunks, and the local extractive summariser used when no chat model is configured (it says it is
+ * an extract, never passing for a model's summary).
  */
 import { z } from 'zod';
 import { TimestampSchema, UuidSchema, lineSchema, noControlCharacters, textSchema } from '../shared/common.js';
@@ -453,7 +454,7 @@ export function businessContextSection(documents: { title: string; summary: stri
   ].join('\n');
 }
 
-/** Drive link (2.15, 8): 1 to 25 drive file ids. */
+/** Drive link (interface spec: AI business context documents, Limits): 1 to 25 drive file ids. */
 export const driveFileIdsMax = 25;
 export const DriveLinkRequestSchema = z
   .strictObject({

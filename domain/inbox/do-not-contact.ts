@@ -1,7 +1,7 @@
 /**
- * The workspace do-not-contact list (spec section 1): emails, whole domains and profile URLs.
- * Values are stored in the one normal form contact_stop_reason() compares (migration 014), so the
- * rules here mirror normalize_email() and normalize_profile_url() exactly.
+ * The workspace do-not-contact list (the interface spec's What the service does): emails, whole
+ * domains and profile URLs. Values are stored in the one normal form contact_stop_reason() compares
+ * (migration 014), so the rules here mirror normalize_email() and normalize_profile_url() exactly.
  */
 import { z } from 'zod';
 import { queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';

@@ -1,7 +1,7 @@
 /**
- * Saved email templates (spec 2.7) and the one renderer every email and pnet message of a
- * sequence goes through. Rendering is pure: the same template, contact and sender give the same
- * text every time, so a retried step writes the very same message.
+ * Saved email templates (interface spec: Saved email template) and the one renderer every email and
+ * pnet message of a sequence goes through. Rendering is pure: the same template, contact and sender
+ * give the same text every time, so a retried step writes the very same message.
  */
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema, textSchema } from '../shared/common.js';
@@ -10,7 +10,7 @@ export const segmentsMax = 200;
 export const segmentTextMax = 20_000;
 export const segmentOptionsMax = 20;
 export const segmentOptionMax = 1000;
-/** Templates a workspace keeps; the list (endpoint 6) returns them all. */
+/** Templates a workspace keeps; the list (listEmailTemplates) returns them all. */
 export const templatesMax = 1000;
 
 /** Values a `builtin` segment can name: the contact's own fields and the sender's. */

@@ -1,8 +1,9 @@
 /**
- * The unified inbox (spec section 1, 2.18, endpoint 7): threads across email and pnet, their
- * messages, labels, replies, AI-suggested replies that wait for a person, and bulk
- * do-not-contact. Also the pure rules the inbound paths share: how an email is classified
- * (reply, bounce, auto-reply), how a webhook signature is formed, and the pnet read outcomes.
+ * The unified inbox (interface spec: What the service does, Other responses;
+ * reachBulkDoNotContact): threads across email and pnet, their messages, labels, replies,
+ * AI-suggested replies that wait for a person, and bulk do-not-contact. Also the pure rules the
+ * inbound paths share: how an email is classified (reply, bounce, auto-reply), how a webhook
+ * signature is formed, and the pnet read outcomes.
  */
 import { z } from 'zod';
 import {
@@ -20,7 +21,7 @@ export type Channel = z.infer<typeof ChannelSchema>;
 export const MessageKindSchema = z.enum(['reply', 'bounce', 'auto_reply', 'sent']).meta({ id: 'InboxMessageKind' });
 export type MessageKind = z.infer<typeof MessageKindSchema>;
 
-/** Endpoint 7 and the bulk action: 1 to 200 threads (spec 8). */
+/** reachBulkDoNotContact and the bulk action: 1 to 200 threads (the interface spec's Limits). */
 export const bulkThreadsMax = 200;
 export const threadPageMax = 100;
 export const replyBodyMax = 8000;
@@ -140,7 +141,7 @@ export const ReplyCreateSchema = z
   .meta({ id: 'InboxReplyCreate' });
 export type ReplyCreate = z.infer<typeof ReplyCreateSchema>;
 
-// Endpoint 7 and the bulk action.
+// reachBulkDoNotContact and the bulk action.
 
 /**
  * A query string carries a single id as a string and repeated ones as an array; both are the
@@ -244,7 +245,8 @@ export const SuggestionApprovedSchema = z
   .object({ suggestion: SuggestionSchema, message: MessageSchema })
   .meta({ id: 'InboxSuggestionApproved' });
 
-// pnet reads (spec 2.19 leaves which outcome fields belong to which kind to us).
+// pnet reads (the open items of the interface spec's Resources section leave which outcome fields
+// belong to which kind to us).
 
 const OutcomeUrlSchema = lineSchema(1, 2048);
 export const PnetInboxThreadSchema = z.object({
@@ -318,8 +320,8 @@ export function classifyInboundEmail(input: {
 export const snippetOf = (body: string): string => body.replace(/\s+/g, ' ').trim().slice(0, 200);
 
 /**
- * Counts contacts as people (endpoint 7): two contacts are one person when they share an email
- * or a profile URL (union-find over both keys).
+ * Counts contacts as people (reachBulkDoNotContact): two contacts are one person when they share an
+ * email or a profile URL (union-find over both keys).
  */
 export function countPeople(contacts: { email: string | null; profileUrl: string | null }[]): {
   people: { emails: string[]; profileUrls: string[] }[];

@@ -1,7 +1,7 @@
 /**
- * The catalogue of workspace events (issue 21; decision 038): one zod schema per event type. An
- * event is written to the outbox (workspace_events) in the same transaction as the change that
- * causes it, and delivered as the envelope below to webhooks, team chat and members' email.
+ * The catalogue of workspace events (decision 038): one zod schema per event type. An event is
+ * written to the outbox (workspace_events) in the same transaction as the change that causes it,
+ * and delivered as the envelope below to webhooks, team chat and members' email.
  *
  * Adding a feature's event: add its payload schema to `eventPayloadSchemas` (and to
  * `criticalEventTypes` when a member must not be able to mute it), then call
@@ -114,7 +114,7 @@ export const eventPayloadSchemas = {
     failing_since: TimestampSchema,
     reason: z.string(),
   }),
-  /** The workspace's affiliate payout reached its PayPal account (status `paid`, 3.5). */
+  /** The workspace's affiliate payout reached its PayPal account (status `paid`). */
   'affiliate.payout_sent': z.object({
     payout_id: UuidSchema,
     affiliate_id: UuidSchema,

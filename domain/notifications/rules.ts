@@ -1,8 +1,8 @@
 /**
- * Notification rules and member preferences (issue 21; decision 038): an event type, with
- * optional filters, routed to one channel (members' email, a team-chat channel, a webhook
- * endpoint); each member may mute a type or take it in a daily digest, except the critical types.
- * planDeliveries is the pure fan-out of one event.
+ * Notification rules and member preferences (decision 038): an event type, with optional filters,
+ * routed to one channel (members' email, a team-chat channel, a webhook endpoint); each member may
+ * mute a type or take it in a daily digest, except the critical types. planDeliveries is the pure
+ * fan-out of one event.
  */
 import { z } from 'zod';
 import { TimestampSchema, UuidSchema, lineSchema } from '../shared/common.js';

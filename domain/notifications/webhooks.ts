@@ -1,6 +1,6 @@
 /**
- * Outbound webhooks (issue 21; decision 038): endpoint schemas, the retry schedule and the pure
- * rules of a delivery attempt. Signing follows the Standard Webhooks specification
+ * Outbound webhooks (decision 038): endpoint schemas, the retry schedule and the pure rules of a
+ * delivery attempt. Signing follows the Standard Webhooks specification
  * (integrations/webhooks/signing.ts).
  */
 import { z } from 'zod';

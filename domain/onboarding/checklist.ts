@@ -1,6 +1,6 @@
 /**
- * The onboarding checklist (issue 18): the steps a new workspace takes, each done or not with when,
- * derived from the workspace's real state (store/onboarding/facts.ts), never from stored flags.
+ * The onboarding checklist: the steps a new workspace takes, each done or not with when, derived
+ * from the workspace's real state (store/onboarding/facts.ts), never from stored flags.
  */
 import { z } from 'zod';
 import { TimestampSchema } from '../shared/common.js';

@@ -1,4 +1,4 @@
-/** Spec 2.13: API keys. */
+/** API keys (the interface spec's API keys). */
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema, type Plan } from '../shared/common.js';
 

@@ -1,4 +1,4 @@
-/** Section 1: credits are the unit of spend, kept as a ledger of movements. */
+/** Credits are the unit of spend (the interface spec's What the service does), kept as a ledger of movements. */
 import { z } from 'zod';
 import { queryInteger, TimestampSchema, UuidSchema } from '../shared/common.js';
 

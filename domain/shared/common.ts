@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** Spec 7: the body of 401, 403, 404, 409, 429, 500, 502 and 503. */
+/** The interface spec's Errors section: the body of 401, 403, 404, 409, 429, 500, 502 and 503. */
 export const DetailBodySchema = z
   .object({ detail: z.string() })
   .meta({ id: 'DetailBody', description: 'An error a person can read.' });
@@ -16,7 +16,7 @@ export const ValidationIssueSchema = z
   .meta({ id: 'ValidationIssue' });
 export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
 
-/** Spec 7: the body of 422. */
+/** The interface spec's Errors section: the body of 422. */
 export const ValidationBodySchema = z
   .object({ detail: z.string(), issues: z.array(ValidationIssueSchema) })
   .meta({ id: 'ValidationBody', description: 'The request was understood but some values are not acceptable.' });

@@ -1,9 +1,9 @@
 import type { ValidationIssue } from './common.js';
 
 /**
- * The one error table. Routes, activities and workflows refuse with a code from this list; the
- * API maps it to a status and a `detail` body (spec 7). Workflow business refusals carry the code
- * as their ApplicationFailure type, so the same table maps them too.
+ * The one error table. Routes, activities and workflows refuse with a code from this list; the API
+ * maps it to a status and a `detail` body (the interface spec's Errors). Workflow business refusals
+ * carry the code as their ApplicationFailure type, so the same table maps them too.
  */
 export const errorStatus = {
   bad_request: 400,

@@ -1,6 +1,6 @@
 /**
- * CRM connections, imports (a CRM object set or a CSV at an address) with column mappings,
- * import runs, recurring import schedules and write-backs (issue 23). Pure schemas and rules.
+ * CRM connections, imports (a CRM object set or a CSV at an address) with column mappings, import
+ * runs, recurring import schedules and write-backs (decision 042). Pure schemas and rules.
  */
 import { z } from 'zod';
 import { textOf } from '../shared/text.js';

@@ -1,5 +1,5 @@
 /**
- * Lead searches (issue 23): a query for people or companies run against a search provider and
+ * Lead searches (decision 041): a query for people or companies run against a search provider and
  * landed in a table, one row per result, deduplicated by a stable key. Pure schemas and rules.
  */
 import { z } from 'zod';

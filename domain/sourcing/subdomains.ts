@@ -1,4 +1,4 @@
-/** Subdomain discovery (issue 23): certificate-transparency names of a domain, each confirmed by DNS. */
+/** Subdomain discovery (decision 042): certificate-transparency names of a domain, each confirmed by DNS. */
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { DomainNameSchema } from './lead-search.js';

@@ -1,9 +1,9 @@
 /**
- * Enrichment providers (spec 2.9, endpoint 10) and the runs that fill enrichment columns. A
- * provider is one small contract: it declares its input, output and option fields and turns one
- * row's inputs into output values. Implementations live in activities/enrichment-providers/; the
- * run engine (workflows/column-run.ts) knows only this contract, so a new provider touches
- * nothing else.
+ * Enrichment providers (interface spec: Enrichment provider; listEnrichmentProviders) and the runs
+ * that fill enrichment columns. A provider is one small contract: it declares its input, output and
+ * option fields and turns one row's inputs into output values. Implementations live in
+ * activities/enrichment-providers/; the run engine (workflows/column-run.ts) knows only this
+ * contract, so a new provider touches nothing else.
  */
 import { z } from 'zod';
 import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
@@ -101,7 +101,7 @@ export function fillTemplate(template: string, inputs: ReadonlyMap<string, CellV
 }
 
 // ---------------------------------------------------------------------------------------------
-// Endpoint 10 and a provider's description
+// listEnrichmentProviders and a provider's description
 
 export const ProviderCredentialsSchema = z.enum(providerCredentials).meta({ id: 'EnrichmentProviderCredentials' });
 

@@ -1,7 +1,8 @@
 /**
- * The grid's change feed (spec section 6, names and payloads ours): server-sent events of one
- * table's row and cell changes. Each event's id is the id of its change in the change log, so a
- * client that reconnects with Last-Event-ID gets every change after it still kept (24 h).
+ * The grid's change feed (the interface spec's Events section; names and payloads ours):
+ * server-sent events of one table's row and cell changes. Each event's id is the id of its change
+ * in the change log, so a client that reconnects with Last-Event-ID gets every change after it
+ * still kept (24 h).
  */
 import { z } from 'zod';
 import { UuidSchema } from '../shared/common.js';

@@ -1,6 +1,6 @@
 /**
- * Tables of rows (spec 2.8) and everything inside them: folders, columns, rows and cells, saved
- * views, column templates, CSV import and export. Shared by the API and the tests.
+ * Tables of rows (interface spec: Table summary) and everything inside them: folders, columns, rows
+ * and cells, saved views, column templates, CSV import and export. Shared by the API and the tests.
  *
  * Bounds live in the schemas, never in a refinement, so a request the schema accepts is never
  * refused with 422. Checks that need the table (an unknown column, a computed column written to)
@@ -32,7 +32,7 @@ const bool = (description: string) => z.boolean().describe(description);
 const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 
 // ---------------------------------------------------------------------------------------------
-// Folders and tables (2.8)
+// Folders and tables (interface spec: Table summary)
 
 export const FolderRefSchema = z.object({ id: UuidSchema, name: z.string() }).meta({ id: 'FolderRef' });
 export type FolderRef = z.infer<typeof FolderRefSchema>;

@@ -1,7 +1,7 @@
 /**
- * The AI column: an instruction answered for each row by a chat model on an OpenAI-compatible
- * API (the `openai` package; OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL). Without a key and a
- * model it does not exist here, so endpoint 10 leaves it out rather than list it broken. The
+ * The AI column: an instruction answered for each row by a chat model on an OpenAI-compatible API
+ * (the `openai` package; OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL). Without a key and a model
+ * it does not exist here, so listEnrichmentProviders leaves it out rather than list it broken. The
  * client's own retries are off: the run's activity retry policy is the one place that retries.
  */
 import {

@@ -1,8 +1,9 @@
 /**
  * The providers this environment can run, built once from its configuration. A provider whose
- * model, key or service is not configured is simply not built, so it is absent from endpoint 10
- * and refused for new columns, never listed as broken. The API and the worker build the same
- * registry from the same environment; tests build it from an environment of their own.
+ * model, key or service is not configured is simply not built, so it is absent from
+ * listEnrichmentProviders and refused for new columns, never listed as broken. The API and the
+ * worker build the same registry from the same environment; tests build it from an environment of
+ * their own.
  */
 import type { EnrichmentProvider } from '../../domain/tables/enrichments.js';
 import { aiColumn, aiColumnConfigFrom } from './ai-column.js';

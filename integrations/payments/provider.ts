@@ -1,5 +1,5 @@
 /**
- * The payment provider behind billing (issue 19): checkout for the plan and credit packs, the
+ * The payment provider behind billing (decision 037): checkout for the plan and credit packs, the
  * customer portal, ending a subscription at its period end, and its signed events. Stripe is the
  * implementation (stripe.ts); tests run it against stripe-mock and sign events with the package's
  * test-header helper.

@@ -1,8 +1,8 @@
 /**
- * The payout provider behind affiliate payouts (issue 20; decision 044): a batch of payout items
- * sent once under a sender batch id (the idempotency key: a retried send under the same id never
- * pays twice), and the batch read back with each item's status. PayPal Payouts is the
- * implementation (paypal.ts); tests and the benchmark run it against sim/paypal-payouts-server.ts.
+ * The payout provider behind affiliate payouts (decision 044): a batch of payout items sent once
+ * under a sender batch id (the idempotency key: a retried send under the same id never pays twice),
+ * and the batch read back with each item's status. PayPal Payouts is the implementation
+ * (paypal.ts); tests and the benchmark run it against sim/paypal-payouts-server.ts.
  */
 
 /** PayPal's item transaction statuses (payments.payouts-batch v1 `transaction_enum`), plus any the provider adds. */

@@ -1,4 +1,7 @@
-/** The affiliate program's use cases (spec 2.17, issue 20): enrolment, codes, clicks, signups, and the reads. */
+/**
+ * The affiliate program's use cases (decision 043; interface spec: Affiliate program): enrolment,
+ * codes, clicks, signups, and the reads.
+ */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
 import {

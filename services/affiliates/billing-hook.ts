@@ -1,7 +1,7 @@
 /**
- * The affiliate program's share of a billing event (issue 20): called by handleBillingEvent inside
- * the event's one transaction (the billing account is locked), so a commission, a clawback or a
- * reversal commits with the event's record or not at all, and a redelivered event (its record
+ * The affiliate program's share of a billing event (decision 043): called by handleBillingEvent
+ * inside the event's one transaction (the billing account is locked), so a commission, a clawback
+ * or a reversal commits with the event's record or not at all, and a redelivered event (its record
  * already there) never reaches this. Answers the commissions it touched: the caller wakes their
  * workflows after the commit.
  *

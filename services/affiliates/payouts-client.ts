@@ -1,10 +1,10 @@
 /**
- * The payout cycle's Temporal side (issue 20; decision 044): the program-wide Schedule
- * `affiliate-payout-cycle/<task queue>` (a calendar spec: the configured day of each month at 00:00 UTC, overlap
- * SKIP, a day of catch-up), made once when the worker starts and kept as it is afterwards (its
- * day follows AFFILIATE_PAYOUT_DAY: a changed day updates it), and a cycle run by hand for a time.
- * Pausing the program is a payout gate in Postgres, not a paused Schedule: a cycle still runs,
- * follows its open payouts, and pays nobody while paused.
+ * The payout cycle's Temporal side (decision 044): the program-wide Schedule
+ * `affiliate-payout-cycle/<task queue>` (a calendar spec: the configured day of each month at 00:00
+ * UTC, overlap SKIP, a day of catch-up), made once when the worker starts and kept as it is
+ * afterwards (its day follows AFFILIATE_PAYOUT_DAY: a changed day updates it), and a cycle run by
+ * hand for a time. Pausing the program is a payout gate in Postgres, not a paused Schedule: a cycle
+ * still runs, follows its open payouts, and pays nobody while paused.
  */
 import {
   ScheduleAlreadyRunning,

@@ -1,6 +1,6 @@
 /**
- * Affiliate payouts' use cases (issue 20; decision 044), shared by the routes, the cycle's
- * activities and the admin command line:
+ * Affiliate payouts' use cases (decision 044), shared by the routes, the cycle's activities and the
+ * admin command line:
  *
  * - the gate snapshot of one affiliate and its decision (decidePayoutGate: the same function for the
  *   performance read, the settings read and the cycle);

@@ -1,7 +1,7 @@
 /**
- * The performance window (spec 2.17): the window's sums against the window before, lifetime sums,
- * upcoming maturities, and the next payout's fields from the payout gates (the same function the
- * payout cycle applies, services/affiliates/payouts.ts).
+ * The performance window (the interface spec's Affiliate program): the window's sums against the
+ * window before, lifetime sums, upcoming maturities, and the next payout's fields from the payout
+ * gates (the same function the payout cycle applies, services/affiliates/payouts.ts).
  */
 import type { AffiliatePayoutTerms } from '../../integrations/payouts/settings.js';
 import type { Db } from '../../db/sql.js';

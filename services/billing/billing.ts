@@ -1,8 +1,8 @@
 /**
- * Billing's use cases behind the routes (issue 19): the overview a person reads, checkout for the
- * plan or a pack, the customer portal, a downgrade at period end (and taking it back), referrals
- * and design-partner applications. Without a payment provider the money routes refuse with 503
- * naming what to set; the plan and credits are then an operator's (admin command line).
+ * Billing's use cases behind the routes (decision 037): the overview a person reads, checkout for
+ * the plan or a pack, the customer portal, a downgrade at period end (and taking it back),
+ * referrals and design-partner applications. Without a payment provider the money routes refuse
+ * with 503 naming what to set; the plan and credits are then an operator's (admin command line).
  */
 import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';

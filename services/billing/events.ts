@@ -1,9 +1,10 @@
 /**
- * Applies one payment-provider event (issue 19). The event's row, every change of plan, invoice
- * and payment, and every credit movement it causes commit in one transaction, and the row's
+ * Applies one payment-provider event (decisions 037, 053). The event's row, every change of plan,
+ * invoice and payment, and every credit movement it causes commit in one transaction, and the row's
  * primary key makes a redelivery change nothing. Events of one workspace apply one at a time (the
  * account row is locked) and in any order: a stale subscription update, a failure after the
- * payment, a refund before its checkout each land where they belong (domain/billing/provider-events.ts).
+ * payment, a refund before its checkout each land where they belong
+ * (domain/billing/provider-events.ts).
  */
 import type { Sql } from '../../db/sql.js';
 import type { Db } from '../../db/sql.js';
@@ -39,7 +40,10 @@ export interface BillingEventResult {
   duplicate: boolean;
   workspaceId: string | null;
   outcome: string;
-  /** Affiliate commissions this event made or moved (issue 20): their workflows are woken after the commit. */
+  /**
+   * Affiliate commissions this event made or moved (decisions 043, 047): their workflows are woken
+   * after the commit.
+   */
   affiliateCommissionIds: string[];
 }
 

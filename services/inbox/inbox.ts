@@ -114,7 +114,7 @@ export async function rotateWebhookSecret(db: Db, workspaceId: string) {
   return { secret, rotated_at: rotatedAt.toISOString() };
 }
 
-// The people behind threads (endpoint 7 and the bulk action)
+// The people behind threads (reachBulkDoNotContact and the bulk action)
 
 /** The selected threads' contacts grouped into people; ids of other workspaces count for nothing. */
 export async function peopleOfThreads(db: Db | Sql, workspaceId: string, threadIds: string[]) {

@@ -1,8 +1,8 @@
 /**
- * Delivering events to their channels (issue 21; decisions 038, 045): a batch's plan and first
- * attempts (deliverBatch), and any attempt number of several deliveries (attemptDeliveries), each
- * attempt recorded and its delivery settled compare-and-set, so a retried activity records
- * nothing twice; an attempt already recorded is answered from its record without sending again.
+ * Delivering events to their channels (decisions 038, 045): a batch's plan and first attempts
+ * (deliverBatch), and any attempt number of several deliveries (attemptDeliveries), each attempt
+ * recorded and its delivery settled compare-and-set, so a retried activity records nothing twice;
+ * an attempt already recorded is answered from its record without sending again.
  *
  * Deduplication: a webhook carries the delivery's stable `webhook-id`, the same on every retry
  * and replay, so a receiver deduplicates; team chat and email cannot deduplicate, so a worker

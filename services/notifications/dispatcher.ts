@@ -1,13 +1,13 @@
 /**
- * The event dispatcher (issue 21; decisions 038, 045): hands committed workspace events to
- * delivery batches. Woken by the outbox's NOTIFY at commit (and polling every second besides),
- * it waits `windowMs` for more events to commit, then takes up to `batch` undispatched events
- * (oldest first, locked with SKIP LOCKED so several workers share), starts one
- * `notification-batch/<first event id>` workflow with them and marks them dispatched in the same
- * transaction. A process killed between the start and the commit leaves them undispatched; the
- * next pass takes them again (perhaps with others) and its start is refused by the workflow id:
- * it then marks only the events that workflow was started with, read from its history, and the
- * rest go in the next batch. Nothing is handed on twice and nothing is lost.
+ * The event dispatcher (decisions 038, 045): hands committed workspace events to delivery batches.
+ * Woken by the outbox's NOTIFY at commit (and polling every second besides), it waits `windowMs`
+ * for more events to commit, then takes up to `batch` undispatched events (oldest first, locked
+ * with SKIP LOCKED so several workers share), starts one `notification-batch/<first event id>`
+ * workflow with them and marks them dispatched in the same transaction. A process killed between
+ * the start and the commit leaves them undispatched; the next pass takes them again (perhaps with
+ * others) and its start is refused by the workflow id: it then marks only the events that workflow
+ * was started with, read from its history, and the rest go in the next batch. Nothing is handed on
+ * twice and nothing is lost.
  */
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';

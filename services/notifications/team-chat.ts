@@ -1,6 +1,6 @@
 /**
- * The team-chat connection (issue 21; endpoint 11; decision 039): connect (OAuth v2 with state and
- * PKCE S256), the callback, the state, its channels, and disconnect. The bot token is sealed
+ * The team-chat connection (decision 039): connect (OAuth v2 with state and PKCE S256), the
+ * callback, the state, its channels, and disconnect (`disconnectTeamChat`). The bot token is sealed
  * before it reaches the store and opened only here and by a delivery, for one call.
  */
 import { createHash, randomBytes } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * CRM use cases (issue 23): connect (the token checked against the CRM, then sealed), open a
+ * CRM use cases (decision 042): connect (the token checked against the CRM, then sealed), open a
  * connection's token, and the import and write-back steps the activities run in chunks.
  */
 import { randomUUID } from 'node:crypto';

@@ -1,8 +1,8 @@
 /**
- * A CSV at an address as an import source (issue 23): read through the page reader's address
- * checks, parsed as the table CSV upload parses (csv-parse, relaxed quotes and column counts),
- * each line upserted by its key column. An unchanged file (same SHA-256 as the last run) lands
- * nothing; a run repeated after a crash finds every key landed and adds nothing twice.
+ * A CSV at an address as an import source (decision 042): read through the page reader's address
+ * checks, parsed as the table CSV upload parses (csv-parse, relaxed quotes and column counts), each
+ * line upserted by its key column. An unchanged file (same SHA-256 as the last run) lands nothing;
+ * a run repeated after a crash finds every key landed and adds nothing twice.
  */
 import { parse } from 'csv-parse/sync';
 import { createHash } from 'node:crypto';

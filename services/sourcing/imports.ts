@@ -1,4 +1,4 @@
-/** Imports and write-backs from the API (issue 23): check, record, start their workflows. */
+/** Imports and write-backs from the API (decision 042): check, record, start their workflows. */
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/sql.js';

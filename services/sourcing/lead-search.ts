@@ -1,6 +1,6 @@
 /**
- * Lead searches from the API and the assistant (issue 23): check the provider and the table, make
- * the table (or match its columns), record the search pending, start its workflow; cancel it.
+ * Lead searches from the API and the assistant (decision 041): check the provider and the table,
+ * make the table (or match its columns), record the search pending, start its workflow; cancel it.
  */
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';

@@ -1,8 +1,8 @@
 /**
- * Recurring imports as Temporal Schedules (issue 23; decision 042): one Schedule per import
- * schedule, id `import-schedule/<id>`, an interval spec, overlap SKIP (a run due while the last
- * one still runs is skipped), a catch-up window, pause and resume. Postgres keeps the row; the
- * next run times are read from the Schedule.
+ * Recurring imports as Temporal Schedules (decision 042): one Schedule per import schedule, id
+ * `import-schedule/<id>`, an interval spec, overlap SKIP (a run due while the last one still runs
+ * is skipped), a catch-up window, pause and resume. Postgres keeps the row; the next run times are
+ * read from the Schedule.
  */
 import { ScheduleNotFoundError, ScheduleOverlapPolicy } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';

@@ -1,5 +1,5 @@
 /**
- * Subdomain discovery (issue 23): the domains to look at, each one's certificate-transparency
+ * Subdomain discovery (decision 042): the domains to look at, each one's certificate-transparency
  * names (backing off on 429, 502 and timeouts), each name confirmed by DNS (A, AAAA, CNAME through
  * the one DNS setting), one row per live subdomain.
  */

@@ -109,7 +109,8 @@ export async function createEnrichmentColumn(
       const taken = new Set(before.list.map((c) => c.name.toLowerCase()));
       if (taken.has(input.name.toLowerCase())) throw conflict(`The table already has a column named "${input.name}".`);
       taken.add(input.name.toLowerCase());
-      // A name asked for that is taken falls back to the derived one (spec 2.16's rule for deployed agents).
+      // A name asked for that is taken falls back to the derived one (the interface spec's rule for
+      // deploying a saved agent).
       const childNames = config.outputs.map((field) => {
         let name = names[field];
         if (!name || taken.has(name.toLowerCase())) name = derivedOutputName(input.name, field);

@@ -1,6 +1,6 @@
 /**
- * Affiliates and their codes (spec 2.17): one affiliate per workspace; codes unique across the
- * service whatever their case (a unique index on lower(code)).
+ * Affiliates and their codes (decision 043; interface spec: Affiliate program): one affiliate per
+ * workspace; codes unique across the service whatever their case (a unique index on lower(code)).
  */
 import type { Db } from '../../db/sql.js';
 

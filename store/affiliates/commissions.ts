@@ -1,8 +1,8 @@
 /**
- * Attributions and commissions (spec 2.17). Every move is guarded: a workspace is attributed once
- * (its primary key), converted once (`converted_at is null`), an invoice earns one commission (its
- * unique invoice id), and a commission's status moves by compare-and-set, so a redelivered event,
- * a retried activity or a killed worker changes nothing twice.
+ * Attributions and commissions (decision 043). Every move is guarded: a workspace is attributed
+ * once (its primary key), converted once (`converted_at is null`), an invoice earns one commission
+ * (its unique invoice id), and a commission's status moves by compare-and-set, so a redelivered
+ * event, a retried activity or a killed worker changes nothing twice.
  */
 import type { Db } from '../../db/sql.js';
 import type { CommissionStatus } from '../../domain/affiliates/affiliates.js';

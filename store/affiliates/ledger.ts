@@ -1,10 +1,11 @@
 /**
- * The affiliate ledger (spec 2.17): every money movement of an affiliate is one row of signed USD
- * cents with a unique cause key, so a redelivered event, a retried activity or a killed worker
+ * The affiliate ledger (decision 043): every money movement of an affiliate is one row of signed
+ * USD cents with a unique cause key, so a redelivered event, a retried activity or a killed worker
  * never moves money twice. A row is held (a commission in its holding period, and what clawed it
  * back or reversed that while it was held) or available; the maturation flips a commission's held
  * rows in the transaction that marks it available. So available + held is always the ledger's sum.
- * Payouts and forfeitures (store/affiliates/payouts.ts) write their rows through appendAffiliateLedgerEntry.
+ * Payouts and forfeitures (store/affiliates/payouts.ts) write their rows through
+ * appendAffiliateLedgerEntry.
  */
 import type { Db } from '../../db/sql.js';
 import type { AffiliateLedgerKind } from '../../domain/affiliates/affiliates.js';

@@ -1,7 +1,7 @@
 /**
- * Affiliate payouts' SQL (issue 20; decision 044): the program pause, payout settings, payouts,
- * provider batches. Money rows go through the ledger's appendAffiliateLedgerEntry (ledger.ts) in
- * the caller's transaction; every status move here is a compare-and-set on the status it expects.
+ * Affiliate payouts' SQL (decision 044): the program pause, payout settings, payouts, provider
+ * batches. Money rows go through the ledger's appendAffiliateLedgerEntry (ledger.ts) in the
+ * caller's transaction; every status move here is a compare-and-set on the status it expects.
  */
 import type { Db } from '../../db/sql.js';
 import type { PayoutStatus } from '../../domain/affiliates/payouts.js';
@@ -282,7 +282,7 @@ export async function movePayout(
     returning id, affiliate_id, period, amount_cents, paid_at`;
   const moved = rows[0] as
     { id: string; affiliate_id: string; period: string; amount_cents: number; paid_at: Date } | undefined;
-  // The money reached the affiliate: a workspace event (issue 21's catalogue), in this transaction.
+  // The money reached the affiliate: a workspace event (domain/notifications/events.ts), in this transaction.
   if (moved && input.to === 'paid') {
     const [affiliate] = await tx<
       { workspace_id: string }[]

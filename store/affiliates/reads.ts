@@ -1,4 +1,7 @@
-/** The affiliate's reads (spec 2.17): daily stats, the feed, held maturities and the performance window's sums. */
+/**
+ * The affiliate's reads (the interface spec's Affiliate program): daily stats, the feed, held
+ * maturities and the performance window's sums.
+ */
 import type { Db } from '../../db/sql.js';
 import type { FeedKind } from '../../domain/affiliates/affiliates.js';
 

@@ -1,4 +1,7 @@
-/** Queries of outbound agents, their versions and conversations (2.6). Every query is scoped to the workspace. */
+/**
+ * Queries of outbound agents, their versions and conversations (interface spec: Outbound agent
+ * conversation). Every query is scoped to the workspace.
+ */
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import type {
@@ -179,7 +182,7 @@ type MessageRecord = Omit<OutboundMessage, 'created_at' | 'sent_at'> & { created
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-/** Endpoint 5: the conversation of one contact with the agent, messages oldest first. */
+/** readOutboundConversation: the conversation of one contact with the agent, messages oldest first. */
 export async function readConversation(
   sql: Sql,
   workspaceId: string,

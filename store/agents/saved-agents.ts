@@ -1,10 +1,11 @@
 /**
- * Saved agents, their training examples and runs, and deploying one onto a table (2.16). The
- * schemas hold every bound (stay_on_domain without a starting URL is one of them: 422). An agent
- * whose parts disagree (an input reference to no input, a name or key twice) is a conflict (409),
- * so a request the schema accepts is never 422. Examples and deploys that name an input or field
- * the agent does not have answer 422 with `issues`; a table column that is not there 404; a taken
- * parent name or no room for the columns 409; ids of another workspace 404.
+ * Saved agents, their training examples and runs, and deploying one onto a table (interface spec:
+ * Deploy a saved agent onto a table). The schemas hold every bound (stay_on_domain without a
+ * starting URL is one of them: 422). An agent whose parts disagree (an input reference to no input,
+ * a name or key twice) is a conflict (409), so a request the schema accepts is never 422. Examples
+ * and deploys that name an input or field the agent does not have answer 422 with `issues`; a table
+ * column that is not there 404; a taken parent name or no room for the columns 409; ids of another
+ * workspace 404.
  */
 import { randomUUID } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
@@ -472,7 +473,7 @@ export async function getTrainingRun(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Deploy (2.16) and running rows
+// Deploy (interface spec: Deploy a saved agent onto a table) and running rows
 
 async function placeGroup(db: Db, tableId: string, group: string[], wanted: number) {
   const rows = await db<
@@ -592,7 +593,7 @@ export async function deployAgent(
     const taken = new Set(before.list.map((c) => c.name.toLowerCase()));
     if (taken.has(parentName.toLowerCase())) throw conflict(`The table already has a column named "${parentName}".`);
     taken.add(parentName.toLowerCase());
-    // A name asked for that is taken falls back to the derived one (2.16).
+    // A name asked for that is taken falls back to the derived one (the interface spec's deploy rule).
     const childNames = outputs.map((key) => {
       let name = names[key];
       if (!name || taken.has(name.toLowerCase())) name = derivedOutputName(parentName, key);

@@ -1,4 +1,7 @@
-/** Queries of training sessions (2.5): creating one with its sample contacts, and reading. Scoped to the workspace and sequence. */
+/**
+ * Queries of training sessions (interface spec: Training session): creating one with its sample
+ * contacts, and reading. Scoped to the workspace and sequence.
+ */
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {

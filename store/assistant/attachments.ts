@@ -1,9 +1,10 @@
 /**
- * Chat attachments (2.1): the upload row, its extracted pages (written once, in the transaction
- * that makes it ready) and the page read that stops at `limit` pages or at a byte size. A person
- * reaches an attachment through its conversation, as they reach the conversation: a member their
- * own, a workspace admin every member's, nothing of another workspace. The assistant's turn reads
- * by workspace (it has found the conversation already); the extraction goes by id.
+ * Chat attachments (interface spec: Chat attachment pages): the upload row, its extracted pages
+ * (written once, in the transaction that makes it ready) and the page read that stops at `limit`
+ * pages or at a byte size. A person reaches an attachment through its conversation, as they reach
+ * the conversation: a member their own, a workspace admin every member's, nothing of another
+ * workspace. The assistant's turn reads by workspace (it has found the conversation already); the
+ * extraction goes by id.
  */
 import type { Db } from '../../db/sql.js';
 import type { Reader } from './conversations.js';

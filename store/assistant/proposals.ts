@@ -1,7 +1,8 @@
 /**
- * Cards (2.12). A card is written once per tool call of an answer (unique on message and call),
- * decided once (compare-and-set on `pending`, the decision's key kept so the same decision
- * retried passes and any other is refused), and ended once (compare-and-set on `applying`).
+ * Cards (interface spec: Action proposal). A card is written once per tool call of an answer
+ * (unique on message and call), decided once (compare-and-set on `pending`, the decision's key kept
+ * so the same decision retried passes and any other is refused), and ended once (compare-and-set on
+ * `applying`).
  */
 import { recordWorkspaceEvent, withinTransaction } from '../notifications/outbox.js';
 import type { Db } from '../../db/sql.js';

@@ -1,4 +1,7 @@
-/** The assistant's settings (2.11) and the grants people gave from cards, per workspace. */
+/**
+ * The assistant's settings (interface spec: Assistant settings) and the grants people gave from
+ * cards, per workspace.
+ */
 import type { Db } from '../../db/sql.js';
 import {
   defaultThresholdCredits,

@@ -1,8 +1,9 @@
 /**
- * Business-context documents (2.15, 3.3): the row, its processing runs and their extracted text.
- * Every write a processing run makes is a compare-and-set on (status, run), so a retried or stale
- * activity changes nothing, and `ready` and `failed` are written once per run. People reach a
- * document by workspace; processing goes by id.
+ * Business-context documents (interface spec: AI business context documents, Reference document
+ * status): the row, its processing runs and their extracted text. Every write a processing run
+ * makes is a compare-and-set on (status, run), so a retried or stale activity changes nothing, and
+ * `ready` and `failed` are written once per run. People reach a document by workspace; processing
+ * goes by id.
  */
 import { transaction, type Db, type Sql } from '../../db/sql.js';
 import { recordWorkspaceEvent, withinTransaction } from '../notifications/outbox.js';

@@ -1,4 +1,4 @@
-/** Queries of saved email templates (2.7), scoped to the caller's workspace. */
+/** Queries of saved email templates (interface spec: Saved email template), scoped to the caller's workspace. */
 import type { Db } from '../../db/sql.js';
 import { ApiError } from '../../domain/shared/errors.js';
 import {

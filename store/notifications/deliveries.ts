@@ -1,8 +1,9 @@
 /**
- * Deliveries (issue 21): one row per (event, channel), made once by the batch's first activity (unique
- * on event and channel key), and every attempt recorded. Each attempt's write is compare-and-set
- * on (delivery, run, status pending) and the attempt row is unique on (delivery, run, attempt),
- * so a retried activity or a killed worker records an attempt once and settles a delivery once.
+ * Deliveries (decisions 038, 045): one row per (event, channel), made once by the batch's first
+ * activity (unique on event and channel key), and every attempt recorded. Each attempt's write is
+ * compare-and-set on (delivery, run, status pending) and the attempt row is unique on (delivery,
+ * run, attempt), so a retried activity or a killed worker records an attempt once and settles a
+ * delivery once.
  */
 import type { Db } from '../../db/sql.js';
 import type { EventType } from '../../domain/notifications/events.js';

@@ -1,7 +1,7 @@
 /**
- * The workspace event outbox (issue 21; decision 038). recordWorkspaceEvent inserts in the
- * caller's transaction, so an event exists exactly when the change that causes it committed; the
- * dispatcher (services/notifications/dispatcher.ts) starts its delivery after commit.
+ * The workspace event outbox (decision 038). recordWorkspaceEvent inserts in the caller's
+ * transaction, so an event exists exactly when the change that causes it committed; the dispatcher
+ * (services/notifications/dispatcher.ts) starts its delivery after commit.
  */
 import type postgres from 'postgres';
 import type { Db } from '../../db/sql.js';

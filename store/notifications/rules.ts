@@ -1,4 +1,4 @@
-/** Notification rules and member preferences (issue 21): rows per workspace, reached by workspace. */
+/** Notification rules and member preferences (decision 038): rows per workspace, reached by workspace. */
 import type { Db, Sql } from '../../db/sql.js';
 import type { EventType } from '../../domain/notifications/events.js';
 import type {

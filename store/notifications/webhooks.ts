@@ -1,7 +1,7 @@
 /**
- * Webhook endpoints (issue 21): rows per workspace, their sealed signing secrets (sealed by the
- * service before they reach SQL; context `webhook-secret:<endpoint id>`), rotation, and the
- * health marks a delivery writes (failing_since, disabled). People reach an endpoint by workspace.
+ * Webhook endpoints (decision 038): rows per workspace, their sealed signing secrets (sealed by the
+ * service before they reach SQL; context `webhook-secret:<endpoint id>`), rotation, and the health
+ * marks a delivery writes (failing_since, disabled). People reach an endpoint by workspace.
  */
 import type { Db } from '../../db/sql.js';
 import type { WebhookEndpoint } from '../../domain/notifications/webhooks.js';

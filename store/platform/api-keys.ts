@@ -1,4 +1,4 @@
-/** Queries of API keys (2.13), shared by the routes, the auth plugin and the admin command line. */
+/** Queries of API keys (interface spec: API keys), shared by the routes, the auth plugin and the admin command line. */
 import type { Db } from '../../db/sql.js';
 import type { ApiKey, Scope } from '../../domain/platform/api-keys.js';
 import type { Plan, Role } from '../../domain/shared/common.js';

@@ -1,4 +1,4 @@
-/** Queries of sender profiles and their pnet account (2.10). */
+/** Queries of sender profiles and their pnet account (interface spec: Sender's channel account state). */
 import { connectionChecksOf, repliesCheckOf } from './checks.js';
 import { createHash, createHmac } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
@@ -139,9 +139,10 @@ export function presenceOf(lastSeenAt: Date, now: Date): 'active' | 'idle' | 'of
 }
 
 /**
- * Endpoint 8: the wrapper and the account. Before a browser connects the account reads `pending`
- * (`disconnected` after a person disconnected it), with the work queued for it and a wait of
- * `not_connected`, so a person sees why nothing runs; the first check-in of an identity connects it.
+ * readSenderPnetAccount: the wrapper and the account. Before a browser connects the account reads
+ * `pending` (`disconnected` after a person disconnected it), with the work queued for it and a wait
+ * of `not_connected`, so a person sees why nothing runs; the first check-in of an identity connects
+ * it.
  */
 export async function readPnetWrapper(sql: Sql, workspaceId: string, profileId: string, now = new Date()) {
   const row = await accountOfProfile(sql, workspaceId, profileId);

@@ -1,7 +1,7 @@
 /**
- * The account's own checks, written when a housekeeping read settles and read by endpoint 8:
- * the inbox read (a failing one holds messages back, since a reply may have come in unseen) and
- * the connections read (who accepted, and stretches two reads did not overlap).
+ * The account's own checks, written when a housekeeping read settles and read by
+ * readSenderPnetAccount: the inbox read (a failing one holds messages back, since a reply may have
+ * come in unseen) and the connections read (who accepted, and stretches two reads did not overlap).
  */
 import type { Db } from '../../db/sql.js';
 import type { PnetAccount } from '../../domain/pnet/accounts.js';

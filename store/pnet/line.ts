@@ -1,6 +1,6 @@
 /**
- * An account's line of steps and what its next step waits on, read by the heartbeat, the claim
- * and the account wrapper (endpoint 8) alike.
+ * An account's line of steps and what its next step waits on, read by the heartbeat, the claim and
+ * the account wrapper (readSenderPnetAccount) alike.
  */
 import type postgres from 'postgres';
 import type { Db } from '../../db/sql.js';

@@ -68,7 +68,7 @@ export interface StepRow {
 
 export const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-/** The 2.2 record of a step that has left the Tasks page. */
+/** The record of a step (interface spec: Browser action step) that has left the Tasks page. */
 export function toBrowserStep(row: StepRow): BrowserStep {
   if (row.status === 'awaiting_approval')
     throw new Error(`step ${row.id} is a task awaiting approval, not a step record`);
@@ -542,7 +542,7 @@ export async function markStepActed(sql: Db, stepId: string): Promise<void> {
 }
 
 /**
- * The step as its workflow learns it after a browser's transition the API committed (issue 24):
+ * The step as its workflow learns it after a browser's transition the API committed (decision 046):
  * one statement reads the row and clears `signal_due_at`, so a change committed after this read
  * marks the row again and is signalled again.
  */

@@ -1,7 +1,7 @@
 /**
- * CRM connections (tokens arrive sealed), imports with their watermarks and runs, and
- * write-backs with their per-row results (issue 23). Every counter moves in the transaction of
- * the rows it counts, guarded by a cursor (the import's watermark, the write-back's after_seq).
+ * CRM connections (tokens arrive sealed), imports with their watermarks and runs, and write-backs
+ * with their per-row results (decision 042). Every counter moves in the transaction of the rows it
+ * counts, guarded by a cursor (the import's watermark, the write-back's after_seq).
  */
 import type { Db, Sql } from '../../db/sql.js';
 import type { CrmObjectType, Import, ImportRun, WriteBack } from '../../domain/sourcing/crm.js';

@@ -1,8 +1,8 @@
 /**
- * Lead searches (issue 23). A page lands in one transaction, only while the search's `next_page`
- * still names it: its new rows and their keys, the credits for exactly those rows (a hold charged
- * at once, through the ledger, cause key per page), and the counters. A retried page finds the
- * cursor moved and changes nothing.
+ * Lead searches (decision 041). A page lands in one transaction, only while the search's
+ * `next_page` still names it: its new rows and their keys, the credits for exactly those rows (a
+ * hold charged at once, through the ledger, cause key per page), and the counters. A retried page
+ * finds the cursor moved and changes nothing.
  */
 import type { Db, Sql } from '../../db/sql.js';
 import type {

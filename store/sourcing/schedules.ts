@@ -1,4 +1,4 @@
-/** Import schedules (issue 23): one row per recurring import, mirrored by one Temporal Schedule. */
+/** Import schedules (decision 042): one row per recurring import, mirrored by one Temporal Schedule. */
 import type { Db } from '../../db/sql.js';
 
 export interface ImportScheduleRow {

@@ -1,4 +1,7 @@
-/** Subdomain discoveries (issue 23): a domain's live subdomains land with the domain marked done, in one transaction. */
+/**
+ * Subdomain discoveries (decision 042): a domain's live subdomains land with the domain marked
+ * done, in one transaction.
+ */
 import type { Db, Sql } from '../../db/sql.js';
 import { subdomainWorkflowIdOf, type SubdomainDiscovery } from '../../domain/sourcing/subdomains.js';
 import { landRecords, lockTableLanding } from './landing.js';

@@ -1,4 +1,7 @@
-/** Queries of tables (2.8) and their folders. Every query is scoped to the caller's workspace. */
+/**
+ * Queries of tables (interface spec: Table summary) and their folders. Every query is scoped to the
+ * caller's workspace.
+ */
 import type { Db, Sql } from '../../db/sql.js';
 import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
@@ -185,7 +188,7 @@ export async function listTables(
   return { tables: page.map((r) => toTable(r, tree)), total_count: count!.total };
 }
 
-/** Endpoint 9: tables that carried more than one tag when folders replaced tags and are not filed yet. */
+/** listUnfiledTables: tables that carried more than one tag when folders replaced tags and are not filed yet. */
 export async function listUnfiledTables(db: Db, caller: Caller): Promise<Table[]> {
   const rows = await db<TableRecord[]>`
     ${tableSelect(db, caller)}

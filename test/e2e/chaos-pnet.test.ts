@@ -89,7 +89,8 @@ it('keeps every invariant through worker kills, an API restart, a Temporal resta
   const kills = Number(/worker SIGKILLed (\d+) times/.exec(output)?.[1]);
   expect(kills, output).toBeGreaterThanOrEqual(2);
   expect(output).toMatch(/API restarted 1, Temporal restarted 1/);
-  // Issue 24's fault: claims committed with no signal sent and no answer heard; each still settled once.
+  // The claim fault (the API killed between a claim's commit and its signal, decision 050): claims
+  // committed with no signal sent and no answer heard; each still settled once.
   const apiKills = Number(/API SIGKILLed between a claim's commit and its signal (\d+) times/.exec(output)?.[1]);
   // One process at a time and none during the rolling restart: in a run this short that can be
   // once (the full run kills 14 or more, docs/benchmarks.md).

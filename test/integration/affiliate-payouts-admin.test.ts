@@ -1,4 +1,7 @@
-/** The operator's affiliate payout commands (issue 20): the program pause and each gate, as the settings route then shows them. */
+/**
+ * The operator's affiliate payout commands (decision 044): the program pause and each gate, as the
+ * settings route then shows them.
+ */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { startPayPalPayoutsTwin, type PayPalPayoutsTwin } from '../../sim/paypal-payouts-server.js';

@@ -1,10 +1,11 @@
 /**
- * The payout cycle's fault test (issue 20): 200 affiliates (a tenth of them unclaimed at PayPal, a
- * twentieth failing), the worker killed every 1.5 s (three times a cycle) and right after the steps that pay (a page of
- * payouts made, a batch sent, items read back) while the cycle runs, the first batch's answer lost,
- * and the period's cycle run twice; then 30 days later the next month's cycle, killed the same way,
- * takes the returns. Every affiliate is paid exactly once per period (one payout row, one PayPal
- * item), every payout's money moves once, and every ledger sums to its balance to the cent.
+ * The payout cycle's fault test (decision 044): 200 affiliates (a tenth of them unclaimed at
+ * PayPal, a twentieth failing), the worker killed every 1.5 s (three times a cycle) and right after
+ * the steps that pay (a page of payouts made, a batch sent, items read back) while the cycle runs,
+ * the first batch's answer lost, and the period's cycle run twice; then 30 days later the next
+ * month's cycle, killed the same way, takes the returns. Every affiliate is paid exactly once per
+ * period (one payout row, one PayPal item), every payout's money moves once, and every ledger sums
+ * to its balance to the cent.
  */
 import { randomBytes } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';

@@ -1,7 +1,7 @@
 /**
- * The PayPal Payouts client against the local twin (issue 20): its failure shapes — 401 refreshes
- * the token, 429 is waited out, 422 names the bad items, a repeated sender batch id reads the
- * batch the first send made — and items going UNCLAIMED, then RETURNED after 30 days.
+ * The PayPal Payouts client against the local twin (decision 044): its failure shapes — 401
+ * refreshes the token, 429 is waited out, 422 names the bad items, a repeated sender batch id reads
+ * the batch the first send made — and items going UNCLAIMED, then RETURNED after 30 days.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';

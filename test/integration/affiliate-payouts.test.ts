@@ -1,6 +1,6 @@
 /**
  * The affiliate payout cycle end to end on the real worker and Postgres, against the PayPal twin
- * (issue 20): each eligible affiliate paid once per period even when the cycle runs twice, the
+ * (decision 044): each eligible affiliate paid once per period even when the cycle runs twice, the
  * gates, UNCLAIMED then RETURNED putting the money back, failures, a 422 refusal, a lost answer,
  * forfeiture, the program pause, no provider configured — and the payout routes.
  */
@@ -123,7 +123,8 @@ describe('the payout cycle', () => {
       expect(twin.itemsBySenderItemId().get(rows[0]!.id)).toBe(1);
     }
     expect((await payoutsOf(ok.affiliateId))[0]!.amount_cents).toBe(7500);
-    // Each paid payout is a workspace event of its affiliate's workspace, once (issue 21's catalogue).
+    // Each paid payout is a workspace event of its affiliate's workspace, once (the catalogue of
+    // domain/notifications/events.ts).
     const sent = await stack.sql<
       { workspace_id: string; payload: { payout_id: string; amount_cents: number; period: string } }[]
     >`

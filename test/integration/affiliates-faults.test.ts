@@ -1,8 +1,8 @@
 /**
- * The affiliate maturation fault test (issue 20, decision 047): commissions held a few seconds mature while the
- * worker running the commission maturation workflows is killed again and again, and refunds arrive inside the holding
- * period. Afterwards no refunded commission is available, every other one is, each is credited
- * once, and every affiliate's ledger sums to its balances to the cent.
+ * The affiliate maturation fault test (decision 047): commissions held a few seconds mature while
+ * the worker running the commission maturation workflows is killed again and again, and refunds
+ * arrive inside the holding period. Afterwards no refunded commission is available, every other one
+ * is, each is credited once, and every affiliate's ledger sums to its balances to the cent.
  */
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';

@@ -1,10 +1,11 @@
 /**
- * Commission maturation on the time-skipping server (issue 20, decision 047): the shard's
- * `commission-maturation/<shard>` workflow, woken the way the webhook wakes it, sleeps until the next
- * available_at and marks what is due available; a refund inside the holding period claws it back
- * and it never becomes available, a refund after it changes nothing, a dispute claws back and a won
- * one gives it back; a holding period across a daylight-saving change matures on the right local
- * day; many commissions due at one moment mature in one look; and a lost wake is caught by the sweeper.
+ * Commission maturation on the time-skipping server (decision 047): the shard's
+ * `commission-maturation/<shard>` workflow, woken the way the webhook wakes it, sleeps until the
+ * next available_at and marks what is due available; a refund inside the holding period claws it
+ * back and it never becomes available, a refund after it changes nothing, a dispute claws back and
+ * a won one gives it back; a holding period across a daylight-saving change matures on the right
+ * local day; many commissions due at one moment mature in one look; and a lost wake is caught by
+ * the sweeper.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';

@@ -1,8 +1,8 @@
 /**
- * The affiliate program's routes and its share of billing events (issue 20): enrolment and codes at
- * and past their bounds, the public link (counted once per visitor and day, bots not counted, rate
- * limited), signup attribution by code or click within the cookie window, and commissions,
- * clawbacks and reversals from signed Stripe events, each written once.
+ * The affiliate program's routes and its share of billing events (decision 043): enrolment and
+ * codes at and past their bounds, the public link (counted once per visitor and day, bots not
+ * counted, rate limited), signup attribution by code or click within the cookie window, and
+ * commissions, clawbacks and reversals from signed Stripe events, each written once.
  */
 import { describe, expect, it, vi } from 'vitest';
 import { runAdmin } from '../support/admin.js';

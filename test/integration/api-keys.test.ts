@@ -29,7 +29,7 @@ describe('key secrets', () => {
   });
 });
 
-describe('API keys (2.13)', () => {
+describe('API keys (interface spec: API keys)', () => {
   it('creates a key, returning the secret once and storing only its SHA-256', async () => {
     const res = await post(paid, { name: 'CI key' });
     expect(res.statusCode).toBe(201);

@@ -1,9 +1,9 @@
 /**
- * The assistant under faults (issue 17's tests): a worker killed mid-answer, a worker killed
- * while a priced card is applied, and the answer's stream read by a real HTTP client that loses
- * its connection and reconnects with Last-Event-ID. The answers run on workers of this file's
- * own (test/support/fault-workers.ts), killed and replaced at chosen points; the model is the
- * local OpenAI-protocol server and the enrichment provider reads a local site.
+ * The assistant under faults (decision 034's guarantees): a worker killed mid-answer, a worker
+ * killed while a priced card is applied, and the answer's stream read by a real HTTP client that
+ * loses its connection and reconnects with Last-Event-ID. The answers run on workers of this file's
+ * own (test/support/fault-workers.ts), killed and replaced at chosen points; the model is the local
+ * OpenAI-protocol server and the enrichment provider reads a local site.
  */
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';

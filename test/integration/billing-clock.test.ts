@@ -1,5 +1,5 @@
 /**
- * The workspace billing clock on the time-skipping server (issue 19): a subscription set to end
+ * The workspace billing clock on the time-skipping server (decision 037): a subscription set to end
  * ends at its period end, a failed payment's grace ends in a downgrade, and each month's credits
  * are granted once at the plan then in force.
  */

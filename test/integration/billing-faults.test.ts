@@ -129,11 +129,12 @@ describe('billing under a worker SIGKILLed again and again', () => {
         if (killing) await kill();
       }
     })();
-    // A task held by a killed worker that times out inside a skip can leave the test server's
-    // time skipping locked for good (its clock then runs at real speed: the hang issue 19's note
-    // recorded; temporalio/sdk-java#2246 is the same lost lock count for activity timeouts). So no
-    // skip starts until every task the killed worker held has timed out with time locked: an
-    // activity's start-to-close (10 s) or a workflow task's timeout (10 s), plus a margin.
+    // A task held by a killed worker that times out inside a skip can leave the test server's time
+    // skipping locked for good (its clock then runs at real speed: the hang docs/testing.md
+    // describes under "Billing's fault test on the time-skipping server"; temporalio/sdk-java#2246
+    // is the same lost lock count for activity timeouts). So no skip starts until every task the
+    // killed worker held has timed out with time locked: an activity's start-to-close (10 s) or a
+    // workflow task's timeout (10 s), plus a margin.
     const quiet = async () => {
       const wait = lastKillAt + 25_000 - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));

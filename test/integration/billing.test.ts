@@ -1,7 +1,7 @@
 /**
- * Billing (issue 19) against stripe-mock and signed webhook payloads: checkout and the portal,
- * the webhook's signature, replay and ordering rules, the plan's effect on API keys, a downgrade
- * at period end, credit packs with refunds and disputes, referrals and design partners.
+ * Billing (decision 037) against stripe-mock and signed webhook payloads: checkout and the portal,
+ * the webhook's signature, replay and ordering rules, the plan's effect on API keys, a downgrade at
+ * period end, credit packs with refunds and disputes, referrals and design partners.
  */
 import { describe, expect, it, vi } from 'vitest';
 import { getBalance } from '../../store/platform/credits.js';

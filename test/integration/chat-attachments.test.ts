@@ -1,8 +1,9 @@
 /**
- * Chat attachments through the real app and worker: upload (multipart, 201 once the text is
- * read, 413, 415, 422 for a file that cannot be read), the conversation's list, and endpoint 1's
- * page read at every bound of 2.1 and 8, its byte-size stop and tenant isolation. The PDFs are
- * built with pdf-lib and their lines asserted exactly.
+ * Chat attachments through the real app and worker: upload (multipart, 201 once the text is read,
+ * 413, 415, 422 for a file that cannot be read), the conversation's list, and the page read
+ * (readChatAttachmentPages) at every bound of the interface spec's Chat attachment pages and
+ * Limits, its byte-size stop and tenant isolation. The PDFs are built with pdf-lib and their lines
+ * asserted exactly.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -500,7 +501,7 @@ describe('conversations', () => {
 });
 
 describe('the OpenAPI document', () => {
-  it('documents the upload as multipart with a binary `file`, and the page read with every field of 2.1 required', async () => {
+  it('documents the upload as multipart with a binary `file`, and the page read with every field of the interface spec required', async () => {
     const doc = (await stack.app.inject({ method: 'GET', url: '/openapi.json' })).json();
     const uploadOp = doc.paths['/assistant/conversations/{conversation_id}/attachments/'].post;
     expect(uploadOp.operationId).toBe('uploadChatAttachment');

@@ -1,7 +1,8 @@
 /**
- * Endpoint 5: GET /outbound-agents/{agent_id}/conversations/?contact_key=... reads what the agent
- * found out about one contact and every message it wrote, oldest first. Messages are written by
- * the same activity the sequence contact workflow calls (local template writer: no model).
+ * readOutboundConversation: GET /outbound-agents/{agent_id}/conversations/?contact_key=... reads
+ * what the agent found out about one contact and every message it wrote, oldest first. Messages are
+ * written by the same activity the sequence contact workflow calls (local template writer: no
+ * model).
  */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -51,8 +52,8 @@ async function write(contactKey: string, slotKey: string, kind: 'email' | 'conne
   });
 }
 
-describe('endpoint 5: the conversation read', () => {
-  it('returns the research and every message, oldest first, each with every field of 2.6', async () => {
+describe('readOutboundConversation: the conversation read', () => {
+  it('returns the research and every message, oldest first, each with every field of the interface spec', async () => {
     const key = `${randomUUID()}:${randomUUID()}`;
     const opener = await write(key, 'opener');
     const followUp = await write(key, 'follow_up_1');

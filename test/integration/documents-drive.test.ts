@@ -1,8 +1,9 @@
 /**
- * Business-context documents linked from the cloud drive (2.15 drive link, 8 `file_ids`), against
- * the drive's local twin: one document per file in the order picked, each read from the drive
- * (a native document exported as text, a file downloaded), an unreadable file failing its own
- * document with the reason, and the request's bounds.
+ * Business-context documents linked from the cloud drive (interface spec: the drive link request of
+ * AI business context documents, and Limits for `file_ids`), against the drive's local twin: one
+ * document per file in the order picked, each read from the drive (a native document exported as
+ * text, a file downloaded), an unreadable file failing its own document with the reason, and the
+ * request's bounds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCloudDriveClient } from '../../integrations/cloud-drive/drive-client.js';

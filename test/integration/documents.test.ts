@@ -1,9 +1,10 @@
 /**
- * Business-context documents (2.15, 3.3, 8) through the real app and worker: uploads of every
- * kind processed to ready with their steps, a damaged PDF failed with what to do, every bound at
- * and past it, the tri-state patch, the prompt's budget oldest first, re-reads (an edited summary
- * kept unless asked; two at once run one), a document written from a local company site, and the
- * summaries in the assistant's system prompt.
+ * Business-context documents (interface spec: AI business context documents, Reference document
+ * status, Limits) through the real app and worker: uploads of every kind processed to ready with
+ * their steps, a damaged PDF failed with what to do, every bound at and past it, the tri-state
+ * patch, the prompt's budget oldest first, re-reads (an edited summary kept unless asked; two at
+ * once run one), a document written from a local company site, and the summaries in the assistant's
+ * system prompt.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultBusinessDocumentLimits, localSummaryHeading } from '../../domain/documents/documents.js';

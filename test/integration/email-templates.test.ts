@@ -107,8 +107,8 @@ beforeAll(() => {
   client = tablesClient(stack, withKey(paid.apiKey));
 });
 
-describe('saved email templates (2.7, endpoint 6)', () => {
-  it('creates, reads, edits and deletes a template with every field of 2.7', async () => {
+describe('saved email templates (interface spec: Saved email template; listEmailTemplates)', () => {
+  it('creates, reads, edits and deletes a template with every field of the interface spec', async () => {
     const created = await client.post('/sequences/templates/', {
       name: 'First touch',
       subject_segments: [{ kind: 'text', text: 'Quick question' }],

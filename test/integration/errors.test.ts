@@ -31,7 +31,7 @@ const expectValidationShape = (body: { detail: unknown; issues: unknown[] }) => 
   }
 };
 
-describe('error shapes (spec 7)', () => {
+describe("error shapes (the interface spec's Errors section)", () => {
   it('turns a zod failure in the body into 422 issues naming the field', async () => {
     const res = await stack.app.inject({
       method: 'POST',

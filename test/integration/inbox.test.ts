@@ -497,7 +497,7 @@ const reasonOf = async (ws: TestWorkspace, email: string | null, url: string | n
     >`select contact_stop_reason(${ws.workspaceId}, ${email}, ${url}, now() - interval '1 hour', ${seq}) as r`
   )[0]!.r;
 
-describe('bulk do-not-contact (endpoint 7)', () => {
+describe('bulk do-not-contact (reachBulkDoNotContact)', () => {
   const reach = (threadIds: string[], ws: TestWorkspace = paid) =>
     call(
       'GET',

@@ -1,12 +1,12 @@
 /**
- * The notification fault test (issue 21): receivers that fail 30% of first requests (500) and
+ * The notification fault test (decision 038): receivers that fail 30% of first requests (500) and
  * time out on 5% (no answer), the worker killed every 3 seconds for 45 s while 150 events go to 3
  * endpoints each, in batches (decision 045): every event reaches every endpoint, no delivery has
- * two 2xx recorded, and the attempts are listed. Retries of a failed message are answered, so
- * every message settles within the schedule's first two retries (at once, 5 s); the long waits are tested under time skipping
- * (notifications-retries.test.ts). The sender's time limit is 6 s here instead of 15 s: at 2 s, a
- * loaded two-core machine once timed out a retry a receiver did answer, and the message's next
- * attempt was 5 minutes away, past the test's deadline.
+ * two 2xx recorded, and the attempts are listed. Retries of a failed message are answered, so every
+ * message settles within the schedule's first two retries (at once, 5 s); the long waits are tested
+ * under time skipping (notifications-retries.test.ts). The sender's time limit is 6 s here instead
+ * of 15 s: at 2 s, a loaded two-core machine once timed out a retry a receiver did answer, and the
+ * message's next attempt was 5 minutes away, past the test's deadline.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';

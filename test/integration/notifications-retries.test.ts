@@ -1,9 +1,9 @@
 /**
- * Delivery over days, under time skipping (issue 21): a failing receiver is tried on the
+ * Delivery over days, under time skipping (decisions 038, 045): a failing receiver is tried on the
  * documented schedule (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) and the delivery ends
- * failed with every attempt recorded; an endpoint failing for 5 days is disabled and its owner
- * told by email; a receiver that recovers ends the retries; a batch's deliveries that fail alike
- * wait on one timer and are retried together.
+ * failed with every attempt recorded; an endpoint failing for 5 days is disabled and its owner told
+ * by email; a receiver that recovers ends the retries; a batch's deliveries that fail alike wait on
+ * one timer and are retried together.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNotificationActivities } from '../../activities/notifications/notifications.js';

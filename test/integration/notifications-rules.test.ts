@@ -1,8 +1,8 @@
 /**
- * Rules and preferences (issue 21): a reply received through the inbound-email webhook is an
- * event committed with the message; an email rule tells each member by their preference (one
- * muted, one in the daily digest, one at once); critical types cannot be muted; filters narrow a
- * rule; rules are the workspace's own.
+ * Rules and preferences (decision 038): a reply received through the inbound-email webhook is an
+ * event committed with the message; an email rule tells each member by their preference (one muted,
+ * one in the daily digest, one at once); critical types cannot be muted; filters narrow a rule;
+ * rules are the workspace's own.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signInboundEmail } from '../../api/routes/inbox/inbound-email.js';

@@ -1,9 +1,9 @@
 /**
- * The team-chat connection (issue 21; endpoint 11) against the local Slack-shaped twin: install
- * with state and PKCE, the bot token sealed at rest, channels listed, events posted with blocks,
- * its errors handled (ratelimited with Retry-After, channel_not_found, not_in_channel,
- * token_revoked), and a disconnect that answers {detail, count} and keeps every rule's channel,
- * deliveries meanwhile recorded skipped, a reconnect routing again.
+ * The team-chat connection (decision 039) against the local Slack-shaped twin: install with state
+ * and PKCE, the bot token sealed at rest, channels listed, events posted with blocks, its errors
+ * handled (ratelimited with Retry-After, channel_not_found, not_in_channel, token_revoked), and a
+ * disconnect that answers {detail, count} and keeps every rule's channel, deliveries meanwhile
+ * recorded skipped, a reconnect routing again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTeamChatClient } from '../../integrations/team-chat/client.js';

@@ -1,10 +1,9 @@
 /**
- * Outbound webhooks (issue 21): an event committed reaches a subscribed endpoint through the
- * dispatcher and the delivery workflow, signed so the Standard Webhooks reference library
- * verifies it; the secret is shown once; a rotation's overlap signs with both secrets; attempts
- * are listed; a replay sends the same webhook-id again; a dispatcher that died between starting a
- * batch and its commit hands nothing on twice and loses nothing; private addresses are refused
- * unless allowed.
+ * Outbound webhooks (decision 038): an event committed reaches a subscribed endpoint through the
+ * dispatcher and the delivery workflow, signed so the Standard Webhooks reference library verifies
+ * it; the secret is shown once; a rotation's overlap signs with both secrets; attempts are listed;
+ * a replay sends the same webhook-id again; a dispatcher that died between starting a batch and its
+ * commit hands nothing on twice and loses nothing; private addresses are refused unless allowed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';

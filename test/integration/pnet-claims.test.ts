@@ -1,4 +1,7 @@
-/** Claims and results (endpoint 2, the 3.1 table) through the real API, worker and Temporal. */
+/**
+ * Claims and results (reportStepResult; the interface spec's Browser action step status) through
+ * the real API, worker and Temporal.
+ */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { backendErrorCodes, browserReportedErrorCodes } from '../../domain/pnet/steps.js';
@@ -115,7 +118,7 @@ describe('claiming', () => {
   });
 });
 
-describe('endpoint 2: the result report', () => {
+describe('reportStepResult: the result report', () => {
   it('settles the current claim; the same result again is 200, another is 409 with nothing changed', async () => {
     const a = await connectedAccount();
     const step = await a.queue({ kind: 'profile_view', profile_url: url });

@@ -1,8 +1,9 @@
 /**
- * Deploying a saved agent onto a table (spec 2.16), through the API: every field at its bounds,
- * the output fan-out, the taken-name fallback, position, run_rows (1 to 50, omitted: unrun) and
- * use_row_context stamped onto the column. Runs go to a local chat-completions server that
- * answers at once; an environment without a chat model refuses the deploy.
+ * Deploying a saved agent onto a table (the interface spec's section of that name), through the
+ * API: every field at its bounds, the output fan-out, the taken-name fallback, position, run_rows
+ * (1 to 50, omitted: unrun) and use_row_context stamped onto the column. Runs go to a local
+ * chat-completions server that answers at once; an environment without a chat model refuses the
+ * deploy.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
@@ -83,7 +84,7 @@ async function setup(options: { fields?: number; rows?: number; agent?: object }
 
 const columnsOf = async (tableId: string) => (await api.get(`/tables/${tableId}/columns/`)).json().columns as Column[];
 
-describe('deploying a saved agent (2.16)', () => {
+describe('deploying a saved agent (interface spec: Deploy a saved agent onto a table)', () => {
   it('adds the agent column and fans its output fields out into named columns right after it', async () => {
     const s = await setup({ fields: 3 });
     const res = await s.deploy({

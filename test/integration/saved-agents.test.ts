@@ -1,7 +1,8 @@
 /**
- * Saved agents through the API: every field of the agent and its bounds (spec 2.4 and section 8),
- * references by identity, versions, examples, and training runs scored per field against a local
- * chat-completions server. The pure rules (billing reach, price, agreement) are checked directly.
+ * Saved agents through the API: every field of the agent and its bounds (interface spec: Browser
+ * agent records, Limits), references by identity, versions, examples, and training runs scored per
+ * field against a local chat-completions server. The pure rules (billing reach, price, agreement)
+ * are checked directly.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
@@ -44,7 +45,7 @@ const text = (n: number) => 'x'.repeat(n);
 const issueLocs = (body: { issues: { loc: string[] }[] }) => body.issues.map((i) => i.loc.join('.'));
 
 describe('a saved agent’s fields', () => {
-  it('is made with the 2.4 settings defaults, stable input ids and version 1', async () => {
+  it('is made with the settings defaults of the interface spec, stable input ids and version 1', async () => {
     const res = await create({ description: 'Finds things', inputs: [{ name: 'Company' }] });
     expect(res.statusCode, res.body).toBe(201);
     const agent = res.json();

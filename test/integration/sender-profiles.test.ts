@@ -51,7 +51,7 @@ describe('sender profiles', () => {
   });
 });
 
-describe('endpoint 8: the pnet account wrapper', () => {
+describe('readSenderPnetAccount: the pnet account wrapper', () => {
   it('answers a not-connected account as a normal state: pending, waiting on a browser, with a stable connection token', async () => {
     const profile = await createProfile('Not yet connected');
     const read = async () =>

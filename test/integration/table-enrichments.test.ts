@@ -1,8 +1,8 @@
 /**
- * Enrichment providers (endpoint 10), enrichment columns and column runs, through the real API,
- * the real worker and the real column-run workflow. The providers are the real ones, pointed at
- * local servers: web pages from a local HTTP server, the AI column at a local chat-completions
- * endpoint. Runs are waited for by reading the run record, never by timing.
+ * Enrichment providers (listEnrichmentProviders), enrichment columns and column runs, through the
+ * real API, the real worker and the real column-run workflow. The providers are the real ones,
+ * pointed at local servers: web pages from a local HTTP server, the AI column at a local
+ * chat-completions endpoint. Runs are waited for by reading the run record, never by timing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
@@ -148,7 +148,7 @@ const ledgerOf = (workspaceId: string) =>
 
 const requestsTo = (path: string) => site.requests.filter((r) => r.path === path).length;
 
-describe('endpoint 10: enrichment providers', () => {
+describe('listEnrichmentProviders: enrichment providers', () => {
   it('lists the providers this environment runs on, alphabetical by key, each with key, display name, description and credentials', async () => {
     const res = await api.get('/table-enrichments/providers/');
     expect(res.statusCode).toBe(200);

@@ -1,7 +1,7 @@
 /**
- * Folders replace tags (migration 008): a database migrated up to 007 holds tables in their
- * tag-era shape; applying 008 files each one-tag table into a folder of that name and leaves
- * the others unfiled with their former tags, which endpoint 9 lists until they are moved.
+ * Folders replace tags (migration 008): a database migrated up to 007 holds tables in their tag-era
+ * shape; applying 008 files each one-tag table into a folder of that name and leaves the others
+ * unfiled with their former tags, which listUnfiledTables lists until they are moved.
  */
 import { Client, Connection } from '@temporalio/client';
 import { randomBytes } from 'node:crypto';
@@ -137,7 +137,7 @@ describe('folders replace tags (migration 008)', () => {
     expect((await read(ws.b.api, tables['other workspace']!)).folder_id).toBe(folders[0].id);
   });
 
-  it('lists exactly the tables with more than one tag at endpoint 9, each with its former tags', async () => {
+  it('lists exactly the tables with more than one tag at /tables/unfiled/, each with its former tags', async () => {
     const res = await ws.a.api.get('/tables/unfiled/');
     expect(res.statusCode).toBe(200);
     expect(
@@ -178,7 +178,7 @@ describe('folders replace tags (migration 008)', () => {
     expect((await ws.a.api.get('/tables/unfiled/')).json().tables).toEqual([]);
   });
 
-  it('leaves a deleted unfiled table out of endpoint 9 until it is restored', async () => {
+  it('leaves a deleted unfiled table out of /tables/unfiled/ until it is restored', async () => {
     const id = tables['other workspace, two tags']!;
     await ws.b.api.del(`/tables/${id}/`);
     expect((await ws.b.api.get('/tables/unfiled/')).json().tables).toEqual([]);

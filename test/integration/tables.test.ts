@@ -11,7 +11,7 @@ beforeAll(() => {
 
 const name255 = 'n'.repeat(255);
 
-describe('tables (2.8)', () => {
+describe('tables (interface spec: Table summary)', () => {
   it('creates a table with every field of the summary, owned by the caller', async () => {
     const res = await api.post('/tables/', { name: 'Leads', description: 'Inbound from the site' });
     expect(res.statusCode).toBe(201);

@@ -241,7 +241,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     })
   ).json().connection_token;
 
-  // A connected AI app of the owner, from a consent request the owner decided (issue 22).
+  // A connected AI app of the owner, from a consent request the owner decided (decision 040).
   const appRedirect = 'https://app.example/callback';
   const oauthClient = (
     await stack.app.inject({
@@ -276,7 +276,8 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
     await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })
   ).json().data;
 
-  // Data sourcing (issue 23): a lead search, a CRM connection, an import with a schedule, a write-back (records as the API writes them).
+  // Data sourcing (decisions 041, 042): a lead search, a CRM connection, an import with a schedule,
+  // a write-back (records as the API writes them).
   const [leadSearch] = await stack.sql<{ id: string }[]>`
     insert into lead_searches (workspace_id, table_id, provider, kind, query, max_results, price_per_row, status)
     values (${owner.workspaceId}, ${table.id}, 'apollo', 'people', ${stack.sql.json({})}, 10, 1, 'running') returning id`;
@@ -301,7 +302,7 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   const [discovery] = await stack.sql<{ id: string }[]>`
     insert into subdomain_discoveries (workspace_id, table_id, domain, status) values (${owner.workspaceId}, ${table.id}, 'owned.example', 'succeeded') returning id`;
 
-  // Notifications (issue 21): a rule and a webhook endpoint of the owner's.
+  // Notifications (decision 038): a rule and a webhook endpoint of the owner's.
   const notificationRule = await ownerTables('/notifications/rules/', { event_type: 'credits.low', channel: 'email' });
   const webhookEndpoint = await ownerTables('/webhooks/endpoints/', { url: 'https://example.com/owned-hook' });
 

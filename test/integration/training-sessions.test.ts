@@ -402,7 +402,7 @@ describe('a training run', () => {
   });
 });
 
-describe('endpoint 3: discard-changes', () => {
+describe('discardTrainingChanges: discard-changes', () => {
   it('drops the rewrite and its lesson, keeps the thread as written and its notes as discarded, and the contact waits again', async () => {
     const setup = await trainingSetup(['Jo Lane', 'Kim Moss']);
     const [jo, kim] = setup.rows as [string, string];

@@ -116,7 +116,7 @@ export function useFaultWorkers(
       // A kill never waits long for an attempt that does not stop when cancelled (a statement
       // behind a lock, a call without an abort signal): abandoned, it times out at Temporal as a
       // SIGKILLed worker's would, and the next worker polls. Unbounded, one such attempt left the
-      // replacement waiting and a payout cycle with no worker (CI, issue 20).
+      // replacement waiting and a payout cycle with no worker (seen in CI).
       shutdownForceTime: Math.max(shutdownGraceMs, 0) + 5_000,
     });
     const running = worker.run();

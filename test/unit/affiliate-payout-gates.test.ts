@@ -1,4 +1,7 @@
-/** The payout gates as a table (issue 20; spec 3.6): one pure function for the performance read and the payout cycle. */
+/**
+ * The payout gates as a table (decision 044; the interface spec's Next payout status): one pure
+ * function for the performance read and the payout cycle.
+ */
 import { describe, expect, it } from 'vitest';
 import {
   decidePayoutGate,

@@ -1,4 +1,4 @@
-/** The payout status transitions (issue 20; spec 3.5; decision 044) as a table. */
+/** The payout status transitions (decision 044; the interface spec's Affiliate payout status) as a table. */
 import { describe, expect, it } from 'vitest';
 import {
   decidePayoutTransition,

@@ -1,4 +1,7 @@
-/** Billing's pure rules (issue 19): grant periods, what is due at a moment, the plan of a subscription, a pack's credits to take back. */
+/**
+ * Billing's pure rules (decision 037): grant periods, what is due at a moment, the plan of a
+ * subscription, a pack's credits to take back.
+ */
 import { describe, expect, it } from 'vitest';
 import { addMonths, decideBillingDue, grantPeriodAt, type BillingSnapshot } from '../../domain/billing/periods.js';
 import { packCreditsToRevoke, planForSubscription } from '../../domain/billing/provider-events.js';

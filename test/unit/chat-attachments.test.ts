@@ -204,7 +204,7 @@ describe('the page read schemas', () => {
     }
   });
 
-  it('has exactly the fields of 2.1, all required', () => {
+  it("has exactly the fields of the interface spec's Chat attachment pages, all required", () => {
     const shape = ChatAttachmentPagesResponseSchema.shape;
     expect(Object.keys(shape).sort()).toEqual([
       'attachment_id',

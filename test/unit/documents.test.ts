@@ -1,4 +1,7 @@
-/** The pure rules of business-context documents: the prompt's budget, chunking, the local summariser, kinds and the bounds of 2.15. */
+/**
+ * The pure rules of business-context documents: the prompt's budget, chunking, the local summariser,
+ * kinds and the bounds of the interface spec's AI business context documents.
+ */
 import { describe, expect, it } from 'vitest';
 import {
   BusinessDocumentSchema,
@@ -100,7 +103,7 @@ describe('the local extractive summariser', () => {
   });
 });
 
-describe('bounds of 2.15', () => {
+describe('bounds of the interface spec (AI business context documents)', () => {
   const base = {
     id: '00000000-0000-4000-8000-000000000000',
     source: 'upload',

@@ -268,7 +268,7 @@ const snapshot = (
 });
 const request = { sessionId: 'session-1', verifyFirst: false };
 
-describe('a result for a step already at rest (endpoint 2)', () => {
+describe('a result for a step already at rest (reportStepResult)', () => {
   it.each([
     ['claimed', 'succeeded', null],
     ['queued', 'succeeded', null],

@@ -1,15 +1,15 @@
 /**
- * Commissions maturing (issue 20, decision 047): `commission-maturation/<task queue>/<shard>` owns the
- * commissions of the affiliates hashed to its shard, and loops. A local activity, at the
- * workflow's `now` (`workflowNow`, so a time-skipping test and a replay agree), marks every held
- * commission of the shard that is due available in one set-based compare-and-set (held ->
- * available, releasing their held ledger rows in the same transaction), records the shard's next
- * held `available_at` as its wake and answers it. The workflow sleeps until then or until a signal
- * says something may be due sooner; it ends when nothing is held, and continues as new after
- * `loopsPerRun` looks or when Temporal suggests it. The work batches itself: whatever fell due
- * while a look ran is matured by the next one. Refunds and disputes are written by the billing
- * event's transaction: a clawed-back commission is simply no longer held, so they need no signal.
- * A worker killed at any point leaves the same guarded statements to run again on the next worker.
+ * Commissions maturing (decision 047): `commission-maturation/<task queue>/<shard>` owns the
+ * commissions of the affiliates hashed to its shard, and loops. A local activity, at the workflow's
+ * `now` (`workflowNow`, so a time-skipping test and a replay agree), marks every held commission of
+ * the shard that is due available in one set-based compare-and-set (held -> available, releasing
+ * their held ledger rows in the same transaction), records the shard's next held `available_at` as
+ * its wake and answers it. The workflow sleeps until then or until a signal says something may be
+ * due sooner; it ends when nothing is held, and continues as new after `loopsPerRun` looks or when
+ * Temporal suggests it. The work batches itself: whatever fell due while a look ran is matured by
+ * the next one. Refunds and disputes are written by the billing event's transaction: a clawed-back
+ * commission is simply no longer held, so they need no signal. A worker killed at any point leaves
+ * the same guarded statements to run again on the next worker.
  */
 import { condition, continueAsNew, proxyLocalActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { msUntil, workflowNow } from '../shared/clock.js';

@@ -1,11 +1,12 @@
 /**
- * The affiliate payout cycle (issue 20; decision 044), started monthly by the Temporal Schedule
+ * The affiliate payout cycle (decision 044), started monthly by the Temporal Schedule
  * `affiliate-payout-cycle` (or by hand for a period). Every step is an idempotent activity over
  * Postgres and the provider, so a killed worker or a second run of the same period pays nobody
- * twice: first it reads open payouts back (a return puts money back, a success marks paid), forfeits
- * balances unclaimed past the period, makes the period's payouts a page of affiliates at a time
- * (UNIQUE (affiliate, period), payout and ledger row in one transaction), sends them in batches under
- * stable sender batch ids, then reads them back on a timer while any is still pending.
+ * twice: first it reads open payouts back (a return puts money back, a success marks paid),
+ * forfeits balances unclaimed past the period, makes the period's payouts a page of affiliates at a
+ * time (UNIQUE (affiliate, period), payout and ledger row in one transaction), sends them in
+ * batches under stable sender batch ids, then reads them back on a timer while any is still
+ * pending.
  */
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { AffiliatePayoutActivities } from '../../activities/affiliates/payouts.js';

@@ -14,7 +14,7 @@ export interface AssistantTurnInput {
   conversationId: string;
   /**
    * Cards raised outside the model, already written for this message (a connected AI app's call
-   * that needs a person, issue 22): the turn asks no model and only waits for their decisions.
+   * that needs a person, decision 040): the turn asks no model and only waits for their decisions.
    */
   raisedCards?: string[];
 }

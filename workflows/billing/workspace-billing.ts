@@ -1,10 +1,10 @@
 /**
- * One workspace's billing clock (issue 19, decision 037): at each grant period's start it grants
- * the period's credits, at a failed payment's grace end or a cancelled subscription's period end
- * it downgrades, and in between it sleeps on a timer until the next of those, or until a signal
- * says the account changed. What is due is decided in SQL from Postgres with this workflow's own
- * clock (`now` is passed in, so time skipping and replays agree); each grant is a unique cause in
- * the ledger, so a period is granted once whatever restarts, retries or signals happen.
+ * One workspace's billing clock (decision 037): at each grant period's start it grants the period's
+ * credits, at a failed payment's grace end or a cancelled subscription's period end it downgrades,
+ * and in between it sleeps on a timer until the next of those, or until a signal says the account
+ * changed. What is due is decided in SQL from Postgres with this workflow's own clock (`now` is
+ * passed in, so time skipping and replays agree); each grant is a unique cause in the ledger, so a
+ * period is granted once whatever restarts, retries or signals happen.
  */
 import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { msUntil, workflowNow } from '../shared/clock.js';

@@ -1,9 +1,10 @@
 /**
- * Processes one business-context document (spec 2.15, 3.3; decision 035): pending → processing,
- * its text read and cut into chunks, a summary written (by the chat model, or the local extract),
- * then ready; or failed with a reason a person can act on. Each activity records its step in the
- * row; the same steps are this workflow's query `steps` and its memo, for the Temporal UI. Every
- * write is guarded by (status, run), so a worker killed anywhere finishes the run exactly once.
+ * Processes one business-context document (decision 035; the interface spec's Reference document
+ * status): pending → processing, its text read and cut into chunks, a summary written (by the chat
+ * model, or the local extract), then ready; or failed with a reason a person can act on. Each
+ * activity records its step in the row; the same steps are this workflow's query `steps` and its
+ * memo, for the Temporal UI. Every write is guarded by (status, run), so a worker killed anywhere
+ * finishes the run exactly once.
  */
 import { ActivityFailure, ApplicationFailure, proxyActivities, setHandler, upsertMemo } from '@temporalio/workflow';
 import type { DocumentActivities } from '../../activities/documents/documents.js';

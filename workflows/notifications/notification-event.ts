@@ -1,13 +1,13 @@
 /**
- * Delivers a batch of workspace events to every channel their rules and endpoints name (issue 21;
- * decisions 038, 045). One activity plans every delivery of the batch and makes every first
- * attempt at once, so a batch whose receivers answer 2xx costs one workflow start, one activity
- * and the workflow's completion, however many events it holds. Only the failed deliveries then
- * follow the retry schedule (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h; a longer
- * Retry-After wins) on this workflow's timers, grouped by their wait: deliveries that fail alike
- * share one timer and one activity per round. Each attempt records itself, so a worker killed
- * mid-batch resumes where it was and a recorded attempt answers a retried activity.
- * A replay of one delivery runs the same retry loop under its own workflow.
+ * Delivers a batch of workspace events to every channel their rules and endpoints name (decisions
+ * 038, 045). One activity plans every delivery of the batch and makes every first attempt at once,
+ * so a batch whose receivers answer 2xx costs one workflow start, one activity and the workflow's
+ * completion, however many events it holds. Only the failed deliveries then follow the retry
+ * schedule (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h; a longer Retry-After wins) on this
+ * workflow's timers, grouped by their wait: deliveries that fail alike share one timer and one
+ * activity per round. Each attempt records itself, so a worker killed mid-batch resumes where it
+ * was and a recorded attempt answers a retried activity. A replay of one delivery runs the same
+ * retry loop under its own workflow.
  */
 import { workflowNow } from '../shared/clock.js';
 import { proxyActivities, sleep } from '@temporalio/workflow';

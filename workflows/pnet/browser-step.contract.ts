@@ -40,9 +40,9 @@ export interface CancelRequest {
 }
 
 /**
- * The API committed a browser's claim, result or release of the step (issue 24): the workflow reads
- * the row (clearing its `signal_due_at`) and sets or ends its lease timer. Carries nothing: signals
- * may arrive late or out of order, the row is the truth.
+ * The API committed a browser's claim, result or release of the step (decision 046): the workflow
+ * reads the row (clearing its `signal_due_at`) and sets or ends its lease timer. Carries nothing:
+ * signals may arrive late or out of order, the row is the truth.
  */
 export const stepChangedSignal = defineSignal('stepChanged');
 export const approveStepUpdate = defineUpdate<StepTransitionResult>('approveStep');

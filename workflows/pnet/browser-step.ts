@@ -1,10 +1,10 @@
 /**
  * One browser step's life, from the Tasks page or the queue to a terminal status. The browser's own
- * transitions (claim, result, release) are committed and answered by the API (issue 24, decision
- * 046); the API then signals `stepChanged` and this workflow reads the row and owns what time does:
- * the claim's lease timer and the window's deadline. Person-side transitions arrive as Updates whose
- * handlers run the guarded SQL and return the record. Its id, input, signal, Updates and query are
- * in browser-step.contract.ts.
+ * transitions (claim, result, release) are committed and answered by the API (decision 046); the API
+ * then signals `stepChanged` and this workflow reads the row and owns what time does: the claim's
+ * lease timer and the window's deadline. Person-side transitions arrive as Updates whose handlers
+ * run the guarded SQL and return the record. Its id, input, signal, Updates and query are in
+ * browser-step.contract.ts.
  */
 import {
   ApplicationFailure,

@@ -1,12 +1,12 @@
 /**
- * The step-signal sweeper (issue 24, decision 046): the API commits a browser's claim, result or
- * release and signals the step's workflow afterwards, so a process that dies between the two (or a
- * Temporal server unreachable then) leaves a change no workflow has read, perhaps a claim with no
- * lease timer. The row keeps `signal_due_at` until its workflow reads it; this workflow signals
- * again every step whose change stayed unread for the grace, starting its workflow if need be. So
- * nothing is claimed without a timer for longer than the grace and a turn. Each turn also lapses
- * every claim still held a grace after its lease's end (its lease timer late behind a thawed
- * worker's backlog, or never set), so a silent browser's claim is handed out again on time.
+ * The step-signal sweeper (decision 046): the API commits a browser's claim, result or release and
+ * signals the step's workflow afterwards, so a process that dies between the two (or a Temporal
+ * server unreachable then) leaves a change no workflow has read, perhaps a claim with no lease
+ * timer. The row keeps `signal_due_at` until its workflow reads it; this workflow signals again
+ * every step whose change stayed unread for the grace, starting its workflow if need be. So nothing
+ * is claimed without a timer for longer than the grace and a turn. Each turn also lapses every
+ * claim still held a grace after its lease's end (its lease timer late behind a thawed worker's
+ * backlog, or never set), so a silent browser's claim is handed out again on time.
  */
 import { continueAsNew, proxyLocalActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import { workflowNow } from '../shared/clock.js';

@@ -1,8 +1,8 @@
 /**
- * An import run and a write-back (issue 23; decision 042). Each works in chunks (an activity
- * reads and lands up to a few thousand records, committing the watermark or cursor with every
- * page), so a retried or repeated chunk adds nothing twice and the history stays small however
- * many records there are. A scheduled run is started by its import's Temporal Schedule.
+ * An import run and a write-back (decision 042). Each works in chunks (an activity reads and lands
+ * up to a few thousand records, committing the watermark or cursor with every page), so a retried
+ * or repeated chunk adds nothing twice and the history stays small however many records there are.
+ * A scheduled run is started by its import's Temporal Schedule.
  */
 import { ActivityFailure, ApplicationFailure, proxyActivities, upsertMemo, uuid4 } from '@temporalio/workflow';
 import type { CrmActivities } from '../../activities/sourcing/crm.js';

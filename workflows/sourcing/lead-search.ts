@@ -1,9 +1,9 @@
 /**
- * One lead search (issue 23; decision 041): page after page from the provider, each page landed
- * in the table in one guarded transaction (rows, keys, credits, counters), until the provider has
- * no more, max_results is reached or credits run out. A 429 is waited out on a durable timer for
- * as long as the provider asked. Cancelling the workflow ends the search `cancelled` (rows landed
- * so far stay, and were paid for). Progress is the query `progress` and the memo.
+ * One lead search (decision 041): page after page from the provider, each page landed in the table
+ * in one guarded transaction (rows, keys, credits, counters), until the provider has no more,
+ * max_results is reached or credits run out. A 429 is waited out on a durable timer for as long as
+ * the provider asked. Cancelling the workflow ends the search `cancelled` (rows landed so far stay,
+ * and were paid for). Progress is the query `progress` and the memo.
  */
 import {
   ActivityFailure,

@@ -1,6 +1,6 @@
 /**
- * One subdomain discovery (issue 23): its domains in chunks, each domain's live subdomains landed
- * with the domain marked done in one transaction, so a retried chunk skips what it did.
+ * One subdomain discovery (decision 042): its domains in chunks, each domain's live subdomains
+ * landed with the domain marked done in one transaction, so a retried chunk skips what it did.
  */
 import { proxyActivities, upsertMemo } from '@temporalio/workflow';
 import type { SubdomainActivities } from '../../activities/sourcing/subdomains.js';

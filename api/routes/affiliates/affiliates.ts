@@ -1,8 +1,8 @@
 /**
- * The affiliate program (issue 20; spec 2.17; decision 043): enrolment, codes, the public click
- * link, daily stats, the feed, the ledger, upcoming maturities and the performance window. Every
- * route but the click link acts on the caller's workspace's own affiliate (`/affiliate/...`), so
- * no path carries another tenant's id. Payouts are in ./payouts.ts.
+ * The affiliate program (decision 043; interface spec: Affiliate program): enrolment, codes, the
+ * public click link, daily stats, the feed, the ledger, upcoming maturities and the performance
+ * window. Every route but the click link acts on the caller's workspace's own affiliate
+ * (`/affiliate/...`), so no path carries another tenant's id. Payouts are in ./payouts.ts.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';

@@ -1,8 +1,9 @@
 /**
- * Affiliate payouts (issue 20; spec 2.17, 3.5, 3.6; decision 044): the workspace's payouts, and its
- * payout settings with the gate's answer (`next_payout_status`, `next_payout_blocker`, ...) from the
- * same function the payout cycle applies. The cycle itself runs on a Temporal Schedule; operators
- * pause the program and set review, block, identity and destination holds from the admin command line.
+ * Affiliate payouts (decision 044; interface spec: Affiliate program, Affiliate payout status, Next
+ * payout status): the workspace's payouts, and its payout settings with the gate's answer
+ * (`next_payout_status`, `next_payout_blocker`, ...) from the same function the payout cycle
+ * applies. The cycle itself runs on a Temporal Schedule; operators pause the program and set
+ * review, block, identity and destination holds from the admin command line.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';

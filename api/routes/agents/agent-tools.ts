@@ -1,9 +1,10 @@
 /**
- * Agent tool availability (2.4). A tool is available when something here supplies it: reading a
- * network profile needs a connected pnet account of the workspace (its browser does the reading);
- * finding a work email needs an email-finder service configured (WORK_EMAIL_FINDER_URL), judged from
- * the same injected suppliers the research runs call, so the switch and the runs never disagree.
- * Switching on an unavailable tool is refused (409) and changes nothing.
+ * Agent tool availability (interface spec: Browser agent records). A tool is available when
+ * something here supplies it: reading a network profile needs a connected pnet account of the
+ * workspace (its browser does the reading); finding a work email needs an email-finder service
+ * configured (WORK_EMAIL_FINDER_URL), judged from the same injected suppliers the research runs
+ * call, so the switch and the runs never disagree. Switching on an unavailable tool is refused (409)
+ * and changes nothing.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

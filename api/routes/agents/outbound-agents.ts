@@ -1,6 +1,7 @@
 /**
- * Outbound agents (2.6): versioned prompts per sequence slot, the conversation read (endpoint 5),
- * and which agent writes a sequence's agent-written steps.
+ * Outbound agents (interface spec: Outbound agent conversation): versioned prompts per sequence
+ * slot, the conversation read (readOutboundConversation), and which agent writes a sequence's
+ * agent-written steps.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,8 +1,9 @@
 /**
- * Saved agents (2.4): create and edit them, keep examples and train on them, deploy one onto a
- * table as an agent column (2.16), run that column on rows, and read each research run with its
- * steps. Runs are Temporal workflows (agent-run/<column>/<row>/<run>, agent-training/<id>); everything
- * read here comes from Postgres.
+ * Saved agents (interface spec: Browser agent records): create and edit them, keep examples and
+ * train on them, deploy one onto a table as an agent column (interface spec: Deploy a saved agent
+ * onto a table), run that column on rows, and read each research run with its steps. Runs are
+ * Temporal workflows (agent-run/<column>/<row>/<run>, agent-training/<id>); everything read here
+ * comes from Postgres.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

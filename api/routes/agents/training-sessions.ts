@@ -1,7 +1,8 @@
 /**
- * Training sessions of a sequence's outbound agent (2.5, 3.2), endpoint 3 among them. Reads come
- * from Postgres; every change is a Workflow Update to `training-session/<session_id>` with an id
- * derived from the request, answered with the stored session.
+ * Training sessions of a sequence's outbound agent (interface spec: Training session, Training
+ * session status), discardTrainingChanges among them. Reads come from Postgres; every change is a
+ * Workflow Update to `training-session/<session_id>` with an id derived from the request, answered
+ * with the stored session.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,8 +1,8 @@
 /**
- * Chat attachments (spec 2.1, endpoint 1): upload a PDF, XLSX or CSV to an assistant
- * conversation, list a conversation's attachments, and read an attachment's pages as text. The
- * upload answers once the file's text is read (its workflow runs the extraction on the worker),
- * so a file that cannot be read is refused then, with the reason.
+ * Chat attachments (interface spec: Chat attachment pages; readChatAttachmentPages): upload a PDF,
+ * XLSX or CSV to an assistant conversation, list a conversation's attachments, and read an
+ * attachment's pages as text. The upload answers once the file's text is read (its workflow runs
+ * the extraction on the worker), so a file that cannot be read is refused then, with the reason.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

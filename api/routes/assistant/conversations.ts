@@ -1,8 +1,8 @@
 /**
- * The assistant's conversations and their answers (spec 6: the general chat streamed as
- * Server-Sent Events). Posting a message writes the question and the answer's row, starts the
- * answer's turn and streams its parts as the turn writes them to Postgres; the same answer can be
- * read again, or resumed with Last-Event-ID, from any API process.
+ * The assistant's conversations and their answers (the interface spec's Events section: the general
+ * chat streamed as Server-Sent Events). Posting a message writes the question and the answer's row,
+ * starts the answer's turn and streams its parts as the turn writes them to Postgres; the same
+ * answer can be read again, or resumed with Last-Event-ID, from any API process.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

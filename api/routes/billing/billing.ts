@@ -1,6 +1,6 @@
 /**
- * Billing (issue 19): the overview, invoices and payments, checkout for the plan or a credit pack,
- * the customer portal, and a downgrade at the period's end. Paths are ours. Without a payment
+ * Billing (decision 037): the overview, invoices and payments, checkout for the plan or a credit
+ * pack, the customer portal, and a downgrade at the period's end. Paths are ours. Without a payment
  * provider the money routes answer 503 naming what to set.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

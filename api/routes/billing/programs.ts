@@ -1,5 +1,5 @@
 /**
- * The referral and design-partner programs (issue 19). A referral link's code attributes a new
+ * The referral and design-partner programs (decision 037). A referral link's code attributes a new
  * workspace once; both sides' credits come when it first pays. A design-partner application is
  * decided by an operator (admin command line); while accepted its benefit is granted each period.
  */

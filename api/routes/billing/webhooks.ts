@@ -1,10 +1,10 @@
 /**
- * The payment provider's webhook (issue 19). Public: the Stripe-Signature header over the raw
- * body is the credential. A missing, wrong or stale signature is 400 and changes nothing; an
- * event handled before answers 200 with `duplicate: true` and changes nothing either. An event
- * whose payment could not be linked to its invoice (the provider unreachable) is 502 and changes
- * nothing; the provider delivers it again. The workspace's billing workflow is woken after the
- * event's transaction commits.
+ * The payment provider's webhook (decision 037). Public: the Stripe-Signature header over the raw
+ * body is the credential. A missing, wrong or stale signature is 400 and changes nothing; an event
+ * handled before answers 200 with `duplicate: true` and changes nothing either. An event whose
+ * payment could not be linked to its invoice (the provider unreachable) is 502 and changes nothing;
+ * the provider delivers it again. The workspace's billing workflow is woken after the event's
+ * transaction commits.
  */
 import { validatorCompiler, type FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';

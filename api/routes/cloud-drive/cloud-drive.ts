@@ -1,7 +1,7 @@
 /**
- * The cloud-drive connection (issue 18): its state, connect (authorization code with PKCE), the
- * drive's redirect back (public: the person's browser arrives without our credentials; the state
- * is the credential), and disconnect. Paths are ours. No answer carries a token.
+ * The cloud-drive connection (decision 036): its state, connect (authorization code with PKCE), the
+ * drive's redirect back (public: the person's browser arrives without our credentials; the state is
+ * the credential), and disconnect. Paths are ours. No answer carries a token.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema } from '../../../domain/shared/common.js';

@@ -1,7 +1,8 @@
 /**
- * Connected AI apps (2.14): the workspace's apps (list, revoke) and the consent step's JSON routes
- * (read a consent request, approve, deny), which the consent page uses and an API client can drive
- * the same way. Consent is a person's: it takes a signed-in member (a bearer token), not an API key.
+ * Connected AI apps (interface spec: Connected AI apps): the workspace's apps (list, revoke) and the
+ * consent step's JSON routes (read a consent request, approve, deny), which the consent page uses
+ * and an API client can drive the same way. Consent is a person's: it takes a signed-in member (a
+ * bearer token), not an API key.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

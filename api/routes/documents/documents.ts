@@ -1,9 +1,9 @@
 /**
- * AI business-context documents (spec 2.15, 3.3, 8; decision 035): a workspace's files about what
- * it sells, each summarised once (by the chat model, or the local extract), whose included
- * summaries every assistant prompt reads, oldest first, within a character budget. An upload
- * commits the row `pending` and answers 202 before its workflow starts; the workflow takes it to
- * `processing`, then `ready` or `failed`.
+ * AI business-context documents (decision 035; interface spec: AI business context documents,
+ * Reference document status, Limits): a workspace's files about what it sells, each summarised once
+ * (by the chat model, or the local extract), whose included summaries every assistant prompt reads,
+ * oldest first, within a character budget. An upload commits the row `pending` and answers 202
+ * before its workflow starts; the workflow takes it to `processing`, then `ready` or `failed`.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

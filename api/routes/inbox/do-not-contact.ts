@@ -1,7 +1,8 @@
 /**
- * The workspace do-not-contact list (spec section 1): single and bulk add, list, delete, and a
- * check of one email or profile URL. Sends obey the list through contact_stop_reason() in their
- * own transaction; adding an entry also wakes matching sequence contacts so they stop now.
+ * The workspace do-not-contact list (the interface spec's What the service does): single and bulk
+ * add, list, delete, and a check of one email or profile URL. Sends obey the list through
+ * contact_stop_reason() in their own transaction; adding an entry also wakes matching sequence
+ * contacts so they stop now.
  */
 import { z } from 'zod';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';

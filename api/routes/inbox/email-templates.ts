@@ -1,4 +1,7 @@
-/** Saved email templates (2.7) and endpoint 6: the workspace's reusable templates, newest first. */
+/**
+ * Saved email templates (interface spec: Saved email template) and listEmailTemplates: the
+ * workspace's reusable templates, newest first.
+ */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';

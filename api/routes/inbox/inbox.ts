@@ -1,7 +1,7 @@
 /**
- * The unified inbox (spec section 1): threads across email and pnet, replies, labels, AI-suggested
- * replies that wait for a person, settings of the inbound-email webhook, and bulk do-not-contact
- * with its reach (endpoint 7).
+ * The unified inbox (the interface spec's What the service does): threads across email and pnet,
+ * replies, labels, AI-suggested replies that wait for a person, settings of the inbound-email
+ * webhook, and bulk do-not-contact with its reach (reachBulkDoNotContact).
  */
 import { secretsKeyring } from '../../../services/platform/sealing.js';
 import { z } from 'zod';

@@ -1,8 +1,8 @@
 /**
- * The team-chat connection (issue 21; spec endpoint 11, 2.18; decision 039): connect with OAuth v2
- * (state and PKCE), the callback, the state, its channels, and `DELETE /notifications/chatapp/`,
- * which answers `{detail, count}`: `count` is how many notification rules route to team chat and
- * keep their channel for a reconnect.
+ * The team-chat connection (decision 039): connect with OAuth v2 (state and PKCE), the callback,
+ * the state, its channels, and `DELETE /notifications/chatapp/`, which answers `{detail, count}`
+ * (the interface spec's Other responses): `count` is how many notification rules route to team chat
+ * and keep their channel for a reconnect.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,7 +1,7 @@
 /**
- * Notifications (issue 21; decision 038): the event catalogue, the workspace's events, rules
- * routing an event type to a channel, and each member's preferences (mute, daily digest; the
- * critical types cannot be either).
+ * Notifications (decision 038): the event catalogue, the workspace's events, rules routing an event
+ * type to a channel, and each member's preferences (mute, daily digest; the critical types cannot
+ * be either).
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

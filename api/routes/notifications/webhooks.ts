@@ -1,9 +1,9 @@
 /**
- * Outbound webhook endpoints (issue 21; decision 038): CRUD, the secret shown once (at creation
- * and rotation), rotation with an overlap in which both secrets sign, every attempt listed, and
- * replay of one message or everything since a time. An endpoint sends the workspace's events out
- * of it, so every write (and every answer that shows a signing secret) is an admin's; reading the
- * endpoints (never their secrets) and their attempts is anyone's.
+ * Outbound webhook endpoints (decision 038): CRUD, the secret shown once (at creation and
+ * rotation), rotation with an overlap in which both secrets sign, every attempt listed, and replay
+ * of one message or everything since a time. An endpoint sends the workspace's events out of it, so
+ * every write (and every answer that shows a signing secret) is an admin's; reading the endpoints
+ * (never their secrets) and their attempts is anyone's.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,4 +1,4 @@
-/** The onboarding checklist (issue 18): read, and dismiss or restore it for the member asking. Paths are ours. */
+/** The onboarding checklist: read, and dismiss or restore it for the member asking. Paths are ours. */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';

@@ -1,4 +1,7 @@
-/** Spec 2.13: API key management. Paths are ours (spec 4.1 leaves them open). */
+/**
+ * API key management (the interface spec's API keys). Paths are ours (the open items of its
+ * Endpoints section leave them open).
+ */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import {

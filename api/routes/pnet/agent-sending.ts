@@ -1,4 +1,7 @@
-/** The agent sending switch (2.4). Anyone with write access may pause; only an admin unpauses. */
+/**
+ * The agent sending switch (interface spec: Browser agent records). Anyone with write access may
+ * pause; only an admin unpauses.
+ */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { agentSendingHistory, readAgentSending, updateAgentSending } from '../../../store/pnet/agent-sending.js';
 import { requireAdmin } from '../../../domain/platform/roles.js';

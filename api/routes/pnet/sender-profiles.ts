@@ -1,4 +1,4 @@
-/** Sender profiles and their pnet account: endpoint 8 and the account's settings and limits. */
+/** Sender profiles and their pnet account: readSenderPnetAccount and the account's settings and limits. */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';

@@ -1,7 +1,8 @@
 /**
- * Person-side operations on browser steps (2.2): queue, list, read, cancel, and the Tasks page's
- * approve and reject. Transitions are Updates of the step's workflow with a stable update id, so
- * a retried request is answered once; a step already past the transition answers 409.
+ * Person-side operations on browser steps (interface spec: Browser action step): queue, list, read,
+ * cancel, and the Tasks page's approve and reject. Transitions are Updates of the step's workflow
+ * with a stable update id, so a retried request is answered once; a step already past the
+ * transition answers 409.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,6 +1,6 @@
 /**
  * CRM connections (/integrations/crm/connections/), a table's imports (/tables/{table_id}/imports/)
- * and write-backs (/tables/{table_id}/write-backs/) (issue 23; decision 042). No answer carries a token.
+ * and write-backs (/tables/{table_id}/write-backs/) (decision 042). No answer carries a token.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,4 +1,7 @@
-/** Data sourcing's routes (issue 23). */
+/**
+ * Data sourcing's routes: lead searches (decision 041), the CRM, imports, write-backs, schedules
+ * and subdomains (decision 042).
+ */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { RouteDeps } from '../../deps.js';
 import { leadSearchRoutes } from './lead-searches.js';

@@ -1,7 +1,7 @@
 /**
- * Lead searches (issue 23; decision 041): the providers this service has, start a search into a
- * new or existing table (202: the search runs as the workflow lead-search/<id>), read and list
- * searches with their progress, cancel one.
+ * Lead searches (decision 041): the providers this service has, start a search into a new or
+ * existing table (202: the search runs as the workflow lead-search/<id>), read and list searches
+ * with their progress, cancel one.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

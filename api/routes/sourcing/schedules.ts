@@ -1,4 +1,4 @@
-/** Recurring import schedules (issue 23; decision 042): Temporal Schedules, one per import. */
+/** Recurring import schedules (decision 042): Temporal Schedules, one per import. */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';

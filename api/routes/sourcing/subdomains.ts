@@ -1,4 +1,4 @@
-/** Subdomain discovery (issue 23): start one for a domain or a table column's domains; read it. */
+/** Subdomain discovery (decision 042): start one for a domain or a table column's domains; read it. */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';

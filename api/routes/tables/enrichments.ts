@@ -1,7 +1,7 @@
 /**
- * Enrichment providers (endpoint 10) and column runs: start a run of an enrichment column, watch
- * its progress on the table or the column, cancel it. A run is a Temporal workflow; everything
- * read here comes from its record in Postgres.
+ * Enrichment providers (listEnrichmentProviders) and column runs: start a run of an enrichment
+ * column, watch its progress on the table or the column, cancel it. A run is a Temporal workflow;
+ * everything read here comes from its record in Postgres.
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

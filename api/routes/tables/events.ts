@@ -1,4 +1,7 @@
-/** The grid's change feed (spec section 6): server-sent events of one table's row and cell changes. */
+/**
+ * The grid's change feed (the interface spec's Events section): server-sent events of one table's
+ * row and cell changes.
+ */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { UuidSchema } from '../../../domain/shared/common.js';

@@ -1,4 +1,7 @@
-/** Tables (2.8) and their folders, and endpoint 9: tables still waiting to be filed since folders replaced tags. */
+/**
+ * Tables (interface spec: Table summary) and their folders, and listUnfiledTables: tables still
+ * waiting to be filed since folders replaced tags.
+ */
 import { z } from 'zod';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
