@@ -8,6 +8,7 @@ import { serveCrmTwin } from './crm-server.js';
 import { serveCtLog } from './ct-log-server.js';
 import { driveSimConfig, startDriveSim } from './drive-server.js';
 import { serveLeadSearchTwin, twinPeople } from './lead-search-server.js';
+import { startSmtpSink } from './smtp-sink.js';
 import { startStripeMock } from './stripe-mock.js';
 import { startTeamChatSim } from './team-chat-server.js';
 
@@ -37,6 +38,9 @@ export async function startFuzzSuppliers(): Promise<FuzzSuppliers> {
     closers.push(() => ctLog.close());
     const leads = await serveLeadSearchTwin({ apiKey: 'fuzz-key', people: twinPeople(20) });
     closers.push(() => leads.close());
+    // Invitations and sequence emails go through the mailer; without one, inviting is 503 by design.
+    const smtp = await startSmtpSink();
+    closers.push(() => smtp.close());
     const driveConfig = driveSimConfig(drive);
     return {
       environment: {
@@ -62,6 +66,7 @@ export async function startFuzzSuppliers(): Promise<FuzzSuppliers> {
         STRIPE_WEBHOOK_SECRET: 'whsec_fuzz',
         STRIPE_API_BASE: stripe.apiBase,
         BILLING_RETURN_URL: 'http://localhost/billing/',
+        SMTP_URL: smtp.url,
       },
       close,
     };
