@@ -55,7 +55,7 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
   return {
     /**
      * What the step's workflow learns after the API committed a browser's claim, result or release
-     * (issue 24): the row's status and current claim, its `signal_due_at` cleared in the same
+     * (decision 046): the row's status and current claim, its `signal_due_at` cleared in the same
      * statement. A settled step carries its record, for the wakes of whatever waits on it.
      */
     async readStepChange({ stepId }: { stepId: string }) {

@@ -1,12 +1,12 @@
 /**
- * The in-app assistant's resources (spec 2.11, 2.12): its settings, the cards it proposes, the
+ * The in-app assistant's resources (interface spec 2.11 Assistant settings; 2.12 Action proposal): its settings, the cards it proposes, the
  * grants people give from a card, the activity log, and conversations with their messages.
  * Pure: schemas, enums, bounds and the rules the store and the turn's workflow apply.
  */
 import { z } from 'zod';
 import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 
-// ---- Verbs and settings (2.11) ----
+// ---- Verbs and settings (interface spec 2.11 Assistant settings) ----
 
 export const verbs = [
   'create_table_from_search',
@@ -81,7 +81,7 @@ export const AssistantSettingsUpdateSchema = z
   .meta({ id: 'AssistantSettingsUpdate' });
 export type AssistantSettingsUpdate = z.infer<typeof AssistantSettingsUpdateSchema>;
 
-// ---- Cards (2.12) and their statuses (3.4) ----
+// ---- Cards (interface spec 2.12 Action proposal) and their statuses (interface spec 3.4 Proposal status) ----
 
 export const ProposalStatusSchema = z.enum(['pending', 'applying', 'applied', 'failed', 'dismissed', 'expired']).meta({
   id: 'ProposalStatus',

@@ -1,5 +1,5 @@
 /**
- * Chat attachments (spec 2.1, endpoint 1): a PDF, XLSX or CSV uploaded to an assistant
+ * Chat attachments (interface spec: Chat attachment pages; operationId readChatAttachmentPages): a PDF, XLSX or CSV uploaded to an assistant
  * conversation, read back as pages of text. Pure: the schemas, the limits, how a file's kind is
  * judged, and the layout rule that turns a PDF page's positioned text into lines
  * (docs/decisions/033-chat-attachment-extraction.md).
@@ -338,5 +338,8 @@ export const ChatAttachmentPagesResponseSchema = z
         'Where the next read starts. Null when this read reaches the last page. It can come before offset plus limit, because a read also stops at a size.',
       ),
   })
-  .meta({ id: 'ChatAttachmentPagesResponse', description: 'Pages of an attachment as text (spec 2.1)' });
+  .meta({
+    id: 'ChatAttachmentPagesResponse',
+    description: 'Pages of an attachment as text (interface spec 2.1 Chat attachment pages)',
+  });
 export type ChatAttachmentPagesResponse = z.infer<typeof ChatAttachmentPagesResponseSchema>;

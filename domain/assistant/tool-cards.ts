@@ -1,5 +1,5 @@
 /**
- * Tool cards (2.12 `kind: tool`): any operation of the service's own API, called on the person's
+ * Tool cards (interface spec 2.12 Action proposal `kind: tool`): any operation of the service's own API, called on the person's
  * behalf. The model finds operations with `find_operations` and calls one with `call_operation`.
  * A read runs at once and its answer goes back to the model; a write becomes a card that waits
  * for approval like a verb's (a send and a destructive call never run on a standing grant).
@@ -121,7 +121,7 @@ export function briefAnswer(body: unknown, max = 8000): string {
 /**
  * What a tool card for a write operation says before anyone decides: its label and summary, the
  * lines it shows, its price (the route's fixed price, else free), and whether it destroys or sends.
- * The assistant's cards and a connected app's cards (issue 22) are quoted the same way.
+ * The assistant's cards and a connected app's cards (decision 040) are quoted the same way.
  */
 export function toolCardQuote(op: CatalogueOperation, request: { method: string; url: string; body?: unknown }) {
   const destructive = isDestructiveOperation(op);

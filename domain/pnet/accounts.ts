@@ -1,4 +1,4 @@
-/** The account wrapper (endpoint 8, 2.10): presence, status, usage and waits. */
+/** The account wrapper (operationId readSenderPnetAccount; interface spec: pnet account): presence, status, usage and waits. */
 import { z } from 'zod';
 import { TimestampSchema, UuidSchema } from '../shared/common.js';
 import { limitKinds, limitShape, LimitsSchema } from './limits.js';

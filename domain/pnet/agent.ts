@@ -1,4 +1,4 @@
-/** The extension protocol (2.4): heartbeat, set state, claims, results, the sending switch and tool availability. */
+/** The extension protocol (interface spec 2.4 Browser agent records): heartbeat, set state, claims, results, the sending switch and tool availability. */
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema, lineSchema, textSchema } from '../shared/common.js';
 import { pnetInboxOutcomeFields } from '../inbox/inbox.js';
@@ -140,7 +140,7 @@ export const OutcomeSchema = z
   })
   .meta({ id: 'StepOutcome' });
 
-/** 2.3: the result report body of endpoint 2. */
+/** The result report body (operationId reportStepResult; interface spec: Result report). */
 export const ResultReportSchema = z
   .object({
     status: ResultStatusSchema,
@@ -181,7 +181,7 @@ export const DiagnosticSchema = z.object({
   config_version: z.int().optional(),
 });
 
-// The agent sending switch (2.4)
+// The agent sending switch (interface spec 2.4 Browser agent records)
 
 export const AgentSendingSchema = z
   .object({
@@ -223,7 +223,7 @@ export const AgentReleaseSchema = z
   })
   .meta({ id: 'AgentRelease' });
 
-// Agent tool availability (2.4)
+// Agent tool availability (interface spec 2.4 Browser agent records)
 
 export const AgentToolKeySchema = z.enum(['find_work_email', 'read_pnet_profile']).meta({ id: 'AgentToolKey' });
 export type AgentToolKey = z.infer<typeof AgentToolKeySchema>;

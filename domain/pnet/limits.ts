@@ -80,7 +80,7 @@ export const limitKindOf: Record<ActionKind, LimitKind> = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Limits (2.10): daily_limit_<kind>, weekly_limit_<kind>, weekly_connection_request_cap
+// Limits (interface spec 2.10 Sender's channel account state): daily_limit_<kind>, weekly_limit_<kind>, weekly_connection_request_cap
 
 export type LimitKey =
   | `daily_limit_${LimitKind}`

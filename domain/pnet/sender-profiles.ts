@@ -1,4 +1,4 @@
-/** Sender profiles and the pnet account's settings (2.10). */
+/** Sender profiles and the pnet account's settings (interface spec 2.10 Sender's channel account state). */
 import { z } from 'zod';
 import { NameSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { ianaTimeZoneNames } from '../shared/time-zone-names.js';

@@ -1,5 +1,5 @@
 /**
- * A browser step's decisions (3.1), pure: what a result report, a claim or a lapsed lease does to
+ * A browser step's decisions (interface spec 3.1 Browser action step status), pure: what a result report, a claim or a lapsed lease does to
  * a step, read from the snapshot its transaction locked. store/pnet/steps.ts applies each decision
  * with small named statements, in the order the transaction needs (see the comments there);
  * nothing here does I/O, so every branch is a unit test (test/unit/step-settle.test.ts).
@@ -135,7 +135,7 @@ export function sameResultAgain(
 }
 
 /**
- * A browser's result for a step already at rest (endpoint 2): null when it is not at rest or it is
+ * A browser's result for a step already at rest (operationId reportStepResult): null when it is not at rest or it is
  * the same result again (decideSettle answers those); otherwise refused with nothing changed,
  * except that a success for a step that failed marks that it acted after all (a retry checks first).
  */

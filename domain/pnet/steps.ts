@@ -1,4 +1,4 @@
-/** Browser action steps (2.2) and their statuses (3.1). */
+/** Browser action steps (interface spec 2.2 Browser action step) and their statuses (interface spec 3.1 Browser action step status). */
 import { z } from 'zod';
 import { NameSchema, queryInteger, textSchema, TimestampSchema, UuidSchema } from '../shared/common.js';
 import { ActionKindSchema } from './limits.js';
