@@ -47,41 +47,28 @@ export async function getMember(db: Db, workspaceId: string, id: string) {
   return row && toMember(row);
 }
 
+export interface NewWorkspace {
+  name: string;
+  plan: Plan;
+  referredBy?: string | null;
+  externalOrgId?: string | null;
+  signedUpBy?: string | null;
+}
+
 /**
  * A workspace with its credit balance and billing account; `referredBy` attributes it to a
  * referrer, once. `externalOrgId` maps an identity-provider organisation to it, and `signedUpBy`
  * names the person who signed it up; either key already taken answers undefined and creates nothing.
  */
+export async function createWorkspace(db: Db, input: NewWorkspace): Promise<Workspace>;
 export async function createWorkspace(
   db: Db,
-  input: {
-    name: string;
-    plan: Plan;
-    referredBy?: string | null;
-    externalOrgId?: string | null;
-    signedUpBy?: string | null;
-  },
-): Promise<Workspace>;
-export async function createWorkspace(
-  db: Db,
-  input: {
-    name: string;
-    plan: Plan;
-    referredBy?: string | null;
-    externalOrgId?: string | null;
-    signedUpBy?: string | null;
-  },
+  input: NewWorkspace,
   options: { ifKeyFree: true },
 ): Promise<Workspace | undefined>;
 export async function createWorkspace(
   db: Db,
-  input: {
-    name: string;
-    plan: Plan;
-    referredBy?: string | null;
-    externalOrgId?: string | null;
-    signedUpBy?: string | null;
-  },
+  input: NewWorkspace,
   options?: { ifKeyFree: true },
 ): Promise<Workspace | undefined> {
   const [row] = await db<WorkspaceRow[]>`
