@@ -14,6 +14,8 @@ import { childEnvironment, readFuzzSettings } from '../integrations/config.js';
 import { createSql } from '../db/sql.js';
 import { readConfig } from '../worker/config.js';
 import { createWorkspaceWithAdmin } from '../worker/provisioning.js';
+import { signingSecret } from '../worker/auth-config.js';
+import { mintAccessToken } from '../services/platform/tokens.js';
 import { freePort } from '../worker/ports.js';
 import { startStack } from '../worker/stack.js';
 import { startFuzzSuppliers } from './fuzz-suppliers.js';
@@ -96,6 +98,7 @@ function runSchemathesis(
       FUZZ_SEQUENCE_ID: resources.sequenceId,
       FUZZ_CONTACT_ID: resources.contactId,
       FUZZ_SESSION_ID: resources.sessionId,
+      FUZZ_PERSON_TOKEN: process.env.FUZZ_PERSON_TOKEN ?? '',
     }),
   });
   // Ctrl-C reaches the child through the terminal; a SIGTERM to us is passed on. Either way the
@@ -278,6 +281,14 @@ async function main(): Promise<number> {
     let senderKey: string;
     try {
       senderKey = (await createWorkspaceWithAdmin(sql, { name: 'Fuzzing the extension routes', plan: 'paid' })).api_key;
+      // Signing up and accepting an invitation take a person's bearer token (an API key stands for
+      // no person): a new person of no workspace, minted with the stack's development secret.
+      process.env.FUZZ_PERSON_TOKEN = await mintAccessToken((await signingSecret(sql, {}))!, {
+        sub: `fuzz-person-${randomUUID()}`,
+        email: 'fuzz-person@example.com',
+        email_verified: true,
+        name: 'Fuzz Person',
+      });
     } finally {
       await sql.end({ timeout: 5 });
     }
