@@ -332,6 +332,7 @@ try {
   log('');
   for (const name of ['bearer lookup before: memberOfIdpUser', 'bearer lookup now: reachWorkspace']) {
     const [lookup] = oneRequest.get(name)!;
+    // The service's own statement as the pool saw it, its values still bound as parameters: no input is spliced in.
     const plan = await sql.unsafe(
       `explain (analyze, costs off, timing off, buffers off, summary off) ${lookup!.query}`,
       lookup!.parameters as never[],

@@ -157,13 +157,18 @@ async function connectionTokenPrincipal(
   return principal;
 }
 
+/** The token of an `Authorization: Bearer <token>` header; undefined for anything else. */
+function bearerOf(authorization: string | undefined): string | undefined {
+  return typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+}
+
 /** The connection token a request carries, if any (X-API-Key first, as authenticate reads them). */
 function connectionTokenOf(request: FastifyRequest): string | undefined {
   const apiKey = request.headers['x-api-key'];
   if (typeof apiKey === 'string' && apiKey.length > 0)
     return apiKey.startsWith(connectionTokenPrefix) ? apiKey : undefined;
   const authorization = request.headers.authorization;
-  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  const bearer = bearerOf(authorization);
   return bearer?.startsWith(connectionTokenPrefix) ? bearer : undefined;
 }
 
@@ -207,7 +212,7 @@ async function authenticate(
   // A credential that cannot be read is refused even beside a good one: which one the caller meant
   // is unknown, and a request is never let through on a guess (Schemathesis sent a valid key with
   // a malformed Authorization header and was answered 200).
-  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  const bearer = bearerOf(authorization);
   if (authorization !== undefined && !bearer) throw unauthenticated();
   const checkedLater = request.routeOptions.config.checksConnectionToken === true;
   if (typeof apiKey === 'string' && apiKey.startsWith(connectionTokenPrefix))
@@ -250,7 +255,7 @@ export const workspaceHeader = 'x-workspace-id';
 /** The holder of the request's bearer token, for an `identity` route; API keys and connection tokens stand for no person. */
 async function identityOfBearer(deps: AuthDeps, request: FastifyRequest): Promise<Identity> {
   const authorization = request.headers.authorization;
-  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+  const bearer = bearerOf(authorization);
   if (!bearer) {
     if (request.headers['x-api-key'] !== undefined && authorization === undefined)
       throw new ApiError(

@@ -4,7 +4,10 @@
  * moves it). These helpers are the one place workflows read it, so every use says so by name.
  */
 
-/** Now, as the workflow sees it. */
+/**
+ * Now, as the workflow sees it: the SDK's replaced `Date` on purpose (the TypeScript SDK has no
+ * other workflow-time call), never the host's clock.
+ */
 export function workflowNow(): Date {
   return new Date();
 }
