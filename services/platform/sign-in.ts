@@ -22,7 +22,7 @@ import {
   type ReachedWorkspace,
 } from '../../store/platform/auth.js';
 import { insertJoinedMember } from '../../store/platform/members.js';
-import { createWorkspace } from '../../store/platform/workspaces.js';
+import { insertProvisionedWorkspace } from '../../store/platform/workspaces.js';
 
 export interface SignedIn {
   workspaceId: string;
@@ -140,32 +140,22 @@ async function provisionOrganisation(sql: Sql, identity: Identity): Promise<Sign
       'forbidden',
       'The token carries no email claim, which joining a workspace needs (AUTH_CLAIM_EMAIL).',
     );
-  const created = await sql.begin(async (tx) => {
-    const workspace = await createWorkspace(
-      tx,
-      {
-        name: (identity.orgName ?? `Organisation ${identity.orgId}`).slice(0, 255),
-        plan: 'free',
-        externalOrgId: identity.orgId,
-        signedUpBy: identity.userId,
-      },
-      { ifKeyFree: true },
-    );
-    if (workspace)
-      await insertJoinedMember(tx, {
-        workspaceId: workspace.id,
-        userId: identity.userId,
-        email: identity.email!,
-        displayName: displayNameOf(identity),
-        role: 'admin',
-        via: 'first_use',
-      });
-    return workspace;
+  const created = await insertProvisionedWorkspace(sql, {
+    name: (identity.orgName ?? `Organisation ${identity.orgId}`).slice(0, 255),
+    externalOrgId: identity.orgId!,
+    signedUpBy: identity.userId,
+    member: {
+      userId: identity.userId,
+      email: identity.email,
+      displayName: displayNameOf(identity),
+      role: 'admin',
+      via: 'first_use',
+    },
   });
+  if (created) return { workspaceId: created.workspace.id, plan: 'free', memberId: created.memberId, role: 'admin' };
   const reached = await reachWorkspace(sql, { ...identity, workspaceId: null });
   if (!reached) throw new Error('the organisation’s workspace was neither created nor found');
   if (reached.member_id) return signedIn({ ...reached, member_id: reached.member_id, role: reached.role! });
-  if (created) throw new Error('the provisioned workspace has no member for its creator');
   const joined = await join(sql, identity, reached, identity.joinRole);
   if (!joined)
     throw new ApiError('forbidden', 'This user was removed from the workspace; an admin must invite them again.');

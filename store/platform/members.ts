@@ -96,6 +96,17 @@ export async function removeMember(tx: Db, input: AuditInput): Promise<{ revoked
 
 export type JoinedVia = 'sign_up' | 'first_use' | 'invitation';
 
+/** Who joins, how, and whether a removal refuses them (insertJoinedMember). */
+export interface JoiningMember {
+  userId: string;
+  email: string;
+  displayName: string;
+  role: Role;
+  via: JoinedVia;
+  invitationId?: string | null;
+  refuseRemoved?: boolean;
+}
+
 /**
  * Makes a person a member, with the `joined` audit entry and the `member.joined` event, in ONE
  * statement (its own transaction, or the caller's): a first request that joins costs one round
@@ -107,17 +118,23 @@ export type JoinedVia = 'sign_up' | 'first_use' | 'invitation';
  */
 export async function insertJoinedMember(
   db: Db,
-  input: {
-    workspaceId: string;
-    userId: string;
-    email: string;
-    displayName: string;
-    role: Role;
-    via: JoinedVia;
-    invitationId?: string | null;
-    refuseRemoved?: boolean;
-  },
+  input: JoiningMember & { workspaceId: string },
 ): Promise<{ member: { id: string } | undefined; removed: boolean }> {
+  const [row] = await db<{ member_id: string | null; removed: boolean }[]>`
+    with target as (select ${input.workspaceId}::uuid as id), ${joinedMemberCtes(db, input)}
+    select (select id from member) as member_id, exists (select 1 from removal) as removed`;
+  return {
+    member: row!.member_id ? { id: row!.member_id } : undefined,
+    removed: (input.refuseRemoved ?? false) && row!.removed,
+  };
+}
+
+/**
+ * The CTEs that join a person to the workspace a preceding CTE `target (id)` names: nothing when
+ * `target` is empty. Shared by a join and by a provisioning that creates the workspace in the same
+ * statement (store/platform/workspaces.ts, insertProvisionedWorkspace).
+ */
+export function joinedMemberCtes(db: Db, input: JoiningMember) {
   const memberId = randomUUID();
   const payload = parseEventPayload('member.joined', {
     member_id: memberId,
@@ -128,27 +145,25 @@ export async function insertJoinedMember(
     invitation_id: input.invitationId ?? null,
   });
   const refuseRemoved = input.refuseRemoved ?? false;
-  const [row] = await db<{ member_id: string | null; removed: boolean }[]>`
-    with removal as (
-      select 1 from member_removals where workspace_id = ${input.workspaceId} and idp_user_id = ${input.userId}
+  return db`
+    removal as (
+      select 1 from member_removals r join target on r.workspace_id = target.id where r.idp_user_id = ${input.userId}
     ), member as (
       insert into members (id, workspace_id, idp_user_id, display_name, email, role)
-      select ${memberId}, ${input.workspaceId}, ${input.userId}, ${input.displayName}, ${input.email}, ${input.role}
+      select ${memberId}, target.id, ${input.userId}, ${input.displayName}, ${input.email}, ${input.role} from target
       where not (${refuseRemoved} and exists (select 1 from removal))
       on conflict do nothing
-      returning id
+      returning id, workspace_id
     ), cleared as (
-      delete from member_removals
-      where workspace_id = ${input.workspaceId} and idp_user_id = ${input.userId} and exists (select 1 from member)
+      delete from member_removals r using member
+      where r.workspace_id = member.workspace_id and r.idp_user_id = ${input.userId}
     ), audit as (
       insert into member_audit (workspace_id, actor_member_id, action, target_member_id, target_user_id, target_email, role_before, role_after, joined_via)
-      select ${input.workspaceId}, id, 'joined', id, ${input.userId}, ${input.email}, null, ${input.role}, ${input.via} from member
+      select workspace_id, id, 'joined', id, ${input.userId}, ${input.email}, null, ${input.role}, ${input.via} from member
     ), event as (
       insert into workspace_events (workspace_id, type, payload)
-      select ${input.workspaceId}, 'member.joined', ${db.json(payload as never)} from member
-    )
-    select (select id from member) as member_id, exists (select 1 from removal) as removed`;
-  return { member: row!.member_id ? { id: row!.member_id } : undefined, removed: refuseRemoved && row!.removed };
+      select workspace_id, 'member.joined', ${db.json(payload as never)} from member
+    )`;
 }
 
 interface AuditRow {

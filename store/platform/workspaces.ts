@@ -1,4 +1,5 @@
-import { openBillingAccount } from '../billing/accounts.js';
+import { newReferralCode, openBillingAccount } from '../billing/accounts.js';
+import { joinedMemberCtes, type JoiningMember } from './members.js';
 import type { Db } from '../../db/sql.js';
 import type { Plan, Role } from '../../domain/shared/common.js';
 
@@ -83,6 +84,34 @@ export async function createWorkspace(
 }
 
 type Workspace = ReturnType<typeof toWorkspace>;
+
+/**
+ * An identity-provider organisation's workspace, its balance, its billing account and its first
+ * member (with the `joined` audit entry and event), in ONE statement: provisioning on first use
+ * costs one round trip (docs/benchmarks.md, bench:sign-in). The organisation's unique key decides a
+ * race: the second of two concurrent first tokens creates nothing and answers undefined.
+ */
+export async function insertProvisionedWorkspace(
+  db: Db,
+  input: { name: string; externalOrgId: string; signedUpBy: string; member: JoiningMember },
+): Promise<{ workspace: Workspace; memberId: string } | undefined> {
+  const [row] = await db<(WorkspaceRow & { member_id: string | null })[]>`
+    with w as (
+      insert into workspaces (name, plan, external_org_id, signed_up_by)
+      values (${input.name}, 'free', ${input.externalOrgId}, ${input.signedUpBy})
+      on conflict do nothing
+      returning id, name, plan, created_at
+    ), balance as (
+      insert into credit_balances (workspace_id) select id from w
+    ), account as (
+      insert into billing_accounts (workspace_id, grant_anchor, referral_code, referred_by)
+      select id, created_at, ${newReferralCode()}, null from w
+    ), target as (select id from w), ${joinedMemberCtes(db, input.member)}
+    select w.*, (select id from member) as member_id from w`;
+  if (!row) return undefined;
+  if (!row.member_id) throw new Error('the provisioned workspace has no member for its creator');
+  return { workspace: toWorkspace(row), memberId: row.member_id };
+}
 
 export async function addMember(
   db: Db,
