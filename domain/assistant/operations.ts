@@ -9,6 +9,7 @@
  * extension`, tagged `pnet-agent`), uploads (a body that is not JSON: multipart, CSV, raw mail) and
  * event streams (an answer that never ends). Pure: the document in, the catalogue out.
  */
+import type { Role } from '../shared/common.js';
 import { textOf } from '../shared/text.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -24,6 +25,12 @@ export interface CatalogueOperation {
   tags: string[];
   /** A read needs any key; a write needs a write key (api/plugins/auth.ts). */
   access: 'read' | 'write';
+  /**
+   * Whether only a workspace admin may call it (`x-admin-only`): true, the condition in words
+   * ("when unpausing"), or null for any member. A member is not offered the `true` ones
+   * (`offeredTo`); a conditional one is offered and its route refuses the admin-only case.
+   */
+  admin_only: true | string | null;
   /** Credits one call spends when the route declares a fixed price (`x-price-credits`), else null. */
   price_credits: number | null;
   /** An object schema: the path and query parameters by name, and the JSON body as `body`. */
@@ -181,6 +188,7 @@ export function operationCatalogue(document: OpenApiDocument): CatalogueOperatio
       );
 
       const price = operation['x-price-credits'];
+      const adminOnly = operation['x-admin-only'];
       catalogue.push({
         name,
         method: method.toUpperCase() as CatalogueOperation['method'],
@@ -189,12 +197,18 @@ export function operationCatalogue(document: OpenApiDocument): CatalogueOperatio
         description: typeof operation.description === 'string' ? operation.description : '',
         tags,
         access,
+        admin_only: adminOnly === true || typeof adminOnly === 'string' ? adminOnly : null,
         price_credits: typeof price === 'number' && Number.isInteger(price) && price >= 0 ? price : null,
         input_schema: inputSchema(name, parameters, body),
       });
     }
   }
   return catalogue.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** The operations a member of `role` may call: an admin every one, a member all but the admin-only ones. */
+export function offeredTo(catalogue: CatalogueOperation[], role: Role): CatalogueOperation[] {
+  return role === 'admin' ? catalogue : catalogue.filter((op) => op.admin_only !== true);
 }
 
 /** The names of a path template's parameters, in order: `/tables/{table_id}/` has `table_id`. */

@@ -7,8 +7,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { TimestampSchema, UuidSchema, lineSchema, type Plan } from '../shared/common.js';
-import type { CatalogueOperation } from '../assistant/operations.js';
+import { TimestampSchema, UuidSchema, lineSchema, type Plan, type Role } from '../shared/common.js';
+import { offeredTo, type CatalogueOperation } from '../assistant/operations.js';
 import { assistantOperations } from '../assistant/tool-cards.js';
 
 export const accessValues = ['read', 'write'] as const;
@@ -253,9 +253,12 @@ export function pkceMatches(verifier: string, challenge: string): boolean {
 export const effectiveAccess = (chosen: Access, plan: Plan): Access =>
   chosen === 'write' && plan === 'paid' ? 'write' : 'read';
 
-/** What an app never calls: the assistant's own list, plus connecting and revoking apps (an app may not widen or hide itself). */
-export function appOperations(catalogue: CatalogueOperation[], access: Access): CatalogueOperation[] {
-  return assistantOperations(catalogue).filter(
+/**
+ * What an app may call: the assistant's own list less connecting and revoking apps (an app may not
+ * widen or hide itself), as the member who approved it may (an admin-only operation only for an admin).
+ */
+export function appOperations(catalogue: CatalogueOperation[], access: Access, role: Role): CatalogueOperation[] {
+  return assistantOperations(offeredTo(catalogue, role)).filter(
     (op) => !op.tags.includes('connected-apps') && (access === 'write' || op.access === 'read'),
   );
 }

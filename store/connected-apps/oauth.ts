@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../../db/sql.js';
 import type { Access, Brand, ConnectedApp } from '../../domain/connected-apps/connected-apps.js';
-import type { Plan } from '../../domain/shared/common.js';
+import type { Plan, Role } from '../../domain/shared/common.js';
 
 export const hashSecret = (secret: string) => createHash('sha256').update(secret).digest();
 /** A random secret with a prefix that says what it is (`oat_` access, `ort_` refresh, `oac_` code). */
@@ -309,6 +309,8 @@ export interface AccessTokenRow {
   app_id: string;
   workspace_id: string;
   member_id: string;
+  /** The approving member's role now: the app calls as they may (domain/connected-apps appOperations). */
+  member_role: Role;
   audience: string;
   access: Access;
   plan: Plan;
@@ -322,7 +324,7 @@ export interface AccessTokenRow {
  */
 export async function findLiveAccessToken(db: Db, tokenHash: Buffer): Promise<AccessTokenRow | undefined> {
   const [row] = await db<AccessTokenRow[]>`
-    select a.id as app_id, a.workspace_id, a.member_id, t.audience, a.access, w.plan, a.app_name, a.last_used_at
+    select a.id as app_id, a.workspace_id, a.member_id, m.role as member_role, t.audience, a.access, w.plan, a.app_name, a.last_used_at
     from oauth_tokens t
     join connected_apps a on a.id = t.app_id and a.revoked_at is null
     join workspaces w on w.id = a.workspace_id

@@ -662,6 +662,40 @@ describe('the token endpoint', () => {
     expect(await elsewhere.text()).toMatch(/issued for/);
   });
 
+  it('offers a member’s app no admin-only tool, and offers it once the member is made admin', async () => {
+    const member = await stack.addMember(paid.workspaceId, 'member');
+    const { client_id, verifier, code } = await rawCode(paid.workspaceId, member.accessToken, 'write');
+    const issued = await (
+      await token({
+        grant_type: 'authorization_code',
+        code,
+        client_id,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      })
+    ).json();
+    const toolNames = async () =>
+      ((await (await mcpPost(issued.access_token, listTools)).json()).result.tools as { name: string }[]).map(
+        (t) => t.name,
+      );
+    const asMember = await toolNames();
+    expect(asMember).toContain('createTable');
+    expect(asMember).not.toContain('createWebhookEndpoint');
+    const refused = await (
+      await mcpPost(
+        issued.access_token,
+        callTool('createWebhookEndpoint', {
+          body: { url: 'https://example.com/hook', event_types: ['member.joined'] },
+        }),
+      )
+    ).json();
+    expect(refused.error.message).toMatch(/no tool named createWebhookEndpoint/);
+    expect(await stack.sql`select 1 from webhook_endpoints where url = 'https://example.com/hook'`).toHaveLength(0);
+
+    await stack.sql`update members set role = 'admin' where workspace_id = ${paid.workspaceId} and idp_user_id = ${member.userId}`;
+    expect(await toolNames()).toContain('createWebhookEndpoint');
+  });
+
   it('refuses a member who left the workspace on the next call', async () => {
     const member = await stack.addMember(paid.workspaceId, 'member');
     const { client_id, verifier, code } = await rawCode(paid.workspaceId, member.accessToken);

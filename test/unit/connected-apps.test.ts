@@ -103,8 +103,8 @@ describe('access on each call', () => {
     expect(effectiveAccess('read', 'paid')).toBe('read');
   });
 
-  it('offers reads to read grants, writes too to write grants, and never its own consent or the assistant', () => {
-    const op = (name: string, access: 'read' | 'write', tags: string[]): CatalogueOperation => ({
+  it('offers reads to read grants, writes too to write grants, admin-only ones to an admin’s apps alone, and never its own consent or the assistant', () => {
+    const op = (name: string, access: 'read' | 'write', tags: string[], adminOnly = false): CatalogueOperation => ({
       name,
       method: access === 'read' ? 'GET' : 'POST',
       path: `/${name}/`,
@@ -112,6 +112,7 @@ describe('access on each call', () => {
       description: '',
       tags,
       access,
+      admin_only: adminOnly || null,
       price_credits: null,
       input_schema: { type: 'object' },
     });
@@ -120,8 +121,14 @@ describe('access on each call', () => {
       op('createTable', 'write', ['tables']),
       op('listConnectedApps', 'read', ['connected-apps']),
       op('readAssistantSettings', 'read', ['assistant']),
+      op('createApiKey', 'write', ['platform'], true),
     ];
-    expect(appOperations(catalogue, 'read').map((o) => o.name)).toEqual(['listTables']);
-    expect(appOperations(catalogue, 'write').map((o) => o.name)).toEqual(['listTables', 'createTable']);
+    expect(appOperations(catalogue, 'read', 'member').map((o) => o.name)).toEqual(['listTables']);
+    expect(appOperations(catalogue, 'write', 'member').map((o) => o.name)).toEqual(['listTables', 'createTable']);
+    expect(appOperations(catalogue, 'write', 'admin').map((o) => o.name)).toEqual([
+      'listTables',
+      'createTable',
+      'createApiKey',
+    ]);
   });
 });

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  offeredTo,
   operationCatalogue,
   operationRequest,
   type CatalogueOperation,
@@ -62,6 +63,7 @@ const document: OpenApiDocument = {
         operationId: 'updateRow',
         tags: ['table-rows'],
         // No x-access: derived from the method.
+        'x-admin-only': 'when the row is locked',
         parameters: [uuidParam('row_id'), { name: 'x-trace', in: 'header', schema: { type: 'string' } }],
         requestBody: {
           content: { 'application/json': { schema: { type: 'object', properties: { cells: { type: 'object' } } } } },
@@ -76,6 +78,7 @@ const document: OpenApiDocument = {
         tags: ['table-folders'],
         'x-access': 'write',
         'x-price-credits': 3,
+        'x-admin-only': true,
         parameters: [{ $ref: '#/components/parameters/FolderId' }],
         requestBody: json({ $ref: '#/components/schemas/Folder', description: 'The folder as it should be' }),
         security: secured,
@@ -188,6 +191,19 @@ describe('operationCatalogue', () => {
       'streamEvents',
     ])
       expect(names).not.toContain(left);
+  });
+
+  it('reads who may call it, and offers a member all but the admin-only ones', () => {
+    expect(named('replaceFolder').admin_only).toBe(true);
+    expect(named('updateRow').admin_only).toBe('when the row is locked');
+    expect(named('listTables').admin_only).toBeNull();
+    expect(offeredTo(catalogue, 'admin')).toEqual(catalogue);
+    expect(offeredTo(catalogue, 'member').map((o) => o.name)).toEqual([
+      'createTable',
+      'getRow',
+      'listTables',
+      'updateRow',
+    ]);
   });
 
   it('describes each operation: method, path, texts, tags, access and price', () => {
@@ -351,6 +367,7 @@ describe('operationRequest', () => {
       description: '',
       tags: [],
       access: 'write',
+      admin_only: null,
       price_credits: null,
       input_schema: { type: 'object', properties: { id: {} } },
     };

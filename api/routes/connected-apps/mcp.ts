@@ -117,7 +117,7 @@ interface CallContext {
 }
 
 async function callTool(ctx: CallContext, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
-  const op = appOperations(ctx.door.catalogue(), ctx.access).find((o) => o.name === name);
+  const op = appOperations(ctx.door.catalogue(), ctx.access, ctx.app.member_role).find((o) => o.name === name);
   if (!op) throw new McpError(ErrorCode.InvalidParams, `There is no tool named ${name}.`);
   let request: ReturnType<typeof operationRequest>;
   try {
@@ -243,7 +243,7 @@ function mcpServer(ctx: CallContext): Server {
     instructions: `Tools are this workspace's API operations, with ${ctx.access} access. Inputs: path and query parameters by name, the JSON body under \`body\`.`,
   });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: appOperations(ctx.door.catalogue(), ctx.access).map(toolOf),
+    tools: appOperations(ctx.door.catalogue(), ctx.access, ctx.app.member_role).map(toolOf),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request) =>
     callTool(ctx, request.params.name, request.params.arguments ?? {}),
@@ -334,7 +334,7 @@ export const mcpRoutes =
       if (!door) return reply.code(503).send({ detail: 'The workspace API cannot be called from this process.' });
       if (authorised.access === 'read') {
         const writeOnly = new Set(
-          appOperations(door.catalogue(), 'write')
+          appOperations(door.catalogue(), 'write', authorised.app.member_role)
             .filter((op) => op.access === 'write')
             .map((op) => op.name),
         );
