@@ -2,6 +2,8 @@
  * The operator command line (a contract used by scripts and tests):
  *   create-workspace --name NAME --plan free|paid [--email E] [--user SUB] [--org ORG_ID] [--referral CODE] [--affiliate CODE | --affiliate-click ID]
  *   add-member --workspace ID --email E --role admin|member [--user SUB]
+ *   map-org --workspace ID --org ORG_ID [--replace true]   (an existing workspace to a provider organisation)
+ *   set-member-user --workspace ID --email E --user SUB     (a member's user id at the identity provider)
  *   grant-credits --workspace ID --amount N
  *   set-plan --workspace ID --plan free|paid      (an operator's plan, without a payment provider)
  *   design-partner --workspace ID --decision accept|decline|end [--note TEXT]
@@ -29,6 +31,8 @@ import {
   createWorkspaceWithAdmin,
   decideDesignPartnerApplication,
   grantWorkspaceCredits,
+  mapWorkspaceToOrganisation,
+  setMemberUser,
   setWorkspacePlan,
 } from './provisioning.js';
 import { databaseName, ensureDatabase, stackFilePath, type StackFile } from './stack-file.js';
@@ -54,6 +58,12 @@ const commands = {
     role: RoleSchema,
     user: z.string().min(1).max(255).optional(),
   }),
+  'map-org': z.object({
+    workspace: z.uuid(),
+    org: z.string().min(1).max(255),
+    replace: z.enum(['true', 'false']).optional(),
+  }),
+  'set-member-user': z.object({ workspace: z.uuid(), email: z.email(), user: z.string().min(1).max(255) }),
   'grant-credits': z.object({ workspace: z.uuid(), amount: z.coerce.number().int().positive() }),
   'pause-everywhere': z.object({ paused: z.enum(['true', 'false']) }),
   'set-plan': z.object({ workspace: z.uuid(), plan: PlanSchema }),
@@ -75,6 +85,8 @@ const commands = {
 const usage = `usage: npm run --silent admin -- <command> [options]
   create-workspace --name NAME --plan free|paid [--email E] [--user SUB] [--org ORG_ID] [--referral CODE]
   add-member --workspace ID --email E --role admin|member [--user SUB]
+  map-org --workspace ID --org ORG_ID [--replace true]
+  set-member-user --workspace ID --email E --user SUB
   grant-credits --workspace ID --amount N
   pause-everywhere --paused true|false
   set-plan --workspace ID --plan free|paid
@@ -140,6 +152,7 @@ async function main(argv: string[]): Promise<void> {
       gate: { type: 'string' },
       on: { type: 'string' },
       at: { type: 'string' },
+      replace: { type: 'string' },
     },
     strict: true,
   });
@@ -172,6 +185,19 @@ async function main(argv: string[]): Promise<void> {
         const o = parsed.data as z.infer<(typeof commands)['add-member']>;
         await requireWorkspace(sql, o.workspace);
         return addWorkspaceMember(sql, { workspaceId: o.workspace, email: o.email, role: o.role, userId: o.user });
+      }
+      case 'map-org': {
+        const o = parsed.data as z.infer<(typeof commands)['map-org']>;
+        return mapWorkspaceToOrganisation(sql, {
+          workspaceId: o.workspace,
+          orgId: o.org,
+          replace: o.replace === 'true',
+        });
+      }
+      case 'set-member-user': {
+        const o = parsed.data as z.infer<(typeof commands)['set-member-user']>;
+        await requireWorkspace(sql, o.workspace);
+        return setMemberUser(sql, { workspaceId: o.workspace, email: o.email, userId: o.user });
       }
       case 'pause-everywhere': {
         const o = parsed.data as z.infer<(typeof commands)['pause-everywhere']>;

@@ -7,7 +7,8 @@ import { ApiError } from '../domain/shared/errors.js';
 import { grantCredits } from '../store/platform/credits.js';
 import { createApiKey } from '../store/platform/api-keys.js';
 import { mintAccessToken } from '../services/platform/tokens.js';
-import { addMember, createWorkspace } from '../store/platform/workspaces.js';
+import { rekeyMemberByEmail } from '../store/platform/members.js';
+import { addMember, createWorkspace, lockOrgMapping, setExternalOrg } from '../store/platform/workspaces.js';
 import type { Sql } from '../db/sql.js';
 import { defaultScope } from '../domain/platform/api-keys.js';
 import type { Plan, Role } from '../domain/shared/common.js';
@@ -114,6 +115,49 @@ export async function addWorkspaceMember(
     role: input.role,
   });
   return { user_id: userId, access_token: await tokenFor(sql, userId, input.workspaceId) };
+}
+
+/**
+ * Maps an identity-provider organisation to an existing workspace (one made before sign-in went
+ * through the provider): its people then reach it with the provider's tokens, and join on first
+ * use (docs/teams.md). A workspace mapped to another organisation keeps it unless `replace`, since
+ * that organisation's people would lose it; an organisation mapped elsewhere is refused.
+ */
+export async function mapWorkspaceToOrganisation(
+  sql: Sql,
+  input: { workspaceId: string; orgId: string; replace: boolean },
+) {
+  return sql.begin(async (tx) => {
+    const mapping = await lockOrgMapping(tx, input.workspaceId, input.orgId);
+    if (!mapping) throw new ApiError('not_found', `Workspace ${input.workspaceId} not found.`);
+    const previous = mapping.external_org_id;
+    if (previous === input.orgId)
+      return { workspace_id: input.workspaceId, org_id: input.orgId, previous_org_id: previous };
+    if (mapping.org_workspace_id)
+      throw new ApiError(
+        'conflict',
+        `Organisation ${input.orgId} is mapped to workspace ${mapping.org_workspace_id} already.`,
+      );
+    if (previous && !input.replace)
+      throw new ApiError(
+        'conflict',
+        `Workspace ${input.workspaceId} is mapped to organisation ${previous}; pass --replace true to map it to ${input.orgId} instead (the people of ${previous} then reach it no more).`,
+      );
+    await setExternalOrg(tx, input.workspaceId, input.orgId);
+    return { workspace_id: input.workspaceId, org_id: input.orgId, previous_org_id: previous };
+  });
+}
+
+/**
+ * Gives an existing member (found by email) the user id their identity provider names them by, so
+ * their provider tokens reach the member they are, with its role, keys and history, instead of
+ * joining as someone new.
+ */
+export async function setMemberUser(sql: Sql, input: { workspaceId: string; email: string; userId: string }) {
+  const member = await rekeyMemberByEmail(sql, input);
+  if (!member)
+    throw new ApiError('not_found', `No member of workspace ${input.workspaceId} has the email ${input.email}.`);
+  return { member_id: member.id, user_id: input.userId, previous_user_id: member.previous_user_id };
 }
 
 export async function grantWorkspaceCredits(

@@ -96,6 +96,23 @@ export async function removeMember(tx: Db, input: AuditInput): Promise<{ revoked
 
 export type JoinedVia = 'sign_up' | 'first_use' | 'invitation';
 
+/**
+ * Gives the member with this email the identity-provider user id `userId` (an operator's explicit
+ * merge of two identities, which sign-in never does on its own); answers the member's id, or
+ * undefined when no member has the email. The (workspace, user) key refuses a `userId` already a member.
+ */
+export async function rekeyMemberByEmail(
+  db: Db,
+  input: { workspaceId: string; email: string; userId: string },
+): Promise<{ id: string; previous_user_id: string } | undefined> {
+  const [row] = await db<{ id: string; previous_user_id: string }[]>`
+    update members m set idp_user_id = ${input.userId}
+    from (select id, idp_user_id from members where workspace_id = ${input.workspaceId} and lower(email) = lower(${input.email}) for update) old
+    where m.id = old.id
+    returning m.id, old.idp_user_id as previous_user_id`;
+  return row;
+}
+
 /** Who joins, how, and whether a removal refuses them (insertJoinedMember). */
 export interface JoiningMember {
   userId: string;

@@ -124,6 +124,22 @@ export async function addMember(
   return toMember(row!);
 }
 
+/**
+ * The workspace's row locked with its identity-provider organisation, for a change of mapping; and
+ * the workspace another organisation id is mapped to, if any.
+ */
+export async function lockOrgMapping(db: Db, workspaceId: string, orgId: string) {
+  const [row] = await db<{ external_org_id: string | null; org_workspace_id: string | null }[]>`
+    select external_org_id, (select id from workspaces where external_org_id = ${orgId}) as org_workspace_id
+    from workspaces where id = ${workspaceId} for update`;
+  return row;
+}
+
+/** Maps the organisation to the workspace (the unique key refuses one mapped elsewhere meanwhile). */
+export async function setExternalOrg(db: Db, workspaceId: string, orgId: string): Promise<void> {
+  await db`update workspaces set external_org_id = ${orgId} where id = ${workspaceId}`;
+}
+
 export async function workspaceExists(db: Db, id: string): Promise<boolean> {
   const [row] = await db`select 1 from workspaces where id = ${id}`;
   return row !== undefined;

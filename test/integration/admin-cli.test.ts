@@ -36,6 +36,67 @@ describe('the admin command line', { timeout: 180_000 }, () => {
     expect(payload.exp - payload.iat).toBe(24 * 3600);
   });
 
+  it('maps an existing workspace to a provider organisation, and its admin to their provider user id', async () => {
+    const made = JSON.parse(
+      (await admin('create-workspace', '--name', 'Before SSO', '--plan', 'free', '--email', 'boss@sso.test')).stdout,
+    );
+    const org = `org_later_${Date.now()}`;
+    const mapped = await admin('map-org', '--workspace', made.workspace_id, '--org', org);
+    expect(mapped.code, mapped.stderr).toBe(0);
+    expect(JSON.parse(mapped.stdout)).toEqual({ workspace_id: made.workspace_id, org_id: org, previous_org_id: null });
+
+    // Before the re-key, the admin's provider identity is a stranger holding a member's email.
+    const providerToken = await stack.mintToken({ sub: 'idp_boss', org_id: org, email: 'boss@sso.test' });
+    const stranger = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(providerToken) });
+    expect(stranger.statusCode).toBe(409);
+    const rekeyed = await admin(
+      'set-member-user',
+      '--workspace',
+      made.workspace_id,
+      '--email',
+      'BOSS@sso.test',
+      '--user',
+      'idp_boss',
+    );
+    expect(rekeyed.code, rekeyed.stderr).toBe(0);
+    expect(JSON.parse(rekeyed.stdout)).toMatchObject({ user_id: 'idp_boss', previous_user_id: made.user_id });
+    const boss = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(providerToken) });
+    expect(boss.json()).toMatchObject({
+      workspace: { id: made.workspace_id },
+      member: { role: 'admin', email: 'boss@sso.test' },
+    });
+    // A colleague of the organisation joins on first use.
+    const colleague = await stack.mintToken({ sub: 'idp_rep', org_id: org, email: 'rep@sso.test' });
+    const joined = await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(colleague) });
+    expect(joined.json()).toMatchObject({ workspace: { id: made.workspace_id }, member: { role: 'member' } });
+
+    // Another organisation needs --replace; an organisation mapped elsewhere and an unknown email are refused.
+    const other = await admin('map-org', '--workspace', made.workspace_id, '--org', `${org}_b`);
+    expect([other.code, other.stderr]).toEqual([1, expect.stringMatching(/--replace true/)]);
+    const second = JSON.parse((await admin('create-workspace', '--name', 'Second', '--plan', 'free')).stdout);
+    const taken = await admin('map-org', '--workspace', second.workspace_id, '--org', org);
+    expect([taken.code, taken.stderr]).toEqual([
+      1,
+      expect.stringContaining(`mapped to workspace ${made.workspace_id}`),
+    ]);
+    const nobody = await admin(
+      'set-member-user',
+      '--workspace',
+      made.workspace_id,
+      '--email',
+      'no@sso.test',
+      '--user',
+      'x',
+    );
+    expect([nobody.code, nobody.stderr]).toEqual([1, expect.stringMatching(/No member/)]);
+    const replaced = await admin('map-org', '--workspace', made.workspace_id, '--org', `${org}_b`, '--replace', 'true');
+    expect(JSON.parse(replaced.stdout)).toMatchObject({ org_id: `${org}_b`, previous_org_id: org });
+    const gone = await stack.mintToken({ sub: 'idp_new', org_id: org, email: 'new@sso.test' });
+    expect((await stack.app.inject({ method: 'GET', url: '/workspace/', headers: withToken(gone) })).statusCode).toBe(
+      403,
+    );
+  });
+
   it('maps an identity-provider organisation and admin to a new workspace, once', async () => {
     const org = `org_cli_${Date.now()}`;
     const out = await admin(
