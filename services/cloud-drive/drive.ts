@@ -132,6 +132,7 @@ export async function completeCloudDriveConnect(
   const now = Date.now();
   try {
     grant = await client.exchangeCode({ code: query.code, codeVerifier: verifier });
+    // The account's email is only a label on the connection, which works without it.
     accountEmail = await client.accountEmail(grant.accessToken).catch(() => null);
   } catch (error) {
     if (error instanceof DriveError && error.kind === 'invalid_grant') {

@@ -144,6 +144,8 @@ export async function pollMailbox(
       lock.release();
     }
     await client.logout();
+    // The replies that stop these contacts are committed above; waking their sequences only hurries
+    // them along: every sequence move reads contact_stop_reason() first (docs/architecture.md).
     if (stopped.length > 0) await onStop(box.workspace_id, stopped).catch(() => undefined);
     await recordPollDone(sql, box.id, validity, last);
     return { state: 'polled', recorded, more, pollSeconds: box.poll_seconds, uidValidity: validity, lastUid: last };

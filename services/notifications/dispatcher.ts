@@ -86,6 +86,8 @@ export function startEventDispatcher(options: {
       again = true;
       return running;
     }
+    // A failed pass rolled its claim back: its events stay undispatched and the next pass (the
+    // poll below, within a second) hands them over, so nothing is lost by not throwing here.
     running = pass()
       .catch(() => 0)
       .finally(() => {
@@ -116,8 +118,10 @@ export function startEventDispatcher(options: {
         cronSchedule: notificationDigestCron,
         args: [],
       })
+      // Already running is the usual answer; any other refusal is met again at the next start.
       .catch(() => undefined);
   }
+  // LISTEN only hurries a pass along: without it the poll still hands every event over within pollMs.
   const listening = sql.listen('workspace_events', () => soon()).catch(() => null);
   const timer = setInterval(() => void kick(), options.pollMs ?? 1000);
   void kick();

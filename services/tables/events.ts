@@ -301,6 +301,7 @@ export class TableEventHub {
     try {
       if (this.pingedAt !== undefined && this.heardAt < this.pingedAt) {
         this.log.warn('table change feed: LISTEN connection silent; listening again');
+        // The silent connection is being replaced: a failure to end its LISTEN changes nothing.
         const handle = await this.listening?.catch(() => undefined);
         this.listening = undefined;
         await handle?.unlisten().catch(() => {});
@@ -329,6 +330,7 @@ export class TableEventHub {
     this.closing.abort();
     clearInterval(this.listenCheck);
     clearInterval(this.pruning);
+    // Closing: the connection goes with the pool, so an UNLISTEN that fails leaves nothing behind.
     const handle = await this.listening?.catch(() => undefined);
     await handle?.unlisten().catch(() => {});
   }
