@@ -158,7 +158,8 @@ async function connectionTokenPrincipal(
 }
 
 /** The token of an `Authorization: Bearer <token>` header; undefined for anything else. */
-function bearerOf(authorization: string | undefined): string | undefined {
+/** The token of an `Authorization: Bearer` header, if any. */
+export function bearerOf(authorization: string | undefined): string | undefined {
   return typeof authorization === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 

@@ -265,3 +265,53 @@ export function appOperations(catalogue: CatalogueOperation[], access: Access, r
 
 /** The host of a redirect address, as the consent page shows it. */
 export const redirectHost = (uri: string) => new URL(uri).host;
+
+/**
+ * The MCP spec's guard against DNS rebinding: a page whose origin names the very host it sent the
+ * request to, while the service is known by another address (`base`, PUBLIC_BASE_URL), is a name of
+ * someone else's resolved to us; answers that origin. Without PUBLIC_BASE_URL that host is the
+ * service's own address, and the token's audience (issued for the real address) refuses such a call.
+ */
+export function reboundOrigin(origin: string | undefined, base: string, requestHost: string): string | undefined {
+  if (typeof origin !== 'string' || origin === new URL(base).origin) return undefined;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    return undefined;
+  }
+  return host === requestHost.toLowerCase() ? origin : undefined;
+}
+
+/** The JSON-RPC tool calls a request body carries (one message or a batch). */
+export function calledTools(body: unknown): string[] {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.flatMap((m) => {
+    const msg = m as { method?: unknown; params?: { name?: unknown } } | null;
+    return msg && msg.method === 'tools/call' && typeof msg.params?.name === 'string' ? [msg.params.name] : [];
+  });
+}
+
+/**
+ * Why a call of an app that may only read is refused before the MCP server sees it (403
+ * `insufficient_scope`, as the MCP authorization spec asks), or null: the first write tool the
+ * body calls, and whether the app or the plan limits it to reading.
+ */
+export function readOnlyRefusal(
+  catalogue: CatalogueOperation[],
+  app: { access: Access; role: Role },
+  body: unknown,
+): string | null {
+  const writeOnly = new Set(
+    appOperations(catalogue, 'write', app.role)
+      .filter((op) => op.access === 'write')
+      .map((op) => op.name),
+  );
+  const refused = calledTools(body).find((name) => writeOnly.has(name));
+  if (!refused) return null;
+  const why =
+    app.access === 'write'
+      ? 'the workspace is not on the paid plan, so connected apps only read there'
+      : 'this app was approved to read only';
+  return `${refused} makes changes, and ${why}.`;
+}

@@ -25,7 +25,7 @@ import {
 import { findApp, listApps, revokeApp } from '../../../store/connected-apps/oauth.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
-import { endpointsOf } from './oauth.js';
+import { endpointsOf } from '../../oauth-http.js';
 
 const tags = ['connected-apps'];
 const AppParamsSchema = z.object({ app_id: UuidSchema });

@@ -13,7 +13,7 @@
  * so an MCP client that is a web page can connect. The authorization endpoint and the consent page
  * are navigated to, never fetched, and stay same-origin, as does revocation.
  */
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import {
   authorizationServerMetadata,
   consentApp,
@@ -23,41 +23,18 @@ import {
   registerClient,
   revokeToken,
   startAuthorization,
-  type Endpoints,
   type OAuthDeps,
 } from '../../../services/connected-apps/authorization.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import type { RouteDeps } from '../../deps.js';
 import { consentPage } from './consent-page.js';
+import { endpointsOf, sendOAuthError, singleValues } from '../../oauth-http.js';
 import { RateLimiter } from '../../plugins/rate-limit.js';
-
-/** This service's address: PUBLIC_BASE_URL when set, else the address the request came to. */
-export function endpointsOf(publicBaseUrl: string | undefined, request: FastifyRequest): Endpoints {
-  const configured = publicBaseUrl?.trim().replace(/\/+$/, '');
-  return { base: configured || `${request.protocol}://${request.host}` };
-}
 
 const hidden = { hide: true } as const;
 const publicRoute = { access: 'public' } as const;
 /** Public and callable from a web page of any origin. */
 const crossOriginRoute = { access: 'public', crossOrigin: true } as const;
-
-/** A query or form with only its string values (a repeated parameter is refused, RFC 6749 3.1). */
-function singleValues(raw: unknown): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries((raw ?? {}) as Record<string, unknown>)) {
-    if (Array.isArray(value)) throw new OAuthError('invalid_request', `${key} is given more than once.`);
-    if (typeof value === 'string') out[key] = value;
-  }
-  return out;
-}
-
-function sendOAuthError(reply: FastifyReply, error: unknown) {
-  if (!(error instanceof OAuthError)) throw error;
-  reply.header('cache-control', 'no-store');
-  if (error.status === 401) reply.header('www-authenticate', 'Basic realm="oauth"');
-  return reply.code(error.status).send(error.body());
-}
 
 export const oauthRoutes =
   ({ sql, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
