@@ -1,6 +1,7 @@
 /**
  * Pure rules the sequence use cases of services/sequences/ ask before they act: whether a sequence
- * may launch, which enrolled contacts start now, and what a contact's retry does with its pnet step.
+ * may launch, which enrolled contacts start now, whether its feed enrols new rows, and what a
+ * contact's retry does with its pnet step.
  */
 import type { StoredStepStatus } from '../pnet/steps.js';
 import type { ValidationIssue } from '../shared/common.js';
@@ -49,6 +50,17 @@ export function contactsToStart(
       : [],
   );
   return [...new Map(live.map((c) => [c.id, c])).values()];
+}
+
+/**
+ * Whether the sequence's feed enrols its audience table's new rows now: it has an audience table,
+ * feed_new_rows is on, and it is not archived (the same rule as store/sequences/feed.ts
+ * sequencesFedBy). A sequence gone feeds nothing.
+ */
+export function feedsNewRows<S extends { audience_table_id: string | null; feed_new_rows: boolean; status: string }>(
+  seq: S | undefined,
+): seq is S & { audience_table_id: string } {
+  return !!seq && seq.feed_new_rows && !!seq.audience_table_id && seq.status !== 'archived';
 }
 
 /**

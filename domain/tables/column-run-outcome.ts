@@ -1,7 +1,9 @@
 /**
  * A column run's decisions, apart from the guarded statements that apply them
- * (store/tables/column-runs.ts): how one row's activity ends (`decideRowOutcome`) and how the run
- * ends (`decideRunEnding`). Pure; unit-tested in test/unit/column-run-outcome.test.ts.
+ * (store/tables/column-runs.ts): where a batch of rows comes from and which of them run
+ * (`batchSource`, `afterBatch`, `splitBatch`), how one row's activity ends (`decideRowOutcome`)
+ * and how the run ends (`decideRunEnding`). Pure; unit-tested in
+ * test/unit/column-run-outcome.test.ts and test/unit/column-run-batch.test.ts.
  *
  * A row goes through two transactions with the provider's call between them. Its snapshot grows
  * as they go: the run's status under its lock, whether the claim of the row's cells moved the
@@ -30,6 +32,63 @@ export const stopReasons: Record<Exclude<RunEnding, 'completed'>, string> = {
 
 export const isEmptyInput = (v: CellValue | undefined) =>
   v === null || v === undefined || (typeof v === 'string' && v.trim() === '');
+
+// ---------------------------------------------------------------------------------------------
+// A batch
+
+/** The run's reading position (column_runs.cursor_seq, cursor_done) and whether it sweeps rows added while it goes. */
+export interface RunCursor {
+  cursor_seq: number;
+  cursor_done: boolean;
+  sweep_new_rows: boolean;
+}
+
+/**
+ * Where the next batch comes from: the run's scope after its cursor until that pass is done, then
+ * (when rows were added while it went) the rows with no cell yet; else nowhere.
+ */
+export function batchSource(run: RunCursor): 'scope' | 'new_rows' | 'none' {
+  if (!run.cursor_done) return 'scope';
+  return run.sweep_new_rows ? 'new_rows' : 'none';
+}
+
+/**
+ * The cursor after a batch of at most `limit` rows picked from `source`, and whether no row is
+ * left to claim. A short pass over the scope ends it; only the scope pass moves the cursor.
+ */
+export function afterBatch(
+  run: RunCursor,
+  source: 'scope' | 'new_rows' | 'none',
+  picked: readonly { seq: number }[],
+  limit: number,
+): { cursor: number; cursorDone: boolean; exhausted: boolean } {
+  switch (source) {
+    case 'scope': {
+      const cursorDone = picked.length < limit;
+      return {
+        cursor: picked.length > 0 ? picked[picked.length - 1]!.seq : run.cursor_seq,
+        cursorDone,
+        exhausted: cursorDone && !run.sweep_new_rows,
+      };
+    }
+    case 'new_rows':
+      return { cursor: run.cursor_seq, cursorDone: run.cursor_done, exhausted: picked.length < limit };
+    case 'none':
+      return { cursor: run.cursor_seq, cursorDone: run.cursor_done, exhausted: true };
+  }
+}
+
+/**
+ * The picked rows whose result is kept (keep_existing_results: a done cell with a value, counted
+ * and left alone) and the ids of the rows the batch runs, in row order.
+ */
+export function splitBatch<R extends { id: string; state: string | null; has_value: boolean }>(
+  picked: readonly R[],
+  keepExistingResults: boolean,
+): { kept: R[]; toRun: string[] } {
+  const kept = keepExistingResults ? picked.filter((p) => p.state === 'done' && p.has_value) : [];
+  return { kept, toRun: picked.filter((p) => !kept.includes(p)).map((p) => p.id) };
+}
 
 // ---------------------------------------------------------------------------------------------
 // A row

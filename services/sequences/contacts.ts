@@ -1,15 +1,17 @@
 /**
  * A sequence's contacts, one function per use case (operationIds enrolSequenceContacts,
- * migrateSequenceContacts, pause/resume/stopSequenceContact, retrySequenceContact). Each writes
- * Postgres first (store/sequences/sequences.ts) and then wakes the contacts concerned: a contact
- * moves in its own workflow (`sequence-contact/<sequence_id>/<contact_id>`), which reads where it
- * stands from Postgres, so a wake that is lost only delays it until its next look.
+ * migrateSequenceContacts, pause/resume/stopSequenceContact, retrySequenceContact, and the
+ * `sequence-feed/<sequence_id>` workflow's `feedSequence`). Each writes Postgres first
+ * (store/sequences/sequences.ts) and then wakes the contacts concerned: a contact moves in its own
+ * workflow (`sequence-contact/<sequence_id>/<contact_id>`), which reads where it stands from
+ * Postgres, so a wake that is lost only delays it until its next look.
  */
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { contactsToStart, stepRetryOf } from '../../domain/sequences/contact-rules.js';
+import { contactsToStart, feedsNewRows, stepRetryOf } from '../../domain/sequences/contact-rules.js';
 import type { EnrolResult } from '../../domain/sequences/sequences.js';
 import { notFound } from '../../domain/shared/errors.js';
 import { findStep } from '../../store/pnet/steps.js';
+import { advanceFeedCursor, audienceRowsAfter, readFeed } from '../../store/sequences/feed.js';
 import {
   enrolRows,
   getContact,
@@ -42,6 +44,35 @@ export async function enrolContacts(
   const { results } = await enrolRows(sql, workspaceId, sequenceId, rowIds, senderProfileId);
   await startContacts(temporal.client, temporal.taskQueue, contactsToStart(results, workspaceId));
   return { results };
+}
+
+/**
+ * Enrols the audience rows added since the feed last read (at most `batch`), and starts their
+ * contacts. The cursor moves only after the enrolment, which is idempotent per row, so a
+ * retry after a crash enrols nothing twice and still starts every contact.
+ */
+export async function feedSequence(
+  { sql, temporal }: Deps,
+  { sequenceId, batch = 500 }: { sequenceId: string; batch?: number },
+): Promise<{ feeding: boolean; enrolled: number; more: boolean }> {
+  const seq = await readFeed(sql, sequenceId);
+  if (!feedsNewRows(seq)) return { feeding: false, enrolled: 0, more: false };
+  const rows = await audienceRowsAfter(sql, seq.audience_table_id, seq.feed_cursor, batch);
+  if (rows.length === 0) return { feeding: true, enrolled: 0, more: false };
+  const { results } = await enrolRows(
+    sql,
+    seq.workspace_id,
+    sequenceId,
+    rows.map((r) => r.id),
+    null,
+  );
+  await startContacts(temporal.client, temporal.taskQueue, contactsToStart(results, seq.workspace_id));
+  await advanceFeedCursor(sql, sequenceId, rows[rows.length - 1]!.seq);
+  return {
+    feeding: true,
+    enrolled: results.filter((r) => r.status === 'enrolled').length,
+    more: rows.length === batch,
+  };
 }
 
 /** One contact's answer to a migration; `contact` as it stands after (null when not found). */

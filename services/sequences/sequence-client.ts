@@ -1,8 +1,9 @@
-/** Starting and waking sequence contact workflows from the API (and the inbox's stop path). */
+/** Starting and waking sequence contact workflows from the API, the inbox's stop path and the pnet steps' settle hook. */
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../../db/sql.js';
 import { sequencesFedBy } from '../../store/sequences/feed.js';
+import { contactsOfSteps } from '../../store/sequences/step-wakes.js';
 import { sequenceContactWorkflow, sequenceFeedWorkflow } from '../../workflows/sequences/sequence-contact.js';
 import {
   sequenceContactWorkflowId,
@@ -118,5 +119,17 @@ export async function wakeFeedsOfTable(
     await wakeFeed(deps.temporal.client, deps.temporal.taskQueue, sequence, deps.feedPollSeconds).catch(
       (err: unknown) => deps.log.warn({ err, sequenceId: sequence.id }, 'could not wake the sequence feed'),
     );
+  }
+}
+
+/** The contact workflows to wake: the contact of each step id given (for the pnet settle hook). */
+export async function wakeContactsOfSteps(sql: Db, client: Client, stepIds: string[]): Promise<void> {
+  if (stepIds.length === 0) return;
+  const rows = await contactsOfSteps(sql, stepIds);
+  for (const r of rows) {
+    await client.workflow
+      .getHandle(sequenceContactWorkflowId(r.sequence_id, r.id))
+      .signal('wake')
+      .catch(() => undefined); // a closed workflow has nothing to wake; the contact re-checks on its own poll
   }
 }
