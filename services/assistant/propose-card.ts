@@ -15,7 +15,7 @@ import {
   type Verb,
 } from '../../domain/assistant/assistant.js';
 import { pageReadBytesMax } from '../../domain/assistant/attachments.js';
-import { operationRequest } from '../../domain/assistant/operations.js';
+import { offeredTo, operationRequest } from '../../domain/assistant/operations.js';
 import {
   assistantOperations,
   briefAnswer,
@@ -38,6 +38,7 @@ import {
   toProposal,
 } from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
+import { getMember } from '../../store/platform/workspaces.js';
 import { prepareColumn, quoteVerb, VerbRefused, type Quote, type ToolCardInput, type VerbDeps } from './verbs.js';
 
 export interface ProposeCardRequest {
@@ -173,13 +174,18 @@ async function quoteCall(
     };
   }
   if (!door) throw new VerbRefused('The API cannot be called from this process.');
-  const operations = assistantOperations(door.catalogue());
+  // The member the conversation acts for may call what their role allows, and no more (x-admin-only).
+  const member = ctx.member_id ? await getMember(vdeps.sql, ctx.workspace_id, ctx.member_id) : undefined;
+  const everyOperation = assistantOperations(door.catalogue());
+  const operations = offeredTo(everyOperation, member?.role ?? 'member');
   const args = (input ?? {}) as { query?: unknown; operation?: unknown; input?: unknown };
   if (name === 'find_operations') return { answer: { operations: findOperations(operations, textOf(args.query)) } };
   const op = operations.find((o) => o.name === args.operation);
   if (!op)
     throw new VerbRefused(
-      `There is no operation named ${String(args.operation)} that the assistant may call; find one with find_operations.`,
+      everyOperation.some((o) => o.name === args.operation)
+        ? `${String(args.operation)} is for workspace admins only, and this conversation acts for a member.`
+        : `There is no operation named ${String(args.operation)} that the assistant may call; find one with find_operations.`,
     );
   let request: ToolCardInput['request'];
   try {

@@ -17,7 +17,7 @@ import {
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { readStream } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
+import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 import { tablesClient } from '../support/tables.js';
 
 let site: LocalHttp;
@@ -514,6 +514,49 @@ describe("tool cards: the API called on the person's behalf", () => {
     expect((await get(`/tables/${doomed}/`)).statusCode).toBe(200);
     expect((await post(`/assistant/actions/${card.id}/approve/`, {})).json().status).toBe('applied');
     expect((await get(`/tables/${doomed}/`)).statusCode).toBe(404);
+  });
+});
+
+describe('tool cards for a member', () => {
+  it('offers a member no admin-only operation, and says why when one is asked for', async () => {
+    const member = await stack.addMember(paid.workspaceId, 'member');
+    const asMember = { headers: withToken(member.accessToken) };
+    script = callsThenWords([
+      { name: 'find_operations', arguments: { query: 'webhook endpoint' } },
+      {
+        name: 'call_operation',
+        arguments: { operation: 'createWebhookEndpoint', input: { body: { url: 'https://example.com/hook' } } },
+      },
+    ]);
+    const opened = await stack.app.inject({
+      method: 'POST',
+      url: '/assistant/conversations/',
+      ...asMember,
+      payload: {},
+    });
+    const res = await stack.app.inject({
+      method: 'POST',
+      url: `/assistant/conversations/${opened.json<{ id: string }>().id}/messages/`,
+      ...asMember,
+      payload: { content: 'Send our events to my server' },
+    });
+    const parts = readStream(res.body).parts;
+    const found = (parts.find((p) => p.type === 'tool-output-available')!.output as { operations: { name: string }[] })
+      .operations;
+    expect(found.map((o) => o.name)).toContain('listWebhookEndpoints');
+    expect(found.map((o) => o.name)).not.toContain('createWebhookEndpoint');
+    expect(String(parts.find((p) => p.type === 'tool-output-error')!.errorText)).toContain(
+      'createWebhookEndpoint is for workspace admins only',
+    );
+    expect(parts.some((p) => p.type === 'data-proposal')).toBe(false);
+
+    // The same request from an admin's conversation finds it.
+    script = callsThenWords([{ name: 'find_operations', arguments: { query: 'webhook endpoint' } }]);
+    const asAdmin = (await ask(await conversation(), 'Send our events to my server')).parts;
+    const offered = (
+      asAdmin.find((p) => p.type === 'tool-output-available')!.output as { operations: { name: string }[] }
+    ).operations;
+    expect(offered.map((o) => o.name)).toContain('createWebhookEndpoint');
   });
 });
 
