@@ -1,20 +1,16 @@
 /**
- * Activities of import runs and write-backs (workflows/sourcing/imports.ts): each chunk reads and
- * lands records with its watermark or cursor moved in the same transaction, heartbeating as it goes.
+ * Activities of import runs and write-backs (workflows/sourcing/imports.ts): doors to
+ * services/sourcing/import-runs.ts, heartbeating as the chunks go. A refusal no retry fixes fails
+ * the run with its message.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
-import { CrmRefusal, importCrmChunk, writeBackChunk } from '../../services/sourcing/crm.js';
-import { CsvUnreadable, importCsvChunk } from '../../services/sourcing/csv-import.js';
-import {
-  finishImportRun,
-  finishWriteBack,
-  readImport,
-  readWriteBack,
-  startImportRun,
-} from '../../store/sourcing/crm.js';
-import { importRunWorkflowId, sourcingRefusedFailure } from '../../workflows/sourcing/imports.contract.js';
+import { CrmRefusal } from '../../services/sourcing/crm.js';
+import { CsvUnreadable } from '../../services/sourcing/csv-import.js';
+import { beginImportRun, importNextChunk, writeBackNextChunk } from '../../services/sourcing/import-runs.js';
+import { finishImportRun, finishWriteBack } from '../../store/sourcing/crm.js';
+import { sourcingRefusedFailure } from '../../workflows/sourcing/imports.contract.js';
 
 export interface CrmActivityDeps {
   sql: Sql;
@@ -41,86 +37,19 @@ const refused = (error: unknown): never => {
 export function createCrmActivities(deps: CrmActivityDeps) {
   const { sql } = deps;
   return {
-    async beginImportRun({
-      importId,
-      runId,
-      trigger,
-    }: {
-      importId: string;
-      runId: string;
-      trigger: 'manual' | 'schedule';
-    }): Promise<boolean> {
-      const imp = await readImport(sql, importId);
-      if (!imp) return false;
-      await startImportRun(sql, {
-        id: runId,
-        workspaceId: imp.workspace_id,
-        importId,
-        trigger,
-        workflowId: importRunWorkflowId(importId, runId),
-        watermark: imp.watermark,
-      });
-      return true;
-    },
-
-    async importChunk({
-      importId,
-      runId,
-    }: {
-      importId: string;
-      runId: string;
-    }): Promise<{ done: boolean; read: number }> {
-      const imp = await readImport(sql, importId);
-      if (!imp) return { done: true, read: 0 };
-      try {
-        if (imp.source === 'csv_url') return await importCsvChunk(sql, deps.integrations, imp, runId);
-        return await importCrmChunk(sql, deps.integrations, imp, runId, {
-          pages: deps.importPages ?? 50,
-          pageSize: deps.importPageSize ?? 200,
-          beat,
-          readImport: () => readImport(sql, importId),
-        });
-      } catch (error) {
-        return refused(error);
-      }
-    },
-
-    async endImportRun({
-      runId,
-      status,
-      error,
-    }: {
-      runId: string;
-      status: 'succeeded' | 'failed';
-      error: string | null;
-    }): Promise<void> {
-      await finishImportRun(sql, runId, status, error);
-    },
-
-    async writeBackChunkActivity({
-      writeBackId,
-    }: {
-      writeBackId: string;
-    }): Promise<{ done: boolean; progress: string }> {
-      const w = await readWriteBack(sql, writeBackId);
-      if (!w || w.status !== 'running') return { done: true, progress: w?.status ?? 'gone' };
-      try {
-        const { done } = await writeBackChunk(sql, deps.integrations, w, {
-          batches: 50,
-          beat,
-          reread: () => readWriteBack(sql, writeBackId),
-        });
-        const after = await readWriteBack(sql, writeBackId);
-        return {
-          done,
-          progress: `${after?.rows_written ?? 0} written, ${after?.rows_unchanged ?? 0} unchanged, ${after?.rows_failed ?? 0} failed`,
-        };
-      } catch (error) {
-        return refused(error);
-      }
-    },
-
-    async endWriteBack({
+    beginImportRun: (run: { importId: string; runId: string; trigger: 'manual' | 'schedule' }) =>
+      beginImportRun(sql, run),
+    importChunk: (run: { importId: string; runId: string }) =>
+      importNextChunk(sql, deps.integrations, run, {
+        pages: deps.importPages,
+        pageSize: deps.importPageSize,
+        beat,
+      }).catch(refused),
+    endImportRun: ({ runId, status, error }: { runId: string; status: 'succeeded' | 'failed'; error: string | null }) =>
+      finishImportRun(sql, runId, status, error),
+    writeBackChunkActivity: (writeBack: { writeBackId: string }) =>
+      writeBackNextChunk(sql, deps.integrations, writeBack, beat).catch(refused),
+    endWriteBack: ({
       writeBackId,
       status,
       error,
@@ -128,9 +57,7 @@ export function createCrmActivities(deps: CrmActivityDeps) {
       writeBackId: string;
       status: 'succeeded' | 'failed';
       error: string | null;
-    }): Promise<void> {
-      await finishWriteBack(sql, writeBackId, status, error);
-    },
+    }) => finishWriteBack(sql, writeBackId, status, error),
   };
 }
 

@@ -344,6 +344,24 @@ export function step(name: string, detail: string | null, startedAt: Date, finis
   };
 }
 
+/** The extract step's detail: what was read (e.g. "PDF, 3 pages") and the characters of text it gave. */
+export function extractStepDetail(read: string, chars: number): string {
+  return `${read}, ${chars.toLocaleString('en-US')} characters`;
+}
+
+/** The chunk step's detail: how many chunks, of at most `size` characters each. */
+export function chunkStepDetail(chunks: number, size = chunkChars): string {
+  return `${chunks} chunk${chunks === 1 ? '' : 's'} of at most ${size.toLocaleString('en-US')} characters`;
+}
+
+/** A run keeps the summary a person wrote unless the re-read asked for a new one (regenerate_summary). */
+export function keepsEditedSummary(doc: { summary_edited: boolean; regenerate_summary: boolean }): boolean {
+  return doc.summary_edited && !doc.regenerate_summary;
+}
+
+/** The summary's attempt from which a retryable chat model failure fails the run too, as a refusal does at once. */
+export const summaryModelAttempts = 3;
+
 // ---------------------------------------------------------------------------------------------
 // A company's document written from its own site.
 

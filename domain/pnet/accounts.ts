@@ -106,6 +106,44 @@ export interface AccountClock {
   queuedStepIds: string[];
 }
 
+/**
+ * Whether a tick may queue the account's housekeeping reads (services/pnet/tick-sender-account.ts):
+ * it is connected, and holds no checkpoint but one whose back-off has run out by `now` (the tick
+ * ends that back-off).
+ */
+export function housekeepingMayRun(
+  account: { status: string; checkpoint_status: string; checkpoint_until: Date | null },
+  now: Date,
+): boolean {
+  const backOffOver = account.checkpoint_until !== null && account.checkpoint_until <= now;
+  return (
+    account.status === 'connected' &&
+    (account.checkpoint_status === 'ok' || (account.checkpoint_status === 'checkpoint' && backOffOver))
+  );
+}
+
+/**
+ * One kind of housekeeping read at a tick, read every `every` seconds: a read is queued when none
+ * waits and `every` has passed since the last was queued (at once when there was none). The next
+ * falls due `every` from `now` when one is queued or waits, else when the last one's period ends.
+ */
+export function housekeepingTurn(
+  last: { waiting: boolean; last_at: Date | null } | undefined,
+  every: number,
+  now: Date,
+): { queue: boolean; nextAt: Date } {
+  const dueAt = last?.last_at ? new Date(last.last_at.getTime() + every * 1000) : new Date(0);
+  return {
+    queue: !last?.waiting && dueAt <= now,
+    nextAt: last?.waiting || dueAt <= now ? new Date(now.getTime() + every * 1000) : dueAt,
+  };
+}
+
+/** The earliest of the times (the first of equal ones), or null for none. */
+export function earliest(times: Date[]): Date | null {
+  return times.reduce<Date | null>((a, b) => (a && a <= b ? a : b), null);
+}
+
 export const PnetAccountWrapperSchema = z
   .object({
     account: PnetAccountSchema.optional().describe(

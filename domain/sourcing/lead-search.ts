@@ -238,3 +238,17 @@ export function searchTableName(kind: LeadSearchKind, q: LeadSearchQuery): strin
 }
 
 export const leadSearchWorkflowIdOf = (id: string) => `lead-search/${id}`;
+
+/** The wait after a provider's 429: what it asked (Retry-After), else 30 s; 1 s to 1 h. */
+export const rateLimitWaitSeconds = (asked: number | null) => Math.min(3600, Math.max(1, asked ?? 30));
+
+/**
+ * Whether a page read is the search's last: it came back empty or short of the page size asked, or
+ * it is the provider's last page.
+ */
+export function isLastLeadPage(
+  page: number,
+  answer: { resultsOnPage: number; perPage: number; totalPages: number },
+): boolean {
+  return answer.resultsOnPage === 0 || answer.resultsOnPage < answer.perPage || page >= answer.totalPages;
+}

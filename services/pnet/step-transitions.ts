@@ -4,9 +4,12 @@
  * itself. No browser waits on a workflow task: the step's workflow, which owns the lease timer, is
  * told afterwards (a signal sent after the answer, or the sweeper's when that signal was lost;
  * `signal_due_at` marks the change until the workflow has read it). Person-side transitions stay
- * Updates of the workflow. This file holds the transactions; the use cases that call them and tell
- * the workflow after their commit are claimNextStep, reportStepResult and releaseStepClaim
- * (services/pnet/claim-next-step.ts, report-step-result.ts, release-step-claim.ts).
+ * Updates of the workflow; their handlers run their transactions from here too, through the step's
+ * local activities (activities/pnet/steps.ts): retryFailedStep, approveWaitingStep,
+ * rejectWaitingStep, cancelWaitingStep, and missStepWindow at the window's deadline. This file holds
+ * the transactions; the use cases that call the browser's and tell the workflow after their commit
+ * are claimNextStep, reportStepResult and releaseStepClaim (services/pnet/claim-next-step.ts,
+ * report-step-result.ts, release-step-claim.ts).
  */
 import { commitWith, commitWithAll, transaction, type FinalStatement, type Sql } from '../../db/sql.js';
 import { ApiError, notFound, unauthenticated } from '../../domain/shared/errors.js';
@@ -18,12 +21,16 @@ import { recordCheck } from '../../store/pnet/checks.js';
 import { pickClaimCandidate, type ClaimCandidate } from '../../store/pnet/check-ins.js';
 import { holdAtCheckpoint } from '../../store/pnet/sender-account.js';
 import {
+  approveWaiting,
+  cancelWaiting,
   claim,
   conflict,
   countUsageAgain,
+  failMissedWindow,
   failureOf,
   findStep,
   holdEnd,
+  holdStepCredits,
   lockBrowserStep,
   lockClaimedStep,
   lockStep,
@@ -31,11 +38,16 @@ import {
   recordLapse,
   recordResult,
   recordResultStatement,
+  refusal,
+  rejectWaiting,
+  requeueFailed,
   requeueReleased,
   resumeEnabledOf,
   returnUsageUnit,
   returnUsageUnitStatement,
+  stepHoldEnd,
   toBrowserStep,
+  transition,
   type ClaimInput,
   type ReportingBrowser,
   type StepRow,
@@ -224,5 +236,75 @@ export function expireClaimAt(
     return lapse.credits === 'release'
       ? commitWith(holdEnd(tx, step.credit_hold_id!, 'release'), () => answer)
       : answer;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Person-side transitions: the transactions of the step workflow's Updates and of its window's
+// deadline (workflows/pnet/browser-step.ts runs them as local activities, one at a time).
+
+/**
+ * Puts a failed step back in line. One that may have acted (it said so late, or it was cut
+ * off mid-run) comes back `resuming`, handed only to a browser that looks before acting, so
+ * a retry never sends twice; a read, or a failure known to have done nothing, is queued.
+ */
+export async function retryFailedStep(sql: Sql, { stepId }: { stepId: string }): Promise<StepTransitionResult> {
+  return sql.begin(async (tx) => {
+    const row = await requeueFailed(tx, stepId);
+    if (!row)
+      throw conflict(
+        `The step is ${(await findStep(tx, stepId))?.status ?? 'gone'}; only a failed step can be retried.`,
+      );
+    row.credit_hold_id = await holdStepCredits(tx, row);
+    return { step: toBrowserStep(row) };
+  });
+}
+
+/**
+ * The step's deadline passed while it still waited: it fails missed_window, its credits returned.
+ * This and the person-side transitions below are one compare-and-set on status each: no lock
+ * is taken first, so the status check must be the statement's own (a claim or a settle racing
+ * it wins or loses in SQL, never both).
+ */
+export async function missStepWindow(
+  sql: Sql,
+  { stepId }: { stepId: string },
+): Promise<{ status: StoredStepStatus; errorCode?: StepErrorCode | null }> {
+  return transaction(sql, async (tx) => {
+    const row = await failMissedWindow(tx, stepId);
+    if (!row) return { status: (await findStep(tx, stepId))?.status as StoredStepStatus };
+    const answer = { status: row.status, errorCode: row.error_code };
+    const end = stepHoldEnd(tx, row, false);
+    return end ? commitWith(end, () => answer) : answer;
+  });
+}
+
+/** A person approves a step awaiting approval: it goes in line with its credits held. */
+export async function approveWaitingStep(sql: Sql, { stepId }: { stepId: string }) {
+  return sql.begin((tx) =>
+    transition(tx, stepId, 'approved', async (db) => {
+      const rows = await approveWaiting(db, stepId);
+      if (rows[0]) rows[0].credit_hold_id = await holdStepCredits(db, rows[0]);
+      return rows;
+    }),
+  );
+}
+
+/** A person rejects a step awaiting approval, with their reason. */
+export async function rejectWaitingStep(sql: Sql, { stepId, reason }: { stepId: string; reason: string | null }) {
+  return transition(sql, stepId, 'rejected', (db) => rejectWaiting(db, stepId, reason));
+}
+
+/** A running step is the browser's until it reports: only a waiting step can be cancelled. */
+export async function cancelWaitingStep(
+  sql: Sql,
+  { stepId, errorCode = 'cancelled' }: { stepId: string; errorCode?: 'cancelled' | 'sender_changed' },
+): Promise<StepTransitionResult> {
+  return transaction(sql, async (tx) => {
+    const row = await cancelWaiting(tx, stepId, errorCode);
+    if (!row) throw refusal(await findStep(tx, stepId), 'cancelled');
+    const answer: StepTransitionResult = { step: toBrowserStep(row) };
+    const end = stepHoldEnd(tx, row, false);
+    return end ? commitWith(end, () => answer) : answer;
   });
 }

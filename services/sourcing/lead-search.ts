@@ -1,32 +1,45 @@
 /**
  * Lead searches from the API and the assistant (decision 041): check the provider and the table,
  * make the table (or match its columns), record the search pending, start its workflow; cancel it.
+ * Then the steps its workflow (workflows/sourcing/lead-search.ts) runs: begin, and one page at a
+ * time, read from the provider and landed in one guarded transaction.
  */
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/sql.js';
 import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
 import {
+  isLastLeadPage,
   leadColumns,
   leadKey,
+  rateLimitWaitSeconds,
   searchTableName,
   type LeadResult,
   type LeadSearchCreate,
   type LeadSearchKind,
 } from '../../domain/sourcing/lead-search.js';
 import type { Integrations } from '../../integrations/config.js';
+import { SourceFailure } from '../../integrations/lead-search/http.js';
 import type { LeadSearchProvider } from '../../integrations/lead-search/index.js';
 import { ensureInputColumns, type LandRecord } from '../../store/sourcing/landing.js';
 import {
+  beginLeadSearch,
+  countRateLimited,
   finishLeadSearch,
   getLeadSearch,
   insertLeadSearch,
+  landLeadPage,
+  readLeadSearch,
   toLeadSearch,
   type LeadSearchRow,
 } from '../../store/sourcing/lead-searches.js';
 import { createTable, requireTable } from '../../store/tables/tables.js';
 import { leadSearchWorkflow } from '../../workflows/sourcing/lead-search.js';
-import { leadSearchWorkflowId, type LeadSearchInput } from '../../workflows/sourcing/lead-search.contract.js';
+import {
+  leadSearchWorkflowId,
+  type LeadSearchInput,
+  type LeadSearchProgress,
+} from '../../workflows/sourcing/lead-search.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 
 export interface SourcingTemporal {
@@ -165,4 +178,90 @@ export async function cancelLeadSearch(sql: Sql, temporal: SourcingTemporal, wor
     if (!(error instanceof WorkflowNotFoundError)) throw error;
   }
   return toLeadSearch(ended!);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The search's run, page by page. A retried page finds the cursor moved and changes nothing; a 429
+// is answered to the workflow, which waits on a durable timer.
+
+/** A refusal no retry fixes (the provider gone from the service, a refused key or query): the search fails with it. */
+export class LeadSearchRefusal extends Error {
+  override name = 'LeadSearchRefusal';
+}
+
+const progressOf = (s: LeadSearchRow): LeadSearchProgress => ({
+  status: s.status,
+  pages_read: s.pages_read,
+  rows_landed: s.rows_landed,
+  duplicates: s.duplicates,
+  credits_charged: Number(s.credits_charged),
+  rate_limited: s.rate_limited,
+  total_available: s.total_available,
+});
+
+export type LeadPageStep =
+  | { kind: 'landed'; nextPage: number; progress: LeadSearchProgress }
+  | { kind: 'ended'; progress: LeadSearchProgress }
+  | { kind: 'rate_limited'; waitSeconds: number };
+
+/** Pending → running; the page to read next and the progress so far, or null when the search is not running. */
+export async function beginLeadSearchRun(
+  sql: Sql,
+  searchId: string,
+): Promise<{ nextPage: number; progress: LeadSearchProgress } | null> {
+  const s = await beginLeadSearch(sql, searchId);
+  return s ? { nextPage: s.next_page, progress: progressOf(s) } : null;
+}
+
+/**
+ * Reads page `page` of the search from its provider and lands it (landLeadPage: the records, the
+ * cursor and the credits in one transaction). A page landed already answers where the search is;
+ * a search over answers `ended`; a 429 is counted and answered with the wait it asks for.
+ */
+export async function landLeadSearchPage(
+  sql: Sql,
+  integrations: Pick<Integrations, 'sourcing'>,
+  { searchId, page }: { searchId: string; page: number },
+): Promise<LeadPageStep> {
+  const s = await readLeadSearch(sql, searchId);
+  if (!s || s.status !== 'running')
+    return {
+      kind: 'ended',
+      progress: s ? progressOf(s) : { ...progressOf({ status: 'failed' } as LeadSearchRow) },
+    };
+  if (s.next_page !== page) return { kind: 'landed', nextPage: s.next_page, progress: progressOf(s) };
+  const provider = integrations.sourcing.leadSearch.get(s.provider);
+  if (!provider)
+    throw new LeadSearchRefusal(`The search provider ${s.provider} is no longer configured on this service.`);
+  const perPage = leadSearchPageSize(provider, s.max_results);
+  let answer;
+  try {
+    answer = await provider.search(s.kind, s.query, page, perPage);
+  } catch (error) {
+    if (error instanceof SourceFailure) {
+      if (error.reason === 'rate_limited') {
+        await countRateLimited(sql, searchId, page);
+        return { kind: 'rate_limited', waitSeconds: rateLimitWaitSeconds(error.retryAfterSeconds) };
+      }
+      if (!error.retryable) throw new LeadSearchRefusal(error.message);
+    }
+    throw error;
+  }
+  const lastPage = isLastLeadPage(page, {
+    resultsOnPage: answer.results.length,
+    perPage,
+    totalPages: answer.totalPages,
+  });
+  const outcome = await landLeadPage(sql, {
+    searchId,
+    page,
+    records: leadRecords(s.kind, s.columns, answer.results),
+    resultsOnPage: answer.results.length,
+    lastPage,
+    totalAvailable: answer.totalEntries,
+  });
+  const after = outcome.search ?? s;
+  return after.status === 'running'
+    ? { kind: 'landed', nextPage: after.next_page, progress: progressOf(after) }
+    : { kind: 'ended', progress: progressOf(after) };
 }

@@ -18,7 +18,15 @@ import type { Integrations } from '../../integrations/config.js';
 import type { HostAnswer } from '../../integrations/ct-log/resolve.js';
 import { SourceFailure } from '../../integrations/lead-search/http.js';
 import { ensureInputColumns } from '../../store/sourcing/landing.js';
-import { columnValues, insertDiscovery, type DiscoveryRow } from '../../store/sourcing/subdomains.js';
+import {
+  beginDiscovery,
+  columnValues,
+  doneDomains,
+  insertDiscovery,
+  landDomain,
+  readDiscovery,
+  type DiscoveryRow,
+} from '../../store/sourcing/subdomains.js';
 import { loadColumns } from '../../store/tables/columns.js';
 import { createTable, requireTable } from '../../store/tables/tables.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
@@ -144,6 +152,44 @@ export async function liveNames(
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, names.length) }, worker));
   return out.filter((x): x is { name: string; records: string } => x !== null);
+}
+
+/**
+ * One chunk of a discovery, as its workflow (workflows/sourcing/subdomains.ts) runs it: the next
+ * `domainsPerChunk` domains not landed yet, each one's CT names confirmed in DNS and landed (a
+ * domain whose CT log did not answer is landed with why). `done` once every domain is landed, or
+ * the discovery is over or gone. `beat` keeps the activity alive between the slow calls.
+ */
+export async function discoverSubdomainChunk(
+  sql: Sql,
+  integrations: Pick<Integrations, 'sourcing'>,
+  discoveryId: string,
+  o: { domainsPerChunk?: number | undefined; ctBaseDelayMs?: number | undefined; beat: () => void },
+): Promise<{ done: boolean; progress: string }> {
+  const d = await readDiscovery(sql, discoveryId);
+  if (!d || (d.status !== 'pending' && d.status !== 'running')) return { done: true, progress: d?.status ?? 'gone' };
+  const domains = await discoveryDomains(sql, d);
+  await beginDiscovery(sql, discoveryId, domains.length);
+  const done = await doneDomains(sql, discoveryId);
+  const todo = domains.filter((x) => !done.has(x)).slice(0, o.domainsPerChunk ?? 20);
+  for (const domain of todo) {
+    const found = await ctNames(integrations, domain, {
+      beat: o.beat,
+      ...(o.ctBaseDelayMs === undefined ? {} : { baseDelayMs: o.ctBaseDelayMs }),
+    });
+    if ('error' in found) {
+      await landDomain(sql, d, domain, 0, [], found.error);
+      continue;
+    }
+    const live = await liveNames(integrations, found.names);
+    o.beat();
+    await landDomain(sql, d, domain, found.names.length, live, null);
+  }
+  const after = await readDiscovery(sql, discoveryId);
+  return {
+    done: done.size + todo.length >= domains.length,
+    progress: `${after?.domains_done ?? 0}/${domains.length} domains, ${after?.live ?? 0} live subdomains`,
+  };
 }
 
 export const newDiscoveryId = () => randomUUID();

@@ -47,7 +47,7 @@ export async function holdAtCheckpoint(tx: Db, accountId: string): Promise<void>
 }
 
 // ---------------------------------------------------------------------------------------------
-// The account's tick (activities/pnet/sender-account.ts). The account row is locked only by the
+// The account's tick (services/pnet/tick-sender-account.ts). The account row is locked only by the
 // tick's last statement, sent with the COMMIT; its reads take turns on an advisory lock instead.
 
 /** Ticks of one account (a retry beside an attempt thought lost) take turns on this lock. */

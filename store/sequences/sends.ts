@@ -1,5 +1,5 @@
 /**
- * The statements of a sequence email's send (activities/sequences/mailer.ts runs them): the
+ * The statements of a sequence email's send (services/sequences/mailer-send.ts runs them): the
  * send read under its row locks, the claim approved -> sending (with the send-time checks in the
  * same statement), and the settles after SMTP answered. The receiving server dedupes nothing, so
  * only a claimed send may reach SMTP, and a send found `sending` is never sent again.
