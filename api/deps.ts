@@ -1,4 +1,3 @@
-import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { AgentSuppliers } from '../integrations/agent-tools/index.js';
 import type { EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
@@ -8,6 +7,7 @@ import type { RateLimitConfig } from './plugins/rate-limit.js';
 import type { TokenVerifier } from '../services/platform/tokens.js';
 import type { Mailer } from '../integrations/mailer.js';
 import type { Integrations } from '../integrations/config.js';
+import type { TemporalHandle } from '../services/deps.js';
 
 /** Everything the API needs from outside; tests pass real ones built on their own database. */
 export interface AppDeps {
@@ -16,7 +16,7 @@ export interface AppDeps {
    * `eagerStart`: the client shares its connection with a worker of the task queue in this
    * process, so a step's workflow can start with its first task handed straight to that worker.
    */
-  temporal: { client: Client; taskQueue: string; eagerStart?: boolean };
+  temporal: TemporalHandle & { eagerStart?: boolean };
   verifyToken: TokenVerifier;
   rateLimit: RateLimitConfig;
   logger?: FastifyBaseLogger | boolean;

@@ -10,7 +10,6 @@ import {
   ScheduleAlreadyRunning,
   ScheduleOverlapPolicy,
   WorkflowExecutionAlreadyStartedError,
-  type Client,
 } from '@temporalio/client';
 import { payoutPeriodOf } from '../../domain/affiliates/payout-gates.js';
 import {
@@ -19,15 +18,11 @@ import {
   type PayoutCycleInput,
   type PayoutCycleResult,
 } from '../../workflows/affiliates/payout-cycle.contract.js';
-
-export interface PayoutTemporal {
-  client: Client;
-  taskQueue: string;
-}
+import type { TemporalHandle } from '../deps.js';
 
 /** Makes the monthly Schedule when missing, or moves it to the configured day. */
 export async function ensurePayoutSchedule(
-  temporal: PayoutTemporal,
+  temporal: TemporalHandle,
   dayOfMonth: number,
 ): Promise<'created' | 'kept' | 'updated'> {
   const spec = { calendars: [{ dayOfMonth, hour: 0, minute: 0, comment: 'Affiliate payouts, monthly at 00:00 UTC' }] };
@@ -62,7 +57,7 @@ export async function ensurePayoutSchedule(
 
 /** Keeps trying to make the Schedule (Temporal may start after the worker); stops with the returned function. */
 export function keepPayoutScheduleEnsured(
-  temporal: PayoutTemporal,
+  temporal: TemporalHandle,
   dayOfMonth: number,
   onError: (error: unknown) => void,
 ): () => Promise<void> {
@@ -84,7 +79,7 @@ export function keepPayoutScheduleEnsured(
 
 /** Runs a cycle now for `at`'s period (an operator or a test); a cycle of that period already running is joined. */
 export async function runPayoutCycle(
-  temporal: PayoutTemporal,
+  temporal: TemporalHandle,
   input: { at: Date; followForMs?: number },
 ): Promise<PayoutCycleResult> {
   const args: PayoutCycleInput = {

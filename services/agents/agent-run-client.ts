@@ -13,6 +13,7 @@ import {
 } from '../../workflows/agents/agent-run.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { queueNewRowRuns } from '../../store/agents/saved-agents.js';
+import type { TemporalHandle } from '../deps.js';
 
 /** Starts each run's workflow; a run whose workflow is already going is left as it is. */
 export async function startAgentRuns(
@@ -84,7 +85,7 @@ export async function cancelAgentRun(
 export async function runNewAgentRows(
   deps: {
     sql: Sql;
-    temporal: { client: Client; taskQueue: string };
+    temporal: TemporalHandle;
     agentSuppliers?: AgentSuppliers;
     log: FastifyBaseLogger;
   },

@@ -12,10 +12,7 @@ import {
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import type { TemporalHandle } from '../deps.js';
 
-/** The Temporal client and task queue of services/deps.ts, under the name its callers import. */
-export type Temporal = TemporalHandle;
-
-export async function startTurn(temporal: Temporal, input: AssistantTurnInput): Promise<void> {
+export async function startTurn(temporal: TemporalHandle, input: AssistantTurnInput): Promise<void> {
   await temporal.client.workflow.start(assistantTurnWorkflow, {
     taskQueue: temporal.taskQueue,
     workflowId: assistantTurnWorkflowId(input.messageId),
@@ -31,7 +28,7 @@ export async function startTurn(temporal: Temporal, input: AssistantTurnInput): 
  * nothing more: 409.
  */
 export async function decideCards(
-  temporal: Temporal,
+  temporal: TemporalHandle,
   messageId: string,
   request: DecideCardsRequest,
 ): Promise<CardDecided[]> {

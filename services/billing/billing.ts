@@ -4,7 +4,6 @@
  * referrals and design-partner applications. Without a payment provider the money routes refuse
  * with 503 naming what to set; the plan and credits are then an operator's (admin command line).
  */
-import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import type { PaymentProvider } from '../../integrations/payments/provider.js';
@@ -31,11 +30,12 @@ import { listInvoices, listPayments } from '../../store/billing/invoices.js';
 import { applyDesignPartner, readDesignPartner, type DesignPartnerRow } from '../../store/billing/design-partners.js';
 import { getBalance } from '../../store/platform/credits.js';
 import { wakeWorkspaceBilling } from './billing-client.js';
+import type { TemporalHandle } from '../deps.js';
 
 export interface BillingDeps {
   sql: Sql;
   integrations: Integrations;
-  temporal: { client: Client; taskQueue: string };
+  temporal: TemporalHandle;
 }
 
 /** The provider, or 503 saying plainly that billing is not configured and what to set. */

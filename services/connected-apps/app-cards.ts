@@ -12,7 +12,8 @@ import { toolCardQuote } from '../../domain/assistant/tool-cards.js';
 import { createConversation, failAnswer, insertTurn, type Reader } from '../../store/assistant/conversations.js';
 import { appendParts } from '../../store/assistant/parts.js';
 import { insertProposal, toProposal, type ProposalRow } from '../../store/assistant/proposals.js';
-import { startTurn, type Temporal } from '../assistant/turn-client.js';
+import { startTurn } from '../assistant/turn-client.js';
+import type { TemporalHandle } from '../deps.js';
 
 export interface AppCall {
   workspaceId: string;
@@ -21,7 +22,7 @@ export interface AppCall {
 }
 
 export async function raiseAppCard(
-  deps: { sql: Sql; temporal: Temporal },
+  deps: { sql: Sql; temporal: TemporalHandle },
   call: AppCall,
   op: CatalogueOperation,
   request: { method: string; url: string; body?: unknown },

@@ -27,8 +27,8 @@ import { isDestructiveOperation, sendingOperations, type OperationDoor } from '.
 import { appOperations, type Access } from '../../domain/connected-apps/connected-apps.js';
 import { readSettings } from '../../store/assistant/settings.js';
 import { touchAppLastUsed, type AccessTokenRow } from '../../store/connected-apps/oauth.js';
-import type { Temporal } from '../assistant/turn-client.js';
 import { raiseAppCard } from './app-cards.js';
+import type { TemporalHandle } from '../deps.js';
 
 const serverInfo = { name: 'outreach-workspace', version: '1.0.0' };
 
@@ -56,7 +56,7 @@ export function toolOf(op: CatalogueOperation): Tool {
 /** One authorised call: the app behind the token, with the access the plan leaves it. */
 export interface CallContext {
   sql: Sql;
-  temporal: Temporal;
+  temporal: TemporalHandle;
   door: OperationDoor;
   app: AccessTokenRow;
   access: Access;

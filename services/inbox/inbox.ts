@@ -53,6 +53,7 @@ import { addEntries } from '../../store/inbox/do-not-contact.js';
 import { accountRunMode, insertStep } from '../../store/pnet/step-queue.js';
 import { Mailer } from '../../integrations/mailer.js';
 import { SuggestionContext, SuggestionDraft, templateSuggestion, modelSuggestion } from './suggestions.js';
+import type { TemporalHandle } from '../deps.js';
 
 export async function readThreadDetail(db: Db, workspaceId: string, threadId: string) {
   const thread = await findThread(db, workspaceId, threadId);
@@ -131,7 +132,7 @@ export async function peopleOfThreads(db: Db | Sql, workspaceId: string, threadI
 
 export interface InboxServiceDeps {
   sql: Sql;
-  temporal: { client: Client; taskQueue: string };
+  temporal: TemporalHandle;
   mailer: Mailer | null;
   chatModel: ChatModel | null;
   /** Characters of business context a suggestion's prompt reads (DOCUMENT_CONTEXT_CHARS). */

@@ -6,7 +6,7 @@
  * delivered by its own workflow.
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
 import type { Integrations } from '../../integrations/config.js';
 import { newWebhookSecret } from '../../integrations/webhooks/signing.js';
@@ -17,6 +17,7 @@ import { reopenDelivery, webhookDeliveryOf } from '../../store/notifications/del
 import { insertEndpoint, rotateSecret, updateEndpoint, type EndpointRow } from '../../store/notifications/webhooks.js';
 import { notificationReplayWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
 import { sealFor, sealingContext } from './delivery.js';
+import type { TemporalHandle } from '../deps.js';
 
 /**
  * Refuses, before anything is stored, a URL every delivery would refuse (a private, loopback,
@@ -84,7 +85,7 @@ export async function rotateEndpointSecret(
 /** Queues the messages again; answers how many. An event of another workspace is 404. */
 export async function replayEndpoint(
   sql: Sql,
-  temporal: { client: Client; taskQueue: string },
+  temporal: TemporalHandle,
   endpoint: EndpointRow,
   what: { eventId?: string; since?: Date },
 ): Promise<number> {

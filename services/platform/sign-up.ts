@@ -2,7 +2,6 @@
  * Signing up (operationId `signUp`): a signed-in person creates their workspace and becomes its
  * admin, with referral and affiliate attribution in the same transaction (docs/teams.md).
  */
-import type { Client } from '@temporalio/client';
 import type { Sql } from '../../db/sql.js';
 import type { Identity } from '../../domain/platform/identity.js';
 import type { Member, SignUp } from '../../domain/platform/workspaces.js';
@@ -13,13 +12,14 @@ import { createWorkspace, getMember } from '../../store/platform/workspaces.js';
 import { attributeNewWorkspace } from '../affiliates/affiliates.js';
 import { wakeWorkspaceBilling } from '../billing/billing-client.js';
 import { displayNameOf } from './sign-in.js';
+import type { TemporalHandle } from '../deps.js';
 
 const refusal = (field: string, msg: string, input: unknown) =>
   new ValidationRefusal([{ loc: ['body', field], msg, type: 'value_error', input }]);
 
 export interface SignUpDeps {
   sql: Sql;
-  temporal: { client: Client; taskQueue: string };
+  temporal: TemporalHandle;
   cookieWindowDays: number;
   onError: (error: unknown, message: string) => void;
 }

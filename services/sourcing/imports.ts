@@ -22,14 +22,14 @@ import {
   type ImportRunInput,
 } from '../../workflows/sourcing/imports.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
-import type { SourcingTemporal } from './lead-search.js';
 import { importColumns } from './crm.js';
+import type { TemporalHandle } from '../deps.js';
 
 type Caller = { workspaceId: string; memberId: string | null };
 
 export async function createImport(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   caller: Caller,
   tableId: string,
   input: ImportCreate,
@@ -71,7 +71,7 @@ export async function createImport(
 
 /** Starts a manual run of the import; answers its run id. */
 export async function startImportRun(
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   imp: { id: string; workspace_id: string },
 ): Promise<string> {
   const runId = randomUUID();
@@ -87,7 +87,7 @@ export async function startImportRun(
 
 export async function createWriteBack(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   caller: Caller,
   tableId: string,
   input: WriteBackCreate,

@@ -4,7 +4,7 @@
  * Then the steps its workflow (workflows/sourcing/lead-search.ts) runs: begin, and one page at a
  * time, read from the provider and landed in one guarded transaction.
  */
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/sql.js';
 import { ApiError, notFound, ValidationRefusal } from '../../domain/shared/errors.js';
@@ -41,11 +41,7 @@ import {
   type LeadSearchProgress,
 } from '../../workflows/sourcing/lead-search.contract.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
-
-export interface SourcingTemporal {
-  client: Client;
-  taskQueue: string;
-}
+import type { TemporalHandle } from '../deps.js';
 
 /** The page size a search asks for: the provider's, or max_results when smaller; the same for every page of a search. */
 export const leadSearchPageSize = (provider: LeadSearchProvider, maxResults: number) =>
@@ -93,7 +89,7 @@ export function pickProvider(
 }
 
 export async function startLeadSearchWorkflow(
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   search: { id: string; workspace_id: string },
   sql?: Sql,
 ): Promise<void> {
@@ -125,7 +121,7 @@ export async function startLeadSearchWorkflow(
  */
 export async function createLeadSearch(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   integrations: Pick<Integrations, 'sourcing'>,
   caller: { workspaceId: string; memberId: string | null },
   input: LeadSearchCreate,
@@ -166,7 +162,7 @@ export async function createLeadSearch(
 }
 
 /** Cancels a pending or running search: ended in Postgres at once (no page lands after this), then its workflow is cancelled. 409 when it is over. */
-export async function cancelLeadSearch(sql: Sql, temporal: SourcingTemporal, workspaceId: string, id: string) {
+export async function cancelLeadSearch(sql: Sql, temporal: TemporalHandle, workspaceId: string, id: string) {
   const search = await getLeadSearch(sql, workspaceId, id);
   if (!search) throw notFound('Lead search');
   if (search.status !== 'pending' && search.status !== 'running')

@@ -18,11 +18,11 @@ import {
 } from '../../store/sourcing/schedules.js';
 import { importRunWorkflow } from '../../workflows/sourcing/imports.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
-import type { SourcingTemporal } from './lead-search.js';
+import type { TemporalHandle } from '../deps.js';
 
 export async function createImportSchedule(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   caller: { workspaceId: string; memberId: string | null },
   input: { import_id: string; interval_seconds: number; catchup_window_seconds: number; paused: boolean },
 ): Promise<ImportSchedule> {
@@ -62,7 +62,7 @@ export async function createImportSchedule(
 
 /** The schedule with its next run times as the Temporal Schedule plans them. */
 export async function describeImportSchedule(
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   row: ImportScheduleRow,
 ): Promise<ImportSchedule> {
   let next: string[] = [];
@@ -90,7 +90,7 @@ export async function describeImportSchedule(
 
 export async function pauseImportSchedule(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   workspaceId: string,
   id: string,
   paused: boolean,
@@ -106,7 +106,7 @@ export async function pauseImportSchedule(
 
 export async function deleteImportSchedule(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   workspaceId: string,
   id: string,
 ): Promise<boolean> {

@@ -31,7 +31,7 @@ import { loadColumns } from '../../store/tables/columns.js';
 import { createTable, requireTable } from '../../store/tables/tables.js';
 import { WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { subdomainDiscoveryWorkflow } from '../../workflows/sourcing/subdomains.js';
-import type { SourcingTemporal } from './lead-search.js';
+import type { TemporalHandle } from '../deps.js';
 
 const domainPattern = /^([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$/;
 
@@ -44,7 +44,7 @@ export function domainFromCell(value: string): string | null {
 
 export async function createSubdomainDiscovery(
   sql: Sql,
-  temporal: SourcingTemporal,
+  temporal: TemporalHandle,
   caller: { workspaceId: string; memberId: string | null },
   input: SubdomainDiscoveryCreate,
 ) {

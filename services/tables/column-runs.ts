@@ -13,7 +13,6 @@
  * and row), charged in the transaction that stores a result, returned for an empty result or a
  * failure.
  */
-import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
@@ -94,6 +93,7 @@ import {
   type RunBatch,
   type RunRecord,
 } from '../../store/tables/column-runs.js';
+import type { TemporalHandle } from '../deps.js';
 
 const finished = new Set(['completed', 'cancelled', 'failed']);
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -128,11 +128,6 @@ export function toColumnRun(r: RunRecord): ColumnRun {
   };
 }
 
-interface Temporal {
-  client: Client;
-  taskQueue: string;
-}
-
 async function requireTableRow(db: Db, workspaceId: string, tableId: string) {
   const table = await findRunTable(db, workspaceId, tableId);
   if (!table) throw notFound('Table');
@@ -142,7 +137,7 @@ async function requireTableRow(db: Db, workspaceId: string, tableId: string) {
 /** Records a manual run of an enrichment column and starts its workflow. */
 export async function createColumnRun(
   sql: Sql,
-  temporal: Temporal,
+  temporal: TemporalHandle,
   providers: EnrichmentProviders,
   target: { workspaceId: string; tableId: string; columnId: string },
   body: ColumnRunCreate,
@@ -220,7 +215,7 @@ export async function listColumnRuns(
  */
 export async function cancelColumnRun(
   sql: Sql,
-  temporal: Temporal,
+  temporal: TemporalHandle,
   workspaceId: string,
   tableId: string,
   runId: string,
@@ -242,7 +237,7 @@ export async function cancelColumnRun(
  * a manual run, picks the rows up.
  */
 export async function runNewRows(
-  deps: { sql: Sql; temporal: Temporal; enrichmentProviders?: EnrichmentProviders; log: FastifyBaseLogger },
+  deps: { sql: Sql; temporal: TemporalHandle; enrichmentProviders?: EnrichmentProviders; log: FastifyBaseLogger },
   workspaceId: string,
   tableId: string,
   added: number,
