@@ -19,7 +19,7 @@ import {
 } from '../../sim/chaos-checks.js';
 import { seededRandom } from '../../sim/cli.js';
 import { SimLog } from '../../sim/sim-log.js';
-import { allWeek } from '../support/pnet.js';
+import { allWeek, senderAccount } from '../support/pnet.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -32,34 +32,21 @@ beforeAll(async () => {
 /** A sender account in automatic mode, open all week, and the token its browsers use. */
 async function account() {
   const headers = withKey(paid.apiKey);
-  const profile = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/sender-profiles/',
-      headers,
-      payload: { name: `Sim ${randomUUID()}` },
-    })
-  ).json();
-  await stack.app.inject({
-    method: 'PATCH',
-    url: `/sender-profiles/${profile.id}/pnet/settings/`,
-    headers,
-    payload: { run_mode: 'automatic', working_hours: allWeek },
+  const { accountId, token } = await senderAccount(stack, paid, {
+    name: `Sim ${randomUUID()}`,
+    settings: { run_mode: 'automatic', working_hours: allWeek },
   });
-  const token = (await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })).json()
-    .connection_token as string;
-  const [row] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
   const queue = async (params: object) => {
     const answer = await stack.app.inject({
       method: 'POST',
       url: '/pnet/steps/',
       headers,
-      payload: { account_id: row!.id, params, test: true },
+      payload: { account_id: accountId, params, test: true },
     });
     expect(answer.statusCode).toBe(201);
     return answer.json().id as string;
   };
-  return { accountId: row!.id, token, identity: { member_urn: `urn:li:member:${randomUUID()}` }, queue };
+  return { accountId, token, identity: { member_urn: `urn:li:member:${randomUUID()}` }, queue };
 }
 
 async function until(what: string, done: () => boolean | Promise<boolean>, timeoutMs = 30_000) {

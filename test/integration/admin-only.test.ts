@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { adminOnlyDetail } from '../../domain/platform/roles.js';
 import { createApiKey } from '../../store/platform/api-keys.js';
+import { connectAppInProcess } from '../support/connected-apps.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -82,39 +83,9 @@ const openToMembers = [
   'updateNotificationPreferences',
 ];
 
-const appRedirect = 'https://app.example/callback';
-
 /** An AI app connected by the holder of `token` (the consent flow of decision 040), and its id. */
 async function connectApp(token: string, name: string): Promise<string> {
-  const client = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/oauth/register',
-      payload: { client_name: name, redirect_uris: [appRedirect] },
-    })
-  ).json();
-  const { resource } = (
-    await stack.app.inject({ method: 'GET', url: '/.well-known/oauth-protected-resource/mcp' })
-  ).json();
-  const authorize = await stack.app.inject({
-    method: 'GET',
-    url: `/oauth/authorize?${new URLSearchParams({
-      response_type: 'code',
-      client_id: client.client_id,
-      redirect_uri: appRedirect,
-      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
-      code_challenge_method: 'S256',
-      resource,
-    })}`,
-  });
-  const consentRequestId = String(authorize.headers.location).split('/').pop()!;
-  const consented = await stack.app.inject({
-    method: 'POST',
-    url: `/connected-apps/consent-requests/${consentRequestId}/approve/`,
-    headers: withToken(token),
-    payload: { workspace_id: paid.workspaceId, access: 'read' },
-  });
-  expect(consented.statusCode, consented.body).toBe(200);
+  await connectAppInProcess(stack.app, { token, workspaceId: paid.workspaceId, name });
   const apps = (
     await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(paid.apiKey) })
   ).json().data as { id: string; app_name: string }[];

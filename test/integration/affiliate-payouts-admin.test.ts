@@ -5,10 +5,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { startPayPalPayoutsTwin, type PayPalPayoutsTwin } from '../../sim/paypal-payouts-server.js';
-import { appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
 import { insertAffiliate } from '../../store/affiliates/affiliates.js';
 import { setOperatorGate, setPayoutEmail, setPayoutProgramPaused } from '../../store/affiliates/payouts.js';
 import { runAdmin } from '../support/admin.js';
+import { affiliateWithCommission } from '../support/affiliates.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
@@ -30,6 +30,9 @@ const admin = (...args: string[]) =>
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_TASK_QUEUE: stack.taskQueue,
   });
+/** The command switching `gate` on for the workspace's affiliate, `extra` its further options. */
+const gateOn = (workspaceId: string, gate: string, ...extra: string[]) =>
+  admin('affiliate-gate', '--workspace', workspaceId, '--gate', gate, '--on', 'true', ...extra);
 
 describe('affiliate payout admin commands', () => {
   it('pause the program and block, as the settings route then says; refuse a workspace not enrolled', async () => {
@@ -39,15 +42,7 @@ describe('affiliate payout admin commands', () => {
         await stack.app.inject({ method: 'GET', url: '/affiliate/payout-settings/', headers: withKey(ws.apiKey) })
       ).json();
 
-    const notEnrolled = await admin(
-      'affiliate-gate',
-      '--workspace',
-      ws.workspaceId,
-      '--gate',
-      'blocked',
-      '--on',
-      'true',
-    );
+    const notEnrolled = await gateOn(ws.workspaceId, 'blocked');
     expect(notEnrolled.code).toBe(1);
     expect(notEnrolled.stderr).toMatch(/Affiliate enrolment/);
     await insertAffiliate(stack.sql, { workspaceId: ws.workspaceId, displayName: 'Aff', timeZone: 'UTC' });
@@ -68,21 +63,7 @@ describe('affiliate payout admin commands', () => {
       note: null,
       now: new Date(),
     });
-    expect(
-      (
-        await admin(
-          'affiliate-gate',
-          '--workspace',
-          ws.workspaceId,
-          '--gate',
-          'blocked',
-          '--on',
-          'true',
-          '--note',
-          'fraud check',
-        )
-      ).code,
-    ).toBe(0);
+    expect((await gateOn(ws.workspaceId, 'blocked', '--note', 'fraud check')).code).toBe(0);
     expect(await settings()).toMatchObject({
       program_paused: false,
       identity_verified: true,
@@ -93,33 +74,18 @@ describe('affiliate payout admin commands', () => {
   }, 120_000);
 
   it('refuses an unknown gate with the usage', async () => {
-    const bad = await admin(
-      'affiliate-gate',
-      '--workspace',
-      '00000000-0000-4000-8000-000000000000',
-      '--gate',
-      'rich',
-      '--on',
-      'true',
-    );
+    const bad = await gateOn('00000000-0000-4000-8000-000000000000', 'rich');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--gate/);
   }, 60_000);
 
   it("runs the payout cycle now for a month, on the service's Temporal, and says what it did", async () => {
     const ws = await stack.createWorkspace('paid');
-    const { affiliate } = await insertAffiliate(stack.sql, {
+    const affiliate = await affiliateWithCommission(stack.sql, {
       workspaceId: ws.workspaceId,
-      displayName: 'Aff',
-      timeZone: 'UTC',
-    });
-    await appendAffiliateLedgerEntry(stack.sql, {
-      affiliateId: affiliate.id,
-      kind: 'commission',
-      amountCents: 6100,
-      description: 'matured',
-      causeKey: `admin-commission:${affiliate.id}`,
+      cents: 6100,
       occurredAt: new Date('2026-01-01'),
+      causePrefix: 'admin-commission',
     });
     await setPayoutEmail(stack.sql, {
       affiliateId: affiliate.id,

@@ -10,8 +10,7 @@ import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { ensurePayoutSchedule, runPayoutCycle } from '../../services/affiliates/payouts-client.js';
 import { preparePayoutsPage } from '../../services/affiliates/payouts.js';
 import { affiliatePayoutScheduleId } from '../../workflows/affiliates/payout-cycle.contract.js';
-import { insertAffiliate } from '../../store/affiliates/affiliates.js';
-import { affiliateBalances, appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
+import { affiliateBalances } from '../../store/affiliates/ledger.js';
 import {
   setOperatorGate,
   setPayoutEmail,
@@ -19,6 +18,7 @@ import {
   type OperatorGate,
 } from '../../store/affiliates/payouts.js';
 import { startPayPalPayoutsTwin, unclaimedReturnMs, type PayPalPayoutsTwin } from '../../sim/paypal-payouts-server.js';
+import { affiliateWithCommission } from '../support/affiliates.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
@@ -40,6 +40,15 @@ interface Made {
   apiKey: string;
 }
 
+/** Sets (or with null removes) the affiliate's payout email through the settings route. */
+const putPayoutEmail = (a: Made, email: string | null) =>
+  stack.app.inject({
+    method: 'PUT',
+    url: '/affiliate/payout-settings/',
+    headers: withKey(a.apiKey),
+    payload: { payout_email: email },
+  });
+
 async function affiliate(input: {
   cents: number;
   email?: string | null;
@@ -47,18 +56,11 @@ async function affiliate(input: {
   gates?: OperatorGate[];
 }): Promise<Made> {
   const ws = await stack.createWorkspace('paid');
-  const { affiliate } = await insertAffiliate(stack.sql, {
+  const affiliate = await affiliateWithCommission(stack.sql, {
     workspaceId: ws.workspaceId,
-    displayName: 'Aff',
-    timeZone: 'UTC',
-  });
-  await appendAffiliateLedgerEntry(stack.sql, {
-    affiliateId: affiliate.id,
-    kind: 'commission',
-    amountCents: input.cents,
-    description: 'matured',
-    causeKey: `test-commission:${affiliate.id}`,
+    cents: input.cents,
     occurredAt: new Date(Date.now() - day),
+    causePrefix: 'test-commission',
   });
   const email = input.email === undefined ? `aff-${randomBytes(3).toString('hex')}@example.com` : input.email;
   if (email !== null)
@@ -221,12 +223,7 @@ describe('the payout cycle', () => {
     await cycle(month(5));
     expect(await payoutsOf(a.affiliateId)).toMatchObject([{ status: 'failed', amount_cents: 5500 }]);
     expect(await available(a.affiliateId)).toBe(5500);
-    const put = await stack.app.inject({
-      method: 'PUT',
-      url: '/affiliate/payout-settings/',
-      headers: withKey(a.apiKey),
-      payload: { payout_email: 'bob@example.com' },
-    });
+    const put = await putPayoutEmail(a, 'bob@example.com');
     expect(put.statusCode).toBe(200);
     expect(put.json()).toMatchObject({
       payout_email: 'bob@example.com',
@@ -299,33 +296,13 @@ describe('a payout an earlier cycle made but could not send', () => {
 describe('payout routes', () => {
   it('refuse a payout email that is not an email, and answer 404 before enrolment', async () => {
     const a = await affiliate({ cents: 0 });
-    const bad = await stack.app.inject({
-      method: 'PUT',
-      url: '/affiliate/payout-settings/',
-      headers: withKey(a.apiKey),
-      payload: { payout_email: 'not an email' },
-    });
+    const bad = await putPayoutEmail(a, 'not an email');
     expect(bad.statusCode).toBe(422);
-    const long = await stack.app.inject({
-      method: 'PUT',
-      url: '/affiliate/payout-settings/',
-      headers: withKey(a.apiKey),
-      payload: { payout_email: `${'a'.repeat(245)}@example.com` },
-    });
+    const long = await putPayoutEmail(a, `${'a'.repeat(245)}@example.com`);
     expect(long.statusCode).toBe(422);
-    const atBound = await stack.app.inject({
-      method: 'PUT',
-      url: '/affiliate/payout-settings/',
-      headers: withKey(a.apiKey),
-      payload: { payout_email: `${'a'.repeat(242)}@example.com` },
-    });
+    const atBound = await putPayoutEmail(a, `${'a'.repeat(242)}@example.com`);
     expect(atBound.statusCode).toBe(200);
-    const removed = await stack.app.inject({
-      method: 'PUT',
-      url: '/affiliate/payout-settings/',
-      headers: withKey(a.apiKey),
-      payload: { payout_email: null },
-    });
+    const removed = await putPayoutEmail(a, null);
     expect(removed.json()).toMatchObject({ payout_email: null, next_payout_blocker: 'no_payout_email' });
 
     const stranger = await stack.createWorkspace('paid');
@@ -337,30 +314,12 @@ describe('payout routes', () => {
 
   it('pages payouts with limit and offset at and past their bounds', async () => {
     const a = await affiliate({ cents: 0 });
-    for (const limit of [0, 201])
-      expect(
-        (
-          await stack.app.inject({
-            method: 'GET',
-            url: `/affiliate/payouts/?limit=${limit}`,
-            headers: withKey(a.apiKey),
-          })
-        ).statusCode,
-      ).toBe(422);
-    for (const limit of [1, 200])
-      expect(
-        (
-          await stack.app.inject({
-            method: 'GET',
-            url: `/affiliate/payouts/?limit=${limit}`,
-            headers: withKey(a.apiKey),
-          })
-        ).statusCode,
-      ).toBe(200);
-    expect(
-      (await stack.app.inject({ method: 'GET', url: '/affiliate/payouts/?offset=-1', headers: withKey(a.apiKey) }))
-        .statusCode,
-    ).toBe(422);
+    const statusOf = async (query: string) =>
+      (await stack.app.inject({ method: 'GET', url: `/affiliate/payouts/?${query}`, headers: withKey(a.apiKey) }))
+        .statusCode;
+    for (const limit of [0, 201]) expect(await statusOf(`limit=${limit}`)).toBe(422);
+    for (const limit of [1, 200]) expect(await statusOf(`limit=${limit}`)).toBe(200);
+    expect(await statusOf('offset=-1')).toBe(422);
   });
 });
 

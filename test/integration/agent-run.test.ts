@@ -19,11 +19,10 @@ import { getBalance } from '../../store/platform/credits.js';
 import { runNewAgentRows } from '../../services/agents/agent-run-client.js';
 import { queueNewRowRuns } from '../../store/agents/saved-agents.js';
 import { stepPrices } from '../../domain/pnet/limits.js';
-import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { connectedAccount } from '../support/pnet.js';
 import { serveChatCompletions } from '../support/local-servers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
-import { tablesClient, type TablesClient } from '../support/tables.js';
+import { workspaceWithClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 type Messages = { role: string; content: string }[];
@@ -211,12 +210,7 @@ type Run = {
 };
 type Cell = { state: string; value: unknown; error: string | null; cost: number };
 
-async function workspaceWith(credits: number) {
-  const ws = await stack.createWorkspace('paid');
-  if (credits > 0)
-    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
-  return { ws, api: tablesClient(stack, withKey(ws.apiKey)) };
-}
+const workspaceWith = (credits: number) => workspaceWithClient(stack, credits);
 
 /** An agent whose prompt carries `marker`, deployed on a one-row table whose Website is the local site; runs that row. */
 async function deployed(
@@ -515,6 +509,27 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, wha
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/** The browser step the run queued to read a profile, once it is queued. */
+const queuedProfileRead = (runId: string) =>
+  until(
+    async () =>
+      (await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${runId}`)[0],
+    Boolean,
+    'the profile read queued',
+  );
+
+/** An agent deployed to read the site's /hold page, once its run is waiting there (until `hold.release()`). */
+async function deployedReadingHold(api: TablesClient) {
+  const reached = hold.reached;
+  const d = await deployed(api, '[hold]');
+  await until(
+    async () => hold.reached,
+    (n) => n > reached,
+    'the run reading /hold',
+  );
+  return d;
+}
+
 /** The ledger of one run's hold: how often it was charged and released. */
 async function holdMovements(runId: string) {
   const rows = await stack.sql<{ kind: string; amount: number }[]>`
@@ -651,13 +666,7 @@ describe('auto_run on agent columns', () => {
 describe('cancelling agent runs', () => {
   it('cancels a running run: its cells are skipped with error "cancelled" and its hold is returned, never charged', async () => {
     const { ws, api } = await workspaceWith(100);
-    const reached = hold.reached;
-    const d = await deployed(api, '[hold]');
-    await until(
-      async () => hold.reached,
-      (n) => n > reached,
-      'the run reading /hold',
-    );
+    const d = await deployedReadingHold(api);
     expect((await getBalance(stack.sql, ws.workspaceId)).held).toBe(d.run.price_credits);
 
     const cancelled = await api.post(`/agent-runs/${d.run.id}/cancel/`);
@@ -734,13 +743,7 @@ describe('cancelling agent runs', () => {
     };
     const outcomes: string[] = [];
     for (let i = 0; i < 4; i += 1) {
-      const reached = hold.reached;
-      const d = await deployed(api, '[hold]');
-      await until(
-        async () => hold.reached,
-        (n) => n > reached,
-        'the run reading /hold',
-      );
+      const d = await deployedReadingHold(api);
       // The finish arrives from elsewhere (as a finishing activity would) while the person cancels:
       // first the finish ahead, then the cancel ahead, then both at once.
       const finish = () => acts.finishAgentRun({ runId: d.run.id, n: 9, decision: answer });
@@ -874,14 +877,7 @@ describe('read_pnet_profile through a connected account', () => {
     await stack.sql`delete from do_not_contact_entries where workspace_id = ${ws.workspaceId}`;
 
     const d = await deployed(api, '[pnet]');
-    const step = await until(
-      async () =>
-        (
-          await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${d.run.id}`
-        )[0],
-      Boolean,
-      'the profile read queued',
-    );
+    const step = await queuedProfileRead(d.run.id);
     const claimed = (await a.claim()).json().step;
     expect(claimed.id).toBe(step!.id);
     await a.report(step!.id, {
@@ -906,14 +902,7 @@ describe('read_pnet_profile through a connected account', () => {
     await connectedAccount(stack, ws);
     await api.patch('/agent-tools/read_pnet_profile/', { enabled: true });
     const d = await deployed(api, '[pnet]');
-    const step = await until(
-      async () =>
-        (
-          await stack.sql<{ id: string }[]>`select id from browser_steps where params ->> 'agent_run_id' = ${d.run.id}`
-        )[0],
-      Boolean,
-      'the profile read queued',
-    );
+    const step = await queuedProfileRead(d.run.id);
     expect((await api.post(`/agent-runs/${d.run.id}/cancel/`)).json()).toMatchObject({ status: 'cancelled' });
     const [stored] = await stack.sql<
       { status: string; error_code: string }[]

@@ -16,6 +16,8 @@ describe('agent tool availability', () => {
     const ws = await stack.createWorkspace('paid');
     const headers = withKey(ws.apiKey);
     const tools = async () => (await stack.app.inject({ method: 'GET', url: '/agent-tools/', headers })).json().tools;
+    const switchTool = (key: string, enabled: boolean) =>
+      stack.app.inject({ method: 'PATCH', url: `/agent-tools/${key}/`, headers, payload: { enabled } });
     expect(await tools()).toEqual([
       {
         key: 'find_work_email',
@@ -30,63 +32,23 @@ describe('agent tool availability', () => {
         unavailable_reason: expect.stringContaining('connected'),
       },
     ]);
-    const refused = await stack.app.inject({
-      method: 'PATCH',
-      url: '/agent-tools/read_pnet_profile/',
-      headers,
-      payload: { enabled: true },
-    });
+    const refused = await switchTool('read_pnet_profile', true);
     expect(refused.statusCode).toBe(409);
     expect(refused.json().detail).toMatch(/cannot be switched on/);
     expect((await tools())[1].enabled).toBe(false);
 
     await connectedAccount(stack, ws);
-    const on = await stack.app.inject({
-      method: 'PATCH',
-      url: '/agent-tools/read_pnet_profile/',
-      headers,
-      payload: { enabled: true },
-    });
+    const on = await switchTool('read_pnet_profile', true);
     expect(on.json()).toEqual({ key: 'read_pnet_profile', available: true, enabled: true, unavailable_reason: null });
 
     // The route reads the suppliers the runs use, not the process environment.
     process.env.WORK_EMAIL_FINDER_URL = 'http://127.0.0.1:9/finder';
-    expect(
-      (
-        await stack.app.inject({
-          method: 'PATCH',
-          url: '/agent-tools/find_work_email/',
-          headers,
-          payload: { enabled: true },
-        })
-      ).statusCode,
-    ).toBe(409);
+    expect((await switchTool('find_work_email', true)).statusCode).toBe(409);
     delete process.env.WORK_EMAIL_FINDER_URL;
     suppliers.workEmail = httpWorkEmailSupplier('http://127.0.0.1:9/finder');
-    expect(
-      (
-        await stack.app.inject({
-          method: 'PATCH',
-          url: '/agent-tools/find_work_email/',
-          headers,
-          payload: { enabled: true },
-        })
-      ).json().enabled,
-    ).toBe(true);
+    expect((await switchTool('find_work_email', true)).json().enabled).toBe(true);
     // Switching off is always allowed; an unknown tool is 422.
-    expect(
-      (
-        await stack.app.inject({
-          method: 'PATCH',
-          url: '/agent-tools/find_work_email/',
-          headers,
-          payload: { enabled: false },
-        })
-      ).json().enabled,
-    ).toBe(false);
-    expect(
-      (await stack.app.inject({ method: 'PATCH', url: '/agent-tools/teleport/', headers, payload: { enabled: true } }))
-        .statusCode,
-    ).toBe(422);
+    expect((await switchTool('find_work_email', false)).json().enabled).toBe(false);
+    expect((await switchTool('teleport', true)).statusCode).toBe(422);
   });
 });

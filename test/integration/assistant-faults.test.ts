@@ -22,7 +22,7 @@ import { useFaultWorkers } from '../support/fault-workers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { SseStream } from '../support/sse.js';
 import { tablesClient } from '../support/tables.js';
-import { readStream, type Part } from '../support/assistant.js';
+import { addSiteTitleColumn, callsThenWords, readStream, type Part } from '../support/assistant.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
 /** A promise the test opens when it chooses. */
@@ -99,11 +99,6 @@ const textOf = (parts: Part[], id: string) =>
     .filter((p) => p.type === 'text-delta' && p.id === id)
     .map((p) => p.delta)
     .join('');
-
-/** The model calls these tools on its first step, then answers in words. */
-function callsThenWords(calls: { name: string; arguments: unknown }[], words = 'Done.'): typeof script {
-  return (request) => (request.messages.some((m) => m.role === 'tool') ? { content: words } : { toolCalls: calls });
-}
 
 describe('a worker killed mid-answer', () => {
   it('resumes on the next worker: recorded steps are not asked again, a tool call raises one card, and the answer is whole', async () => {
@@ -272,21 +267,7 @@ describe('a worker killed during an apply', () => {
           .statusCode,
       ).toBe(201);
     }
-    script = callsThenWords([
-      {
-        name: 'add_column',
-        arguments: {
-          table_id: tableId,
-          column: {
-            kind: 'enrichment',
-            name: 'Site title',
-            provider: 'web_page_reader',
-            input_mappings: { url: urlColumn },
-            output_fields: ['title'],
-          },
-        },
-      },
-    ]);
+    script = callsThenWords([addSiteTitleColumn(tableId, urlColumn)]);
     const conversationId = await api.conversation();
     const asked = await api.post(`/assistant/conversations/${conversationId}/messages/`, {
       content: 'Read each company site',

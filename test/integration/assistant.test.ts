@@ -15,7 +15,7 @@ import {
   type ChatModelServerRequest,
 } from '../../sim/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
-import { readStream } from '../support/assistant.js';
+import { addSiteTitleColumn, callsThenWords, readStream } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 import { tablesClient } from '../support/tables.js';
@@ -62,11 +62,6 @@ async function ask(conversationId: string, content: string) {
   expect(res.headers['content-type']).toMatch(/text\/event-stream/);
   expect(res.headers['x-vercel-ai-ui-message-stream']).toBe('v1');
   return readStream(res.body);
-}
-
-/** The model calls these tools on its first step, then answers in words. */
-function callsThenWords(calls: { name: string; arguments: unknown }[], words = 'Done.'): typeof script {
-  return (request) => (request.messages.some((m) => m.role === 'tool') ? { content: words } : { toolCalls: calls });
 }
 
 describe('settings', () => {
@@ -276,21 +271,7 @@ describe('cards', () => {
 
   it('a priced run holds its quote, charges what the run cost and returns the rest', async () => {
     const before = (await get('/credits/')).json<{ available: number; spent: number }>();
-    script = callsThenWords([
-      {
-        name: 'add_column',
-        arguments: {
-          table_id: tableId,
-          column: {
-            kind: 'enrichment',
-            name: 'Site title',
-            provider: 'web_page_reader',
-            input_mappings: { url: urlColumn },
-            output_fields: ['title'],
-          },
-        },
-      },
-    ]);
+    script = callsThenWords([addSiteTitleColumn(tableId, urlColumn)]);
     const { parts } = await ask(await conversation(), 'Read each company site');
     const proposal = parts.find((p) => p.type === 'data-proposal')!.data as {
       id: string;

@@ -19,6 +19,11 @@ const plan = async (workspaceId: string) =>
 const available = async (workspaceId: string) => (await getBalance(stack.sql, workspaceId)).available;
 const billing = (ws: TestWorkspace) =>
   stack.app.inject({ method: 'GET', url: '/billing/', headers: withKey(ws.apiKey) });
+/** Checkout for `purchase` (the plan or a credit pack), as the holder of `headers`. */
+const postCheckout = (headers: Record<string, string>, purchase: string) =>
+  stack.app.inject({ method: 'POST', url: '/billing/checkout/', headers, payload: { purchase } });
+const postPortal = (headers: Record<string, string>) =>
+  stack.app.inject({ method: 'POST', url: '/billing/portal/', headers });
 const unconfigure = () => {
   stack.integrations.payments = { missing: ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET'] };
 };
@@ -59,68 +64,30 @@ describe('with Stripe (stripe-mock)', () => {
   it("opens checkout for the plan and for a pack, and the portal once a customer exists; admins signed in only (a free plan's keys read only)", async () => {
     configure();
     const ws = await stack.createWorkspace('free');
-    const portalBefore = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/portal/',
-      headers: withToken(ws.accessToken),
-    });
+    const portalBefore = await postPortal(withToken(ws.accessToken));
     expect(portalBefore.statusCode).toBe(409);
-    const checkout = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/checkout/',
-      headers: withToken(ws.accessToken),
-      payload: { purchase: 'plan' },
-    });
+    const checkout = await postCheckout(withToken(ws.accessToken), 'plan');
     expect(checkout.statusCode).toBe(200);
     expect(checkout.json().url).toMatch(/^https:\/\/checkout\.stripe\.com\//);
     const [account] = await stack.sql<
       { customer_id: string | null }[]
     >`select customer_id from billing_accounts where workspace_id = ${ws.workspaceId}`;
     expect(account!.customer_id).toMatch(/^cus_/);
-    const pack = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/checkout/',
-      headers: withToken(ws.accessToken),
-      payload: { purchase: 'pack_5000' },
-    });
+    const pack = await postCheckout(withToken(ws.accessToken), 'pack_5000');
     expect(pack.statusCode).toBe(200);
-    const portal = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/portal/',
-      headers: withToken(ws.accessToken),
-    });
+    const portal = await postPortal(withToken(ws.accessToken));
     expect(portal.statusCode).toBe(200);
     expect(portal.json().url).toMatch(/^https:\/\//);
 
-    const byKey = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/checkout/',
-      headers: withKey(ws.apiKey),
-      payload: { purchase: 'plan' },
-    });
+    const byKey = await postCheckout(withKey(ws.apiKey), 'plan');
     expect(byKey.statusCode).toBe(403);
-    const unknown = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/checkout/',
-      headers: withToken(ws.accessToken),
-      payload: { purchase: 'pack_7' },
-    });
+    const unknown = await postCheckout(withToken(ws.accessToken), 'pack_7');
     expect(unknown.statusCode).toBe(422);
     const member = await stack.addMember(ws.workspaceId, 'member');
-    const refused = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/checkout/',
-      headers: withToken(member.accessToken),
-      payload: { purchase: 'plan' },
-    });
+    const refused = await postCheckout(withToken(member.accessToken), 'plan');
     expect(refused.statusCode).toBe(403);
     const paid = await stack.createWorkspace('paid');
-    const again = await stack.app.inject({
-      method: 'POST',
-      url: '/billing/checkout/',
-      headers: withToken(paid.accessToken),
-      payload: { purchase: 'plan' },
-    });
+    const again = await postCheckout(withToken(paid.accessToken), 'plan');
     expect(again.statusCode).toBe(409);
   });
 
@@ -515,27 +482,13 @@ describe('with Stripe (stripe-mock)', () => {
 
   it('lists invoices and payments within their limit bounds', async () => {
     const ws = await stack.createWorkspace('free');
+    const statusOf = async (url: string) =>
+      (await stack.app.inject({ method: 'GET', url, headers: withKey(ws.apiKey) })).statusCode;
     for (const limit of [0, 101]) {
-      expect(
-        (
-          await stack.app.inject({
-            method: 'GET',
-            url: `/billing/invoices/?limit=${limit}`,
-            headers: withKey(ws.apiKey),
-          })
-        ).statusCode,
-      ).toBe(422);
+      expect(await statusOf(`/billing/invoices/?limit=${limit}`)).toBe(422);
     }
     for (const limit of [1, 100]) {
-      expect(
-        (
-          await stack.app.inject({
-            method: 'GET',
-            url: `/billing/payments/?limit=${limit}`,
-            headers: withKey(ws.apiKey),
-          })
-        ).statusCode,
-      ).toBe(200);
+      expect(await statusOf(`/billing/payments/?limit=${limit}`)).toBe(200);
     }
   });
 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCloudDriveClient } from '../../integrations/cloud-drive/drive-client.js';
 import { CloudDriveReadError, readDriveFile } from '../../services/cloud-drive/drive.js';
 import { startDriveSim, driveSimConfig, type DriveSim } from '../../sim/drive-server.js';
+import { connectDrive, forbiddenDriveFile, putDriveFiles } from '../support/cloud-drive.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 import { pino } from 'pino';
 import { Writable } from 'node:stream';
@@ -19,37 +20,34 @@ let sim: DriveSim;
 
 beforeAll(async () => {
   sim = await startDriveSim();
-  sim.files.set('pdf_1', {
-    id: 'pdf_1',
-    name: 'Deck.pdf',
-    mimeType: 'application/pdf',
-    content: Buffer.from('%PDF-1.4 deck bytes'),
-  });
-  sim.files.set('doc_1', {
-    id: 'doc_1',
-    name: 'Pricing',
-    mimeType: 'application/vnd.google-apps.document',
-    content: 'Our prices: 10 a seat.',
-  });
-  sim.files.set('sheet_1', {
-    id: 'sheet_1',
-    name: 'Plans',
-    mimeType: 'application/vnd.google-apps.spreadsheet',
-    content: 'plan,price\nteam,10\n',
-  });
-  sim.files.set('folder_1', {
-    id: 'folder_1',
-    name: 'Shared',
-    mimeType: 'application/vnd.google-apps.folder',
-    content: '',
-  });
-  sim.files.set('secret_1', {
-    id: 'secret_1',
-    name: 'Board.pdf',
-    mimeType: 'application/pdf',
-    content: 'x',
-    forbidden: true,
-  });
+  putDriveFiles(
+    sim,
+    {
+      id: 'pdf_1',
+      name: 'Deck.pdf',
+      mimeType: 'application/pdf',
+      content: Buffer.from('%PDF-1.4 deck bytes'),
+    },
+    {
+      id: 'doc_1',
+      name: 'Pricing',
+      mimeType: 'application/vnd.google-apps.document',
+      content: 'Our prices: 10 a seat.',
+    },
+    {
+      id: 'sheet_1',
+      name: 'Plans',
+      mimeType: 'application/vnd.google-apps.spreadsheet',
+      content: 'plan,price\nteam,10\n',
+    },
+    {
+      id: 'folder_1',
+      name: 'Shared',
+      mimeType: 'application/vnd.google-apps.folder',
+      content: '',
+    },
+    forbiddenDriveFile,
+  );
 });
 afterAll(() => sim?.close());
 
@@ -60,12 +58,7 @@ const unconfigure = () => {
   stack.integrations.cloudDrive = { missing: ['DRIVE_CLIENT_ID', 'DRIVE_REDIRECT_URL (or PUBLIC_BASE_URL)'] };
 };
 
-async function connect(apiKey: string) {
-  const started = await stack.app.inject({ method: 'POST', url: '/cloud-drive/connect/', headers: withKey(apiKey) });
-  expect(started.statusCode).toBe(200);
-  const back = await sim.consent(started.json().authorize_url);
-  return stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` });
-}
+const connect = (apiKey: string) => connectDrive(stack, sim, apiKey);
 
 async function readError(workspaceId: string, fileId: string): Promise<CloudDriveReadError> {
   try {

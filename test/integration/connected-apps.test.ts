@@ -83,6 +83,23 @@ async function rawCode(workspaceId: string, token: string, access: 'read' | 'wri
 
 const token = (values: Record<string, string>) => fetch(`${base}/oauth/token`, form(values));
 
+/** Exchanges a raw code at the token endpoint with its own verifier, `extra` overriding or adding fields. */
+const redeem = (raw: { client_id: string; verifier: string; code: string }, extra: Record<string, string> = {}) =>
+  token({
+    grant_type: 'authorization_code',
+    code: raw.code,
+    client_id: raw.client_id,
+    redirect_uri: redirect,
+    code_verifier: raw.verifier,
+    ...extra,
+  });
+
+/** A fresh client approved into `workspaceId` and its code exchanged: the raw code and the issued tokens. */
+async function issuedTokens(workspaceId: string, accessToken: string, access: 'read' | 'write' = 'read') {
+  const raw = await rawCode(workspaceId, accessToken, access);
+  return { ...raw, issued: await (await redeem(raw)).json() };
+}
+
 async function mcpPost(accessToken: string | null, body: unknown) {
   return fetch(mcpUrl, {
     method: 'POST',
@@ -470,26 +487,14 @@ describe('the SDK client end to end', () => {
 
 describe('the token endpoint', () => {
   it('refuses a wrong verifier, and the code it burned cannot be used after', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const wrong = await token({
-      grant_type: 'authorization_code',
-      code,
-      client_id,
-      redirect_uri: redirect,
-      code_verifier: pkce().verifier,
-    });
+    const raw = await rawCode(paid.workspaceId, paid.accessToken);
+    const wrong = await redeem(raw, { code_verifier: pkce().verifier });
     expect(wrong.status).toBe(400);
     expect(await wrong.json()).toMatchObject({
       error: 'invalid_grant',
       error_description: expect.stringMatching(/code_verifier/),
     });
-    const late = await token({
-      grant_type: 'authorization_code',
-      code,
-      client_id,
-      redirect_uri: redirect,
-      code_verifier: verifier,
-    });
+    const late = await redeem(raw);
     expect(late.status).toBe(400);
   });
 
@@ -515,13 +520,7 @@ describe('the token endpoint', () => {
       const res = await fetch(authorizeUrl(client_id, pkce().challenge, { resource }), { redirect: 'manual' });
       expect(new URL(res.headers.get('location')!).searchParams.get('error'), resource).toBe('invalid_target');
     }
-    const { client_id: c2, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const other = await token({
-      grant_type: 'authorization_code',
-      code,
-      client_id: c2,
-      redirect_uri: redirect,
-      code_verifier: verifier,
+    const other = await redeem(await rawCode(paid.workspaceId, paid.accessToken), {
       resource: 'https://elsewhere.example/mcp',
     });
     expect(other.status).toBe(400);
@@ -542,26 +541,14 @@ describe('the token endpoint', () => {
   });
 
   it('refuses a stolen code used again and revokes the tokens its first use issued', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const first = await token({
-      grant_type: 'authorization_code',
-      code,
-      client_id,
-      redirect_uri: redirect,
-      code_verifier: verifier,
-      resource: `${base}/mcp`,
-    });
+    const raw = await rawCode(paid.workspaceId, paid.accessToken);
+    const { client_id } = raw;
+    const first = await redeem(raw, { resource: `${base}/mcp` });
     expect(first.status).toBe(200);
     const issued = await first.json();
     expect(issued).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'read' });
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(200);
-    const second = await token({
-      grant_type: 'authorization_code',
-      code,
-      client_id,
-      redirect_uri: redirect,
-      code_verifier: verifier,
-    });
+    const second = await redeem(raw);
     expect(second.status).toBe(400);
     expect((await second.json()).error_description).toMatch(/already used/);
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(401);
@@ -570,16 +557,7 @@ describe('the token endpoint', () => {
   });
 
   it('revokes the whole grant when a spent refresh token comes back', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { client_id, issued } = await issuedTokens(paid.workspaceId, paid.accessToken);
     const rotated = await (
       await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token, client_id })
     ).json();
@@ -590,16 +568,7 @@ describe('the token endpoint', () => {
   });
 
   it('refuses an expired token and an expired code', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { issued } = await issuedTokens(paid.workspaceId, paid.accessToken);
     const hash = createHash('sha256').update(issued.access_token).digest();
     // At the bound: a token expiring a second from now works; one expired a second ago does not.
     await stack.sql`update oauth_tokens set expires_at = now() + interval '1 second' where token_hash = ${hash}`;
@@ -611,27 +580,12 @@ describe('the token endpoint', () => {
 
     const late = await rawCode(paid.workspaceId, paid.accessToken);
     await stack.sql`update oauth_authorization_codes set expires_at = now() - interval '1 second' where code_hash = ${createHash('sha256').update(late.code).digest()}`;
-    const res = await token({
-      grant_type: 'authorization_code',
-      code: late.code,
-      client_id: late.client_id,
-      redirect_uri: redirect,
-      code_verifier: late.verifier,
-    });
+    const res = await redeem(late);
     expect((await res.json()).error_description).toMatch(/expired/);
   });
 
   it('revokes a token at the revocation endpoint (RFC 7009)', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { client_id, issued } = await issuedTokens(paid.workspaceId, paid.accessToken);
     const res = await fetch(`${base}/oauth/revoke`, form({ token: issued.refresh_token, client_id }));
     expect(res.status).toBe(200);
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(401);
@@ -639,16 +593,7 @@ describe('the token endpoint', () => {
   });
 
   it('checks the audience: a token used at another address of the service is refused', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { issued } = await issuedTokens(paid.workspaceId, paid.accessToken);
     const elsewhere = await fetch(mcpUrl.href.replace('127.0.0.1', 'localhost'), {
       method: 'POST',
       headers: {
@@ -664,16 +609,7 @@ describe('the token endpoint', () => {
 
   it('offers a member’s app no admin-only tool, and offers it once the member is made admin', async () => {
     const member = await stack.addMember(paid.workspaceId, 'member');
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, member.accessToken, 'write');
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { issued } = await issuedTokens(paid.workspaceId, member.accessToken, 'write');
     const toolNames = async () =>
       ((await (await mcpPost(issued.access_token, listTools)).json()).result.tools as { name: string }[]).map(
         (t) => t.name,
@@ -698,16 +634,7 @@ describe('the token endpoint', () => {
 
   it('refuses a member who left the workspace on the next call', async () => {
     const member = await stack.addMember(paid.workspaceId, 'member');
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, member.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { issued } = await issuedTokens(paid.workspaceId, member.accessToken);
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(200);
     await stack.sql`delete from members where workspace_id = ${paid.workspaceId} and idp_user_id = ${member.userId}`;
     expect((await mcpPost(issued.access_token, listTools)).status).toBe(401);
@@ -876,15 +803,7 @@ describe('the consent routes', () => {
     const other = await stack.addMember(paid.workspaceId, 'member');
     const first = await rawCode(paid.workspaceId, member.accessToken);
     const second = await rawCode(paid.workspaceId, member.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code: second.code,
-        client_id: second.client_id,
-        redirect_uri: redirect,
-        code_verifier: second.verifier,
-      })
-    ).json();
+    const issued = await (await redeem(second)).json();
     await mcpPost(issued.access_token, listTools);
     await mcpPost(issued.access_token, listTools);
     const list = (
@@ -959,16 +878,7 @@ describe('racing decisions', () => {
 
 describe('housekeeping', () => {
   it('forgets lapsed access tokens and unapproved requests, keeping what a replay check needs', async () => {
-    const { client_id, verifier, code } = await rawCode(paid.workspaceId, paid.accessToken);
-    const issued = await (
-      await token({
-        grant_type: 'authorization_code',
-        code,
-        client_id,
-        redirect_uri: redirect,
-        code_verifier: verifier,
-      })
-    ).json();
+    const { client_id, issued } = await issuedTokens(paid.workspaceId, paid.accessToken);
     const accessHash = createHash('sha256').update(issued.access_token).digest();
     await stack.sql`update oauth_tokens set expires_at = now() - interval '61 minutes' where token_hash = ${accessHash}`;
     const stale = await consentIdOf(authorizeUrl(client_id, pkce().challenge));

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCloudDriveClient } from '../../integrations/cloud-drive/drive-client.js';
 import { startDriveSim, driveSimConfig, type DriveSim } from '../../sim/drive-server.js';
+import { connectDrive, forbiddenDriveFile, putDriveFiles } from '../support/cloud-drive.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -15,35 +16,26 @@ let sim: DriveSim;
 
 beforeAll(async () => {
   sim = await startDriveSim();
-  sim.files.set('doc_1', {
-    id: 'doc_1',
-    name: 'Pricing',
-    mimeType: 'application/vnd.google-apps.document',
-    content: 'We sell the Gizmo Pro. It costs 40 EUR a seat each month. Teams of five or more get a discount.',
-  });
-  sim.files.set('md_1', {
-    id: 'md_1',
-    name: 'About us.md',
-    mimeType: 'text/markdown',
-    content: Buffer.from(
-      '# About us\n\nWe help sales teams find the right people. Our customers are software companies in Europe.',
-    ),
-  });
-  sim.files.set('secret_1', {
-    id: 'secret_1',
-    name: 'Board.pdf',
-    mimeType: 'application/pdf',
-    content: 'x',
-    forbidden: true,
-  });
+  putDriveFiles(
+    sim,
+    {
+      id: 'doc_1',
+      name: 'Pricing',
+      mimeType: 'application/vnd.google-apps.document',
+      content: 'We sell the Gizmo Pro. It costs 40 EUR a seat each month. Teams of five or more get a discount.',
+    },
+    {
+      id: 'md_1',
+      name: 'About us.md',
+      mimeType: 'text/markdown',
+      content: Buffer.from(
+        '# About us\n\nWe help sales teams find the right people. Our customers are software companies in Europe.',
+      ),
+    },
+    forbiddenDriveFile,
+  );
   stack.integrations.cloudDrive = createCloudDriveClient(driveSimConfig(sim));
-  const started = await stack.app.inject({
-    method: 'POST',
-    url: '/cloud-drive/connect/',
-    headers: withKey(paid.apiKey),
-  });
-  const back = await sim.consent(started.json().authorize_url);
-  expect((await stack.app.inject({ method: 'GET', url: `/cloud-drive/callback/${back.search}` })).statusCode).toBe(200);
+  expect((await connectDrive(stack, sim, paid.apiKey)).statusCode).toBe(200);
 });
 afterAll(() => sim?.close());
 

@@ -11,28 +11,27 @@
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signInboundEmail } from '../../api/routes/inbox/inbound-email.js';
 import { eventTitles, eventTypes, type EventType } from '../../domain/notifications/events.js';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { smtpMailer } from '../../integrations/mailer.js';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
 import { runPayoutCycle } from '../../services/affiliates/payouts-client.js';
-import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { startPayPalPayoutsTwin, type PayPalPayoutsTwin } from '../../sim/paypal-payouts-server.js';
 import { startSmtpSink, type SmtpSink } from '../../sim/smtp-sink.js';
-import { insertAffiliate } from '../../store/affiliates/affiliates.js';
-import { appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
 import { setOperatorGate, setPayoutEmail } from '../../store/affiliates/payouts.js';
 import { chargeHold, getBalance, grantCredits, holdCredits } from '../../store/platform/credits.js';
+import { affiliateWithCommission } from '../support/affiliates.js';
 import { readStream } from '../support/assistant.js';
 import { events, postStripeEvent, useStripeMock } from '../support/billing.js';
 import { multipartBody } from '../support/documents.js';
 import { connectedAccount, until } from '../support/pnet.js';
 import { sequencesApi } from '../support/sequences.js';
 import { tablesClient } from '../support/tables.js';
+import { postInboundEmail, startTestDispatcher } from '../support/notifications.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 /** Catalogued types with no producer yet: each needs an emitter, then a scenario in place of its entry here. */
@@ -66,13 +65,7 @@ beforeAll(async () => {
     { sleep: async () => undefined },
   );
   stripe.configure(stack.integrations);
-  dispatcher = startEventDispatcher({
-    sql: stack.sql,
-    client: stack.client,
-    taskQueue: stack.taskQueue,
-    pollMs: 200,
-    digest: false,
-  });
+  dispatcher = startTestDispatcher(stack);
   inboundSecret = (await api('POST', '/inbox/settings/webhook-secret/')).json().secret;
   for (const type of eventTypes) {
     const rule = await api('POST', '/notifications/rules/', { event_type: type, channel: 'email' });
@@ -97,34 +90,19 @@ async function ok(response: Promise<LightMyRequestResponse>) {
 
 /** A reply to the workspace, as the mail provider posts it to the inbound-email webhook. */
 function inboundReply() {
-  const body = Buffer.from(
-    [
-      'MIME-Version: 1.0',
-      'Content-Type: text/plain; charset=utf-8',
-      `Date: ${new Date().toUTCString()}`,
-      'From: Pat <pat@example.org>',
-      'To: sales@outreach.example',
-      'Subject: Re: our call',
-      `Message-ID: <${randomUUID()}@example.org>`,
-      '',
-      'Sounds good.',
-      '',
-    ].join('\r\n'),
-  );
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  return ok(
-    stack.app.inject({
-      method: 'POST',
-      url: '/inbox/inbound-email/',
-      payload: body,
-      headers: {
-        'content-type': 'message/rfc822',
-        'x-inbox-workspace': paid.workspaceId,
-        'x-inbox-timestamp': timestamp,
-        'x-inbox-signature': signInboundEmail(inboundSecret, timestamp, body),
-      },
-    }),
-  );
+  const raw = [
+    'MIME-Version: 1.0',
+    'Content-Type: text/plain; charset=utf-8',
+    `Date: ${new Date().toUTCString()}`,
+    'From: Pat <pat@example.org>',
+    'To: sales@outreach.example',
+    'Subject: Re: our call',
+    `Message-ID: <${randomUUID()}@example.org>`,
+    '',
+    'Sounds good.',
+    '',
+  ].join('\r\n');
+  return ok(postInboundEmail(stack.app, paid.workspaceId, inboundSecret, raw));
 }
 
 /** A step queued on the account, claimed by its browser and reported. */
@@ -278,18 +256,11 @@ const scenarios: Record<Exclude<EventType, (typeof notYetEmitted)[number]>, () =
   },
   // The monthly payout cycle pays the workspace's affiliate through the PayPal twin.
   'affiliate.payout_sent': async () => {
-    const { affiliate } = await insertAffiliate(stack.sql, {
+    const affiliate = await affiliateWithCommission(stack.sql, {
       workspaceId: paid.workspaceId,
-      displayName: 'Aff',
-      timeZone: 'UTC',
-    });
-    await appendAffiliateLedgerEntry(stack.sql, {
-      affiliateId: affiliate.id,
-      kind: 'commission',
-      amountCents: 7500,
-      description: 'matured',
-      causeKey: `test-commission:${affiliate.id}`,
+      cents: 7500,
       occurredAt: new Date(Date.now() - 86_400_000),
+      causePrefix: 'test-commission',
     });
     const ids = { affiliateId: affiliate.id, workspaceId: paid.workspaceId };
     await setPayoutEmail(stack.sql, { ...ids, email: 'aff@example.com' });

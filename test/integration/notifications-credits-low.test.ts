@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { creditsLowThreshold } from '../../domain/notifications/events.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
-import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import {
   chargeHold,
   getBalance,
@@ -17,6 +17,7 @@ import {
   releaseHold,
   revokeCreditsIn,
 } from '../../store/platform/credits.js';
+import { startTestDispatcher, waitFor } from '../support/notifications.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
@@ -27,28 +28,12 @@ beforeAll(async () => {
   receiver = await serveHttp((_req, res) => void res.writeHead(200).end('ok'));
   // The receiver is on loopback: the development setting allows it here.
   stack.integrations.notifications.webhooks = webhookSender({ allowPrivateNetworks: true });
-  dispatcher = startEventDispatcher({
-    sql: stack.sql,
-    client: stack.client,
-    taskQueue: stack.taskQueue,
-    pollMs: 200,
-    digest: false,
-  });
+  dispatcher = startTestDispatcher(stack);
 });
 afterAll(async () => {
   await dispatcher?.stop();
   await receiver?.close();
 });
-
-async function until<T>(read: () => T | undefined, what: string, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = read();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 let causes = 0;
 const hold = (ws: TestWorkspace, amount: number) =>
@@ -129,7 +114,7 @@ describe('credits.low', () => {
 
     // The rule delivers each event, once.
     const toRule = () => receiver.requests.filter((r) => r.path === '/low');
-    await until(() => (toRule().length >= events.length ? true : undefined), 'the three deliveries');
+    await waitFor(() => (toRule().length >= events.length ? true : undefined), 'the three deliveries');
     await new Promise((r) => setTimeout(r, 500));
     const bodies = toRule().map((r) => JSON.parse(r.body) as { id: string; type: string; payload: unknown });
     expect(bodies.map((b) => b.id).sort()).toEqual(events.map((e) => e.id).sort());

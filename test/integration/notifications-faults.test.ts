@@ -12,9 +12,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
-import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
 import { useFaultWorkers } from '../support/fault-workers.js';
+import { startTestDispatcher } from '../support/notifications.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -59,13 +60,7 @@ beforeAll(async () => {
     });
     expect(res.statusCode).toBe(201);
   }
-  dispatcher = startEventDispatcher({
-    sql: stack.sql,
-    client: stack.client,
-    taskQueue: faults.taskQueue,
-    pollMs: 200,
-    digest: false,
-  });
+  dispatcher = startTestDispatcher(stack, faults.taskQueue);
 });
 afterAll(async () => {
   await dispatcher?.stop();

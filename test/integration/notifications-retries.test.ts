@@ -57,6 +57,16 @@ async function endpointAt(path: string) {
   return res.json<{ id: string }>();
 }
 
+/** The endpoint as its settings route answers it. */
+const readEndpoint = async (endpointId: string) =>
+  (
+    await stack.app.inject({
+      method: 'GET',
+      url: `/webhooks/endpoints/${endpointId}/`,
+      headers: withToken(paid.accessToken),
+    })
+  ).json();
+
 // A batch of one event, as the dispatcher starts it.
 const deliverEvent = async (eventId: string) =>
   temporal.env.client.workflow.execute(notificationBatchWorkflow, {
@@ -110,13 +120,7 @@ describe('webhook retries', () => {
       ),
     ).toBe(true);
     // 27.6 hours of failing is not 5 days: the endpoint stays enabled.
-    const read = (
-      await stack.app.inject({
-        method: 'GET',
-        url: `/webhooks/endpoints/${endpoint.id}/`,
-        headers: withToken(paid.accessToken),
-      })
-    ).json();
+    const read = await readEndpoint(endpoint.id);
     expect(read).toMatchObject({ enabled: true });
     expect(read.failing_since).not.toBeNull();
   });
@@ -127,13 +131,7 @@ describe('webhook retries', () => {
     const eventId = await creditsLow();
     expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 1 });
     expect(await timersOf(eventId)).toEqual([600, 300]);
-    const read = (
-      await stack.app.inject({
-        method: 'GET',
-        url: `/webhooks/endpoints/${endpoint.id}/`,
-        headers: withToken(paid.accessToken),
-      })
-    ).json();
+    const read = await readEndpoint(endpoint.id);
     expect(read.failing_since).toBeNull();
   });
 
@@ -167,13 +165,7 @@ describe('webhook retries', () => {
     await stack.sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where id = ${endpoint.id}`;
     const eventId = await creditsLow();
     expect(await deliverEvent(eventId)).toEqual({ events: 1, deliveries: 1, succeeded: 0 });
-    const read = (
-      await stack.app.inject({
-        method: 'GET',
-        url: `/webhooks/endpoints/${endpoint.id}/`,
-        headers: withToken(paid.accessToken),
-      })
-    ).json();
+    const read = await readEndpoint(endpoint.id);
     expect(read).toMatchObject({ enabled: false, disabled_reason: expect.stringContaining('5 days') });
     // The attempt after it was disabled is not made: recorded as skipped.
     const [delivery] = await stack.sql<

@@ -5,12 +5,12 @@
  * rules are the workspace's own.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signInboundEmail } from '../../api/routes/inbox/inbound-email.js';
 import { createNotificationActivities } from '../../activities/notifications/notifications.js';
 import { smtpMailer, type Mailer } from '../../integrations/mailer.js';
 import { startSmtpSink, type SmtpSink } from '../../sim/smtp-sink.js';
-import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { postInboundEmail, startTestDispatcher, waitFor } from '../support/notifications.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
@@ -23,13 +23,7 @@ beforeAll(async () => {
   sink = await startSmtpSink();
   mailer = smtpMailer(sink.url, { from: 'notifications@outreach.example' });
   stack.integrations.mailer = mailer;
-  dispatcher = startEventDispatcher({
-    sql: stack.sql,
-    client: stack.client,
-    taskQueue: stack.taskQueue,
-    pollMs: 200,
-    digest: false,
-  });
+  dispatcher = startTestDispatcher(stack);
   const rotated = await stack.app.inject({
     method: 'POST',
     url: '/inbox/settings/webhook-secret/',
@@ -41,16 +35,6 @@ afterAll(async () => {
   await dispatcher?.stop();
   await sink?.close();
 });
-
-async function until<T>(read: () => Promise<T | undefined> | T | undefined, what: string, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 function inboundReply(from: string) {
   const raw = [
@@ -65,19 +49,7 @@ function inboundReply(from: string) {
     'Sounds good, tell me more.',
     '',
   ].join('\r\n');
-  const body = Buffer.from(raw);
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  return stack.app.inject({
-    method: 'POST',
-    url: '/inbox/inbound-email/',
-    payload: body,
-    headers: {
-      'content-type': 'message/rfc822',
-      'x-inbox-workspace': paid.workspaceId,
-      'x-inbox-timestamp': timestamp,
-      'x-inbox-signature': signInboundEmail(inboundSecret, timestamp, body),
-    },
-  });
+  return postInboundEmail(stack.app, paid.workspaceId, inboundSecret, raw);
 }
 
 describe('notification rules and preferences', () => {
@@ -108,7 +80,7 @@ describe('notification rules and preferences', () => {
 
     const received = await inboundReply('pat@example.org');
     expect(received.statusCode, received.body).toBeLessThan(300);
-    const events = await until(async () => {
+    const events = await waitFor(async () => {
       const list = (
         await stack.app.inject({
           method: 'GET',
@@ -120,12 +92,12 @@ describe('notification rules and preferences', () => {
     }, 'the event');
     expect(events[0]!.payload).toMatchObject({ from_email: 'pat@example.org', channel: 'email' });
 
-    const emails = await until(() => (sink.messages.length ? sink.messages : undefined), 'the email');
+    const emails = await waitFor(() => (sink.messages.length ? sink.messages : undefined), 'the email');
     const members = await stack.sql<
       { id: string; email: string; idp_user_id: string }[]
     >`select id, email, idp_user_id from members where workspace_id = ${paid.workspaceId}`;
     const admin = members.find((m) => m.idp_user_id !== muted.userId && m.idp_user_id !== digested.userId);
-    await until(async () => {
+    await waitFor(async () => {
       const [d] = await stack.sql<
         { n: number }[]
       >`select count(*)::int as n from notification_deliveries where event_id = ${events[0]!.id} and status in ('succeeded', 'digest_pending')`;
@@ -196,8 +168,8 @@ describe('notification rules and preferences', () => {
           { n: number }[]
         >`select count(*)::int as n from notification_deliveries where event_id = ${eventId}`
       )[0]!.n;
-    await until(async () => ((await deliveriesOf(matching)) > 0 ? true : undefined), 'the matching delivery');
-    await until(
+    await waitFor(async () => ((await deliveriesOf(matching)) > 0 ? true : undefined), 'the matching delivery');
+    await waitFor(
       async () =>
         (await stack.sql`select 1 from workspace_events where id = ${other} and dispatched_at is not null`).length
           ? true

@@ -8,8 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTeamChatClient } from '../../integrations/team-chat/client.js';
 import { startTeamChatSim, type TeamChatSim } from '../../sim/team-chat-server.js';
-import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
+import { startTestDispatcher, waitFor } from '../support/notifications.js';
 import { useTestStack, withToken } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
@@ -26,28 +27,12 @@ beforeAll(async () => {
     redirectUrl: 'http://localhost/notifications/chatapp/callback/',
     scopes: ['chat:write', 'channels:read'],
   });
-  dispatcher = startEventDispatcher({
-    sql: stack.sql,
-    client: stack.client,
-    taskQueue: stack.taskQueue,
-    pollMs: 200,
-    digest: false,
-  });
+  dispatcher = startTestDispatcher(stack);
 });
 afterAll(async () => {
   await dispatcher?.stop();
   await sim?.close();
 });
-
-async function until<T>(read: () => Promise<T | undefined> | T | undefined, what: string, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function connect(token: string) {
   const started = await stack.app.inject({
@@ -71,7 +56,7 @@ const creditsLow = () =>
     }),
   );
 const deliveryOf = (eventId: string) =>
-  until(async () => {
+  waitFor(async () => {
     const [d] = await stack.sql<{ status: string; last_error: string | null; attempt_count: number }[]>`
       select status, last_error, attempt_count from notification_deliveries where event_id = ${eventId} and channel = 'team_chat' and status <> 'pending'`;
     return d;

@@ -9,11 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
-import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
+import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
 import { recordAttempts, reopenDelivery } from '../../store/notifications/deliveries.js';
 import { lockEndpoints } from '../../store/notifications/webhooks.js';
 import { notificationBatchWorkflowId } from '../../workflows/notifications/notification-event.contract.js';
+import { startTestDispatcher, waitFor } from '../support/notifications.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 
 const { stack, paid, free } = useTestStack();
@@ -27,28 +28,12 @@ beforeAll(async () => {
   });
   // Local receivers are on loopback: the development setting allows them here.
   stack.integrations.notifications.webhooks = webhookSender({ allowPrivateNetworks: true });
-  dispatcher = startEventDispatcher({
-    sql: stack.sql,
-    client: stack.client,
-    taskQueue: stack.taskQueue,
-    pollMs: 200,
-    digest: false,
-  });
+  dispatcher = startTestDispatcher(stack);
 });
 afterAll(async () => {
   await dispatcher?.stop();
   await receiver?.close();
 });
-
-async function until<T>(read: () => Promise<T | undefined> | T | undefined, what: string, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const creditsLow = (workspaceId: string, balance: number) =>
   stack.sql.begin((tx) =>
@@ -87,7 +72,7 @@ describe('webhook endpoints', () => {
     expect(read.body).not.toContain(endpoint.secret.slice(6));
 
     const eventId = await creditsLow(paid.workspaceId, 40);
-    const [request] = await until(
+    const [request] = await waitFor(
       () => (requestsFor(eventId).length ? requestsFor(eventId) : undefined),
       'the webhook',
     );
@@ -110,7 +95,7 @@ describe('webhook endpoints', () => {
       ),
     ).toThrow();
 
-    const attempts = await until(async () => {
+    const attempts = await waitFor(async () => {
       const res = await stack.app.inject({
         method: 'GET',
         url: `/webhooks/endpoints/${endpoint.id}/attempts/`,
@@ -159,7 +144,7 @@ describe('webhook endpoints', () => {
     expect(previous_secret_expires_at).not.toBeNull();
 
     const first = await creditsLow(paid.workspaceId, 30);
-    const during = await until(
+    const during = await waitFor(
       () => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === first),
       'the overlap message',
     );
@@ -175,7 +160,7 @@ describe('webhook endpoints', () => {
     });
     const latest = again.json<{ secret: string }>().secret;
     const second = await creditsLow(paid.workspaceId, 20);
-    const after = await until(
+    const after = await waitFor(
       () => receiver.requests.find((r) => r.path === '/hooks/rotate' && JSON.parse(r.body).id === second),
       'the message after',
     );
@@ -197,7 +182,7 @@ describe('webhook endpoints', () => {
         })
       ).json<{ attempts: { delivery_id: string; trigger: string; attempt: number }[] }>().attempts;
     await creditsLow(paid.workspaceId, 15);
-    const [scheduled] = await until(async () => {
+    const [scheduled] = await waitFor(async () => {
       const list = await listAttempts();
       return list.length >= 1 ? list : undefined;
     }, 'the first attempt');
@@ -230,7 +215,7 @@ describe('webhook endpoints', () => {
       event_types: ['credits.low'],
     });
     const eventId = await creditsLow(paid.workspaceId, 10);
-    const first = await until(
+    const first = await waitFor(
       () => receiver.requests.find((r) => r.path === '/hooks/replay' && JSON.parse(r.body).id === eventId),
       'the first message',
     );
@@ -242,7 +227,7 @@ describe('webhook endpoints', () => {
     });
     expect(res.statusCode, res.body).toBe(202);
     expect(res.json()).toEqual({ replayed: 1 });
-    const both = await until(() => {
+    const both = await waitFor(() => {
       const seen = receiver.requests.filter((r) => r.path === '/hooks/replay');
       return seen.length >= 2 ? seen : undefined;
     }, 'the replay');
@@ -250,7 +235,7 @@ describe('webhook endpoints', () => {
       first.headers['webhook-id'],
       first.headers['webhook-id'],
     ]);
-    const attempts = await until(async () => {
+    const attempts = await waitFor(async () => {
       const list = (
         await stack.app.inject({
           method: 'GET',
@@ -297,7 +282,7 @@ describe('webhook endpoints', () => {
         event_types: ['credits.low'],
       });
       const eventId = await creditsLow(paid.workspaceId, 5);
-      const attempts = await until(async () => {
+      const attempts = await waitFor(async () => {
         const list = (
           await stack.app.inject({
             method: 'GET',
@@ -387,14 +372,8 @@ describe('webhook endpoints', () => {
       taskQueue: stack.taskQueue,
       args: [{ eventIds: [first] }],
     });
-    dispatcher = startEventDispatcher({
-      sql: stack.sql,
-      client: stack.client,
-      taskQueue: stack.taskQueue,
-      pollMs: 200,
-      digest: false,
-    });
-    await until(
+    dispatcher = startTestDispatcher(stack);
+    await waitFor(
       async () =>
         (
           await stack.sql`select 1 from workspace_events where id in (${first}, ${second}) and dispatched_at is not null`
@@ -405,7 +384,7 @@ describe('webhook endpoints', () => {
     );
     const forEvent = (id: string) =>
       receiver.requests.filter((r) => r.path === '/hooks/restart' && JSON.parse(r.body).id === id);
-    await until(
+    await waitFor(
       () => (forEvent(first).length && forEvent(second).length ? true : undefined),
       'both events, the second in the next batch',
     );
@@ -414,7 +393,7 @@ describe('webhook endpoints', () => {
     const recorded = () => stack.sql<{ event_id: string; outcome: string }[]>`
       select d.event_id, a.outcome from notification_deliveries d join notification_delivery_attempts a on a.delivery_id = d.id
       where d.event_id in (${first}, ${second}) and d.webhook_endpoint_id = ${endpoint.id} order by d.event_id = ${second}`;
-    await until(async () => ((await recorded()).length >= 2 ? true : undefined), 'both attempts recorded');
+    await waitFor(async () => ((await recorded()).length >= 2 ? true : undefined), 'both attempts recorded');
     const attempts = await recorded();
     expect(attempts).toEqual([
       { event_id: first, outcome: 'succeeded' },

@@ -10,8 +10,8 @@ import { openAiChatModel } from '../../integrations/chat-model.js';
 import { getBalance } from '../../store/platform/credits.js';
 import { createOutboundAgentActivities, type WriteStepMessageInput } from '../../activities/agents/outbound-agent.js';
 import { randomUUID } from 'node:crypto';
-import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { serveChatCompletions } from '../support/local-servers.js';
+import { workspaceWithCredits } from '../support/tables.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 
@@ -78,12 +78,7 @@ const activities = (withModel: boolean) =>
     enrichmentProviders: createEnrichmentProviders({ env }),
   });
 
-async function workspaceWith(credits: number) {
-  const ws = await stack.createWorkspace('paid');
-  if (credits > 0)
-    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
-  return ws;
-}
+const workspaceWith = (credits: number) => workspaceWithCredits(stack, credits);
 
 async function agentOf(ws: TestWorkspace, body: object = {}) {
   const res = await stack.app.inject({

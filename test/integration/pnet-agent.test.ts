@@ -11,7 +11,7 @@ import {
 import { CheckInLine } from '../../store/pnet/check-ins.js';
 import { useTestStack, withKey, withToken } from '../support/test-stack.js';
 import { configVersion } from '../../domain/pnet/agent.js';
-import { allWeek } from '../support/pnet.js';
+import { allWeek, holdContact, senderAccount } from '../support/pnet.js';
 
 const { stack, paid } = useTestStack();
 
@@ -22,30 +22,8 @@ const identity = {
   headline: 'Analyst',
 };
 
-async function sender(runMode: 'manual' | 'automatic' = 'automatic') {
-  const headers = withKey(paid.apiKey);
-  const profile = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/sender-profiles/',
-      headers,
-      payload: { name: `S ${randomUUID()}` },
-    })
-  ).json();
-  await stack.app.inject({
-    method: 'PATCH',
-    url: `/sender-profiles/${profile.id}/pnet/settings/`,
-    headers,
-    payload: { run_mode: runMode },
-  });
-  const wrapper = (
-    await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })
-  ).json();
-  const [account] = await stack.sql<
-    { id: string }[]
-  >`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
-  return { profileId: profile.id as string, accountId: account!.id, token: wrapper.connection_token as string };
-}
+const sender = (runMode: 'manual' | 'automatic' = 'automatic') =>
+  senderAccount(stack, paid, { settings: { run_mode: runMode } });
 
 function browser(token: string, label = 'Chrome on Mac') {
   const browserId = randomUUID();
@@ -374,14 +352,7 @@ describe('heartbeat', () => {
       { kind: 'profile_view', profile_url: 'https://pnet.example/in/x' },
       { contact_key: contact },
     );
-    const hold = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/pnet/holds/',
-        headers: withKey(paid.apiKey),
-        payload: { contact_key: contact },
-      })
-    ).json();
+    const hold = await holdContact(stack, paid, contact);
     expect((await b.heartbeat()).json().approvals_waiting).toBe(0);
     await stack.app.inject({ method: 'DELETE', url: `/pnet/holds/${hold.id}/`, headers: withKey(paid.apiKey) });
     expect((await b.heartbeat()).json().approvals_waiting).toBe(1);
@@ -396,19 +367,8 @@ describe('heartbeat', () => {
   });
 
   it('answers run_mode manual for an account whose run mode was never set', async () => {
-    const headers = withKey(paid.apiKey);
-    const profile = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/sender-profiles/',
-        headers,
-        payload: { name: `S ${randomUUID()}` },
-      })
-    ).json();
-    const wrapper = (
-      await stack.app.inject({ method: 'GET', url: `/sender-profiles/${profile.id}/pnet/`, headers })
-    ).json();
-    expect((await browser(wrapper.connection_token).heartbeat()).json().run_mode).toBe('manual');
+    const { token } = await senderAccount(stack, paid);
+    expect((await browser(token).heartbeat()).json().run_mode).toBe('manual');
   });
 
   it('answers a running claim renewed when it is current and lost otherwise', async () => {

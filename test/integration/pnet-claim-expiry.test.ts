@@ -2,7 +2,6 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../activities/index.js';
 import { holdStepCredits, type StepRow } from '../../store/pnet/steps.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { claimLeaseSeconds } from '../../domain/pnet/timing.js';
@@ -13,41 +12,30 @@ import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
 import { browserStepStateQuery } from '../../workflows/pnet/browser-step.contract.js';
 import { stepSignalSweeperWorkflow } from '../../workflows/pnet/step-signals.js';
 import { stepSignalSweeperWorkflowId } from '../../workflows/pnet/step-signals.contract.js';
-import { claimAndTell, settleAndTell } from '../support/pnet.js';
+import {
+  claimAndTell,
+  newSenderProfile,
+  senderAccount,
+  settleAndTell,
+  useStepTimeSkippingWorker,
+} from '../support/pnet.js';
 import { claimStep } from '../../services/pnet/step-transitions.js';
-import { useTimeSkippingWorker } from '../support/time-skipping.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
+import { useTestStack } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
 const taskQueue = 'claim-expiry-test';
 // The time-skipping server has no custom search attributes: steps start without them here.
-const temporal = useTimeSkippingWorker(taskQueue, (env) =>
-  createActivities({
-    sql: stack.sql,
-    startStep: async (row) =>
-      void (await env.client.workflow.start(browserStepWorkflow, {
-        ...startOptions(taskQueue, row),
-        typedSearchAttributes: [],
-      })),
-  }),
-);
+const temporal = useStepTimeSkippingWorker(stack, taskQueue);
 let env: TestWorkflowEnvironment;
 beforeAll(() => void ({ env } = temporal));
 
 /** A connected account with a session, and a claimed step of the given kind. */
 async function claimedStep(kind: 'check_inbox' | 'send_message', resume = false, { told = true } = {}) {
-  const profile = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/sender-profiles/',
-      headers: withKey(paid.apiKey),
-      payload: { name: `S ${randomUUID()}` },
-    })
-  ).json();
+  const profileId = await newSenderProfile(stack, paid);
   const [account] = await stack.sql<{ id: string }[]>`
     update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()}, resume_enabled = ${resume},
       working_hours = ${stack.sql.json({ start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] })}
-    where sender_profile_id = ${profile.id} returning id`;
+    where sender_profile_id = ${profileId} returning id`;
   const [session] = await stack.sql<{ id: string }[]>`
     insert into pnet_sessions (account_id, browser_id, browser_label, extension_version) values (${account!.id}, gen_random_uuid(), 'B', '1') returning id`;
   const params = kind === 'check_inbox' ? { kind } : { kind, profile_url: 'https://pnet.example/in/x', body: 'Hi' };
@@ -191,17 +179,10 @@ describe('a late success for a step whose claim lapsed', () => {
 
 describe('the sender-account workflow', () => {
   async function connectedAccount() {
-    const profile = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/sender-profiles/',
-        headers: withKey(paid.apiKey),
-        payload: { name: `S ${randomUUID()}` },
-      })
-    ).json();
+    const profileId = await newSenderProfile(stack, paid);
     const [account] = await stack.sql<{ id: string }[]>`
       update pnet_accounts set status = 'connected', connected_at = now(), member_urn = ${randomUUID()}
-      where sender_profile_id = ${profile.id} returning id`;
+      where sender_profile_id = ${profileId} returning id`;
     const handle = await env.client.workflow.start(senderAccountWorkflow, {
       taskQueue,
       workflowId: `sender-account/${account!.id}`,
@@ -276,21 +257,11 @@ describe('the sender-account workflow', () => {
 describe('a deadline', () => {
   it('fails a step still waiting at run_before with missed_window and returns its credits', async () => {
     const heldBefore = await openHolds();
-    const profile = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/sender-profiles/',
-        headers: withKey(paid.apiKey),
-        payload: { name: `S ${randomUUID()}` },
-      })
-    ).json();
-    const [account] = await stack.sql<
-      { id: string }[]
-    >`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
+    const { accountId } = await senderAccount(stack, paid);
     const runBefore = new Date((await env.currentTimeMs()) + 3_600_000);
     const [step] = await stack.sql<StepRow[]>`
       insert into browser_steps (workspace_id, account_id, kind, params, status, queued_at, run_before)
-      values (${paid.workspaceId}, ${account!.id}, 'follow_contact', ${stack.sql.json({ kind: 'follow_contact', profile_url: 'https://pnet.example/in/x' })},
+      values (${paid.workspaceId}, ${accountId}, 'follow_contact', ${stack.sql.json({ kind: 'follow_contact', profile_url: 'https://pnet.example/in/x' })},
               'queued', now(), ${runBefore}) returning *`;
     await stack.sql.begin((tx) => holdStepCredits(tx, step!));
     const handle = await env.client.workflow.start(browserStepWorkflow, {

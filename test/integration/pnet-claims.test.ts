@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { backendErrorCodes, browserReportedErrorCodes } from '../../domain/pnet/steps.js';
 import { claimLeaseSeconds, overdueClaimGraceSeconds } from '../../domain/pnet/timing.js';
 import { browserStepStateQuery } from '../../workflows/pnet/browser-step.contract.js';
-import { connectedAccount as connected, until } from '../support/pnet.js';
+import { connectedAccount as connected, holdContact, until } from '../support/pnet.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -548,14 +548,7 @@ describe('releasing a claim', () => {
     const contact = `contact-${randomUUID()}`;
     const step = await a.queue({ kind: 'connection_request', profile_url: url }, { contact_key: contact });
     const claimed = (await a.claim()).json().step;
-    const hold = (
-      await stack.app.inject({
-        method: 'POST',
-        url: '/pnet/holds/',
-        headers: withKey(paid.apiKey),
-        payload: { contact_key: contact },
-      })
-    ).json();
+    const hold = await holdContact(stack, paid, contact);
     const released = await a.agent(`/pnet/agent/actions/${step.id}/release/`, {
       claimed_at: claimed.claimed_at,
       reason: 'reopen_paused',

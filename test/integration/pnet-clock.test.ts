@@ -5,47 +5,28 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createActivities } from '../../activities/index.js';
 import type { StepRow } from '../../store/pnet/steps.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
 import { defaultLimits } from '../../domain/pnet/limits.js';
 import { zonedInstant } from '../../domain/shared/zoned-time.js';
 import { browserStepWorkflow } from '../../workflows/pnet/browser-step.js';
-import { claimAndTell, settleAndTell } from '../support/pnet.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
-import { useTimeSkippingWorker } from '../support/time-skipping.js';
+import { claimAndTell, newSenderProfile, settleAndTell, useStepTimeSkippingWorker } from '../support/pnet.js';
+import { useTestStack } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
 const taskQueue = 'pnet-clock-test';
-const temporal = useTimeSkippingWorker(taskQueue, (env) =>
-  createActivities({
-    sql: stack.sql,
-    startStep: async (row) =>
-      void (await env.client.workflow.start(browserStepWorkflow, {
-        ...startOptions(taskQueue, row),
-        typedSearchAttributes: [],
-      })),
-    housekeeping: {},
-  }),
-);
+const temporal = useStepTimeSkippingWorker(stack, taskQueue, { housekeeping: {} });
 
 const zone = 'America/New_York';
 const allWeek = { start: '00:00', end: '00:00', days: [1, 2, 3, 4, 5, 6, 7] };
 
 async function account(settings: { working_hours?: typeof allWeek; limits?: Record<string, number> } = {}) {
-  const profile = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/sender-profiles/',
-      headers: withKey(paid.apiKey),
-      payload: { name: `S ${randomUUID()}`, timezone: zone },
-    })
-  ).json();
+  const profileId = await newSenderProfile(stack, paid, { timezone: zone });
   const [row] = await stack.sql<{ id: string }[]>`
     update pnet_accounts set status = 'connected', connected_at = now() - interval '400 days', member_urn = ${randomUUID()},
       working_hours = ${stack.sql.json(settings.working_hours ?? allWeek)}, min_action_interval_seconds = 30,
       limits = ${stack.sql.json({ ...defaultLimits, ...settings.limits })}
-    where sender_profile_id = ${profile.id} returning id`;
+    where sender_profile_id = ${profileId} returning id`;
   const [session] = await stack.sql<{ id: string }[]>`
     insert into pnet_sessions (account_id, browser_id, browser_label, extension_version) values (${row!.id}, gen_random_uuid(), 'B', '2.0.0') returning id`;
   const accountId = row!.id;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { browserStepWorkflowId } from '../../workflows/pnet/browser-step.contract.js';
 import { StepErrorCodeKey, StepStatusKey } from '../../workflows/shared/search-attributes.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
+import { senderAccount } from '../support/pnet.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
@@ -9,23 +10,11 @@ const { stack, paid } = useTestStack();
 const profileUrl = 'https://pnet.example/in/ada-lovelace';
 
 async function account(runMode: 'manual' | 'automatic') {
-  const headers = withKey(paid.apiKey);
-  const profile = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/sender-profiles/',
-      headers,
-      payload: { name: `Sender ${crypto.randomUUID()}` },
-    })
-  ).json();
-  await stack.app.inject({
-    method: 'PATCH',
-    url: `/sender-profiles/${profile.id}/pnet/settings/`,
-    headers,
-    payload: { run_mode: runMode },
+  const { accountId } = await senderAccount(stack, paid, {
+    name: `Sender ${crypto.randomUUID()}`,
+    settings: { run_mode: runMode },
   });
-  const [row] = await stack.sql<{ id: string }[]>`select id from pnet_accounts where sender_profile_id = ${profile.id}`;
-  return row!.id;
+  return accountId;
 }
 
 const post = (url: string, payload?: object) =>

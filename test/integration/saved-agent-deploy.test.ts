@@ -5,32 +5,18 @@
  * chat-completions server that answers at once; an environment without a chat model refuses the
  * deploy.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
 import { buildApp } from '../../api/app.js';
 import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
-import { serveChatCompletions } from '../support/local-servers.js';
-import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
+import { useSavedAgentStack } from '../support/saved-agents.js';
+import { withKey } from '../support/test-stack.js';
 
-let model: Awaited<ReturnType<typeof serveChatCompletions>>;
-beforeAll(async () => {
-  // The answer echoes the prompt it was given, so a test sees what the prompt read.
-  model = await serveChatCompletions((body) => ({
-    content: JSON.stringify({ values: { f0: body.messages[1]!.content, f1: null } }),
-  }));
-});
-afterAll(() => model?.close());
-
-const { stack, paid } = useTestStack({
-  agentSuppliers: () =>
-    agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
-});
-let api: TablesClient;
-beforeAll(() => {
-  api = tablesClient(stack, withKey(paid.apiKey));
-});
+// The answer echoes the prompt it was given, so a test sees what the prompt read.
+const { stack, paid, api } = useSavedAgentStack((body) => ({
+  content: JSON.stringify({ values: { f0: body.messages[1]!.content, f1: null } }),
+}));
 
 type Column = {
   id: string;

@@ -4,8 +4,7 @@
  * field against a local chat-completions server. The pure rules (billing reach, price, agreement)
  * are checked directly.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
+import { describe, expect, it } from 'vitest';
 import {
   agentRunPrice,
   billedReach,
@@ -15,28 +14,13 @@ import {
   runToolsets,
   scoreAgreement,
 } from '../../domain/agents/saved-agents.js';
-import { serveChatCompletions } from '../support/local-servers.js';
-import { tablesClient, type TablesClient } from '../support/tables.js';
-import { useTestStack, withKey } from '../support/test-stack.js';
+import { useSavedAgentStack } from '../support/saved-agents.js';
 
 /** Capitals the model answers; a test changes one to see the agreement move. */
 const capitals: Record<string, string> = { France: 'paris', Spain: 'Barcelona', Italy: 'Rome' };
-let model: Awaited<ReturnType<typeof serveChatCompletions>>;
-beforeAll(async () => {
-  model = await serveChatCompletions((body) => {
-    const country = /Capital of (\w+)/.exec(body.messages[1]?.content ?? '')?.[1] ?? '';
-    return { content: JSON.stringify({ values: { capital: capitals[country] ?? null } }) };
-  });
-});
-afterAll(() => model?.close());
-
-const { stack, paid } = useTestStack({
-  agentSuppliers: () =>
-    agentSuppliersFrom({ OPENAI_API_KEY: 'k', OPENAI_MODEL: 'local-model', OPENAI_BASE_URL: `${model.url}/v1` }),
-});
-let api: TablesClient;
-beforeAll(() => {
-  api = tablesClient(stack, withKey(paid.apiKey));
+const { api } = useSavedAgentStack((body) => {
+  const country = /Capital of (\w+)/.exec(body.messages[1]?.content ?? '')?.[1] ?? '';
+  return { content: JSON.stringify({ values: { capital: capitals[country] ?? null } }) };
 });
 
 const output = [{ key: 'answer', name: 'Answer' }];

@@ -48,6 +48,28 @@ const email = (id: string, next: string, extra: object = {}) => ({
   ...extra,
 });
 const end = { id: 'done', type: 'end' };
+
+/**
+ * A launched automatic sequence of the one pnet `step`, sent from `senderProfileId`, and the
+ * enrolment of a new audience row with `profile`.
+ */
+async function enrolInOnePnetStep(
+  on: { api: SequencesApi; audience: Audience },
+  senderProfileId: string,
+  step: { id: string; action: string },
+  profile: string,
+) {
+  const seq = await on.api.sequence({
+    audience_table_id: on.audience.tableId,
+    audience_mapping: on.audience.mapping,
+    pnet_mode: 'automatic',
+    senders: [{ sender_profile_id: senderProfileId }],
+    graph: { start: step.id, steps: [{ id: step.id, type: 'pnet', action: step.action, next: 'done' }, end] },
+  });
+  await on.api.launch(seq.id);
+  const [r] = await on.api.enrol(seq.id, [await on.audience.addRow({ profile })]);
+  return { seq, r };
+}
 const oneEmail = { start: 'hello', steps: [email('hello', 'done'), end] };
 const mailsTo = (address: string) => smtp.received.filter((m) => JSON.stringify(m.to).includes(address));
 
@@ -821,17 +843,12 @@ describe('manual mode: the approval queue', () => {
     const brokeApi = sequencesApi(stack, broke);
     const brokeAudience = await brokeApi.audience();
     const browser = await connectedAccount(stack, broke);
-    const seq = await brokeApi.sequence({
-      audience_table_id: brokeAudience.tableId,
-      audience_mapping: brokeAudience.mapping,
-      pnet_mode: 'automatic',
-      senders: [{ sender_profile_id: browser.profileId }],
-      graph: { start: 'view', steps: [{ id: 'view', type: 'pnet', action: 'profile_view', next: 'done' }, end] },
-    });
-    await brokeApi.launch(seq.id);
-    const [r] = await brokeApi.enrol(seq.id, [
-      await brokeAudience.addRow({ profile: 'https://www.pnet.example/in/no-credits/' }),
-    ]);
+    const { seq, r } = await enrolInOnePnetStep(
+      { api: brokeApi, audience: brokeAudience },
+      browser.profileId,
+      { id: 'view', action: 'profile_view' },
+      'https://www.pnet.example/in/no-credits/',
+    );
     const waiting = await brokeApi.waitFor(
       seq.id,
       r!.contact!.id,
@@ -1029,17 +1046,12 @@ describe('stops, pauses and pnet steps', () => {
 
   it('archiving stops every contact still in the sequence and cancels their waiting pnet steps', async () => {
     const browser = await connectedAccount(stack, paid);
-    const seq = await api.sequence({
-      audience_table_id: audience.tableId,
-      audience_mapping: audience.mapping,
-      pnet_mode: 'automatic',
-      senders: [{ sender_profile_id: browser.profileId }],
-      graph: { start: 'follow', steps: [{ id: 'follow', type: 'pnet', action: 'follow_contact', next: 'done' }, end] },
-    });
-    await api.launch(seq.id);
-    const [r] = await api.enrol(seq.id, [
-      await audience.addRow({ profile: `https://www.pnet.example/in/archived-${Date.now()}/` }),
-    ]);
+    const { seq, r } = await enrolInOnePnetStep(
+      { api, audience },
+      browser.profileId,
+      { id: 'follow', action: 'follow_contact' },
+      `https://www.pnet.example/in/archived-${Date.now()}/`,
+    );
     await api.waitFor(seq.id, r!.contact!.id, (c) => (c.wait as { reason: string } | null)?.reason === 'pnet_step');
     const current = (await api.get(`/sequences/${seq.id}/`)).json();
     expect(

@@ -28,6 +28,18 @@ async function tableOf(rows: number) {
   return { tableId: table.id, name, count };
 }
 
+/** A formula column `name` computing `formula` on the table. */
+const formulaColumn = (tableId: string, name: string, formula: string) =>
+  createColumn(db.sql, workspaceId, tableId, { kind: 'formula', name, formula });
+
+/** A table of one row with an Upper formula column: the column and the row. */
+async function oneRowWithUpper() {
+  const { tableId } = await tableOf(1);
+  const formula = await formulaColumn(tableId, 'Upper', 'upper({Name})');
+  const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
+  return { formula, row: row! };
+}
+
 const cellsOf = (columnId: string) =>
   db.sql<{ state: string; value: unknown; error: string | null; n: number }[]>`
     select c.state, c.value, c.error, r.seq::int as n from table_cells c join table_rows r on r.id = c.row_id
@@ -36,16 +48,8 @@ const cellsOf = (columnId: string) =>
 describe('a formula column over many rows', () => {
   it('computes every row across batches, errors as cell errors, and again when the formula changes', async () => {
     const { tableId } = await tableOf(12_345);
-    const double = await createColumn(db.sql, workspaceId, tableId, {
-      kind: 'formula',
-      name: 'Double',
-      formula: '{Count} * 2',
-    });
-    const label = await createColumn(db.sql, workspaceId, tableId, {
-      kind: 'formula',
-      name: 'Label',
-      formula: 'concat({Name}, ": ", {Double})',
-    });
+    const double = await formulaColumn(tableId, 'Double', '{Count} * 2');
+    const label = await formulaColumn(tableId, 'Label', 'concat({Name}, ": ", {Double})');
     const doubles = await cellsOf(double.id);
     expect(doubles).toHaveLength(12_345);
     expect(doubles[0]).toEqual({ state: 'done', value: 2, error: null, n: 1 });
@@ -65,70 +69,50 @@ describe('a formula column over many rows', () => {
 describe("a cell's row and column", () => {
   it('take their cells with them when deleted, the table included', async () => {
     const { tableId } = await tableOf(10);
-    const formula = await createColumn(db.sql, workspaceId, tableId, {
-      kind: 'formula',
-      name: 'Upper',
-      formula: 'upper({Name})',
-    });
+    const formula = await formulaColumn(tableId, 'Upper', 'upper({Name})');
     await db.sql`delete from table_rows where table_id = ${tableId} and seq = (select min(seq) from table_rows where table_id = ${tableId})`;
     expect(await cellsOf(formula.id)).toHaveLength(9);
     await deleteColumn(db.sql, workspaceId, tableId, formula.id);
     expect((await db.sql`select count(*)::int as n from table_cells where column_id = ${formula.id}`)[0]!.n).toBe(0);
-    const other = await createColumn(db.sql, workspaceId, tableId, {
-      kind: 'formula',
-      name: 'Lower',
-      formula: 'lower({Name})',
-    });
+    const other = await formulaColumn(tableId, 'Lower', 'lower({Name})');
     await db.sql`delete from tables where id = ${tableId}`;
     expect((await db.sql`select count(*)::int as n from table_cells where column_id = ${other.id}`)[0]!.n).toBe(0);
   });
 
   it('must exist: a cell of a missing row or column is refused as by a foreign key', async () => {
-    const { tableId } = await tableOf(1);
-    const formula = await createColumn(db.sql, workspaceId, tableId, {
-      kind: 'formula',
-      name: 'Upper',
-      formula: 'upper({Name})',
-    });
-    const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
+    const { formula, row } = await oneRowWithUpper();
     await expect(
       db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, gen_random_uuid(), 'done')`,
     ).rejects.toMatchObject({
       code: '23503',
     });
     await expect(
-      db.sql`insert into table_cells (column_id, row_id, state) values (gen_random_uuid(), ${row!.id}, 'done')`,
+      db.sql`insert into table_cells (column_id, row_id, state) values (gen_random_uuid(), ${row.id}, 'done')`,
     ).rejects.toMatchObject({
       code: '23503',
     });
     await expect(
       db.sql`update table_cells set row_id = gen_random_uuid() where column_id = ${formula.id}`,
     ).rejects.toMatchObject({ code: '23503' });
-    await expect(db.sql`update table_rows set id = gen_random_uuid() where id = ${row!.id}`).rejects.toMatchObject({
+    await expect(db.sql`update table_rows set id = gen_random_uuid() where id = ${row.id}`).rejects.toMatchObject({
       code: '23503',
     });
   });
 
   it('cannot be deleted while another transaction is writing its cell, nor the cell written once it is gone', async () => {
-    const { tableId } = await tableOf(1);
-    const formula = await createColumn(db.sql, workspaceId, tableId, {
-      kind: 'formula',
-      name: 'Upper',
-      formula: 'upper({Name})',
-    });
-    const [row] = await db.sql<{ id: string }[]>`select id from table_rows where table_id = ${tableId}`;
-    await db.sql`delete from table_cells where row_id = ${row!.id}`;
+    const { formula, row } = await oneRowWithUpper();
+    await db.sql`delete from table_cells where row_id = ${row.id}`;
     let deleted: Promise<unknown> | undefined;
     await db.sql.begin(async (tx) => {
-      await tx`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`;
+      await tx`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row.id}, 'done')`;
       // The delete waits for this transaction's lock on the row, then its cascade sees the cell.
-      deleted = db.sql`delete from table_rows where id = ${row!.id}`.execute();
+      deleted = db.sql`delete from table_rows where id = ${row.id}`.execute();
       await new Promise((resolve) => setTimeout(resolve, 200));
     });
     await deleted;
-    expect((await db.sql`select count(*)::int as n from table_cells where row_id = ${row!.id}`)[0]!.n).toBe(0);
+    expect((await db.sql`select count(*)::int as n from table_cells where row_id = ${row.id}`)[0]!.n).toBe(0);
     await expect(
-      db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row!.id}, 'done')`,
+      db.sql`insert into table_cells (column_id, row_id, state) values (${formula.id}, ${row.id}, 'done')`,
     ).rejects.toMatchObject({ code: '23503' });
   });
 });

@@ -12,10 +12,9 @@ import { getBalance } from '../../store/platform/credits.js';
 import { columnRunWorkflow } from '../../workflows/tables/column-run.js';
 import { columnRunWorkflowId } from '../../workflows/tables/column-run.contract.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
-import { grantWorkspaceCredits } from '../../worker/provisioning.js';
 import { serveChatCompletions } from '../support/local-servers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
-import { tablesClient, type TablesClient } from '../support/tables.js';
+import { tablesClient, workspaceWithClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 // Pages of the local site by path: /page/<name> answers a page titled <name> whose text is the
@@ -79,12 +78,7 @@ type Run = { id: string; status: string; [field: string]: unknown };
 type Cell = { state: string; value: unknown; error: string | null; cost: number };
 
 /** A workspace of its own with `credits`, so balances and ledgers are the test's alone. */
-async function workspaceWith(credits: number) {
-  const ws = await stack.createWorkspace('paid');
-  if (credits > 0)
-    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
-  return { ws, api: tablesClient(stack, withKey(ws.apiKey)) };
-}
+const workspaceWith = (credits: number) => workspaceWithClient(stack, credits);
 
 /** A table with a Website input column, one row per site, and a web page reader enrichment of it. */
 async function readerTable(client: TablesClient, sites: (string | null)[], table: object = {}) {

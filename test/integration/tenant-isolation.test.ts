@@ -3,8 +3,9 @@ import { openAiChatModel } from '../../integrations/chat-model.js';
 import { serveChatModel, type ChatModelServer } from '../../sim/chat-model-server.js';
 import { insertConversation } from '../support/assistant.js';
 import { multipartBody } from '../support/documents.js';
+import { connectAppInProcess } from '../support/connected-apps.js';
 import { expectTenantIsolation } from '../support/tenant-isolation.js';
-import { useTestStack, withKey, withToken } from '../support/test-stack.js';
+import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
 // The assistant's answers come from a local chat model: two add_column calls, then words.
@@ -242,36 +243,11 @@ it('answers 404 to every id-bearing route called with another workspace ids, and
   ).json().connection_token;
 
   // A connected AI app of the owner, from a consent request the owner decided (decision 040).
-  const appRedirect = 'https://app.example/callback';
-  const oauthClient = (
-    await stack.app.inject({
-      method: 'POST',
-      url: '/oauth/register',
-      payload: { client_name: 'Owned app', redirect_uris: [appRedirect] },
-    })
-  ).json();
-  const { resource } = (
-    await stack.app.inject({ method: 'GET', url: '/.well-known/oauth-protected-resource/mcp' })
-  ).json();
-  const authorize = await stack.app.inject({
-    method: 'GET',
-    url: `/oauth/authorize?${new URLSearchParams({
-      response_type: 'code',
-      client_id: oauthClient.client_id,
-      redirect_uri: appRedirect,
-      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
-      code_challenge_method: 'S256',
-      resource,
-    })}`,
+  const consentRequestId = await connectAppInProcess(stack.app, {
+    token: owner.accessToken,
+    workspaceId: owner.workspaceId,
+    name: 'Owned app',
   });
-  const consentRequestId = String(authorize.headers.location).split('/').pop()!;
-  const consented = await stack.app.inject({
-    method: 'POST',
-    url: `/connected-apps/consent-requests/${consentRequestId}/approve/`,
-    headers: withToken(owner.accessToken),
-    payload: { workspace_id: owner.workspaceId, access: 'read' },
-  });
-  expect(consented.statusCode).toBe(200);
   const [connectedApp] = (
     await stack.app.inject({ method: 'GET', url: '/connected-apps/', headers: withKey(owner.apiKey) })
   ).json().data;

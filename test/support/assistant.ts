@@ -1,5 +1,6 @@
 /** Assistant fixtures written as the service would write them, for tests of routes that need them. */
 import type { Sql } from '../../db/sql.js';
+import type { ChatModelScript, ChatModelServerRequest } from '../../sim/chat-model-server.js';
 
 /** A conversation of the workspace (its first member's unless one is named), inserted with SQL. */
 export async function insertConversation(
@@ -45,4 +46,29 @@ export function readStream(body: string): { ids: number[]; parts: Part[]; done: 
     }
   }
   return { ids, parts, done };
+}
+
+/** A script of the local chat model: the tool `calls` first, then, once a tool has answered, `words`. */
+export function callsThenWords(
+  calls: { name: string; arguments: unknown }[],
+  words = 'Done.',
+): (request: ChatModelServerRequest) => ChatModelScript {
+  return (request) => (request.messages.some((m) => m.role === 'tool') ? { content: words } : { toolCalls: calls });
+}
+
+/** The assistant's call adding a `Site title` column: the web page reader on the table's url column. */
+export function addSiteTitleColumn(tableId: string, urlColumnId: string) {
+  return {
+    name: 'add_column',
+    arguments: {
+      table_id: tableId,
+      column: {
+        kind: 'enrichment',
+        name: 'Site title',
+        provider: 'web_page_reader',
+        input_mappings: { url: urlColumnId },
+        output_fields: ['title'],
+      },
+    },
+  };
 }

@@ -12,7 +12,9 @@ import type {
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { FastifyInstance } from 'fastify';
 import { expect } from 'vitest';
+import { withToken } from './test-stack.js';
 
 export class MemoryOAuthProvider implements OAuthClientProvider {
   client?: OAuthClientInformationMixed;
@@ -100,4 +102,45 @@ export async function authorizeAndConnect(
   expect(code, redirect.href).toBeTruthy();
   await transport.finishAuth(code!);
   return connectMcp(url, provider);
+}
+
+/**
+ * An AI app connected in process, through `app.inject` (no listening server): the app registers
+ * as `name`, opens a consent request at the authorization endpoint, and the holder of `token`
+ * approves it into `workspaceId` with read access (the consent flow of decision 040). Answers the
+ * consent request's id.
+ */
+export async function connectAppInProcess(
+  app: FastifyInstance,
+  options: { token: string; workspaceId: string; name: string },
+): Promise<string> {
+  const appRedirect = 'https://app.example/callback';
+  const client = (
+    await app.inject({
+      method: 'POST',
+      url: '/oauth/register',
+      payload: { client_name: options.name, redirect_uris: [appRedirect] },
+    })
+  ).json();
+  const { resource } = (await app.inject({ method: 'GET', url: '/.well-known/oauth-protected-resource/mcp' })).json();
+  const authorize = await app.inject({
+    method: 'GET',
+    url: `/oauth/authorize?${new URLSearchParams({
+      response_type: 'code',
+      client_id: client.client_id,
+      redirect_uri: appRedirect,
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+      resource,
+    })}`,
+  });
+  const consentRequestId = String(authorize.headers.location).split('/').pop()!;
+  const consented = await app.inject({
+    method: 'POST',
+    url: `/connected-apps/consent-requests/${consentRequestId}/approve/`,
+    headers: withToken(options.token),
+    payload: { workspace_id: options.workspaceId, access: 'read' },
+  });
+  expect(consented.statusCode, consented.body).toBe(200);
+  return consentRequestId;
 }

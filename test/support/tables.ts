@@ -1,6 +1,7 @@
 /** A caller of the tables API with one credential, for the tables tests. */
 import type { LightMyRequestResponse } from 'fastify';
-import type { TestStack } from './test-stack.js';
+import { grantWorkspaceCredits } from '../../worker/provisioning.js';
+import { withKey, type TestStack, type TestWorkspace } from './test-stack.js';
 
 export interface TablesClient {
   get: (url: string) => Promise<LightMyRequestResponse>;
@@ -31,4 +32,18 @@ export function tablesClient(stack: TestStack, headers: Record<string, string>):
     },
   };
   return client;
+}
+
+/** A paid workspace of its own with `credits` granted, so balances and ledgers are the test's alone. */
+export async function workspaceWithCredits(stack: TestStack, credits: number): Promise<TestWorkspace> {
+  const ws = await stack.createWorkspace('paid');
+  if (credits > 0)
+    await grantWorkspaceCredits(stack.sql, { workspaceId: ws.workspaceId, amount: credits, causeKey: 'test-grant' });
+  return ws;
+}
+
+/** A workspace of its own with `credits` (see workspaceWithCredits), and a tables client of its API key. */
+export async function workspaceWithClient(stack: TestStack, credits: number) {
+  const ws = await workspaceWithCredits(stack, credits);
+  return { ws, api: tablesClient(stack, withKey(ws.apiKey)) };
 }

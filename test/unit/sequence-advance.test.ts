@@ -148,6 +148,9 @@ const move = (
   opts?: { now?: Date; claimedSendId?: string },
 ): AdvanceMove => walk(contact, facts, opts).move;
 
+/** The reads of a contact's step through its send, in statement order, before what the step reads next. */
+const readsThroughSend = ['read sequence', 'read stop_reason', 'read graph', 'read sender', 'read send'];
+
 describe('decideAdvance: before the graph', () => {
   it('answers missing for a contact that is not there, reading nothing', () => {
     expect(walk(null, {})).toMatchObject({ move: { kind: 'missing' }, path: [] });
@@ -373,14 +376,7 @@ describe('decideAdvance: an action step', () => {
 
   it('renders a template email in the statement order of before: sender, send, row, then the insert', () => {
     const r = walk({}, { ...open, graph: emailStep(), sender, send: null, liveCells: {} });
-    expect(r.path).toEqual([
-      'read sequence',
-      'read stop_reason',
-      'read graph',
-      'read sender',
-      'read send',
-      'read live_cells',
-    ]);
+    expect(r.path).toEqual([...readsThroughSend, 'read live_cells']);
     expect(r.move).toEqual({
       kind: 'insert_send',
       stepId: 'first',
@@ -493,45 +489,25 @@ describe('decideAdvance: an action step', () => {
       },
     });
     const bare = { first_name: null, last_name: null, email: null, company_name: null };
-    const email = move(
-      { ...bare },
-      {
-        ...open,
-        sequence: { ...sequence, outbound_agent_id: 'agent-1' },
-        graph: emailStep({ writer: 'agent' }),
-        sender,
-        send: null,
-        liveCells: {},
-      },
-    );
-    // No email: an email step is passed over before any agent is asked.
-    expect(email).toMatchObject({ kind: 'move_on' });
-    const message = move(bare, {
+    /** The facts of an agent-written `graph` in a sequence with an outbound agent, nothing sent, no live cells. */
+    const agentWritten = (graph: Facts['graph']): Facts => ({
       ...open,
       sequence: { ...sequence, outbound_agent_id: 'agent-1' },
-      graph: pnetStep('send_message', { writer: 'agent' }),
+      graph,
       sender,
       send: null,
       liveCells: {},
     });
+    const email = move({ ...bare }, agentWritten(emailStep({ writer: 'agent' })));
+    // No email: an email step is passed over before any agent is asked.
+    expect(email).toMatchObject({ kind: 'move_on' });
+    const message = move(bare, agentWritten(pnetStep('send_message', { writer: 'agent' })));
     expect(message).toMatchObject({
       kind: 'write_message',
       input: { kind: 'pnet_message', contact: { profileUrl: 'https://www.linkedin.com/in/ada', fields: {} } },
     });
     expect((message as { input: { contact: object } }).input.contact).not.toHaveProperty('name');
-    expect(
-      move(
-        {},
-        {
-          ...open,
-          sequence: { ...sequence, outbound_agent_id: 'agent-1' },
-          graph: emailStep({ writer: 'agent' }),
-          sender,
-          send: null,
-          liveCells: {},
-        },
-      ),
-    ).toMatchObject({
+    expect(move({}, agentWritten(emailStep({ writer: 'agent' })))).toMatchObject({
       input: { kind: 'email' },
     });
   });
@@ -654,14 +630,7 @@ describe('decideAdvance: a pnet step', () => {
 
   it('re-checks the person right before queueing, and stops the contact on a block', () => {
     const r = walk({}, facts({ graph: pnetStep('profile_view'), outreachBlock: 'active_elsewhere' }));
-    expect(r.path).toEqual([
-      'read sequence',
-      'read stop_reason',
-      'read graph',
-      'read sender',
-      'read send',
-      'read outreach_block',
-    ]);
+    expect(r.path).toEqual([...readsThroughSend, 'read outreach_block']);
     expect(r.move).toEqual({ kind: 'stop', reason: 'active_elsewhere' });
   });
 
