@@ -49,10 +49,9 @@ import {
   readyToPropose,
   TrainingRefusal,
   withProposal,
-  type TrainingMessage,
-  type TrainingVerdict,
   type Transition,
 } from '../domain/agents/training-sessions.js';
+import type { TrainingMessage, TrainingVerdict } from '../domain/agents/training-session-schemas.js';
 import { agentRunWorkflow, agentTrainingWorkflow } from '../workflows/agents/agent-run.js';
 import {
   agentCellRunWorkflowId,

@@ -1,7 +1,7 @@
 /** Starting and updating training-session workflows from the API. */
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
-import type { TrainingSession } from '../../domain/agents/training-sessions.js';
+import type { TrainingSession } from '../../domain/agents/training-session-schemas.js';
 import { trainingSessionWorkflow } from '../../workflows/agents/training-session.js';
 import {
   trainingSessionWorkflowId,

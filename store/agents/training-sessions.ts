@@ -7,15 +7,13 @@ import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
   newDoc,
   Transition,
-  TrainingStatus,
   SessionDoc,
   readyToPropose,
   type SampleContact,
-  type TrainingSession,
   type TrainingSnapshot,
-  type TrainingStart,
   type TrainingView,
 } from '../../domain/agents/training-sessions.js';
+import type { TrainingSession, TrainingStart, TrainingStatus } from '../../domain/agents/training-session-schemas.js';
 import type { CellValue } from '../../domain/tables/tables.js';
 
 export interface SequenceRecord {

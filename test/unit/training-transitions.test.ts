@@ -8,15 +8,17 @@ import {
   expectedRevisionOf,
   newDoc,
   type DraftedMessage,
-  type Proposal,
-  type TrainingContact,
   type TrainingDecision,
   type TrainingEvent,
   type TrainingSnapshot,
-  type TrainingStatus,
-  type TrainingStep,
   type Transition,
 } from '../../domain/agents/training-sessions.js';
+import type {
+  Proposal,
+  TrainingContact,
+  TrainingStatus,
+  TrainingStep,
+} from '../../domain/agents/training-session-schemas.js';
 
 const [ann, bob, cat] = [
   '00000000-0000-4000-8000-00000000000a',

@@ -3,7 +3,8 @@
  * state, and the Updates (one per thing a person does) and query the API addresses it with.
  */
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
-import type { TrainingSession, TrainingVerdict, TrainingView } from '../../domain/agents/training-sessions.js';
+import type { TrainingSession, TrainingVerdict } from '../../domain/agents/training-session-schemas.js';
+import type { TrainingView } from '../../domain/agents/training-sessions.js';
 
 export type { TrainingView };
 

@@ -17,8 +17,9 @@ import {
   setHandler,
   upsertMemo,
 } from '@temporalio/workflow';
+import type { UpdateDefinition } from '@temporalio/common';
 import type { TrainingActivities } from '../../activities/agents/training-sessions.js';
-import type { TrainingStatus, TrainingVerdict } from '../../domain/agents/training-sessions.js';
+import type { TrainingSession, TrainingStatus, TrainingVerdict } from '../../domain/agents/training-session-schemas.js';
 import {
   abandonSessionUpdate,
   applyProposalUpdate,
@@ -107,51 +108,42 @@ export async function trainingSessionWorkflow(input: TrainingSessionInput): Prom
       },
     },
   );
-  setHandler(
+  /**
+   * The Updates a person's revision pins (operationIds discardTrainingChanges, applyTrainingProposal,
+   * abandonTrainingProposal, closeTrainingSession) share one shape: refused from the view while the
+   * status does not allow them, else the guarded activity, its view taken, the stored session
+   * answered. Each keeps its own Update name (training-session.contract.ts), the one the API calls.
+   */
+  const onRevision = <R extends Partial<RevisionRequest>>(
+    update: UpdateDefinition<TrainingSession, [R]>,
+    run: (request: { sessionId: string } & R) => Promise<{ session: TrainingSession; view: TrainingView }>,
+    allowed: TrainingStatus[],
+    action: string,
+  ) =>
+    setHandler(
+      update,
+      async (request) => {
+        await loaded();
+        // The workflow's session id over anything the request carries; the revision as given (close may have none).
+        const answer = await run({ ...request, sessionId: input.sessionId });
+        take(answer);
+        return answer.session;
+      },
+      { validator: (_request: R) => check(allowed, action) },
+    );
+  onRevision(
     discardChangesUpdate,
-    async ({ expectedRevision }) => {
-      await loaded();
-      const answer = await acts.discardTrainingChanges({ sessionId: input.sessionId, expectedRevision });
-      take(answer);
-      return answer.session;
-    },
-    { validator: (_request: RevisionRequest) => check(['running', 'reviewing', 'proposed'], 'discard changes') },
+    acts.discardTrainingChanges,
+    ['running', 'reviewing', 'proposed'],
+    'discard changes',
   );
-  setHandler(
-    applyProposalUpdate,
-    async ({ expectedRevision }) => {
-      await loaded();
-      const answer = await acts.applyTrainingProposal({ sessionId: input.sessionId, expectedRevision });
-      take(answer);
-      return answer.session;
-    },
-    { validator: (_request: RevisionRequest) => check(['proposed'], 'apply a proposal') },
-  );
-  setHandler(
-    abandonSessionUpdate,
-    async ({ expectedRevision }) => {
-      await loaded();
-      const answer = await acts.abandonTrainingSession({ sessionId: input.sessionId, expectedRevision });
-      take(answer);
-      return answer.session;
-    },
-    { validator: (_request: RevisionRequest) => check(['proposed'], 'abandon a proposal') },
-  );
-  setHandler(
+  onRevision(applyProposalUpdate, acts.applyTrainingProposal, ['proposed'], 'apply a proposal');
+  onRevision(abandonSessionUpdate, acts.abandonTrainingSession, ['proposed'], 'abandon a proposal');
+  onRevision(
     closeSessionUpdate,
-    async ({ expectedRevision }) => {
-      await loaded();
-      const answer = await acts.closeTrainingSession({
-        sessionId: input.sessionId,
-        ...(expectedRevision !== undefined ? { expectedRevision } : {}),
-      });
-      take(answer);
-      return answer.session;
-    },
-    {
-      validator: (_request: Partial<RevisionRequest>) =>
-        check(['running', 'reviewing', 'proposing', 'proposed'], 'be closed'),
-    },
+    acts.closeTrainingSession,
+    ['running', 'reviewing', 'proposing', 'proposed'],
+    'be closed',
   );
 
   const write = async (recordId: string) => {

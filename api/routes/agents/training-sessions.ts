@@ -15,8 +15,8 @@ import {
   TrainingSessionSchema,
   TrainingStartSchema,
   TrainingVerdictSchema,
-  liveStatuses,
-} from '../../../domain/agents/training-sessions.js';
+} from '../../../domain/agents/training-session-schemas.js';
+import { liveStatuses } from '../../../domain/agents/training-sessions.js';
 import {
   abandonSessionUpdate,
   applyProposalUpdate,
