@@ -22,7 +22,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { signInboundEmail } from '../api/routes/inbox/inbound-email.js';
+import { signInboundEmail } from '../domain/inbox/inbound-signature.js';
 import { migrate } from '../db/migrate.js';
 import { createSql, type Sql } from '../db/sql.js';
 import { startEmbeddedPostgres } from '../worker/embedded-postgres.js';

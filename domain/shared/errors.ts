@@ -59,6 +59,10 @@ export class ValidationRefusal extends ApiError {
   }
 }
 
+/** One value refused as a `value_error` at `loc` (422 with that one issue). */
+export const valueRefusal = (loc: string[], msg: string, input: unknown) =>
+  new ValidationRefusal([{ loc, msg, type: 'value_error', input }]);
+
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found.`);
 
 /** Missing or invalid credentials: one answer whatever was wrong (auth, and a statement that checks a connection token itself). */

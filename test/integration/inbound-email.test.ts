@@ -11,7 +11,7 @@ import {
   pollMailboxNowSignal,
 } from '../../workflows/inbox/mailbox-poll.contract.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
-import { signInboundEmail } from '../../api/routes/inbox/inbound-email.js';
+import { signInboundEmail } from '../../domain/inbox/inbound-signature.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 import { pollMailbox } from '../../services/inbox/mailbox-poll.js';
 import type { MailboxPollResult } from '../../domain/inbox/inbox.js';

@@ -1,6 +1,6 @@
 /** Notifications in tests: the event dispatcher on the test stack, and a wait for what it delivers. */
 import type { FastifyInstance } from 'fastify';
-import { signInboundEmail } from '../../api/routes/inbox/inbound-email.js';
+import { signInboundEmail } from '../../domain/inbox/inbound-signature.js';
 import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
 import type { TestStack } from './test-stack.js';
 

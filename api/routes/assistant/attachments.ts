@@ -19,7 +19,6 @@ import {
   ChatAttachmentSchema,
   detectAttachmentKind,
   pageReadBytesMax,
-  type ChatAttachment,
 } from '../../../domain/assistant/attachments.js';
 import { readAttachment } from '../../../services/assistant/attachment-client.js';
 import {
@@ -28,13 +27,11 @@ import {
   listAttachments,
   readableAttachment,
   readAttachmentPages,
-  type AttachmentRecord,
 } from '../../../store/assistant/attachments.js';
-import type { Reader } from '../../../store/assistant/conversations.js';
-import type { FastifyRequest } from 'fastify';
 import type { RouteDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
-import { principalOf } from '../../plugins/auth.js';
+import { shownAttachment } from '../../assistant-http.js';
+import { readerOf } from '../../request-actor.js';
 
 const ConversationParamsSchema = z.object({ conversation_id: UuidSchema });
 const AttachmentParamsSchema = z.object({ attachment_id: UuidSchema });
@@ -62,15 +59,6 @@ const uploadRules =
   'a password-protected or damaged PDF, an encrypted or damaged workbook, an archive past its limits ' +
   `(${archiveLimits.entriesMax} entries, ${bytesLabel(archiveLimits.uncompressedBytesMax)} unpacked, an entry unpacking more than ${archiveLimits.ratioMax} times its size), ` +
   'or a file that takes longer or more memory to read than allowed. A PDF encrypted only against changes (no password to open it) is read. ';
-
-/** Whose conversations the caller sees: a member their own, an admin every member's (as the conversation routes). */
-function readerOf(request: FastifyRequest): Reader {
-  const principal = principalOf(request);
-  return { workspaceId: principal.workspaceId, memberId: principal.memberId, admin: principal.role === 'admin' };
-}
-
-/** The attachment as the API shows it (without its workspace). */
-const shown = ({ workspace_id: _workspace, ...attachment }: AttachmentRecord): ChatAttachment => attachment;
 
 /** A multipart body the parser cannot read (no boundary, cut short): 422, never a 500. */
 export const chatAttachmentRoutes =
@@ -132,7 +120,7 @@ export const chatAttachmentRoutes =
         }
         const read = await readableAttachment(sql, reader, attachment.id);
         if (!read) throw notFound('Attachment');
-        return reply.code(201).send(shown(read));
+        return reply.code(201).send(shownAttachment(read));
       },
     );
 
@@ -158,7 +146,9 @@ export const chatAttachmentRoutes =
         const reader = readerOf(request);
         if (!(await conversationReadable(sql, reader, request.params.conversation_id))) throw notFound('Conversation');
         return {
-          attachments: (await listAttachments(sql, reader.workspaceId, request.params.conversation_id)).map(shown),
+          attachments: (await listAttachments(sql, reader.workspaceId, request.params.conversation_id)).map(
+            shownAttachment,
+          ),
         };
       },
     );

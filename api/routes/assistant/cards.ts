@@ -8,7 +8,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { FastifyRequest } from 'fastify';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import {
@@ -26,12 +25,13 @@ import {
   ProposalSchema,
   verbs,
 } from '../../../domain/assistant/assistant.js';
-import { approveCards, approveOrDismissCard, type Caller } from '../../../services/assistant/cards.js';
+import { approveCards, approveOrDismissCard } from '../../../services/assistant/cards.js';
 import { listActivity } from '../../../store/assistant/activity.js';
 import { findProposal, listProposals, toProposal } from '../../../store/assistant/proposals.js';
 import { listGrants, readSettings, revokeGrant, updateSettings } from '../../../store/assistant/settings.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
+import { cardCallerOf } from '../../request-actor.js';
 
 const tags = ['assistant'];
 const CardParamsSchema = z.object({ proposal_id: UuidSchema });
@@ -44,12 +44,6 @@ const IdempotencyHeadersSchema = z.object({
     .optional()
     .describe('The same key sent again (a retried request) is the same decision'),
 });
-
-/** The caller a decision is logged under: an API key's caller, or a signed-in member. */
-function callerOf(request: FastifyRequest): Caller {
-  const principal = principalOf(request);
-  return { kind: principal.via === 'api_key' ? 'api' : 'user', memberId: principal.memberId };
-}
 
 export const assistantCardRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
@@ -178,7 +172,7 @@ export const assistantCardRoutes =
               decision: 'approved',
               scope: request.body.scope,
               key: request.headers['idempotency-key'] ?? randomUUID(),
-              caller: callerOf(request),
+              caller: cardCallerOf(request),
             },
           ),
         ),
@@ -206,7 +200,7 @@ export const assistantCardRoutes =
               decision: 'rejected',
               scope: 'once',
               key: request.headers['idempotency-key'] ?? randomUUID(),
-              caller: callerOf(request),
+              caller: cardCallerOf(request),
             },
           ),
         ),
@@ -238,7 +232,7 @@ export const assistantCardRoutes =
             cardIds: request.body.proposal_ids,
             scope: request.body.scope,
             key: request.headers['idempotency-key'] ?? randomUUID(),
-            caller: callerOf(request),
+            caller: cardCallerOf(request),
           },
         );
         return { actions: cards.map(toProposal) };

@@ -6,7 +6,6 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import {
@@ -20,7 +19,7 @@ import {
   defaultConversationTitle,
   titleFrom,
 } from '../../../domain/assistant/assistant.js';
-import { StreamEventSchema, uiMessageStreamHeader, type StreamPart } from '../../../domain/assistant/stream.js';
+import { StreamEventSchema } from '../../../domain/assistant/stream.js';
 import type { AnswerStreamHub } from '../../../services/assistant/answer-stream.js';
 import { startTurn } from '../../../services/assistant/turn-client.js';
 import {
@@ -32,10 +31,10 @@ import {
   listConversations,
   listMessages,
   updateConversation,
-  type Reader,
 } from '../../../store/assistant/conversations.js';
 import type { RouteDeps } from '../../deps.js';
-import { principalOf } from '../../plugins/auth.js';
+import { sendAnswerStream } from '../../assistant-http.js';
+import { readerOf } from '../../request-actor.js';
 
 const tags = ['assistant'];
 const ConversationParamsSchema = z.object({ conversation_id: UuidSchema });
@@ -63,29 +62,6 @@ export const assistantConversationRoutes =
   async (app) => {
     const { sql, temporal } = deps;
     app.addHook('preClose', async () => hub.close());
-
-    const readerOf = (request: FastifyRequest): Reader => {
-      const p = principalOf(request);
-      return { workspaceId: p.workspaceId, memberId: p.memberId, admin: p.role === 'admin' };
-    };
-
-    async function stream(
-      request: FastifyRequest,
-      reply: FastifyReply,
-      messageId: string,
-      afterSeq: number,
-      first?: { seq: number; part: StreamPart },
-    ) {
-      const done = new AbortController();
-      reply.raw.once('close', () => done.abort());
-      const events = await hub.open(messageId, afterSeq, done.signal, first);
-      return reply
-        .type('text/event-stream; charset=utf-8')
-        .header('cache-control', 'no-cache, no-transform')
-        .header('x-accel-buffering', 'no')
-        .headers(uiMessageStreamHeader)
-        .send(events);
-    }
 
     app.post(
       '/assistant/conversations/',
@@ -197,7 +173,7 @@ export const assistantConversationRoutes =
           await failAnswer(sql, turn.assistantMessageId, 'The answer could not be started; ask again.');
         });
         void started;
-        return stream(request, reply, turn.assistantMessageId, 0, {
+        return sendAnswerStream(hub, reply, turn.assistantMessageId, 0, {
           seq: 1,
           part: { type: 'start', messageId: turn.assistantMessageId },
         });
@@ -228,7 +204,7 @@ export const assistantConversationRoutes =
             workspaceId: reader.workspaceId,
             conversationId: request.params.conversation_id,
           });
-        return stream(request, reply, answer.id, Number(request.headers['last-event-id'] ?? 0));
+        return sendAnswerStream(hub, reply, answer.id, Number(request.headers['last-event-id'] ?? 0));
       },
     );
   };

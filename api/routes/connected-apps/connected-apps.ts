@@ -6,9 +6,8 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { FastifyRequest } from 'fastify';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { notFound } from '../../../domain/shared/errors.js';
 import { requireAdmin } from '../../../domain/platform/roles.js';
 import {
   ConnectedAppListSchema,
@@ -16,16 +15,12 @@ import {
   ConsentRedirectSchema,
   ConsentRequestSchema,
 } from '../../../domain/connected-apps/connected-apps.js';
-import {
-  approveConsent,
-  checkConsentVisible,
-  denyConsent,
-  readConsentRequest,
-} from '../../../services/connected-apps/authorization.js';
+import { approveConsent, denyConsent, readConsentRequest } from '../../../services/connected-apps/authorization.js';
 import { findApp, listApps, revokeApp } from '../../../store/connected-apps/oauth.js';
 import type { RouteDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { endpointsOf } from '../../oauth-http.js';
+import { consentPersonOf } from '../../request-actor.js';
 
 const tags = ['connected-apps'];
 const AppParamsSchema = z.object({ app_id: UuidSchema });
@@ -37,16 +32,6 @@ const decided = DetailBodySchema.describe(
 export const connectedAppRoutes =
   ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    /** The signed-in person behind a consent decision: a bearer member, never an API key. */
-    async function person(request: FastifyRequest & { params: { request_id: string } }): Promise<string> {
-      const principal = principalOf(request);
-      await checkConsentVisible(sql, request.params.request_id, principal.memberId);
-      if (principal.via !== 'bearer' || !principal.memberId) {
-        throw new ApiError('forbidden', 'Consent is given by a signed-in person (a bearer token), not an API key.');
-      }
-      return principal.memberId;
-    }
-
     app.get(
       '/connected-apps/',
       {
@@ -97,7 +82,12 @@ export const connectedAppRoutes =
           response: { 200: ConsentRequestSchema, 409: decided },
         },
       },
-      async (request) => readConsentRequest(sql, request.params.request_id, await person(request)),
+      async (request) =>
+        readConsentRequest(
+          sql,
+          request.params.request_id,
+          await consentPersonOf(sql, request, request.params.request_id),
+        ),
     );
 
     app.post(
@@ -119,7 +109,7 @@ export const connectedAppRoutes =
         approveConsent(
           sql,
           request.params.request_id,
-          await person(request),
+          await consentPersonOf(sql, request, request.params.request_id),
           request.body,
           endpointsOf(integrations.publicBaseUrl, request),
         ),
@@ -140,7 +130,7 @@ export const connectedAppRoutes =
         denyConsent(
           sql,
           request.params.request_id,
-          await person(request),
+          await consentPersonOf(sql, request, request.params.request_id),
           endpointsOf(integrations.publicBaseUrl, request),
         ),
     );

@@ -13,7 +13,7 @@
  * so an MCP client that is a web page can connect. The authorization endpoint and the consent page
  * are navigated to, never fetched, and stay same-origin, as does revocation.
  */
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import {
   authorizationServerMetadata,
   consentApp,
@@ -27,7 +27,7 @@ import {
 } from '../../../services/connected-apps/authorization.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import type { RouteDeps } from '../../deps.js';
-import { consentPage } from './consent-page.js';
+import { consentPage } from '../../pages/consent-page.js';
 import { endpointsOf, sendOAuthError, singleValues } from '../../oauth-http.js';
 import { RateLimiter } from '../../plugins/rate-limit.js';
 
@@ -49,7 +49,6 @@ export const oauthRoutes =
         return integrations.connectedApps.clientMetadata;
       },
     };
-    const endpoints = (request: FastifyRequest) => endpointsOf(integrations.publicBaseUrl, request);
     app.addContentTypeParser(
       'application/x-www-form-urlencoded',
       { parseAs: 'string', bodyLimit: 64 * 1024 },
@@ -60,12 +59,12 @@ export const oauthRoutes =
 
     for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
       app.get(path, { schema: hidden, config: crossOriginRoute }, async (request) =>
-        protectedResourceMetadata(endpoints(request)),
+        protectedResourceMetadata(endpointsOf(integrations.publicBaseUrl, request)),
       );
     }
     for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
       app.get(path, { schema: hidden, config: crossOriginRoute }, async (request) =>
-        authorizationServerMetadata(endpoints(request)),
+        authorizationServerMetadata(endpointsOf(integrations.publicBaseUrl, request)),
       );
     }
 
@@ -97,7 +96,7 @@ export const oauthRoutes =
     });
 
     app.get('/oauth/authorize', { schema: hidden, config: publicRoute }, async (request, reply) => {
-      const e = endpoints(request);
+      const e = endpointsOf(integrations.publicBaseUrl, request);
       try {
         const outcome = await startAuthorization(deps, singleValues(request.query), e);
         return reply.redirect(
@@ -117,7 +116,7 @@ export const oauthRoutes =
     app.post('/oauth/token', { schema: hidden, config: crossOriginRoute }, async (request, reply) => {
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
       try {
-        return await exchangeToken(deps, singleValues(request.body), endpoints(request));
+        return await exchangeToken(deps, singleValues(request.body), endpointsOf(integrations.publicBaseUrl, request));
       } catch (error) {
         return sendOAuthError(reply, error);
       }

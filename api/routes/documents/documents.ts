@@ -24,22 +24,19 @@ import {
   summaryMax,
   titleFromFilename,
   UpdateBusinessDocumentSchema,
-  type BusinessDocument,
 } from '../../../domain/documents/documents.js';
 import { startDocumentRun } from '../../../services/documents/document-client.js';
+import { addDocument, documentsFull, shownDocument } from '../../../services/documents/add-document.js';
 import { cloudDriveClientOf, cloudDriveState } from '../../../services/cloud-drive/drive.js';
 import { generateCompanyDocument, SiteUnreadable } from '../../../services/documents/generate.js';
 import {
   deleteDocument,
   getDocument,
-  insertDocument,
   insertDriveDocuments,
   listDocuments,
-  type NewDocument,
   startRerun,
   updateDocument,
   withBudget,
-  type DocumentRecord,
 } from '../../../store/documents/documents.js';
 import type { RouteDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
@@ -48,28 +45,11 @@ import { principalOf } from '../../plugins/auth.js';
 const tags = ['business-context'];
 const DocumentParamsSchema = z.object({ document_id: UuidSchema });
 
-/** The document as the API shows it. */
-const shown = (
-  { workspace_id: _w, run: _r, summary_source: _s, ...doc }: DocumentRecord,
-  inBudget = true,
-): BusinessDocument => ({ ...doc, in_prompt_budget: inBudget });
-
-const fullDetail = (max: number) =>
-  `The workspace keeps at most ${max} business-context documents (max_documents); delete one before adding another.`;
-
 export const businessDocumentRoutes =
   ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
     await registerUploads(app);
     const limits = integrations.businessDocuments;
-
-    /** A document committed `pending` (409 at max_documents), then its processing started. */
-    async function addDocument(workspaceId: string, input: NewDocument): Promise<BusinessDocument> {
-      const inserted = await insertDocument(sql, workspaceId, input, limits.maxDocuments);
-      if (inserted === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
-      await startDocumentRun(temporal.client, temporal.taskQueue, inserted, sql);
-      return shown(inserted);
-    }
 
     app.get(
       '/business-context/documents/',
@@ -88,7 +68,7 @@ export const businessDocumentRoutes =
         const { workspaceId } = principalOf(request);
         return {
           documents: withBudget(await listDocuments(sql, workspaceId), limits.contextChars).map((d) =>
-            shown(d, d.in_prompt_budget),
+            shownDocument(d, d.in_prompt_budget),
           ),
           max_documents: limits.maxDocuments,
           max_context_chars: limits.contextChars,
@@ -137,7 +117,7 @@ export const businessDocumentRoutes =
         const kind = detectDocumentKind(content.subarray(0, 2048), filename, mimetype);
         if (typeof kind !== 'string') throw new ApiError('unsupported_media_type', kind.refused);
         return reply.code(202).send(
-          await addDocument(workspaceId, {
+          await addDocument({ sql, temporal }, limits.maxDocuments, workspaceId, {
             title: titleFromFilename(filename),
             filename,
             contentType: kindContentTypes[kind],
@@ -173,7 +153,7 @@ export const businessDocumentRoutes =
         const { workspaceId } = principalOf(request);
         const { domain } = request.body;
         const count = (await listDocuments(sql, workspaceId)).length;
-        if (count >= limits.maxDocuments) throw new ApiError('conflict', fullDetail(limits.maxDocuments));
+        if (count >= limits.maxDocuments) throw documentsFull(limits.maxDocuments);
         let markdown: string;
         try {
           ({ markdown } = await generateCompanyDocument(
@@ -189,7 +169,7 @@ export const businessDocumentRoutes =
         }
         const content = Buffer.from(markdown, 'utf8');
         return reply.code(202).send(
-          await addDocument(workspaceId, {
+          await addDocument({ sql, temporal }, limits.maxDocuments, workspaceId, {
             title: domain,
             filename: `${domain}.md`,
             contentType: kindContentTypes.markdown,
@@ -231,9 +211,9 @@ export const businessDocumentRoutes =
             'No cloud drive is connected to this workspace: connect one (POST /cloud-drive/connect/) first.',
           );
         const made = await insertDriveDocuments(sql, workspaceId, request.body.file_ids, limits.maxDocuments);
-        if (made === 'full') throw new ApiError('conflict', fullDetail(limits.maxDocuments));
+        if (made === 'full') throw documentsFull(limits.maxDocuments);
         for (const document of made) await startDocumentRun(temporal.client, temporal.taskQueue, document, sql);
-        return reply.code(202).send({ documents: made.map((d) => shown(d)) });
+        return reply.code(202).send({ documents: made.map((d) => shownDocument(d)) });
       },
     );
 
@@ -255,7 +235,7 @@ export const businessDocumentRoutes =
       async (request) => {
         const doc = await getDocument(sql, principalOf(request).workspaceId, request.params.document_id);
         if (!doc) throw notFound('Document');
-        return shown(doc);
+        return shownDocument(doc);
       },
     );
 
@@ -290,7 +270,7 @@ export const businessDocumentRoutes =
             doc = rerun;
           }
         }
-        return shown(doc);
+        return shownDocument(doc);
       },
     );
 
@@ -352,7 +332,7 @@ export const businessDocumentRoutes =
             'The document is still being processed; re-read it once it is ready or failed.',
           );
         await startDocumentRun(temporal.client, temporal.taskQueue, rerun, sql);
-        return reply.code(202).send(shown(rerun));
+        return reply.code(202).send(shownDocument(rerun));
       },
     );
   };

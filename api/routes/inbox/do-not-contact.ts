@@ -5,7 +5,6 @@
  * contacts so they stop now.
  */
 import { z } from 'zod';
-import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import {
@@ -17,7 +16,6 @@ import {
   DncEntrySchema,
   DncListQuerySchema,
   DncListSchema,
-  type DncBulkResult,
 } from '../../../domain/inbox/do-not-contact.js';
 import { notFound } from '../../../domain/shared/errors.js';
 import type { AppDeps } from '../../deps.js';
@@ -30,33 +28,11 @@ import {
 } from '../../../store/inbox/do-not-contact.js';
 import { principalOf } from '../../plugins/auth.js';
 import { ValidationRefusal } from '../../../domain/shared/errors.js';
-import { wakeSequenceContacts, type SequenceStopDeps } from '../../../services/sequences/stops.js';
+import { wakeForEntries } from '../../../services/inbox/do-not-contact.js';
+import { actorOf } from '../../request-actor.js';
 
 const tags = ['do-not-contact'];
 const EntryParamsSchema = z.object({ entry_id: UuidSchema });
-
-/** Who did it, as recorded on rows: the member, or the API key when no member stands behind it. */
-export function actorOf(request: FastifyRequest): string | null {
-  const p = principalOf(request);
-  return p.memberId ?? (p.apiKeyId ? `api_key:${p.apiKeyId}` : null);
-}
-
-/** Wakes the contacts an addition stops; best effort (sends re-check the list anyway). */
-export function wakeForEntries(
-  deps: SequenceStopDeps,
-  log: FastifyBaseLogger,
-  workspaceId: string,
-  result: DncBulkResult,
-) {
-  const added = result.results.filter((r) => r.status === 'added' && r.entry).map((r) => r.entry!);
-  const emails = added.filter((e) => e.kind === 'email').map((e) => e.value);
-  const profileUrls = added.filter((e) => e.kind === 'profile_url').map((e) => e.value);
-  // A domain entry names no one contact; its contacts stop at their next send's check.
-  if (emails.length + profileUrls.length === 0) return;
-  wakeSequenceContacts(deps, workspaceId, { emails, profileUrls }).catch((err: unknown) =>
-    log.warn({ err }, 'could not wake sequence contacts'),
-  );
-}
 
 export const doNotContactRoutes =
   (deps: AppDeps): FastifyPluginAsyncZod =>

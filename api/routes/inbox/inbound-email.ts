@@ -4,13 +4,14 @@
  * workspace's webhook secret over `<timestamp>.<raw body>`. A missing, wrong or stale signature
  * is 401 with one message, so a caller learns nothing about which part failed.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { validatorCompiler, type FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { InboundEmailError, recordInboundEmail } from '../../../store/inbox/messages.js';
 import { DetailBodySchema, ValidationBodySchema } from '../../../domain/shared/common.js';
 import { ApiError } from '../../../domain/shared/errors.js';
 import { InboundEmailResultSchema, webhookToleranceSeconds } from '../../../domain/inbox/inbox.js';
+import { inboundSignatureRefused, signInboundEmail } from '../../../domain/inbox/inbound-signature.js';
 import type { AppDeps } from '../../deps.js';
 import { readSettings } from '../../../store/inbox/settings.js';
 import { ValidationRefusal } from '../../../domain/shared/errors.js';
@@ -30,13 +31,6 @@ const HeadersSchema = z.object({
     .optional()
     .describe('`sha256=` then the hex HMAC-SHA256 of `<timestamp>.<raw body>` with the webhook secret'),
 });
-
-const refused = () => new ApiError('unauthorized', 'Missing, invalid or stale webhook signature.');
-
-/** Signs a body as the webhook expects (for senders and tests). */
-export function signInboundEmail(secret: string, timestamp: string, body: Buffer): string {
-  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
-}
 
 export const inboundEmailRoutes =
   (deps: AppDeps): FastifyPluginAsyncZod =>
@@ -86,12 +80,12 @@ export const inboundEmailRoutes =
           typeof workspaceId !== 'string' ||
           !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(workspaceId)
         )
-          throw refused();
+          throw inboundSignatureRefused();
         if (typeof timestamp !== 'string' || !/^\d{1,12}$/.test(timestamp) || typeof signature !== 'string')
-          throw refused();
-        if (Math.abs(Date.now() / 1000 - Number(timestamp)) > webhookToleranceSeconds) throw refused();
+          throw inboundSignatureRefused();
+        if (Math.abs(Date.now() / 1000 - Number(timestamp)) > webhookToleranceSeconds) throw inboundSignatureRefused();
         const { webhook_secret: secret } = await readSettings(sql, workspaceId);
-        if (!secret) throw refused();
+        if (!secret) throw inboundSignatureRefused();
         if (!Buffer.isBuffer(body))
           throw new ApiError(
             'unsupported_media_type',
@@ -103,7 +97,7 @@ export const inboundEmailRoutes =
             ? signature.trim().toLowerCase()
             : `sha256=${signature.trim().toLowerCase()}`,
         );
-        if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw refused();
+        if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw inboundSignatureRefused();
         try {
           const result = await recordInboundEmail(sql, workspaceId, body);
           if (!result.duplicate && result.wakeEmail) {

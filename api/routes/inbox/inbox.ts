@@ -60,15 +60,16 @@ import {
   updateThread,
   type InboxServiceDeps,
 } from '../../../services/inbox/inbox.js';
-import { findThread, listThreads, toMessage, toThread } from '../../../store/inbox/threads.js';
-import { createLabel, deleteLabel, getLabel, labelThread, listLabels } from '../../../store/inbox/labels.js';
+import { listThreads, toMessage, toThread } from '../../../store/inbox/threads.js';
+import { createLabel, deleteLabel, listLabels } from '../../../store/inbox/labels.js';
 import { readSettings } from '../../../store/inbox/settings.js';
 import { listSuggestions, readSuggestion, toSuggestion } from '../../../store/inbox/suggestions.js';
 import { deleteMailbox } from '../../../store/inbox/mailboxes.js';
 import { mailboxPollWorkflowId, pollMailboxNowSignal } from '../../../workflows/inbox/mailbox-poll.contract.js';
 import { principalOf } from '../../plugins/auth.js';
 import { wakeSequenceContacts } from '../../../services/sequences/stops.js';
-import { actorOf } from './do-not-contact.js';
+import { setThreadLabel } from '../../../services/inbox/thread-labels.js';
+import { actorOf } from '../../request-actor.js';
 
 const tags = ['inbox'];
 const ThreadParamsSchema = z.object({ thread_id: UuidSchema });
@@ -87,11 +88,6 @@ export const inboxRoutes =
       mailer: deps.inbox.mailer,
       chatModel: deps.inbox.chatModel,
       businessContextChars: deps.integrations.businessDocuments.contextChars,
-    };
-    const threadOf = async (workspaceId: string, threadId: string) => {
-      const thread = await findThread(sql, workspaceId, threadId);
-      if (!thread) throw notFound('Thread');
-      return thread;
     };
 
     app.get(
@@ -222,13 +218,8 @@ export const inboxRoutes =
           },
         },
       },
-      async (request) => {
-        const { workspaceId } = principalOf(request);
-        await threadOf(workspaceId, request.params.thread_id);
-        if (!(await getLabel(sql, workspaceId, request.body.label_id))) throw notFound('Label');
-        await labelThread(sql, request.params.thread_id, request.body.label_id, true);
-        return toThread((await findThread(sql, workspaceId, request.params.thread_id))!);
-      },
+      async (request) =>
+        setThreadLabel(sql, principalOf(request).workspaceId, request.params.thread_id, request.body.label_id, true),
     );
 
     app.delete(
@@ -242,13 +233,8 @@ export const inboxRoutes =
           response: { 200: ThreadSchema, 404: DetailBodySchema },
         },
       },
-      async (request) => {
-        const { workspaceId } = principalOf(request);
-        await threadOf(workspaceId, request.params.thread_id);
-        if (!(await getLabel(sql, workspaceId, request.params.label_id))) throw notFound('Label');
-        await labelThread(sql, request.params.thread_id, request.params.label_id, false);
-        return toThread((await findThread(sql, workspaceId, request.params.thread_id))!);
-      },
+      async (request) =>
+        setThreadLabel(sql, principalOf(request).workspaceId, request.params.thread_id, request.params.label_id, false),
     );
 
     app.post(

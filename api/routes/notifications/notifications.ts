@@ -6,10 +6,8 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, queryInteger, UuidSchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound, ValidationRefusal } from '../../../domain/shared/errors.js';
+import { ApiError, notFound, valueRefusal } from '../../../domain/shared/errors.js';
 
-const refuse = (loc: string[], msg: string, input: unknown) =>
-  new ValidationRefusal([{ loc, msg, type: 'value_error', input }]);
 import {
   criticalEventTypes,
   eventTitles,
@@ -154,7 +152,7 @@ export const notificationRoutes =
         const principal = principalOf(request);
         const body = request.body;
         if (body.webhook_endpoint_id && !(await findEndpoint(sql, principal.workspaceId, body.webhook_endpoint_id))) {
-          throw refuse(
+          throw valueRefusal(
             ['body', 'webhook_endpoint_id'],
             'names no endpoint of this workspace',
             body.webhook_endpoint_id,
@@ -164,7 +162,7 @@ export const notificationRoutes =
           if (
             (await countWorkspaceMembers(sql, principal.workspaceId, body.member_ids)) !== new Set(body.member_ids).size
           )
-            throw refuse(
+            throw valueRefusal(
               ['body', 'member_ids'],
               'names someone who is not a member of this workspace',
               body.member_ids,
@@ -217,7 +215,7 @@ export const notificationRoutes =
             (await countWorkspaceMembers(sql, workspaceId, request.body.member_ids)) !==
             new Set(request.body.member_ids).size
           )
-            throw refuse(
+            throw valueRefusal(
               ['body', 'member_ids'],
               'names someone who is not a member of this workspace',
               request.body.member_ids,

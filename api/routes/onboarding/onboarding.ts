@@ -1,36 +1,12 @@
 /** The onboarding checklist: read, and dismiss or restore it for the member asking. Paths are ours. */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
-import { ApiError } from '../../../domain/shared/errors.js';
-import { OnboardingChecklistSchema, onboardingChecklist } from '../../../domain/onboarding/checklist.js';
-import {
-  dismissOnboarding,
-  readOnboardingDismissal,
-  readOnboardingFacts,
-  restoreOnboarding,
-} from '../../../store/onboarding/facts.js';
+import { OnboardingChecklistSchema } from '../../../domain/onboarding/checklist.js';
+import { dismissChecklist, readChecklist, restoreChecklist } from '../../../services/onboarding/checklist.js';
 import type { AppDeps } from '../../deps.js';
-import { principalOf, type Principal } from '../../plugins/auth.js';
-import type { Sql } from '../../../db/sql.js';
+import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['onboarding'];
-
-async function checklistFor(sql: Sql, principal: Principal) {
-  const [facts, dismissedAt] = await Promise.all([
-    readOnboardingFacts(sql, principal.workspaceId),
-    readOnboardingDismissal(sql, principal.workspaceId, principal.memberId),
-  ]);
-  return onboardingChecklist(facts, dismissedAt);
-}
-
-function memberOf(principal: Principal): string {
-  if (!principal.memberId)
-    throw new ApiError(
-      'forbidden',
-      'This credential acts for no member (its key outlived the member who made it), so there is no one to dismiss the checklist for.',
-    );
-  return principal.memberId;
-}
 
 export const onboardingRoutes =
   ({ sql }: AppDeps): FastifyPluginAsyncZod =>
@@ -46,7 +22,7 @@ export const onboardingRoutes =
           response: { 200: OnboardingChecklistSchema },
         },
       },
-      async (request) => checklistFor(sql, principalOf(request)),
+      async (request) => readChecklist({ sql }, principalOf(request)),
     );
 
     app.post(
@@ -65,11 +41,7 @@ export const onboardingRoutes =
           },
         },
       },
-      async (request) => {
-        const principal = principalOf(request);
-        await dismissOnboarding(sql, principal.workspaceId, memberOf(principal));
-        return checklistFor(sql, principal);
-      },
+      async (request) => dismissChecklist({ sql }, principalOf(request)),
     );
 
     app.post(
@@ -87,10 +59,6 @@ export const onboardingRoutes =
           },
         },
       },
-      async (request) => {
-        const principal = principalOf(request);
-        await restoreOnboarding(sql, principal.workspaceId, memberOf(principal));
-        return checklistFor(sql, principal);
-      },
+      async (request) => restoreChecklist({ sql }, principalOf(request)),
     );
   };

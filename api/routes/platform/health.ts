@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppDeps } from '../../deps.js';
 import { pingDatabase } from '../../../store/platform/health.js';
+import { probe } from '../../health-probe.js';
 
 const ComponentSchema = z.object({ ok: z.boolean(), latency_ms: z.number(), detail: z.string().nullable() });
 const HealthSchema = z
@@ -9,24 +10,6 @@ const HealthSchema = z
   .meta({ id: 'Health' });
 const UnhealthySchema = HealthSchema.extend({ detail: z.string() }).meta({ id: 'Unhealthy' });
 const PostgresHealthSchema = z.object({ postgres: z.literal('ok') }).meta({ id: 'PostgresHealth' });
-
-async function probe(check: () => Promise<unknown>, timeoutMs = 2000): Promise<z.infer<typeof ComponentSchema>> {
-  const started = performance.now();
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      check(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      }),
-    ]);
-    return { ok: true, latency_ms: Math.round(performance.now() - started), detail: null };
-  } catch (error) {
-    return { ok: false, latency_ms: Math.round(performance.now() - started), detail: (error as Error).message };
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Reports Postgres and Temporal separately; 503 when either is down, so a balancer can act. */
 export const healthRoutes =

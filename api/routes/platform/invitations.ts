@@ -25,10 +25,6 @@ import { identityOf, principalOf } from '../../plugins/auth.js';
 export const invitationRoutes =
   ({ sql, inbox, integrations }: RouteDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    // Read at each request: the caller's own mailer first, else the shared one, which a test (or a
-    // reload) may replace after the app is built.
-    const mailer = () => inbox.mailer ?? integrations.mailer;
-
     app.post(
       '/workspace/invitations/',
       {
@@ -60,7 +56,9 @@ export const invitationRoutes =
         const invitation = await inviteMember(
           {
             sql,
-            mailer: mailer(),
+            // Read at each request: the caller's own mailer first, else the shared one, which a test (or a
+            // reload) may replace after the app is built.
+            mailer: inbox.mailer ?? integrations.mailer,
             acceptPage: integrations.invitationAcceptUrl,
           },
           principalOf(request),

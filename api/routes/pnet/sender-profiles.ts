@@ -13,9 +13,9 @@ import {
 } from '../../../domain/pnet/sender-profiles.js';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { cancelStepUpdate } from '../../../workflows/pnet/browser-step.contract.js';
-import { signalSenderAccount, updateStep } from '../../../services/pnet/browser-step-client.js';
+import { updateStep } from '../../../services/pnet/browser-step-client.js';
+import { wakeSenderAccount } from '../../../services/pnet/sender-profiles.js';
 import type { AppDeps } from '../../deps.js';
-import { accountOfSenderProfile } from '../../../store/pnet/accounts.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   createSenderProfile,
@@ -33,12 +33,6 @@ const tags = ['sender-profiles'];
 export const senderProfileRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    /** The account's own workflow starts with its profile and re-reads its settings on a change. */
-    async function wakeAccount(profileId: string) {
-      const account = await accountOfSenderProfile(sql, profileId);
-      await signalSenderAccount(temporal.client, temporal.taskQueue, account!);
-    }
-
     app.post(
       '/sender-profiles/',
       {
@@ -53,7 +47,7 @@ export const senderProfileRoutes =
       async (request, reply) => {
         const profile = await createSenderProfile(sql, principalOf(request).workspaceId, request.body);
         // The profile is committed; a start lost here is made good by the next settings change.
-        await wakeAccount(profile.id).catch((err: unknown) =>
+        await wakeSenderAccount({ sql, temporal }, profile.id).catch((err: unknown) =>
           request.log.warn({ err }, 'could not start the account workflow'),
         );
         return reply.code(201).send(profile);
@@ -181,7 +175,7 @@ export const senderProfileRoutes =
           request.body,
         );
         if (!settings) throw notFound('Sender profile');
-        await wakeAccount(request.params.profile_id);
+        await wakeSenderAccount({ sql, temporal }, request.params.profile_id);
         return settings;
       },
     );

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { findStep, toBrowserStep, toTask, type StepRow } from '../../../store/pnet/steps.js';
+import { findStep, toBrowserStep, toTask } from '../../../store/pnet/steps.js';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { ApiError, notFound } from '../../../domain/shared/errors.js';
 import {
@@ -26,11 +26,11 @@ import {
   retryStepUpdate,
 } from '../../../workflows/pnet/browser-step.contract.js';
 import { startStepWorkflow, updateStep } from '../../../services/pnet/browser-step-client.js';
+import { liveStep } from '../../../services/pnet/live-step.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { listAttempts } from '../../../store/pnet/running.js';
 import { accountRunMode, insertStep, listSteps, listTasks } from '../../../store/pnet/step-queue.js';
-import { terminalStatuses } from '../../../domain/pnet/settle.js';
 
 const tags = ['pnet-steps'];
 const StepParamsSchema = z.object({ step_id: UuidSchema });
@@ -39,16 +39,6 @@ const TaskParamsSchema = z.object({ task_id: UuidSchema });
 export const pnetStepRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    /** The row, or 404; a settled step is refused here without a workflow round trip. */
-    async function liveStep(workspaceId: string, id: string, what: string): Promise<StepRow> {
-      const row = await findStep(sql, id, workspaceId);
-      if (!row) throw notFound(what);
-      if (terminalStatuses.has(row.status)) {
-        throw new ApiError('conflict', `The step is already ${row.status}; nothing changed.`);
-      }
-      return row;
-    }
-
     app.post(
       '/pnet/steps/',
       {
@@ -142,7 +132,7 @@ export const pnetStepRoutes =
         },
       },
       async (request) => {
-        const row = await liveStep(principalOf(request).workspaceId, request.params.step_id, 'Step');
+        const row = await liveStep({ sql }, principalOf(request).workspaceId, request.params.step_id, 'Step');
         return (
           await updateStep({ ...temporal, sql }, row, cancelStepUpdate, `cancel:${row.id}`, [
             { errorCode: 'cancelled' },
@@ -199,7 +189,7 @@ export const pnetStepRoutes =
         },
       },
       async (request) => {
-        const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
+        const row = await liveStep({ sql }, principalOf(request).workspaceId, request.params.task_id, 'Task');
         return (await updateStep({ ...temporal, sql }, row, approveStepUpdate, `approve:${row.id}`, [])).step;
       },
     );
@@ -217,7 +207,7 @@ export const pnetStepRoutes =
         },
       },
       async (request) => {
-        const row = await liveStep(principalOf(request).workspaceId, request.params.task_id, 'Task');
+        const row = await liveStep({ sql }, principalOf(request).workspaceId, request.params.task_id, 'Task');
         return (
           await updateStep({ ...temporal, sql }, row, rejectStepUpdate, `reject:${row.id}`, [
             { reason: request.body.reason },

@@ -3,7 +3,6 @@
  * waiting to be filed since folders replaced tags.
  */
 import { z } from 'zod';
-import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { notFound } from '../../../domain/shared/errors.js';
@@ -21,6 +20,7 @@ import {
 } from '../../../domain/tables/tables.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
+import { tableCallerOf } from '../../request-actor.js';
 import {
   createFolder,
   createTable,
@@ -35,19 +35,12 @@ import {
   restoreTable,
   updateFolder,
   updateTable,
-  type Caller,
 } from '../../../store/tables/tables.js';
 
 const TableParamsSchema = z.object({ table_id: UuidSchema });
 const FolderParamsSchema = z.object({ folder_id: UuidSchema });
 const tags = ['tables'];
 const folderTags = ['table-folders'];
-
-/** The caller's workspace and member (favourites and last views are the member's). */
-const callerOf = (request: FastifyRequest): Caller => {
-  const principal = principalOf(request);
-  return { workspaceId: principal.workspaceId, memberId: principal.memberId };
-};
 
 export const tableRoutes =
   ({ sql }: AppDeps): FastifyPluginAsyncZod =>
@@ -63,7 +56,7 @@ export const tableRoutes =
           response: { 201: TableSchema, 404: DetailBodySchema.describe('The folder is not in this workspace') },
         },
       },
-      async (request, reply) => reply.code(201).send(await createTable(sql, callerOf(request), request.body)),
+      async (request, reply) => reply.code(201).send(await createTable(sql, tableCallerOf(request), request.body)),
     );
 
     app.get(
@@ -77,7 +70,7 @@ export const tableRoutes =
           response: { 200: TableListSchema },
         },
       },
-      async (request) => listTables(sql, callerOf(request), request.query),
+      async (request) => listTables(sql, tableCallerOf(request), request.query),
     );
 
     app.get(
@@ -93,7 +86,7 @@ export const tableRoutes =
           response: { 200: UnfiledTableListSchema },
         },
       },
-      async (request) => ({ tables: await listUnfiledTables(sql, callerOf(request)) }),
+      async (request) => ({ tables: await listUnfiledTables(sql, tableCallerOf(request)) }),
     );
 
     app.get(
@@ -108,7 +101,7 @@ export const tableRoutes =
         },
       },
       async (request) => {
-        const table = await getTable(sql, callerOf(request), request.params.table_id);
+        const table = await getTable(sql, tableCallerOf(request), request.params.table_id);
         if (!table) throw notFound('Table');
         return table;
       },
@@ -132,7 +125,7 @@ export const tableRoutes =
         },
       },
       async (request) => {
-        const table = await updateTable(sql, callerOf(request), request.params.table_id, request.body);
+        const table = await updateTable(sql, tableCallerOf(request), request.params.table_id, request.body);
         if (!table) throw notFound('Table');
         return table;
       },
@@ -150,7 +143,7 @@ export const tableRoutes =
         },
       },
       async (request) => {
-        const table = await recordTableView(sql, callerOf(request), request.params.table_id);
+        const table = await recordTableView(sql, tableCallerOf(request), request.params.table_id);
         if (!table) throw notFound('Table');
         return table;
       },
@@ -186,7 +179,7 @@ export const tableRoutes =
         },
       },
       async (request) => {
-        const table = await restoreTable(sql, callerOf(request), request.params.table_id);
+        const table = await restoreTable(sql, tableCallerOf(request), request.params.table_id);
         if (!table) throw notFound('Table');
         return table;
       },

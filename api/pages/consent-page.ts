@@ -9,7 +9,7 @@
  * sign-in is the access token the operator command line prints (`create-workspace`, `add-member`),
  * pasted once; it is kept in this tab's sessionStorage only.
  */
-import type { Brand } from '../../../domain/connected-apps/connected-apps.js';
+import type { Brand } from '../../domain/connected-apps/connected-apps.js';
 
 const escape = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
