@@ -1,9 +1,10 @@
 /**
  * CSV in and out of a table, streamed both ways. An upload is read a chunk at a time (csv-parse)
- * and written a thousand rows at a time in one transaction: a line that cannot be a row is
- * reported with its line number and every good line lands; only a broken upload (too large,
- * cut off) writes nothing. An export streams the grid (a view, filters, sorts) through a cursor
- * with the values a person sees.
+ * and its good lines stream into table_rows with `COPY` as they are read, all in one transaction
+ * (store/tables/row-load.ts): a line that cannot be a row is reported with its line number and
+ * every good line lands; only a broken upload (too large, cut off, too many columns) writes
+ * nothing. An export streams the grid (a view, filters, sorts) through a cursor with the values a
+ * person sees.
  */
 import { parse, type CsvError, type Options as CsvOptions } from 'csv-parse';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
@@ -17,7 +18,6 @@ import {
   csvRejectedListed,
   displayComputed,
   displayValue,
-  type Cells,
   type CsvImportQuery,
   type CsvImportReport,
   type CsvRejectedLine,
@@ -31,7 +31,8 @@ import {
   type ColumnRecord,
   type TableColumns,
 } from '../../store/tables/columns.js';
-import { gridRowsCursor, insertRows, type RowRecord } from '../../store/tables/rows.js';
+import { startRowLoad, type RowLoad } from '../../store/tables/row-load.js';
+import { gridRowsCursor, type RowRecord } from '../../store/tables/rows.js';
 import { resolveGrid } from '../../store/tables/views.js';
 import { requireTable } from '../../store/tables/tables.js';
 
@@ -250,52 +251,56 @@ async function readInto(
     let columns = await loadColumns(tx, tableId);
     let headers: string[] | undefined;
     let plan: HeaderPlan | undefined;
+    /** The fields that go to a column, by field index, and the load they stream into. */
+    let kept: number[] = [];
+    let load: RowLoad | undefined;
     const created: string[] = [];
-    let batch: Cells[] = [];
     let added = 0;
-    const flush = async () => {
-      await insertRows(tx, workspaceId, tableId, columns, batch);
-      added += batch.length;
-      batch = [];
-    };
 
-    for await (const { fields, line } of parser) {
-      if (fields.length === 1 && fields[0] === '') continue; // an empty line
-      if (!headers) {
-        headers = fields.map(cleanHeader);
-        plan = planHeaders(headers, columns, query);
-        if (columns.list.length + plan.create.length > columnsPerTable) {
-          throw new ApiError(
-            'conflict',
-            `The file would give the table ${columns.list.length + plan.create.length} columns; a table has at most ${columnsPerTable}.`,
+    try {
+      for await (const { fields, line } of parser) {
+        if (fields.length === 1 && fields[0] === '') continue; // an empty line
+        if (!headers) {
+          headers = fields.map(cleanHeader);
+          plan = planHeaders(headers, columns, query);
+          if (columns.list.length + plan.create.length > columnsPerTable) {
+            throw new ApiError(
+              'conflict',
+              `The file would give the table ${columns.list.length + plan.create.length} columns; a table has at most ${columnsPerTable}.`,
+            );
+          }
+          const ids = await createInputColumns(
+            tx,
+            workspaceId,
+            tableId,
+            columns.list.length,
+            plan.create.map((c) => c.name),
           );
+          plan.create.forEach((c, i) => (plan!.targets[c.index] = ids[i]!));
+          created.push(...ids);
+          columns = await loadColumns(tx, tableId);
+          kept = plan.targets.flatMap((target, i) => (target ? [i] : []));
+          load = startRowLoad(
+            tx,
+            workspaceId,
+            tableId,
+            columns,
+            kept.map((i) => plan!.targets[i]!),
+          );
+          continue;
         }
-        const ids = await createInputColumns(
-          tx,
-          workspaceId,
-          tableId,
-          columns.list.length,
-          plan.create.map((c) => c.name),
-        );
-        plan.create.forEach((c, i) => (plan!.targets[c.index] = ids[i]!));
-        created.push(...ids);
-        columns = await loadColumns(tx, tableId);
-        continue;
+        const problem = rowProblem(fields, headers);
+        if (problem) {
+          rejected.add(line, problem);
+          continue;
+        }
+        await load!.add(kept.map((i) => fields[i]!));
       }
-      const problem = rowProblem(fields, headers);
-      if (problem) {
-        rejected.add(line, problem);
-        continue;
-      }
-      const cells: Cells = {};
-      fields.forEach((value, i) => {
-        const target = plan!.targets[i];
-        if (target && value !== '') cells[target] = value;
-      });
-      batch.push(cells);
-      if (batch.length >= batchSize) await flush();
+      if (load) added = await load.finish();
+    } catch (error) {
+      load?.abort(error instanceof Error ? error : new Error(String(error)));
+      throw error;
     }
-    await flush();
 
     const createdSet = new Set(created);
     return {
