@@ -2,12 +2,36 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { TrainingSession } from '../../domain/agents/training-session-schemas.js';
+import { liveStatuses } from '../../domain/agents/training-sessions.js';
+import { ApiError, notFound } from '../../domain/shared/errors.js';
+import type { Sql } from '../../db/sql.js';
+import { findSession, type SessionRow } from '../../store/agents/training-sessions.js';
 import { trainingSessionWorkflow } from '../../workflows/agents/training-session.js';
 import {
   trainingSessionWorkflowId,
   type TrainingSessionInput,
 } from '../../workflows/agents/training-session.contract.js';
 import { SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+
+/** The session as a request may change it: the caller's, live, and at the revision they read (409 otherwise). */
+export async function liveTrainingSession(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  sessionId: string,
+  expected?: number,
+): Promise<SessionRow> {
+  const row = await findSession(sql, workspaceId, sequenceId, sessionId);
+  if (!row) throw notFound('Training session');
+  if (!liveStatuses.includes(row.status))
+    throw new ApiError('conflict', `The session is ${row.status}; it cannot change any more.`);
+  if (expected !== undefined && expected !== row.revision)
+    throw new ApiError(
+      'conflict',
+      `The session is at revision ${row.revision}, not ${expected}; read it again and retry.`,
+    );
+  return row;
+}
 
 export interface SessionRef {
   id: string;

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema, UuidSchema, ValidationBodySchema } from '../../../domain/shared/common.js';
-import { ApiError, notFound } from '../../../domain/shared/errors.js';
+import { notFound } from '../../../domain/shared/errors.js';
 import {
   OptionalRevisionBodySchema,
   RevisionBodySchema,
@@ -16,7 +16,6 @@ import {
   TrainingStartSchema,
   TrainingVerdictSchema,
 } from '../../../domain/agents/training-session-schemas.js';
-import { liveStatuses } from '../../../domain/agents/training-sessions.js';
 import {
   abandonSessionUpdate,
   applyProposalUpdate,
@@ -26,14 +25,12 @@ import {
 } from '../../../workflows/agents/training-session.contract.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
-import { startTrainingSession, updateTrainingSession } from '../../../services/agents/training-client.js';
 import {
-  createSession,
-  findSession,
-  listSessions,
-  toSession,
-  SessionRow,
-} from '../../../store/agents/training-sessions.js';
+  liveTrainingSession,
+  startTrainingSession,
+  updateTrainingSession,
+} from '../../../services/agents/training-client.js';
+import { createSession, findSession, listSessions, toSession } from '../../../store/agents/training-sessions.js';
 
 const tags = ['training-sessions'];
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
@@ -63,26 +60,6 @@ const conflict409 = DetailBodySchema.describe(
 export const trainingSessionRoutes =
   ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    /** The session as the route may change it: the caller's, live, and at the revision they read. */
-    async function liveSession(
-      workspaceId: string,
-      sequenceId: string,
-      sessionId: string,
-      expected?: number,
-    ): Promise<SessionRow> {
-      const row = await findSession(sql, workspaceId, sequenceId, sessionId);
-      if (!row) throw notFound('Training session');
-      if (!liveStatuses.includes(row.status))
-        throw new ApiError('conflict', `The session is ${row.status}; it cannot change any more.`);
-      if (expected !== undefined && expected !== row.revision) {
-        throw new ApiError(
-          'conflict',
-          `The session is at revision ${row.revision}, not ${expected}; read it again and retry.`,
-        );
-      }
-      return row;
-    }
-
     app.post(
       '/sequences/:sequence_id/agent/training/',
       {
@@ -178,7 +155,8 @@ export const trainingSessionRoutes =
       },
       async (request) => {
         const { sequence_id, session_id } = request.params;
-        const row = await liveSession(
+        const row = await liveTrainingSession(
+          sql,
           principalOf(request).workspaceId,
           sequence_id,
           session_id,
@@ -219,7 +197,13 @@ export const trainingSessionRoutes =
       async (request) => {
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
-        const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
+        const row = await liveTrainingSession(
+          sql,
+          principalOf(request).workspaceId,
+          sequence_id,
+          session_id,
+          expectedRevision,
+        );
         return updateTrainingSession(
           temporal.client,
           temporal.taskQueue,
@@ -247,7 +231,13 @@ export const trainingSessionRoutes =
       async (request) => {
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
-        const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
+        const row = await liveTrainingSession(
+          sql,
+          principalOf(request).workspaceId,
+          sequence_id,
+          session_id,
+          expectedRevision,
+        );
         return updateTrainingSession(
           temporal.client,
           temporal.taskQueue,
@@ -275,7 +265,13 @@ export const trainingSessionRoutes =
       async (request) => {
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
-        const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
+        const row = await liveTrainingSession(
+          sql,
+          principalOf(request).workspaceId,
+          sequence_id,
+          session_id,
+          expectedRevision,
+        );
         return updateTrainingSession(
           temporal.client,
           temporal.taskQueue,
@@ -303,7 +299,13 @@ export const trainingSessionRoutes =
       async (request) => {
         const { sequence_id, session_id } = request.params;
         const expectedRevision = request.body.expected_revision;
-        const row = await liveSession(principalOf(request).workspaceId, sequence_id, session_id, expectedRevision);
+        const row = await liveTrainingSession(
+          sql,
+          principalOf(request).workspaceId,
+          sequence_id,
+          session_id,
+          expectedRevision,
+        );
         return updateTrainingSession(
           temporal.client,
           temporal.taskQueue,
