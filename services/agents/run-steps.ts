@@ -6,12 +6,12 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../../db/sql.js';
 import { clippedStep } from '../../domain/agents/agent-run.js';
-import type { AgentAction, AgentStepOutcome } from '../../domain/agents/saved-agents.js';
 import {
   findRunStep,
   insertRunStep,
   loadAgentRun,
   type AgentRunRecord,
+  type NewRunStep,
   type RecordedStep,
 } from '../../store/agents/agent-runs.js';
 
@@ -24,19 +24,7 @@ export async function runningRun(db: Db, runId: string): Promise<AgentRunRecord>
 }
 
 /** Records step `n` (once: a retry keeps the first) and answers it as stored. */
-export async function recordStep(
-  db: Db,
-  runId: string,
-  step: {
-    n: number;
-    action: AgentAction;
-    detail: string;
-    duration_ms: number;
-    observation: string;
-    outcome: AgentStepOutcome;
-    thought: string | null;
-  },
-): Promise<RecordedStep> {
+export async function recordStep(db: Db, runId: string, step: NewRunStep): Promise<RecordedStep> {
   await insertRunStep(db, runId, clippedStep(step));
   const stored = await findRunStep(db, runId, step.n);
   // The run's record went with its row or column while the step ran.

@@ -99,20 +99,19 @@ export async function findRunHold(db: Db, workspaceId: string, runId: string): P
 // ---------------------------------------------------------------------------------------------
 // Steps
 
+/** A research step as it is recorded. */
+export interface NewRunStep {
+  n: number;
+  action: AgentAction;
+  detail: string;
+  duration_ms: number;
+  observation: string;
+  outcome: AgentStepOutcome;
+  thought: string | null;
+}
+
 /** Records step n once; nothing when the run's record is gone (with its row or column). Values come clipped. */
-export async function insertRunStep(
-  db: Db,
-  runId: string,
-  step: {
-    n: number;
-    action: AgentAction;
-    detail: string;
-    duration_ms: number;
-    observation: string;
-    outcome: AgentStepOutcome;
-    thought: string | null;
-  },
-): Promise<void> {
+export async function insertRunStep(db: Db, runId: string, step: NewRunStep): Promise<void> {
   await db`
     insert into agent_run_steps (run_id, n, action, detail, duration_ms, observation, outcome, thought)
     select ${runId}, ${step.n}, ${step.action}, ${step.detail}, ${step.duration_ms}, ${step.observation},
