@@ -14,6 +14,7 @@ import { findStep } from '../../store/pnet/steps.js';
 import { advanceFeedCursor, audienceRowsAfter, readFeed } from '../../store/sequences/feed.js';
 import {
   enrolRows,
+  existingContactIds,
   getContact,
   getSequence,
   migrateContact,
@@ -94,9 +95,16 @@ export async function migrateContacts(
   input: { contact_ids: string[]; to_version: number; at_step_id: string | null },
 ): Promise<MigrationResult[]> {
   if (!(await getSequence(sql, workspaceId, sequenceId))) throw notFound('Sequence');
+  // Ids that name no contact are answered from one read, not a transaction each: a request of a
+  // thousand ids costs round trips for its real contacts only.
+  const existing = await existingContactIds(sql, workspaceId, sequenceId, [...new Set(input.contact_ids)]);
   const results: MigrationResult[] = [];
   const moved: ContactRef[] = [];
   for (const contactId of input.contact_ids) {
+    if (!existing.has(contactId)) {
+      results.push({ contact_id: contactId, migrated: false, reason: 'not_found', contact: null });
+      continue;
+    }
     const r = await migrateContact(sql, workspaceId, sequenceId, contactId, input.to_version, input.at_step_id);
     if (r.migrated && r.contact) moved.push(r.contact);
     results.push({ contact_id: contactId, migrated: r.migrated, reason: r.reason, contact: r.contact ?? null });

@@ -588,6 +588,19 @@ export async function listVersions(db: Db, workspaceId: string, sequenceId: stri
  * Moves contacts to another version. The step is matched by id (or `at_step_id`); steps the
  * contact already had stay in `done_steps`, so the workflow skips them on the new version.
  */
+/** Which of `ids` are contacts of the sequence, in one statement. */
+export async function existingContactIds(
+  db: Db,
+  workspaceId: string,
+  sequenceId: string,
+  ids: string[],
+): Promise<Set<string>> {
+  const rows = await db<{ id: string }[]>`
+    select id from sequence_contacts
+    where id = any(${ids}::uuid[]) and sequence_id = ${sequenceId} and workspace_id = ${workspaceId}`;
+  return new Set(rows.map((r) => r.id));
+}
+
 export async function migrateContact(
   sql: Sql,
   workspaceId: string,

@@ -462,6 +462,21 @@ describe('sequences', () => {
       at_step_id: 'hello',
     });
     expect(ok.json().results[0]).toMatchObject({ migrated: true, contact: { version: 2, current_step_id: 'hello' } });
+
+    // The largest request: every id answered in order, unknown and repeated ones included; one more is 422.
+    const unknown = Array.from({ length: enrolRowsMax - 2 }, () => crypto.randomUUID());
+    const largest = [enrolled!.contact!.id, ...unknown, enrolled!.contact!.id];
+    const answered = (
+      await api.post(`/sequences/${seq.id}/contacts/migrate/`, { contact_ids: largest, to_version: 2 })
+    ).json().results as { contact_id: string; reason: string | null }[];
+    expect(answered.map((r) => r.contact_id)).toEqual(largest);
+    expect(answered[0]!.reason).toBe('already_on_version');
+    expect(answered.slice(1, -1).every((r) => r.reason === 'not_found')).toBe(true);
+    const tooMany = await api.post(`/sequences/${seq.id}/contacts/migrate/`, {
+      contact_ids: [...largest, crypto.randomUUID()],
+      to_version: 2,
+    });
+    expect(tooMany.statusCode).toBe(422);
   });
 
   it('lets the audience table feed the sequence: rows added later are enrolled as they arrive, earlier ones are not', async () => {
