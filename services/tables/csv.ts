@@ -3,8 +3,8 @@
  * and its good lines stream into table_rows with `COPY` as they are read, all in one transaction
  * (store/tables/row-load.ts): a line that cannot be a row is reported with its line number and
  * every good line lands; only a broken upload (too large, cut off, too many columns) writes
- * nothing. An export streams the grid (a view, filters, sorts) through a cursor with the values a
- * person sees.
+ * nothing. An export streams the grid (a view, filters, sorts) with the values a person sees,
+ * written by Postgres in one `COPY … TO` where SQL renders them exactly, else through a cursor.
  */
 import { parse, type CsvError, type Options as CsvOptions } from 'csv-parse';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
@@ -33,7 +33,8 @@ import {
 } from '../../store/tables/columns.js';
 import { startRowLoad, type RowLoad } from '../../store/tables/row-load.js';
 import { gridRowsCursor, type RowRecord } from '../../store/tables/rows.js';
-import { resolveGrid } from '../../store/tables/views.js';
+import { resolveGrid, type Grid } from '../../store/tables/views.js';
+import { copyRenders, exportGridCopy } from '../../store/tables/row-export.js';
 import { requireTable } from '../../store/tables/tables.js';
 
 const batchSize = 1000;
@@ -320,11 +321,50 @@ const csvField = (value: string) => (/[",\r\n]/.test(value) ? `"${value.replace(
 /** One CSV record with its line break (LF, as the export always wrote). */
 export const csvLine = (fields: string[]) => `${fields.map(csvField).join(',')}\n`;
 
+/**
+ * The grid as CSV. When every shown column can be rendered in SQL exactly as the grid shows it
+ * (copyRenders: input and formula columns, two or more of them), Postgres writes the rows with
+ * one `COPY … TO STDOUT` (store/tables/row-export.ts) after the header written here; otherwise
+ * (enrichment or agent columns, whose results may be objects; a single column; a filter value SQL
+ * cannot carry as a literal) the rows are rendered here, batch by batch, as they always were. The
+ * choice is made once per export.
+ */
 export async function exportCsv(sql: Sql, workspaceId: string, tableId: string, query: RowQuery): Promise<Readable> {
   await requireTable(sql, workspaceId, tableId);
   const columns = await loadColumns(sql, tableId);
   const grid = await resolveGrid(sql, tableId, columns, query);
   const shown = grid.columnIds.map((id) => columns.byId.get(id)!);
+  const copied = copyRenders(shown) ? await exportGridCopy(sql, tableId, columns, grid, shown) : null;
+  if (!copied) return renderedRows(sql, tableId, columns, grid, shown);
+  const rows = copied;
+  async function* chunks() {
+    yield csvLine(shown.map((c) => c.name));
+    yield* rows;
+  }
+  // A client that goes away ends the generator, and with it the copy (its query is cancelled).
+  return Readable.from(chunks(), { objectMode: false });
+}
+
+/** The grid as CSV with each row rendered here (displayValue, displayComputed): the export's other path. */
+export async function exportCsvRendered(
+  sql: Sql,
+  workspaceId: string,
+  tableId: string,
+  query: RowQuery,
+): Promise<Readable> {
+  await requireTable(sql, workspaceId, tableId);
+  const columns = await loadColumns(sql, tableId);
+  const grid = await resolveGrid(sql, tableId, columns, query);
+  return renderedRows(
+    sql,
+    tableId,
+    columns,
+    grid,
+    grid.columnIds.map((id) => columns.byId.get(id)!),
+  );
+}
+
+function renderedRows(sql: Sql, tableId: string, columns: TableColumns, grid: Grid, shown: ColumnRecord[]): Readable {
   const cellOf = (row: RowRecord, column: ColumnRecord) =>
     isComputed(column) ? displayComputed(row.computed[column.id]) : displayValue(row.cells[column.id]);
 
