@@ -6,8 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { AgentClient } from '../../sim/agent-client.js';
 import { SimBrowser } from '../../sim/browser.js';
 import {
@@ -49,13 +48,13 @@ async function account() {
   return { accountId, token, identity: { member_urn: `urn:li:member:${randomUUID()}` }, queue };
 }
 
-async function until(what: string, done: () => boolean | Promise<boolean>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(50);
-  }
-}
+const until = (what: string, done: () => boolean | Promise<boolean>, timeoutMs = 30_000) =>
+  vi.waitFor(
+    async () => {
+      if (!(await done())) throw new Error(`timed out waiting until ${what}`);
+    },
+    { timeout: timeoutMs, interval: 50 },
+  );
 
 const rowsOf = (ids: string[]) =>
   stack.sql<StepRowLite[]>`

@@ -147,16 +147,8 @@ const wakeAt = async (commissionId: string) =>
       { w: Date | null }[]
     >`select wake_at as w from affiliate_maturation_shards where shard = ${await shardOf(commissionId)}`
   )[0]!.w;
-/** A workflow task runs in real time after a skip: polls (a few seconds at most) until `read` answers `want`. */
-async function eventually<T>(read: () => Promise<T>, want: T): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  let value = await read();
-  while (JSON.stringify(value) !== JSON.stringify(want) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    value = await read();
-  }
-  return value;
-}
+/** A workflow task runs in real time after a skip: how long (a few seconds at most) to poll for what it writes. */
+const eventually = { timeout: 10_000, interval: 50 };
 
 describe('commission maturation', () => {
   it('matures at available_at, not a moment before', async () => {
@@ -285,9 +277,9 @@ describe('commission maturation', () => {
     const [late] = await stack.sql<
       { available_at: Date }[]
     >`select available_at from affiliate_commissions where id = ${first.commissionId}`;
-    expect((await eventually(() => wakeAt(first.commissionId), late!.available_at))?.getTime()).toBe(
-      late!.available_at.getTime(),
-    );
+    await expect
+      .poll(async () => (await wakeAt(first.commissionId))?.getTime(), eventually)
+      .toBe(late!.available_at.getTime());
     const sweepAt = async () => ({
       now: new Date(Math.max((await envNow()).getTime(), Date.now()) + 1000),
       graceMs: 0,
@@ -306,11 +298,11 @@ describe('commission maturation', () => {
     const [due] = await stack.sql<
       { available_at: Date }[]
     >`select available_at from affiliate_commissions where id = ${soon.commissionId}`;
-    expect((await eventually(() => wakeAt(soon.commissionId), due!.available_at))?.getTime()).toBe(
-      due!.available_at.getTime(),
-    );
+    await expect
+      .poll(async () => (await wakeAt(soon.commissionId))?.getTime(), eventually)
+      .toBe(due!.available_at.getTime());
     await ctx.env.sleep(day + 60_000);
-    expect(await eventually(() => status(soon.commissionId), 'available')).toBe('available');
+    await expect.poll(() => status(soon.commissionId), eventually).toBe('available');
     expect(await status(first.commissionId)).toBe('held');
     expect(await affiliateBalances(stack.sql, affiliateId)).toEqual({ availableCents: 1000, heldCents: 1000 });
     expect(await first.handle.result()).toEqual({ matured: 2, nextAt: null });

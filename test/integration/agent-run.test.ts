@@ -5,7 +5,7 @@
  * HTTP server, search from a local search API and MCP tools from a local JSON-RPC server. Runs are
  * waited for by reading the run record.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { agentSuppliersFrom } from '../../integrations/agent-tools/index.js';
 import { createAgentRunActivities } from '../../activities/agents/agent-run.js';
 import { createActivities } from '../../activities/index.js';
@@ -453,16 +453,13 @@ describe('runs that end without an answer', () => {
     const { ws, api } = await workspaceWith(100);
     opened = new Promise<void>((resolve) => (gate.open = resolve));
     const d = await deployed(api, '[slow]');
-    for (let i = 0; i < 300 && !gate.reached; i += 1) await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(gate.reached).toBe(true);
+    await expect.poll(() => gate.reached, { timeout: 15_000, interval: 50 }).toBe(true);
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 95, held: 5, spent: 0 });
     expect((await api.del(`/tables/${d.table.id}/rows/${d.row.id}/`)).statusCode).toBe(204);
     gate.open();
-    for (let i = 0; i < 300; i += 1) {
-      if ((await getBalance(stack.sql, ws.workspaceId)).held === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 100, held: 0, spent: 0 });
+    await expect
+      .poll(() => getBalance(stack.sql, ws.workspaceId), { timeout: 30_000, interval: 100 })
+      .toEqual({ available: 100, held: 0, spent: 0 });
     expect((await api.get(`/agent-runs/${d.run.id}/`)).statusCode).toBe(404);
   });
 
@@ -500,14 +497,15 @@ describe('runs that end without an answer', () => {
   });
 });
 
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 300; i += 1) {
-    const value = await read();
-    if (done(value)) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = <T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> =>
+  vi.waitFor(
+    async () => {
+      const value = await read();
+      if (!done(value)) throw new Error(`timed out waiting for ${what}`);
+      return value;
+    },
+    { timeout: 30_000, interval: 100 },
+  );
 
 /** The browser step the run queued to read a profile, once it is queued. */
 const queuedProfileRead = (runId: string) =>

@@ -6,9 +6,8 @@
  * OpenAI-protocol server and the enrichment provider reads a local site.
  */
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, fetch } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
@@ -75,14 +74,16 @@ function client(ws: TestWorkspace) {
   return api;
 }
 
-/** Waits for a state the service reaches on its own (the test's timeout bounds it). */
-async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean, ms = 50): Promise<T> {
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    await sleep(ms);
-  }
-}
+/** Waits for a state the service reaches on its own (as long as the test's 60 s timeout), reading every `ms`. */
+const eventually = <T>(read: () => Promise<T>, done: (value: T) => boolean, ms = 50): Promise<T> =>
+  vi.waitFor(
+    async () => {
+      const value = await read();
+      if (!done(value)) throw new Error(`never reached: ${JSON.stringify(value)}`);
+      return value;
+    },
+    { timeout: 60_000, interval: ms },
+  );
 
 const answerOf = async (conversationId: string) => {
   const [row] = await stack.sql<

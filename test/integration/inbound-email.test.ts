@@ -2,7 +2,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { seal } from '../../integrations/secrets/sealed.js';
 import { secretsKeyring } from '../../services/platform/sealing.js';
 import { mailboxPasswordContext } from '../../services/inbox/inbox.js';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { recordSentEmail } from '../../store/inbox/messages.js';
 import { mailboxPollWorkflow } from '../../workflows/inbox/mailbox-poll.js';
 import {
@@ -434,15 +434,15 @@ async function startImap() {
 }
 
 describe('reading a mailbox over IMAP', () => {
-  const waitFor = async <T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> => {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const value = await read();
-      if (done(value)) return value;
-      if (Date.now() > deadline) expect.fail(`never reached: ${JSON.stringify(value)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  };
+  const waitFor = <T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> =>
+    vi.waitFor(
+      async () => {
+        const value = await read();
+        if (!done(value)) expect.fail(`never reached: ${JSON.stringify(value)}`);
+        return value;
+      },
+      { timeout: 20_000, interval: 200 },
+    );
 
   it('records new messages from a durable cursor, reads again after a UIDVALIDITY change without duplicates, and stops when deleted', async () => {
     const imap = await startImap();

@@ -5,7 +5,7 @@
  * Postgres and the activities are real; the mailer is a local one that records what it is given.
  */
 import { randomUUID } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import type { ContactAction } from '../../activities/sequences/sequences.js';
 import { startOptions } from '../../services/pnet/browser-step-client.js';
@@ -132,13 +132,13 @@ async function sleepUntil(at: Date) {
 }
 
 /** Real time passes for activities; polls until `check` holds. */
-async function eventually(check: () => Promise<boolean>, ms = 20_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) expect.fail('condition never held');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const eventually = (check: () => Promise<boolean>, ms = 20_000) =>
+  vi.waitFor(
+    async () => {
+      if (!(await check())) expect.fail('condition never held');
+    },
+    { timeout: ms, interval: 100 },
+  );
 
 describe('a contact on the workflow clock', () => {
   it("waits a calendar day in the sender's zone across the spring-forward change, then to the next business hour", async () => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { StepRow } from '../../store/pnet/steps.js';
 import { wakeSequenceContacts } from '../../services/sequences/stops.js';
 import {
@@ -601,15 +601,15 @@ describe('manual mode: the approval queue', () => {
   }
   const approvalsOf = async (seqId: string) =>
     (await api.get(`/sequences/approvals/?sequence_id=${seqId}`)).json().approvals;
-  async function waitForApproval(seqId: string, count = 1) {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const list = await approvalsOf(seqId);
-      if (list.length >= count) return list;
-      if (Date.now() > deadline) expect.fail('no approval appeared');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
+  const waitForApproval = (seqId: string, count = 1) =>
+    vi.waitFor(
+      async () => {
+        const list = await approvalsOf(seqId);
+        if (list.length < count) expect.fail('no approval appeared');
+        return list;
+      },
+      { timeout: 20_000, interval: 200 },
+    );
 
   it('holds every email for a person; an edited approval sends the edit', async () => {
     const address = `manual-${Date.now()}@example.com`;

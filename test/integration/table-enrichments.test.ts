@@ -4,7 +4,7 @@
  * pointed at local servers: web pages from a local HTTP server, the AI column at a local
  * chat-completions endpoint. Runs are waited for by reading the run record, never by timing.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { buildApp } from '../../api/app.js';
 import { createTokenVerifier } from '../../services/platform/tokens.js';
@@ -114,23 +114,25 @@ async function startRun(client: TablesClient, tableId: string, columnId: string,
 }
 
 /** Reads the run until it has finished (the workflow writes its status in Postgres). */
-async function finished(client: TablesClient, tableId: string, runId: string): Promise<Run> {
-  for (let i = 0; i < 600; i += 1) {
-    const run = (await client.get(`/tables/${tableId}/runs/${runId}/`)).json<Run>();
-    if (['completed', 'cancelled', 'failed'].includes(run.status)) return run;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`run ${runId} did not finish`);
-}
+const finished = (client: TablesClient, tableId: string, runId: string): Promise<Run> =>
+  vi.waitFor(
+    async () => {
+      const run = (await client.get(`/tables/${tableId}/runs/${runId}/`)).json<Run>();
+      if (!['completed', 'cancelled', 'failed'].includes(run.status)) throw new Error(`run ${runId} did not finish`);
+      return run;
+    },
+    { timeout: 60_000, interval: 100 },
+  );
 
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  for (let i = 0; i < 600; i += 1) {
-    const value = await read();
-    if (done(value)) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
+const until = <T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> =>
+  vi.waitFor(
+    async () => {
+      const value = await read();
+      if (!done(value)) throw new Error(`gave up waiting for ${what}`);
+      return value;
+    },
+    { timeout: 60_000, interval: 100 },
+  );
 
 const cellsOf = async (client: TablesClient, tableId: string, rowId: string) =>
   (await client.get(`/tables/${tableId}/rows/${rowId}/`)).json().computed as Record<string, Cell>;

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { pruneTableChanges } from '../../store/tables/changes.js';
 import { TableEventHub } from '../../services/tables/events.js';
 import { createSql } from '../../db/sql.js';
@@ -57,10 +57,14 @@ const csv = (tableId: string, body: string) =>
     payload: body,
   });
 
-/** Waits for a condition the server reaches on its own (the test's timeout bounds it). */
-async function eventually(check: () => boolean) {
-  while (!check()) await sleep(20);
-}
+/** Waits for a condition the server reaches on its own (as long as the test's 60 s timeout). */
+const eventually = (check: () => boolean) =>
+  vi.waitFor(
+    () => {
+      if (!check()) throw new Error('condition never held');
+    },
+    { timeout: 60_000, interval: 20 },
+  );
 
 describe('the change feed', () => {
   it('shows two subscribers the same row add and cell change, in order, with the computed cells', async () => {

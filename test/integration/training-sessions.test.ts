@@ -4,7 +4,7 @@
  * back, so "a note given while another contact is being written" is produced on purpose, never by
  * timing. Sessions are waited for by reading them, as a review screen would.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openAiChatModel } from '../../integrations/chat-model.js';
 import { getBalance } from '../../store/platform/credits.js';
 import { grantWorkspaceCredits } from '../../worker/provisioning.js';
@@ -179,14 +179,15 @@ async function start(setup: Setup, body: object): Promise<Session> {
   return res.json();
 }
 
-async function until(setup: Setup, sessionId: string, done: (s: Session) => boolean, what: string): Promise<Session> {
-  for (let i = 0; i < 300; i += 1) {
-    const session = (await setup.call('GET', `${sessionId}/`)).json<Session>();
-    if (done(session)) return session;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`gave up waiting for ${what}`);
-}
+const until = (setup: Setup, sessionId: string, done: (s: Session) => boolean, what: string): Promise<Session> =>
+  vi.waitFor(
+    async () => {
+      const session = (await setup.call('GET', `${sessionId}/`)).json<Session>();
+      if (!done(session)) throw new Error(`gave up waiting for ${what}`);
+      return session;
+    },
+    { timeout: 30_000, interval: 100 },
+  );
 
 const contact = (s: Session, recordId: string) => s.contacts.find((c) => c.record_id === recordId)!;
 const verdict = (setup: Setup, sessionId: string, body: object) => setup.call('POST', `${sessionId}/verdicts/`, body);

@@ -1,5 +1,6 @@
 /** Notifications in tests: the event dispatcher on the test stack, and a wait for what it delivers. */
 import type { FastifyInstance } from 'fastify';
+import { vi } from 'vitest';
 import { signInboundEmail } from '../../domain/inbox/inbound-signature.js';
 import { startEventDispatcher, type EventDispatcher } from '../../services/notifications/dispatcher.js';
 import type { TestStack } from './test-stack.js';
@@ -19,18 +20,15 @@ export function startTestDispatcher(stack: TestStack, taskQueue = stack.taskQueu
  * Waits (up to `ms`) until `read` answers something other than undefined or false, and answers it;
  * fails naming `what`.
  */
-export async function waitFor<T>(
-  read: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  ms = 20_000,
-): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+export function waitFor<T>(read: () => Promise<T | undefined> | T | undefined, what: string, ms = 20_000): Promise<T> {
+  return vi.waitFor(
+    async () => {
+      const value = await read();
+      if (value === undefined || value === false) throw new Error(`timed out waiting for ${what}`);
+      return value;
+    },
+    { timeout: ms, interval: 50 },
+  );
 }
 
 /** Posts `raw` (a message's lines joined with CRLF) to `workspaceId`'s inbound-email webhook, signed with `secret`. */

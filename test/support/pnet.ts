@@ -2,6 +2,7 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
+import { vi } from 'vitest';
 import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import type { Sql } from '../../db/sql.js';
 import type { SettleReport } from '../../domain/pnet/agent.js';
@@ -151,18 +152,21 @@ export async function settleAndTell(sql: Sql, handle: WorkflowHandle, stepId: st
 /** Signals `stepChanged` and waits (up to 10 s) until the workflow's view shows `status`. */
 export async function tellAndWait(handle: WorkflowHandle, status: string): Promise<void> {
   await handle.signal(stepChangedSignal);
-  const deadline = Date.now() + 10_000;
-  while ((await handle.query(browserStepStateQuery)).status !== status) {
-    if (Date.now() > deadline) throw new Error(`the step's workflow did not read ${status}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await vi.waitFor(
+    async () => {
+      if ((await handle.query(browserStepStateQuery)).status !== status)
+        throw new Error(`the step's workflow did not read ${status}`);
+    },
+    { timeout: 10_000, interval: 20 },
+  );
 }
 
 /** Waits (up to `ms`) until `check` holds; fails naming `what`. */
-export async function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+export function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  return vi.waitFor(
+    async () => {
+      if (!(await check())) throw new Error(`timed out waiting until ${what}`);
+    },
+    { timeout: ms, interval: 50 },
+  );
 }

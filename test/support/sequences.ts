@@ -2,7 +2,7 @@
 import type { AddressInfo } from 'node:net';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
-import { expect } from 'vitest';
+import { expect, vi } from 'vitest';
 import { tablesClient, type TablesClient } from './tables.js';
 import { withKey, type TestStack, type TestWorkspace } from './test-stack.js';
 
@@ -105,14 +105,15 @@ export function sequencesApi(stack: TestStack, ws: TestWorkspace): SequencesApi 
     async contact(sequenceId, contactId) {
       return (await base.get(`/sequences/${sequenceId}/contacts/${contactId}/`)).json();
     },
-    async waitFor(sequenceId, contactId, done, ms = 30_000) {
-      const deadline = Date.now() + ms;
-      for (;;) {
-        const c = await api.contact(sequenceId, contactId);
-        if (done(c)) return c;
-        if (Date.now() > deadline) expect.fail(`contact never reached the expected state: ${JSON.stringify(c)}`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+    waitFor(sequenceId, contactId, done, ms = 30_000) {
+      return vi.waitFor(
+        async () => {
+          const c = await api.contact(sequenceId, contactId);
+          if (!done(c)) expect.fail(`contact never reached the expected state: ${JSON.stringify(c)}`);
+          return c;
+        },
+        { timeout: ms, interval: 200 },
+      );
     },
   };
   return api;
