@@ -55,7 +55,9 @@ export interface RunningStack {
 }
 
 export async function startStack(config: ServiceConfig): Promise<RunningStack> {
-  // The stack orders its own shutdown (API, worker, Temporal, Postgres) instead of the SDK's.
+  // The stack orders its own shutdown (API, worker, Temporal, Postgres) instead of the SDK's, and
+  // runs Postgres and Temporal in process groups of their own so a terminal's Ctrl-C reaches them
+  // only through it (worker/server-process.ts).
   // The SDK's own metrics (workflow task latencies, local activity times, poll results) when asked.
   Runtime.install({ shutdownSignals: [], ...runtimeTelemetry(config.workerMetricsAddress) });
   const log = pino({ level: config.logLevel });
@@ -68,7 +70,11 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
       log.info('starting embedded Postgres');
-      const pg = await startEmbeddedPostgres({ dataDir: join(config.dataDir, 'postgres'), avoidPorts: [config.port] });
+      const pg = await startEmbeddedPostgres({
+        dataDir: join(config.dataDir, 'postgres'),
+        avoidPorts: [config.port],
+        ownGroup: true,
+      });
       stops.push(pg.stop);
       await ensureDatabase(pg.url('postgres'), databaseName);
       databaseUrl = pg.url(databaseName);
@@ -88,8 +94,9 @@ export async function startStack(config: ServiceConfig): Promise<RunningStack> {
               namespace: config.temporalNamespace,
               avoidPorts: [config.port],
               log: (line) => log.info(line),
+              ownGroup: true,
             })
-          : await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port] });
+          : await startTemporalDevServer({ dataDir: config.dataDir, avoidPorts: [config.port], ownGroup: true });
       stops.push(temporal.stop);
       temporalAddress = temporal.address;
       temporalUiUrl = temporal.uiUrl;

@@ -2,13 +2,14 @@
  * `temporal server start-dev` for the local stack and the tests: SQLite under the data folder
  * (or in memory), the Web UI, and our search attributes registered at launch.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { searchAttributes } from '../domain/shared/search-attributes.js';
 import { freePort } from './ports.js';
+import { captureOutput, spawnServer, stopProcess } from './server-process.js';
 import { resolveTool, temporalCli } from './tools.js';
 
 export interface TemporalDevServerHandle {
@@ -28,25 +29,6 @@ function stopStaleServer(pidFile: string) {
     // already gone
   }
   rmSync(pidFile, { force: true });
-}
-
-/**
- * A Temporal server process's output for its error messages. A Go panic puts its reason first and
- * pages of stack after it: keep both ends. `seen` says whether `watch` ever matched a chunk.
- */
-export function captureOutput(child: ChildProcess, watch?: RegExp) {
-  let head = '';
-  let tail = '';
-  let seen = false;
-  const keep = (chunk: Buffer) => {
-    const text = chunk.toString();
-    if (watch?.test(text)) seen = true;
-    if (head.length < 3000) head += text.slice(0, 3000 - head.length);
-    tail = (tail + text).slice(-3000);
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  return { output: () => (head.length < 3000 ? head : `${head}\n...\n${tail}`), seen: () => seen };
 }
 
 /** Waits until the frontend answers, and hands back the connection that saw it (the caller closes it). */
@@ -71,21 +53,14 @@ export async function waitForFrontend(
   throw new Error(`${label} did not answer on ${address} within ${seconds} s:\n${output()}`);
 }
 
-/** SIGTERM, then SIGKILL if it is still there after `graceMs`. */
-export async function stopProcess(child: ChildProcess, exited: Promise<void>, graceMs: number) {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const done = await Promise.race([exited.then(() => true), sleep(graceMs).then(() => false)]);
-  if (!done) child.kill('SIGKILL');
-  await exited;
-}
-
 export async function startTemporalDevServer(options: {
   /** Folder for its SQLite file and pid file; omitted keeps everything in memory. */
   dataDir?: string;
   preferredPort?: number;
   ui?: boolean;
   avoidPorts?: number[];
+  /** Its own process group, for the stack that stops it itself (worker/server-process.ts). */
+  ownGroup?: boolean;
 }): Promise<TemporalDevServerHandle> {
   // Another process may take a probed port before the server binds it: retry on fresh ports.
   const avoid = [...(options.avoidPorts ?? [])];
@@ -101,7 +76,7 @@ export async function startTemporalDevServer(options: {
 class PortRaceError extends Error {}
 
 async function startOnce(
-  options: { dataDir?: string; preferredPort?: number; ui?: boolean },
+  options: { dataDir?: string; preferredPort?: number; ui?: boolean; ownGroup?: boolean },
   avoid: number[],
 ): Promise<TemporalDevServerHandle> {
   const cli = resolveTool(temporalCli);
@@ -143,10 +118,10 @@ async function startOnce(
   const pidFile = options.dataDir ? join(options.dataDir, 'temporal.pid') : undefined;
   if (pidFile) stopStaleServer(pidFile);
 
-  const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const server = spawnServer(cli, args, { ownGroup: options.ownGroup ?? false });
+  const { child, exited } = server;
   const { output, seen: portTaken } = captureOutput(child, /address already in use/i);
   if (pidFile) writeFileSync(pidFile, String(child.pid));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const address = `127.0.0.1:${port}`;
   try {
     await (await waitForFrontend('The Temporal dev server', address, child, output, 60)).close();
@@ -161,7 +136,7 @@ async function startOnce(
     uiUrl: uiPort ? `http://127.0.0.1:${uiPort}` : null,
     metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     stop: async () => {
-      await stopProcess(child, exited, 10_000);
+      await stopProcess(server, 10_000);
       if (pidFile) rmSync(pidFile, { force: true });
     },
   };

@@ -6,7 +6,7 @@
  * Postgres. No wheel carries it, so it is built once from the Go module proxy into `.tools/`
  * (about five minutes on two cores); its schema files come from the same module.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -16,7 +16,8 @@ import { createSql } from '../db/sql.js';
 import { searchAttributes } from '../domain/shared/search-attributes.js';
 import { childEnvironment } from '../integrations/config.js';
 import { freePort } from './ports.js';
-import { captureOutput, stopProcess, waitForFrontend, type TemporalDevServerHandle } from './temporal-dev-server.js';
+import { captureOutput, spawnServer, stopProcess } from './server-process.js';
+import { waitForFrontend, type TemporalDevServerHandle } from './temporal-dev-server.js';
 import { ToolMissingError, toolsDir } from './tools.js';
 
 /** The server the Temporal CLI's dev server embeds (`temporal --version`), so both run the same code. */
@@ -304,6 +305,8 @@ export async function startTemporalOnPostgres(options: {
   preferredPort?: number;
   avoidPorts?: number[];
   log?: (line: string) => void;
+  /** Its own process group, for the stack that stops it itself (worker/server-process.ts). */
+  ownGroup?: boolean;
 }): Promise<TemporalDevServerHandle> {
   const build = resolveTemporalServer(options.log);
   const pg = postgresTarget(options.databaseUrl);
@@ -319,14 +322,18 @@ export async function startTemporalOnPostgres(options: {
   const address = `127.0.0.1:${ports.frontend}`;
 
   const launch = async () => {
-    const child = spawn(build.server, ['--config-file', join(configDir, 'config.yaml'), '--allow-no-auth', 'start'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const server = spawnServer(
+      build.server,
+      ['--config-file', join(configDir, 'config.yaml'), '--allow-no-auth', 'start'],
+      {
+        ownGroup: options.ownGroup ?? false,
+      },
+    );
+    const { child } = server;
     const { output } = captureOutput(child);
     writeFileSync(pidFile, String(child.pid));
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const stop = async () => {
-      await stopProcess(child, exited, 15_000);
+      await stopProcess(server, 15_000);
       rmSync(pidFile, { force: true });
     };
     try {
