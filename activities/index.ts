@@ -1,18 +1,13 @@
 import type { Sql } from '../db/sql.js';
 import type { ActionKind } from '../domain/pnet/limits.js';
 import { createAgentRunActivities, withAgentRunWake } from './agents/agent-run.js';
-import type { AgentSuppliers } from '../integrations/agent-tools/index.js';
-import { createIntegrations, readIntegrationsConfig, type Integrations } from '../integrations/config.js';
+import type { Integrations } from '../integrations/config.js';
 import { createColumnRunActivities } from './tables/column-runs.js';
-import type { EnrichmentProviders } from '../integrations/enrichment-providers/index.js';
 import { createMailerActivities } from './sequences/mailer.js';
 import { type StepRow } from '../store/pnet/steps.js';
 import { createSequenceActivities, withSequenceWake } from './sequences/sequences.js';
-import type { ChatModel } from '../integrations/chat-model.js';
 import { createOutboundAgentActivities } from './agents/outbound-agent.js';
 import { createTrainingActivities } from './agents/training-sessions.js';
-import type { Mailer } from '../integrations/mailer.js';
-import { MailboxNetwork } from '../services/inbox/mailbox-poll.js';
 import { createInboxActivities } from './inbox/inbox.js';
 import { createCreditActivities } from './platform/credits.js';
 import { createBillingActivities } from './billing/billing.js';
@@ -35,26 +30,15 @@ export interface ActivityDeps {
   housekeeping?: Partial<Record<ActionKind, number>>;
   /**
    * The outside services (integrations/config.ts), built once by the bootstrap and shared with the
-   * API; built here from the process environment when omitted. The fields below override one each.
+   * API; a test builds them the same way with its own pieces in place (test/support/integrations.ts).
    */
-  integrations?: Integrations;
-  /** Sequence email; from SMTP_URL when omitted (null: no SMTP, emails wait and say so). */
-  mailer?: Mailer | null;
-  /** Whether IMAP mailboxes may be on private networks; from MAILBOX_ALLOW_PRIVATE_NETWORKS when omitted. */
-  mailboxNetwork?: MailboxNetwork;
-  /** The enrichment providers column runs call; built from the process environment when omitted. */
-  enrichmentProviders?: EnrichmentProviders;
-  /** What saved agents' research runs call; built from the process environment when omitted. */
-  agentSuppliers?: AgentSuppliers;
-  /** The chat model the outbound agent and training sessions write with; from the environment when omitted, null for the local template writer. */
-  chatModel?: ChatModel | null;
+  integrations: Integrations;
 }
 
 /** Every activity of the service, bound to its dependencies. */
 export function createActivities(deps: ActivityDeps) {
-  const integrations = deps.integrations ?? createIntegrations(readIntegrationsConfig());
-  const mailer = deps.mailer !== undefined ? deps.mailer : integrations.mailer;
-  const enrichmentProviders = deps.enrichmentProviders ?? integrations.enrichmentProviders;
+  const { integrations } = deps;
+  const { mailer, enrichmentProviders } = integrations;
   const extractor = createDocumentExtractor(integrations.chatAttachments);
   return {
     ...createCreditActivities(deps),
@@ -65,14 +49,14 @@ export function createActivities(deps: ActivityDeps) {
     ...createMailerActivities({ sql: deps.sql, mailer, publicBaseUrl: integrations.publicBaseUrl }),
     ...createAgentRunActivities({
       sql: deps.sql,
-      suppliers: deps.agentSuppliers ?? integrations.agentSuppliers,
+      suppliers: integrations.agentSuppliers,
       startStep: deps.startStep,
       businessContextChars: integrations.businessDocuments.contextChars,
     }),
-    ...outboundAgentActivities(deps, integrations, enrichmentProviders),
+    ...outboundAgentActivities(deps.sql, integrations),
     ...createInboxActivities({
       sql: deps.sql,
-      mailboxNetwork: deps.mailboxNetwork ?? integrations.mailboxNetwork,
+      mailboxNetwork: integrations.mailboxNetwork,
       integrations,
     }),
     ...createAssistantTurnActivities({
@@ -104,21 +88,17 @@ export function createActivities(deps: ActivityDeps) {
     ...createNotificationActivities({
       sql: deps.sql,
       integrations,
-      mailer: () => (deps.mailer !== undefined ? deps.mailer : integrations.mailer),
+      mailer: () => integrations.mailer,
     }),
   };
 }
 
 /** The outbound agent's writing and training sessions share one chat model (or none: the local template writer). */
-function outboundAgentActivities(
-  deps: ActivityDeps,
-  integrations: Integrations,
-  enrichmentProviders: EnrichmentProviders,
-) {
+function outboundAgentActivities(sql: Sql, integrations: Integrations) {
   const outbound = {
-    sql: deps.sql,
-    chatModel: deps.chatModel === undefined ? integrations.chatModel : deps.chatModel,
-    enrichmentProviders,
+    sql,
+    chatModel: integrations.chatModel,
+    enrichmentProviders: integrations.enrichmentProviders,
     businessContextChars: integrations.businessDocuments.contextChars,
   };
   return { ...createOutboundAgentActivities(outbound), ...createTrainingActivities(outbound) };

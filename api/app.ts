@@ -3,8 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { operationDoor } from './operation-door.js';
-import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
-import type { AppDeps, RouteDeps } from './deps.js';
+import type { AppDeps } from './deps.js';
 import { registerAuth } from './plugins/auth.js';
 import { answerClientError, registerErrorHandling } from './plugins/errors.js';
 import { registerOpenApi } from './plugins/openapi.js';
@@ -57,20 +56,7 @@ import { connectedAppRoutes } from './routes/connected-apps/connected-apps.js';
 import { mcpRoutes } from './routes/connected-apps/mcp.js';
 import { oauthRoutes } from './routes/connected-apps/oauth.js';
 
-export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
-  // One set of outside services for every route (one suppliers object for agent tools, saved
-  // agents and auto_run), as the worker has one; the caller's own pieces win.
-  const integrations = appDeps.integrations ?? createIntegrations(readIntegrationsConfig());
-  const deps: RouteDeps = {
-    ...appDeps,
-    integrations,
-    enrichmentProviders: appDeps.enrichmentProviders ?? integrations.enrichmentProviders,
-    agentSuppliers: appDeps.agentSuppliers ?? integrations.agentSuppliers,
-    inbox: {
-      mailer: appDeps.inbox?.mailer !== undefined ? appDeps.inbox.mailer : integrations.mailer,
-      chatModel: appDeps.inbox?.chatModel !== undefined ? appDeps.inbox.chatModel : integrations.chatModel,
-    },
-  };
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     ...(typeof deps.logger === 'object' ? { loggerInstance: deps.logger } : { logger: deps.logger ?? false }),
     genReqId: (req) => {
@@ -112,7 +98,7 @@ export async function buildApp(appDeps: AppDeps): Promise<FastifyInstance> {
     rateLimiter: new RateLimiter(deps.rateLimit),
     actingSecret,
   });
-  integrations.operations = operationDoor(app, actingSecret);
+  deps.integrations.operations = operationDoor(app, actingSecret);
 
   await app.register(healthRoutes(deps));
   await app.register(apiKeyRoutes(deps));

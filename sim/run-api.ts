@@ -10,6 +10,7 @@ import { buildApp } from '../api/app.js';
 import { createTokenVerifier } from '../services/platform/tokens.js';
 import { createSql } from '../db/sql.js';
 import { resolveTokenConfig } from '../worker/auth-config.js';
+import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
 import { readConfig } from '../worker/config.js';
 
 // Started by the chaos test: leave with it (its end of our stdin closes however it exits).
@@ -51,6 +52,7 @@ const app = await buildApp({
   verifyToken: createTokenVerifier(await resolveTokenConfig(sql)),
   rateLimit: { limit: config.rateLimitPerMinute, windowSeconds: 60 },
   logger: pino({ level: config.logLevel }),
+  integrations: createIntegrations(readIntegrationsConfig()),
   ...(killAfterClaim > 0 ? { faults: { afterClaimCommit } } : {}),
 });
 await app.listen({ port: config.port, host: config.host });

@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { keepStepSignalSweeperStarted } from '../services/pnet/browser-step-client.js';
 import { createSql } from '../db/sql.js';
+import { createIntegrations, readIntegrationsConfig } from '../integrations/config.js';
 import { readConfig } from '../worker/config.js';
 import { createServiceWorker, runtimeTelemetry } from '../worker/worker.js';
 
@@ -26,6 +27,7 @@ const { worker } = await createServiceWorker({
   address: config.temporalAddress,
   namespace: config.temporalNamespace,
   taskQueue: config.taskQueue,
+  integrations: createIntegrations(readIntegrationsConfig()),
   ...(config.workflowBundle ? { bundle: { codePath: config.workflowBundle } } : {}),
   // WORKER_MAX_CACHED_WORKFLOWS=0 turns sticky queues off: the time-skipping test server never moves
   // a task off a dead worker's sticky queue, so after a SIGKILL that workflow would wait for good.

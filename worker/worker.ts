@@ -66,8 +66,8 @@ export async function createServiceWorker(options: {
   address: string;
   namespace: string;
   taskQueue: string;
-  /** The outside services, built once by the bootstrap (shared with the API); from the environment when omitted. */
-  integrations?: Integrations;
+  /** The outside services, built once by the bootstrap (shared with the API). */
+  integrations: Integrations;
   /** A prebuilt workflow bundle (`npm run build`, WORKFLOW_BUNDLE); built from the source at start when omitted. */
   bundle?: WorkflowBundleOption;
   /** Workflows kept in memory between tasks; 0 turns sticky queues off (every task from the shared queue). */
@@ -83,7 +83,7 @@ export async function createServiceWorker(options: {
   const activities = createActivities({
     sql: options.sql,
     startStep,
-    ...(options.integrations ? { integrations: options.integrations } : {}),
+    integrations: options.integrations,
   });
   const cached = options.maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows: options.maxCachedWorkflows };
   const worker = await Worker.create({

@@ -10,7 +10,6 @@
 import { randomBytes } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { createPayPalPayouts } from '../../integrations/payouts/paypal.js';
 import { insertAffiliate } from '../../store/affiliates/affiliates.js';
 import { affiliateBalances, appendAffiliateLedgerEntry } from '../../store/affiliates/ledger.js';
@@ -21,7 +20,7 @@ import { useFaultWorkers } from '../support/fault-workers.js';
 import { useTestStack } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
-const faults = useFaultWorkers(stack, { enrichmentProviders: () => createEnrichmentProviders({ env: {} }) });
+const faults = useFaultWorkers(stack);
 let twin: PayPalPayoutsTwin;
 const affiliates: { id: string; cents: number; email: string }[] = [];
 const count = 200;

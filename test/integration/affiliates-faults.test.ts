@@ -7,7 +7,6 @@
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { BillingEvent } from '../../domain/billing/provider-events.js';
-import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { wakeCommissions } from '../../services/affiliates/maturation.js';
 import { handleBillingEvent } from '../../services/billing/events.js';
 import { insertAffiliate, insertAffiliateCode } from '../../store/affiliates/affiliates.js';
@@ -18,7 +17,7 @@ import { useFaultWorkers } from '../support/fault-workers.js';
 import { useTestStack } from '../support/test-stack.js';
 
 const { stack } = useTestStack({ workspaces: false });
-const faults = useFaultWorkers(stack, { enrichmentProviders: () => createEnrichmentProviders({ env: {} }) });
+const faults = useFaultWorkers(stack);
 let seed = 7;
 const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

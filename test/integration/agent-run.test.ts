@@ -24,6 +24,7 @@ import { serveChatCompletions } from '../support/local-servers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { workspaceWithClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
+import { testIntegrations } from '../support/integrations.js';
 
 type Messages = { role: string; content: string }[];
 let site: LocalHttp;
@@ -182,9 +183,7 @@ const skipping = useTimeSkippingWorker(skippingQueue, (testEnv) =>
         typedSearchAttributes: [],
       })),
     housekeeping: {},
-    mailer: null,
-    chatModel: null,
-    agentSuppliers: agentSuppliersFrom(env()),
+    integrations: testIntegrations({ mailer: null, chatModel: null, agentSuppliers: agentSuppliersFrom(env()) }),
   }),
 );
 

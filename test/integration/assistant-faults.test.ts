@@ -52,7 +52,7 @@ afterAll(async () => {
 
 const providers = () => createEnrichmentProviders({ env: { WEB_READER_ALLOW_PRIVATE_NETWORKS: 'true' } });
 const { stack, paid } = useTestStack({ enrichmentProviders: providers });
-const faults = useFaultWorkers(stack, { enrichmentProviders: providers });
+const faults = useFaultWorkers(stack);
 beforeAll(() => {
   stack.integrations.chatModel = openAiChatModel({ apiKey: 'local', model: 'local-model', baseUrl: model.url });
 });

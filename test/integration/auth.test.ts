@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { generateApiKeySecret } from '../../domain/platform/api-key-secret.js';
 import { startTestStack, useTestStack, withKey, withToken } from '../support/test-stack.js';
+import { testIntegrations } from '../support/integrations.js';
 
 // The API's clock (its once-a-minute last_used_at write reads it): real time, unless a test holds it.
 let heldAt: number | null = null;
@@ -254,6 +255,7 @@ describe('bearer tokens from an identity provider (AUTH_JWKS_URL)', () => {
       temporal: { client: stack.client, taskQueue: stack.taskQueue },
       verifyToken: createTokenVerifier({ kind: 'jwks', url, issuer: 'https://idp.test/', audience: 'outreach' }),
       rateLimit: { limit: 0, windowSeconds: 60 },
+      integrations: testIntegrations(),
     });
     // The provider names the organisation by its own id, mapped to the workspace.
     const orgId = `org_${paid.workspaceId.slice(0, 8)}`;

@@ -5,6 +5,7 @@ import { buildApp } from '../../api/app.js';
 import { createSql } from '../../db/sql.js';
 import { freePort } from '../../worker/ports.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
+import { testIntegrations } from '../support/integrations.js';
 
 const { stack } = useTestStack({
   workspaces: false,
@@ -162,6 +163,7 @@ describe('dependencies down', () => {
       temporal: { client: deadTemporal, taskQueue: 'none' },
       verifyToken: async () => undefined,
       rateLimit: { limit: 0, windowSeconds: 60 },
+      integrations: testIntegrations(),
     });
     app.get('/test-only/workflow/', { config: { access: 'public' } }, async () =>
       deadTemporal.workflow.getHandle('credit-hold/x').describe(),
@@ -210,6 +212,7 @@ describe('structured logs', () => {
       temporal: { client: stack.client, taskQueue: stack.taskQueue },
       verifyToken: async () => undefined,
       rateLimit: { limit: 0, windowSeconds: 60 },
+      integrations: testIntegrations(),
       logger: pino({ level: 'info' }, sink),
     });
     try {

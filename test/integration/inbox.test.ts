@@ -12,6 +12,7 @@ import { connectedAccount } from '../support/pnet.js';
 import { useTestStack, withKey, type TestWorkspace } from '../support/test-stack.js';
 import { smtpMailer, Mailer } from '../../integrations/mailer.js';
 import { startSmtpServer } from '../support/sequences.js';
+import { testIntegrations } from '../support/integrations.js';
 
 const { stack, paid } = useTestStack();
 
@@ -47,7 +48,7 @@ beforeAll(async () => {
       temporal: { client: stack.client, taskQueue: stack.taskQueue },
       verifyToken,
       rateLimit: { limit: 0, windowSeconds: 60 },
-      inbox: { mailer, chatModel },
+      integrations: testIntegrations({ mailer, chatModel }),
     });
     await built.ready();
     return built;

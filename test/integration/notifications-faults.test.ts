@@ -10,7 +10,6 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
-import { createEnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { webhookSender } from '../../integrations/webhooks/sender.js';
 import type { EventDispatcher } from '../../services/notifications/dispatcher.js';
 import { recordWorkspaceEvent } from '../../store/notifications/outbox.js';
@@ -19,7 +18,7 @@ import { startTestDispatcher } from '../support/notifications.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
 
 const { stack, paid } = useTestStack();
-const faults = useFaultWorkers(stack, { enrichmentProviders: () => createEnrichmentProviders({ env: {} }) });
+const faults = useFaultWorkers(stack);
 let dispatcher: EventDispatcher;
 const servers: Server[] = [];
 /** Per receiver: webhook ids answered 2xx, with how many times. */

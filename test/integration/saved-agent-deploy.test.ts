@@ -12,6 +12,7 @@ import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
 import { useSavedAgentStack } from '../support/saved-agents.js';
 import { withKey } from '../support/test-stack.js';
+import { testIntegrations } from '../support/integrations.js';
 
 // The answer echoes the prompt it was given, so a test sees what the prompt read.
 const { stack, paid, api } = useSavedAgentStack((body) => ({
@@ -271,7 +272,7 @@ describe('deploying a saved agent (interface spec: Deploy a saved agent onto a t
       temporal: { client: stack.client, taskQueue: stack.taskQueue },
       verifyToken: createTokenVerifier(await resolveTokenConfig(stack.sql, {})),
       rateLimit: { limit: 0, windowSeconds: 60 },
-      agentSuppliers: agentSuppliersFrom({}),
+      integrations: testIntegrations({ agentSuppliers: agentSuppliersFrom({}) }),
     });
     await bare.ready();
     try {

@@ -24,6 +24,7 @@ import { sequencesApi, type SequencesApi } from '../support/sequences.js';
 import { useTestStack } from '../support/test-stack.js';
 import { useTimeSkippingWorker } from '../support/time-skipping.js';
 import { OutboundEmail, Mailer } from '../../integrations/mailer.js';
+import { testIntegrations } from '../support/integrations.js';
 
 const sent: OutboundEmail[] = [];
 const mailer: Mailer = {
@@ -48,7 +49,7 @@ const temporal = useTimeSkippingWorker(taskQueue, (env) => {
         typedSearchAttributes: [],
       })),
     housekeeping: {},
-    mailer,
+    integrations: testIntegrations({ mailer }),
   });
   return {
     ...acts,

@@ -16,6 +16,7 @@ import { serveChatCompletions } from '../support/local-servers.js';
 import { serveHttp, type LocalHttp } from '../../sim/local-http.js';
 import { tablesClient, workspaceWithClient, type TablesClient } from '../support/tables.js';
 import { useTestStack, withKey } from '../support/test-stack.js';
+import { testIntegrations } from '../support/integrations.js';
 
 // Pages of the local site by path: /page/<name> answers a page titled <name> whose text is the
 // current content of <name>. /slow/<name> is the same page held back while the gate is closed.
@@ -68,7 +69,7 @@ async function appWith(environment: Record<string, string>) {
     temporal: { client: stack.client, taskQueue: stack.taskQueue },
     verifyToken: createTokenVerifier(await resolveTokenConfig(stack.sql, {})),
     rateLimit: { limit: 0, windowSeconds: 60 },
-    enrichmentProviders: createEnrichmentProviders({ env: environment }),
+    integrations: testIntegrations({ enrichmentProviders: createEnrichmentProviders({ env: environment }) }),
   });
   await app.ready();
   return app;

@@ -17,6 +17,7 @@ import { createApiKey } from '../../store/platform/api-keys.js';
 import { addMember } from '../../store/platform/workspaces.js';
 import { tablesClient, type TablesClient } from '../support/tables.js';
 import { withKey } from '../support/test-stack.js';
+import { testIntegrations } from '../support/integrations.js';
 
 const adminUrl = inject('pgAdminUrl');
 const name = `t_mig_${randomBytes(6).toString('hex')}`;
@@ -81,6 +82,7 @@ beforeAll(async () => {
     temporal: { client: new Client({ connection }), taskQueue: 'tables-migration-unused' },
     verifyToken: createTokenVerifier(await resolveTokenConfig(sql, {})),
     rateLimit: { limit: 0, windowSeconds: 60 },
+    integrations: testIntegrations(),
   });
   await app.ready();
   const stack = { app } as never;

@@ -24,7 +24,6 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { createActivities } from '../../activities/index.js';
 import { buildApp } from '../../api/app.js';
-import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { startStepWorkflow } from '../../services/pnet/browser-step-client.js';
 import { createTokenVerifier } from '../../services/platform/tokens.js';
 import { resolveTokenConfig } from '../../worker/auth-config.js';
@@ -61,16 +60,12 @@ export interface FaultWorkers {
 const killedFailure = () =>
   ApplicationFailure.retryable('The worker running this attempt was killed.', 'worker_killed');
 
-/** The file's fault workers over its stack; the app and the first worker exist once beforeAll has run. */
-export function useFaultWorkers(
-  stack: TestStack,
-  options: { enrichmentProviders: () => EnrichmentProviders },
-): FaultWorkers {
+/** The file's fault workers over its stack and its integrations; the app and the first worker exist once beforeAll has run. */
+export function useFaultWorkers(stack: TestStack): FaultWorkers {
   const taskQueue = `faults-${randomBytes(4).toString('hex')}`;
   const crashes = new Map<string, { when: (input: unknown, result: unknown) => boolean; crashed: () => void }>();
   const workers: FaultWorker[] = [];
   let connection: NativeConnection | undefined;
-  let enrichmentProviders: EnrichmentProviders;
   let current: FaultWorker | undefined;
 
   async function start({ shutdownGraceMs = 0 }: { shutdownGraceMs?: number } = {}): Promise<FaultWorker> {
@@ -81,9 +76,6 @@ export function useFaultWorkers(
       integrations: stack.integrations,
       startStep: (row) => startStepWorkflow({ client: stack.client, taskQueue, sql: stack.sql }, row),
       housekeeping: {},
-      enrichmentProviders,
-      mailboxNetwork: { allowPrivateNetworks: true },
-      chatModel: null,
     }) as unknown as Record<string, AnyActivity>;
     const wrap =
       (name: string, fn: AnyActivity): AnyActivity =>
@@ -156,7 +148,6 @@ export function useFaultWorkers(
   };
 
   beforeAll(async () => {
-    enrichmentProviders = options.enrichmentProviders();
     connection = await NativeConnection.connect({ address: inject('temporalAddress') });
     faults.app = await buildApp({
       integrations: stack.integrations,
@@ -164,7 +155,6 @@ export function useFaultWorkers(
       temporal: { client: stack.client, taskQueue },
       verifyToken: createTokenVerifier(await resolveTokenConfig(stack.sql, {})),
       rateLimit: { limit: 0, windowSeconds: 60 },
-      enrichmentProviders,
     });
     await faults.app.ready();
     await start();

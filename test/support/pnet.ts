@@ -69,6 +69,7 @@ export function useStepTimeSkippingWorker(stack: TestStack, taskQueue: string, d
           ...startOptions(taskQueue, row),
           typedSearchAttributes: [],
         })),
+      integrations: stack.integrations,
       ...deps,
     }),
   );

@@ -20,7 +20,8 @@ import type { Plan, Role } from '../../domain/shared/common.js';
 import { resolveTokenConfig, signingSecret } from '../../worker/auth-config.js';
 import { addWorkspaceMember, createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { createTestDatabase } from './database.js';
-import { createIntegrations, readIntegrationsConfig, type Integrations } from '../../integrations/config.js';
+import type { Integrations } from '../../integrations/config.js';
+import { testIntegrations } from './integrations.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -53,7 +54,7 @@ export interface TestStackOptions {
   enrichmentProviders?: () => EnrichmentProviders;
   /** What saved agents run on, for the API and the worker; from an empty environment (no chat model, no suppliers) when omitted. */
   agentSuppliers?: () => AgentSuppliers;
-  /** The worker's chat model for the outbound agent and training sessions; none (the local template writer) when omitted, never process.env. */
+  /** The chat model of the API and the worker (the outbound agent, training sessions, the inbox, the assistant); none (the local template writer) when omitted, never process.env. */
   chatModel?: () => ChatModel | null;
   /** The API's clock (rate limits, the once-a-minute last_used_at write); Date.now when omitted. */
   now?: () => number;
@@ -66,11 +67,15 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const nativeConnection = await NativeConnection.connect({ address });
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
-  const enrichmentProviders = options.enrichmentProviders?.() ?? createEnrichmentProviders({ env: {} });
-  const agentSuppliers = options.agentSuppliers?.() ?? agentSuppliersFrom({});
   // One set of outside services for the API and the worker, as the bootstrap builds it: a test that
   // sets `stack.integrations.chatModel` gives the assistant's routes and its turns the same model.
-  const integrations = createIntegrations(readIntegrationsConfig(process.env));
+  const integrations = testIntegrations({
+    enrichmentProviders: options.enrichmentProviders?.() ?? createEnrichmentProviders({ env: {} }),
+    agentSuppliers: options.agentSuppliers?.() ?? agentSuppliersFrom({}),
+    chatModel: options.chatModel?.() ?? null,
+    // Tests' IMAP servers listen on 127.0.0.1.
+    mailboxNetwork: { allowPrivateNetworks: true },
+  });
   const worker = await Worker.create({
     connection: nativeConnection,
     taskQueue,
@@ -81,11 +86,6 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
       integrations,
       startStep: (row) => startStepWorkflow({ client, taskQueue, sql: db.sql }, row),
       housekeeping: {},
-      enrichmentProviders,
-      agentSuppliers,
-      // Tests' IMAP servers listen on 127.0.0.1.
-      mailboxNetwork: { allowPrivateNetworks: true },
-      chatModel: options.chatModel?.() ?? null,
     }),
   });
   const running = worker.run();
@@ -97,8 +97,6 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     temporal: { client: new Client({ connection: nativeConnection }), taskQueue, eagerStart: true },
     verifyToken: createTokenVerifier(await resolveTokenConfig(db.sql, {})),
     rateLimit: { limit: options.rateLimit ?? 0, windowSeconds: 60, ...(options.now ? { now: options.now } : {}) },
-    enrichmentProviders,
-    agentSuppliers,
   });
   options.extendApp?.(app);
   await app.ready();

@@ -40,7 +40,7 @@ import {
   requireAffiliate,
 } from '../../../services/affiliates/affiliates.js';
 import { affiliatePerformance } from '../../../services/affiliates/performance.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { RateLimiter } from '../../plugins/rate-limit.js';
 
@@ -50,7 +50,7 @@ const notEnrolled = DetailBodySchema.describe('The workspace is not enrolled in 
 export const clickCookie = 'aff_click';
 
 export const affiliateRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { sql } = deps;
     const settings = deps.integrations.affiliates;

@@ -11,7 +11,7 @@ import { PageQuerySchema } from '../../../domain/affiliates/affiliates.js';
 import { PayoutSchema, PayoutSettingsSchema, PayoutSettingsUpdateSchema } from '../../../domain/affiliates/payouts.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { listPayouts, readPayoutSettings, updatePayoutSettings } from '../../../services/affiliates/payouts.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const PayoutPageSchema = z
@@ -23,7 +23,7 @@ const PayoutPageSchema = z
 const notEnrolled = DetailBodySchema.describe('The workspace is not enrolled in the affiliate program');
 
 export const affiliatePayoutRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/affiliate/payouts/',

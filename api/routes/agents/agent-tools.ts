@@ -16,13 +16,13 @@ import {
   AgentToolUpdateSchema,
 } from '../../../domain/pnet/agent.js';
 import { readAgentTools, switchAgentTool } from '../../../services/agents/agent-tool-switches.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['agent-tools'];
 
 export const agentToolRoutes =
-  ({ sql, agentSuppliers: suppliers }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, integrations: { agentSuppliers: suppliers } }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // Read at each request: the suppliers object is the one the runs are given.
     app.get(

@@ -28,7 +28,7 @@ import {
 import { ColumnSchema } from '../../../domain/tables/tables.js';
 import { cancelAgentRun, startAgentRuns, startAgentTraining } from '../../../services/agents/agent-run-client.js';
 import { agentRunWorkflowIds } from '../../../workflows/agents/agent-run.contract.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   createExample,
@@ -75,7 +75,7 @@ export const DeployedAgentSchema = z
   .meta({ id: 'DeployedAgent' });
 
 export const savedAgentRoutes =
-  ({ sql, temporal, agentSuppliers }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations: { agentSuppliers } }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const modelReady = agentSuppliers.chatModel !== null;
 

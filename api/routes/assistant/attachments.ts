@@ -28,7 +28,7 @@ import {
   readableAttachment,
   readAttachmentPages,
 } from '../../../store/assistant/attachments.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
 import { shownAttachment } from '../../assistant-http.js';
 import { readerOf } from '../../request-actor.js';
@@ -62,7 +62,7 @@ const uploadRules =
 
 /** A multipart body the parser cannot read (no boundary, cut short): 422, never a 500. */
 export const chatAttachmentRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // The size limit is applied per request (below), so a changed setting is heard at once.
     await registerUploads(app);

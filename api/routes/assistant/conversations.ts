@@ -32,7 +32,7 @@ import {
   listMessages,
   updateConversation,
 } from '../../../store/assistant/conversations.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { sendAnswerStream } from '../../assistant-http.js';
 import { readerOf } from '../../request-actor.js';
 
@@ -58,7 +58,7 @@ export const noChatModelDetail =
   'The assistant has no chat model: set OPENAI_API_KEY and OPENAI_MODEL (and OPENAI_BASE_URL for any other OpenAI-compatible API) and restart the service.';
 
 export const assistantConversationRoutes =
-  (deps: RouteDeps, hub: AnswerStreamHub): FastifyPluginAsyncZod =>
+  (deps: AppDeps, hub: AnswerStreamHub): FastifyPluginAsyncZod =>
   async (app) => {
     const { sql, temporal } = deps;
     app.addHook('preClose', async () => hub.close());

@@ -24,7 +24,7 @@ import {
   scheduleDowngrade,
   startCheckout,
 } from '../../../services/billing/billing.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['billing'];
@@ -36,7 +36,7 @@ const providerFailed = DetailBodySchema.describe(
 );
 
 export const billingRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { sql } = deps;
     app.get(

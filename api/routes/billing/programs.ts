@@ -7,11 +7,11 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DesignPartnerApplySchema, DesignPartnerSchema, ReferralsSchema } from '../../../domain/billing/billing.js';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { applyForDesignPartner, designPartner, referrals } from '../../../services/billing/billing.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 export const billingProgramRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/referrals/',

@@ -17,14 +17,14 @@ import { paymentsOf } from '../../../services/billing/billing.js';
 import { handleBillingEvent } from '../../../services/billing/events.js';
 import { linkInvoicePayment } from '../../../services/billing/payment-links.js';
 import { wakeCommissions } from '../../../services/affiliates/maturation.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { billingUnconfigured } from './billing.js';
 
 /** Stripe's events are small; a body past this is not one. */
 const webhookBytesMax = 1024 * 1024;
 
 export const billingWebhookRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     // The signature is over the exact bytes: this scope keeps JSON bodies raw.
     app.removeContentTypeParser('application/json');

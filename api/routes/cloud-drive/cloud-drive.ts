@@ -18,7 +18,7 @@ import {
   disconnectCloudDrive,
   startCloudDriveConnect,
 } from '../../../services/cloud-drive/drive.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['cloud-drive'];
@@ -27,7 +27,7 @@ const unconfigured = DetailBodySchema.describe(
 );
 
 export const cloudDriveRoutes =
-  ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/cloud-drive/',

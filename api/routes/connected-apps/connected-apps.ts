@@ -17,7 +17,7 @@ import {
 } from '../../../domain/connected-apps/connected-apps.js';
 import { approveConsent, denyConsent, readConsentRequest } from '../../../services/connected-apps/authorization.js';
 import { findApp, listApps, revokeApp } from '../../../store/connected-apps/oauth.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { endpointsOf } from '../../oauth-http.js';
 import { consentPersonOf } from '../../request-actor.js';
@@ -30,7 +30,7 @@ const decided = DetailBodySchema.describe(
 );
 
 export const connectedAppRoutes =
-  ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/connected-apps/',

@@ -19,13 +19,13 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { readOnlyRefusal, reboundOrigin } from '../../../domain/connected-apps/connected-apps.js';
 import { lastUsedRecorder, mcpServerFor } from '../../../services/connected-apps/mcp-server.js';
 import { authoriseCall, mcpPath } from '../../../services/connected-apps/authorization.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { bearerOf } from '../../plugins/auth.js';
 import { RateLimiter } from '../../plugins/rate-limit.js';
 import { bearerChallenge, endpointsOf } from '../../oauth-http.js';
 
 export const mcpRoutes =
-  ({ sql, temporal, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
+  ({ sql, temporal, integrations, rateLimit }: AppDeps): FastifyPluginAsync =>
   async (app) => {
     const limiter = new RateLimiter(rateLimit);
     const recordUse = lastUsedRecorder(sql, app.log, limiter.now);

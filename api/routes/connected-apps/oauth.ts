@@ -26,7 +26,7 @@ import {
   type OAuthDeps,
 } from '../../../services/connected-apps/authorization.js';
 import { ApiError } from '../../../domain/shared/errors.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { consentPage } from '../../pages/consent-page.js';
 import { endpointsOf, sendOAuthError, singleValues } from '../../oauth-http.js';
 import { RateLimiter } from '../../plugins/rate-limit.js';
@@ -37,7 +37,7 @@ const publicRoute = { access: 'public' } as const;
 const crossOriginRoute = { access: 'public', crossOrigin: true } as const;
 
 export const oauthRoutes =
-  ({ sql, integrations, rateLimit }: RouteDeps): FastifyPluginAsync =>
+  ({ sql, integrations, rateLimit }: AppDeps): FastifyPluginAsync =>
   async (app) => {
     // Read at each use, so a test (or a reload) that replaces the settings is heard.
     const deps: OAuthDeps = {

@@ -38,7 +38,7 @@ import {
   updateDocument,
   withBudget,
 } from '../../../store/documents/documents.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
 import { principalOf } from '../../plugins/auth.js';
 
@@ -46,7 +46,7 @@ const tags = ['business-context'];
 const DocumentParamsSchema = z.object({ document_id: UuidSchema });
 
 export const businessDocumentRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     await registerUploads(app);
     const limits = integrations.businessDocuments;

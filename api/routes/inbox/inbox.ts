@@ -39,7 +39,7 @@ import {
   WebhookSecretSchema,
   bulkThreadsMax,
 } from '../../../domain/inbox/inbox.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import {
   approveSuggestion,
   bulkDoNotContact,
@@ -79,14 +79,14 @@ const SuggestionParamsSchema = z.object({ suggestion_id: UuidSchema });
 const MailboxParamsSchema = z.object({ mailbox_id: UuidSchema });
 
 export const inboxRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { sql } = deps;
     const service: InboxServiceDeps = {
       sql,
       temporal: deps.temporal,
-      mailer: deps.inbox.mailer,
-      chatModel: deps.inbox.chatModel,
+      mailer: deps.integrations.mailer,
+      chatModel: deps.integrations.chatModel,
       businessContextChars: deps.integrations.businessDocuments.contextChars,
     };
 

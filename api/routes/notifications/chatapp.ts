@@ -16,7 +16,7 @@ import {
   authorizationMinutes,
 } from '../../../services/notifications/team-chat.js';
 import { teamChatConnection } from '../../../store/notifications/team-chat.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['notifications'];
@@ -84,7 +84,7 @@ const DisconnectAnswerSchema = z
   });
 
 export const teamChatRoutes =
-  ({ sql, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/notifications/chatapp/',

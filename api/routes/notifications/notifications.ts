@@ -38,7 +38,7 @@ import {
   updateRule,
 } from '../../../store/notifications/rules.js';
 import { findEndpoint } from '../../../store/notifications/webhooks.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['notifications'];
@@ -68,7 +68,7 @@ const EventsQuerySchema = z
   .strict();
 
 export const notificationRoutes =
-  ({ sql }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/notifications/event-types/',

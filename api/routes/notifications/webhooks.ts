@@ -37,7 +37,7 @@ import {
   findEndpoint,
   listEndpoints,
 } from '../../../store/notifications/webhooks.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['webhooks'];
@@ -59,7 +59,7 @@ const AttemptsQuerySchema = z
   .strict();
 
 export const webhookEndpointRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/webhooks/endpoints/',

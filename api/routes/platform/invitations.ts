@@ -19,11 +19,11 @@ import {
   listInvitations,
   revokeInvitation,
 } from '../../../services/platform/invitations.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { identityOf, principalOf } from '../../plugins/auth.js';
 
 export const invitationRoutes =
-  ({ sql, inbox, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/workspace/invitations/',
@@ -58,7 +58,7 @@ export const invitationRoutes =
             sql,
             // Read at each request: the caller's own mailer first, else the shared one, which a test (or a
             // reload) may replace after the app is built.
-            mailer: inbox.mailer ?? integrations.mailer,
+            mailer: integrations.mailer,
             acceptPage: integrations.invitationAcceptUrl,
           },
           principalOf(request),

@@ -3,11 +3,11 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DetailBodySchema } from '../../../domain/shared/common.js';
 import { SignedUpSchema, SignUpSchema } from '../../../domain/platform/workspaces.js';
 import { signUp } from '../../../services/platform/sign-up.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { identityOf } from '../../plugins/auth.js';
 
 export const signUpRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/signup/',

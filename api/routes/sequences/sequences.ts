@@ -54,7 +54,7 @@ import {
   retrySequenceContact,
 } from '../../../services/sequences/contacts.js';
 import { createSequence, transitionSequence, updateSequence } from '../../../services/sequences/sequences.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const SequenceParamsSchema = z.object({ sequence_id: UuidSchema });
@@ -76,7 +76,7 @@ const transitionDocs: Record<SequenceTransition, string> = {
 };
 
 export const sequenceRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { sql } = deps;
 

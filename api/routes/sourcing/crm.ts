@@ -34,7 +34,7 @@ import {
   toWriteBack,
 } from '../../../store/sourcing/crm.js';
 import { requireTable } from '../../../store/tables/tables.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { deleteImportSchedule } from '../../../services/sourcing/schedules.js';
 
@@ -46,7 +46,7 @@ const WriteBackParams = z.object({ table_id: UuidSchema, write_back_id: UuidSche
 const noTable = DetailBodySchema.describe("No table with this id in the caller's workspace");
 
 export const crmRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/integrations/crm/connections/',

@@ -3,14 +3,14 @@
  * and subdomains (decision 042).
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { leadSearchRoutes } from './lead-searches.js';
 import { crmRoutes } from './crm.js';
 import { scheduleRoutes } from './schedules.js';
 import { subdomainRoutes } from './subdomains.js';
 
 export const sourcingRoutes =
-  (deps: RouteDeps): FastifyPluginAsyncZod =>
+  (deps: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     await app.register(leadSearchRoutes(deps));
     await app.register(crmRoutes(deps));

@@ -16,14 +16,14 @@ import {
 } from '../../../domain/sourcing/lead-search.js';
 import { cancelLeadSearch, createLeadSearch } from '../../../services/sourcing/lead-search.js';
 import { getLeadSearch, listLeadSearches, toLeadSearch } from '../../../store/sourcing/lead-searches.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['lead-searches'];
 const SearchParamsSchema = z.object({ search_id: UuidSchema });
 
 export const leadSearchRoutes =
-  ({ sql, temporal, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/lead-searches/providers/',

@@ -15,7 +15,7 @@ import {
   pauseImportSchedule,
 } from '../../../services/sourcing/schedules.js';
 import { getImportSchedule, listImportSchedules } from '../../../store/sourcing/schedules.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['sourcing'];
@@ -23,7 +23,7 @@ const Params = z.object({ schedule_id: UuidSchema });
 const missing = DetailBodySchema.describe("No import schedule with this id in the caller's workspace");
 
 export const scheduleRoutes =
-  ({ sql, temporal }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/import-schedules/',

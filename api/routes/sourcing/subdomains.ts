@@ -5,13 +5,13 @@ import { DetailBodySchema, UuidSchema } from '../../../domain/shared/common.js';
 import { SubdomainDiscoveryCreateSchema, SubdomainDiscoverySchema } from '../../../domain/sourcing/subdomains.js';
 import { createSubdomainDiscovery, discoveryNotFound } from '../../../services/sourcing/subdomains.js';
 import { getDiscovery, toDiscovery } from '../../../store/sourcing/subdomains.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const tags = ['sourcing'];
 
 export const subdomainRoutes =
-  ({ sql, temporal }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/subdomain-discoveries/',

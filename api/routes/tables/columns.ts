@@ -14,7 +14,7 @@ import {
   ColumnTemplateUpdateSchema,
   ColumnUpdateSchema,
 } from '../../../domain/tables/tables.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   createColumn,
@@ -43,7 +43,7 @@ const columnConflict = DetailBodySchema.describe(
 );
 
 export const tableColumnRoutes =
-  ({ sql, enrichmentProviders }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, integrations: { enrichmentProviders } }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/tables/:table_id/columns/',

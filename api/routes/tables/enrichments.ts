@@ -24,7 +24,7 @@ import {
   listColumnRuns,
   toColumnRun,
 } from '../../../services/tables/column-runs.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 
 const providerTags = ['table-enrichments'];
@@ -34,7 +34,7 @@ const ColumnParamsSchema = z.object({ table_id: UuidSchema, column_id: UuidSchem
 const RunParamsSchema = z.object({ table_id: UuidSchema, run_id: UuidSchema });
 
 export const enrichmentProviderRoutes =
-  ({ enrichmentProviders }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ integrations: { enrichmentProviders } }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.get(
       '/table-enrichments/providers/',
@@ -71,7 +71,7 @@ export const enrichmentProviderRoutes =
   };
 
 export const columnRunRoutes =
-  ({ sql, temporal, enrichmentProviders }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations: { enrichmentProviders } }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     app.post(
       '/tables/:table_id/columns/:column_id/runs/',

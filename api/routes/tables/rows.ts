@@ -25,7 +25,7 @@ import {
 import { runNewRows } from '../../../services/tables/column-runs.js';
 import { runNewAgentRows } from '../../../services/agents/agent-run-client.js';
 import { wakeFeedsOfTable } from '../../../services/sequences/sequence-client.js';
-import type { RouteDeps } from '../../deps.js';
+import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import { exportCsv, importCsv } from '../../../services/tables/csv.js';
 import {
@@ -47,7 +47,7 @@ const cellConflict = DetailBodySchema.describe('A cell names a column the table 
 const gridConflict = DetailBodySchema.describe('A filter or sort names a column the table does not have');
 
 export const tableRowRoutes =
-  ({ sql, temporal, enrichmentProviders, agentSuppliers, integrations }: RouteDeps): FastifyPluginAsyncZod =>
+  ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const feedPollSeconds = integrations.sequenceFeedPollSeconds;
     // An upload is handed to the route as the request stream itself, so it is never held whole.
@@ -68,13 +68,13 @@ export const tableRowRoutes =
       async (request, reply) => {
         const row = await createRow(sql, principalOf(request).workspaceId, request.params.table_id, request.body.cells);
         await runNewRows(
-          { sql, temporal, enrichmentProviders, log: request.log },
+          { sql, temporal, enrichmentProviders: integrations.enrichmentProviders, log: request.log },
           principalOf(request).workspaceId,
           request.params.table_id,
           1,
         );
         await runNewAgentRows(
-          { sql, temporal, agentSuppliers, log: request.log },
+          { sql, temporal, agentSuppliers: integrations.agentSuppliers, log: request.log },
           principalOf(request).workspaceId,
           request.params.table_id,
           1,
@@ -124,13 +124,13 @@ export const tableRowRoutes =
           request.body.rows,
         );
         await runNewRows(
-          { sql, temporal, enrichmentProviders, log: request.log },
+          { sql, temporal, enrichmentProviders: integrations.enrichmentProviders, log: request.log },
           principalOf(request).workspaceId,
           request.params.table_id,
           result.succeeded,
         );
         await runNewAgentRows(
-          { sql, temporal, agentSuppliers, log: request.log },
+          { sql, temporal, agentSuppliers: integrations.agentSuppliers, log: request.log },
           principalOf(request).workspaceId,
           request.params.table_id,
           result.succeeded,
@@ -281,13 +281,13 @@ export const tableRowRoutes =
         }
         const report = await importCsv(sql, workspaceId, request.params.table_id, body, request.query);
         await runNewRows(
-          { sql, temporal, enrichmentProviders, log: request.log },
+          { sql, temporal, enrichmentProviders: integrations.enrichmentProviders, log: request.log },
           workspaceId,
           request.params.table_id,
           report.rows_added,
         );
         await runNewAgentRows(
-          { sql, temporal, agentSuppliers, log: request.log },
+          { sql, temporal, agentSuppliers: integrations.agentSuppliers, log: request.log },
           workspaceId,
           request.params.table_id,
           report.rows_added,
