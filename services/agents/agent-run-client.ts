@@ -33,9 +33,9 @@ export async function startAgentRuns(
   }
 }
 
-export async function startAgentTraining(client: Client, taskQueue: string, input: AgentTrainingInput): Promise<void> {
-  await client.workflow.start(agentTrainingWorkflow, {
-    taskQueue,
+export async function startAgentTraining(temporal: TemporalHandle, input: AgentTrainingInput): Promise<void> {
+  await temporal.client.workflow.start(agentTrainingWorkflow, {
+    taskQueue: temporal.taskQueue,
     workflowId: agentTrainingWorkflowId(input.trainingRunId),
     args: [input],
     workflowIdConflictPolicy: 'USE_EXISTING',

@@ -8,10 +8,16 @@ import type { Sql } from '../../db/sql.js';
 import { findSession, type SessionRow } from '../../store/agents/training-sessions.js';
 import { trainingSessionWorkflow } from '../../workflows/agents/training-session.js';
 import {
+  abandonSessionUpdate,
+  applyProposalUpdate,
+  closeSessionUpdate,
+  discardChangesUpdate,
   trainingSessionWorkflowId,
+  type RevisionRequest,
   type TrainingSessionInput,
 } from '../../workflows/agents/training-session.contract.js';
 import { SequenceIdKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
+import type { ServiceDeps, TemporalHandle } from '../deps.js';
 
 /** The session as a request may change it: the caller's, live, and at the revision they read (409 otherwise). */
 export async function liveTrainingSession(
@@ -58,8 +64,8 @@ function startOptions(taskQueue: string, session: SessionRef) {
 }
 
 /** Starts the session's workflow; one already running is left as it is. */
-export async function startTrainingSession(client: Client, taskQueue: string, session: SessionRef): Promise<void> {
-  await client.workflow.start(trainingSessionWorkflow, startOptions(taskQueue, session));
+export async function startTrainingSession(temporal: TemporalHandle, session: SessionRef): Promise<void> {
+  await temporal.client.workflow.start(trainingSessionWorkflow, startOptions(temporal.taskQueue, session));
 }
 
 /**
@@ -80,4 +86,47 @@ export function updateTrainingSession<Args extends unknown[]>(
     startOptions(taskQueue, session),
   );
   return client.workflow.executeUpdateWithStart(update, { startWorkflowOperation, updateId, args });
+}
+
+/**
+ * The changes that carry nothing but the caller's revision, each by the path segment of its route
+ * (api/routes/agents/training-sessions.ts), which also prefixes its update id.
+ */
+const revisionUpdates: Record<
+  'discard-changes' | 'apply' | 'abandon' | 'close',
+  UpdateDefinition<TrainingSession, [Partial<RevisionRequest>]>
+> = {
+  'discard-changes': discardChangesUpdate,
+  apply: applyProposalUpdate,
+  abandon: abandonSessionUpdate,
+  close: closeSessionUpdate,
+};
+export type RevisionChange = keyof typeof revisionUpdates;
+
+/**
+ * One of those changes to the caller's live session. Only `close` may come without
+ * `expected_revision` (its route's body schema; the others require it): its update id then takes
+ * the revision read here, and its Update no revision to compare.
+ */
+export async function reviseTrainingSession(
+  deps: Pick<ServiceDeps, 'sql' | 'temporal'>,
+  change: RevisionChange,
+  session: { workspaceId: string; sequenceId: string; sessionId: string },
+  expectedRevision: number | undefined,
+): Promise<TrainingSession> {
+  const row = await liveTrainingSession(
+    deps.sql,
+    session.workspaceId,
+    session.sequenceId,
+    session.sessionId,
+    expectedRevision,
+  );
+  return updateTrainingSession(
+    deps.temporal.client,
+    deps.temporal.taskQueue,
+    row,
+    revisionUpdates[change],
+    `${change}/${expectedRevision ?? row.revision}`,
+    [expectedRevision !== undefined ? { expectedRevision } : {}],
+  );
 }

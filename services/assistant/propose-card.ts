@@ -14,7 +14,6 @@ import {
   verbLabels,
   type Verb,
 } from '../../domain/assistant/assistant.js';
-import { pageReadBytesMax } from '../../domain/assistant/attachments.js';
 import { offeredTo, operationRequest } from '../../domain/assistant/operations.js';
 import {
   assistantOperations,
@@ -27,7 +26,7 @@ import { attachmentPageWindow, cardToolResult, parseArguments } from '../../doma
 import { ApiError } from '../../domain/shared/errors.js';
 import { textOf } from '../../domain/shared/text.js';
 import type { ChatToolCall } from '../../integrations/chat-model.js';
-import { getAttachment, readAttachmentPages } from '../../store/assistant/attachments.js';
+import { getAttachment } from '../../store/assistant/attachments.js';
 import { answerContext } from '../../store/assistant/conversations.js';
 import { appendToolOutput } from '../../store/assistant/parts.js';
 import {
@@ -39,6 +38,7 @@ import {
 } from '../../store/assistant/proposals.js';
 import { listGrants, readSettings } from '../../store/assistant/settings.js';
 import { getMember } from '../../store/platform/workspaces.js';
+import { readReadyAttachmentPages } from './attachment-pages.js';
 import { prepareColumn, quoteVerb, VerbRefused, type Quote, type ToolCardInput, type VerbDeps } from './verbs.js';
 
 export interface ProposeCardRequest {
@@ -215,16 +215,10 @@ async function readAttachment(sql: Sql, ctx: { workspace_id: string; conversatio
   const attachment = /^[0-9a-f-]{36}$/i.test(id) ? await getAttachment(sql, ctx.workspace_id, id) : undefined;
   if (!attachment || attachment.conversation_id !== ctx.conversation_id)
     throw new VerbRefused(`No file ${id} is attached to this conversation.`);
-  if (attachment.status !== 'ready' || attachment.page_count === null)
+  const read = await readReadyAttachmentPages({ sql }, attachment, attachmentPageWindow(args));
+  if (!read)
     throw new VerbRefused(`"${attachment.filename}" cannot be read: ${attachment.error ?? attachment.status}.`);
-  const { offset, limit } = attachmentPageWindow(args);
-  return readAttachmentPages(
-    sql,
-    { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count },
-    offset,
-    limit,
-    pageReadBytesMax,
-  );
+  return read;
 }
 
 /** Why a tool call raises no card, as the model reads it; anything else is the activity's failure. */

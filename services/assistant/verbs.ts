@@ -379,9 +379,7 @@ const addContactsToSequence: VerbEntry = {
         ? [{ ...r.contact, workspace_id: card.workspace_id }]
         : [],
     );
-    await startContacts(deps.temporal.client, deps.temporal.taskQueue, [
-      ...new Map(live.map((c) => [c.id, c])).values(),
-    ]);
+    await startContacts(deps.temporal, [...new Map(live.map((c) => [c.id, c])).values()]);
     const enrolled = results.filter((r) => r.status === 'enrolled').length;
     const already = results.filter((r) => r.status === 'already_enrolled').length;
     const refused = results.length - enrolled - already;

@@ -29,7 +29,7 @@ import {
   StepStatusKey,
   WorkspaceIdKey,
 } from '../../workflows/shared/search-attributes.js';
-import type { ServiceDeps } from '../deps.js';
+import type { ServiceDeps, TemporalHandle } from '../deps.js';
 import { repeatEvery } from '../repeat.js';
 
 export function startOptions(taskQueue: string, row: StepRow) {
@@ -142,9 +142,9 @@ export async function signalSenderAccount(
  * lost, or a retry reopened a step whose run had closed). The sweeper's path; the API's is
  * `tellStepWorkflow`.
  */
-export async function signalStepWorkflow(client: Client, taskQueue: string, row: StepRow): Promise<void> {
-  const { workflowIdConflictPolicy: _policy, ...options } = startOptions(taskQueue, row);
-  await client.workflow.signalWithStart(browserStepWorkflow, { ...options, signal: stepChangedSignal });
+export async function signalStepWorkflow(temporal: TemporalHandle, row: StepRow): Promise<void> {
+  const { workflowIdConflictPolicy: _policy, ...options } = startOptions(temporal.taskQueue, row);
+  await temporal.client.workflow.signalWithStart(browserStepWorkflow, { ...options, signal: stepChangedSignal });
 }
 
 /**

@@ -73,7 +73,7 @@ export async function resendStepSignals(
     ),
   ];
   if (rows.length === 0) return 0;
-  await Promise.all(rows.map((row) => signalStepWorkflow(temporal.client, temporal.taskQueue, row)));
+  await Promise.all(rows.map((row) => signalStepWorkflow(temporal, row)));
   await markSignalsResent(
     sql,
     rows.map((r) => r.id),

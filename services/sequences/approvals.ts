@@ -15,7 +15,7 @@ type Deps = Pick<ServiceDeps, 'sql' | 'temporal'>;
 /** Wakes the workflow of the contact a message belongs to; a contact that is gone has none to wake. */
 async function wakeOwner({ sql, temporal }: Deps, contactId: string) {
   const contact = await findContactKeyRow(sql, contactId);
-  if (contact) await wakeContact(temporal.client, temporal.taskQueue, contact);
+  if (contact) await wakeContact(temporal, contact);
 }
 
 /**

@@ -43,7 +43,7 @@ export async function enrolContacts(
   senderProfileId: string | null,
 ): Promise<{ results: EnrolResult[] }> {
   const { results } = await enrolRows(sql, workspaceId, sequenceId, rowIds, senderProfileId);
-  await startContacts(temporal.client, temporal.taskQueue, contactsToStart(results, workspaceId));
+  await startContacts(temporal, contactsToStart(results, workspaceId));
   return { results };
 }
 
@@ -67,7 +67,7 @@ export async function feedSequence(
     rows.map((r) => r.id),
     null,
   );
-  await startContacts(temporal.client, temporal.taskQueue, contactsToStart(results, seq.workspace_id));
+  await startContacts(temporal, contactsToStart(results, seq.workspace_id));
   await advanceFeedCursor(sql, sequenceId, rows[rows.length - 1]!.seq);
   return {
     feeding: true,
@@ -109,7 +109,7 @@ export async function migrateContacts(
     if (r.migrated && r.contact) moved.push(r.contact);
     results.push({ contact_id: contactId, migrated: r.migrated, reason: r.reason, contact: r.contact ?? null });
   }
-  await wakeContacts(temporal.client, temporal.taskQueue, moved);
+  await wakeContacts(temporal, moved);
   return results;
 }
 
@@ -126,7 +126,7 @@ export async function changeContactState(
   action: 'pause' | 'resume' | 'stop',
 ): Promise<ContactRow> {
   const contact = await setContactState(sql, workspaceId, sequenceId, contactId, action);
-  await wakeContact(temporal.client, temporal.taskQueue, contact);
+  await wakeContact(temporal, contact);
   return (await getContact(sql, workspaceId, sequenceId, contactId))!;
 }
 
@@ -169,6 +169,6 @@ export async function retrySequenceContact(
     }
   }
   // The contact's workflow waits on its failed step; woken, it reads the step and goes on.
-  await wakeContact(temporal.client, temporal.taskQueue, contact);
+  await wakeContact(temporal, contact);
   return (await getContact(sql, workspaceId, sequenceId, contactId))!;
 }

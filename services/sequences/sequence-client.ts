@@ -38,17 +38,17 @@ function contactOptions(taskQueue: string, c: ContactRef) {
 }
 
 /** Signal-with-start: wakes the contact's workflow, starting it if it is not running (or its start was lost). */
-export async function wakeContact(client: Client, taskQueue: string, c: ContactRef): Promise<void> {
-  await client.workflow.signalWithStart(sequenceContactWorkflow, {
-    ...contactOptions(taskQueue, c),
+export async function wakeContact(temporal: TemporalHandle, c: ContactRef): Promise<void> {
+  await temporal.client.workflow.signalWithStart(sequenceContactWorkflow, {
+    ...contactOptions(temporal.taskQueue, c),
     signal: wakeContactSignal,
   });
 }
 
 /** Starts the contact's workflow; one already running is left as it is (no signal: it is looking already). */
-export async function startContact(client: Client, taskQueue: string, c: ContactRef): Promise<void> {
-  await client.workflow.start(sequenceContactWorkflow, {
-    ...contactOptions(taskQueue, c),
+export async function startContact(temporal: TemporalHandle, c: ContactRef): Promise<void> {
+  await temporal.client.workflow.start(sequenceContactWorkflow, {
+    ...contactOptions(temporal.taskQueue, c),
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
 }
@@ -62,23 +62,13 @@ async function eachLimited<T>(items: T[], concurrency: number, work: (item: T) =
 }
 
 /** Wakes (starting where needed) many contacts, a bounded number at a time so a bulk action does not flood the server. */
-export async function wakeContacts(
-  client: Client,
-  taskQueue: string,
-  contacts: ContactRef[],
-  concurrency = 64,
-): Promise<void> {
-  await eachLimited(contacts, concurrency, (c) => wakeContact(client, taskQueue, c));
+export async function wakeContacts(temporal: TemporalHandle, contacts: ContactRef[], concurrency = 64): Promise<void> {
+  await eachLimited(contacts, concurrency, (c) => wakeContact(temporal, c));
 }
 
 /** Starts the workflows of newly enrolled contacts (and makes good any start an earlier request lost). */
-export async function startContacts(
-  client: Client,
-  taskQueue: string,
-  contacts: ContactRef[],
-  concurrency = 64,
-): Promise<void> {
-  await eachLimited(contacts, concurrency, (c) => startContact(client, taskQueue, c));
+export async function startContacts(temporal: TemporalHandle, contacts: ContactRef[], concurrency = 64): Promise<void> {
+  await eachLimited(contacts, concurrency, (c) => startContact(temporal, c));
 }
 
 /**

@@ -80,6 +80,6 @@ export async function transitionSequence(
   const sequence = await transitionSequenceRow(sql, workspaceId, sequenceId, action, expectedRevision);
   const contacts = await liveContactsOf(sql, sequence.id);
   // A pause needs no wake: each contact sees it at its next look, and its pnet steps are held already.
-  if (action !== 'pause') await wakeContacts(temporal.client, temporal.taskQueue, contacts);
+  if (action !== 'pause') await wakeContacts(temporal, contacts);
   return sequence;
 }

@@ -28,6 +28,6 @@ export async function wakeSequenceContacts(
   if (emails.length + urls.length + ids.length === 0) return 0;
   const { sql } = deps;
   const contacts: ContactRef[] = await contactsToWake(sql, workspaceId, { emails, urls, ids });
-  await wakeContacts(deps.temporal.client, deps.temporal.taskQueue, contacts);
+  await wakeContacts(deps.temporal, contacts);
   return contacts.length;
 }

@@ -5,6 +5,7 @@ import { columnRunWorkflow } from '../../workflows/tables/column-run.js';
 import { columnRunWorkflowId, type ColumnRunInput } from '../../workflows/tables/column-run.contract.js';
 import { ColumnRunProgressKey, ColumnRunStatusKey, WorkspaceIdKey } from '../../workflows/shared/search-attributes.js';
 import { RunRecord } from '../../store/tables/column-runs.js';
+import type { TemporalHandle } from '../deps.js';
 
 function runOptions(taskQueue: string, run: RunRecord) {
   const input: ColumnRunInput = {
@@ -26,9 +27,9 @@ function runOptions(taskQueue: string, run: RunRecord) {
 }
 
 /** Starts the run's workflow; one already running is left as it is. */
-export async function startColumnRun(client: Client, taskQueue: string, run: RunRecord): Promise<void> {
-  await client.workflow.start(columnRunWorkflow, {
-    ...runOptions(taskQueue, run),
+export async function startColumnRun(temporal: TemporalHandle, run: RunRecord): Promise<void> {
+  await temporal.client.workflow.start(columnRunWorkflow, {
+    ...runOptions(temporal.taskQueue, run),
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
 }

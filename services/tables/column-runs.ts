@@ -178,7 +178,7 @@ export async function createColumnRun(
     return inserted;
   });
   try {
-    await startColumnRun(temporal.client, temporal.taskQueue, run);
+    await startColumnRun(temporal, run);
   } catch (error) {
     // The record is committed first; without its workflow it would wait forever, so it fails here.
     await failUnstartedRun(sql, run.id);

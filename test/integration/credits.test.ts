@@ -288,8 +288,9 @@ describe('watchCreditHold on the real Temporal server', () => {
     const hold = await stack.sql.begin((tx) =>
       holdCredits(tx, { workspaceId: ws.workspaceId, amount: 4, causeKey: 'op', ttlSeconds: 1 }),
     );
-    await watchCreditHold(stack.client, stack.taskQueue, hold);
-    await watchCreditHold(stack.client, stack.taskQueue, hold); // a retried caller: no second workflow
+    const temporal = { client: stack.client, taskQueue: stack.taskQueue };
+    await watchCreditHold(temporal, hold);
+    await watchCreditHold(temporal, hold); // a retried caller: no second workflow
     const handle = stack.client.workflow.getHandle(creditHoldWorkflowId(hold.id));
     expect(await handle.result()).toMatchObject({ status: 'released', releasedByWatchdog: true });
     expect(await getBalance(stack.sql, ws.workspaceId)).toEqual({ available: 10, held: 0, spent: 0 });

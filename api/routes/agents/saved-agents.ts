@@ -255,7 +255,7 @@ export const savedAgentRoutes =
           modelReady,
           agentRunWorkflowIds,
         );
-        await startAgentTraining(temporal.client, temporal.taskQueue, {
+        await startAgentTraining(temporal, {
           trainingRunId: training.id,
           workspaceId,
           runs,

@@ -16,19 +16,15 @@ import {
   TrainingStartSchema,
   TrainingVerdictSchema,
 } from '../../../domain/agents/training-session-schemas.js';
-import {
-  abandonSessionUpdate,
-  applyProposalUpdate,
-  closeSessionUpdate,
-  discardChangesUpdate,
-  giveVerdictUpdate,
-} from '../../../workflows/agents/training-session.contract.js';
+import { giveVerdictUpdate } from '../../../workflows/agents/training-session.contract.js';
 import type { AppDeps } from '../../deps.js';
 import { principalOf } from '../../plugins/auth.js';
 import {
   liveTrainingSession,
+  reviseTrainingSession,
   startTrainingSession,
   updateTrainingSession,
+  type RevisionChange,
 } from '../../../services/agents/training-client.js';
 import { createSession, findSession, listSessions, toSession } from '../../../store/agents/training-sessions.js';
 
@@ -85,7 +81,7 @@ export const trainingSessionRoutes =
           request.params.sequence_id,
           request.body,
         );
-        await startTrainingSession(temporal.client, temporal.taskQueue, row);
+        await startTrainingSession(temporal, row);
         return reply.code(201).send(toSession(row));
       },
     );
@@ -170,150 +166,78 @@ export const trainingSessionRoutes =
       },
     );
 
-    app.post(
-      '/sequences/:sequence_id/agent/training/:session_id/discard-changes/',
-      {
-        schema: {
-          operationId: 'discardTrainingChanges',
-          tags,
-          summary: 'Drop the latest rewrite and the lesson that wrote it (endpoint 3)',
-          description:
-            'Drops the most recent rewrite still pending (not yet kept with Looks good) and the lesson that wrote it. The thread stays as ' +
-            'written, the notes behind the rewrite are kept with state `discarded` (never learned), and the contact waits for a verdict ' +
-            'again. A proposal already drafted with that lesson is withdrawn (the session goes back to `reviewing`). `expected_revision` ' +
-            'is required: a stale revision is refused with 409 and nothing changes; 409 too when there is no pending rewrite. ' +
-            'Closing the whole run is `close/`.\n' +
-            transitions,
-          params: SessionParamsSchema,
-          body: RevisionBodySchema,
-          response: {
-            200: TrainingSessionSchema,
-            404: DetailBodySchema,
-            409: conflict409,
-            422: ValidationBodySchema.describe('expected_revision missing or below 1'),
+    /** A change that carries only `expected_revision`: one route each, the same answers (reviseTrainingSession). */
+    const revisionRoute = (
+      change: RevisionChange,
+      doc: { operationId: string; summary: string; description: string },
+      body: typeof RevisionBodySchema | typeof OptionalRevisionBodySchema,
+      invalid = ValidationBodySchema,
+    ) =>
+      app.post(
+        `/sequences/:sequence_id/agent/training/:session_id/${change}/`,
+        {
+          schema: {
+            ...doc,
+            tags,
+            params: SessionParamsSchema,
+            body,
+            response: { 200: TrainingSessionSchema, 404: DetailBodySchema, 409: conflict409, 422: invalid },
           },
         },
-      },
-      async (request) => {
-        const { sequence_id, session_id } = request.params;
-        const expectedRevision = request.body.expected_revision;
-        const row = await liveTrainingSession(
-          sql,
-          principalOf(request).workspaceId,
-          sequence_id,
-          session_id,
-          expectedRevision,
-        );
-        return updateTrainingSession(
-          temporal.client,
-          temporal.taskQueue,
-          row,
-          discardChangesUpdate,
-          `discard-changes/${expectedRevision}`,
-          [{ expectedRevision }],
-        );
-      },
-    );
+        async (request) =>
+          reviseTrainingSession(
+            { sql, temporal },
+            change,
+            {
+              workspaceId: principalOf(request).workspaceId,
+              sequenceId: request.params.sequence_id,
+              sessionId: request.params.session_id,
+            },
+            request.body.expected_revision,
+          ),
+      );
 
-    app.post(
-      '/sequences/:sequence_id/agent/training/:session_id/apply/',
+    revisionRoute(
+      'discard-changes',
       {
-        schema: {
-          operationId: 'applyTrainingProposal',
-          tags,
-          summary: 'Apply the proposed prompt update: a new agent version; the session is completed',
-          description: `Only a \`proposed\` session. The new version takes each changed slot's proposed prompt, on top of the agent as it is now.\n${transitions}`,
-          params: SessionParamsSchema,
-          body: RevisionBodySchema,
-          response: { 200: TrainingSessionSchema, 404: DetailBodySchema, 409: conflict409, 422: ValidationBodySchema },
-        },
+        operationId: 'discardTrainingChanges',
+        summary: 'Drop the latest rewrite and the lesson that wrote it (endpoint 3)',
+        description:
+          'Drops the most recent rewrite still pending (not yet kept with Looks good) and the lesson that wrote it. The thread stays as ' +
+          'written, the notes behind the rewrite are kept with state `discarded` (never learned), and the contact waits for a verdict ' +
+          'again. A proposal already drafted with that lesson is withdrawn (the session goes back to `reviewing`). `expected_revision` ' +
+          'is required: a stale revision is refused with 409 and nothing changes; 409 too when there is no pending rewrite. ' +
+          'Closing the whole run is `close/`.\n' +
+          transitions,
       },
-      async (request) => {
-        const { sequence_id, session_id } = request.params;
-        const expectedRevision = request.body.expected_revision;
-        const row = await liveTrainingSession(
-          sql,
-          principalOf(request).workspaceId,
-          sequence_id,
-          session_id,
-          expectedRevision,
-        );
-        return updateTrainingSession(
-          temporal.client,
-          temporal.taskQueue,
-          row,
-          applyProposalUpdate,
-          `apply/${expectedRevision}`,
-          [{ expectedRevision }],
-        );
-      },
+      RevisionBodySchema,
+      ValidationBodySchema.describe('expected_revision missing or below 1'),
     );
-
-    app.post(
-      '/sequences/:sequence_id/agent/training/:session_id/abandon/',
+    revisionRoute(
+      'apply',
       {
-        schema: {
-          operationId: 'abandonTrainingProposal',
-          tags,
-          summary: 'Decline the proposed prompt update: the session is abandoned and the agent stays as it was',
-          description: `Only a \`proposed\` session.\n${transitions}`,
-          params: SessionParamsSchema,
-          body: RevisionBodySchema,
-          response: { 200: TrainingSessionSchema, 404: DetailBodySchema, 409: conflict409, 422: ValidationBodySchema },
-        },
+        operationId: 'applyTrainingProposal',
+        summary: 'Apply the proposed prompt update: a new agent version; the session is completed',
+        description: `Only a \`proposed\` session. The new version takes each changed slot's proposed prompt, on top of the agent as it is now.\n${transitions}`,
       },
-      async (request) => {
-        const { sequence_id, session_id } = request.params;
-        const expectedRevision = request.body.expected_revision;
-        const row = await liveTrainingSession(
-          sql,
-          principalOf(request).workspaceId,
-          sequence_id,
-          session_id,
-          expectedRevision,
-        );
-        return updateTrainingSession(
-          temporal.client,
-          temporal.taskQueue,
-          row,
-          abandonSessionUpdate,
-          `abandon/${expectedRevision}`,
-          [{ expectedRevision }],
-        );
-      },
+      RevisionBodySchema,
     );
-
-    app.post(
-      '/sequences/:sequence_id/agent/training/:session_id/close/',
+    revisionRoute(
+      'abandon',
       {
-        schema: {
-          operationId: 'closeTrainingSession',
-          tags,
-          summary: 'Close the whole run now, from any live status: the session is abandoned and nothing is applied',
-          description: `A write under way is dropped and its credits go back. \`expected_revision\` is optional.\n${transitions}`,
-          params: SessionParamsSchema,
-          body: OptionalRevisionBodySchema,
-          response: { 200: TrainingSessionSchema, 404: DetailBodySchema, 409: conflict409, 422: ValidationBodySchema },
-        },
+        operationId: 'abandonTrainingProposal',
+        summary: 'Decline the proposed prompt update: the session is abandoned and the agent stays as it was',
+        description: `Only a \`proposed\` session.\n${transitions}`,
       },
-      async (request) => {
-        const { sequence_id, session_id } = request.params;
-        const expectedRevision = request.body.expected_revision;
-        const row = await liveTrainingSession(
-          sql,
-          principalOf(request).workspaceId,
-          sequence_id,
-          session_id,
-          expectedRevision,
-        );
-        return updateTrainingSession(
-          temporal.client,
-          temporal.taskQueue,
-          row,
-          closeSessionUpdate,
-          `close/${expectedRevision ?? row.revision}`,
-          [expectedRevision !== undefined ? { expectedRevision } : {}],
-        );
+      RevisionBodySchema,
+    );
+    revisionRoute(
+      'close',
+      {
+        operationId: 'closeTrainingSession',
+        summary: 'Close the whole run now, from any live status: the session is abandoned and nothing is applied',
+        description: `A write under way is dropped and its credits go back. \`expected_revision\` is optional.\n${transitions}`,
       },
+      OptionalRevisionBodySchema,
     );
   };

@@ -21,12 +21,12 @@ import {
   pageReadBytesMax,
 } from '../../../domain/assistant/attachments.js';
 import { readAttachment } from '../../../services/assistant/attachment-client.js';
+import { readChatAttachmentPages } from '../../../services/assistant/attachment-pages.js';
 import {
   conversationReadable,
   insertAttachment,
   listAttachments,
   readableAttachment,
-  readAttachmentPages,
 } from '../../../store/assistant/attachments.js';
 import type { AppDeps } from '../../deps.js';
 import { readUpload, registerUploads } from '../../plugins/uploads.js';
@@ -174,32 +174,7 @@ export const chatAttachmentRoutes =
           },
         },
       },
-      async (request) => {
-        const attachment = await readableAttachment(sql, readerOf(request), request.params.attachment_id);
-        if (!attachment) throw notFound('Attachment');
-        if (attachment.status === 'pending') {
-          throw new ApiError('unavailable', "The attachment's text is still being read; try again shortly.", {
-            'retry-after': '2',
-          });
-        }
-        if (attachment.status === 'failed' || attachment.page_count === null) {
-          throw new ValidationRefusal([
-            {
-              loc: ['path', 'attachment_id'],
-              msg: `The file could not be read: ${attachment.error ?? 'unknown error'}`,
-              type: 'unreadable_file',
-              input: attachment.id,
-            },
-          ]);
-        }
-        const { offset, limit } = request.query;
-        return readAttachmentPages(
-          sql,
-          { id: attachment.id, filename: attachment.filename, page_count: attachment.page_count },
-          offset,
-          limit,
-          pageReadBytesMax,
-        );
-      },
+      async (request) =>
+        readChatAttachmentPages({ sql }, readerOf(request), request.params.attachment_id, request.query),
     );
   };
