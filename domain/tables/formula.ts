@@ -1,7 +1,8 @@
 /**
- * Formula columns: an expression over the row's other cells, parsed and evaluated by mathjs,
- * never by `eval`. A person writes column references as `{Column name}` (`\}` and `\\` escape a
- * brace or backslash inside); they are stored by column id (`{<uuid>}`), so renaming a column
+ * Formula columns: an expression over the row's other cells, parsed by mathjs and evaluated by
+ * closures compiled from its tree ("The row evaluator" below; decision 058), never by `eval`. A
+ * person writes column references as `{Column name}` (`\}` and `\\` escape a brace or backslash
+ * inside); they are stored by column id (`{<uuid>}`), so renaming a column
  * never rewrites a formula. Only a whitelist of node types and functions is accepted: mathjs can
  * also build matrices and ranges (`1:1e9` would exhaust memory) and define functions, so a
  * formula that uses anything else is refused before it is compiled. Nothing here throws at a
@@ -12,17 +13,27 @@ import type { EvalFunction, MathJsInstance, MathNode } from 'mathjs';
 import { cellTextMax, displayValue, type CellValue } from './tables.js';
 
 type Builtin = Pick<MathJsInstance, 'equal' | 'larger' | 'smaller' | 'largerEq' | 'smallerEq'>;
-let language: { math: MathJsInstance; builtin: Builtin } | null = null;
+type AnyFunction = (...args: unknown[]) => unknown;
+interface Language {
+  math: MathJsInstance;
+  builtin: Builtin;
+  /** The namespace mathjs's compiled expressions call (its `min`, `max`, `and`, `or` are transforms). */
+  evaluated: Record<string, unknown>;
+  relTol: number;
+  absTol: number;
+}
+let language: Language | null = null;
 
 /**
  * The formula language, built on first use: loading mathjs and creating its instance takes 1.5 to
  * 4 s, which every process importing the tables' store (the API, the worker, the operator command
  * line) would otherwise pay at start, whether or not a formula is ever computed.
  */
-function formulaLanguage(): { math: MathJsInstance; builtin: Builtin } {
+function formulaLanguage(): Language {
   if (language) return language;
   const { all, create } = createRequire(import.meta.url)('mathjs') as typeof import('mathjs');
   const math = create(all!, { number: 'number' });
+  const { relTol, absTol } = (math.config as unknown as () => { relTol: number; absTol: number })();
   // Kept before the spreadsheet's overrides replace them.
   language = {
     math,
@@ -33,6 +44,10 @@ function formulaLanguage(): { math: MathJsInstance; builtin: Builtin } {
       largerEq: math.largerEq.bind(math),
       smallerEq: math.smallerEq.bind(math),
     },
+    evaluated: (math as unknown as { expression: { mathWithTransform: Record<string, unknown> } }).expression
+      .mathWithTransform,
+    relTol,
+    absTol,
   };
   math.import(spreadsheetFunctions, { override: true });
   return language;
@@ -275,8 +290,190 @@ function asCellValue(result: unknown): FormulaOutcome {
 
 const brief = (message: string) => (message.length > 500 ? `${message.slice(0, 497)}...` : message);
 
-/** Compiles a stored formula; `columnExists` says which referenced ids are columns of the table. */
-export function compileFormula(stored: string, columnExists: (id: string) => boolean): CompiledFormula {
+// ---------------------------------------------------------------------------------------------
+// The row evaluator: each whitelisted node compiled once into a closure over the row's values.
+// mathjs's own evaluation pays, on every row, a scope map and a typed-function dispatch per
+// operator (with a string-to-number conversion for imported text), and recompiles the operands of
+// `and`/`or`. The closures take the common operands (numbers, true/false, numeric text) straight
+// to the arithmetic mathjs applies to them; any other operand goes to the very function mathjs
+// would call, so results and error messages stay mathjs's (test/unit/formula-functions.test.ts
+// compares both evaluations).
+
+type Evaluator = (values: readonly unknown[]) => unknown;
+
+/** An operand as mathjs converts it to a number (core/function/typed.js); undefined: leave it to mathjs. */
+function numeric(v: unknown): number | undefined {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'boolean') return +v;
+  if (typeof v === 'string') {
+    const n = Number(v);
+    return Number.isNaN(n) ? undefined : n;
+  }
+  return undefined;
+}
+
+/** mathjs's `nearlyEqual` (utils/number.js) with the instance's tolerances: how it compares numbers. */
+function nearlyEqual(a: number, b: number): boolean {
+  if (Number.isNaN(a) || Number.isNaN(b)) return false;
+  if (!Number.isFinite(a) || !Number.isFinite(b)) return a === b;
+  if (a === b) return true;
+  const { relTol, absTol } = formulaLanguage();
+  return Math.abs(a - b) <= Math.max(relTol * Math.max(Math.abs(a), Math.abs(b)), absTol);
+}
+
+const arithmetic: Record<string, (x: number, y: number) => number> = {
+  add: (x, y) => x + y,
+  subtract: (x, y) => x - y,
+  multiply: (x, y) => x * y,
+  divide: (x, y) => x / y,
+};
+/** Two numbers compared as mathjs's relational functions compare them. */
+const numberComparison: Record<string, (x: number, y: number) => boolean> = {
+  equal: (x, y) => nearlyEqual(x, y),
+  unequal: (x, y) => !nearlyEqual(x, y),
+  larger: (x, y) => x > y && !nearlyEqual(x, y),
+  smaller: (x, y) => x < y && !nearlyEqual(x, y),
+  largerEq: (x, y) => x >= y || nearlyEqual(x, y),
+  smallerEq: (x, y) => x <= y || nearlyEqual(x, y),
+};
+const isLogical = (v: unknown): v is number | boolean => typeof v === 'number' || typeof v === 'boolean';
+
+/** The condition test of mathjs's ConditionalNode (expression/node/ConditionalNode.js). */
+function testCondition(condition: unknown): boolean {
+  if (typeof condition === 'number' || typeof condition === 'boolean' || typeof condition === 'string') {
+    return Boolean(condition);
+  }
+  const { math } = formulaLanguage();
+  if (condition) {
+    if (math.isBigNumber(condition)) return !condition.isZero();
+    if (math.isComplex(condition)) return Boolean(condition.re || condition.im);
+    if (math.isUnit(condition)) return Boolean((condition as unknown as { value: unknown }).value);
+  }
+  if (condition === null || condition === undefined) return false;
+  throw new TypeError(`Unsupported type of condition "${math.typeOf(condition)}"`);
+}
+
+/** Compiles a node `refusal` accepted; `ref_<i>` reads the row's i-th value. */
+function compileNode(node: MathNode): Evaluator {
+  const { evaluated } = formulaLanguage();
+  const call = (name: string) => evaluated[name] as AnyFunction;
+  switch (node.type) {
+    case 'ConstantNode': {
+      const value = (node as MathNode & { value: unknown }).value;
+      return () => value;
+    }
+    case 'SymbolNode': {
+      const name = (node as MathNode & { name: string }).name;
+      if (name.startsWith('ref_')) {
+        const index = Number(name.slice(4));
+        return (values) => values[index];
+      }
+      const value = evaluated[name];
+      return () => value;
+    }
+    case 'ParenthesisNode':
+      return compileNode((node as MathNode & { content: MathNode }).content);
+    case 'ConditionalNode': {
+      const n = node as MathNode & { condition: MathNode; trueExpr: MathNode; falseExpr: MathNode };
+      const [condition, whenTrue, whenFalse] = [
+        compileNode(n.condition),
+        compileNode(n.trueExpr),
+        compileNode(n.falseExpr),
+      ];
+      return (values) => (testCondition(condition(values)) ? whenTrue(values) : whenFalse(values));
+    }
+    case 'OperatorNode':
+      return compileOperator(node as MathNode & { fn: string; args: MathNode[] });
+    case 'FunctionNode': {
+      const n = node as MathNode & { fn: MathNode & { name: string }; args: MathNode[] };
+      return compileCall(call(n.fn.name), n.args.map(compileNode));
+    }
+    default:
+      throw new Error(`Formulas cannot use ${node.type.replace(/Node$/, '').toLowerCase()} expressions.`);
+  }
+}
+
+/** A call with the arguments evaluated left to right, as mathjs's FunctionNode and OperatorNode make it. */
+function compileCall(fn: AnyFunction, args: Evaluator[]): Evaluator {
+  const [a, b] = args;
+  switch (args.length) {
+    case 0:
+      return () => fn();
+    case 1:
+      return (values) => fn(a!(values));
+    case 2:
+      return (values) => fn(a!(values), b!(values));
+    default:
+      return (values) => fn(...args.map((arg) => arg(values)));
+  }
+}
+
+function compileOperator(node: MathNode & { fn: string; args: MathNode[] }): Evaluator {
+  const { evaluated, math } = formulaLanguage();
+  const name = node.fn;
+  const fn = evaluated[name] as AnyFunction;
+  const args = node.args.map(compileNode);
+  const [a, b] = args as [Evaluator, Evaluator];
+  if (args.length === 2 && arithmetic[name]) {
+    const op = arithmetic[name];
+    return (values) => {
+      const x = a(values);
+      const y = b(values);
+      const nx = numeric(x);
+      const ny = numeric(y);
+      return nx !== undefined && ny !== undefined ? op(nx, ny) : fn(x, y);
+    };
+  }
+  if (args.length === 2 && numberComparison[name]) {
+    const compare = numberComparison[name];
+    return (values) => {
+      const x = a(values);
+      const y = b(values);
+      return typeof x === 'number' && typeof y === 'number' ? compare(x, y) : fn(x, y);
+    };
+  }
+  if (args.length === 1 && (name === 'unaryMinus' || name === 'unaryPlus' || name === 'not')) {
+    const op = name === 'unaryMinus' ? (x: number) => -x : name === 'unaryPlus' ? (x: number) => x : (x: number) => !x;
+    return (values) => {
+      const x = a(values);
+      return typeof x === 'number' ? op(x) : fn(x);
+    };
+  }
+  if (args.length === 2 && name === 'xor') {
+    return (values) => {
+      const x = a(values);
+      const y = b(values);
+      return isLogical(x) && isLogical(y) ? !x !== !y : fn(x, y);
+    };
+  }
+  if (args.length === 2 && (name === 'and' || name === 'or')) {
+    // mathjs's and/or transforms (expression/transform/and.transform.js, or.transform.js): the
+    // right side is evaluated only when the left does not decide.
+    const plain = (math as unknown as Record<string, AnyFunction>)[name]!;
+    const decided = name === 'or';
+    return (values) => {
+      const x = a(values);
+      if (isLogical(x)) {
+        if (Boolean(x) === decided) return decided;
+      } else if (!math.isCollection(x) && Boolean(plain(x, !decided)) === decided) {
+        return decided;
+      }
+      const y = b(values);
+      return isLogical(x) && isLogical(y) ? Boolean(y) : plain(x, y);
+    };
+  }
+  return compileCall(fn, args);
+}
+
+/**
+ * Compiles a stored formula; `columnExists` says which referenced ids are columns of the table.
+ * `engine`: 'mathjs' evaluates with mathjs's compiled expression instead, for tests only.
+ */
+export function compileFormula(
+  stored: string,
+  columnExists: (id: string) => boolean,
+  engine: 'closures' | 'mathjs' = 'closures',
+): CompiledFormula {
   const failed = (error: string): CompiledFormula => ({ refs: [], error, evaluate: () => ({ state: 'error', error }) });
   const pieces = splitReferences(stored);
   if ('error' in pieces) return failed(pieces.error);
@@ -302,25 +499,33 @@ export function compileFormula(stored: string, columnExists: (id: string) => boo
   const symbols = new Set(refs.map((_, i) => `ref_${i}`));
   const refused = refusal(node, symbols);
   if (refused) return failed(refused);
-  let code: EvalFunction;
+  let code: Evaluator;
   try {
-    code = node.compile();
+    code = engine === 'mathjs' ? mathjsEvaluator(node, refs.length) : compileNode(node);
   } catch (error) {
     return failed(brief(`The formula cannot be read: ${(error as Error).message}`));
   }
-  const names = refs.map((_, i) => `ref_${i}`);
   return {
     refs,
     error: null,
     evaluate(values) {
-      const scope: Record<string, CellValue> = {};
-      for (let i = 0; i < values.length; i += 1) scope[names[i]!] = values[i]!;
       try {
-        return asCellValue(code.evaluate(scope));
+        return asCellValue(code(values));
       } catch (error) {
         return { state: 'error', error: brief((error as Error).message) };
       }
     },
+  };
+}
+
+/** mathjs's own compiled evaluation, which the closures replaced: kept as the reference the tests compare with. */
+function mathjsEvaluator(node: MathNode, refCount: number): Evaluator {
+  const code: EvalFunction = node.compile();
+  const names = Array.from({ length: refCount }, (_, i) => `ref_${i}`);
+  return (values) => {
+    const scope: Record<string, unknown> = {};
+    for (let i = 0; i < values.length; i += 1) scope[names[i]!] = values[i];
+    return code.evaluate(scope) as unknown;
   };
 }
 
