@@ -63,7 +63,18 @@ const integrationsRule = forbidLayers('integrations/', [
   'api',
   'worker',
 ]);
-const servicesRule = forbidLayers('services/', ['activities', 'api', 'worker']);
+// A use case fails with domain errors (TypedFailure, ApiError); the activity doors make them
+// ApplicationFailures in one place (activities/shared/failures.ts, docs/architecture.md).
+const servicesFailure =
+  'services/ throws domain errors (domain/shared/errors.ts); activities/shared/failures.ts translates them.';
+const servicesRule = {
+  ...forbidLayers(
+    'services/',
+    ['activities', 'api', 'worker'],
+    [{ regex: '^@temporalio/activity$', message: servicesFailure }],
+  ),
+  paths: [{ name: '@temporalio/common', importNames: ['ApplicationFailure'], message: servicesFailure }],
+};
 const activitiesRule = forbidLayers('activities/', ['api', 'worker']);
 const apiRule = forbidLayers('api/', ['worker']);
 const workerRule = { patterns: [{ regex: into('api'), message: apiOnlyFromBootstrap }] };

@@ -25,6 +25,7 @@ import {
 } from '../../services/agents/profile-reads.js';
 import type { TemporalHandle } from '../../services/deps.js';
 import { afterStepTransitions } from '../pnet/steps.js';
+import { withActivityFailures } from '../shared/failures.js';
 
 export type AgentRunActivityDeps = AgentRunDeps;
 export type { AgentDecision, AgentRunPlan } from '../../domain/agents/agent-run.js';
@@ -61,7 +62,7 @@ const activityTemporal: TemporalHandle = {
 export function createAgentRunActivities(deps: AgentRunActivityDeps) {
   const { sql } = deps;
   const withTemporal = { sql, temporal: activityTemporal };
-  return {
+  return withActivityFailures({
     beginAgentRun: async (input: { runId: string }) => beginAgentRun(deps, input, activitySignal()),
     decideAgentStep: async (input: { runId: string; n: number }) => decideAgentStep(deps, input, activitySignal()),
     /** Supplier failures are retried (3 attempts), then recorded as a failed step. */
@@ -73,7 +74,7 @@ export function createAgentRunActivities(deps: AgentRunActivityDeps) {
     recordProfileRead: async (input: RecordProfileReadInput) => recordProfileRead(withTemporal, input),
     cancelAgentRun: async (input: { runId: string; workspaceId: string }) => cancelAgentRun(withTemporal, input),
     scoreTrainingRun: async (input: { trainingRunId: string }) => scoreTrainingRun(deps, input),
-  };
+  });
 }
 
 export type AgentRunActivities = ReturnType<typeof createAgentRunActivities>;

@@ -10,16 +10,17 @@ import {
   type WriteStepMessageInput,
 } from '../../services/agents/outbound-agent.js';
 import type { WriteStepMessageResult } from '../../domain/agents/outbound-writing.js';
+import { withActivityFailures } from '../shared/failures.js';
 
 export type { OutboundAgentDeps, WriteStepMessageInput, WriteStepMessageResult };
 
 export function createOutboundAgentActivities(deps: OutboundAgentDeps) {
-  return {
+  return withActivityFailures({
     /**
      * Writes the message of one agent-written sequence step. A retry (same contact key and slot)
      * answers the stored message and charges nothing more; a failed write is tried afresh.
      */
     writeStepMessage: (input: WriteStepMessageInput): Promise<WriteStepMessageResult> => writeStepMessage(deps, input),
-  };
+  });
 }
 export type OutboundAgentActivities = ReturnType<typeof createOutboundAgentActivities>;

@@ -24,6 +24,7 @@ import {
   type RevisionInput,
   type SessionInput,
 } from '../../services/agents/training-sessions.js';
+import { withActivityFailures } from '../shared/failures.js';
 
 export interface TrainingActivityDeps {
   sql: Sql;
@@ -32,7 +33,7 @@ export interface TrainingActivityDeps {
 }
 
 export function createTrainingActivities(deps: TrainingActivityDeps) {
-  return {
+  return withActivityFailures({
     /** Where the run stands (after a restart too): contacts still to write, rewrites still owed. */
     beginTrainingSession: (input: SessionInput) => beginTrainingSession(deps, input),
     /** Writes (or, after a note, rewrites) every slot's message for one sample contact; the attempt keys its credit holds. */
@@ -52,6 +53,6 @@ export function createTrainingActivities(deps: TrainingActivityDeps) {
     abandonTrainingSession: (input: RevisionInput) => abandonTrainingSession(deps, input),
     closeTrainingSession: (input: { sessionId: string; expectedRevision?: number }) =>
       closeTrainingSession(deps, input),
-  };
+  });
 }
 export type TrainingActivities = ReturnType<typeof createTrainingActivities>;

@@ -8,6 +8,7 @@ import * as answer from '../../services/assistant/answer.js';
 import type { AssistantTurnDeps, StepAttempt, TurnMessage } from '../../services/assistant/answer.js';
 import { proposeCard, type ProposeCardRequest } from '../../services/assistant/propose-card.js';
 import type { VerbDeps } from '../../services/assistant/verbs.js';
+import { withActivityFailures } from '../shared/failures.js';
 
 export type { AssistantTurnDeps, TurnMessage } from '../../services/assistant/answer.js';
 export type { ProposeCardRequest, ProposedCard } from '../../services/assistant/propose-card.js';
@@ -35,7 +36,7 @@ function verbDeps(deps: AssistantTurnDeps): VerbDeps {
 }
 
 export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
-  return {
+  return withActivityFailures({
     /** One model call: its parts are written as they stream; the whole step is recorded with its last parts. */
     answerStep: async (input: { messageId: string; step: number; transcript: TurnMessage[] }) =>
       answer.answerStep(deps, stepAttempt(), input),
@@ -43,7 +44,7 @@ export function createAssistantTurnActivities(deps: AssistantTurnDeps) {
     proposeCard: async (req: ProposeCardRequest) => proposeCard(verbDeps(deps), req),
     /** Ends the answer once: its text, and the last part (`finish`, or `error` with why). */
     finishAnswer: async (input: { messageId: string; error?: string }) => answer.finishAnswer(deps, input),
-  };
+  });
 }
 
 export type AssistantTurnActivities = ReturnType<typeof createAssistantTurnActivities>;

@@ -16,6 +16,7 @@ import {
   rejectWaitingStep,
   retryFailedStep,
 } from '../../services/pnet/step-transitions.js';
+import { withActivityFailures } from '../shared/failures.js';
 
 /** The step-signal sweeper's turn (workflows/pnet/step-signals.ts); `taskQueue` is the steps' queue. */
 interface SweepTurn {
@@ -59,7 +60,7 @@ export function afterStepTransitions<T extends object>(
 }
 
 export function createPnetStepActivities({ sql }: { sql: Sql }) {
-  return {
+  return withActivityFailures({
     readStepChange: (input: { stepId: string }) => readStepChange({ sql }, input),
     resendStepSignals: ({ now, taskQueue, ...turn }: SweepTurn) =>
       resendStepSignals({ sql, temporal: activityTemporal(taskQueue) }, { ...turn, at: clock(now) }),
@@ -72,6 +73,6 @@ export function createPnetStepActivities({ sql }: { sql: Sql }) {
     rejectStep: (input: { stepId: string; reason: string | null }) => rejectWaitingStep(sql, input),
     cancelStep: (input: { stepId: string; errorCode?: 'cancelled' | 'sender_changed' }) =>
       cancelWaitingStep(sql, input),
-  };
+  });
 }
 export type PnetStepActivities = ReturnType<typeof createPnetStepActivities>;

@@ -9,6 +9,7 @@ import type { Sql } from '../../db/sql.js';
 import type { RunEnding } from '../../domain/tables/column-run-outcome.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import * as runs from '../../services/tables/column-runs.js';
+import { withActivityFailures } from '../shared/failures.js';
 
 export interface ColumnRunActivityDeps {
   sql: Sql;
@@ -25,7 +26,7 @@ export function activitySignal(): AbortSignal {
 }
 
 export function createColumnRunActivities(deps: ColumnRunActivityDeps) {
-  return {
+  return withActivityFailures({
     /** queued -> running, and what the workflow needs to pace the rows; a finished run says so. */
     beginColumnRun: async ({ runId }: { runId: string }) => runs.beginColumnRun(deps, runId),
     /** The next rows, in row order: the run's scope by a cursor, then the rows added while it went. */
@@ -44,7 +45,7 @@ export function createColumnRunActivities(deps: ColumnRunActivityDeps) {
       wakes?: number;
       reason?: string;
     }) => runs.finishColumnRun(deps, input),
-  };
+  });
 }
 
 export type ColumnRunActivities = ReturnType<typeof createColumnRunActivities>;

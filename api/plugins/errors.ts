@@ -7,7 +7,7 @@
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
-import { ApiError, ValidationRefusal, isErrorCode, validationDetail } from '../../domain/shared/errors.js';
+import { ApiError, ValidationRefusal, failureType, isErrorCode, validationDetail } from '../../domain/shared/errors.js';
 import type { ValidationIssue } from '../../domain/shared/common.js';
 
 const locationOf: Record<string, ValidationIssue['loc'][0]> = {
@@ -87,16 +87,11 @@ function isTemporalUnavailable(error: unknown): boolean {
   return name === 'ServiceError' && [4, 14].includes(grpc.cause?.code ?? grpc.code ?? -1);
 }
 
-/** A workflow's business refusal: an ApplicationFailure whose type is a code of the table. */
+/** A workflow's business refusal (or a use case's TypedFailure): a typed failure whose type is a code of the table. */
 function applicationRefusal(error: unknown): ApiError | undefined {
-  for (
-    let cause = error as { type?: unknown; message?: string; cause?: unknown } | undefined;
-    cause;
-    cause = cause.cause as never
-  ) {
-    if ((cause as { name?: string }).name === 'ApplicationFailure' && isErrorCode(cause.type)) {
-      return new ApiError(cause.type, cause.message ?? cause.type);
-    }
+  for (let cause = error as { message?: string; cause?: unknown } | undefined; cause; cause = cause.cause as never) {
+    const type = failureType(cause);
+    if (isErrorCode(type)) return new ApiError(type, cause.message ?? type);
   }
   return undefined;
 }

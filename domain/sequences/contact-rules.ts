@@ -77,3 +77,22 @@ export function stepRetryOf<S extends { status: StoredStepStatus }>(step: S | un
   if (!step || step.status === 'cancelled') return { kind: 'release' };
   return { kind: 'leave' };
 }
+
+/**
+ * Where migrating a contact to another version puts it (`target`, a step of that version), or why
+ * it stays (operationId migrateSequenceContacts' reasons, judged in this order). `graph` is the
+ * version's, null when the sequence has no such version.
+ */
+export function migrationOf(
+  contact: { status: string; version: number; current_step_id: string | null },
+  graph: { start: string; steps: { id: string }[] } | null,
+  toVersion: number,
+  atStepId: string | null,
+): { target: string } | { reason: string } {
+  if (!['active', 'paused', 'failed'].includes(contact.status)) return { reason: `contact_${contact.status}` };
+  if (contact.version === toVersion) return { reason: 'already_on_version' };
+  if (!graph) return { reason: 'version_not_found' };
+  const target = atStepId ?? contact.current_step_id ?? graph.start;
+  if (!graph.steps.some((s) => s.id === target)) return { reason: atStepId ? 'step_not_found' : 'step_not_in_version' };
+  return { target };
+}

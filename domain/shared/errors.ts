@@ -65,6 +65,39 @@ export const valueRefusal = (loc: string[], msg: string, input: unknown) =>
 
 export const notFound = (what: string) => new ApiError('not_found', `${what} not found.`);
 
+/**
+ * A use case's failure typed for the workflow that runs it: `type` is what the workflow's retry
+ * policy matches (nonRetryableErrorTypes; a code of this table maps in the API too), `retryable`
+ * whether another attempt may help. Services throw it and import nothing of Temporal; the activity
+ * doors turn it into the ApplicationFailure of the same type (activities/shared/failures.ts).
+ */
+export class TypedFailure extends Error {
+  override name = 'TypedFailure';
+  constructor(
+    message: string,
+    readonly type: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/** This will never succeed: no retry, whatever the workflow's policy. */
+export const nonRetryable = (message: string, type: string) => new TypedFailure(message, type, false);
+
+/** Another attempt may succeed: the workflow's retry policy decides. */
+export const retryable = (message: string, type: string) => new TypedFailure(message, type, true);
+
+/**
+ * The type of a typed failure: a TypedFailure's, or an ApplicationFailure's (store/pnet/steps.ts
+ * still refuses with those), the latter read by name so no layer needs Temporal to ask.
+ */
+export function failureType(error: unknown): string | undefined {
+  if (error instanceof TypedFailure) return error.type;
+  const named = error as { name?: unknown; type?: unknown } | null;
+  return named?.name === 'ApplicationFailure' && typeof named.type === 'string' ? named.type : undefined;
+}
+
 /** Missing or invalid credentials: one answer whatever was wrong (auth, and a statement that checks a connection token itself). */
 export const unauthenticated = () =>
   new ApiError(

@@ -9,7 +9,6 @@
  * `agent-run:<run id>`), charged in the transaction that stores a result, and returned for an
  * empty answer, a failure or a cancel.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../../db/sql.js';
 import {
   clip,
@@ -31,7 +30,7 @@ import {
   type AgentRunStatus,
 } from '../../domain/agents/saved-agents.js';
 import { businessContextSection, contextCharsDefault } from '../../domain/documents/documents.js';
-import { ApiError } from '../../domain/shared/errors.js';
+import { ApiError, nonRetryable, retryable } from '../../domain/shared/errors.js';
 import { dependentsOf } from '../../domain/tables/formula.js';
 import { displayValue, type CellValue, type Cells } from '../../domain/tables/tables.js';
 import type { AgentSuppliers } from '../../integrations/agent-tools/index.js';
@@ -235,8 +234,7 @@ export async function decideAgentStep(
 ): Promise<AgentDecision> {
   const run = await runningRun(sql, runId);
   const model = suppliers.chatModel;
-  if (!model)
-    throw ApplicationFailure.nonRetryable('No chat model is configured here; agents cannot run.', 'agent_unavailable');
+  if (!model) throw nonRetryable('No chat model is configured here; agents cannot run.', 'agent_unavailable');
   const sets = runToolsets(run.agent.reach, run.agent.mcp_servers.length);
   const plain = !sets.web && !sets.mcp;
   const actions = offeredActions(run.agent.reach, run.agent.settings, run.agent.mcp_servers.length);
@@ -258,8 +256,8 @@ export async function decideAgentStep(
     content = (await model.complete({ messages, json: true, signal })).content;
   } catch (error) {
     const failure = error instanceof ChatModelError ? error : new ChatModelError((error as Error).message, true);
-    if (!failure.retryable) throw ApplicationFailure.nonRetryable(failure.message, 'agent_model_refused');
-    throw ApplicationFailure.retryable(failure.message, 'agent_model_failed');
+    if (!failure.retryable) throw nonRetryable(failure.message, 'agent_model_refused');
+    throw retryable(failure.message, 'agent_model_failed');
   }
   const decision = parseDecision(content, plain);
   if (decision.problem) {

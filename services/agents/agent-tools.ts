@@ -6,7 +6,6 @@
  * that is not configured, or a tool switched off for the workspace (updateAgentTool, PATCH
  * /agent-tools/{key}/), refuses with the reason: never faked.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import {
   argText,
   clip,
@@ -18,6 +17,7 @@ import {
   type ToolAnswer,
 } from '../../domain/agents/agent-run.js';
 import { offeredActions, type AgentAction } from '../../domain/agents/saved-agents.js';
+import { retryable } from '../../domain/shared/errors.js';
 import { ToolFailure } from '../../integrations/agent-tools/http-json.js';
 import { onDomain, siteDomain, toolUrl } from '../../integrations/agent-tools/web.js';
 import { agentToolEnabled } from '../../store/agents/agent-tools.js';
@@ -228,8 +228,7 @@ export async function runAgentTool(
   } catch (error) {
     const failure =
       error instanceof ToolFailure ? error : new ToolFailure((error as Error).message ?? String(error), true);
-    if (failure.retryable && activity.attempt < 3)
-      throw ApplicationFailure.retryable(failure.message, 'agent_tool_failed');
+    if (failure.retryable && activity.attempt < 3) throw retryable(failure.message, 'agent_tool_failed');
     answer = { outcome: 'failed', observation: failure.message };
   }
   return recordStep(deps.sql, runId, {

@@ -8,7 +8,6 @@
  * write's attempt number, so a write retried after a failure holds afresh and a message is still
  * charged at most once.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { businessContextSection, contextCharsDefault } from '../../domain/documents/documents.js';
 import {
@@ -25,6 +24,7 @@ import {
   type Written,
 } from '../../domain/agents/outbound-writing.js';
 import type { WriteRequest } from '../../domain/sequences/advance.js';
+import { nonRetryable } from '../../domain/shared/errors.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import { businessContext } from '../../store/documents/documents.js';
@@ -43,7 +43,7 @@ import {
   type ResearchedConversation,
 } from '../../store/agents/outbound-agents.js';
 import { chargeHold, releaseHold, type CreditHold } from '../../store/platform/credits.js';
-import { activityFailure, composeMessage, holdWritePrice } from './outbound-writer.js';
+import { composeMessage, holdWritePrice, writeFailureOf } from './outbound-writer.js';
 import { researchContact, type Research } from './research.js';
 
 export interface OutboundAgentDeps {
@@ -89,10 +89,10 @@ export async function writeStepMessage(
 ): Promise<WriteStepMessageResult> {
   const { sql, chatModel } = deps;
   if (input.contactKey.length < 1 || input.contactKey.length > contactKeyMax) {
-    throw ApplicationFailure.nonRetryable(`A contact key is 1 to ${contactKeyMax} characters.`, 'unprocessable');
+    throw nonRetryable(`A contact key is 1 to ${contactKeyMax} characters.`, 'unprocessable');
   }
   const agent = await loadAgentVersion(sql, input.workspaceId, input.agentId);
-  if (!agent) throw ApplicationFailure.nonRetryable('Outbound agent not found.', 'not_found');
+  if (!agent) throw nonRetryable('Outbound agent not found.', 'not_found');
   const conversation = await researchedConversation(deps, input);
   const stored = await findWrite(sql, conversation.id, input.slotKey);
   if (stored && stored.status !== 'failed' && stored.status !== 'writing') return stepMessageResult(stored);
@@ -133,7 +133,7 @@ export async function writeStepMessage(
     hold = await holdWritePrice(sql, input.workspaceId, chatModel, causeKey);
     written = await composeMessage(chatModel, ctx, extra);
   } catch (error) {
-    const failure = activityFailure(error);
+    const failure = writeFailureOf(error);
     await sql.begin(async (tx) => {
       if (hold) await releaseHold(tx, hold.id);
       await failWrite(tx, claimed, failure.message);

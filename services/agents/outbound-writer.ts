@@ -5,13 +5,12 @@
  * A model-written message's price is held before the model is asked (holdWritePrice); the caller
  * charges it in the transaction that stores the message, or releases it.
  *
- * Failures are ApplicationFailures typed for the calling workflows' retry policies (their
- * nonRetryableErrorTypes: `insufficient_credits`, `not_found`, ...): these use cases run only as
- * activities.
+ * Failures are TypedFailures typed for the calling workflows' retry policies (their
+ * nonRetryableErrorTypes: `insufficient_credits`, `not_found`, ...), which the activity doors
+ * translate (activities/shared/failures.ts): these use cases run only as activities.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
-import { ApiError } from '../../domain/shared/errors.js';
+import { ApiError, TypedFailure, nonRetryable, retryable } from '../../domain/shared/errors.js';
 import {
   ModelDraftSchema,
   ModelVerdictSchema,
@@ -173,14 +172,10 @@ export async function holdWritePrice(
   );
 }
 
-/** Maps a write's failure to the activity failure the caller's retry policy reads. */
-export function activityFailure(error: unknown): ApplicationFailure {
-  if (error instanceof ApplicationFailure) return error;
-  if (error instanceof WriteFailure) {
-    return error.retryable
-      ? ApplicationFailure.retryable(error.message, 'model_failed')
-      : ApplicationFailure.nonRetryable(error.message, 'model_failed');
-  }
-  if (error instanceof ApiError) return ApplicationFailure.nonRetryable(error.detail, error.code);
-  return ApplicationFailure.retryable((error as Error).message ?? String(error), 'write_failed');
+/** Maps a write's failure to the typed failure the caller's retry policy reads. */
+export function writeFailureOf(error: unknown): TypedFailure {
+  if (error instanceof TypedFailure) return error;
+  if (error instanceof WriteFailure) return new TypedFailure(error.message, 'model_failed', error.retryable);
+  if (error instanceof ApiError) return nonRetryable(error.detail, error.code);
+  return retryable((error as Error).message ?? String(error), 'write_failed');
 }

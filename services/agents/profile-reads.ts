@@ -5,7 +5,6 @@
  * settled step becomes the research step's observation. A cancelled run cancels the reads it left
  * open. Every write is once per (run, n): a retry finds the step it queued or recorded.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import {
   argText,
   detailOf,
@@ -16,6 +15,7 @@ import {
 } from '../../domain/agents/agent-run.js';
 import { offeredActions, type AgentStepOutcome } from '../../domain/agents/saved-agents.js';
 import { terminalStatuses } from '../../domain/pnet/settle.js';
+import { failureType } from '../../domain/shared/errors.js';
 import { agentToolEnabled } from '../../store/agents/agent-tools.js';
 import {
   findRunStep,
@@ -107,8 +107,8 @@ export async function queueProfileRead(
       account.run_mode,
     );
   } catch (error) {
-    if (error instanceof ApplicationFailure && error.type === 'insufficient_credits')
-      return record('failed', `The profile read could not be queued: ${error.message}`);
+    if (failureType(error) === 'insufficient_credits')
+      return record('failed', `The profile read could not be queued: ${(error as Error).message}`);
     throw error;
   }
   await startStep(row);

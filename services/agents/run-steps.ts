@@ -3,9 +3,9 @@
  * profile-reads.ts): the run it works on must be running, and a step is recorded once per
  * (run, n), so a retried activity finds the step it recorded before.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../../db/sql.js';
 import { clippedStep } from '../../domain/agents/agent-run.js';
+import { nonRetryable } from '../../domain/shared/errors.js';
 import {
   findRunStep,
   insertRunStep,
@@ -18,8 +18,7 @@ import {
 /** The run a step works on; one no longer running (ended, or gone with its row or column) stops the workflow's retries. */
 export async function runningRun(db: Db, runId: string): Promise<AgentRunRecord> {
   const run = await loadAgentRun(db, runId);
-  if (!run || run.status !== 'running')
-    throw ApplicationFailure.nonRetryable('The run is not running.', 'agent_run_gone');
+  if (!run || run.status !== 'running') throw nonRetryable('The run is not running.', 'agent_run_gone');
   return run;
 }
 
@@ -28,7 +27,6 @@ export async function recordStep(db: Db, runId: string, step: NewRunStep): Promi
   await insertRunStep(db, runId, clippedStep(step));
   const stored = await findRunStep(db, runId, step.n);
   // The run's record went with its row or column while the step ran.
-  if (!stored)
-    throw ApplicationFailure.nonRetryable('The run is gone: its row or column was deleted.', 'agent_run_gone');
+  if (!stored) throw nonRetryable('The run is gone: its row or column was deleted.', 'agent_run_gone');
   return stored;
 }

@@ -8,10 +8,10 @@
  * in between never loses a change. Model writes hold their price first and charge it in the very
  * transaction that stores the message.
  *
- * Failures are ApplicationFailures typed for the workflow's retry policies (`conflict`,
- * `not_found` never retried; `conflict_retry` retried): these use cases run only as activities.
+ * Failures are TypedFailures typed for the workflow's retry policies (`conflict`, `not_found`
+ * never retried; `conflict_retry` retried), which the activity doors translate
+ * (activities/shared/failures.ts): these use cases run only as activities.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
 import {
@@ -44,6 +44,7 @@ import {
   expectedRevisionOf,
   type TrainingEvent,
 } from '../../domain/agents/training-sessions.js';
+import { TypedFailure, nonRetryable, retryable } from '../../domain/shared/errors.js';
 import type { ChatModel } from '../../integrations/chat-model.js';
 import { addVersion, agentAtVersion, lockCurrentAgentVersion } from '../../store/agents/outbound-agents.js';
 import {
@@ -60,7 +61,7 @@ import {
 import { chargeHold, releaseHold, type CreditHold } from '../../store/platform/credits.js';
 import type { ServiceDeps } from '../deps.js';
 import type { OutboundAgentDeps } from './outbound-agent.js';
-import { activityFailure, composeMessage, holdWritePrice } from './outbound-writer.js';
+import { composeMessage, holdWritePrice, writeFailureOf } from './outbound-writer.js';
 import { researchContact } from './research.js';
 
 /** A session's writes and proposals: the database, the chat model (null: the local template writer and drafter), the page reader. */
@@ -95,9 +96,9 @@ async function mutate(
   const expected = expectedRevisionOf(event);
   for (let tries = 0; ; tries += 1) {
     const current = await loadSession(sql, sessionId);
-    if (!current) throw ApplicationFailure.nonRetryable('Training session not found.', 'not_found');
+    if (!current) throw nonRetryable('Training session not found.', 'not_found');
     const decision = decideTraining(snapshotOf(current), event);
-    if (decision.kind === 'refuse') throw ApplicationFailure.nonRetryable(decision.message, decision.code);
+    if (decision.kind === 'refuse') throw nonRetryable(decision.message, decision.code);
     // `unchanged` is written too: the revision moves as it always has for the workflow's own writes.
     const next = decision.kind === 'write' ? decision.next : transitionOf(current);
     const written = await sql.begin(async (tx) => {
@@ -107,24 +108,21 @@ async function mutate(
     });
     if (written) return written;
     if (expected !== undefined)
-      throw ApplicationFailure.nonRetryable(
-        'The session changed while this was applied; read it again and retry.',
-        'conflict',
-      );
-    if (tries >= 20) throw ApplicationFailure.retryable('The session kept changing; trying again.', 'conflict_retry');
+      throw nonRetryable('The session changed while this was applied; read it again and retry.', 'conflict');
+    if (tries >= 20) throw retryable('The session kept changing; trying again.', 'conflict_retry');
   }
 }
 
 /** `mutate`, with a refusal (`conflict`) answered as null: the workflow's own step found nothing left to do. */
 const unlessRefused = (written: Promise<SessionRow>): Promise<SessionRow | null> =>
   written.catch((error: unknown) => {
-    if (error instanceof ApplicationFailure && error.type === 'conflict') return null;
+    if (error instanceof TypedFailure && error.type === 'conflict') return null;
     throw error;
   });
 
 async function agentOf(sql: Sql, row: SessionRow): Promise<{ name: string; instructions: string; slots: AgentSlot[] }> {
   const agent = await agentAtVersion(sql, row.agent_id, row.base_version);
-  if (!agent) throw ApplicationFailure.nonRetryable('The outbound agent of this session is gone.', 'not_found');
+  if (!agent) throw nonRetryable('The outbound agent of this session is gone.', 'not_found');
   return agent;
 }
 
@@ -164,9 +162,9 @@ async function draftAll(
         thread.push({ slot_key: slot.slot_key, subject: written.draft.subject, body: written.draft.body });
       } catch (error) {
         if (hold) await sql.begin((tx) => releaseHold(tx, hold!.id));
-        const failure = activityFailure(error);
+        const failure = writeFailureOf(error);
         // Retry while attempts remain; the last one keeps the error on the message.
-        if (!failure.nonRetryable && attempt < writeAttempts) throw failure;
+        if (failure.retryable && attempt < writeAttempts) throw failure;
         drafted.push({ slot, written: null, error: failure.message, hold: null, ms: Date.now() - started });
       }
     }
@@ -194,7 +192,7 @@ export async function beginTrainingSession(
   { sessionId }: SessionInput,
 ): Promise<TrainingAnswer & { toWrite: string[]; toRewrite: string[] }> {
   const row = await loadSession(sql, sessionId);
-  if (!row) throw ApplicationFailure.nonRetryable('Training session not found.', 'not_found');
+  if (!row) throw nonRetryable('Training session not found.', 'not_found');
   return { ...answer(row), ...writesOwed(row.doc) };
 }
 
@@ -237,7 +235,7 @@ export async function writeTrainingContact(
     },
   ).catch(async (error: unknown) => {
     if (!stored) await sql.begin((tx) => settleHolds(tx, drafted, false));
-    if (error instanceof ApplicationFailure && error.type === 'conflict') return (await loadSession(sql, sessionId))!;
+    if (error instanceof TypedFailure && error.type === 'conflict') return (await loadSession(sql, sessionId))!;
     throw error;
   });
   return answer(landed);
@@ -352,7 +350,7 @@ export async function applyTrainingProposal(
     async (tx, session) => {
       const changes = session.doc.proposal?.changes ?? [];
       const agent = await lockCurrentAgentVersion(tx, session.agent_id);
-      if (!agent) throw ApplicationFailure.nonRetryable('The outbound agent of this session is gone.', 'not_found');
+      if (!agent) throw nonRetryable('The outbound agent of this session is gone.', 'not_found');
       let applied = agent.version;
       if (changes.length > 0) {
         // On top of the agent as it is now: a slot edited since the session began takes the proposed prompt too.

@@ -2,16 +2,16 @@
  * An assistant turn's answer (docs/decisions/034-assistant-turns-and-cards.md): each model step
  * (`answerStep`), streamed into Postgres as it arrives and recorded whole so a retried turn never
  * asks again for a step it has, and the answer's end (`finishAnswer`). The turn's workflow calls
- * them through activities/assistant/turn.ts; a step's failures are ApplicationFailures, whose
- * retryable flag is the workflow's retry policy's answer.
+ * them through activities/assistant/turn.ts; a step's failures are TypedFailures (the door makes
+ * them ApplicationFailures), whose retryable flag is the workflow's retry policy's answer.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import { stepClosing, stepOpening, stepTextId, systemPrompt } from '../../domain/assistant/turn.js';
 import { readTools, verbTools } from '../../domain/assistant/verbs.js';
 import { operationTools, type OperationDoor } from '../../domain/assistant/tool-cards.js';
 import type { StreamPart } from '../../domain/assistant/stream.js';
 import { contextCharsDefault } from '../../domain/documents/documents.js';
+import { nonRetryable, retryable } from '../../domain/shared/errors.js';
 import { ChatModelError, type ChatMessage, type ChatModel, type ChatToolCall } from '../../integrations/chat-model.js';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import type { EndpointCaller } from '../../integrations/web/web-endpoint.js';
@@ -67,12 +67,12 @@ export async function answerStep(
   if (recorded) return recorded;
   const model = deps.chatModel();
   if (!model)
-    throw ApplicationFailure.nonRetryable(
+    throw nonRetryable(
       'No chat model is configured: set OPENAI_API_KEY and OPENAI_MODEL (and OPENAI_BASE_URL for another OpenAI-compatible API).',
       'unavailable',
     );
   const ctx = await answerContext(sql, messageId);
-  if (!ctx) throw ApplicationFailure.nonRetryable('The answer is gone.', 'not_found');
+  if (!ctx) throw nonRetryable('The answer is gone.', 'not_found');
   const attempt = context.attempt;
 
   // The answer's `start` event was written with its row (store/assistant/conversations.ts insertTurn).
@@ -124,14 +124,9 @@ export async function answerStep(
     // Cancelled because this worker is shutting down (or the turn is): not the model's failure, so
     // the step is asked again on the next worker rather than failing the answer.
     if (context.signal.aborted)
-      throw ApplicationFailure.retryable(
-        'The model call was cancelled with its worker; it is asked again.',
-        'cancelled',
-      );
+      throw retryable('The model call was cancelled with its worker; it is asked again.', 'cancelled');
     if (error instanceof ChatModelError) {
-      throw error.retryable
-        ? ApplicationFailure.retryable(error.message, 'model_failed')
-        : ApplicationFailure.nonRetryable(error.message, 'bad_gateway');
+      throw error.retryable ? retryable(error.message, 'model_failed') : nonRetryable(error.message, 'bad_gateway');
     }
     throw error;
   } finally {

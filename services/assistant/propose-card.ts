@@ -5,7 +5,6 @@
  * operation, read_attachment), the answer at once; or the reason the call raises nothing, which the
  * model reads as the tool's error. Deciding the card is services/assistant/cards.ts.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { Sql } from '../../db/sql.js';
 import {
   proposalLifetimeSeconds,
@@ -23,7 +22,7 @@ import {
   type OperationDoor,
 } from '../../domain/assistant/tool-cards.js';
 import { attachmentPageWindow, cardToolResult, parseArguments } from '../../domain/assistant/turn.js';
-import { ApiError } from '../../domain/shared/errors.js';
+import { ApiError, nonRetryable } from '../../domain/shared/errors.js';
 import { textOf } from '../../domain/shared/text.js';
 import type { ChatToolCall } from '../../integrations/chat-model.js';
 import { getAttachment } from '../../store/assistant/attachments.js';
@@ -61,7 +60,7 @@ export async function proposeCard(
 ): Promise<ProposedCard> {
   const { sql } = vdeps;
   const ctx = await answerContext(sql, messageId);
-  if (!ctx) throw ApplicationFailure.nonRetryable('The answer is gone.', 'not_found');
+  if (!ctx) throw nonRetryable('The answer is gone.', 'not_found');
   let card = await proposalOfToolCall(sql, messageId, call.id);
   if (!card) {
     let quote: CardQuote;

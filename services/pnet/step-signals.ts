@@ -5,8 +5,8 @@
  * (workflows/pnet/step-signals.ts) signals again every step whose mark outlived its grace
  * (resendStepSignals). Both run as the workflows' local activities (activities/pnet/steps.ts).
  */
-import { ApplicationFailure } from '@temporalio/common';
 import { terminalStatuses } from '../../domain/pnet/settle.js';
+import { nonRetryable } from '../../domain/shared/errors.js';
 import {
   findStep,
   iso,
@@ -28,7 +28,7 @@ import { expireClaimAt } from './step-transitions.js';
  */
 export async function readStepChange({ sql }: Pick<ServiceDeps, 'sql'>, { stepId }: { stepId: string }) {
   const row = await takeStepChange(sql, stepId);
-  if (!row) throw ApplicationFailure.nonRetryable('Step not found.', 'not_found');
+  if (!row) throw nonRetryable('Step not found.', 'not_found');
   const settled = terminalStatuses.has(row.status);
   return {
     status: row.status,

@@ -14,10 +14,9 @@ import { findStep } from '../../store/pnet/steps.js';
 import { advanceFeedCursor, audienceRowsAfter, readFeed } from '../../store/sequences/feed.js';
 import {
   enrolRows,
-  existingContactIds,
   getContact,
   getSequence,
-  migrateContact,
+  migrateContacts as migrateContactRows,
   releaseCancelledStep,
   retryContact,
   setContactState,
@@ -85,8 +84,10 @@ export interface MigrationResult {
 }
 
 /**
- * Moves contacts in flight to another version, one at a time, each answered on its own; then
- * wakes the ones that moved, so each continues on its new graph now instead of at its next look.
+ * Moves contacts in flight to another version, each answered on its own, in one transaction of a
+ * bounded number of statements (a request of a thousand ids is three, not a thousand
+ * transactions); once it committed, wakes the ones that moved, so each continues on its new graph
+ * now instead of at its next look.
  */
 export async function migrateContacts(
   { sql, temporal }: Deps,
@@ -95,20 +96,16 @@ export async function migrateContacts(
   input: { contact_ids: string[]; to_version: number; at_step_id: string | null },
 ): Promise<MigrationResult[]> {
   if (!(await getSequence(sql, workspaceId, sequenceId))) throw notFound('Sequence');
-  // Ids that name no contact are answered from one read, not a transaction each: a request of a
-  // thousand ids costs round trips for its real contacts only.
-  const existing = await existingContactIds(sql, workspaceId, sequenceId, [...new Set(input.contact_ids)]);
-  const results: MigrationResult[] = [];
-  const moved: ContactRef[] = [];
-  for (const contactId of input.contact_ids) {
-    if (!existing.has(contactId)) {
-      results.push({ contact_id: contactId, migrated: false, reason: 'not_found', contact: null });
-      continue;
-    }
-    const r = await migrateContact(sql, workspaceId, sequenceId, contactId, input.to_version, input.at_step_id);
-    if (r.migrated && r.contact) moved.push(r.contact);
-    results.push({ contact_id: contactId, migrated: r.migrated, reason: r.reason, contact: r.contact ?? null });
-  }
+  const answers = await migrateContactRows(
+    sql,
+    workspaceId,
+    sequenceId,
+    input.contact_ids,
+    input.to_version,
+    input.at_step_id,
+  );
+  const results = answers.map((r, i): MigrationResult => ({ contact_id: input.contact_ids[i]!, ...r }));
+  const moved: ContactRef[] = results.filter((r) => r.migrated && r.contact).map((r) => r.contact!);
   await wakeContacts(temporal, moved);
   return results;
 }

@@ -13,7 +13,6 @@
  * and row), charged in the transaction that stores a result, returned for an empty result or a
  * failure.
  */
-import { ApplicationFailure } from '@temporalio/common';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EnrichmentProviders } from '../../integrations/enrichment-providers/index.js';
 import type { Db, Sql } from '../../db/sql.js';
@@ -36,7 +35,7 @@ import {
   type RunEnding,
 } from '../../domain/tables/column-run-outcome.js';
 import type { CellValue } from '../../domain/tables/tables.js';
-import { ApiError, notFound } from '../../domain/shared/errors.js';
+import { ApiError, nonRetryable, notFound, retryable } from '../../domain/shared/errors.js';
 import type { ServiceDeps } from '../deps.js';
 import {
   cancelColumnRunSignal,
@@ -340,7 +339,7 @@ export async function runEnrichmentCell(
   if (!ctx) return 'gone';
   const provider = enrichmentProviders.get(ctx.run.provider);
   if (!provider)
-    throw ApplicationFailure.nonRetryable(
+    throw nonRetryable(
       `The provider ${ctx.run.provider} is not available in this environment.`,
       'provider_unavailable',
     );
@@ -403,8 +402,8 @@ export async function runEnrichmentCell(
       error instanceof EnrichmentError
         ? error
         : new EnrichmentError(brief((error as Error).message ?? String(error)), true);
-    if (!failure.retryable) throw ApplicationFailure.nonRetryable(brief(failure.message), 'provider_refused');
-    throw ApplicationFailure.retryable(brief(failure.message), 'provider_failed');
+    if (!failure.retryable) throw nonRetryable(brief(failure.message), 'provider_refused');
+    throw retryable(brief(failure.message), 'provider_failed');
   }
 
   // The result is stored and the hold settled (charged, or released for an empty result) in one transaction.

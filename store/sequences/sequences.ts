@@ -19,6 +19,7 @@ import {
   type SequenceUpdate,
 } from '../../domain/sequences/sequences.js';
 import { AdvanceContact } from '../../domain/sequences/advance.js';
+import { migrationOf } from '../../domain/sequences/contact-rules.js';
 import { recordContactStopped } from './contact-moves.js';
 
 /** A graph the schema accepted but whose shape is wrong: answered 422 with these issues. */
@@ -584,23 +585,72 @@ export async function listVersions(db: Db, workspaceId: string, sequenceId: stri
 // ---------------------------------------------------------------------------------------------
 // Contact actions from a person
 
-/**
- * Moves contacts to another version. The step is matched by id (or `at_step_id`); steps the
- * contact already had stay in `done_steps`, so the workflow skips them on the new version.
- */
-/** Which of `ids` are contacts of the sequence, in one statement. */
-export async function existingContactIds(
-  db: Db,
-  workspaceId: string,
-  sequenceId: string,
-  ids: string[],
-): Promise<Set<string>> {
-  const rows = await db<{ id: string }[]>`
-    select id from sequence_contacts
-    where id = any(${ids}::uuid[]) and sequence_id = ${sequenceId} and workspace_id = ${workspaceId}`;
-  return new Set(rows.map((r) => r.id));
+/** One contact's answer to a migration; `contact` as it stands after (null when not found). */
+export interface ContactMigration {
+  migrated: boolean;
+  reason: string | null;
+  contact: ContactRow | null;
 }
 
+/**
+ * Moves the contacts named to `toVersion` (operationId migrateSequenceContacts). The step is
+ * matched by id (or `at_step_id`); steps a contact already had stay in `done_steps`, so its
+ * workflow skips them on the new version. One transaction of three statements whatever their
+ * number: the contacts locked, the version read, the movers updated. Each id is answered in the
+ * request's order as it would be alone, judged by migrationOf: an id naming no contact of the
+ * sequence `not_found`, one repeated reads the contact as its first mention left it
+ * (`already_on_version` once moved).
+ */
+export async function migrateContacts(
+  sql: Sql,
+  workspaceId: string,
+  sequenceId: string,
+  contactIds: string[],
+  toVersion: number,
+  atStepId: string | null,
+): Promise<ContactMigration[]> {
+  return sql.begin(async (tx) => {
+    // Locked in id order, as every batch of contacts is, so two batches never deadlock.
+    const locked = await tx<ContactRow[]>`
+      select * from sequence_contacts
+      where id = any(${[...new Set(contactIds)]}::uuid[]) and sequence_id = ${sequenceId} and workspace_id = ${workspaceId}
+      order by id for update`;
+    const [version] = locked.length
+      ? await tx<
+          { graph: SequenceGraph }[]
+        >`select graph from sequence_versions where sequence_id = ${sequenceId} and version = ${toVersion}`
+      : [];
+    const stays = new Map<string, ContactMigration>();
+    const targets = new Map<string, string>();
+    for (const contact of locked) {
+      const decided = migrationOf(contact, version?.graph ?? null, toVersion, atStepId);
+      if ('target' in decided) targets.set(contact.id, decided.target);
+      else stays.set(contact.id, { migrated: false, reason: decided.reason, contact });
+    }
+    const moved = targets.size
+      ? await tx<ContactRow[]>`
+          update sequence_contacts c set version = ${toVersion}, current_step_id = t.target,
+            wait_step_id = case when t.target = c.current_step_id then c.wait_step_id end,
+            revision = c.revision + 1, updated_at = now()
+          from unnest(${[...targets.keys()]}::uuid[], ${[...targets.values()]}::text[]) as t(id, target)
+          where c.id = t.id
+          returning c.*`
+      : [];
+    const movedById = new Map(moved.map((c) => [c.id, c]));
+    const answered = new Set<string>();
+    return contactIds.map((id): ContactMigration => {
+      const after = movedById.get(id);
+      if (!after) return stays.get(id) ?? { migrated: false, reason: 'not_found', contact: null };
+      const first = !answered.has(id);
+      answered.add(id);
+      return first
+        ? { migrated: true, reason: null, contact: after }
+        : { migrated: false, reason: 'already_on_version', contact: after };
+    });
+  });
+}
+
+/** One contact's migration: migrateContacts of one id. */
 export async function migrateContact(
   sql: Sql,
   workspaceId: string,
@@ -608,29 +658,9 @@ export async function migrateContact(
   contactId: string,
   toVersion: number,
   atStepId: string | null,
-) {
-  return sql.begin(async (tx) => {
-    const [contact] = await tx<ContactRow[]>`
-      select * from sequence_contacts where id = ${contactId} and sequence_id = ${sequenceId} and workspace_id = ${workspaceId} for update`;
-    if (!contact) return { migrated: false, reason: 'not_found', contact: null };
-    if (!['active', 'paused', 'failed'].includes(contact.status))
-      return { migrated: false, reason: `contact_${contact.status}`, contact };
-    if (contact.version === toVersion) return { migrated: false, reason: 'already_on_version', contact };
-    const [v] = await tx<
-      { graph: SequenceGraph }[]
-    >`select graph from sequence_versions where sequence_id = ${sequenceId} and version = ${toVersion}`;
-    if (!v) return { migrated: false, reason: 'version_not_found', contact };
-    const ids = new Set(v.graph.steps.map((s) => s.id));
-    const target = atStepId ?? contact.current_step_id ?? v.graph.start;
-    if (!ids.has(target))
-      return { migrated: false, reason: atStepId ? 'step_not_found' : 'step_not_in_version', contact };
-    const [moved] = await tx<ContactRow[]>`
-      update sequence_contacts set version = ${toVersion}, current_step_id = ${target},
-        wait_step_id = case when ${target} = current_step_id then wait_step_id end,
-        revision = revision + 1, updated_at = now()
-      where id = ${contactId} returning *`;
-    return { migrated: true, reason: null, contact: moved! };
-  });
+): Promise<ContactMigration> {
+  const [one] = await migrateContacts(sql, workspaceId, sequenceId, [contactId], toVersion, atStepId);
+  return one!;
 }
 
 /** Pause, resume or stop one contact; pausing holds its pnet steps. */

@@ -479,6 +479,57 @@ describe('sequences', () => {
     expect(tooMany.statusCode).toBe(422);
   });
 
+  it('migrates the largest request of many contacts at once: one refused or unknown id never holds back the others', async () => {
+    const seq = await api.sequence({
+      audience_table_id: audience.tableId,
+      audience_mapping: audience.mapping,
+      graph: { start: 'done', steps: [end] },
+    });
+    const tag = seq.id.slice(0, 6);
+    const enrolled = await api.enrol(
+      seq.id,
+      await Promise.all(
+        ['a', 'b', 'c', 'stopped', 'moved'].map((n) => audience.addRow({ email: `m-${n}-${tag}@example.com` })),
+      ),
+    );
+    const [a, b, c, stopped, moved] = enrolled.map((r) => r.contact!.id);
+    expect((await api.patch(`/sequences/${seq.id}/`, { expected_revision: 1, graph: oneEmail })).json()).toMatchObject({
+      version: 2,
+    });
+    await stack.sql`update sequence_contacts set status = 'stopped' where id = ${stopped!}`;
+    await stack.sql`update sequence_contacts set version = 2 where id = ${moved!}`;
+
+    const named = [a!, b!, c!, stopped!, moved!, a!];
+    const unknown = Array.from({ length: enrolRowsMax - named.length }, () => crypto.randomUUID());
+    // Unknown ids between the real ones, so the answers' order is the request's, not the table's.
+    const ids = [named[0]!, ...unknown.slice(0, 500), ...named.slice(1), ...unknown.slice(500)];
+    expect(ids).toHaveLength(enrolRowsMax);
+    const res = await api.post(`/sequences/${seq.id}/contacts/migrate/`, { contact_ids: ids, to_version: 2 });
+    expect(res.statusCode).toBe(200);
+    const results = res.json().results as {
+      contact_id: string;
+      migrated: boolean;
+      reason: string | null;
+      contact: { version: number } | null;
+    }[];
+    expect(results.map((r) => r.contact_id)).toEqual(ids);
+    const answerOf = (id: string) => results.filter((r) => r.contact_id === id).map((r) => [r.migrated, r.reason]);
+    expect(answerOf(a!)).toEqual([
+      [true, null],
+      [false, 'already_on_version'],
+    ]);
+    expect(answerOf(b!)).toEqual([[true, null]]);
+    expect(answerOf(c!)).toEqual([[true, null]]);
+    expect(answerOf(stopped!)).toEqual([[false, 'contact_stopped']]);
+    expect(answerOf(moved!)).toEqual([[false, 'already_on_version']]);
+    expect(results.filter((r) => r.reason === 'not_found')).toHaveLength(unknown.length);
+    expect(results.filter((r) => r.contact_id === a || r.contact_id === b).every((r) => r.contact?.version === 2)).toBe(
+      true,
+    );
+    for (const id of [a!, b!, c!]) expect((await api.contact(seq.id, id)).version).toBe(2);
+    expect((await api.contact(seq.id, stopped!)).version).toBe(1);
+  });
+
   it('lets the audience table feed the sequence: rows added later are enrolled as they arrive, earlier ones are not', async () => {
     const feedAudience = await api.audience();
     const before = await feedAudience.addRow({ email: `before-${Date.now()}@example.com` });
