@@ -11,9 +11,7 @@
  * `formulaRows` rows, held here until it ends, and their formula cells are written after it.
  */
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
-import { finished } from 'node:stream/promises';
-import type { Writable } from 'node:stream';
+import { copyIn, type CopyIn } from '../../db/copy-in.js';
 import type { Db } from '../../db/sql.js';
 import type { Cells } from '../../domain/tables/tables.js';
 import { writeFormulaCells } from './cells.js';
@@ -55,38 +53,23 @@ export function startRowLoad(
   const keys = columnIds.map((id) => `${JSON.stringify(id)}:`);
   const prefix = `\t${workspaceId}\t${tableId}\t`;
 
-  let copy: Writable | undefined;
-  let failure: Error | undefined;
+  let copy: CopyIn | undefined;
   let chunk = '';
   let inStatement = 0;
   let count = 0;
   /** The statement's rows, kept only when their formula cells are to be computed. */
   let held: { id: string; cells: Cells }[] = [];
 
-  const check = () => {
-    if (failure) throw failure;
-  };
-  const send = async (text: string) => {
-    check();
-    // A COPY that fails meanwhile rejects the wait (its 'error').
-    if (!copy!.write(text)) await once(copy!, 'drain');
-    check();
-  };
+  // A COPY aborted or refused throws from the next add or finish (db/copy-in.ts).
   const open = async () => {
-    const writable: Writable = await tx`copy table_rows (id, workspace_id, table_id, cells) from stdin`.writable();
-    // A COPY aborted or refused reports here; the next add or finish throws it.
-    writable.on('error', (error: Error) => (failure ??= error));
-    copy = writable;
+    copy = await copyIn(tx`copy table_rows (id, workspace_id, table_id, cells) from stdin`);
   };
   const close = async () => {
     if (!copy) return;
-    if (chunk.length > 0) await send(chunk);
-    chunk = '';
     const ending = copy;
     copy = undefined;
-    ending.end();
-    await finished(ending);
-    check();
+    await ending.end(chunk);
+    chunk = '';
     inStatement = 0;
     if (held.length > 0) await writeFormulaCells(tx, columns, held);
     held = [];
@@ -113,7 +96,7 @@ export function startRowLoad(
       else if (chunk.length >= chunkChars) {
         const text = chunk;
         chunk = '';
-        await send(text);
+        await copy!.write(text);
       }
     },
 
@@ -125,7 +108,7 @@ export function startRowLoad(
     },
 
     abort(error) {
-      if (copy && !copy.destroyed) copy.destroy(error);
+      copy?.destroy(error);
     },
   };
 }

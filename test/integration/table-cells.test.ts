@@ -4,7 +4,8 @@
  * them per statement instead of by foreign keys) kept as a foreign key would keep them.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createColumn, deleteColumn, updateColumn } from '../../store/tables/columns.js';
+import { recomputeFormulas } from '../../store/tables/cells.js';
+import { createColumn, deleteColumn, loadColumns, updateColumn } from '../../store/tables/columns.js';
 import { createTable } from '../../store/tables/tables.js';
 import { createWorkspaceWithAdmin } from '../../worker/provisioning.js';
 import { useTestDatabase } from '../support/database.js';
@@ -63,6 +64,65 @@ describe('a formula column over many rows', () => {
     await updateColumn(db.sql, workspaceId, tableId, double.id, { formula: '{Count} * 3' });
     expect((await cellsOf(double.id))[12_344]).toMatchObject({ state: 'done', value: 37_035 });
     expect((await cellsOf(label.id))[6_000]).toMatchObject({ state: 'done', value: 'row 6001: 18003' });
+  });
+});
+
+describe('a new formula column and a changed one', () => {
+  it('store the same cells: COPY for a new column, an upsert for a changed one', async () => {
+    // Two batches of the pass; texts COPY must escape, and errors, among the rows.
+    const { tableId, name } = await tableOf(25_000);
+    const odd = 'a\\b \\N\ttab\nline\r"quoted" ß 😀 ';
+    await db.sql`
+      update table_rows set cells = jsonb_set(cells, array[${name}::text], to_jsonb(${odd} || seq))
+      where table_id = ${tableId} and seq % 7 = 0`;
+    const formula = 'concat(upper({Name}), " / ", {Count} * 2)';
+    const added = await formulaColumn(tableId, 'Label', formula);
+    const copied = await cellsOf(added.id);
+    expect(copied).toHaveLength(25_000);
+    expect(copied.find((c) => c.n % 7 === 0 && c.state === 'done')?.value).toMatch(
+      /^A\\B \\N\tTAB\nLINE\r"QUOTED" SS 😀 \d+ \/ \d+$/,
+    );
+    expect(copied.filter((c) => c.state === 'error').length).toBeGreaterThan(0);
+
+    await updateColumn(db.sql, workspaceId, tableId, added.id, { formula: '{Count}' });
+    await updateColumn(db.sql, workspaceId, tableId, added.id, { formula });
+    expect(await cellsOf(added.id)).toEqual(copied);
+  });
+
+  it("locks the rows it computes until it commits, as the cells' references would", async () => {
+    const { tableId, name } = await tableOf(3);
+    const [row] = await db.sql<
+      { id: string }[]
+    >`select id from table_rows where table_id = ${tableId} order by seq limit 1`;
+    let deleted: Promise<unknown> | undefined;
+    await db.sql.begin(async (tx) => {
+      await tx`
+        insert into table_columns (workspace_id, table_id, name, kind, position, config)
+        values (${workspaceId}, ${tableId}, 'Upper', 'formula', 2, ${tx.json({ formula: `upper({${name}})` })})`;
+      const columns = await loadColumns(tx, tableId);
+      const upper = columns.list.find((c) => c.name === 'Upper')!.id;
+      await recomputeFormulas(tx, tableId, columns, { columnIds: new Set([upper]), fresh: true });
+      // The delete waits for the pass's lock on the row, then its cascade sees the cell.
+      deleted = db.sql`delete from table_rows where id = ${row!.id}`.execute();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    });
+    await deleted;
+    expect((await db.sql`select count(*)::int as n from table_cells where row_id = ${row!.id}`)[0]!.n).toBe(0);
+  });
+  it('raises the error of a COPY Postgres refuses at its end, and writes nothing', async () => {
+    const { tableId, name } = await tableOf(3);
+    const failed = db.sql.begin(async (tx) => {
+      await tx`
+        insert into table_columns (workspace_id, table_id, name, kind, position, config)
+        values (${workspaceId}, ${tableId}, 'Upper', 'formula', 2, ${tx.json({ formula: `upper({${name}})` })})`;
+      const columns = await loadColumns(tx, tableId);
+      const upper = columns.list.find((c) => c.name === 'Upper')!.id;
+      // Gone before its cells are written: the reference trigger refuses them when the COPY ends.
+      await tx`delete from table_columns where id = ${upper}`;
+      await recomputeFormulas(tx, tableId, columns, { columnIds: new Set([upper]), fresh: true });
+    });
+    await expect(failed).rejects.toMatchObject({ code: '23503' });
+    expect((await db.sql`select count(*)::int as n from table_columns where table_id = ${tableId}`)[0]!.n).toBe(2);
   });
 });
 
