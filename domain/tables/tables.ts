@@ -19,6 +19,8 @@ export const cellTextMax = 10_000;
 export const formulaMax = 2000;
 export const bulkRowsMax = 1000;
 export const rowPageMax = 1000;
+/** A filtered grid's count stops at this many rows (docs/decisions/059-grid-at-a-million-rows.md). */
+export const countExactMax = 1000;
 export const filtersMax = 20;
 /** Filters given in a query string: few and short, so the request line stays within what HTTP servers read. */
 export const queryFiltersMax = 5;
@@ -400,6 +402,14 @@ export const RowQuerySchema = z.object({
 export const RowListQuerySchema = RowQuerySchema.extend({
   limit: queryInteger(z.int().min(1).max(rowPageMax).default(100)),
   offset: queryInteger(z.int().min(0).max(100_000_000).default(0)),
+  after: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, 'a next_cursor (base64url)')
+    .max(16_384)
+    .optional()
+    .describe(
+      'A next_cursor of the same grid (same sorts): the page starts after that row, as fast deep in the grid as at its start; offset then counts from there',
+    ),
 });
 export type RowQuery = z.infer<typeof RowQuerySchema>;
 export type RowListQuery = z.infer<typeof RowListQuerySchema>;
@@ -407,9 +417,18 @@ export type RowListQuery = z.infer<typeof RowListQuerySchema>;
 export const RowPageSchema = z
   .object({
     rows: z.array(RowSchema),
-    total_count: z.int().describe('Rows matching the filters'),
+    total_count: z
+      .int()
+      .describe(
+        `Rows matching the filters; with filters, counted up to ${countExactMax.toLocaleString('en-US')} (then total_count_exact is false and there are more)`,
+      ),
+    total_count_exact: z.boolean().describe('False when total_count is the bound of a filtered count, not the count'),
     limit: z.int(),
     offset: z.int(),
+    next_cursor: z
+      .string()
+      .nullable()
+      .describe('Pass as `after` for the next page (keyset paging); null when this page is the last'),
     column_ids: z.array(UuidSchema).describe('The columns to show, in order (a view hides and orders them)'),
   })
   .meta({ id: 'TableRowPage' });

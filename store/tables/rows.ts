@@ -5,9 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
-import { ApiError, notFound } from '../../domain/shared/errors.js';
+import { ApiError, notFound, valueRefusal } from '../../domain/shared/errors.js';
 import {
   CellsSchema,
+  countExactMax,
   type BulkRowResult,
   type CellValue,
   type Cells,
@@ -358,16 +359,57 @@ export function gridWhere(db: Db, columns: TableColumns, grid: Grid) {
   return parts.slice(1).reduce((all, part) => db`${all} ${joiner} ${part}`, db`(${parts[0]!})`);
 }
 
+/** One part of the grid's order: a never-null expression and its direction (see gridKeys). */
+interface KeyPart {
+  sql: ReturnType<typeof valueOf>;
+  desc: boolean;
+  type: 'integer' | 'numeric' | 'text' | 'bigint';
+}
+
+/**
+ * A sort's keys as three never-null parts, so a page can start after a row with one row comparison
+ * (listRows' `after`) and an index can hold them: the cell's class (text first; of the empty ones,
+ * "" before an absent cell ascending and after it descending, where `lower(cell_text(…))`'s nulls
+ * fall), its number (±Infinity, which no cell reads as, puts text after every number), its text
+ * with case ignored. Every part of a descending sort descends, so a one-way grid compares as one row.
+ */
+function sortParts(db: Db, column: ColumnRecord, desc: boolean): KeyPart[] {
+  const v = valueOf(db, column);
+  return [
+    {
+      sql: desc
+        ? db`(case when cell_text(${v}) is null then 1 when cell_text(${v}) = '' then 0 else 2 end)`
+        : db`(case when cell_text(${v}) is null then 2 when cell_text(${v}) = '' then 1 else 0 end)`,
+      desc,
+      type: 'integer',
+    },
+    {
+      sql: desc ? db`coalesce(cell_number(${v}), '-Infinity')` : db`coalesce(cell_number(${v}), 'Infinity')`,
+      desc,
+      type: 'numeric',
+    },
+    { sql: db`coalesce(lower(cell_text(${v})), '')`, desc, type: 'text' },
+  ];
+}
+
+/** The grid's order as parts, insertion order last (as `-seq` descending when every sort is descending). */
+function gridKeys(db: Db, columns: TableColumns, sorts: Sort[]): KeyPart[] {
+  const parts = sorts.flatMap((s) => sortParts(db, columns.byId.get(s.column_id)!, s.direction === 'desc'));
+  const allDesc = parts.length > 0 && parts.every((p) => p.desc);
+  return [
+    ...parts,
+    allDesc ? { sql: db`(-r.seq)`, desc: true, type: 'bigint' } : { sql: db`r.seq`, desc: false, type: 'bigint' },
+  ];
+}
+
+const orderBy = (db: Db, parts: KeyPart[], alias?: (i: number) => string) =>
+  db`order by ${parts
+    .map((p, i) => db`${alias ? db.unsafe(alias(i)) : p.sql} ${p.desc ? db`desc` : db`asc`}`)
+    .reduce((all, key, i) => (i === 0 ? key : db`${all}, ${key}`))}`;
+
 /** `order by`: empty cells last whichever way; numbers in order before text (case ignored); then insertion order. */
 export function gridOrder(db: Db, columns: TableColumns, sorts: Sort[]) {
-  const keys = sorts.map((s) => {
-    const v = valueOf(db, columns.byId.get(s.column_id)!);
-    const empty = db`(coalesce(cell_text(${v}), '') = '')`;
-    return s.direction === 'desc'
-      ? db`${empty}, cell_number(${v}) desc nulls last, lower(cell_text(${v})) desc`
-      : db`${empty}, cell_number(${v}) asc nulls last, lower(cell_text(${v})) asc`;
-  });
-  return db`order by ${keys.reduce((all, key) => db`${all} ${key},`, db``)} r.seq`;
+  return orderBy(db, gridKeys(db, columns, sorts));
 }
 
 /** The grid's rows through a cursor, `batchSize` rows at a time: the query runs as it is read. */
@@ -383,32 +425,220 @@ export function gridRowsCursor(
       ${gridOrder(sql, columns, grid.sorts)}`.cursor(batchSize);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Paging a large grid (docs/decisions/059-grid-at-a-million-rows.md)
+
+/** From this many rows a table gets an index per sorted input column and direction, built on demand. */
+export const sortIndexMinRows = 20_000;
+/** A sort index holds cells up to this many bytes (a btree entry holds about 2.7 kB); longer cells are read apart. */
+const sortIndexCellBytes = 1000;
+
+const sortSignature = (sorts: Sort[]) => sorts.map((s) => `${s.column_id}:${s.direction}`).join(',');
+const keyPattern = {
+  integer: /^[0-2]$/,
+  numeric: /^-?([0-9]+(\.[0-9]+)?|Infinity)$/,
+  bigint: /^-?[0-9]{1,18}$/,
+  text: /^/,
+} as const;
+
+/** The opaque `next_cursor`: the last row's key values and the sorts they belong to. */
+const encodeCursor = (keys: unknown[], sorts: Sort[]) =>
+  Buffer.from(
+    JSON.stringify({
+      k: keys.map((k) => (typeof k === 'boolean' || typeof k === 'number' ? String(k) : k)),
+      s: sortSignature(sorts),
+    }),
+  ).toString('base64url');
+
+function decodeCursor(raw: string, parts: KeyPart[], sorts: Sort[]): string[] {
+  let cursor: unknown = null;
+  try {
+    cursor = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+  } catch {
+    cursor = null;
+  }
+  const { k: keys, s: signature } = (cursor ?? {}) as { k?: unknown; s?: unknown };
+  if (typeof signature === 'string' && signature !== sortSignature(sorts))
+    throw new ApiError('conflict', 'after: the cursor belongs to other sorts of this grid; start again without it.');
+  if (
+    !Array.isArray(keys) ||
+    keys.length !== parts.length ||
+    !keys.every((k, i) => typeof k === 'string' && keyPattern[parts[i]!.type].test(k)) ||
+    typeof signature !== 'string'
+  )
+    throw valueRefusal(['query', 'after'], 'Not a next_cursor of this grid', raw);
+  return keys as string[];
+}
+
+/** Rows after the cursor's: one row comparison per run of parts in one direction (an index bound). */
+function afterCursor(db: Db, parts: KeyPart[], keys: string[]) {
+  const value = (p: KeyPart, k: string) =>
+    p.type === 'integer'
+      ? db`${k}::int`
+      : p.type === 'numeric'
+        ? db`${k}::numeric`
+        : p.type === 'bigint'
+          ? db`${k}::bigint`
+          : db`${k}::text`;
+  const list = (items: ReturnType<typeof value>[]) => items.reduce((all, item) => db`${all}, ${item}`);
+  const runs: { parts: KeyPart[]; keys: string[] }[] = [];
+  parts.forEach((p, i) => {
+    const last = runs[runs.length - 1];
+    if (last && last.parts[0]!.desc === p.desc) {
+      last.parts.push(p);
+      last.keys.push(keys[i]!);
+    } else runs.push({ parts: [p], keys: [keys[i]!] });
+  });
+  const rowOf = (run: (typeof runs)[number]) => db`(${list(run.parts.map((p) => p.sql))})`;
+  const keysOf = (run: (typeof runs)[number]) => db`(${list(run.parts.map((p, i) => value(p, run.keys[i]!)))})`;
+  const beyond = (run: (typeof runs)[number]) => db`${rowOf(run)} ${run.parts[0]!.desc ? db`<` : db`>`} ${keysOf(run)}`;
+  return runs
+    .slice(0, -1)
+    .reduceRight(
+      (rest, run) => db`(${beyond(run)} or (${rowOf(run)} = ${keysOf(run)} and ${rest}))`,
+      beyond(runs[runs.length - 1]!),
+    );
+}
+
+const hex = (id: string) => id.replace(/-/g, '').toLowerCase();
+const sortIndexName = (columnId: string, desc: boolean) => `table_rows_sort_${hex(columnId)}_${desc ? 'd' : 'a'}`;
+const longIndexName = (columnId: string) => `table_rows_long_${hex(columnId)}`;
+/** Whether the cell fits a sort index; the same text as the indexes' predicates, so the planner matches them. */
+const fits = (db: Db, column: ColumnRecord) =>
+  db`coalesce(octet_length(cell_text(${valueOf(db, column)})), 0) <= ${db.unsafe(String(sortIndexCellBytes))}`;
+
+/** The statements building a sort column's indexes: written out as sortParts and fits read in SQL. */
+function sortIndexStatements(tableId: string, columnId: string, desc: boolean): [string, string][] {
+  if (!uuidPattern.test(tableId) || !uuidPattern.test(columnId)) return [];
+  const v = `(cells -> '${columnId.toLowerCase()}'::text)`;
+  const keys = desc
+    ? `(case when cell_text(${v}) is null then 1 when cell_text(${v}) = '' then 0 else 2 end), coalesce(cell_number(${v}), '-Infinity'), coalesce(lower(cell_text(${v})), ''), (-seq)`
+    : `(case when cell_text(${v}) is null then 2 when cell_text(${v}) = '' then 1 else 0 end), coalesce(cell_number(${v}), 'Infinity'), coalesce(lower(cell_text(${v})), ''), seq`;
+  const where = `table_id = '${tableId.toLowerCase()}'::uuid`;
+  const fit = `coalesce(octet_length(cell_text(${v})), 0) <= ${sortIndexCellBytes}`;
+  // The small index first: the sort index being valid then means both are (bench/tables.ts waits on it).
+  return [
+    [
+      longIndexName(columnId),
+      `create index concurrently if not exists ${longIndexName(columnId)} on table_rows (seq) where ${where} and not (${fit})`,
+    ],
+    [
+      sortIndexName(columnId, desc),
+      `create index concurrently if not exists ${sortIndexName(columnId, desc)} on table_rows (${keys}) where ${where} and ${fit}`,
+    ],
+  ];
+}
+
+/** Builds in this process now, so a second request does not start the same build. */
+const building = new Set<string>();
+
+/**
+ * Builds a sort column's indexes without blocking writes (`concurrently`, outside any
+ * transaction); the grid is read without them until they are valid.
+ */
+async function buildSortIndexes(sql: Sql, statements: [string, string][]) {
+  const key = statements.map(([name]) => name).join();
+  if (building.has(key)) return;
+  building.add(key);
+  try {
+    for (const [name, ddl] of statements) {
+      // A failed build leaves an invalid index, which `if not exists` would keep for good.
+      const [invalid] = await sql`
+        select 1 from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = ${name} and not i.indisvalid`;
+      if (invalid) await sql.unsafe(`drop index concurrently if exists ${name}`);
+      await sql.unsafe(ddl);
+    }
+  } catch {
+    // Another process building the same index, or a cancelled build: the next sorted read tries again.
+  } finally {
+    building.delete(key);
+  }
+}
+
+/** Drops a deleted column's sort indexes, which every later write to table_rows would otherwise check. */
+export async function dropSortIndexes(sql: Sql, columnId: string) {
+  const names = [sortIndexName(columnId, false), sortIndexName(columnId, true), longIndexName(columnId)];
+  const found = await sql<{ relname: string }[]>`select relname from pg_class where relname = any(${names}::text[])`;
+  for (const { relname } of found) await sql.unsafe(`drop index concurrently if exists ${relname}`);
+}
+
+/** Whether the grid's one sort can be read through its index; starts building it when it is missing. */
+async function sortIndexReady(db: Db, tableId: string, rowCount: number, columns: TableColumns, sorts: Sort[]) {
+  if (sorts.length !== 1 || rowCount < sortIndexMinRows) return null;
+  const column = columns.byId.get(sorts[0]!.column_id)!;
+  if (isComputed(column)) return null;
+  const statements = sortIndexStatements(tableId, column.id, sorts[0]!.direction === 'desc');
+  if (statements.length === 0) return null;
+  const names = statements.map(([name]) => name);
+  const [found] = await db<{ n: number }[]>`
+    select count(*)::int as n from pg_class c join pg_index i on i.indexrelid = c.oid
+    where c.relname = any(${names}::text[]) and i.indisvalid and i.indisready`;
+  if (found!.n === names.length) return column;
+  if ('begin' in db) void buildSortIndexes(db, statements);
+  return null;
+}
+
+type PageRecord = Omit<RowRecord, 'computed'> & Record<`k${number}`, unknown>;
+
 export async function listRows(db: Db, workspaceId: string, tableId: string, query: RowListQuery) {
-  await requireTable(db, workspaceId, tableId);
+  const table = await requireTable(db, workspaceId, tableId);
   const columns = await loadColumns(db, tableId);
   const grid = await resolveGrid(db, tableId, columns, query);
   const where = gridWhere(db, columns, grid);
+  const parts = gridKeys(db, columns, grid.sorts);
+  const after = query.after ? afterCursor(db, parts, decodeCursor(query.after, parts, grid.sorts)) : db`true`;
+  const keys = parts.map((p, i) => db`${p.sql} as ${db.unsafe(`k${i}`)}`).reduce((all, k) => db`${all}, ${k}`);
+  const indexed = await sortIndexReady(db, tableId, table.row_count, columns, grid.sorts);
   // The page's rows first, their computed cells after: gathered in the same select, the cells of
   // every row an offset skips would be gathered too (a page deep in a 100k-row grid took seconds).
-  const page = await db<Omit<RowRecord, 'computed'>[]>`
-    select r.id, r.table_id, r.cells, r.created_at, r.updated_at from table_rows r
-    where r.table_id = ${tableId} and ${where}
-    ${gridOrder(db, columns, grid.sorts)}
-    limit ${query.limit} offset ${query.offset}`;
+  const select = (extra: ReturnType<typeof valueOf>) => db`
+    select r.id, r.table_id, r.cells, r.created_at, r.updated_at, ${keys} from table_rows r
+    where r.table_id = ${tableId} and ${extra} and ${where} and ${after}`;
+  const page = indexed
+    ? // Cells that fit the sort index come through it in order; the few longer ones are sorted apart.
+      await db<PageRecord[]>`
+        select * from (
+          (${select(fits(db, indexed))} ${orderBy(db, parts)} limit ${query.limit + query.offset})
+          union all
+          (${select(db`not (${fits(db, indexed)})`)} ${orderBy(db, parts)} limit ${query.limit + query.offset})
+        ) r ${orderBy(db, parts, (i) => `k${i}`)}
+        limit ${query.limit} offset ${query.offset}`
+    : await db<PageRecord[]>`${select(db`true`)} ${orderBy(db, parts)} limit ${query.limit} offset ${query.offset}`;
   const computed = await computedOf(
     db,
     page.map((r) => r.id),
   );
-  const rows = page.map((r): RowRecord => ({ ...r, computed: computed.get(r.id) ?? {} }));
-  // Unfiltered, the count is the table's own (kept in the row-writing transactions).
-  const [count] = grid.filters.length
-    ? await db<{ n: number }[]>`select count(*)::int as n from table_rows r where r.table_id = ${tableId} and ${where}`
-    : await db<{ n: number }[]>`select row_count as n from tables where id = ${tableId}`;
+  const rows = page.map((r): RowRecord => ({
+    id: r.id,
+    table_id: r.table_id,
+    cells: r.cells,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    computed: computed.get(r.id) ?? {},
+  }));
+  const last = page[page.length - 1];
+  // Unfiltered, the count is the table's own (kept in the row-writing transactions); filtered, it
+  // stops at countExactMax, since counting every match of a million rows costs more than the page.
+  const count = grid.filters.length
+    ? (
+        await db<{ n: number }[]>`
+          select count(*)::int as n from (
+            select 1 from table_rows r where r.table_id = ${tableId} and ${where} limit ${countExactMax + 1}) m`
+      )[0]!.n
+    : table.row_count;
   return {
     rows: rows.map((r) => toRow(r, columns)),
-    total_count: count!.n,
+    total_count: Math.min(count, grid.filters.length ? countExactMax : count),
+    total_count_exact: grid.filters.length === 0 || count <= countExactMax,
     limit: query.limit,
     offset: query.offset,
+    next_cursor:
+      last && page.length === query.limit
+        ? encodeCursor(
+            parts.map((_, i) => last[`k${i}`]),
+            grid.sorts,
+          )
+        : null,
     column_ids: grid.columnIds,
   };
 }

@@ -32,6 +32,7 @@ import {
 } from '../../../store/tables/columns.js';
 import { createEnrichmentColumn } from '../../../services/tables/enrichments.js';
 import { requireTable } from '../../../store/tables/tables.js';
+import { dropSortIndexes } from '../../../store/tables/rows.js';
 
 const TableParamsSchema = z.object({ table_id: UuidSchema });
 const ColumnParamsSchema = z.object({ table_id: UuidSchema, column_id: UuidSchema });
@@ -176,6 +177,10 @@ export const tableColumnRoutes =
       },
       async (request, reply) => {
         await deleteColumn(sql, principalOf(request).workspaceId, request.params.table_id, request.params.column_id);
+        // Not awaited: a concurrent drop waits for the transactions using the index (decision 059).
+        void dropSortIndexes(sql, request.params.column_id).catch((error: unknown) =>
+          request.log.warn({ err: error }, "dropping a deleted column's sort indexes failed"),
+        );
         return reply.code(204).send(null);
       },
     );

@@ -15,6 +15,7 @@ import {
   BulkRowsUpdateSchema,
   CsvImportQuerySchema,
   CsvImportReportSchema,
+  countExactMax,
   csvBytesMax,
   RowListQuerySchema,
   RowPageSchema,
@@ -45,6 +46,9 @@ const RowParamsSchema = z.object({ table_id: UuidSchema, row_id: UuidSchema });
 const tags = ['table-rows'];
 const cellConflict = DetailBodySchema.describe('A cell names a column the table does not have, or a computed column');
 const gridConflict = DetailBodySchema.describe('A filter or sort names a column the table does not have');
+const pageConflict = DetailBodySchema.describe(
+  'A filter or sort names a column the table does not have, or `after` is a cursor of other sorts',
+);
 
 export const tableRowRoutes =
   ({ sql, temporal, integrations }: AppDeps): FastifyPluginAsyncZod =>
@@ -96,9 +100,16 @@ export const tableRowRoutes =
           operationId: 'listTableRows',
           tags,
           summary: 'A page of the grid: filters and sorts on any column, or a saved view',
+          description:
+            'Pages by `limit`/`offset`, or by keyset: pass a page’s `next_cursor` as `after` to get the page after ' +
+            'it, as fast deep in the grid as at its start (an offset still reads every row it skips). The cursor ' +
+            'holds the last row’s sort values and is opaque; it fits only the sorts it was made with (409 otherwise); ' +
+            `filters may change between pages. With filters, \`total_count\` is counted up to ${countExactMax.toLocaleString('en-US')} matches; past that ` +
+            '`total_count_exact` is false. Sorting a large table by one input column builds an index for that ' +
+            'column in the background; until it is ready, such pages are read without it.',
           params: TableParamsSchema,
           querystring: RowListQuerySchema,
-          response: { 200: RowPageSchema, 409: gridConflict },
+          response: { 200: RowPageSchema, 409: pageConflict },
         },
       },
       async (request) => listRows(sql, principalOf(request).workspaceId, request.params.table_id, request.query),
