@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db, Sql } from '../../db/sql.js';
-import { ApiError, notFound, valueRefusal } from '../../domain/shared/errors.js';
+import { ApiError, notFound } from '../../domain/shared/errors.js';
 import {
   CellsSchema,
   countExactMax,
@@ -460,13 +460,15 @@ function decodeCursor(raw: string, parts: KeyPart[], sorts: Sort[]): string[] {
   const { k: keys, s: signature } = (cursor ?? {}) as { k?: unknown; s?: unknown };
   if (typeof signature === 'string' && signature !== sortSignature(sorts))
     throw new ApiError('conflict', 'after: the cursor belongs to other sorts of this grid; start again without it.');
+  // Any base64url text is a well-formed `after`: one this grid never answered is a cursor that does
+  // not fit it, as one of other sorts does not (409, listTableRows), not a malformed request.
   if (
     !Array.isArray(keys) ||
     keys.length !== parts.length ||
     !keys.every((k, i) => typeof k === 'string' && keyPattern[parts[i]!.type].test(k)) ||
     typeof signature !== 'string'
   )
-    throw valueRefusal(['query', 'after'], 'Not a next_cursor of this grid', raw);
+    throw new ApiError('conflict', 'after: not a next_cursor of this grid; start again without it.');
   return keys as string[];
 }
 

@@ -158,7 +158,7 @@ describe('grid paging', () => {
     expect(skipped.rows.map((r) => r.id)).toEqual(expected.slice(8, 13));
   });
 
-  it('answers null next_cursor on the last page, 409 for a cursor of other sorts and 422 for a made-up one', async () => {
+  it('answers null next_cursor on the last page, and 409 for a cursor of other sorts or a made-up one', async () => {
     const last = await page(t.tableId, 'limit=10&offset=85');
     expect(last.rows).toHaveLength(5);
     expect(last.next_cursor).toBeNull();
@@ -166,9 +166,9 @@ describe('grid paging', () => {
     const status = async (query: string) => (await api.get(`/tables/${t.tableId}/rows/?${query}`)).statusCode;
     expect(await status(`sort=${t.a}:desc&after=${cursor}`)).toBe(409);
     expect(await status(`after=${cursor}`)).toBe(409);
-    expect(await status('after=bm90LWEtY3Vyc29y')).toBe(422);
+    expect(await status('after=bm90LWEtY3Vyc29y')).toBe(409);
     const forged = Buffer.from(JSON.stringify({ k: ['1; drop table x'], s: '' })).toString('base64url');
-    expect(await status(`after=${forged}`)).toBe(422);
+    expect(await status(`after=${forged}`)).toBe(409);
   });
 });
 

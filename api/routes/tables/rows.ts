@@ -47,7 +47,7 @@ const tags = ['table-rows'];
 const cellConflict = DetailBodySchema.describe('A cell names a column the table does not have, or a computed column');
 const gridConflict = DetailBodySchema.describe('A filter or sort names a column the table does not have');
 const pageConflict = DetailBodySchema.describe(
-  'A filter or sort names a column the table does not have, or `after` is a cursor of other sorts',
+  'A filter or sort names a column the table does not have, or `after` is not a next_cursor of this grid and its sorts',
 );
 
 export const tableRowRoutes =
@@ -103,7 +103,7 @@ export const tableRowRoutes =
           description:
             'Pages by `limit`/`offset`, or by keyset: pass a page’s `next_cursor` as `after` to get the page after ' +
             'it, as fast deep in the grid as at its start (an offset still reads every row it skips). The cursor ' +
-            'holds the last row’s sort values and is opaque; it fits only the sorts it was made with (409 otherwise); ' +
+            'holds the last row’s sort values and is opaque; it fits only the grid and sorts it was made with (409 otherwise); ' +
             `filters may change between pages. With filters, \`total_count\` is counted up to ${countExactMax.toLocaleString('en-US')} matches; past that ` +
             '`total_count_exact` is false. Sorting a large table by one input column builds an index for that ' +
             'column in the background; until it is ready, such pages are read without it.',
