@@ -502,7 +502,14 @@ function afterCursor(db: Db, parts: KeyPart[], keys: string[]) {
     );
 }
 
-const hex = (id: string) => id.replace(/-/g, '').toLowerCase();
+/**
+ * A uuid as 32 hex digits for an index name. DDL takes no parameters, so the sort indexes' names
+ * and statements are written out with `unsafe`: only ids that are uuids reach them, checked here.
+ */
+const hex = (id: string) => {
+  if (!uuidPattern.test(id)) throw new Error(`not a uuid: ${JSON.stringify(id).slice(0, 60)}`);
+  return id.replace(/-/g, '').toLowerCase();
+};
 const sortIndexName = (columnId: string, desc: boolean) => `table_rows_sort_${hex(columnId)}_${desc ? 'd' : 'a'}`;
 const longIndexName = (columnId: string) => `table_rows_long_${hex(columnId)}`;
 /** Whether the cell fits a sort index; the same text as the indexes' predicates, so the planner matches them. */
@@ -561,6 +568,7 @@ async function buildSortIndexes(sql: Sql, statements: [string, string][]) {
 export async function dropSortIndexes(sql: Sql, columnId: string) {
   const names = [sortIndexName(columnId, false), sortIndexName(columnId, true), longIndexName(columnId)];
   const found = await sql<{ relname: string }[]>`select relname from pg_class where relname = any(${names}::text[])`;
+  // Each name found is one of `names`, made of the column's uuid (hex).
   for (const { relname } of found) await sql.unsafe(`drop index concurrently if exists ${relname}`);
 }
 
